@@ -1,0 +1,1 @@
+//! rocefab control plane library.

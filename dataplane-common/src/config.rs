@@ -1,0 +1,272 @@
+//! The per-switch configuration that `rocefab up` compiles from a topology file and hands to
+//! each switch daemon (`rocefab-switchd --config <file>`), as JSON in the fabric's run directory.
+//!
+//! Everything the data plane needs is resolved here: port names inside the switch's network
+//! namespace, MAC addresses, line rates, next hops with their MACs, ECMP groups and routes.
+//! The daemon resolves interface names to ifindexes itself, after entering the namespace.
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// A MAC address, serialised as `"aa:bb:cc:dd:ee:ff"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Mac(pub [u8; 6]);
+
+impl core::fmt::Display for Mac {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let m = self.0;
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
+    }
+}
+
+impl core::str::FromStr for Mac {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = [0u8; 6];
+        let mut n = 0;
+        for part in s.split(':') {
+            if n == 6 || part.len() != 2 {
+                return Err(ConfigError::BadMac(s.to_string()));
+            }
+            out[n] = u8::from_str_radix(part, 16).map_err(|_| ConfigError::BadMac(s.to_string()))?;
+            n += 1;
+        }
+        if n != 6 {
+            return Err(ConfigError::BadMac(s.to_string()));
+        }
+        Ok(Mac(out))
+    }
+}
+
+impl Serialize for Mac {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Mac {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Errors loading or validating a [`SwitchConfig`].
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid MAC address {0:?} (expected aa:bb:cc:dd:ee:ff)")]
+    BadMac(String),
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{path}: line {line}, column {column}: {msg}")]
+    Parse { path: String, line: usize, column: usize, msg: String },
+    #[error("switch config: {0}")]
+    Invalid(String),
+}
+
+/// One switch's data-plane configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchConfig {
+    /// Switch name from the topology (e.g. `rail1`, `spine2`).
+    pub name: String,
+    /// `rail`, `spine` or `super-spine`.
+    pub role: String,
+    /// Network namespace the switch's ports live in (the daemon enters it after binding metrics).
+    pub netns: Option<String>,
+    /// ECMP hash seed for this switch.
+    pub hash_seed: u32,
+    /// Prometheus `/metrics` listen address, bound in the namespace the daemon starts in.
+    pub metrics_listen: SocketAddr,
+    /// DSCP (index) → traffic class (value 0..=7); 64 entries.
+    #[serde(default = "default_dscp_map")]
+    pub dscp_to_tc: Vec<u8>,
+    /// Per-queue buffer limit in bytes (tail drop above it).
+    #[serde(default = "default_queue_limit")]
+    pub queue_limit_bytes: u64,
+    /// XDP attach mode: `driver` (default) or `skb`.
+    #[serde(default = "default_xdp_mode")]
+    pub xdp_mode: String,
+    /// Ports; the position in this list is the port index used by the XDP maps.
+    pub ports: Vec<PortConfig>,
+    /// Next hops; the position is the next-hop id.
+    pub nexthops: Vec<NextHopConfig>,
+    /// ECMP groups of next-hop ids; the position is the group id.
+    pub groups: Vec<Vec<u32>>,
+    /// Routes (longest prefix match).
+    pub routes: Vec<RouteConfig>,
+}
+
+/// A switch port.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Interface name inside the switch's namespace.
+    pub name: String,
+    /// The port's own MAC (source MAC of everything sent out of it, PFC and LLDP included).
+    pub mac: Mac,
+    /// Line rate enforced by the egress shaper, bits per second.
+    pub line_rate_bps: u64,
+    /// The port's IP addresses with prefix length (e.g. `10.0.1.254/24`), informational.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// What is on the other end (`host1:gpu0`, `spine1:eth3`), for metrics labels and status.
+    #[serde(default)]
+    pub peer: String,
+}
+
+/// A next hop: leave through `port`, rewrite the destination MAC to `mac`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NextHopConfig {
+    pub port: u32,
+    pub mac: Mac,
+}
+
+/// A route: `prefix/len` → ECMP group, or `local` (deliver to the switch's own stack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub prefix: IpAddr,
+    pub len: u8,
+    /// Group id, or `None` for a local route.
+    pub group: Option<u32>,
+}
+
+fn default_dscp_map() -> Vec<u8> {
+    crate::dscp::default_table().to_vec()
+}
+fn default_queue_limit() -> u64 {
+    // 1 MiB per queue: enough to build visible queues at 1 Gbit/s, small enough to tail-drop.
+    1 << 20
+}
+fn default_xdp_mode() -> String {
+    "driver".to_string()
+}
+
+impl SwitchConfig {
+    /// Reads and validates a config file (JSON).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: p.clone(), source })?;
+        let cfg: SwitchConfig = serde_json::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: p, line: e.line(), column: e.column(), msg: e.to_string() })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Writes the config as pretty JSON.
+    pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
+        let text = serde_json::to_string_pretty(self).expect("SwitchConfig serialises");
+        std::fs::write(path, text).map_err(|source| ConfigError::Io { path: path.display().to_string(), source })
+    }
+
+    /// Checks internal references: port, next-hop and group ids, prefix lengths, map sizes.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        use crate::limits::*;
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.ports.is_empty() || self.ports.len() > MAX_PORTS as usize {
+            return bad(format!("{}: {} ports (1..={MAX_PORTS} allowed)", self.name, self.ports.len()));
+        }
+        if self.dscp_to_tc.len() != 64 {
+            return bad(format!("{}: dscp_to_tc has {} entries, expected 64", self.name, self.dscp_to_tc.len()));
+        }
+        if let Some(d) = self.dscp_to_tc.iter().position(|&tc| tc as usize >= NUM_TC) {
+            return bad(format!("{}: dscp_to_tc[{d}] = {} is not a traffic class 0..=7", self.name, self.dscp_to_tc[d]));
+        }
+        if self.xdp_mode != "driver" && self.xdp_mode != "skb" {
+            return bad(format!("{}: xdp_mode {:?} (expected driver or skb)", self.name, self.xdp_mode));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if p.line_rate_bps == 0 {
+                return bad(format!("{}: port {i} ({}) has line_rate_bps 0", self.name, p.name));
+            }
+        }
+        if self.nexthops.len() > MAX_NEXTHOPS as usize || self.groups.len() > MAX_GROUPS as usize {
+            return bad(format!("{}: too many next hops or groups", self.name));
+        }
+        for (i, nh) in self.nexthops.iter().enumerate() {
+            if nh.port as usize >= self.ports.len() {
+                return bad(format!("{}: nexthop {i} uses port {} (have {})", self.name, nh.port, self.ports.len()));
+            }
+        }
+        for (g, members) in self.groups.iter().enumerate() {
+            if members.is_empty() || members.len() > MAX_GROUP_MEMBERS {
+                return bad(format!("{}: group {g} has {} members (1..={MAX_GROUP_MEMBERS})", self.name, members.len()));
+            }
+            if let Some(m) = members.iter().find(|&&m| m as usize >= self.nexthops.len()) {
+                return bad(format!("{}: group {g} names nexthop {m} (have {})", self.name, self.nexthops.len()));
+            }
+        }
+        for r in &self.routes {
+            let max = if r.prefix.is_ipv4() { 32 } else { 128 };
+            if r.len > max {
+                return bad(format!("{}: route {}/{} has prefix length > {max}", self.name, r.prefix, r.len));
+            }
+            if let Some(g) = r.group {
+                if g as usize >= self.groups.len() {
+                    return bad(format!("{}: route {}/{} names group {g} (have {})", self.name, r.prefix, r.len, self.groups.len()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> SwitchConfig {
+        SwitchConfig {
+            name: "rail1".into(),
+            role: "rail".into(),
+            netns: Some("rf-x-rail1".into()),
+            hash_seed: 7,
+            metrics_listen: "127.0.0.1:9400".parse().unwrap(),
+            dscp_to_tc: default_dscp_map(),
+            queue_limit_bytes: default_queue_limit(),
+            xdp_mode: "driver".into(),
+            ports: vec![PortConfig {
+                name: "p0".into(),
+                mac: "02:00:00:00:00:01".parse().unwrap(),
+                line_rate_bps: 1_000_000_000,
+                addresses: vec!["10.0.1.254/24".into()],
+                peer: "host1:gpu0".into(),
+            }],
+            nexthops: vec![NextHopConfig { port: 0, mac: "02:00:00:00:01:01".parse().unwrap() }],
+            groups: vec![vec![0]],
+            routes: vec![RouteConfig { prefix: "10.0.1.1".parse().unwrap(), len: 32, group: Some(0) }],
+        }
+    }
+
+    #[test]
+    fn json_round_trip_and_validate() {
+        let c = sample();
+        c.validate().unwrap();
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(text.contains("\"02:00:00:00:00:01\""));
+        let back: SwitchConfig = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn validation_names_the_bad_reference() {
+        let mut c = sample();
+        c.groups = vec![vec![3]];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("group 0 names nexthop 3"), "{e}");
+        let mut c = sample();
+        c.routes[0].len = 33;
+        assert!(c.validate().unwrap_err().to_string().contains("prefix length"));
+    }
+
+    #[test]
+    fn mac_parse_errors() {
+        assert!("02:00:00:00:00".parse::<Mac>().is_err());
+        assert!("02:00:00:00:00:0g".parse::<Mac>().is_err());
+        assert!("02:00:00:00:00:01:02".parse::<Mac>().is_err());
+        assert_eq!("02:0a:00:00:00:ff".parse::<Mac>().unwrap().to_string(), "02:0a:00:00:00:ff");
+    }
+}

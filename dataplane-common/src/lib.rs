@@ -1,0 +1,346 @@
+//! Types and pure functions shared by the rocefab XDP program (`dataplane-ebpf`) and the
+//! userspace switch daemon (`dataplane-user`).
+//!
+//! Everything in the crate root is `#![no_std]`, `#[repr(C)]` and free of implicit padding so it
+//! can live in BPF maps. The `user` feature adds `aya::Pod` impls and the serde
+//! [`config::SwitchConfig`] that `rocefab up` writes for each switch daemon.
+#![cfg_attr(not(feature = "user"), no_std)]
+
+#[cfg(feature = "user")]
+pub mod config;
+
+/// Limits shared by the maps on both sides.
+pub mod limits {
+    /// Ports per switch (size of the port-indexed maps, XSK map included).
+    pub const MAX_PORTS: u32 = 64;
+    /// Traffic classes / egress queues per port (IEEE 802.1Q priorities 0..=7).
+    pub const NUM_TC: usize = 8;
+    /// Next hops in one ECMP group.
+    pub const MAX_GROUP_MEMBERS: usize = 16;
+    /// Next-hop groups per switch.
+    pub const MAX_GROUPS: u32 = 1024;
+    /// Next hops per switch.
+    pub const MAX_NEXTHOPS: u32 = 1024;
+    /// Routes per address family.
+    pub const MAX_ROUTES: u32 = 4096;
+}
+
+/// EtherTypes the XDP program recognises.
+pub mod ethertype {
+    pub const IPV4: u16 = 0x0800;
+    pub const IPV6: u16 = 0x86dd;
+    pub const VLAN: u16 = 0x8100;
+    pub const QINQ: u16 = 0x88a8;
+    pub const ARP: u16 = 0x0806;
+    /// LLDP (IEEE 802.1AB).
+    pub const LLDP: u16 = 0x88cc;
+    /// MAC control: 802.3x PAUSE and 802.1Qbb PFC.
+    pub const MAC_CONTROL: u16 = 0x8808;
+}
+
+/// Default DSCP → traffic-class mapping (NX-OS style reference design, DESIGN.md).
+pub mod dscp {
+    /// RoCEv2 data.
+    pub const ROCE: u8 = 24;
+    /// Congestion notification packets.
+    pub const CNP: u8 = 48;
+    /// Traffic class of RoCEv2 data (lossless, PFC priority 3).
+    pub const TC_ROCE: u8 = 3;
+    /// Traffic class of CNPs (strict priority).
+    pub const TC_CNP: u8 = 7;
+    /// Traffic class of everything else.
+    pub const TC_DEFAULT: u8 = 0;
+
+    /// Default traffic class for a DSCP value: 24 → 3, 48 → 7, anything else → 0.
+    #[inline(always)]
+    pub const fn default_tc(dscp: u8) -> u8 {
+        match dscp {
+            ROCE => TC_ROCE,
+            CNP => TC_CNP,
+            _ => TC_DEFAULT,
+        }
+    }
+
+    /// The default 64-entry table, as loaded into the `DSCP_TC` map.
+    pub const fn default_table() -> [u8; 64] {
+        let mut t = [0u8; 64];
+        let mut i = 0;
+        while i < 64 {
+            t[i] = default_tc(i as u8);
+            i += 1;
+        }
+        t
+    }
+}
+
+/// What the XDP program decided for a frame it redirected to the port's AF_XDP socket.
+///
+/// The program prepends this 8-byte header in front of the Ethernet frame
+/// (`bpf_xdp_adjust_head(-8)`), so userspace finds it at offset 0 of the received descriptor
+/// and the original frame at offset [`Decision::LEN`]. (XDP metadata is not copied to AF_XDP
+/// sockets in copy mode, which is all veth offers, so the decision travels in-band.)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Decision {
+    /// [`Decision::MAGIC`], to catch frames that bypassed the program.
+    pub magic: u16,
+    /// One of [`kind`].
+    pub kind: u8,
+    /// Traffic class from the DSCP map (0 for non-IP kinds).
+    pub tc: u8,
+    /// Port index the frame arrived on.
+    pub ingress_port: u8,
+    /// Port index chosen by route + ECMP (only for [`kind::FORWARD`]).
+    pub egress_port: u8,
+    /// Next-hop id (index into the switch config's `nexthops`, only for [`kind::FORWARD`]).
+    pub nexthop: u16,
+}
+
+impl Decision {
+    pub const LEN: usize = 8;
+    pub const MAGIC: u16 = 0xd3c1;
+
+    /// Serialises to the on-wire (host byte order) layout the eBPF side writes.
+    #[inline(always)]
+    pub fn to_bytes(&self) -> [u8; 8] {
+        let m = self.magic.to_ne_bytes();
+        let n = self.nexthop.to_ne_bytes();
+        [m[0], m[1], self.kind, self.tc, self.ingress_port, self.egress_port, n[0], n[1]]
+    }
+
+    /// Reads the header from the start of `buf`; `None` if too short or the magic is wrong.
+    #[inline(always)]
+    pub fn from_bytes(buf: &[u8]) -> Option<Self> {
+        if buf.len() < Self::LEN {
+            return None;
+        }
+        let d = Decision {
+            magic: u16::from_ne_bytes([buf[0], buf[1]]),
+            kind: buf[2],
+            tc: buf[3],
+            ingress_port: buf[4],
+            egress_port: buf[5],
+            nexthop: u16::from_ne_bytes([buf[6], buf[7]]),
+        };
+        (d.magic == Self::MAGIC).then_some(d)
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<Decision>() == Decision::LEN);
+
+/// Values of [`Decision::kind`].
+pub mod kind {
+    /// Routed IPv4/IPv6 frame: forward out of `egress_port` towards `nexthop`, queue `tc`.
+    pub const FORWARD: u8 = 0;
+    /// LLDP frame (0x88cc) for the LLDP/DCBX agent.
+    pub const LLDP: u8 = 1;
+    /// MAC control frame (0x8808: PAUSE / PFC) for the PFC engine.
+    pub const MAC_CONTROL: u8 = 2;
+}
+
+/// A port as the XDP program sees it. Key of the `PORTS` map is the ingress ifindex.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PortInfo {
+    /// Index into the XSK map and into the switch config's `ports`.
+    pub index: u32,
+}
+
+/// A next hop. `NEXTHOPS` map, indexed by next-hop id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct NextHop {
+    /// Egress port index.
+    pub port: u32,
+}
+
+/// An ECMP next-hop group. `GROUPS` map, indexed by group id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextHopGroup {
+    /// Number of valid entries in `members` (1..=MAX_GROUP_MEMBERS).
+    pub count: u32,
+    /// Next-hop ids.
+    pub members: [u32; limits::MAX_GROUP_MEMBERS],
+}
+
+impl Default for NextHopGroup {
+    fn default() -> Self {
+        NextHopGroup { count: 0, members: [0; limits::MAX_GROUP_MEMBERS] }
+    }
+}
+
+/// Value of every route LPM entry (IPv4 key `[u8; 4]`, IPv6 key `[u8; 16]`, network order).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RouteValue {
+    /// Next-hop group id; [`RouteValue::LOCAL`] means "deliver to the switch's own stack" (XDP_PASS).
+    pub group: u32,
+}
+
+impl RouteValue {
+    pub const LOCAL: u32 = u32::MAX;
+}
+
+/// Per-switch parameters. `PARAMS` array map, single entry at index 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SwitchParams {
+    /// ECMP hash seed; a seed shared by all switches reproduces hash polarization.
+    pub hash_seed: u32,
+    /// Reserved for load-balancing mode (0 = flow ECMP).
+    pub lb_mode: u32,
+}
+
+/// Per-port, per-CPU counters kept by the XDP program. `COUNTERS` per-CPU array,
+/// index = `port_index * counter::COUNT + counter id`.
+pub mod counter {
+    /// Frames seen on the port.
+    pub const RX: u32 = 0;
+    /// Routed frames redirected to AF_XDP.
+    pub const FORWARDED: u32 = 1;
+    /// No route for the destination.
+    pub const ROUTE_MISS: u32 = 2;
+    /// TTL / hop limit would expire (≤ 1).
+    pub const TTL_EXPIRED: u32 = 3;
+    /// Truncated or invalid headers.
+    pub const MALFORMED: u32 = 4;
+    /// LLDP frames steered to userspace.
+    pub const LLDP: u32 = 5;
+    /// MAC control (PAUSE/PFC) frames steered to userspace.
+    pub const MAC_CONTROL: u32 = 6;
+    /// Frames passed to the kernel (ARP, ND, traffic to the switch itself, other EtherTypes).
+    pub const PASS: u32 = 7;
+    /// bpf_redirect_map to the XSK failed (no socket bound).
+    pub const REDIRECT_FAILED: u32 = 8;
+    /// Number of counters per port.
+    pub const COUNT: u32 = 9;
+    /// Prometheus-friendly names, indexed by counter id.
+    pub const NAMES: [&str; COUNT as usize] = [
+        "rx",
+        "forwarded",
+        "route_miss",
+        "ttl_expired",
+        "malformed",
+        "lldp",
+        "mac_control",
+        "pass",
+        "redirect_failed",
+    ];
+}
+
+/// ECMP flow hash over the 5-tuple. The same function runs in XDP and in userspace (tests and
+/// tools predict paths with it). Addresses are given as 4 big-endian u32 words (IPv4 uses word 0
+/// only, the rest zero). Bob Jenkins' lookup3 final mix, seeded per switch.
+#[inline(always)]
+pub fn flow_hash(src: [u32; 4], dst: [u32; 4], proto: u8, sport: u16, dport: u16, seed: u32) -> u32 {
+    #[inline(always)]
+    fn rot(x: u32, k: u32) -> u32 {
+        x.rotate_left(k)
+    }
+    #[inline(always)]
+    fn mix(a: &mut u32, b: &mut u32, c: &mut u32) {
+        *c ^= *b;
+        *c = c.wrapping_sub(rot(*b, 14));
+        *a ^= *c;
+        *a = a.wrapping_sub(rot(*c, 11));
+        *b ^= *a;
+        *b = b.wrapping_sub(rot(*a, 25));
+        *c ^= *b;
+        *c = c.wrapping_sub(rot(*b, 16));
+        *a ^= *c;
+        *a = a.wrapping_sub(rot(*c, 4));
+        *b ^= *a;
+        *b = b.wrapping_sub(rot(*a, 14));
+        *c ^= *b;
+        *c = c.wrapping_sub(rot(*b, 24));
+    }
+    let init = 0xdead_beef_u32.wrapping_add(seed);
+    let (mut a, mut b, mut c) = (init, init, init);
+    a = a.wrapping_add(src[0] ^ src[1] ^ src[2] ^ src[3]);
+    b = b.wrapping_add(dst[0] ^ dst[1] ^ dst[2] ^ dst[3]);
+    c = c.wrapping_add(((sport as u32) << 16) | dport as u32);
+    mix(&mut a, &mut b, &mut c);
+    a = a.wrapping_add(proto as u32);
+    b = b.wrapping_add(seed);
+    mix(&mut a, &mut b, &mut c);
+    c
+}
+
+/// ECMP member choice: index into a group of `count` members (count ≥ 1).
+#[inline(always)]
+pub fn ecmp_index(hash: u32, count: u32) -> u32 {
+    if count == 0 {
+        0
+    } else {
+        hash % count
+    }
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: all of these are #[repr(C)], Copy, contain only integers, and have no padding
+    // (sizes asserted below), so any bit pattern is valid and they can be copied to/from maps.
+    unsafe impl aya::Pod for super::PortInfo {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::NextHop {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::NextHopGroup {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::RouteValue {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::SwitchParams {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Decision {}
+}
+
+const _: () = assert!(core::mem::size_of::<PortInfo>() == 4);
+const _: () = assert!(core::mem::size_of::<NextHop>() == 4);
+const _: () = assert!(core::mem::size_of::<NextHopGroup>() == 4 + 4 * limits::MAX_GROUP_MEMBERS);
+const _: () = assert!(core::mem::size_of::<RouteValue>() == 4);
+const _: () = assert!(core::mem::size_of::<SwitchParams>() == 8);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_dscp_map() {
+        let t = dscp::default_table();
+        assert_eq!(t[24], 3);
+        assert_eq!(t[48], 7);
+        assert_eq!(t[0], 0);
+        assert_eq!(t[46], 0);
+    }
+
+    #[test]
+    fn decision_round_trip() {
+        let d = Decision { magic: Decision::MAGIC, kind: kind::FORWARD, tc: 3, ingress_port: 2, egress_port: 5, nexthop: 700 };
+        assert_eq!(Decision::from_bytes(&d.to_bytes()), Some(d));
+        let mut bad = d.to_bytes();
+        bad[0] ^= 1;
+        assert_eq!(Decision::from_bytes(&bad), None);
+        assert_eq!(Decision::from_bytes(&d.to_bytes()[..7]), None);
+    }
+
+    #[test]
+    fn flow_hash_depends_on_every_field_and_seed() {
+        let base = flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1000, 4791, 1);
+        assert_ne!(base, flow_hash([0x0a000102, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1000, 4791, 1));
+        assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000203, 0, 0, 0], 17, 1000, 4791, 1));
+        assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 6, 1000, 4791, 1));
+        assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1001, 4791, 1));
+        assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1000, 4792, 1));
+        assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1000, 4791, 2));
+    }
+
+    #[test]
+    fn ecmp_spreads_source_ports_over_two_members() {
+        let mut hits = [0u32; 2];
+        for sport in 0..64u16 {
+            let h = flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 49152 + sport, 4791, 7);
+            hits[ecmp_index(h, 2) as usize] += 1;
+        }
+        assert!(hits[0] > 16 && hits[1] > 16, "{hits:?}");
+    }
+}

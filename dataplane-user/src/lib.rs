@@ -1,0 +1,1 @@
+//! rocefab switch data plane (userspace side).
