@@ -1,1 +1,8 @@
-//! rocefab control plane library.
+//! rocefab control plane: topology files, address plan and route compilation, network
+//! namespaces and veths, switch daemons, frame building and pcap decoding.
+
+pub mod fabric;
+pub mod frame;
+pub mod pcap_show;
+pub mod plan;
+pub mod topology;

@@ -1,1 +1,40 @@
-fn main() {}
+//! `rocefab`: bring AI-fabric emulations up and down, inspect them, build frames, decode pcaps.
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "rocefab", version, about = "Switch data-plane emulator for AI training fabrics")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Fabric lifecycle and inspection (up, down, status, exec, ...).
+    #[command(flatten)]
+    Fabric(control::fabric::FabricCmd),
+    /// Build a frame from options and write it to a pcap file.
+    Frame(control::frame::FrameArgs),
+    /// pcap / pcapng tools.
+    #[command(subcommand)]
+    Pcap(PcapCmd),
+}
+
+#[derive(Subcommand)]
+enum PcapCmd {
+    /// Decode every frame rocefab knows (PFC, PAUSE, LLDP/DCBX, RoCEv2) and list the rest.
+    Show(control::pcap_show::PcapShowArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let res = match &cli.cmd {
+        Cmd::Fabric(c) => control::fabric::run(c),
+        Cmd::Frame(a) => control::frame::run(a),
+        Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
+    };
+    if let Err(e) = res {
+        eprintln!("rocefab: {e:#}");
+        std::process::exit(1);
+    }
+}

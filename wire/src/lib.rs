@@ -1,1 +1,15 @@
-//! Wire formats.
+//! Wire formats rocefab emits and parses, byte-exact to the standards, in the smoltcp style:
+//! a zero-copy `Packet<T: AsRef<[u8]>>` view with checked construction plus a `Repr` with
+//! `parse` / `buffer_len` / `emit`.
+//!
+//! - [`mac_control`]: IEEE 802.3x PAUSE and IEEE 802.1Qbb PFC (EtherType 0x8808).
+//! - [`lldp`]: IEEE 802.1AB LLDP TLVs (EtherType 0x88cc).
+//! - [`dcbx`]: IEEE 802.1Qaz DCBX TLVs (ETS, PFC, Application Priority) and CEE DCBX.
+//! - [`roce`]: RoCEv2 (InfiniBand BTH / RETH / AETH over UDP 4791) with ICRC.
+//! - [`pcap`]: pcap and pcapng reading and writing.
+
+pub mod dcbx;
+pub mod lldp;
+pub mod mac_control;
+pub mod pcap;
+pub mod roce;

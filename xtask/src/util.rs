@@ -1,0 +1,25 @@
+//! Small process helpers shared by the xtask commands.
+use std::path::PathBuf;
+use std::process::Command;
+
+use anyhow::{bail, Context};
+
+/// The workspace root (parent of xtask/).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+}
+
+/// Runs a command to completion, inheriting stdio; fails naming the command.
+pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    let shown = format!("{cmd:?}");
+    let st = cmd.status().with_context(|| format!("starting {shown}"))?;
+    if !st.success() {
+        bail!("{shown} failed: {st}");
+    }
+    Ok(())
+}
+
+/// True if `prog` is on PATH.
+pub fn have(prog: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {prog} >/dev/null 2>&1")).status().map(|s| s.success()).unwrap_or(false)
+}
