@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod fuzz;
 mod setup;
+mod test;
 mod util;
 
 #[derive(Parser)]
@@ -17,8 +18,8 @@ struct Cli {
 enum Cmd {
     /// Install whatever is missing (apt packages, nightly rust-src, bpf-linker, tshark, scapy).
     Setup,
-    /// Run every test: unprivileged workspace tests, then the privileged ones (root).
-    Test,
+    /// Run every test: unprivileged workspace tests, then the privileged ones (root), fuzzing.
+    Test(test::TestArgs),
     /// Bring up the rail-spine fabric, send three traffic classes, print per-queue counters.
     Demo,
     /// Compare the rocefab switch with the Linux bridge and a minimal AF_XDP forwarder.
@@ -31,7 +32,7 @@ fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Setup => setup::run(),
-        Cmd::Test => setup::run().and_then(|_| test_all()),
+        Cmd::Test(a) => setup::run().and_then(|_| test::run_all(&a)),
         Cmd::Demo => setup::run().and_then(|_| demo()),
         Cmd::Bench(a) => setup::run().and_then(|_| bench::run(&a)),
         Cmd::Fuzz(a) => setup::run().and_then(|_| fuzz::run(&a)),
@@ -40,10 +41,6 @@ fn main() {
         eprintln!("xtask: {e:#}");
         std::process::exit(1);
     }
-}
-
-fn test_all() -> anyhow::Result<()> {
-    anyhow::bail!("test: not implemented yet")
 }
 
 fn demo() -> anyhow::Result<()> {

@@ -38,7 +38,7 @@ fn apt() -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("xtask setup: installing {}", missing.join(" "));
-    if !nix_is_root() {
+    if !crate::util::is_root() {
         bail!("missing Debian packages ({}); run as root or install them with apt-get", missing.join(" "));
     }
     sh(Command::new("apt-get").arg("update").arg("-q"))?;
@@ -50,15 +50,6 @@ fn apt() -> anyhow::Result<()> {
     .context("apt-get install")
 }
 
-fn nix_is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc_geteuid() == 0 }
-}
-
-extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
 
 fn nightly_rust_src() -> anyhow::Result<()> {
     let out = Command::new("rustup").args(["component", "list", "--installed", "--toolchain", "nightly"]).output();

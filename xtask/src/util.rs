@@ -23,3 +23,13 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
 pub fn have(prog: &str) -> bool {
     Command::new("sh").arg("-c").arg(format!("command -v {prog} >/dev/null 2>&1")).status().map(|s| s.success()).unwrap_or(false)
 }
+
+/// True when running as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { geteuid() == 0 }
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
