@@ -1,0 +1,330 @@
+//! Whole RoCEv2 Ethernet frames: Ethernet II / IPv4 or IPv6 / UDP (via `etherparse`) around the
+//! InfiniBand headers of this module, with the ICRC computed on build and verified on parse.
+//!
+//! RoCEv2 conventions (IBTA Annex A17): UDP destination port 4791; the UDP source port carries
+//! per-QP entropy for ECMP ([`udp_src_port_for_qp`]); the IPv4 UDP checksum is sent as zero,
+//! the IPv6 one is computed (IPv6 forbids a zero UDP checksum, RFC 8200 §8.1). The reference
+//! design marks data with DSCP 24 / ECT(0) and CNPs with DSCP 48.
+
+use core::net::IpAddr;
+
+use etherparse::{
+    EtherType, Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header,
+    LinkExtSlice, LinkSlice, NetSlice, SlicedPacket, TransportSlice, UdpHeader,
+};
+
+use super::{aeth, bth, icrc, reth, Error, IcrcStatus, Layer, Opcode, Packet, Repr};
+
+const ETH_LEN: usize = 14;
+const UDP_LEN: usize = 8;
+/// Minimum Ethernet frame length without FCS; shorter frames are zero-padded.
+pub const ETH_MIN_LEN: usize = 60;
+
+/// The UDP source port RoCEv2 stacks derive from a QP pair: Linux `rdma_calc_flow_label`
+/// followed by `rdma_flow_label_to_udp_sport` (include/rdma/ib_verbs.h), giving a port in
+/// 0xC000..=0xFFFF.
+pub fn udp_src_port_for_qp(local_qp: u32, remote_qp: u32) -> u16 {
+    let mut v = u64::from(local_qp) * u64::from(remote_qp);
+    v ^= v >> 20;
+    v ^= v >> 40;
+    let fl = (v & 0xfffff) as u32;
+    let low = (fl & 0x03fff) ^ ((fl & 0xfc000) >> 14);
+    (low as u16) | 0xc000
+}
+
+/// Builder for one RoCEv2 Ethernet frame. Fields are public; [`RoceFrame::new`] fills the
+/// defaults of the reference design.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoceFrame<'a> {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    /// Both addresses must be of the same family.
+    pub src_ip: IpAddr,
+    pub dst_ip: IpAddr,
+    /// 6 bits.
+    pub dscp: u8,
+    pub ecn: IpEcn,
+    /// IPv4 TTL / IPv6 hop limit.
+    pub ttl: u8,
+    /// IPv6 flow label (20 bits); ignored for IPv4.
+    pub flow_label: u32,
+    pub udp_src_port: u16,
+    pub udp_dst_port: u16,
+    /// The InfiniBand headers. `bth.pad_count` is recomputed from the payload length on emit.
+    pub headers: Repr,
+    pub payload: &'a [u8],
+}
+
+impl<'a> RoceFrame<'a> {
+    /// A frame with DSCP 24, ECT(0), TTL 64, UDP source port derived from the destination QP,
+    /// destination port 4791.
+    pub fn new(
+        src_mac: [u8; 6],
+        dst_mac: [u8; 6],
+        src_ip: IpAddr,
+        dst_ip: IpAddr,
+        headers: Repr,
+        payload: &'a [u8],
+    ) -> Self {
+        RoceFrame {
+            src_mac,
+            dst_mac,
+            src_ip,
+            dst_ip,
+            dscp: super::DSCP_DATA,
+            ecn: IpEcn::Ect0,
+            ttl: 64,
+            flow_label: 0,
+            udp_src_port: udp_src_port_for_qp(headers.bth.dest_qp, headers.bth.dest_qp),
+            udp_dst_port: super::UDP_PORT,
+            headers,
+            payload,
+        }
+    }
+
+    fn ib_len(&self) -> usize {
+        let mut h = self.headers;
+        h.bth.pad_count = super::pad_for(self.payload.len());
+        h.buffer_len(self.payload.len())
+    }
+
+    fn ip_hdr_len(&self) -> usize {
+        match self.src_ip {
+            IpAddr::V4(_) => Ipv4Header::MIN_LEN,
+            IpAddr::V6(_) => Ipv6Header::LEN,
+        }
+    }
+
+    /// Length of the emitted frame (without FCS), including the padding to 60 bytes.
+    pub fn frame_len(&self) -> usize {
+        (ETH_LEN + self.ip_hdr_len() + UDP_LEN + self.ib_len()).max(ETH_MIN_LEN)
+    }
+
+    /// Write the frame into the start of `buf` and return its length ([`frame_len`](Self::frame_len)).
+    /// Allocates nothing.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        let mut headers = self.headers;
+        headers.bth.pad_count = super::pad_for(self.payload.len());
+        headers.check_layout()?;
+        let ib_len = headers.buffer_len(self.payload.len());
+        let ip_hlen = self.ip_hdr_len();
+        let natural = ETH_LEN + ip_hlen + UDP_LEN + ib_len;
+        let total = natural.max(ETH_MIN_LEN);
+        if buf.len() < total {
+            return Err(Error::TooBig { needed: total, available: buf.len() });
+        }
+        let udp_total = UDP_LEN + ib_len;
+        let udp_len = u16::try_from(udp_total)
+            .map_err(|_| Error::TooBig { needed: udp_total, available: usize::from(u16::MAX) })?;
+        let too_big = |_| Error::TooBig { needed: natural, available: usize::from(u16::MAX) };
+        let buf = &mut buf[..total];
+        let (eth, rest) = buf.split_at_mut(ETH_LEN);
+        let (ip, rest) = rest.split_at_mut(ip_hlen);
+        let (udp, rest) = rest.split_at_mut(UDP_LEN);
+        let (ib, pad) = rest.split_at_mut(ib_len);
+        pad.fill(0);
+        headers.emit(ib, self.payload)?;
+        let dscp = etherparse::IpDscp::try_new(self.dscp & 0x3f).unwrap_or(etherparse::IpDscp::ZERO);
+        let ether_type = match (self.src_ip, self.dst_ip) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let mut h = Ipv4Header::new(udp_len, self.ttl, IpNumber::UDP, s.octets(), d.octets())
+                    .map_err(too_big)?;
+                h.dscp = dscp;
+                h.ecn = self.ecn;
+                h.dont_fragment = true;
+                h.header_checksum = h.calc_header_checksum();
+                ip.copy_from_slice(&h.to_bytes());
+                EtherType::IPV4
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                let h = Ipv6Header {
+                    traffic_class: (self.dscp << 2) | self.ecn.value(),
+                    flow_label: Ipv6FlowLabel::try_new(self.flow_label & 0xfffff)
+                        .unwrap_or(Ipv6FlowLabel::ZERO),
+                    payload_length: udp_len,
+                    next_header: IpNumber::UDP,
+                    hop_limit: self.ttl,
+                    source: s.octets(),
+                    destination: d.octets(),
+                };
+                ip.copy_from_slice(&h.to_bytes());
+                EtherType::IPV6
+            }
+            _ => return Err(Error::MixedFamilies),
+        };
+        let udp_hdr = UdpHeader {
+            source_port: self.udp_src_port,
+            destination_port: self.udp_dst_port,
+            length: udp_len,
+            checksum: 0,
+        };
+        udp.copy_from_slice(&udp_hdr.to_bytes());
+        eth.copy_from_slice(
+            &Ethernet2Header { source: self.src_mac, destination: self.dst_mac, ether_type }.to_bytes(),
+        );
+        // The ICRC masks the UDP checksum, so it can be computed first.
+        let ip_packet_len = ip_hlen + udp_total;
+        let ip_packet = &mut buf[ETH_LEN..ETH_LEN + ip_packet_len];
+        icrc::fill(ip_packet)?;
+        if let (IpAddr::V6(s), IpAddr::V6(d)) = (self.src_ip, self.dst_ip) {
+            let (_, rest) = ip_packet.split_at_mut(ip_hlen);
+            let (udp, ib) = rest.split_at_mut(UDP_LEN);
+            let c = udp_hdr.calc_checksum_ipv6_raw(s.octets(), d.octets(), ib).map_err(|_| {
+                Error::TooBig { needed: natural, available: usize::from(u16::MAX) }
+            })?;
+            udp[6..8].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(total)
+    }
+
+    /// The frame as a new vector.
+    pub fn to_vec(&self) -> Result<Vec<u8>, Error> {
+        let mut v = vec![0u8; self.frame_len()];
+        let n = self.emit(&mut v)?;
+        v.truncate(n);
+        Ok(v)
+    }
+
+    /// Parse a whole Ethernet frame; see [`ParsedFrame::parse`].
+    pub fn parse(frame: &[u8]) -> Result<ParsedFrame<'_>, Error> {
+        ParsedFrame::parse(frame)
+    }
+}
+
+/// A RoCEv2 CNP (Annex A17.9.3): BTH opcode 0x81 with BECN set, P_Key 0xffff, the notified QP
+/// as DestQP, 16 reserved bytes; sent with DSCP 48 and Not-ECT.
+pub fn cnp(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src_ip: IpAddr,
+    dst_ip: IpAddr,
+    dest_qp: u32,
+) -> RoceFrame<'static> {
+    let mut b = bth::Repr::new(Opcode::Cnp, dest_qp, 0);
+    b.becn = true;
+    let mut f = RoceFrame::new(src_mac, dst_mac, src_ip, dst_ip, Repr::new(b), &[]);
+    f.dscp = super::DSCP_CNP;
+    f.ecn = IpEcn::NotEct;
+    f
+}
+
+/// The IP fields of a parsed frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpInfo {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dscp: u8,
+    pub ecn: IpEcn,
+    /// TTL / hop limit.
+    pub ttl: u8,
+}
+
+/// A parsed RoCEv2 frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedFrame<'a> {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    /// 802.1Q tag (PCP, VID) when present.
+    pub vlan: Option<(u8, u16)>,
+    pub ip: IpInfo,
+    pub udp_src_port: u16,
+    pub udp_dst_port: u16,
+    pub udp_checksum: u16,
+    pub headers: Repr,
+    /// The payload without pad bytes.
+    pub payload: &'a [u8],
+    pub icrc: IcrcStatus,
+}
+
+fn offset_in(outer: &[u8], inner: &[u8]) -> usize {
+    inner.as_ptr() as usize - outer.as_ptr() as usize
+}
+
+impl<'a> ParsedFrame<'a> {
+    /// Parse an Ethernet II frame (without FCS; trailing Ethernet padding is ignored) carrying
+    /// RoCEv2, and verify its ICRC. A bad ICRC is reported in [`ParsedFrame::icrc`], not as an
+    /// error; truncation at any layer is an error naming the layer and lengths.
+    pub fn parse(frame: &'a [u8]) -> Result<Self, Error> {
+        let sp = SlicedPacket::from_ethernet(frame)?;
+        let Some(LinkSlice::Ethernet2(eth)) = &sp.link else {
+            return Err(Error::Truncated { layer: Layer::Ethernet, needed: ETH_LEN, available: frame.len() });
+        };
+        let vlan = sp.link_exts.iter().find_map(|e| match e {
+            LinkExtSlice::Vlan(v) => Some((v.priority_code_point().value(), v.vlan_identifier().value())),
+            _ => None,
+        });
+        let (ip, ip_start) = match &sp.net {
+            Some(NetSlice::Ipv4(v4)) => {
+                if v4.is_payload_fragmented() {
+                    return Err(Error::Fragmented);
+                }
+                let h = v4.header();
+                let info = IpInfo {
+                    src: IpAddr::V4(h.source_addr()),
+                    dst: IpAddr::V4(h.destination_addr()),
+                    dscp: h.dcp().value(),
+                    ecn: h.ecn(),
+                    ttl: h.ttl(),
+                };
+                if h.protocol() != IpNumber::UDP {
+                    return Err(Error::NotUdp(h.protocol().0));
+                }
+                (info, offset_in(frame, h.slice()))
+            }
+            Some(NetSlice::Ipv6(v6)) => {
+                if v6.is_payload_fragmented() {
+                    return Err(Error::Fragmented);
+                }
+                let h = v6.header();
+                let info = IpInfo {
+                    src: IpAddr::V6(h.source_addr()),
+                    dst: IpAddr::V6(h.destination_addr()),
+                    dscp: h.dscp().value(),
+                    ecn: h.ecn(),
+                    ttl: h.hop_limit(),
+                };
+                if h.next_header() != IpNumber::UDP {
+                    return Err(Error::NotUdp(h.next_header().0));
+                }
+                (info, offset_in(frame, h.slice()))
+            }
+            _ => return Err(Error::NotIp(eth.ether_type().0)),
+        };
+        let Some(TransportSlice::Udp(udp)) = &sp.transport else {
+            return Err(Error::Truncated { layer: Layer::Udp, needed: UDP_LEN, available: 0 });
+        };
+        if udp.destination_port() != super::UDP_PORT {
+            return Err(Error::NotRocePort(udp.destination_port()));
+        }
+        let ib_bytes = udp.payload();
+        let ib = Packet::new_checked(ib_bytes)?;
+        let headers = Repr::parse(&ib)?;
+        let ip_end = offset_in(frame, ib_bytes) + ib_bytes.len();
+        let icrc = icrc::verify(&frame[ip_start..ip_end])?;
+        Ok(ParsedFrame {
+            src_mac: eth.source(),
+            dst_mac: eth.destination(),
+            vlan,
+            ip,
+            udp_src_port: udp.source_port(),
+            udp_dst_port: udp.destination_port(),
+            udp_checksum: udp.checksum(),
+            headers,
+            payload: ib.payload(),
+            icrc,
+        })
+    }
+
+    /// The BTH.
+    pub fn bth(&self) -> &bth::Repr {
+        &self.headers.bth
+    }
+    /// The RETH, if any.
+    pub fn reth(&self) -> Option<&reth::Repr> {
+        self.headers.reth.as_ref()
+    }
+    /// The AETH, if any.
+    pub fn aeth(&self) -> Option<&aeth::Repr> {
+        self.headers.aeth.as_ref()
+    }
+}
