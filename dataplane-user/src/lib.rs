@@ -1,5 +1,15 @@
 //! rocefab switch data plane, userspace side: loads the XDP program and fills its maps
 //! ([`loader`]), and the switch daemon's pieces (AF_XDP ports, per-priority queues, shaper,
 //! scheduler, L3 rewrite, Prometheus metrics).
+//!
+//! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
+//! [`rewrite`], [`stats`], [`metrics`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
+//! (the per-switch packet thread), [`daemon`] (process lifecycle, namespaces, HTTP).
 
+pub mod decision;
 pub mod loader;
+pub mod queue;
+pub mod rewrite;
+pub mod sched;
+pub mod shaper;
+pub mod stats;

@@ -1,0 +1,89 @@
+//! Live statistics shared between the data-plane thread (the only writer) and the metrics
+//! exporter (readers, on scrape).
+//!
+//! Every value is an [`AtomicU64`] written by exactly one thread with a plain load + store
+//! (`Relaxed`), which compiles to an ordinary memory add on x86: no lock prefix, no lock shared
+//! with the control side, nothing allocated per packet. Readers see each value tear-free.
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use dataplane_common::limits::NUM_TC;
+
+/// A single-writer statistic. Only one thread may call [`Stat::add`] / [`Stat::set`];
+/// any thread may call [`Stat::get`].
+#[derive(Debug, Default)]
+pub struct Stat(AtomicU64);
+
+impl Stat {
+    /// Adds `n` (single writer: a load and a store, not an atomic read-modify-write).
+    #[inline(always)]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+    /// Adds one.
+    #[inline(always)]
+    pub fn inc(&self) {
+        self.add(1);
+    }
+    /// Overwrites the value (gauges).
+    #[inline(always)]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
+    /// Current value.
+    #[inline(always)]
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// Counters of one egress queue.
+#[derive(Debug, Default)]
+pub struct QueueStats {
+    pub enqueued_packets: Stat,
+    pub enqueued_bytes: Stat,
+    pub dequeued_packets: Stat,
+    pub dequeued_bytes: Stat,
+    /// Tail drops (queue over its byte limit or out of descriptor slots).
+    pub dropped_packets: Stat,
+    pub dropped_bytes: Stat,
+    /// Current depth (gauge).
+    pub depth_bytes: Stat,
+    /// Current depth in packets (gauge).
+    pub depth_packets: Stat,
+}
+
+/// Counters of one switch port, as seen by the daemon (the XDP program keeps its own).
+#[derive(Debug, Default)]
+pub struct PortStats {
+    /// Frames received on the port's AF_XDP socket (Ethernet bytes, Decision header excluded).
+    pub rx_packets: Stat,
+    pub rx_bytes: Stat,
+    /// Frames handed to the port's TX ring.
+    pub tx_packets: Stat,
+    pub tx_bytes: Stat,
+    /// Descriptors without a valid Decision header, or with out-of-range fields.
+    pub rx_invalid: Stat,
+    /// LLDP frames steered to userspace (counted and dropped until the LLDP agent lands).
+    pub rx_lldp: Stat,
+    /// MAC-control (PAUSE/PFC) frames steered to userspace (counted and dropped until the PFC
+    /// engine lands).
+    pub rx_mac_control: Stat,
+    /// Forwarded frames the L3 rewrite refused (truncated, unknown EtherType, TTL ≤ 1).
+    pub rewrite_errors: Stat,
+    /// Per traffic class egress queues of this port.
+    pub queues: [QueueStats; NUM_TC],
+}
+
+/// All statistics of one switch.
+#[derive(Debug)]
+pub struct SwitchStats {
+    pub ports: Vec<PortStats>,
+    /// UMEM frames not in use (free pool), gauge.
+    pub free_frames: Stat,
+}
+
+impl SwitchStats {
+    pub fn new(ports: usize) -> Self {
+        SwitchStats { ports: (0..ports).map(|_| PortStats::default()).collect(), free_frames: Stat::default() }
+    }
+}
