@@ -9,6 +9,7 @@
 //! - [`pcap`]: pcap and pcapng reading and writing.
 
 pub mod dcbx;
+pub mod ethernet;
 pub mod lldp;
 pub mod mac_control;
 pub mod pcap;

@@ -1,0 +1,365 @@
+//! Ethernet II framing shared by the L2 control protocols (IEEE 802.3 clause 3, IEEE 802.1Q
+//! priority code points), plus the small value types they share: [`MacAddr`], [`Priority`] and
+//! [`PrioritySet`].
+//!
+//! ```text
+//!  0                   6                  12        14
+//! +-------------------+-------------------+---------+---------------- - -
+//! | destination MAC   | source MAC        |EtherType| payload ... (padded so the frame
+//! +-------------------+-------------------+---------+  is >= 60 bytes without FCS)
+//! ```
+//!
+//! Captures and AF_XDP buffers carry frames without the 4-byte FCS, so the minimum frame length
+//! used throughout this crate is [`MIN_FRAME_LEN`] = 60 bytes.
+
+use core::fmt;
+use core::str::FromStr;
+
+/// EtherType of MAC control frames (IEEE 802.3 clause 31): PAUSE and PFC.
+pub const ETHERTYPE_MAC_CONTROL: u16 = 0x8808;
+/// EtherType of LLDP (IEEE 802.1AB).
+pub const ETHERTYPE_LLDP: u16 = 0x88cc;
+/// Length of the Ethernet II header (no VLAN tag).
+pub const HEADER_LEN: usize = 14;
+/// Minimum Ethernet frame length without the FCS.
+pub const MIN_FRAME_LEN: usize = 60;
+
+mod field {
+    use core::ops::Range;
+    pub const DST: Range<usize> = 0..6;
+    pub const SRC: Range<usize> = 6..12;
+    pub const ETHERTYPE: Range<usize> = 12..14;
+}
+
+/// Errors of the Ethernet framing helpers and the shared value types.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The frame is shorter than the Ethernet header.
+    #[error("ethernet frame truncated: {len} bytes, the header needs {HEADER_LEN}")]
+    Truncated {
+        /// Bytes available.
+        len: usize,
+    },
+    /// The output buffer cannot hold the frame.
+    #[error("buffer too small: need {need} bytes, have {have}")]
+    BufferTooSmall {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes available.
+        have: usize,
+    },
+    /// The frame has another EtherType than the protocol expects.
+    #[error("unexpected EtherType {found:#06x}, expected {expected:#06x}")]
+    EtherType {
+        /// EtherType in the frame.
+        found: u16,
+        /// EtherType the parser wanted.
+        expected: u16,
+    },
+    /// A priority outside 0..=7.
+    #[error("priority {0} out of range 0..=7")]
+    InvalidPriority(u8),
+    /// A MAC address string that is not six colon-separated hex octets.
+    #[error("invalid MAC address {0:?}: expected six hex octets like 02:00:00:00:00:01")]
+    InvalidMac(String),
+}
+
+/// A 48-bit IEEE 802 MAC address. Displays and serializes as `01:80:c2:00:00:01`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// Nearest-bridge group address used by PAUSE / PFC frames (IEEE 802.3 annex 31B).
+    pub const MAC_CONTROL: MacAddr = MacAddr([0x01, 0x80, 0xc2, 0x00, 0x00, 0x01]);
+    /// Nearest-bridge group address used by LLDP (IEEE 802.1AB 7.1).
+    pub const LLDP_NEAREST_BRIDGE: MacAddr = MacAddr([0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e]);
+
+    /// The address bytes.
+    pub const fn octets(&self) -> [u8; 6] {
+        self.0
+    }
+
+    /// Builds an address from the first 6 bytes of `b`; `None` if `b` is shorter.
+    pub fn from_slice(b: &[u8]) -> Option<MacAddr> {
+        b.get(..6).map(|s| {
+            let mut a = [0u8; 6];
+            a.copy_from_slice(s);
+            MacAddr(a)
+        })
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            a[0], a[1], a[2], a[3], a[4], a[5]
+        )
+    }
+}
+
+impl FromStr for MacAddr {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let bad = || Error::InvalidMac(s.to_string());
+        let mut out = [0u8; 6];
+        let mut parts = s.split([':', '-']);
+        for o in out.iter_mut() {
+            let p = parts.next().ok_or_else(bad)?;
+            if p.len() != 2 {
+                return Err(bad());
+            }
+            *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        if parts.next().is_some() {
+            return Err(bad());
+        }
+        Ok(MacAddr(out))
+    }
+}
+
+impl serde::Serialize for MacAddr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// An IEEE 802.1Q priority (PCP), 0..=7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize)]
+#[serde(transparent)]
+pub struct Priority(u8);
+
+impl Priority {
+    /// Largest priority value.
+    pub const MAX: u8 = 7;
+
+    /// `Ok` for 0..=7, else [`Error::InvalidPriority`].
+    pub const fn try_new(p: u8) -> Result<Priority, Error> {
+        if p <= Self::MAX {
+            Ok(Priority(p))
+        } else {
+            Err(Error::InvalidPriority(p))
+        }
+    }
+
+    /// Keeps the low three bits of `p` (for values read from 3-bit wire fields).
+    pub const fn from_bits(p: u8) -> Priority {
+        Priority(p & 0x07)
+    }
+
+    /// The priority number.
+    pub const fn value(self) -> u8 {
+        self.0
+    }
+
+    /// All eight priorities in order.
+    pub fn all() -> impl Iterator<Item = Priority> {
+        (0..=Self::MAX).map(Priority)
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl TryFrom<u8> for Priority {
+    type Error = Error;
+    fn try_from(p: u8) -> Result<Self, Error> {
+        Priority::try_new(p)
+    }
+}
+
+impl From<Priority> for u8 {
+    fn from(p: Priority) -> u8 {
+        p.0
+    }
+}
+
+/// A set of priorities as the 8-bit vector used on the wire by PFC (class-enable vector, low
+/// byte) and DCBX (PFC enable): bit `i` set = priority `i` is a member.
+/// Displays as `{3,4}` and serializes as a list of priorities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PrioritySet(pub u8);
+
+impl PrioritySet {
+    /// The empty set.
+    pub const EMPTY: PrioritySet = PrioritySet(0);
+
+    /// Whether `p` is in the set.
+    pub const fn contains(self, p: Priority) -> bool {
+        self.0 & (1 << p.0) != 0
+    }
+
+    /// Adds `p`.
+    pub fn insert(&mut self, p: Priority) {
+        self.0 |= 1 << p.0;
+    }
+
+    /// Removes `p`.
+    pub fn remove(&mut self, p: Priority) {
+        self.0 &= !(1 << p.0);
+    }
+
+    /// The members in ascending order.
+    pub fn iter(self) -> impl Iterator<Item = Priority> {
+        Priority::all().filter(move |p| self.contains(*p))
+    }
+
+    /// The wire bitmap.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+}
+
+impl FromIterator<Priority> for PrioritySet {
+    fn from_iter<I: IntoIterator<Item = Priority>>(it: I) -> Self {
+        let mut s = PrioritySet::EMPTY;
+        for p in it {
+            s.insert(p);
+        }
+        s
+    }
+}
+
+impl fmt::Display for PrioritySet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("{")?;
+        for (i, p) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{p}")?;
+        }
+        f.write_str("}")
+    }
+}
+
+impl serde::Serialize for PrioritySet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+/// The Ethernet II header of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct EthernetRepr {
+    /// Destination address.
+    pub dst: MacAddr,
+    /// Source address.
+    pub src: MacAddr,
+    /// EtherType (or 802.3 length, not interpreted here).
+    pub ethertype: u16,
+}
+
+impl EthernetRepr {
+    /// Splits `frame` into its header and payload (the payload may include padding).
+    pub fn parse(frame: &[u8]) -> Result<(EthernetRepr, &[u8]), Error> {
+        if frame.len() < HEADER_LEN {
+            return Err(Error::Truncated { len: frame.len() });
+        }
+        let repr = EthernetRepr {
+            dst: MacAddr::from_slice(&frame[field::DST]).unwrap_or_default(),
+            src: MacAddr::from_slice(&frame[field::SRC]).unwrap_or_default(),
+            ethertype: u16::from_be_bytes([frame[field::ETHERTYPE.start], frame[field::ETHERTYPE.start + 1]]),
+        };
+        Ok((repr, &frame[HEADER_LEN..]))
+    }
+
+    /// Like [`EthernetRepr::parse`] but also requires `ethertype`.
+    pub fn parse_expect(frame: &[u8], ethertype: u16) -> Result<(EthernetRepr, &[u8]), Error> {
+        let (eth, payload) = Self::parse(frame)?;
+        if eth.ethertype != ethertype {
+            return Err(Error::EtherType { found: eth.ethertype, expected: ethertype });
+        }
+        Ok((eth, payload))
+    }
+
+    /// Writes the 14-byte header at the start of `buf`.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<(), Error> {
+        if buf.len() < HEADER_LEN {
+            return Err(Error::BufferTooSmall { need: HEADER_LEN, have: buf.len() });
+        }
+        buf[field::DST].copy_from_slice(&self.dst.0);
+        buf[field::SRC].copy_from_slice(&self.src.0);
+        buf[field::ETHERTYPE].copy_from_slice(&self.ethertype.to_be_bytes());
+        Ok(())
+    }
+}
+
+impl fmt::Display for EthernetRepr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} > {} type {:#06x}", self.src, self.dst, self.ethertype)
+    }
+}
+
+/// Length of a frame carrying `payload_len` bytes after the header, padded to the minimum.
+pub const fn padded_frame_len(payload_len: usize) -> usize {
+    let n = HEADER_LEN + payload_len;
+    if n < MIN_FRAME_LEN {
+        MIN_FRAME_LEN
+    } else {
+        n
+    }
+}
+
+/// Writes header, lets `emit_payload` fill the payload, zero-pads to [`MIN_FRAME_LEN`] and
+/// returns the frame length. `buf` must hold [`padded_frame_len`]`(payload_len)` bytes.
+pub(crate) fn emit_padded(
+    buf: &mut [u8],
+    eth: &EthernetRepr,
+    payload_len: usize,
+    emit_payload: impl FnOnce(&mut [u8]),
+) -> Result<usize, Error> {
+    let total = padded_frame_len(payload_len);
+    if buf.len() < total {
+        return Err(Error::BufferTooSmall { need: total, have: buf.len() });
+    }
+    eth.emit(buf)?;
+    emit_payload(&mut buf[HEADER_LEN..HEADER_LEN + payload_len]);
+    buf[HEADER_LEN + payload_len..total].fill(0);
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_parse_display_round_trip() {
+        let m: MacAddr = "02:1A:ff:00:00:01".parse().unwrap();
+        assert_eq!(m.0, [0x02, 0x1a, 0xff, 0, 0, 1]);
+        assert_eq!(m.to_string(), "02:1a:ff:00:00:01");
+        assert!("02:1a:ff:00:00".parse::<MacAddr>().is_err());
+        assert!("02:1a:ff:00:00:01:02".parse::<MacAddr>().is_err());
+        assert!("02:1a:fg:00:00:01".parse::<MacAddr>().is_err());
+    }
+
+    #[test]
+    fn priority_bounds() {
+        assert_eq!(Priority::try_new(7).unwrap().value(), 7);
+        assert_eq!(Priority::try_new(8), Err(Error::InvalidPriority(8)));
+    }
+
+    #[test]
+    fn priority_set_display_and_json() {
+        let s: PrioritySet = [3, 4].iter().map(|&p| Priority::try_new(p).unwrap()).collect();
+        assert_eq!(s.bits(), 0x18);
+        assert_eq!(s.to_string(), "{3,4}");
+        assert_eq!(serde_json::to_string(&s).unwrap(), "[3,4]");
+    }
+
+    #[test]
+    fn header_parse_rejects_short_and_wrong_type() {
+        assert_eq!(EthernetRepr::parse(&[0; 13]), Err(Error::Truncated { len: 13 }));
+        let mut f = [0u8; 14];
+        f[12] = 0x08;
+        assert!(matches!(
+            EthernetRepr::parse_expect(&f, ETHERTYPE_LLDP),
+            Err(Error::EtherType { found: 0x0800, expected: 0x88cc })
+        ));
+    }
+}
