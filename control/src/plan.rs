@@ -1,1 +1,369 @@
-//! placeholder (control helper)
+//! Address plan and route compilation: a validated [`Topology`] → namespaces, interfaces,
+//! addresses, deterministic MACs, host policy routing and one [`SwitchConfig`] per switch.
+//!
+//! Pure: no I/O. The plan is what `rocefab up` applies and what the unit tests inspect.
+//!
+//! - Rail r has a subnet (default 10.0.r.0/24); GPU r−1 of host h is `.h`, the rail switch's
+//!   host-facing ports answer as gateway `.254` (book ch. 13: each local rank is a rail subnet).
+//! - Every rail↔spine link is a /31 from `addressing.p2p` (default 10.255.0.0/16): rail end even,
+//!   spine end odd.
+//! - MACs are locally administered (`02:`), `02:<fabric>:<kind>:<node hi>:<node lo>:<if>`, so
+//!   next-hop MACs are known without ARP.
+//! - Rail switch: a /32 per directly attached GPU; every subnet it does not serve entirely
+//!   (other rails) via one ECMP group of the uplinks to the spines that reach the serving switch.
+//!   Spine: each rail subnet via the rail switch(es) serving it. Own addresses are `local`.
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use dataplane_common::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+
+use crate::topology::{Endpoint, HashSeed, Ipv4Net, LinkClass, Role, Topology};
+
+/// Namespace of a node: `rf-<fabric>-<node>`.
+pub fn netns_name(fabric: &str, node: &str) -> String {
+    format!("rf-{fabric}-{node}")
+}
+
+/// FNV-1a, 32 bit: deterministic seeds and MAC bytes from names.
+pub fn fnv1a(s: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+const KIND_HOST: u8 = 0x01;
+const KIND_SWITCH: u8 = 0x02;
+
+fn mac(fabric: &str, kind: u8, node: u16, ifidx: u8) -> Mac {
+    let n = node.to_be_bytes();
+    Mac([0x02, fnv1a(fabric) as u8, kind, n[0], n[1], ifidx])
+}
+
+/// One interface of a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Iface {
+    /// Node name (`host1`, `rail1`).
+    pub node: String,
+    pub netns: String,
+    pub ifname: String,
+    pub mac: Mac,
+    /// Address and prefix length.
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
+/// A veth pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkPlan {
+    pub a: Iface,
+    pub b: Iface,
+    pub line_rate_bps: u64,
+    /// `host-rail` or `rail-spine`.
+    pub class: &'static str,
+}
+
+/// A GPU NIC in a host namespace with its policy routing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NicPlan {
+    pub gpu: u32,
+    pub rail: u32,
+    pub ifname: String,
+    pub mac: Mac,
+    pub addr: Ipv4Addr,
+    pub subnet: Ipv4Net,
+    pub gateway: Ipv4Addr,
+    pub gateway_mac: Mac,
+    /// Routing table for traffic sourced from `addr` (100 + rail).
+    pub table: u32,
+}
+
+/// A GPU host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPlan {
+    pub name: String,
+    pub netns: String,
+    pub nics: Vec<NicPlan>,
+}
+
+/// Kernel-side neighbour of a switch port (for the switch's own stack: ping the gateway).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortNeighbor {
+    pub port: String,
+    pub addr: Ipv4Addr,
+    pub mac: Mac,
+    /// True for GPUs on a rail subnet shared by several ports (needs a /32 route to the port).
+    pub host_route: bool,
+}
+
+/// A switch: its daemon config plus kernel-side extras.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchPlan {
+    pub name: String,
+    pub netns: String,
+    pub config: SwitchConfig,
+    pub neighbors: Vec<PortNeighbor>,
+}
+
+/// The whole fabric.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub fabric: String,
+    pub mtu: u32,
+    pub hosts: Vec<HostPlan>,
+    pub switches: Vec<SwitchPlan>,
+    pub links: Vec<LinkPlan>,
+}
+
+impl Plan {
+    /// Every namespace, hosts first.
+    pub fn namespaces(&self) -> Vec<String> {
+        self.hosts.iter().map(|h| h.netns.clone()).chain(self.switches.iter().map(|s| s.netns.clone())).collect()
+    }
+    pub fn host(&self, name: &str) -> Option<&HostPlan> {
+        self.hosts.iter().find(|h| h.name == name)
+    }
+    pub fn switch(&self, name: &str) -> Option<&SwitchPlan> {
+        self.switches.iter().find(|s| s.name == name)
+    }
+    /// Address of `hostN:gpuG` (by NIC name).
+    pub fn gpu_addr(&self, spec: &str) -> Option<Ipv4Addr> {
+        let (h, nic) = spec.split_once(':')?;
+        self.host(h)?.nics.iter().find(|n| n.ifname == nic).map(|n| n.addr)
+    }
+}
+
+fn seed(topo: &Topology, name: &str) -> u32 {
+    match topo.hash_seed {
+        HashSeed::PerSwitch => fnv1a(&format!("{}/{name}", topo.fabric)),
+        HashSeed::Shared => fnv1a(&topo.fabric),
+        HashSeed::Fixed(s) => s,
+    }
+}
+
+/// Compiles the plan. `metrics_base`: switch i's metrics listen on 127.0.0.1:(metrics_base + i).
+pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
+    let f = &topo.fabric;
+    let nsw = topo.switches.len();
+    // Ports per switch, in link order (rail: host ports host-major, then uplinks; spine: downlinks).
+    let mut ports: Vec<Vec<usize>> = vec![Vec::new(); nsw]; // link indices
+    for (li, l) in topo.links.iter().enumerate() {
+        for e in [&l.a, &l.b] {
+            if let Endpoint::Switch(s) = e {
+                ports[*s].push(li);
+            }
+        }
+    }
+    let port_of = |s: usize, li: usize| ports[s].iter().position(|&x| x == li).expect("link on switch");
+    let sw_mac = |s: usize, p: usize| mac(f, KIND_SWITCH, s as u16 + 1, p as u8);
+
+    // Interfaces of every link.
+    let mut links = Vec::new();
+    let mut fabric_k = 0u32;
+    for (li, l) in topo.links.iter().enumerate() {
+        let (ia, ib) = match (&l.a, &l.b) {
+            (Endpoint::Gpu { host, gpu }, Endpoint::Switch(s)) => {
+                let rail = gpu + 1;
+                let subnet = topo.rail_subnets[&rail];
+                let p = port_of(*s, li);
+                let a = Iface {
+                    node: Topology::host_name(*host),
+                    netns: netns_name(f, &Topology::host_name(*host)),
+                    ifname: topo.nic_name(*gpu),
+                    mac: mac(f, KIND_HOST, *host as u16, *gpu as u8),
+                    addr: subnet.nth(*host),
+                    prefix_len: subnet.len,
+                };
+                let b = Iface {
+                    node: topo.switches[*s].name.clone(),
+                    netns: netns_name(f, &topo.switches[*s].name),
+                    ifname: topo.port_name(p + 1),
+                    mac: sw_mac(*s, p),
+                    addr: subnet.nth(254),
+                    prefix_len: subnet.len,
+                };
+                (a, b)
+            }
+            (Endpoint::Switch(r), Endpoint::Switch(s)) => {
+                let mk = |sw: usize, off: u32| Iface {
+                    node: topo.switches[sw].name.clone(),
+                    netns: netns_name(f, &topo.switches[sw].name),
+                    ifname: topo.port_name(port_of(sw, li) + 1),
+                    mac: sw_mac(sw, port_of(sw, li)),
+                    addr: topo.p2p.nth(2 * fabric_k + off),
+                    prefix_len: 31,
+                };
+                let pair = (mk(*r, 0), mk(*s, 1));
+                fabric_k += 1;
+                pair
+            }
+            _ => unreachable!("links are gpu-switch or switch-switch"),
+        };
+        let class = match l.class {
+            LinkClass::HostRail => "host-rail",
+            LinkClass::RailSpine => "rail-spine",
+        };
+        links.push(LinkPlan { a: ia, b: ib, line_rate_bps: l.line_rate.0, class });
+    }
+
+    // Hosts.
+    let mut hosts = Vec::new();
+    for h in 1..=topo.hosts {
+        let name = Topology::host_name(h);
+        let mut nics = Vec::new();
+        for g in 0..topo.gpus_per_host {
+            let rail = g + 1;
+            let lp = links
+                .iter()
+                .find(|l| l.a.node == name && l.a.ifname == topo.nic_name(g))
+                .expect("every GPU has a link");
+            nics.push(NicPlan {
+                gpu: g,
+                rail,
+                ifname: lp.a.ifname.clone(),
+                mac: lp.a.mac,
+                addr: lp.a.addr,
+                subnet: topo.rail_subnets[&rail],
+                gateway: lp.b.addr,
+                gateway_mac: lp.b.mac,
+                table: 100 + rail,
+            });
+        }
+        hosts.push(HostPlan { netns: netns_name(f, &name), name, nics });
+    }
+
+    // Switches.
+    let mut switches = Vec::new();
+    for (si, sw) in topo.switches.iter().enumerate() {
+        let mut cfg_ports = Vec::new();
+        let mut neighbors = Vec::new();
+        // (peer endpoint, port index, peer mac)
+        let mut peers: Vec<(Endpoint, u32, Mac, Ipv4Addr)> = Vec::new();
+        for (p, &li) in ports[si].iter().enumerate() {
+            let l = &links[li];
+            let tl = &topo.links[li];
+            let (me, peer, peer_ep) = if l.b.node == sw.name && tl.b == Endpoint::Switch(si) {
+                (&l.b, &l.a, tl.a.clone())
+            } else {
+                (&l.a, &l.b, tl.b.clone())
+            };
+            cfg_ports.push(PortConfig {
+                name: me.ifname.clone(),
+                mac: me.mac,
+                line_rate_bps: l.line_rate_bps,
+                addresses: vec![format!("{}/{}", me.addr, me.prefix_len)],
+                peer: format!("{}:{}", peer.node, peer.ifname),
+            });
+            neighbors.push(PortNeighbor {
+                port: me.ifname.clone(),
+                addr: peer.addr,
+                mac: peer.mac,
+                host_route: matches!(peer_ep, Endpoint::Gpu { .. }),
+            });
+            peers.push((peer_ep, p as u32, peer.mac, peer.addr));
+        }
+        let nexthops: Vec<NextHopConfig> = peers.iter().map(|(_, p, m, _)| NextHopConfig { port: *p, mac: *m }).collect();
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
+        let mut group = |members: Vec<u32>| -> u32 {
+            *group_ids.entry(members.clone()).or_insert_with(|| {
+                groups.push(members);
+                groups.len() as u32 - 1
+            })
+        };
+        let mut routes: Vec<RouteConfig> = Vec::new();
+        let route = |routes: &mut Vec<RouteConfig>, a: Ipv4Addr, len: u8, g: Option<u32>| {
+            routes.push(RouteConfig { prefix: IpAddr::V4(a), len, group: g });
+        };
+
+        // Reaching rail switch `d`: from a rail switch, the uplinks to spines linked to `d`;
+        // from a spine, the downlinks to `d`.
+        let toward = |d: usize| -> Vec<u32> {
+            match sw.role {
+                Role::Spine => peers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (e, ..))| *e == Endpoint::Switch(d))
+                    .map(|(i, _)| i as u32)
+                    .collect(),
+                Role::Rail => peers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (e, ..))| match e {
+                        Endpoint::Switch(sp) => topo.links.iter().any(|l| l.a == Endpoint::Switch(d) && l.b == Endpoint::Switch(*sp)),
+                        _ => false,
+                    })
+                    .map(|(i, _)| i as u32)
+                    .collect(),
+            }
+        };
+
+        // Directly attached GPUs.
+        for (i, (e, ..)) in peers.iter().enumerate() {
+            if let Endpoint::Gpu { .. } = e {
+                let g = group(vec![i as u32]);
+                route(&mut routes, peers[i].3, 32, Some(g));
+            }
+        }
+        // Rail subnets reached through the fabric.
+        for (&rail, &subnet) in &topo.rail_subnets {
+            let servers: Vec<usize> = (1..=topo.hosts).map(|h| topo.rail_switch_for(rail, h).expect("validated")).collect();
+            let all_local = servers.iter().all(|&d| d == si);
+            if all_local {
+                continue;
+            }
+            let single = servers.iter().all(|&d| d == servers[0]);
+            if single {
+                let m = toward(servers[0]);
+                if !m.is_empty() {
+                    let g = group(m);
+                    route(&mut routes, subnet.addr, subnet.len, Some(g));
+                }
+            } else {
+                for (h, &d) in (1..=topo.hosts).zip(&servers) {
+                    if d == si {
+                        continue;
+                    }
+                    let m = toward(d);
+                    if !m.is_empty() {
+                        let g = group(m);
+                        route(&mut routes, subnet.nth(h), 32, Some(g));
+                    }
+                }
+            }
+        }
+        // Own addresses (one local route per distinct address).
+        let mut own: Vec<Ipv4Addr> = Vec::new();
+        for (p, &li) in ports[si].iter().enumerate() {
+            let l = &links[li];
+            let me = if cfg_ports[p].mac == l.a.mac { &l.a } else { &l.b };
+            if !own.contains(&me.addr) {
+                own.push(me.addr);
+            }
+        }
+        for a in own {
+            route(&mut routes, a, 32, None);
+        }
+
+        let netns = netns_name(f, &sw.name);
+        let config = SwitchConfig {
+            name: sw.name.clone(),
+            role: sw.role.as_str().to_string(),
+            netns: Some(netns.clone()),
+            hash_seed: seed(topo, &sw.name),
+            metrics_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), metrics_base.wrapping_add(si as u16)),
+            dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
+            queue_limit_bytes: topo.queue_limit_bytes.unwrap_or(1 << 20),
+            xdp_mode: topo.xdp_mode.as_str().to_string(),
+            ports: cfg_ports,
+            nexthops,
+            groups,
+            routes,
+        };
+        switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
+    }
+
+    Plan { fabric: f.clone(), mtu: topo.mtu, hosts, switches, links }
+}

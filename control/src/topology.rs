@@ -1,1 +1,1030 @@
-//! placeholder (control helper)
+//! Topology files: the YAML a network engineer writes to describe a fabric (book ch. 13 rail
+//! designs: single rail switch with rails as port groups, rail-optimized leaf/spine pods).
+//!
+//! ```yaml
+//! fabric: rs                  # [a-z0-9], 1..=12 chars; namespaces are rf-<fabric>-<node>
+//! mtu: 1500                   # every link (68..=3500: veth XDP driver mode limit)
+//! hash_seed: per-switch       # per-switch (default) | shared | <u32> (one explicit shared seed)
+//! hosts:
+//!   count: 4                  # host1..host4
+//!   gpus_per_host: 2          # gpu0..gpu1; local rank g is on rail g+1
+//!   nic: per-gpu              # single-port NIC per GPU (`shared` is not supported yet)
+//! switches:
+//!   rail:                     # leaves; a rail switch may serve several rails (port groups)
+//!     - { name: rail1, rails: [1] }              # optional `hosts: 1-2` (default: all hosts)
+//!     - { name: rail2, rails: [2] }
+//!   spine:
+//!     - { name: spine1 }
+//!     - { name: spine2 }
+//! links:
+//!   line_rate: { host_rail: 1Gbps, rail_spine: 1Gbps }   # defaults per link class
+//!   rail_spine: full-mesh     # or a list: [{ rail: rail1, spine: spine1, line_rate: 10Gbps }]
+//!   overrides:                # per-link line rates; `hostN` or `hostN:gpuG`, switch names
+//!     - { between: [rail1, spine2], line_rate: 100Mbps }
+//! addressing:                 # all optional
+//!   rail_base: 10.0.0.0       # rail r → (rail_base + r·256)/24, GPU .<host>, gateway .254
+//!   rails: { 2: 192.168.2.0/24 }   # per-rail subnet override (prefix length ≤ 24)
+//!   p2p: 10.255.0.0/16        # /31 per switch-to-switch link
+//! naming: { host_nic: "gpu{gpu}", switch_port: "eth{port}" }   # ≤ 15 chars once expanded
+//! metrics_port_base: 9400     # optional; default: first free block from 9400
+//! ```
+//!
+//! Errors are one line naming the file, the line and the field:
+//! `topologies/bad.yaml:7: hosts.gpus_per_host: invalid type: string "x", expected an integer 1..=8`.
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// A topology file that failed to load.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error("{file}: {source}")]
+    Io { file: String, source: std::io::Error },
+    /// Syntax / schema error reported by the YAML parser (message already names the field).
+    #[error("{file}:{line}: {msg}")]
+    Parse { file: String, line: usize, msg: String },
+    /// Semantic validation error.
+    #[error("{file}:{line}: {field}: {msg}")]
+    Invalid { file: String, line: usize, field: String, msg: String },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw schema (what serde reads)
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTopology {
+    fabric: String,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default = "default_mtu", deserialize_with = "de_mtu")]
+    mtu: u32,
+    #[serde(default)]
+    hash_seed: HashSeed,
+    hosts: RawHosts,
+    switches: RawSwitches,
+    #[serde(default)]
+    links: RawLinks,
+    #[serde(default)]
+    addressing: RawAddressing,
+    #[serde(default)]
+    naming: RawNaming,
+    #[serde(default)]
+    metrics_port_base: Option<u16>,
+    /// XDP attach mode for every switch: `driver` (default) or `skb`.
+    #[serde(default = "default_xdp_mode")]
+    xdp_mode: XdpMode,
+    /// Per-queue buffer limit in bytes (default: the daemon's default).
+    #[serde(default)]
+    queue_limit_bytes: Option<u64>,
+}
+
+fn default_mtu() -> u32 {
+    1500
+}
+fn default_xdp_mode() -> XdpMode {
+    XdpMode::Driver
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum XdpMode {
+    Driver,
+    Skb,
+}
+
+impl XdpMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            XdpMode::Driver => "driver",
+            XdpMode::Skb => "skb",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHosts {
+    #[serde(deserialize_with = "de_host_count")]
+    count: u32,
+    #[serde(deserialize_with = "de_gpus")]
+    gpus_per_host: u32,
+    #[serde(default)]
+    nic: NicModel,
+}
+
+/// How GPUs reach the network.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum NicModel {
+    /// One single-port NIC per GPU (book Fig. 13-2).
+    #[default]
+    PerGpu,
+    /// All GPUs share one NIC (book Fig. 13-1). Not supported yet.
+    Shared,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSwitches {
+    #[serde(default)]
+    rail: Vec<RawRailSwitch>,
+    #[serde(default)]
+    spine: Vec<RawSpine>,
+    /// Accepted by the schema so the error can say "not supported yet".
+    #[serde(default, rename = "super-spine")]
+    super_spine: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRailSwitch {
+    name: String,
+    rails: Vec<u32>,
+    #[serde(default)]
+    hosts: Option<HostRange>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpine {
+    name: String,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLinks {
+    #[serde(default)]
+    line_rate: RawLineRates,
+    #[serde(default)]
+    rail_spine: RailSpineCabling,
+    #[serde(default)]
+    overrides: Vec<RawOverride>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLineRates {
+    #[serde(default = "default_rate")]
+    host_rail: LineRate,
+    #[serde(default = "default_rate")]
+    rail_spine: LineRate,
+}
+
+impl Default for RawLineRates {
+    fn default() -> Self {
+        RawLineRates { host_rail: default_rate(), rail_spine: default_rate() }
+    }
+}
+
+fn default_rate() -> LineRate {
+    LineRate(1_000_000_000)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RailSpineCabling {
+    Keyword(CablingKeyword),
+    List(Vec<RawRailSpineLink>),
+}
+
+impl Default for RailSpineCabling {
+    fn default() -> Self {
+        RailSpineCabling::Keyword(CablingKeyword::FullMesh)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum CablingKeyword {
+    FullMesh,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRailSpineLink {
+    rail: String,
+    spine: String,
+    #[serde(default)]
+    line_rate: Option<LineRate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOverride {
+    between: [String; 2],
+    line_rate: LineRate,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawAddressing {
+    #[serde(default)]
+    rail_base: Option<Ipv4Addr>,
+    #[serde(default)]
+    rails: BTreeMap<u32, Ipv4Net>,
+    #[serde(default)]
+    p2p: Option<Ipv4Net>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawNaming {
+    #[serde(default)]
+    host_nic: Option<String>,
+    #[serde(default)]
+    switch_port: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Value types with their own parsers
+
+/// A line rate in bits per second; written `1Gbps`, `100Mbps`, `2.5Gbps`, `400G` or an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LineRate(pub u64);
+
+impl LineRate {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let bad = || format!("cannot parse {s:?} as a line rate (e.g. 1Gbps, 100Mbps, 2.5Gbps)");
+        let n: f64 = num.parse().map_err(|_| bad())?;
+        let unit = unit.trim();
+        let lower = unit.to_ascii_lowercase();
+        let stem = lower.strip_suffix("bps").or_else(|| lower.strip_suffix("bit/s")).unwrap_or(&lower);
+        let mult: f64 = match stem {
+            "" => 1.0,
+            "k" => 1e3,
+            "m" => 1e6,
+            "g" => 1e9,
+            "t" => 1e12,
+            _ => return Err(bad()),
+        };
+        let bps = n * mult;
+        if !(bps >= 1.0 && bps < 1e15) || bps.fract() != 0.0 {
+            return Err(format!("line rate {s:?} out of range (1bps..1000Tbps, whole bits per second)"));
+        }
+        Ok(LineRate(bps as u64))
+    }
+}
+
+impl fmt::Display for LineRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        for (div, unit) in [(1_000_000_000_000, "Tbps"), (1_000_000_000, "Gbps"), (1_000_000, "Mbps"), (1_000, "Kbps")] {
+            if b >= div && b % (div / 1000) == 0 {
+                let v = b as f64 / div as f64;
+                return write!(f, "{v}{unit}");
+            }
+        }
+        write!(f, "{b}bps")
+    }
+}
+
+impl<'de> Deserialize<'de> for LineRate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = LineRate;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a line rate such as 1Gbps or 100Mbps")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LineRate, E> {
+                if v == 0 {
+                    return Err(E::custom("line rate must be > 0"));
+                }
+                Ok(LineRate(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LineRate, E> {
+                LineRate::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An IPv4 prefix `a.b.c.d/len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ipv4Net {
+    pub addr: Ipv4Addr,
+    pub len: u8,
+}
+
+impl Ipv4Net {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (a, l) = s.split_once('/').ok_or_else(|| format!("{s:?} is not a prefix (expected a.b.c.d/len)"))?;
+        let addr: Ipv4Addr = a.parse().map_err(|_| format!("{a:?} is not an IPv4 address"))?;
+        let len: u8 = l.parse().ok().filter(|&l| l <= 32).ok_or_else(|| format!("{l:?} is not a prefix length 0..=32"))?;
+        let net = Ipv4Net { addr, len };
+        if net.network() != addr {
+            return Err(format!("{s} has host bits set (network is {}/{len})", net.network()));
+        }
+        Ok(net)
+    }
+    pub fn mask(&self) -> u32 {
+        if self.len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - self.len)
+        }
+    }
+    pub fn network(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr) & self.mask())
+    }
+    pub fn size(&self) -> u64 {
+        1u64 << (32 - self.len)
+    }
+    /// The address at `offset` inside the prefix.
+    pub fn nth(&self, offset: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.addr).wrapping_add(offset))
+    }
+    pub fn overlaps(&self, o: &Ipv4Net) -> bool {
+        let m = self.mask() & o.mask();
+        u32::from(self.addr) & m == u32::from(o.addr) & m
+    }
+}
+
+impl fmt::Display for Ipv4Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ipv4Net {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ipv4Net::parse(&s).map_err(de::Error::custom)
+    }
+}
+
+/// An inclusive host range `1-4` (or a single host `3`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostRange {
+    pub first: u32,
+    pub last: u32,
+}
+
+impl HostRange {
+    pub fn contains(&self, h: u32) -> bool {
+        (self.first..=self.last).contains(&h)
+    }
+}
+
+impl<'de> Deserialize<'de> for HostRange {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = HostRange;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a host range such as 1-4")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<HostRange, E> {
+                let v = u32::try_from(v).map_err(|_| E::custom("host number too large"))?;
+                Ok(HostRange { first: v, last: v })
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<HostRange, E> {
+                let bad = || E::custom(format!("{s:?} is not a host range (expected e.g. 1-4)"));
+                let (a, b) = s.split_once('-').ok_or_else(bad)?;
+                let first: u32 = a.trim().parse().map_err(|_| bad())?;
+                let last: u32 = b.trim().parse().map_err(|_| bad())?;
+                if first == 0 || last < first {
+                    return Err(bad());
+                }
+                Ok(HostRange { first, last })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Hash seed policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HashSeed {
+    /// A distinct seed per switch, derived from the fabric and switch names (default).
+    #[default]
+    PerSwitch,
+    /// One seed for every switch (reproduces hash polarization); derived from the fabric name.
+    Shared,
+    /// One explicit seed for every switch.
+    Fixed(u32),
+}
+
+impl<'de> Deserialize<'de> for HashSeed {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = HashSeed;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("per-switch, shared or an integer seed")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<HashSeed, E> {
+                u32::try_from(v).map(HashSeed::Fixed).map_err(|_| E::custom("hash seed must fit in 32 bits"))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<HashSeed, E> {
+                match s {
+                    "per-switch" => Ok(HashSeed::PerSwitch),
+                    "shared" => Ok(HashSeed::Shared),
+                    _ => Err(E::custom(format!("{s:?}: expected per-switch, shared or an integer seed"))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn bounded<'de, D: Deserializer<'de>>(d: D, lo: u64, hi: u64) -> Result<u32, D::Error> {
+    struct V(u64, u64);
+    impl Visitor<'_> for V {
+        type Value = u32;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "an integer {}..={}", self.0, self.1)
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<u32, E> {
+            if v < self.0 || v > self.1 {
+                return Err(E::invalid_value(de::Unexpected::Unsigned(v), &self));
+            }
+            Ok(v as u32)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<u32, E> {
+            Err(E::invalid_value(de::Unexpected::Signed(v), &self))
+        }
+    }
+    d.deserialize_any(V(lo, hi))
+}
+
+fn de_gpus<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    bounded(d, 1, 8)
+}
+fn de_host_count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    bounded(d, 1, 253)
+}
+fn de_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    bounded(d, 68, 3500)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validated model
+
+/// Switch role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    Rail,
+    Spine,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Rail => "rail",
+            Role::Spine => "spine",
+        }
+    }
+}
+
+/// A switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Switch {
+    pub name: String,
+    pub role: Role,
+    /// Rails served (rail switches only), in file order.
+    pub rails: Vec<u32>,
+    /// Hosts served (rail switches only).
+    pub hosts: HostRange,
+}
+
+/// One end of a link.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint {
+    /// GPU NIC `gpu` (local rank, 0-based) of host `host` (1-based).
+    Gpu { host: u32, gpu: u32 },
+    /// A switch, by index into [`Topology::switches`].
+    Switch(usize),
+}
+
+/// Link class (selects the default line rate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkClass {
+    HostRail,
+    RailSpine,
+}
+
+/// A link between a GPU NIC and a rail switch, or a rail switch and a spine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub a: Endpoint,
+    pub b: Endpoint,
+    pub class: LinkClass,
+    pub line_rate: LineRate,
+}
+
+/// A validated topology.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub file: PathBuf,
+    pub fabric: String,
+    pub description: Option<String>,
+    pub mtu: u32,
+    pub hash_seed: HashSeed,
+    pub hosts: u32,
+    pub gpus_per_host: u32,
+    /// Rail switches first (file order), then spines.
+    pub switches: Vec<Switch>,
+    /// Host links (host-major, GPU order), then rail↔spine links.
+    pub links: Vec<Link>,
+    /// Subnet of rail r at key r (1-based).
+    pub rail_subnets: BTreeMap<u32, Ipv4Net>,
+    pub p2p: Ipv4Net,
+    pub host_nic_pattern: String,
+    pub switch_port_pattern: String,
+    pub metrics_port_base: Option<u16>,
+    pub xdp_mode: XdpMode,
+    pub queue_limit_bytes: Option<u64>,
+}
+
+impl Topology {
+    /// Host node name, 1-based.
+    pub fn host_name(h: u32) -> String {
+        format!("host{h}")
+    }
+    /// NIC name of GPU `g` (0-based local rank) inside its host namespace.
+    pub fn nic_name(&self, g: u32) -> String {
+        self.host_nic_pattern.replace("{gpu}", &g.to_string()).replace("{rail}", &(g + 1).to_string())
+    }
+    /// Port name `n` (1-based) inside a switch namespace.
+    pub fn port_name(&self, n: usize) -> String {
+        self.switch_port_pattern.replace("{port}", &n.to_string())
+    }
+    /// The switch serving `rail` for host `h`.
+    pub fn rail_switch_for(&self, rail: u32, h: u32) -> Option<usize> {
+        self.switches.iter().position(|s| s.role == Role::Rail && s.rails.contains(&rail) && s.hosts.contains(h))
+    }
+    pub fn switch_index(&self, name: &str) -> Option<usize> {
+        self.switches.iter().position(|s| s.name == name)
+    }
+    pub fn spines(&self) -> impl Iterator<Item = (usize, &Switch)> {
+        self.switches.iter().enumerate().filter(|(_, s)| s.role == Role::Spine)
+    }
+    /// Human-readable endpoint name (`host1:gpu0`, `rail1`).
+    pub fn endpoint_name(&self, e: &Endpoint) -> String {
+        match e {
+            Endpoint::Gpu { host, gpu } => format!("{}:{}", Self::host_name(*host), self.nic_name(*gpu)),
+            Endpoint::Switch(i) => self.switches[*i].name.clone(),
+        }
+    }
+
+    /// Reads and validates a topology file.
+    pub fn load(path: &Path) -> Result<Topology, TopologyError> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|source| TopologyError::Io { file: file.clone(), source })?;
+        Self::parse(&src, path)
+    }
+
+    /// Parses and validates topology text; `path` is used in error messages.
+    pub fn parse(src: &str, path: &Path) -> Result<Topology, TopologyError> {
+        let file = path.display().to_string();
+        let raw: RawTopology = serde_yaml::from_str(src).map_err(|e| {
+            let line = e.location().map(|l| l.line()).unwrap_or(1);
+            let mut msg = e.to_string();
+            if let Some(i) = msg.rfind(" at line ") {
+                if msg[i + 9..].split(' ').next().is_some_and(|n| n.parse::<usize>().is_ok()) && msg[i..].contains("column") {
+                    msg.truncate(i);
+                }
+            }
+            TopologyError::Parse { file: file.clone(), line, msg }
+        })?;
+        let err = |field: &str, msg: String| TopologyError::Invalid {
+            file: file.clone(),
+            line: line_of(src, field),
+            field: field.to_string(),
+            msg,
+        };
+        validate(raw, path, &err)
+    }
+}
+
+fn valid_name(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) && s.as_bytes()[0].is_ascii_lowercase()
+}
+
+fn validate(
+    raw: RawTopology,
+    path: &Path,
+    err: &dyn Fn(&str, String) -> TopologyError,
+) -> Result<Topology, TopologyError> {
+    if !valid_name(&raw.fabric) || raw.fabric.len() > 12 {
+        return Err(err("fabric", format!("{:?}: expected 1..=12 lowercase letters/digits, starting with a letter", raw.fabric)));
+    }
+    if raw.hosts.nic == NicModel::Shared {
+        return Err(err("hosts.nic", "shared (one NIC for all GPUs of a host) is not supported yet; use per-gpu".into()));
+    }
+    if raw.switches.super_spine.is_some() {
+        return Err(err("switches.super-spine", "super-spine switches are not supported yet (rail and spine only)".into()));
+    }
+    let hosts = raw.hosts.count;
+    let gpus = raw.hosts.gpus_per_host;
+    if raw.switches.rail.is_empty() {
+        return Err(err("switches", "at least one rail switch is needed".into()));
+    }
+
+    // Names.
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    let mut switches = Vec::new();
+    for (i, r) in raw.switches.rail.iter().enumerate() {
+        let field = format!("switches.rail[{i}].name");
+        check_switch_name(&r.name, &field, &mut names, hosts, err)?;
+        let hr = r.hosts.unwrap_or(HostRange { first: 1, last: hosts });
+        if hr.last > hosts {
+            return Err(err(&format!("switches.rail[{i}].hosts"), format!("host {} does not exist (hosts 1..={hosts})", hr.last)));
+        }
+        if r.rails.is_empty() {
+            return Err(err(&format!("switches.rail[{i}].rails"), format!("rail switch {} serves no rail", r.name)));
+        }
+        let mut seen = BTreeSet::new();
+        for &rail in &r.rails {
+            if rail == 0 || rail > gpus {
+                return Err(err(
+                    &format!("switches.rail[{i}].rails"),
+                    format!("rail {rail} does not exist (hosts have {gpus} GPUs: rails 1..={gpus})"),
+                ));
+            }
+            if !seen.insert(rail) {
+                return Err(err(&format!("switches.rail[{i}].rails"), format!("rail {rail} listed twice")));
+            }
+        }
+        switches.push(Switch { name: r.name.clone(), role: Role::Rail, rails: r.rails.clone(), hosts: hr });
+    }
+    for (i, s) in raw.switches.spine.iter().enumerate() {
+        check_switch_name(&s.name, &format!("switches.spine[{i}].name"), &mut names, hosts, err)?;
+        switches.push(Switch { name: s.name.clone(), role: Role::Spine, rails: vec![], hosts: HostRange { first: 1, last: hosts } });
+    }
+
+    // Every (rail, host) served by exactly one rail switch.
+    for rail in 1..=gpus {
+        for h in 1..=hosts {
+            let serving: Vec<usize> = (0..raw.switches.rail.len())
+                .filter(|&i| switches[i].rails.contains(&rail) && switches[i].hosts.contains(h))
+                .collect();
+            match serving.len() {
+                0 => return Err(err("switches.rail", format!("rail {rail} has no switch (for host{h})"))),
+                1 => {}
+                _ => {
+                    return Err(err(
+                        &format!("switches.rail[{}].rails", serving[1]),
+                        format!(
+                            "rail {rail} of host{h} is served by both {} and {} (dual-homed NICs are not supported)",
+                            switches[serving[0]].name, switches[serving[1]].name
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    // Naming patterns.
+    let host_nic = raw.naming.host_nic.clone().unwrap_or_else(|| "gpu{gpu}".into());
+    let switch_port = raw.naming.switch_port.clone().unwrap_or_else(|| "eth{port}".into());
+    if !host_nic.contains("{gpu}") && !host_nic.contains("{rail}") {
+        return Err(err("naming.host_nic", format!("{host_nic:?} must contain {{gpu}} or {{rail}}")));
+    }
+    if !switch_port.contains("{port}") {
+        return Err(err("naming.switch_port", format!("{switch_port:?} must contain {{port}}")));
+    }
+
+    // Links.
+    let rate_hr = raw.links.line_rate.host_rail;
+    let rate_rs = raw.links.line_rate.rail_spine;
+    let mut links = Vec::new();
+    for h in 1..=hosts {
+        for g in 0..gpus {
+            let sw = (0..raw.switches.rail.len())
+                .find(|&i| switches[i].rails.contains(&(g + 1)) && switches[i].hosts.contains(h))
+                .expect("coverage checked above");
+            links.push(Link { a: Endpoint::Gpu { host: h, gpu: g }, b: Endpoint::Switch(sw), class: LinkClass::HostRail, line_rate: rate_hr });
+        }
+    }
+    let nrail = raw.switches.rail.len();
+    match &raw.links.rail_spine {
+        RailSpineCabling::Keyword(CablingKeyword::FullMesh) => {
+            for r in 0..nrail {
+                for s in nrail..switches.len() {
+                    links.push(Link { a: Endpoint::Switch(r), b: Endpoint::Switch(s), class: LinkClass::RailSpine, line_rate: rate_rs });
+                }
+            }
+        }
+        RailSpineCabling::List(list) => {
+            for (i, l) in list.iter().enumerate() {
+                let r = switches
+                    .iter()
+                    .position(|s| s.name == l.rail && s.role == Role::Rail)
+                    .ok_or_else(|| err(&format!("links.rail_spine[{i}].rail"), format!("unknown rail switch {:?}", l.rail)))?;
+                let s = switches
+                    .iter()
+                    .position(|s| s.name == l.spine && s.role == Role::Spine)
+                    .ok_or_else(|| err(&format!("links.rail_spine[{i}].spine"), format!("unknown spine {:?}", l.spine)))?;
+                let a = Endpoint::Switch(r);
+                let b = Endpoint::Switch(s);
+                if links.iter().any(|x| x.a == a && x.b == b) {
+                    return Err(err(&format!("links.rail_spine[{i}]"), format!("duplicate link {} - {}", l.rail, l.spine)));
+                }
+                links.push(Link { a, b, class: LinkClass::RailSpine, line_rate: l.line_rate.unwrap_or(rate_rs) });
+            }
+        }
+    }
+    for (si, s) in switches.iter().enumerate() {
+        if s.role == Role::Spine && !links.iter().any(|l| l.b == Endpoint::Switch(si)) {
+            let idx = si - nrail;
+            return Err(err(&format!("switches.spine[{idx}].name"), format!("spine {} has no links", s.name)));
+        }
+    }
+    for (i, o) in raw.links.overrides.iter().enumerate() {
+        let field = format!("links.overrides[{i}].between");
+        let parse_end = |s: &str| -> Result<(Option<u32>, Option<u32>, Option<usize>), TopologyError> {
+            // (host, gpu, switch)
+            if let Some(rest) = s.strip_prefix("host") {
+                let (hs, gs) = match rest.split_once(':') {
+                    Some((h, g)) => (h, Some(g)),
+                    None => (rest, None),
+                };
+                if let Ok(h) = hs.parse::<u32>() {
+                    if h == 0 || h > hosts {
+                        return Err(err(&field, format!("host{h} does not exist (hosts 1..={hosts})")));
+                    }
+                    let g = match gs {
+                        None => None,
+                        Some(g) => Some(
+                            (0..gpus)
+                                .find(|&x| host_nic.replace("{gpu}", &x.to_string()).replace("{rail}", &(x + 1).to_string()) == g)
+                                .ok_or_else(|| err(&field, format!("host{h} has no NIC {g:?}")))?,
+                        ),
+                    };
+                    return Ok((Some(h), g, None));
+                }
+            }
+            let sw = switches.iter().position(|x| x.name == s).ok_or_else(|| err(&field, format!("unknown node {s:?}")))?;
+            Ok((None, None, Some(sw)))
+        };
+        let ea = parse_end(&o.between[0])?;
+        let eb = parse_end(&o.between[1])?;
+        let matches = |e: &(Option<u32>, Option<u32>, Option<usize>), x: &Endpoint| match (e, x) {
+            ((Some(h), g, None), Endpoint::Gpu { host, gpu }) => h == host && g.is_none_or(|g| g == *gpu),
+            ((None, None, Some(s)), Endpoint::Switch(i)) => s == i,
+            _ => false,
+        };
+        let mut n = 0;
+        for l in links.iter_mut() {
+            if (matches(&ea, &l.a) && matches(&eb, &l.b)) || (matches(&eb, &l.a) && matches(&ea, &l.b)) {
+                l.line_rate = o.line_rate;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return Err(err(&field, format!("no link between {} and {}", o.between[0], o.between[1])));
+        }
+    }
+
+    // Ports per switch and interface name lengths.
+    for (si, s) in switches.iter().enumerate() {
+        let n = links.iter().filter(|l| l.a == Endpoint::Switch(si) || l.b == Endpoint::Switch(si)).count();
+        let max = dataplane_common::limits::MAX_PORTS as usize;
+        if n > max {
+            let f = match s.role {
+                Role::Rail => format!("switches.rail[{si}].name"),
+                Role::Spine => format!("switches.spine[{}].name", si - nrail),
+            };
+            return Err(err(&f, format!("switch {} would have {n} ports (at most {max})", s.name)));
+        }
+        let longest = switch_port.replace("{port}", &n.max(1).to_string());
+        if longest.len() > 15 {
+            return Err(err("naming.switch_port", format!("interface name {longest:?} is longer than 15 characters")));
+        }
+    }
+    for g in 0..gpus {
+        let nm = host_nic.replace("{gpu}", &g.to_string()).replace("{rail}", &(g + 1).to_string());
+        if nm.len() > 15 {
+            return Err(err("naming.host_nic", format!("interface name {nm:?} is longer than 15 characters")));
+        }
+    }
+
+    // Addressing.
+    let base = raw.addressing.rail_base.unwrap_or(Ipv4Addr::new(10, 0, 0, 0));
+    if u32::from(base) & 0xff != 0 {
+        return Err(err("addressing.rail_base", format!("{base} must end in .0")));
+    }
+    let mut rail_subnets = BTreeMap::new();
+    for (&r, net) in &raw.addressing.rails {
+        if r == 0 || r > gpus {
+            return Err(err("addressing.rails", format!("rail {r} does not exist (rails 1..={gpus})")));
+        }
+        if net.len > 24 {
+            return Err(err("addressing.rails", format!("rail {r}: {net} is smaller than a /24 (GPU .host, gateway .254)")));
+        }
+    }
+    for r in 1..=gpus {
+        let net = raw.addressing.rails.get(&r).copied().unwrap_or(Ipv4Net {
+            addr: Ipv4Addr::from(u32::from(base).wrapping_add(r << 8)),
+            len: 24,
+        });
+        rail_subnets.insert(r, net);
+    }
+    let p2p = raw.addressing.p2p.unwrap_or(Ipv4Net { addr: Ipv4Addr::new(10, 255, 0, 0), len: 16 });
+    let nfabric = links.iter().filter(|l| l.class == LinkClass::RailSpine).count() as u64;
+    if p2p.size() < 2 * nfabric {
+        return Err(err("addressing.p2p", format!("{p2p} is too small for {nfabric} /31 links")));
+    }
+    let nets: Vec<(String, Ipv4Net)> =
+        rail_subnets.iter().map(|(r, n)| (format!("rail {r}"), *n)).chain([("p2p".to_string(), p2p)]).collect();
+    for (i, (na, a)) in nets.iter().enumerate() {
+        for (nb, b) in &nets[i + 1..] {
+            if a.overlaps(b) {
+                return Err(err("addressing", format!("{na} subnet {a} overlaps {nb} subnet {b}")));
+            }
+        }
+    }
+    if let Some(p) = raw.metrics_port_base {
+        if p as usize + switches.len() > 65535 || p < 1024 {
+            return Err(err("metrics_port_base", format!("{p}: need {} ports from it, within 1024..=65535", switches.len())));
+        }
+    }
+
+    Ok(Topology {
+        file: path.to_path_buf(),
+        fabric: raw.fabric,
+        description: raw.description,
+        mtu: raw.mtu,
+        hash_seed: raw.hash_seed,
+        hosts,
+        gpus_per_host: gpus,
+        switches,
+        links,
+        rail_subnets,
+        p2p,
+        host_nic_pattern: host_nic,
+        switch_port_pattern: switch_port,
+        metrics_port_base: raw.metrics_port_base,
+        xdp_mode: raw.xdp_mode,
+        queue_limit_bytes: raw.queue_limit_bytes,
+    })
+}
+
+fn check_switch_name(
+    name: &str,
+    field: &str,
+    names: &mut BTreeSet<String>,
+    hosts: u32,
+    err: &dyn Fn(&str, String) -> TopologyError,
+) -> Result<(), TopologyError> {
+    if !valid_name(name) || name.len() > 16 {
+        return Err(err(field, format!("{name:?}: expected 1..=16 lowercase letters/digits, starting with a letter")));
+    }
+    if let Some(n) = name.strip_prefix("host").and_then(|n| n.parse::<u32>().ok()) {
+        if (1..=hosts).contains(&n) {
+            return Err(err(field, format!("{name:?} clashes with a host name")));
+        }
+    }
+    if !names.insert(name.to_string()) {
+        return Err(err(field, format!("duplicate switch name {name:?}")));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field path → line
+
+#[derive(Debug, PartialEq)]
+enum Seg<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn segments(path: &str) -> Vec<Seg<'_>> {
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (key, rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if !key.is_empty() {
+            out.push(Seg::Key(key));
+        }
+        for idx in rest.split('[').filter(|s| !s.is_empty()) {
+            if let Ok(n) = idx.trim_end_matches(']').parse() {
+                out.push(Seg::Index(n));
+            }
+        }
+    }
+    out
+}
+
+/// The 1-based line of the field `path` (`switches.rail[1].rails`) in YAML block-style `src`:
+/// the deepest path element that can be found; line 1 if none. Handles block mappings, block
+/// sequences (`- key: v`) and keys inside one-line flow mappings (`- { rail: r1, spine: s1 }`).
+pub fn line_of(src: &str, path: &str) -> usize {
+    let lines: Vec<&str> = src.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let content = |l: &str| {
+        let t = l.split(" #").next().unwrap_or(l);
+        !t.trim().is_empty() && !t.trim_start().starts_with('#')
+    };
+    // Search window: lines [start, end), parent indentation `parent` (children are deeper).
+    let mut start = 0usize;
+    let mut parent: isize = -1;
+    let mut best = 0usize;
+    // When positioned on a sequence item line, keys may be on that same line after "- ".
+    let mut item_line: Option<usize> = None;
+    for seg in segments(path) {
+        let is_item = |l: &str| l.trim_start().starts_with("- ") || l.trim_start() == "-";
+        // First line after `start` that leaves the current block.
+        let end = (start + 1..lines.len())
+            .find(|&i| {
+                let l = lines[i];
+                let d = indent(l) as isize;
+                content(l) && (d < parent || (d == parent && !(matches!(seg, Seg::Index(_)) && is_item(l))))
+            })
+            .unwrap_or(lines.len());
+        match seg {
+            Seg::Key(k) => {
+                let pat = format!("{k}:");
+                let found = (start..end).find(|&i| {
+                    let l = lines[i];
+                    if !content(l) {
+                        return false;
+                    }
+                    let t = l.trim_start().trim_start_matches("- ").trim_start();
+                    if t.starts_with(&pat) && (Some(i) == item_line || indent(l) as isize > parent) {
+                        return true;
+                    }
+                    // A key inside a one-line flow mapping.
+                    l.contains('{') && [format!("{{ {pat}"), format!("{{{pat}"), format!(", {pat}")].iter().any(|p| l.contains(p.as_str()))
+                });
+                let Some(i) = found else { break };
+                best = i;
+                let l = lines[i];
+                parent = l.find(&pat).unwrap_or(indent(l)) as isize;
+                start = i;
+                item_line = None;
+            }
+            Seg::Index(n) => {
+                let Some(first) = (start + 1..end).find(|&i| content(lines[i]) && is_item(lines[i])) else {
+                    break; // a flow sequence: stay on the key's line
+                };
+                let col = indent(lines[first]);
+                let nth = (first..end).filter(|&i| content(lines[i]) && indent(lines[i]) == col && is_item(lines[i])).nth(n);
+                let Some(i) = nth else { break };
+                best = i;
+                start = i;
+                parent = col as isize;
+                item_line = Some(i);
+            }
+        }
+    }
+    best + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_rate_parsing() {
+        assert_eq!(LineRate::parse("1Gbps").unwrap().0, 1_000_000_000);
+        assert_eq!(LineRate::parse("100Mbps").unwrap().0, 100_000_000);
+        assert_eq!(LineRate::parse("2.5Gbps").unwrap().0, 2_500_000_000);
+        assert_eq!(LineRate::parse("400G").unwrap().0, 400_000_000_000);
+        assert_eq!(LineRate::parse("10 gbit/s").unwrap().0, 10_000_000_000);
+        assert!(LineRate::parse("1Gbs").is_err());
+        assert!(LineRate::parse("fast").is_err());
+        assert!(LineRate::parse("0Mbps").is_err());
+        assert_eq!(LineRate(1_000_000_000).to_string(), "1Gbps");
+        assert_eq!(LineRate(2_500_000_000).to_string(), "2.5Gbps");
+        assert_eq!(LineRate(100_000_000).to_string(), "100Mbps");
+    }
+
+    #[test]
+    fn ipv4net() {
+        let n = Ipv4Net::parse("10.0.1.0/24").unwrap();
+        assert_eq!(n.nth(254), Ipv4Addr::new(10, 0, 1, 254));
+        assert!(Ipv4Net::parse("10.0.1.1/24").is_err());
+        assert!(Ipv4Net::parse("10.0.1.0/33").is_err());
+        assert!(n.overlaps(&Ipv4Net::parse("10.0.0.0/16").unwrap()));
+        assert!(!n.overlaps(&Ipv4Net::parse("10.0.2.0/24").unwrap()));
+    }
+
+    #[test]
+    fn line_of_block_and_flow() {
+        let src = "fabric: x\nhosts:\n  count: 2\n  gpus_per_host: 2\nswitches:\n  rail:\n    - name: r1\n      rails: [1]\n    - name: r2\n      rails: [2]\n  spine:\n    - { name: s1 }\nlinks:\n  rail_spine:\n    - { rail: r1, spine: s1 }\n    - { rail: r2, spine: s9 }\n";
+        assert_eq!(line_of(src, "hosts.gpus_per_host"), 4);
+        assert_eq!(line_of(src, "switches.rail[0].name"), 7);
+        assert_eq!(line_of(src, "switches.rail[1].rails"), 10);
+        assert_eq!(line_of(src, "switches.rail[1].name"), 9);
+        assert_eq!(line_of(src, "switches.spine[0].name"), 12);
+        assert_eq!(line_of(src, "links.rail_spine[1].spine"), 16);
+        assert_eq!(line_of(src, "links.rail_spine[0]"), 15);
+        assert_eq!(line_of(src, "switches.rail"), 6);
+        assert_eq!(line_of(src, "nothing.here"), 1);
+    }
+}

@@ -1,0 +1,205 @@
+//! Topology files: the shipped topologies parse, and every validation error is one line naming
+//! the file, the line and the field.
+use std::path::{Path, PathBuf};
+
+use control::topology::{Endpoint, HashSeed, LinkClass, Role, Topology};
+
+fn shipped(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name)
+}
+
+fn err(src: &str) -> String {
+    let e = Topology::parse(src, Path::new("topologies/bad.yaml")).expect_err("must be rejected").to_string();
+    assert!(!e.contains('\n'), "error is one line: {e}");
+    e
+}
+
+const GOOD: &str = "\
+fabric: t
+hosts:
+  count: 2
+  gpus_per_host: 2
+  nic: per-gpu
+switches:
+  rail:
+    - name: rail1
+      rails: [1]
+    - name: rail2
+      rails: [2]
+  spine:
+    - name: spine1
+";
+
+#[test]
+fn rail_spine_parses() {
+    let t = Topology::load(&shipped("rail-spine.yaml")).unwrap();
+    assert_eq!(t.fabric, "rs");
+    assert_eq!((t.hosts, t.gpus_per_host, t.mtu), (4, 2, 1500));
+    assert_eq!(t.hash_seed, HashSeed::PerSwitch);
+    let names: Vec<_> = t.switches.iter().map(|s| (s.name.as_str(), s.role)).collect();
+    assert_eq!(names, [("rail1", Role::Rail), ("rail2", Role::Rail), ("spine1", Role::Spine), ("spine2", Role::Spine)]);
+    assert_eq!(t.links.iter().filter(|l| l.class == LinkClass::HostRail).count(), 8);
+    let fabric: Vec<_> = t.links.iter().filter(|l| l.class == LinkClass::RailSpine).map(|l| (l.a.clone(), l.b.clone())).collect();
+    assert_eq!(
+        fabric,
+        [
+            (Endpoint::Switch(0), Endpoint::Switch(2)),
+            (Endpoint::Switch(0), Endpoint::Switch(3)),
+            (Endpoint::Switch(1), Endpoint::Switch(2)),
+            (Endpoint::Switch(1), Endpoint::Switch(3)),
+        ]
+    );
+    assert!(t.links.iter().all(|l| l.line_rate.0 == 1_000_000_000));
+    assert_eq!(t.rail_subnets[&2].to_string(), "10.0.2.0/24");
+    // GPU 1 of host 3 sits on rail 2 → rail2.
+    assert_eq!(t.rail_switch_for(2, 3), Some(1));
+}
+
+#[test]
+fn single_rail_parses() {
+    let t = Topology::load(&shipped("single-rail.yaml")).unwrap();
+    assert_eq!((t.hosts, t.gpus_per_host), (3, 8));
+    assert_eq!(t.switches.len(), 1);
+    assert_eq!(t.switches[0].rails, (1..=8).collect::<Vec<_>>());
+    assert_eq!(t.links.len(), 24);
+    assert!(t.links.iter().all(|l| l.b == Endpoint::Switch(0)));
+}
+
+#[test]
+fn multi_rail_spine_parses_with_override() {
+    let t = Topology::load(&shipped("multi-rail-spine.yaml")).unwrap();
+    assert_eq!(t.switches.len(), 4);
+    let slow: Vec<_> = t.links.iter().filter(|l| l.line_rate.0 == 500_000_000).collect();
+    assert_eq!(slow.len(), 1);
+    assert_eq!(slow[0].a, Endpoint::Gpu { host: 2, gpu: 3 });
+    assert!(t.links.iter().filter(|l| l.class == LinkClass::RailSpine).all(|l| l.line_rate.0 == 2_000_000_000));
+}
+
+#[test]
+fn good_minimal_defaults() {
+    let t = Topology::parse(GOOD, Path::new("x.yaml")).unwrap();
+    assert_eq!(t.mtu, 1500);
+    assert_eq!(t.p2p.to_string(), "10.255.0.0/16");
+    assert_eq!(t.nic_name(1), "gpu1");
+    assert_eq!(t.port_name(3), "eth3");
+}
+
+#[test]
+fn type_error_names_file_line_field() {
+    let e = err(&GOOD.replace("gpus_per_host: 2", "gpus_per_host: x"));
+    assert!(e.starts_with("topologies/bad.yaml:4: hosts.gpus_per_host: "), "{e}");
+    assert!(e.contains("expected an integer 1..=8"), "{e}");
+    let e = err(&GOOD.replace("gpus_per_host: 2", "gpus_per_host: 9"));
+    assert!(e.starts_with("topologies/bad.yaml:4: hosts.gpus_per_host: "), "{e}");
+    assert!(e.contains("9"), "{e}");
+}
+
+#[test]
+fn unknown_field_is_rejected() {
+    let e = err(&GOOD.replace("  nic: per-gpu", "  nic: per-gpu\n  cpus: 4"));
+    assert!(e.starts_with("topologies/bad.yaml:6: hosts: unknown field `cpus`"), "{e}");
+}
+
+#[test]
+fn shared_nic_not_supported() {
+    let e = err(&GOOD.replace("nic: per-gpu", "nic: shared"));
+    assert!(e.starts_with("topologies/bad.yaml:5: hosts.nic: "), "{e}");
+    assert!(e.contains("not supported yet"), "{e}");
+}
+
+#[test]
+fn super_spine_not_supported() {
+    let e = err(&format!("{GOOD}  super-spine:\n    - name: ss1\n"));
+    assert!(e.starts_with("topologies/bad.yaml:14: switches.super-spine: "), "{e}");
+    assert!(e.contains("not supported yet"), "{e}");
+}
+
+#[test]
+fn duplicate_switch_name() {
+    let e = err(&GOOD.replace("- name: spine1", "- name: rail2"));
+    assert_eq!(e, "topologies/bad.yaml:13: switches.spine[0].name: duplicate switch name \"rail2\"");
+}
+
+#[test]
+fn rail_without_switch() {
+    let e = err(&GOOD.replace("gpus_per_host: 2", "gpus_per_host: 3"));
+    assert_eq!(e, "topologies/bad.yaml:7: switches.rail: rail 3 has no switch (for host1)");
+}
+
+#[test]
+fn rail_out_of_range() {
+    let e = err(&GOOD.replace("rails: [2]", "rails: [2, 5]"));
+    assert_eq!(e, "topologies/bad.yaml:11: switches.rail[1].rails: rail 5 does not exist (hosts have 2 GPUs: rails 1..=2)");
+}
+
+#[test]
+fn rail_served_twice() {
+    let e = err(&GOOD.replace("rails: [2]", "rails: [2, 1]"));
+    assert!(e.starts_with("topologies/bad.yaml:11: switches.rail[1].rails: rail 1 of host1 is served by both rail1 and rail2"), "{e}");
+}
+
+#[test]
+fn unknown_switch_in_link() {
+    let src = format!("{GOOD}links:\n  rail_spine:\n    - {{ rail: rail1, spine: spine1 }}\n    - {{ rail: rail2, spine: spine9 }}\n");
+    let e = err(&src);
+    assert_eq!(e, "topologies/bad.yaml:17: links.rail_spine[1].spine: unknown spine \"spine9\"");
+}
+
+#[test]
+fn duplicate_link() {
+    let src = format!("{GOOD}links:\n  rail_spine:\n    - {{ rail: rail1, spine: spine1 }}\n    - {{ rail: rail1, spine: spine1 }}\n");
+    let e = err(&src);
+    assert_eq!(e, "topologies/bad.yaml:17: links.rail_spine[1]: duplicate link rail1 - spine1");
+}
+
+#[test]
+fn bad_line_rate() {
+    let src = format!("{GOOD}links:\n  line_rate:\n    host_rail: 1Gbs\n");
+    let e = err(&src);
+    assert!(e.starts_with("topologies/bad.yaml:16: links.line_rate.host_rail: cannot parse \"1Gbs\" as a line rate"), "{e}");
+}
+
+#[test]
+fn override_without_link() {
+    let src = format!("{GOOD}links:\n  overrides:\n    - {{ between: [host1:gpu0, rail2], line_rate: 10Mbps }}\n");
+    let e = err(&src);
+    assert_eq!(e, "topologies/bad.yaml:16: links.overrides[0].between: no link between host1:gpu0 and rail2");
+}
+
+#[test]
+fn ifname_too_long() {
+    let src = format!("{GOOD}naming:\n  host_nic: \"averyveryverylongnic{{gpu}}\"\n");
+    let e = err(&src);
+    assert_eq!(e, "topologies/bad.yaml:15: naming.host_nic: interface name \"averyveryverylongnic0\" is longer than 15 characters");
+}
+
+#[test]
+fn bad_fabric_name() {
+    let e = err(&GOOD.replace("fabric: t", "fabric: Rail-Spine"));
+    assert!(e.starts_with("topologies/bad.yaml:1: fabric: \"Rail-Spine\""), "{e}");
+}
+
+#[test]
+fn mtu_too_large_for_veth_xdp() {
+    let e = err(&format!("mtu: 9000\n{GOOD}"));
+    assert!(e.starts_with("topologies/bad.yaml:1: mtu: "), "{e}");
+    assert!(e.contains("68..=3500"), "{e}");
+}
+
+#[test]
+fn overlapping_subnets() {
+    let e = err(&format!("{GOOD}addressing:\n  p2p: 10.0.0.0/16\n"));
+    assert_eq!(e, "topologies/bad.yaml:14: addressing: rail 1 subnet 10.0.1.0/24 overlaps p2p subnet 10.0.0.0/16");
+}
+
+#[test]
+fn yaml_syntax_error_has_line() {
+    let e = err("fabric: t\nhosts: [1,\n");
+    assert!(e.starts_with("topologies/bad.yaml:"), "{e}");
+}
+
+#[test]
+fn missing_file_names_it() {
+    let e = Topology::load(Path::new("/nonexistent/x.yaml")).unwrap_err().to_string();
+    assert!(e.starts_with("/nonexistent/x.yaml: "), "{e}");
+}
