@@ -8,6 +8,7 @@
 
 pub mod decision;
 pub mod loader;
+pub mod metrics;
 pub mod queue;
 pub mod rewrite;
 pub mod sched;

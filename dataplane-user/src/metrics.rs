@@ -1,0 +1,384 @@
+//! Prometheus exposition of a switch's statistics (text format 0.0.4,
+//! <https://prometheus.io/docs/instrumenting/exposition_formats/>) and a minimal HTTP/1.1
+//! responder for `GET /metrics` (RFC 9112 message syntax; one request per connection).
+//!
+//! The data-plane thread never touches the registry: it writes single-writer atomics
+//! ([`crate::stats`]); on each scrape [`Metrics::render`] copies them into label handles that
+//! were resolved once at startup, together with the XDP program's per-CPU counters.
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dataplane_common::config::SwitchConfig;
+use dataplane_common::counter;
+use dataplane_common::limits::NUM_TC;
+use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+
+use crate::stats::{Stat, SwitchStats};
+
+/// Errors building the metric set.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("registering metric {name}: {source}")]
+    Register { name: String, source: prometheus::Error },
+}
+
+struct QueueHandles {
+    enqueued_packets: IntCounter,
+    enqueued_bytes: IntCounter,
+    dequeued_packets: IntCounter,
+    dequeued_bytes: IntCounter,
+    dropped_packets: IntCounter,
+    dropped_bytes: IntCounter,
+    depth_bytes: IntGauge,
+    depth_packets: IntGauge,
+}
+
+struct PortHandles {
+    rx_packets: IntCounter,
+    rx_bytes: IntCounter,
+    tx_packets: IntCounter,
+    tx_bytes: IntCounter,
+    rx_invalid: IntCounter,
+    rx_lldp: IntCounter,
+    rx_mac_control: IntCounter,
+    rewrite_errors: IntCounter,
+    queues: Vec<QueueHandles>,
+    xdp: Vec<IntCounter>,
+}
+
+/// The switch's metric registry with every labelled handle pre-resolved.
+pub struct Metrics {
+    registry: Registry,
+    stats: Arc<SwitchStats>,
+    ports: Vec<PortHandles>,
+    free_frames: IntGauge,
+    xdp_read_errors: IntCounter,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").field("ports", &self.ports.len()).finish()
+    }
+}
+
+/// Brings a Prometheus counter up to `v` (counters only go up; the sources are monotonic).
+fn sync(c: &IntCounter, v: u64) {
+    let cur = c.get();
+    if v > cur {
+        c.inc_by(v - cur);
+    }
+}
+
+fn sync_stat(c: &IntCounter, s: &Stat) {
+    sync(c, s.get());
+}
+
+impl Metrics {
+    /// Registers every metric for `cfg`'s ports (label `port` = interface name, `switch` = name).
+    pub fn new(cfg: &SwitchConfig, stats: Arc<SwitchStats>) -> Result<Self, MetricsError> {
+        let registry = Registry::new();
+        let opts = |name: &str, help: &str| Opts::new(name, help).const_label("switch", cfg.name.clone());
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, MetricsError> {
+            let v = IntCounterVec::new(opts(name, help), labels)
+                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
+            registry
+                .register(Box::new(v.clone()))
+                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
+            Ok(v)
+        };
+        let gauge_vec = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, MetricsError> {
+            let v = IntGaugeVec::new(opts(name, help), labels)
+                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
+            registry
+                .register(Box::new(v.clone()))
+                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
+            Ok(v)
+        };
+        let p = &["port"];
+        let pq = &["port", "queue"];
+        let rx_packets = counter_vec("rocefab_port_rx_packets_total", "Frames received from the port's AF_XDP socket", p)?;
+        let rx_bytes = counter_vec("rocefab_port_rx_bytes_total", "Ethernet bytes received from the port's AF_XDP socket", p)?;
+        let tx_packets = counter_vec("rocefab_port_tx_packets_total", "Frames handed to the port's AF_XDP TX ring", p)?;
+        let tx_bytes = counter_vec("rocefab_port_tx_bytes_total", "Ethernet bytes handed to the port's AF_XDP TX ring", p)?;
+        let rx_invalid = counter_vec(
+            "rocefab_port_rx_invalid_total",
+            "Received descriptors without a valid Decision header (dropped)",
+            p,
+        )?;
+        let rx_lldp = counter_vec("rocefab_port_rx_lldp_total", "LLDP frames received by the daemon", p)?;
+        let rx_mac_control =
+            counter_vec("rocefab_port_rx_mac_control_total", "MAC control (PAUSE/PFC) frames received by the daemon", p)?;
+        let rewrite_errors = counter_vec(
+            "rocefab_port_rewrite_errors_total",
+            "Routed frames dropped because the L3 rewrite refused them",
+            p,
+        )?;
+        let enq_p = counter_vec("rocefab_queue_enqueued_packets_total", "Frames enqueued on the egress queue", pq)?;
+        let enq_b = counter_vec("rocefab_queue_enqueued_bytes_total", "Bytes enqueued on the egress queue", pq)?;
+        let deq_p = counter_vec("rocefab_queue_dequeued_packets_total", "Frames dequeued for transmission", pq)?;
+        let deq_b = counter_vec("rocefab_queue_dequeued_bytes_total", "Bytes dequeued for transmission", pq)?;
+        let drop_p = counter_vec("rocefab_queue_dropped_packets_total", "Frames tail-dropped at the queue limit", pq)?;
+        let drop_b = counter_vec("rocefab_queue_dropped_bytes_total", "Bytes tail-dropped at the queue limit", pq)?;
+        let depth_b = gauge_vec("rocefab_queue_depth_bytes", "Current queue depth in bytes", pq)?;
+        let depth_p = gauge_vec("rocefab_queue_depth_packets", "Current queue depth in frames", pq)?;
+        let xdp: Vec<IntCounterVec> = counter::NAMES
+            .iter()
+            .map(|n| {
+                counter_vec(
+                    &format!("rocefab_xdp_{n}_total"),
+                    &format!("XDP program counter '{n}' (summed over CPUs)"),
+                    p,
+                )
+            })
+            .collect::<Result<_, _>>()?;
+
+        let ports = cfg
+            .ports
+            .iter()
+            .map(|port| {
+                let l = [port.name.as_str()];
+                PortHandles {
+                    rx_packets: rx_packets.with_label_values(&l),
+                    rx_bytes: rx_bytes.with_label_values(&l),
+                    tx_packets: tx_packets.with_label_values(&l),
+                    tx_bytes: tx_bytes.with_label_values(&l),
+                    rx_invalid: rx_invalid.with_label_values(&l),
+                    rx_lldp: rx_lldp.with_label_values(&l),
+                    rx_mac_control: rx_mac_control.with_label_values(&l),
+                    rewrite_errors: rewrite_errors.with_label_values(&l),
+                    queues: (0..NUM_TC)
+                        .map(|q| {
+                            let q = q.to_string();
+                            let l = [port.name.as_str(), q.as_str()];
+                            QueueHandles {
+                                enqueued_packets: enq_p.with_label_values(&l),
+                                enqueued_bytes: enq_b.with_label_values(&l),
+                                dequeued_packets: deq_p.with_label_values(&l),
+                                dequeued_bytes: deq_b.with_label_values(&l),
+                                dropped_packets: drop_p.with_label_values(&l),
+                                dropped_bytes: drop_b.with_label_values(&l),
+                                depth_bytes: depth_b.with_label_values(&l),
+                                depth_packets: depth_p.with_label_values(&l),
+                            }
+                        })
+                        .collect(),
+                    xdp: xdp.iter().map(|v| v.with_label_values(&l)).collect(),
+                }
+            })
+            .collect();
+
+        let free_frames = IntGauge::with_opts(opts("rocefab_umem_free_frames", "UMEM frames in the free pool"))
+            .map_err(|source| MetricsError::Register { name: "rocefab_umem_free_frames".into(), source })?;
+        registry
+            .register(Box::new(free_frames.clone()))
+            .map_err(|source| MetricsError::Register { name: "rocefab_umem_free_frames".into(), source })?;
+        let xdp_read_errors = IntCounter::with_opts(opts(
+            "rocefab_xdp_counter_read_errors_total",
+            "Scrapes that could not read the XDP counters map",
+        ))
+        .map_err(|source| MetricsError::Register { name: "rocefab_xdp_counter_read_errors_total".into(), source })?;
+        registry
+            .register(Box::new(xdp_read_errors.clone()))
+            .map_err(|source| MetricsError::Register { name: "rocefab_xdp_counter_read_errors_total".into(), source })?;
+
+        Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors })
+    }
+
+    /// Refreshes everything from the live statistics and `xdp` (per port, per counter id; `None`
+    /// when the map could not be read) and returns the text exposition.
+    pub fn render(&self, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> String {
+        for (h, s) in self.ports.iter().zip(&self.stats.ports) {
+            sync_stat(&h.rx_packets, &s.rx_packets);
+            sync_stat(&h.rx_bytes, &s.rx_bytes);
+            sync_stat(&h.tx_packets, &s.tx_packets);
+            sync_stat(&h.tx_bytes, &s.tx_bytes);
+            sync_stat(&h.rx_invalid, &s.rx_invalid);
+            sync_stat(&h.rx_lldp, &s.rx_lldp);
+            sync_stat(&h.rx_mac_control, &s.rx_mac_control);
+            sync_stat(&h.rewrite_errors, &s.rewrite_errors);
+            for (qh, qs) in h.queues.iter().zip(&s.queues) {
+                sync_stat(&qh.enqueued_packets, &qs.enqueued_packets);
+                sync_stat(&qh.enqueued_bytes, &qs.enqueued_bytes);
+                sync_stat(&qh.dequeued_packets, &qs.dequeued_packets);
+                sync_stat(&qh.dequeued_bytes, &qs.dequeued_bytes);
+                sync_stat(&qh.dropped_packets, &qs.dropped_packets);
+                sync_stat(&qh.dropped_bytes, &qs.dropped_bytes);
+                qh.depth_bytes.set(qs.depth_bytes.get() as i64);
+                qh.depth_packets.set(qs.depth_packets.get() as i64);
+            }
+        }
+        match xdp {
+            Some(rows) => {
+                for (h, row) in self.ports.iter().zip(rows) {
+                    for (c, &v) in h.xdp.iter().zip(row.iter()) {
+                        sync(c, v);
+                    }
+                }
+            }
+            None => self.xdp_read_errors.inc(),
+        }
+        self.free_frames.set(self.stats.free_frames.get() as i64);
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed families; an error would be a bug in
+        // the registry, reported in the body rather than crashing the daemon.
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            return format!("# encoding error: {e}\n");
+        }
+        String::from_utf8(out).unwrap_or_else(|e| format!("# encoding error: {e}\n"))
+    }
+}
+
+/// Largest request head we read.
+const MAX_REQUEST: usize = 8192;
+
+/// Serves one HTTP/1.1 request on `stream`: `GET /metrics` → 200 with `render()`, `GET /` → a
+/// pointer to /metrics, other paths → 404, other methods → 405, garbage → 400. Always closes.
+pub fn serve_http<S: Read + Write>(stream: &mut S, render: impl FnOnce() -> String) -> io::Result<()> {
+    let mut buf = [0u8; MAX_REQUEST];
+    let mut n = 0;
+    loop {
+        let r = stream.read(&mut buf[n..])?;
+        if r == 0 {
+            break;
+        }
+        n += r;
+        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || n == buf.len() {
+            break;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, target, version) = (parts.next(), parts.next(), parts.next());
+    let (status, ctype, body) = match (method, target, version) {
+        (Some(m), Some(t), Some(v)) if v.starts_with("HTTP/1.") => {
+            let path = t.split('?').next().unwrap_or(t);
+            match (m, path) {
+                ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render()),
+                ("GET" | "HEAD", "/") => {
+                    ("200 OK", "text/plain; charset=utf-8", "rocefab-switchd: see /metrics\n".to_string())
+                }
+                ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found\n".to_string()),
+                _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
+            }
+        }
+        _ => ("400 Bad Request", "text/plain; charset=utf-8", "bad request\n".to_string()),
+    };
+    let head_only = method == Some("HEAD");
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    if !head_only {
+        stream.write_all(body.as_bytes())?;
+    }
+    stream.flush()
+}
+
+/// Accepts one connection from `listener` and serves it with short timeouts, so a stuck client
+/// cannot block the daemon's control loop for long.
+pub fn accept_and_serve(listener: &std::net::TcpListener, render: impl FnOnce() -> String) -> io::Result<()> {
+    let (mut s, _) = listener.accept()?;
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    serve_http(&mut s, render)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dataplane_common::config::{NextHopConfig, PortConfig};
+
+    fn cfg() -> SwitchConfig {
+        SwitchConfig {
+            name: "sw1".into(),
+            role: "rail".into(),
+            netns: None,
+            hash_seed: 1,
+            metrics_listen: "127.0.0.1:0".parse().unwrap(),
+            dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
+            queue_limit_bytes: 1 << 20,
+            xdp_mode: "driver".into(),
+            ports: ["eth0", "eth1"]
+                .iter()
+                .map(|n| PortConfig {
+                    name: n.to_string(),
+                    mac: "02:00:00:00:00:01".parse().unwrap(),
+                    line_rate_bps: 1_000_000_000,
+                    addresses: vec![],
+                    peer: String::new(),
+                })
+                .collect(),
+            nexthops: vec![NextHopConfig { port: 1, mac: "02:00:00:00:00:02".parse().unwrap() }],
+            groups: vec![vec![0]],
+            routes: vec![],
+        }
+    }
+
+    fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+            let (metric, v) = l.rsplit_once(' ')?;
+            let (n, rest) = metric.split_once('{').unwrap_or((metric, ""));
+            (n == name && labels.iter().all(|(k, val)| rest.contains(&format!("{k}=\"{val}\""))))
+                .then(|| v.parse().unwrap())
+        })
+    }
+
+    #[test]
+    fn render_reflects_stats_and_xdp_counters() {
+        let stats = Arc::new(SwitchStats::new(2));
+        let m = Metrics::new(&cfg(), stats.clone()).unwrap();
+        stats.ports[1].queues[3].enqueued_packets.add(5);
+        stats.ports[1].queues[3].depth_bytes.set(4500);
+        stats.ports[0].rx_packets.add(7);
+        let mut xdp = vec![[0u64; counter::COUNT as usize]; 2];
+        xdp[0][counter::ROUTE_MISS as usize] = 11;
+        let t = m.render(Some(&xdp));
+        let q = [("switch", "sw1"), ("port", "eth1"), ("queue", "3")];
+        assert_eq!(value(&t, "rocefab_queue_enqueued_packets_total", &q), Some(5.0));
+        assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(4500.0));
+        assert_eq!(value(&t, "rocefab_port_rx_packets_total", &[("port", "eth0")]), Some(7.0));
+        assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0"), ("switch", "sw1")]), Some(11.0));
+        assert_eq!(value(&t, "rocefab_xdp_redirect_failed_total", &[("port", "eth1")]), Some(0.0));
+        assert!(t.contains("# HELP rocefab_queue_dropped_packets_total"));
+        // Second scrape: counters follow, gauges go down too.
+        stats.ports[1].queues[3].enqueued_packets.add(2);
+        stats.ports[1].queues[3].depth_bytes.set(0);
+        xdp[0][counter::ROUTE_MISS as usize] = 12;
+        let t = m.render(Some(&xdp));
+        assert_eq!(value(&t, "rocefab_queue_enqueued_packets_total", &q), Some(7.0));
+        assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(0.0));
+        assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0")]), Some(12.0));
+        let t = m.render(None);
+        assert_eq!(value(&t, "rocefab_xdp_counter_read_errors_total", &[]), Some(1.0));
+    }
+
+    #[test]
+    fn http_over_a_real_socket() {
+        use std::net::{TcpListener, TcpStream};
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let get = |req: &'static [u8]| {
+            let t = std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.write_all(req).unwrap();
+                let mut out = String::new();
+                s.read_to_string(&mut out).unwrap();
+                out
+            });
+            accept_and_serve(&l, || "metric_a 1\n".to_string()).unwrap();
+            t.join().unwrap()
+        };
+        let r = get(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(r.contains("Content-Length: 11\r\n"), "{r}");
+        assert!(r.ends_with("\r\n\r\nmetric_a 1\n"), "{r}");
+        assert!(get(b"GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+        assert!(get(b"POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        assert!(get(b"\x00\x01garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
+        let head = get(b"HEAD /metrics HTTP/1.0\r\n\r\n");
+        assert!(head.ends_with("\r\n\r\n"), "{head}");
+    }
+}
