@@ -194,19 +194,28 @@ fn dscp_tc(dscp: u8) -> u8 {
 }
 
 /// Source and destination ports of a UDP/TCP header at `l4`, or zeros for other protocols.
+///
+/// The ports are read through the very pointer that was bounds-checked: re-deriving a pointer
+/// after a wider check lets LLVM drop the (implied) narrower check, and the verifier then
+/// rejects the access as "outside of the packet".
 #[inline(always)]
 fn l4_ports(ctx: &XdpContext, l4: usize, proto: u8) -> Result<(u16, u16), ()> {
-    match proto {
+    let h: [u8; 4] = match proto {
         IPPROTO_UDP => {
-            ptr_at::<[u8; UDP_HLEN]>(ctx, l4)?;
-            Ok((be16_at(ctx, l4)?, be16_at(ctx, l4 + 2)?))
+            let p = ptr_at::<[u8; UDP_HLEN]>(ctx, l4)?;
+            // SAFETY: `ptr_at` checked the UDP header lies inside the frame; alignment 1.
+            let h = unsafe { &*p };
+            [h[0], h[1], h[2], h[3]]
         }
         IPPROTO_TCP => {
-            ptr_at::<[u8; TCP_HLEN_MIN]>(ctx, l4)?;
-            Ok((be16_at(ctx, l4)?, be16_at(ctx, l4 + 2)?))
+            let p = ptr_at::<[u8; TCP_HLEN_MIN]>(ctx, l4)?;
+            // SAFETY: `ptr_at` checked the fixed TCP header lies inside the frame; alignment 1.
+            let h = unsafe { &*p };
+            [h[0], h[1], h[2], h[3]]
         }
-        _ => Ok((0, 0)),
-    }
+        _ => return Ok((0, 0)),
+    };
+    Ok((u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]])))
 }
 
 #[inline(always)]

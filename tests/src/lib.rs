@@ -1,1 +1,3 @@
 //! Helpers for the privileged integration tests.
+
+pub mod xdp;

@@ -1,0 +1,466 @@
+//! The `rocefab_xdp` program on crafted frames, through `BPF_PROG_TEST_RUN` (needs root).
+//!
+//! Each test loads a fresh copy of the program (fresh maps and counters) with
+//! [`load_for_test`], on a veth pair `rf-xdp-<tag>a`/`rf-xdp-<tag>b` that is removed on drop:
+//! the kernel insists the test-run ingress ifindex is a real device. Both ends get a bound
+//! AF_XDP socket in `XSKS`, so `bpf_redirect_map` succeeds and the run reports `XDP_REDIRECT`
+//! (a non-live test run does not carry the redirect out; the output data is the frame with the
+//! Decision prepended).
+//!
+//! Run: `cargo test -p rocefab-tests --test xdp_test_run --no-run` then run the binary as root,
+//! or as root `cargo test -p rocefab-tests --test xdp_test_run -- --test-threads=1`.
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use dataplane_common::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use dataplane_common::{counter, ecmp_index, flow_hash, kind, Decision};
+use dataplane_user::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
+use etherparse::{IpDscp, IpHeaders, IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, VlanId};
+use rocefab_tests::xdp::{ifindex, VethPair, XskSocket};
+
+const SEED: u32 = 7;
+const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x10, 0x01];
+const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+/// ifindex of port 2, which never receives in these tests, so it need not exist.
+const FAKE_IFINDEX: u32 = 0x7fff_0002;
+
+// Routes of the test switch.
+const V4_GROUP0: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 5); // 10.0.1.0/24 → group 0 (1 member)
+const V4_GROUP2: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 200); // 10.0.1.128/25 → group 2 (longer prefix)
+const V4_GROUP1: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 9); // 10.0.2.0/24 → group 1 (2 members)
+const V4_LOCAL: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 254); // /32 local
+const V4_MISS: Ipv4Addr = Ipv4Addr::new(192, 168, 7, 7);
+const V4_SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 3, 1);
+const V6_GROUP1: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 0x42); // 2001:db8:0:1::/64 → group 1
+const V6_MISS: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 2, 0, 0, 0, 1);
+const V6_SRC: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 3, 0, 0, 0, 1);
+
+fn config(tag: &str) -> SwitchConfig {
+    let port = |name: String, mac: u8| PortConfig {
+        name,
+        mac: dataplane_common::config::Mac([0x02, 0, 0, 0, 0, mac]),
+        line_rate_bps: 1_000_000_000,
+        addresses: vec![],
+        peer: String::new(),
+    };
+    let nh = |port: u32, mac: u8| NextHopConfig { port, mac: dataplane_common::config::Mac([0x02, 0, 0, 0, 0x20, mac]) };
+    let route = |prefix: IpAddr, len: u8, group: Option<u32>| RouteConfig { prefix, len, group };
+    SwitchConfig {
+        name: format!("rf-xdp-{tag}"),
+        role: "rail".into(),
+        netns: None,
+        hash_seed: SEED,
+        metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
+        queue_limit_bytes: 1 << 20,
+        xdp_mode: "skb".into(),
+        ports: vec![port(format!("rf-xdp-{tag}a"), 1), port(format!("rf-xdp-{tag}b"), 2), port("rf-xdp-fake".into(), 3)],
+        nexthops: vec![nh(2, 0), nh(1, 1), nh(2, 2), nh(0, 3)],
+        groups: vec![vec![0], vec![1, 2], vec![3]],
+        routes: vec![
+            route(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 0)), 24, Some(0)),
+            route(IpAddr::V4(Ipv4Addr::new(10, 0, 1, 128)), 25, Some(2)),
+            route(IpAddr::V4(Ipv4Addr::new(10, 0, 2, 0)), 24, Some(1)),
+            route(IpAddr::V4(V4_LOCAL), 32, None),
+            // Host bits set on purpose: the loader masks them.
+            route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 7)), 64, Some(1)),
+        ],
+    }
+}
+
+/// A loaded program on a fresh veth pair, with AF_XDP sockets on ports 0 and 1.
+struct Fixture {
+    sw: XdpSwitch,
+    cfg: SwitchConfig,
+    /// ifindexes of ports 0 and 1.
+    if0: u32,
+    if1: u32,
+    // Field order = drop order: sockets and program before the interfaces.
+    _xsks: Vec<XskSocket>,
+    _veth: VethPair,
+}
+
+impl Fixture {
+    fn new(tag: &str) -> Self {
+        Self::with_config(tag, config(tag), true)
+    }
+
+    fn with_config(tag: &str, cfg: SwitchConfig, sockets: bool) -> Self {
+        cfg.validate().expect("test config is valid");
+        let veth = VethPair::new(&format!("rf-xdp-{tag}a"), &format!("rf-xdp-{tag}b")).expect("create veth pair (root?)");
+        let if0 = ifindex(&veth.a).unwrap();
+        let if1 = ifindex(&veth.b).unwrap();
+        let mut sw = load_for_test(&cfg, &[if0, if1, FAKE_IFINDEX]).expect("load rocefab_xdp (verifier)");
+        assert_eq!(sw.ifindexes(), &[if0, if1, FAKE_IFINDEX]);
+        let mut xsks = Vec::new();
+        if sockets {
+            for (port, ifi) in [(0u32, if0), (1, if1)] {
+                let s = XskSocket::bind(ifi).expect("bind AF_XDP socket");
+                sw.register_xsk(port, s.fd()).expect("register socket in XSKS");
+                xsks.push(s);
+            }
+        }
+        Fixture { sw, cfg, if0, if1, _xsks: xsks, _veth: veth }
+    }
+
+    fn run(&mut self, frame: &[u8]) -> TestRunOutput {
+        self.sw.test_run(frame, self.if0).expect("BPF_PROG_TEST_RUN")
+    }
+
+    fn counters(&self, port: usize) -> [u64; counter::COUNT as usize] {
+        self.sw.counters().expect("read COUNTERS")[port]
+    }
+
+    /// Asserts the counters of `port` are exactly `expected` (id, value); all others zero.
+    fn assert_counters(&self, port: usize, expected: &[(u32, u64)]) {
+        let got = self.counters(port);
+        let mut want = [0u64; counter::COUNT as usize];
+        for &(id, v) in expected {
+            want[id as usize] = v;
+        }
+        assert_eq!(named(got), named(want), "port {port} counters");
+    }
+
+    /// Expected (egress port, next hop) for a flow to a route's group, computed in userspace.
+    fn expected_path(&self, group: usize, src: [u32; 4], dst: [u32; 4], sport: u16, dport: u16) -> (u8, u16) {
+        let members = &self.cfg.groups[group];
+        let h = flow_hash(src, dst, 17, sport, dport, SEED);
+        let nh = members[ecmp_index(h, members.len() as u32) as usize];
+        (self.cfg.nexthops[nh as usize].port as u8, nh as u16)
+    }
+}
+
+fn named(c: [u64; counter::COUNT as usize]) -> Vec<(&'static str, u64)> {
+    counter::NAMES.iter().copied().zip(c).collect()
+}
+
+fn v4_words(a: Ipv4Addr) -> [u32; 4] {
+    [u32::from(a), 0, 0, 0]
+}
+
+fn v6_words(a: Ipv6Addr) -> [u32; 4] {
+    let s = a.segments();
+    [0, 2, 4, 6].map(|i| (s[i] as u32) << 16 | s[i + 1] as u32)
+}
+
+struct Udp {
+    dscp: u8,
+    ttl: u8,
+    sport: u16,
+    dport: u16,
+    vlan: Option<u16>,
+}
+
+impl Default for Udp {
+    fn default() -> Self {
+        Udp { dscp: 24, ttl: 64, sport: 49152, dport: 4791, vlan: None }
+    }
+}
+
+fn build(ip: IpHeaders, u: &Udp) -> Vec<u8> {
+    let payload = [0xabu8; 10];
+    let mut out = Vec::new();
+    let eth = PacketBuilder::ethernet2(HOST_MAC, SWITCH_MAC);
+    match u.vlan {
+        Some(v) => eth.single_vlan(VlanId::try_new(v).unwrap()).ip(ip).udp(u.sport, u.dport).write(&mut out, &payload),
+        None => eth.ip(ip).udp(u.sport, u.dport).write(&mut out, &payload),
+    }
+    .expect("build frame");
+    out
+}
+
+fn udp4(src: Ipv4Addr, dst: Ipv4Addr, u: &Udp) -> Vec<u8> {
+    let mut h = Ipv4Header::new(0, u.ttl, IpNumber::UDP, src.octets(), dst.octets()).unwrap();
+    h.dscp = IpDscp::try_new(u.dscp).unwrap();
+    build(IpHeaders::Ipv4(h, Default::default()), u)
+}
+
+fn udp6(src: Ipv6Addr, dst: Ipv6Addr, u: &Udp) -> Vec<u8> {
+    let h = Ipv6Header {
+        traffic_class: u.dscp << 2,
+        flow_label: Default::default(),
+        payload_length: 0,
+        next_header: IpNumber::UDP,
+        hop_limit: u.ttl,
+        source: src.octets(),
+        destination: dst.octets(),
+    };
+    build(IpHeaders::Ipv6(h, Default::default()), u)
+}
+
+/// Ethernet II frame with a raw payload, padded to the 60-byte minimum.
+fn raw_frame(dst: [u8; 6], ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&HOST_MAC);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    f.resize(f.len().max(60), 0);
+    f
+}
+
+fn lldp_frame() -> Vec<u8> {
+    // IEEE 802.1AB: Chassis ID (MAC), Port ID (ifname "p0"), TTL 120, End.
+    let mut p = vec![0x02, 0x07, 0x04];
+    p.extend_from_slice(&HOST_MAC);
+    p.extend_from_slice(&[0x04, 0x03, 0x05, b'p', b'0', 0x06, 0x02, 0x00, 0x78, 0x00, 0x00]);
+    raw_frame([0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e], 0x88cc, &p)
+}
+
+fn pfc_frame() -> Vec<u8> {
+    // IEEE 802.1Qbb: opcode 0x0101, class-enable vector (priority 3), eight quanta.
+    let mut p = vec![0x01, 0x01, 0x00, 0x08];
+    for prio in 0..8 {
+        p.extend_from_slice(&(if prio == 3 { 0xffffu16 } else { 0 }).to_be_bytes());
+    }
+    raw_frame([0x01, 0x80, 0xc2, 0x00, 0x00, 0x01], 0x8808, &p)
+}
+
+fn arp_frame() -> Vec<u8> {
+    // ARP request who-has 10.0.0.254 tell 10.0.3.1 (RFC 826).
+    let mut p = vec![0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01];
+    p.extend_from_slice(&HOST_MAC);
+    p.extend_from_slice(&V4_SRC.octets());
+    p.extend_from_slice(&[0; 6]);
+    p.extend_from_slice(&V4_LOCAL.octets());
+    raw_frame([0xff; 6], 0x0806, &p)
+}
+
+/// Asserts a redirect with a Decision followed by the unmodified frame; returns the Decision.
+fn assert_redirect(out: &TestRunOutput, frame: &[u8]) -> Decision {
+    assert_eq!(out.action, XDP_REDIRECT, "action");
+    let d = out.decision().expect("Decision header with magic at offset 0");
+    assert_eq!(&out.data[Decision::LEN..], frame, "frame after the Decision is unchanged");
+    assert_eq!(d.ingress_port, 0);
+    d
+}
+
+#[test]
+fn dscp_selects_traffic_class_ipv4_ipv6_with_and_without_vlan() {
+    let mut fx = Fixture::new("d");
+    let mut n = 0;
+    for (dscp, tc) in [(24u8, 3u8), (48, 7), (0, 0), (46, 0), (26, 0)] {
+        for vlan in [None, Some(100)] {
+            let u = Udp { dscp, vlan, ..Default::default() };
+            for frame in [udp4(V4_SRC, V4_GROUP0, &u), udp6(V6_SRC, V6_GROUP1, &u)] {
+                let out = fx.run(&frame);
+                let d = assert_redirect(&out, &frame);
+                assert_eq!((d.kind, d.tc), (kind::FORWARD, tc), "dscp {dscp} vlan {vlan:?} frame {frame:02x?}");
+                n += 1;
+            }
+        }
+    }
+    fx.assert_counters(0, &[(counter::RX, n), (counter::FORWARDED, n)]);
+}
+
+#[test]
+fn qinq_outer_tag_is_skipped() {
+    let mut fx = Fixture::new("q");
+    let mut frame = udp4(V4_SRC, V4_GROUP0, &Udp { dscp: 48, vlan: Some(5), ..Default::default() });
+    frame[12..14].copy_from_slice(&0x88a8u16.to_be_bytes());
+    let d = assert_redirect(&fx.run(&frame), &frame);
+    assert_eq!((d.kind, d.tc, d.egress_port), (kind::FORWARD, 7, 2));
+}
+
+#[test]
+fn non_default_dscp_map_from_config_is_honoured() {
+    let mut cfg = config("m");
+    cfg.dscp_to_tc = vec![1; 64];
+    cfg.dscp_to_tc[10] = 5;
+    cfg.dscp_to_tc[24] = 2;
+    let mut fx = Fixture::with_config("m", cfg, true);
+    for (dscp, tc) in [(10u8, 5u8), (24, 2), (48, 1), (0, 1)] {
+        let u = Udp { dscp, ..Default::default() };
+        for frame in [udp4(V4_SRC, V4_GROUP1, &u), udp6(V6_SRC, V6_GROUP1, &u)] {
+            let d = assert_redirect(&fx.run(&frame), &frame);
+            assert_eq!(d.tc, tc, "dscp {dscp}");
+        }
+    }
+}
+
+#[test]
+fn routed_frames_follow_lpm_and_userspace_ecmp() {
+    let mut fx = Fixture::new("r");
+    let u = Udp { sport: 50000, dport: 4791, ..Default::default() };
+    // Single-member group, and the longer /25 inside the same /24.
+    let d = assert_redirect(&fx.run(&udp4(V4_SRC, V4_GROUP0, &u)), &udp4(V4_SRC, V4_GROUP0, &u));
+    assert_eq!((d.egress_port, d.nexthop), (2, 0));
+    let d = assert_redirect(&fx.run(&udp4(V4_SRC, V4_GROUP2, &u)), &udp4(V4_SRC, V4_GROUP2, &u));
+    assert_eq!((d.egress_port, d.nexthop), (0, 3), "10.0.1.128/25 beats 10.0.1.0/24");
+    // Two-member group: the member userspace predicts for this 5-tuple.
+    let f = udp4(V4_SRC, V4_GROUP1, &u);
+    let d = assert_redirect(&fx.run(&f), &f);
+    let want = fx.expected_path(1, v4_words(V4_SRC), v4_words(V4_GROUP1), 50000, 4791);
+    assert_eq!((d.egress_port, d.nexthop), want);
+    let f = udp6(V6_SRC, V6_GROUP1, &u);
+    let d = assert_redirect(&fx.run(&f), &f);
+    let want = fx.expected_path(1, v6_words(V6_SRC), v6_words(V6_GROUP1), 50000, 4791);
+    assert_eq!((d.egress_port, d.nexthop), want);
+    fx.assert_counters(0, &[(counter::RX, 4), (counter::FORWARDED, 4)]);
+    fx.assert_counters(1, &[]);
+}
+
+#[test]
+fn sixty_four_source_ports_use_both_members_as_predicted() {
+    let mut fx = Fixture::new("e");
+    for (family, mk) in [
+        ("v4", Box::new(|u: &Udp| udp4(V4_SRC, V4_GROUP1, u)) as Box<dyn Fn(&Udp) -> Vec<u8>>),
+        ("v6", Box::new(|u: &Udp| udp6(V6_SRC, V6_GROUP1, u))),
+    ] {
+        let mut hits = [0u32; 2];
+        for sport in 49152..49152 + 64u16 {
+            let u = Udp { sport, ..Default::default() };
+            let f = mk(&u);
+            let d = assert_redirect(&fx.run(&f), &f);
+            let (src, dst) = if family == "v4" {
+                (v4_words(V4_SRC), v4_words(V4_GROUP1))
+            } else {
+                (v6_words(V6_SRC), v6_words(V6_GROUP1))
+            };
+            assert_eq!((d.egress_port, d.nexthop), fx.expected_path(1, src, dst, sport, 4791), "{family} sport {sport}");
+            hits[(d.nexthop - 1) as usize] += 1;
+        }
+        assert!(hits[0] > 0 && hits[1] > 0, "{family}: both members of group 1 used: {hits:?}");
+    }
+    fx.assert_counters(0, &[(counter::RX, 128), (counter::FORWARDED, 128)]);
+}
+
+#[test]
+fn ttl_and_hop_limit_one_are_dropped() {
+    let mut fx = Fixture::new("t");
+    for ttl in [0u8, 1] {
+        let u = Udp { ttl, ..Default::default() };
+        assert_eq!(fx.run(&udp4(V4_SRC, V4_GROUP1, &u)).action, XDP_DROP, "ttl {ttl}");
+        assert_eq!(fx.run(&udp6(V6_SRC, V6_GROUP1, &u)).action, XDP_DROP, "hop limit {ttl}");
+    }
+    // TTL 2 is still forwarded; TTL 1 to the switch itself is delivered (RFC 1812 §5.3.1).
+    let f = udp4(V4_SRC, V4_GROUP1, &Udp { ttl: 2, ..Default::default() });
+    assert_redirect(&fx.run(&f), &f);
+    assert_eq!(fx.run(&udp4(V4_SRC, V4_LOCAL, &Udp { ttl: 1, ..Default::default() })).action, XDP_PASS);
+    fx.assert_counters(0, &[(counter::RX, 6), (counter::TTL_EXPIRED, 4), (counter::FORWARDED, 1), (counter::PASS, 1)]);
+}
+
+#[test]
+fn route_miss_is_dropped_and_local_route_passes() {
+    let mut fx = Fixture::new("l");
+    let u = Udp::default();
+    assert_eq!(fx.run(&udp4(V4_SRC, V4_MISS, &u)).action, XDP_DROP);
+    assert_eq!(fx.run(&udp6(V6_SRC, V6_MISS, &u)).action, XDP_DROP);
+    let f = udp4(V4_SRC, V4_LOCAL, &u);
+    let out = fx.run(&f);
+    assert_eq!(out.action, XDP_PASS);
+    assert_eq!(out.data, f, "passed frame is untouched (no Decision)");
+    // 10.0.0.253 is not covered by the local /32.
+    assert_eq!(fx.run(&udp4(V4_SRC, Ipv4Addr::new(10, 0, 0, 253), &u)).action, XDP_DROP);
+    fx.assert_counters(0, &[(counter::RX, 4), (counter::ROUTE_MISS, 3), (counter::PASS, 1)]);
+}
+
+#[test]
+fn lldp_and_mac_control_go_to_userspace() {
+    let mut fx = Fixture::new("c");
+    let f = lldp_frame();
+    let d = assert_redirect(&fx.run(&f), &f);
+    assert_eq!((d.kind, d.tc), (kind::LLDP, 0));
+    let f = pfc_frame();
+    let d = assert_redirect(&fx.run(&f), &f);
+    assert_eq!((d.kind, d.tc), (kind::MAC_CONTROL, 0));
+    // Behind an 802.1Q tag too.
+    let mut tagged = f[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x60, 0x05]);
+    tagged.extend_from_slice(&f[12..]);
+    let d = assert_redirect(&fx.run(&tagged), &tagged);
+    assert_eq!(d.kind, kind::MAC_CONTROL);
+    // On port 1, the Decision names port 1.
+    let out = fx.sw.test_run(&lldp_frame(), fx.if1).unwrap();
+    assert_eq!(out.action, XDP_REDIRECT);
+    assert_eq!(out.decision().unwrap().ingress_port, 1);
+    fx.assert_counters(0, &[(counter::RX, 3), (counter::LLDP, 1), (counter::MAC_CONTROL, 2)]);
+    fx.assert_counters(1, &[(counter::RX, 1), (counter::LLDP, 1)]);
+}
+
+#[test]
+fn arp_multicast_and_link_local_pass_to_the_kernel() {
+    let mut fx = Fixture::new("a");
+    let arp = arp_frame();
+    let out = fx.run(&arp);
+    assert_eq!((out.action, &out.data), (XDP_PASS, &arp));
+    // IPv6 neighbour solicitation goes to ff02::1:ff00:42; link-local unicast too.
+    let u = Udp::default();
+    let ns_dst = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0x42);
+    let ll = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
+    assert_eq!(fx.run(&udp6(V6_SRC, ns_dst, &u)).action, XDP_PASS);
+    assert_eq!(fx.run(&udp6(V6_SRC, ll, &u)).action, XDP_PASS);
+    assert_eq!(fx.run(&udp4(V4_SRC, Ipv4Addr::new(224, 0, 0, 5), &u)).action, XDP_PASS);
+    fx.assert_counters(0, &[(counter::RX, 4), (counter::PASS, 4)]);
+}
+
+#[test]
+fn unknown_ingress_ifindex_passes_uncounted() {
+    let mut fx = Fixture::new("u");
+    // `lo` is not a switch port.
+    let out = fx.sw.test_run(&udp4(V4_SRC, V4_GROUP1, &Udp::default()), 1).unwrap();
+    assert_eq!(out.action, XDP_PASS);
+    for p in 0..3 {
+        fx.assert_counters(p, &[]);
+    }
+}
+
+#[test]
+fn redirect_without_socket_drops_and_counts() {
+    let mut fx = Fixture::with_config("n", config("n"), false);
+    let f = udp4(V4_SRC, V4_GROUP0, &Udp::default());
+    let out = fx.run(&f);
+    assert_eq!(out.action, XDP_DROP);
+    // The Decision was written before the redirect was attempted.
+    assert_eq!(out.decision().map(|d| d.egress_port), Some(2));
+    let out = fx.run(&lldp_frame());
+    assert_eq!(out.action, XDP_DROP);
+    fx.assert_counters(0, &[(counter::RX, 2), (counter::REDIRECT_FAILED, 2)]);
+}
+
+#[test]
+fn every_truncation_of_a_valid_frame_is_malformed() {
+    let mut fx = Fixture::new("x");
+    let frames = [
+        ("ipv4/udp", udp4(V4_SRC, V4_GROUP1, &Udp::default())),
+        ("vlan/ipv4/udp", udp4(V4_SRC, V4_GROUP1, &Udp { vlan: Some(7), ..Default::default() })),
+        ("ipv6/udp", udp6(V6_SRC, V6_GROUP1, &Udp::default())),
+    ];
+    let mut cut = 0;
+    for (name, frame) in &frames {
+        // The whole frame is forwarded, so each truncation is what makes the difference.
+        assert_redirect(&fx.run(frame), frame);
+        // The kernel rejects test-run input shorter than an Ethernet header (ETH_HLEN, 14).
+        for len in 0..14 {
+            assert!(fx.sw.test_run(&frame[..len], fx.if0).is_err(), "{name}: {len}-byte input accepted");
+        }
+        for len in 14..frame.len() {
+            let out = fx.run(&frame[..len]);
+            assert_eq!(out.action, XDP_DROP, "{name} cut to {len} bytes");
+            assert_eq!(out.data, &frame[..len], "{name} cut to {len}: no Decision on a malformed frame");
+            cut += 1;
+        }
+    }
+    fx.assert_counters(0, &[(counter::RX, cut + 3), (counter::FORWARDED, 3), (counter::MALFORMED, cut)]);
+}
+
+#[test]
+fn invalid_ip_headers_are_malformed() {
+    let mut fx = Fixture::new("i");
+    let good = udp4(V4_SRC, V4_GROUP1, &Udp::default());
+    let mut bad_version = good.clone();
+    bad_version[14] = 0x55;
+    let mut short_ihl = good.clone();
+    short_ihl[14] = 0x44;
+    let mut long_total = good.clone();
+    long_total[16..18].copy_from_slice(&(good.len() as u16).to_be_bytes());
+    let mut v6_long_payload = udp6(V6_SRC, V6_GROUP1, &Udp::default());
+    v6_long_payload[18..20].copy_from_slice(&100u16.to_be_bytes());
+    for (name, f) in [("version 5", &bad_version), ("IHL 4", &short_ihl), ("total length", &long_total), ("v6 payload length", &v6_long_payload)] {
+        assert_eq!(fx.run(f).action, XDP_DROP, "{name}");
+    }
+    // Ethernet padding after the datagram is fine.
+    let mut padded = good.clone();
+    padded.resize(good.len() + 18, 0);
+    assert_redirect(&fx.run(&padded), &padded);
+    fx.assert_counters(0, &[(counter::RX, 5), (counter::MALFORMED, 4), (counter::FORWARDED, 1)]);
+}
