@@ -6,6 +6,8 @@
 //! [`rewrite`], [`stats`], [`metrics`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
 //! (the per-switch packet thread), [`daemon`] (process lifecycle, namespaces, HTTP).
 
+pub mod daemon;
+pub mod dataplane;
 pub mod decision;
 pub mod loader;
 pub mod metrics;
@@ -14,3 +16,4 @@ pub mod rewrite;
 pub mod sched;
 pub mod shaper;
 pub mod stats;
+pub mod xsk;

@@ -1,0 +1,109 @@
+//! AF_XDP sockets for a switch's ports (Linux `Documentation/networking/af_xdp.rst`), via xsk-rs.
+//!
+//! One UMEM is shared by every port (`XDP_SHARED_UMEM` across devices): a frame received on one
+//! port is transmitted from the same UMEM chunk on another, with no copy in userspace. Each port
+//! gets its own fill and completion rings (libxdp creates a new context per device/queue).
+//!
+//! Sockets are bound in copy mode (veth has no zero-copy) with `XDP_USE_NEED_WAKEUP`, on queue 0.
+//! libxdp is told not to load its own XDP program (`XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD`): our
+//! program ([`crate::loader`]) redirects into the `XSKS` map, which the daemon fills with
+//! [`XdpSwitch::register_xsk`](crate::loader::XdpSwitch::register_xsk).
+use std::num::NonZeroU32;
+use std::os::fd::{AsRawFd, RawFd};
+
+use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
+use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+
+/// UMEM chunk size: XDP headroom (256) + Decision (8) + frames up to ~3.8 KB.
+pub const FRAME_SIZE: u32 = 4096;
+/// Size of every ring (RX, TX, fill, completion) per port.
+pub const RING_SIZE: u32 = 1024;
+/// Default number of UMEM frames available for queueing, on top of what the rings hold.
+pub const DEFAULT_BUFFER_FRAMES: u32 = 4096;
+
+/// Errors creating the UMEM or the sockets.
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    #[error("creating UMEM of {frames} frames x {FRAME_SIZE} bytes: {reason}")]
+    Umem { frames: u32, reason: String },
+    #[error("port {port} ({name:?}): creating AF_XDP socket on queue 0: {reason}")]
+    Socket { port: usize, name: String, reason: String },
+    #[error("port {port} ({name:?}): libxdp returned no fill/completion ring for the shared UMEM")]
+    NoRings { port: usize, name: String },
+    #[error("port {port}: interface name {name:?} contains a NUL byte")]
+    BadName { port: usize, name: String },
+    #[error("frame count {0} is out of range")]
+    FrameCount(u64),
+}
+
+/// One port's rings.
+#[derive(Debug)]
+pub struct XskPort {
+    pub name: String,
+    pub rx: RxQueue,
+    pub tx: TxQueue,
+    pub fill: FillQueue,
+    pub comp: CompQueue,
+}
+
+impl XskPort {
+    /// The socket's file descriptor (for the XSKS map and for `poll`).
+    pub fn fd(&self) -> RawFd {
+        self.rx.fd().as_raw_fd()
+    }
+}
+
+/// The shared UMEM, every port's socket, and all frame descriptors (initially free).
+#[derive(Debug)]
+pub struct XskSet {
+    pub umem: Umem,
+    pub ports: Vec<XskPort>,
+    pub frames: Vec<FrameDesc>,
+}
+
+fn describe(e: &dyn std::error::Error) -> String {
+    match e.source() {
+        Some(s) => format!("{e}: {s}"),
+        None => e.to_string(),
+    }
+}
+
+/// Number of UMEM frames for `ports` ports: each port's fill ring and TX ring may hold a full
+/// ring of frames, plus `buffer_frames` for the egress queues.
+pub fn frame_count(ports: usize, buffer_frames: u32) -> u64 {
+    ports as u64 * 2 * RING_SIZE as u64 + buffer_frames as u64
+}
+
+/// Creates the UMEM and one socket per interface in `names` (in the current netns).
+pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
+    let frames = frame_count(names.len(), buffer_frames);
+    let frames_u32 = u32::try_from(frames).ok().and_then(NonZeroU32::new).ok_or(XskError::FrameCount(frames))?;
+    let ring = QueueSize::new(RING_SIZE).expect("RING_SIZE is a power of two");
+    let umem_cfg = UmemConfig::builder()
+        .frame_size(FrameSize::new(FRAME_SIZE).expect("FRAME_SIZE >= 2048"))
+        .fill_queue_size(ring)
+        .comp_queue_size(ring)
+        .build()
+        .map_err(|e| XskError::Umem { frames: frames_u32.get(), reason: e.to_string() })?;
+    let (umem, descs) = Umem::new(umem_cfg, frames_u32, false)
+        .map_err(|e| XskError::Umem { frames: frames_u32.get(), reason: describe(&e) })?;
+
+    let sock_cfg = SocketConfig::builder()
+        .rx_queue_size(ring)
+        .tx_queue_size(ring)
+        .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
+        .bind_flags(BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP)
+        .build();
+
+    let mut ports = Vec::with_capacity(names.len());
+    for (port, name) in names.iter().enumerate() {
+        let ifname = name.parse().map_err(|_| XskError::BadName { port, name: name.clone() })?;
+        // SAFETY: the UMEM outlives the sockets (each socket keeps a handle on it), and every
+        // frame descriptor we later hand to these rings comes from `descs` of this same UMEM.
+        let (tx, rx, rings) = unsafe { Socket::new(sock_cfg, &umem, &ifname, 0) }
+            .map_err(|e| XskError::Socket { port, name: name.clone(), reason: describe(&e) })?;
+        let (fill, comp) = rings.ok_or_else(|| XskError::NoRings { port, name: name.clone() })?;
+        ports.push(XskPort { name: name.clone(), rx, tx, fill, comp });
+    }
+    Ok(XskSet { umem, ports, frames: descs })
+}
