@@ -24,6 +24,8 @@ pub mod reth;
 
 pub use frame::{cnp, udp_src_port_for_qp, IpInfo, ParsedFrame, RoceFrame};
 pub use icrc::{icrc_ipv4, icrc_ipv6, verify, IcrcStatus};
+/// The ECN codepoint type of the IP headers (re-exported from `etherparse`).
+pub use etherparse::IpEcn;
 
 /// The IANA UDP destination port of RoCEv2.
 pub const UDP_PORT: u16 = 4791;
