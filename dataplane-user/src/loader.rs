@@ -62,19 +62,19 @@ pub mod xdp_action {
 #[derive(Debug, thiserror::Error)]
 pub enum LoaderError {
     #[error("loading the rocefab XDP object: {0}")]
-    Load(#[from] aya::EbpfError),
+    Load(#[source] Box<aya::EbpfError>),
     #[error("the XDP object has no program {PROGRAM_NAME:?} of type XDP")]
     MissingProgram,
     #[error("verifier/kernel rejected program {PROGRAM_NAME:?}: {0}")]
-    ProgramLoad(#[source] ProgramError),
+    ProgramLoad(#[source] Box<ProgramError>),
     #[error("the XDP object has no map {0:?}")]
     MissingMap(&'static str),
     #[error("map {map}: {what}: {source}")]
-    Map { map: &'static str, what: String, source: MapError },
+    Map { map: &'static str, what: String, source: Box<MapError> },
     #[error("port {port} ({name:?}): interface not found in the current network namespace: {source}")]
     Interface { port: u32, name: String, source: nix::Error },
     #[error("port {port} ({name:?}, ifindex {ifindex}): attaching XDP in {mode} mode: {source}")]
-    Attach { port: u32, name: String, ifindex: u32, mode: String, source: ProgramError },
+    Attach { port: u32, name: String, ifindex: u32, mode: String, source: Box<ProgramError> },
     #[error("unknown xdp_mode {0:?} (expected \"driver\" or \"skb\")")]
     BadMode(String),
     #[error("port {port} does not exist (the switch has {ports} ports)")]
@@ -86,7 +86,7 @@ pub enum LoaderError {
     #[error("group {group}: {members} members (1..={MAX_GROUP_MEMBERS} allowed)")]
     BadGroup { group: usize, members: usize },
     #[error("BPF_PROG_TEST_RUN with ingress ifindex {ifindex}: {source}")]
-    TestRun { ifindex: u32, source: ProgramError },
+    TestRun { ifindex: u32, source: Box<ProgramError> },
 }
 
 /// Result of [`XdpSwitch::test_run`].
@@ -158,7 +158,7 @@ impl XdpSwitch {
                 name: name.clone(),
                 ifindex,
                 mode: cfg.xdp_mode.clone(),
-                source,
+                source: Box::new(source),
             })?;
             links.push(link);
             tracing::debug!(port = i, %name, ifindex, mode = %cfg.xdp_mode, "attached {PROGRAM_NAME}");
@@ -172,8 +172,8 @@ impl XdpSwitch {
         if ifindexes.len() != cfg.ports.len() {
             return Err(LoaderError::IfindexCount { expected: cfg.ports.len(), got: ifindexes.len() });
         }
-        let mut ebpf = Ebpf::load(XDP_OBJECT)?;
-        program_mut(&mut ebpf)?.load().map_err(LoaderError::ProgramLoad)?;
+        let mut ebpf = Ebpf::load(XDP_OBJECT).map_err(|e| LoaderError::Load(Box::new(e)))?;
+        program_mut(&mut ebpf)?.load().map_err(|e| LoaderError::ProgramLoad(Box::new(e)))?;
         let mut sw = XdpSwitch {
             ebpf,
             ifindexes,
@@ -185,7 +185,7 @@ impl XdpSwitch {
     }
 
     fn fill_maps(&mut self, cfg: &SwitchConfig) -> Result<(), LoaderError> {
-        let err = |map: &'static str, what: String| move |source| LoaderError::Map { map, what, source };
+        let err = |map: &'static str, what: String| move |source| LoaderError::Map { map, what, source: Box::new(source) };
 
         let mut ports: HashMap<&mut MapData, u32, PortInfo> = typed_map(&mut self.ebpf, maps::PORTS)?;
         for (i, &ifindex) in self.ifindexes.iter().enumerate() {
@@ -253,7 +253,7 @@ impl XdpSwitch {
         xsks.set(port, fd, 0).map_err(|source| LoaderError::Map {
             map: maps::XSKS,
             what: format!("port {port} ({}) socket fd {fd}", self.names[port as usize]),
-            source,
+            source: Box::new(source),
         })
     }
 
@@ -261,7 +261,7 @@ impl XdpSwitch {
     pub fn counters(&self) -> Result<Vec<[u64; counter::COUNT as usize]>, LoaderError> {
         let map = self.ebpf.map(maps::COUNTERS).ok_or(LoaderError::MissingMap(maps::COUNTERS))?;
         let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)
-            .map_err(|source| LoaderError::Map { map: maps::COUNTERS, what: "opening".into(), source })?;
+            .map_err(|source| LoaderError::Map { map: maps::COUNTERS, what: "opening".into(), source: Box::new(source) })?;
         let mut out = vec![[0u64; counter::COUNT as usize]; self.ifindexes.len()];
         for (port, row) in out.iter_mut().enumerate() {
             for (id, slot) in row.iter_mut().enumerate() {
@@ -269,7 +269,7 @@ impl XdpSwitch {
                 let values = counters.get(&idx, 0).map_err(|source| LoaderError::Map {
                     map: maps::COUNTERS,
                     what: format!("port {port} counter {}", counter::NAMES[id]),
-                    source,
+                    source: Box::new(source),
                 })?;
                 *slot = values.iter().sum();
             }
@@ -324,7 +324,7 @@ impl XdpSwitch {
         opts.ctx_in = Some(&ctx);
         let res = prog
             .test_run(opts)
-            .map_err(|source| LoaderError::TestRun { ifindex: ingress_ifindex, source })?;
+            .map_err(|source| LoaderError::TestRun { ifindex: ingress_ifindex, source: Box::new(source) })?;
         out.truncate(res.data_size_out as usize);
         Ok(TestRunOutput { action: res.return_value, data: out })
     }
@@ -356,7 +356,7 @@ where
     T: TryFrom<&'a mut aya::maps::Map, Error = MapError>,
 {
     let map = ebpf.map_mut(name).ok_or(LoaderError::MissingMap(name))?;
-    T::try_from(map).map_err(|source| LoaderError::Map { map: name, what: "opening".into(), source })
+    T::try_from(map).map_err(|source| LoaderError::Map { map: name, what: "opening".into(), source: Box::new(source) })
 }
 
 /// Clears the host bits beyond `len` (LPM keys are stored as network prefixes).

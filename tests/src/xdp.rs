@@ -165,3 +165,44 @@ impl Drop for XskSocket {
         unsafe { libc::munmap(self.umem, self.umem_len) };
     }
 }
+
+/// Sends one raw Ethernet frame out of `ifindex` with an AF_PACKET socket.
+pub fn send_raw(ifindex: u32, frame: &[u8]) -> Result<()> {
+    // SAFETY: plain socket(2) call; protocol 0 = send only, receive nothing.
+    let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        bail!("socket(AF_PACKET): {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh fd we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid starting value.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_ifindex = ifindex as i32;
+    sa.sll_halen = 6;
+    sa.sll_addr[..6].copy_from_slice(&frame[..6]);
+    // SAFETY: `frame` and `sa` are valid for the given lengths during the call.
+    let n = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            frame.as_ptr() as *const libc::c_void,
+            frame.len(),
+            0,
+            &sa as *const libc::sockaddr_ll as *const libc::sockaddr,
+            size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if n != frame.len() as isize {
+        bail!("sendto on ifindex {ifindex}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `ip link show dev <name>` output.
+pub fn link_show(name: &str) -> Result<String> {
+    let out = Command::new("ip").args(["link", "show", "dev", name]).output().context("running `ip link show`")?;
+    if !out.status.success() {
+        bail!("ip link show dev {name}: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -15,7 +15,7 @@ use dataplane_common::config::{NextHopConfig, PortConfig, RouteConfig, SwitchCon
 use dataplane_common::{counter, ecmp_index, flow_hash, kind, Decision};
 use dataplane_user::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
 use etherparse::{IpDscp, IpHeaders, IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, VlanId};
-use rocefab_tests::xdp::{ifindex, VethPair, XskSocket};
+use rocefab_tests::xdp::{ifindex, link_show, send_raw, VethPair, XskSocket};
 
 const SEED: u32 = 7;
 const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x10, 0x01];
@@ -463,4 +463,71 @@ fn invalid_ip_headers_are_malformed() {
     padded.resize(good.len() + 18, 0);
     assert_redirect(&fx.run(&padded), &padded);
     fx.assert_counters(0, &[(counter::RX, 5), (counter::MALFORMED, 4), (counter::FORWARDED, 1)]);
+}
+
+/// Two-port config on the real veth ends, for attach tests.
+fn attach_config(tag: &str, mode: &str) -> SwitchConfig {
+    let mut cfg = config(tag);
+    cfg.ports.truncate(2);
+    cfg.nexthops = vec![NextHopConfig { port: 1, mac: cfg.ports[1].mac }];
+    cfg.groups = vec![vec![0]];
+    cfg.routes.retain(|r| r.group.is_none_or(|g| g == 0));
+    cfg.xdp_mode = mode.into();
+    cfg
+}
+
+/// Polls the counters until `done` holds (frames sent through a veth are processed in the
+/// peer's NAPI poll, asynchronously); fails after 5 s.
+fn wait_counters(sw: &XdpSwitch, port: usize, done: impl Fn(&[u64; counter::COUNT as usize]) -> bool) -> [u64; counter::COUNT as usize] {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let c = sw.counters().unwrap()[port];
+        if done(&c) {
+            return c;
+        }
+        assert!(std::time::Instant::now() < deadline, "counters of port {port} never matched: {:?}", named(c));
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn load_names_a_missing_interface() {
+    let _veth = VethPair::new("rf-xdp-ma", "rf-xdp-mb").unwrap();
+    let err = XdpSwitch::load(&config("m")).unwrap_err().to_string();
+    assert!(err.contains("port 2") && err.contains("rf-xdp-fake"), "{err}");
+    let mut cfg = attach_config("m", "driver");
+    cfg.xdp_mode = "offload".into();
+    let err = XdpSwitch::load(&cfg).unwrap_err().to_string();
+    assert!(err.contains("offload"), "{err}");
+}
+
+#[test]
+fn load_attaches_to_every_port_counts_real_frames_and_detaches() {
+    for (mode, flag) in [("driver", " xdp "), ("skb", " xdpgeneric ")] {
+        let veth = VethPair::new("rf-xdp-ka", "rf-xdp-kb").unwrap();
+        let sw = XdpSwitch::load(&attach_config("k", mode)).expect("load + attach");
+        let (ia, ib) = (ifindex(&veth.a).unwrap(), ifindex(&veth.b).unwrap());
+        assert_eq!(sw.ifindexes(), &[ia, ib]);
+        for name in [&veth.a, &veth.b] {
+            let show = link_show(name).unwrap();
+            assert!(show.contains(flag) && show.contains("prog/xdp"), "{mode}: {name} not attached:\n{show}");
+        }
+        // Frames sent into b arrive on a (port 0). LLDP is steered to the XSK, which is not
+        // registered, so each frame counts REDIRECT_FAILED; the kernel sends no LLDP itself.
+        for _ in 0..3 {
+            send_raw(ib, &lldp_frame()).unwrap();
+        }
+        let c = wait_counters(&sw, 0, |c| c[counter::REDIRECT_FAILED as usize] >= 3);
+        assert_eq!(c[counter::REDIRECT_FAILED as usize], 3, "{mode}: {:?}", named(c));
+        assert!(c[counter::RX as usize] >= 3);
+        if mode == "driver" {
+            sw.detach();
+        } else {
+            drop(sw);
+        }
+        for name in [&veth.a, &veth.b] {
+            let show = link_show(name).unwrap();
+            assert!(!show.contains("prog/xdp"), "{mode}: {name} still attached:\n{show}");
+        }
+    }
 }
