@@ -1,12 +1,609 @@
-//! Fabric lifecycle: `up`, `down`, `status`, `exec`. placeholder (control helper)
+//! Fabric lifecycle: `up`, `down`, `status`, `exec`, `send`, `plan`.
+//!
+//! `up` turns a topology file into namespaces `rf-<fabric>-<node>`, veth pairs created directly
+//! in their namespaces (names, MACs and MTU set atomically, nothing ever lives in the root
+//! namespace), addresses, host policy routing, static neighbours, offloads off, and one
+//! `rocefab-switchd` per switch. Every resource is recorded in `state.json` before it is created,
+//! so `down` (or a failing `up`) removes exactly what was made, even after a crash.
+use std::collections::BTreeSet;
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+
+use crate::netns;
+use crate::plan::{compile, netns_name, Plan};
+use crate::rundir::{self, DaemonState, LinkState, State};
+use crate::send::{send_from_netns, SendArgs};
+use crate::topology::{LineRate, Topology};
 
 /// Fabric subcommands, flattened into the top-level CLI.
 #[derive(Debug, clap::Subcommand)]
 pub enum FabricCmd {
-    /// Bring a fabric up from a topology file.
-    Up { topology: std::path::PathBuf },
+    /// Bring a fabric up from a topology file (root).
+    Up {
+        topology: PathBuf,
+        /// Seconds to wait for every switch daemon's metrics endpoint.
+        #[arg(long, default_value_t = 20)]
+        timeout: u64,
+    },
+    /// Tear a fabric down: daemons, namespaces, veths, run directory (root).
+    Down {
+        /// Fabric name (default: the only running fabric).
+        fabric: Option<String>,
+    },
+    /// Show nodes, links, daemons and metrics URLs of a running fabric.
+    Status {
+        fabric: Option<String>,
+        /// Print the state as JSON (with daemon liveness).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command inside a node's namespace: `rocefab exec host1 -- ping 10.0.2.3`.
+    Exec {
+        #[arg(long)]
+        fabric: Option<String>,
+        /// Node name (host1, rail1, spine1, ...).
+        node: String,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Send UDP packets from a GPU NIC (inside its host namespace).
+    Send(SendArgs),
+    /// Validate a topology and print its address plan and switch configs (no root needed).
+    Plan {
+        topology: PathBuf,
+        /// Print the switch configs as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
-pub fn run(_cmd: &FabricCmd) -> anyhow::Result<()> {
-    anyhow::bail!("not implemented yet")
+pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
+    match cmd {
+        FabricCmd::Up { topology, timeout } => up(topology, Duration::from_secs(*timeout)),
+        FabricCmd::Down { fabric } => down(fabric.as_deref()),
+        FabricCmd::Status { fabric, json } => status(fabric.as_deref(), *json),
+        FabricCmd::Exec { fabric, node, cmd } => {
+            let code = exec(fabric.as_deref(), node, cmd)?;
+            std::process::exit(code);
+        }
+        FabricCmd::Send(a) => send(a),
+        FabricCmd::Plan { topology, json } => print_plan(topology, *json),
+    }
+}
+
+fn require_root() -> anyhow::Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("this command manipulates network namespaces and needs root");
+    }
+    Ok(())
+}
+
+/// The `rocefab-switchd` binary: `$ROCEFAB_SWITCHD`, else next to the running executable.
+pub fn locate_switchd() -> anyhow::Result<PathBuf> {
+    let p = match std::env::var_os("ROCEFAB_SWITCHD") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let exe = std::env::current_exe().context("current_exe")?;
+            exe.parent().unwrap_or(Path::new(".")).join("rocefab-switchd")
+        }
+    };
+    if !p.is_file() {
+        bail!(
+            "switch daemon {} not found (build it with `cargo build -p dataplane-user`, or set ROCEFAB_SWITCHD)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
+/// The single running fabric, or the named one.
+fn pick_fabric(name: Option<&str>) -> anyhow::Result<String> {
+    if let Some(n) = name {
+        return Ok(n.to_string());
+    }
+    let all = rundir::fabrics();
+    match all.len() {
+        1 => Ok(all[0].clone()),
+        0 => bail!("no fabric is running (run directories under {})", rundir::base().display()),
+        _ => bail!("several fabrics are running ({}); name one", all.join(", ")),
+    }
+}
+
+fn fabric_namespaces(fabric: &str) -> Vec<String> {
+    let prefix = netns_name(fabric, "");
+    netns::list().into_iter().filter(|n| n.starts_with(&prefix)).collect()
+}
+
+/// Metrics ports: the topology's base, or the first block of free ports from 9400 not used by
+/// another running fabric.
+fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
+    let n = topo.switches.len() as u16;
+    let mut used = BTreeSet::new();
+    for f in rundir::fabrics() {
+        if let Ok(st) = State::load(&f) {
+            for d in st.daemons {
+                if let Some(p) = d.metrics_url.rsplit(':').next().and_then(|s| s.split('/').next()?.parse::<u16>().ok()) {
+                    used.insert((p, f.clone()));
+                }
+            }
+        }
+    }
+    let taken = |p: u16| used.iter().find(|(q, _)| *q == p).map(|(_, f)| format!("fabric {f}"));
+    let bindable = |p: u16| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok();
+    if let Some(b) = topo.metrics_port_base {
+        for p in b..b + n {
+            if let Some(f) = taken(p) {
+                bail!("{}: metrics_port_base {b}: port {p} is used by {f}", topo.file.display());
+            }
+            if !bindable(p) {
+                bail!("{}: metrics_port_base {b}: 127.0.0.1:{p} is in use", topo.file.display());
+            }
+        }
+        return Ok(b);
+    }
+    let mut b: u16 = 9400;
+    while b < 11400 {
+        if (b..b + n).all(|p| taken(p).is_none() && bindable(p)) {
+            return Ok(b);
+        }
+        b += n;
+    }
+    bail!("no free block of {n} metrics ports in 9400..11400")
+}
+
+fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
+    let topo = Topology::load(path)?;
+    require_root()?;
+    let fabric = topo.fabric.clone();
+    if rundir::state_path(&fabric).exists() {
+        bail!("fabric {fabric} is already up; run `rocefab down {fabric}`");
+    }
+    let leftovers = fabric_namespaces(&fabric);
+    if !leftovers.is_empty() {
+        bail!("namespaces of fabric {fabric} already exist ({}); run `rocefab down {fabric}`", leftovers.join(", "));
+    }
+    let switchd = locate_switchd()?;
+    let base = choose_metrics_base(&topo)?;
+    let plan = compile(&topo, base);
+    for s in &plan.switches {
+        s.config.validate().with_context(|| format!("generated config of {}", s.name))?;
+    }
+    let mut st = State {
+        fabric: fabric.clone(),
+        topology: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        phase: "creating".into(),
+        ..State::default()
+    };
+    st.save()?;
+    if let Err(e) = build(&plan, &mut st, &switchd, timeout) {
+        let cleanup = teardown(&st);
+        let mut msg = format!("{e:#}");
+        if let Err(c) = cleanup {
+            msg.push_str(&format!("\n(cleanup after the failure also failed: {c:#})"));
+        }
+        bail!("rocefab up {}: {msg}\n(everything created was removed)", path.display());
+    }
+    st.phase = "up".into();
+    st.save()?;
+    println!(
+        "fabric {fabric} is up: {} hosts, {} switches, {} links; `rocefab status {fabric}` for details",
+        plan.hosts.len(),
+        plan.switches.len(),
+        plan.links.len()
+    );
+    Ok(())
+}
+
+fn build(plan: &Plan, st: &mut State, switchd: &Path, timeout: Duration) -> anyhow::Result<()> {
+    // 1. Namespaces (recorded first), IPv6 off so no ND/MLD chatter crosses the switches.
+    st.namespaces = plan.namespaces();
+    st.save()?;
+    let adds: Vec<String> = st.namespaces.iter().map(|n| format!("netns add {n}")).collect();
+    netns::ip_batch(None, &adds)?;
+    for h in &plan.hosts {
+        let mut kv: Vec<String> = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for scope in ["all", "default"] {
+            kv.push(format!("net.ipv4.conf.{scope}.rp_filter=0"));
+            kv.push(format!("net.ipv4.conf.{scope}.arp_ignore=1"));
+            kv.push(format!("net.ipv4.conf.{scope}.arp_announce=2"));
+        }
+        netns::sysctls(&h.netns, &kv)?;
+    }
+    for s in &plan.switches {
+        let kv = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv4.ip_forward=0"]
+            .map(String::from);
+        netns::sysctls(&s.netns, &kv)?;
+    }
+
+    // 2. veth pairs, each end created directly in its namespace with its final name and MAC.
+    st.links = plan
+        .links
+        .iter()
+        .map(|l| LinkState {
+            a: format!("{}:{}", l.a.node, l.a.ifname),
+            b: format!("{}:{}", l.b.node, l.b.ifname),
+            a_netns: l.a.netns.clone(),
+            b_netns: l.b.netns.clone(),
+            line_rate_bps: l.line_rate_bps,
+            class: l.class.to_string(),
+        })
+        .collect();
+    st.save()?;
+    let mtu = plan.mtu;
+    let veths: Vec<String> = plan
+        .links
+        .iter()
+        .map(|l| {
+            format!(
+                "link add {} netns {} address {} mtu {mtu} type veth peer name {} netns {} address {} mtu {mtu}",
+                l.a.ifname, l.a.netns, l.a.mac, l.b.ifname, l.b.netns, l.b.mac
+            )
+        })
+        .collect();
+    netns::ip_batch(None, &veths)?;
+
+    // 3. Hosts: addresses, per-NIC source policy routing, static gateway neighbours.
+    for h in &plan.hosts {
+        let mut b = vec!["link set lo up".to_string()];
+        for n in &h.nics {
+            let (i, a, t) = (&n.ifname, n.addr, n.table);
+            b.push(format!("link set {i} up"));
+            b.push(format!("addr add {a}/{} dev {i}", n.subnet.len));
+            b.push(format!("route replace {} dev {i} src {a} table {t}", n.subnet));
+            b.push(format!("route replace default via {} dev {i} src {a} table {t}", n.gateway));
+            b.push(format!("rule add from {a} lookup {t} pref {t}"));
+            b.push(format!("neigh replace {} lladdr {} dev {i} nud permanent", n.gateway, n.gateway_mac));
+        }
+        netns::ip_batch(Some(&h.netns), &b)?;
+        netns::offloads_off(&h.netns, &h.nics.iter().map(|n| n.ifname.clone()).collect::<Vec<_>>())?;
+    }
+
+    // 4. Switches: port addresses (informational; the kernel only sees `local` traffic), /32
+    //    routes to GPUs on shared rail subnets, static neighbours.
+    for s in &plan.switches {
+        let mut b = vec!["link set lo up".to_string()];
+        for p in &s.config.ports {
+            b.push(format!("link set {} up", p.name));
+        }
+        for (p, nb) in s.config.ports.iter().zip(&s.neighbors) {
+            for a in &p.addresses {
+                let extra = if nb.host_route { " noprefixroute" } else { "" };
+                b.push(format!("addr add {a} dev {}{extra}", p.name));
+            }
+            if nb.host_route {
+                let src = p.addresses.first().and_then(|a| a.split('/').next()).unwrap_or_default();
+                b.push(format!("route replace {}/32 dev {} src {src}", nb.addr, p.name));
+            }
+            b.push(format!("neigh replace {} lladdr {} dev {} nud permanent", nb.addr, nb.mac, p.name));
+        }
+        netns::ip_batch(Some(&s.netns), &b)?;
+        netns::offloads_off(&s.netns, &s.config.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>())?;
+    }
+
+    // 5. Switch daemons.
+    let dir = rundir::dir(&plan.fabric);
+    for s in &plan.switches {
+        let config = dir.join(format!("{}.json", s.name));
+        let log = dir.join(format!("{}.log", s.name));
+        s.config.save(&config)?;
+        st.daemons.push(DaemonState {
+            switch: s.name.clone(),
+            netns: s.netns.clone(),
+            pid: None,
+            config: config.clone(),
+            log: log.clone(),
+            metrics_url: format!("http://{}/metrics", s.config.metrics_listen),
+        });
+        st.save()?;
+        let pid = spawn_daemon(switchd, &config, &log).with_context(|| format!("starting the daemon of {}", s.name))?;
+        st.daemons.last_mut().expect("pushed").pid = Some(pid);
+        st.save()?;
+    }
+
+    // 6. Wait for every metrics endpoint.
+    let deadline = Instant::now() + timeout;
+    for d in &st.daemons {
+        let pid = d.pid.expect("spawned");
+        loop {
+            if scrape(&d.metrics_url, Duration::from_millis(500)).is_ok() {
+                break;
+            }
+            let alive = pid_alive(pid);
+            if !alive || Instant::now() >= deadline {
+                let why = if alive {
+                    format!("did not answer on {} within {} s", d.metrics_url, timeout.as_secs())
+                } else {
+                    "exited".to_string()
+                };
+                bail!("switch {}: rocefab-switchd (pid {pid}) {why}; last lines of {}:\n{}", d.switch, d.log.display(), tail(&d.log, 15));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
+
+fn spawn_daemon(switchd: &Path, config: &Path, log: &Path) -> anyhow::Result<u32> {
+    let out = OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("open {}", log.display()))?;
+    let err = out.try_clone().context("dup log fd")?;
+    let mut cmd = Command::new(switchd);
+    cmd.arg("--config").arg(config).arg("--log-file").arg(log).stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: setsid() is async-signal-safe and touches no memory of the parent; it detaches
+    // the daemon from our session and terminal so it outlives `rocefab up`.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().with_context(|| format!("spawn {}", switchd.display()))?;
+    Ok(child.id())
+}
+
+fn tail(p: &Path, n: usize) -> String {
+    match std::fs::read_to_string(p) {
+        Ok(t) => {
+            let lines: Vec<&str> = t.lines().collect();
+            let s = lines[lines.len().saturating_sub(n)..].join("\n");
+            if s.is_empty() {
+                "(log is empty)".into()
+            } else {
+                s
+            }
+        }
+        Err(e) => format!("(cannot read log: {e})"),
+    }
+}
+
+/// `/proc/<pid>` exists and is not a zombie.
+fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X"),
+        Err(_) => false,
+    }
+}
+
+/// True if `pid` is the switch daemon started with `--config <config>`.
+fn is_our_daemon(pid: u32, config: &Path) -> bool {
+    let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    let args: Vec<String> = raw.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    // The config path lives in this fabric's run directory: no other process carries it.
+    let cfg = config.display().to_string();
+    args.windows(2).any(|w| w[0] == "--config" && w[1] == cfg)
+}
+
+/// Every process started with `--config <config>` (covers a pid lost in a crash).
+fn daemon_pids(d: &DaemonState) -> BTreeSet<u32> {
+    let mut pids: BTreeSet<u32> = d.pid.into_iter().filter(|&p| is_our_daemon(p, &d.config)).collect();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            if let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
+                if is_our_daemon(pid, &d.config) {
+                    pids.insert(pid);
+                }
+            }
+        }
+    }
+    pids
+}
+
+/// Stops the daemons (SIGTERM, SIGKILL after 5 s), deletes the namespaces (which removes their
+/// veths) and the run directory.
+fn teardown(st: &State) -> anyhow::Result<()> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let mut problems = Vec::new();
+    let mut pids = BTreeSet::new();
+    for d in &st.daemons {
+        pids.extend(daemon_pids(d));
+    }
+    for &p in &pids {
+        let _ = kill(Pid::from_raw(p as i32), Signal::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| pid_alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for &p in pids.iter().filter(|&&p| pid_alive(p)) {
+        tracing::warn!("daemon pid {p} ignored SIGTERM; killing it");
+        let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
+    }
+    let mut all: BTreeSet<String> = st.namespaces.iter().cloned().collect();
+    all.extend(fabric_namespaces(&st.fabric));
+    for ns in &all {
+        if let Err(e) = netns::delete(ns) {
+            problems.push(e.to_string());
+        }
+    }
+    let dir = rundir::dir(&st.fabric);
+    if dir.exists() {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            problems.push(format!("remove {}: {e}", dir.display()));
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("; "));
+    }
+    Ok(())
+}
+
+fn down(name: Option<&str>) -> anyhow::Result<()> {
+    require_root()?;
+    let fabric = match name {
+        Some(n) => n.to_string(),
+        None => pick_fabric(None)?,
+    };
+    let st = match State::load(&fabric) {
+        Ok(st) => st,
+        Err(e) => {
+            let ns = fabric_namespaces(&fabric);
+            if ns.is_empty() && !rundir::dir(&fabric).exists() {
+                bail!("fabric {fabric} is not running (no {})", rundir::state_path(&fabric).display());
+            }
+            tracing::warn!("{e}; removing namespaces by name");
+            State { fabric: fabric.clone(), ..State::default() }
+        }
+    };
+    teardown(&st)?;
+    println!("fabric {fabric} is down");
+    Ok(())
+}
+
+fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let fabric = pick_fabric(name)?;
+    let st = State::load(&fabric)?;
+    if json {
+        let daemons: Vec<serde_json::Value> = st
+            .daemons
+            .iter()
+            .map(|d| {
+                let alive = d.pid.is_some_and(|p| pid_alive(p) && is_our_daemon(p, &d.config));
+                serde_json::json!({ "switch": d.switch, "pid": d.pid, "alive": alive, "metrics_url": d.metrics_url,
+                                    "config": d.config, "log": d.log })
+            })
+            .collect();
+        let v = serde_json::json!({ "fabric": st.fabric, "topology": st.topology, "phase": st.phase,
+                                    "namespaces": st.namespaces, "links": st.links, "daemons": daemons });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("fabric {} ({}), {}", st.fabric, st.topology.display(), st.phase);
+    println!("nodes:");
+    for ns in &st.namespaces {
+        let node = ns.strip_prefix(&netns_name(&st.fabric, "")).unwrap_or(ns);
+        let state = if netns::exists(ns) { "" } else { "  (namespace missing)" };
+        println!("  {node:<10} {ns}{state}");
+    }
+    println!("links:");
+    for l in &st.links {
+        println!("  {:<18} <-> {:<18} {:>8}  {}", l.a, l.b, LineRate(l.line_rate_bps).to_string(), l.class);
+    }
+    println!("switch daemons:");
+    for d in &st.daemons {
+        let live = match d.pid {
+            Some(p) if pid_alive(p) && is_our_daemon(p, &d.config) => format!("pid {p} running"),
+            Some(p) => format!("pid {p} DEAD"),
+            None => "not started".into(),
+        };
+        println!("  {:<10} {live:<18} {}  log {}", d.switch, d.metrics_url, d.log.display());
+    }
+    Ok(())
+}
+
+fn exec(name: Option<&str>, node: &str, cmd: &[String]) -> anyhow::Result<i32> {
+    let fabric = pick_fabric(name)?;
+    let ns = netns_name(&fabric, node);
+    if !netns::exists(&ns) {
+        bail!("fabric {fabric} has no node {node} (namespace {ns} does not exist)");
+    }
+    let status = Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .args(cmd)
+        .status()
+        .with_context(|| format!("ip netns exec {ns} {}", cmd.join(" ")))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+fn send(a: &SendArgs) -> anyhow::Result<()> {
+    let fabric = pick_fabric(a.fabric.as_deref())?;
+    let st = State::load(&fabric)?;
+    let topo = Topology::load(&st.topology)?;
+    let plan = compile(&topo, 0);
+    let gpus = || {
+        plan.hosts
+            .iter()
+            .flat_map(|h| h.nics.iter().map(move |n| format!("{}:{}", h.name, n.ifname)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let src = plan.gpu_addr(&a.from).ok_or_else(|| anyhow!("--from {}: no such GPU (have {})", a.from, gpus()))?;
+    let dst = match a.to.parse::<Ipv4Addr>() {
+        Ok(ip) => ip,
+        Err(_) => plan.gpu_addr(&a.to).ok_or_else(|| anyhow!("--to {}: no such GPU or address (have {})", a.to, gpus()))?,
+    };
+    let host = a.from.split(':').next().unwrap_or_default();
+    let r = send_from_netns(&netns_name(&fabric, host), src, dst, a)?;
+    println!(
+        "sent {} packets ({} send errors) from {src} to {dst}:{} dscp {} in {:.3} s",
+        r.sent,
+        r.errors,
+        a.dport,
+        a.dscp,
+        r.elapsed.as_secs_f64()
+    );
+    Ok(())
+}
+
+fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
+    let topo = Topology::load(path)?;
+    let plan = compile(&topo, topo.metrics_port_base.unwrap_or(9400));
+    if json {
+        let cfgs: Vec<_> = plan.switches.iter().map(|s| &s.config).collect();
+        println!("{}", serde_json::to_string_pretty(&cfgs)?);
+        return Ok(());
+    }
+    println!("fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
+    for h in &plan.hosts {
+        for n in &h.nics {
+            println!("  {}:{:<6} {:<15} rail {} gw {} ({})", h.name, n.ifname, n.addr, n.rail, n.gateway, n.gateway_mac);
+        }
+    }
+    for s in &plan.switches {
+        println!("{} ({}, seed {:#010x}, metrics {})", s.name, s.config.role, s.config.hash_seed, s.config.metrics_listen);
+        for (i, p) in s.config.ports.iter().enumerate() {
+            println!(
+                "  port {i:<2} {:<6} {} {:<16} {:>8} -> {}",
+                p.name,
+                p.mac,
+                p.addresses.join(","),
+                LineRate(p.line_rate_bps).to_string(),
+                p.peer
+            );
+        }
+        for r in &s.config.routes {
+            let via = match r.group {
+                None => "local".to_string(),
+                Some(g) => s.config.groups[g as usize]
+                    .iter()
+                    .map(|&nh| s.config.ports[s.config.nexthops[nh as usize].port as usize].peer.clone())
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            };
+            println!("  route {}/{} -> {via}", r.prefix, r.len);
+        }
+    }
+    Ok(())
+}
+
+/// HTTP GET of a `http://host:port/path` URL (the daemons' Prometheus endpoint); body on 200.
+pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("{url}: only http:// URLs"))?;
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{url}: bad address"))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n\r\n")?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).with_context(|| format!("read {url}"))?;
+    let text = String::from_utf8_lossy(&buf);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow!("{url}: no HTTP header"))?;
+    let status = head.lines().next().unwrap_or_default();
+    if !status.split_whitespace().nth(1).is_some_and(|c| c == "200") {
+        bail!("{url}: {status}");
+    }
+    Ok(body.to_string())
 }

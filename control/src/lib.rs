@@ -3,6 +3,9 @@
 
 pub mod fabric;
 pub mod frame;
+pub mod netns;
 pub mod pcap_show;
 pub mod plan;
+pub mod rundir;
+pub mod send;
 pub mod topology;

@@ -42,8 +42,8 @@ use serde::Deserialize;
 /// A topology file that failed to load.
 #[derive(Debug, thiserror::Error)]
 pub enum TopologyError {
-    #[error("{file}: {source}")]
-    Io { file: String, source: std::io::Error },
+    #[error("{file}: {err}")]
+    Io { file: String, err: std::io::Error },
     /// Syntax / schema error reported by the YAML parser (message already names the field).
     #[error("{file}:{line}: {msg}")]
     Parse { file: String, line: usize, msg: String },
@@ -580,7 +580,7 @@ impl Topology {
     /// Reads and validates a topology file.
     pub fn load(path: &Path) -> Result<Topology, TopologyError> {
         let file = path.display().to_string();
-        let src = std::fs::read_to_string(path).map_err(|source| TopologyError::Io { file: file.clone(), source })?;
+        let src = std::fs::read_to_string(path).map_err(|err| TopologyError::Io { file: file.clone(), err })?;
         Self::parse(&src, path)
     }
 

@@ -1,0 +1,110 @@
+//! The run directory of a fabric, `/run/rocefab/<fabric>/` (base overridable with
+//! `ROCEFAB_RUN_DIR`): `state.json` listing every namespace, veth and daemon `up` created (written
+//! before each resource is created, so `down` can undo a half-finished `up` or a crash), the
+//! switch configs (`<switch>.json`) and daemon logs (`<switch>.log`).
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Errors reading or writing run-directory state.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{path}: {err}")]
+    Io { path: String, err: std::io::Error },
+    #[error("{path}: corrupt state file: {err}")]
+    Json { path: String, err: serde_json::Error },
+}
+
+/// A veth pair (both ends in fabric namespaces).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkState {
+    /// `node:ifname`.
+    pub a: String,
+    pub b: String,
+    pub a_netns: String,
+    pub b_netns: String,
+    pub line_rate_bps: u64,
+    pub class: String,
+}
+
+/// A switch daemon.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonState {
+    pub switch: String,
+    pub netns: String,
+    /// Set right after the process is spawned.
+    pub pid: Option<u32>,
+    pub config: PathBuf,
+    pub log: PathBuf,
+    pub metrics_url: String,
+}
+
+/// `state.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    pub fabric: String,
+    pub topology: PathBuf,
+    /// `creating`, `up`.
+    pub phase: String,
+    pub namespaces: Vec<String>,
+    pub links: Vec<LinkState>,
+    pub daemons: Vec<DaemonState>,
+}
+
+/// Base directory of all run directories.
+pub fn base() -> PathBuf {
+    std::env::var_os("ROCEFAB_RUN_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/rocefab"))
+}
+
+/// Run directory of one fabric.
+pub fn dir(fabric: &str) -> PathBuf {
+    base().join(fabric)
+}
+
+pub fn state_path(fabric: &str) -> PathBuf {
+    dir(fabric).join("state.json")
+}
+
+/// Fabrics with a state file, sorted.
+pub fn fabrics() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(base())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.path().join("state.json").exists())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+impl State {
+    pub fn load(fabric: &str) -> Result<State, StateError> {
+        Self::load_path(&state_path(fabric))
+    }
+
+    pub fn load_path(p: &Path) -> Result<State, StateError> {
+        let path = p.display().to_string();
+        let text = std::fs::read_to_string(p).map_err(|err| StateError::Io { path: path.clone(), err })?;
+        serde_json::from_str(&text).map_err(|err| StateError::Json { path, err })
+    }
+
+    /// Writes `state.json` atomically (temp file + rename), creating the run directory.
+    pub fn save(&self) -> Result<(), StateError> {
+        let d = dir(&self.fabric);
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |err| StateError::Io { path, err }
+        };
+        std::fs::create_dir_all(&d).map_err(io(&d))?;
+        let tmp = d.join("state.json.tmp");
+        let text = serde_json::to_string_pretty(self).expect("state serialises");
+        std::fs::write(&tmp, text).map_err(io(&tmp))?;
+        let p = d.join("state.json");
+        std::fs::rename(&tmp, &p).map_err(io(&p))
+    }
+}
