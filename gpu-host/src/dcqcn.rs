@@ -1,0 +1,594 @@
+//! DCQCN congestion control (Zhu et al., "Congestion Control for Large-Scale RDMA
+//! Deployments", ACM SIGCOMM 2015, §3 "The DCQCN algorithm").
+//!
+//! * [`NotificationPoint`] (NP, receiver NIC): at most one CNP per QP per interval when
+//!   CE-marked packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow;
+//!   also DESIGN.md).
+//! * [`ReactionPoint`] (RP, sender NIC), per QP, pure and clock-injected:
+//!   - on CNP: `Rt = Rc; Rc = Rc·(1 − α/2); α = (1 − g)·α + g` (the cut uses α before the
+//!     update), and the rate-increase timer, byte counter and their stage counts are reset;
+//!   - α decay: every `K` without a CNP, `α = (1 − g)·α`;
+//!   - rate increase events come from a timer (period `T`) and a byte counter (every `B`
+//!     bytes). With `t`, `b` the numbers of timer / byte-counter events since the last cut:
+//!     `max(t, b) < F` → fast recovery `Rc = (Rt + Rc)/2`;
+//!     `min(t, b) > F` → hyper increase `Rt += i·R_HAI` with `i = min(t, b) − F`, then
+//!     `Rc = (Rt + Rc)/2`; otherwise additive increase `Rt += R_AI`, `Rc = (Rt + Rc)/2`.
+//!     The stage test uses the counts *before* the event that triggered it, as the public
+//!     reference implementations below do, so exactly `F` fast-recovery steps happen;
+//!   - `Rc` never drops below the minimum rate, `Rt` and `Rc` never exceed line rate.
+//!
+//! # Where the default parameters come from (cited, not invented)
+//!
+//! The paper gives the equations; the numeric defaults are those of the public ns-3 DCQCN
+//! model in the HPCC repository, `alibaba-edu/High-Precision-Congestion-Control`, file
+//! `simulation/src/point-to-point/model/rdma-hw.cc`, `RdmaHw::GetTypeId` attributes
+//! (commit 0b41ed27 as read):
+//!
+//! | our field                  | rdma-hw.cc attribute (member)                       | default   |
+//! |----------------------------|-----------------------------------------------------|-----------|
+//! | `g`                        | `EwmaGain` (`m_g`)                                  | 1/16      |
+//! | `alpha_update_period_ns` K | `AlphaResumInterval` (`m_alpha_resume_interval`)    | 55 µs     |
+//! | `rate_increase_period_ns` T| `RPTimer` (`m_rpgTimeReset`)                        | 1500 µs   |
+//! | `fast_recovery_steps` F    | `FastRecoveryTimes` (`m_rpgThreshold`)              | 5         |
+//! | `rate_ai_bps` R_AI         | `RateAI` (`m_rai`)                                  | 5 Mb/s    |
+//! | `rate_hai_bps` R_HAI       | `RateHAI` (`m_rhai`)                                | 50 Mb/s   |
+//! | `min_rate_bps`             | `MinRate` (`m_minRate`)                             | 100 Mb/s  |
+//! | `alpha_init`               | `cnp_received_mlx`: `m_alpha = 1` on the first CNP  | 1.0       |
+//!
+//! The ns-3 model has no byte counter. The byte-counter default `B` is taken from Google's
+//! Isekai simulator's DCQCN model (the downstream copy `testing-cla/downstreamIsekai`,
+//! `isekai/host/rdma/rdma_roce_cc_dcqcn.h`, `RdmaCcDcqcnOptions::byte_reset = 32767`, applied
+//! in `rdma_roce_cc_dcqcn.cc` `SentBytes` as `byte_reset * 64` bytes, i.e. 2 097 088 bytes;
+//! the header cites the Mellanox "DCQCN parameters" community article for these values).
+//! The NP interval (50 µs) is the paper's CNP generation interval and DESIGN.md's default.
+
+/// NP-side default: at most one CNP per QP per 50 µs.
+pub const DEFAULT_CNP_INTERVAL_NS: u64 = 50_000;
+
+/// RP parameters. See the module docs for the source of every default.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DcqcnConfig {
+    /// Line rate of the NIC port (upper bound of `Rc` and `Rt`), bits/s.
+    pub line_rate_bps: u64,
+    /// Lower bound of `Rc`, bits/s (`MinRate`, 100 Mb/s).
+    pub min_rate_bps: u64,
+    /// EWMA gain g (`EwmaGain`, 1/16).
+    pub g: f64,
+    /// Initial α (1.0, as `cnp_received_mlx` sets on the first CNP).
+    pub alpha_init: f64,
+    /// K: α decays once per this period without a CNP (`AlphaResumInterval`, 55 µs).
+    pub alpha_update_period_ns: u64,
+    /// T: rate-increase timer period (`RPTimer`, 1500 µs).
+    pub rate_increase_period_ns: u64,
+    /// B: bytes per byte-counter event (Isekai `byte_reset` 32767 × 64 B).
+    pub byte_counter_bytes: u64,
+    /// F: number of fast-recovery stages (`FastRecoveryTimes`, 5).
+    pub fast_recovery_steps: u32,
+    /// R_AI: additive-increase step, bits/s (`RateAI`, 5 Mb/s).
+    pub rate_ai_bps: u64,
+    /// R_HAI: hyper-increase step, bits/s (`RateHAI`, 50 Mb/s).
+    pub rate_hai_bps: u64,
+}
+
+impl DcqcnConfig {
+    /// The cited defaults for a port of `line_rate_bps`.
+    pub fn with_line_rate(line_rate_bps: u64) -> DcqcnConfig {
+        DcqcnConfig {
+            line_rate_bps,
+            min_rate_bps: 100_000_000,
+            g: 1.0 / 16.0,
+            alpha_init: 1.0,
+            alpha_update_period_ns: 55_000,
+            rate_increase_period_ns: 1_500_000,
+            byte_counter_bytes: 32_767 * 64,
+            fast_recovery_steps: 5,
+            rate_ai_bps: 5_000_000,
+            rate_hai_bps: 50_000_000,
+        }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), DcqcnError> {
+        if self.line_rate_bps == 0 {
+            return Err(DcqcnError::Invalid("line_rate_bps must be > 0"));
+        }
+        if self.min_rate_bps == 0 || self.min_rate_bps > self.line_rate_bps {
+            return Err(DcqcnError::Invalid("min_rate_bps must be in 1..=line_rate_bps"));
+        }
+        if !(self.g > 0.0 && self.g <= 1.0) {
+            return Err(DcqcnError::Invalid("g must be in (0, 1]"));
+        }
+        if !(0.0..=1.0).contains(&self.alpha_init) {
+            return Err(DcqcnError::Invalid("alpha_init must be in [0, 1]"));
+        }
+        if self.alpha_update_period_ns == 0 || self.rate_increase_period_ns == 0 {
+            return Err(DcqcnError::Invalid("timer periods must be > 0"));
+        }
+        if self.byte_counter_bytes == 0 {
+            return Err(DcqcnError::Invalid("byte_counter_bytes must be > 0"));
+        }
+        Ok(())
+    }
+}
+
+/// DCQCN configuration errors.
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DcqcnError {
+    /// A parameter is out of range.
+    #[error("invalid DCQCN parameter: {0}")]
+    Invalid(&'static str),
+}
+
+/// Which increase phase an increase event ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IncreasePhase {
+    /// `Rc = (Rt + Rc)/2`.
+    FastRecovery,
+    /// `Rt += R_AI; Rc = (Rt + Rc)/2`.
+    Additive,
+    /// `Rt += i·R_HAI; Rc = (Rt + Rc)/2`.
+    Hyper,
+}
+
+/// RP counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RpCounters {
+    /// CNPs processed (each one cuts the rate).
+    pub cnps: u64,
+    /// α decay steps applied.
+    pub alpha_decays: u64,
+    /// Fast-recovery events.
+    pub fast_recovery: u64,
+    /// Additive-increase events.
+    pub additive_increase: u64,
+    /// Hyper-increase events.
+    pub hyper_increase: u64,
+    /// Timer expirations that produced an increase event.
+    pub timer_events: u64,
+    /// Byte-counter expirations that produced an increase event.
+    pub byte_events: u64,
+}
+
+/// DCQCN reaction point of one QP.
+#[derive(Clone, Debug)]
+pub struct ReactionPoint {
+    cfg: DcqcnConfig,
+    rc: f64,
+    rt: f64,
+    alpha: f64,
+    /// A CNP has been seen: α timer runs.
+    cnp_seen: bool,
+    /// Rate below line rate (or target below): increase machinery runs.
+    recovering: bool,
+    next_alpha_update: u64,
+    next_rate_timer: u64,
+    timer_stage: u32,
+    byte_stage: u32,
+    bytes_acc: u64,
+    counters: RpCounters,
+}
+
+impl ReactionPoint {
+    /// A fresh RP at line rate.
+    pub fn new(cfg: DcqcnConfig) -> Result<ReactionPoint, DcqcnError> {
+        cfg.validate()?;
+        let line = cfg.line_rate_bps as f64;
+        Ok(ReactionPoint {
+            cfg,
+            rc: line,
+            rt: line,
+            alpha: cfg.alpha_init,
+            cnp_seen: false,
+            recovering: false,
+            next_alpha_update: 0,
+            next_rate_timer: 0,
+            timer_stage: 0,
+            byte_stage: 0,
+            bytes_acc: 0,
+            counters: RpCounters::default(),
+        })
+    }
+
+    /// Parameters.
+    pub fn config(&self) -> &DcqcnConfig {
+        &self.cfg
+    }
+
+    /// Current rate `Rc`, bits/s (rounded down).
+    pub fn rate(&self) -> u64 {
+        self.rc as u64
+    }
+
+    /// Current rate `Rc`, bits/s, unrounded.
+    pub fn rate_f64(&self) -> f64 {
+        self.rc
+    }
+
+    /// Target rate `Rt`, bits/s.
+    pub fn target_rate_f64(&self) -> f64 {
+        self.rt
+    }
+
+    /// α.
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &RpCounters {
+        &self.counters
+    }
+
+    /// Timer/byte stage counts since the last cut `(t, b)`.
+    pub fn stages(&self) -> (u32, u32) {
+        (self.timer_stage, self.byte_stage)
+    }
+
+    /// Earliest time at which [`ReactionPoint::poll`] has work to do.
+    pub fn next_deadline(&self) -> Option<u64> {
+        let a = self.cnp_seen.then_some(self.next_alpha_update);
+        let r = self.recovering.then_some(self.next_rate_timer);
+        match (a, r) {
+            (Some(a), Some(r)) => Some(a.min(r)),
+            (a, r) => a.or(r),
+        }
+    }
+
+    /// A CNP arrived for this QP at `now`.
+    pub fn on_cnp(&mut self, now: u64) {
+        self.poll(now);
+        self.counters.cnps += 1;
+        self.rt = self.rc;
+        let min = self.cfg.min_rate_bps as f64;
+        self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(min);
+        self.alpha = (1.0 - self.cfg.g) * self.alpha + self.cfg.g;
+        self.cnp_seen = true;
+        self.recovering = true;
+        self.next_alpha_update = now.saturating_add(self.cfg.alpha_update_period_ns);
+        self.next_rate_timer = now.saturating_add(self.cfg.rate_increase_period_ns);
+        self.timer_stage = 0;
+        self.byte_stage = 0;
+        self.bytes_acc = 0;
+    }
+
+    /// `n` bytes were transmitted at `now` (drives the byte counter).
+    pub fn on_bytes_sent(&mut self, n: u64, now: u64) {
+        self.poll(now);
+        if !self.recovering {
+            return;
+        }
+        self.bytes_acc += n;
+        while self.recovering && self.bytes_acc >= self.cfg.byte_counter_bytes {
+            self.bytes_acc -= self.cfg.byte_counter_bytes;
+            self.counters.byte_events += 1;
+            self.increase();
+            self.byte_stage = self.byte_stage.saturating_add(1);
+        }
+    }
+
+    /// Runs the α-decay and rate-increase timers that expired at or before `now`, in time
+    /// order. Returns the rate after processing.
+    pub fn poll(&mut self, now: u64) -> u64 {
+        loop {
+            let alpha_due = self.cnp_seen && self.next_alpha_update <= now;
+            let rate_due = self.recovering && self.next_rate_timer <= now;
+            if !alpha_due && !rate_due {
+                break;
+            }
+            if alpha_due && (!rate_due || self.next_alpha_update <= self.next_rate_timer) {
+                if !rate_due {
+                    // Only α events remain before `now`: apply them all in closed form.
+                    let k = self.cfg.alpha_update_period_ns;
+                    let n = (now - self.next_alpha_update) / k + 1;
+                    self.decay_alpha(n);
+                    self.next_alpha_update += n * k;
+                } else {
+                    self.decay_alpha(1);
+                    self.next_alpha_update += self.cfg.alpha_update_period_ns;
+                }
+            } else {
+                self.next_rate_timer += self.cfg.rate_increase_period_ns;
+                self.counters.timer_events += 1;
+                self.increase();
+                self.timer_stage = self.timer_stage.saturating_add(1);
+            }
+        }
+        self.rate()
+    }
+
+    fn decay_alpha(&mut self, n: u64) {
+        let factor = (1.0 - self.cfg.g).powi(n.min(i32::MAX as u64) as i32);
+        self.alpha *= factor;
+        self.counters.alpha_decays += n;
+    }
+
+    fn increase(&mut self) {
+        let f = self.cfg.fast_recovery_steps;
+        let (t, b) = (self.timer_stage, self.byte_stage);
+        let line = self.cfg.line_rate_bps as f64;
+        let phase = if t.max(b) < f {
+            IncreasePhase::FastRecovery
+        } else if t.min(b) > f {
+            IncreasePhase::Hyper
+        } else {
+            IncreasePhase::Additive
+        };
+        match phase {
+            IncreasePhase::FastRecovery => self.counters.fast_recovery += 1,
+            IncreasePhase::Additive => {
+                self.counters.additive_increase += 1;
+                self.rt += self.cfg.rate_ai_bps as f64;
+            }
+            IncreasePhase::Hyper => {
+                self.counters.hyper_increase += 1;
+                let i = f64::from(t.min(b) - f);
+                self.rt += i * self.cfg.rate_hai_bps as f64;
+            }
+        }
+        self.rt = self.rt.min(line);
+        self.rc = ((self.rt + self.rc) / 2.0).min(line);
+        if self.rt >= line && line - self.rc < 1.0 {
+            // Within one bit/s of line rate: snap (the float midpoint can stall one ulp short).
+            // Fully recovered: nothing left to increase until the next CNP.
+            self.rc = line;
+            self.recovering = false;
+        }
+    }
+}
+
+/// DCQCN notification point of one QP: CNP pacing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotificationPoint {
+    interval_ns: u64,
+    last_cnp: Option<u64>,
+    ce_packets: u64,
+    cnps: u64,
+}
+
+impl NotificationPoint {
+    /// An NP that sends at most one CNP per `interval_ns`.
+    pub const fn new(interval_ns: u64) -> NotificationPoint {
+        NotificationPoint { interval_ns, last_cnp: None, ce_packets: 0, cnps: 0 }
+    }
+
+    /// A CE-marked packet arrived at `now`; returns whether to send a CNP now.
+    pub fn on_ce(&mut self, now: u64) -> bool {
+        self.ce_packets += 1;
+        let send = match self.last_cnp {
+            None => true,
+            Some(last) => now.saturating_sub(last) >= self.interval_ns,
+        };
+        if send {
+            self.last_cnp = Some(now);
+            self.cnps += 1;
+        }
+        send
+    }
+
+    /// CE-marked packets seen.
+    pub const fn ce_packets(&self) -> u64 {
+        self.ce_packets
+    }
+
+    /// CNPs generated.
+    pub const fn cnps(&self) -> u64 {
+        self.cnps
+    }
+
+    /// Time of the last CNP.
+    pub const fn last_cnp(&self) -> Option<u64> {
+        self.last_cnp
+    }
+}
+
+impl Default for NotificationPoint {
+    fn default() -> Self {
+        NotificationPoint::new(DEFAULT_CNP_INTERVAL_NS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: u64 = 100_000_000_000;
+    const US: u64 = 1_000;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+    }
+
+    fn rp() -> ReactionPoint {
+        ReactionPoint::new(DcqcnConfig::with_line_rate(LINE)).unwrap()
+    }
+
+    #[test]
+    fn first_cnp_from_line_rate_halves_rate() {
+        let mut r = rp();
+        assert_eq!(r.rate(), LINE);
+        r.on_cnp(1_000);
+        assert!(close(r.rate_f64(), LINE as f64 / 2.0), "rate {}", r.rate_f64());
+        assert!(close(r.target_rate_f64(), LINE as f64));
+        // α = (1 − g)·1 + g = 1.
+        assert!(close(r.alpha(), 1.0));
+        assert_eq!(r.counters().cnps, 1);
+    }
+
+    #[test]
+    fn alpha_and_rate_follow_equations_over_several_cnps() {
+        let g = 1.0 / 16.0;
+        let mut cfg = DcqcnConfig::with_line_rate(LINE);
+        cfg.alpha_init = 0.5;
+        let mut r = ReactionPoint::new(cfg).unwrap();
+        let (mut rc, mut alpha) = (LINE as f64, 0.5f64);
+        // CNPs 10 µs apart: no α decay (K = 55 µs) and no timer (T = 1500 µs) in between.
+        for i in 0..6u64 {
+            r.on_cnp(i * 10 * US);
+            let rt = rc;
+            rc *= 1.0 - alpha / 2.0;
+            alpha = (1.0 - g) * alpha + g;
+            assert!(close(r.rate_f64(), rc), "cnp {i}: {} vs {rc}", r.rate_f64());
+            assert!(close(r.target_rate_f64(), rt));
+            assert!(close(r.alpha(), alpha), "cnp {i}: {} vs {alpha}", r.alpha());
+        }
+        // Concrete values: after the first CNP α = 15/16·0.5 + 1/16 = 0.53125.
+        let mut r2 = ReactionPoint::new(cfg).unwrap();
+        r2.on_cnp(0);
+        assert!(close(r2.alpha(), 0.53125));
+        assert!(close(r2.rate_f64(), LINE as f64 * 0.75));
+    }
+
+    #[test]
+    fn rate_never_below_min() {
+        let mut r = rp();
+        for i in 0..200 {
+            r.on_cnp(i * US);
+        }
+        assert_eq!(r.rate(), 100_000_000);
+    }
+
+    #[test]
+    fn alpha_decays_every_k_without_cnp() {
+        let g = 1.0 / 16.0;
+        let mut r = rp();
+        r.on_cnp(0);
+        assert!(close(r.alpha(), 1.0));
+        r.poll(54 * US);
+        assert!(close(r.alpha(), 1.0), "no decay before K");
+        r.poll(55 * US);
+        assert!(close(r.alpha(), 1.0 - g));
+        // 10 more periods in one jump (timer T = 1500 µs has not fired yet).
+        r.poll(55 * US * 11);
+        assert!(close(r.alpha(), (1.0 - g).powi(11)), "{}", r.alpha());
+        assert_eq!(r.counters().alpha_decays, 11);
+        // A CNP restarts the K period.
+        let a = r.alpha();
+        r.on_cnp(55 * US * 11 + 30 * US);
+        let a2 = (1.0 - g) * a + g;
+        assert!(close(r.alpha(), a2));
+        r.poll(55 * US * 12 + 1);
+        assert!(close(r.alpha(), a2), "decay period restarted by CNP");
+        r.poll(55 * US * 11 + 30 * US + 55 * US);
+        assert!(close(r.alpha(), a2 * (1.0 - g)));
+    }
+
+    #[test]
+    fn fast_recovery_converges_to_target_in_f_steps() {
+        let mut r = rp();
+        r.on_cnp(0);
+        let rt = LINE as f64;
+        let mut rc = LINE as f64 / 2.0;
+        let t = r.config().rate_increase_period_ns;
+        for step in 1..=5u64 {
+            r.poll(step * t);
+            rc = (rt + rc) / 2.0;
+            assert!(close(r.rate_f64(), rc), "step {step}");
+            assert!(close(r.target_rate_f64(), rt), "Rt unchanged in fast recovery");
+        }
+        // Gap to Rt shrank by 2^5.
+        assert!(close(LINE as f64 - r.rate_f64(), LINE as f64 / 2.0 / 32.0));
+        assert_eq!(r.counters().fast_recovery, 5);
+        assert_eq!(r.counters().additive_increase, 0);
+    }
+
+    #[test]
+    fn additive_then_hyper_increase_amounts() {
+        let mut cfg = DcqcnConfig::with_line_rate(LINE);
+        cfg.byte_counter_bytes = 1_000_000;
+        let mut r = ReactionPoint::new(cfg).unwrap();
+        // Two CNPs so that Rt is well below line rate: Rt = 50G, Rc = 25G.
+        r.on_cnp(0);
+        r.on_cnp(1);
+        let (mut rt, mut rc) = (LINE as f64 / 2.0, LINE as f64 / 4.0);
+        assert!(close(r.rate_f64(), rc) && close(r.target_rate_f64(), rt));
+        let t = cfg.rate_increase_period_ns;
+        let ai = cfg.rate_ai_bps as f64;
+        let hai = cfg.rate_hai_bps as f64;
+        // 5 timer events: fast recovery (t = 0..4 before each).
+        for k in 1..=5u64 {
+            r.poll(1 + k * t);
+            rc = (rt + rc) / 2.0;
+        }
+        assert!(close(r.rate_f64(), rc));
+        // 6th timer event (t = 5, b = 0): additive.
+        r.poll(1 + 6 * t);
+        rt += ai;
+        rc = (rt + rc) / 2.0;
+        assert!(close(r.target_rate_f64(), rt), "Rt {} vs {rt}", r.target_rate_f64());
+        assert!(close(r.rate_f64(), rc));
+        assert_eq!(r.counters().additive_increase, 1);
+        // Byte-counter events b = 0..=5 with t = 6: max ≥ F and min ≤ F → additive.
+        let now = 1 + 6 * t + 10;
+        for _ in 0..6 {
+            r.on_bytes_sent(cfg.byte_counter_bytes, now);
+            rt += ai;
+            rc = (rt + rc) / 2.0;
+        }
+        assert!(close(r.target_rate_f64(), rt));
+        assert_eq!(r.stages(), (6, 6));
+        // Now t = 6, b = 6 > F: hyper with i = 1, then b = 7 → i = 1 still (min(6,7) = 6).
+        r.on_bytes_sent(cfg.byte_counter_bytes, now);
+        rt += 1.0 * hai;
+        rc = (rt + rc) / 2.0;
+        assert!(close(r.target_rate_f64(), rt), "{} vs {rt}", r.target_rate_f64());
+        assert!(close(r.rate_f64(), rc));
+        // Timer event at t = 6, b = 7 → i = 1; then t = 7, b = 7 → i = 2.
+        r.poll(1 + 7 * t);
+        rt += hai;
+        rc = (rt + rc) / 2.0;
+        assert!(close(r.target_rate_f64(), rt));
+        r.on_bytes_sent(cfg.byte_counter_bytes, 1 + 7 * t);
+        rt += 2.0 * hai;
+        rc = (rt + rc) / 2.0;
+        assert!(close(r.target_rate_f64(), rt), "{} vs {rt}", r.target_rate_f64());
+        assert!(close(r.rate_f64(), rc));
+        assert_eq!(r.counters().hyper_increase, 3);
+    }
+
+    #[test]
+    fn recovers_to_line_rate_and_stops() {
+        let mut r = rp();
+        r.on_cnp(0);
+        r.poll(10_000_000_000);
+        assert_eq!(r.rate(), LINE);
+        assert!(r.target_rate_f64() <= LINE as f64);
+        // Only the α timer is left once recovered.
+        let d = r.next_deadline().unwrap();
+        assert!(d > 10_000_000_000 && d <= 10_000_000_000 + 55 * US);
+    }
+
+    #[test]
+    fn byte_counter_idle_before_first_cnp() {
+        let mut r = rp();
+        r.on_bytes_sent(1 << 40, 5);
+        assert_eq!(r.rate(), LINE);
+        assert_eq!(r.counters().byte_events, 0);
+        assert_eq!(r.next_deadline(), None);
+    }
+
+    #[test]
+    fn invalid_config_is_rejected() {
+        let mut c = DcqcnConfig::with_line_rate(LINE);
+        c.g = 0.0;
+        assert!(ReactionPoint::new(c).is_err());
+        let c = DcqcnConfig::with_line_rate(0);
+        assert!(matches!(ReactionPoint::new(c), Err(DcqcnError::Invalid(_))));
+    }
+
+    #[test]
+    fn np_sends_at_most_one_cnp_per_interval() {
+        let mut np = NotificationPoint::default();
+        assert!(np.on_ce(1_000));
+        // Many CE packets within 50 µs: no further CNP.
+        for i in 1..1000u64 {
+            assert!(!np.on_ce(1_000 + i * 49), "t = {}", 1_000 + i * 49);
+        }
+        assert_eq!(np.cnps(), 1);
+        // Exactly 50 µs after the last CNP: another one.
+        assert!(np.on_ce(51_000));
+        assert!(!np.on_ce(100_999));
+        assert!(np.on_ce(101_000));
+        assert_eq!(np.cnps(), 3);
+        assert_eq!(np.ce_packets(), 1003);
+    }
+}

@@ -1,0 +1,775 @@
+//! RC requester for RDMA WRITE (IBTA Vol. 1 §9.7 "Reliable service", requester side):
+//! PSN assignment, an outstanding-packet window, cumulative ACK processing with MSN,
+//! go-back-N retransmission on a PSN-sequence-error NAK (restart at the NAK's expected PSN)
+//! and on the local ACK timeout (restart at the oldest unacknowledged PSN) with a retry
+//! counter, plus a per-QP rate limiter whose rate the DCQCN reaction point drives.
+//!
+//! Everything is pure: the caller passes `now` (nanoseconds on any monotonic clock) and
+//! moves the abstract [`TxPacket`]s / [`AckPacket`]s to and from the wire.
+//!
+//! Retry accounting: as in IBTA §9.9.2.x (retry count), the counter is decremented on each
+//! local ACK timeout and restored when an ACK makes forward progress; PSN-sequence-error
+//! NAKs prove the responder is alive and do not consume retries. When the counter is
+//! exhausted the QP enters the error state and every call reports it.
+
+use std::collections::VecDeque;
+
+use crate::dcqcn::{DcqcnConfig, DcqcnError, ReactionPoint};
+use crate::desc::{AckPacket, AckSyndrome, WritePacket};
+use crate::psn::{Psn, PSN_HALF};
+use crate::segment::{PathMtu, SegmentError, SegmentMode, Segmenter, WriteMessage};
+
+/// Per-packet wire overhead with no RETH: Ethernet 14 + FCS 4 + IPv4 20 + UDP 8 + BTH 12
+/// + ICRC 4 bytes.
+pub const DEFAULT_PACKET_OVERHEAD_BYTES: u32 = 14 + 4 + 20 + 8 + 12 + 4;
+/// RETH size, added to the overhead of First / Only packets.
+pub const RETH_BYTES: u32 = 16;
+
+/// Requester errors.
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum SenderError {
+    /// A configuration value is out of range.
+    #[error("invalid sender configuration: {0}")]
+    InvalidConfig(&'static str),
+    /// DCQCN configuration rejected.
+    #[error(transparent)]
+    Dcqcn(#[from] DcqcnError),
+    /// The work request cannot be segmented.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// Posting would put more than 2^23 PSNs between the oldest unacked and the newest.
+    #[error("send queue full: {queued} packets queued, {adding} more would exceed the 2^23 PSN window")]
+    QueueFull {
+        /// Packets already assigned PSNs and not yet acknowledged.
+        queued: u32,
+        /// Packets of the rejected request.
+        adding: u32,
+    },
+    /// Retry count exhausted by local ACK timeouts; the QP is in the error state.
+    #[error("retry count exceeded: no ACK progress for PSN {psn} after {retries} retries")]
+    RetryExceeded {
+        /// Oldest unacknowledged PSN.
+        psn: Psn,
+        /// Retries that were allowed.
+        retries: u32,
+    },
+    /// The responder NAKed with a fatal code; the QP is in the error state.
+    #[error("responder NAK {syndrome:?} at PSN {psn}")]
+    RemoteNak {
+        /// NAK class.
+        syndrome: AckSyndrome,
+        /// PSN of the NAK.
+        psn: Psn,
+    },
+    /// The QP is in the error state (an earlier error is stored in `state()`).
+    #[error("QP is in the error state")]
+    QpError,
+}
+
+/// Requester configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SenderConfig {
+    /// Path MTU.
+    pub mtu: PathMtu,
+    /// Standard First/Middle/Last or Write-Only-per-packet.
+    pub mode: SegmentMode,
+    /// First PSN (agreed at connection setup).
+    pub initial_psn: Psn,
+    /// Maximum unacknowledged packets in flight (≥ 1).
+    pub max_outstanding_packets: u32,
+    /// Local ACK timeout in ns.
+    pub retransmit_timeout_ns: u64,
+    /// Timeouts tolerated without progress before the QP errors (IB allows 0..=7).
+    pub retry_count: u32,
+    /// Also set AckReq every this many packets (0: only on message ends and when the
+    /// window fills).
+    pub ack_req_every: u32,
+    /// Port line rate in bits/s; the limiter never exceeds it.
+    pub line_rate_bps: u64,
+    /// Token-bucket depth in bytes.
+    pub burst_bytes: u32,
+    /// Wire bytes added to each packet's payload when charging the limiter
+    /// ([`RETH_BYTES`] more on First/Only).
+    pub per_packet_overhead_bytes: u32,
+    /// DCQCN reaction point; `None` sends at line rate.
+    pub dcqcn: Option<DcqcnConfig>,
+}
+
+impl SenderConfig {
+    /// Reasonable defaults at `line_rate_bps`: MTU 4096, window 256 packets, 1 ms timeout,
+    /// 7 retries, DCQCN on with the cited defaults.
+    pub fn new(line_rate_bps: u64) -> SenderConfig {
+        SenderConfig {
+            mtu: PathMtu::Mtu4096,
+            mode: SegmentMode::FirstMiddleLast,
+            initial_psn: Psn::ZERO,
+            max_outstanding_packets: 256,
+            retransmit_timeout_ns: 1_000_000,
+            retry_count: 7,
+            ack_req_every: 0,
+            line_rate_bps,
+            burst_bytes: 2 * (4096 + DEFAULT_PACKET_OVERHEAD_BYTES + RETH_BYTES),
+            per_packet_overhead_bytes: DEFAULT_PACKET_OVERHEAD_BYTES,
+            dcqcn: Some(DcqcnConfig::with_line_rate(line_rate_bps)),
+        }
+    }
+
+    fn validate(&self) -> Result<(), SenderError> {
+        if self.max_outstanding_packets == 0 || self.max_outstanding_packets >= PSN_HALF {
+            return Err(SenderError::InvalidConfig("max_outstanding_packets must be in 1..2^23"));
+        }
+        if self.retransmit_timeout_ns == 0 {
+            return Err(SenderError::InvalidConfig("retransmit_timeout_ns must be > 0"));
+        }
+        if self.line_rate_bps == 0 {
+            return Err(SenderError::InvalidConfig("line_rate_bps must be > 0"));
+        }
+        if let Some(d) = &self.dcqcn {
+            d.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// A token bucket / pacer in bits per second with an injected clock. Tokens may go
+/// negative by one packet (a packet is sent whenever the balance is non-negative), so any
+/// packet size works with any depth and the long-run rate is exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateLimiter {
+    rate_bps: u64,
+    max_rate_bps: u64,
+    /// Balance in bit·ns/s units: one bit = 1e9 units, refilled `rate_bps` units per ns.
+    tokens: i128,
+    cap: i128,
+    last: u64,
+}
+
+const UNITS_PER_BIT: i128 = 1_000_000_000;
+
+impl RateLimiter {
+    /// A full bucket of `burst_bytes` at `rate_bps` (clamped to `1..=max_rate_bps`).
+    pub fn new(rate_bps: u64, max_rate_bps: u64, burst_bytes: u32, now: u64) -> RateLimiter {
+        let cap = i128::from(burst_bytes) * 8 * UNITS_PER_BIT;
+        RateLimiter { rate_bps: rate_bps.clamp(1, max_rate_bps.max(1)), max_rate_bps: max_rate_bps.max(1), tokens: cap, cap, last: now }
+    }
+
+    /// Current rate, bits/s.
+    pub const fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+
+    fn refill(&mut self, now: u64) {
+        if now > self.last {
+            let add = i128::from(now - self.last) * i128::from(self.rate_bps);
+            self.tokens = (self.tokens + add).min(self.cap);
+            self.last = now;
+        }
+    }
+
+    /// Changes the rate at `now` (tokens earned so far are kept). Clamped to line rate.
+    pub fn set_rate(&mut self, rate_bps: u64, now: u64) {
+        self.refill(now);
+        self.rate_bps = rate_bps.clamp(1, self.max_rate_bps);
+    }
+
+    /// May a packet leave at `now`?
+    pub fn ready(&mut self, now: u64) -> bool {
+        self.refill(now);
+        self.tokens >= 0
+    }
+
+    /// Earliest time ≥ `now` at which a packet may leave.
+    pub fn ready_at(&mut self, now: u64) -> u64 {
+        self.refill(now);
+        if self.tokens >= 0 {
+            now
+        } else {
+            let deficit = -self.tokens;
+            let rate = i128::from(self.rate_bps);
+            let wait = (deficit + rate - 1) / rate;
+            now.saturating_add(u64::try_from(wait).unwrap_or(u64::MAX))
+        }
+    }
+
+    /// Charges `bytes` sent at `now`.
+    pub fn consume(&mut self, bytes: u32, now: u64) {
+        self.refill(now);
+        self.tokens -= i128::from(bytes) * 8 * UNITS_PER_BIT;
+    }
+}
+
+/// A packet to transmit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxPacket {
+    /// Transport fields.
+    pub pkt: WritePacket,
+    /// Work request this packet belongs to.
+    pub wr_id: u64,
+    /// Local address of the payload (`local_addr` of the post + `payload_offset`).
+    pub local_addr: u64,
+    /// This PSN was transmitted before (go-back-N resend).
+    pub retransmission: bool,
+}
+
+/// A completed work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// Work request id given to [`Sender::post_write`].
+    pub wr_id: u64,
+    /// Bytes written.
+    pub len: u32,
+}
+
+/// QP state.
+#[derive(Clone, Debug, PartialEq)]
+pub enum QpState {
+    /// Ready to send.
+    ReadyToSend,
+    /// Error: the QP sends nothing more.
+    Error(SenderError),
+}
+
+/// Requester counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SenderCounters {
+    /// Packets handed to the wire (including retransmissions).
+    pub packets_sent: u64,
+    /// Payload bytes handed to the wire (including retransmissions).
+    pub payload_bytes_sent: u64,
+    /// Packets sent again after go-back-N.
+    pub retransmitted_packets: u64,
+    /// Local ACK timeouts.
+    pub timeouts: u64,
+    /// PSN-sequence-error NAKs received.
+    pub naks_received: u64,
+    /// ACKs (positive) received.
+    pub acks_received: u64,
+    /// ACKs that acknowledged nothing new.
+    pub duplicate_acks: u64,
+    /// ACK/NAKs with a PSN outside the outstanding window (ignored).
+    pub invalid_acks: u64,
+    /// Work requests completed.
+    pub messages_completed: u64,
+    /// CNPs received.
+    pub cnps_received: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    wr_id: u64,
+    local_addr: u64,
+    seg: Segmenter,
+}
+
+/// RC requester state machine of one QP.
+#[derive(Debug)]
+pub struct Sender {
+    cfg: SenderConfig,
+    queue: VecDeque<Pending>,
+    completions: VecDeque<Completion>,
+    /// Oldest unacknowledged PSN.
+    snd_una: Psn,
+    /// Next PSN to transmit.
+    snd_nxt: Psn,
+    /// One past the highest PSN ever transmitted.
+    high_water: Psn,
+    /// PSN the next posted message starts at.
+    next_post_psn: Psn,
+    /// `queue[cur_msg]`, packet `cur_pkt` is `snd_nxt`.
+    cur_msg: usize,
+    cur_pkt: u32,
+    since_ack_req: u32,
+    deadline: Option<u64>,
+    retries_left: u32,
+    last_msn: u32,
+    state: QpState,
+    limiter: RateLimiter,
+    rp: Option<ReactionPoint>,
+    counters: SenderCounters,
+}
+
+impl Sender {
+    /// A requester in RTS at `now`.
+    pub fn new(cfg: SenderConfig, now: u64) -> Result<Sender, SenderError> {
+        cfg.validate()?;
+        let rp = cfg.dcqcn.map(ReactionPoint::new).transpose()?;
+        let rate = rp.as_ref().map_or(cfg.line_rate_bps, |r| r.rate());
+        Ok(Sender {
+            cfg,
+            queue: VecDeque::new(),
+            completions: VecDeque::new(),
+            snd_una: cfg.initial_psn,
+            snd_nxt: cfg.initial_psn,
+            high_water: cfg.initial_psn,
+            next_post_psn: cfg.initial_psn,
+            cur_msg: 0,
+            cur_pkt: 0,
+            since_ack_req: 0,
+            deadline: None,
+            retries_left: cfg.retry_count,
+            last_msn: 0,
+            state: QpState::ReadyToSend,
+            limiter: RateLimiter::new(rate, cfg.line_rate_bps, cfg.burst_bytes, now),
+            rp,
+            counters: SenderCounters::default(),
+        })
+    }
+
+    /// Configuration.
+    pub fn config(&self) -> &SenderConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &SenderCounters {
+        &self.counters
+    }
+
+    /// QP state.
+    pub fn state(&self) -> &QpState {
+        &self.state
+    }
+
+    /// The DCQCN reaction point, if enabled.
+    pub fn reaction_point(&self) -> Option<&ReactionPoint> {
+        self.rp.as_ref()
+    }
+
+    /// Current pacing rate, bits/s.
+    pub fn rate_bps(&self) -> u64 {
+        self.limiter.rate_bps()
+    }
+
+    /// Oldest unacknowledged PSN.
+    pub fn snd_una(&self) -> Psn {
+        self.snd_una
+    }
+
+    /// Next PSN to transmit.
+    pub fn snd_nxt(&self) -> Psn {
+        self.snd_nxt
+    }
+
+    /// Last MSN reported by the responder.
+    pub fn last_msn(&self) -> u32 {
+        self.last_msn
+    }
+
+    /// Packets transmitted and not yet acknowledged.
+    pub fn outstanding(&self) -> u32 {
+        self.snd_una.forward_distance(self.high_water)
+    }
+
+    /// Nothing queued and nothing unacknowledged.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Pops a completed work request.
+    pub fn pop_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    fn check_state(&self) -> Result<(), SenderError> {
+        match self.state {
+            QpState::ReadyToSend => Ok(()),
+            QpState::Error(_) => Err(SenderError::QpError),
+        }
+    }
+
+    fn fail(&mut self, e: SenderError) -> SenderError {
+        self.state = QpState::Error(e.clone());
+        self.deadline = None;
+        e
+    }
+
+    /// Posts an RDMA WRITE of `msg.len` bytes from `local_addr` (an opaque address the
+    /// caller resolves; [`TxPacket::local_addr`] is derived from it).
+    pub fn post_write(&mut self, wr_id: u64, local_addr: u64, msg: WriteMessage) -> Result<(), SenderError> {
+        self.check_state()?;
+        let seg = Segmenter::new(msg, self.cfg.mtu, self.cfg.mode, self.next_post_psn)?;
+        let queued = self.snd_una.forward_distance(self.next_post_psn);
+        let adding = seg.num_packets();
+        if u64::from(queued) + u64::from(adding) >= u64::from(PSN_HALF) {
+            return Err(SenderError::QueueFull { queued, adding });
+        }
+        self.next_post_psn = self.next_post_psn.add(adding);
+        self.queue.push_back(Pending { wr_id, local_addr, seg });
+        Ok(())
+    }
+
+    /// Is there a packet to send once the window and the pacer allow?
+    fn has_unsent(&self) -> bool {
+        self.snd_nxt != self.next_post_psn
+    }
+
+    fn window_open(&self) -> bool {
+        self.snd_una.forward_distance(self.snd_nxt) < self.cfg.max_outstanding_packets
+    }
+
+    /// The next packet to put on the wire at `now`, if the state, the window and the
+    /// pacer allow one. Allocation-free.
+    pub fn next_packet(&mut self, now: u64) -> Option<TxPacket> {
+        if self.check_state().is_err() || !self.has_unsent() || !self.window_open() {
+            return None;
+        }
+        if !self.limiter.ready(now) {
+            return None;
+        }
+        let p = self.queue.get(self.cur_msg)?;
+        let mut pkt = p.seg.packet(self.cur_pkt)?;
+        debug_assert_eq!(pkt.psn, self.snd_nxt);
+        let (wr_id, local_addr) = (p.wr_id, p.local_addr);
+        let msg_packets = p.seg.num_packets();
+
+        // AckReq: message end (set by segmentation), window now full, or every N packets.
+        self.since_ack_req += 1;
+        let fills_window = self.snd_una.forward_distance(self.snd_nxt) + 1 >= self.cfg.max_outstanding_packets;
+        let every = self.cfg.ack_req_every != 0 && self.since_ack_req >= self.cfg.ack_req_every;
+        pkt.ack_req |= fills_window || every;
+        if pkt.ack_req {
+            self.since_ack_req = 0;
+        }
+
+        let retransmission = self.snd_nxt.is_before(self.high_water);
+        self.snd_nxt = self.snd_nxt.next();
+        if !retransmission {
+            self.high_water = self.snd_nxt;
+        } else {
+            self.counters.retransmitted_packets += 1;
+        }
+        self.cur_pkt += 1;
+        if self.cur_pkt == msg_packets {
+            self.cur_msg += 1;
+            self.cur_pkt = 0;
+        }
+
+        let wire = pkt.payload_len
+            + self.cfg.per_packet_overhead_bytes
+            + if pkt.reth.is_some() { RETH_BYTES } else { 0 };
+        self.limiter.consume(wire, now);
+        if let Some(rp) = self.rp.as_mut() {
+            rp.on_bytes_sent(u64::from(wire), now);
+            self.limiter.set_rate(rp.rate(), now);
+        }
+        self.counters.packets_sent += 1;
+        self.counters.payload_bytes_sent += u64::from(pkt.payload_len);
+        if self.deadline.is_none() {
+            self.deadline = Some(now.saturating_add(self.cfg.retransmit_timeout_ns));
+        }
+        Some(TxPacket { pkt, wr_id, local_addr: local_addr + u64::from(pkt.payload_offset), retransmission })
+    }
+
+    /// When the next thing can happen: the pacer releasing a packet (if one is waiting
+    /// and the window is open), the retransmit timer, or a DCQCN timer.
+    pub fn next_event_time(&mut self, now: u64) -> Option<u64> {
+        if self.check_state().is_err() {
+            return None;
+        }
+        let send = (self.has_unsent() && self.window_open()).then(|| self.limiter.ready_at(now));
+        let dcqcn = self.rp.as_ref().and_then(|r| r.next_deadline());
+        [send, self.deadline, dcqcn].into_iter().flatten().min()
+    }
+
+    /// Moves `snd_nxt` to `psn` (which must be in `[snd_una, high_water]`) and finds its
+    /// message.
+    fn rewind_to(&mut self, psn: Psn) {
+        self.snd_nxt = psn;
+        self.since_ack_req = 0;
+        for (i, p) in self.queue.iter().enumerate() {
+            if psn.in_window(p.seg.first_psn(), p.seg.num_packets()) {
+                self.cur_msg = i;
+                self.cur_pkt = p.seg.first_psn().forward_distance(psn);
+                return;
+            }
+        }
+        self.cur_msg = self.queue.len();
+        self.cur_pkt = 0;
+    }
+
+    /// Acknowledges everything before `new_una` (in `(snd_una, high_water]`).
+    fn advance_una(&mut self, new_una: Psn, now: u64) {
+        self.snd_una = new_una;
+        while let Some(front) = self.queue.front() {
+            let last = front.seg.last_psn();
+            if last.is_before(new_una) {
+                let len = front.seg.message().len;
+                let wr_id = front.wr_id;
+                self.queue.pop_front();
+                self.cur_msg = self.cur_msg.saturating_sub(1);
+                self.completions.push_back(Completion { wr_id, len });
+                self.counters.messages_completed += 1;
+            } else {
+                break;
+            }
+        }
+        if self.snd_nxt.is_before(new_una) {
+            // A late ACK covered packets we had rewound to resend.
+            self.rewind_to(new_una);
+        }
+        self.retries_left = self.cfg.retry_count;
+        self.deadline = (self.snd_una != self.high_water).then(|| now.saturating_add(self.cfg.retransmit_timeout_ns));
+    }
+
+    /// Processes an ACK or NAK received at `now`.
+    pub fn on_ack(&mut self, ack: &AckPacket, now: u64) -> Result<(), SenderError> {
+        self.check_state()?;
+        self.last_msn = ack.msn;
+        let in_flight = self.snd_una.forward_distance(self.high_water);
+        match ack.syndrome {
+            AckSyndrome::Ack => {
+                self.counters.acks_received += 1;
+                // ACK PSN p acknowledges all PSNs ≤ p: valid p + 1 ∈ [snd_una, high_water].
+                let through = ack.psn.next();
+                let d = self.snd_una.forward_distance(through);
+                if d > in_flight {
+                    self.counters.invalid_acks += 1;
+                } else if d == 0 {
+                    self.counters.duplicate_acks += 1;
+                } else {
+                    self.advance_una(through, now);
+                }
+                Ok(())
+            }
+            AckSyndrome::NakPsnSequenceError => {
+                self.counters.naks_received += 1;
+                let expected = ack.psn;
+                let d = self.snd_una.forward_distance(expected);
+                if d > in_flight {
+                    self.counters.invalid_acks += 1;
+                    return Ok(());
+                }
+                if d > 0 {
+                    // Implicitly acknowledges everything before the expected PSN.
+                    self.advance_una(expected, now);
+                } else {
+                    self.deadline = (self.snd_una != self.high_water)
+                        .then(|| now.saturating_add(self.cfg.retransmit_timeout_ns));
+                }
+                self.rewind_to(expected);
+                Ok(())
+            }
+            syndrome @ (AckSyndrome::NakInvalidRequest | AckSyndrome::NakRemoteAccessError) => {
+                Err(self.fail(SenderError::RemoteNak { syndrome, psn: ack.psn }))
+            }
+        }
+    }
+
+    /// A CNP for this QP arrived at `now`: the DCQCN RP cuts the rate.
+    pub fn on_cnp(&mut self, now: u64) {
+        self.counters.cnps_received += 1;
+        if let Some(rp) = self.rp.as_mut() {
+            rp.on_cnp(now);
+            self.limiter.set_rate(rp.rate(), now);
+        }
+    }
+
+    /// Runs timers due at `now`: DCQCN timers (rate follows) and the retransmit timeout.
+    pub fn poll(&mut self, now: u64) -> Result<(), SenderError> {
+        self.check_state()?;
+        if let Some(rp) = self.rp.as_mut() {
+            let r = rp.poll(now);
+            self.limiter.set_rate(r, now);
+        }
+        match self.deadline {
+            Some(d) if d <= now => {
+                self.counters.timeouts += 1;
+                if self.retries_left == 0 {
+                    let e = SenderError::RetryExceeded { psn: self.snd_una, retries: self.cfg.retry_count };
+                    return Err(self.fail(e));
+                }
+                self.retries_left -= 1;
+                let una = self.snd_una;
+                self.rewind_to(una);
+                self.deadline = Some(now.saturating_add(self.cfg.retransmit_timeout_ns));
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desc::Opcode;
+
+    fn cfg() -> SenderConfig {
+        let mut c = SenderConfig::new(100_000_000_000);
+        c.mtu = PathMtu::Mtu1024;
+        c.dcqcn = None;
+        c.burst_bytes = u32::MAX;
+        c
+    }
+
+    fn msg(len: u32) -> WriteMessage {
+        WriteMessage { remote_va: 0x1000, rkey: 7, len }
+    }
+
+    fn ack(psn: u32) -> AckPacket {
+        AckPacket { syndrome: AckSyndrome::Ack, psn: Psn::new(psn), msn: 0 }
+    }
+
+    #[test]
+    fn assigns_consecutive_psns_across_messages() {
+        let mut c = cfg();
+        c.initial_psn = Psn::new(0xFF_FFFE);
+        let mut s = Sender::new(c, 0).unwrap();
+        s.post_write(1, 0, msg(2048)).unwrap();
+        s.post_write(2, 0x10_0000, msg(100)).unwrap();
+        let p: Vec<_> = std::iter::from_fn(|| s.next_packet(0)).collect();
+        let psns: Vec<u32> = p.iter().map(|p| p.pkt.psn.value()).collect();
+        assert_eq!(psns, vec![0xFF_FFFE, 0xFF_FFFF, 0]);
+        assert_eq!(p[0].pkt.opcode, Opcode::WriteFirst);
+        assert_eq!(p[1].pkt.opcode, Opcode::WriteLast);
+        assert_eq!(p[2].pkt.opcode, Opcode::WriteOnly);
+        assert_eq!((p[1].wr_id, p[1].local_addr), (1, 1024));
+        assert_eq!((p[2].wr_id, p[2].local_addr), (2, 0x10_0000));
+        assert!(p.iter().all(|p| !p.retransmission));
+        // Cumulative ACK of the last PSN completes both.
+        s.on_ack(&ack(0), 10).unwrap();
+        assert_eq!(s.pop_completion(), Some(Completion { wr_id: 1, len: 2048 }));
+        assert_eq!(s.pop_completion(), Some(Completion { wr_id: 2, len: 100 }));
+        assert!(s.is_idle());
+        assert_eq!(s.outstanding(), 0);
+        assert_eq!(s.next_event_time(10), None, "no timer once everything is acked");
+    }
+
+    #[test]
+    fn window_limits_outstanding_and_sets_ack_req() {
+        let mut c = cfg();
+        c.max_outstanding_packets = 4;
+        let mut s = Sender::new(c, 0).unwrap();
+        s.post_write(1, 0, msg(10 * 1024)).unwrap();
+        let p: Vec<_> = std::iter::from_fn(|| s.next_packet(0)).collect();
+        assert_eq!(p.len(), 4);
+        assert!(p[3].pkt.ack_req && !p[2].pkt.ack_req, "window-filling packet asks for an ACK");
+        s.on_ack(&ack(1), 1).unwrap();
+        assert_eq!(s.outstanding(), 2);
+        let more: Vec<_> = std::iter::from_fn(|| s.next_packet(1)).collect();
+        assert_eq!(more.len(), 2);
+        assert_eq!(more[0].pkt.psn, Psn::new(4));
+        assert_eq!(s.counters().duplicate_acks, 0);
+        s.on_ack(&ack(1), 2).unwrap();
+        assert_eq!(s.counters().duplicate_acks, 1);
+        s.on_ack(&ack(100), 2).unwrap();
+        assert_eq!(s.counters().invalid_acks, 1, "ACK beyond what was sent is ignored");
+        assert_eq!(s.snd_una(), Psn::new(2));
+    }
+
+    #[test]
+    fn nak_rewinds_to_expected_psn() {
+        let mut s = Sender::new(cfg(), 0).unwrap();
+        s.post_write(9, 0, msg(8 * 1024)).unwrap();
+        for _ in 0..6 {
+            s.next_packet(0).unwrap();
+        }
+        let nak = AckPacket { syndrome: AckSyndrome::NakPsnSequenceError, psn: Psn::new(3), msn: 0 };
+        s.on_ack(&nak, 5).unwrap();
+        assert_eq!(s.snd_una(), Psn::new(3), "NAK implicitly acks up to expected − 1");
+        assert_eq!(s.counters().naks_received, 1);
+        let r = s.next_packet(5).unwrap();
+        assert_eq!(r.pkt.psn, Psn::new(3));
+        assert!(r.retransmission);
+        assert_eq!(r.pkt.opcode, Opcode::WriteMiddle);
+        assert_eq!(r.pkt.payload_offset, 3 * 1024);
+        let rest: Vec<_> = std::iter::from_fn(|| s.next_packet(5)).collect();
+        assert_eq!(rest.len(), 4);
+        assert_eq!(s.counters().retransmitted_packets, 3, "PSNs 3, 4, 5 resent; 6, 7 new");
+        assert!(!rest[3].retransmission);
+    }
+
+    #[test]
+    fn timeout_retransmits_then_errors_after_retry_count() {
+        let mut c = cfg();
+        c.retry_count = 2;
+        c.retransmit_timeout_ns = 1_000;
+        let mut s = Sender::new(c, 0).unwrap();
+        s.post_write(1, 0, msg(3 * 1024)).unwrap();
+        assert_eq!(std::iter::from_fn(|| s.next_packet(0)).count(), 3);
+        s.poll(999).unwrap();
+        assert_eq!(s.counters().timeouts, 0);
+        assert_eq!(s.next_event_time(999), Some(1_000));
+        s.poll(1_000).unwrap();
+        assert_eq!(s.counters().timeouts, 1);
+        assert_eq!(s.snd_nxt(), Psn::new(0));
+        assert_eq!(std::iter::from_fn(|| s.next_packet(1_000)).count(), 3);
+        assert_eq!(s.counters().retransmitted_packets, 3);
+        // Progress restores the retry budget.
+        s.on_ack(&ack(0), 1_500).unwrap();
+        s.poll(2_499).unwrap();
+        s.poll(2_500).unwrap();
+        s.poll(3_500).unwrap();
+        assert_eq!(s.counters().timeouts, 3);
+        let e = s.poll(4_500).unwrap_err();
+        assert_eq!(e, SenderError::RetryExceeded { psn: Psn::new(1), retries: 2 });
+        assert!(matches!(s.state(), QpState::Error(_)));
+        assert_eq!(s.next_packet(5_000), None);
+        assert_eq!(s.post_write(2, 0, msg(1)), Err(SenderError::QpError));
+    }
+
+    #[test]
+    fn fatal_nak_moves_to_error() {
+        let mut s = Sender::new(cfg(), 0).unwrap();
+        s.post_write(1, 0, msg(10)).unwrap();
+        s.next_packet(0).unwrap();
+        let nak = AckPacket { syndrome: AckSyndrome::NakRemoteAccessError, psn: Psn::new(0), msn: 0 };
+        assert!(matches!(s.on_ack(&nak, 1), Err(SenderError::RemoteNak { .. })));
+        assert_eq!(s.on_ack(&ack(0), 2), Err(SenderError::QpError));
+    }
+
+    #[test]
+    fn limiter_paces_at_configured_rate() {
+        // 1 Gbit/s, 1000-byte charges, tiny bucket: one packet per 8 µs.
+        let mut l = RateLimiter::new(1_000_000_000, 1_000_000_000, 0, 0);
+        let mut sent = Vec::new();
+        let mut now = 0;
+        while sent.len() < 5 {
+            now = l.ready_at(now);
+            assert!(l.ready(now));
+            l.consume(1000, now);
+            sent.push(now);
+        }
+        assert_eq!(sent, vec![0, 8_000, 16_000, 24_000, 32_000]);
+        // Rate above line rate is clamped.
+        l.set_rate(5_000_000_000, now);
+        assert_eq!(l.rate_bps(), 1_000_000_000);
+        // Halving the rate doubles the gap.
+        l.set_rate(500_000_000, now);
+        assert_eq!(l.ready_at(now), now + 16_000);
+    }
+
+    #[test]
+    fn limiter_burst_then_rate() {
+        let mut l = RateLimiter::new(8_000_000_000, 8_000_000_000, 3000, 0);
+        // A 3000-byte bucket lets 3 × 1000 B out at once (tokens reach 0), then a 4th
+        // (tokens go negative), then pacing at 1 ns per byte.
+        for _ in 0..4 {
+            assert!(l.ready(0));
+            l.consume(1000, 0);
+        }
+        assert!(!l.ready(0));
+        assert_eq!(l.ready_at(0), 1000);
+    }
+
+    #[test]
+    fn cnp_cuts_pacing_rate_through_dcqcn() {
+        let mut c = cfg();
+        c.dcqcn = Some(DcqcnConfig::with_line_rate(c.line_rate_bps));
+        let mut s = Sender::new(c, 0).unwrap();
+        assert_eq!(s.rate_bps(), 100_000_000_000);
+        s.on_cnp(10);
+        assert_eq!(s.rate_bps(), 50_000_000_000);
+        assert_eq!(s.counters().cnps_received, 1);
+        // After the rate-increase timer the rate recovers part of the way.
+        s.poll(10 + 1_500_000).unwrap();
+        assert_eq!(s.rate_bps(), 75_000_000_000);
+    }
+
+    #[test]
+    fn rejects_bad_config() {
+        let mut c = cfg();
+        c.max_outstanding_packets = 0;
+        assert!(matches!(Sender::new(c, 0), Err(SenderError::InvalidConfig(_))));
+    }
+}
