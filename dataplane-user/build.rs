@@ -51,8 +51,9 @@ fn run() -> Result<(), String> {
     cmd.current_dir(&workspace)
         .args(["+nightly", "build", "--package", "dataplane-ebpf", "--bin", "rocefab-xdp", "--release"])
         .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
-        // aya-ebpf's build-dependency aya-build 0.2.1 declares rust-version 1.98 but builds on
-        // the 1.97 nightly (TOOLCHAIN.md pins these versions).
+        // aya-ebpf's build-dependency aya-build 0.2.1 declares rust-version 1.98 (it builds on
+        // the 1.97 nightly). With Cargo.lock pinned to aya-build 0.2.0 (rust-version 1.87)
+        // this flag is a no-op; it keeps the nested build working if the lock floats again.
         .arg("--ignore-rust-version")
         .arg("--target-dir")
         .arg(&target_dir);

@@ -24,6 +24,8 @@
 //!    `XSKS` at the *ingress* port index (the daemon reads every port's socket and forwards).
 //!    The redirect flags are `XDP_DROP`: with no socket in the slot the helper returns `XDP_DROP`,
 //!    counted `REDIRECT_FAILED`. Successful redirects count `FORWARDED` / `LLDP` / `MAC_CONTROL`.
+//!    (A socket bound to another RX queue makes the kernel drop the frame after the program
+//!    returned; that shows in the socket's `rx_dropped` statistics, not in our counters.)
 //!
 //! Truncated or invalid headers drop the frame and count `MALFORMED`. The entry point maps the
 //! error of [`try_rocefab_xdp`] to `XDP_DROP` (not `XDP_ABORTED` as aya-template does) so that
