@@ -1,0 +1,334 @@
+//! Privileged: the `rocefab-switchd` binary forwarding between two host namespaces.
+//!
+//! h1 (10.9.1.1/24) — veth — [sw: rocefab-switchd, ports sw-p0 / sw-p1] — veth — h2 (10.9.2.1/24)
+//!
+//! Needs root and the built binary: `cargo build -p dataplane-user` first; the binary is looked
+//! up in `$ROCEFAB_BIN_DIR` (default: the workspace's `target/debug`). Everything created is
+//! prefixed `rf-sd-` and removed by guards, also when an assertion fails.
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dataplane_common::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+
+const H1: &str = "rf-sd-h1";
+const SW: &str = "rf-sd-sw";
+const H2: &str = "rf-sd-h2";
+const SW_P0_MAC: &str = "02:5d:00:00:00:10";
+const SW_P1_MAC: &str = "02:5d:00:00:00:11";
+const H1_MAC: &str = "02:5d:00:00:01:01";
+const H2_MAC: &str = "02:5d:00:00:02:01";
+
+fn sh(args: &[&str]) -> std::process::Output {
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("running {args:?}: {e} (is {} installed?)", args[0]))
+}
+
+fn run(args: &[&str]) {
+    let o = sh(args);
+    assert!(o.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Deletes the test's namespaces (and with them the veths) on drop.
+struct Fabric;
+
+impl Fabric {
+    fn up() -> Fabric {
+        Self::cleanup();
+        let f = Fabric;
+        for n in [H1, SW, H2] {
+            run(&["ip", "netns", "add", n]);
+            run(&["ip", "-n", n, "link", "set", "lo", "up"]);
+        }
+        run(&["ip", "link", "add", "sd-h1", "netns", H1, "type", "veth", "peer", "name", "sw-p0", "netns", SW]);
+        run(&["ip", "link", "add", "sd-h2", "netns", H2, "type", "veth", "peer", "name", "sw-p1", "netns", SW]);
+        for (ns, dev, mac) in [(SW, "sw-p0", SW_P0_MAC), (SW, "sw-p1", SW_P1_MAC), (H1, "sd-h1", H1_MAC), (H2, "sd-h2", H2_MAC)] {
+            run(&["ip", "-n", ns, "link", "set", dev, "address", mac]);
+            run(&["ip", "-n", ns, "link", "set", dev, "up"]);
+        }
+        for (ns, dev, addr, net, gw, gw_mac) in [
+            (H1, "sd-h1", "10.9.1.1/24", "10.9.2.0/24", "10.9.1.254", SW_P0_MAC),
+            (H2, "sd-h2", "10.9.2.1/24", "10.9.1.0/24", "10.9.2.254", SW_P1_MAC),
+        ] {
+            run(&["ip", "-n", ns, "addr", "add", addr, "dev", dev]);
+            run(&["ip", "-n", ns, "route", "add", net, "via", gw, "dev", dev]);
+            run(&["ip", "-n", ns, "neigh", "add", gw, "lladdr", gw_mac, "dev", dev, "nud", "permanent"]);
+            // veth would otherwise hand the switch UDP frames with unfinished checksums.
+            run(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"]);
+        }
+        f
+    }
+
+    fn cleanup() {
+        for n in [H1, SW, H2] {
+            let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        Self::cleanup();
+    }
+}
+
+/// Kills the daemon on drop unless it already exited.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn sigterm(&mut self) {
+        run(&["kill", "-TERM", &self.child.id().to_string()]);
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(t0.elapsed() < limit, "daemon did not exit within {limit:?}; log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn bin_dir() -> PathBuf {
+    std::env::var_os("ROCEFAB_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug"))
+}
+
+fn switchd() -> PathBuf {
+    let p = bin_dir().join("rocefab-switchd");
+    assert!(
+        p.is_file(),
+        "{} not found: run `cargo build -p dataplane-user` first or set ROCEFAB_BIN_DIR",
+        p.display()
+    );
+    p
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
+    let port = |name: &str, mac: &str, peer: &str| PortConfig {
+        name: name.into(),
+        mac: mac.parse().unwrap(),
+        line_rate_bps: 1_000_000_000,
+        addresses: vec![],
+        peer: peer.into(),
+    };
+    SwitchConfig {
+        name: "sdsw".into(),
+        role: "rail".into(),
+        netns: Some(SW.into()),
+        hash_seed: 1,
+        metrics_listen: format!("127.0.0.1:{metrics_port}").parse().unwrap(),
+        dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
+        queue_limit_bytes: 1 << 20,
+        xdp_mode: "driver".into(),
+        ports: vec![port(port_names[0], SW_P0_MAC, "h1"), port(port_names[1], SW_P1_MAC, "h2")],
+        nexthops: vec![
+            NextHopConfig { port: 0, mac: H1_MAC.parse().unwrap() },
+            NextHopConfig { port: 1, mac: H2_MAC.parse().unwrap() },
+        ],
+        groups: vec![vec![0], vec![1]],
+        routes: vec![
+            RouteConfig { prefix: "10.9.1.0".parse().unwrap(), len: 24, group: Some(0) },
+            RouteConfig { prefix: "10.9.2.0".parse().unwrap(), len: 24, group: Some(1) },
+        ],
+    }
+}
+
+fn workdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rf-sd-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn start(cfg: &SwitchConfig, dir: &std::path::Path) -> Daemon {
+    let cfg_path = dir.join("switch.json");
+    cfg.save(&cfg_path).unwrap();
+    let log = dir.join("switchd.log");
+    let _ = std::fs::remove_file(&log);
+    let child = Command::new(switchd())
+        .arg("--config")
+        .arg(&cfg_path)
+        .arg("--log-file")
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawning rocefab-switchd");
+    Daemon { child, log }
+}
+
+fn scrape(port: u16) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// Value of `name` whose labels include all of `labels` (0 if absent).
+fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (m, v) = l.rsplit_once(' ')?;
+            let (n, rest) = m.split_once('{').unwrap_or((m, ""));
+            (n == name && labels.iter().all(|(k, val)| rest.contains(&format!("{k}=\"{val}\""))))
+                .then(|| v.trim().parse::<f64>().unwrap() as u64)
+        })
+        .unwrap_or(0)
+}
+
+fn enqueued(text: &str, port: &str, q: &str) -> u64 {
+    metric(text, "rocefab_queue_enqueued_packets_total", &[("port", port), ("queue", q)])
+}
+
+fn wait_for_metrics(d: &mut Daemon, port: u16) -> String {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = d.child.try_wait().unwrap() {
+            panic!("rocefab-switchd exited early with {st}; log:\n{}", d.log());
+        }
+        if d.log().contains("switch up") {
+            if let Ok(t) = scrape(port) {
+                return t;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "switchd not up after 20 s; log:\n{}", d.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn switchd_forwards_pings_and_classifies_dscp() {
+    let bin = switchd();
+    let _fabric = Fabric::up();
+    let dir = workdir("fwd");
+    let mport = free_port();
+    let mut d = start(&config(mport, ["sw-p0", "sw-p1"]), &dir);
+    let before = wait_for_metrics(&mut d, mport);
+    assert!(before.contains("rocefab_xdp_route_miss_total"), "{before}");
+    let xdp = String::from_utf8_lossy(&sh(&["ip", "-n", SW, "link", "show"]).stdout).to_string();
+    assert!(xdp.matches("xdp").count() >= 2, "XDP not attached to both ports:\n{xdp}");
+
+    // Routed both ways: echo request h1 → h2 and reply h2 → h1 through the daemon.
+    let ping = sh(&["ip", "netns", "exec", H1, "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.9.2.1"]);
+    assert!(
+        ping.status.success(),
+        "ping failed:\n{}\nlog:\n{}",
+        String::from_utf8_lossy(&ping.stdout),
+        d.log()
+    );
+    let text = String::from_utf8_lossy(&ping.stdout);
+    assert!(text.contains("ttl=63"), "TTL not decremented by one hop:\n{text}");
+    let after_ping = scrape(mport).unwrap();
+    assert!(enqueued(&after_ping, "sw-p1", "0") >= 3, "echo requests not queued on sw-p1 q0");
+    assert!(enqueued(&after_ping, "sw-p0", "0") >= 3, "echo replies not queued on sw-p0 q0");
+
+    // DSCP → queue: 24 → 3, 48 → 7, 0 → 0 (default NX-OS style map), N datagrams each.
+    const N: u64 = 25;
+    let py = "import socket,sys\n\
+              n=int(sys.argv[1])\n\
+              for dscp in (24,48,0):\n\
+              \x20   s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+              \x20   s.setsockopt(socket.IPPROTO_IP,socket.IP_TOS,dscp<<2)\n\
+              \x20   [s.sendto(b'r'*200,('10.9.2.1',4791)) for _ in range(n)]\n";
+    let base = scrape(mport).unwrap();
+    let o = sh(&["ip", "netns", "exec", H1, "/usr/bin/python3", "-c", py, &N.to_string()]);
+    assert!(o.status.success(), "/usr/bin/python3 sender failed: {}", String::from_utf8_lossy(&o.stderr));
+    let t0 = Instant::now();
+    let now = loop {
+        let now = scrape(mport).unwrap();
+        let done = ["3", "7"].iter().all(|q| enqueued(&now, "sw-p1", q) - enqueued(&base, "sw-p1", q) >= N)
+            && enqueued(&now, "sw-p1", "0") - enqueued(&base, "sw-p1", "0") >= N;
+        if done || t0.elapsed() > Duration::from_secs(5) {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let delta = |q: &str| enqueued(&now, "sw-p1", q) - enqueued(&base, "sw-p1", q);
+    assert_eq!(delta("3"), N, "DSCP 24 → queue 3");
+    assert_eq!(delta("7"), N, "DSCP 48 → queue 7");
+    assert!(delta("0") >= N && delta("0") <= N + 2, "DSCP 0 → queue 0: {}", delta("0"));
+    for q in ["1", "2", "4", "5", "6"] {
+        assert_eq!(delta(q), 0, "queue {q} should stay empty");
+    }
+    // Everything queued left again (nothing stuck, nothing dropped).
+    let dq = |q: &str| {
+        metric(&now, "rocefab_queue_dequeued_packets_total", &[("port", "sw-p1"), ("queue", q)])
+            - metric(&base, "rocefab_queue_dequeued_packets_total", &[("port", "sw-p1"), ("queue", q)])
+    };
+    assert_eq!(dq("3"), N);
+    assert_eq!(dq("7"), N);
+    assert_eq!(metric(&now, "rocefab_queue_dropped_packets_total", &[("port", "sw-p1"), ("queue", "3")]), 0);
+    assert_eq!(metric(&now, "rocefab_queue_depth_bytes", &[("port", "sw-p1"), ("queue", "3")]), 0);
+    assert!(metric(&now, "rocefab_xdp_forwarded_total", &[("port", "sw-p0")]) >= 3 * N + 3);
+    assert_eq!(metric(&now, "rocefab_port_rx_invalid_total", &[("port", "sw-p0")]), 0);
+
+    // SIGTERM: clean exit, XDP gone from both ports.
+    d.sigterm();
+    let st = d.wait_exit(Duration::from_secs(10));
+    assert!(st.success(), "exit status {st}; log:\n{}", d.log());
+    let links = String::from_utf8_lossy(&sh(&["ip", "-n", SW, "link", "show"]).stdout).to_string();
+    assert!(!links.contains("xdp"), "XDP still attached after exit:\n{links}");
+    assert!(d.log().contains("XDP detached"), "{}", d.log());
+    drop(bin);
+}
+
+#[test]
+fn switchd_startup_error_names_the_interface() {
+    let _fabric = Fabric::up();
+    let dir = workdir("bad");
+    let mport = free_port();
+    let mut d = start(&config(mport, ["sw-p0", "rf-sd-nope9"]), &dir);
+    let st = d.wait_exit(Duration::from_secs(20));
+    assert!(!st.success(), "daemon should fail on a missing interface");
+    let log = d.log();
+    assert!(log.contains("rf-sd-nope9"), "error should name the interface:\n{log}");
+    // The port that did exist has no program left behind.
+    let links = String::from_utf8_lossy(&sh(&["ip", "-n", SW, "link", "show"]).stdout).to_string();
+    assert!(!links.contains("xdp"), "XDP left attached after a failed start:\n{links}");
+}
+
+#[test]
+fn switchd_missing_namespace_and_config_fail_clearly() {
+    let dir = workdir("ns");
+    let mut cfg = config(free_port(), ["sw-p0", "sw-p1"]);
+    cfg.netns = Some("rf-sd-does-not-exist".into());
+    let mut d = start(&cfg, &dir);
+    assert!(!d.wait_exit(Duration::from_secs(10)).success());
+    assert!(d.log().contains("/run/netns/rf-sd-does-not-exist"), "{}", d.log());
+
+    let o = Command::new(switchd()).args(["--config", "/nonexistent/rf-sd.json"]).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("/nonexistent/rf-sd.json"), "{err}");
+}
