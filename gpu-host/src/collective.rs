@@ -278,7 +278,7 @@ impl Schedule {
     /// step. No dependencies.
     pub fn all_to_all(ranks: u32, elems: usize) -> Result<Schedule, CollectiveError> {
         check_ranks(ranks)?;
-        if elems % ranks as usize != 0 {
+        if !elems.is_multiple_of(ranks as usize) {
             return Err(CollectiveError::Uneven { elems, ranks, what: "all-to-all" });
         }
         let out = |r: Range<usize>| r.start + elems..r.end + elems;

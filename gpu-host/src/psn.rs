@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(Psn::MAX.next(), Psn::ZERO);
         assert_eq!(Psn::new(0xFF_FFFE).add(5), Psn::new(3));
         assert_eq!(Psn::ZERO.sub(1), Psn::MAX);
-        assert_eq!(Psn::new(0x1_00_0005), Psn::new(5), "upper bits are discarded");
+        assert_eq!(Psn::new(0x0100_0005), Psn::new(5), "upper bits are discarded");
         assert_eq!(Psn::try_new(0x100_0000), None);
         assert_eq!(Psn::try_new(0xFF_FFFF), Some(Psn::MAX));
     }
