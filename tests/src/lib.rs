@@ -1,3 +1,4 @@
 //! Helpers for the privileged integration tests.
 
+pub mod fabric;
 pub mod xdp;

@@ -1,0 +1,217 @@
+//! Helpers for fabric tests: run the built `rocefab` binary, bring a uniquely named copy of a
+//! shipped topology up under a guard whose `Drop` runs `rocefab down`, scrape switch metrics.
+//!
+//! Binaries come from `$ROCEFAB_BIN_DIR` (default `<workspace>/target/debug`): build them first
+//! with `cargo build -p control -p dataplane-user`.
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use dataplane_common::config::SwitchConfig;
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+pub fn bin_dir() -> PathBuf {
+    std::env::var_os("ROCEFAB_BIN_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/debug"))
+}
+
+/// Path of the `rocefab` binary; panics with a build hint if it is missing.
+pub fn rocefab_bin() -> PathBuf {
+    let p = bin_dir().join("rocefab");
+    assert!(p.is_file(), "{} not found: run `cargo build -p control -p dataplane-user` first", p.display());
+    p
+}
+
+/// Runs `rocefab args...`.
+pub fn rocefab(args: &[&str]) -> Output {
+    Command::new(rocefab_bin()).args(args).output().expect("run rocefab")
+}
+
+/// Runs `rocefab` with extra environment.
+pub fn rocefab_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(rocefab_bin());
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run rocefab")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Writes a copy of `topologies/<template>` with the fabric renamed to `name`, in a temp dir.
+pub fn topology_copy(template: &str, name: &str) -> PathBuf {
+    let src = std::fs::read_to_string(workspace().join("topologies").join(template)).expect("read topology");
+    let renamed: Vec<String> = src
+        .lines()
+        .map(|l| if l.starts_with("fabric:") { format!("fabric: {name}") } else { l.to_string() })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("rocefab-test-{name}"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(template);
+    std::fs::write(&p, renamed.join("\n") + "\n").expect("write topology copy");
+    p
+}
+
+/// Run directory of a fabric (`/run/rocefab/<name>`).
+pub fn run_dir(name: &str) -> PathBuf {
+    PathBuf::from("/run/rocefab").join(name)
+}
+
+/// Namespaces named `rf-<fabric>-*`.
+pub fn fabric_namespaces(name: &str) -> Vec<String> {
+    let prefix = format!("rf-{name}-");
+    let mut v: Vec<String> = std::fs::read_dir("/run/netns")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Pids whose command line mentions the fabric's run directory (its switch daemons).
+pub fn daemon_pids(name: &str) -> Vec<u32> {
+    let needle = format!("{}/", run_dir(name).display());
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            if String::from_utf8_lossy(&raw).contains(&needle) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+/// FNV-1a, as `control::plan` uses for the fabric byte of every MAC (`02:<fnv(fabric)>:..`).
+fn fnv1a(s: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in s.bytes() {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// veth interfaces in the root namespace carrying this fabric's MACs.
+pub fn root_veths_of(name: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["-o", "link", "show", "type", "veth"]).output().expect("ip link");
+    let prefixes = [format!("02:{:02x}:01:", fnv1a(name) as u8), format!("02:{:02x}:02:", fnv1a(name) as u8)];
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| prefixes.iter().any(|p| l.contains(&format!("link/ether {p}"))))
+        .map(|l| l.to_string())
+        .collect()
+}
+
+/// HTTP GET of a metrics URL.
+pub fn scrape(addr: std::net::SocketAddr) -> String {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).unwrap();
+    let (head, body) = buf.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{addr}: bad HTTP response"));
+    assert!(head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"), "{addr}: {head}");
+    body.to_string()
+}
+
+/// Sum of the samples of `name` whose labels include all of `labels`.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut sum = 0.0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = match line.rsplit_once(' ') {
+            Some(x) => x,
+            None => continue,
+        };
+        let (n, lab) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if n != name {
+            continue;
+        }
+        if labels.iter().all(|(k, v)| lab.split(',').any(|kv| kv == format!("{k}=\"{v}\""))) {
+            sum += value.parse::<f64>().unwrap_or(0.0);
+        }
+    }
+    sum
+}
+
+/// A running fabric; `Drop` runs `rocefab down <name>`.
+pub struct Fabric {
+    pub name: String,
+    pub topology: PathBuf,
+}
+
+impl Fabric {
+    /// Brings up a renamed copy of `topologies/<template>`; panics with rocefab's error on failure
+    /// (after `down`, through `Drop`).
+    pub fn up(template: &str, name: &str) -> Fabric {
+        assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
+        let topology = topology_copy(template, name);
+        let f = Fabric { name: name.to_string(), topology };
+        let o = rocefab(&["up", f.topology.to_str().unwrap()]);
+        assert!(o.status.success(), "rocefab up {name} failed:\n{}{}", stdout(&o), stderr(&o));
+        f
+    }
+
+    /// Runs a command inside a node: `rocefab exec --fabric <name> <node> -- args`.
+    pub fn exec(&self, node: &str, args: &[&str]) -> Output {
+        let mut a = vec!["exec", "--fabric", &self.name, node, "--"];
+        a.extend_from_slice(args);
+        rocefab(&a)
+    }
+
+    /// `rocefab send --fabric <name> args...`; panics on failure.
+    pub fn send(&self, args: &[&str]) -> String {
+        let mut a = vec!["send", "--fabric", &self.name];
+        a.extend_from_slice(args);
+        let o = rocefab(&a);
+        assert!(o.status.success(), "rocefab send failed: {}", stderr(&o));
+        stdout(&o)
+    }
+
+    /// The switch config `rocefab up` wrote.
+    pub fn config(&self, switch: &str) -> SwitchConfig {
+        SwitchConfig::load(&run_dir(&self.name).join(format!("{switch}.json"))).expect("switch config")
+    }
+
+    pub fn metrics(&self, switch: &str) -> String {
+        scrape(self.config(switch).metrics_listen)
+    }
+
+    /// Polls `f` over the switch's metrics until it returns true or 10 s pass; returns the
+    /// last scrape (the traffic crosses asynchronous daemons, so counters settle shortly after).
+    pub fn wait_metrics(&self, switch: &str, f: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let t = self.metrics(switch);
+            if f(&t) || Instant::now() >= deadline {
+                return t;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        let o = rocefab(&["down", &self.name]);
+        if !o.status.success() && !stderr(&o).contains("is not running") {
+            eprintln!("rocefab down {}: {}", self.name, stderr(&o));
+        }
+        if let Some(d) = self.topology.parent() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

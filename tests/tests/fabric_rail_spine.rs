@@ -1,0 +1,180 @@
+//! Privileged: the rail-spine fabric (4 hosts × 2 GPUs, rails 1–2 on rail1/rail2, two spines)
+//! brought up with `rocefab up`, exercised with ping and `rocefab send`, torn down with
+//! `rocefab down`. Run as root, serially:
+//!
+//! ```text
+//! cargo build -p control -p dataplane-user
+//! cargo test -p rocefab-tests --test fabric_rail_spine -- --test-threads=1
+//! ```
+use std::net::Ipv4Addr;
+
+use dataplane_common::{ecmp_index, flow_hash};
+use rocefab_tests::fabric::*;
+
+/// Ping from host1's rail-1 GPU to host3's rail-2 GPU goes rail1 → spine → rail2 and back:
+/// TTL 64 − 3 switch hops = 61 in the reply, and the spines' ports count the frames.
+#[test]
+fn ping_crosses_rail_spine_rail() {
+    let f = Fabric::up("rail-spine.yaml", "rft1");
+    let spine_rx = || -> f64 {
+        ["spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), "rocefab_port_rx_packets_total", &[])).sum()
+    };
+    let before = spine_rx();
+    let o = f.exec("host1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "-I", "10.0.1.1", "10.0.2.3"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "ping failed:\n{out}{}", stderr(&o));
+    assert!(out.contains("3 received"), "{out}");
+    assert!(out.contains("ttl=61"), "reply did not cross three routed hops: {out}");
+    f.wait_metrics("spine1", |_| spine_rx() - before >= 6.0);
+    let delta = spine_rx() - before;
+    assert!(delta >= 6.0, "spines saw {delta} frames, expected ≥ 6 (3 requests + 3 replies)");
+}
+
+/// DSCP 24 → queue 3, 48 → queue 7, 0 → queue 0 on the egress port towards the destination GPU
+/// (rail2:eth3 faces host3:gpu1).
+#[test]
+fn dscp_selects_egress_queue() {
+    let f = Fabric::up("rail-spine.yaml", "rft2");
+    let port = f.config("rail2").ports.iter().find(|p| p.peer == "host3:gpu1").expect("port to host3:gpu1").name.clone();
+    let q = |t: &str, queue: &str| metric(t, "rocefab_queue_enqueued_packets_total", &[("port", &port), ("queue", queue)]);
+    const N: f64 = 200.0;
+    for (dscp, queue) in [("24", "3"), ("48", "7"), ("0", "0")] {
+        let before = f.metrics("rail2");
+        f.send(&["--from", "host1:gpu0", "--to", "host3:gpu1", "--dscp", dscp, "--count", "200", "--size", "256"]);
+        let after = f.wait_metrics("rail2", |t| q(t, queue) - q(&before, queue) >= N);
+        for other in ["0", "3", "7"] {
+            let d = q(&after, other) - q(&before, other);
+            if other == queue {
+                assert!(d >= N, "dscp {dscp}: queue {queue} of rail2:{port} got {d} frames, expected {N}");
+            } else {
+                assert!(d < N / 10.0, "dscp {dscp}: queue {other} of rail2:{port} got {d} frames, expected ~0");
+            }
+        }
+    }
+}
+
+/// 64 flows (source ports 49152..=49215, 10 packets each) from rail 1 to rail 2 use both spines,
+/// and each spine receives exactly the flows `flow_hash` + `ecmp_index` assign to it with rail1's
+/// seed.
+#[test]
+fn ecmp_spreads_flows_over_both_spines() {
+    let f = Fabric::up("rail-spine.yaml", "rft3");
+    let rail1 = f.config("rail1");
+    // The route to rail 2 and its group's members, in order, as spine names.
+    let route = rail1
+        .routes
+        .iter()
+        .find(|r| r.prefix == std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 2, 0)) && r.len == 24)
+        .expect("rail1 route to rail 2");
+    let members: Vec<String> = rail1.groups[route.group.expect("not local") as usize]
+        .iter()
+        .map(|&nh| rail1.ports[rail1.nexthops[nh as usize].port as usize].peer.clone())
+        .collect();
+    assert_eq!(members.len(), 2, "{members:?}");
+    let src = u32::from(Ipv4Addr::new(10, 0, 1, 1));
+    let dst = u32::from(Ipv4Addr::new(10, 0, 2, 3));
+    let mut expected = [0.0f64; 2];
+    for sport in 49152u16..=49215 {
+        let h = flow_hash([src, 0, 0, 0], [dst, 0, 0, 0], 17, sport, 9000, rail1.hash_seed);
+        expected[ecmp_index(h, 2) as usize] += 10.0;
+    }
+    // Each spine's port facing rail1 only carries rail1 → spine traffic.
+    let rx = |m: &str| -> f64 {
+        let (spine, ifname) = m.split_once(':').unwrap();
+        metric(&f.metrics(spine), "rocefab_port_rx_packets_total", &[("port", ifname)])
+    };
+    let before: Vec<f64> = members.iter().map(|m| rx(m)).collect();
+    f.send(&["--from", "host1:gpu0", "--to", "host3:gpu1", "--count", "640", "--sport-range", "49152:49215", "--dport", "9000"]);
+    let (s0, _) = members[0].split_once(':').unwrap();
+    f.wait_metrics(s0, |_| members.iter().zip(&before).map(|(m, b)| rx(m) - b).sum::<f64>() >= 640.0);
+    let got: Vec<f64> = members.iter().zip(&before).map(|(m, b)| rx(m) - b).collect();
+    assert!(got[0] > 0.0 && got[1] > 0.0, "flows did not use both spines: {members:?} got {got:?}");
+    for i in 0..2 {
+        assert!(
+            got[i] >= expected[i] && got[i] <= expected[i] + 5.0,
+            "{}: {} frames, flow_hash predicts {} (all: {got:?} vs {expected:?})",
+            members[i],
+            got[i],
+            expected[i]
+        );
+    }
+}
+
+/// `down` removes every namespace, veth and daemon, also after a daemon crashed.
+#[test]
+fn down_removes_everything_even_after_a_crash() {
+    let name = "rft4";
+    let f = Fabric::up("rail-spine.yaml", name);
+    assert_eq!(fabric_namespaces(name).len(), 8);
+    let pids = daemon_pids(name);
+    assert_eq!(pids.len(), 4, "one daemon per switch: {pids:?}");
+    // Crash one daemon.
+    let victim = pids[0];
+    // SAFETY: kill(2) on a pid we just found running our fabric's config; no memory involved.
+    let rc = unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+    assert_eq!(rc, 0);
+    let st = stdout(&rocefab(&["status", name]));
+    assert!(st.contains("DEAD"), "status shows the crashed daemon: {st}");
+    let o = rocefab(&["down", name]);
+    assert!(o.status.success(), "down: {}", stderr(&o));
+    assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
+    assert!(root_veths_of(name).is_empty(), "{:?}", root_veths_of(name));
+    let left: Vec<u32> = daemon_pids(name).into_iter().filter(|p| *p != victim).collect();
+    assert!(left.is_empty(), "daemons left: {left:?}");
+    assert!(!run_dir(name).exists());
+    let o = rocefab(&["down", name]);
+    assert!(!o.status.success() && stderr(&o).contains("is not running"), "{}", stderr(&o));
+    drop(f);
+}
+
+/// A second `up` of a running fabric fails clearly and leaves the first one working.
+#[test]
+fn second_up_errors() {
+    let f = Fabric::up("rail-spine.yaml", "rft5");
+    let o = rocefab(&["up", f.topology.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert_eq!(stderr(&o).trim(), "rocefab: fabric rft5 is already up; run `rocefab down rft5`");
+    assert_eq!(daemon_pids("rft5").len(), 4);
+    let o = f.exec("host2", &["ping", "-c", "1", "-W", "2", "-I", "10.0.2.2", "10.0.1.4"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+}
+
+/// A bad topology gives one error line (file:line: field: message) and creates nothing.
+#[test]
+fn bad_topology_creates_nothing() {
+    let name = "rft6";
+    let p = topology_copy("rail-spine.yaml", name);
+    let src = std::fs::read_to_string(&p).unwrap().replace("gpus_per_host: 2 ", "gpus_per_host: x ");
+    std::fs::write(&p, &src).unwrap();
+    let line = src.lines().position(|l| l.contains("gpus_per_host")).unwrap() + 1;
+    let o = rocefab(&["up", p.to_str().unwrap()]);
+    std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.starts_with(&format!("rocefab: {}:{line}: hosts.gpus_per_host: ", p.display())), "{e}");
+    assert!(fabric_namespaces(name).is_empty());
+    assert!(!run_dir(name).exists());
+}
+
+/// A daemon that dies during `up` makes `up` fail with the daemon's log and remove everything.
+#[test]
+fn failed_up_cleans_up() {
+    let name = "rft7";
+    let dir = std::env::temp_dir().join("rocefab-test-rft7-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("rocefab-switchd");
+    std::fs::write(&fake, "#!/bin/sh\necho 'cannot attach xdp: injected failure' >&2\nexit 3\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let p = topology_copy("rail-spine.yaml", name);
+    let o = rocefab_env(&["up", p.to_str().unwrap()], &[("ROCEFAB_SWITCHD", fake.to_str().unwrap())]);
+    std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("exited") && e.contains("cannot attach xdp: injected failure"), "{e}");
+    assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
+    assert!(root_veths_of(name).is_empty());
+    assert!(!run_dir(name).exists());
+}
