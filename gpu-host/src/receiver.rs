@@ -10,7 +10,8 @@
 //!   registered [`MemoryRegion`]; Middle/Last continue at the running offset. First/Middle
 //!   must carry exactly one PMTU, Last the remainder, Only the RETH length.
 //! * Coalesced ACKs: one ACK every `ack_every` placed packets, or at once when the packet
-//!   has AckReq (and/or ends a message), configurable.
+//!   has AckReq (and/or ends a message), configurable; optionally flushed by
+//!   [`Receiver::poll`] a fixed delay after the oldest unacknowledged packet.
 //! * CNP: at most one per QP per interval (default 50 µs) when CE-marked packets arrive.
 
 use crate::dcqcn::{NotificationPoint, DEFAULT_CNP_INTERVAL_NS};
@@ -65,10 +66,14 @@ pub struct ReceiverConfig {
     pub ack_on_message_end: bool,
     /// Minimum time between two CNPs of this QP, ns.
     pub cnp_interval_ns: u64,
+    /// Coalescing delay: an unacknowledged placed packet is ACKed by [`Receiver::poll`] at
+    /// most this long after it arrived (`None`: only the packet-count / AckReq rules).
+    pub ack_delay_ns: Option<u64>,
 }
 
 impl ReceiverConfig {
-    /// Defaults: MTU 4096, ACK every 16 packets or on AckReq, CNP interval 50 µs.
+    /// Defaults: MTU 4096, ACK every 16 packets or on AckReq or 10 µs after the oldest
+    /// unacknowledged packet, CNP interval 50 µs.
     pub fn new(mtu: PathMtu) -> ReceiverConfig {
         ReceiverConfig {
             mtu,
@@ -77,6 +82,7 @@ impl ReceiverConfig {
             ack_on_ack_req: true,
             ack_on_message_end: false,
             cnp_interval_ns: DEFAULT_CNP_INTERVAL_NS,
+            ack_delay_ns: Some(10_000),
         }
     }
 }
@@ -185,6 +191,8 @@ pub struct Receiver {
     cur: Option<InMessage>,
     nak_outstanding: bool,
     unacked: u32,
+    /// Arrival time of the oldest placed-but-unacknowledged packet.
+    unacked_since: u64,
     np: NotificationPoint,
     counters: ReceiverCounters,
 }
@@ -211,6 +219,7 @@ impl Receiver {
             cur: None,
             nak_outstanding: false,
             unacked: 0,
+            unacked_since: 0,
             np: NotificationPoint::new(cfg.cnp_interval_ns),
             counters: ReceiverCounters::default(),
         })
@@ -291,6 +300,9 @@ impl Receiver {
                     self.msn = (self.msn + 1) & PSN_MASK;
                     self.counters.messages_completed += 1;
                 }
+                if self.unacked == 0 {
+                    self.unacked_since = now;
+                }
                 self.unacked += 1;
                 let want = (pkt.ack_req && self.cfg.ack_on_ack_req)
                     || (message_complete && self.cfg.ack_on_message_end)
@@ -303,6 +315,23 @@ impl Receiver {
                 let ack = reason.nak().map(|s| self.ack_now(s, pkt.psn));
                 RxOutcome { ack, cnp, event: RxEvent::Rejected(reason) }
             }
+        }
+    }
+
+    /// When [`Receiver::poll`] will flush a coalesced ACK (`None`: nothing pending or no
+    /// coalescing delay configured).
+    pub fn next_deadline(&self) -> Option<u64> {
+        match (self.unacked, self.cfg.ack_delay_ns) {
+            (0, _) | (_, None) => None,
+            (_, Some(d)) => Some(self.unacked_since.saturating_add(d)),
+        }
+    }
+
+    /// Flushes the coalesced ACK if the coalescing delay has expired at `now`.
+    pub fn poll(&mut self, now: u64) -> Option<AckPacket> {
+        match self.next_deadline() {
+            Some(d) if d <= now => Some(self.ack_now(AckSyndrome::Ack, self.epsn.sub(1))),
+            _ => None,
         }
     }
 
@@ -553,6 +582,35 @@ mod tests {
         // Non-CE packets never trigger a CNP.
         let mut r2 = rx(c);
         assert!(deliver(&mut r2, &p, &d).iter().all(|o| !o.cnp));
+    }
+
+    #[test]
+    fn coalescing_delay_flushes_pending_ack() {
+        let mut c = cfg256();
+        c.ack_every = 100;
+        c.ack_delay_ns = Some(10_000);
+        let mut r = rx(c);
+        let d = data(5 * 256);
+        let p = packets(5 * 256, 0, 0, SegmentMode::FirstMiddleLast);
+        assert_eq!(r.next_deadline(), None);
+        for (i, pk) in p[..3].iter().enumerate() {
+            let o = pk.payload_offset as usize;
+            let out = r.on_packet(pk, &d[o..o + 256], false, 1_000 + i as u64 * 3_000);
+            assert_eq!(out.ack, None);
+        }
+        // Deadline counts from the oldest unacknowledged packet (t = 1000).
+        assert_eq!(r.next_deadline(), Some(11_000));
+        assert_eq!(r.poll(10_999), None);
+        assert_eq!(r.poll(11_000), Some(AckPacket { syndrome: AckSyndrome::Ack, psn: Psn::new(2), msn: 0 }));
+        assert_eq!(r.next_deadline(), None);
+        assert_eq!(r.poll(50_000), None, "nothing pending after the flush");
+        // Without a delay, nothing is flushed by time.
+        let mut c2 = c;
+        c2.ack_delay_ns = None;
+        let mut r2 = rx(c2);
+        r2.on_packet(&p[0], &d[..256], false, 0);
+        assert_eq!(r2.next_deadline(), None);
+        assert_eq!(r2.poll(u64::MAX), None);
     }
 
     #[test]
