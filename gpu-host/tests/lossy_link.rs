@@ -29,11 +29,14 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
     v
 }
 
+type DropData<'a> = Box<dyn FnMut(u64, &TxPacket) -> bool + 'a>;
+type DropAck<'a> = Box<dyn FnMut(u64, &AckPacket) -> bool + 'a>;
+
 struct Link<'a> {
     /// Drop this data packet? Argument: transmission number (0-based), packet.
-    drop_data: Box<dyn FnMut(u64, &TxPacket) -> bool + 'a>,
+    drop_data: DropData<'a>,
     /// Drop this ACK/NAK? Argument: ACK number (0-based), ack.
-    drop_ack: Box<dyn FnMut(u64, &AckPacket) -> bool + 'a>,
+    drop_ack: DropAck<'a>,
     /// Mark this data packet CE? Argument: send time.
     ce: Box<dyn FnMut(u64) -> bool + 'a>,
 }
@@ -52,7 +55,7 @@ struct RunResult {
     acks_dropped: u64,
 }
 
-/// Runs until the sender has completed everything (or fails after `max_events`).
+/// Runs until the sender has completed everything (panics past `max_ns` of emulated time).
 fn run(tx: &mut Sender, rx: &mut Receiver, src: &[u8], link: &mut Link<'_>, max_ns: u64) -> RunResult {
     let mut fwd: VecDeque<(u64, TxPacket, bool)> = VecDeque::new();
     let mut rev: VecDeque<(u64, AckPacket)> = VecDeque::new();
