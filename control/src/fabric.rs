@@ -602,7 +602,7 @@ pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
     let text = String::from_utf8_lossy(&buf);
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow!("{url}: no HTTP header"))?;
     let status = head.lines().next().unwrap_or_default();
-    if !status.split_whitespace().nth(1).is_some_and(|c| c == "200") {
+    if status.split_whitespace().nth(1) != Some("200") {
         bail!("{url}: {status}");
     }
     Ok(body.to_string())

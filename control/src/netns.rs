@@ -124,3 +124,26 @@ pub fn sysctls(ns: &str, kv: &[String]) -> Result<(), CmdError> {
     args.extend(kv.iter().map(|s| s.as_str()));
     exec_in(ns, "sysctl", &args).map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_error_names_the_failing_line() {
+        let e = ip_batch(None, &["link show lo".into(), "bogus thing".into()]).unwrap_err().to_string();
+        assert!(e.starts_with("`ip bogus thing` failed"), "{e}");
+        assert!(e.contains("bogus"), "stderr included: {e}");
+        let e = ip_batch(Some("rf-no-such-ns"), &["link show lo".into()]).unwrap_err().to_string();
+        assert!(e.contains("rf-no-such-ns"), "{e}");
+    }
+
+    #[test]
+    fn command_errors_carry_command_and_stderr() {
+        let e = run("ip", &["link", "show", "rfnosuchif0"]).unwrap_err().to_string();
+        assert!(e.starts_with("`ip link show rfnosuchif0` failed"), "{e}");
+        assert!(e.contains("does not exist"), "{e}");
+        let e = run("rocefab-no-such-program", &["x"]).unwrap_err().to_string();
+        assert!(e.starts_with("`rocefab-no-such-program x` could not be started"), "{e}");
+    }
+}

@@ -108,3 +108,38 @@ impl State {
         std::fs::rename(&tmp, &p).map_err(io(&p))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trip_and_listing() {
+        let tmp = std::env::temp_dir().join(format!("rocefab-rundir-test-{}", std::process::id()));
+        std::env::set_var("ROCEFAB_RUN_DIR", &tmp);
+        let st = State {
+            fabric: "t1".into(),
+            topology: "/x/t.yaml".into(),
+            phase: "creating".into(),
+            namespaces: vec!["rf-t1-host1".into()],
+            links: vec![LinkState {
+                a: "host1:gpu0".into(),
+                b: "rail1:eth1".into(),
+                a_netns: "rf-t1-host1".into(),
+                b_netns: "rf-t1-rail1".into(),
+                line_rate_bps: 1_000_000_000,
+                class: "host-rail".into(),
+            }],
+            daemons: vec![],
+        };
+        st.save().unwrap();
+        assert_eq!(State::load("t1").unwrap(), st);
+        std::fs::create_dir_all(tmp.join("notafabric")).unwrap();
+        assert_eq!(fabrics(), ["t1"]);
+        std::fs::write(state_path("t1"), "{").unwrap();
+        let e = State::load("t1").unwrap_err().to_string();
+        assert!(e.contains("corrupt state file"), "{e}");
+        std::fs::remove_dir_all(&tmp).unwrap();
+        std::env::remove_var("ROCEFAB_RUN_DIR");
+    }
+}

@@ -266,7 +266,7 @@ impl LineRate {
             _ => return Err(bad()),
         };
         let bps = n * mult;
-        if !(bps >= 1.0 && bps < 1e15) || bps.fract() != 0.0 {
+        if !(1.0..1e15).contains(&bps) || bps.fract() != 0.0 {
             return Err(format!("line rate {s:?} out of range (1bps..1000Tbps, whole bits per second)"));
         }
         Ok(LineRate(bps as u64))
@@ -277,7 +277,7 @@ impl fmt::Display for LineRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
         for (div, unit) in [(1_000_000_000_000, "Tbps"), (1_000_000_000, "Gbps"), (1_000_000, "Mbps"), (1_000, "Kbps")] {
-            if b >= div && b % (div / 1000) == 0 {
+            if b >= div && b.is_multiple_of(div / 1000) {
                 let v = b as f64 / div as f64;
                 return write!(f, "{v}{unit}");
             }
@@ -743,8 +743,7 @@ fn validate(
     }
     for (i, o) in raw.links.overrides.iter().enumerate() {
         let field = format!("links.overrides[{i}].between");
-        let parse_end = |s: &str| -> Result<(Option<u32>, Option<u32>, Option<usize>), TopologyError> {
-            // (host, gpu, switch)
+        let parse_end = |s: &str| -> Result<EndSel, TopologyError> {
             if let Some(rest) = s.strip_prefix("host") {
                 let (hs, gs) = match rest.split_once(':') {
                     Some((h, g)) => (h, Some(g)),
@@ -762,17 +761,17 @@ fn validate(
                                 .ok_or_else(|| err(&field, format!("host{h} has no NIC {g:?}")))?,
                         ),
                     };
-                    return Ok((Some(h), g, None));
+                    return Ok(EndSel::Host { host: h, gpu: g });
                 }
             }
             let sw = switches.iter().position(|x| x.name == s).ok_or_else(|| err(&field, format!("unknown node {s:?}")))?;
-            Ok((None, None, Some(sw)))
+            Ok(EndSel::Switch(sw))
         };
         let ea = parse_end(&o.between[0])?;
         let eb = parse_end(&o.between[1])?;
-        let matches = |e: &(Option<u32>, Option<u32>, Option<usize>), x: &Endpoint| match (e, x) {
-            ((Some(h), g, None), Endpoint::Gpu { host, gpu }) => h == host && g.is_none_or(|g| g == *gpu),
-            ((None, None, Some(s)), Endpoint::Switch(i)) => s == i,
+        let matches = |e: &EndSel, x: &Endpoint| match (e, x) {
+            (EndSel::Host { host: h, gpu: g }, Endpoint::Gpu { host, gpu }) => h == host && g.is_none_or(|g| g == *gpu),
+            (EndSel::Switch(s), Endpoint::Switch(i)) => s == i,
             _ => false,
         };
         let mut n = 0;
@@ -869,6 +868,12 @@ fn validate(
         xdp_mode: raw.xdp_mode,
         queue_limit_bytes: raw.queue_limit_bytes,
     })
+}
+
+/// One side of `links.overrides[].between`: `hostN`, `hostN:<nic>` or a switch.
+enum EndSel {
+    Host { host: u32, gpu: Option<u32> },
+    Switch(usize),
 }
 
 fn check_switch_name(

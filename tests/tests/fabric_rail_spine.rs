@@ -137,6 +137,11 @@ fn second_up_errors() {
     assert_eq!(daemon_pids("rft5").len(), 4);
     let o = f.exec("host2", &["ping", "-c", "1", "-W", "2", "-I", "10.0.2.2", "10.0.1.4"]);
     assert!(o.status.success(), "{}", stdout(&o));
+    // `exec` exits with the command's status; `status` lists links with rates and live daemons.
+    assert_eq!(f.exec("spine1", &["sh", "-c", "exit 7"]).status.code(), Some(7));
+    let st = stdout(&rocefab(&["status", "rft5"]));
+    assert!(st.contains("rail2:eth6") && st.contains("spine2:eth2") && st.contains("1Gbps"), "{st}");
+    assert_eq!(st.matches(" running ").count(), 4, "{st}");
 }
 
 /// A bad topology gives one error line (file:line: field: message) and creates nothing.
