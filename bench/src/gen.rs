@@ -102,8 +102,8 @@ pub fn run(a: &GenArgs) -> anyhow::Result<()> {
         .build();
     let iface: Interface = a.iface.parse().context("interface name")?;
     // SAFETY: the UMEM is not shared with another socket on this (iface, queue) pair.
-    let (mut tx, _rx, rings) = unsafe { Socket::new(sock_cfg, &umem, &iface, 0) }
-        .map_err(|e| anyhow!("creating the AF_XDP socket on {}: {e}", a.iface))?;
+    let (mut tx, _rx, rings) = sys::retry_busy(|| unsafe { Socket::new(sock_cfg, &umem, &iface, 0) })
+        .map_err(|e| anyhow!("creating the AF_XDP socket on {}: {e:?}", a.iface))?;
     let (_fq, mut cq) = rings.ok_or_else(|| anyhow!("{}: queue 0 already bound", a.iface))?;
 
     for (i, d) in descs.iter_mut().enumerate() {

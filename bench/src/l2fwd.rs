@@ -70,12 +70,12 @@ pub fn run(a: &L2fwdArgs) -> anyhow::Result<()> {
     let in_if: Interface = a.in_.parse().context("--in")?;
     let out_if: Interface = a.out.parse().context("--out")?;
     // SAFETY: first socket on this UMEM; (in, 0) is not bound.
-    let (_in_tx, mut rx, rings) =
-        unsafe { Socket::new(cfg(RING, 64), &umem, &in_if, 0) }.map_err(|e| anyhow!("AF_XDP socket on {}: {e}", a.in_))?;
+    let (_in_tx, mut rx, rings) = sys::retry_busy(|| unsafe { Socket::new(cfg(RING, 64), &umem, &in_if, 0) })
+        .map_err(|e| anyhow!("AF_XDP socket on {}: {e:?}", a.in_))?;
     let (mut fq, _in_cq) = rings.ok_or_else(|| anyhow!("{}: queue 0 already bound", a.in_))?;
     // SAFETY: (out, 0) is a different pair, so it gets its own fill/completion rings; prog load inhibited.
-    let (mut tx, _out_rx, rings) =
-        unsafe { Socket::new(cfg(64, RING), &umem, &out_if, 0) }.map_err(|e| anyhow!("AF_XDP socket on {}: {e}", a.out))?;
+    let (mut tx, _out_rx, rings) = sys::retry_busy(|| unsafe { Socket::new(cfg(64, RING), &umem, &out_if, 0) })
+        .map_err(|e| anyhow!("AF_XDP socket on {}: {e:?}", a.out))?;
     let (_out_fq, mut cq) = rings.ok_or_else(|| anyhow!("{}: queue 0 already bound", a.out))?;
 
     // Hand the kernel RING frames to receive into; the rest are spare.
@@ -86,6 +86,9 @@ pub fn run(a: &L2fwdArgs) -> anyhow::Result<()> {
     }
     let _prog = xdp::attach(&a.in_, xdp::Program::RedirectXsk(rx.fd()), a.xdp_mode)?;
     tracing::info!(r#in = %a.in_, out = %a.out, "l2fwd running");
+    // The orchestrator waits for this line before starting the generator.
+    println!("{{\"ready\":true}}");
+    std::io::Write::flush(&mut std::io::stdout())?;
 
     let batch = a.batch.clamp(1, RING as usize);
     let mut rxd = vec![FrameDesc::default(); batch];

@@ -43,6 +43,18 @@ pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
 
+/// Retries `f` for up to two seconds: binding an AF_XDP socket fails with EBUSY for a moment
+/// after the previous socket on the same queue was closed (the kernel releases it after RCU).
+pub fn retry_busy<T, E>(mut f: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        match f() {
+            Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            r => return r,
+        }
+    }
+}
+
 /// Parses `5s`, `500ms`, `2m` or a bare number of seconds (`5`, `0.5`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("invalid duration {s:?} (examples: 5s, 500ms, 2m, 1.5)");
