@@ -30,8 +30,9 @@
 
 use super::{bth, Error, Layer};
 
-/// CRC-32 as used by Ethernet and the ICRC (zlib's `crc32`).
-const CRC32: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+/// CRC-32 as used by Ethernet and the ICRC (zlib's `crc32`), slice-by-16 tables (16 KiB,
+/// built at compile time) for several times the byte-wise table's throughput.
+const CRC32: crc::Crc<u32, crc::Table<16>> = crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISO_HDLC);
 
 /// Length of the ICRC trailer.
 pub const LEN: usize = 4;
@@ -81,7 +82,7 @@ fn covered_end(ip_packet: &[u8], ip_hlen: usize) -> Result<usize, Error> {
     Ok(ip_packet.len() - LEN)
 }
 
-fn digest_transport(digest: &mut crc::Digest<'_, u32>, udp_and_rest: &[u8]) {
+fn digest_transport(digest: &mut crc::Digest<'_, u32, crc::Table<16>>, udp_and_rest: &[u8]) {
     let mut udp = [0u8; UDP_LEN];
     udp.copy_from_slice(&udp_and_rest[..UDP_LEN]);
     udp[6] = 0xff;
