@@ -2,6 +2,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod demo;
 mod fuzz;
 mod setup;
 mod test;
@@ -33,7 +34,7 @@ fn main() {
     let res = match cli.cmd {
         Cmd::Setup => setup::run(),
         Cmd::Test(a) => setup::run().and_then(|_| test::run_all(&a)),
-        Cmd::Demo => setup::run().and_then(|_| demo()),
+        Cmd::Demo => setup::run().and_then(|_| demo::run_demo()),
         Cmd::Bench(a) => setup::run().and_then(|_| bench::run(&a)),
         Cmd::Fuzz(a) => setup::run().and_then(|_| fuzz::run(&a)),
     };
@@ -41,8 +42,4 @@ fn main() {
         eprintln!("xtask: {e:#}");
         std::process::exit(1);
     }
-}
-
-fn demo() -> anyhow::Result<()> {
-    anyhow::bail!("demo: not implemented yet")
 }

@@ -1,0 +1,225 @@
+//! `cargo xtask demo`: the main job, end to end, on real frames.
+//!
+//! Builds rocefab, brings up `topologies/rail-spine.yaml`, sends UDP in three traffic classes
+//! from a GPU on rail 1 to a GPU on rail 2 of another host (DSCP 24 → queue 3, DSCP 48 →
+//! queue 7, DSCP 0 → queue 0; 64 source ports so ECMP uses both spines), then prints each
+//! switch's per-port, per-queue counters scraped from its Prometheus endpoint, the metrics URLs,
+//! and tears the fabric down — also when a step fails or on Ctrl-C.
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::util::{is_root, root, run};
+
+const TOPOLOGY: &str = "topologies/rail-spine.yaml";
+const FABRIC: &str = "rs";
+/// (DSCP, label) of the three classes sent.
+const CLASSES: [(u8, &str); 3] = [(24, "RoCEv2 (DSCP 24)"), (48, "CNP (DSCP 48)"), (0, "best effort (DSCP 0)")];
+const PACKETS_PER_CLASS: u64 = 2000;
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Runs `rocefab down` when dropped, so the fabric never outlives the demo.
+struct FabricGuard {
+    rocefab: PathBuf,
+}
+
+impl Drop for FabricGuard {
+    fn drop(&mut self) {
+        eprintln!("\n== tearing down fabric {FABRIC}");
+        let _ = Command::new(&self.rocefab).args(["down", FABRIC]).status();
+    }
+}
+
+pub fn run_demo() -> anyhow::Result<()> {
+    if !is_root() {
+        bail!("the demo creates network namespaces and attaches XDP programs: run it as root");
+    }
+    let root = root();
+    eprintln!("== building rocefab (release)");
+    run(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "control", "-p", "dataplane-user"]))?;
+    let bin = root.join("target/release");
+    let rocefab = bin.join("rocefab");
+
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+
+    eprintln!("== rocefab up {TOPOLOGY}");
+    run(Command::new(&rocefab).current_dir(&root).args(["up", TOPOLOGY]).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
+    let _guard = FabricGuard { rocefab: rocefab.clone() };
+    run(Command::new(&rocefab).args(["status", FABRIC]))?;
+
+    let daemons = daemons(&rocefab)?;
+    let before = scrape_all(&daemons)?;
+
+    eprintln!("\n== ping host1:gpu0 (rail 1, 10.0.1.1) -> host2:gpu1 (rail 2, 10.0.2.2): rail1 -> spine -> rail2");
+    run(Command::new(&rocefab).args(["exec", "--fabric", FABRIC, "host1", "--", "ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.2"]))?;
+
+    for (dscp, label) in CLASSES {
+        check_interrupted()?;
+        eprintln!("\n== sending {PACKETS_PER_CLASS} UDP packets, {label}, host1:gpu0 -> host2:gpu1 over 64 source ports");
+        run(Command::new(&rocefab).args([
+            "send",
+            "--fabric",
+            FABRIC,
+            "--from",
+            "host1:gpu0",
+            "--to",
+            "host2:gpu1",
+            "--dscp",
+            &dscp.to_string(),
+            "--count",
+            &PACKETS_PER_CLASS.to_string(),
+            "--size",
+            "1000",
+            "--sport-range",
+            "49152:49215",
+            "--rate-pps",
+            "20000",
+        ]))?;
+    }
+    // Let the shapers drain the queues before reading the counters.
+    std::thread::sleep(Duration::from_millis(500));
+    let after = scrape_all(&daemons)?;
+    print_queue_table(&before, &after);
+    println!("\nMetrics endpoints (Prometheus text format):");
+    for (sw, url) in &daemons {
+        println!("  {sw:<8} {url}");
+    }
+    Ok(())
+}
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn check_interrupted() -> anyhow::Result<()> {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// (switch, metrics URL) from `rocefab status --json`.
+fn daemons(rocefab: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let out = Command::new(rocefab).args(["status", FABRIC, "--json"]).output().context("rocefab status --json")?;
+    if !out.status.success() {
+        bail!("rocefab status --json: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("parsing rocefab status --json")?;
+    let list = v["daemons"].as_array().context("status JSON has no daemons array")?;
+    list.iter()
+        .map(|d| {
+            let sw = d["switch"].as_str().context("daemon without switch")?;
+            let url = d["metrics_url"].as_str().context("daemon without metrics_url")?;
+            Ok((sw.to_string(), url.to_string()))
+        })
+        .collect()
+}
+
+/// Key: (switch, port, queue, metric) → value.
+type Samples = BTreeMap<(String, String, String, String), f64>;
+
+fn scrape_all(daemons: &[(String, String)]) -> anyhow::Result<Samples> {
+    let mut all = Samples::new();
+    for (sw, url) in daemons {
+        let body = http_get(url).with_context(|| format!("scraping {sw} at {url}"))?;
+        for (metric, labels, value) in parse_prometheus(&body) {
+            if !metric.starts_with("rocefab_queue_") {
+                continue;
+            }
+            let port = labels.get("port").cloned().unwrap_or_default();
+            let queue = labels.get("queue").cloned().unwrap_or_default();
+            all.insert((sw.clone(), port, queue, metric), value);
+        }
+    }
+    Ok(all)
+}
+
+fn print_queue_table(before: &Samples, after: &Samples) {
+    let delta = |k: &(String, String, String, String)| after.get(k).copied().unwrap_or(0.0) - before.get(k).copied().unwrap_or(0.0);
+    println!("\nPer-switch, per-queue counters during the demo (queues that carried traffic):");
+    println!("| switch | port | queue | enqueued | dequeued | dropped | depth now (bytes) |");
+    println!("|---|---|---|---:|---:|---:|---:|");
+    for key in after.keys().filter(|k| k.3 == "rocefab_queue_enqueued_packets_total") {
+        let enq = delta(key);
+        if enq <= 0.0 {
+            continue;
+        }
+        let with = |m: &str| (key.0.clone(), key.1.clone(), key.2.clone(), m.to_string());
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            key.0,
+            key.1,
+            key.2,
+            enq,
+            delta(&with("rocefab_queue_dequeued_packets_total")),
+            delta(&with("rocefab_queue_dropped_packets_total")),
+            after.get(&with("rocefab_queue_depth_bytes")).copied().unwrap_or(0.0),
+        );
+    }
+}
+
+/// Minimal HTTP/1.0 GET for `http://host:port/path` (the daemons serve plain HTTP on loopback).
+fn http_get(url: &str) -> anyhow::Result<String> {
+    let rest = url.strip_prefix("http://").with_context(|| format!("{url}: not an http:// URL"))?;
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let mut s = TcpStream::connect(hostport).with_context(|| format!("connect {hostport}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n")?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    let (head, body) = resp.split_once("\r\n\r\n").with_context(|| format!("{url}: malformed HTTP response"))?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!("{url}: {}", head.lines().next().unwrap_or(""));
+    }
+    Ok(body.to_string())
+}
+
+/// Parses Prometheus text exposition lines `name{a="x",b="y"} value`.
+fn parse_prometheus(body: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
+    let mut out = Vec::new();
+    for line in body.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let (series, value) = match line.rsplit_once(' ') {
+            Some(x) => x,
+            None => continue,
+        };
+        let Ok(value) = value.parse::<f64>() else { continue };
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let labels = labels
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+            .collect();
+        out.push((name.to_string(), labels, value));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_prometheus_text() {
+        let body = "# HELP x\nrocefab_queue_enqueued_packets_total{switch=\"rail1\",port=\"eth3\",queue=\"3\"} 42\nup 1\n";
+        let p = parse_prometheus(body);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].0, "rocefab_queue_enqueued_packets_total");
+        assert_eq!(p[0].1["queue"], "3");
+        assert_eq!(p[0].1["port"], "eth3");
+        assert_eq!(p[0].2, 42.0);
+        assert!(p[1].1.is_empty());
+    }
+}
