@@ -252,15 +252,20 @@ fn build(plan: &Plan, st: &mut State, switchd: &Path, timeout: Duration) -> anyh
         .collect();
     netns::ip_batch(None, &veths)?;
 
-    // 3. Hosts: addresses, per-NIC source policy routing, static gateway neighbours.
+    // 3. Hosts: addresses, per-NIC source policy routing (`from <gpu addr> lookup 100+rail`),
+    //    static gateway neighbours.
     for h in &plan.hosts {
         let mut b = vec!["link set lo up".to_string()];
         for n in &h.nics {
             let (i, a, t) = (&n.ifname, n.addr, n.table);
             b.push(format!("link set {i} up"));
-            b.push(format!("addr add {a}/{} dev {i}", n.subnet.len));
-            b.push(format!("route replace {} dev {i} src {a} table {t}", n.subnet));
-            b.push(format!("route replace default via {} dev {i} src {a} table {t}", n.gateway));
+            // The rail switch routes (a /32 per GPU) and does no L2 flooding or ARP between
+            // GPUs, so even the own rail subnet goes via the gateway: no prefix route.
+            let (gw, net) = (n.gateway, n.subnet);
+            b.push(format!("addr add {a}/{} dev {i} noprefixroute", net.len));
+            b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink"));
+            b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink table {t}"));
+            b.push(format!("route replace default via {gw} dev {i} src {a} onlink table {t}"));
             b.push(format!("rule add from {a} lookup {t} pref {t}"));
             b.push(format!("neigh replace {} lladdr {} dev {i} nud permanent", n.gateway, n.gateway_mac));
         }

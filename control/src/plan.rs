@@ -307,30 +307,26 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
                 route(&mut routes, peers[i].3, 32, Some(g));
             }
         }
-        // Rail subnets reached through the fabric.
+        // Rail subnets reached through the fabric: one route for the subnet when every remote
+        // GPU of the rail is reached through the same members (directly attached GPUs keep
+        // their /32s, which win by longest prefix), else a /32 per remote GPU.
         for (&rail, &subnet) in &topo.rail_subnets {
-            let servers: Vec<usize> = (1..=topo.hosts).map(|h| topo.rail_switch_for(rail, h).expect("validated")).collect();
-            let all_local = servers.iter().all(|&d| d == si);
-            if all_local {
-                continue;
-            }
-            let single = servers.iter().all(|&d| d == servers[0]);
-            if single {
-                let m = toward(servers[0]);
-                if !m.is_empty() {
-                    let g = group(m);
+            let remote: Vec<(u32, Vec<u32>)> = (1..=topo.hosts)
+                .filter_map(|h| {
+                    let d = topo.rail_switch_for(rail, h).expect("validated");
+                    (d != si).then(|| (h, toward(d)))
+                })
+                .collect();
+            let Some((_, first)) = remote.first() else { continue };
+            if remote.iter().all(|(_, m)| m == first) {
+                if !first.is_empty() {
+                    let g = group(first.clone());
                     route(&mut routes, subnet.addr, subnet.len, Some(g));
                 }
             } else {
-                for (h, &d) in (1..=topo.hosts).zip(&servers) {
-                    if d == si {
-                        continue;
-                    }
-                    let m = toward(d);
-                    if !m.is_empty() {
-                        let g = group(m);
-                        route(&mut routes, subnet.nth(h), 32, Some(g));
-                    }
+                for (h, m) in remote.into_iter().filter(|(_, m)| !m.is_empty()) {
+                    let g = group(m);
+                    route(&mut routes, subnet.nth(h), 32, Some(g));
                 }
             }
         }

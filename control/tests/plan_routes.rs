@@ -150,7 +150,7 @@ fn multi_rail_spine_groups() {
 
 #[test]
 fn macs_unique_and_locally_administered() {
-    for t in ["rail-spine.yaml", "single-rail.yaml", "multi-rail-spine.yaml"] {
+    for t in ["rail-spine.yaml", "single-rail.yaml", "multi-rail-spine.yaml", "pod-segments.yaml"] {
         let p = plan(t);
         let mut seen = BTreeSet::new();
         for l in &p.links {
@@ -165,7 +165,7 @@ fn macs_unique_and_locally_administered() {
 
 #[test]
 fn every_config_validates_with_distinct_seeds_and_ports() {
-    for t in ["rail-spine.yaml", "single-rail.yaml", "multi-rail-spine.yaml"] {
+    for t in ["rail-spine.yaml", "single-rail.yaml", "multi-rail-spine.yaml", "pod-segments.yaml"] {
         let p = plan(t);
         let mut seeds = BTreeSet::new();
         let mut listen = BTreeSet::new();
@@ -189,4 +189,58 @@ fn shared_seed_is_shared() {
     let seeds: BTreeSet<_> = p.switches.iter().map(|s| s.config.hash_seed).collect();
     assert_eq!(seeds.len(), 1);
     assert_eq!(p.switches[3].config.metrics_listen.port(), 9503);
+}
+
+#[test]
+fn host_segments_split_a_rail_across_leaves() {
+    let p = plan("pod-segments.yaml");
+    let leaf1 = p.switch("leaf1").unwrap();
+    // Own GPUs are /32s; the rest of each rail subnet (hosts 3-4) goes to both spines.
+    assert_eq!(members(leaf1, route(leaf1, "10.0.1.2", 32))[0].0, "host2:gpu0");
+    for rail in ["10.0.1.0", "10.0.2.0"] {
+        let m = members(leaf1, route(leaf1, rail, 24));
+        assert_eq!(m.len(), 2, "{m:?}");
+    }
+    // Spines cannot aggregate a split rail: a /32 per GPU via the leaf serving it.
+    let s = p.switch("spine2").unwrap();
+    assert!(!s.config.routes.iter().any(|r| r.len == 24));
+    assert!(members(s, route(s, "10.0.2.1", 32))[0].0.starts_with("leaf1:"));
+    assert!(members(s, route(s, "10.0.2.4", 32))[0].0.starts_with("leaf2:"));
+    assert_eq!(s.config.routes.iter().filter(|r| r.group.is_some()).count(), 8);
+    for sw in &p.switches {
+        sw.config.validate().unwrap();
+    }
+}
+
+#[test]
+fn partial_cabling_only_uses_spines_that_reach_the_destination() {
+    let src = "\
+fabric: part
+hosts: { count: 2, gpus_per_host: 3 }
+switches:
+  rail:
+    - { name: rail1, rails: [1] }
+    - { name: rail2, rails: [2] }
+    - { name: rail3, rails: [3] }
+  spine:
+    - { name: spine1 }
+    - { name: spine2 }
+links:
+  rail_spine:
+    - { rail: rail1, spine: spine1 }
+    - { rail: rail1, spine: spine2 }
+    - { rail: rail2, spine: spine1 }
+    - { rail: rail3, spine: spine2 }
+";
+    let t = Topology::parse(src, Path::new("part.yaml")).unwrap();
+    let p = compile(&t, 9400);
+    let r1 = p.switch("rail1").unwrap();
+    let to2 = members(r1, route(r1, "10.0.2.0", 24));
+    assert_eq!(to2.iter().map(|m| m.0.split(':').next().unwrap()).collect::<Vec<_>>(), ["spine1"]);
+    let to3 = members(r1, route(r1, "10.0.3.0", 24));
+    assert_eq!(to3.iter().map(|m| m.0.split(':').next().unwrap()).collect::<Vec<_>>(), ["spine2"]);
+    // rail2 and rail3 share no spine: no route between them (rail-only reachability).
+    let r2 = p.switch("rail2").unwrap();
+    assert!(!r2.config.routes.iter().any(|r| r.prefix == ip("10.0.3.0")));
+    assert_eq!(members(r2, route(r2, "10.0.1.0", 24)).len(), 1);
 }

@@ -28,6 +28,10 @@ fn ping_crosses_rail_spine_rail() {
     f.wait_metrics("spine1", |_| spine_rx() - before >= 6.0);
     let delta = spine_rx() - before;
     assert!(delta >= 6.0, "spines saw {delta} frames, expected ≥ 6 (3 requests + 3 replies)");
+    // Same rail, other host: routed by rail1 alone (one hop, no ARP between GPUs needed).
+    let o = f.exec("host1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.1.3"]);
+    let out = stdout(&o);
+    assert!(o.status.success() && out.contains("ttl=63"), "same-rail ping: {out}{}", stderr(&o));
 }
 
 /// DSCP 24 → queue 3, 48 → queue 7, 0 → queue 0 on the egress port towards the destination GPU
