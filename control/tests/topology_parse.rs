@@ -203,3 +203,29 @@ fn missing_file_names_it() {
     let e = Topology::load(Path::new("/nonexistent/x.yaml")).unwrap_err().to_string();
     assert!(e.starts_with("/nonexistent/x.yaml: "), "{e}");
 }
+
+/// The schema example in the `topology` module docs parses and means what it says.
+#[test]
+fn module_doc_example_parses() {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/topology.rs")).unwrap();
+    let mut yaml = String::new();
+    let mut inside = false;
+    for l in src.lines().filter_map(|l| l.strip_prefix("//!")) {
+        let l = l.strip_prefix(' ').unwrap_or(l);
+        if l.starts_with("```yaml") {
+            inside = true;
+        } else if inside && l.starts_with("```") {
+            break;
+        } else if inside {
+            yaml.push_str(l);
+            yaml.push('\n');
+        }
+    }
+    assert!(yaml.contains("fabric: rs"), "{yaml}");
+    let t = Topology::parse(&yaml, Path::new("doc.yaml")).unwrap();
+    assert_eq!(t.rail_subnets[&2].to_string(), "192.168.2.0/24");
+    assert_eq!(t.metrics_port_base, Some(9400));
+    let slow: Vec<_> = t.links.iter().filter(|l| l.line_rate.0 == 100_000_000).collect();
+    assert_eq!(slow.len(), 1);
+    assert_eq!((slow[0].a.clone(), slow[0].b.clone()), (Endpoint::Switch(0), Endpoint::Switch(3)));
+}
