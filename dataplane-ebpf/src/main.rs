@@ -30,12 +30,18 @@
 //! Truncated or invalid headers drop the frame and count `MALFORMED`. The entry point maps the
 //! error of [`try_rocefab_xdp`] to `XDP_DROP` (not `XDP_ABORTED` as aya-template does) so that
 //! the drop is visible in our own per-port counters rather than only in a tracepoint.
+//!
+//! The same object also carries the host NIC programs `rocefab_host_xdp` and
+//! `rocefab_test_drop_nth` (module `host`, own maps prefixed `HOST_`).
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
 // On the host (`cargo clippy --workspace`) the program items are compiled but never called.
 #![cfg_attr(not(target_arch = "bpf"), allow(dead_code))]
 
 use core::mem::size_of;
+
+/// `rocefab_host_xdp` / `rocefab_test_drop_nth` for GPU-host NIC ports (same object).
+mod host;
 
 use aya_ebpf::{
     bindings::xdp_action::{XDP_DROP, XDP_PASS},

@@ -9,6 +9,7 @@
 pub mod daemon;
 pub mod dataplane;
 pub mod decision;
+pub mod host_loader;
 pub mod loader;
 pub mod metrics;
 pub mod queue;
