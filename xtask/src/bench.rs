@@ -66,8 +66,9 @@ pub struct BenchArgs {
     /// DSCP of the generated frames (0 → rocefab queue 0).
     #[arg(long, default_value_t = 0)]
     pub dscp: u8,
-    /// Rounds over all forwarders (interleaved); the median round by delivered rate is reported.
-    #[arg(long, default_value_t = 1)]
+    /// Rounds over all forwarders (interleaved, so background load hits all alike); the round
+    /// with the median delivered rate is reported per forwarder.
+    #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// Forwarders to measure, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "bridge,l2fwd,rocefab")]
@@ -124,6 +125,8 @@ pub struct Measurement {
     pub dut_cpu_ns_per_pkt: Option<f64>,
     /// Busy fraction of each CPU during the run (all processes, softirq included).
     pub cpu_busy: Vec<f64>,
+    /// The forwarder's own counters after the run (rocefab: /metrics; l2fwd: AF_XDP stats).
+    pub dut_counters: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -248,6 +251,10 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
     } else {
         print_table(&report);
     }
+    if !report.errors.is_empty() {
+        let names: Vec<&str> = report.errors.keys().map(String::as_str).collect();
+        bail!("could not measure: {}", names.join(", "));
+    }
     Ok(())
 }
 
@@ -293,6 +300,12 @@ fn print_table(r: &Report) {
     };
     println!("target ≥ 1.5× Linux bridge: {}", t(r.target_bridge_met));
     println!("target ≥ 0.80 × minimal AF_XDP forwarder: {}", t(r.target_minimal_met));
+    for m in r.results.iter().filter(|m| !m.dut_counters.is_empty()) {
+        println!("\n{} counters:", m.forwarder.label());
+        for (k, v) in &m.dut_counters {
+            println!("  {k} {v}");
+        }
+    }
     for (dut, e) in &r.errors {
         println!("\n{dut} failed:\n{e}");
     }
@@ -301,7 +314,8 @@ fn print_table(r: &Report) {
 /// The forwarder being measured; dropping it stops/removes it.
 enum Running {
     Bridge(#[allow(dead_code, reason = "held for its Drop")] Bridge),
-    Process(Child),
+    /// A forwarder process; `metrics` is the switch daemon's Prometheus endpoint.
+    Process(Child, Option<std::net::SocketAddr>),
 }
 
 fn bench_cmd(ctx: &Ctx<'_>, sub: &str) -> Command {
@@ -319,7 +333,7 @@ fn start_dut(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Running> {
             c.args(["--netns", NS_DUT, "--in", DUT_IN, "--out", DUT_OUT]);
             let mut child = Child::spawn("l2fwd", c, Some(a.dut_cpu), a.nice, ctx.run_dir.join("l2fwd.stderr"))?;
             child.next_json(Duration::from_secs(10)).context("waiting for l2fwd to attach")?;
-            Ok(Running::Process(child))
+            Ok(Running::Process(child, None))
         }
         Dut::Rocefab => {
             let cfg = switch_config(free_port()?);
@@ -330,7 +344,7 @@ fn start_dut(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Running> {
             c.arg("--config").arg(&path).env("RUST_LOG", "info");
             let mut child = Child::spawn("rocefab-switchd", c, Some(a.dut_cpu), a.nice, ctx.run_dir.join("switchd.stderr"))?;
             child.wait_stderr("switch up", Duration::from_secs(30))?;
-            Ok(Running::Process(child))
+            Ok(Running::Process(child, Some(cfg.metrics_listen)))
         }
     }
 }
@@ -411,7 +425,7 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
     sink.next_json(Duration::from_secs(10)).context("waiting for the sink")?;
 
     let pid = match &running {
-        Running::Process(p) => Some(p.pid()),
+        Running::Process(p, _) => Some(p.pid()),
         Running::Bridge(_) => None,
     };
     let cpu0 = pid.map(proc::process_cpu_ns).transpose()?;
@@ -420,16 +434,29 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
     proc::sleep(Duration::from_millis(100))?;
     let cpu1 = pid.map(proc::process_cpu_ns).transpose()?;
     let sys1 = proc::cpu_times()?;
-    if let Running::Process(p) = &mut running {
+    let mut counters = BTreeMap::new();
+    if let Running::Process(p, metrics) = &mut running {
         p.check_alive().context("the forwarder died during the run")?;
+        if let Some(addr) = metrics {
+            match scrape_counters(*addr) {
+                Ok(c) => counters = c,
+                Err(e) => eprintln!("xtask bench:   scraping {addr}: {e:#}"),
+            }
+        }
     }
     sink.terminate(Duration::from_secs(5))?;
     let v = sink.next_json(Duration::from_secs(5))?;
     let delivered = v["delivered"].as_u64().context("sink output lacks \"delivered\"")?;
-    if let Running::Process(p) = &mut running {
+    if let Running::Process(p, metrics) = &mut running {
         let st = p.terminate(Duration::from_secs(10))?;
         if !st.success() {
             bail!("forwarder exited with {st}:\n{}", p.stderr_tail());
+        }
+        if metrics.is_none() {
+            // The minimal forwarder reports its AF_XDP statistics on exit.
+            if let Ok(serde_json::Value::Object(m)) = p.next_json(Duration::from_secs(2)) {
+                counters.extend(m.into_iter().filter_map(|(k, v)| Some((k, v.as_f64()?))));
+            }
         }
     }
     drop(running);
@@ -456,7 +483,33 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
         loss: if sent == 0 { 0.0 } else { (1.0 - delivered as f64 / sent as f64).max(0.0) },
         dut_cpu_ns_per_pkt: ns_per_pkt,
         cpu_busy,
+        dut_counters: counters,
     })
+}
+
+/// Non-zero packet counters from the switch daemon's `/metrics` (bytes and gauges left out).
+fn scrape_counters(addr: std::net::SocketAddr) -> anyhow::Result<BTreeMap<String, f64>> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(parse_counters(&text))
+}
+
+/// `name{labels} value` lines of Prometheus text whose name ends in `_total` but not
+/// `_bytes_total`, with a non-zero value.
+fn parse_counters(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            let name = k.split('{').next()?;
+            let v: f64 = v.parse().ok()?;
+            (name.ends_with("_total") && !name.ends_with("_bytes_total") && v != 0.0).then(|| (k.to_string(), v))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -486,9 +539,20 @@ mod tests {
             loss: 0.0,
             dut_cpu_ns_per_pkt: None,
             cpu_busy: vec![],
+            dut_counters: BTreeMap::new(),
         };
         assert_eq!(median(vec![m(3.0), m(1.0), m(2.0)]).delivered_mpps, 2.0);
         assert_eq!(median(vec![m(5.0)]).delivered_mpps, 5.0);
+    }
+
+    #[test]
+    fn prometheus_packet_counters_only() {
+        let text = "# HELP x\nrocefab_xdp_rx_total{port=\"a\"} 40\nrocefab_port_rx_bytes_total{port=\"a\"} 2400\n\
+                    rocefab_xdp_drop_total{port=\"a\"} 0\nrocefab_umem_free_frames 6144\nrocefab_port_tx_packets_total{port=\"b\"} 7\n";
+        let c = parse_counters(text);
+        assert_eq!(c.len(), 2, "{c:?}");
+        assert_eq!(c["rocefab_xdp_rx_total{port=\"a\"}"], 40.0);
+        assert_eq!(c["rocefab_port_tx_packets_total{port=\"b\"}"], 7.0);
     }
 
     #[test]
