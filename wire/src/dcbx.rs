@@ -57,6 +57,8 @@ pub const SUBTYPE_APPLICATION_PRIORITY: u8 = 12;
 /// CEE DCBX subtype (1 is the older CIN version, not decoded).
 pub const SUBTYPE_CEE: u8 = 2;
 
+/// Longest information string of an organizationally specific TLV (511 - OUI - subtype).
+pub const MAX_INFO_LEN: usize = 507;
 /// Information-string length of both ETS TLVs.
 pub const ETS_LEN: usize = 21;
 /// Information-string length of the PFC Configuration TLV.
@@ -936,6 +938,10 @@ impl DcbxTlv {
     /// Decodes the information string of an organizationally specific TLV; `Ok(None)` when
     /// `oui`/`subtype` are not a DCBX TLV this module knows.
     pub fn parse(oui: [u8; 3], subtype: u8, info: &[u8]) -> Result<Option<DcbxTlv>, Error> {
+        let known = matches!((oui, subtype), (OUI_IEEE_8021, 9..=12) | (OUI_CEE, SUBTYPE_CEE));
+        if known && info.len() > MAX_INFO_LEN {
+            return Err(Error::BadLength { tlv: "DCBX", len: info.len(), expected: "at most 507 (511-octet TLV)" });
+        }
         Ok(Some(match (oui, subtype) {
             (OUI_IEEE_8021, SUBTYPE_ETS_CONFIGURATION) => {
                 let p = EtsPacket::new_checked(info)?;
@@ -1013,13 +1019,14 @@ impl DcbxTlv {
             }
             DcbxTlv::ApplicationPriority(a) => match a.entries.iter().find(|e| u8::from(e.selector) > 7) {
                 Some(e) => Err(Error::OutOfRange { field: "app selector", value: u8::from(e.selector).into(), allowed: "0..=7" }),
-                None if a.entries.len() > 168 => {
-                    Err(Error::OutOfRange { field: "app entries", value: a.entries.len() as u32, allowed: "0..=168" })
-                }
                 None => Ok(()),
             },
             _ => Ok(()),
+        }?;
+        if self.info_len() > MAX_INFO_LEN {
+            return Err(Error::OutOfRange { field: "information string length", value: self.info_len() as u32, allowed: "0..=507" });
         }
+        Ok(())
     }
 
     /// Writes the information string into `buf` (exactly [`DcbxTlv::info_len`] bytes used).

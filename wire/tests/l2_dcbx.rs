@@ -282,3 +282,19 @@ proptest! {
         let _ = DcbxTlv::parse(oui, if cee { 2 } else { sub }, &info);
     }
 }
+
+/// Found by the dcbx fuzz target: an information string longer than an LLDP TLV can carry
+/// must be rejected at parse time, so that everything that parses also emits.
+#[test]
+fn oversized_information_string_is_rejected() {
+    let mut info = vec![0u8];
+    info.extend(std::iter::repeat_n([0x63, 0x12, 0xb7], 171).flatten());
+    let e = DcbxTlv::parse(OUI_IEEE_8021, SUBTYPE_APPLICATION_PRIORITY, &info).unwrap_err();
+    assert!(e.to_string().contains("507"), "{e}");
+    // 168 entries (505 octets) is the maximum that fits and round-trips.
+    let t = DcbxTlv::parse(OUI_IEEE_8021, SUBTYPE_APPLICATION_PRIORITY, &info[..1 + 168 * 3]).unwrap().unwrap();
+    assert_eq!(emit_tlv(t.clone()).unwrap(), 2 + 4 + 505);
+    let DcbxTlv::ApplicationPriority(mut a) = t else { panic!() };
+    a.entries.push(AppEntry::rocev2(prio(3)));
+    assert!(emit_tlv(DcbxTlv::ApplicationPriority(a)).is_err());
+}
