@@ -33,7 +33,7 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     if want("unit") {
         results.push((
             "unprivileged tests (cargo test)",
-            run(Command::new("cargo").current_dir(&root).args(["test", "--all-targets"])),
+            run(Command::new("cargo").current_dir(&root).args(["test", "--all-targets", "--no-fail-fast"])),
         ));
         results.push((
             "criterion benches, once in test mode",
@@ -49,7 +49,7 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
                 |_| {
                     run(Command::new("cargo")
                         .current_dir(&root)
-                        .args(["test", "-p", "rocefab-tests", "--", "--test-threads=1"])
+                        .args(["test", "-p", "rocefab-tests", "--no-fail-fast", "--", "--test-threads=1"])
                         .env("ROCEFAB_BIN_DIR", &bin_dir))
                 },
             )
