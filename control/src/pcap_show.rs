@@ -40,7 +40,7 @@ pub fn parse_speed(s: &str) -> Result<u64, String> {
     };
     let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a speed (e.g. 100G, 25G, 1G, 100M)"))?;
     let bps = v * mult as f64;
-    if !(bps >= 1.0 && bps < 1e15) {
+    if !(1.0..1e15).contains(&bps) {
         return Err(format!("{s:?} is not a plausible port speed"));
     }
     Ok(bps as u64)
@@ -66,9 +66,9 @@ fn fmt_ns(ns: u128) -> String {
 }
 
 fn fmt_speed(bps: u64) -> String {
-    if bps % 1_000_000_000 == 0 {
+    if bps.is_multiple_of(1_000_000_000) {
         format!("{}G", bps / 1_000_000_000)
-    } else if bps % 1_000_000 == 0 {
+    } else if bps.is_multiple_of(1_000_000) {
         format!("{}M", bps / 1_000_000)
     } else {
         format!("{bps} bit/s")

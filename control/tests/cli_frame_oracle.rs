@@ -196,7 +196,8 @@ fn check_roce(t: &[String], j: &Value) {
 #[test]
 fn roce_frames_match_tshark_and_show() {
     let d = TempDir::new("roce");
-    let cases: Vec<(&str, Vec<&str>, Box<dyn Fn(&Value)>)> = vec![
+    type Check = Box<dyn Fn(&Value)>;
+    let cases: Vec<(&str, Vec<&str>, Check)> = vec![
         (
             "roce",
             vec!["--opcode", "write-only", "--qp", "0x12", "--psn", "100", "--dscp", "24", "--ecn", "ect0", "--len", "256",

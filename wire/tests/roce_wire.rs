@@ -68,10 +68,10 @@ fn bth_24_bit_masking() {
     assert_eq!(&buf[5..8], &[0x12, 0x34, 0x56]);
     assert_eq!(buf[8], 0xa5);
     assert_eq!(&buf[9..12], &[0, 0, 7]);
-    let r = bth::Repr::new(Opcode::SendOnly, 0x1ff_ffff, 0x1_000_001);
+    let r = bth::Repr::new(Opcode::SendOnly, 0x1ff_ffff, 0x0100_0001);
     assert_eq!((r.dest_qp, r.psn), (0xff_ffff, 1));
     let mut a = [0xa5u8; 4];
-    aeth::Packet::new_unchecked(&mut a[..]).set_msn(0xaa_bbcc_dd);
+    aeth::Packet::new_unchecked(&mut a[..]).set_msn(0xaabb_ccdd);
     assert_eq!(a, [0xa5, 0xbb, 0xcc, 0xdd]);
 }
 
