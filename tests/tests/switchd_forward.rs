@@ -332,3 +332,75 @@ fn switchd_missing_namespace_and_config_fail_clearly() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("/nonexistent/rf-sd.json"), "{err}");
 }
+
+/// CPU ticks (utime + stime, in USER_HZ) of the daemon's data-plane thread (`dp-*`).
+fn dp_thread_ticks(pid: u32) -> u64 {
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let stat = std::fs::read_to_string(e.unwrap().path().join("stat")).unwrap();
+        let (comm, rest) = stat.split_once(") ").unwrap();
+        if comm.contains("(dp-") {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // fields after "pid (comm) ": state=0 ... utime=11 stime=12
+            return f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        }
+    }
+    panic!("no dp-* thread in process {pid}");
+}
+
+#[test]
+fn switchd_shapes_egress_and_tail_drops_and_idles() {
+    let _fabric = Fabric::up();
+    let dir = workdir("shape");
+    let mport = free_port();
+    let mut cfg = config(mport, ["sw-p0", "sw-p1"]);
+    // Egress towards h2 at 10 Mbit/s: a 1042-byte frame occupies the wire for 853.6 µs.
+    cfg.ports[1].line_rate_bps = 10_000_000;
+    cfg.queue_limit_bytes = 60_000;
+    let mut d = start(&cfg, &dir);
+    wait_for_metrics(&mut d, mport);
+
+    // Idle: the data-plane thread sleeps (< 2 % of a CPU over 2 s, i.e. < 4 ticks at 100 Hz).
+    let pid = d.child.id();
+    let t0 = dp_thread_ticks(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = dp_thread_ticks(pid) - t0;
+    assert!(idle < 4, "idle data-plane thread used {idle} ticks in 2 s");
+
+    // 200 datagrams of 1000 bytes (1042-byte frames) in a few ms: far above 10 Mbit/s.
+    const N: u64 = 200;
+    let py = "import socket,sys\n\
+              s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+              s.setsockopt(socket.IPPROTO_IP,socket.IP_TOS,24<<2)\n\
+              [s.sendto(b'q'*1000,('10.9.2.1',4791)) for _ in range(int(sys.argv[1]))]\n";
+    let o = sh(&["ip", "netns", "exec", H1, "/usr/bin/python3", "-c", py, &N.to_string()]);
+    assert!(o.status.success(), "/usr/bin/python3 sender failed: {}", String::from_utf8_lossy(&o.stderr));
+    let t_a = Instant::now();
+    let q3 = [("port", "sw-p1"), ("queue", "3")];
+    let t = scrape(mport).unwrap();
+    let enq = metric(&t, "rocefab_queue_enqueued_packets_total", &q3);
+    let dropped = metric(&t, "rocefab_queue_dropped_packets_total", &q3);
+    let deq_a = metric(&t, "rocefab_queue_dequeued_packets_total", &q3);
+    assert_eq!(enq + dropped, N, "every datagram is either queued or tail-dropped");
+    // The queue holds at most 60000/1042 = 57 frames; a handful leave while the burst arrives.
+    assert!(dropped >= 50, "expected tail drops at the 60 kB limit, got {dropped} (enqueued {enq})");
+    assert!(enq >= 57, "queue should fill to its limit, enqueued {enq}");
+    assert!(enq - deq_a >= 10, "queue should still be backlogged right after the burst ({deq_a}/{enq} left)");
+
+    // Drain at line rate: the backlog present at t_a leaves one serialisation time apart.
+    let t_b = loop {
+        let t = scrape(mport).unwrap();
+        if metric(&t, "rocefab_queue_dequeued_packets_total", &q3) == enq {
+            assert_eq!(metric(&t, "rocefab_queue_depth_bytes", &q3), 0);
+            break t_a.elapsed();
+        }
+        assert!(t_a.elapsed() < Duration::from_secs(5), "queue did not drain:\n{t}");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let backlog = enq - deq_a;
+    let ideal = Duration::from_nanos(backlog * 853_600);
+    let min = Duration::from_nanos((backlog - 1) * 853_600);
+    assert!(t_b >= min, "{backlog} frames drained in {t_b:?}: faster than 10 Mbit/s ({ideal:?})");
+    assert!(t_b <= ideal + Duration::from_millis(100), "{backlog} frames took {t_b:?}, ideal {ideal:?}");
+    d.sigterm();
+    assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
+}
