@@ -535,7 +535,7 @@ impl<T: AsRef<[u8]>> AppPacket<T> {
     /// Reserved octet plus a whole number of 3-octet entries.
     pub fn check_len(&self) -> Result<(), Error> {
         let len = self.buffer.as_ref().len();
-        if len < field::APP_ENTRIES || (len - field::APP_ENTRIES) % field::APP_ENTRY_LEN != 0 {
+        if len < field::APP_ENTRIES || !(len - field::APP_ENTRIES).is_multiple_of(field::APP_ENTRY_LEN) {
             return Err(Error::BadLength { tlv: "Application Priority", len, expected: "1 + 3n" });
         }
         Ok(())
@@ -748,7 +748,7 @@ impl CeeTlv {
             4 => {
                 let feature = feature()?;
                 let d = &v[field::CEE_DATA..];
-                if d.len() % field::CEE_APP_ENTRY_LEN != 0 {
+                if !d.len().is_multiple_of(field::CEE_APP_ENTRY_LEN) {
                     return Err(bad("CEE Application", "4 + 6n"));
                 }
                 let apps = d
@@ -793,8 +793,8 @@ impl CeeTlv {
             CeeTlv::PriorityGroups { feature, pg } => {
                 hdr(v, feature);
                 let d = &mut v[field::CEE_DATA..];
-                for i in 0..4 {
-                    d[i] = (pg.pgid[2 * i] << 4) | (pg.pgid[2 * i + 1] & 0x0f);
+                for (b, pair) in d[field::CEE_PG_PGID].iter_mut().zip(pg.pgid.chunks_exact(2)) {
+                    *b = (pair[0] << 4) | (pair[1] & 0x0f);
                 }
                 d[field::CEE_PG_BW].copy_from_slice(&pg.pg_bandwidth);
                 d[field::CEE_PG_NUMTCS] = pg.num_tcs;

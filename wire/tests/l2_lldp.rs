@@ -205,7 +205,7 @@ fn arb_net() -> impl Strategy<Value = NetworkAddress> {
     prop_oneof![
         any::<[u8; 4]>().prop_map(|a| NetworkAddress::Ipv4(Ipv4Addr::from(a))),
         any::<[u8; 16]>().prop_map(|a| NetworkAddress::Ipv6(Ipv6Addr::from(a))),
-        (3u8..=255, proptest::collection::vec(any::<u8>(), 0..20))
+        (3u8..=255, proptest::collection::vec(any::<u8>(), 1..20))
             .prop_map(|(family, address)| NetworkAddress::Other { family, address }),
     ]
 }
