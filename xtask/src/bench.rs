@@ -301,7 +301,7 @@ fn print_table(r: &Report) {
     println!("target ≥ 1.5× Linux bridge: {}", t(r.target_bridge_met));
     println!("target ≥ 0.80 × minimal AF_XDP forwarder: {}", t(r.target_minimal_met));
     for m in r.results.iter().filter(|m| !m.dut_counters.is_empty()) {
-        println!("\n{} counters:", m.forwarder.label());
+        println!("\n{} counters (since it started, warm-up included):", m.forwarder.label());
         for (k, v) in &m.dut_counters {
             println!("  {k} {v}");
         }
