@@ -44,11 +44,9 @@ const COMPLETION_STALL_NS: u64 = 10_000_000;
 const COMPLETION_STALL_POLL_NS: u64 = 10_000_000;
 /// Shaper waits shorter than this are spun rather than slept (ppoll would overshoot them).
 const MIN_SLEEP_NS: u64 = 2_000;
-/// After the last received or transmitted frame, keep polling the rings without sleeping for
-/// this long. Measured on the 2-core box: any spin window (tried 100 µs) steals the CPU the
-/// kernel needs for the veth/XDP work and lowers throughput, so it is off; kept as a knob for
-/// machines with spare cores.
-const BUSY_POLL_NS: u64 = 0;
+// No busy-poll window after traffic: measured on the 2-core box, spinning even 100 µs after the
+// last frame steals the CPU the kernel needs for the veth/XDP work and lowers throughput, so the
+// thread sleeps in ppoll as soon as there is nothing to do.
 
 /// Errors of the data-plane thread.
 #[derive(Debug, thiserror::Error)]
@@ -207,7 +205,6 @@ impl DataPlane {
         // SAFETY: prctl with integer arguments only affects this thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
         let clock = Instant::now();
-        let mut last_work = 0u64;
         tracing::info!(ports = self.ports.len(), frames = self.total_frames, "data plane running");
         loop {
             let now = clock.elapsed().as_nanos() as u64;
@@ -218,26 +215,20 @@ impl DataPlane {
             for p in 0..self.ports.len() {
                 self.refill(p);
             }
-            let mut worked = false;
             for p in 0..self.ports.len() {
-                let n = self.receive(p);
-                busy |= n == BATCH;
-                worked |= n > 0;
+                busy |= self.receive(p) == BATCH;
             }
             let now = clock.elapsed().as_nanos() as u64;
             let mut wake = u64::MAX;
             for p in 0..self.ports.len() {
-                match self.transmit(p, now, &mut worked)? {
+                match self.transmit(p, now)? {
                     TxState::Idle => {}
                     TxState::Busy => busy = true,
                     TxState::WaitUntil(t) => wake = wake.min(t),
                 }
             }
             self.stats.free_frames.set(self.free.len() as u64);
-            if worked {
-                last_work = now;
-            }
-            if busy || now.saturating_sub(last_work) < BUSY_POLL_NS {
+            if busy {
                 continue;
             }
             let timeout = if wake == u64::MAX {
@@ -357,7 +348,7 @@ impl DataPlane {
     }
 
     /// Sends what the scheduler and shaper allow on port `p`, kicks the socket.
-    fn transmit(&mut self, p: usize, now: u64, worked: &mut bool) -> Result<TxState, DataPlaneError> {
+    fn transmit(&mut self, p: usize, now: u64) -> Result<TxState, DataPlaneError> {
         let port = &mut self.ports[p];
         let tx = &mut port.xsk.tx;
         let ring_free = tx.nb_free_exact();
@@ -378,7 +369,6 @@ impl DataPlane {
             self.stats.ports[p].tx_bytes.add(len as u64);
         }
         if n > 0 {
-            *worked = true;
             // SAFETY: the descriptors were dequeued (owned by us, frames of our UMEM) and their
             // lengths were set when they were enqueued; `room` ≤ free ring slots so the
             // all-or-nothing reserve succeeds.

@@ -79,7 +79,7 @@ mod tests {
 
     fn frame(d: Decision, eth_len: usize) -> Vec<u8> {
         let mut v = d.to_bytes().to_vec();
-        v.extend(std::iter::repeat(0xab).take(eth_len));
+        v.extend(std::iter::repeat_n(0xab, eth_len));
         v
     }
 

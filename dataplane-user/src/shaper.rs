@@ -134,7 +134,7 @@ mod tests {
         let start = 1_000_000_000; // arbitrary clock origin, after a long idle period
         let t = departures(&mut s, start, 1000, 1500);
         let ft = 12_192u64; // (1500 + 24) * 8 ns
-        let burst_frames = (DEFAULT_BURST_BYTES * 8 / ft) as u64; // whole frames of credit
+        let burst_frames = DEFAULT_BURST_BYTES * 8 / ft; // whole frames of credit
         for (i, &ti) in t.iter().enumerate() {
             let ideal = start + (i as u64).saturating_sub(burst_frames) * ft;
             assert!(ti.abs_diff(ideal) <= ft, "frame {i} left at {ti}, ideal {ideal}");
