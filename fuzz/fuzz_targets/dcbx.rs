@@ -7,7 +7,9 @@ use libfuzzer_sys::fuzz_target;
 use rocefab_wire::dcbx::{DcbxTlv, OUI_CEE, OUI_IEEE_8021};
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&sel, info)) = data.split_first() else { return };
+    let Some((&sel, info)) = data.split_first() else {
+        return;
+    };
     let (oui, subtype) = match sel % 5 {
         4 => (OUI_CEE, 2),
         s => (OUI_IEEE_8021, 9 + s),

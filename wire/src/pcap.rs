@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::interface_description::{
+    InterfaceDescriptionBlock, InterfaceDescriptionOption,
+};
 use pcap_file::pcapng::{Block, PcapNgReader, PcapNgWriter};
 use pcap_file::{DataLink, PcapError, TsResolution};
 
@@ -110,7 +112,10 @@ impl PcapWriter<BufWriter<File>> {
     /// Creates (truncates) `path` and writes the file header.
     pub fn create(path: impl AsRef<Path>, format: Format) -> Result<Self, Error> {
         let path = path.as_ref();
-        let f = File::create(path).map_err(|source| Error::Io { path: path.into(), source })?;
+        let f = File::create(path).map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })?;
         Self::new(BufWriter::new(f), format, path)
     }
 }
@@ -127,13 +132,20 @@ impl<W: Write> PcapWriter<W> {
                     ts_resolution: TsResolution::NanoSecond,
                     ..Default::default()
                 };
-                Inner::Pcap(
-                    pcap_file::pcap::PcapWriter::with_header(w, header)
-                        .map_err(|source| Error::Format { path: path.clone(), format: "pcap", source })?,
-                )
+                Inner::Pcap(pcap_file::pcap::PcapWriter::with_header(w, header).map_err(
+                    |source| Error::Format {
+                        path: path.clone(),
+                        format: "pcap",
+                        source,
+                    },
+                )?)
             }
             Format::PcapNg => {
-                let fmt_err = |source| Error::Format { path: path.clone(), format: "pcapng", source };
+                let fmt_err = |source| Error::Format {
+                    path: path.clone(),
+                    format: "pcapng",
+                    source,
+                };
                 let mut wr = PcapNgWriter::new(w).map_err(fmt_err)?;
                 let mut idb = InterfaceDescriptionBlock::new(DataLink::ETHERNET, SNAPLEN);
                 idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
@@ -149,12 +161,19 @@ impl<W: Write> PcapWriter<W> {
         let len = u32::try_from(frame.len())
             .ok()
             .filter(|&l| l <= SNAPLEN)
-            .ok_or(Error::FrameTooLong { path: self.path.clone(), len: frame.len() })?;
+            .ok_or(Error::FrameTooLong {
+                path: self.path.clone(),
+                len: frame.len(),
+            })?;
         match &mut self.inner {
             Inner::Pcap(w) => w
                 .write_packet(&PcapPacket::new(timestamp, len, frame))
                 .map(drop)
-                .map_err(|source| Error::Format { path: self.path.clone(), format: "pcap", source }),
+                .map_err(|source| Error::Format {
+                    path: self.path.clone(),
+                    format: "pcap",
+                    source,
+                }),
             Inner::PcapNg(w) => {
                 let epb = EnhancedPacketBlock {
                     interface_id: 0,
@@ -165,7 +184,11 @@ impl<W: Write> PcapWriter<W> {
                 };
                 w.write_pcapng_block(epb)
                     .map(drop)
-                    .map_err(|source| Error::Format { path: self.path.clone(), format: "pcapng", source })
+                    .map_err(|source| Error::Format {
+                        path: self.path.clone(),
+                        format: "pcapng",
+                        source,
+                    })
             }
         }
     }
@@ -176,7 +199,10 @@ impl<W: Write> PcapWriter<W> {
             Inner::Pcap(w) => w.into_writer(),
             Inner::PcapNg(w) => w.into_inner(),
         };
-        w.flush().map_err(|source| Error::Io { path: self.path.clone(), source })?;
+        w.flush().map_err(|source| Error::Io {
+            path: self.path.clone(),
+            source,
+        })?;
         Ok(w)
     }
 }
@@ -212,7 +238,10 @@ pub struct CaptureReader {
 
 impl std::fmt::Debug for CaptureReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CaptureReader").field("path", &self.path).field("format", &self.format()).finish()
+        f.debug_struct("CaptureReader")
+            .field("path", &self.path)
+            .field("format", &self.format())
+            .finish()
     }
 }
 
@@ -220,7 +249,10 @@ impl CaptureReader {
     /// Opens `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let f = File::open(path).map_err(|source| Error::Io { path: path.into(), source })?;
+        let f = File::open(path).map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })?;
         Self::from_reader(Box::new(BufReader::new(f)), path)
     }
 
@@ -238,21 +270,37 @@ impl CaptureReader {
             }
         }
         if got < 4 {
-            return Err(Error::UnknownMagic { path, magic: magic[..got].to_vec() });
+            return Err(Error::UnknownMagic {
+                path,
+                magic: magic[..got].to_vec(),
+            });
         }
         let src: Source = Cursor::new(magic).chain(r);
         let inner = if magic == PCAPNG_MAGIC {
-            ReaderInner::PcapNg(
-                PcapNgReader::new(src).map_err(|source| Error::Format { path: path.clone(), format: "pcapng", source })?,
-            )
+            ReaderInner::PcapNg(PcapNgReader::new(src).map_err(|source| Error::Format {
+                path: path.clone(),
+                format: "pcapng",
+                source,
+            })?)
         } else if PCAP_MAGICS.contains(&magic) {
-            let r = PcapReader::new(src).map_err(|source| Error::Format { path: path.clone(), format: "pcap", source })?;
+            let r = PcapReader::new(src).map_err(|source| Error::Format {
+                path: path.clone(),
+                format: "pcap",
+                source,
+            })?;
             let lt = u32::from(r.header().datalink);
             ReaderInner::Pcap(r, lt)
         } else {
-            return Err(Error::UnknownMagic { path, magic: magic.to_vec() });
+            return Err(Error::UnknownMagic {
+                path,
+                magic: magic.to_vec(),
+            });
         };
-        Ok(CaptureReader { inner, path, done: false })
+        Ok(CaptureReader {
+            inner,
+            path,
+            done: false,
+        })
     }
 
     /// The detected format.
@@ -278,25 +326,50 @@ impl CaptureReader {
                     orig_len: p.orig_len,
                     data: p.data.into_owned(),
                 })
-                .map_err(|source| Error::Format { path: path.clone(), format: "pcap", source })
+                .map_err(|source| Error::Format {
+                    path: path.clone(),
+                    format: "pcap",
+                    source,
+                })
             }),
             ReaderInner::PcapNg(r) => loop {
-                let fmt_err = |source| Error::Format { path: path.clone(), format: "pcapng", source };
+                let fmt_err = |source| Error::Format {
+                    path: path.clone(),
+                    format: "pcapng",
+                    source,
+                };
                 let block = match r.next_block()? {
                     Ok(b) => b,
                     Err(e) => return Some(Err(fmt_err(e))),
                 };
                 // Copy what we need so the block's borrow of the reader ends here.
                 let (iface, ts, orig_len, data) = match block {
-                    Block::EnhancedPacket(epb) => {
-                        (Some(epb.interface_id), epb.timestamp, epb.original_len, epb.data.into_owned())
-                    }
-                    Block::SimplePacket(spb) => (None, Duration::ZERO, spb.original_len, spb.data.into_owned()),
+                    Block::EnhancedPacket(epb) => (
+                        Some(epb.interface_id),
+                        epb.timestamp,
+                        epb.original_len,
+                        epb.data.into_owned(),
+                    ),
+                    Block::SimplePacket(spb) => (
+                        None,
+                        Duration::ZERO,
+                        spb.original_len,
+                        spb.data.into_owned(),
+                    ),
                     _ => continue,
                 };
                 let Some(id) = iface else {
-                    let lt = r.interfaces().first().map(|i| u32::from(i.linktype)).unwrap_or(LINKTYPE_ETHERNET);
-                    return Some(Ok(CapturedFrame { timestamp: ts, linktype: lt, orig_len, data }));
+                    let lt = r
+                        .interfaces()
+                        .first()
+                        .map(|i| u32::from(i.linktype))
+                        .unwrap_or(LINKTYPE_ETHERNET);
+                    return Some(Ok(CapturedFrame {
+                        timestamp: ts,
+                        linktype: lt,
+                        orig_len,
+                        data,
+                    }));
                 };
                 let Some(idb) = r.interfaces().get(id as usize) else {
                     return Some(Err(fmt_err(PcapError::InvalidInterfaceId(id))));
@@ -381,12 +454,14 @@ mod tests {
     fn tsresol_scaling() {
         assert_eq!(scale_timestamp(1_500_000, 6), Duration::from_millis(1500));
         assert_eq!(scale_timestamp(7, 9), Duration::from_nanos(7));
-        assert_eq!(scale_timestamp(1, 0x80 | 10), Duration::from_nanos(976_562)); // 2^-10 s
+        assert_eq!(scale_timestamp(1, 0x80 | 10), Duration::from_nanos(976_562));
+        // 2^-10 s
     }
 
     #[test]
     fn unknown_magic_names_the_stream() {
-        let e = CaptureReader::from_reader(Box::new(Cursor::new(b"hello world".to_vec())), "x.bin").unwrap_err();
+        let e = CaptureReader::from_reader(Box::new(Cursor::new(b"hello world".to_vec())), "x.bin")
+            .unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("x.bin") && msg.contains("not a pcap"), "{msg}");
     }

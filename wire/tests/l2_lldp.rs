@@ -26,7 +26,10 @@ fn basic_lldpdu_construct_into_dirty_buffer() {
     let mut buf = [0xa5u8; 80];
     let n = r.emit(&mut buf).unwrap();
     assert_eq!(&buf[..n], &LLDPDU_BASIC[..]);
-    assert!(buf[n..].iter().all(|&b| b == 0xa5), "emit wrote past the LLDPDU");
+    assert!(
+        buf[n..].iter().all(|&b| b == 0xa5),
+        "emit wrote past the LLDPDU"
+    );
 }
 
 #[test]
@@ -73,7 +76,9 @@ fn tlv_iterator_yields_every_tlv_then_stops_at_end() {
             TlvType::End
         ]
     );
-    let raw: Vec<(u8, usize)> = RawTlvs::new(&bytes).map(|t| t.map(|p| (p.raw_type(), p.value_len())).unwrap()).collect();
+    let raw: Vec<(u8, usize)> = RawTlvs::new(&bytes)
+        .map(|t| t.map(|p| (p.raw_type(), p.value_len())).unwrap())
+        .collect();
     assert_eq!(raw[0], (1, 7));
     assert_eq!(raw[7], (8, 12));
 }
@@ -86,9 +91,29 @@ fn unknown_and_org_specific_tlvs_are_kept() {
     bytes.extend_from_slice(&[0xfe, 0x05, 0x00, 0x1b, 0x21, 0x01, 0x99]); // CEE OUI, CIN subtype: not decoded
     bytes.extend_from_slice(&[0, 0]);
     let r = LldpduRepr::parse(&bytes).unwrap();
-    assert_eq!(r.tlvs[0], Tlv::Unknown { tlv_type: 10, value: vec![0xab, 0xcd] });
-    assert_eq!(r.tlvs[1], Tlv::OrgSpecific(OrgSpecific { oui: [0x00, 0x12, 0x0f], subtype: 4, info: vec![0x23, 0x28] }));
-    assert_eq!(r.tlvs[2], Tlv::OrgSpecific(OrgSpecific { oui: [0x00, 0x1b, 0x21], subtype: 1, info: vec![0x99] }));
+    assert_eq!(
+        r.tlvs[0],
+        Tlv::Unknown {
+            tlv_type: 10,
+            value: vec![0xab, 0xcd]
+        }
+    );
+    assert_eq!(
+        r.tlvs[1],
+        Tlv::OrgSpecific(OrgSpecific {
+            oui: [0x00, 0x12, 0x0f],
+            subtype: 4,
+            info: vec![0x23, 0x28]
+        })
+    );
+    assert_eq!(
+        r.tlvs[2],
+        Tlv::OrgSpecific(OrgSpecific {
+            oui: [0x00, 0x1b, 0x21],
+            subtype: 1,
+            info: vec![0x99]
+        })
+    );
     let mut out = vec![0xa5; r.buffer_len()];
     r.emit(&mut out).unwrap();
     assert_eq!(out, bytes);
@@ -102,7 +127,10 @@ fn iterator_stops_after_first_error() {
     let items: Vec<_> = Tlvs::new(&bytes).collect();
     assert_eq!(items.len(), 4, "{items:?}");
     let e = items[3].as_ref().unwrap_err();
-    assert!(e.to_string().contains("Time To Live") && e.to_string().contains("length 3"), "{e}");
+    assert!(
+        e.to_string().contains("Time To Live") && e.to_string().contains("length 3"),
+        "{e}"
+    );
     assert!(LldpduRepr::parse(&bytes).is_err());
 }
 
@@ -115,7 +143,10 @@ fn mandatory_order_is_enforced() {
     let e = LldpduRepr::parse(&bytes).unwrap_err();
     assert!(matches!(e, Error::MissingMandatory { index: 0, .. }), "{e}");
     assert!(e.to_string().contains("Port ID"), "{e}");
-    assert!(matches!(LldpduRepr::parse(&[0, 0]), Err(Error::MissingMandatory { index: 0, .. })));
+    assert!(matches!(
+        LldpduRepr::parse(&[0, 0]),
+        Err(Error::MissingMandatory { index: 0, .. })
+    ));
 }
 
 #[test]
@@ -146,12 +177,23 @@ fn every_truncation_errors_or_is_a_tlv_prefix() {
         }
         let mut ok = 0;
         for len in 0..bytes.len() {
-            let r = no_panic(&format!("LLDPDU prefix {len}"), || LldpduRepr::parse(&bytes[..len]));
+            let r = no_panic(&format!("LLDPDU prefix {len}"), || {
+                LldpduRepr::parse(&bytes[..len])
+            });
             match r {
-                Err(_) => assert!(len < boundaries[2] || !boundaries.contains(&len), "boundary {len} should parse"),
+                Err(_) => assert!(
+                    len < boundaries[2] || !boundaries.contains(&len),
+                    "boundary {len} should parse"
+                ),
                 Ok(r) => {
-                    assert!(boundaries[2..].contains(&len), "prefix {len} parsed but is not a TLV boundary");
-                    assert_eq!((&r.chassis_id, &r.port_id, r.ttl), (&full.chassis_id, &full.port_id, full.ttl));
+                    assert!(
+                        boundaries[2..].contains(&len),
+                        "prefix {len} parsed but is not a TLV boundary"
+                    );
+                    assert_eq!(
+                        (&r.chassis_id, &r.port_id, r.ttl),
+                        (&full.chassis_id, &full.port_id, full.ttl)
+                    );
                     assert_eq!(r.tlvs[..], full.tlvs[..r.tlvs.len()]);
                     ok += 1;
                 }
@@ -172,19 +214,30 @@ fn value_too_long_is_rejected_on_emit() {
         chassis_id: ChassisId::LocallyAssigned("x".into()),
         port_id: PortId::LocallyAssigned("y".into()),
         ttl: 1,
-        tlvs: vec![Tlv::SystemDescription { text: "d".repeat(256) }],
+        tlvs: vec![Tlv::SystemDescription {
+            text: "d".repeat(256),
+        }],
     };
     let e = r.to_frame(SRC).unwrap_err();
     assert!(e.to_string().contains("System Description"), "{e}");
-    let r = LldpduRepr { chassis_id: ChassisId::LocallyAssigned(String::new()), ..r };
-    assert!(r.to_frame(SRC).is_err(), "empty chassis ID must be rejected");
+    let r = LldpduRepr {
+        chassis_id: ChassisId::LocallyAssigned(String::new()),
+        ..r
+    };
+    assert!(
+        r.to_frame(SRC).is_err(),
+        "empty chassis ID must be rejected"
+    );
 }
 
 #[test]
 fn display_and_json_for_cli() {
     let r = lldp_basic_repr();
     let s = r.to_string();
-    assert!(s.starts_with("LLDP chassis mac 02:00:00:00:00:01 port ifname \"eth0\" ttl 120"), "{s}");
+    assert!(
+        s.starts_with("LLDP chassis mac 02:00:00:00:00:01 port ifname \"eth0\" ttl 120"),
+        "{s}"
+    );
     assert!(s.contains("System Name: \"sw1\""), "{s}");
     let j = serde_json::to_value(&r).unwrap();
     assert_eq!(j["chassis_id"]["subtype"], "mac_address");
@@ -219,7 +272,8 @@ fn arb_chassis() -> impl Strategy<Value = ChassisId> {
         arb_net().prop_map(ChassisId::NetworkAddress),
         arb_id_text().prop_map(ChassisId::InterfaceName),
         arb_id_text().prop_map(ChassisId::LocallyAssigned),
-        (8u8..=255, proptest::collection::vec(any::<u8>(), 1..30)).prop_map(|(subtype, id)| ChassisId::Unknown { subtype, id }),
+        (8u8..=255, proptest::collection::vec(any::<u8>(), 1..30))
+            .prop_map(|(subtype, id)| ChassisId::Unknown { subtype, id }),
     ]
 }
 
@@ -232,7 +286,8 @@ fn arb_port() -> impl Strategy<Value = PortId> {
         arb_id_text().prop_map(PortId::InterfaceName),
         arb_id_text().prop_map(PortId::AgentCircuitId),
         arb_id_text().prop_map(PortId::LocallyAssigned),
-        (8u8..=255, proptest::collection::vec(any::<u8>(), 1..30)).prop_map(|(subtype, id)| PortId::Unknown { subtype, id }),
+        (8u8..=255, proptest::collection::vec(any::<u8>(), 1..30))
+            .prop_map(|(subtype, id)| PortId::Unknown { subtype, id }),
     ]
 }
 
@@ -241,16 +296,39 @@ fn arb_optional_tlv() -> impl Strategy<Value = Tlv> {
         arb_text(255).prop_map(|text| Tlv::PortDescription { text }),
         arb_text(255).prop_map(|text| Tlv::SystemName { text }),
         arb_text(255).prop_map(|text| Tlv::SystemDescription { text }),
-        (any::<u16>(), any::<u16>()).prop_map(|(capabilities, enabled)| Tlv::SystemCapabilities(SystemCapabilities { capabilities, enabled })),
-        (arb_net(), any::<u8>(), any::<u32>(), proptest::collection::vec(any::<u8>(), 0..=128)).prop_map(
-            |(address, interface_subtype, interface_number, oid)| {
-                Tlv::ManagementAddress(ManagementAddress { address, interface_subtype, interface_number, oid })
+        (any::<u16>(), any::<u16>()).prop_map(|(capabilities, enabled)| Tlv::SystemCapabilities(
+            SystemCapabilities {
+                capabilities,
+                enabled
             }
-        ),
+        )),
+        (
+            arb_net(),
+            any::<u8>(),
+            any::<u32>(),
+            proptest::collection::vec(any::<u8>(), 0..=128)
+        )
+            .prop_map(|(address, interface_subtype, interface_number, oid)| {
+                Tlv::ManagementAddress(ManagementAddress {
+                    address,
+                    interface_subtype,
+                    interface_number,
+                    oid,
+                })
+            }),
         // OUIs that are not DCBX, so they stay OrgSpecific.
-        (any::<[u8; 2]>(), any::<u8>(), proptest::collection::vec(any::<u8>(), 0..100))
-            .prop_map(|(o, subtype, info)| Tlv::OrgSpecific(OrgSpecific { oui: [0x10, o[0], o[1]], subtype, info })),
-        (9u8..=126, proptest::collection::vec(any::<u8>(), 0..=511)).prop_map(|(tlv_type, value)| Tlv::Unknown { tlv_type, value }),
+        (
+            any::<[u8; 2]>(),
+            any::<u8>(),
+            proptest::collection::vec(any::<u8>(), 0..100)
+        )
+            .prop_map(|(o, subtype, info)| Tlv::OrgSpecific(OrgSpecific {
+                oui: [0x10, o[0], o[1]],
+                subtype,
+                info
+            })),
+        (9u8..=126, proptest::collection::vec(any::<u8>(), 0..=511))
+            .prop_map(|(tlv_type, value)| Tlv::Unknown { tlv_type, value }),
     ]
 }
 
