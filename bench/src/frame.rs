@@ -84,7 +84,9 @@ pub fn build_frames(spec: &FrameSpec) -> Result<Vec<Vec<u8>>, FrameError> {
             .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
             .udp(BASE_SRC_PORT + flow, DST_PORT);
         let mut buf = Vec::with_capacity(frame_len);
-        builder.write(&mut buf, &payload).expect("writing into a Vec cannot fail");
+        builder
+            .write(&mut buf, &payload)
+            .expect("writing into a Vec cannot fail");
         debug_assert_eq!(buf.len(), frame_len);
         frames.push(buf);
     }
@@ -97,13 +99,18 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let mut n = 0;
     for part in s.split(':') {
         if n == 6 || part.len() != 2 {
-            return Err(format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"));
+            return Err(format!(
+                "invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"
+            ));
         }
-        out[n] = u8::from_str_radix(part, 16).map_err(|_| format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"))?;
+        out[n] = u8::from_str_radix(part, 16)
+            .map_err(|_| format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"))?;
         n += 1;
     }
     if n != 6 {
-        return Err(format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"));
+        return Err(format!(
+            "invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"
+        ));
     }
     Ok(out)
 }
@@ -141,39 +148,74 @@ mod tests {
             };
             assert_eq!(eth.source, [2, 0, 0, 0, 0, 1]);
             assert_eq!(eth.destination, [2, 0, 0, 0, 0, 2]);
-            let Some(NetSlice::Ipv4(ip)) = p.net else { panic!("not IPv4") };
+            let Some(NetSlice::Ipv4(ip)) = p.net else {
+                panic!("not IPv4")
+            };
             let iph = ip.header().to_header();
-            assert_eq!(iph.header_checksum, iph.calc_header_checksum(), "IPv4 header checksum");
+            assert_eq!(
+                iph.header_checksum,
+                iph.calc_header_checksum(),
+                "IPv4 header checksum"
+            );
             assert_eq!(iph.dscp.value(), 24);
             assert_eq!(iph.total_len, 46);
-            let Some(TransportSlice::Udp(udp)) = p.transport else { panic!("not UDP") };
+            let Some(TransportSlice::Udp(udp)) = p.transport else {
+                panic!("not UDP")
+            };
             let uh = udp.to_header();
             assert_eq!(uh.source_port, BASE_SRC_PORT + i as u16);
             assert_eq!(uh.destination_port, DST_PORT);
             assert_ne!(uh.checksum, 0, "UDP checksum must be computed");
-            assert_eq!(uh.checksum, uh.calc_checksum_ipv4(&iph, udp.payload()).unwrap(), "UDP checksum");
+            assert_eq!(
+                uh.checksum,
+                uh.calc_checksum_ipv4(&iph, udp.payload()).unwrap(),
+                "UDP checksum"
+            );
             assert_eq!(udp.payload().len(), 18);
         }
     }
 
     #[test]
     fn larger_sizes_grow_the_payload() {
-        let frames = build_frames(&FrameSpec { size: 128, flows: 1, ..spec() }).unwrap();
+        let frames = build_frames(&FrameSpec {
+            size: 128,
+            flows: 1,
+            ..spec()
+        })
+        .unwrap();
         assert_eq!(frames[0].len(), 124);
     }
 
     #[test]
     fn out_of_range_parameters_are_rejected() {
-        assert_eq!(build_frames(&FrameSpec { size: 63, ..spec() }), Err(FrameError::Size(63)));
-        assert_eq!(build_frames(&FrameSpec { size: 1519, ..spec() }), Err(FrameError::Size(1519)));
-        assert_eq!(build_frames(&FrameSpec { flows: 0, ..spec() }), Err(FrameError::Flows(0)));
-        assert_eq!(build_frames(&FrameSpec { dscp: 64, ..spec() }), Err(FrameError::Dscp(64)));
+        assert_eq!(
+            build_frames(&FrameSpec { size: 63, ..spec() }),
+            Err(FrameError::Size(63))
+        );
+        assert_eq!(
+            build_frames(&FrameSpec {
+                size: 1519,
+                ..spec()
+            }),
+            Err(FrameError::Size(1519))
+        );
+        assert_eq!(
+            build_frames(&FrameSpec { flows: 0, ..spec() }),
+            Err(FrameError::Flows(0))
+        );
+        assert_eq!(
+            build_frames(&FrameSpec { dscp: 64, ..spec() }),
+            Err(FrameError::Dscp(64))
+        );
         assert!(FrameError::Size(63).to_string().contains("63"));
     }
 
     #[test]
     fn mac_parsing() {
-        assert_eq!(parse_mac("02:0a:00:00:00:ff").unwrap(), [2, 10, 0, 0, 0, 255]);
+        assert_eq!(
+            parse_mac("02:0a:00:00:00:ff").unwrap(),
+            [2, 10, 0, 0, 0, 255]
+        );
         assert!(parse_mac("02:0a:00:00:00").is_err());
         assert!(parse_mac("02:0a:00:00:00:ff:01").is_err());
         assert!(parse_mac("02:0a:00:00:00:fg").is_err());

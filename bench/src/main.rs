@@ -15,7 +15,10 @@ mod sys;
 mod xdp;
 
 #[derive(Parser)]
-#[command(name = "rocefab-bench", about = "AF_XDP generator, sink and minimal L2 forwarder for cargo xtask bench")]
+#[command(
+    name = "rocefab-bench",
+    about = "AF_XDP generator, sink and minimal L2 forwarder for cargo xtask bench"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -35,7 +38,8 @@ fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
     let cli = Cli::parse();

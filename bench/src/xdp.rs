@@ -37,7 +37,12 @@ struct Insn {
 const _: () = assert!(std::mem::size_of::<Insn>() == 8);
 
 const fn insn(code: u8, dst: u8, src: u8, imm: i32) -> Insn {
-    Insn { code, regs: (src << 4) | (dst & 0x0f), off: 0, imm }
+    Insn {
+        code,
+        regs: (src << 4) | (dst & 0x0f),
+        off: 0,
+        imm,
+    }
 }
 /// `BPF_ALU64 | BPF_MOV | BPF_K`: dst = imm.
 const fn mov64_imm(dst: u8, imm: i32) -> Insn {
@@ -64,7 +69,12 @@ fn drop_insns() -> Vec<Insn> {
 /// Instructions of `return bpf_redirect_map(map, 0, XDP_PASS)`.
 fn redirect_insns(map_fd: RawFd) -> Vec<Insn> {
     let mut v = ld_map_fd(1, map_fd).to_vec();
-    v.extend([mov64_imm(2, 0), mov64_imm(3, XDP_PASS), call(BPF_FUNC_REDIRECT_MAP), exit()]);
+    v.extend([
+        mov64_imm(2, 0),
+        mov64_imm(3, XDP_PASS),
+        call(BPF_FUNC_REDIRECT_MAP),
+        exit(),
+    ]);
     v
 }
 
@@ -114,7 +124,8 @@ pub fn ifindex(iface: &str) -> anyhow::Result<u32> {
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
-        return Err(io::Error::last_os_error()).with_context(|| format!("interface {iface:?} not found"));
+        return Err(io::Error::last_os_error())
+            .with_context(|| format!("interface {iface:?} not found"));
     }
     Ok(idx)
 }
@@ -128,17 +139,30 @@ pub fn attach(iface: &str, prog: Program<'_>, mode: Mode) -> anyhow::Result<Atta
             let name = CString::new("rfb_xsks").expect("no NUL");
             // SAFETY: valid name pointer; NULL opts is allowed by libbpf.
             let ret = unsafe {
-                libxdp_sys::bpf_map_create(libxdp_sys::bpf_map_type_BPF_MAP_TYPE_XSKMAP, name.as_ptr(), 4, 4, 1, std::ptr::null())
+                libxdp_sys::bpf_map_create(
+                    libxdp_sys::bpf_map_type_BPF_MAP_TYPE_XSKMAP,
+                    name.as_ptr(),
+                    4,
+                    4,
+                    1,
+                    std::ptr::null(),
+                )
             };
             let map = owned(ret, "creating the XSKMAP")?;
             let key = 0u32;
             let val = sock.as_raw_fd() as u32;
             // SAFETY: key and value point to 4-byte values as the map was created with.
             let ret = unsafe {
-                libxdp_sys::bpf_map_update_elem(map.as_raw_fd(), (&key as *const u32).cast(), (&val as *const u32).cast(), 0)
+                libxdp_sys::bpf_map_update_elem(
+                    map.as_raw_fd(),
+                    (&key as *const u32).cast(),
+                    (&val as *const u32).cast(),
+                    0,
+                )
             };
             if ret < 0 {
-                return Err(io::Error::from_raw_os_error(-ret)).context("inserting the AF_XDP socket into the XSKMAP");
+                return Err(io::Error::from_raw_os_error(-ret))
+                    .context("inserting the AF_XDP socket into the XSKMAP");
             }
             (redirect_insns(map.as_raw_fd()), Some(map))
         }
@@ -164,8 +188,12 @@ pub fn attach(iface: &str, prog: Program<'_>, mode: Mode) -> anyhow::Result<Atta
         )
     };
     if ret < 0 {
-        let msg = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
-        bail!("loading the XDP program: {} {msg}", io::Error::from_raw_os_error(-ret));
+        let msg = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)])
+            .into_owned();
+        bail!(
+            "loading the XDP program: {} {msg}",
+            io::Error::from_raw_os_error(-ret)
+        );
     }
     let prog_fd = owned(ret, "loading the XDP program")?;
     // SAFETY: all-zero is a valid bpf_link_create_opts.
@@ -173,9 +201,20 @@ pub fn attach(iface: &str, prog: Program<'_>, mode: Mode) -> anyhow::Result<Atta
     lopts.sz = std::mem::size_of::<libxdp_sys::bpf_link_create_opts>();
     lopts.flags = mode.flags();
     // SAFETY: valid program fd and ifindex; `lopts` outlives the call.
-    let ret = unsafe { libxdp_sys::bpf_link_create(prog_fd.as_raw_fd(), idx as i32, libxdp_sys::bpf_attach_type_BPF_XDP, &lopts) };
+    let ret = unsafe {
+        libxdp_sys::bpf_link_create(
+            prog_fd.as_raw_fd(),
+            idx as i32,
+            libxdp_sys::bpf_attach_type_BPF_XDP,
+            &lopts,
+        )
+    };
     let link = owned(ret, &format!("attaching XDP ({mode:?} mode) to {iface}"))?;
-    Ok(Attached { _link: link, _prog: prog_fd, _map: map })
+    Ok(Attached {
+        _link: link,
+        _prog: prog_fd,
+        _map: map,
+    })
 }
 
 #[cfg(test)]
@@ -188,18 +227,65 @@ mod tests {
         let p = drop_insns();
         // SAFETY: Insn is 8 plain bytes.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(p.as_ptr().cast(), p.len() * 8) };
-        assert_eq!(bytes, &[0xb7, 0, 0, 0, 1, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            bytes,
+            &[0xb7, 0, 0, 0, 1, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]
+        );
     }
 
     #[test]
     fn redirect_program_encoding() {
         let p = redirect_insns(7);
         assert_eq!(p.len(), 6);
-        assert_eq!(p[0], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 }, "ld_imm64 r1 = map fd 7 (pseudo)");
-        assert_eq!(p[1], Insn { code: 0, regs: 0, off: 0, imm: 0 });
-        assert_eq!(p[2], Insn { code: 0xb7, regs: 0x02, off: 0, imm: 0 }, "r2 = key 0");
-        assert_eq!(p[3], Insn { code: 0xb7, regs: 0x03, off: 0, imm: 2 }, "r3 = XDP_PASS");
-        assert_eq!(p[4], Insn { code: 0x85, regs: 0, off: 0, imm: 51 }, "call bpf_redirect_map");
+        assert_eq!(
+            p[0],
+            Insn {
+                code: 0x18,
+                regs: 0x11,
+                off: 0,
+                imm: 7
+            },
+            "ld_imm64 r1 = map fd 7 (pseudo)"
+        );
+        assert_eq!(
+            p[1],
+            Insn {
+                code: 0,
+                regs: 0,
+                off: 0,
+                imm: 0
+            }
+        );
+        assert_eq!(
+            p[2],
+            Insn {
+                code: 0xb7,
+                regs: 0x02,
+                off: 0,
+                imm: 0
+            },
+            "r2 = key 0"
+        );
+        assert_eq!(
+            p[3],
+            Insn {
+                code: 0xb7,
+                regs: 0x03,
+                off: 0,
+                imm: 2
+            },
+            "r3 = XDP_PASS"
+        );
+        assert_eq!(
+            p[4],
+            Insn {
+                code: 0x85,
+                regs: 0,
+                off: 0,
+                imm: 51
+            },
+            "call bpf_redirect_map"
+        );
         assert_eq!(p[5].code, 0x95);
     }
 }
