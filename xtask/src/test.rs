@@ -8,9 +8,10 @@
 //! 4. a leak check: no `rf*` network namespace may survive the suite.
 //!
 //! Every phase runs even if an earlier one failed; the summary lists each phase's outcome.
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 
 use crate::util::{is_root, root, run};
 
@@ -28,16 +29,18 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     let root = root();
     let bin_dir = root.join("target/debug");
     let want = |p: &str| args.only.as_deref().is_none_or(|o| o == p);
-    let mut results: Vec<(&str, anyhow::Result<()>)> = Vec::new();
+    let mut results: Vec<(&str, anyhow::Result<String>)> = Vec::new();
+    let namespaces_before = rf_namespaces()?;
 
     if want("unit") {
         results.push((
             "unprivileged tests (cargo test)",
-            run(Command::new("cargo").current_dir(&root).args(["test", "--all-targets", "--no-fail-fast"])),
+            run_tests(Command::new("cargo").current_dir(&root).args(["test", "--all-targets", "--no-fail-fast"])),
         ));
         results.push((
             "criterion benches, once in test mode",
-            run(Command::new("cargo").current_dir(&root).args(["test", "-p", "rocefab-wire", "--benches"])),
+            run(Command::new("cargo").current_dir(&root).args(["test", "-p", "rocefab-wire", "--benches"]))
+                .map(|_| "each benchmark ran once".to_string()),
         ));
     }
     if want("privileged") {
@@ -47,10 +50,12 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
             // Build the binaries the tests drive, then the tests themselves; run them one at a time.
             run(Command::new("cargo").current_dir(&root).args(["build", "-p", "control", "-p", "dataplane-user"])).and_then(
                 |_| {
-                    run(Command::new("cargo")
-                        .current_dir(&root)
-                        .args(["test", "-p", "rocefab-tests", "--no-fail-fast", "--", "--test-threads=1"])
-                        .env("ROCEFAB_BIN_DIR", &bin_dir))
+                    run_tests(
+                        Command::new("cargo")
+                            .current_dir(&root)
+                            .args(["test", "-p", "rocefab-tests", "--no-fail-fast", "--", "--test-threads=1"])
+                            .env("ROCEFAB_BIN_DIR", &bin_dir),
+                    )
                 },
             )
         };
@@ -58,15 +63,15 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     }
     if want("fuzz") {
         let a = crate::fuzz::FuzzArgs::with_seconds(args.fuzz_seconds);
-        results.push(("fuzz targets", crate::fuzz::run(&a)));
+        results.push(("fuzz targets", crate::fuzz::run(&a).map(|_| format!("every target, {} s each, no crash", a.seconds))));
     }
-    results.push(("no leftover network namespaces", leak_check()));
+    results.push(("no leftover network namespaces", leak_check(&namespaces_before)));
 
     eprintln!("\n==== cargo xtask test summary ====");
     let mut failed = 0;
     for (name, r) in &results {
         match r {
-            Ok(()) => eprintln!("  ok      {name}"),
+            Ok(what) => eprintln!("  ok      {name}: {what}"),
             Err(e) => {
                 failed += 1;
                 eprintln!("  FAILED  {name}: {e:#}");
@@ -80,16 +85,76 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn leak_check() -> anyhow::Result<()> {
-    let out = Command::new("ip").args(["netns", "list"]).output()?;
-    let left: Vec<String> = String::from_utf8_lossy(&out.stdout)
+/// Runs a `cargo test` command, streaming its output, and sums the `test result:` lines.
+/// A run that executed no test at all is an error, as is any failed test.
+fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
+    let shown = format!("{cmd:?}");
+    let mut child = cmd.stdout(Stdio::piped()).spawn().with_context(|| format!("starting {shown}"))?;
+    let stdout = child.stdout.take().context("test stdout")?;
+    let (mut passed, mut failed, mut ignored, mut binaries) = (0u64, 0u64, 0u64, 0u64);
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            binaries += 1;
+            passed += count_before(rest, " passed");
+            failed += count_before(rest, " failed");
+            ignored += count_before(rest, " ignored");
+        }
+    }
+    let st = child.wait()?;
+    let summary = format!("{passed} passed, {failed} failed, {ignored} ignored in {binaries} test binaries");
+    if !st.success() || failed > 0 {
+        bail!("{shown}: {summary} ({st})");
+    }
+    if passed == 0 {
+        bail!("{shown} executed no test");
+    }
+    Ok(summary)
+}
+
+/// `"ok. 7 passed; 0 failed"` → 7 for `" passed"`.
+fn count_before(s: &str, what: &str) -> u64 {
+    s.find(what)
+        .and_then(|i| s[..i].rsplit(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Network namespaces whose names rocefab and its tests use (`rf…`).
+fn rf_namespaces() -> anyhow::Result<Vec<String>> {
+    let out = Command::new("ip").args(["netns", "list"]).output().context("ip netns list")?;
+    Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .filter(|n| n.starts_with("rf"))
         .map(str::to_string)
-        .collect();
+        .collect())
+}
+
+/// Fails if the suite left `rf…` namespaces that were not there before it started.
+fn leak_check(before: &[String]) -> anyhow::Result<String> {
+    let left: Vec<String> = rf_namespaces()?.into_iter().filter(|n| !before.contains(n)).collect();
     if !left.is_empty() {
         bail!("network namespaces left behind by the tests: {}", left.join(" "));
     }
-    Ok(())
+    Ok(if before.is_empty() {
+        "none".to_string()
+    } else {
+        format!("none new (already there before the run: {})", before.join(" "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_before;
+
+    #[test]
+    fn counts_from_cargo_test_result_lines() {
+        let l = "ok. 15 passed; 2 failed; 3 ignored; 0 measured; 0 filtered out; finished in 2.89s";
+        assert_eq!(count_before(l, " passed"), 15);
+        assert_eq!(count_before(l, " failed"), 2);
+        assert_eq!(count_before(l, " ignored"), 3);
+        assert_eq!(count_before("FAILED. 0 passed; 1 failed;", " passed"), 0);
+    }
 }
