@@ -4,7 +4,10 @@
 //!
 //! The data-plane thread never touches the registry: it writes single-writer atomics
 //! ([`crate::stats`]); on each scrape [`Metrics::render`] copies them into label handles that
-//! were resolved once at startup, together with the XDP program's per-CPU counters.
+//! were resolved once at startup, together with the XDP program's per-CPU counters and the
+//! kernel's per-socket AF_XDP counters (`XDP_STATISTICS`, [`crate::xsk::XskStatistics`]): the
+//! frames the XDP program redirected but the socket could not take (RX ring full, fill ring
+//! empty) are otherwise invisible.
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +18,7 @@ use dataplane_common::limits::NUM_TC;
 use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use crate::stats::{Stat, SwitchStats};
+use crate::xsk::XskStatistics;
 
 /// Errors building the metric set.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +49,17 @@ struct PortHandles {
     rewrite_errors: IntCounter,
     queues: Vec<QueueHandles>,
     xdp: Vec<IntCounter>,
+    xsk: XskHandles,
+}
+
+/// One port socket's kernel AF_XDP counters.
+struct XskHandles {
+    rx_dropped: IntCounter,
+    rx_ring_full: IntCounter,
+    fill_ring_empty: IntCounter,
+    rx_invalid_descs: IntCounter,
+    tx_invalid_descs: IntCounter,
+    tx_ring_empty: IntCounter,
 }
 
 /// The switch's metric registry with every labelled handle pre-resolved.
@@ -54,6 +69,7 @@ pub struct Metrics {
     ports: Vec<PortHandles>,
     free_frames: IntGauge,
     xdp_read_errors: IntCounter,
+    xsk_read_errors: IntCounter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -132,6 +148,38 @@ impl Metrics {
                 )
             })
             .collect::<Result<_, _>>()?;
+        let xsk_rx_dropped = counter_vec(
+            "rocefab_xsk_rx_dropped_total",
+            "Frames the kernel dropped on the port's AF_XDP socket for a reason other than a full RX \
+             ring, mostly an empty fill ring (XDP_STATISTICS rx_dropped)",
+            p,
+        )?;
+        let xsk_rx_ring_full = counter_vec(
+            "rocefab_xsk_rx_ring_full_total",
+            "Frames dropped because the port's AF_XDP RX ring was full (XDP_STATISTICS rx_ring_full)",
+            p,
+        )?;
+        let xsk_fill_empty = counter_vec(
+            "rocefab_xsk_fill_ring_empty_total",
+            "Times the kernel found the port's fill ring empty when it needed a buffer \
+             (XDP_STATISTICS rx_fill_ring_empty_descs)",
+            p,
+        )?;
+        let xsk_rx_invalid = counter_vec(
+            "rocefab_xsk_rx_invalid_descs_total",
+            "Invalid descriptors on the port's AF_XDP RX ring (XDP_STATISTICS rx_invalid_descs)",
+            p,
+        )?;
+        let xsk_tx_invalid = counter_vec(
+            "rocefab_xsk_tx_invalid_descs_total",
+            "Invalid descriptors on the port's AF_XDP TX ring (XDP_STATISTICS tx_invalid_descs)",
+            p,
+        )?;
+        let xsk_tx_empty = counter_vec(
+            "rocefab_xsk_tx_ring_empty_total",
+            "Times the kernel found the port's AF_XDP TX ring empty (XDP_STATISTICS tx_ring_empty_descs)",
+            p,
+        )?;
 
         let ports = cfg
             .ports
@@ -164,6 +212,14 @@ impl Metrics {
                         })
                         .collect(),
                     xdp: xdp.iter().map(|v| v.with_label_values(&l)).collect(),
+                    xsk: XskHandles {
+                        rx_dropped: xsk_rx_dropped.with_label_values(&l),
+                        rx_ring_full: xsk_rx_ring_full.with_label_values(&l),
+                        fill_ring_empty: xsk_fill_empty.with_label_values(&l),
+                        rx_invalid_descs: xsk_rx_invalid.with_label_values(&l),
+                        tx_invalid_descs: xsk_tx_invalid.with_label_values(&l),
+                        tx_ring_empty: xsk_tx_empty.with_label_values(&l),
+                    },
                 }
             })
             .collect();
@@ -182,12 +238,22 @@ impl Metrics {
             .register(Box::new(xdp_read_errors.clone()))
             .map_err(|source| MetricsError::Register { name: "rocefab_xdp_counter_read_errors_total".into(), source })?;
 
-        Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors })
+        let xsk_read_errors = IntCounter::with_opts(opts(
+            "rocefab_xsk_stats_read_errors_total",
+            "Scrapes that could not read the AF_XDP sockets' XDP_STATISTICS",
+        ))
+        .map_err(|source| MetricsError::Register { name: "rocefab_xsk_stats_read_errors_total".into(), source })?;
+        registry
+            .register(Box::new(xsk_read_errors.clone()))
+            .map_err(|source| MetricsError::Register { name: "rocefab_xsk_stats_read_errors_total".into(), source })?;
+
+        Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors, xsk_read_errors })
     }
 
-    /// Refreshes everything from the live statistics and `xdp` (per port, per counter id; `None`
-    /// when the map could not be read) and returns the text exposition.
-    pub fn render(&self, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> String {
+    /// Refreshes everything from the live statistics, `xdp` (per port, per counter id; `None`
+    /// when the map could not be read) and `xsk` (per port socket; `None` when `XDP_STATISTICS`
+    /// could not be read) and returns the text exposition.
+    pub fn render(&self, xdp: Option<&[[u64; counter::COUNT as usize]]>, xsk: Option<&[XskStatistics]>) -> String {
         for (h, s) in self.ports.iter().zip(&self.stats.ports) {
             sync_stat(&h.rx_packets, &s.rx_packets);
             sync_stat(&h.rx_bytes, &s.rx_bytes);
@@ -217,6 +283,19 @@ impl Metrics {
                 }
             }
             None => self.xdp_read_errors.inc(),
+        }
+        match xsk {
+            Some(rows) => {
+                for (h, st) in self.ports.iter().zip(rows) {
+                    sync(&h.xsk.rx_dropped, st.rx_dropped);
+                    sync(&h.xsk.rx_ring_full, st.rx_ring_full);
+                    sync(&h.xsk.fill_ring_empty, st.rx_fill_ring_empty_descs);
+                    sync(&h.xsk.rx_invalid_descs, st.rx_invalid_descs);
+                    sync(&h.xsk.tx_invalid_descs, st.tx_invalid_descs);
+                    sync(&h.xsk.tx_ring_empty, st.tx_ring_empty_descs);
+                }
+            }
+            None => self.xsk_read_errors.inc(),
         }
         self.free_frames.set(self.stats.free_frames.get() as i64);
         let mut out = Vec::new();
@@ -335,7 +414,7 @@ mod tests {
         stats.ports[0].rx_packets.add(7);
         let mut xdp = vec![[0u64; counter::COUNT as usize]; 2];
         xdp[0][counter::ROUTE_MISS as usize] = 11;
-        let t = m.render(Some(&xdp));
+        let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
         let q = [("switch", "sw1"), ("port", "eth1"), ("queue", "3")];
         assert_eq!(value(&t, "rocefab_queue_enqueued_packets_total", &q), Some(5.0));
         assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(4500.0));
@@ -347,12 +426,55 @@ mod tests {
         stats.ports[1].queues[3].enqueued_packets.add(2);
         stats.ports[1].queues[3].depth_bytes.set(0);
         xdp[0][counter::ROUTE_MISS as usize] = 12;
-        let t = m.render(Some(&xdp));
+        let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
         assert_eq!(value(&t, "rocefab_queue_enqueued_packets_total", &q), Some(7.0));
         assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(0.0));
         assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0")]), Some(12.0));
-        let t = m.render(None);
+        let t = m.render(None, Some(&[XskStatistics::default(); 2]));
         assert_eq!(value(&t, "rocefab_xdp_counter_read_errors_total", &[]), Some(1.0));
+    }
+
+    #[test]
+    fn render_exports_xsk_socket_statistics() {
+        let stats = Arc::new(SwitchStats::new(2));
+        let m = Metrics::new(&cfg(), stats).unwrap();
+        let mut xsk = [XskStatistics::default(); 2];
+        xsk[0] = XskStatistics {
+            rx_dropped: 11,
+            rx_invalid_descs: 12,
+            tx_invalid_descs: 13,
+            rx_ring_full: 14,
+            rx_fill_ring_empty_descs: 15,
+            tx_ring_empty_descs: 16,
+        };
+        xsk[1].rx_ring_full = 3;
+        let t = m.render(Some(&[[0; counter::COUNT as usize]; 2]), Some(&xsk));
+        let p0 = [("switch", "sw1"), ("port", "eth0")];
+        let p1 = [("switch", "sw1"), ("port", "eth1")];
+        let names = [
+            ("rocefab_xsk_rx_dropped_total", 11.0),
+            ("rocefab_xsk_rx_invalid_descs_total", 12.0),
+            ("rocefab_xsk_tx_invalid_descs_total", 13.0),
+            ("rocefab_xsk_rx_ring_full_total", 14.0),
+            ("rocefab_xsk_fill_ring_empty_total", 15.0),
+            ("rocefab_xsk_tx_ring_empty_total", 16.0),
+        ];
+        for (name, v) in names {
+            assert_eq!(value(&t, name, &p0), Some(v), "{name} on eth0");
+            assert!(t.contains(&format!("# HELP {name} ")), "{name} has no help string");
+            assert!(t.contains(&format!("# TYPE {name} counter")), "{name} is not a counter");
+        }
+        assert_eq!(value(&t, "rocefab_xsk_rx_ring_full_total", &p1), Some(3.0));
+        assert_eq!(value(&t, "rocefab_xsk_rx_dropped_total", &p1), Some(0.0));
+        assert_eq!(value(&t, "rocefab_xsk_stats_read_errors_total", &[]), Some(0.0));
+        // The kernel counters are monotonic: the next scrape follows them.
+        xsk[0].rx_ring_full = 100;
+        let t = m.render(None, Some(&xsk));
+        assert_eq!(value(&t, "rocefab_xsk_rx_ring_full_total", &p0), Some(100.0));
+        // A failed read keeps the last values and counts the error.
+        let t = m.render(None, None);
+        assert_eq!(value(&t, "rocefab_xsk_rx_ring_full_total", &p0), Some(100.0));
+        assert_eq!(value(&t, "rocefab_xsk_stats_read_errors_total", &[]), Some(1.0));
     }
 
     #[test]

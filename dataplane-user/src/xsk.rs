@@ -8,8 +8,13 @@
 //! libxdp is told not to load its own XDP program (`XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD`): our
 //! program ([`crate::loader`]) redirects into the `XSKS` map, which the daemon fills with
 //! [`XdpSwitch::register_xsk`](crate::loader::XdpSwitch::register_xsk).
+//!
+//! The kernel's per-socket drop counters (`getsockopt(SOL_XDP, XDP_STATISTICS)`, struct
+//! `xdp_statistics` in `include/uapi/linux/if_xdp.h`) are read by the control side through
+//! [`XskStatsReader`], which holds duplicates of the socket descriptors: `getsockopt` touches
+//! no ring, so it never races with the data-plane thread.
 use std::num::NonZeroU32;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
@@ -34,6 +39,76 @@ pub enum XskError {
     BadName { port: usize, name: String },
     #[error("frame count {0} is out of range")]
     FrameCount(u64),
+    #[error("port {port} ({name:?}): duplicating the AF_XDP socket descriptor: {source}")]
+    Dup { port: usize, name: String, source: std::io::Error },
+}
+
+/// Kernel counters of one AF_XDP socket (`struct xdp_statistics`, Linux ≥ 5.9 layout; older
+/// kernels leave the last three at 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XskStatistics {
+    /// Frames dropped for a reason other than a full RX ring (fill ring empty, frame too big).
+    pub rx_dropped: u64,
+    /// Invalid descriptors the kernel found on the RX ring.
+    pub rx_invalid_descs: u64,
+    /// Invalid descriptors the kernel found on the TX ring.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full (userspace too slow).
+    pub rx_ring_full: u64,
+    /// Times the kernel wanted a buffer and found the fill ring empty.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the kernel looked for descriptors to send and found the TX ring empty.
+    pub tx_ring_empty_descs: u64,
+}
+
+/// Reads `XDP_STATISTICS` of the AF_XDP socket `fd`.
+pub fn xdp_statistics(fd: BorrowedFd<'_>) -> std::io::Result<XskStatistics> {
+    let mut st = libc::xdp_statistics {
+        rx_dropped: 0,
+        rx_invalid_descs: 0,
+        tx_invalid_descs: 0,
+        rx_ring_full: 0,
+        rx_fill_ring_empty_descs: 0,
+        tx_ring_empty_descs: 0,
+    };
+    let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+    // SAFETY: `st` is a live, writable xdp_statistics and `len` holds its size; the kernel
+    // writes at most `len` bytes and stores the length it wrote back into `len`.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            libc::XDP_STATISTICS,
+            (&mut st as *mut libc::xdp_statistics).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(XskStatistics {
+        rx_dropped: st.rx_dropped,
+        rx_invalid_descs: st.rx_invalid_descs,
+        tx_invalid_descs: st.tx_invalid_descs,
+        rx_ring_full: st.rx_ring_full,
+        rx_fill_ring_empty_descs: st.rx_fill_ring_empty_descs,
+        tx_ring_empty_descs: st.tx_ring_empty_descs,
+    })
+}
+
+/// Duplicated descriptors of every port's socket, for reading [`XskStatistics`] from the
+/// control side while the data-plane thread owns the rings. Keeps the sockets open until it is
+/// dropped (after the data-plane thread has stopped).
+#[derive(Debug)]
+pub struct XskStatsReader {
+    fds: Vec<OwnedFd>,
+}
+
+impl XskStatsReader {
+    /// Statistics of every port, in port order.
+    pub fn read(&self) -> std::io::Result<Vec<XskStatistics>> {
+        self.fds.iter().map(|f| xdp_statistics(f.as_fd())).collect()
+    }
 }
 
 /// One port's rings.
@@ -59,6 +134,28 @@ pub struct XskSet {
     pub umem: Umem,
     pub ports: Vec<XskPort>,
     pub frames: Vec<FrameDesc>,
+}
+
+impl XskSet {
+    /// A reader of every socket's kernel statistics, on duplicated descriptors.
+    pub fn stats_reader(&self) -> Result<XskStatsReader, XskError> {
+        let fds = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(port, p)| {
+                // SAFETY: the socket's descriptor is open for as long as `p` lives, which
+                // outlives this borrow (it is only used to duplicate the descriptor).
+                let fd = unsafe { BorrowedFd::borrow_raw(p.fd()) };
+                fd.try_clone_to_owned().map_err(|source| XskError::Dup {
+                    port,
+                    name: p.name.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(XskStatsReader { fds })
+    }
 }
 
 fn describe(e: &dyn std::error::Error) -> String {

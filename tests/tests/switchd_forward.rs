@@ -227,6 +227,16 @@ fn wait_for_metrics(d: &mut Daemon, port: u16) -> String {
     }
 }
 
+/// The AF_XDP socket statistics the daemon exports per port.
+const XSK_METRICS: [&str; 6] = [
+    "rocefab_xsk_rx_dropped_total",
+    "rocefab_xsk_rx_ring_full_total",
+    "rocefab_xsk_fill_ring_empty_total",
+    "rocefab_xsk_rx_invalid_descs_total",
+    "rocefab_xsk_tx_invalid_descs_total",
+    "rocefab_xsk_tx_ring_empty_total",
+];
+
 #[test]
 fn switchd_forwards_pings_and_classifies_dscp() {
     let bin = switchd();
@@ -236,6 +246,18 @@ fn switchd_forwards_pings_and_classifies_dscp() {
     let mut d = start(&config(mport, ["sw-p0", "sw-p1"]), &dir);
     let before = wait_for_metrics(&mut d, mport);
     assert!(before.contains("rocefab_xdp_route_miss_total"), "{before}");
+    // The kernel's AF_XDP socket counters (XDP_STATISTICS) are exported for every port.
+    for name in XSK_METRICS {
+        assert!(before.contains(&format!("# HELP {name} ")), "{name} has no help string:\n{before}");
+        for port in ["sw-p0", "sw-p1"] {
+            let prefix = format!("{name}{{");
+            assert!(
+                before.lines().any(|l| l.starts_with(&prefix) && l.contains(&format!("port=\"{port}\""))),
+                "{name} missing for {port}:\n{before}"
+            );
+        }
+    }
+    assert_eq!(metric(&before, "rocefab_xsk_stats_read_errors_total", &[]), 0, "{before}");
     let xdp = String::from_utf8_lossy(&sh(&["ip", "-n", SW, "link", "show"]).stdout).to_string();
     assert!(xdp.matches("xdp").count() >= 2, "XDP not attached to both ports:\n{xdp}");
 
@@ -292,6 +314,12 @@ fn switchd_forwards_pings_and_classifies_dscp() {
     assert_eq!(metric(&now, "rocefab_queue_depth_bytes", &[("port", "sw-p1"), ("queue", "3")]), 0);
     assert!(metric(&now, "rocefab_xdp_forwarded_total", &[("port", "sw-p0")]) >= 3 * N + 3);
     assert_eq!(metric(&now, "rocefab_port_rx_invalid_total", &[("port", "sw-p0")]), 0);
+    // A few hundred frames fit the rings: the sockets lost nothing and saw no bad descriptor.
+    for port in ["sw-p0", "sw-p1"] {
+        for name in ["rocefab_xsk_rx_ring_full_total", "rocefab_xsk_rx_invalid_descs_total", "rocefab_xsk_tx_invalid_descs_total"] {
+            assert_eq!(metric(&now, name, &[("port", port)]), 0, "{name} on {port}");
+        }
+    }
 
     // SIGTERM: clean exit, XDP gone from both ports.
     d.sigterm();

@@ -77,6 +77,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
         xdp.register_xsk(i as u32, p.fd())
             .with_context(|| format!("switch {}: registering the AF_XDP socket of port {}", cfg.name, p.name))?;
     }
+    let xsk_stats = sockets
+        .stats_reader()
+        .with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
     let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
     let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
     let dp = DataPlane::new(sockets, &DataPlaneConfig::from_switch(&cfg), stats).context("data plane setup")?;
@@ -118,7 +121,14 @@ fn run(args: &Args) -> anyhow::Result<()> {
                     None
                 }
             };
-            match accept_and_serve(&listener, || metrics.render(xdp_counters.as_deref())) {
+            let xsk_counters = match xsk_stats.read() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!("reading AF_XDP socket statistics: {e}");
+                    None
+                }
+            };
+            match accept_and_serve(&listener, || metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref())) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => tracing::warn!("metrics request: {e}"),
@@ -130,6 +140,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     }
     stop.stop();
     let joined = thread.join();
+    drop(xsk_stats);
     xdp.detach();
     tracing::info!(switch = %cfg.name, "XDP detached, exiting");
     if let Some(e) = failure {
