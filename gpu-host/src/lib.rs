@@ -27,3 +27,6 @@ pub mod sender;
 
 /// Nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;
+
+/// The AF_XDP NIC emulator (`rocefab-hostd`): wire glue, job files, the data thread.
+pub mod nic;

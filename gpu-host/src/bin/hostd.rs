@@ -1,0 +1,182 @@
+//! `rocefab-hostd`: the emulated RDMA NICs of one GPU host, run inside the host's network
+//! namespace. Reads a job file (QPs, PSNs, R_Keys, data seeds chosen by the controller),
+//! attaches the host XDP program to every NIC veth, opens one AF_XDP socket per NIC, runs the
+//! RoCEv2 RC engine on a dedicated data thread until every QP has finished (or the timeout),
+//! and prints one JSON report on stdout (after a `{"ready":...}` line once the sockets are up).
+//! Prometheus metrics are served on `metrics_listen` when the job sets it.
+//!
+//! Exit status: 0 when the report says `ok`, 1 otherwise (including errors).
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use dataplane_user::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
+use gpu_host::nic::daemon::{self, Clock, Exit};
+use gpu_host::nic::engine::{path_mtu_for_link, Engine};
+use gpu_host::nic::job::{Job, Report};
+use gpu_host::nic::metrics::Metrics;
+use gpu_host::nic::xsk::XskPort;
+use gpu_host::segment::PathMtu;
+
+#[derive(Parser, Debug)]
+#[command(name = "rocefab-hostd", about = "rocefab GPU-host emulator: AF_XDP RoCEv2 NICs running one job")]
+struct Args {
+    /// Job file (JSON).
+    #[arg(long)]
+    job: PathBuf,
+    /// Also write the report to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Args::parse()) {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(1),
+        Err(e) => {
+            eprintln!("rocefab-hostd: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn link_mtu(name: &str) -> Result<u32> {
+    let p = format!("/sys/class/net/{name}/mtu");
+    let s = std::fs::read_to_string(&p).with_context(|| format!("reading {p} (is {name} in this namespace?)"))?;
+    s.trim().parse().with_context(|| format!("parsing {p}: {s:?}"))
+}
+
+fn run(args: Args) -> Result<bool> {
+    let job = Job::load(&args.job).context("loading the job")?;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+    // Wake-ups from ppoll as close to the deadline as the kernel can (default slack 50 µs).
+    // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+
+    let mut mtus = Vec::new();
+    for n in &job.nics {
+        let m = match n.path_mtu {
+            Some(b) => PathMtu::from_bytes(b).map_err(|e| anyhow::anyhow!("{}: {e}", n.name))?,
+            None => {
+                let l = link_mtu(&n.name)?;
+                path_mtu_for_link(l, n.ip.is_ipv6())
+                    .with_context(|| format!("{}: link MTU {l} is too small for RoCEv2 (needs ≥ 316)", n.name))?
+            }
+        };
+        mtus.push(m);
+    }
+    let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
+    let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
+    let mut xdp = HostXdp::load(&names, program, &job.xdp_mode).context("attaching the host XDP program")?;
+    xdp.set_drop_nth(job.drop_nth).context("setting drop_nth")?;
+    let mut ports = Vec::new();
+    for (i, n) in names.iter().enumerate() {
+        let p = XskPort::open(n).with_context(|| format!("opening the AF_XDP socket of {n}"))?;
+        xdp.register_xsk(i as u32, p.fd()).with_context(|| format!("registering the socket of {n}"))?;
+        ports.push(p);
+    }
+
+    let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
+    let _server = match job.metrics_listen {
+        Some(addr) => Some(gpu_host::nic::metrics::serve(addr, metrics.clone()).with_context(|| format!("serving metrics on {addr}"))?),
+        None => None,
+    };
+
+    let clock = Clock::new();
+    let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
+    let deadline = clock.now().saturating_add(job.timeout_ms.saturating_mul(1_000_000));
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", serde_json::json!({"ready": true, "job": job.name, "program": program,
+            "path_mtu": mtus.iter().map(|m| m.bytes()).collect::<Vec<_>>()}))?;
+        out.flush()?;
+    }
+    tracing::info!(job = %job.name, nics = names.len(), qps = job.qps.len(), program, "running");
+
+    // The data thread owns the engine and the sockets; the main thread only waits (and the
+    // metrics server reads snapshots published every 100 ms).
+    let snapshot: Arc<Mutex<Option<Report>>> = Arc::new(Mutex::new(None));
+    let job_name = job.name.clone();
+    let m2 = metrics.clone();
+    let data = std::thread::Builder::new()
+        .name("rocefab-nic".into())
+        .spawn(move || -> Result<(Engine, Vec<XskPort>, Exit, u64)> {
+            let (exit, end) = daemon::run(&mut engine, &mut ports, &clock, deadline, &STOP, Duration::from_millis(100), |e, now| {
+                m2.update(&e.report_with(&job_name, now, false));
+            })?;
+            Ok((engine, ports, exit, end))
+        })
+        .context("spawning the data thread")?;
+    let (engine, ports, exit, end) = data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
+
+    let mut report = engine.report(&job.name, end);
+    let counters = xdp.counters().context("reading host XDP counters")?;
+    for (i, nic) in report.nics.iter_mut().enumerate() {
+        for (id, name) in counter::NAMES.iter().enumerate() {
+            nic.xdp.insert((*name).to_string(), counters[i][id]);
+        }
+        if let Ok((dropped, ring_full, fill_empty)) = ports[i].stats() {
+            nic.xdp.insert("xsk_rx_dropped".into(), dropped);
+            nic.xdp.insert("xsk_rx_ring_full".into(), ring_full);
+            nic.xdp.insert("xsk_rx_fill_ring_empty".into(), fill_empty);
+        }
+    }
+    match exit {
+        Exit::Finished => {}
+        Exit::Timeout => {
+            report.ok = false;
+            report.error = Some(format!("timeout after {} ms", job.timeout_ms));
+        }
+        Exit::Stopped => {
+            report.ok = false;
+            report.error = Some("stopped by signal".into());
+        }
+    }
+    if let Some(e) = report.qps.iter().find_map(|q| q.error.clone()) {
+        report.error.get_or_insert(e);
+    }
+    metrics.update(&report);
+    *snapshot.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
+
+    let text = serde_json::to_string(&report)?;
+    if let Some(p) = &args.report {
+        std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?;
+    }
+    println!("{text}");
+    std::io::stdout().flush()?;
+    if job.linger_ms > 0 {
+        let until = std::time::Instant::now() + Duration::from_millis(job.linger_ms);
+        while std::time::Instant::now() < until && !STOP.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    if !report.ok {
+        tracing::warn!(error = ?report.error, "job did not complete");
+    }
+    drop(ports);
+    drop(xdp);
+    if report.ok {
+        Ok(true)
+    } else if report.error.is_none() {
+        bail!("job finished but the report is not ok (verification failed)")
+    } else {
+        Ok(false)
+    }
+}

@@ -1,0 +1,832 @@
+//! The emulated RDMA NIC's protocol engine: glues the pure RC state machines ([`Sender`],
+//! [`Receiver`], [`NicPfc`]) to RoCEv2 Ethernet frames (`rocefab_wire::roce`, IBTA Vol. 1
+//! ch. 9 + Annex A17) and MAC control frames (IEEE 802.1Qbb / 802.3x, `rocefab_wire::mac_control`).
+//!
+//! Still pure: frames come in through [`Engine::on_frame`] and go out through
+//! [`Engine::next_tx`], time is the caller's `now` (ns), so two engines are wired back to back
+//! in unit tests. The AF_XDP layer ([`super::xsk`]) and the daemon loop live elsewhere.
+//!
+//! * Transmit: per NIC, CNPs (DSCP 48, priority 7) first, then ACK/NAKs (DSCP 24, priority 3),
+//!   then data packets of the NIC's requester QPs round robin. A NIC shaper charges every frame
+//!   with its wire size (frame + FCS + preamble + inter-frame gap) at the NIC line rate; each
+//!   QP's own limiter carries its DCQCN rate.
+//! * Data frames: RDMA WRITE First/Middle/Last (or Only per packet), DSCP 24, ECN ECT(0), UDP
+//!   source port = per-QP entropy ([`udp_src_port_for_qp`]), ICRC computed by the wire crate.
+//! * PFC: a received PFC frame pauses priority 3 (data and ACKs) for quanta × 512 bit times at
+//!   the NIC line rate; quanta 0 resumes at once; 802.3x PAUSE pauses every priority.
+//! * DCQCN: CE-marked data makes the responder send a CNP (at most one per QP per 50 µs,
+//!   [`Receiver`]); a received CNP drives [`Sender::on_cnp`].
+//!
+//! Per-packet paths allocate nothing: control queues are preallocated and bounded (overflow is
+//! counted), QP lookup is a hash map built at setup.
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+
+use rocefab_wire::mac_control::MacControlRepr;
+use rocefab_wire::roce::{self, aeth, bth, reth, udp_src_port_for_qp, IpEcn, Opcode as WireOpcode, ParsedFrame, RoceFrame};
+
+use super::job::{self, Job, NicReport, QpReport, Report};
+use super::pattern;
+use crate::desc::{AckPacket, AckSyndrome, Opcode, Reth, WritePacket};
+use crate::pfc::NicPfc;
+use crate::psn::Psn;
+use crate::receiver::{MemoryRegion, Receiver, ReceiverConfig};
+use crate::segment::{PathMtu, SegmentMode, WriteMessage};
+use crate::sender::{RateLimiter, Sender, SenderConfig};
+
+/// PFC priority of RoCEv2 data and ACKs (DSCP 24 → traffic class 3, DESIGN.md).
+pub const DATA_PRIORITY: u8 = 3;
+/// PFC priority of CNPs (DSCP 48 → traffic class 7).
+pub const CNP_PRIORITY: u8 = 7;
+/// Bytes on the wire per frame beyond what AF_XDP carries: FCS 4 + preamble/SFD 8 + IFG 12.
+pub const WIRE_OVERHEAD_BYTES: u32 = 24;
+/// Capacity of each per-NIC control queue (ACK/NAK and CNP).
+pub const CTRL_QUEUE_CAPACITY: usize = 4096;
+/// IPv4 + UDP + BTH + RETH + ICRC bytes around a payload (IPv6: 20 more).
+pub const ROCE_IPV4_OVERHEAD: u32 = 20 + 8 + 12 + 16 + 4;
+
+/// Errors building an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("nic {nic} ({name}): {what}")]
+    Nic { nic: usize, name: String, what: String },
+    #[error("qp {qpn}: {what}")]
+    Qp { qpn: u32, what: String },
+}
+
+/// The largest IB path MTU whose RoCEv2 packets fit a link MTU (IP packet size).
+pub fn path_mtu_for_link(link_mtu: u32, ipv6: bool) -> Option<PathMtu> {
+    let overhead = ROCE_IPV4_OVERHEAD + if ipv6 { 20 } else { 0 };
+    [PathMtu::Mtu4096, PathMtu::Mtu2048, PathMtu::Mtu1024, PathMtu::Mtu512, PathMtu::Mtu256]
+        .into_iter()
+        .find(|m| m.bytes() + overhead <= link_mtu)
+}
+
+/// Per-NIC counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NicCounters {
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub tx_errors: u64,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub rx_bad_icrc: u64,
+    pub rx_malformed: u64,
+    pub rx_unknown_qp: u64,
+    pub rx_ignored: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub ctrl_overflows: u64,
+}
+
+/// One NIC port's configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NicConfig {
+    pub name: String,
+    pub mac: [u8; 6],
+    pub ip: IpAddr,
+    pub line_rate_bps: u64,
+    pub path_mtu: PathMtu,
+    pub write_only: bool,
+    pub dcqcn: bool,
+}
+
+struct Nic {
+    cfg: NicConfig,
+    pfc: NicPfc,
+    pacer: RateLimiter,
+    acks: VecDeque<(usize, AckPacket)>,
+    cnps: VecDeque<usize>,
+    qps: Vec<usize>,
+    rr: usize,
+    c: NicCounters,
+}
+
+struct Qp {
+    spec: job::QpSpec,
+    nic: usize,
+    peer_mac: [u8; 6],
+    sport: u16,
+    sender: Option<Sender>,
+    send_buf: Vec<u8>,
+    send_total: u64,
+    send_acked: u64,
+    send_done: Option<u64>,
+    receiver: Option<Receiver>,
+    recv_len: u64,
+    recv_done: Option<u64>,
+    error: Option<String>,
+}
+
+/// All NICs and QPs of one emulated host.
+pub struct Engine {
+    nics: Vec<Nic>,
+    qps: Vec<Qp>,
+    by_qpn: HashMap<u32, usize>,
+    start: u64,
+}
+
+impl Engine {
+    /// Builds the engine for `job` at `now`; `path_mtus[i]` is NIC `i`'s path MTU (from the job
+    /// or the link MTU). Requester buffers are filled with their pattern and every write posted.
+    pub fn from_job(job: &Job, path_mtus: &[PathMtu], now: u64) -> Result<Engine, EngineError> {
+        let mut nics = Vec::with_capacity(job.nics.len());
+        for (i, n) in job.nics.iter().enumerate() {
+            let e = |what: String| EngineError::Nic { nic: i, name: n.name.clone(), what };
+            let mac = job::parse_mac(&n.mac).ok_or_else(|| e(format!("bad mac {:?}", n.mac)))?;
+            let path_mtu = *path_mtus.get(i).ok_or_else(|| e("no path MTU given".into()))?;
+            let cfg = NicConfig {
+                name: n.name.clone(),
+                mac,
+                ip: n.ip,
+                line_rate_bps: n.line_rate_bps,
+                path_mtu,
+                write_only: n.write_only,
+                dcqcn: n.dcqcn,
+            };
+            let pfc = NicPfc::new(n.line_rate_bps).map_err(|x| e(x.to_string()))?;
+            // A burst of 8 full frames lets the daemon batch TX kicks without exceeding the
+            // line rate over any longer interval.
+            let burst = 8 * (path_mtu.bytes() + ROCE_IPV4_OVERHEAD + 20 + 14 + WIRE_OVERHEAD_BYTES);
+            let pacer = RateLimiter::new(n.line_rate_bps, n.line_rate_bps, burst, now);
+            nics.push(Nic {
+                cfg,
+                pfc,
+                pacer,
+                acks: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
+                cnps: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
+                qps: Vec::new(),
+                rr: 0,
+                c: NicCounters::default(),
+            });
+        }
+        let mut qps = Vec::with_capacity(job.qps.len());
+        let mut by_qpn = HashMap::with_capacity(job.qps.len());
+        for q in &job.qps {
+            let e = |what: String| EngineError::Qp { qpn: q.qpn, what };
+            let nic = nics.get(q.nic).ok_or_else(|| e(format!("nic {} does not exist", q.nic)))?;
+            let peer_mac = job::parse_mac(&q.next_hop_mac).ok_or_else(|| e(format!("bad next_hop_mac {:?}", q.next_hop_mac)))?;
+            let mut qp = Qp {
+                spec: q.clone(),
+                nic: q.nic,
+                peer_mac,
+                sport: udp_src_port_for_qp(q.qpn, q.peer_qpn),
+                sender: None,
+                send_buf: Vec::new(),
+                send_total: 0,
+                send_acked: 0,
+                send_done: None,
+                receiver: None,
+                recv_len: 0,
+                recv_done: None,
+                error: None,
+            };
+            if let Some(s) = &q.send {
+                let mut cfg = SenderConfig::new(nic.cfg.line_rate_bps);
+                cfg.mtu = nic.cfg.path_mtu;
+                cfg.mode = if nic.cfg.write_only { SegmentMode::WriteOnlyPerPacket } else { SegmentMode::FirstMiddleLast };
+                cfg.initial_psn = Psn::new(s.psn);
+                cfg.max_outstanding_packets = s.window_packets;
+                cfg.retransmit_timeout_ns = s.retransmit_timeout_ns;
+                if !nic.cfg.dcqcn {
+                    cfg.dcqcn = None;
+                }
+                if nic.cfg.ip.is_ipv6() {
+                    cfg.per_packet_overhead_bytes += 20;
+                }
+                let mut sender = Sender::new(cfg, now).map_err(|x| e(x.to_string()))?;
+                let len = usize::try_from(s.len).map_err(|_| e("send.len too large".into()))?;
+                qp.send_buf = pattern::generate(len, s.seed);
+                qp.send_total = s.len;
+                let mut off = 0u64;
+                let mut wr = 0u64;
+                while off < s.len {
+                    let n = (s.len - off).min(s.message_bytes);
+                    let msg = WriteMessage { remote_va: s.remote_va + off, rkey: s.rkey, len: n as u32 };
+                    sender.post_write(wr, off, msg).map_err(|x| e(format!("posting write {wr}: {x}")))?;
+                    off += n;
+                    wr += 1;
+                }
+                if s.len == 0 {
+                    qp.send_done = Some(now);
+                }
+                qp.sender = Some(sender);
+            }
+            if let Some(r) = &q.recv {
+                let mut cfg = ReceiverConfig::new(nic.cfg.path_mtu);
+                cfg.initial_psn = Psn::new(r.psn);
+                let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
+                let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: vec![0; len] };
+                qp.receiver = Some(Receiver::new(cfg, vec![mr]).map_err(|x| e(x.to_string()))?);
+                qp.recv_len = r.len;
+                if r.len == 0 {
+                    qp.recv_done = Some(now);
+                }
+            }
+            if by_qpn.insert(q.qpn, qps.len()).is_some() {
+                return Err(e("duplicate qpn".into()));
+            }
+            nics[q.nic].qps.push(qps.len());
+            qps.push(qp);
+        }
+        Ok(Engine { nics, qps, by_qpn, start: now })
+    }
+
+    /// Number of NICs.
+    pub fn nic_count(&self) -> usize {
+        self.nics.len()
+    }
+
+    /// Counters of NIC `i`.
+    pub fn nic_counters(&self, i: usize) -> NicCounters {
+        self.nics[i].c
+    }
+
+    /// PFC state of NIC `i`.
+    pub fn nic_pfc(&self, i: usize) -> &NicPfc {
+        &self.nics[i].pfc
+    }
+
+    /// The requester of `qpn`, if it has one.
+    pub fn sender(&self, qpn: u32) -> Option<&Sender> {
+        self.by_qpn.get(&qpn).and_then(|&i| self.qps[i].sender.as_ref())
+    }
+
+    /// The responder of `qpn`, if it has one.
+    pub fn receiver(&self, qpn: u32) -> Option<&Receiver> {
+        self.by_qpn.get(&qpn).and_then(|&i| self.qps[i].receiver.as_ref())
+    }
+
+    fn push_ack(nic: &mut Nic, qp: usize, ack: AckPacket) {
+        if nic.acks.len() >= CTRL_QUEUE_CAPACITY {
+            nic.c.ctrl_overflows += 1;
+        } else {
+            nic.acks.push_back((qp, ack));
+        }
+    }
+
+    fn push_cnp(nic: &mut Nic, qp: usize) {
+        if nic.cnps.len() >= CTRL_QUEUE_CAPACITY {
+            nic.c.ctrl_overflows += 1;
+        } else {
+            nic.cnps.push_back(qp);
+        }
+    }
+
+    /// Processes one frame received on NIC `nic` at `now`. Malformed frames, bad ICRCs and
+    /// unknown QPs are counted and dropped.
+    pub fn on_frame(&mut self, nic_idx: usize, frame: &[u8], now: u64) {
+        let Some(nic) = self.nics.get_mut(nic_idx) else { return };
+        nic.c.rx_frames += 1;
+        nic.c.rx_bytes += frame.len() as u64;
+        if frame.len() >= 14 && frame[12..14] == [0x88, 0x08] {
+            match MacControlRepr::parse_frame(frame) {
+                Ok((_, MacControlRepr::Pfc(p))) => nic.pfc.on_pfc_frame(p.enabled.bits(), &p.quanta, now),
+                Ok((_, MacControlRepr::Pause { quanta })) => nic.pfc.on_global_pause(quanta, now),
+                Ok((_, MacControlRepr::Unknown { .. })) => nic.c.rx_ignored += 1,
+                Err(_) => nic.c.rx_malformed += 1,
+            }
+            return;
+        }
+        let p = match ParsedFrame::parse(frame) {
+            Ok(p) => p,
+            Err(_) => {
+                nic.c.rx_malformed += 1;
+                return;
+            }
+        };
+        if !p.icrc.is_good() {
+            nic.c.rx_bad_icrc += 1;
+            return;
+        }
+        let bth = p.bth();
+        let Some(&qi) = self.by_qpn.get(&bth.dest_qp) else {
+            nic.c.rx_unknown_qp += 1;
+            return;
+        };
+        let qp = &mut self.qps[qi];
+        if qp.nic != nic_idx {
+            nic.c.rx_unknown_qp += 1;
+            return;
+        }
+        match bth.opcode {
+            WireOpcode::Acknowledge => {
+                let (Some(sender), Some(a)) = (qp.sender.as_mut(), p.aeth()) else {
+                    nic.c.rx_ignored += 1;
+                    return;
+                };
+                let Some(syndrome) = AckSyndrome::from_aeth_syndrome(u8::from(a.syndrome)) else {
+                    nic.c.rx_ignored += 1;
+                    return;
+                };
+                let ack = AckPacket { syndrome, psn: Psn::new(bth.psn), msn: a.msn };
+                if let Err(e) = sender.on_ack(&ack, now) {
+                    qp.error.get_or_insert_with(|| e.to_string());
+                }
+                while let Some(c) = sender.pop_completion() {
+                    qp.send_acked += u64::from(c.len);
+                }
+                if qp.send_done.is_none() && qp.send_acked >= qp.send_total {
+                    qp.send_done = Some(now);
+                }
+            }
+            WireOpcode::Cnp => {
+                nic.c.cnps_received += 1;
+                match qp.sender.as_mut() {
+                    Some(s) => s.on_cnp(now),
+                    None => nic.c.rx_ignored += 1,
+                }
+            }
+            op => {
+                let (Some(opcode), Some(receiver)) = (Opcode::from_code(u8::from(op)), qp.receiver.as_mut()) else {
+                    nic.c.rx_ignored += 1;
+                    return;
+                };
+                let pkt = WritePacket {
+                    opcode,
+                    psn: Psn::new(bth.psn),
+                    ack_req: bth.ack_req,
+                    reth: p.reth().map(|r| Reth { va: r.va, rkey: r.r_key, len: r.dma_len }),
+                    payload_offset: 0,
+                    payload_len: p.payload.len() as u32,
+                };
+                let ce = p.ip.ecn == IpEcn::CongestionExperienced;
+                let out = receiver.on_packet(&pkt, p.payload, ce, now);
+                if let Some(ack) = out.ack {
+                    Self::push_ack(nic, qi, ack);
+                }
+                if out.cnp {
+                    Self::push_cnp(nic, qi);
+                }
+                if qp.recv_done.is_none() && receiver.counters().bytes_placed >= qp.recv_len {
+                    qp.recv_done = Some(now);
+                }
+            }
+        }
+    }
+
+    /// Runs the timers (requester ACK timeout and DCQCN, responder ACK coalescing) at `now`.
+    pub fn poll(&mut self, now: u64) {
+        for (qi, qp) in self.qps.iter_mut().enumerate() {
+            if let Some(s) = qp.sender.as_mut() {
+                if qp.error.is_none() {
+                    if let Err(e) = s.poll(now) {
+                        qp.error = Some(e.to_string());
+                    }
+                }
+            }
+            if let Some(r) = qp.receiver.as_mut() {
+                if let Some(ack) = r.poll(now) {
+                    Self::push_ack(&mut self.nics[qp.nic], qi, ack);
+                }
+            }
+        }
+    }
+
+    /// Writes the next frame NIC `nic` may transmit at `now` into `buf` and returns its
+    /// length; `None` when the shaper, PFC or the requesters have nothing to send now.
+    pub fn next_tx(&mut self, nic_idx: usize, buf: &mut [u8], now: u64) -> Option<usize> {
+        let nic = self.nics.get_mut(nic_idx)?;
+        if !nic.pacer.ready(now) {
+            return None;
+        }
+        let paused = nic.pfc.paused_mask(now);
+        let mut len = None;
+        if paused & (1 << CNP_PRIORITY) == 0 {
+            if let Some(qi) = nic.cnps.pop_front() {
+                let qp = &self.qps[qi];
+                let mut f = roce::cnp(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, qp.spec.peer_qpn);
+                f.udp_src_port = qp.sport;
+                len = Some(f.emit(buf));
+                nic.c.cnps_sent += 1;
+            }
+        }
+        if len.is_none() && paused & (1 << DATA_PRIORITY) == 0 {
+            if let Some((qi, ack)) = nic.acks.pop_front() {
+                let qp = &self.qps[qi];
+                let b = bth::Repr::new(WireOpcode::Acknowledge, qp.spec.peer_qpn, ack.psn.value());
+                let mut h = roce::Repr::new(b);
+                h.aeth = Some(aeth::Repr { syndrome: aeth::Syndrome::from(ack.syndrome.aeth_syndrome()), msn: ack.msn });
+                let mut f = RoceFrame::new(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, h, &[]);
+                f.udp_src_port = qp.sport;
+                len = Some(f.emit(buf));
+            }
+        }
+        if len.is_none() && paused & (1 << DATA_PRIORITY) == 0 {
+            let n = nic.qps.len();
+            for k in 0..n {
+                let qi = nic.qps[(nic.rr + k) % n];
+                let qp = &mut self.qps[qi];
+                if qp.error.is_some() {
+                    continue;
+                }
+                let Some(tx) = qp.sender.as_mut().and_then(|s| s.next_packet(now)) else { continue };
+                nic.rr = (nic.rr + k + 1) % n;
+                let start = tx.local_addr as usize;
+                let payload = &qp.send_buf[start..start + tx.pkt.payload_len as usize];
+                let mut b = bth::Repr::new(WireOpcode::from(tx.pkt.opcode.code()), qp.spec.peer_qpn, tx.pkt.psn.value());
+                b.ack_req = tx.pkt.ack_req;
+                let mut h = roce::Repr::new(b);
+                h.reth = tx.pkt.reth.map(|r| reth::Repr { va: r.va, r_key: r.rkey, dma_len: r.len });
+                let mut f = RoceFrame::new(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, h, payload);
+                f.udp_src_port = qp.sport;
+                len = Some(f.emit(buf));
+                break;
+            }
+        }
+        match len? {
+            Ok(n) => {
+                nic.pacer.consume(n as u32 + WIRE_OVERHEAD_BYTES, now);
+                nic.c.tx_frames += 1;
+                nic.c.tx_bytes += n as u64;
+                Some(n)
+            }
+            Err(_) => {
+                nic.c.tx_errors += 1;
+                None
+            }
+        }
+    }
+
+    /// The earliest time something may happen without a frame arriving: a frame may be sent,
+    /// a pause expires, or a timer fires. `None`: nothing pending.
+    pub fn next_deadline(&mut self, now: u64) -> Option<u64> {
+        let mut t: Option<u64> = None;
+        let mut at = |x: u64| t = Some(t.map_or(x, |t| t.min(x)));
+        for nic in &mut self.nics {
+            let paused = nic.pfc.paused_mask(now);
+            if let Some(r) = nic.pfc.next_resume(now) {
+                at(r);
+            }
+            let ready = nic.pacer.ready_at(now);
+            if (!nic.cnps.is_empty() && paused & (1 << CNP_PRIORITY) == 0)
+                || (!nic.acks.is_empty() && paused & (1 << DATA_PRIORITY) == 0)
+            {
+                at(ready);
+            }
+            for &qi in &nic.qps {
+                let qp = &mut self.qps[qi];
+                if qp.error.is_some() {
+                    continue;
+                }
+                if let Some(r) = qp.receiver.as_ref().and_then(|r| r.next_deadline()) {
+                    at(r);
+                }
+                if paused & (1 << DATA_PRIORITY) == 0 {
+                    if let Some(s) = qp.sender.as_mut().and_then(|s| s.next_event_time(now)) {
+                        at(s.max(ready));
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Every QP finished (or failed).
+    pub fn finished(&self) -> bool {
+        self.qps.iter().all(|q| {
+            q.error.is_some()
+                || ((q.sender.is_none() || q.send_done.is_some()) && (q.receiver.is_none() || q.recv_done.is_some()))
+        })
+    }
+
+    /// When the last QP finished, if all did.
+    pub fn finish_time(&self) -> Option<u64> {
+        let mut t = self.start;
+        for q in &self.qps {
+            if q.sender.is_some() {
+                t = t.max(q.send_done?);
+            }
+            if q.receiver.is_some() {
+                t = t.max(q.recv_done?);
+            }
+        }
+        Some(t)
+    }
+
+    /// The responder region of `qpn`.
+    pub fn region(&self, qpn: u32) -> Option<&[u8]> {
+        let q = &self.qps[*self.by_qpn.get(&qpn)?];
+        let r = q.spec.recv.as_ref()?;
+        Some(&q.receiver.as_ref()?.region(r.rkey)?.data)
+    }
+
+    /// The report at `now`, verifying every responder region that has an `expect_seed`.
+    pub fn report(&self, job: &str, now: u64) -> Report {
+        self.report_with(job, now, true)
+    }
+
+    /// The report at `now`; `verify` compares responder regions with their pattern (costly
+    /// for large regions: periodic snapshots skip it).
+    pub fn report_with(&self, job: &str, now: u64, verify: bool) -> Report {
+        let mut ok = true;
+        let qps = self
+            .qps
+            .iter()
+            .map(|q| {
+                let mut r = QpReport {
+                    qpn: q.spec.qpn,
+                    peer_qpn: q.spec.peer_qpn,
+                    nic: self.nics[q.nic].cfg.name.clone(),
+                    label: q.spec.label.clone(),
+                    error: q.error.clone(),
+                    ..Default::default()
+                };
+                if let Some(s) = &q.sender {
+                    let c = s.counters();
+                    r.send_bytes = q.send_total;
+                    r.send_completed_bytes = q.send_acked;
+                    r.packets_sent = c.packets_sent;
+                    r.retransmitted_packets = c.retransmitted_packets;
+                    r.timeouts = c.timeouts;
+                    r.naks_received = c.naks_received;
+                    r.cnps_received = c.cnps_received;
+                    r.rate_bps = s.rate_bps();
+                    r.send_done_ns = q.send_done.map(|t| t - self.start);
+                    r.goodput_bps = r.send_done_ns.filter(|&d| d > 0).map(|d| q.send_acked as f64 * 8e9 / d as f64);
+                    ok &= q.send_done.is_some();
+                }
+                if let Some(rx) = &q.receiver {
+                    let c = rx.counters();
+                    r.recv_bytes = q.recv_len;
+                    r.bytes_placed = c.bytes_placed;
+                    r.packets_received = c.packets_received;
+                    r.duplicates = c.duplicates;
+                    r.out_of_sequence = c.out_of_sequence;
+                    r.naks_sent = c.naks_sent;
+                    r.acks_sent = c.acks_sent;
+                    r.ce_marked = c.ce_marked;
+                    r.cnps_sent = c.cnps_sent;
+                    r.recv_done_ns = q.recv_done.map(|t| t - self.start);
+                    ok &= q.recv_done.is_some();
+                    if let Some(seed) = q.spec.recv.as_ref().and_then(|r| r.expect_seed).filter(|_| verify) {
+                        let v = self.region(q.spec.qpn).is_some_and(|d| pattern::first_mismatch(d, seed).is_none());
+                        r.verified = Some(v);
+                        ok &= v;
+                    }
+                }
+                ok &= q.error.is_none();
+                r
+            })
+            .collect();
+        let nics = self
+            .nics
+            .iter()
+            .map(|n| {
+                let c = n.pfc.counters(DATA_PRIORITY).unwrap_or_default();
+                NicReport {
+                    name: n.cfg.name.clone(),
+                    line_rate_bps: n.cfg.line_rate_bps,
+                    path_mtu: n.cfg.path_mtu.bytes(),
+                    tx_frames: n.c.tx_frames,
+                    tx_bytes: n.c.tx_bytes,
+                    rx_frames: n.c.rx_frames,
+                    rx_bytes: n.c.rx_bytes,
+                    rx_bad_icrc: n.c.rx_bad_icrc,
+                    rx_malformed: n.c.rx_malformed,
+                    rx_unknown_qp: n.c.rx_unknown_qp,
+                    rx_ignored: n.c.rx_ignored,
+                    cnps_sent: n.c.cnps_sent,
+                    cnps_received: n.c.cnps_received,
+                    ctrl_queue_overflows: n.c.ctrl_overflows,
+                    pfc_frames_received: n.pfc.frames_received(),
+                    pfc_pause_frames_prio3: c.pause_frames,
+                    pfc_resume_frames_prio3: c.resume_frames,
+                    pfc_paused_ns_prio3: n.pfc.paused_ns(DATA_PRIORITY, now).unwrap_or(0),
+                    xdp: Default::default(),
+                }
+            })
+            .collect();
+        let end = self.finish_time().unwrap_or(now);
+        Report { job: job.to_string(), ok, error: None, elapsed_ns: end - self.start, qps, nics }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocefab_wire::mac_control::PfcRepr;
+    use rocefab_wire::ethernet::{MacAddr, PrioritySet};
+
+    const A_MAC: &str = "02:00:00:00:00:0a";
+    const B_MAC: &str = "02:00:00:00:00:0b";
+
+    fn jobs(len: u64, rate: u64, dcqcn: bool) -> (Job, Job) {
+        let a = format!(
+            r#"{{"name":"a","nics":[{{"name":"a0","mac":"{A_MAC}","ip":"10.9.0.1","line_rate_bps":{rate},"dcqcn":{dcqcn}}}],
+               "qps":[{{"qpn":17,"nic":0,"peer_qpn":33,"peer_ip":"10.9.0.2","next_hop_mac":"{B_MAC}",
+                        "send":{{"psn":16777000,"remote_va":8192,"rkey":5,"len":{len},"seed":9,"window_packets":32,
+                                 "retransmit_timeout_ns":2000000}}}}]}}"#
+        );
+        let b = format!(
+            r#"{{"name":"b","nics":[{{"name":"b0","mac":"{B_MAC}","ip":"10.9.0.2","line_rate_bps":{rate}}}],
+               "qps":[{{"qpn":33,"nic":0,"peer_qpn":17,"peer_ip":"10.9.0.1","next_hop_mac":"{A_MAC}",
+                        "recv":{{"psn":16777000,"va":8192,"rkey":5,"len":{len},"expect_seed":9}}}}]}}"#
+        );
+        (serde_json::from_str(&a).unwrap(), serde_json::from_str(&b).unwrap())
+    }
+
+    /// A wire between two engines with a fixed one-way delay; `tamper` may drop (return
+    /// false) or modify a frame in flight.
+    struct Link {
+        delay: u64,
+        q: VecDeque<(u64, usize, Vec<u8>)>,
+    }
+
+    fn run(
+        a: &mut Engine,
+        b: &mut Engine,
+        mut now: u64,
+        until: u64,
+        mut tamper: impl FnMut(usize, &mut Vec<u8>, u64) -> bool,
+        mut at_time: impl FnMut(u64, &mut Engine),
+    ) -> u64 {
+        let mut link = Link { delay: 5_000, q: VecDeque::new() };
+        let mut buf = vec![0u8; 9000];
+        while now < until && !(a.finished() && b.finished()) {
+            at_time(now, a);
+            for (dir, e) in [(0usize, &mut *a), (1, &mut *b)] {
+                e.poll(now);
+                while let Some(n) = e.next_tx(0, &mut buf, now) {
+                    let mut f = buf[..n].to_vec();
+                    if tamper(dir, &mut f, now) {
+                        link.q.push_back((now + link.delay, dir, f));
+                    }
+                }
+            }
+            while link.q.front().is_some_and(|(t, _, _)| *t <= now) {
+                let (_, dir, f) = link.q.pop_front().unwrap();
+                if dir == 0 { b.on_frame(0, &f, now) } else { a.on_frame(0, &f, now) }
+            }
+            let mut next = [a.next_deadline(now), b.next_deadline(now), link.q.front().map(|x| x.0)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(now + 1_000_000);
+            next = next.clamp(now + 1, now + 1_000_000);
+            now = next;
+        }
+        now
+    }
+
+    fn engines(len: u64, rate: u64, dcqcn: bool) -> (Engine, Engine) {
+        let (ja, jb) = jobs(len, rate, dcqcn);
+        (Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap(), Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap())
+    }
+
+    #[test]
+    fn transfer_completes_with_verified_data_across_psn_wrap() {
+        let (mut a, mut b) = engines(300_000, 10_000_000_000, true);
+        let mut opcodes = std::collections::BTreeSet::new();
+        let end = run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, _| {
+            let p = ParsedFrame::parse(f).unwrap();
+            assert!(p.icrc.is_good());
+            if dir == 0 {
+                assert_eq!(p.ip.dscp, 24);
+                assert_eq!(p.ip.ecn, IpEcn::Ect0);
+                assert_eq!(p.udp_src_port, udp_src_port_for_qp(17, 33));
+                assert_eq!(p.bth().dest_qp, 33);
+            }
+            opcodes.insert(u8::from(p.bth().opcode));
+            true
+        }, |_, _| {});
+        assert!(a.finished() && b.finished(), "stalled at {end}");
+        let r = b.report("b", end);
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.qps[0].verified, Some(true));
+        assert_eq!(r.qps[0].bytes_placed, 300_000);
+        assert_eq!(opcodes, [0x06, 0x07, 0x08, 0x11].into_iter().collect(), "First/Middle/Last and ACK");
+        let ra = a.report("a", end);
+        assert!(ra.ok && ra.qps[0].send_completed_bytes == 300_000 && ra.qps[0].retransmitted_packets == 0);
+        // 300 kB at 10 Gb/s takes ≥ 240 µs of serialization: the NIC shaper is honoured.
+        assert!(ra.qps[0].send_done_ns.unwrap() > 240_000, "{ra:?}");
+    }
+
+    #[test]
+    fn dropped_packets_are_recovered_by_nak_and_go_back_n() {
+        let (mut a, mut b) = engines(200_000, 10_000_000_000, false);
+        let mut n = 0;
+        let mut dropped = 0;
+        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, _| {
+            if dir == 0 && f[12..14] == [8, 0] {
+                n += 1;
+                if n % 50 == 0 {
+                    dropped += 1;
+                    return false;
+                }
+            }
+            let _ = f;
+            true
+        }, |_, _| {});
+        assert!(dropped > 2);
+        let ra = a.report("a", 0);
+        let rb = b.report("b", 0);
+        assert!(rb.ok, "{rb:?}");
+        assert_eq!(rb.qps[0].verified, Some(true));
+        assert!(ra.qps[0].retransmitted_packets >= dropped, "{ra:?}");
+        assert!(ra.qps[0].naks_received >= 1 && rb.qps[0].naks_sent >= 1);
+    }
+
+    #[test]
+    fn corrupted_frames_fail_the_icrc_and_are_counted() {
+        let (mut a, mut b) = engines(20_000, 10_000_000_000, false);
+        let mut n = 0;
+        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, _| {
+            n += 1;
+            if dir == 0 && n == 3 {
+                let last = f.len() - 10;
+                f[last] ^= 0xff; // payload byte: only the ICRC can tell
+            }
+            true
+        }, |_, _| {});
+        let rb = b.report("b", 0);
+        assert!(rb.ok && rb.qps[0].verified == Some(true), "{rb:?}");
+        assert_eq!(rb.nics[0].rx_bad_icrc, 1);
+    }
+
+    #[test]
+    fn ce_marks_produce_paced_cnps_that_cut_the_sender_rate() {
+        let (mut a, mut b) = engines(400_000, 10_000_000_000, true);
+        let mut cnps_on_wire = Vec::new();
+        let mut buf_ce = 0;
+        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, now| {
+            if dir == 0 {
+                // Mark every data frame CE (ECN bits of the IPv4 TOS byte) and fix the header
+                // checksum; the ICRC masks the TOS byte, so it stays valid.
+                f[15] |= 0x03;
+                f[24] = 0;
+                f[25] = 0;
+                let c = etherparse::Ipv4HeaderSlice::from_slice(&f[14..34]).unwrap().to_header().calc_header_checksum();
+                f[24..26].copy_from_slice(&c.to_be_bytes());
+                buf_ce += 1;
+            } else {
+                let p = ParsedFrame::parse(f).unwrap();
+                if p.bth().opcode == WireOpcode::Cnp {
+                    assert_eq!(p.ip.dscp, 48);
+                    assert_eq!(p.bth().dest_qp, 17);
+                    assert!(p.icrc.is_good());
+                    cnps_on_wire.push(now);
+                }
+            }
+            true
+        }, |_, _| {});
+        let ra = a.report("a", 0);
+        let rb = b.report("b", 0);
+        assert!(rb.ok, "{rb:?}");
+        assert!(cnps_on_wire.len() >= 2, "{cnps_on_wire:?}");
+        assert!(cnps_on_wire.windows(2).all(|w| w[1] - w[0] >= 50_000), "≤ 1 CNP per 50 µs: {cnps_on_wire:?}");
+        assert_eq!(rb.qps[0].cnps_sent, cnps_on_wire.len() as u64);
+        assert_eq!(ra.qps[0].cnps_received, cnps_on_wire.len() as u64);
+        assert_eq!(rb.qps[0].ce_marked, buf_ce as u64, "every data frame arrived CE-marked");
+        assert!(ra.qps[0].rate_bps < 10_000_000_000, "DCQCN cut the rate: {}", ra.qps[0].rate_bps);
+    }
+
+    #[test]
+    fn pfc_pauses_data_for_the_quanta_and_quanta_zero_resumes() {
+        // 1 Gb/s: 0xffff quanta = 65535 × 512 ns = 33.55 ms.
+        let (mut a, mut b) = engines(4_000_000, 1_000_000_000, false);
+        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
+        let resume = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
+        let mut data_times = Vec::new();
+        let mut sent_pause = false;
+        let mut sent_resume = false;
+        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, now| {
+            if dir == 0 && ParsedFrame::parse(f).is_ok_and(|p| p.bth().opcode != WireOpcode::Acknowledge) {
+                data_times.push(now);
+            }
+            true
+        }, |now, a| {
+            if now >= 2_000_000 && !sent_pause {
+                a.on_frame(0, &pause, now);
+                sent_pause = true;
+            }
+            if now >= 50_000_000 && !sent_resume {
+                a.on_frame(0, &pause, now);
+                sent_resume = true;
+            }
+            if now >= 55_000_000 && sent_resume && a.nic_pfc(0).is_paused(3, now).unwrap() {
+                a.on_frame(0, &resume, now);
+            }
+        });
+        let gaps: Vec<u64> = data_times.windows(2).map(|w| w[1] - w[0]).filter(|&g| g > 1_000_000).collect();
+        assert_eq!(gaps.len(), 2, "{gaps:?}");
+        assert!((33_000_000..34_200_000).contains(&gaps[0]), "full pause {gaps:?}");
+        assert!((4_500_000..5_600_000).contains(&gaps[1]), "resumed by quanta 0 after 5 ms: {gaps:?}");
+        let ra = a.report("a", 100_000_000);
+        assert_eq!(ra.nics[0].pfc_pause_frames_prio3, 2);
+        assert_eq!(ra.nics[0].pfc_resume_frames_prio3, 1);
+        let paused = ra.nics[0].pfc_paused_ns_prio3;
+        assert!((38_000_000..39_700_000).contains(&paused), "{paused}");
+        assert!(b.report("b", 0).ok);
+    }
+
+    #[test]
+    fn link_mtu_picks_the_largest_fitting_path_mtu() {
+        assert_eq!(path_mtu_for_link(1500, false), Some(PathMtu::Mtu1024));
+        assert_eq!(path_mtu_for_link(3500, false), Some(PathMtu::Mtu2048));
+        assert_eq!(path_mtu_for_link(2108, false), Some(PathMtu::Mtu2048));
+        assert_eq!(path_mtu_for_link(2107, false), Some(PathMtu::Mtu1024));
+        assert_eq!(path_mtu_for_link(9000, true), Some(PathMtu::Mtu4096));
+        assert_eq!(path_mtu_for_link(300, false), None);
+    }
+}

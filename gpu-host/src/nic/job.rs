@@ -1,0 +1,405 @@
+//! The job file a controller gives each `rocefab-hostd` (JSON), and the report it writes back.
+//!
+//! Connection setup is out of band, as with RDMA CM or an MPI/NCCL bootstrap: the controller
+//! picks QP numbers, starting PSNs, R_Keys and virtual addresses for both ends of every RC
+//! connection and writes them into each host's job file.
+//!
+//! ```json
+//! { "name": "w", "timeout_ms": 30000,
+//!   "nics": [ { "name": "gpu0", "mac": "02:00:00:00:01:01", "ip": "10.0.1.1",
+//!               "line_rate_bps": 1000000000 } ],
+//!   "qps": [ { "qpn": 256, "nic": 0, "peer_qpn": 257, "peer_ip": "10.0.1.2",
+//!              "next_hop_mac": "02:00:00:00:02:01",
+//!              "send": { "psn": 100, "remote_va": 65536, "rkey": 7, "len": 67108864, "seed": 1 } } ] }
+//! ```
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Errors reading or validating a job file.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("reading job file {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("job file {path}: {source}")]
+    Parse { path: String, source: serde_json::Error },
+    #[error("job {job:?}: {what}")]
+    Invalid { job: String, what: String },
+}
+
+/// Default job timeout: 60 s.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+/// Default local ACK timeout: 100 ms (longer than any pause a 0xFFFF-quanta PFC frame causes
+/// at ≥ 1 Gb/s, 33.6 ms, so PFC alone never looks like loss).
+pub const DEFAULT_RETRANSMIT_TIMEOUT_NS: u64 = 100_000_000;
+/// Default requester window in packets.
+pub const DEFAULT_WINDOW_PACKETS: u32 = 128;
+/// Default bytes per RDMA WRITE message (longer transfers are posted as several messages).
+pub const DEFAULT_MESSAGE_BYTES: u64 = 1 << 30;
+
+/// One host's job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    /// Job name (reports, metrics).
+    pub name: String,
+    /// Give up after this long (ms); the report then says which QPs did not finish.
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// XDP attach mode of the host program: "driver" (default) or "skb".
+    #[serde(default = "default_xdp_mode")]
+    pub xdp_mode: String,
+    /// Fault injection: drop every N-th received RoCEv2 frame in XDP (`rocefab_test_drop_nth`);
+    /// 0 (default) attaches the plain `rocefab_host_xdp`.
+    #[serde(default)]
+    pub drop_nth: u32,
+    /// Serve Prometheus metrics here while the job runs.
+    #[serde(default)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Keep running (and serving metrics) this long after the job finished, ms.
+    #[serde(default)]
+    pub linger_ms: u64,
+    /// The GPU NICs of this host.
+    pub nics: Vec<NicSpec>,
+    /// RC queue pairs.
+    pub qps: Vec<QpSpec>,
+}
+
+/// One GPU NIC port (a veth in the host namespace).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicSpec {
+    /// Interface name in the host namespace.
+    pub name: String,
+    /// Source MAC (`aa:bb:cc:dd:ee:ff`).
+    pub mac: String,
+    /// Source IP (IPv4 or IPv6).
+    pub ip: IpAddr,
+    /// NIC line rate, bits/s: the transmit shaper and the PFC quanta length.
+    pub line_rate_bps: u64,
+    /// InfiniBand path MTU in bytes (256..4096); default: the largest that fits the link MTU.
+    #[serde(default)]
+    pub path_mtu: Option<u32>,
+    /// Send every packet as RDMA WRITE Only (spray-safe) instead of First/Middle/Last.
+    #[serde(default)]
+    pub write_only: bool,
+    /// DCQCN reaction point on the QPs of this NIC (default true).
+    #[serde(default = "default_true")]
+    pub dcqcn: bool,
+}
+
+/// One RC queue pair. It may be a requester (`send`), a responder (`recv`) or both.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QpSpec {
+    /// Local QP number (24 bits).
+    pub qpn: u32,
+    /// Index into `nics`.
+    pub nic: usize,
+    /// The remote QP number.
+    pub peer_qpn: u32,
+    /// The remote NIC's IP.
+    pub peer_ip: IpAddr,
+    /// Destination MAC of frames to the peer (the peer itself or the gateway).
+    pub next_hop_mac: String,
+    /// Requester side.
+    #[serde(default)]
+    pub send: Option<SendSpec>,
+    /// Responder side.
+    #[serde(default)]
+    pub recv: Option<RecvSpec>,
+    /// Free-form label (e.g. "rank 0 -> rank 1") for reports and metrics.
+    #[serde(default)]
+    pub label: String,
+}
+
+/// What a requester writes: `len` bytes of the deterministic pattern `seed` (see
+/// [`super::pattern`]) to `remote_va` / `rkey` of the peer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendSpec {
+    /// First PSN (the responder's `recv.psn`).
+    pub psn: u32,
+    /// Remote address of the first byte.
+    pub remote_va: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// Bytes to write (0 when the QP only carries collective steps).
+    pub len: u64,
+    /// Pattern seed of the data.
+    #[serde(default)]
+    pub seed: u64,
+    /// Bytes per RDMA WRITE message.
+    #[serde(default = "default_message_bytes")]
+    pub message_bytes: u64,
+    /// Outstanding packets.
+    #[serde(default = "default_window")]
+    pub window_packets: u32,
+    /// Local ACK timeout, ns.
+    #[serde(default = "default_rto")]
+    pub retransmit_timeout_ns: u64,
+}
+
+/// A responder's memory region.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecvSpec {
+    /// Expected first PSN.
+    pub psn: u32,
+    /// Virtual address of the region.
+    pub va: u64,
+    /// Its R_Key.
+    pub rkey: u32,
+    /// Region size and bytes expected.
+    pub len: u64,
+    /// Verify the region equals this pattern seed when the job ends.
+    #[serde(default)]
+    pub expect_seed: Option<u64>,
+}
+
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+fn default_xdp_mode() -> String {
+    "driver".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_message_bytes() -> u64 {
+    DEFAULT_MESSAGE_BYTES
+}
+fn default_window() -> u32 {
+    DEFAULT_WINDOW_PACKETS
+}
+fn default_rto() -> u64 {
+    DEFAULT_RETRANSMIT_TIMEOUT_NS
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in out.iter_mut() {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// Formats a MAC as `aa:bb:cc:dd:ee:ff`.
+pub fn format_mac(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+impl Job {
+    /// Reads and validates a job file.
+    pub fn load(path: &Path) -> Result<Job, JobError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| JobError::Read { path: p.clone(), source })?;
+        let job: Job = serde_json::from_str(&text).map_err(|source| JobError::Parse { path: p, source })?;
+        job.validate()?;
+        Ok(job)
+    }
+
+    /// Checks references and ranges; the error names the offending entry.
+    pub fn validate(&self) -> Result<(), JobError> {
+        let bad = |what: String| Err(JobError::Invalid { job: self.name.clone(), what });
+        if self.nics.is_empty() {
+            return bad("no nics".into());
+        }
+        if self.xdp_mode != "driver" && self.xdp_mode != "skb" {
+            return bad(format!("xdp_mode {:?}: expected \"driver\" or \"skb\"", self.xdp_mode));
+        }
+        for (i, n) in self.nics.iter().enumerate() {
+            if parse_mac(&n.mac).is_none() {
+                return bad(format!("nics[{i}] ({}): mac {:?} is not aa:bb:cc:dd:ee:ff", n.name, n.mac));
+            }
+            if n.line_rate_bps == 0 {
+                return bad(format!("nics[{i}] ({}): line_rate_bps must be > 0", n.name));
+            }
+            if let Some(m) = n.path_mtu {
+                if crate::segment::PathMtu::from_bytes(m).is_err() {
+                    return bad(format!("nics[{i}] ({}): path_mtu {m} is not 256/512/1024/2048/4096", n.name));
+                }
+            }
+        }
+        for (i, q) in self.qps.iter().enumerate() {
+            let what = |w: &str| format!("qps[{i}] (qpn {}): {w}", q.qpn);
+            if q.qpn > crate::psn::PSN_MASK || q.peer_qpn > crate::psn::PSN_MASK {
+                return bad(what("qpn and peer_qpn must fit 24 bits"));
+            }
+            if self.qps[..i].iter().any(|o| o.qpn == q.qpn) {
+                return bad(what("duplicate qpn"));
+            }
+            let Some(nic) = self.nics.get(q.nic) else {
+                return bad(what(&format!("nic {} does not exist ({} nics)", q.nic, self.nics.len())));
+            };
+            if nic.ip.is_ipv4() != q.peer_ip.is_ipv4() {
+                return bad(what("peer_ip and the nic's ip are of different families"));
+            }
+            if parse_mac(&q.next_hop_mac).is_none() {
+                return bad(what(&format!("next_hop_mac {:?} is not aa:bb:cc:dd:ee:ff", q.next_hop_mac)));
+            }
+            if let Some(s) = &q.send {
+                if s.message_bytes == 0 || s.message_bytes > u64::from(u32::MAX) {
+                    return bad(what("send.message_bytes must be in 1..=4294967295"));
+                }
+                if s.window_packets == 0 || s.retransmit_timeout_ns == 0 {
+                    return bad(what("send.window_packets and send.retransmit_timeout_ns must be > 0"));
+                }
+                if s.psn > crate::psn::PSN_MASK {
+                    return bad(what("send.psn must fit 24 bits"));
+                }
+            }
+            if let Some(r) = &q.recv {
+                if r.psn > crate::psn::PSN_MASK {
+                    return bad(what("recv.psn must fit 24 bits"));
+                }
+                if usize::try_from(r.len).is_err() {
+                    return bad(what("recv.len too large"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Per-QP results.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpReport {
+    pub qpn: u32,
+    pub peer_qpn: u32,
+    pub nic: String,
+    pub label: String,
+    /// Requester: payload bytes of the messages to send / acknowledged.
+    pub send_bytes: u64,
+    pub send_completed_bytes: u64,
+    pub packets_sent: u64,
+    pub retransmitted_packets: u64,
+    pub timeouts: u64,
+    pub naks_received: u64,
+    pub cnps_received: u64,
+    /// Time from job start until the last byte was acknowledged (requester), ns.
+    pub send_done_ns: Option<u64>,
+    /// Goodput of the requester: acknowledged payload bits / send_done_ns.
+    pub goodput_bps: Option<f64>,
+    /// DCQCN rate at the end, bits/s.
+    pub rate_bps: u64,
+    /// Responder: bytes expected / placed.
+    pub recv_bytes: u64,
+    pub bytes_placed: u64,
+    pub packets_received: u64,
+    pub duplicates: u64,
+    pub out_of_sequence: u64,
+    pub naks_sent: u64,
+    pub acks_sent: u64,
+    pub ce_marked: u64,
+    pub cnps_sent: u64,
+    pub recv_done_ns: Option<u64>,
+    /// Responder: region equals the expected pattern (None: not checked).
+    pub verified: Option<bool>,
+    /// QP error, if any.
+    pub error: Option<String>,
+}
+
+/// Per-NIC results.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicReport {
+    pub name: String,
+    pub line_rate_bps: u64,
+    pub path_mtu: u32,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub rx_bad_icrc: u64,
+    pub rx_malformed: u64,
+    pub rx_unknown_qp: u64,
+    pub rx_ignored: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub ctrl_queue_overflows: u64,
+    /// PFC frames (and 802.3x PAUSE) received.
+    pub pfc_frames_received: u64,
+    /// Frames that paused / resumed priority 3.
+    pub pfc_pause_frames_prio3: u64,
+    pub pfc_resume_frames_prio3: u64,
+    /// Time priority 3 (RoCEv2 data) was paused, ns.
+    pub pfc_paused_ns_prio3: u64,
+    /// Counters of the host XDP program by name (rx, roce, mac_control, pass, …).
+    pub xdp: std::collections::BTreeMap<String, u64>,
+}
+
+/// What `rocefab-hostd` prints (one JSON object) when the job ends.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub job: String,
+    /// Every QP finished (and verified where asked) within the timeout.
+    pub ok: bool,
+    pub error: Option<String>,
+    /// Job duration until the last QP finished (or the timeout), ns.
+    pub elapsed_ns: u64,
+    pub qps: Vec<QpReport>,
+    pub nics: Vec<NicReport>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> Job {
+        serde_json::from_str(
+            r#"{"name":"t","nics":[{"name":"gpu0","mac":"02:00:00:00:00:01","ip":"10.0.0.1","line_rate_bps":1000000000}],
+                "qps":[{"qpn":256,"nic":0,"peer_qpn":257,"peer_ip":"10.0.0.2","next_hop_mac":"02:00:00:00:00:02",
+                        "send":{"psn":5,"remote_va":4096,"rkey":7,"len":100,"seed":3}}]}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn defaults_and_validation() {
+        let j = job();
+        j.validate().unwrap();
+        assert_eq!(j.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(j.xdp_mode, "driver");
+        let s = j.qps[0].send.as_ref().unwrap();
+        assert_eq!(s.window_packets, DEFAULT_WINDOW_PACKETS);
+        assert!(j.nics[0].dcqcn);
+
+        let mut b = j.clone();
+        b.qps[0].nic = 3;
+        assert!(b.validate().unwrap_err().to_string().contains("nic 3 does not exist"));
+        let mut b = j.clone();
+        b.qps[0].peer_ip = "fd00::2".parse().unwrap();
+        assert!(b.validate().unwrap_err().to_string().contains("different families"));
+        let mut b = j.clone();
+        b.nics[0].mac = "02:00:00:00:00".into();
+        assert!(b.validate().unwrap_err().to_string().contains("nics[0] (gpu0): mac"));
+        let mut b = j.clone();
+        b.qps.push(b.qps[0].clone());
+        assert!(b.validate().unwrap_err().to_string().contains("duplicate qpn"));
+        let mut b = j;
+        b.nics[0].path_mtu = Some(1500);
+        assert!(b.validate().unwrap_err().to_string().contains("path_mtu 1500"));
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_with_their_name() {
+        let e = serde_json::from_str::<Job>(r#"{"name":"t","nics":[],"qps":[],"bogus":1}"#).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn mac_parse_and_format() {
+        assert_eq!(parse_mac("02:0a:ff:00:10:01"), Some([2, 10, 255, 0, 16, 1]));
+        assert_eq!(parse_mac("02:0a:ff:00:10"), None);
+        assert_eq!(parse_mac("02:0a:ff:00:10:01:02"), None);
+        assert_eq!(parse_mac("2:0a:ff:00:10:01"), None);
+        assert_eq!(format_mac([2, 10, 255, 0, 16, 1]), "02:0a:ff:00:10:01");
+    }
+}

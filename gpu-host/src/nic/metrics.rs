@@ -1,0 +1,200 @@
+//! Prometheus metrics of one `rocefab-hostd` (per QP and per NIC), updated from report
+//! snapshots the data thread publishes every 100 ms (never from the per-packet path), and a
+//! minimal HTTP/1.0 responder for `GET /metrics` (text exposition format 0.0.4).
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus::{Counter, CounterVec, Encoder, Gauge, GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
+
+use super::job::{Job, Report};
+
+const QP_LABELS: [&str; 4] = ["qpn", "peer_qpn", "nic", "label"];
+
+/// The registry and every metric family.
+pub struct Metrics {
+    registry: Registry,
+    qp_counters: Vec<(&'static str, IntCounterVec)>,
+    qp_rate: GaugeVec,
+    qp_goodput: GaugeVec,
+    nic_counters: Vec<(&'static str, IntCounterVec)>,
+    nic_paused: CounterVec,
+    elapsed: Gauge,
+    ok: Gauge,
+    snapshots: Counter,
+}
+
+fn qp_value(q: &super::job::QpReport, name: &str) -> u64 {
+    match name {
+        "packets_sent" => q.packets_sent,
+        "retransmitted_packets" => q.retransmitted_packets,
+        "timeouts" => q.timeouts,
+        "naks_received" => q.naks_received,
+        "naks_sent" => q.naks_sent,
+        "cnps_received" => q.cnps_received,
+        "cnps_sent" => q.cnps_sent,
+        "ce_marked_packets" => q.ce_marked,
+        "acked_bytes" => q.send_completed_bytes,
+        "placed_bytes" => q.bytes_placed,
+        "packets_received" => q.packets_received,
+        _ => 0,
+    }
+}
+
+fn nic_value(n: &super::job::NicReport, name: &str) -> u64 {
+    match name {
+        "tx_frames" => n.tx_frames,
+        "tx_bytes" => n.tx_bytes,
+        "rx_frames" => n.rx_frames,
+        "rx_bytes" => n.rx_bytes,
+        "rx_bad_icrc_frames" => n.rx_bad_icrc,
+        "rx_malformed_frames" => n.rx_malformed,
+        "pfc_frames_received" => n.pfc_frames_received,
+        "pfc_pause_frames_prio3" => n.pfc_pause_frames_prio3,
+        "cnps_sent" => n.cnps_sent,
+        "cnps_received" => n.cnps_received,
+        _ => 0,
+    }
+}
+
+const QP_COUNTERS: [(&str, &str); 11] = [
+    ("packets_sent", "RoCEv2 data packets sent by the requester, retransmissions included"),
+    ("retransmitted_packets", "packets sent again by go-back-N"),
+    ("timeouts", "local ACK timeouts"),
+    ("naks_received", "PSN sequence error NAKs received"),
+    ("naks_sent", "PSN sequence error NAKs sent by the responder"),
+    ("cnps_received", "CNPs received (DCQCN reaction point)"),
+    ("cnps_sent", "CNPs sent (DCQCN notification point)"),
+    ("ce_marked_packets", "data packets that arrived CE-marked"),
+    ("acked_bytes", "payload bytes acknowledged"),
+    ("placed_bytes", "payload bytes placed in the responder's memory region"),
+    ("packets_received", "request packets received by the responder"),
+];
+
+const NIC_COUNTERS: [(&str, &str); 10] = [
+    ("tx_frames", "frames transmitted"),
+    ("tx_bytes", "bytes transmitted (without FCS)"),
+    ("rx_frames", "frames received from the AF_XDP socket"),
+    ("rx_bytes", "bytes received"),
+    ("rx_bad_icrc_frames", "RoCEv2 frames dropped for a bad ICRC"),
+    ("rx_malformed_frames", "frames that did not parse"),
+    ("pfc_frames_received", "PFC and PAUSE frames received"),
+    ("pfc_pause_frames_prio3", "frames that paused priority 3"),
+    ("cnps_sent", "CNPs sent by this NIC"),
+    ("cnps_received", "CNPs received by this NIC"),
+];
+
+impl Metrics {
+    /// Registers every family with the constant label `job`.
+    pub fn new(job: &Job) -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new_custom(Some("rocefab_host".into()), Some([("job".to_string(), job.name.clone())].into()))?;
+        let mut qp_counters = Vec::new();
+        for (name, help) in QP_COUNTERS {
+            let c = IntCounterVec::new(Opts::new(format!("qp_{name}_total"), help), &QP_LABELS)?;
+            registry.register(Box::new(c.clone()))?;
+            qp_counters.push((name, c));
+        }
+        let qp_rate = GaugeVec::new(Opts::new("qp_rate_bits_per_second", "current DCQCN sending rate of the requester"), &QP_LABELS)?;
+        let qp_goodput = GaugeVec::new(Opts::new("qp_goodput_bits_per_second", "acknowledged payload bits per second until the QP finished"), &QP_LABELS)?;
+        registry.register(Box::new(qp_rate.clone()))?;
+        registry.register(Box::new(qp_goodput.clone()))?;
+        let mut nic_counters = Vec::new();
+        for (name, help) in NIC_COUNTERS {
+            let c = IntCounterVec::new(Opts::new(format!("nic_{name}_total"), help), &["nic"])?;
+            registry.register(Box::new(c.clone()))?;
+            nic_counters.push((name, c));
+        }
+        let nic_paused = CounterVec::new(Opts::new("nic_pfc_paused_seconds_total", "time priority 3 was paused by received PFC"), &["nic"])?;
+        registry.register(Box::new(nic_paused.clone()))?;
+        let elapsed = Gauge::new("job_elapsed_seconds", "time since the job started, or its completion time once finished")?;
+        let ok = Gauge::new("job_ok", "1 once every QP finished with verified data")?;
+        let snapshots = Counter::new("snapshots_total", "report snapshots taken by the data thread")?;
+        registry.register(Box::new(elapsed.clone()))?;
+        registry.register(Box::new(ok.clone()))?;
+        registry.register(Box::new(snapshots.clone()))?;
+        Ok(Metrics { registry, qp_counters, qp_rate, qp_goodput, nic_counters, nic_paused, elapsed, ok, snapshots })
+    }
+
+    /// Brings every metric up to `r` (counters only move forward).
+    pub fn update(&self, r: &Report) {
+        for q in &r.qps {
+            let (qpn, peer) = (q.qpn.to_string(), q.peer_qpn.to_string());
+            let labels = [qpn.as_str(), peer.as_str(), q.nic.as_str(), q.label.as_str()];
+            for (name, c) in &self.qp_counters {
+                let c = c.with_label_values(&labels);
+                c.inc_by(qp_value(q, name).saturating_sub(c.get()));
+            }
+            self.qp_rate.with_label_values(&labels).set(q.rate_bps as f64);
+            if let Some(g) = q.goodput_bps {
+                self.qp_goodput.with_label_values(&labels).set(g);
+            }
+        }
+        for n in &r.nics {
+            for (name, c) in &self.nic_counters {
+                let c = c.with_label_values(&[n.name.as_str()]);
+                c.inc_by(nic_value(n, name).saturating_sub(c.get()));
+            }
+            let p = self.nic_paused.with_label_values(&[n.name.as_str()]);
+            let secs = n.pfc_paused_ns_prio3 as f64 / 1e9;
+            if secs > p.get() {
+                p.inc_by(secs - p.get());
+            }
+        }
+        self.elapsed.set(r.elapsed_ns as f64 / 1e9);
+        self.ok.set(if r.ok { 1.0 } else { 0.0 });
+        self.snapshots.inc();
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        // Encoding into a Vec cannot fail for well-formed families.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}
+
+/// Serves `GET /metrics` on `addr` from a background thread (one request per connection).
+pub fn serve(addr: SocketAddr, m: Arc<Metrics>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let l = TcpListener::bind(addr)?;
+    std::thread::Builder::new().name("rocefab-metrics".into()).spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut req = [0u8; 1024];
+            let n = s.read(&mut req).unwrap_or(0);
+            let ok = req[..n].starts_with(b"GET /metrics");
+            let (status, body) = if ok { ("200 OK", m.render()) } else { ("404 Not Found", "try /metrics\n".into()) };
+            let _ = write!(
+                s,
+                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::job::{NicReport, QpReport};
+
+    #[test]
+    fn snapshots_become_monotonic_labelled_metrics() {
+        let job: Job = serde_json::from_str(r#"{"name":"j1","nics":[],"qps":[]}"#).unwrap();
+        let m = Metrics::new(&job).unwrap();
+        let mut r = Report { job: "j1".into(), ..Default::default() };
+        r.qps.push(QpReport { qpn: 5, peer_qpn: 6, nic: "gpu0".into(), retransmitted_packets: 7, rate_bps: 1000, ..Default::default() });
+        r.nics.push(NicReport { name: "gpu0".into(), pfc_paused_ns_prio3: 1_500_000_000, tx_frames: 3, ..Default::default() });
+        m.update(&r);
+        r.qps[0].retransmitted_packets = 9;
+        m.update(&r);
+        let t = m.render();
+        assert!(t.contains(r#"rocefab_host_qp_retransmitted_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 9"#), "{t}");
+        assert!(t.contains(r#"rocefab_host_nic_pfc_paused_seconds_total{nic="gpu0",job="j1"} 1.5"#), "{t}");
+        assert!(t.contains(r#"rocefab_host_qp_rate_bits_per_second{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 1000"#), "{t}");
+        assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
+        assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
+    }
+}

@@ -1,0 +1,17 @@
+//! The emulated RDMA NIC behind `rocefab-hostd`: one AF_XDP socket per GPU NIC veth, the
+//! RoCEv2 RC protocol engine on top, and the job / report formats a controller uses.
+//!
+//! | module       | what                                                              |
+//! |--------------|-------------------------------------------------------------------|
+//! | [`job`]      | job file (QPNs, PSNs, R_Keys exchanged out of band) and report     |
+//! | [`pattern`]  | deterministic data for end-to-end verification                     |
+//! | [`engine`]   | frames ⇄ `Sender`/`Receiver`/`NicPfc`, shaping, CNP, PFC (pure)     |
+//! | [`xsk`]      | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program         |
+//! | [`metrics`]  | Prometheus metrics per QP and per NIC, HTTP exposition           |
+//! | [`daemon`]   | the data thread: RX, timers, TX with explicit kicks, sleep when idle |
+pub mod daemon;
+pub mod engine;
+pub mod job;
+pub mod metrics;
+pub mod pattern;
+pub mod xsk;

@@ -1,0 +1,225 @@
+//! AF_XDP sockets for the GPU NIC ports (Linux `Documentation/networking/af_xdp.rst`), via
+//! xsk-rs 0.11: one UMEM and one socket per port, queue 0, copy mode (veth has no zero-copy),
+//! `XDP_USE_NEED_WAKEUP`, and libxdp's own program load inhibited — the host program
+//! (`dataplane_user::host_loader`) redirects into `HOST_XSKS`, filled by the daemon.
+//!
+//! UMEM frames are split once: [`RX_FRAMES`] circulate between the fill and RX rings, the
+//! rest are the TX pool, returned through the completion ring. Frames come back from the
+//! completion ring with length 0; every TX frame is rewritten in full before it is produced.
+use std::num::NonZeroU32;
+use std::os::fd::{AsRawFd, RawFd};
+
+use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
+use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+
+use super::engine::Engine;
+
+/// UMEM chunk size.
+pub const FRAME_SIZE: u32 = 4096;
+/// Frames on the fill/RX side (also the fill, completion and RX ring sizes).
+pub const RX_FRAMES: u32 = 1024;
+/// Frames in the TX pool (also the TX ring size).
+pub const TX_FRAMES: u32 = 1024;
+/// Most frames handled per ring operation.
+pub const BATCH: usize = 64;
+
+/// Errors creating a port.
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    #[error("{name}: creating UMEM: {reason}")]
+    Umem { name: String, reason: String },
+    #[error("{name}: creating AF_XDP socket on queue 0: {reason}")]
+    Socket { name: String, reason: String },
+    #[error("{name}: invalid interface name")]
+    BadName { name: String },
+    #[error("{name}: queue 0 already has a socket with this UMEM (no fill/completion rings)")]
+    NoRings { name: String },
+    #[error("{name}: fill ring accepted {got} of {want} frames")]
+    Fill { name: String, got: usize, want: usize },
+    #[error("{name}: {what}: {source}")]
+    Io { name: String, what: &'static str, source: std::io::Error },
+}
+
+fn describe(e: &dyn std::error::Error) -> String {
+    match e.source() {
+        Some(s) => format!("{e}: {s}"),
+        None => e.to_string(),
+    }
+}
+
+/// One NIC port's socket, rings and frame pools.
+pub struct XskPort {
+    pub name: String,
+    umem: Umem,
+    rx: RxQueue,
+    tx: TxQueue,
+    fill: FillQueue,
+    comp: CompQueue,
+    free: Vec<FrameDesc>,
+    rx_descs: Vec<FrameDesc>,
+    comp_descs: Vec<FrameDesc>,
+    batch: Vec<FrameDesc>,
+    /// TX frames handed to the kernel and not yet completed.
+    pub tx_outstanding: usize,
+}
+
+impl std::fmt::Debug for XskPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XskPort").field("name", &self.name).field("free", &self.free.len()).finish()
+    }
+}
+
+impl XskPort {
+    /// Creates the UMEM and the socket on queue 0 of `name` (current netns) and stocks the
+    /// fill ring.
+    pub fn open(name: &str) -> Result<XskPort, XskError> {
+        let q = |n: u32| QueueSize::new(n).expect("power of two");
+        let umem_cfg = UmemConfig::builder()
+            .frame_size(FrameSize::new(FRAME_SIZE).expect("FRAME_SIZE >= 2048"))
+            .fill_queue_size(q(RX_FRAMES))
+            .comp_queue_size(q(TX_FRAMES))
+            .build()
+            .map_err(|e| XskError::Umem { name: name.into(), reason: e.to_string() })?;
+        let frames = NonZeroU32::new(RX_FRAMES + TX_FRAMES).expect("non-zero");
+        let (umem, mut descs) =
+            Umem::new(umem_cfg, frames, false).map_err(|e| XskError::Umem { name: name.into(), reason: describe(&e) })?;
+        let sock_cfg = SocketConfig::builder()
+            .rx_queue_size(q(RX_FRAMES))
+            .tx_queue_size(q(TX_FRAMES))
+            .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
+            .bind_flags(BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP)
+            .build();
+        let ifname = name.parse().map_err(|_| XskError::BadName { name: name.into() })?;
+        // SAFETY: the UMEM is new and used by this socket only; every descriptor given to the
+        // rings comes from `descs` of this UMEM, and the UMEM lives as long as the port.
+        let (tx, rx, rings) = unsafe { Socket::new(sock_cfg, &umem, &ifname, 0) }
+            .map_err(|e| XskError::Socket { name: name.into(), reason: describe(&e) })?;
+        let (mut fill, comp) = rings.ok_or_else(|| XskError::NoRings { name: name.into() })?;
+        let free = descs.split_off(RX_FRAMES as usize);
+        // SAFETY: fresh frames of this UMEM that are in no ring.
+        let got = unsafe { fill.produce(&descs) };
+        if got != descs.len() {
+            return Err(XskError::Fill { name: name.into(), got, want: descs.len() });
+        }
+        Ok(XskPort {
+            name: name.into(),
+            umem,
+            rx,
+            tx,
+            fill,
+            comp,
+            free,
+            rx_descs: vec![FrameDesc::default(); BATCH],
+            comp_descs: vec![FrameDesc::default(); TX_FRAMES as usize],
+            batch: Vec::with_capacity(BATCH),
+            tx_outstanding: 0,
+        })
+    }
+
+    /// The socket fd (for the XSK map and `poll`).
+    pub fn fd(&self) -> RawFd {
+        self.rx.fd().as_raw_fd()
+    }
+
+    /// Hands up to [`BATCH`] received frames to `engine` as NIC `nic` and refills the fill
+    /// ring; returns how many.
+    pub fn receive(&mut self, engine: &mut Engine, nic: usize, now: u64) -> Result<usize, XskError> {
+        // SAFETY: `rx_descs` receives descriptors of frames the kernel filled for us.
+        let n = unsafe { self.rx.consume(&mut self.rx_descs) };
+        for d in &self.rx_descs[..n] {
+            // SAFETY: the frame was just consumed from the RX ring, so the kernel no longer
+            // writes it until we put it back on the fill ring below.
+            let data = unsafe { self.umem.data(d) };
+            engine.on_frame(nic, data.contents(), now);
+        }
+        if n > 0 {
+            let mut put = 0;
+            while put < n {
+                // SAFETY: frames of this UMEM we own (consumed above); the fill ring has room
+                // for all RX_FRAMES frames.
+                put += unsafe { self.fill.produce(&self.rx_descs[put..n]) };
+            }
+            if self.fill.needs_wakeup() {
+                self.fill
+                    .wakeup(self.rx.fd_mut(), 0)
+                    .map_err(|source| XskError::Io { name: self.name.clone(), what: "fill ring wakeup", source })?;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Reclaims completed TX frames, then asks `engine` for frames to send as NIC `nic`,
+    /// produces them and kicks the kernel; returns how many were sent.
+    pub fn transmit(&mut self, engine: &mut Engine, nic: usize, now: u64) -> Result<usize, XskError> {
+        // SAFETY: `comp_descs` receives descriptors of frames the kernel finished sending.
+        let c = unsafe { self.comp.consume(&mut self.comp_descs) };
+        self.free.extend_from_slice(&self.comp_descs[..c]);
+        self.tx_outstanding -= c.min(self.tx_outstanding);
+        self.batch.clear();
+        while self.batch.len() < BATCH {
+            let Some(mut d) = self.free.pop() else { break };
+            // SAFETY: `d` is a free TX frame of this UMEM (in no ring): we may write it.
+            let mut data = unsafe { self.umem.data_mut(&mut d) };
+            let mut cur = data.cursor();
+            let cap = cur.buf_len();
+            cur.set_pos(cap);
+            match engine.next_tx(nic, data.contents_mut(), now) {
+                Some(n) => {
+                    data.cursor().set_pos(n);
+                    self.batch.push(d);
+                }
+                None => {
+                    self.free.push(d);
+                    break;
+                }
+            }
+        }
+        if self.batch.is_empty() {
+            // Copy mode sends at most 32 frames per kick (the kernel's TX_BATCH_SIZE); frames
+            // still in the TX ring need another kick, or they would wait for the next send.
+            if self.tx_pending() {
+                self.kick()?;
+            }
+            return Ok(0);
+        }
+        let mut put = 0;
+        while put < self.batch.len() {
+            // SAFETY: frames of this UMEM written above; the TX ring (TX_FRAMES) can hold
+            // every frame of the TX pool.
+            put += unsafe { self.tx.produce(&self.batch[put..]) };
+        }
+        self.tx_outstanding += put;
+        self.kick()?;
+        Ok(put)
+    }
+
+    fn kick(&self) -> Result<(), XskError> {
+        match self.tx.wakeup() {
+            Ok(()) => Ok(()),
+            // EAGAIN/EBUSY/ENOBUFS: the kernel is still busy with earlier frames; the next
+            // kick retries.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)) => Ok(()),
+            Err(source) => Err(XskError::Io { name: self.name.clone(), what: "TX kick (sendto)", source }),
+        }
+    }
+
+    /// Frames are still in the TX ring, not yet taken by the kernel.
+    pub fn tx_pending(&mut self) -> bool {
+        self.tx.nb_free_exact() < TX_FRAMES
+    }
+
+    /// No free TX frame is left (the caller should wait briefly for completions).
+    pub fn tx_starved(&self) -> bool {
+        self.free.is_empty()
+    }
+
+    /// Socket statistics (`XDP_STATISTICS`): (rx_dropped, rx_ring_full, rx_fill_ring_empty).
+    pub fn stats(&self) -> Result<(u64, u64, u64), XskError> {
+        let s = self
+            .rx
+            .fd()
+            .xdp_statistics()
+            .map_err(|source| XskError::Io { name: self.name.clone(), what: "XDP_STATISTICS", source })?;
+        Ok((s.rx_dropped(), s.rx_ring_full(), s.rx_fill_ring_empty_descs()))
+    }
+}
