@@ -1,0 +1,271 @@
+//! Helpers for the GPU-host emulator tests: namespace / veth / process guards (removed or
+//! stopped on drop, also when a test panics), `rocefab-hostd` job files, capture and oracles.
+//! Everything created is named with the prefix `rf-h-`.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("running {cmd}: {e}"));
+    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The built `rocefab-hostd`; panics with a build hint when missing.
+pub fn hostd_bin() -> PathBuf {
+    let p = rocefab_tests::fabric::bin_dir().join("rocefab-hostd");
+    assert!(p.is_file(), "{} not found: run `cargo build -p gpu-host` first", p.display());
+    p
+}
+
+/// A network namespace, deleted on drop (with everything in it).
+pub struct Netns(pub String);
+
+impl Netns {
+    pub fn new(name: &str) -> Netns {
+        assert!(name.starts_with("rf-h-"));
+        let _ = Command::new("ip").args(["netns", "del", name]).output();
+        sh("ip", &["netns", "add", name]);
+        sh("ip", &["-n", name, "link", "set", "lo", "up"]);
+        Netns(name.to_string())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+/// Two host namespaces `rf-h-<tag>a` / `rf-h-<tag>b` joined back to back by one veth pair
+/// `ha` (10.<net>.0.1, MAC 02:00:00:<net>:0a:01) / `hb` (10.<net>.0.2, 02:00:00:<net>:0b:01).
+pub struct BackToBack {
+    pub a: Netns,
+    pub b: Netns,
+    pub net: u8,
+    pub mtu: u32,
+}
+
+impl BackToBack {
+    pub fn new(tag: &str, net: u8, mtu: u32) -> BackToBack {
+        let a = Netns::new(&format!("rf-h-{tag}a"));
+        let b = Netns::new(&format!("rf-h-{tag}b"));
+        let (ma, mb) = (Self::mac_of(net, 0x0a), Self::mac_of(net, 0x0b));
+        let mtu_s = mtu.to_string();
+        sh(
+            "ip",
+            &["link", "add", "ha", "netns", &a.0, "address", &ma, "mtu", &mtu_s, "type", "veth", "peer", "name", "hb", "netns", &b.0, "address", &mb, "mtu", &mtu_s],
+        );
+        for (ns, dev, host) in [(&a.0, "ha", 1), (&b.0, "hb", 2)] {
+            sh("ip", &["-n", ns, "addr", "add", &format!("10.{net}.0.{host}/24"), "dev", dev]);
+            sh("ip", &["-n", ns, "link", "set", dev, "up"]);
+        }
+        BackToBack { a, b, net, mtu }
+    }
+
+    pub fn mac_of(net: u8, side: u8) -> String {
+        format!("02:00:00:{net:02x}:{side:02x}:01")
+    }
+    pub fn ip_a(&self) -> String {
+        format!("10.{}.0.1", self.net)
+    }
+    pub fn ip_b(&self) -> String {
+        format!("10.{}.0.2", self.net)
+    }
+    pub fn mac_a(&self) -> String {
+        Self::mac_of(self.net, 0x0a)
+    }
+    pub fn mac_b(&self) -> String {
+        Self::mac_of(self.net, 0x0b)
+    }
+
+    /// A requester job on `ha` writing `len` bytes of pattern `seed` to B's QP 512.
+    pub fn sender_job(&self, name: &str, len: u64, seed: u64, rate: u64, extra_send: Value, timeout_ms: u64) -> Value {
+        let mut send = serde_json::json!({"psn": 0xfff000, "remote_va": 0x10000, "rkey": 0x77, "len": len, "seed": seed});
+        if let (Some(s), Some(e)) = (send.as_object_mut(), extra_send.as_object()) {
+            for (k, v) in e {
+                s.insert(k.clone(), v.clone());
+            }
+        }
+        serde_json::json!({
+            "name": name, "timeout_ms": timeout_ms,
+            "nics": [{"name": "ha", "mac": self.mac_a(), "ip": self.ip_a(), "line_rate_bps": rate}],
+            "qps": [{"qpn": 256, "nic": 0, "peer_qpn": 512, "peer_ip": self.ip_b(), "next_hop_mac": self.mac_b(),
+                     "label": "a->b", "send": send}]
+        })
+    }
+
+    /// The matching responder job on `hb` (region of `len` bytes verified against `seed`).
+    pub fn receiver_job(&self, name: &str, len: u64, seed: u64, rate: u64, drop_nth: u32, timeout_ms: u64) -> Value {
+        serde_json::json!({
+            "name": name, "timeout_ms": timeout_ms, "drop_nth": drop_nth,
+            "nics": [{"name": "hb", "mac": self.mac_b(), "ip": self.ip_b(), "line_rate_bps": rate}],
+            "qps": [{"qpn": 512, "nic": 0, "peer_qpn": 256, "peer_ip": self.ip_a(), "next_hop_mac": self.mac_a(),
+                     "label": "b<-a", "recv": {"psn": 0xfff000, "va": 0x10000, "rkey": 0x77, "len": len, "expect_seed": seed}}]
+        })
+    }
+}
+
+/// A child process, killed (SIGTERM, then SIGKILL) and reaped on drop.
+pub struct Proc {
+    pub child: Child,
+    pub what: String,
+    lines: Option<mpsc::Receiver<String>>,
+}
+
+impl Proc {
+    pub fn spawn(what: &str, cmd: &mut Command) -> Proc {
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("starting {what}: {e}"));
+        Proc { child, what: what.to_string(), lines: None }
+    }
+
+    fn lines(&mut self) -> &mpsc::Receiver<String> {
+        if self.lines.is_none() {
+            let out: ChildStdout = self.child.stdout.take().expect("stdout piped");
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+            });
+            self.lines = Some(rx);
+        }
+        self.lines.as_ref().unwrap()
+    }
+
+    /// The next stdout line within `timeout`.
+    pub fn line(&mut self, timeout: Duration) -> String {
+        let what = self.what.clone();
+        self.lines().recv_timeout(timeout).unwrap_or_else(|e| panic!("{what}: no output line within {timeout:?}: {e}"))
+    }
+
+    /// Waits for exit within `timeout`; returns the exit code.
+    pub fn wait(&mut self, timeout: Duration) -> i32 {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < end, "{} did not exit within {timeout:?}", self.what);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn terminate(&mut self) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+            let end = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A `rocefab-hostd` running `job` in `ns`; returns once it printed its ready line.
+pub fn start_hostd(ns: &Netns, job: &Value) -> Proc {
+    let name = job["name"].as_str().expect("job name");
+    let path = std::env::temp_dir().join(format!("rf-h-job-{name}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(job).unwrap()).expect("write job");
+    let mut p = Proc::spawn(
+        &format!("rocefab-hostd {name}"),
+        Command::new("ip").args(["netns", "exec", &ns.0]).arg(hostd_bin()).arg("--job").arg(&path).stdout(Stdio::piped()),
+    );
+    let ready = p.line(Duration::from_secs(20));
+    let v: Value = serde_json::from_str(&ready).unwrap_or_else(|e| panic!("{name}: ready line {ready:?}: {e}"));
+    assert_eq!(v["ready"], true, "{ready}");
+    p
+}
+
+/// Waits for a hostd's report (its last stdout line) and exit.
+pub fn report(p: &mut Proc, timeout: Duration) -> (Value, i32) {
+    let line = p.line(timeout);
+    let code = p.wait(Duration::from_secs(10));
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{}: report {line:?}: {e}", p.what));
+    (v, code)
+}
+
+/// `report.qps[0][field]` as u64.
+pub fn qp(r: &Value, field: &str) -> u64 {
+    r["qps"][0][field].as_u64().unwrap_or_else(|| panic!("qps[0].{field} in {r}"))
+}
+
+/// `report.nics[0][field]` as u64.
+pub fn nic(r: &Value, field: &str) -> u64 {
+    r["nics"][0][field].as_u64().unwrap_or_else(|| panic!("nics[0].{field} in {r}"))
+}
+
+/// Fails clearly when an oracle tool is missing.
+pub fn require_tool(path: &str, args: &[&str]) {
+    let ok = Command::new(path).args(args).output().map(|o| o.status.success()).unwrap_or(false);
+    assert!(ok, "{path} is required for this test (Debian packages: tshark, tcpdump, python3-scapy)");
+}
+
+/// `tshark -r pcap -T fields -e f...` rows (fields separated by '|').
+pub fn tshark_fields(pcap: &std::path::Path, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut c = Command::new("tshark");
+    c.arg("-r").arg(pcap).args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
+    c.args(["--disable-protocol", "rpcordma"]);
+    if !filter.is_empty() {
+        c.args(["-Y", filter]);
+    }
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    let out = c.output().expect("run tshark");
+    assert!(out.status.success(), "tshark: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| l.split('|').map(str::to_owned).collect()).collect()
+}
+
+pub fn num(s: &str) -> u64 {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).unwrap_or_else(|e| panic!("{s}: {e}")),
+        None => s.parse().unwrap_or_else(|e| panic!("{s:?}: {e}")),
+    }
+}
+
+/// A bounded tcpdump capture on `dev` in `ns` (stops after `count` packets or `secs`), keeping
+/// `snaplen` bytes per frame (0 = whole frames).
+pub fn start_capture(ns: &Netns, dev: &str, pcap: &std::path::Path, filter: &str, snaplen: u32, count: u32, secs: u32) -> Proc {
+    let _ = std::fs::remove_file(pcap);
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns.0, "timeout", &secs.to_string(), "tcpdump", "-i", dev, "-s", &snaplen.to_string(), "-U", "-c", &count.to_string(), "-w"])
+        .arg(pcap);
+    if !filter.is_empty() {
+        cmd.arg(filter);
+    }
+    let mut p = Proc::spawn(
+        "tcpdump",
+        cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    // tcpdump prints "listening on ..." to stderr once the socket is open.
+    let err = p.child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let l = rx.recv_timeout(Duration::from_secs(10)).expect("tcpdump did not start listening");
+    assert!(l.contains("listening"), "tcpdump: {l}");
+    p
+}
