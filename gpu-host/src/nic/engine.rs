@@ -25,7 +25,7 @@ use std::net::IpAddr;
 use rocefab_wire::mac_control::MacControlRepr;
 use rocefab_wire::roce::{self, aeth, bth, reth, udp_src_port_for_qp, IpEcn, Opcode as WireOpcode, ParsedFrame, RoceFrame};
 
-use super::job::{self, Job, NicReport, QpReport, Report};
+use super::job::{self, CollOp, CollectiveSpec, Job, NicReport, QpReport, RankReport, Report};
 use super::pattern;
 use crate::desc::{AckPacket, AckSyndrome, Opcode, Reth, WritePacket};
 use crate::pfc::NicPfc;
@@ -118,12 +118,48 @@ struct Qp {
     error: Option<String>,
 }
 
+/// Collective state: rank buffers and the progress of the transfers (see
+/// [`CollectiveSpec`]).
+struct Coll {
+    spec: CollectiveSpec,
+    bufs: Vec<Vec<u8>>,
+    rank_idx: HashMap<u32, usize>,
+    done: std::collections::HashSet<usize>,
+    /// (qp index, indices into `spec.sends` in id order, next to post).
+    sendq: Vec<(usize, Vec<usize>, usize)>,
+    /// (qp index, indices into `spec.recvs` in id order, applied so far).
+    recvq: Vec<(usize, Vec<usize>, usize)>,
+    locals_done: Vec<bool>,
+}
+
+impl Coll {
+    fn complete(&self) -> bool {
+        self.sendq.iter().all(|(_, l, n)| *n == l.len())
+            && self.recvq.iter().all(|(_, l, n)| *n == l.len())
+            && self.locals_done.iter().all(|d| *d)
+    }
+}
+
+/// Applies `op` from `src` into `dst` (u32 little-endian elements; equal lengths).
+fn apply_op(op: CollOp, src: &[u8], dst: &mut [u8]) {
+    match op {
+        CollOp::Copy => dst.copy_from_slice(src),
+        CollOp::Sum => {
+            for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
+                let v = u32::from_le_bytes([d[0], d[1], d[2], d[3]]).wrapping_add(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+                d.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
 /// All NICs and QPs of one emulated host.
 pub struct Engine {
     nics: Vec<Nic>,
     qps: Vec<Qp>,
     by_qpn: HashMap<u32, usize>,
     start: u64,
+    coll: Option<Coll>,
 }
 
 impl Engine {
@@ -197,7 +233,14 @@ impl Engine {
                 let mut sender = Sender::new(cfg, now).map_err(|x| e(x.to_string()))?;
                 let len = usize::try_from(s.len).map_err(|_| e("send.len too large".into()))?;
                 qp.send_buf = pattern::generate(len, s.seed);
-                qp.send_total = s.len;
+                let coll_bytes: u64 = job
+                    .collective
+                    .iter()
+                    .flat_map(|c| c.sends.iter())
+                    .filter(|x| x.qpn == q.qpn)
+                    .map(|x| x.len)
+                    .sum();
+                qp.send_total = s.len + coll_bytes;
                 let mut off = 0u64;
                 let mut wr = 0u64;
                 while off < s.len {
@@ -207,7 +250,7 @@ impl Engine {
                     off += n;
                     wr += 1;
                 }
-                if s.len == 0 {
+                if qp.send_total == 0 {
                     qp.send_done = Some(now);
                 }
                 qp.sender = Some(sender);
@@ -229,7 +272,115 @@ impl Engine {
             nics[q.nic].qps.push(qps.len());
             qps.push(qp);
         }
-        Ok(Engine { nics, qps, by_qpn, start: now })
+        let coll = job.collective.as_ref().map(|c| {
+            let bufs = c
+                .ranks
+                .iter()
+                .map(|r| {
+                    let mut b = pattern::generate(r.input_bytes as usize, r.seed);
+                    b.resize(r.bytes as usize, 0);
+                    b
+                })
+                .collect();
+            let rank_idx = c.ranks.iter().enumerate().map(|(i, r)| (r.rank, i)).collect();
+            let queue = |qpns: Vec<(u32, usize, usize)>| -> Vec<(usize, Vec<usize>, usize)> {
+                let mut by: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
+                for (qpn, id, idx) in qpns {
+                    let qi = by_qpn[&qpn];
+                    match by.iter_mut().find(|(q, _)| *q == qi) {
+                        Some((_, l)) => l.push((id, idx)),
+                        None => by.push((qi, vec![(id, idx)])),
+                    }
+                }
+                by.into_iter()
+                    .map(|(q, mut l)| {
+                        l.sort();
+                        (q, l.into_iter().map(|(_, i)| i).collect(), 0)
+                    })
+                    .collect()
+            };
+            Coll {
+                sendq: queue(c.sends.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect()),
+                recvq: queue(c.recvs.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect()),
+                locals_done: vec![false; c.locals.len()],
+                spec: c.clone(),
+                bufs,
+                rank_idx,
+                done: Default::default(),
+            }
+        });
+        if let Some(c) = &coll {
+            for (qi, _, _) in c.sendq.iter().chain(c.recvq.iter()) {
+                if !by_qpn.values().any(|v| v == qi) {
+                    return Err(EngineError::Qp { qpn: 0, what: "collective QP missing".into() });
+                }
+            }
+        }
+        let mut e = Engine { nics, qps, by_qpn, start: now, coll };
+        e.progress();
+        Ok(e)
+    }
+
+    /// Runs the collective forward: applies every completed incoming write to its rank
+    /// buffer, runs ready local transfers and posts every send whose dependencies are done.
+    /// Allocates only when a send is posted (its data is copied into the QP's send buffer, so
+    /// later changes to the rank buffer cannot alter a retransmission).
+    fn progress(&mut self) {
+        let Engine { qps, coll, .. } = self;
+        let Some(c) = coll.as_mut() else { return };
+        loop {
+            let mut changed = false;
+            for (qi, list, applied) in c.recvq.iter_mut() {
+                let qp = &qps[*qi];
+                let (Some(rx), Some(spec)) = (qp.receiver.as_ref(), qp.spec.recv.as_ref()) else { continue };
+                let completed = rx.counters().messages_completed;
+                while (*applied as u64) < completed && *applied < list.len() {
+                    let r = &c.spec.recvs[list[*applied]];
+                    let Some(region) = rx.region(spec.rkey) else { break };
+                    let src = &region.data[r.staging_offset as usize..(r.staging_offset + r.len) as usize];
+                    let b = &mut c.bufs[c.rank_idx[&r.rank]];
+                    apply_op(r.op, src, &mut b[r.dst_offset as usize..(r.dst_offset + r.len) as usize]);
+                    c.done.insert(r.id);
+                    *applied += 1;
+                    changed = true;
+                }
+            }
+            for (i, l) in c.spec.locals.iter().enumerate() {
+                if c.locals_done[i] || !l.deps.iter().all(|d| c.done.contains(d)) {
+                    continue;
+                }
+                let b = &mut c.bufs[c.rank_idx[&l.rank]];
+                let src = b[l.src_offset as usize..(l.src_offset + l.len) as usize].to_vec();
+                apply_op(l.op, &src, &mut b[l.dst_offset as usize..(l.dst_offset + l.len) as usize]);
+                c.locals_done[i] = true;
+                c.done.insert(l.id);
+                changed = true;
+            }
+            for (qi, list, next) in c.sendq.iter_mut() {
+                while *next < list.len() {
+                    let x = &c.spec.sends[list[*next]];
+                    if !x.deps.iter().all(|d| c.done.contains(d)) {
+                        break;
+                    }
+                    let qp = &mut qps[*qi];
+                    let b = &c.bufs[c.rank_idx[&x.rank]];
+                    let off = qp.send_buf.len() as u64;
+                    qp.send_buf.extend_from_slice(&b[x.src_offset as usize..(x.src_offset + x.len) as usize]);
+                    let rkey = qp.spec.send.as_ref().map_or(0, |s| s.rkey);
+                    let msg = WriteMessage { remote_va: x.remote_va, rkey, len: x.len as u32 };
+                    if let Some(s) = qp.sender.as_mut() {
+                        if let Err(e) = s.post_write(x.id as u64, off, msg) {
+                            qp.error.get_or_insert_with(|| format!("posting collective transfer {}: {e}", x.id));
+                        }
+                    }
+                    *next += 1;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
     }
 
     /// Number of NICs.
@@ -352,6 +503,7 @@ impl Engine {
                 };
                 let ce = p.ip.ecn == IpEcn::CongestionExperienced;
                 let out = receiver.on_packet(&pkt, p.payload, ce, now);
+                let message_done = matches!(out.event, crate::receiver::RxEvent::Placed { message_complete: true });
                 if let Some(ack) = out.ack {
                     Self::push_ack(nic, qi, ack);
                 }
@@ -360,6 +512,9 @@ impl Engine {
                 }
                 if qp.recv_done.is_none() && receiver.counters().bytes_placed >= qp.recv_len {
                     qp.recv_done = Some(now);
+                }
+                if message_done && self.coll.is_some() {
+                    self.progress();
                 }
             }
         }
@@ -482,8 +637,14 @@ impl Engine {
         t
     }
 
-    /// Every QP finished (or failed).
+    /// Every QP finished (or failed) and the collective, if any, ran to its end.
     pub fn finished(&self) -> bool {
+        if self.qps.iter().any(|q| q.error.is_some()) {
+            return true;
+        }
+        if self.coll.as_ref().is_some_and(|c| !c.complete()) {
+            return false;
+        }
         self.qps.iter().all(|q| {
             q.error.is_some()
                 || ((q.sender.is_none() || q.send_done.is_some()) && (q.receiver.is_none() || q.recv_done.is_some()))
@@ -597,8 +758,40 @@ impl Engine {
                 }
             })
             .collect();
-        let end = self.finish_time().unwrap_or(now);
-        Report { job: job.to_string(), ok, error: None, elapsed_ns: end - self.start, qps, nics }
+        let mut ranks = Vec::new();
+        if let Some(c) = &self.coll {
+            let complete = c.complete();
+            ok &= complete;
+            for (i, r) in c.spec.ranks.iter().enumerate() {
+                let mut rr = RankReport { rank: r.rank, complete, verified: None, first_mismatch: None };
+                if verify {
+                    let buf = &c.bufs[i];
+                    let mut mismatch = None;
+                    for e in c.spec.expect.iter().filter(|e| e.rank == r.rank) {
+                        mismatch = (0..e.len).step_by(4).map(|k| e.offset + k).find(|&pos| {
+                            let want = e.terms.iter().fold(0u32, |a, (seed, po)| a.wrapping_add(pattern::word32(*seed, po + pos - e.offset)));
+                            let p = pos as usize;
+                            u32::from_le_bytes([buf[p], buf[p + 1], buf[p + 2], buf[p + 3]]) != want
+                        });
+                        if mismatch.is_some() {
+                            break;
+                        }
+                    }
+                    rr.verified = Some(mismatch.is_none() && complete);
+                    rr.first_mismatch = mismatch;
+                    ok &= mismatch.is_none();
+                }
+                ranks.push(rr);
+            }
+        }
+        let end = if self.coll.as_ref().is_some_and(|c| !c.complete()) { now } else { self.finish_time().unwrap_or(now) };
+        Report { job: job.to_string(), ok, error: None, elapsed_ns: end - self.start, qps, nics, ranks }
+    }
+
+    /// Rank `rank`'s collective buffer.
+    pub fn rank_buffer(&self, rank: u32) -> Option<&[u8]> {
+        let c = self.coll.as_ref()?;
+        Some(&c.bufs[*c.rank_idx.get(&rank)?])
     }
 }
 

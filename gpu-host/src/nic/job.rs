@@ -64,6 +64,114 @@ pub struct Job {
     pub nics: Vec<NicSpec>,
     /// RC queue pairs.
     pub qps: Vec<QpSpec>,
+    /// Collective transfers over those QPs (see [`CollectiveSpec`]).
+    #[serde(default)]
+    pub collective: Option<CollectiveSpec>,
+}
+
+/// The part of a collective (ring AllReduce, incast, all-to-all, broadcast) this host runs:
+/// its ranks' buffers, the RDMA WRITEs it issues (each once its dependencies arrived), the
+/// writes it receives (applied to a rank buffer as sum or copy when their message completes)
+/// and the expected final contents.
+///
+/// Each connection (ordered rank pair) is one RC QP pair; a responder QP's region is a staging
+/// area with one slot per transfer. RC delivers messages in order, so the k-th message that
+/// completes on a responder QP is the k-th entry of `recvs` for that QP (by id); requesters
+/// post their transfers in id order for the same reason.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveSpec {
+    /// Collective name (reports).
+    pub kind: String,
+    /// Local ranks.
+    pub ranks: Vec<RankSpec>,
+    /// Writes this host issues.
+    #[serde(default)]
+    pub sends: Vec<CollSend>,
+    /// Writes this host receives.
+    #[serde(default)]
+    pub recvs: Vec<CollRecv>,
+    /// Transfers inside one rank (no network), e.g. an all-to-all's own slot.
+    #[serde(default)]
+    pub locals: Vec<CollLocal>,
+    /// Expected final contents.
+    #[serde(default)]
+    pub expect: Vec<ExpectSpec>,
+}
+
+/// A local rank: a buffer of `bytes`, whose first `input_bytes` hold pattern `seed`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RankSpec {
+    pub rank: u32,
+    pub bytes: u64,
+    pub input_bytes: u64,
+    pub seed: u64,
+}
+
+/// Receiver operation on u32 little-endian elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollOp {
+    /// Element-wise wrapping add.
+    Sum,
+    /// Overwrite.
+    Copy,
+}
+
+/// An RDMA WRITE of `len` bytes at `src_offset` of rank `rank`'s buffer, over requester QP
+/// `qpn`, to `remote_va` (the peer's staging slot), once every transfer in `deps` is done here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollSend {
+    pub id: usize,
+    pub qpn: u32,
+    pub rank: u32,
+    pub src_offset: u64,
+    pub len: u64,
+    pub remote_va: u64,
+    #[serde(default)]
+    pub deps: Vec<usize>,
+}
+
+/// A write arriving on responder QP `qpn` into its staging slot `staging_offset`, applied to
+/// rank `rank`'s buffer at `dst_offset` with `op`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollRecv {
+    pub id: usize,
+    pub qpn: u32,
+    pub rank: u32,
+    pub staging_offset: u64,
+    pub dst_offset: u64,
+    pub len: u64,
+    pub op: CollOp,
+}
+
+/// A transfer within rank `rank`'s buffer, run once `deps` are done.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollLocal {
+    pub id: usize,
+    pub rank: u32,
+    pub src_offset: u64,
+    pub dst_offset: u64,
+    pub len: u64,
+    pub op: CollOp,
+    #[serde(default)]
+    pub deps: Vec<usize>,
+}
+
+/// Rank `rank`'s bytes `offset..offset+len` must equal, as u32 little-endian elements, the
+/// wrapping sum over `terms` of pattern `seed` starting at pattern byte offset `pattern_offset`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSpec {
+    pub rank: u32,
+    pub offset: u64,
+    pub len: u64,
+    /// (seed, pattern_offset) pairs.
+    pub terms: Vec<(u64, u64)>,
 }
 
 /// One GPU NIC port (a veth in the host namespace).
@@ -265,6 +373,60 @@ impl Job {
                 }
             }
         }
+        if let Some(c) = &self.collective {
+            self.validate_collective(c)?;
+        }
+        Ok(())
+    }
+
+    fn validate_collective(&self, c: &CollectiveSpec) -> Result<(), JobError> {
+        let bad = |what: String| Err(JobError::Invalid { job: self.name.clone(), what });
+        let rank = |r: u32| c.ranks.iter().find(|x| x.rank == r);
+        for (i, r) in c.ranks.iter().enumerate() {
+            if r.input_bytes > r.bytes || r.bytes % 4 != 0 || usize::try_from(r.bytes).is_err() {
+                return bad(format!("collective.ranks[{i}] (rank {}): bytes must be a multiple of 4 and ≥ input_bytes", r.rank));
+            }
+        }
+        let mut ids: Vec<usize> = Vec::new();
+        let in_buf = |r: u32, off: u64, len: u64| rank(r).is_some_and(|x| off.checked_add(len).is_some_and(|e| e <= x.bytes));
+        for s in &c.sends {
+            let q = self.qps.iter().find(|q| q.qpn == s.qpn);
+            if !q.is_some_and(|q| q.send.is_some()) {
+                return bad(format!("collective send {}: qpn {} is not a local requester QP", s.id, s.qpn));
+            }
+            if !in_buf(s.rank, s.src_offset, s.len) {
+                return bad(format!("collective send {}: rank {} range {}+{} outside its buffer", s.id, s.rank, s.src_offset, s.len));
+            }
+            if s.len == 0 || s.len > u64::from(u32::MAX) {
+                return bad(format!("collective send {}: len {} not in 1..2^32", s.id, s.len));
+            }
+        }
+        for r in &c.recvs {
+            let q = self.qps.iter().find(|q| q.qpn == r.qpn);
+            let Some(region) = q.and_then(|q| q.recv.as_ref()) else {
+                return bad(format!("collective recv {}: qpn {} is not a local responder QP", r.id, r.qpn));
+            };
+            if !in_buf(r.rank, r.dst_offset, r.len) || r.staging_offset + r.len > region.len || r.len % 4 != 0 {
+                return bad(format!("collective recv {}: ranges outside the rank buffer or the staging region, or not whole u32s", r.id));
+            }
+            ids.push(r.id);
+        }
+        for l in &c.locals {
+            if !in_buf(l.rank, l.src_offset, l.len) || !in_buf(l.rank, l.dst_offset, l.len) || l.len % 4 != 0 {
+                return bad(format!("collective local {}: ranges outside rank {}'s buffer", l.id, l.rank));
+            }
+            ids.push(l.id);
+        }
+        for (id, deps) in c.sends.iter().map(|s| (s.id, &s.deps)).chain(c.locals.iter().map(|l| (l.id, &l.deps))) {
+            if let Some(d) = deps.iter().find(|d| !ids.contains(d)) {
+                return bad(format!("collective transfer {id}: dependency {d} is not received or run on this host"));
+            }
+        }
+        for e in &c.expect {
+            if !in_buf(e.rank, e.offset, e.len) || e.offset % 4 != 0 || e.len % 4 != 0 {
+                return bad(format!("collective expect for rank {}: range {}+{} outside its buffer or unaligned", e.rank, e.offset, e.len));
+            }
+        }
         Ok(())
     }
 }
@@ -346,6 +508,21 @@ pub struct Report {
     pub elapsed_ns: u64,
     pub qps: Vec<QpReport>,
     pub nics: Vec<NicReport>,
+    /// Per local rank of a collective: its buffer matches the expected result.
+    #[serde(default)]
+    pub ranks: Vec<RankReport>,
+}
+
+/// Collective result of one rank.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankReport {
+    pub rank: u32,
+    /// Every transfer into and out of this rank finished.
+    pub complete: bool,
+    /// The buffer equals the expected result (None: not checked).
+    pub verified: Option<bool>,
+    /// Byte offset of the first wrong element.
+    pub first_mismatch: Option<u64>,
 }
 
 #[cfg(test)]

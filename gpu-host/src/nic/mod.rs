@@ -3,12 +3,14 @@
 //!
 //! | module       | what                                                              |
 //! |--------------|-------------------------------------------------------------------|
+//! | [`collective_job`] | collective schedule → one job per host (torchrun ranks) |
 //! | [`job`]      | job file (QPNs, PSNs, R_Keys exchanged out of band) and report     |
 //! | [`pattern`]  | deterministic data for end-to-end verification                     |
 //! | [`engine`]   | frames ⇄ `Sender`/`Receiver`/`NicPfc`, shaping, CNP, PFC (pure)     |
 //! | [`xsk`]      | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program         |
 //! | [`metrics`]  | Prometheus metrics per QP and per NIC, HTTP exposition           |
 //! | [`daemon`]   | the data thread: RX, timers, TX with explicit kicks, sleep when idle |
+pub mod collective_job;
 pub mod daemon;
 pub mod engine;
 pub mod job;

@@ -38,9 +38,25 @@ pub fn first_mismatch(buf: &[u8], seed: u64) -> Option<usize> {
     })
 }
 
+/// The little-endian u32 at 4-aligned pattern byte offset `pos` (what [`generate`] puts there).
+pub fn word32(seed: u64, pos: u64) -> u32 {
+    let b = mix(seed ^ (pos / 8)).to_le_bytes();
+    let i = (pos % 8) as usize & 4;
+    u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn word32_reads_the_generated_bytes() {
+        let v = generate(64, 77);
+        for pos in (0..64).step_by(4) {
+            let want = u32::from_le_bytes(v[pos..pos + 4].try_into().unwrap());
+            assert_eq!(word32(77, pos as u64), want, "pos {pos}");
+        }
+    }
 
     #[test]
     fn generate_fill_and_check_agree() {

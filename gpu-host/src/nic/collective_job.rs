@@ -1,0 +1,448 @@
+//! Turns a [`Schedule`] (ring AllReduce = ReduceScatter then AllGather, incast, all-to-all,
+//! broadcast; book ch. 14) over a set of hosts into one [`Job`] per host: ranks numbered as
+//! torchrun does (global rank = node rank × GPUs per host + local rank, [`RankLayout`]), one
+//! RC QP pair per ordered rank pair that exchanges data, staging slots in the responder's
+//! region, dependencies, and the closed-form expected result of every rank.
+//!
+//! Elements are u32 (wrapping sum); rank `r`'s input is pattern `seed_base + r`.
+use std::net::IpAddr;
+
+use super::job::{
+    CollLocal, CollOp, CollRecv, CollSend, CollectiveSpec, ExpectSpec, Job, NicSpec, QpSpec, RankSpec, RecvSpec, SendSpec,
+    DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
+};
+use crate::collective::{chunk_range, CollectiveError, Op, Phase, RankLayout, Schedule, Transfer};
+
+/// Bytes per element.
+pub const ELEM: u64 = 4;
+/// Responder staging regions start here (virtual address).
+pub const STAGING_VA: u64 = 0x1_0000_0000;
+
+/// Errors building the jobs.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Which collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    AllReduce,
+    Incast,
+    AllToAll,
+    Broadcast,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::AllReduce => "allreduce",
+            Kind::Incast => "incast",
+            Kind::AllToAll => "alltoall",
+            Kind::Broadcast => "broadcast",
+        }
+    }
+}
+
+/// One GPU NIC of a host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostNic {
+    pub name: String,
+    pub mac: String,
+    pub ip: IpAddr,
+    /// Destination MAC of every frame (the rail switch port: an L3 hop).
+    pub gateway_mac: String,
+    pub line_rate_bps: u64,
+}
+
+/// One host: its NICs (local rank `g` uses `nics[g % nics.len()]`, i.e. NIC per GPU or a
+/// shared NIC) and its GPU count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostDesc {
+    pub name: String,
+    pub gpus: u32,
+    pub nics: Vec<HostNic>,
+}
+
+/// Options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildOptions {
+    pub job_name: String,
+    pub timeout_ms: u64,
+    pub seed_base: u64,
+    /// Host `i` serves metrics on `127.0.0.1:(base + i)` when set.
+    pub metrics_port_base: Option<u16>,
+    pub window_packets: u32,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            job_name: "job".into(),
+            timeout_ms: 120_000,
+            seed_base: 1,
+            metrics_port_base: None,
+            window_packets: DEFAULT_WINDOW_PACKETS,
+        }
+    }
+}
+
+/// One RC connection (requester rank → responder rank).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conn {
+    pub src_rank: u32,
+    pub dst_rank: u32,
+    pub src_qpn: u32,
+    pub dst_qpn: u32,
+    pub bytes: u64,
+}
+
+/// The jobs and what they were built from.
+#[derive(Clone, Debug)]
+pub struct Built {
+    pub layout: RankLayout,
+    pub schedule: Schedule,
+    pub conns: Vec<Conn>,
+    /// One job per host, in `hosts` order.
+    pub jobs: Vec<Job>,
+}
+
+fn fnv(x: u64) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in x.to_le_bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The schedule of `kind` over `ranks` ranks of `elems` u32 elements (root 0 where needed).
+pub fn schedule(kind: Kind, ranks: u32, elems: usize) -> Result<Schedule, CollectiveError> {
+    match kind {
+        Kind::AllReduce => Schedule::ring_allreduce(ranks, elems),
+        Kind::Incast => Schedule::incast(ranks, 0, elems),
+        Kind::AllToAll => Schedule::all_to_all(ranks, elems),
+        Kind::Broadcast => Schedule::broadcast(ranks, 0, elems),
+    }
+}
+
+/// Expected final contents of rank `r`'s buffer as (offset, len, terms) in bytes.
+fn expectations(kind: Kind, s: &Schedule, r: u32, seed: impl Fn(u32) -> u64) -> Vec<ExpectSpec> {
+    let n = s.ranks;
+    let bytes = s.elems as u64 * ELEM;
+    match kind {
+        Kind::AllReduce => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: (0..n).map(|k| (seed(k), 0)).collect() }],
+        Kind::Incast if r == 0 => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: (0..n).map(|k| (seed(k), 0)).collect() }],
+        Kind::Incast => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: vec![(seed(r), 0)] }],
+        Kind::Broadcast => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: vec![(seed(0), 0)] }],
+        Kind::AllToAll => (0..n)
+            .map(|i| {
+                // Slot i of the output holds rank i's chunk r.
+                let src = chunk_range(s.elems, n, r);
+                let dst = chunk_range(s.elems, n, i);
+                ExpectSpec {
+                    rank: r,
+                    offset: (s.elems + dst.start) as u64 * ELEM,
+                    len: dst.len() as u64 * ELEM,
+                    terms: vec![(seed(i), src.start as u64 * ELEM)],
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Builds one job per host for `kind` with `bytes_per_rank` of input per rank.
+pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOptions) -> Result<Built, BuildError> {
+    if hosts.is_empty() || hosts.iter().any(|h| h.nics.is_empty() || h.gpus == 0) {
+        return Err(BuildError::Invalid("every host needs at least one GPU and one NIC".into()));
+    }
+    let gpus = hosts[0].gpus;
+    if hosts.iter().any(|h| h.gpus != gpus) {
+        return Err(BuildError::Invalid("hosts differ in GPU count (torchrun needs equal --nproc-per-node)".into()));
+    }
+    if bytes_per_rank == 0 || bytes_per_rank % ELEM != 0 {
+        return Err(BuildError::Invalid(format!("size {bytes_per_rank} must be a positive multiple of {ELEM} bytes")));
+    }
+    let layout = RankLayout::new(hosts.len() as u32, gpus)?;
+    let n = layout.world_size();
+    let elems = usize::try_from(bytes_per_rank / ELEM).map_err(|_| BuildError::Invalid("size too large".into()))?;
+    let sched = schedule(kind, n, elems)?;
+    let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
+    let place = |r: u32| -> Result<(usize, usize), BuildError> {
+        let (node, local) = layout.locate(r)?;
+        let h = &hosts[node as usize];
+        Ok((node as usize, local as usize % h.nics.len()))
+    };
+
+    // Connections in order of first use; staging slots per transfer in id order.
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut slot: Vec<Option<(usize, u64)>> = vec![None; sched.transfers.len()];
+    for (id, t) in sched.transfers.iter().enumerate() {
+        if t.is_local() {
+            continue;
+        }
+        let len = t.elems() as u64 * ELEM;
+        let ci = match conns.iter().position(|c| c.src_rank == t.src_rank && c.dst_rank == t.dst_rank) {
+            Some(i) => i,
+            None => {
+                let i = conns.len() as u32;
+                conns.push(Conn { src_rank: t.src_rank, dst_rank: t.dst_rank, src_qpn: 0x100 + 2 * i, dst_qpn: 0x101 + 2 * i, bytes: 0 });
+                i as usize
+            }
+        };
+        slot[id] = Some((ci, conns[ci].bytes));
+        conns[ci].bytes += len;
+    }
+    // Dependencies must be satisfied on the sender's host (received there or local).
+    for (id, t) in sched.transfers.iter().enumerate() {
+        for &d in &t.deps {
+            if sched.transfers[d].dst_rank != t.src_rank {
+                return Err(BuildError::Invalid(format!("transfer {id} depends on {d}, which does not arrive at rank {}", t.src_rank)));
+            }
+        }
+    }
+
+    let mut jobs: Vec<Job> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| Job {
+            name: format!("{}-{}", opts.job_name, h.name),
+            timeout_ms: opts.timeout_ms,
+            xdp_mode: "driver".into(),
+            drop_nth: 0,
+            metrics_listen: opts.metrics_port_base.map(|b| std::net::SocketAddr::from(([127, 0, 0, 1], b + i as u16))),
+            linger_ms: 0,
+            nics: h
+                .nics
+                .iter()
+                .map(|n| NicSpec {
+                    name: n.name.clone(),
+                    mac: n.mac.clone(),
+                    ip: n.ip,
+                    line_rate_bps: n.line_rate_bps,
+                    path_mtu: None,
+                    write_only: false,
+                    dcqcn: true,
+                })
+                .collect(),
+            qps: Vec::new(),
+            collective: Some(CollectiveSpec { kind: kind.name().into(), ..Default::default() }),
+        })
+        .collect();
+    for r in 0..n {
+        let (host, _) = place(r)?;
+        let c = jobs[host].collective.as_mut().expect("set above");
+        c.ranks.push(RankSpec { rank: r, bytes: sched.buffer_elems as u64 * ELEM, input_bytes: bytes_per_rank, seed: seed(r) });
+        c.expect.extend(expectations(kind, &sched, r, seed));
+    }
+    for (ci, c) in conns.iter().enumerate() {
+        let (sh, sn) = place(c.src_rank)?;
+        let (dh, dn) = place(c.dst_rank)?;
+        let psn = fnv(ci as u64 ^ opts.seed_base) & 0x00ff_ffff;
+        let rkey = 0x1000 + ci as u32;
+        let (snic, dnic) = (&hosts[sh].nics[sn], &hosts[dh].nics[dn]);
+        if snic.ip.is_ipv4() != dnic.ip.is_ipv4() {
+            return Err(BuildError::Invalid(format!("ranks {} and {} use different IP families", c.src_rank, c.dst_rank)));
+        }
+        let label = format!("rank {} -> rank {}", c.src_rank, c.dst_rank);
+        jobs[sh].qps.push(QpSpec {
+            qpn: c.src_qpn,
+            nic: sn,
+            peer_qpn: c.dst_qpn,
+            peer_ip: dnic.ip,
+            next_hop_mac: snic.gateway_mac.clone(),
+            send: Some(SendSpec {
+                psn,
+                remote_va: STAGING_VA,
+                rkey,
+                len: 0,
+                seed: 0,
+                message_bytes: DEFAULT_MESSAGE_BYTES,
+                window_packets: opts.window_packets,
+                retransmit_timeout_ns: DEFAULT_RETRANSMIT_TIMEOUT_NS,
+            }),
+            recv: None,
+            label: label.clone(),
+        });
+        jobs[dh].qps.push(QpSpec {
+            qpn: c.dst_qpn,
+            nic: dn,
+            peer_qpn: c.src_qpn,
+            peer_ip: snic.ip,
+            next_hop_mac: dnic.gateway_mac.clone(),
+            send: None,
+            recv: Some(RecvSpec { psn, va: STAGING_VA, rkey, len: c.bytes, expect_seed: None }),
+            label,
+        });
+    }
+    for (id, t) in sched.transfers.iter().enumerate() {
+        let bytes = |r: &std::ops::Range<usize>| (r.start as u64 * ELEM, r.len() as u64 * ELEM);
+        let (src_off, len) = bytes(&t.src);
+        let (dst_off, _) = bytes(&t.dst);
+        let op = match t.op {
+            Op::Sum => CollOp::Sum,
+            Op::Copy => CollOp::Copy,
+        };
+        let (sh, _) = place(t.src_rank)?;
+        match slot[id] {
+            None => jobs[sh].collective.as_mut().expect("set").locals.push(CollLocal {
+                id,
+                rank: t.src_rank,
+                src_offset: src_off,
+                dst_offset: dst_off,
+                len,
+                op,
+                deps: t.deps.clone(),
+            }),
+            Some((ci, staging)) => {
+                let c = &conns[ci];
+                jobs[sh].collective.as_mut().expect("set").sends.push(CollSend {
+                    id,
+                    qpn: c.src_qpn,
+                    rank: t.src_rank,
+                    src_offset: src_off,
+                    len,
+                    remote_va: STAGING_VA + staging,
+                    deps: t.deps.clone(),
+                });
+                let (dh, _) = place(t.dst_rank)?;
+                jobs[dh].collective.as_mut().expect("set").recvs.push(CollRecv {
+                    id,
+                    qpn: c.dst_qpn,
+                    rank: t.dst_rank,
+                    staging_offset: staging,
+                    dst_offset: dst_off,
+                    len,
+                    op,
+                });
+            }
+        }
+    }
+    for j in &jobs {
+        j.validate().map_err(|e| BuildError::Invalid(e.to_string()))?;
+    }
+    Ok(Built { layout, schedule: sched, conns, jobs })
+}
+
+/// Ring AllReduce steps for a person: "RS step s: rank r → r+1 chunk c" lines.
+pub fn describe(t: &Transfer) -> String {
+    let phase = match t.phase {
+        Phase::ReduceScatter => "reduce-scatter",
+        Phase::AllGather => "all-gather",
+        Phase::Incast => "incast",
+        Phase::AllToAll => "all-to-all",
+        Phase::Broadcast => "broadcast",
+    };
+    format!("{phase} step {}: rank {} -> rank {} chunk {}", t.step, t.src_rank, t.dst_rank, t.chunk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::engine::Engine;
+    use crate::segment::PathMtu;
+    use std::collections::VecDeque;
+
+    fn hosts(n: usize, gpus: u32) -> Vec<HostDesc> {
+        (0..n)
+            .map(|h| HostDesc {
+                name: format!("host{}", h + 1),
+                gpus,
+                nics: (0..gpus)
+                    .map(|g| HostNic {
+                        name: format!("gpu{g}"),
+                        mac: format!("02:00:00:00:{:02x}:{:02x}", g + 1, h + 1),
+                        ip: format!("10.0.{}.{}", g + 1, h + 1).parse().unwrap(),
+                        gateway_mac: format!("02:00:00:ff:{:02x}:01", g + 1),
+                        line_rate_bps: 10_000_000_000,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Runs every host's engine with an ideal switch in between (delivery by destination IP
+    /// after 3 µs) until all finish; returns the reports.
+    fn run(b: &Built) -> Vec<crate::nic::job::Report> {
+        let mut engines: Vec<Engine> = b
+            .jobs
+            .iter()
+            .map(|j| Engine::from_job(j, &vec![PathMtu::Mtu1024; j.nics.len()], 0).unwrap())
+            .collect();
+        let addr: Vec<(IpAddr, usize, usize)> = b
+            .jobs
+            .iter()
+            .enumerate()
+            .flat_map(|(h, j)| j.nics.iter().enumerate().map(move |(k, n)| (n.ip, h, k)))
+            .collect();
+        let mut wire: VecDeque<(u64, usize, usize, Vec<u8>)> = VecDeque::new();
+        let mut buf = vec![0u8; 9000];
+        let mut now = 0u64;
+        for _ in 0..5_000_000 {
+            if engines.iter().all(|e| e.finished()) {
+                break;
+            }
+            for (h, e) in engines.iter_mut().enumerate() {
+                e.poll(now);
+                for k in 0..e.nic_count() {
+                    while let Some(len) = e.next_tx(k, &mut buf, now) {
+                        let f = &buf[..len];
+                        let dst: IpAddr = std::net::Ipv4Addr::new(f[30], f[31], f[32], f[33]).into();
+                        let &(_, dh, dk) = addr.iter().find(|a| a.0 == dst).unwrap_or_else(|| panic!("host {h}: no route to {dst}"));
+                        wire.push_back((now + 3_000, dh, dk, f.to_vec()));
+                    }
+                }
+            }
+            while wire.front().is_some_and(|w| w.0 <= now) {
+                let (_, dh, dk, f) = wire.pop_front().unwrap();
+                engines[dh].on_frame(dk, &f, now);
+            }
+            let next = engines.iter_mut().filter_map(|e| e.next_deadline(now)).chain(wire.front().map(|w| w.0)).min();
+            now = next.unwrap_or(now + 1_000).clamp(now + 1, now + 1_000_000);
+        }
+        assert!(engines.iter().all(|e| e.finished()), "collective stalled at {now} ns");
+        engines.iter().zip(&b.jobs).map(|(e, j)| e.report(&j.name, now)).collect()
+    }
+
+    fn check(kind: Kind, nhosts: usize, gpus: u32, bytes: u64) {
+        let b = build(kind, &hosts(nhosts, gpus), bytes, &BuildOptions::default()).unwrap();
+        let reports = run(&b);
+        let ranks: usize = reports.iter().map(|r| r.ranks.len()).sum();
+        assert_eq!(ranks, nhosts * gpus as usize);
+        for r in &reports {
+            assert!(r.ok, "{kind:?}: {r:#?}");
+            assert!(r.ranks.iter().all(|k| k.verified == Some(true)), "{kind:?}: {:?}", r.ranks);
+        }
+    }
+
+    #[test]
+    fn ring_allreduce_over_emulated_nics_sums_every_rank() {
+        check(Kind::AllReduce, 2, 2, 40_000);
+        check(Kind::AllReduce, 3, 1, 12_000 + 4); // uneven chunks
+    }
+
+    #[test]
+    fn incast_alltoall_and_broadcast_produce_their_results() {
+        check(Kind::Incast, 3, 1, 20_000);
+        check(Kind::AllToAll, 2, 2, 16_384);
+        check(Kind::Broadcast, 2, 2, 10_000);
+    }
+
+    #[test]
+    fn ranks_are_numbered_like_torchrun_and_connections_follow_the_ring() {
+        let b = build(Kind::AllReduce, &hosts(2, 2), 4096, &BuildOptions::default()).unwrap();
+        // Rank 1 is host1/gpu1, rank 2 is host2/gpu0.
+        let c = b.jobs[0].collective.as_ref().unwrap();
+        assert_eq!(c.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(b.conns.iter().map(|c| (c.src_rank, c.dst_rank)).collect::<Vec<_>>(), vec![(0, 1), (1, 2), (2, 3), (3, 0)]);
+        // Each ring connection carries 2(N−1) chunks of N chunks: 6/4 of the buffer.
+        assert!(b.conns.iter().all(|c| c.bytes == 4096 * 6 / 4));
+        // Rank 1 → rank 2 leaves host1 on gpu1 towards 10.0.1.2 (host2 gpu0).
+        let q = b.jobs[0].qps.iter().find(|q| q.label == "rank 1 -> rank 2").unwrap();
+        assert_eq!((q.nic, q.peer_ip.to_string()), (1, "10.0.1.2".to_string()));
+        assert!(build(Kind::AllReduce, &hosts(2, 2), 4095, &BuildOptions::default()).is_err());
+    }
+}
