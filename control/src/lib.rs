@@ -7,5 +7,6 @@ pub mod netns;
 pub mod pcap_show;
 pub mod plan;
 pub mod rundir;
+pub mod run;
 pub mod send;
 pub mod topology;

@@ -18,6 +18,8 @@ enum Cmd {
     /// pcap / pcapng tools.
     #[command(subcommand)]
     Pcap(PcapCmd),
+    /// Run a collective (incast, alltoall, allreduce, broadcast) on a running fabric.
+    Run(control::run::RunArgs),
 }
 
 #[derive(Subcommand)]
@@ -32,6 +34,7 @@ fn main() {
         Cmd::Fabric(c) => control::fabric::run(c),
         Cmd::Frame(a) => control::frame::run(a),
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
+        Cmd::Run(a) => control::run::run(a),
     };
     if let Err(e) = res {
         eprintln!("rocefab: {e:#}");

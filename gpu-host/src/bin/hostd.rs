@@ -31,6 +31,14 @@ struct Args {
     /// Also write the report to this file.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Enter this network namespace (`ip netns` name) after binding the metrics listener in
+    /// the current one, so the controller can scrape it from the root namespace.
+    #[arg(long)]
+    netns: Option<String>,
+    /// After the ready line, wait for a line on stdin before sending anything (the controller
+    /// starts every host of a job at once).
+    #[arg(long)]
+    wait_go: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -70,6 +78,15 @@ fn run(args: Args) -> Result<bool> {
     // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integer arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
 
+    let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
+    let _server = match job.metrics_listen {
+        Some(addr) => Some(gpu_host::nic::metrics::serve(addr, metrics.clone()).with_context(|| format!("serving metrics on {addr}"))?),
+        None => None,
+    };
+    if let Some(ns) = &args.netns {
+        dataplane_user::daemon::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
+    }
+
     let mut mtus = Vec::new();
     for n in &job.nics {
         let m = match n.path_mtu {
@@ -93,21 +110,23 @@ fn run(args: Args) -> Result<bool> {
         ports.push(p);
     }
 
-    let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
-    let _server = match job.metrics_listen {
-        Some(addr) => Some(gpu_host::nic::metrics::serve(addr, metrics.clone()).with_context(|| format!("serving metrics on {addr}"))?),
-        None => None,
-    };
-
     let clock = Clock::new();
     let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
-    let deadline = clock.now().saturating_add(job.timeout_ms.saturating_mul(1_000_000));
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", serde_json::json!({"ready": true, "job": job.name, "program": program,
             "path_mtu": mtus.iter().map(|m| m.bytes()).collect::<Vec<_>>()}))?;
         out.flush()?;
     }
+    if args.wait_go {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).context("waiting for the start line on stdin")?;
+        if STOP.load(Ordering::Relaxed) {
+            bail!("stopped before the start");
+        }
+    }
+    let deadline = clock.now().saturating_add(job.timeout_ms.saturating_mul(1_000_000));
+    engine.set_start(clock.now());
     tracing::info!(job = %job.name, nics = names.len(), qps = job.qps.len(), program, "running");
 
     // The data thread owns the engine and the sockets; the main thread only waits (and the

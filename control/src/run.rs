@@ -1,0 +1,481 @@
+//! `rocefab run <fabric> incast|alltoall|allreduce|broadcast --size 64MiB [--json]`: runs a
+//! collective on a running fabric with one GPU-host emulator (`rocefab-hostd`) per host
+//! namespace.
+//!
+//! The controller does what an NCCL bootstrap does out of band: it numbers ranks like torchrun
+//! (global rank = node rank × GPUs per host + local rank; node rank = host order in the
+//! topology), builds the schedule ([`gpu_host::collective::Schedule`]; ring AllReduce is
+//! ReduceScatter then AllGather), picks QP numbers, PSNs, R_Keys and staging addresses for
+//! every connection ([`gpu_host::nic::collective_job`]) and writes one job file per host into
+//! the fabric's run directory. It starts every hostd (metrics bound on 127.0.0.1 in the root
+//! namespace, then `setns` into the host), waits until all are ready, starts them together,
+//! collects their reports and prints job completion time, per-QP goodput, retransmissions,
+//! CNPs and PFC pause time — a table, or JSON with `--json`.
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
+use gpu_host::nic::job::Report;
+use serde::Serialize;
+
+use crate::plan::compile;
+use crate::rundir::{self, State};
+use crate::topology::Topology;
+
+/// Which collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Collective {
+    /// N:1 incast: every rank writes its buffer to rank 0, which sums them.
+    Incast,
+    /// All-to-all personalised exchange.
+    Alltoall,
+    /// Ring AllReduce (ReduceScatter then AllGather).
+    Allreduce,
+    /// Chain broadcast from rank 0.
+    Broadcast,
+}
+
+impl Collective {
+    fn kind(self) -> Kind {
+        match self {
+            Collective::Incast => Kind::Incast,
+            Collective::Alltoall => Kind::AllToAll,
+            Collective::Allreduce => Kind::AllReduce,
+            Collective::Broadcast => Kind::Broadcast,
+        }
+    }
+}
+
+/// Arguments of `rocefab run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Name of a running fabric (`rocefab up`).
+    pub fabric: String,
+    /// The collective.
+    #[arg(value_enum)]
+    pub collective: Collective,
+    /// Input bytes per rank: a number with an optional KiB/MiB/GiB (or K/M/G, KB/MB/GB) suffix.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// Host i serves Prometheus metrics on 127.0.0.1:(base + i) while the job runs.
+    #[arg(long, default_value_t = 9700)]
+    pub metrics_port_base: u16,
+    /// Pattern seed of rank 0's data (rank r uses seed + r).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Parses `64MiB`, `1G`, `4096`, `512KB` into bytes (binary multiples).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("size {s:?}: expected a number with an optional unit, e.g. 64MiB"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        u => return Err(format!("size {s:?}: unknown unit {u:?} (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(mult).filter(|&b| b > 0).ok_or_else(|| format!("size {s:?} is zero or too large"))
+}
+
+/// One QP's line in the report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct QpLine {
+    pub host: String,
+    pub nic: String,
+    pub qpn: u32,
+    pub label: String,
+    pub bytes: u64,
+    pub goodput_bps: Option<f64>,
+    pub retransmitted_packets: u64,
+    pub timeouts: u64,
+    pub cnps_received: u64,
+    pub cnps_sent_by_peer: u64,
+}
+
+/// One host NIC's line.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NicLine {
+    pub host: String,
+    pub nic: String,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub pfc_frames_received: u64,
+    pub pfc_paused_ns: u64,
+}
+
+/// The job report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RunReport {
+    pub fabric: String,
+    pub collective: String,
+    pub size_bytes: u64,
+    pub ranks: u32,
+    pub hosts: usize,
+    /// Every rank finished with its expected result.
+    pub ok: bool,
+    pub verified_ranks: u32,
+    /// Job completion time: the slowest host's time from the common start to its last
+    /// transfer, ns.
+    pub completion_ns: u64,
+    pub retransmitted_packets: u64,
+    pub cnps_sent: u64,
+    pub cnps_received: u64,
+    pub pfc_paused_ns: u64,
+    pub metrics: Vec<String>,
+    pub qps: Vec<QpLine>,
+    pub nics: Vec<NicLine>,
+    pub errors: Vec<String>,
+}
+
+/// Builds the report from the hosts' reports (`(host name, report)`).
+pub fn summarize(fabric: &str, kind: Kind, size: u64, ranks: u32, hosts: &[(String, Report)], metrics: Vec<String>) -> RunReport {
+    let mut r = RunReport {
+        fabric: fabric.into(),
+        collective: kind.name().into(),
+        size_bytes: size,
+        ranks,
+        hosts: hosts.len(),
+        ok: hosts.iter().all(|(_, h)| h.ok),
+        verified_ranks: 0,
+        completion_ns: hosts.iter().map(|(_, h)| h.elapsed_ns).max().unwrap_or(0),
+        retransmitted_packets: 0,
+        cnps_sent: 0,
+        cnps_received: 0,
+        pfc_paused_ns: 0,
+        metrics,
+        qps: Vec::new(),
+        nics: Vec::new(),
+        errors: Vec::new(),
+    };
+    for (host, h) in hosts {
+        r.verified_ranks += h.ranks.iter().filter(|k| k.verified == Some(true)).count() as u32;
+        if let Some(e) = &h.error {
+            r.errors.push(format!("{host}: {e}"));
+        }
+        for k in h.ranks.iter().filter(|k| k.verified != Some(true)) {
+            r.errors.push(format!("{host}: rank {} not verified (first wrong byte {:?})", k.rank, k.first_mismatch));
+        }
+        for q in h.qps.iter().filter(|q| q.send_bytes > 0) {
+            // The peer responder's CNPs for this connection.
+            let peer = hosts.iter().flat_map(|(_, o)| o.qps.iter()).find(|o| o.qpn == q.peer_qpn && o.peer_qpn == q.qpn);
+            r.qps.push(QpLine {
+                host: host.clone(),
+                nic: q.nic.clone(),
+                qpn: q.qpn,
+                label: q.label.clone(),
+                bytes: q.send_completed_bytes,
+                goodput_bps: q.goodput_bps,
+                retransmitted_packets: q.retransmitted_packets,
+                timeouts: q.timeouts,
+                cnps_received: q.cnps_received,
+                cnps_sent_by_peer: peer.map_or(0, |p| p.cnps_sent),
+            });
+            r.retransmitted_packets += q.retransmitted_packets;
+        }
+        for n in &h.nics {
+            r.cnps_sent += n.cnps_sent;
+            r.cnps_received += n.cnps_received;
+            r.pfc_paused_ns += n.pfc_paused_ns_prio3;
+            r.nics.push(NicLine {
+                host: host.clone(),
+                nic: n.name.clone(),
+                cnps_sent: n.cnps_sent,
+                cnps_received: n.cnps_received,
+                pfc_frames_received: n.pfc_frames_received,
+                pfc_paused_ns: n.pfc_paused_ns_prio3,
+            });
+        }
+    }
+    r.ok &= r.verified_ranks == ranks && r.errors.is_empty();
+    r
+}
+
+/// The table for people.
+pub fn render_table(r: &RunReport) -> String {
+    let mut s = String::new();
+    let gbps = |b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.3}", b / 1e9));
+    s += &format!(
+        "{} {} on fabric {}: {} ranks on {} hosts, {} per rank\n",
+        if r.ok { "OK" } else { "FAILED" },
+        r.collective,
+        r.fabric,
+        r.ranks,
+        r.hosts,
+        human(r.size_bytes)
+    );
+    s += &format!(
+        "job completion time {:.3} s, verified ranks {}/{}, retransmitted packets {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n\n",
+        r.completion_ns as f64 / 1e9,
+        r.verified_ranks,
+        r.ranks,
+        r.retransmitted_packets,
+        r.cnps_sent,
+        r.cnps_received,
+        r.pfc_paused_ns as f64 / 1e6
+    );
+    s += &format!("{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>9} {:>9}\n", "HOST", "NIC", "QPN", "CONNECTION", "BYTES", "GOODPUT Gb/s", "RETX", "CNP RX", "CNP TX");
+    for q in &r.qps {
+        s += &format!(
+            "{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>9} {:>9}\n",
+            q.host,
+            q.nic,
+            format!("{:#x}", q.qpn),
+            q.label,
+            human(q.bytes),
+            gbps(q.goodput_bps),
+            q.retransmitted_packets,
+            q.cnps_received,
+            q.cnps_sent_by_peer
+        );
+    }
+    s += &format!("\n{:<8} {:<6} {:>9} {:>9} {:>10} {:>14}\n", "HOST", "NIC", "CNP TX", "CNP RX", "PFC RX", "PFC PAUSE ms");
+    for n in &r.nics {
+        s += &format!(
+            "{:<8} {:<6} {:>9} {:>9} {:>10} {:>14.3}\n",
+            n.host,
+            n.nic,
+            n.cnps_sent,
+            n.cnps_received,
+            n.pfc_frames_received,
+            n.pfc_paused_ns as f64 / 1e6
+        );
+    }
+    if !r.metrics.is_empty() {
+        s += &format!("\nmetrics (while the job ran): {}\n", r.metrics.join(" "));
+    }
+    for e in &r.errors {
+        s += &format!("error: {e}\n");
+    }
+    s
+}
+
+fn human(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}GiB", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
+        b => format!("{b}B"),
+    }
+}
+
+fn locate_hostd() -> anyhow::Result<PathBuf> {
+    let p = match std::env::var_os("ROCEFAB_HOSTD") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe().context("current_exe")?.parent().unwrap_or(Path::new(".")).join("rocefab-hostd"),
+    };
+    if !p.is_file() {
+        bail!("GPU-host emulator {} not found (build it with `cargo build -p gpu-host`, or set ROCEFAB_HOSTD)", p.display());
+    }
+    Ok(p)
+}
+
+/// A started hostd: stopped (SIGTERM, then SIGKILL) and reaped on drop.
+struct Hostd {
+    host: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    log: PathBuf,
+}
+
+impl Hostd {
+    fn line(&self, until: Instant) -> anyhow::Result<String> {
+        let wait = until.saturating_duration_since(Instant::now());
+        self.lines.recv_timeout(wait).map_err(|_| {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(5).collect();
+            anyhow!("{}: rocefab-hostd gave no output in time (log {}: {})", self.host, self.log.display(), tail.into_iter().rev().collect::<Vec<_>>().join(" | "))
+        })
+    }
+}
+
+impl Drop for Hostd {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let end = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Host descriptions of a running fabric, in topology order (= torchrun node rank).
+fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>)> {
+    let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
+    let topo = Topology::load(&st.topology)?;
+    let plan = compile(&topo, 0);
+    let mut hosts = Vec::new();
+    let mut netns = Vec::new();
+    for h in &plan.hosts {
+        let nics = h
+            .nics
+            .iter()
+            .map(|n| {
+                let rate = plan
+                    .links
+                    .iter()
+                    .find(|l| (l.a.netns == h.netns && l.a.ifname == n.ifname) || (l.b.netns == h.netns && l.b.ifname == n.ifname))
+                    .map(|l| l.line_rate_bps)
+                    .ok_or_else(|| anyhow!("{}:{}: no link in the plan", h.name, n.ifname))?;
+                Ok(HostNic {
+                    name: n.ifname.clone(),
+                    mac: n.mac.to_string(),
+                    ip: n.addr.into(),
+                    gateway_mac: n.gateway_mac.to_string(),
+                    line_rate_bps: rate,
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        hosts.push(HostDesc { name: h.name.clone(), gpus: topo.gpus_per_host, nics });
+        netns.push(h.netns.clone());
+    }
+    if hosts.is_empty() {
+        bail!("fabric {fabric} has no hosts");
+    }
+    Ok((hosts, netns))
+}
+
+pub fn run(a: &RunArgs) -> anyhow::Result<()> {
+    let kind = a.collective.kind();
+    let (hosts, netns) = hosts_of(&a.fabric)?;
+    let hostd = locate_hostd()?;
+    let opts = BuildOptions {
+        job_name: format!("{}-{}", a.fabric, kind.name()),
+        timeout_ms: a.timeout.saturating_mul(1000),
+        seed_base: a.seed,
+        metrics_port_base: Some(a.metrics_port_base),
+        ..Default::default()
+    };
+    let built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
+    let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+
+    let mut procs: Vec<Hostd> = Vec::new();
+    for ((h, ns), job) in hosts.iter().zip(&netns).zip(&built.jobs) {
+        let path = dir.join(format!("{}.json", h.name));
+        std::fs::write(&path, serde_json::to_vec_pretty(job)?).with_context(|| format!("writing {}", path.display()))?;
+        let log = dir.join(format!("{}.log", h.name));
+        let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let mut child = Command::new(&hostd)
+            .arg("--job")
+            .arg(&path)
+            .args(["--netns", ns, "--wait-go"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(logf)
+            .spawn()
+            .with_context(|| format!("starting {} for {}", hostd.display(), h.name))?;
+        let out = child.stdout.take().expect("piped");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        procs.push(Hostd { host: h.name.clone(), child, stdin, lines: rx, log });
+    }
+    let ready_by = Instant::now() + Duration::from_secs(120);
+    for p in &procs {
+        let l = p.line(ready_by)?;
+        if !l.contains("\"ready\":true") {
+            bail!("{}: unexpected first line from rocefab-hostd: {l}", p.host);
+        }
+    }
+    if !a.json {
+        eprintln!("{} ranks on {} hosts ready; starting {}", built.layout.world_size(), procs.len(), kind.name());
+    }
+    for p in &mut procs {
+        let mut s = p.stdin.take().expect("stdin");
+        writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
+    }
+    let done_by = Instant::now() + Duration::from_secs(a.timeout + 30);
+    let mut reports = Vec::new();
+    for p in &procs {
+        let l = p.line(done_by)?;
+        let r: Report = serde_json::from_str(&l).with_context(|| format!("{}: parsing the report {l:?}", p.host))?;
+        reports.push((p.host.clone(), r));
+    }
+    drop(procs);
+    let metrics = (0..hosts.len()).map(|i| format!("http://127.0.0.1:{}/metrics", a.metrics_port_base as usize + i)).collect();
+    let rep = summarize(&a.fabric, kind, a.size, built.layout.world_size(), &reports, metrics);
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        print!("{}", render_table(&rep));
+    }
+    if !rep.ok {
+        bail!("{} did not complete with verified data: {}", kind.name(), rep.errors.join("; "));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_host::nic::job::{NicReport, QpReport, RankReport};
+
+    #[test]
+    fn sizes_parse_with_units_and_errors_name_the_problem() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512kb"), Ok(512 << 10));
+        assert!(parse_size("12XB").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("MiB").unwrap_err().contains("expected a number"));
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn summary_aggregates_hosts_and_flags_unverified_ranks() {
+        let host = |qpn: u32, peer: u32, ok: bool| Report {
+            job: "j".into(),
+            ok,
+            error: None,
+            elapsed_ns: 2_000_000_000 + u64::from(qpn),
+            qps: vec![
+                QpReport { qpn, peer_qpn: peer, nic: "gpu0".into(), send_bytes: 10, send_completed_bytes: 10, retransmitted_packets: 3, goodput_bps: Some(8e8), ..Default::default() },
+                QpReport { qpn: qpn + 1, peer_qpn: peer - 1, nic: "gpu0".into(), cnps_sent: 4, ..Default::default() },
+            ],
+            nics: vec![NicReport { name: "gpu0".into(), cnps_sent: 4, cnps_received: 2, pfc_paused_ns_prio3: 1_000_000, ..Default::default() }],
+            ranks: vec![RankReport { rank: qpn, complete: true, verified: Some(ok), first_mismatch: (!ok).then_some(8) }],
+        };
+        let hosts = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, true))];
+        let r = summarize("f", Kind::AllReduce, 64, 2, &hosts, vec![]);
+        assert!(r.ok && r.verified_ranks == 2, "{r:?}");
+        assert_eq!(r.completion_ns, 2_000_000_000 + 0x102);
+        assert_eq!((r.retransmitted_packets, r.cnps_sent, r.cnps_received, r.pfc_paused_ns), (6, 8, 4, 2_000_000));
+        assert_eq!(r.qps.len(), 2);
+        assert_eq!(r.qps[0].cnps_sent_by_peer, 4, "peer responder 0x103 answers requester 0x100");
+        let t = render_table(&r);
+        assert!(t.starts_with("OK allreduce on fabric f: 2 ranks on 2 hosts"), "{t}");
+        assert!(t.contains("0.800"), "goodput in Gb/s: {t}");
+
+        let bad = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, false))];
+        let r = summarize("f", Kind::AllReduce, 64, 2, &bad, vec![]);
+        assert!(!r.ok);
+        assert!(r.errors.iter().any(|e| e.contains("host2: rank 258 not verified (first wrong byte Some(8))")), "{:?}", r.errors);
+    }
+}
