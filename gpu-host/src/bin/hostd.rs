@@ -62,10 +62,31 @@ fn main() {
     }
 }
 
+/// The interface's MTU via `SIOCGIFMTU` (sysfs would show the namespace /sys was mounted in,
+/// not the one this process entered with `--netns`).
 fn link_mtu(name: &str) -> Result<u32> {
-    let p = format!("/sys/class/net/{name}/mtu");
-    let s = std::fs::read_to_string(&p).with_context(|| format!("reading {p} (is {name} in this namespace?)"))?;
-    s.trim().parse().with_context(|| format!("parsing {p}: {s:?}"))
+    if name.len() >= libc::IFNAMSIZ {
+        bail!("interface name {name:?} is too long");
+    }
+    // SAFETY: plain socket(2) call; the fd is owned below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error()).context("socket(AF_INET) for SIOCGIFMTU");
+    }
+    // SAFETY: `raw` is a fresh fd nobody else owns.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain data; all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFMTU reads ifr_name and writes ifru_mtu of the ifreq we pass.
+    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCGIFMTU as _, &mut ifr) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("SIOCGIFMTU on {name} (is it in this namespace?)"));
+    }
+    // SAFETY: the kernel filled the mtu member of the union.
+    Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
 }
 
 fn run(args: Args) -> Result<bool> {

@@ -1,0 +1,108 @@
+//! `rocefab run` on the rail-spine fabric (4 hosts × 2 GPUs, rails through rail switches and
+//! spines): a ring AllReduce across all 8 GPUs with one `rocefab-hostd` per host namespace,
+//! verified data, a JSON report and per-host Prometheus metrics while it runs. The fabric
+//! (`rf-hjt-*` namespaces) is brought down by the guard, also on failure.
+//!
+//! Build first, then run as root:
+//! `cargo build -p control -p dataplane-user -p gpu-host &&
+//!  cargo test -p rocefab-tests --test job_allreduce -- --test-threads=1`
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use serde_json::Value;
+
+const METRICS_BASE: u16 = 9780;
+
+fn get(port: u16) -> Option<String> {
+    let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+    let mut t = String::new();
+    s.read_to_string(&mut t).ok()?;
+    Some(t)
+}
+
+/// Processes whose command line mentions `needle` (read from /proc, nothing is killed).
+fn procs_with(needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            if c.contains(needle) && !c.contains("job_allreduce") {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
+    let f = Fabric::up("rail-spine.yaml", "hjt");
+
+    // Scrape host1's metrics while the job runs (the hostds serve them only meanwhile).
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let scraper = std::thread::spawn(move || {
+        let end = Instant::now() + Duration::from_secs(200);
+        let mut last = None;
+        while !stop2.load(Ordering::Relaxed) && Instant::now() < end {
+            if let Some(t) = get(METRICS_BASE) {
+                if t.contains("rocefab_host_qp_packets_sent_total") {
+                    last = Some(t);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        last
+    });
+    let port = METRICS_BASE.to_string();
+    let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--json", "--timeout", "150", "--metrics-port-base", &port]);
+    stop.store(true, Ordering::Relaxed);
+    let scraped = scraper.join().unwrap();
+    assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
+
+    assert_eq!(r["ok"], true, "{r:#}");
+    assert_eq!(r["collective"], "allreduce");
+    assert_eq!(r["ranks"], 8, "4 hosts × 2 GPUs");
+    assert_eq!(r["verified_ranks"], 8, "every rank holds the element-wise sum of all inputs");
+    assert!(r["completion_ns"].as_u64().unwrap() > 0);
+    let qps = r["qps"].as_array().unwrap();
+    assert_eq!(qps.len(), 8, "one ring connection per rank");
+    for (i, q) in qps.iter().enumerate() {
+        // Rank i (host i/2 + 1, gpu i%2) sends to rank i+1: torchrun numbering.
+        assert_eq!(q["label"], format!("rank {i} -> rank {}", (i + 1) % 8));
+        assert_eq!(q["host"], format!("host{}", i / 2 + 1));
+        assert_eq!(q["nic"], format!("gpu{}", i % 2));
+        // 2(N−1) chunks of 1/N of the buffer: 4 MiB × 14/8.
+        assert_eq!(q["bytes"], 4 * 1024 * 1024 * 14 / 8);
+        assert!(q["goodput_bps"].as_f64().unwrap() > 0.0);
+        assert!(q["retransmitted_packets"].is_u64() && q["cnps_received"].is_u64());
+    }
+    assert_eq!(r["nics"].as_array().unwrap().len(), 8);
+    assert!(r["nics"].as_array().unwrap().iter().all(|n| n["pfc_paused_ns"].is_u64()));
+
+    let m = scraped.expect("host1's metrics endpoint never answered while the job ran");
+    assert!(m.contains("rocefab_host_qp_packets_sent_total{label=\"rank 0 -> rank 1\""), "{m}");
+    assert!(m.contains("rocefab_host_nic_pfc_paused_seconds_total{nic=\"gpu0\""), "{m}");
+
+    // The job leaves no emulator behind.
+    let left = procs_with(&format!("/run/rocefab/{}/jobs", f.name));
+    assert!(left.is_empty(), "hostd processes left: {left:?}");
+}
+
+#[test]
+fn job_run_on_a_fabric_that_is_not_up_fails_clearly() {
+    let o = rocefab(&["run", "hjnope", "allreduce", "--size", "1MiB"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("fabric \"hjnope\" is not up"), "{e}");
+    let o = rocefab(&["run", "hjnope", "allreduce", "--size", "12XB"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown unit"), "{}", stderr(&o));
+}
