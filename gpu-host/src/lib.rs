@@ -3,7 +3,9 @@
 //! Nothing here touches sockets or the wire. State machines consume and produce abstract
 //! packet descriptors ([`desc`]) and take time as `now: u64` nanoseconds on any monotonic
 //! clock (and randomness as a seed), so everything is unit-tested without sleeps. The
-//! RoCEv2 wire format lives in `rocefab_wire::roce`; the AF_XDP glue is a separate layer.
+//! RoCEv2 wire format lives in `rocefab_wire::roce`; the AF_XDP glue is the [`nic`] layer
+//! (`rocefab-hostd`), whose protocol engine is pure as well and only its socket and daemon
+//! modules touch the kernel.
 //!
 //! | module          | what                                                       | standard / source |
 //! |-----------------|------------------------------------------------------------|-------------------|
@@ -15,6 +17,7 @@
 //! | [`dcqcn`]       | DCQCN reaction point and notification point                 | Zhu et al., SIGCOMM 2015 |
 //! | [`pfc`]         | NIC-side PFC pause timers                                   | IEEE 802.1Qbb |
 //! | [`collective`]  | ring AllReduce, incast, all-to-all, broadcast schedules     | book ch. 14 |
+//! | [`nic`]         | emulated RDMA NIC: frames ⇄ RC state machines, AF_XDP, jobs | RoCEv2 A17, 802.1Qbb |
 
 pub mod collective;
 pub mod dcqcn;

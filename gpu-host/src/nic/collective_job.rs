@@ -163,7 +163,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     if hosts.iter().any(|h| h.gpus != gpus) {
         return Err(BuildError::Invalid("hosts differ in GPU count (torchrun needs equal --nproc-per-node)".into()));
     }
-    if bytes_per_rank == 0 || bytes_per_rank % ELEM != 0 {
+    if bytes_per_rank == 0 || !bytes_per_rank.is_multiple_of(ELEM) {
         return Err(BuildError::Invalid(format!("size {bytes_per_rank} must be a positive multiple of {ELEM} bytes")));
     }
     let layout = RankLayout::new(hosts.len() as u32, gpus)?;

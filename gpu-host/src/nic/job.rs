@@ -390,8 +390,7 @@ impl Job {
         let mut ids: Vec<usize> = Vec::new();
         let in_buf = |r: u32, off: u64, len: u64| rank(r).is_some_and(|x| off.checked_add(len).is_some_and(|e| e <= x.bytes));
         for s in &c.sends {
-            let q = self.qps.iter().find(|q| q.qpn == s.qpn);
-            if !q.is_some_and(|q| q.send.is_some()) {
+            if !self.qps.iter().any(|q| q.qpn == s.qpn && q.send.is_some()) {
                 return bad(format!("collective send {}: qpn {} is not a local requester QP", s.id, s.qpn));
             }
             if !in_buf(s.rank, s.src_offset, s.len) {
