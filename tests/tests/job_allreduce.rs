@@ -97,6 +97,18 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
 }
 
 #[test]
+fn job_incast_alltoall_and_broadcast_on_rail_spine_verify_every_rank() {
+    let f = Fabric::up("rail-spine.yaml", "hjc");
+    for (c, conns) in [("incast", 7), ("alltoall", 56), ("broadcast", 7)] {
+        let o = rocefab(&["run", &f.name, c, "--size", "1MiB", "--json", "--timeout", "120", "--metrics-port-base", "9790"]);
+        assert!(o.status.success(), "rocefab run {c} failed:\n{}\n{}", stdout(&o), stderr(&o));
+        let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{c}: {r:#}");
+        assert_eq!(r["qps"].as_array().unwrap().len(), conns, "{c}: connections");
+    }
+}
+
+#[test]
 fn job_run_on_a_fabric_that_is_not_up_fails_clearly() {
     let o = rocefab(&["run", "hjnope", "allreduce", "--size", "1MiB"]);
     assert!(!o.status.success());

@@ -141,7 +141,10 @@ fn run(args: Args) -> Result<bool> {
     }
     if args.wait_go {
         let mut line = String::new();
-        std::io::stdin().read_line(&mut line).context("waiting for the start line on stdin")?;
+        let n = std::io::stdin().read_line(&mut line).context("waiting for the start line on stdin")?;
+        if n == 0 {
+            bail!("stdin closed before the start line (the controller went away)");
+        }
         if STOP.load(Ordering::Relaxed) {
             bail!("stopped before the start");
         }
