@@ -154,6 +154,30 @@ fn host_pfc_from_scapy_pauses_sender_for_encoded_time_and_quanta_zero_resumes() 
     assert!(next - p2 < 0.5 * expect, "second pause lasted {:.3} ms", (next - p2) * 1e3);
     let paused_ns = nic(&ra, "pfc_paused_ns_prio3") as f64 / 1e9;
     assert!((paused_ns - (expect + (r2 - p2))).abs() < 0.005, "NIC accounted {paused_ns} s");
+    let _ = std::fs::remove_file(&pcap);
+}
+
+#[test]
+fn host_bad_job_fails_with_an_error_naming_the_problem() {
+    let ns = Netns::new("rf-h-bad");
+    let job = json!({
+        "name": "rf-h-bad", "timeout_ms": 1000,
+        "nics": [{"name": "rf-h-nope", "mac": "02:00:00:00:00:01", "ip": "10.75.0.1", "line_rate_bps": GBPS}],
+        "qps": []
+    });
+    let path = std::env::temp_dir().join("rf-h-job-bad.json");
+    std::fs::write(&path, job.to_string()).unwrap();
+    let out = Command::new("ip").args(["netns", "exec", &ns.0]).arg(hostd_bin()).arg("--job").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("rf-h-nope") && e.contains("SIOCGIFMTU"), "{e}");
+
+    std::fs::write(&path, r#"{"name":"x","nics":[],"qps":[],"extra":1}"#).unwrap();
+    let out = Command::new(hostd_bin()).arg("--job").arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("rf-h-job-bad.json") && e.contains("extra"), "{e}");
+    let _ = std::fs::remove_file(&path);
 }
 
 /// scapy, for each frame of a pcap: the stored ICRC and scapy's own computation (hex), one
