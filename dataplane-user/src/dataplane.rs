@@ -13,9 +13,10 @@
 //!    each is prefetched [`PREFETCH_AHEAD`] frames ahead: the cross-core misses overlap
 //!    instead of stalling one frame at a time;
 //! 4. per port, while the shaper ([`crate::shaper`]) allows, take frames in scheduler order
-//!    ([`crate::sched`]) into one TX batch, produce it, and kick the socket once (`sendto`; copy
-//!    mode transmits at most 32 descriptors per kick, so a port with descriptors left in its
-//!    TX ring is kicked again next pass);
+//!    ([`crate::sched`]) into one TX batch, produce it, and kick the socket once (`sendto`, only
+//!    when the ring asks for a wake-up — always, in copy mode). Copy mode transmits at most the
+//!    socket's TX budget per kick ([`crate::xsk`] raises it from 32 to the ring size), so a port
+//!    with descriptors left in its TX ring is kicked again next pass;
 //! 5. a pass that moved anything is followed at once by the next; after [`IDLE_SPIN_NS`]
 //!    without any work the thread sleeps in `ppoll(2)` on every socket and the stop eventfd,
 //!    with a timeout equal to the earliest shaped departure (ns resolution) — an idle switch
@@ -37,9 +38,11 @@ use crate::rewrite::rewrite_l3;
 use crate::sched::Scheduler;
 use crate::shaper::{Shaper, DEFAULT_BURST_BYTES};
 use crate::stats::SwitchStats;
-use crate::xsk::{XskPort, XskSet, RING_SIZE};
+use crate::xsk::{XskPort, XskSet, RX_RING_SIZE, TX_RING_SIZE};
 
-/// Descriptors received per port per iteration, and transmitted per port per kick.
+/// Descriptors received per port per pass, transmitted per port per pass, and reaped from a
+/// completion ring per call. Large, so the per-pass costs (clock read, ring index loads, one
+/// `sendto` per port) are spread over many frames.
 pub const BATCH: usize = 64;
 /// Poll interval while transmitted frames wait for completion.
 const COMPLETION_POLL_NS: u64 = 50_000;
@@ -141,17 +144,21 @@ impl std::fmt::Debug for DataPlane {
     }
 }
 
-/// Hints the CPU to fetch the first cache line of a received frame (the Decision header and
-/// the Ethernet/IP headers behind it).
+/// Hints the CPU to fetch the first two cache lines of a received frame: the Decision header,
+/// the Ethernet/IP headers behind it, and the tail of a minimum-size frame (8 + 60 bytes spill
+/// into the second line; stripping the Decision reads it).
 #[inline(always)]
 fn prefetch_frame(umem: &Umem, d: &FrameDesc) {
     // SAFETY: `d` was just received on a socket of this UMEM, so it addresses one of its frames.
     let ptr = unsafe { umem.data(d) }.contents().as_ptr();
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults and has no architectural effect, and
-    // SSE is part of the x86_64 baseline.
+    // SAFETY: a prefetch is only a hint: it never faults (not even past the frame, hence the
+    // wrapping pointer arithmetic) and has no architectural effect; SSE is part of the x86_64
+    // baseline.
     unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.cast());
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(ptr.cast());
+        _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_add(64).cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = ptr;
@@ -231,7 +238,8 @@ impl DataPlane {
         // SAFETY: prctl with integer arguments only affects this thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
         let clock = Instant::now();
-        tracing::info!(ports = self.ports.len(), frames = self.total_frames, "data plane running");
+        let tx_budget = self.ports.iter().map(|p| p.xsk.tx_budget).min().unwrap_or(0);
+        tracing::info!(ports = self.ports.len(), frames = self.total_frames, tx_budget, "data plane running");
         let mut last_work = 0u64;
         loop {
             let now = clock.elapsed().as_nanos() as u64;
@@ -307,7 +315,7 @@ impl DataPlane {
     /// Tops up the port's fill ring from the free pool.
     fn refill(&mut self, p: usize) {
         let fill = &mut self.ports[p].xsk.fill;
-        let want = fill.nb_free(RING_SIZE) as usize;
+        let want = fill.nb_free(RX_RING_SIZE) as usize;
         let n = want.min(self.free.len());
         if n == 0 {
             return;
@@ -393,7 +401,8 @@ impl DataPlane {
         let port = &mut self.ports[p];
         let tx = &mut port.xsk.tx;
         let ring_free = tx.nb_free_exact();
-        let room = (ring_free as usize).min((RING_SIZE - port.tx_inflight.min(RING_SIZE)) as usize).min(BATCH);
+        let room =
+            (ring_free as usize).min((TX_RING_SIZE - port.tx_inflight.min(TX_RING_SIZE)) as usize).min(BATCH);
         let mut n = 0;
         let mut tx_bytes = 0u64;
         let mut shaped_until = None;
@@ -423,13 +432,13 @@ impl DataPlane {
                 port.tx_inflight += n as u32;
             }
         }
-        let unsent_before = RING_SIZE - tx.nb_free_exact();
-        // Copy mode only transmits inside sendto(), so kick whenever descriptors are waiting,
-        // whatever the need_wakeup flag says.
-        if unsent_before > 0 {
+        let unsent_before = TX_RING_SIZE - tx.nb_free_exact();
+        // Copy mode only transmits inside sendto() and keeps the need_wakeup flag set for good;
+        // a zero-copy driver clears it while its NAPI is draining the ring.
+        if unsent_before > 0 && tx.needs_wakeup() {
             tx.wakeup().map_err(|source| DataPlaneError::Kick { port: p, name: port.xsk.name.clone(), source })?;
         }
-        let unsent_after = RING_SIZE - tx.nb_free_exact();
+        let unsent_after = TX_RING_SIZE - tx.nb_free_exact();
         // On veth the peer usually frees the skbs inside the kick (its NAPI runs in the softirq
         // raised by our sendto), so completions are ready now: take them before deciding
         // whether a completion timer is needed at all.
