@@ -4,7 +4,8 @@
 //! from a GPU on rail 1 to a GPU on rail 2 of another host (DSCP 24 → queue 3, DSCP 48 →
 //! queue 7, DSCP 0 → queue 0; 64 source ports so ECMP uses both spines), then prints each
 //! switch's per-port, per-queue counters scraped from its Prometheus endpoint, the metrics URLs,
-//! and tears the fabric down — also when a step fails or on Ctrl-C.
+//! runs a ring AllReduce over every GPU with the emulated RoCEv2 NICs (`rocefab run`), and tears
+//! the fabric down — also when a step fails or on Ctrl-C.
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -22,6 +23,8 @@ const FABRIC: &str = "rs";
 /// (DSCP, label) of the three classes sent.
 const CLASSES: [(u8, &str); 3] = [(24, "RoCEv2 (DSCP 24)"), (48, "CNP (DSCP 48)"), (0, "best effort (DSCP 0)")];
 const PACKETS_PER_CLASS: u64 = 2000;
+/// Size of the demo's AllReduce per rank.
+const ALLREDUCE_SIZE: &str = "16MiB";
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -43,7 +46,7 @@ pub fn run_demo() -> anyhow::Result<()> {
     }
     let root = root();
     eprintln!("== building rocefab (release)");
-    run(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "control", "-p", "dataplane-user"]))?;
+    run(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "control", "-p", "dataplane-user", "-p", "gpu-host"]))?;
     let bin = root.join("target/release");
     let rocefab = bin.join("rocefab");
 
@@ -94,6 +97,10 @@ pub fn run_demo() -> anyhow::Result<()> {
     for (sw, url) in &daemons {
         println!("  {sw:<8} {url}");
     }
+
+    check_interrupted()?;
+    eprintln!("\n== rocefab run {FABRIC} allreduce --size {ALLREDUCE_SIZE}: ring AllReduce over every GPU, RoCEv2 RC WRITEs from emulated NICs");
+    run(Command::new(&rocefab).args(["run", FABRIC, "allreduce", "--size", ALLREDUCE_SIZE]))?;
     Ok(())
 }
 
