@@ -243,3 +243,26 @@ pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
     }
     Ok(XskSet { umem, ports, frames: descs })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics_of_a_non_xdp_socket_is_an_error() {
+        // A UDP socket has no SOL_XDP options: the kernel refuses, and the error comes back
+        // rather than a zeroed struct that would look like "no drops".
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let e = xdp_statistics(udp.as_fd()).unwrap_err();
+        // UDP answers EOPNOTSUPP for the unknown level (other families say ENOPROTOOPT).
+        assert!(matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOPROTOOPT)), "{e}");
+    }
+
+    #[test]
+    fn frame_budget_covers_every_ring() {
+        // Each port's fill and TX rings can be full at once, plus the queueing buffer.
+        assert_eq!(frame_count(2, 4096), 2 * (RX_RING_SIZE + TX_RING_SIZE) as u64 + 4096);
+        assert!(RX_RING_SIZE.is_power_of_two() && TX_RING_SIZE.is_power_of_two());
+        assert!(TX_RING_SIZE >= DEFAULT_TX_BUDGET);
+    }
+}
