@@ -17,7 +17,7 @@ use std::os::fd::RawFd;
 
 use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray, XskMap};
 use aya::programs::xdp::XdpLinkId;
-use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp, XdpMode};
+use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::Ebpf;
 
 use crate::loader::{TestRunOutput, XDP_OBJECT};
@@ -216,20 +216,8 @@ impl HostXdp {
     /// not carried out.
     pub fn test_run(&mut self, frame: &[u8], ingress_ifindex: u32) -> Result<TestRunOutput, HostLoaderError> {
         let prog = prog_mut(&mut self.ebpf, self.program)?;
-        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex.
-        let mut ctx = [0u8; 24];
-        ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
-        ctx[12..16].copy_from_slice(&ingress_ifindex.to_ne_bytes());
-        let mut out = vec![0u8; frame.len() + 256];
-        let mut opts = TestRunOptions::new();
-        opts.data_in = Some(frame);
-        opts.data_out = Some(&mut out);
-        opts.ctx_in = Some(&ctx);
-        let res = prog
-            .test_run(opts)
-            .map_err(|source| HostLoaderError::TestRun { ifindex: ingress_ifindex, source: Box::new(source) })?;
-        out.truncate(res.data_size_out as usize);
-        Ok(TestRunOutput { action: res.return_value, data: out })
+        crate::loader::xdp_test_run(prog, frame, ingress_ifindex)
+            .map_err(|source| HostLoaderError::TestRun { ifindex: ingress_ifindex, source: Box::new(source) })
     }
 }
 

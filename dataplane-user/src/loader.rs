@@ -106,6 +106,27 @@ impl TestRunOutput {
     }
 }
 
+/// Runs an XDP program once on `frame` with `BPF_PROG_TEST_RUN`, as if it arrived on
+/// `ingress_ifindex` (shared by the switch and host loaders). The kernel requires that ifindex
+/// to be a real device in the current network namespace, and frames of at least 14 bytes
+/// (ETH_HLEN). A returned `XDP_REDIRECT` is not carried out (no `BPF_F_TEST_XDP_LIVE_FRAMES`).
+pub(crate) fn xdp_test_run(prog: &mut Xdp, frame: &[u8], ingress_ifindex: u32) -> Result<TestRunOutput, ProgramError> {
+    // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
+    // egress_ifindex (all u32). The kernel requires data_meta = 0 and data_end = frame size.
+    let mut ctx = [0u8; 24];
+    ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
+    ctx[12..16].copy_from_slice(&ingress_ifindex.to_ne_bytes());
+    // Room for headers the program may prepend (bpf_xdp_adjust_head).
+    let mut out = vec![0u8; frame.len() + 256];
+    let mut opts = TestRunOptions::new();
+    opts.data_in = Some(frame);
+    opts.data_out = Some(&mut out);
+    opts.ctx_in = Some(&ctx);
+    let res = prog.test_run(opts)?;
+    out.truncate(res.data_size_out as usize);
+    Ok(TestRunOutput { action: res.return_value, data: out })
+}
+
 /// The XDP program loaded, configured and (unless loaded for tests) attached to the ports.
 ///
 /// Dropping it detaches the program from every port (aya detaches owned links on drop).
@@ -312,21 +333,8 @@ impl XdpSwitch {
     /// `XDP_REDIRECT` is not carried out (no `BPF_F_TEST_XDP_LIVE_FRAMES`).
     pub fn test_run(&mut self, frame: &[u8], ingress_ifindex: u32) -> Result<TestRunOutput, LoaderError> {
         let prog = program_mut(&mut self.ebpf)?;
-        // struct xdp_md: data, data_end, data_meta, ingress_ifindex, rx_queue_index,
-        // egress_ifindex (all u32). The kernel requires data_meta = 0 and data_end = frame size.
-        let mut ctx = [0u8; 24];
-        ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
-        ctx[12..16].copy_from_slice(&ingress_ifindex.to_ne_bytes());
-        let mut out = vec![0u8; frame.len() + 256];
-        let mut opts = TestRunOptions::new();
-        opts.data_in = Some(frame);
-        opts.data_out = Some(&mut out);
-        opts.ctx_in = Some(&ctx);
-        let res = prog
-            .test_run(opts)
-            .map_err(|source| LoaderError::TestRun { ifindex: ingress_ifindex, source: Box::new(source) })?;
-        out.truncate(res.data_size_out as usize);
-        Ok(TestRunOutput { action: res.return_value, data: out })
+        xdp_test_run(prog, frame, ingress_ifindex)
+            .map_err(|source| LoaderError::TestRun { ifindex: ingress_ifindex, source: Box::new(source) })
     }
 
     fn check_port(&self, port: u32) -> Result<(), LoaderError> {
