@@ -73,6 +73,12 @@ pub struct RunArgs {
     /// Pattern seed of rank 0's data (rank r uses seed + r).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Requester window of every QP, in packets (go-back-N: also the most a loss resends).
+    #[arg(long, default_value_t = gpu_host::nic::job::DEFAULT_WINDOW_PACKETS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub window_packets: u32,
+    /// Local ACK timeout of every requester, in milliseconds.
+    #[arg(long, default_value_t = gpu_host::nic::job::DEFAULT_RETRANSMIT_TIMEOUT_NS / 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub retransmit_timeout_ms: u64,
 }
 
 /// Parses `64MiB`, `1G`, `4096`, `512KB` into bytes (binary multiples).
@@ -363,7 +369,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         timeout_ms: a.timeout.saturating_mul(1000),
         seed_base: a.seed,
         metrics_port_base: Some(a.metrics_port_base),
-        ..Default::default()
+        window_packets: a.window_packets,
+        retransmit_timeout_ns: a.retransmit_timeout_ms.saturating_mul(1_000_000),
     };
     let built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
     let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
@@ -415,6 +422,10 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     for p in &procs {
         let l = p.line(done_by)?;
         let r: Report = serde_json::from_str(&l).with_context(|| format!("{}: parsing the report {l:?}", p.host))?;
+        // The host's full report (per-QP NAK/duplicate counters, host XDP and AF_XDP socket
+        // drop counters) next to its job file, for diagnosis.
+        let path = dir.join(format!("{}.report.json", p.host));
+        std::fs::write(&path, &l).with_context(|| format!("writing {}", path.display()))?;
         reports.push((p.host.clone(), r));
     }
     drop(procs);

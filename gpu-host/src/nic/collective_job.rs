@@ -76,6 +76,8 @@ pub struct BuildOptions {
     /// Host `i` serves metrics on `127.0.0.1:(base + i)` when set.
     pub metrics_port_base: Option<u16>,
     pub window_packets: u32,
+    /// Local ACK timeout of every requester, ns.
+    pub retransmit_timeout_ns: u64,
 }
 
 impl Default for BuildOptions {
@@ -86,6 +88,7 @@ impl Default for BuildOptions {
             seed_base: 1,
             metrics_port_base: None,
             window_packets: DEFAULT_WINDOW_PACKETS,
+            retransmit_timeout_ns: DEFAULT_RETRANSMIT_TIMEOUT_NS,
         }
     }
 }
@@ -262,7 +265,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
                 seed: 0,
                 message_bytes: DEFAULT_MESSAGE_BYTES,
                 window_packets: opts.window_packets,
-                retransmit_timeout_ns: DEFAULT_RETRANSMIT_TIMEOUT_NS,
+                retransmit_timeout_ns: opts.retransmit_timeout_ns,
             }),
             recv: None,
             label: label.clone(),
@@ -444,5 +447,14 @@ mod tests {
         let q = b.jobs[0].qps.iter().find(|q| q.label == "rank 1 -> rank 2").unwrap();
         assert_eq!((q.nic, q.peer_ip.to_string()), (1, "10.0.1.2".to_string()));
         assert!(build(Kind::AllReduce, &hosts(2, 2), 4095, &BuildOptions::default()).is_err());
+    }
+
+    #[test]
+    fn window_and_ack_timeout_options_reach_every_requester() {
+        let opts = BuildOptions { window_packets: 77, retransmit_timeout_ns: 5_000_000, ..Default::default() };
+        let b = build(Kind::AllReduce, &hosts(2, 2), 4096, &opts).unwrap();
+        let sends: Vec<_> = b.jobs.iter().flat_map(|j| j.qps.iter()).filter_map(|q| q.send.as_ref()).collect();
+        assert_eq!(sends.len(), 4);
+        assert!(sends.iter().all(|s| s.window_packets == 77 && s.retransmit_timeout_ns == 5_000_000), "{sends:?}");
     }
 }
