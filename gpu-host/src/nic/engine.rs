@@ -1063,6 +1063,42 @@ mod tests {
     }
 
     #[test]
+    fn data_wake_ups_wait_for_a_burst_of_shaper_credit_and_keep_line_rate() {
+        // 1 Gb/s, MTU 1024: a Middle frame is 14 + 20 + 8 + 12 + 1024 + 4 = 1082 bytes, plus
+        // 24 bytes of FCS, preamble and gap on the wire: 1106 bytes, 8848 ns.
+        let (mut a, _) = engines(4_000_000, 1_000_000_000, false);
+        let frame_ns = 8_848u64;
+        let mut buf = vec![0u8; 9000];
+        let mut now = 0;
+        let mut sent = 0u64;
+        let mut wakes = 0u64;
+        while now < 20_000_000 {
+            let mut burst = 0;
+            while a.next_tx(0, &mut buf, now).is_some() {
+                burst += 1;
+            }
+            assert!(burst <= PACER_BURST_FRAMES as u64 + 1, "burst {burst} at {now}");
+            sent += burst;
+            wakes += 1;
+            let next = a.next_deadline(now).unwrap();
+            if wakes > 2 {
+                // Steady state: the next wake-up is a burst away, not one frame.
+                assert!(next - now >= (PACER_BURST_FRAMES as u64 - 2) * frame_ns, "woke after {} ns", next - now);
+            }
+            now = next.max(now + 1);
+            // The window (32 packets) would close: ACK everything sent so far.
+            let qp = a.by_qpn[&17];
+            let s = a.qps[qp].sender.as_mut().unwrap();
+            let una = s.snd_nxt().sub(1);
+            s.on_ack(&AckPacket { syndrome: AckSyndrome::Ack, psn: una, msn: 0 }, now).unwrap();
+        }
+        // Line rate over the run: at most one burst above 20 ms / 8848 ns.
+        let max = 20_000_000 / frame_ns + PACER_BURST_FRAMES as u64 + 1;
+        assert!(sent <= max && sent >= max - 2 * PACER_BURST_FRAMES as u64, "sent {sent}, line rate allows {max}");
+        assert!(wakes * (PACER_BURST_FRAMES as u64 - 2) <= sent, "{wakes} wake-ups for {sent} frames");
+    }
+
+    #[test]
     fn prefaulted_buffers_are_zeroed_with_the_requested_room() {
         let v = prefaulted(3, 10_000);
         assert_eq!(v, [0, 0, 0]);

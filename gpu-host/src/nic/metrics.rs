@@ -38,6 +38,9 @@ fn qp_value(q: &super::job::QpReport, name: &str) -> u64 {
         "acked_bytes" => q.send_completed_bytes,
         "placed_bytes" => q.bytes_placed,
         "packets_received" => q.packets_received,
+        "duplicate_packets" => q.duplicates,
+        "out_of_sequence_packets" => q.out_of_sequence,
+        "acks_sent" => q.acks_sent,
         _ => 0,
     }
 }
@@ -58,7 +61,7 @@ fn nic_value(n: &super::job::NicReport, name: &str) -> u64 {
     }
 }
 
-const QP_COUNTERS: [(&str, &str); 11] = [
+const QP_COUNTERS: [(&str, &str); 14] = [
     ("packets_sent", "RoCEv2 data packets sent by the requester, retransmissions included"),
     ("retransmitted_packets", "packets sent again by go-back-N"),
     ("timeouts", "local ACK timeouts"),
@@ -70,6 +73,9 @@ const QP_COUNTERS: [(&str, &str); 11] = [
     ("acked_bytes", "payload bytes acknowledged"),
     ("placed_bytes", "payload bytes placed in the responder's memory region"),
     ("packets_received", "request packets received by the responder"),
+    ("duplicate_packets", "request packets received again (a retransmission of delivered data: spurious timeout or lost ACK)"),
+    ("out_of_sequence_packets", "request packets received past a gap (data lost upstream)"),
+    ("acks_sent", "ACKs sent by the responder"),
 ];
 
 const NIC_COUNTERS: [(&str, &str); 10] = [
@@ -185,7 +191,7 @@ mod tests {
         let job: Job = serde_json::from_str(r#"{"name":"j1","nics":[],"qps":[]}"#).unwrap();
         let m = Metrics::new(&job).unwrap();
         let mut r = Report { job: "j1".into(), ..Default::default() };
-        r.qps.push(QpReport { qpn: 5, peer_qpn: 6, nic: "gpu0".into(), retransmitted_packets: 7, rate_bps: 1000, ..Default::default() });
+        r.qps.push(QpReport { qpn: 5, peer_qpn: 6, nic: "gpu0".into(), retransmitted_packets: 7, rate_bps: 1000, duplicates: 4, ..Default::default() });
         r.nics.push(NicReport { name: "gpu0".into(), pfc_paused_ns_prio3: 1_500_000_000, tx_frames: 3, ..Default::default() });
         m.update(&r);
         r.qps[0].retransmitted_packets = 9;
@@ -196,5 +202,6 @@ mod tests {
         assert!(t.contains(r#"rocefab_host_qp_rate_bits_per_second{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 1000"#), "{t}");
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
+        assert!(t.contains(r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#), "{t}");
     }
 }
