@@ -110,6 +110,9 @@ fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
     if passed == 0 {
         bail!("{shown} executed no test");
     }
+    if ignored > 0 {
+        bail!("{shown}: {summary}: nothing may be skipped, remove the #[ignore]");
+    }
     Ok(summary)
 }
 
