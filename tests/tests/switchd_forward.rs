@@ -7,7 +7,7 @@
 //! prefixed `rf-sd-` and removed by guards, also when an assertion fails.
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -162,13 +162,30 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
     }
 }
 
-fn workdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rf-sd-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A per-test scratch directory (`rf-sd-<tag>-<pid>` under the temp dir: config and daemon
+/// log), removed with its contents on drop, also when an assertion fails.
+struct WorkDir(PathBuf);
+
+impl std::ops::Deref for WorkDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
 }
 
-fn start(cfg: &SwitchConfig, dir: &std::path::Path) -> Daemon {
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn workdir(tag: &str) -> WorkDir {
+    let d = std::env::temp_dir().join(format!("rf-sd-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    WorkDir(d)
+}
+
+fn start(cfg: &SwitchConfig, dir: &Path) -> Daemon {
     let cfg_path = dir.join("switch.json");
     cfg.save(&cfg_path).unwrap();
     let log = dir.join("switchd.log");
@@ -402,12 +419,21 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
               [s.sendto(b'q'*1000,('10.9.2.1',4791)) for _ in range(int(sys.argv[1]))]\n";
     let o = sh(&["ip", "netns", "exec", H1, "/usr/bin/python3", "-c", py, &N.to_string()]);
     assert!(o.status.success(), "/usr/bin/python3 sender failed: {}", String::from_utf8_lossy(&o.stderr));
-    let t_a = Instant::now();
     let q3 = [("port", "sw-p1"), ("queue", "3")];
-    let t = scrape(mport).unwrap();
-    let enq = metric(&t, "rocefab_queue_enqueued_packets_total", &q3);
-    let dropped = metric(&t, "rocefab_queue_dropped_packets_total", &q3);
-    let deq_a = metric(&t, "rocefab_queue_dequeued_packets_total", &q3);
+    // Frames may still sit in the veth / AF_XDP rings when the sender exits: poll (5 s at most)
+    // until the switch has accounted for all of them; t_a is the time of that scrape.
+    let poll_start = Instant::now();
+    let (t_a, enq, dropped, deq_a) = loop {
+        let t_a = Instant::now();
+        let t = scrape(mport).unwrap();
+        let enq = metric(&t, "rocefab_queue_enqueued_packets_total", &q3);
+        let dropped = metric(&t, "rocefab_queue_dropped_packets_total", &q3);
+        let deq_a = metric(&t, "rocefab_queue_dequeued_packets_total", &q3);
+        if enq + dropped >= N || poll_start.elapsed() > Duration::from_secs(5) {
+            break (t_a, enq, dropped, deq_a);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
     assert_eq!(enq + dropped, N, "every datagram is either queued or tail-dropped");
     // The queue holds at most 60000/1042 = 57 frames; a handful leave while the burst arrives.
     assert!(dropped >= 50, "expected tail drops at the 60 kB limit, got {dropped} (enqueued {enq})");
@@ -428,7 +454,9 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     let ideal = Duration::from_nanos(backlog * 853_600);
     let min = Duration::from_nanos((backlog - 1) * 853_600);
     assert!(t_b >= min, "{backlog} frames drained in {t_b:?}: faster than 10 Mbit/s ({ideal:?})");
-    assert!(t_b <= ideal + Duration::from_millis(100), "{backlog} frames took {t_b:?}, ideal {ideal:?}");
+    // Only a sanity bound on wall-clock time (a loaded CI box may stall the daemon); the exact
+    // shaper timing is tested with an injected clock in dataplane-user/src/shaper.rs.
+    assert!(t_b <= ideal + Duration::from_secs(2), "{backlog} frames took {t_b:?}, ideal {ideal:?}");
     d.sigterm();
     assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
 }
