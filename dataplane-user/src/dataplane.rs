@@ -419,8 +419,6 @@ impl DataPlane {
             tx_bytes += len as u64;
         }
         if n > 0 {
-            self.stats.ports[p].tx_packets.add(n as u64);
-            self.stats.ports[p].tx_bytes.add(tx_bytes);
             // SAFETY: the descriptors were dequeued (owned by us, frames of our UMEM) and their
             // lengths were set when they were enqueued; `room` ≤ free ring slots so the
             // all-or-nothing reserve succeeds.
@@ -430,6 +428,8 @@ impl DataPlane {
                 self.free.extend_from_slice(&self.scratch[..n]);
             } else {
                 port.tx_inflight += n as u32;
+                self.stats.ports[p].tx_packets.add(n as u64);
+                self.stats.ports[p].tx_bytes.add(tx_bytes);
             }
         }
         let unsent_before = TX_RING_SIZE - tx.nb_free_exact();
