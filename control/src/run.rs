@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
-use gpu_host::nic::job::Report;
+use gpu_host::nic::engine::path_mtu_for_link;
+use gpu_host::nic::job::{window_packets_for, Report, DEFAULT_WINDOW_PACKETS};
 use serde::Serialize;
 
 use crate::plan::compile;
@@ -74,8 +75,9 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Requester window of every QP, in packets (go-back-N: also the most a loss resends).
-    #[arg(long, default_value_t = gpu_host::nic::job::DEFAULT_WINDOW_PACKETS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub window_packets: u32,
+    /// Default: 128 KiB of payload at the fabric's path MTU (128 packets at MTU 1500).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub window_packets: Option<u32>,
     /// Local ACK timeout of every requester, in milliseconds.
     #[arg(long, default_value_t = gpu_host::nic::job::DEFAULT_RETRANSMIT_TIMEOUT_NS / 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub retransmit_timeout_ms: u64,
@@ -324,8 +326,15 @@ impl Drop for Hostd {
     }
 }
 
-/// Host descriptions of a running fabric, in topology order (= torchrun node rank).
-fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>)> {
+/// The default window in packets for a fabric whose links have `link_mtu`: 128 KiB of
+/// payload at the path MTU the hosts will use ([`gpu_host::nic::job::DEFAULT_WINDOW_BYTES`]).
+pub fn default_window_packets(link_mtu: u32, ipv6: bool) -> u32 {
+    path_mtu_for_link(link_mtu, ipv6).map_or(DEFAULT_WINDOW_PACKETS, window_packets_for)
+}
+
+/// Host descriptions of a running fabric, in topology order (= torchrun node rank), and the
+/// fabric's link MTU.
+fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32)> {
     let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
@@ -357,19 +366,21 @@ fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>)> {
     if hosts.is_empty() {
         bail!("fabric {fabric} has no hosts");
     }
-    Ok((hosts, netns))
+    Ok((hosts, netns, plan.mtu))
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let kind = a.collective.kind();
-    let (hosts, netns) = hosts_of(&a.fabric)?;
+    let (hosts, netns, link_mtu) = hosts_of(&a.fabric)?;
+    let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
+    let window_packets = a.window_packets.unwrap_or_else(|| default_window_packets(link_mtu, ipv6));
     let hostd = locate_hostd()?;
     let opts = BuildOptions {
         job_name: format!("{}-{}", a.fabric, kind.name()),
         timeout_ms: a.timeout.saturating_mul(1000),
         seed_base: a.seed,
         metrics_port_base: Some(a.metrics_port_base),
-        window_packets: a.window_packets,
+        window_packets,
         retransmit_timeout_ns: a.retransmit_timeout_ms.saturating_mul(1_000_000),
     };
     let built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
@@ -447,6 +458,15 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use gpu_host::nic::job::{NicReport, QpReport, RankReport};
+
+    #[test]
+    fn default_window_is_128_kib_of_payload_at_the_fabric_path_mtu() {
+        assert_eq!(default_window_packets(1500, false), 128); // path MTU 1024
+        assert_eq!(default_window_packets(3500, false), 64); // path MTU 2048
+        assert_eq!(default_window_packets(2107, false), 128); // 2048 needs 2108 with IPv4
+        assert_eq!(default_window_packets(2108, true), 128); // IPv6 headers: path MTU 1024
+        assert_eq!(default_window_packets(600, false), 256); // path MTU 512
+    }
 
     #[test]
     fn sizes_parse_with_units_and_errors_name_the_problem() {

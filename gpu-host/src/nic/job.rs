@@ -35,6 +35,18 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 pub const DEFAULT_RETRANSMIT_TIMEOUT_NS: u64 = 100_000_000;
 /// Default requester window in packets.
 pub const DEFAULT_WINDOW_PACKETS: u32 = 128;
+/// Default requester window in payload bytes for jobs built for a fabric (`rocefab run`):
+/// 128 KiB, i.e. [`DEFAULT_WINDOW_PACKETS`] at path MTU 1024. A window is what one QP can
+/// have queued in a switch; without PFC the sum over the QPs sharing an egress queue must
+/// stay under its limit (1 MiB by default) or the tail drops feed go-back-N. 128 KiB keeps
+/// 7 QPs (an 8-rank incast or all-to-all) or 4 colliding ECMP flows under 1 MiB at any MTU;
+/// a fixed packet count would double the bytes at path MTU 2048.
+pub const DEFAULT_WINDOW_BYTES: u32 = 128 * 1024;
+
+/// The window in packets for [`DEFAULT_WINDOW_BYTES`] at `mtu` (at least 1).
+pub fn window_packets_for(mtu: crate::segment::PathMtu) -> u32 {
+    (DEFAULT_WINDOW_BYTES / mtu.bytes()).max(1)
+}
 /// Default bytes per RDMA WRITE message (longer transfers are posted as several messages).
 pub const DEFAULT_MESSAGE_BYTES: u64 = 1 << 30;
 
