@@ -165,6 +165,14 @@ impl Fabric {
         f
     }
 
+    /// A guard for a fabric a test is about to bring up itself (e.g. expecting `up` to fail):
+    /// nothing is started here, but `Drop` runs `rocefab down <name>` and removes the directory
+    /// holding `topology`, so whatever a wrong `up` created is removed even if the test panics.
+    pub fn guard(name: &str, topology: PathBuf) -> Fabric {
+        assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
+        Fabric { name: name.to_string(), topology }
+    }
+
     /// Runs a command inside a node: `rocefab exec --fabric <name> <node> -- args`.
     pub fn exec(&self, node: &str, args: &[&str]) -> Output {
         let mut a = vec!["exec", "--fabric", &self.name, node, "--"];

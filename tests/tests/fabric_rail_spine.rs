@@ -153,16 +153,19 @@ fn second_up_errors() {
 fn bad_topology_creates_nothing() {
     let name = "rft6";
     let p = topology_copy("rail-spine.yaml", name);
+    // Runs `rocefab down` (and removes the topology copy) on drop, should `up` create anything.
+    let _guard = Fabric::guard(name, p.clone());
     let src = std::fs::read_to_string(&p).unwrap().replace("gpus_per_host: 2 ", "gpus_per_host: x ");
     std::fs::write(&p, &src).unwrap();
     let line = src.lines().position(|l| l.contains("gpus_per_host")).unwrap() + 1;
     let o = rocefab(&["up", p.to_str().unwrap()]);
-    std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     assert!(!o.status.success());
     let e = stderr(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.starts_with(&format!("rocefab: {}:{line}: hosts.gpus_per_host: ", p.display())), "{e}");
-    assert!(fabric_namespaces(name).is_empty());
+    assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
+    assert!(root_veths_of(name).is_empty(), "{:?}", root_veths_of(name));
+    assert!(daemon_pids(name).is_empty(), "daemons started: {:?}", daemon_pids(name));
     assert!(!run_dir(name).exists());
 }
 
@@ -170,16 +173,15 @@ fn bad_topology_creates_nothing() {
 #[test]
 fn failed_up_cleans_up() {
     let name = "rft7";
-    let dir = std::env::temp_dir().join("rocefab-test-rft7-bin");
-    std::fs::create_dir_all(&dir).unwrap();
-    let fake = dir.join("rocefab-switchd");
+    let p = topology_copy("rail-spine.yaml", name);
+    // Runs `rocefab down` on drop (should `up` leave anything behind) and removes the topology
+    // copy's directory, which also holds the fake daemon.
+    let _guard = Fabric::guard(name, p.clone());
+    let fake = p.parent().unwrap().join("rocefab-switchd");
     std::fs::write(&fake, "#!/bin/sh\necho 'cannot attach xdp: injected failure' >&2\nexit 3\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let p = topology_copy("rail-spine.yaml", name);
     let o = rocefab_env(&["up", p.to_str().unwrap()], &[("ROCEFAB_SWITCHD", fake.to_str().unwrap())]);
-    std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
     assert!(!o.status.success());
     let e = stderr(&o);
     assert!(e.contains("exited") && e.contains("cannot attach xdp: injected failure"), "{e}");
