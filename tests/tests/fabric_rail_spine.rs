@@ -35,7 +35,10 @@ fn ping_crosses_rail_spine_rail() {
 }
 
 /// DSCP 24 → queue 3, 48 → queue 7, 0 → queue 0 on the egress port towards the destination GPU
-/// (rail2:eth3 faces host3:gpu1).
+/// (rail2:eth3 faces host3:gpu1). Only that forward egress port is checked: background traffic
+/// there (ARP/ND, ICMP echo) is DSCP 0 → queue 0, so queues 3 and 7 must see exactly nothing
+/// when not targeted. (ICMP errors host3 returns use TOS 0xc0 = DSCP 48, but travel the other
+/// way, leaving rail2 through the ports towards the spines.)
 #[test]
 fn dscp_selects_egress_queue() {
     let f = Fabric::up("rail-spine.yaml", "rft2");
@@ -50,8 +53,11 @@ fn dscp_selects_egress_queue() {
             let d = q(&after, other) - q(&before, other);
             if other == queue {
                 assert!(d >= N, "dscp {dscp}: queue {queue} of rail2:{port} got {d} frames, expected {N}");
-            } else {
+            } else if other == "0" {
+                // Kernel background frames (ARP/ND) may land here while the test runs.
                 assert!(d < N / 10.0, "dscp {dscp}: queue {other} of rail2:{port} got {d} frames, expected ~0");
+            } else {
+                assert_eq!(d, 0.0, "dscp {dscp}: queue {other} of rail2:{port} got {d} frames, expected none");
             }
         }
     }
