@@ -269,3 +269,69 @@ pub fn start_capture(ns: &Netns, dev: &str, pcap: &std::path::Path, filter: &str
     assert!(l.contains("listening"), "tcpdump: {l}");
     p
 }
+
+/// A file in the temp dir (e.g. a capture), removed when created and again on drop, also when
+/// the test panics.
+pub struct TempFile(pub PathBuf);
+
+impl TempFile {
+    pub fn new(name: &str) -> TempFile {
+        assert!(name.starts_with("rf-h-"));
+        let p = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_file(&p);
+        TempFile(p)
+    }
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Whether the (Ethernet) pcap a running capture is writing already holds a UDP datagram to
+/// port 4791, i.e. a RoCEv2 frame. A record still being written is ignored.
+pub fn pcap_has_roce_frame(pcap: &std::path::Path) -> bool {
+    let Ok(b) = std::fs::read(pcap) else { return false };
+    if b.len() < 24 {
+        return false;
+    }
+    let le = match b[..4] {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => true,
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => false,
+        _ => panic!("{}: not a pcap file (magic {:02x?})", pcap.display(), &b[..4]),
+    };
+    let u32_at = |o: usize| {
+        let w = [b[o], b[o + 1], b[o + 2], b[o + 3]];
+        if le { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) }
+    };
+    let mut off = 24;
+    while off + 16 <= b.len() {
+        let incl = u32_at(off + 8) as usize;
+        let Some(frame) = b.get(off + 16..off + 16 + incl) else { break };
+        // Lax: the capture may cut frames at its snap length.
+        if let Ok(p) = etherparse::LaxSlicedPacket::from_ethernet(frame) {
+            if matches!(p.transport, Some(etherparse::TransportSlice::Udp(u)) if u.destination_port() == 4791) {
+                return true;
+            }
+        }
+        off += 16 + incl;
+    }
+    false
+}
+
+/// Waits until `pcap` (being written by a capture) holds a RoCEv2 frame; panics after `timeout`.
+pub fn wait_for_roce_frame(pcap: &std::path::Path, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    while !pcap_has_roce_frame(pcap) {
+        assert!(Instant::now() < end, "no RoCEv2 frame captured in {} within {timeout:?}", pcap.display());
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
