@@ -1,11 +1,11 @@
 //! The NIC data thread: polls every port's RX ring, runs the engine's timers, transmits what
 //! the engine releases (explicit TX kicks), and sleeps in `ppoll(2)` until the next frame or
 //! the engine's next deadline when there is nothing to do — never a busy spin when idle.
-//! Wake-ups are moderated like a NIC's interrupts: data leaves in bursts of shaper credit
-//! ([`super::engine::PACER_BURST_FRAMES`]) and for [`RX_HOLDOFF_NS`] after taking frames the
-//! thread sleeps without watching the sockets, so a line-rate stream costs a wake-up per few
-//! frames, not one per frame (on a 2-core host running 8 emulators, context switches and
-//! their scheduling delays were most of the job time).
+//! Data leaves in bursts of shaper credit ([`super::engine::PACER_BURST_FRAMES`]), so a
+//! sender at line rate costs a wake-up per burst, not one per frame (on a 2-core machine
+//! running 8 emulators, context switches and their scheduling delays cost much of the job
+//! time). A receive hold-off (sleeping a few µs without watching the sockets after taking
+//! frames) was measured too and did not help: received frames are handled at once.
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -17,11 +17,6 @@ use super::xsk::{XskError, XskPort};
 pub const MAX_SLEEP_NS: u64 = 10_000_000;
 /// Sleep while waiting for TX completions with no free TX frame.
 pub const TX_STARVED_SLEEP_NS: u64 = 50_000;
-/// Receive interrupt moderation (like a NIC's rx-usecs): after a pass that took frames from
-/// the RX rings, the thread does not wait on the sockets again for this long (timers and the
-/// shaper still wake it), so a stream at line rate is handled a few frames per wake-up
-/// instead of one. 20 µs is 2.5 kB at 1 Gb/s; the RX rings hold 1024 frames.
-pub const RX_HOLDOFF_NS: u64 = 20_000;
 
 /// Monotonic nanoseconds since `base`.
 #[derive(Clone, Copy, Debug)]
@@ -69,8 +64,6 @@ pub fn run(
 ) -> Result<(Exit, u64), XskError> {
     let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
     let mut next_tick = 0u64;
-    // No waiting on the sockets before this time (receive interrupt moderation).
-    let mut rx_holdoff_until = 0u64;
     let mut fds: Vec<libc::pollfd> =
         ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }).collect();
     loop {
@@ -92,9 +85,6 @@ pub fn run(
         for (i, p) in ports.iter_mut().enumerate() {
             work += p.receive(engine, i, now)?;
         }
-        if work > 0 {
-            rx_holdoff_until = now.saturating_add(RX_HOLDOFF_NS);
-        }
         engine.poll(now);
         let mut starved = false;
         let mut pending = false;
@@ -114,21 +104,14 @@ pub fn run(
         if wake <= now {
             continue;
         }
-        // During the hold-off, sleep without the sockets (frames wait in the RX rings).
-        let watch = if now < rx_holdoff_until {
-            wake = wake.min(rx_holdoff_until);
-            0
-        } else {
-            fds.len()
-        };
         let sleep = (wake - now).min(MAX_SLEEP_NS);
         let ts = libc::timespec { tv_sec: (sleep / 1_000_000_000) as libc::time_t, tv_nsec: (sleep % 1_000_000_000) as libc::c_long };
         for f in fds.iter_mut() {
             f.revents = 0;
         }
-        // SAFETY: `fds` is a valid array of `fds.len()` ≥ `watch` pollfd structs and `ts` a valid
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs and `ts` a valid
         // timespec, both alive for the call; a null sigmask keeps the current one.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), watch as libc::nfds_t, &ts, std::ptr::null()) };
+        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EINTR) {
