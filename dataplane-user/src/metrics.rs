@@ -79,6 +79,17 @@ impl std::fmt::Debug for Metrics {
 }
 
 /// Brings a Prometheus counter up to `v` (counters only go up; the sources are monotonic).
+/// Registers a freshly built collector with `registry` under `name`, returning a handle to it.
+fn register<C: prometheus::core::Collector + Clone + 'static>(
+    registry: &Registry,
+    name: &str,
+    built: prometheus::Result<C>,
+) -> Result<C, MetricsError> {
+    let c = built.map_err(|source| MetricsError::Register { name: name.into(), source })?;
+    registry.register(Box::new(c.clone())).map_err(|source| MetricsError::Register { name: name.into(), source })?;
+    Ok(c)
+}
+
 fn sync(c: &IntCounter, v: u64) {
     let cur = c.get();
     if v > cur {
@@ -96,20 +107,10 @@ impl Metrics {
         let registry = Registry::new();
         let opts = |name: &str, help: &str| Opts::new(name, help).const_label("switch", cfg.name.clone());
         let counter_vec = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, MetricsError> {
-            let v = IntCounterVec::new(opts(name, help), labels)
-                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
-            registry
-                .register(Box::new(v.clone()))
-                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
-            Ok(v)
+            register(&registry, name, IntCounterVec::new(opts(name, help), labels))
         };
         let gauge_vec = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, MetricsError> {
-            let v = IntGaugeVec::new(opts(name, help), labels)
-                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
-            registry
-                .register(Box::new(v.clone()))
-                .map_err(|source| MetricsError::Register { name: name.into(), source })?;
-            Ok(v)
+            register(&registry, name, IntGaugeVec::new(opts(name, help), labels))
         };
         let p = &["port"];
         let pq = &["port", "queue"];
@@ -224,28 +225,27 @@ impl Metrics {
             })
             .collect();
 
-        let free_frames = IntGauge::with_opts(opts("rocefab_umem_free_frames", "UMEM frames in the free pool"))
-            .map_err(|source| MetricsError::Register { name: "rocefab_umem_free_frames".into(), source })?;
-        registry
-            .register(Box::new(free_frames.clone()))
-            .map_err(|source| MetricsError::Register { name: "rocefab_umem_free_frames".into(), source })?;
-        let xdp_read_errors = IntCounter::with_opts(opts(
+        let free_frames = register(
+            &registry,
+            "rocefab_umem_free_frames",
+            IntGauge::with_opts(opts("rocefab_umem_free_frames", "UMEM frames in the free pool")),
+        )?;
+        let xdp_read_errors = register(
+            &registry,
             "rocefab_xdp_counter_read_errors_total",
-            "Scrapes that could not read the XDP counters map",
-        ))
-        .map_err(|source| MetricsError::Register { name: "rocefab_xdp_counter_read_errors_total".into(), source })?;
-        registry
-            .register(Box::new(xdp_read_errors.clone()))
-            .map_err(|source| MetricsError::Register { name: "rocefab_xdp_counter_read_errors_total".into(), source })?;
-
-        let xsk_read_errors = IntCounter::with_opts(opts(
+            IntCounter::with_opts(opts(
+                "rocefab_xdp_counter_read_errors_total",
+                "Scrapes that could not read the XDP counters map",
+            )),
+        )?;
+        let xsk_read_errors = register(
+            &registry,
             "rocefab_xsk_stats_read_errors_total",
-            "Scrapes that could not read the AF_XDP sockets' XDP_STATISTICS",
-        ))
-        .map_err(|source| MetricsError::Register { name: "rocefab_xsk_stats_read_errors_total".into(), source })?;
-        registry
-            .register(Box::new(xsk_read_errors.clone()))
-            .map_err(|source| MetricsError::Register { name: "rocefab_xsk_stats_read_errors_total".into(), source })?;
+            IntCounter::with_opts(opts(
+                "rocefab_xsk_stats_read_errors_total",
+                "Scrapes that could not read the AF_XDP sockets' XDP_STATISTICS",
+            )),
+        )?;
 
         Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors, xsk_read_errors })
     }
