@@ -40,6 +40,9 @@ fn procs_with(needle: &str) -> Vec<String> {
     out
 }
 
+/// Per-rank buffer of the AllReduce test: the size issue 4's "done when" names.
+const ALLREDUCE_MIB: u64 = 64;
+
 #[test]
 fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
     let f = Fabric::up("rail-spine.yaml", "hjt");
@@ -61,7 +64,8 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
         last
     });
     let port = METRICS_BASE.to_string();
-    let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--json", "--timeout", "150", "--metrics-port-base", &port]);
+    let size = format!("{ALLREDUCE_MIB}MiB");
+    let o = rocefab(&["run", &f.name, "allreduce", "--size", &size, "--json", "--timeout", "150", "--metrics-port-base", &port]);
     stop.store(true, Ordering::Relaxed);
     let scraped = scraper.join().unwrap();
     assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
@@ -79,8 +83,8 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
         assert_eq!(q["label"], format!("rank {i} -> rank {}", (i + 1) % 8));
         assert_eq!(q["host"], format!("host{}", i / 2 + 1));
         assert_eq!(q["nic"], format!("gpu{}", i % 2));
-        // 2(N−1) chunks of 1/N of the buffer: 4 MiB × 14/8.
-        assert_eq!(q["bytes"], 4 * 1024 * 1024 * 14 / 8);
+        // 2(N−1) chunks of 1/N of the buffer: size × 14/8.
+        assert_eq!(q["bytes"], ALLREDUCE_MIB * 1024 * 1024 * 14 / 8);
         assert!(q["goodput_bps"].as_f64().unwrap() > 0.0);
         assert!(q["retransmitted_packets"].is_u64() && q["cnps_received"].is_u64());
     }
