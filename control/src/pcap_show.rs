@@ -1,7 +1,8 @@
 //! `rocefab pcap show`: decode every frame of a pcap/pcapng file — IEEE 802.1Qbb PFC and
 //! 802.3x PAUSE (with the pause duration at `--speed`), LLDP with DCBX TLVs, RoCEv2 (DSCP/ECN,
 //! UDP ports, BTH/RETH/AETH, ICRC status) — and list everything else as
-//! `unknown ethertype 0x....`. A malformed frame yields one error line naming the layer and
+//! `unknown ethertype 0x....`. Ethernet, Linux cooked (SLL/SLL2, `tcpdump -i any`) and raw-IP
+//! captures are decoded. A malformed frame yields one error line naming the layer and
 //! the lengths involved; decoding continues with the next frame. `--json` prints one JSON
 //! object per frame and line (JSON Lines) with the same fields.
 
@@ -12,7 +13,7 @@ use anyhow::{Context, Result};
 use rocefab_wire::ethernet::{EthernetRepr, ETHERTYPE_LLDP, ETHERTYPE_MAC_CONTROL};
 use rocefab_wire::lldp::LldpduRepr;
 use rocefab_wire::mac_control::{quanta_to_duration, MacControlRepr};
-use rocefab_wire::pcap::{CaptureReader, LINKTYPE_ETHERNET};
+use rocefab_wire::pcap::{as_ethernet, CaptureReader, LINKTYPE_ETHERNET};
 use rocefab_wire::roce::{self, IcrcStatus, IpEcn, ParsedFrame};
 use serde_json::{json, Value};
 
@@ -242,10 +243,18 @@ fn decode_ethernet(data: &[u8], speed: u64) -> (Value, String) {
 
 /// Decodes one captured frame (index from 1, timestamp in seconds).
 pub fn decode(index: usize, time: f64, linktype: u32, data: &[u8], speed: u64) -> Decoded {
-    let (mut json, text) = if linktype == LINKTYPE_ETHERNET {
-        decode_ethernet(data, speed)
-    } else {
-        (json!({ "kind": "unknown", "linktype": linktype }), format!("linktype {linktype} not decoded"))
+    let (mut json, text) = match as_ethernet(linktype, data) {
+        Some(frame) if linktype == LINKTYPE_ETHERNET => decode_ethernet(&frame, speed),
+        // Cooked (tcpdump -i any) and raw-IP captures: decoded through a synthesised Ethernet
+        // header, whose destination MAC (and source MAC, unless recorded) are zeros.
+        Some(frame) => {
+            let (mut j, t) = decode_ethernet(&frame, speed);
+            if let Value::Object(m) = &mut j {
+                m.insert("linktype".into(), json!(linktype));
+            }
+            (j, format!("(linktype {linktype}, Ethernet header synthesised) {t}"))
+        }
+        None => (json!({ "kind": "unknown", "linktype": linktype }), format!("linktype {linktype} not decoded")),
     };
     if let Value::Object(m) = &mut json {
         m.insert("index".into(), json!(index));

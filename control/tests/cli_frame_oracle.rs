@@ -354,3 +354,39 @@ fn bad_options_name_the_option() {
     assert!(!r.status.success());
     assert!(String::from_utf8_lossy(&r.stderr).contains("missing.pcap"));
 }
+
+/// Captures taken with `tcpdump -i any` (Linux cooked, SLL / SLL2) and raw-IP captures have no
+/// Ethernet header: scapy writes them (with its own ICRC), `pcap show` decodes the RoCEv2 inside.
+#[test]
+fn cooked_and_raw_ip_captures_are_decoded() {
+    let dir = TempDir::new("cooked");
+    let script = r#"
+import sys
+from scapy.all import IP, UDP, Raw, wrpcap
+from scapy.layers.l2 import CookedLinux
+from scapy.contrib.roce import BTH
+roce = IP(src="10.0.1.1", dst="10.0.2.2", tos=0x62) / UDP(sport=49152, dport=4791) / BTH(opcode=0x08, dqpn=0x123, psn=0xfffffe) / Raw(b"\xab" * 64)
+sll = CookedLinux(pkttype=4, lladdrtype=1, lladdrlen=6, src=b"\x02\x00\x00\x00\x01\x07\x00\x00", proto=0x0800) / roce
+wrpcap(sys.argv[1], [sll])
+wrpcap(sys.argv[2], [IP(bytes(roce))], linktype=101)
+"#;
+    let (sll, raw) = (dir.file("sll.pcap"), dir.file("raw.pcap"));
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", script, sll.to_str().unwrap(), raw.to_str().unwrap()])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run /usr/bin/python3 (scapy is needed for this test): {e}"));
+    assert!(o.status.success(), "scapy: {}", String::from_utf8_lossy(&o.stderr));
+    for (file, linktype, src_mac) in [(&sll, 113, "02:00:00:00:01:07"), (&raw, 101, "00:00:00:00:00:00")] {
+        let j = show_json(file, &[]);
+        assert_eq!(j.len(), 1, "{j:?}");
+        let f = &j[0];
+        assert_eq!(f["linktype"], linktype, "{f}");
+        assert_eq!(f["src_mac"], src_mac, "{f}");
+        assert_eq!(f["bth"]["opcode"], 0x08, "{f}");
+        assert_eq!(f["bth"]["dest_qp"], 0x123, "{f}");
+        assert_eq!(f["bth"]["psn"], 0xfffffe, "{f}");
+        assert_eq!(f["icrc"]["status"], "good", "scapy's ICRC must verify: {f}");
+        let text = rocefab_ok(&["pcap", "show", file.to_str().unwrap()]);
+        assert!(text.contains("Ethernet header synthesised") && text.contains("write-last (0x08)"), "{text}");
+    }
+}

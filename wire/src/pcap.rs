@@ -25,6 +25,16 @@ use pcap_file::{DataLink, PcapError, TsResolution};
 
 /// Link type of Ethernet captures (LINKTYPE_ETHERNET).
 pub const LINKTYPE_ETHERNET: u32 = 1;
+/// Raw IPv4 or IPv6, no link header (LINKTYPE_RAW; DLT_RAW is 12 or 14 on some BSDs).
+pub const LINKTYPE_RAW: u32 = 101;
+/// Linux cooked capture v1, what `tcpdump -i any` writes (LINKTYPE_LINUX_SLL).
+pub const LINKTYPE_LINUX_SLL: u32 = 113;
+/// Raw IPv4 (LINKTYPE_IPV4).
+pub const LINKTYPE_IPV4: u32 = 228;
+/// Raw IPv6 (LINKTYPE_IPV6).
+pub const LINKTYPE_IPV6: u32 = 229;
+/// Linux cooked capture v2 (LINKTYPE_LINUX_SLL2).
+pub const LINKTYPE_LINUX_SLL2: u32 = 276;
 /// Snap length written in headers.
 pub const SNAPLEN: u32 = 65535;
 
@@ -446,8 +456,94 @@ pub fn write_all<'a>(
     w.finish().map(drop)
 }
 
+/// A captured frame as an Ethernet frame, for decoders that start at the Ethernet header.
+///
+/// Ethernet captures are returned as they are. Linux cooked captures (SLL, SLL2 — `tcpdump -i
+/// any`) and raw IP captures carry no Ethernet header, so one is synthesised: the EtherType from
+/// the cooked header's protocol field (or the IP version), the source MAC from the cooked
+/// header's link-layer address when it is a 6-byte address, zeros otherwise, and a zero
+/// destination MAC (cooked captures do not record it). `None` for other link types or a frame
+/// too short for its link header.
+/// References: <https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL.html>,
+/// <https://www.tcpdump.org/linktypes/LINKTYPE_LINUX_SLL2.html>.
+pub fn as_ethernet(linktype: u32, data: &[u8]) -> Option<std::borrow::Cow<'_, [u8]>> {
+    use std::borrow::Cow;
+    let with_header = |src: [u8; 6], ethertype: u16, payload: &[u8]| {
+        let mut f = Vec::with_capacity(14 + payload.len());
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(payload);
+        Cow::Owned(f)
+    };
+    // (ARPHRD type, address length, address) → source MAC if it is an Ethernet address.
+    let mac = |arphrd: u16, len: usize, addr: &[u8]| {
+        let mut m = [0u8; 6];
+        if arphrd == 1 && len == 6 {
+            m.copy_from_slice(&addr[..6]);
+        }
+        m
+    };
+    let be16 = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
+    match linktype {
+        LINKTYPE_ETHERNET => Some(Cow::Borrowed(data)),
+        LINKTYPE_LINUX_SLL if data.len() >= 16 => {
+            // packet type 2, ARPHRD 2, address length 2, address 8, protocol 2.
+            Some(with_header(mac(be16(data, 2), usize::from(be16(data, 4)), &data[6..14]), be16(data, 14), &data[16..]))
+        }
+        LINKTYPE_LINUX_SLL2 if data.len() >= 20 => {
+            // protocol 2, reserved 2, ifindex 4, ARPHRD 2, packet type 1, address length 1, address 8.
+            Some(with_header(mac(be16(data, 8), usize::from(data[11]), &data[12..20]), be16(data, 0), &data[20..]))
+        }
+        LINKTYPE_RAW | 12 | 14 | LINKTYPE_IPV4 | LINKTYPE_IPV6 if !data.is_empty() => match data[0] >> 4 {
+            4 => Some(with_header([0; 6], 0x0800, data)),
+            6 => Some(with_header([0; 6], 0x86dd, data)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cooked_and_raw_captures_become_ethernet() {
+        let ip = [0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+        // SLL: outgoing (4), ARPHRD_ETHER, 6-byte address 02:00:00:00:00:01 (+2 pad), IPv4.
+        let mut sll = vec![0, 4, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 0x08, 0x00];
+        sll.extend_from_slice(&ip);
+        let e = as_ethernet(LINKTYPE_LINUX_SLL, &sll).unwrap();
+        assert_eq!(&e[..6], &[0; 6]);
+        assert_eq!(&e[6..12], &[2, 0, 0, 0, 0, 1]);
+        assert_eq!(&e[12..14], &[0x08, 0x00]);
+        assert_eq!(&e[14..], &ip);
+        // SLL2: protocol IPv4, ifindex 3, ARPHRD_ETHER, packet type 0, address length 6.
+        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 0, 6, 2, 0, 0, 0, 0, 9, 0, 0];
+        sll2.extend_from_slice(&ip);
+        let e = as_ethernet(LINKTYPE_LINUX_SLL2, &sll2).unwrap();
+        assert_eq!(&e[6..12], &[2, 0, 0, 0, 0, 9]);
+        assert_eq!(&e[12..14], &[0x08, 0x00]);
+        assert_eq!(&e[14..], &ip);
+        // A non-Ethernet link address is not taken as a MAC.
+        sll[3] = 0x18; // ARPHRD 24 (FireWire-style), length still 6
+        assert_eq!(&as_ethernet(LINKTYPE_LINUX_SLL, &sll).unwrap()[6..12], &[0; 6]);
+        // Raw IP: the version nibble picks the EtherType.
+        assert_eq!(&as_ethernet(LINKTYPE_RAW, &ip).unwrap()[12..14], &[0x08, 0x00]);
+        let v6 = [0x60u8; 40];
+        assert_eq!(&as_ethernet(LINKTYPE_IPV6, &v6).unwrap()[12..14], &[0x86, 0xdd]);
+        // Ethernet is borrowed unchanged; short or unknown frames give None, never a panic.
+        assert!(matches!(as_ethernet(LINKTYPE_ETHERNET, &ip), Some(std::borrow::Cow::Borrowed(_))));
+        for n in 0..16 {
+            assert!(as_ethernet(LINKTYPE_LINUX_SLL, &sll[..n]).is_none());
+        }
+        for n in 0..20 {
+            assert!(as_ethernet(LINKTYPE_LINUX_SLL2, &sll2[..n]).is_none());
+        }
+        assert!(as_ethernet(LINKTYPE_RAW, &[]).is_none());
+        assert!(as_ethernet(LINKTYPE_RAW, &[0x50]).is_none());
+        assert!(as_ethernet(105, &ip).is_none());
+    }
+
     use super::*;
 
     #[test]
