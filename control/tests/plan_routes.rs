@@ -12,6 +12,19 @@ fn plan(name: &str) -> Plan {
     compile(&Topology::load(&p).unwrap(), 9400)
 }
 
+/// Every topology file shipped in topologies/ (so a new one is checked without editing tests).
+fn shipped() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 5, "shipped topologies: {names:?}");
+    names
+}
+
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
@@ -150,7 +163,7 @@ fn multi_rail_spine_groups() {
 
 #[test]
 fn macs_unique_and_locally_administered() {
-    for t in ["rail-spine.yaml", "single-rail.yaml", "multi-rail-spine.yaml", "pod-segments.yaml"] {
+    for t in &shipped() {
         let p = plan(t);
         let mut seen = BTreeSet::new();
         for l in &p.links {
@@ -165,7 +178,7 @@ fn macs_unique_and_locally_administered() {
 
 #[test]
 fn every_config_validates_with_distinct_seeds_and_ports() {
-    for t in ["rail-spine.yaml", "single-rail.yaml", "multi-rail-spine.yaml", "pod-segments.yaml"] {
+    for t in &shipped() {
         let p = plan(t);
         let mut seeds = BTreeSet::new();
         let mut listen = BTreeSet::new();
