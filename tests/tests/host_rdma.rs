@@ -150,7 +150,9 @@ fn host_pfc_from_scapy_pauses_sender_for_encoded_time_and_quanta_zero_resumes() 
     // the second 0xffff pause would have expired.
     let (p2, r2) = (pfc[1].0, pfc[2].0);
     let next = data.iter().copied().find(|&x| x > r2).expect("data after the resume");
-    assert!(next - r2 < 0.002, "first data {:.3} ms after quanta 0", (next - r2) * 1e3);
+    // "At once" = far sooner than the 33.5 ms left of the pause; 5 ms leaves room for one
+    // scheduler slice on a busy 2-core machine (seen: > 2 ms with a CPU hog running).
+    assert!(next - r2 < 0.005, "first data {:.3} ms after quanta 0", (next - r2) * 1e3);
     assert!(!data.iter().any(|&x| x > p2 + 0.002 && x < r2), "no data while paused");
     assert!(next - p2 < 0.5 * expect, "second pause lasted {:.3} ms", (next - p2) * 1e3);
     let paused_ns = nic(&ra, "pfc_paused_ns_prio3") as f64 / 1e9;
