@@ -104,8 +104,10 @@ fn roce_layer(e: &roce::Error) -> String {
 
 fn decode_roce(p: &ParsedFrame<'_>) -> (Value, String) {
     let b = p.bth();
+    // The 802.1Q tag, after the MACs where it sits on the wire.
+    let vlan = p.vlan.map(|(pcp, vid)| format!(" vlan {vid} pcp {pcp}")).unwrap_or_default();
     let mut text = format!(
-        "RoCEv2 {} > {} {} > {} dscp {} ecn {} | {} qp {:#08x} psn {} pkey {:#06x} se={} m={} pad={} a={} becn={}",
+        "RoCEv2 {} > {}{vlan} {} > {} dscp {} ecn {} | {} qp {:#08x} psn {} pkey {:#06x} se={} m={} pad={} a={} becn={}",
         rocefab_wire::ethernet::MacAddr(p.src_mac),
         rocefab_wire::ethernet::MacAddr(p.dst_mac),
         std::net::SocketAddr::new(p.ip.src, p.udp_src_port),
@@ -276,10 +278,11 @@ pub fn run(args: &PcapShowArgs) -> Result<()> {
         let t0 = *first_ts.get_or_insert(frame.timestamp);
         let time = frame.timestamp.saturating_sub(t0).as_secs_f64();
         let d = decode(i + 1, time, frame.linktype, &frame.data, args.speed);
-        if args.json {
-            writeln!(out, "{}", d.json)?;
-        } else {
-            writeln!(out, "{}", d.text)?;
+        let written = if args.json { writeln!(out, "{}", d.json) } else { writeln!(out, "{}", d.text) };
+        match written {
+            // `rocefab pcap show big.pcap | head`: the reader went away, which is not an error.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r?,
         }
     }
     Ok(())

@@ -369,10 +369,12 @@ roce = IP(src="10.0.1.1", dst="10.0.2.2", tos=0x62) / UDP(sport=49152, dport=479
 sll = CookedLinux(pkttype=4, lladdrtype=1, lladdrlen=6, src=b"\x02\x00\x00\x00\x01\x07\x00\x00", proto=0x0800) / roce
 wrpcap(sys.argv[1], [sll])
 wrpcap(sys.argv[2], [IP(bytes(roce))], linktype=101)
+from scapy.all import Ether, Dot1Q
+wrpcap(sys.argv[3], [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / Dot1Q(vlan=101, prio=3) / roce])
 "#;
-    let (sll, raw) = (dir.file("sll.pcap"), dir.file("raw.pcap"));
+    let (sll, raw, vlan) = (dir.file("sll.pcap"), dir.file("raw.pcap"), dir.file("vlan.pcap"));
     let o = Command::new("/usr/bin/python3")
-        .args(["-c", script, sll.to_str().unwrap(), raw.to_str().unwrap()])
+        .args(["-c", script, sll.to_str().unwrap(), raw.to_str().unwrap(), vlan.to_str().unwrap()])
         .output()
         .unwrap_or_else(|e| panic!("cannot run /usr/bin/python3 (scapy is needed for this test): {e}"));
     assert!(o.status.success(), "scapy: {}", String::from_utf8_lossy(&o.stderr));
@@ -389,4 +391,12 @@ wrpcap(sys.argv[2], [IP(bytes(roce))], linktype=101)
         let text = rocefab_ok(&["pcap", "show", file.to_str().unwrap()]);
         assert!(text.contains("Ethernet header synthesised") && text.contains("write-last (0x08)"), "{text}");
     }
+    // An 802.1Q-tagged RoCEv2 frame: the tag is reported and the ICRC (which does not cover
+    // the Ethernet header) still verifies.
+    let j = show_json(&vlan, &[]);
+    assert_eq!(j[0]["vlan"]["vid"], 101, "{}", j[0]);
+    assert_eq!(j[0]["vlan"]["pcp"], 3, "{}", j[0]);
+    assert_eq!(j[0]["icrc"]["status"], "good", "{}", j[0]);
+    let text = rocefab_ok(&["pcap", "show", vlan.to_str().unwrap()]);
+    assert!(text.contains("02:00:00:00:00:02 vlan 101 pcp 3 10.0.1.1:49152 > 10.0.2.2:4791"), "{text}");
 }
