@@ -329,19 +329,27 @@ impl CaptureReader {
     fn next_frame(&mut self) -> Option<Result<CapturedFrame, Error>> {
         let path = &self.path;
         match &mut self.inner {
-            ReaderInner::Pcap(r, lt) => r.next_packet().map(|res| {
-                res.map(|p| CapturedFrame {
-                    timestamp: p.timestamp,
-                    linktype: *lt,
-                    orig_len: p.orig_len,
-                    data: p.data.into_owned(),
+            // Raw records, validated here rather than by pcap-file's `next_packet`: that one
+            // rejects `orig_len > snaplen`, which is exactly what a snaplen-truncated capture
+            // (`tcpdump -s 128`) contains. Like Wireshark, only the timestamp is checked; the
+            // stored bytes are what the record holds.
+            ReaderInner::Pcap(r, lt) => {
+                let micro = r.header().ts_resolution == TsResolution::MicroSecond;
+                r.next_raw_packet().map(|res| {
+                    let fmt_err = |source| Error::Format { path: path.clone(), format: "pcap", source };
+                    let p = res.map_err(fmt_err)?;
+                    let nanos = if micro { u64::from(p.ts_frac) * 1000 } else { u64::from(p.ts_frac) };
+                    if nanos >= 1_000_000_000 {
+                        return Err(fmt_err(PcapError::InvalidField("record timestamp fraction is 1 s or more")));
+                    }
+                    Ok(CapturedFrame {
+                        timestamp: Duration::new(u64::from(p.ts_sec), nanos as u32),
+                        linktype: *lt,
+                        orig_len: p.orig_len,
+                        data: p.data.into_owned(),
+                    })
                 })
-                .map_err(|source| Error::Format {
-                    path: path.clone(),
-                    format: "pcap",
-                    source,
-                })
-            }),
+            }
             ReaderInner::PcapNg(r) => loop {
                 let fmt_err = |source| Error::Format {
                     path: path.clone(),
@@ -506,6 +514,36 @@ pub fn as_ethernet(linktype: u32, data: &[u8]) -> Option<std::borrow::Cow<'_, [u
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn snaplen_truncated_records_are_read() {
+        // Classic pcap, microseconds, snaplen 64: one record with 64 bytes stored of 558 on the
+        // wire (what `tcpdump -s 64` writes), then one whose timestamp fraction is invalid.
+        let mut f = Vec::new();
+        for v in [0xa1b2_c3d4u32] {
+            f.extend_from_slice(&v.to_le_bytes());
+        }
+        f.extend_from_slice(&2u16.to_le_bytes());
+        f.extend_from_slice(&4u16.to_le_bytes());
+        f.extend_from_slice(&[0; 8]);
+        f.extend_from_slice(&64u32.to_le_bytes());
+        f.extend_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
+        let record = |f: &mut Vec<u8>, sec: u32, frac: u32| {
+            for v in [sec, frac, 64, 558] {
+                f.extend_from_slice(&v.to_le_bytes());
+            }
+            f.extend_from_slice(&[0xab; 64]);
+        };
+        record(&mut f, 7, 250_000);
+        record(&mut f, 8, 1_000_000);
+        let mut r = CaptureReader::from_reader(Box::new(std::io::Cursor::new(f)), "t.pcap").unwrap();
+        let first = r.next().unwrap().unwrap();
+        assert_eq!(first.orig_len, 558);
+        assert_eq!(first.data, vec![0xab; 64]);
+        assert_eq!(first.timestamp, Duration::new(7, 250_000_000));
+        let e = r.next().unwrap().unwrap_err().to_string();
+        assert!(e.contains("t.pcap") && e.contains("timestamp"), "{e}");
+    }
+
     #[test]
     fn cooked_and_raw_captures_become_ethernet() {
         let ip = [0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
