@@ -2,7 +2,9 @@
 //! 802.3x PAUSE (with the pause duration at `--speed`), LLDP with DCBX TLVs, RoCEv2 (DSCP/ECN,
 //! UDP ports, BTH/RETH/AETH, ICRC status) — and list everything else as
 //! `unknown ethertype 0x....`. Ethernet, Linux cooked (SLL/SLL2, `tcpdump -i any`) and raw-IP
-//! captures are decoded. A malformed frame yields one error line naming the layer and
+//! captures are decoded. RoCEv2 frames cut by the capture's snap length (`tcpdump -s 128`)
+//! still show their headers, with the captured part of the payload and the ICRC marked as
+//! not captured. A malformed frame yields one error line naming the layer and
 //! the lengths involved; decoding continues with the next frame. `--json` prints one JSON
 //! object per frame and line (JSON Lines) with the same fields.
 
@@ -133,10 +135,18 @@ fn decode_roce(p: &ParsedFrame<'_>) -> (Value, String) {
     if let Some(i) = p.headers.immediate {
         let _ = write!(text, " | imm {i:#x}");
     }
-    let _ = write!(text, " | payload {} | ICRC {}", p.payload.len(), p.icrc);
+    if p.payload_complete() {
+        let _ = write!(text, " | payload {}", p.payload.len());
+    } else {
+        let _ = write!(text, " | payload {} of {} bytes captured", p.payload.len(), p.payload_len);
+    }
+    let _ = write!(text, " | ICRC {}", p.icrc);
     let icrc = match p.icrc {
         IcrcStatus::Good(v) => json!({ "status": "good", "value": v }),
         IcrcStatus::Bad { expected, found } => json!({ "status": "bad", "expected": expected, "found": found }),
+        IcrcStatus::NotCaptured { captured, orig_len } => {
+            json!({ "status": "not_captured", "captured": captured, "orig_len": orig_len })
+        }
     };
     let json = json!({
         "kind": "roce",
@@ -174,13 +184,16 @@ fn decode_roce(p: &ParsedFrame<'_>) -> (Value, String) {
             "msn": a.msn,
         })),
         "immediate": p.headers.immediate,
-        "payload_len": p.payload.len(),
+        "payload_len": p.payload_len,
+        "payload_captured": p.payload.len(),
         "icrc": icrc,
     });
     (json, text)
 }
 
-fn decode_ethernet(data: &[u8], speed: u64) -> (Value, String) {
+/// `orig_len`: the frame's length on the wire (more than `data.len()` when the capture's snap
+/// length cut it).
+fn decode_ethernet(data: &[u8], orig_len: usize, speed: u64) -> (Value, String) {
     let (eth, _) = match EthernetRepr::parse(data) {
         Ok(x) => x,
         Err(e) => return error("Ethernet", e.to_string(), data.len()),
@@ -226,7 +239,7 @@ fn decode_ethernet(data: &[u8], speed: u64) -> (Value, String) {
             }
             Err(e) => error("LLDP", e.to_string(), data.len()),
         },
-        0x0800 | 0x86dd | 0x8100 | 0x88a8 => match ParsedFrame::parse(data) {
+        0x0800 | 0x86dd | 0x8100 | 0x88a8 => match ParsedFrame::parse_captured(data, orig_len) {
             Ok(p) => decode_roce(&p),
             Err(e @ (roce::Error::NotUdp(_) | roce::Error::NotRocePort(_))) => (
                 json!({ "kind": "ip", "note": e.to_string() }),
@@ -243,14 +256,18 @@ fn decode_ethernet(data: &[u8], speed: u64) -> (Value, String) {
     (json, text)
 }
 
-/// Decodes one captured frame (index from 1, timestamp in seconds).
-pub fn decode(index: usize, time: f64, linktype: u32, data: &[u8], speed: u64) -> Decoded {
+/// Decodes one captured frame (index from 1, timestamp in seconds). `data` is the captured
+/// record, `orig_len` the record's length on the wire (pcap `orig_len`; larger than
+/// `data.len()` when the snap length cut it).
+pub fn decode(index: usize, time: f64, linktype: u32, data: &[u8], orig_len: usize, speed: u64) -> Decoded {
+    // Bytes the snap length cut off; the same number is missing from the Ethernet view.
+    let cut = orig_len.saturating_sub(data.len());
     let (mut json, text) = match as_ethernet(linktype, data) {
-        Some(frame) if linktype == LINKTYPE_ETHERNET => decode_ethernet(&frame, speed),
+        Some(frame) if linktype == LINKTYPE_ETHERNET => decode_ethernet(&frame, frame.len() + cut, speed),
         // Cooked (tcpdump -i any) and raw-IP captures: decoded through a synthesised Ethernet
         // header, whose destination MAC (and source MAC, unless recorded) are zeros.
         Some(frame) => {
-            let (mut j, t) = decode_ethernet(&frame, speed);
+            let (mut j, t) = decode_ethernet(&frame, frame.len() + cut, speed);
             if let Value::Object(m) = &mut j {
                 m.insert("linktype".into(), json!(linktype));
             }
@@ -262,6 +279,7 @@ pub fn decode(index: usize, time: f64, linktype: u32, data: &[u8], speed: u64) -
         m.insert("index".into(), json!(index));
         m.insert("time".into(), json!(time));
         m.insert("len".into(), json!(data.len()));
+        m.insert("orig_len".into(), json!(orig_len.max(data.len())));
     }
     Decoded { json, text: format!("#{index} {time:.6} {text}") }
 }
@@ -277,7 +295,8 @@ pub fn run(args: &PcapShowArgs) -> Result<()> {
         let frame = item.with_context(|| format!("reading frame {} of {}", i + 1, args.file.display()))?;
         let t0 = *first_ts.get_or_insert(frame.timestamp);
         let time = frame.timestamp.saturating_sub(t0).as_secs_f64();
-        let d = decode(i + 1, time, frame.linktype, &frame.data, args.speed);
+        let orig_len = usize::try_from(frame.orig_len).unwrap_or(usize::MAX);
+        let d = decode(i + 1, time, frame.linktype, &frame.data, orig_len, args.speed);
         let written = if args.json { writeln!(out, "{}", d.json) } else { writeln!(out, "{}", d.text) };
         match written {
             // `rocefab pcap show big.pcap | head`: the reader went away, which is not an error.

@@ -400,3 +400,51 @@ wrpcap(sys.argv[3], [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / D
     let text = rocefab_ok(&["pcap", "show", vlan.to_str().unwrap()]);
     assert!(text.contains("02:00:00:00:00:02 vlan 101 pcp 3 10.0.1.1:49152 > 10.0.2.2:4791"), "{text}");
 }
+
+/// A snaplen-truncated capture (`editcap -s 100`, as `tcpdump -s 100` would record it): pcap
+/// show decodes the headers, reports the captured payload and the ICRC as not captured, and
+/// agrees with tshark on the BTH. editcap / tshark missing -> the test fails.
+#[test]
+fn snaplen_truncated_roce_matches_tshark_and_show() {
+    let d = TempDir::new("snap");
+    let full = d.file("full.pcap");
+    let cut = d.file("cut.pcap");
+    frame("roce", &["--opcode", "write-first", "--qp", "0xabcde", "--psn", "0x1234", "--len", "300", "--va", "0xdead0000"], &full);
+    let o = Command::new("editcap")
+        .arg("-s")
+        .arg("100")
+        .arg(&full)
+        .arg(&cut)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run editcap (ships with tshark, needed for this test): {e}"));
+    assert!(o.status.success(), "editcap: {}", String::from_utf8_lossy(&o.stderr));
+
+    let whole = &show_json(&full, &[])[0];
+    assert_eq!(whole["icrc"]["status"], "good");
+    let orig_len = whole["len"].as_u64().unwrap();
+
+    let t = tshark(&cut, &["frame.cap_len", "frame.len", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn"]);
+    assert_eq!(t.len(), 1);
+    assert_eq!((num(&t[0][0]), num(&t[0][1])), (100, orig_len), "editcap did not cut the frame");
+    let j = &show_json(&cut, &[])[0];
+    assert_eq!(j["kind"], "roce", "{j}");
+    assert_eq!(j["bth"]["opcode"].as_u64(), Some(num(&t[0][2])));
+    assert_eq!(j["bth"]["opcode_name"], "write-first");
+    assert_eq!(j["bth"]["dest_qp"].as_u64(), Some(num(&t[0][3])));
+    assert_eq!(j["bth"]["dest_qp"], 0xabcde);
+    assert_eq!(j["bth"]["psn"].as_u64(), Some(num(&t[0][4])));
+    assert_eq!(j["bth"]["psn"], 0x1234);
+    assert_eq!(j["bth"], whole["bth"]);
+    assert_eq!(j["reth"], whole["reth"]);
+    assert_eq!(j["icrc"]["status"], "not_captured");
+    assert_eq!((j["icrc"]["captured"].as_u64(), j["icrc"]["orig_len"].as_u64()), (Some(100), Some(orig_len)));
+    assert_eq!((j["len"].as_u64(), j["orig_len"].as_u64()), (Some(100), Some(orig_len)));
+    assert_eq!(j["payload_len"], 300);
+    // 100 bytes = Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + RETH 16 + 30 payload bytes.
+    assert_eq!(j["payload_captured"], 30);
+
+    let text = rocefab_ok(&["pcap", "show", cut.to_str().unwrap()]);
+    assert!(text.contains("write-first (0x06) qp 0x0abcde psn 4660"), "{text}");
+    assert!(text.contains("payload 30 of 300 bytes captured"), "{text}");
+    assert!(text.contains(&format!("ICRC not captured (frame cut at 100 of {orig_len} bytes)")), "{text}");
+}

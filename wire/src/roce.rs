@@ -374,6 +374,34 @@ impl Repr {
         Ok(Repr { bth, reth, aeth, immediate: p.immediate() })
     }
 
+    /// Parse only the BTH and the extension headers its opcode requires from the start of `b`
+    /// (the payload, pad and ICRC may be missing, as in a snaplen-truncated capture). Returns
+    /// the headers and their length; a header cut short is an error naming it.
+    pub fn parse_headers(b: &[u8]) -> Result<(Self, usize), Error> {
+        let bth_view = bth::Packet::new_checked(b)?;
+        let layout = bth_view.opcode().layout();
+        let mut off = bth::LEN;
+        for (present, layer, len) in [
+            (layout.reth, Layer::Reth, reth::LEN),
+            (layout.aeth, Layer::Aeth, aeth::LEN),
+            (layout.immdt, Layer::ImmDt, IMMDT_LEN),
+            (layout.cnp_pad, Layer::CnpPadding, CNP_PAD_LEN),
+        ] {
+            if present {
+                if b.len() < off + len {
+                    return Err(Error::Truncated { layer, needed: len, available: b.len() - off });
+                }
+                off += len;
+            }
+        }
+        // Every accessor below reads only the header bytes checked above.
+        let p = Packet::new_unchecked(&b[..off]);
+        let bth = bth::Repr::parse(&p.bth())?;
+        let reth = p.reth().map(|r| reth::Repr::parse(&r)).transpose()?;
+        let aeth = p.aeth().map(|a| aeth::Repr::parse(&a)).transpose()?;
+        Ok((Repr { bth, reth, aeth, immediate: p.immediate() }, off))
+    }
+
     /// Check that the present extension headers are exactly those the opcode implies.
     pub fn check_layout(&self) -> Result<(), Error> {
         let l = self.bth.opcode.layout();

@@ -454,3 +454,86 @@ proptest! {
         prop_assert_eq!(out, expect);
     }
 }
+
+/// Frames a capture's snap length cut: `parse_captured` keeps the headers, reports the
+/// captured part of the payload and the ICRC as not captured, names the layer when a header
+/// itself is cut, and is `parse` itself for a whole frame.
+#[test]
+fn parse_captured_snaplen_truncated_frames() {
+    let payload: Vec<u8> = (0..200u32).map(|i| (i * 7) as u8).collect();
+    let mut b = bth::Repr::new(Opcode::WriteFirst, 0x00ab_cdef, 0x12_3456);
+    b.ack_req = true;
+    let mut h = Repr::new(b);
+    h.reth = Some(reth::Repr { va: 0x1122_3344_5566_7788, r_key: 0xaabb_ccdd, dma_len: 4096 });
+    let cases = [(v4(1), v4(2)), (IpAddr::V6(Ipv6Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)))];
+    for (src, dst) in cases {
+        let full = RoceFrame::new(MAC1, MAC2, src, dst, h, &payload).to_vec().unwrap();
+        let orig = ParsedFrame::parse(&full).unwrap();
+        assert!(orig.icrc.is_good());
+        assert_eq!(orig.payload_len, payload.len());
+        // Whole frame: identical to the strict parse.
+        assert_eq!(ParsedFrame::parse_captured(&full, full.len()).unwrap(), orig);
+        let ip_len = if src.is_ipv4() { 20 } else { 40 };
+        let hdrs_end = 14 + ip_len + 8 + 12 + 16;
+        for n in hdrs_end..full.len() {
+            let p = ParsedFrame::parse_captured(&full[..n], full.len()).unwrap_or_else(|e| panic!("cut at {n}: {e}"));
+            assert_eq!(p.headers, orig.headers, "cut at {n}");
+            assert_eq!((p.src_mac, p.dst_mac, p.ip, p.vlan), (orig.src_mac, orig.dst_mac, orig.ip, orig.vlan));
+            assert_eq!((p.udp_src_port, p.udp_dst_port), (orig.udp_src_port, orig.udp_dst_port));
+            assert_eq!(p.icrc, IcrcStatus::NotCaptured { captured: n, orig_len: full.len() }, "cut at {n}");
+            assert_eq!(p.payload_len, payload.len());
+            let got = (n - hdrs_end).min(payload.len());
+            assert_eq!(p.payload, &payload[..got], "cut at {n}");
+            assert_eq!(p.payload_complete(), got == payload.len());
+            assert_eq!(
+                p.icrc.to_string(),
+                format!("not captured (frame cut at {n} of {} bytes)", full.len())
+            );
+        }
+        // Cut inside a header: an error naming the layer.
+        let layer_at = |n: usize| match ParsedFrame::parse_captured(&full[..n], full.len()) {
+            Err(Error::Truncated { layer, .. }) => layer,
+            r => panic!("cut at {n}: expected a truncation error, got {r:?}"),
+        };
+        let ip_layer = if src.is_ipv4() { Layer::Ipv4 } else { Layer::Ipv6 };
+        assert_eq!(layer_at(10), Layer::Ethernet);
+        assert_eq!(layer_at(14 + ip_len - 1), ip_layer);
+        assert_eq!(layer_at(14 + ip_len + 7), Layer::Udp);
+        for n in 14 + ip_len + 8..14 + ip_len + 8 + 12 {
+            assert_eq!(layer_at(n), Layer::Bth, "cut at {n}");
+        }
+        for n in 14 + ip_len + 8 + 12..hdrs_end {
+            assert_eq!(layer_at(n), Layer::Reth, "cut at {n}");
+        }
+        // The strict parse still rejects the cut frame.
+        assert!(ParsedFrame::parse(&full[..hdrs_end + 10]).is_err());
+    }
+
+    // An ACK (AETH) cut inside the AETH, and an orig_len the UDP length does not fit.
+    let mut ack = Repr::new(bth::Repr::new(Opcode::Acknowledge, 0x12, 100));
+    ack.aeth = Some(aeth::Repr { syndrome: aeth::Syndrome::Ack { credits: 31 }, msn: 5 });
+    let f = RoceFrame::new(MAC1, MAC2, v4(1), v4(2), ack, &[]).to_vec().unwrap();
+    let aeth_start = 14 + 20 + 8 + 12;
+    match ParsedFrame::parse_captured(&f[..aeth_start + 2], f.len()) {
+        Err(Error::Truncated { layer: Layer::Aeth, needed: 4, available: 2 }) => {}
+        r => panic!("{r:?}"),
+    }
+    let p = ParsedFrame::parse_captured(&f[..aeth_start + 4], f.len()).unwrap();
+    assert_eq!(p.headers, ack);
+    assert_eq!(p.icrc, IcrcStatus::NotCaptured { captured: aeth_start + 4, orig_len: f.len() });
+    assert!(matches!(
+        ParsedFrame::parse_captured(&f[..aeth_start + 4], aeth_start + 6),
+        Err(Error::Truncated { layer: Layer::Udp, .. })
+    ));
+}
+
+/// A frame whose capture lost only Ethernet padding still has its ICRC verified.
+#[test]
+fn parse_captured_cut_in_ethernet_padding_verifies_icrc() {
+    let f = hex(ACK_NAK);
+    let mut padded = f.clone();
+    padded.resize(64, 0);
+    let p = ParsedFrame::parse_captured(&padded[..f.len()], padded.len()).unwrap();
+    assert_eq!(p, ParsedFrame::parse(&f).unwrap());
+    assert!(p.icrc.is_good());
+}

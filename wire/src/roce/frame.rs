@@ -1,5 +1,7 @@
 //! Whole RoCEv2 Ethernet frames: Ethernet II / IPv4 or IPv6 / UDP (via `etherparse`) around the
 //! InfiniBand headers of this module, with the ICRC computed on build and verified on parse.
+//! [`ParsedFrame::parse_captured`] decodes the headers of a frame a capture's snap length cut
+//! short (`tcpdump -s 128`), reporting the ICRC as not captured.
 //!
 //! RoCEv2 conventions (IBTA Annex A17): UDP destination port 4791; the UDP source port carries
 //! per-QP entropy for ECMP ([`udp_src_port_for_qp`]); the IPv4 UDP checksum is sent as zero,
@@ -8,9 +10,11 @@
 
 use core::net::IpAddr;
 
+use etherparse::err::packet::SliceError;
 use etherparse::{
     EtherType, Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header,
-    LinkExtSlice, LinkSlice, NetSlice, SlicedPacket, TransportSlice, UdpHeader,
+    LaxLinkExtSlice, LaxNetSlice, LaxSlicedPacket, LinkExtSlice, LinkSlice, NetSlice, SlicedPacket,
+    TransportSlice, UdpHeader,
 };
 
 use super::{aeth, bth, icrc, reth, Error, IcrcStatus, Layer, Opcode, Packet, Repr};
@@ -231,9 +235,31 @@ pub struct ParsedFrame<'a> {
     pub udp_dst_port: u16,
     pub udp_checksum: u16,
     pub headers: Repr,
-    /// The payload without pad bytes.
+    /// The payload without pad bytes, as far as it was captured.
     pub payload: &'a [u8],
+    /// Length of the payload on the wire (without pad bytes): `payload.len()` unless the
+    /// capture cut the frame ([`ParsedFrame::parse_captured`]).
+    pub payload_len: usize,
     pub icrc: IcrcStatus,
+}
+
+/// The error that stopped `etherparse`'s lax slicer, as a truncation naming our layer when it
+/// is one.
+fn lax_error(e: &SliceError) -> Error {
+    use etherparse::err::Layer as L;
+    if let SliceError::Len(l) = e {
+        let layer = match l.layer {
+            L::Ethernet2Header | L::VlanHeader | L::EtherPayload => Some(Layer::Ethernet),
+            L::Ipv4Header | L::Ipv4Packet => Some(Layer::Ipv4),
+            L::Ipv6Header | L::Ipv6Packet | L::Ipv6ExtHeader | L::Ipv6FragHeader => Some(Layer::Ipv6),
+            L::UdpHeader | L::UdpPayload => Some(Layer::Udp),
+            _ => None,
+        };
+        if let Some(layer) = layer {
+            return Error::Truncated { layer, needed: l.required_len, available: l.len };
+        }
+    }
+    Error::Lower(e.clone())
 }
 
 fn offset_in(outer: &[u8], inner: &[u8]) -> usize {
@@ -311,8 +337,116 @@ impl<'a> ParsedFrame<'a> {
             udp_checksum: udp.checksum(),
             headers,
             payload: ib.payload(),
+            payload_len: ib.payload().len(),
             icrc,
         })
+    }
+
+    /// Parse a frame as a capture recorded it: `frame` holds the captured bytes, `orig_len`
+    /// the length the frame had on the wire (pcap `orig_len`). A complete frame
+    /// (`frame.len() >= orig_len`) is exactly [`ParsedFrame::parse`]. A frame cut by the snap
+    /// length is parsed leniently: Ethernet/VLAN/IP/UDP with `etherparse`'s lax slicer, then
+    /// the BTH and the extension headers its opcode requires, which must all have been
+    /// captured (else an error naming the layer). The payload is what was captured of it
+    /// ([`payload_len`](Self::payload_len) is its length on the wire, from the UDP length) and
+    /// the ICRC is [`IcrcStatus::NotCaptured`]. If the capture cut only Ethernet padding, the
+    /// ICRC is verified as usual.
+    pub fn parse_captured(frame: &'a [u8], orig_len: usize) -> Result<Self, Error> {
+        if frame.len() >= orig_len {
+            return Self::parse(frame);
+        }
+        let sp = LaxSlicedPacket::from_ethernet(frame).map_err(|e| Error::Truncated {
+            layer: Layer::Ethernet,
+            needed: e.required_len,
+            available: e.len,
+        })?;
+        let stop = |sp: &LaxSlicedPacket<'_>| sp.stop_err.as_ref().map(|(e, _)| lax_error(e));
+        let Some(LinkSlice::Ethernet2(eth)) = &sp.link else {
+            return Err(Error::Truncated { layer: Layer::Ethernet, needed: ETH_LEN, available: frame.len() });
+        };
+        let vlan = sp.link_exts.iter().find_map(|e| match e {
+            LaxLinkExtSlice::Vlan(v) => Some((v.priority_code_point().value(), v.vlan_identifier().value())),
+            _ => None,
+        });
+        let ip = match &sp.net {
+            Some(LaxNetSlice::Ipv4(v4)) => {
+                if v4.is_payload_fragmented() {
+                    return Err(Error::Fragmented);
+                }
+                let h = v4.header();
+                if h.protocol() != IpNumber::UDP {
+                    return Err(Error::NotUdp(h.protocol().0));
+                }
+                IpInfo {
+                    src: IpAddr::V4(h.source_addr()),
+                    dst: IpAddr::V4(h.destination_addr()),
+                    dscp: h.dcp().value(),
+                    ecn: h.ecn(),
+                    ttl: h.ttl(),
+                }
+            }
+            Some(LaxNetSlice::Ipv6(v6)) => {
+                if v6.is_payload_fragmented() {
+                    return Err(Error::Fragmented);
+                }
+                let h = v6.header();
+                if h.next_header() != IpNumber::UDP {
+                    return Err(Error::NotUdp(h.next_header().0));
+                }
+                IpInfo {
+                    src: IpAddr::V6(h.source_addr()),
+                    dst: IpAddr::V6(h.destination_addr()),
+                    dscp: h.dscp().value(),
+                    ecn: h.ecn(),
+                    ttl: h.hop_limit(),
+                }
+            }
+            _ => return Err(stop(&sp).unwrap_or(Error::NotIp(eth.ether_type().0))),
+        };
+        let Some(TransportSlice::Udp(udp)) = &sp.transport else {
+            let available = sp.ip_payload().map_or(0, |p| p.payload.len());
+            return Err(stop(&sp).unwrap_or(Error::Truncated { layer: Layer::Udp, needed: UDP_LEN, available }));
+        };
+        if udp.destination_port() != super::UDP_PORT {
+            return Err(Error::NotRocePort(udp.destination_port()));
+        }
+        let ib_bytes = udp.payload();
+        let (headers, hdr_len) = Repr::parse_headers(ib_bytes)?;
+        // The InfiniBand part on the wire, from the UDP length; it must hold the headers, the
+        // pad bytes and the ICRC, and fit the frame's length on the wire.
+        let udp_start = offset_in(frame, udp.slice());
+        let udp_len = usize::from(udp.length());
+        if udp_start + udp_len > orig_len {
+            return Err(Error::Truncated { layer: Layer::Udp, needed: udp_start + udp_len, available: orig_len });
+        }
+        let ib_wire = udp_len.saturating_sub(UDP_LEN);
+        let pad = usize::from(headers.bth.pad_count);
+        let Some(payload_len) = ib_wire.checked_sub(hdr_len + pad + icrc::LEN) else {
+            return Err(Error::Truncated { layer: Layer::Icrc, needed: hdr_len + pad + icrc::LEN, available: ib_wire });
+        };
+        if ib_bytes.len() >= ib_wire {
+            // Only Ethernet padding is missing: the ICRC can be verified.
+            return Self::parse(frame);
+        }
+        let payload = &ib_bytes[hdr_len..ib_bytes.len().min(hdr_len + payload_len)];
+        Ok(ParsedFrame {
+            src_mac: eth.source(),
+            dst_mac: eth.destination(),
+            vlan,
+            ip,
+            udp_src_port: udp.source_port(),
+            udp_dst_port: udp.destination_port(),
+            udp_checksum: udp.checksum(),
+            headers,
+            payload,
+            payload_len,
+            icrc: IcrcStatus::NotCaptured { captured: frame.len(), orig_len },
+        })
+    }
+
+    /// True when the capture holds the whole payload.
+    pub fn payload_complete(&self) -> bool {
+        self.payload.len() == self.payload_len
     }
 
     /// The BTH.

@@ -48,6 +48,9 @@ pub enum IcrcStatus {
     Good(u32),
     /// The stored ICRC differs.
     Bad { expected: u32, found: u32 },
+    /// The capture's snap length cut the frame before the ICRC: `captured` of the `orig_len`
+    /// bytes the frame had on the wire were recorded, so the ICRC could not be checked.
+    NotCaptured { captured: usize, orig_len: usize },
 }
 
 impl IcrcStatus {
@@ -63,6 +66,9 @@ impl core::fmt::Display for IcrcStatus {
             IcrcStatus::Good(v) => write!(f, "good (0x{v:08x})"),
             IcrcStatus::Bad { expected, found } => {
                 write!(f, "bad (expected 0x{expected:08x}, found 0x{found:08x})")
+            }
+            IcrcStatus::NotCaptured { captured, orig_len } => {
+                write!(f, "not captured (frame cut at {captured} of {orig_len} bytes)")
             }
         }
     }
