@@ -519,9 +519,7 @@ mod tests {
         // Classic pcap, microseconds, snaplen 64: one record with 64 bytes stored of 558 on the
         // wire (what `tcpdump -s 64` writes), then one whose timestamp fraction is invalid.
         let mut f = Vec::new();
-        for v in [0xa1b2_c3d4u32] {
-            f.extend_from_slice(&v.to_le_bytes());
-        }
+        f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
         f.extend_from_slice(&2u16.to_le_bytes());
         f.extend_from_slice(&4u16.to_le_bytes());
         f.extend_from_slice(&[0; 8]);
