@@ -124,7 +124,7 @@ fn host(ctx: &XdpContext, inject_drops: bool) -> u32 {
             if inject_drops {
                 let n = HOST_DROP_NTH.get(0).copied().unwrap_or(0);
                 let seen = count(slot, host_counter::TEST_SEEN);
-                if n != 0 && seen % u64::from(n) == 0 {
+                if n != 0 && seen.is_multiple_of(u64::from(n)) {
                     count(slot, host_counter::TEST_DROPPED);
                     return XDP_DROP;
                 }
