@@ -12,7 +12,8 @@ use core::net::IpAddr;
 
 use etherparse::err::packet::SliceError;
 use etherparse::{
-    EtherType, Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header,
+    EtherType, Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv4HeaderSlice, Ipv6FlowLabel, Ipv6Header,
+    Ipv6HeaderSlice,
     LaxLinkExtSlice, LaxNetSlice, LaxSlicedPacket, LinkExtSlice, LinkSlice, NetSlice, SlicedPacket,
     TransportSlice, UdpHeader,
 };
@@ -223,6 +224,36 @@ pub struct IpInfo {
     pub ttl: u8,
 }
 
+impl IpInfo {
+    /// The fields of an IPv4 header whose payload must be UDP (else [`Error::NotUdp`]).
+    fn udp_over_ipv4(h: &Ipv4HeaderSlice<'_>) -> Result<Self, Error> {
+        if h.protocol() != IpNumber::UDP {
+            return Err(Error::NotUdp(h.protocol().0));
+        }
+        Ok(IpInfo {
+            src: IpAddr::V4(h.source_addr()),
+            dst: IpAddr::V4(h.destination_addr()),
+            dscp: h.dcp().value(),
+            ecn: h.ecn(),
+            ttl: h.ttl(),
+        })
+    }
+
+    /// The fields of an IPv6 header whose next header must be UDP (else [`Error::NotUdp`]).
+    fn udp_over_ipv6(h: &Ipv6HeaderSlice<'_>) -> Result<Self, Error> {
+        if h.next_header() != IpNumber::UDP {
+            return Err(Error::NotUdp(h.next_header().0));
+        }
+        Ok(IpInfo {
+            src: IpAddr::V6(h.source_addr()),
+            dst: IpAddr::V6(h.destination_addr()),
+            dscp: h.dscp().value(),
+            ecn: h.ecn(),
+            ttl: h.hop_limit(),
+        })
+    }
+}
+
 /// A parsed RoCEv2 frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedFrame<'a> {
@@ -285,34 +316,14 @@ impl<'a> ParsedFrame<'a> {
                     return Err(Error::Fragmented);
                 }
                 let h = v4.header();
-                let info = IpInfo {
-                    src: IpAddr::V4(h.source_addr()),
-                    dst: IpAddr::V4(h.destination_addr()),
-                    dscp: h.dcp().value(),
-                    ecn: h.ecn(),
-                    ttl: h.ttl(),
-                };
-                if h.protocol() != IpNumber::UDP {
-                    return Err(Error::NotUdp(h.protocol().0));
-                }
-                (info, offset_in(frame, h.slice()))
+                (IpInfo::udp_over_ipv4(&h)?, offset_in(frame, h.slice()))
             }
             Some(NetSlice::Ipv6(v6)) => {
                 if v6.is_payload_fragmented() {
                     return Err(Error::Fragmented);
                 }
                 let h = v6.header();
-                let info = IpInfo {
-                    src: IpAddr::V6(h.source_addr()),
-                    dst: IpAddr::V6(h.destination_addr()),
-                    dscp: h.dscp().value(),
-                    ecn: h.ecn(),
-                    ttl: h.hop_limit(),
-                };
-                if h.next_header() != IpNumber::UDP {
-                    return Err(Error::NotUdp(h.next_header().0));
-                }
-                (info, offset_in(frame, h.slice()))
+                (IpInfo::udp_over_ipv6(&h)?, offset_in(frame, h.slice()))
             }
             _ => return Err(Error::NotIp(eth.ether_type().0)),
         };
@@ -373,33 +384,13 @@ impl<'a> ParsedFrame<'a> {
                 if v4.is_payload_fragmented() {
                     return Err(Error::Fragmented);
                 }
-                let h = v4.header();
-                if h.protocol() != IpNumber::UDP {
-                    return Err(Error::NotUdp(h.protocol().0));
-                }
-                IpInfo {
-                    src: IpAddr::V4(h.source_addr()),
-                    dst: IpAddr::V4(h.destination_addr()),
-                    dscp: h.dcp().value(),
-                    ecn: h.ecn(),
-                    ttl: h.ttl(),
-                }
+                IpInfo::udp_over_ipv4(&v4.header())?
             }
             Some(LaxNetSlice::Ipv6(v6)) => {
                 if v6.is_payload_fragmented() {
                     return Err(Error::Fragmented);
                 }
-                let h = v6.header();
-                if h.next_header() != IpNumber::UDP {
-                    return Err(Error::NotUdp(h.next_header().0));
-                }
-                IpInfo {
-                    src: IpAddr::V6(h.source_addr()),
-                    dst: IpAddr::V6(h.destination_addr()),
-                    dscp: h.dscp().value(),
-                    ecn: h.ecn(),
-                    ttl: h.hop_limit(),
-                }
+                IpInfo::udp_over_ipv6(&v6.header())?
             }
             _ => return Err(stop(&sp).unwrap_or(Error::NotIp(eth.ether_type().0))),
         };
