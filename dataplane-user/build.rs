@@ -4,8 +4,10 @@
 //!
 //! This is aya-template's / `aya_build::build_ebpf`'s approach, written out because aya-build
 //! 0.2.1 requires rustc 1.98 (TOOLCHAIN.md): a nested
-//! `cargo +nightly build -p dataplane-ebpf --release --target bpfel-unknown-none -Z build-std=core`
-//! with bpf-linker as the linker and the rustflags that put BTF into the object.
+//! `cargo +<pinned nightly> build -p dataplane-ebpf --release --target bpfel-unknown-none -Z build-std=core`
+//! with bpf-linker as the linker and the rustflags that put BTF into the object. The nightly is
+//! the dated one pinned in `dataplane-ebpf/rust-toolchain.toml` (its LLVM must match
+//! bpf-linker's), never the floating `nightly` channel.
 //!
 //! The nested build uses its own target dir (`<target>/bpf`, shared by all profiles so that
 //! `core` is built once), which avoids cargo's lock on the outer target dir.
@@ -16,7 +18,8 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SETUP_HINT: &str = "run `cargo xtask setup` (installs nightly rust-src and bpf-linker 0.13.0, see TOOLCHAIN.md)";
+const SETUP_HINT: &str =
+    "run `cargo xtask setup` (installs the pinned nightly with rust-src and bpf-linker 0.13.0, see TOOLCHAIN.md)";
 
 fn main() {
     if let Err(e) = run() {
@@ -40,16 +43,24 @@ fn run() -> Result<(), String> {
         return Ok(());
     }
 
-    for dir in ["dataplane-ebpf/src", "dataplane-ebpf/Cargo.toml", "dataplane-common/src", "dataplane-common/Cargo.toml"] {
+    for dir in [
+        "dataplane-ebpf/src",
+        "dataplane-ebpf/Cargo.toml",
+        "dataplane-ebpf/rust-toolchain.toml",
+        "dataplane-common/src",
+        "dataplane-common/Cargo.toml",
+    ] {
         println!("cargo::rerun-if-changed={}", workspace.join(dir).display());
     }
 
-    check_toolchain()?;
+    let toolchain = pinned_toolchain(&workspace.join("dataplane-ebpf/rust-toolchain.toml"))?;
+    let plus = format!("+{toolchain}");
+    check_toolchain(&plus)?;
 
     let target_dir = bpf_target_dir(&out_dir, &workspace);
     let mut cmd = Command::new("cargo");
     cmd.current_dir(&workspace)
-        .args(["+nightly", "build", "--package", "dataplane-ebpf", "--bin", "rocefab-xdp", "--release"])
+        .args([plus.as_str(), "build", "--package", "dataplane-ebpf", "--bin", "rocefab-xdp", "--release"])
         .args(["--target", "bpfel-unknown-none", "-Z", "build-std=core"])
         // aya-ebpf's build-dependency aya-build 0.2.1 declares rust-version 1.98 (it builds on
         // the 1.97 nightly). With Cargo.lock pinned to aya-build 0.2.0 (rust-version 1.87)
@@ -83,9 +94,11 @@ fn run() -> Result<(), String> {
     );
     cmd.env("CARGO_TARGET_BPFEL_UNKNOWN_NONE_LINKER", "bpf-linker");
 
-    let status = cmd.status().map_err(|e| format!("spawning `cargo +nightly build -p dataplane-ebpf`: {e}; {SETUP_HINT}"))?;
+    let status = cmd.status().map_err(|e| format!("spawning `cargo {plus} build -p dataplane-ebpf`: {e}; {SETUP_HINT}"))?;
     if !status.success() {
-        return Err(format!("`cargo +nightly build -p dataplane-ebpf --target bpfel-unknown-none` failed ({status}); if the toolchain is missing, {SETUP_HINT}"));
+        return Err(format!(
+            "`cargo {plus} build -p dataplane-ebpf --target bpfel-unknown-none` failed ({status}); if the toolchain is missing, {SETUP_HINT}"
+        ));
     }
     let built = target_dir.join("bpfel-unknown-none/release/rocefab-xdp");
     std::fs::copy(&built, &dst).map_err(|e| format!("copying {} to {}: {e}", built.display(), dst.display()))?;
@@ -103,25 +116,41 @@ fn bpf_target_dir(out_dir: &Path, workspace: &Path) -> PathBuf {
         .unwrap_or_else(|| workspace.join("target/bpf"))
 }
 
-/// Fails early, with the setup hint, when nightly's rust-src or bpf-linker is missing.
-fn check_toolchain() -> Result<(), String> {
+/// The `channel` of the eBPF crate's `rust-toolchain.toml` (a dated nightly).
+fn pinned_toolchain(file: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
+    let channel = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("channel"))
+        .filter_map(|rest| rest.trim_start().strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .next()
+        .ok_or_else(|| format!("{}: no `channel = \"...\"` line", file.display()))?;
+    if !channel.starts_with("nightly-") {
+        return Err(format!("{}: channel {channel:?} is not a dated nightly (nightly-YYYY-MM-DD)", file.display()));
+    }
+    Ok(channel)
+}
+
+/// Fails early, with the setup hint, when the pinned nightly, its rust-src or bpf-linker is missing.
+fn check_toolchain(plus: &str) -> Result<(), String> {
     let linker = Command::new("bpf-linker").arg("--version").output();
     if !matches!(linker, Ok(ref o) if o.status.success()) {
         return Err(format!("bpf-linker not found on PATH; {SETUP_HINT}"));
     }
     let sysroot = Command::new("rustc")
-        .args(["+nightly", "--print", "sysroot"])
+        .args([plus, "--print", "sysroot"])
         .env_remove("RUSTC")
         .env_remove("RUSTUP_TOOLCHAIN")
         .output()
-        .map_err(|e| format!("running `rustc +nightly --print sysroot`: {e}; {SETUP_HINT}"))?;
+        .map_err(|e| format!("running `rustc {plus} --print sysroot`: {e}; {SETUP_HINT}"))?;
     if !sysroot.status.success() {
-        return Err(format!("no nightly toolchain (`rustc +nightly` failed); {SETUP_HINT}"));
+        return Err(format!("the pinned toolchain is not installed (`rustc {plus}` failed); {SETUP_HINT}"));
     }
     let sysroot = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim());
     let core_src = sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml");
     if !core_src.exists() {
-        return Err(format!("nightly has no rust-src ({} missing); {SETUP_HINT}", core_src.display()));
+        return Err(format!("{plus} has no rust-src ({} missing); {SETUP_HINT}", core_src.display()));
     }
     Ok(())
 }

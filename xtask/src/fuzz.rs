@@ -1,5 +1,6 @@
 //! `cargo xtask fuzz`: runs every cargo-fuzz target in `fuzz/fuzz_targets` for a bounded
-//! time with the nightly toolchain (libFuzzer needs `-Zsanitizer`), installing cargo-fuzz
+//! time with the dated nightly pinned in `dataplane-ebpf/rust-toolchain.toml` (libFuzzer needs
+//! `-Zsanitizer`), installing cargo-fuzz
 //! first if it is missing. Any crash, or a target file without a `[[bin]]` entry in
 //! `fuzz/Cargo.toml`, fails the run.
 
@@ -37,6 +38,7 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
         bail!("--seconds must be at least 1");
     }
     let fuzz_dir = util::root().join("fuzz");
+    let nightly = format!("+{}", crate::setup::pinned_toolchain(&util::root().join("dataplane-ebpf/rust-toolchain.toml"))?);
     ensure_cargo_fuzz()?;
 
     let on_disk = targets_on_disk(&fuzz_dir)?;
@@ -72,7 +74,7 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
         let res = util::run(
             Command::new("cargo")
                 .current_dir(&fuzz_dir)
-                .args(["+nightly", "fuzz", "run", t, "--"])
+                .args([nightly.as_str(), "fuzz", "run", t, "--"])
                 .arg(format!("-max_total_time={}", a.seconds)),
         );
         if let Err(e) = res {
@@ -94,15 +96,18 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Pinned like every other tool: a floating install can need a newer rustc than ours.
+const CARGO_FUZZ_VERSION: &str = "0.13.2";
+
 fn ensure_cargo_fuzz() -> anyhow::Result<()> {
     let have = Command::new("cargo")
         .args(["fuzz", "--version"])
         .output()
-        .map(|o| o.status.success())
+        .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(CARGO_FUZZ_VERSION))
         .unwrap_or(false);
     if !have {
         eprintln!("xtask fuzz: installing cargo-fuzz");
-        util::run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))
+        util::run(Command::new("cargo").args(["install", "cargo-fuzz", "--version", CARGO_FUZZ_VERSION, "--locked", "--force"]))
             .context("installing cargo-fuzz")?;
     }
     Ok(())

@@ -17,8 +17,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Install whatever is missing (apt packages, nightly rust-src, bpf-linker, tshark, scapy).
-    Setup,
+    /// Install whatever is missing (apt packages, the pinned eBPF nightly with rust-src,
+    /// bpf-linker built against its LLVM, tshark, scapy, promtool); `--check` only reports.
+    Setup(setup::SetupArgs),
     /// Run every test: unprivileged workspace tests, then the privileged ones (root), fuzzing.
     Test(test::TestArgs),
     /// Bring up the rail-spine fabric, send three traffic classes, print per-queue counters.
@@ -32,11 +33,11 @@ enum Cmd {
 fn main() {
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Setup => setup::run(),
-        Cmd::Test(a) => setup::run().and_then(|_| test::run_all(&a)),
-        Cmd::Demo => setup::run().and_then(|_| demo::run_demo()),
-        Cmd::Bench(a) => setup::run().and_then(|_| bench::run(&a)),
-        Cmd::Fuzz(a) => setup::run().and_then(|_| fuzz::run(&a)),
+        Cmd::Setup(a) => setup::run(&a),
+        Cmd::Test(a) => setup::run(&Default::default()).and_then(|_| test::run_all(&a)),
+        Cmd::Demo => setup::run(&Default::default()).and_then(|_| demo::run_demo()),
+        Cmd::Bench(a) => setup::run(&Default::default()).and_then(|_| bench::run(&a)),
+        Cmd::Fuzz(a) => setup::run(&Default::default()).and_then(|_| fuzz::run(&a)),
     };
     if let Err(e) = res {
         eprintln!("xtask: {e:#}");

@@ -1,28 +1,280 @@
-//! `cargo xtask setup`: installs what a fresh Debian 12 machine lacks, idempotently
-//! (recipe from ../shared/TOOLCHAIN.md). Each step checks first and does nothing if satisfied.
-use std::path::Path;
+//! `cargo xtask setup [--check]`: installs what a fresh Debian 12 machine lacks, idempotently
+//! (recipe from ../shared/TOOLCHAIN.md), and checks that the eBPF toolchain fits together.
+//!
+//! Each step checks first and does nothing if satisfied:
+//! 1. Debian packages ([`APT_PACKAGES`]);
+//! 2. the dated nightly pinned in `dataplane-ebpf/rust-toolchain.toml`, with `rust-src`;
+//! 3. bpf-linker [`BPF_LINKER_VERSION`], built against the LLVM major of that nightly.
+//!
+//! The nightly emits LLVM bitcode that bpf-linker reads with the LLVM it was built against; a
+//! newer bitcode fails with "ERROR llvm: Invalid record". So the LLVM major of the pinned rustc
+//! (`rustc -vV`) must equal bpf-linker's (the `libLLVM.so.N` it links, or the `llvm-N` feature it
+//! was installed with). When they differ, setup rebuilds bpf-linker against the right LLVM if
+//! Debian's `llvm-N-dev` exists, and otherwise fails with one line naming both versions and the
+//! fix. `--check` reports every problem, one line each, and installs nothing.
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context};
 
-use crate::util::{have, run as sh};
+use crate::util::{have, root, run as sh};
 
 /// Debian packages: LLVM 22 for bpf-linker, the libxdp-sys build environment, iproute2 and
-/// friends for namespaces, and the independent oracles used by tests (tshark, scapy).
+/// friends for namespaces, and the independent oracles used by tests (tshark, scapy, promtool
+/// from `prometheus`).
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev", "clang-22", "m4", "make", "gcc", "pkg-config", "libelf-dev", "zlib1g-dev",
     "libbpf-dev", "iproute2", "iputils-ping", "bpftool", "ethtool", "tshark", "python3-scapy",
-    "tcpdump", "procps",
+    "tcpdump", "procps", "prometheus",
 ];
 
-const BPF_LINKER_VERSION: &str = "0.13.0";
+pub const BPF_LINKER_VERSION: &str = "0.13.0";
 
-pub fn run() -> anyhow::Result<()> {
+/// Options of `cargo xtask setup`.
+#[derive(Debug, Default, clap::Args)]
+pub struct SetupArgs {
+    /// Report what is missing or mismatched, one line each, and install nothing.
+    #[arg(long)]
+    pub check: bool,
+    /// The eBPF crate's toolchain file (default: dataplane-ebpf/rust-toolchain.toml).
+    #[arg(long, value_name = "FILE")]
+    pub toolchain_file: Option<PathBuf>,
+}
+
+pub fn run(a: &SetupArgs) -> anyhow::Result<()> {
+    let file = a.toolchain_file.clone().unwrap_or_else(|| root().join("dataplane-ebpf/rust-toolchain.toml"));
+    if a.check {
+        return check(&file);
+    }
     apt()?;
-    nightly_rust_src()?;
-    bpf_linker()?;
+    let toolchain = pinned_toolchain(&file)?;
+    pinned_nightly(&toolchain)?;
+    bpf_linker(&toolchain)?;
     Ok(())
 }
+
+/// `--check`: every problem on its own line; an error if there is any.
+pub fn check(file: &Path) -> anyhow::Result<()> {
+    let mut problems = vec![];
+    let missing = missing_packages();
+    if !missing.is_empty() {
+        problems.push(format!("missing Debian packages: {}; fix: cargo xtask setup", missing.join(" ")));
+    }
+    match pinned_toolchain(file) {
+        Err(e) => problems.push(format!("{e:#}")),
+        Ok(toolchain) => {
+            if let Err(e) = toolchain_problems(&toolchain) {
+                problems.push(format!("{e:#}"));
+            }
+        }
+    }
+    if problems.is_empty() {
+        eprintln!("xtask setup --check: toolchain ok");
+        return Ok(());
+    }
+    for p in &problems {
+        eprintln!("xtask setup --check: {p}");
+    }
+    bail!("{} setup problem(s); see above", problems.len())
+}
+
+/// The pinned nightly, its rust-src and bpf-linker, checked without installing anything.
+fn toolchain_problems(toolchain: &str) -> anyhow::Result<()> {
+    if !has_rust_src(toolchain) {
+        bail!("toolchain {toolchain} with rust-src is not installed; fix: cargo xtask setup");
+    }
+    let rustc = rustc_llvm_major(toolchain)?;
+    let linker = installed_bpf_linker()?;
+    match verdict(toolchain, rustc, linker.as_ref(), llvm_dev_installed(rustc)) {
+        Verdict::Ok => Ok(()),
+        Verdict::Install(why) | Verdict::Rebuild(why) => bail!("{why}; fix: cargo xtask setup"),
+        Verdict::Impossible(why) => bail!("{why}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pinned toolchain
+
+/// The `channel` of a `rust-toolchain.toml`, which must be a dated nightly.
+pub fn pinned_toolchain(file: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let channel = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("channel"))
+        .filter_map(|rest| rest.trim_start().strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .next()
+        .with_context(|| format!("{}: no `channel = \"...\"` line", file.display()))?;
+    if !is_dated_nightly(&channel) {
+        bail!(
+            "{}: channel {channel:?} is not a dated nightly; pin one whose LLVM matches bpf-linker, e.g. \"nightly-2026-05-19\"",
+            file.display()
+        );
+    }
+    Ok(channel)
+}
+
+fn is_dated_nightly(c: &str) -> bool {
+    let Some(date) = c.strip_prefix("nightly-") else { return false };
+    let parts: Vec<&str> = date.split('-').collect();
+    parts.len() == 3
+        && [4, 2, 2].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn has_rust_src(toolchain: &str) -> bool {
+    let out = Command::new("rustc").arg(format!("+{toolchain}")).args(["--print", "sysroot"]).env_remove("RUSTUP_TOOLCHAIN").output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let sysroot = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+            sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml").exists()
+        }
+        _ => false,
+    }
+}
+
+fn pinned_nightly(toolchain: &str) -> anyhow::Result<()> {
+    if has_rust_src(toolchain) {
+        return Ok(());
+    }
+    eprintln!("xtask setup: installing {toolchain} with rust-src");
+    sh(Command::new("rustup").args(["toolchain", "install", toolchain, "--profile", "minimal", "--component", "rust-src"]))
+}
+
+/// LLVM major of `rustc +toolchain -vV` ("LLVM version: 22.1.4").
+fn rustc_llvm_major(toolchain: &str) -> anyhow::Result<u32> {
+    let out = Command::new("rustc")
+        .arg(format!("+{toolchain}"))
+        .arg("-vV")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .output()
+        .with_context(|| format!("running rustc +{toolchain} -vV"))?;
+    if !out.status.success() {
+        bail!("rustc +{toolchain} -vV failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    parse_rustc_llvm(&String::from_utf8_lossy(&out.stdout))
+        .with_context(|| format!("rustc +{toolchain} -vV printed no \"LLVM version\" line"))
+}
+
+pub fn parse_rustc_llvm(vv: &str) -> Option<u32> {
+    vv.lines().find_map(|l| l.strip_prefix("LLVM version:")).and_then(|v| v.trim().split('.').next()?.parse().ok())
+}
+
+// ---------------------------------------------------------------------------------------------
+// bpf-linker
+
+/// An installed bpf-linker: its version and the LLVM major it was built against (if known).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Linker {
+    pub version: String,
+    pub llvm: Option<u32>,
+}
+
+fn installed_bpf_linker() -> anyhow::Result<Option<Linker>> {
+    if !have("bpf-linker") {
+        return Ok(None);
+    }
+    let v = Command::new("bpf-linker").arg("--version").output().context("bpf-linker --version")?;
+    let version = String::from_utf8_lossy(&v.stdout).trim().trim_start_matches("bpf-linker").trim().to_string();
+    Ok(Some(Linker { version, llvm: linker_llvm_major() }))
+}
+
+/// The LLVM major bpf-linker was built against: the `libLLVM.so.N` / `libLLVM-N.so` it links
+/// dynamically (what actually runs), else the `llvm-N` feature cargo recorded when installing it.
+fn linker_llvm_major() -> Option<u32> {
+    let path = Command::new("sh").args(["-c", "command -v bpf-linker"]).output().ok()?;
+    let path = String::from_utf8_lossy(&path.stdout).trim().to_string();
+    if let Ok(o) = Command::new("ldd").arg(&path).output() {
+        if let Some(n) = parse_ldd_llvm(&String::from_utf8_lossy(&o.stdout)) {
+            return Some(n);
+        }
+    }
+    let crates2 = cargo_home().join(".crates2.json");
+    parse_crates2_llvm(&std::fs::read_to_string(crates2).ok()?)
+}
+
+pub fn parse_ldd_llvm(ldd: &str) -> Option<u32> {
+    ldd.lines().find_map(|l| {
+        let l = l.trim();
+        let rest = l.strip_prefix("libLLVM.so.").or_else(|| l.strip_prefix("libLLVM-"))?;
+        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    })
+}
+
+/// The `llvm-N` feature of the bpf-linker entry in cargo's install record.
+pub fn parse_crates2_llvm(json: &str) -> Option<u32> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let (_, entry) = v.get("installs")?.as_object()?.iter().find(|(k, _)| k.starts_with("bpf-linker "))?;
+    entry.get("features")?.as_array()?.iter().find_map(|f| f.as_str()?.strip_prefix("llvm-")?.parse().ok())
+}
+
+fn cargo_home() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"))
+}
+
+fn llvm_dev_installed(major: u32) -> bool {
+    Path::new(&format!("/usr/lib/llvm-{major}/lib/libLLVM.so")).exists()
+}
+
+/// What setup must do about bpf-linker.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    /// Not installed, or another version: install it.
+    Install(String),
+    /// Built against another LLVM than the pinned rustc: rebuild it.
+    Rebuild(String),
+    /// Cannot be fixed here (no llvm-N-dev for rustc's LLVM): one line naming both and the fix.
+    Impossible(String),
+}
+
+/// Decides from the pinned toolchain's LLVM major, the installed linker and whether Debian's
+/// LLVM of that major is there to build against.
+pub fn verdict(toolchain: &str, rustc_llvm: u32, linker: Option<&Linker>, llvm_dev: bool) -> Verdict {
+    let cannot = |what: String| {
+        Verdict::Impossible(format!(
+            "{what}, and /usr/lib/llvm-{rustc_llvm} (Debian llvm-{rustc_llvm}-dev) is missing to build it against; \
+             fix: pin dataplane-ebpf/rust-toolchain.toml to a nightly with LLVM 22 (nightly-2026-05-19), which Debian's llvm-22-dev matches"
+        ))
+    };
+    match linker {
+        None => {
+            let why = format!("bpf-linker is not installed ({toolchain} has LLVM {rustc_llvm})");
+            if llvm_dev { Verdict::Install(why) } else { cannot(why) }
+        }
+        Some(l) if l.version != BPF_LINKER_VERSION => {
+            let why = format!("bpf-linker is version {:?}, want {BPF_LINKER_VERSION}", l.version);
+            if llvm_dev { Verdict::Install(why) } else { cannot(why) }
+        }
+        Some(Linker { llvm: Some(n), .. }) if *n == rustc_llvm => Verdict::Ok,
+        Some(Linker { llvm, .. }) => {
+            let built = llvm.map_or("an unknown LLVM".to_string(), |n| format!("LLVM {n}"));
+            let why = format!("eBPF toolchain {toolchain} has LLVM {rustc_llvm} but bpf-linker {BPF_LINKER_VERSION} is built against {built}");
+            if llvm_dev { Verdict::Rebuild(why) } else { cannot(why) }
+        }
+    }
+}
+
+fn bpf_linker(toolchain: &str) -> anyhow::Result<()> {
+    let rustc = rustc_llvm_major(toolchain)?;
+    let linker = installed_bpf_linker()?;
+    match verdict(toolchain, rustc, linker.as_ref(), llvm_dev_installed(rustc)) {
+        Verdict::Ok => Ok(()),
+        Verdict::Impossible(why) => bail!("{why}"),
+        Verdict::Install(why) | Verdict::Rebuild(why) => {
+            eprintln!("xtask setup: {why}: building bpf-linker {BPF_LINKER_VERSION} against LLVM {rustc}");
+            sh(Command::new("cargo")
+                .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--locked", "--force"])
+                .args(["--no-default-features", "--features", &format!("llvm-{rustc}")])
+                .env("LLVM_PREFIX", format!("/usr/lib/llvm-{rustc}")))
+            .context("building bpf-linker")
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Debian packages
 
 fn dpkg_installed(pkg: &str) -> bool {
     Command::new("dpkg-query")
@@ -32,8 +284,12 @@ fn dpkg_installed(pkg: &str) -> bool {
         .unwrap_or(false)
 }
 
+fn missing_packages() -> Vec<&'static str> {
+    APT_PACKAGES.iter().copied().filter(|p| !dpkg_installed(p)).collect()
+}
+
 fn apt() -> anyhow::Result<()> {
-    let missing: Vec<&str> = APT_PACKAGES.iter().copied().filter(|p| !dpkg_installed(p)).collect();
+    let missing = missing_packages();
     if missing.is_empty() {
         return Ok(());
     }
@@ -50,29 +306,49 @@ fn apt() -> anyhow::Result<()> {
     .context("apt-get install")
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn nightly_rust_src() -> anyhow::Result<()> {
-    let out = Command::new("rustup").args(["component", "list", "--installed", "--toolchain", "nightly"]).output();
-    let have_src = out.as_ref().map(|o| String::from_utf8_lossy(&o.stdout).contains("rust-src")).unwrap_or(false);
-    if have_src {
-        return Ok(());
-    }
-    eprintln!("xtask setup: adding rust-src to the nightly toolchain");
-    sh(Command::new("rustup").args(["toolchain", "install", "nightly", "--profile", "minimal", "--component", "rust-src"]))
-}
+    const T: &str = "nightly-2026-05-19";
 
-fn bpf_linker() -> anyhow::Result<()> {
-    if have("bpf-linker") {
-        let v = Command::new("bpf-linker").arg("--version").output().context("bpf-linker --version")?;
-        if String::from_utf8_lossy(&v.stdout).contains(BPF_LINKER_VERSION) {
-            return Ok(());
+    #[test]
+    fn dated_nightly_only() {
+        assert!(is_dated_nightly("nightly-2026-05-19"));
+        for bad in ["nightly", "stable", "1.95.0", "nightly-2026-5-19", "nightly-latest", "beta-2026-05-19"] {
+            assert!(!is_dated_nightly(bad), "{bad}");
         }
     }
-    eprintln!("xtask setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM 22");
-    if !Path::new("/usr/lib/llvm-22").exists() {
-        bail!("/usr/lib/llvm-22 is missing (apt package llvm-22-dev)");
+
+    #[test]
+    fn llvm_versions_from_tool_output() {
+        let vv = "rustc 1.97.0-nightly (e50aa6fba 2026-05-19)\nbinary: rustc\nLLVM version: 22.1.4\n";
+        assert_eq!(parse_rustc_llvm(vv), Some(22));
+        assert_eq!(parse_rustc_llvm("rustc 1.0\n"), None);
+        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibLLVM.so.22.1 => /usr/lib/llvm-22/lib/libLLVM.so.22.1 (0x7f)\n";
+        assert_eq!(parse_ldd_llvm(ldd), Some(22));
+        assert_eq!(parse_ldd_llvm("\tlibLLVM-19.so => /usr/lib/x (0x1)\n"), Some(19));
+        assert_eq!(parse_ldd_llvm("\tnot a dynamic executable\n"), None);
+        let crates2 = r#"{"installs":{"bpf-linker 0.13.0 (registry+https://github.com/rust-lang/crates.io-index)":{"features":["llvm-22"],"no_default_features":true}}}"#;
+        assert_eq!(parse_crates2_llvm(crates2), Some(22));
+        assert_eq!(parse_crates2_llvm(r#"{"installs":{}}"#), None);
     }
-    sh(Command::new("cargo")
-        .args(["install", "bpf-linker", "--version", BPF_LINKER_VERSION, "--locked", "--no-default-features", "--features", "llvm-22"])
-        .env("LLVM_PREFIX", "/usr/lib/llvm-22"))
+
+    #[test]
+    fn verdicts() {
+        let l = |llvm| Linker { version: BPF_LINKER_VERSION.into(), llvm };
+        assert_eq!(verdict(T, 22, Some(&l(Some(22))), true), Verdict::Ok);
+        assert_eq!(verdict(T, 22, Some(&l(Some(22))), false), Verdict::Ok);
+        assert!(matches!(verdict(T, 22, None, true), Verdict::Install(_)));
+        assert!(matches!(verdict(T, 22, Some(&l(Some(21))), true), Verdict::Rebuild(_)));
+        assert!(matches!(verdict(T, 22, Some(&l(None)), true), Verdict::Rebuild(_)));
+        let old = Linker { version: "0.9.13".into(), llvm: Some(22) };
+        assert!(matches!(verdict(T, 22, Some(&old), true), Verdict::Install(_)));
+        // The failure of 2026-11: a floating nightly with LLVM 23, bpf-linker on Debian's LLVM 22.
+        let Verdict::Impossible(line) = verdict("nightly", 23, Some(&l(Some(22))), false) else { panic!() };
+        assert!(!line.contains('\n'));
+        for want in ["LLVM 23", "LLVM 22", "llvm-23-dev", "fix: pin dataplane-ebpf/rust-toolchain.toml"] {
+            assert!(line.contains(want), "{want:?} not in {line:?}");
+        }
+    }
 }

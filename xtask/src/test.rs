@@ -1,5 +1,7 @@
 //! `cargo xtask test`: every test the project has, in one command.
 //!
+//! 0. the toolchain check (`cargo xtask setup --check`): the pinned eBPF nightly and bpf-linker
+//!    agree on their LLVM major, every Debian package is there,
 //! 1. unprivileged workspace tests (`cargo test` over the default members, criterion benches in
 //!    test mode so they run once),
 //! 2. privileged tests (the `rocefab-tests` crate: BPF_PROG_TEST_RUN, namespace fabrics, external
@@ -31,6 +33,12 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     let want = |p: &str| args.only.as_deref().is_none_or(|o| o == p);
     let mut results: Vec<(&str, anyhow::Result<String>)> = Vec::new();
     let namespaces_before = rf_namespaces()?;
+
+    results.push((
+        "toolchain (cargo xtask setup --check)",
+        crate::setup::check(&root.join("dataplane-ebpf/rust-toolchain.toml"))
+            .map(|_| "pinned eBPF nightly and bpf-linker on the same LLVM, packages present".to_string()),
+    ));
 
     if want("unit") {
         results.push((
