@@ -30,6 +30,15 @@ enum PcapCmd {
 
 fn main() {
     let cli = Cli::parse();
+    // Warnings of the library (a daemon that ignored SIGTERM, a namespace removed by name) go to
+    // stderr; RUST_LOG=debug shows every command `rocefab up`/`down` runs.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .without_time()
+        .init();
     let res = match &cli.cmd {
         Cmd::Fabric(c) => control::fabric::run(c),
         Cmd::Frame(a) => control::frame::run(a),
