@@ -357,6 +357,7 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             nexthops,
             groups,
             routes,
+            qos: Default::default(),
         };
         switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
     }

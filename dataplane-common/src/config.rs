@@ -96,6 +96,72 @@ pub struct SwitchConfig {
     pub groups: Vec<Vec<u32>>,
     /// Routes (longest prefix match).
     pub routes: Vec<RouteConfig>,
+    /// Lossless QoS: shared buffer, PFC thresholds, watchdog.
+    #[serde(default)]
+    pub qos: QosConfig,
+}
+
+/// The switch's shared buffer, PFC and PFC watchdog settings (book ch. 11, DESIGN.md "PFC").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QosConfig {
+    /// Bit p set: priority p is lossless (PFC). Default priority 3; 0 when PFC is off.
+    pub lossless_priorities: u8,
+    /// Bit p set: queue p is strict priority. Default queue 7 (CNPs).
+    pub strict_priorities: u8,
+    /// Shared buffer of the switch, bytes.
+    pub buffer_bytes: u64,
+    /// Accounting cell, bytes; 0 = frame bytes.
+    pub cell_bytes: u32,
+    pub xoff_bytes: u64,
+    pub xon_bytes: u64,
+    pub headroom_bytes: u64,
+    /// Quanta of the PFC frames the switch sends.
+    pub pause_quanta: u16,
+    pub watchdog: WatchdogConfig,
+}
+
+/// PFC watchdog (SONiC defaults).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchdogConfig {
+    pub enabled: bool,
+    pub detect_us: u64,
+    pub restore_us: u64,
+    pub poll_us: u64,
+    pub action: WatchdogAction,
+}
+
+/// What the PFC watchdog does with a stormed queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WatchdogAction {
+    #[default]
+    Drop,
+    Forward,
+    Alert,
+}
+
+impl Default for QosConfig {
+    fn default() -> Self {
+        QosConfig {
+            lossless_priorities: 1 << 3,
+            strict_priorities: 1 << 7,
+            buffer_bytes: 16 << 20,
+            cell_bytes: 256,
+            xoff_bytes: 3_200_000,
+            xon_bytes: 120_000,
+            headroom_bytes: 512_000,
+            pause_quanta: 0xffff,
+            watchdog: WatchdogConfig::default(),
+        }
+    }
+}
+
+impl Default for WatchdogConfig {
+    fn default() -> Self {
+        WatchdogConfig { enabled: true, detect_us: 200_000, restore_us: 200_000, poll_us: 10_000, action: WatchdogAction::Drop }
+    }
 }
 
 /// A switch port.
@@ -238,6 +304,7 @@ mod tests {
             nexthops: vec![NextHopConfig { port: 0, mac: "02:00:00:00:01:01".parse().unwrap() }],
             groups: vec![vec![0]],
             routes: vec![RouteConfig { prefix: "10.0.1.1".parse().unwrap(), len: 32, group: Some(0) }],
+            qos: QosConfig::default(),
         }
     }
 

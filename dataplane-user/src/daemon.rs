@@ -70,16 +70,25 @@ impl Signals {
 pub struct Ready {
     pub listener: bool,
     pub signal: bool,
+    /// The optional extra descriptor (an eventfd) is readable.
+    pub extra: bool,
 }
 
-/// Waits up to `timeout_ms` for a connection on `listener` or a signal on `signals`.
-pub fn wait_control(listener: BorrowedFd<'_>, signals: &Signals, timeout_ms: i32) -> Result<Ready, DaemonError> {
+/// Waits up to `timeout_ms` for a connection on `listener`, a signal on `signals` or the
+/// `extra` descriptor to become readable.
+pub fn wait_control(
+    listener: BorrowedFd<'_>,
+    signals: &Signals,
+    extra: Option<BorrowedFd<'_>>,
+    timeout_ms: i32,
+) -> Result<Ready, DaemonError> {
     let mut fds = [
         libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
         libc::pollfd { fd: signals.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: extra.map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
     ];
-    // SAFETY: `fds` is a live array of two initialised pollfd structs.
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+    // SAFETY: `fds` is a live array of three initialised pollfd structs (poll ignores fd -1).
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms) };
     if r < 0 {
         let e = std::io::Error::last_os_error();
         if e.kind() == std::io::ErrorKind::Interrupted {
@@ -87,5 +96,9 @@ pub fn wait_control(listener: BorrowedFd<'_>, signals: &Signals, timeout_ms: i32
         }
         return Err(DaemonError::Poll(e));
     }
-    Ok(Ready { listener: fds[0].revents & libc::POLLIN != 0, signal: fds[1].revents & libc::POLLIN != 0 })
+    Ok(Ready {
+        listener: fds[0].revents & libc::POLLIN != 0,
+        signal: fds[1].revents & libc::POLLIN != 0,
+        extra: fds[2].revents & libc::POLLIN != 0,
+    })
 }

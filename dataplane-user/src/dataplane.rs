@@ -5,35 +5,54 @@
 //! 1. reap TX completions of every port into the free pool (copy mode hands back length 0);
 //! 2. refill every port's fill ring from the free pool;
 //! 3. receive up to [`BATCH`] descriptors per port: validate the [`Decision`]
-//!    header ([`crate::decision`]), strip it, apply the L3 rewrite ([`crate::rewrite`]) and
-//!    enqueue on the egress port's queue for the frame's traffic class ([`crate::queue`]);
-//!    LLDP and MAC-control frames are counted and dropped — the LLDP/DCBX agent and the PFC
-//!    engine will take them from here through a bounded SPSC channel once they exist. The
-//!    frames were just written by the CPU that ran the XDP program, so the first two cache
-//!    lines of each are prefetched [`PREFETCH_AHEAD`] frames ahead: the cross-core misses
-//!    overlap instead of stalling one frame at a time;
-//! 4. per port, while the shaper ([`crate::shaper`]) allows, take frames in scheduler order
-//!    ([`crate::sched`]) into one TX batch, produce it, and kick the socket once (`sendto`, only
+//!    header ([`crate::decision`]), strip it, apply the L3 rewrite ([`crate::rewrite`]), ask
+//!    the shared buffer ([`crate::buffer`]) to admit the frame — charged to its egress queue and
+//!    to its ingress priority group (ingress port, priority) — and enqueue it on the egress
+//!    port's queue for its traffic class ([`crate::queue`]). An admission that takes a lossless
+//!    group past xOFF puts an 802.1Qbb PFC frame for that priority into the ingress port's
+//!    control queue at once ([`crate::pfc::PfcTx`]). PAUSE and PFC frames received update the
+//!    port's pause state ([`crate::pfc::PfcRx`]); LLDP frames are counted and dropped (the
+//!    LLDP/DCBX agent will take them). The frames were just written by the CPU that ran the XDP
+//!    program, so the first two cache lines of each are prefetched [`PREFETCH_AHEAD`] frames
+//!    ahead: the cross-core misses overlap instead of stalling one frame at a time;
+//! 4. per port, first the control queue (frames the switch originates: PFC, and frames the
+//!    control side hands over through [`crate::ctrl`]), then, while the shaper
+//!    ([`crate::shaper`]) allows, frames in scheduler order ([`crate::sched`]) among the queues
+//!    the peer has not paused, into one TX batch; dequeueing releases the frame's buffer charges,
+//!    and a group that falls below xON sends PFC quanta 0. Then produce the batch and kick the
+//!    socket once (`sendto`, only
 //!    when the ring asks for a wake-up — always, in copy mode). Copy mode transmits at most the
 //!    socket's TX budget per kick ([`crate::xsk`] raises it from 32 to the ring size), so a port
 //!    with descriptors left in its TX ring is kicked again next pass;
-//! 5. a pass that moved anything is followed at once by the next; after [`IDLE_SPIN_NS`]
+//! 5. PFC refreshes that are due go out (an XOFF is repeated before the peer's pause expires
+//!    while the group stays above xON); while any priority is paused or stormed, the PFC
+//!    watchdog ([`crate::pfcwd`]) is polled every poll interval and its events are reported
+//!    to the control side;
+//! 6. a pass that moved anything is followed at once by the next; after [`IDLE_SPIN_NS`]
 //!    without any work the thread sleeps in `ppoll(2)` on every socket and the stop eventfd,
-//!    with a timeout equal to the earliest shaped departure (ns resolution) — an idle switch
-//!    sleeps indefinitely and costs no CPU.
+//!    the stop eventfd and the control side's doorbell, with a timeout equal to the earliest
+//!    deadline (shaped departure, pause expiry, PFC refresh, watchdog poll; ns resolution) — an
+//!    idle switch sleeps indefinitely and costs no CPU.
 //!
 //! Nothing on this path allocates, locks, or panics on frame contents; per-port counters are
 //! added once per batch.
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::time::Instant;
 
-use dataplane_common::config::SwitchConfig;
+use dataplane_common::config::{QosConfig, SwitchConfig, WatchdogAction};
+use dataplane_common::limits::NUM_TC;
 use dataplane_common::Decision;
+use rocefab_wire::ethernet::{MacAddr, PrioritySet};
+use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 use xsk_rs::{FrameDesc, Umem};
 
+use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
+use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
-use crate::queue::{PortQueues, PortStatsRef};
+use crate::pfc::{PfcRx, PfcTx};
+use crate::pfcwd::{Watchdog, WdAction, WdEvent, WdParams};
+use crate::queue::{Fifo, PortQueues, PortStatsRef};
 use crate::rewrite::rewrite_l3;
 use crate::sched::Scheduler;
 use crate::shaper::{Shaper, DEFAULT_BURST_BYTES};
@@ -72,6 +91,8 @@ pub enum DataPlaneError {
     Kick { port: usize, name: String, source: std::io::Error },
     #[error("{ports} ports but {given} sockets")]
     PortCount { ports: usize, given: usize },
+    #[error("UMEM has {have} frames, the rings and the configured buffer need {need}")]
+    Frames { have: usize, need: usize },
 }
 
 /// Wakes the data-plane thread and makes it exit.
@@ -96,6 +117,7 @@ pub struct DataPlaneConfig {
     pub nexthop_ports: Vec<u32>,
     pub queue_limit_bytes: u64,
     pub burst_bytes: u64,
+    pub qos: QosConfig,
 }
 
 impl DataPlaneConfig {
@@ -107,14 +129,58 @@ impl DataPlaneConfig {
             nexthop_ports: cfg.nexthops.iter().map(|n| n.port).collect(),
             queue_limit_bytes: cfg.queue_limit_bytes,
             burst_bytes: DEFAULT_BURST_BYTES,
+            qos: cfg.qos.clone(),
         }
     }
+
+    /// The shared buffer's parameters.
+    pub fn buffer_params(&self) -> BufferParams {
+        let q = &self.qos;
+        BufferParams {
+            ports: self.port_macs.len(),
+            buffer_bytes: q.buffer_bytes,
+            cell_bytes: q.cell_bytes,
+            lossless: q.lossless_priorities,
+            xoff_bytes: q.xoff_bytes,
+            xon_bytes: q.xon_bytes,
+            headroom_bytes: q.headroom_bytes,
+            queue_limit_bytes: self.queue_limit_bytes,
+        }
+    }
+
+    /// UMEM frames the data path needs on top of the rings: every frame the configured buffer
+    /// can hold at the smallest frame, plus the reserved pool for frames the switch originates.
+    pub fn buffer_frames(&self) -> u64 {
+        SharedBuffer::new(self.buffer_params()).frames_needed() + self.own_reserve() as u64
+    }
+
+    /// Frames reserved for PFC and control-side frames: a control queue's worth per port.
+    pub fn own_reserve(&self) -> usize {
+        self.port_macs.len() * OWN_QUEUE_LEN
+    }
+}
+
+/// Frames a port's control queue holds (PFC and LLDP are rare: one per priority per pause
+/// interval, one per LLDP interval).
+pub const OWN_QUEUE_LEN: usize = 32;
+/// Channel sizes between control side and data plane.
+pub const CTRL_FRAMES: usize = 64;
+pub const CTRL_EVENTS: usize = 256;
+
+/// A queued frame: its descriptor, and where its buffer charges go back when it leaves.
+#[derive(Debug, Clone, Copy, Default)]
+struct Held {
+    d: FrameDesc,
+    ingress: u8,
+    headroom: bool,
 }
 
 struct Port {
     xsk: XskPort,
     mac: [u8; 6],
-    queues: PortQueues<FrameDesc>,
+    queues: PortQueues<Held>,
+    /// Frames the switch originates on this port (PFC, control-side frames): served first.
+    own: Fifo<FrameDesc>,
     shaper: Shaper,
     sched: Scheduler,
     /// Descriptors produced on TX and not yet completed.
@@ -129,10 +195,21 @@ pub struct DataPlane {
     umem: Umem,
     ports: Vec<Port>,
     free: Vec<FrameDesc>,
+    /// The reserved pool for frames the switch originates; refilled first from completions.
+    own_free: Vec<FrameDesc>,
+    own_reserve: usize,
     total_frames: usize,
     stats: Arc<SwitchStats>,
     nexthop_macs: Vec<[u8; 6]>,
     nexthop_ports: Vec<u32>,
+    buffer: SharedBuffer,
+    pfc_tx: PfcTx,
+    pfc_rx: PfcRx,
+    watchdog: Option<(Watchdog, u64)>,
+    next_wd_poll: u64,
+    /// Paused priorities per port at the last pass (paused time is published while non-zero).
+    pause_seen: Vec<u8>,
+    ctrl: DataEnd,
     stop: Arc<OwnedFd>,
     scratch: Vec<FrameDesc>,
     pollfds: Vec<libc::pollfd>,
@@ -170,12 +247,14 @@ enum TxState {
     Idle,
     /// More to do right away (batch limit hit, or the TX ring still holds unsent descriptors).
     Busy,
-    /// Wake at this time (shaper departure or completion check).
+    /// Wake at this time (shaper departure, pause expiry or completion check).
     WaitUntil(u64),
 }
 
 impl DataPlane {
-    pub fn new(xsk: XskSet, cfg: &DataPlaneConfig, stats: Arc<SwitchStats>) -> Result<Self, DataPlaneError> {
+    /// `xsk` must hold at least [`DataPlaneConfig::buffer_frames`] frames beyond its rings
+    /// ([`crate::xsk::open`] with that count).
+    pub fn new(xsk: XskSet, cfg: &DataPlaneConfig, stats: Arc<SwitchStats>, ctrl: DataEnd) -> Result<Self, DataPlaneError> {
         let n = cfg.port_macs.len();
         if xsk.ports.len() != n || cfg.line_rates_bps.len() != n || stats.ports.len() != n {
             return Err(DataPlaneError::PortCount { ports: n, given: xsk.ports.len() });
@@ -188,9 +267,18 @@ impl DataPlane {
         // SAFETY: `efd` is a fresh descriptor nothing else owns.
         let stop = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let total_frames = xsk.frames.len();
-        // A queue never holds more descriptors than there are frames, nor more than its byte
-        // limit allows at the minimum frame size.
-        let qcap = ((cfg.queue_limit_bytes / 60) as usize + 1).min(total_frames);
+        let buffer = SharedBuffer::new(cfg.buffer_params());
+        let held_max = buffer.frames_needed() as usize;
+        let need = crate::xsk::frame_count(n, 0) as usize + held_max + cfg.own_reserve();
+        if xsk.frames.len() < need {
+            return Err(DataPlaneError::Frames { have: total_frames, need });
+        }
+        // A lossy queue never holds more than its byte limit at the minimum frame; a lossless
+        // one at most what the buffer holds.
+        let lossy_cap = ((cfg.queue_limit_bytes / 60) as usize + 1).min(held_max);
+        let lossless = cfg.qos.lossless_priorities;
+        let caps: [usize; NUM_TC] =
+            std::array::from_fn(|tc| if lossless & (1 << tc) != 0 { held_max.max(1) } else { lossy_cap.max(1) });
         let ports: Vec<Port> = xsk
             .ports
             .into_iter()
@@ -198,7 +286,8 @@ impl DataPlane {
             .map(|(i, x)| Port {
                 xsk: x,
                 mac: cfg.port_macs[i],
-                queues: PortQueues::new(qcap, cfg.queue_limit_bytes, PortStatsRef::new(stats.clone(), i)),
+                queues: PortQueues::with_capacities(caps, PortStatsRef::new(stats.clone(), i)),
+                own: Fifo::new(OWN_QUEUE_LEN, u64::MAX),
                 shaper: Shaper::new(cfg.line_rates_bps[i].max(1), cfg.burst_bytes),
                 sched: Scheduler::StrictPriority,
                 tx_inflight: 0,
@@ -207,16 +296,42 @@ impl DataPlane {
             .collect();
         let mut pollfds: Vec<libc::pollfd> =
             ports.iter().map(|p| libc::pollfd { fd: p.xsk.fd(), events: libc::POLLIN, revents: 0 }).collect();
+        pollfds.push(libc::pollfd { fd: ctrl.to_dp.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 });
         pollfds.push(libc::pollfd { fd: efd, events: libc::POLLIN, revents: 0 });
-        stats.free_frames.set(total_frames as u64);
+        let mut free = xsk.frames;
+        let own_reserve = cfg.own_reserve();
+        let own_free = free.split_off(free.len().saturating_sub(own_reserve));
+        stats.free_frames.set(free.len() as u64);
+        let q = &cfg.qos;
+        let watchdog = (q.watchdog.enabled && lossless != 0).then(|| {
+            let params = WdParams {
+                detect_ns: q.watchdog.detect_us.saturating_mul(1000),
+                restore_ns: q.watchdog.restore_us.saturating_mul(1000),
+                action: match q.watchdog.action {
+                    WatchdogAction::Drop => WdAction::Drop,
+                    WatchdogAction::Forward => WdAction::Forward,
+                    WatchdogAction::Alert => WdAction::Alert,
+                },
+            };
+            (Watchdog::new(n, lossless, params), q.watchdog.poll_us.max(1).saturating_mul(1000))
+        });
         Ok(DataPlane {
             umem: xsk.umem,
             ports,
-            free: xsk.frames,
+            free,
+            own_free,
+            own_reserve,
             total_frames,
             stats,
             nexthop_macs: cfg.nexthop_macs.clone(),
             nexthop_ports: cfg.nexthop_ports.clone(),
+            buffer,
+            pfc_tx: PfcTx::new(n, q.pause_quanta, &cfg.line_rates_bps),
+            pfc_rx: PfcRx::new(n, &cfg.line_rates_bps),
+            watchdog,
+            next_wd_poll: 0,
+            pause_seen: vec![0; n],
+            ctrl,
             stop,
             scratch: vec![FrameDesc::default(); BATCH],
             pollfds,
@@ -239,7 +354,14 @@ impl DataPlane {
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
         let clock = Instant::now();
         let tx_budget = self.ports.iter().map(|p| p.xsk.tx_budget).min().unwrap_or(0);
-        tracing::info!(ports = self.ports.len(), frames = self.total_frames, tx_budget, "data plane running");
+        tracing::info!(
+            ports = self.ports.len(),
+            frames = self.total_frames,
+            buffer_frames = self.buffer.frames_needed(),
+            shared_bytes = self.buffer.shared_size(),
+            tx_budget,
+            "data plane running"
+        );
         let mut last_work = 0u64;
         loop {
             let now = clock.elapsed().as_nanos() as u64;
@@ -251,10 +373,16 @@ impl DataPlane {
             for p in 0..self.ports.len() {
                 self.refill(p);
             }
+            work += self.take_control_frames();
             for p in 0..self.ports.len() {
-                work += self.receive(p);
+                work += self.receive(p, now);
             }
-            let mut wake = u64::MAX;
+            self.refresh_pauses(now);
+            let mut wake = self.publish_pauses(now);
+            wake = wake.min(self.poll_watchdog(now));
+            if let Some(t) = self.pfc_tx.next_deadline() {
+                wake = wake.min(t);
+            }
             for p in 0..self.ports.len() {
                 match self.transmit(p, now)? {
                     TxState::Idle => {}
@@ -287,7 +415,7 @@ impl DataPlane {
         Ok(())
     }
 
-    /// Moves completed TX descriptors back to the free pool; returns how many.
+    /// Moves completed TX descriptors back to the pools (the reserved pool first); returns how many.
     fn reap(&mut self, p: usize, now: u64) -> usize {
         let port = &mut self.ports[p];
         if port.tx_inflight == 0 {
@@ -301,7 +429,13 @@ impl DataPlane {
             if n == 0 {
                 break;
             }
-            self.free.extend_from_slice(&self.scratch[..n]);
+            let mut done = &self.scratch[..n];
+            let top_up = (self.own_reserve - self.own_free.len()).min(done.len());
+            if top_up > 0 {
+                self.own_free.extend_from_slice(&done[..top_up]);
+                done = &done[top_up..];
+            }
+            self.free.extend_from_slice(done);
             port.tx_inflight = port.tx_inflight.saturating_sub(n as u32);
             port.last_progress = now;
             total += n;
@@ -328,8 +462,192 @@ impl DataPlane {
         }
     }
 
+    /// Copies frames the control side handed over into reserved frames on their control queues.
+    fn take_control_frames(&mut self) -> usize {
+        if !self.ctrl.has_frames() {
+            return 0;
+        }
+        let mut n = 0;
+        while let Some(f) = self.ctrl.next_frame() {
+            let port = f.port as usize;
+            if port >= self.ports.len() {
+                continue;
+            }
+            if self.emit_own(port, f.bytes()) {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Copies a frame the switch originates into a reserved UMEM frame and queues it on the
+    /// port's control queue. False (counted) if the reserved pool or the queue is exhausted.
+    fn emit_own(&mut self, p: usize, frame: &[u8]) -> bool {
+        let Some(mut d) = self.own_free.pop() else {
+            self.stats.ports[p].own_pool_empty.inc();
+            return false;
+        };
+        {
+            // SAFETY: `d` came from the reserved pool: a frame of our UMEM owned by nobody else.
+            let mut data = unsafe { self.umem.data_mut(&mut d) };
+            let mut cur = data.cursor();
+            cur.set_pos(0);
+            // A UMEM chunk holds far more than OWN_FRAME_MAX bytes: the write is never short.
+            let _ = std::io::Write::write_all(&mut cur, frame);
+        }
+        match self.ports[p].own.push(d, frame.len() as u32) {
+            Ok(()) => true,
+            Err((d, _)) => {
+                self.own_free.push(d);
+                self.stats.ports[p].own_pool_empty.inc();
+                false
+            }
+        }
+    }
+
+    /// Sends an 802.1Qbb PFC frame for `prio` out of `port` with `quanta` (0 = XON).
+    fn send_pfc(&mut self, port: usize, prio: u8, quanta: u16) {
+        let mac = self.ports[port].mac;
+        let repr = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << prio), quanta));
+        let sent = self.emit_own(port, &repr.to_frame(MacAddr(mac)));
+        if sent {
+            self.stats.ports[port].prio[prio as usize].pfc_tx_frames.inc();
+        }
+    }
+
+    /// Acts on a priority-group event of the shared buffer.
+    fn on_pg_event(&mut self, ev: PgEvent, now: u64) {
+        match ev {
+            PgEvent::Xoff { port, prio } => {
+                let q = self.pfc_tx.on_xoff(port, prio, now);
+                self.send_pfc(port, prio, q);
+            }
+            PgEvent::Xon { port, prio } => {
+                self.pfc_tx.on_xon(port, prio, now);
+                self.send_pfc(port, prio, 0);
+            }
+        }
+    }
+
+    /// Repeats XOFFs that are about to expire at the peer.
+    fn refresh_pauses(&mut self, now: u64) {
+        match self.pfc_tx.next_deadline() {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        let mut due = [(0usize, 0u8, 0u16); 16];
+        let mut n = 0;
+        self.pfc_tx.due_refresh(now, &mut |port, prio, q| {
+            if n < due.len() {
+                due[n] = (port, prio, q);
+                n += 1;
+            }
+        });
+        for &(port, prio, q) in &due[..n] {
+            self.send_pfc(port, prio, q);
+        }
+    }
+
+    /// Publishes the paused time of every port that is paused or was at the last pass; returns
+    /// when the earliest running pause expires (to publish its end), `u64::MAX` if none.
+    fn publish_pauses(&mut self, now: u64) -> u64 {
+        let mut wake = u64::MAX;
+        for p in 0..self.ports.len() {
+            let mask = self.pfc_rx.paused_mask(p, now);
+            if mask == 0 && self.pause_seen[p] == 0 {
+                continue;
+            }
+            self.pause_seen[p] = mask;
+            for prio in 0..NUM_TC as u8 {
+                self.stats.ports[p].prio[prio as usize].paused_ns.set(self.pfc_rx.paused_ns_total(p, prio, now));
+            }
+            if mask != 0 {
+                if let Some(t) = self.pfc_rx.next_expiry(p) {
+                    wake = wake.min(t);
+                }
+            }
+        }
+        wake
+    }
+
+    /// Polls the PFC watchdog while something is paused or stormed; publishes paused time.
+    /// Returns when it wants to run next (`u64::MAX`: nothing to watch).
+    fn poll_watchdog(&mut self, now: u64) -> u64 {
+        let Some((wd, poll_ns)) = self.watchdog.as_mut() else {
+            return u64::MAX;
+        };
+        let mut watching = false;
+        for p in 0..self.ports.len() {
+            watching |= self.pfc_rx.paused_mask(p, now) != 0 || wd.stormed_mask(p) != 0;
+        }
+        if !watching {
+            return u64::MAX;
+        }
+        if now < self.next_wd_poll {
+            return self.next_wd_poll;
+        }
+        self.next_wd_poll = now + *poll_ns;
+        let mut events = [None; 16];
+        let mut n = 0;
+        for p in 0..self.ports.len() {
+            let mask = self.pfc_rx.paused_mask(p, now);
+            for prio in 0..NUM_TC as u8 {
+                if let Some(since) = self.pfc_rx.paused_since(p, prio, now) {
+                    wd.note_pause_start(p, prio, since);
+                }
+            }
+            let last = self.pfc_rx.last_pause_rx_ns(p);
+            wd.poll(p, mask, &last, now, &mut |e| {
+                if n < events.len() {
+                    events[n] = Some(e);
+                    n += 1;
+                }
+            });
+        }
+        for e in events.into_iter().take(n).flatten() {
+            self.on_watchdog(e, now);
+        }
+        self.next_wd_poll
+    }
+
+    fn on_watchdog(&mut self, e: WdEvent, now: u64) {
+        let drop_action = self.watchdog.as_ref().is_some_and(|(w, _)| matches!(w.action(), WdAction::Drop));
+        match e {
+            WdEvent::Storm { port, prio, paused_for_ns } => {
+                self.stats.ports[port].prio[prio as usize].pfcwd_storms.inc();
+                self.ctrl.report(DpEvent::Storm { port, prio, paused_for_ns });
+                if drop_action {
+                    // Drop what the stormed queue holds, releasing its buffer charges.
+                    let mut freed = 0u64;
+                    let (queues, buffer, free) = (&mut self.ports[port].queues, &mut self.buffer, &mut self.free);
+                    let mut events = [None; 8];
+                    let mut ne = 0;
+                    queues.drain_queue(prio as usize, |h, len| {
+                        let admit = if h.headroom { Admit::Headroom } else { Admit::Shared };
+                        if let Some(ev) = buffer.release(h.ingress as usize, prio, port, prio, len, admit) {
+                            if ne < events.len() {
+                                events[ne] = Some(ev);
+                                ne += 1;
+                            }
+                        }
+                        free.push(h.d);
+                        freed += 1;
+                    });
+                    self.stats.ports[port].queues[prio as usize].pfcwd_dropped_packets.add(freed);
+                    for ev in events.into_iter().take(ne).flatten() {
+                        self.on_pg_event(ev, now);
+                    }
+                }
+            }
+            WdEvent::Restore { port, prio } => {
+                self.stats.ports[port].prio[prio as usize].pfcwd_restores.inc();
+                self.ctrl.report(DpEvent::Restore { port, prio });
+            }
+        }
+    }
+
     /// Receives one batch on port `p`; returns how many descriptors it took.
-    fn receive(&mut self, p: usize) -> usize {
+    fn receive(&mut self, p: usize, now: u64) -> usize {
         // SAFETY: the RX ring returns descriptors of frames of our UMEM that we gave to the fill
         // ring; from now on we own them.
         let n = unsafe { self.ports[p].xsk.rx.consume(&mut self.scratch) };
@@ -337,7 +655,6 @@ impl DataPlane {
             return 0;
         }
         let nports = self.ports.len();
-        let rx_stats = &self.stats.ports[p];
         for d in &self.scratch[..n.min(PREFETCH_AHEAD)] {
             prefetch_frame(&self.umem, d);
         }
@@ -347,6 +664,7 @@ impl DataPlane {
                 prefetch_frame(&self.umem, &self.scratch[i + PREFETCH_AHEAD]);
             }
             let mut d = self.scratch[i];
+            let rx_stats = &self.stats.ports[p];
             let verdict = {
                 // SAFETY: `d` is ours (just received) and no other reference to its frame exists.
                 let mut data = unsafe { self.umem.data_mut(&mut d) };
@@ -360,44 +678,111 @@ impl DataPlane {
                         match rewrite_l3(&mut buf[..flen], self.ports[egress_port].mac, self.nexthop_macs[nexthop]) {
                             Ok(()) => {
                                 data.cursor().set_pos(flen);
-                                Some((egress_port, tc, flen as u32))
+                                Verdict::Forward(egress_port, tc, flen as u32)
                             }
                             Err(_) => {
                                 rx_stats.rewrite_errors.inc();
-                                None
+                                Verdict::Drop
                             }
                         }
                     }
                     Rx::Lldp => {
                         rx_stats.rx_lldp.inc();
-                        None
+                        Verdict::Drop
                     }
                     Rx::MacControl => {
                         rx_stats.rx_mac_control.inc();
-                        None
+                        match MacControlRepr::parse_frame(&buf[Decision::LEN..]) {
+                            Ok((_, MacControlRepr::Pfc(pfc))) => Verdict::Pfc(pfc.enabled.0, pfc.quanta),
+                            Ok((_, MacControlRepr::Pause { quanta })) => Verdict::Pause(quanta),
+                            Ok((_, MacControlRepr::Unknown { .. })) | Err(_) => {
+                                rx_stats.rx_mac_control_malformed.inc();
+                                Verdict::Drop
+                            }
+                        }
                     }
                     Rx::Invalid(_) => {
                         rx_stats.rx_invalid.inc();
-                        None
+                        Verdict::Drop
                     }
                 }
             };
             match verdict {
-                Some((egress, tc, len)) => {
-                    if let Err(d) = self.ports[egress].queues.enqueue(tc, d, len) {
-                        self.free.push(d);
+                Verdict::Forward(egress, tc, len) => self.admit(p, egress, tc, d, len, now),
+                Verdict::Pfc(enabled, quanta) => {
+                    self.pfc_rx.on_pfc(p, enabled, quanta, now);
+                    for prio in 0..NUM_TC {
+                        if enabled & (1 << prio) != 0 {
+                            self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
+                        }
                     }
+                    self.free.push(d);
                 }
-                None => self.free.push(d),
+                Verdict::Pause(quanta) => {
+                    self.pfc_rx.on_pause(p, quanta, now);
+                    for prio in 0..NUM_TC {
+                        self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
+                    }
+                    self.free.push(d);
+                }
+                Verdict::Drop => self.free.push(d),
             }
         }
+        let rx_stats = &self.stats.ports[p];
         rx_stats.rx_packets.add(n as u64);
         rx_stats.rx_bytes.add(rx_bytes);
         n
     }
 
-    /// Sends what the scheduler and shaper allow on port `p`, kicks the socket.
+    /// Admission of a forwarded frame into the shared buffer and its egress queue.
+    #[inline]
+    fn admit(&mut self, ingress: usize, egress: usize, tc: u8, d: FrameDesc, len: u32, now: u64) {
+        if let Some((wd, _)) = &self.watchdog {
+            if wd.drops(egress, tc) || wd.drops(ingress, tc) {
+                self.stats.ports[egress].queues[tc as usize].pfcwd_dropped_packets.inc();
+                self.free.push(d);
+                return;
+            }
+        }
+        match self.buffer.admit(ingress, tc, egress, tc, len) {
+            Ok((admit, ev)) => {
+                let h = Held { d, ingress: ingress as u8, headroom: matches!(admit, Admit::Headroom) };
+                if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
+                    // Cannot happen (queues hold what the buffer admits); never leak the frame.
+                    self.buffer.release(ingress, tc, egress, tc, len, admit);
+                    self.free.push(h.d);
+                }
+                self.stats.ports[ingress].prio[tc as usize].pg_bytes.set(self.buffer.pg_bytes(ingress, tc));
+                if let Some(ev) = ev {
+                    self.on_pg_event(ev, now);
+                }
+            }
+            Err(Reject::HeadroomOverflow) => {
+                self.stats.ports[ingress].prio[tc as usize].headroom_overflow.inc();
+                self.free.push(d);
+            }
+            Err(Reject::QueueFull | Reject::PoolFull) => {
+                let q = &self.stats.ports[egress].queues[tc as usize];
+                q.admission_dropped_packets.inc();
+                q.dropped_packets.inc();
+                q.dropped_bytes.add(len as u64);
+                self.free.push(d);
+            }
+        }
+    }
+
+    /// Sends what the control queue, the pause state, the scheduler and the shaper allow on
+    /// port `p`, kicks the socket.
     fn transmit(&mut self, p: usize, now: u64) -> Result<TxState, DataPlaneError> {
+        let paused = {
+            let raw = self.pfc_rx.paused_mask(p, now);
+            match &self.watchdog {
+                Some((wd, _)) => wd.effective_paused(p, raw),
+                None => raw,
+            }
+        };
+        let mut released = [None; BATCH];
+        let mut nrel = 0;
         let port = &mut self.ports[p];
         let tx = &mut port.xsk.tx;
         let ring_free = tx.nb_free_exact();
@@ -406,15 +791,30 @@ impl DataPlane {
         let mut n = 0;
         let mut tx_bytes = 0u64;
         let mut shaped_until = None;
+        // Frames the switch originates go first, ahead of the scheduler and the shaper (they
+        // are counted by the shaper so the link rate still holds).
         while n < room {
-            let Some(tc) = port.sched.pick(&port.queues) else { break };
+            let Some((d, len)) = port.own.pop() else { break };
+            port.shaper.sent(now, len);
+            self.scratch[n] = d;
+            n += 1;
+            tx_bytes += len as u64;
+        }
+        while n < room {
+            let Some(tc) = port.sched.pick_unpaused(&port.queues, paused) else { break };
             if let Err(t) = port.shaper.poll(now) {
                 shaped_until = Some(t);
                 break;
             }
-            let Some((d, len)) = port.queues.dequeue(tc) else { break };
+            let Some((h, len)) = port.queues.dequeue(tc) else { break };
             port.shaper.sent(now, len);
-            self.scratch[n] = d;
+            let admit = if h.headroom { Admit::Headroom } else { Admit::Shared };
+            if let Some(ev) = self.buffer.release(h.ingress as usize, tc as u8, p, tc as u8, len, admit) {
+                released[nrel] = Some(ev);
+                nrel += 1;
+            }
+            self.stats.ports[h.ingress as usize].prio[tc].pg_bytes.set(self.buffer.pg_bytes(h.ingress as usize, tc as u8));
+            self.scratch[n] = h.d;
             n += 1;
             tx_bytes += len as u64;
         }
@@ -439,24 +839,39 @@ impl DataPlane {
             tx.wakeup().map_err(|source| DataPlaneError::Kick { port: p, name: port.xsk.name.clone(), source })?;
         }
         let unsent_after = TX_RING_SIZE - tx.nb_free_exact();
+        // Groups that fell below xON: their XON goes out with the next pass (the control queue
+        // is served first).
+        for ev in released.into_iter().take(nrel).flatten() {
+            self.on_pg_event(ev, now);
+        }
         // On veth the peer usually frees the skbs inside the kick (its NAPI runs in the softirq
         // raised by our sendto), so completions are ready now: take them before deciding
         // whether a completion timer is needed at all.
-        if port.tx_inflight > 0 {
+        if self.ports[p].tx_inflight > 0 {
             self.reap(p, now);
         }
         let port = &mut self.ports[p];
-        let queued = port.queues.nonempty() != 0;
+        let queued = port.queues.nonempty() != 0 || !port.own.is_empty();
+        let sendable = port.queues.nonempty() & !paused != 0 || !port.own.is_empty();
         // Decide what this port needs next.
         if unsent_after > 0 && unsent_after < unsent_before {
             return Ok(TxState::Busy); // the kick made progress: keep kicking
         }
-        if queued && n == room && room == BATCH {
+        if sendable && n == room && room == BATCH {
             return Ok(TxState::Busy);
+        }
+        if !port.own.is_empty() && nrel > 0 {
+            return Ok(TxState::Busy); // an XON was just queued
         }
         let mut wake = u64::MAX;
         if let Some(t) = shaped_until {
             wake = t;
+        }
+        if queued && !sendable {
+            // Everything queued is paused: wake when the pause expires.
+            if let Some(t) = self.pfc_rx.next_expiry(p) {
+                wake = wake.min(t);
+            }
         }
         if port.tx_inflight > 0 || unsent_after > 0 {
             let dt = if now.saturating_sub(port.last_progress) > COMPLETION_STALL_NS {
@@ -467,7 +882,7 @@ impl DataPlane {
             wake = wake.min(now + dt);
         }
         if wake == u64::MAX {
-            if queued {
+            if sendable {
                 // Queued but blocked on ring room without anything in flight: retry soon.
                 return Ok(TxState::WaitUntil(now + COMPLETION_POLL_NS));
             }
@@ -498,6 +913,10 @@ impl DataPlane {
             return Err(DataPlaneError::Poll(e));
         }
         let stop = self.pollfds.last().is_some_and(|f| f.revents & libc::POLLIN != 0);
+        // The control side's doorbell: reset it, its frames are taken on the next pass.
+        if self.pollfds[self.pollfds.len() - 2].revents & libc::POLLIN != 0 {
+            self.ctrl.to_dp.drain();
+        }
         Ok(stop)
     }
 
@@ -506,12 +925,23 @@ impl DataPlane {
         let mut dropped = 0usize;
         for port in &mut self.ports {
             let free = &mut self.free;
-            port.queues.drain(|d| {
-                free.push(d);
+            port.queues.drain(|h| {
+                free.push(h.d);
                 dropped += 1;
             });
+            while let Some((d, _)) = port.own.pop() {
+                free.push(d);
+            }
         }
         self.stats.free_frames.set(self.free.len() as u64);
         tracing::info!(discarded_queued_frames = dropped, "data plane stopped");
     }
+}
+
+/// What `receive` decided for one frame.
+enum Verdict {
+    Forward(usize, u8, u32),
+    Pfc(u8, [u16; 8]),
+    Pause(u16),
+    Drop,
 }

@@ -6,12 +6,16 @@
 //! [`rewrite`], [`stats`], [`metrics`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
 //! (the per-switch packet thread), [`daemon`] (process lifecycle, namespaces, HTTP).
 
+pub mod buffer;
+pub mod ctrl;
 pub mod daemon;
 pub mod dataplane;
 pub mod decision;
 pub mod host_loader;
 pub mod loader;
 pub mod metrics;
+pub mod pfc;
+pub mod pfcwd;
 pub mod queue;
 pub mod rewrite;
 pub mod sched;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
 use dataplane_common::limits::NUM_TC;
-use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{Counter, CounterVec, Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use crate::stats::{Stat, SwitchStats};
 use crate::xsk::XskStatistics;
@@ -36,6 +36,19 @@ struct QueueHandles {
     dropped_bytes: IntCounter,
     depth_bytes: IntGauge,
     depth_packets: IntGauge,
+    admission_dropped: IntCounter,
+    pfcwd_dropped: IntCounter,
+}
+
+/// PFC and priority-group handles of one (port, priority).
+struct PrioHandles {
+    pfc_tx: IntCounter,
+    pfc_rx: IntCounter,
+    paused_seconds: Counter,
+    pg_bytes: IntGauge,
+    headroom_overflow: IntCounter,
+    storms: IntCounter,
+    restores: IntCounter,
 }
 
 struct PortHandles {
@@ -47,7 +60,10 @@ struct PortHandles {
     rx_lldp: IntCounter,
     rx_mac_control: IntCounter,
     rewrite_errors: IntCounter,
+    mac_control_malformed: IntCounter,
+    own_pool_empty: IntCounter,
     queues: Vec<QueueHandles>,
+    prio: Vec<PrioHandles>,
     xdp: Vec<IntCounter>,
     xsk: XskHandles,
 }
@@ -114,6 +130,7 @@ impl Metrics {
         };
         let p = &["port"];
         let pq = &["port", "queue"];
+        let pp = &["port", "priority"];
         let rx_packets = counter_vec("rocefab_port_rx_packets_total", "Frames received from the port's AF_XDP socket", p)?;
         let rx_bytes = counter_vec("rocefab_port_rx_bytes_total", "Ethernet bytes received from the port's AF_XDP socket", p)?;
         let tx_packets = counter_vec("rocefab_port_tx_packets_total", "Frames handed to the port's AF_XDP TX ring", p)?;
@@ -139,6 +156,29 @@ impl Metrics {
         let drop_b = counter_vec("rocefab_queue_dropped_bytes_total", "Bytes tail-dropped at the queue limit", pq)?;
         let depth_b = gauge_vec("rocefab_queue_depth_bytes", "Current queue depth in bytes", pq)?;
         let depth_p = gauge_vec("rocefab_queue_depth_packets", "Current queue depth in frames", pq)?;
+        let adm_drop = counter_vec(
+            "rocefab_queue_admission_dropped_packets_total",
+            "Frames dropped at admission by the shared buffer (lossy queue or shared pool full, or no UMEM frame left)",
+            pq,
+        )?;
+        let wd_drop = counter_vec(
+            "rocefab_pfcwd_dropped_packets_total",
+            "Frames the PFC watchdog dropped for a stormed queue (action drop)",
+            pq,
+        )?;
+        let pfc_tx = counter_vec("rocefab_pfc_tx_frames_total", "PFC frames sent out of the port for the priority (XOFF, refresh, XON)", pp)?;
+        let pfc_rx = counter_vec("rocefab_pfc_rx_frames_total", "PFC frames received on the port for the priority (802.3x PAUSE counts for every priority)", pp)?;
+        let paused = register(
+            &registry,
+            "rocefab_pfc_paused_seconds_total",
+            CounterVec::new(opts("rocefab_pfc_paused_seconds_total", "Time the egress priority was paused by the peer's PFC, seconds"), pp),
+        )?;
+        let pg_b = gauge_vec("rocefab_ingress_pg_bytes", "Bytes charged to the ingress priority group (port, priority)", pp)?;
+        let hr_over = counter_vec("rocefab_headroom_overflow_total", "Lossless frames lost because the ingress priority group's headroom was full", pp)?;
+        let storms = counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
+        let restores = counter_vec("rocefab_pfcwd_restores_total", "Stormed egress queues the watchdog restored", pp)?;
+        let mc_bad = counter_vec("rocefab_port_rx_mac_control_malformed_total", "MAC control frames that did not parse or had an unknown opcode (dropped)", p)?;
+        let own_empty = counter_vec("rocefab_port_own_frames_not_sent_total", "Frames the switch originates (PFC) that found no reserved frame or a full control queue", p)?;
         let xdp: Vec<IntCounterVec> = counter::NAMES
             .iter()
             .map(|n| {
@@ -196,6 +236,23 @@ impl Metrics {
                     rx_lldp: rx_lldp.with_label_values(&l),
                     rx_mac_control: rx_mac_control.with_label_values(&l),
                     rewrite_errors: rewrite_errors.with_label_values(&l),
+                    mac_control_malformed: mc_bad.with_label_values(&l),
+                    own_pool_empty: own_empty.with_label_values(&l),
+                    prio: (0..NUM_TC)
+                        .map(|q| {
+                            let q = q.to_string();
+                            let l = [port.name.as_str(), q.as_str()];
+                            PrioHandles {
+                                pfc_tx: pfc_tx.with_label_values(&l),
+                                pfc_rx: pfc_rx.with_label_values(&l),
+                                paused_seconds: paused.with_label_values(&l),
+                                pg_bytes: pg_b.with_label_values(&l),
+                                headroom_overflow: hr_over.with_label_values(&l),
+                                storms: storms.with_label_values(&l),
+                                restores: restores.with_label_values(&l),
+                            }
+                        })
+                        .collect(),
                     queues: (0..NUM_TC)
                         .map(|q| {
                             let q = q.to_string();
@@ -209,6 +266,8 @@ impl Metrics {
                                 dropped_bytes: drop_b.with_label_values(&l),
                                 depth_bytes: depth_b.with_label_values(&l),
                                 depth_packets: depth_p.with_label_values(&l),
+                                admission_dropped: adm_drop.with_label_values(&l),
+                                pfcwd_dropped: wd_drop.with_label_values(&l),
                             }
                         })
                         .collect(),
@@ -263,6 +322,21 @@ impl Metrics {
             sync_stat(&h.rx_lldp, &s.rx_lldp);
             sync_stat(&h.rx_mac_control, &s.rx_mac_control);
             sync_stat(&h.rewrite_errors, &s.rewrite_errors);
+            sync_stat(&h.mac_control_malformed, &s.rx_mac_control_malformed);
+            sync_stat(&h.own_pool_empty, &s.own_pool_empty);
+            for (ph, ps) in h.prio.iter().zip(&s.prio) {
+                sync_stat(&ph.pfc_tx, &ps.pfc_tx_frames);
+                sync_stat(&ph.pfc_rx, &ps.pfc_rx_frames);
+                let secs = ps.paused_ns.get() as f64 / 1e9;
+                let cur = ph.paused_seconds.get();
+                if secs > cur {
+                    ph.paused_seconds.inc_by(secs - cur);
+                }
+                ph.pg_bytes.set(ps.pg_bytes.get() as i64);
+                sync_stat(&ph.headroom_overflow, &ps.headroom_overflow);
+                sync_stat(&ph.storms, &ps.pfcwd_storms);
+                sync_stat(&ph.restores, &ps.pfcwd_restores);
+            }
             for (qh, qs) in h.queues.iter().zip(&s.queues) {
                 sync_stat(&qh.enqueued_packets, &qs.enqueued_packets);
                 sync_stat(&qh.enqueued_bytes, &qs.enqueued_bytes);
@@ -272,6 +346,8 @@ impl Metrics {
                 sync_stat(&qh.dropped_bytes, &qs.dropped_bytes);
                 qh.depth_bytes.set(qs.depth_bytes.get() as i64);
                 qh.depth_packets.set(qs.depth_packets.get() as i64);
+                sync_stat(&qh.admission_dropped, &qs.admission_dropped_packets);
+                sync_stat(&qh.pfcwd_dropped, &qs.pfcwd_dropped_packets);
             }
         }
         match xdp {
@@ -393,6 +469,7 @@ mod tests {
             nexthops: vec![NextHopConfig { port: 1, mac: "02:00:00:00:00:02".parse().unwrap() }],
             groups: vec![vec![0]],
             routes: vec![],
+            qos: Default::default(),
         }
     }
 

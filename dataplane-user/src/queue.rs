@@ -136,6 +136,12 @@ impl<D: Copy + Default> PortQueues<D> {
         }
     }
 
+    /// Eight queues with their own descriptor capacities and no byte limit: admission is decided
+    /// before enqueueing, by the shared buffer ([`crate::buffer`]).
+    pub fn with_capacities(capacity: [usize; NUM_TC], stats: PortStatsRef) -> Self {
+        PortQueues { fifos: std::array::from_fn(|tc| Fifo::new(capacity[tc], u64::MAX)), nonempty: 0, stats }
+    }
+
     /// Enqueues on traffic class `tc` (0..=7; larger values are clamped to 7). On tail drop the
     /// descriptor comes back so the caller can recycle its buffer.
     #[inline]
@@ -194,6 +200,19 @@ impl<D: Copy + Default> PortQueues<D> {
     /// Total queued packets over the 8 queues.
     pub fn total_packets(&self) -> usize {
         self.fifos.iter().map(Fifo::len).sum()
+    }
+
+    /// Removes every descriptor of queue `tc` (PFC watchdog drop), without counting them as
+    /// dequeued; `f` gets each descriptor and its length.
+    pub fn drain_queue(&mut self, tc: usize, mut f: impl FnMut(D, u32)) {
+        let fifo = &mut self.fifos[tc];
+        while let Some((d, len)) = fifo.pop() {
+            f(d, len);
+        }
+        self.nonempty &= !(1 << tc);
+        let q = self.stats.queue(tc);
+        q.depth_bytes.set(0);
+        q.depth_packets.set(0);
     }
 
     /// Removes every queued descriptor (shutdown), without counting them as dequeued.

@@ -17,8 +17,15 @@ impl Scheduler {
     /// The queue to serve next, or `None` when all are empty.
     #[inline]
     pub fn pick<D: Copy + Default>(&mut self, q: &PortQueues<D>) -> Option<usize> {
+        self.pick_unpaused(q, 0)
+    }
+
+    /// The queue to serve next among those not in `paused` (bit per queue: the priorities a PFC
+    /// frame from the peer stopped), or `None`.
+    #[inline]
+    pub fn pick_unpaused<D: Copy + Default>(&mut self, q: &PortQueues<D>, paused: u8) -> Option<usize> {
         match self {
-            Scheduler::StrictPriority => strict_priority(q.nonempty()),
+            Scheduler::StrictPriority => strict_priority(q.nonempty() & !paused),
         }
     }
 }

@@ -50,6 +50,31 @@ pub struct QueueStats {
     pub depth_bytes: Stat,
     /// Current depth in packets (gauge).
     pub depth_packets: Stat,
+    /// Dropped at admission by the shared buffer (lossy: queue or shared pool full, or no UMEM
+    /// frame left for the configured buffer).
+    pub admission_dropped_packets: Stat,
+    /// Dropped by the PFC watchdog (action drop) while this queue was stormed.
+    pub pfcwd_dropped_packets: Stat,
+}
+
+/// Per priority of one port: PFC sent and received, the ingress priority group's occupancy,
+/// and the PFC watchdog of the egress queue with that number.
+#[derive(Debug, Default)]
+pub struct PrioStats {
+    /// PFC frames sent out of this port with this priority's bit set (XOFF, refresh and XON).
+    pub pfc_tx_frames: Stat,
+    /// PFC frames received on this port with this priority's bit set (802.3x PAUSE counts for
+    /// every priority).
+    pub pfc_rx_frames: Stat,
+    /// Cumulative time this egress priority was paused by the peer, ns.
+    pub paused_ns: Stat,
+    /// Bytes charged to the ingress priority group (port, priority), gauge.
+    pub pg_bytes: Stat,
+    /// Lossless frames lost because the group's headroom was full.
+    pub headroom_overflow: Stat,
+    /// PFC watchdog storms detected / restored on this egress queue.
+    pub pfcwd_storms: Stat,
+    pub pfcwd_restores: Stat,
 }
 
 /// Counters of one switch port, as seen by the daemon (the XDP program keeps its own).
@@ -70,8 +95,14 @@ pub struct PortStats {
     pub rx_mac_control: Stat,
     /// Forwarded frames the L3 rewrite refused (truncated, unknown EtherType, TTL ≤ 1).
     pub rewrite_errors: Stat,
+    /// MAC-control frames that did not parse (too short, bad EtherType) or had an unknown opcode.
+    pub rx_mac_control_malformed: Stat,
+    /// Frames the switch wanted to originate (PFC) but found no frame in its reserved pool for.
+    pub own_pool_empty: Stat,
     /// Per traffic class egress queues of this port.
     pub queues: [QueueStats; NUM_TC],
+    /// Per priority PFC and priority-group counters.
+    pub prio: [PrioStats; NUM_TC],
 }
 
 /// All statistics of one switch.

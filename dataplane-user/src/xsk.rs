@@ -31,8 +31,6 @@ pub const RX_RING_SIZE: u32 = 2048;
 pub const TX_RING_SIZE: u32 = 1024;
 /// `XDP_MAX_TX_SKB_BUDGET` from `include/uapi/linux/if_xdp.h` (not in the libc crate yet).
 const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
-/// Default number of UMEM frames available for queueing, on top of what the rings hold.
-pub const DEFAULT_BUFFER_FRAMES: u32 = 4096;
 
 /// Errors creating the UMEM or the sockets.
 #[derive(Debug, thiserror::Error)]
@@ -175,10 +173,11 @@ fn describe(e: &dyn std::error::Error) -> String {
     }
 }
 
-/// Number of UMEM frames for `ports` ports: each port's fill ring and TX ring may hold a full
-/// ring of frames, plus `buffer_frames` for the egress queues.
+/// Number of UMEM frames for `ports` ports: each port's fill ring, RX ring and TX ring may hold
+/// a full ring of frames, plus `buffer_frames` for the egress queues (the shared buffer at its
+/// smallest frame and the reserved pool). So the fill rings never starve while frames are held.
 pub fn frame_count(ports: usize, buffer_frames: u32) -> u64 {
-    ports as u64 * (RX_RING_SIZE as u64 + TX_RING_SIZE as u64) + buffer_frames as u64
+    ports as u64 * (2 * RX_RING_SIZE as u64 + TX_RING_SIZE as u64) + buffer_frames as u64
 }
 
 /// Copy-mode TX budget of the kernel when `XDP_MAX_TX_SKB_BUDGET` is unavailable.
@@ -263,8 +262,8 @@ mod tests {
 
     #[test]
     fn frame_budget_covers_every_ring() {
-        // Each port's fill and TX rings can be full at once, plus the queueing buffer.
-        assert_eq!(frame_count(2, 4096), 2 * (RX_RING_SIZE + TX_RING_SIZE) as u64 + 4096);
+        // Each port's fill, RX and TX rings can be full at once, plus the queueing buffer.
+        assert_eq!(frame_count(2, 4096), 2 * (2 * RX_RING_SIZE + TX_RING_SIZE) as u64 + 4096);
         assert_eq!(frame_count(0, 7), 7);
     }
 }

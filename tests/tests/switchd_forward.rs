@@ -159,6 +159,7 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
             RouteConfig { prefix: "10.9.1.0".parse().unwrap(), len: 24, group: Some(0) },
             RouteConfig { prefix: "10.9.2.0".parse().unwrap(), len: 24, group: Some(1) },
         ],
+        qos: Default::default(),
     }
 }
 

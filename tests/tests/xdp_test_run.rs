@@ -64,6 +64,7 @@ fn config(tag: &str) -> SwitchConfig {
             // Host bits set on purpose: the loader masks them.
             route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 7)), 64, Some(1)),
         ],
+        qos: Default::default(),
     }
 }
 

@@ -478,6 +478,7 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
                 group: Some(1),
             },
         ],
+        qos: Default::default(),
     }
 }
 

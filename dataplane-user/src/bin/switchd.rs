@@ -1,4 +1,4 @@
-//! `rocefab-switchd --config <switch.json> [--log-file <file>] [--buffer-frames N]`
+//! `rocefab-switchd --config <switch.json> [--log-file <file>]`
 //!
 //! One switch of the emulated fabric: binds the Prometheus listener (in the namespace it was
 //! started in), enters the switch's network namespace, loads and attaches the XDP program,
@@ -15,7 +15,8 @@ use anyhow::{bail, Context};
 use clap::Parser;
 use dataplane_common::config::SwitchConfig;
 use dataplane_user::daemon::{enter_netns, wait_control, Signals};
-use dataplane_user::dataplane::{DataPlane, DataPlaneConfig};
+use dataplane_user::ctrl::DpEvent;
+use dataplane_user::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
 use dataplane_user::loader::XdpSwitch;
 use dataplane_user::metrics::{accept_and_serve, Metrics};
 use dataplane_user::stats::SwitchStats;
@@ -30,9 +31,6 @@ struct Args {
     /// Append logs to this file instead of stderr.
     #[arg(long)]
     log_file: Option<PathBuf>,
-    /// UMEM frames (4 KiB each) available for egress queueing, on top of the rings.
-    #[arg(long, default_value_t = xsk::DEFAULT_BUFFER_FRAMES)]
-    buffer_frames: u32,
 }
 
 fn init_logging(args: &Args) -> anyhow::Result<()> {
@@ -71,7 +69,12 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let mut xdp =
         XdpSwitch::load(&cfg).with_context(|| format!("switch {}: loading and attaching the XDP program", cfg.name))?;
     let names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
-    let sockets = xsk::open(&names, args.buffer_frames)
+    let dp_cfg = DataPlaneConfig::from_switch(&cfg);
+    // The UMEM holds the rings plus the configured buffer at the smallest frame, plus the
+    // reserved pool for frames the switch originates.
+    let buffer_frames = u32::try_from(dp_cfg.buffer_frames())
+        .with_context(|| format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes))?;
+    let sockets = xsk::open(&names, buffer_frames)
         .with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
     for (i, p) in sockets.ports.iter().enumerate() {
         xdp.register_xsk(i as u32, p.fd())
@@ -82,7 +85,8 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
     let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
     let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
-    let dp = DataPlane::new(sockets, &DataPlaneConfig::from_switch(&cfg), stats).context("data plane setup")?;
+    let (mut ctrl, dp_end) = dataplane_user::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
+    let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end).context("data plane setup")?;
     let stop = dp.stop_handle();
     let thread = std::thread::Builder::new()
         .name(format!("dp-{}", cfg.name))
@@ -100,13 +104,29 @@ fn run(args: &Args) -> anyhow::Result<()> {
     // 5. Control loop: scrapes and signals; also notices a dead data-plane thread.
     let mut failure = None;
     loop {
-        let ready = match wait_control(listener.as_fd(), &signals, 1000) {
+        let ready = match wait_control(listener.as_fd(), &signals, Some(ctrl.from_dp.as_fd()), 1000) {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(anyhow::Error::new(e));
                 break;
             }
         };
+        if ready.extra {
+            ctrl.from_dp.drain();
+            while let Some(e) = ctrl.next_event() {
+                let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
+                match e {
+                    DpEvent::Storm { port: p, prio, paused_for_ns } => tracing::warn!(
+                        switch = %cfg.name, port = port(p), priority = prio,
+                        "PFC watchdog: storm detected, queue paused for {:.1} ms (action {:?})",
+                        paused_for_ns as f64 / 1e6, cfg.qos.watchdog.action
+                    ),
+                    DpEvent::Restore { port: p, prio } => tracing::warn!(
+                        switch = %cfg.name, port = port(p), priority = prio, "PFC watchdog: queue restored"
+                    ),
+                }
+            }
+        }
         if ready.signal {
             if let Some(sig) = signals.read() {
                 tracing::info!("received {sig}, shutting down");

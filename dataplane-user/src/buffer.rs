@@ -1,0 +1,376 @@
+//! Shared-buffer admission with ingress priority-group accounting, as a shared-buffer switch
+//! ASIC does it (DESIGN.md "Buffers, emulated time and the control side"; book ch. 11).
+//!
+//! Every frame held is charged twice: to its egress queue (port, traffic class) and to its
+//! ingress priority group (ingress port, priority from the DSCP map). Charges are frame bytes or,
+//! with a cell size, whole cells. The buffer is split into
+//! - the headroom reserved for every (port × lossless priority): `headroom_bytes` each, used only
+//!   by a lossless group past xOFF, for the bytes in flight while its PFC reaches the sender;
+//! - the shared pool: everything else.
+//!
+//! A lossy frame is admitted only while its egress queue stays within `queue_limit_bytes` and the
+//! shared pool has room; otherwise it is dropped at admission. It never takes headroom. A
+//! lossless frame is charged to the shared pool while the pool has room and its group is below
+//! xOFF, then to its group's headroom; a frame that fits neither is a headroom overflow, the only
+//! way a lossless frame is lost. A group reaching xOFF (or spilling into headroom) emits
+//! [`PgEvent::Xoff`] once; falling below xON afterwards emits [`PgEvent::Xon`] once.
+//!
+//! The pool also counts held frames against [`SharedBuffer::frames_needed`], the UMEM frames the
+//! configured buffer needs at the smallest frame, so running out of frames is an admission drop
+//! ([`Reject::PoolFull`]) and never a silent fill-ring starvation.
+//!
+//! Pure logic: no clock, no allocation after [`SharedBuffer::new`].
+use dataplane_common::limits::NUM_TC;
+
+/// Smallest Ethernet frame without FCS.
+pub const MIN_FRAME: u64 = 60;
+
+/// The buffer's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferParams {
+    pub ports: usize,
+    pub buffer_bytes: u64,
+    /// Accounting cell; 0 = frame bytes.
+    pub cell_bytes: u32,
+    /// Bitmap of lossless priorities.
+    pub lossless: u8,
+    pub xoff_bytes: u64,
+    pub xon_bytes: u64,
+    pub headroom_bytes: u64,
+    /// Egress limit of lossy queues.
+    pub queue_limit_bytes: u64,
+}
+
+/// Where an admitted frame was charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    Shared,
+    Headroom,
+}
+
+/// Why a frame was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    /// Lossy: its egress queue is at its limit.
+    QueueFull,
+    /// Lossy: the shared pool is full; or (any class) no UMEM frame is left for the buffer.
+    PoolFull,
+    /// Lossless: past xOFF and the group's headroom is full.
+    HeadroomOverflow,
+}
+
+/// A priority group crossed a threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PgEvent {
+    Xoff { port: usize, prio: u8 },
+    Xon { port: usize, prio: u8 },
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Pg {
+    shared: u64,
+    headroom: u64,
+    xoff: bool,
+}
+
+/// The shared buffer of one switch.
+#[derive(Debug)]
+pub struct SharedBuffer {
+    p: BufferParams,
+    shared_size: u64,
+    shared_used: u64,
+    frames_max: u64,
+    frames_held: u64,
+    pg: Vec<[Pg; NUM_TC]>,
+    queue: Vec<[u64; NUM_TC]>,
+}
+
+impl SharedBuffer {
+    pub fn new(p: BufferParams) -> Self {
+        let reserved = p.ports as u64 * u64::from(p.lossless.count_ones()) * p.headroom_bytes;
+        let min_charge = if p.cell_bytes == 0 { MIN_FRAME } else { MIN_FRAME.div_ceil(u64::from(p.cell_bytes)) * u64::from(p.cell_bytes) };
+        SharedBuffer {
+            p,
+            shared_size: p.buffer_bytes.saturating_sub(reserved),
+            shared_used: 0,
+            frames_max: p.buffer_bytes.div_ceil(min_charge),
+            frames_held: 0,
+            pg: vec![[Pg::default(); NUM_TC]; p.ports],
+            queue: vec![[0; NUM_TC]; p.ports],
+        }
+    }
+
+    /// Bytes charged for a frame of `frame_len` bytes: the frame, or whole cells.
+    #[inline]
+    pub fn charge_of(&self, frame_len: u32) -> u64 {
+        let len = u64::from(frame_len).max(1);
+        match self.p.cell_bytes {
+            0 => len,
+            c => len.div_ceil(u64::from(c)) * u64::from(c),
+        }
+    }
+
+    #[inline]
+    fn is_lossless(&self, prio: u8) -> bool {
+        self.p.lossless & (1 << (prio & 7)) != 0
+    }
+
+    /// Admits a frame arriving on `ingress` with priority `prio`, bound for queue (`egress`, `tc`).
+    #[inline]
+    pub fn admit(&mut self, ingress: usize, prio: u8, egress: usize, tc: u8, frame_len: u32) -> Result<(Admit, Option<PgEvent>), Reject> {
+        let (prio, tc) = (prio & 7, tc & 7);
+        let c = self.charge_of(frame_len);
+        if self.frames_held >= self.frames_max {
+            return Err(Reject::PoolFull);
+        }
+        let pool_room = self.shared_used + c <= self.shared_size;
+        let admit = if self.is_lossless(prio) {
+            let pg = &self.pg[ingress][prio as usize];
+            if pool_room && pg.shared + pg.headroom < self.p.xoff_bytes {
+                Admit::Shared
+            } else if pg.headroom + c <= self.p.headroom_bytes {
+                Admit::Headroom
+            } else {
+                return Err(Reject::HeadroomOverflow);
+            }
+        } else {
+            if self.queue[egress][tc as usize] + c > self.p.queue_limit_bytes {
+                return Err(Reject::QueueFull);
+            }
+            if !pool_room {
+                return Err(Reject::PoolFull);
+            }
+            Admit::Shared
+        };
+        self.frames_held += 1;
+        self.queue[egress][tc as usize] += c;
+        let pg = &mut self.pg[ingress][prio as usize];
+        match admit {
+            Admit::Shared => {
+                self.shared_used += c;
+                pg.shared += c;
+            }
+            Admit::Headroom => pg.headroom += c,
+        }
+        let mut ev = None;
+        if self.p.lossless & (1 << prio) != 0
+            && !pg.xoff
+            && (pg.shared + pg.headroom >= self.p.xoff_bytes || admit == Admit::Headroom)
+        {
+            pg.xoff = true;
+            ev = Some(PgEvent::Xoff { port: ingress, prio });
+        }
+        Ok((admit, ev))
+    }
+
+    /// Releases the charges of a frame that left (transmitted, or dropped after admission).
+    #[inline]
+    pub fn release(&mut self, ingress: usize, prio: u8, egress: usize, tc: u8, frame_len: u32, admit: Admit) -> Option<PgEvent> {
+        let (prio, tc) = (prio & 7, tc & 7);
+        let c = self.charge_of(frame_len);
+        self.frames_held = self.frames_held.saturating_sub(1);
+        let q = &mut self.queue[egress][tc as usize];
+        *q = q.saturating_sub(c);
+        let pg = &mut self.pg[ingress][prio as usize];
+        match admit {
+            Admit::Headroom => pg.headroom = pg.headroom.saturating_sub(c),
+            Admit::Shared => {
+                pg.shared = pg.shared.saturating_sub(c);
+                self.shared_used = self.shared_used.saturating_sub(c);
+            }
+        }
+        if pg.xoff && pg.shared + pg.headroom < self.p.xon_bytes {
+            pg.xoff = false;
+            return Some(PgEvent::Xon { port: ingress, prio });
+        }
+        None
+    }
+
+    /// Bytes charged to the ingress group (shared + headroom).
+    pub fn pg_bytes(&self, port: usize, prio: u8) -> u64 {
+        let pg = &self.pg[port][(prio & 7) as usize];
+        pg.shared + pg.headroom
+    }
+    pub fn headroom_used(&self, port: usize, prio: u8) -> u64 {
+        self.pg[port][(prio & 7) as usize].headroom
+    }
+    /// Bytes charged to egress queue (`port`, `tc`).
+    pub fn queue_bytes(&self, port: usize, tc: u8) -> u64 {
+        self.queue[port][(tc & 7) as usize]
+    }
+    pub fn shared_used(&self) -> u64 {
+        self.shared_used
+    }
+    pub fn shared_size(&self) -> u64 {
+        self.shared_size
+    }
+    pub fn is_xoff(&self, port: usize, prio: u8) -> bool {
+        self.pg[port][(prio & 7) as usize].xoff
+    }
+    pub fn frames_held(&self) -> u64 {
+        self.frames_held
+    }
+    /// UMEM frames the configured buffer needs when every frame is the smallest (60 bytes).
+    pub fn frames_needed(&self) -> u64 {
+        self.frames_max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params() -> BufferParams {
+        BufferParams {
+            ports: 3,
+            buffer_bytes: 100_000,
+            cell_bytes: 0,
+            lossless: 1 << 3,
+            xoff_bytes: 20_000,
+            xon_bytes: 5_000,
+            headroom_bytes: 10_000,
+            queue_limit_bytes: 30_000,
+        }
+    }
+
+    #[test]
+    fn headroom_is_reserved_per_port_and_lossless_priority() {
+        let b = SharedBuffer::new(params());
+        assert_eq!(b.shared_size(), 100_000 - 3 * 10_000);
+        assert_eq!(b.frames_needed(), 100_000u64.div_ceil(60));
+        let two = SharedBuffer::new(BufferParams { lossless: 0b1000_1000, ..params() });
+        assert_eq!(two.shared_size(), 100_000 - 6 * 10_000);
+    }
+
+    #[test]
+    fn cells_round_up() {
+        let b = SharedBuffer::new(BufferParams { cell_bytes: 256, ..params() });
+        assert_eq!(b.charge_of(60), 256);
+        assert_eq!(b.charge_of(256), 256);
+        assert_eq!(b.charge_of(257), 512);
+        assert_eq!(b.charge_of(1514), 1536);
+        assert_eq!(b.frames_needed(), 100_000u64.div_ceil(256));
+        assert_eq!(SharedBuffer::new(params()).charge_of(1514), 1514);
+    }
+
+    #[test]
+    fn lossless_xoff_once_then_headroom_then_overflow_and_xon_once() {
+        let mut b = SharedBuffer::new(params());
+        let mut events = vec![];
+        let mut admitted = vec![];
+        let mut overflow = 0;
+        for _ in 0..40 {
+            match b.admit(0, 3, 2, 3, 1000) {
+                Ok((a, ev)) => {
+                    admitted.push(a);
+                    events.extend(ev);
+                }
+                Err(Reject::HeadroomOverflow) => overflow += 1,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        // 20 frames reach xOFF in the shared pool, 10 more fill the headroom, 10 overflow.
+        assert_eq!(admitted.iter().filter(|a| **a == Admit::Shared).count(), 20);
+        assert_eq!(admitted.iter().filter(|a| **a == Admit::Headroom).count(), 10);
+        assert_eq!(overflow, 10);
+        assert_eq!(events, vec![PgEvent::Xoff { port: 0, prio: 3 }]);
+        assert!(b.is_xoff(0, 3));
+        assert_eq!(b.pg_bytes(0, 3), 30_000);
+        assert_eq!(b.headroom_used(0, 3), 10_000);
+        assert_eq!(b.queue_bytes(2, 3), 30_000);
+        // Another ingress group is unaffected.
+        assert!(matches!(b.admit(1, 3, 2, 3, 1000), Ok((Admit::Shared, None))));
+        b.release(1, 3, 2, 3, 1000, Admit::Shared);
+        // Drain: the XON comes once, when the group falls below xON.
+        let mut xon = vec![];
+        for (i, a) in admitted.iter().enumerate() {
+            if let Some(ev) = b.release(0, 3, 2, 3, 1000, *a) {
+                xon.push((i, ev));
+            }
+        }
+        assert_eq!(xon.len(), 1);
+        assert_eq!(xon[0].1, PgEvent::Xon { port: 0, prio: 3 });
+        // Released in order: shared first (20), then headroom; below 5000 B after 26 releases.
+        assert_eq!(xon[0].0, 25);
+        assert_eq!((b.pg_bytes(0, 3), b.shared_used(), b.queue_bytes(2, 3), b.frames_held()), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn lossy_is_limited_by_its_queue_and_the_pool_and_never_takes_headroom() {
+        let mut b = SharedBuffer::new(params());
+        let mut n = 0;
+        while b.admit(0, 0, 1, 0, 1000).is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, 30, "queue limit 30 000 B");
+        assert_eq!(b.admit(0, 0, 1, 0, 1000), Err(Reject::QueueFull));
+        // Other queues fill the rest of the shared pool (70 000 B), never the headroom.
+        let mut m = 0;
+        loop {
+            match b.admit(0, 0, 2, 1, 1000) {
+                Ok((a, ev)) => {
+                    assert_eq!((a, ev), (Admit::Shared, None));
+                    m += 1;
+                }
+                Err(Reject::QueueFull) => break,
+                Err(Reject::PoolFull) => break,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(m, 30);
+        assert!(b.admit(0, 0, 0, 2, 1000).is_ok());
+        for _ in 0..9 {
+            b.admit(0, 0, 0, 2, 1000).unwrap();
+        }
+        assert_eq!(b.shared_used(), 70_000);
+        assert_eq!(b.admit(0, 0, 0, 2, 1000), Err(Reject::PoolFull));
+        // A lossless frame still finds its group's headroom.
+        assert_eq!(b.admit(2, 3, 0, 3, 1000), Ok((Admit::Headroom, Some(PgEvent::Xoff { port: 2, prio: 3 }))));
+    }
+
+    #[test]
+    fn out_of_frames_is_an_admission_drop() {
+        let mut b = SharedBuffer::new(BufferParams { buffer_bytes: 600, headroom_bytes: 0, xoff_bytes: 10_000, ..params() });
+        assert_eq!(b.frames_needed(), 10);
+        for _ in 0..10 {
+            b.admit(0, 0, 1, 0, 60).unwrap();
+        }
+        assert_eq!(b.admit(0, 0, 1, 0, 60), Err(Reject::PoolFull));
+        assert_eq!(b.admit(0, 3, 1, 3, 60), Err(Reject::PoolFull));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_admit_release_keeps_the_books(ops in proptest::collection::vec((0usize..3, 0u8..8, 0usize..3, 60u32..1600, proptest::bool::ANY), 1..400)) {
+            let p = BufferParams { cell_bytes: 128, ..params() };
+            let mut b = SharedBuffer::new(p);
+            let mut held: Vec<(usize, u8, usize, u32, Admit)> = vec![];
+            for (ing, prio, eg, len, release) in ops {
+                if release && !held.is_empty() {
+                    let (i, pr, e, l, a) = held.remove(ing % held.len());
+                    b.release(i, pr, e, pr, l, a);
+                } else if let Ok((a, _)) = b.admit(ing, prio, eg, prio, len) {
+                    held.push((ing, prio, eg, len, a));
+                }
+                proptest::prop_assert!(b.shared_used() <= b.shared_size());
+                for port in 0..3 {
+                    proptest::prop_assert!(b.headroom_used(port, 3) <= p.headroom_bytes);
+                    for q in 0..8u8 {
+                        if p.lossless & (1 << q) == 0 {
+                            proptest::prop_assert!(b.queue_bytes(port, q) <= p.queue_limit_bytes);
+                        }
+                    }
+                }
+            }
+            for (i, pr, e, l, a) in held.drain(..) {
+                b.release(i, pr, e, pr, l, a);
+            }
+            proptest::prop_assert_eq!((b.shared_used(), b.frames_held()), (0, 0));
+            for port in 0..3 {
+                for q in 0..8u8 {
+                    proptest::prop_assert_eq!((b.pg_bytes(port, q), b.queue_bytes(port, q), b.is_xoff(port, q)), (0, 0, false));
+                }
+            }
+        }
+    }
+}

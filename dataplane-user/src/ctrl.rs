@@ -1,0 +1,198 @@
+//! The channels between a switch's control side and its data-plane thread (DESIGN.md, "Buffers,
+//! emulated time and the control side"): two bounded single-producer single-consumer rings
+//! ([`rtrb`], lock-free and wait-free) and an eventfd for each direction.
+//!
+//! - control → data plane: frames the switch originates that the control side builds (LLDP),
+//!   [`OwnFrame`], copied into a frame of the data plane's reserved pool and sent through the
+//!   port's control queue, ahead of the scheduler. The eventfd wakes the data-plane thread from
+//!   `ppoll`.
+//! - data plane → control: [`DpEvent`]s (PFC watchdog storms and restores) for logging. The data
+//!   plane never waits: when the ring is full the event is counted as lost, not blocked on.
+//!
+//! Nothing here allocates after [`channel`]; a push copies a fixed-size value into the ring.
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// Longest frame the control side can hand over (an untagged 1500-byte MTU frame).
+pub const OWN_FRAME_MAX: usize = 1514;
+
+/// A frame the control side wants sent out of `port`.
+#[derive(Clone, Copy)]
+pub struct OwnFrame {
+    pub port: u16,
+    pub len: u16,
+    pub data: [u8; OWN_FRAME_MAX],
+}
+
+impl std::fmt::Debug for OwnFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnFrame").field("port", &self.port).field("len", &self.len).finish()
+    }
+}
+
+impl OwnFrame {
+    /// Copies `bytes` (at most [`OWN_FRAME_MAX`]) into a frame for `port`.
+    pub fn new(port: u16, bytes: &[u8]) -> Option<OwnFrame> {
+        if bytes.len() > OWN_FRAME_MAX {
+            return None;
+        }
+        let mut data = [0u8; OWN_FRAME_MAX];
+        data[..bytes.len()].copy_from_slice(bytes);
+        Some(OwnFrame { port, len: bytes.len() as u16, data })
+    }
+    pub fn bytes(&self) -> &[u8] {
+        &self.data[..self.len as usize]
+    }
+}
+
+/// Something the data-plane thread reports to the control side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DpEvent {
+    /// PFC watchdog: `(port, priority)` was paused continuously for `paused_for_ns`.
+    Storm { port: usize, prio: u8, paused_for_ns: u64 },
+    /// PFC watchdog: `(port, priority)` restored after the restoration time without pauses.
+    Restore { port: usize, prio: u8 },
+}
+
+/// A non-blocking eventfd used as a doorbell.
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> std::io::Result<EventFd> {
+        // SAFETY: plain eventfd(2) call; the returned descriptor is checked and then owned.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nothing else owns.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+    /// Rings the bell (async-signal-safe; a full counter is as good as a ring).
+    pub fn ring(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writing 8 bytes from a live stack buffer to an eventfd we own.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+    /// Resets the counter; true if the bell had rung.
+    pub fn drain(&self) -> bool {
+        let mut buf = [0u8; 8];
+        // SAFETY: reading at most 8 bytes into a live stack buffer from an eventfd we own.
+        let r = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        r == 8
+    }
+}
+
+impl AsFd for EventFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
+/// The control side's ends.
+#[derive(Debug)]
+pub struct ControlEnd {
+    frames: rtrb::Producer<OwnFrame>,
+    events: rtrb::Consumer<DpEvent>,
+    /// Rung by the control side after pushing frames; polled by the data-plane thread.
+    pub to_dp: std::sync::Arc<EventFd>,
+    /// Rung by the data-plane thread after pushing events; polled by the control side.
+    pub from_dp: std::sync::Arc<EventFd>,
+}
+
+/// The data-plane thread's ends.
+#[derive(Debug)]
+pub struct DataEnd {
+    frames: rtrb::Consumer<OwnFrame>,
+    events: rtrb::Producer<DpEvent>,
+    pub to_dp: std::sync::Arc<EventFd>,
+    pub from_dp: std::sync::Arc<EventFd>,
+    /// Events dropped because the ring was full (the control side fell behind).
+    pub events_lost: u64,
+}
+
+/// Both ends: room for `frames` frames and `events` events in flight.
+pub fn channel(frames: usize, events: usize) -> std::io::Result<(ControlEnd, DataEnd)> {
+    let (ftx, frx) = rtrb::RingBuffer::new(frames);
+    let (etx, erx) = rtrb::RingBuffer::new(events);
+    let to_dp = std::sync::Arc::new(EventFd::new()?);
+    let from_dp = std::sync::Arc::new(EventFd::new()?);
+    Ok((
+        ControlEnd { frames: ftx, events: erx, to_dp: to_dp.clone(), from_dp: from_dp.clone() },
+        DataEnd { frames: frx, events: etx, to_dp, from_dp, events_lost: 0 },
+    ))
+}
+
+impl ControlEnd {
+    /// Queues a frame for the data plane and wakes it; gives the frame back when the ring is full.
+    #[expect(clippy::result_large_err, reason = "the caller keeps its frame to retry; nothing is boxed on this path")]
+    pub fn send(&mut self, f: OwnFrame) -> Result<(), OwnFrame> {
+        match self.frames.push(f) {
+            Ok(()) => {
+                self.to_dp.ring();
+                Ok(())
+            }
+            Err(rtrb::PushError::Full(f)) => Err(f),
+        }
+    }
+    /// The next event the data plane reported, if any.
+    pub fn next_event(&mut self) -> Option<DpEvent> {
+        self.events.pop().ok()
+    }
+}
+
+impl DataEnd {
+    /// The next frame the control side handed over, if any.
+    #[inline]
+    pub fn next_frame(&mut self) -> Option<OwnFrame> {
+        self.frames.pop().ok()
+    }
+    /// Whether frames are waiting (cheap: two atomic loads).
+    #[inline]
+    pub fn has_frames(&self) -> bool {
+        !self.frames.is_empty()
+    }
+    /// Reports an event without ever blocking: counted as lost if the ring is full.
+    #[inline]
+    pub fn report(&mut self, e: DpEvent) {
+        if self.events.push(e).is_err() {
+            self.events_lost += 1;
+        }
+        self.from_dp.ring();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_cross_in_order_and_a_full_ring_gives_the_frame_back() {
+        let (mut c, mut d) = channel(2, 2).unwrap();
+        assert!(!d.to_dp.drain());
+        c.send(OwnFrame::new(1, &[1, 2, 3]).unwrap()).unwrap();
+        c.send(OwnFrame::new(2, &[4; 60]).unwrap()).unwrap();
+        let back = c.send(OwnFrame::new(3, &[5]).unwrap()).unwrap_err();
+        assert_eq!(back.port, 3);
+        assert!(d.to_dp.drain(), "sending rings the data plane's bell");
+        assert!(!d.to_dp.drain());
+        assert!(d.has_frames());
+        let f = d.next_frame().unwrap();
+        assert_eq!((f.port, f.bytes()), (1, &[1u8, 2, 3][..]));
+        assert_eq!(d.next_frame().unwrap().bytes(), &[4u8; 60][..]);
+        assert!(d.next_frame().is_none());
+        assert!(OwnFrame::new(0, &[0; OWN_FRAME_MAX + 1]).is_none());
+    }
+
+    #[test]
+    fn events_never_block_the_data_plane() {
+        let (mut c, mut d) = channel(1, 2).unwrap();
+        for prio in 0..5 {
+            d.report(DpEvent::Restore { port: 0, prio });
+        }
+        assert_eq!(d.events_lost, 3);
+        assert!(c.from_dp.drain());
+        assert_eq!(c.next_event(), Some(DpEvent::Restore { port: 0, prio: 0 }));
+        assert_eq!(c.next_event(), Some(DpEvent::Restore { port: 0, prio: 1 }));
+        assert_eq!(c.next_event(), None);
+    }
+}
