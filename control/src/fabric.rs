@@ -566,8 +566,9 @@ fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
             println!("  {}:{:<6} {:<15} rail {} gw {} ({})", h.name, n.ifname, n.addr, n.rail, n.gateway, n.gateway_mac);
         }
     }
-    for s in &plan.switches {
+    for (si, s) in plan.switches.iter().enumerate() {
         println!("{} ({}, seed {:#010x}, metrics {})", s.name, s.config.role, s.config.hash_seed, s.config.metrics_listen);
+        println!("  qos {}", crate::qos::describe(&topo.qos[si]));
         for (i, p) in s.config.ports.iter().enumerate() {
             println!(
                 "  port {i:<2} {:<6} {} {:<16} {:>8} -> {}",

@@ -6,6 +6,7 @@ pub mod frame;
 pub mod netns;
 pub mod pcap_show;
 pub mod plan;
+pub mod qos;
 pub mod rundir;
 pub mod run;
 pub mod send;

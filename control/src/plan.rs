@@ -350,14 +350,14 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             netns: Some(netns.clone()),
             hash_seed: seed(topo, &sw.name),
             metrics_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), metrics_base.wrapping_add(si as u16)),
-            dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
-            queue_limit_bytes: topo.queue_limit_bytes.unwrap_or(1 << 20),
+            dscp_to_tc: topo.qos[si].dscp_to_tc.clone(),
+            queue_limit_bytes: topo.qos[si].queue_limit_bytes,
             xdp_mode: topo.xdp_mode.as_str().to_string(),
             ports: cfg_ports,
             nexthops,
             groups,
             routes,
-            qos: Default::default(),
+            qos: topo.qos[si].qos.clone(),
         };
         switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
     }

@@ -78,9 +78,12 @@ struct RawTopology {
     /// XDP attach mode for every switch: `driver` (default) or `skb`.
     #[serde(default = "default_xdp_mode")]
     xdp_mode: XdpMode,
-    /// Per-queue buffer limit in bytes (default: the daemon's default).
+    /// Per-queue buffer limit of lossy queues in bytes (older spelling of `qos.queue_limit`).
     #[serde(default)]
     queue_limit_bytes: Option<u64>,
+    /// Traffic classes, shared buffer, PFC and watchdog (see [`crate::qos`]).
+    #[serde(default)]
+    qos: crate::qos::RawQos,
 }
 
 fn default_mtu() -> u32 {
@@ -137,7 +140,7 @@ struct RawSwitches {
     spine: Vec<RawSpine>,
     /// Accepted by the schema so the error can say "not supported yet".
     #[serde(default, rename = "super-spine")]
-    super_spine: Option<serde_yaml::Value>,
+    super_spine: Option<yaml_serde::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -543,7 +546,8 @@ pub struct Topology {
     pub switch_port_pattern: String,
     pub metrics_port_base: Option<u16>,
     pub xdp_mode: XdpMode,
-    pub queue_limit_bytes: Option<u64>,
+    /// Effective QoS of every switch, by index into `switches`.
+    pub qos: Vec<crate::qos::SwitchQos>,
 }
 
 impl Topology {
@@ -587,7 +591,7 @@ impl Topology {
     /// Parses and validates topology text; `path` is used in error messages.
     pub fn parse(src: &str, path: &Path) -> Result<Topology, TopologyError> {
         let file = path.display().to_string();
-        let raw: RawTopology = serde_yaml::from_str(src).map_err(|e| {
+        let raw: RawTopology = yaml_serde::from_str(src).map_err(|e| {
             let line = e.location().map(|l| l.line()).unwrap_or(1);
             let mut msg = e.to_string();
             if let Some(i) = msg.rfind(" at line ") {
@@ -787,6 +791,7 @@ fn validate(
     }
 
     // Ports per switch and interface name lengths.
+    let mut port_counts = Vec::with_capacity(switches.len());
     for (si, s) in switches.iter().enumerate() {
         let n = links.iter().filter(|l| l.a == Endpoint::Switch(si) || l.b == Endpoint::Switch(si)).count();
         let max = dataplane_common::limits::MAX_PORTS as usize;
@@ -797,6 +802,7 @@ fn validate(
             };
             return Err(err(&f, format!("switch {} would have {n} ports (at most {max})", s.name)));
         }
+        port_counts.push((s.name.clone(), n));
         let longest = switch_port.replace("{port}", &n.max(1).to_string());
         if longest.len() > 15 {
             return Err(err("naming.switch_port", format!("interface name {longest:?} is longer than 15 characters")));
@@ -850,6 +856,8 @@ fn validate(
         }
     }
 
+    let qos = crate::qos::resolve(&raw.qos, &port_counts, raw.queue_limit_bytes).map_err(|(f, m)| err(&f, m))?;
+
     Ok(Topology {
         file: path.to_path_buf(),
         fabric: raw.fabric,
@@ -866,7 +874,7 @@ fn validate(
         switch_port_pattern: switch_port,
         metrics_port_base: raw.metrics_port_base,
         xdp_mode: raw.xdp_mode,
-        queue_limit_bytes: raw.queue_limit_bytes,
+        qos,
     })
 }
 

@@ -229,3 +229,37 @@ fn module_doc_example_parses() {
     assert_eq!(slow.len(), 1);
     assert_eq!((slow[0].a.clone(), slow[0].b.clone()), (Endpoint::Switch(0), Endpoint::Switch(3)));
 }
+
+#[test]
+fn qos_errors_name_file_line_field() {
+    let with = |q: &str| format!("{GOOD}qos:\n{q}");
+    let e = err(&with("  xoff: 1MB\n  xon: 2MB\n"));
+    assert!(e.starts_with("topologies/bad.yaml:16: qos.xon: rail1: 2000000 bytes is not below xoff"), "{e}");
+    let e = err(&with("  xoff: 1MB\n  switches:\n    spine1:\n      xon: 1MB\n"));
+    assert!(e.starts_with("topologies/bad.yaml:18: qos.switches.spine1.xon: spine1: "), "{e}");
+    let e = err(&with("  headroom: 8MiB\n"));
+    assert!(e.starts_with("topologies/bad.yaml:15: qos.headroom: rail1: "), "{e}");
+    assert!(e.contains("not less than the 16777216-byte buffer"), "{e}");
+    let e = err(&with("  watchdog: { action: reboot }\n"));
+    assert!(e.starts_with("topologies/bad.yaml:15: qos.watchdog.action: unknown variant `reboot`"), "{e}");
+    let e = err(&with("  pfc: [3]\n  buffer: 2GiB\n"));
+    assert!(e.starts_with("topologies/bad.yaml:16: qos.buffer: "), "{e}");
+}
+
+#[test]
+fn qos_reaches_the_switch_configs() {
+    let src = format!("{GOOD}qos:\n  pfc: []\n  queue_limit: 64KiB\n  switches:\n    spine1: {{ pfc: [3], xoff: 1MB, watchdog: off }}\n");
+    let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
+    let p = control::plan::compile(&t, 9400);
+    let rail1 = &p.switches[0].config;
+    let spine1 = &p.switches[2].config;
+    assert_eq!((rail1.name.as_str(), spine1.name.as_str()), ("rail1", "spine1"));
+    assert_eq!(rail1.qos.lossless_priorities, 0);
+    assert_eq!(rail1.queue_limit_bytes, 64 << 10);
+    assert_eq!(spine1.qos.lossless_priorities, 1 << 3);
+    assert_eq!(spine1.qos.xoff_bytes, 1_000_000);
+    assert!(!spine1.qos.watchdog.enabled);
+    assert!(rail1.qos.watchdog.enabled);
+    rail1.validate().unwrap();
+    spine1.validate().unwrap();
+}

@@ -102,7 +102,7 @@ pub struct SwitchConfig {
 }
 
 /// The switch's shared buffer, PFC and PFC watchdog settings (book ch. 11, DESIGN.md "PFC").
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QosConfig {
     /// Bit p set: priority p is lossless (PFC). Default priority 3; 0 when PFC is off.
@@ -122,7 +122,7 @@ pub struct QosConfig {
 }
 
 /// PFC watchdog (SONiC defaults).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WatchdogConfig {
     pub enabled: bool,
@@ -161,6 +161,98 @@ impl Default for QosConfig {
 impl Default for WatchdogConfig {
     fn default() -> Self {
         WatchdogConfig { enabled: true, detect_us: 200_000, restore_us: 200_000, poll_us: 10_000, action: WatchdogAction::Drop }
+    }
+}
+
+/// Smallest Ethernet frame without FCS: what a buffer charges at least per held frame.
+pub const MIN_FRAME_BYTES: u64 = 60;
+
+/// Most UMEM frames a switch's buffer may need (4 KiB each: 1 GiB of UMEM).
+pub const MAX_BUFFER_FRAMES: u64 = 1 << 18;
+
+/// UMEM frames a buffer of `buffer_bytes` needs to hold only smallest frames: one frame per
+/// minimal charge (a 60-byte frame, or the whole cells it takes).
+pub fn buffer_frames(buffer_bytes: u64, cell_bytes: u32) -> u64 {
+    let min_charge = match cell_bytes {
+        0 => MIN_FRAME_BYTES,
+        c => MIN_FRAME_BYTES.div_ceil(u64::from(c)) * u64::from(c),
+    };
+    buffer_bytes.div_ceil(min_charge)
+}
+
+/// A QoS setting that cannot work: the field (as the topology file names it) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QosProblem {
+    pub field: &'static str,
+    pub msg: String,
+}
+
+impl QosConfig {
+    /// Checks the settings against each other for a switch with `ports` ports whose lossy
+    /// queues hold at most `queue_limit_bytes`: xON below xOFF, the reserved headroom and the
+    /// thresholds inside the buffer, the buffer within [`MAX_BUFFER_FRAMES`] UMEM frames, the
+    /// watchdog's times non-zero.
+    pub fn check(&self, ports: usize, queue_limit_bytes: u64) -> Result<(), QosProblem> {
+        let bad = |field: &'static str, msg: String| Err(QosProblem { field, msg });
+        let lossless = u64::from(self.lossless_priorities.count_ones());
+        if self.cell_bytes != 0 && !(64..=16384).contains(&self.cell_bytes) {
+            return bad("cell", format!("{} bytes: a cell is 64..=16384 bytes, or 0 to count frame bytes", self.cell_bytes));
+        }
+        let frames = buffer_frames(self.buffer_bytes, self.cell_bytes);
+        if self.buffer_bytes == 0 {
+            return bad("buffer", "0 bytes: the switch needs a buffer".into());
+        }
+        if frames > MAX_BUFFER_FRAMES {
+            return bad(
+                "buffer",
+                format!(
+                    "{} bytes needs {frames} UMEM frames at the smallest frame (at most {MAX_BUFFER_FRAMES}): use a larger cell or a smaller buffer",
+                    self.buffer_bytes
+                ),
+            );
+        }
+        if queue_limit_bytes > self.buffer_bytes {
+            return bad("queue_limit", format!("{queue_limit_bytes} bytes is more than the {}-byte buffer", self.buffer_bytes));
+        }
+        if lossless == 0 {
+            return Ok(());
+        }
+        let reserved = ports as u64 * lossless * self.headroom_bytes;
+        if reserved >= self.buffer_bytes {
+            return bad(
+                "headroom",
+                format!(
+                    "{} bytes × {ports} ports × {lossless} lossless priorities = {reserved} bytes reserved, not less than the {}-byte buffer",
+                    self.headroom_bytes, self.buffer_bytes
+                ),
+            );
+        }
+        if self.headroom_bytes < 2 * 1518 {
+            return bad("headroom", format!("{} bytes: headroom must hold at least two full frames (3036 bytes)", self.headroom_bytes));
+        }
+        let shared = self.buffer_bytes - reserved;
+        if self.xoff_bytes == 0 || self.xoff_bytes > shared {
+            return bad(
+                "xoff",
+                format!("{} bytes: must be 1..={shared} (the shared pool: buffer minus {reserved} bytes of headroom)", self.xoff_bytes),
+            );
+        }
+        if self.xon_bytes >= self.xoff_bytes {
+            return bad("xon", format!("{} bytes is not below xoff ({} bytes)", self.xon_bytes, self.xoff_bytes));
+        }
+        if self.pause_quanta == 0 {
+            return bad("pause_quanta", "0 would pause nothing: use 1..=65535".into());
+        }
+        let w = &self.watchdog;
+        if w.enabled {
+            if w.detect_us == 0 || w.restore_us == 0 || w.poll_us == 0 {
+                return bad("watchdog", "detect, restore and poll must be longer than 0".into());
+            }
+            if w.poll_us > w.detect_us {
+                return bad("watchdog.poll", format!("{} µs is longer than detect ({} µs)", w.poll_us, w.detect_us));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -276,6 +368,9 @@ impl SwitchConfig {
                 }
             }
         }
+        if let Err(p) = self.qos.check(self.ports.len(), self.queue_limit_bytes) {
+            return bad(format!("{}: qos.{}: {}", self.name, p.field, p.msg));
+        }
         Ok(())
     }
 }
@@ -327,6 +422,37 @@ mod tests {
         let mut c = sample();
         c.routes[0].len = 33;
         assert!(c.validate().unwrap_err().to_string().contains("prefix length"));
+    }
+
+    #[test]
+    fn qos_check_names_the_field() {
+        let q = QosConfig::default();
+        assert_eq!(q.check(24, 1 << 20), Ok(()));
+        let field = |q: &QosConfig, ports| q.check(ports, 1 << 20).unwrap_err().field;
+        assert_eq!(field(&QosConfig { xon_bytes: 3_200_000, ..q.clone() }, 4), "xon");
+        assert_eq!(field(&QosConfig { xoff_bytes: 15 << 20, ..q.clone() }, 4), "xoff");
+        // 33 ports × 512 KB of headroom reserve more than 16 MiB.
+        assert_eq!(field(&q, 33), "headroom");
+        assert_eq!(field(&QosConfig { cell_bytes: 0, ..q.clone() }, 4), "buffer");
+        assert_eq!(field(&QosConfig { cell_bytes: 7, ..q.clone() }, 4), "cell");
+        assert_eq!(field(&QosConfig { pause_quanta: 0, ..q.clone() }, 4), "pause_quanta");
+        let wd = WatchdogConfig { poll_us: 300_000, ..WatchdogConfig::default() };
+        assert_eq!(field(&QosConfig { watchdog: wd, ..q.clone() }, 4), "watchdog.poll");
+        // PFC off: the lossless thresholds do not matter.
+        assert_eq!(QosConfig { lossless_priorities: 0, xon_bytes: 9 << 20, ..q.clone() }.check(4, 1 << 20), Ok(()));
+        assert_eq!(q.check(4, 32 << 20).unwrap_err().field, "queue_limit");
+        let mut c = sample();
+        c.qos.xon_bytes = c.qos.xoff_bytes;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("rail1: qos.xon: 3200000 bytes is not below xoff"), "{e}");
+    }
+
+    #[test]
+    fn buffer_frames_counts_the_smallest_charge() {
+        assert_eq!(buffer_frames(16 << 20, 256), 65536);
+        assert_eq!(buffer_frames(600, 0), 10);
+        assert_eq!(buffer_frames(601, 0), 11);
+        assert_eq!(buffer_frames(1024, 64), 16);
     }
 
     #[test]

@@ -22,9 +22,6 @@
 //! Pure logic: no clock, no allocation after [`SharedBuffer::new`].
 use dataplane_common::limits::NUM_TC;
 
-/// Smallest Ethernet frame without FCS.
-pub const MIN_FRAME: u64 = 60;
-
 /// The buffer's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BufferParams {
@@ -88,12 +85,11 @@ pub struct SharedBuffer {
 impl SharedBuffer {
     pub fn new(p: BufferParams) -> Self {
         let reserved = p.ports as u64 * u64::from(p.lossless.count_ones()) * p.headroom_bytes;
-        let min_charge = if p.cell_bytes == 0 { MIN_FRAME } else { MIN_FRAME.div_ceil(u64::from(p.cell_bytes)) * u64::from(p.cell_bytes) };
         SharedBuffer {
             p,
             shared_size: p.buffer_bytes.saturating_sub(reserved),
             shared_used: 0,
-            frames_max: p.buffer_bytes.div_ceil(min_charge),
+            frames_max: dataplane_common::config::buffer_frames(p.buffer_bytes, p.cell_bytes),
             frames_held: 0,
             pg: vec![[Pg::default(); NUM_TC]; p.ports],
             queue: vec![[0; NUM_TC]; p.ports],

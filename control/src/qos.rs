@@ -1,0 +1,489 @@
+//! The `qos:` section of a topology file: traffic classes, the shared buffer, PFC thresholds and
+//! the PFC watchdog, at fabric level with per-switch overrides (book ch. 11, the NX-OS example;
+//! DESIGN.md "PFC").
+//!
+//! ```yaml
+//! qos:                        # every key optional; the defaults are shown
+//!   classes: { 24: 3, 48: 7 } # DSCP → priority (traffic class); every other DSCP → 0
+//!   pfc: [3]                  # lossless priorities; [] turns PFC off (every class lossy)
+//!   strict: [7]               # strict-priority queues (CNPs)
+//!   buffer: 16MiB             # the switch's shared buffer
+//!   cell: 256                 # accounting cell in bytes; 0 counts frame bytes
+//!   xoff: 3200000             # per ingress priority group (port, lossless priority)
+//!   xon: 120000
+//!   headroom: 512000          # reserved per (port, lossless priority)
+//!   queue_limit: 1MiB         # egress limit of a lossy queue
+//!   pause_quanta: 65535       # quanta of the PFC frames the switch sends
+//!   watchdog: { action: drop, detect: 200ms, restore: 200ms, poll: 10ms }   # or `watchdog: off`
+//!   switches:                 # per-switch overrides of any key above
+//!     spine1: { xoff: 1MB }
+//! ```
+//!
+//! Sizes are bytes, or a number with B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of
+//! 1024). Times are a number with us, ms or s. The effective settings of every switch are checked
+//! against its port count at load ([`QosConfig::check`]): xON below xOFF, the headroom and
+//! thresholds inside the buffer.
+use std::collections::BTreeMap;
+use std::fmt;
+
+use dataplane_common::config::{QosConfig, WatchdogAction};
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// Default egress limit of a lossy queue.
+pub const DEFAULT_QUEUE_LIMIT: u64 = 1 << 20;
+
+/// The fabric-level `qos:` section; the same keys, without `switches`, override it per switch.
+pub type RawQos = RawQosFields;
+
+/// The keys a fabric or one switch may set.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RawQosFields {
+    /// Per-switch overrides (fabric level only).
+    #[serde(default)]
+    switches: BTreeMap<String, RawQosFields>,
+    #[serde(default)]
+    classes: Option<BTreeMap<u8, u8>>,
+    #[serde(default)]
+    pfc: Option<Vec<u8>>,
+    #[serde(default)]
+    strict: Option<Vec<u8>>,
+    #[serde(default)]
+    buffer: Option<ByteSize>,
+    #[serde(default)]
+    cell: Option<ByteSize>,
+    #[serde(default)]
+    xoff: Option<ByteSize>,
+    #[serde(default)]
+    xon: Option<ByteSize>,
+    #[serde(default)]
+    headroom: Option<ByteSize>,
+    #[serde(default)]
+    queue_limit: Option<ByteSize>,
+    #[serde(default)]
+    pause_quanta: Option<u16>,
+    #[serde(default)]
+    watchdog: Option<RawWatchdog>,
+}
+
+/// `watchdog: off` or a mapping.
+#[derive(Debug, Clone)]
+enum RawWatchdog {
+    Off,
+    On(RawWatchdogFields),
+}
+
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawWatchdogFields {
+    #[serde(default)]
+    action: Option<WatchdogAction>,
+    #[serde(default)]
+    detect: Option<Micros>,
+    #[serde(default)]
+    restore: Option<Micros>,
+    #[serde(default)]
+    poll: Option<Micros>,
+}
+
+impl<'de> Deserialize<'de> for RawWatchdog {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawWatchdog;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("off, on, or a mapping with action (drop|forward|alert), detect, restore, poll")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawWatchdog, E> {
+                Ok(if v { RawWatchdog::On(RawWatchdogFields::default()) } else { RawWatchdog::Off })
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RawWatchdog, E> {
+                match s {
+                    "off" => Ok(RawWatchdog::Off),
+                    "on" => Ok(RawWatchdog::On(RawWatchdogFields::default())),
+                    _ => Err(E::invalid_value(de::Unexpected::Str(s), &self)),
+                }
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<RawWatchdog, A::Error> {
+                RawWatchdogFields::deserialize(de::value::MapAccessDeserializer::new(m)).map(RawWatchdog::On)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A size in bytes: an integer, or a number with a unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+/// Parses `3200000`, `3.2MB`, `512KiB`, `16MiB`.
+pub fn parse_byte_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = (&s[..split], s[split..].trim());
+    let mult: u64 = match unit {
+        "" | "B" => 1,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        u => return Err(format!("{s:?}: unknown unit {u:?} (use B, KB, MB, GB, KiB, MiB or GiB)")),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a size such as 3200000, 3.2MB or 512KiB"))?;
+    let bytes = v * mult as f64;
+    if !bytes.is_finite() || bytes > (1u64 << 40) as f64 {
+        return Err(format!("{s:?}: too large"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(format!("{s:?}: not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses `200ms`, `500us`, `1s`, `1.5ms` into microseconds.
+pub fn parse_duration_us(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = (&s[..split], s[split..].trim());
+    let mult = match unit {
+        "us" | "µs" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        "" => return Err(format!("{s:?}: a time needs a unit: us, ms or s")),
+        u => return Err(format!("{s:?}: unknown unit {u:?} (use us, ms or s)")),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a time such as 200ms"))?;
+    let us = v * mult;
+    if !us.is_finite() || us > 3.6e9 || us.fract() != 0.0 {
+        return Err(format!("{s:?}: expected a whole number of microseconds up to an hour"));
+    }
+    Ok(us as u64)
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a size such as 3200000, 3.2MB or 512KiB")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<ByteSize, E> {
+                Ok(ByteSize(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteSize, E> {
+                Err(E::custom(format!("{v}: a size cannot be negative")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<ByteSize, E> {
+                Err(E::custom(format!("{v}: not a whole number of bytes")))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<ByteSize, E> {
+                parse_byte_size(s).map(ByteSize).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A time, kept in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Micros(u64);
+
+impl<'de> Deserialize<'de> for Micros {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Micros;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a time such as 200ms, 500us or 1s")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Micros, E> {
+                Err(E::custom(format!("{v}: a time needs a unit: us, ms or s")))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Micros, E> {
+                parse_duration_us(s).map(Micros).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The effective QoS of one switch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchQos {
+    pub qos: QosConfig,
+    /// DSCP → traffic class, 64 entries.
+    pub dscp_to_tc: Vec<u8>,
+    pub queue_limit_bytes: u64,
+}
+
+impl Default for SwitchQos {
+    fn default() -> Self {
+        SwitchQos {
+            qos: QosConfig::default(),
+            dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
+            queue_limit_bytes: DEFAULT_QUEUE_LIMIT,
+        }
+    }
+}
+
+fn bitmap(list: &[u8], field: &'static str) -> Result<u8, (&'static str, String)> {
+    let mut m = 0u8;
+    for &p in list {
+        if p > 7 {
+            return Err((field, format!("priority {p} does not exist (0..=7)")));
+        }
+        if m & (1 << p) != 0 {
+            return Err((field, format!("priority {p} listed twice")));
+        }
+        m |= 1 << p;
+    }
+    Ok(m)
+}
+
+impl RawQosFields {
+    /// Applies the keys this level sets on top of `base`. Errors name the key.
+    fn apply(&self, base: &mut SwitchQos) -> Result<(), (&'static str, String)> {
+        if let Some(classes) = &self.classes {
+            let mut t = vec![0u8; 64];
+            for (&dscp, &prio) in classes {
+                if dscp > 63 {
+                    return Err(("classes", format!("DSCP {dscp} does not exist (0..=63)")));
+                }
+                if prio > 7 {
+                    return Err(("classes", format!("DSCP {dscp}: priority {prio} does not exist (0..=7)")));
+                }
+                t[dscp as usize] = prio;
+            }
+            base.dscp_to_tc = t;
+        }
+        let q = &mut base.qos;
+        if let Some(p) = &self.pfc {
+            q.lossless_priorities = bitmap(p, "pfc")?;
+        }
+        if let Some(p) = &self.strict {
+            q.strict_priorities = bitmap(p, "strict")?;
+        }
+        let set = |v: Option<ByteSize>, dst: &mut u64| {
+            if let Some(ByteSize(b)) = v {
+                *dst = b;
+            }
+        };
+        set(self.buffer, &mut q.buffer_bytes);
+        set(self.xoff, &mut q.xoff_bytes);
+        set(self.xon, &mut q.xon_bytes);
+        set(self.headroom, &mut q.headroom_bytes);
+        set(self.queue_limit, &mut base.queue_limit_bytes);
+        if let Some(ByteSize(c)) = self.cell {
+            base.qos.cell_bytes = u32::try_from(c).map_err(|_| ("cell", format!("{c} bytes is not a cell size")))?;
+        }
+        let q = &mut base.qos;
+        if let Some(n) = self.pause_quanta {
+            q.pause_quanta = n;
+        }
+        match &self.watchdog {
+            None => {}
+            Some(RawWatchdog::Off) => q.watchdog.enabled = false,
+            Some(RawWatchdog::On(w)) => {
+                let d = &mut q.watchdog;
+                d.enabled = true;
+                if let Some(a) = w.action {
+                    d.action = a;
+                }
+                if let Some(Micros(v)) = w.detect {
+                    d.detect_us = v;
+                }
+                if let Some(Micros(v)) = w.restore {
+                    d.restore_us = v;
+                }
+                if let Some(Micros(v)) = w.poll {
+                    d.poll_us = v;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a problem with a switch's effective QoS is reported: the override's key if that switch
+/// sets it, the fabric-level key otherwise.
+fn field_path(raw: &RawQos, switch: &str, key: &str) -> String {
+    let top = key.split('.').next().unwrap_or(key);
+    let set_by_switch = raw.switches.get(switch).is_some_and(|o| o.sets(top));
+    if set_by_switch {
+        format!("qos.switches.{switch}.{key}")
+    } else {
+        format!("qos.{key}")
+    }
+}
+
+impl RawQosFields {
+    fn sets(&self, key: &str) -> bool {
+        match key {
+            "classes" => self.classes.is_some(),
+            "pfc" => self.pfc.is_some(),
+            "strict" => self.strict.is_some(),
+            "buffer" => self.buffer.is_some(),
+            "cell" => self.cell.is_some(),
+            "xoff" => self.xoff.is_some(),
+            "xon" => self.xon.is_some(),
+            "headroom" => self.headroom.is_some(),
+            "queue_limit" => self.queue_limit.is_some(),
+            "pause_quanta" => self.pause_quanta.is_some(),
+            "watchdog" => self.watchdog.is_some(),
+            _ => false,
+        }
+    }
+}
+
+/// Resolves the effective QoS of every switch (`switches[i]` = (name, port count)).
+/// `legacy_queue_limit` is the top-level `queue_limit_bytes`. Errors are (field path, message).
+pub fn resolve(
+    raw: &RawQos,
+    switches: &[(String, usize)],
+    legacy_queue_limit: Option<u64>,
+) -> Result<Vec<SwitchQos>, (String, String)> {
+    for (name, o) in &raw.switches {
+        if !switches.iter().any(|(n, _)| n == name) {
+            return Err((format!("qos.switches.{name}"), format!("no switch named {name:?}")));
+        }
+        if !o.switches.is_empty() {
+            return Err((format!("qos.switches.{name}.switches"), "overrides do not nest".into()));
+        }
+    }
+    let mut fabric = SwitchQos { queue_limit_bytes: legacy_queue_limit.unwrap_or(DEFAULT_QUEUE_LIMIT), ..Default::default() };
+    raw.apply(&mut fabric).map_err(|(k, m)| (format!("qos.{k}"), m))?;
+    let mut out = Vec::with_capacity(switches.len());
+    for (name, ports) in switches {
+        let mut eff = fabric.clone();
+        if let Some(o) = raw.switches.get(name) {
+            o.apply(&mut eff).map_err(|(k, m)| (format!("qos.switches.{name}.{k}"), m))?;
+        }
+        eff.qos
+            .check(*ports, eff.queue_limit_bytes)
+            .map_err(|p| (field_path(raw, name, p.field), format!("{name}: {}", p.msg)))?;
+        out.push(eff);
+    }
+    Ok(out)
+}
+
+/// One line per setting, for `rocefab plan`.
+pub fn describe(q: &SwitchQos) -> String {
+    let prios = |m: u8| {
+        let v: Vec<String> = (0..8).filter(|p| m & (1 << p) != 0).map(|p| p.to_string()).collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(",")
+        }
+    };
+    let classes: Vec<String> =
+        q.dscp_to_tc.iter().enumerate().filter(|(_, &tc)| tc != 0).map(|(d, tc)| format!("dscp {d}→{tc}")).collect();
+    let c = &q.qos;
+    let w = &c.watchdog;
+    let wd = if w.enabled {
+        format!(
+            "{} after {} ms paused, restore after {} ms, poll {} ms",
+            match w.action {
+                WatchdogAction::Drop => "drop",
+                WatchdogAction::Forward => "forward",
+                WatchdogAction::Alert => "alert",
+            },
+            w.detect_us as f64 / 1e3,
+            w.restore_us as f64 / 1e3,
+            w.poll_us as f64 / 1e3
+        )
+    } else {
+        "off".to_string()
+    };
+    let cell = if c.cell_bytes == 0 { "frame bytes".to_string() } else { format!("{}-byte cells", c.cell_bytes) };
+    format!(
+        "classes {} (rest→0); pfc {}; strict {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {} B; lossy queue limit {} B; pause quanta {}; watchdog {wd}",
+        if classes.is_empty() { "none".to_string() } else { classes.join(", ") },
+        prios(c.lossless_priorities),
+        prios(c.strict_priorities),
+        c.buffer_bytes,
+        c.xoff_bytes,
+        c.xon_bytes,
+        c.headroom_bytes,
+        q.queue_limit_bytes,
+        c.pause_quanta,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> RawQos {
+        yaml_serde::from_str(src).unwrap()
+    }
+
+    #[test]
+    fn sizes_and_times() {
+        assert_eq!(parse_byte_size("3200000"), Ok(3_200_000));
+        assert_eq!(parse_byte_size("3.2MB"), Ok(3_200_000));
+        assert_eq!(parse_byte_size("512KiB"), Ok(524_288));
+        assert_eq!(parse_byte_size("16MiB"), Ok(16 << 20));
+        assert!(parse_byte_size("1.5B").unwrap_err().contains("whole number"));
+        assert!(parse_byte_size("3Mb").unwrap_err().contains("unknown unit"));
+        assert_eq!(parse_duration_us("200ms"), Ok(200_000));
+        assert_eq!(parse_duration_us("500us"), Ok(500));
+        assert_eq!(parse_duration_us("1.5s"), Ok(1_500_000));
+        assert!(parse_duration_us("200").unwrap_err().contains("needs a unit"));
+    }
+
+    #[test]
+    fn defaults_are_the_book_example() {
+        let q = resolve(&RawQos::default(), &[("rail1".into(), 4)], None).unwrap();
+        let s = &q[0];
+        assert_eq!(s.qos, QosConfig::default());
+        assert_eq!(s.dscp_to_tc[24], 3);
+        assert_eq!(s.dscp_to_tc[48], 7);
+        assert_eq!(s.dscp_to_tc[0], 0);
+        assert_eq!(s.queue_limit_bytes, DEFAULT_QUEUE_LIMIT);
+    }
+
+    #[test]
+    fn switch_overrides_fabric() {
+        let raw = parse(
+            "pfc: [3, 4]\nxoff: 2MB\nwatchdog: { action: alert, detect: 100ms }\nclasses: { 26: 4, 48: 7 }\nswitches:\n  spine1: { xoff: 1MB, watchdog: off }\n",
+        );
+        let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
+        let q = resolve(&raw, &sw, Some(4096)).unwrap();
+        assert_eq!(q[0].qos.lossless_priorities, 0b1_1000);
+        assert_eq!(q[0].qos.xoff_bytes, 2_000_000);
+        assert_eq!(q[1].qos.xoff_bytes, 1_000_000);
+        assert_eq!(q[0].qos.watchdog.action, WatchdogAction::Alert);
+        assert_eq!(q[0].qos.watchdog.detect_us, 100_000);
+        assert_eq!(q[0].qos.watchdog.restore_us, 200_000);
+        assert!(q[0].qos.watchdog.enabled);
+        assert!(!q[1].qos.watchdog.enabled);
+        assert_eq!(q[1].dscp_to_tc[26], 4);
+        assert_eq!(q[1].dscp_to_tc[24], 0);
+        assert_eq!(q[0].queue_limit_bytes, 4096);
+        assert!(describe(&q[0]).contains("pfc 3,4"), "{}", describe(&q[0]));
+    }
+
+    #[test]
+    fn errors_name_the_key_that_is_wrong() {
+        let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
+        let e = resolve(&parse("xon: 4MB\n"), &sw, None).unwrap_err();
+        assert_eq!(e.0, "qos.xon");
+        assert!(e.1.contains("not below xoff"), "{}", e.1);
+        let e = resolve(&parse("switches:\n  spine1: { xon: 4MB }\n"), &sw, None).unwrap_err();
+        assert_eq!(e.0, "qos.switches.spine1.xon");
+        assert!(e.1.starts_with("spine1: "), "{}", e.1);
+        let e = resolve(&parse("switches:\n  spine9: { xon: 1 }\n"), &sw, None).unwrap_err();
+        assert_eq!(e.0, "qos.switches.spine9");
+        assert_eq!(resolve(&parse("pfc: [8]\n"), &sw, None).unwrap_err().0, "qos.pfc");
+        assert_eq!(resolve(&parse("classes: { 64: 3 }\n"), &sw, None).unwrap_err().0, "qos.classes");
+        assert_eq!(resolve(&parse("headroom: 5MB\n"), &sw, None).unwrap_err().0, "qos.headroom");
+        assert_eq!(resolve(&parse("xoff: 20MB\n"), &sw, None).unwrap_err().0, "qos.xoff");
+        assert!(yaml_serde::from_str::<RawQos>("xof: 1\n").is_err());
+        assert!(yaml_serde::from_str::<RawQos>("watchdog: { action: reboot }\n").is_err());
+    }
+}
