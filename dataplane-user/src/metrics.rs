@@ -291,9 +291,9 @@ impl Metrics {
         )?;
         let xdp_read_errors = register(
             &registry,
-            "rocefab_xdp_counter_read_errors_total",
+            "rocefab_xdp_map_read_errors_total",
             IntCounter::with_opts(opts(
-                "rocefab_xdp_counter_read_errors_total",
+                "rocefab_xdp_map_read_errors_total",
                 "Scrapes that could not read the XDP counters map",
             )),
         )?;
@@ -411,7 +411,7 @@ pub fn serve_http<S: Read + Write>(stream: &mut S, render: impl FnOnce() -> Stri
             match (m, path) {
                 ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render()),
                 ("GET" | "HEAD", "/") => {
-                    ("200 OK", "text/plain; charset=utf-8", "rocefab-switchd: see /metrics\n".to_string())
+                    ("200 OK", "text/plain; charset=utf-8", "rocefab: see /metrics\n".to_string())
                 }
                 ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found\n".to_string()),
                 _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
@@ -508,7 +508,31 @@ mod tests {
         assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(0.0));
         assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0")]), Some(12.0));
         let t = m.render(None, Some(&[XskStatistics::default(); 2]));
-        assert_eq!(value(&t, "rocefab_xdp_counter_read_errors_total", &[]), Some(1.0));
+        assert_eq!(value(&t, "rocefab_xdp_map_read_errors_total", &[]), Some(1.0));
+    }
+
+    /// `promtool check metrics` (Debian package `prometheus`, installed by `cargo xtask setup`)
+    /// finds nothing to complain about in a scrape. The live-daemon counterpart is in
+    /// `tests/tests/promtool_live.rs`.
+    #[test]
+    fn promtool_accepts_the_exposition() {
+        use std::io::Write;
+        let stats = Arc::new(SwitchStats::new(2));
+        let m = Metrics::new(&cfg(), stats.clone()).unwrap();
+        stats.ports[0].queues[3].enqueued_packets.add(1);
+        let xdp = vec![[1u64; counter::COUNT as usize]; 2];
+        let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
+        let mut child = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("promtool is needed (Debian package prometheus; cargo xtask setup installs it)");
+        child.stdin.take().unwrap().write_all(t.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
     }
 
     #[test]

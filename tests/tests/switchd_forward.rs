@@ -402,6 +402,8 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     // Egress towards h2 at 10 Mbit/s: a 1042-byte frame occupies the wire for 853.6 µs.
     cfg.ports[1].line_rate_bps = 10_000_000;
     cfg.queue_limit_bytes = 60_000;
+    // PFC off: priority 3 is a lossy class here, so the queue limit drops at admission.
+    cfg.qos.lossless_priorities = 0;
     let mut d = start(&cfg, &dir);
     wait_for_metrics(&mut d, mport);
 
@@ -436,9 +438,12 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
         std::thread::sleep(Duration::from_millis(1));
     };
     assert_eq!(enq + dropped, N, "every datagram is either queued or tail-dropped");
-    // The queue holds at most 60000/1042 = 57 frames; a handful leave while the burst arrives.
+    // A 1042-byte frame is charged five 256-byte cells (1280 bytes): the queue holds at most
+    // 60000/1280 = 46 frames; a handful leave while the burst arrives.
     assert!(dropped >= 50, "expected tail drops at the 60 kB limit, got {dropped} (enqueued {enq})");
-    assert!(enq >= 57, "queue should fill to its limit, enqueued {enq}");
+    let t = scrape(mport).unwrap();
+    assert_eq!(metric(&t, "rocefab_queue_admission_dropped_packets_total", &q3), dropped, "drops are admission drops");
+    assert!(enq >= 46, "queue should fill to its limit, enqueued {enq}");
     assert!(enq - deq_a >= 10, "queue should still be backlogged right after the burst ({deq_a}/{enq} left)");
 
     // Drain at line rate: the backlog present at t_a leaves one serialisation time apart.

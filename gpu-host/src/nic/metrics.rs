@@ -1,7 +1,6 @@
 //! Prometheus metrics of one `rocefab-hostd` (per QP and per NIC), updated from report
 //! snapshots the data thread publishes every 100 ms (never from the per-packet path), and a
 //! minimal HTTP/1.0 responder for `GET /metrics` (text exposition format 0.0.4).
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,8 +100,8 @@ impl Metrics {
             registry.register(Box::new(c.clone()))?;
             qp_counters.push((name, c));
         }
-        let qp_rate = GaugeVec::new(Opts::new("qp_rate_bits_per_second", "current DCQCN sending rate of the requester"), &QP_LABELS)?;
-        let qp_goodput = GaugeVec::new(Opts::new("qp_goodput_bits_per_second", "acknowledged payload bits per second until the QP finished"), &QP_LABELS)?;
+        let qp_rate = GaugeVec::new(Opts::new("qp_rate_bytes_per_second", "current DCQCN sending rate of the requester (Prometheus base unit: bytes)"), &QP_LABELS)?;
+        let qp_goodput = GaugeVec::new(Opts::new("qp_goodput_bytes_per_second", "acknowledged payload bytes per second until the QP finished"), &QP_LABELS)?;
         registry.register(Box::new(qp_rate.clone()))?;
         registry.register(Box::new(qp_goodput.clone()))?;
         let mut nic_counters = Vec::new();
@@ -131,9 +130,9 @@ impl Metrics {
                 let c = c.with_label_values(&labels);
                 c.inc_by(qp_value(q, name).saturating_sub(c.get()));
             }
-            self.qp_rate.with_label_values(&labels).set(q.rate_bps as f64);
+            self.qp_rate.with_label_values(&labels).set(q.rate_bps as f64 / 8.0);
             if let Some(g) = q.goodput_bps {
-                self.qp_goodput.with_label_values(&labels).set(g);
+                self.qp_goodput.with_label_values(&labels).set(g / 8.0);
             }
         }
         for n in &r.nics {
@@ -168,15 +167,8 @@ pub fn serve(addr: SocketAddr, m: Arc<Metrics>) -> std::io::Result<std::thread::
         for s in l.incoming() {
             let Ok(mut s) = s else { continue };
             let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut req = [0u8; 1024];
-            let n = s.read(&mut req).unwrap_or(0);
-            let ok = req[..n].starts_with(b"GET /metrics");
-            let (status, body) = if ok { ("200 OK", m.render()) } else { ("404 Not Found", "try /metrics\n".into()) };
-            let _ = write!(
-                s,
-                "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
+            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+            let _ = dataplane_user::metrics::serve_http(&mut s, || m.render());
         }
     })
 }
@@ -199,7 +191,7 @@ mod tests {
         let t = m.render();
         assert!(t.contains(r#"rocefab_host_qp_retransmitted_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 9"#), "{t}");
         assert!(t.contains(r#"rocefab_host_nic_pfc_paused_seconds_total{nic="gpu0",job="j1"} 1.5"#), "{t}");
-        assert!(t.contains(r#"rocefab_host_qp_rate_bits_per_second{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 1000"#), "{t}");
+        assert!(t.contains(r#"rocefab_host_qp_rate_bytes_per_second{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 125"#), "{t}");
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
         assert!(t.contains(r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#), "{t}");
