@@ -45,6 +45,9 @@ use dataplane_common::limits::NUM_TC;
 use dataplane_common::Decision;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
+
+/// Longest MAC control frame acted on, without FCS: 60 bytes, 64 with an 802.1Q tag.
+const MAC_CONTROL_MAX_FRAME: usize = 64;
 use xsk_rs::{FrameDesc, Umem};
 
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
@@ -692,10 +695,14 @@ impl DataPlane {
                     }
                     Rx::MacControl => {
                         rx_stats.rx_mac_control.inc();
-                        match MacControlRepr::parse_frame(&buf[Decision::LEN..]) {
-                            Ok((_, MacControlRepr::Pfc(pfc))) => Verdict::Pfc(pfc.enabled.0, pfc.quanta),
-                            Ok((_, MacControlRepr::Pause { quanta })) => Verdict::Pause(quanta),
-                            Ok((_, MacControlRepr::Unknown { .. })) | Err(_) => {
+                        // MAC control frames are minimum-size frames (802.3 clause 31): a longer
+                        // one is not a valid PAUSE/PFC and is not acted on.
+                        let frame = &buf[Decision::LEN..];
+                        let parsed = if frame.len() > MAC_CONTROL_MAX_FRAME { None } else { MacControlRepr::parse_frame(frame).ok() };
+                        match parsed {
+                            Some((_, MacControlRepr::Pfc(pfc))) => Verdict::Pfc(pfc.enabled.0, pfc.quanta),
+                            Some((_, MacControlRepr::Pause { quanta })) => Verdict::Pause(quanta),
+                            Some((_, MacControlRepr::Unknown { .. })) | None => {
                                 rx_stats.rx_mac_control_malformed.inc();
                                 Verdict::Drop
                             }

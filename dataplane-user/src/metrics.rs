@@ -177,7 +177,7 @@ impl Metrics {
         let hr_over = counter_vec("rocefab_headroom_overflow_total", "Lossless frames lost because the ingress priority group's headroom was full", pp)?;
         let storms = counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
         let restores = counter_vec("rocefab_pfcwd_restores_total", "Stormed egress queues the watchdog restored", pp)?;
-        let mc_bad = counter_vec("rocefab_port_rx_mac_control_malformed_total", "MAC control frames that did not parse or had an unknown opcode (dropped)", p)?;
+        let mc_bad = counter_vec("rocefab_port_rx_mac_control_malformed_total", "MAC control frames that did not parse, were longer than a minimum-size frame, or had an unknown opcode (dropped)", p)?;
         let own_empty = counter_vec("rocefab_port_own_frames_not_sent_total", "Frames the switch originates (PFC) that found no reserved frame or a full control queue", p)?;
         let xdp: Vec<IntCounterVec> = counter::NAMES
             .iter()

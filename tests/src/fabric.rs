@@ -157,12 +157,31 @@ impl Fabric {
     /// Brings up a renamed copy of `topologies/<template>`; panics with rocefab's error on failure
     /// (after `down`, through `Drop`).
     pub fn up(template: &str, name: &str) -> Fabric {
+        Self::up_with(template, name, "")
+    }
+
+    /// Like [`Fabric::up`], with `extra` YAML appended to the topology (e.g. a `qos:` section).
+    pub fn up_with(template: &str, name: &str, extra: &str) -> Fabric {
         assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
         let topology = topology_copy(template, name);
+        let mut text = std::fs::read_to_string(&topology).expect("topology copy");
+        text.push_str(extra);
+        std::fs::write(&topology, text).expect("write topology copy");
         let f = Fabric { name: name.to_string(), topology };
         let o = rocefab(&["up", f.topology.to_str().unwrap()]);
         assert!(o.status.success(), "rocefab up {name} failed:\n{}{}", stdout(&o), stderr(&o));
         f
+    }
+
+    /// The network namespace of a node.
+    pub fn netns(&self, node: &str) -> String {
+        format!("rf-{}-{node}", self.name)
+    }
+
+    /// The name of `switch`'s port whose peer is `peer` (`host2:gpu0`, `spine1:eth1`).
+    pub fn port_to(&self, switch: &str, peer: &str) -> String {
+        let c = self.config(switch);
+        c.ports.iter().find(|p| p.peer == peer).unwrap_or_else(|| panic!("{switch} has no port to {peer}")).name.clone()
     }
 
     /// A guard for a fabric a test is about to bring up itself (e.g. expecting `up` to fail):

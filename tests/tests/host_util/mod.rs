@@ -244,9 +244,14 @@ pub fn num(s: &str) -> u64 {
 /// A bounded tcpdump capture on `dev` in `ns` (stops after `count` packets or `secs`), keeping
 /// `snaplen` bytes per frame (0 = whole frames).
 pub fn start_capture(ns: &Netns, dev: &str, pcap: &std::path::Path, filter: &str, snaplen: u32, count: u32, secs: u32) -> Proc {
+    start_capture_in(&ns.0, dev, pcap, filter, snaplen, count, secs)
+}
+
+/// [`start_capture`] in a namespace this test does not own (a fabric's).
+pub fn start_capture_in(ns: &str, dev: &str, pcap: &std::path::Path, filter: &str, snaplen: u32, count: u32, secs: u32) -> Proc {
     let _ = std::fs::remove_file(pcap);
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &ns.0, "timeout", &secs.to_string(), "tcpdump", "-i", dev, "-s", &snaplen.to_string(), "-U", "-c", &count.to_string(), "-w"])
+    cmd.args(["netns", "exec", ns, "timeout", &secs.to_string(), "tcpdump", "--immediate-mode", "-i", dev, "-s", &snaplen.to_string(), "-U", "-c", &count.to_string(), "-w"])
         .arg(pcap);
     if !filter.is_empty() {
         cmd.arg(filter);

@@ -1,0 +1,339 @@
+//! The lossless switch on a rail-spine fabric brought up from `topologies/rail-spine.yaml`
+//! (issue 8): PFC generation at xOFF and quanta 0 below xON, PFC reception for the encoded time,
+//! the PFC watchdog, and malformed MAC-control frames. The misbehaving peers are scapy (PFC
+//! frames from the receiving GPU) and kernel UDP senders that do not honour PFC; tshark decodes
+//! what the switch sends. Needs root, tcpdump, tshark and /usr/bin/python3 with scapy.
+//!
+//! Every test uses the same rail: host1:gpu0 → rail1 → host2:gpu0 (10.0.1.1 → 10.0.1.2), so
+//! the congested ingress group is rail1's port to host1 and the paused egress queue is rail1's
+//! port to host2, priority 3.
+mod host_util;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use host_util::*;
+use rocefab_tests::fabric::{metric, Fabric};
+
+const SRC: &str = "10.0.1.1";
+const DST: &str = "10.0.1.2";
+/// 65535 quanta × 512 bit times at 1 Gbit/s.
+const MAX_PAUSE: Duration = Duration::from_nanos(65_535 * 512);
+
+/// A scapy agent in a host namespace that sends MAC-control frames on command (stdin lines):
+/// `pfc <quanta> [prio]` one PFC frame for priority 3 (or prio); `storm <quanta> <every_ms>
+/// <for_ms> [prio]` a bounded train of them (prints `started` after the first); `raw <hex>` any frame. Prints `sent` /
+/// `done` when finished.
+const SCAPY_AGENT: &str = r#"
+import sys, time
+from scapy.all import Ether, conf
+from scapy.contrib.mac_control import MACControlClassBasedFlowControl
+iface, src = sys.argv[1], sys.argv[2]
+s = conf.L2socket(iface=iface)
+def pfc(q, prio=3):
+    return bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlClassBasedFlowControl(**{f"c{prio}_enabled": 1, f"c{prio}_pause_time": q}))
+print("ready", flush=True)
+for line in sys.stdin:
+    w = line.split()
+    if not w:
+        continue
+    if w[0] == "pfc":
+        s.send(pfc(int(w[1]), *map(int, w[2:3])))
+        print("sent", flush=True)
+    elif w[0] == "storm":
+        f, every, until = pfc(int(w[1]), *map(int, w[4:5])), int(w[2]) / 1e3, time.time() + int(w[3]) / 1e3
+        s.send(f)
+        print("started", flush=True)
+        n = 1
+        while time.time() < until:
+            time.sleep(every)
+            s.send(f)
+            n += 1
+        print("done", n, flush=True)
+    elif w[0] == "raw":
+        s.send(bytes.fromhex(w[1]))
+        print("sent", flush=True)
+"#;
+
+struct Agent(Proc);
+
+impl Agent {
+    fn start(f: &Fabric, host: &str, nic: &str) -> Agent {
+        let mac = String::from_utf8(f.exec(host, &["cat", &format!("/sys/class/net/{nic}/address")]).stdout).unwrap();
+        let mut p = Proc::spawn(
+            "scapy agent",
+            Command::new("ip")
+                .args(["netns", "exec", &f.netns(host), "/usr/bin/python3", "-c", SCAPY_AGENT, nic, mac.trim()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        );
+        assert_eq!(p.line(Duration::from_secs(20)), "ready");
+        Agent(p)
+    }
+    fn cmd(&mut self, c: &str) -> String {
+        let stdin = self.0.child.stdin.as_mut().expect("agent stdin");
+        writeln!(stdin, "{c}").and_then(|_| stdin.flush()).expect("agent command");
+        self.0.line(Duration::from_secs(10))
+    }
+}
+
+/// A bounded kernel UDP sender in host1: `n` datagrams of `size` bytes to DST:4791 for each DSCP
+/// in `dscps` (interleaved), `gap_us` apart (0: as fast as the socket takes them).
+fn udp_burst(f: &Fabric, dscps: &[u8], n: u32, size: u32, gap_us: u32) -> Proc {
+    let py = "import socket,sys,time\n\
+              src,dst,n,size,gap=sys.argv[1],sys.argv[2],int(sys.argv[3]),int(sys.argv[4]),int(sys.argv[5])/1e6\n\
+              socks=[]\n\
+              for d in sys.argv[6:]:\n    s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n    s.setsockopt(socket.IPPROTO_IP,socket.IP_TOS,int(d)<<2)\n    s.bind((src,0))\n    socks.append(s)\n\
+              for i in range(n):\n    [s.sendto(b'r'*size,(dst,4791)) for s in socks]\n    gap and time.sleep(gap)\n\
+              print('sent',n,flush=True)\n";
+    let mut args: Vec<String> = ["netns", "exec", &f.netns("host1"), "/usr/bin/python3", "-c", py, SRC, DST]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend([n.to_string(), size.to_string(), gap_us.to_string()]);
+    args.extend(dscps.iter().map(|d| d.to_string()));
+    Proc::spawn("udp sender", Command::new("ip").args(&args).stdout(Stdio::piped()))
+}
+
+fn tools() {
+    require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.mac_control"]);
+    require_tool("tshark", &["-v"]);
+    require_tool("tcpdump", &["--version"]);
+}
+
+/// Polls rail1's metrics until `f` holds (5 s at most); returns the last scrape.
+fn rail1_until(f: &Fabric, what: &str, cond: impl Fn(&str) -> bool) -> String {
+    let end = Instant::now() + Duration::from_secs(5);
+    loop {
+        let t = f.metrics("rail1");
+        if cond(&t) {
+            return t;
+        }
+        assert!(Instant::now() < end, "rail1: {what} did not happen within 5 s:\n{}", interesting(&t));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The PFC/buffer lines of a scrape, for failure messages.
+fn interesting(t: &str) -> String {
+    t.lines()
+        .filter(|l| !l.starts_with('#') && (l.contains("pfc") || l.contains("own_frames") || l.contains("xsk_tx") || l.contains("port_tx_packets") || l.contains("pg_bytes") || l.contains("headroom") || l.contains("dropped")) && !l.ends_with(" 0"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// 1. Xoff/Xon in the style of the SONiC PFC tests. host2 keeps rail1's egress priority 3 paused
+/// with scapy PFC; host1 sends N lossless frames, well past xOFF (100 kB) but within the
+/// headroom; rail1 sends PFC to host1 (tshark decodes it at host1); nothing is dropped; once host2
+/// stops pausing all N arrive and rail1 sends quanta 0. The same flood on a lossy class (DSCP 0)
+/// is dropped at admission and counted.
+#[test]
+fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dropped() {
+    tools();
+    let f = Fabric::up_with(
+        "rail-spine.yaml",
+        "rfx",
+        "qos:\n  xoff: 100KB\n  xon: 20KB\n  queue_limit: 100KB\n  watchdog: off\n",
+    );
+    let to_h1 = f.port_to("rail1", "host1:gpu0");
+    let to_h2 = f.port_to("rail1", "host2:gpu0");
+    let pcap = TempFile::new("rf-h-pfc-xoff.pcap");
+    let cap = start_capture_in(&f.netns("host1"), "gpu0", &pcap, "ether proto 0x8808", 0, 1000, 30);
+    let mut agent = Agent::start(&f, "host2", "gpu0");
+
+    // host2 pauses priority 3 for 65535 quanta (33.5 ms) every 10 ms, for 1.5 s.
+    assert_eq!(agent.cmd("storm 65535 10 1500"), "started");
+    let t = rail1_until(&f, "pause from host2", |t| metric(t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2), ("priority", "3")]) >= 1.0);
+    let dropped_before = metric(&t, "rocefab_queue_dropped_packets_total", &[("port", &to_h2)]);
+
+    // N = 200 frames of 1042 bytes, 1280 bytes each in 256-byte cells: 256 kB, 2.5 × xOFF,
+    // inside xOFF + the 512 kB headroom.
+    const N: u32 = 200;
+    let mut tx = udp_burst(&f, &[24], N, 1000, 0);
+    assert_eq!(tx.line(Duration::from_secs(10)), format!("sent {N}"));
+    let pg = [("port", to_h1.as_str()), ("priority", "3")];
+    let held = rail1_until(&f, "N frames held in queue 3", |t| {
+        metric(t, "rocefab_queue_enqueued_packets_total", &[("port", &to_h2), ("queue", "3")]) >= f64::from(N)
+    });
+    // The congestion really happened: the ingress group holds more than xOFF, and PFC went out.
+    let pg_bytes = metric(&held, "rocefab_ingress_pg_bytes", &pg);
+    assert!(pg_bytes >= 100_000.0, "ingress group of {to_h1} holds {pg_bytes} bytes, below xOFF");
+    assert!(metric(&held, "rocefab_pfc_tx_frames_total", &pg) >= 1.0, "no PFC sent at xOFF:\n{}", interesting(&held));
+    assert_eq!(metric(&held, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]), 0.0, "queue 3 is paused");
+
+    // host2 stops pausing: everything drains, quanta 0 goes to host1.
+    assert!(agent.0.line(Duration::from_secs(5)).starts_with("done"));
+    let after = rail1_until(&f, "queue 3 drained", |t| {
+        metric(t, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]) >= f64::from(N)
+    });
+    assert_eq!(metric(&after, "rocefab_headroom_overflow_total", &[]), 0.0, "lossless frames lost:\n{}", interesting(&after));
+    assert_eq!(metric(&after, "rocefab_queue_dropped_packets_total", &[("port", &to_h2)]), dropped_before);
+    assert_eq!(metric(&after, "rocefab_ingress_pg_bytes", &pg), 0.0);
+    let links = format!(
+        "{}{}",
+        String::from_utf8_lossy(&f.exec("rail1", &["ip", "-s", "link", "show", &to_h1]).stdout),
+        String::from_utf8_lossy(&f.exec("host1", &["ip", "-s", "-s", "link", "show", "gpu0"]).stdout)
+    );
+    drop(cap);
+
+    // tshark at the sender: PFC opcode 0x0101, class-enable bit 3, quanta 65535, then quanta 0.
+    let rows = tshark_fields(&pcap, "macc", &["eth.src", "macc.opcode", "macc.cbfc.enbv", "macc.cbfc.pause_time.c3"]);
+    let rail1_mac = f.config("rail1").ports.iter().find(|p| p.name == to_h1).unwrap().mac.to_string();
+    let ours: Vec<_> = rows.iter().filter(|r| r[0] == rail1_mac).collect();
+    assert!(ours.len() >= 2, "PFC from rail1 at host1: {rows:?}");
+    assert_eq!(ours.len() as f64, metric(&after, "rocefab_pfc_tx_frames_total", &pg), "every PFC rail1 counted reached host1:\n{}\n{links}", interesting(&after));
+    for r in &ours {
+        assert_eq!((num(&r[1]), num(&r[2])), (0x0101, 0x08), "{r:?}");
+    }
+    assert_eq!(num(&ours[0][3]), 65535, "first PFC pauses: {ours:?}");
+    assert_eq!(num(&ours[ours.len() - 1][3]), 0, "last PFC resumes (quanta 0): {ours:?}");
+
+    // The same flood on lossy priority 0 (queue limit 100 kB) while host2 pauses priority 0 too:
+    // dropped at admission, counted per queue, no PFC for priority 0.
+    let q0 = [("port", to_h2.as_str()), ("queue", "0")];
+    assert_eq!(agent.cmd("storm 65535 10 500 0"), "started");
+    rail1_until(&f, "pause of priority 0", |t| metric(t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2), ("priority", "0")]) >= 1.0);
+    let before = f.metrics("rail1");
+    let mut tx = udp_burst(&f, &[0], N, 1000, 0);
+    assert_eq!(tx.line(Duration::from_secs(10)), format!("sent {N}"));
+    let t = rail1_until(&f, "lossy flood accounted", |t| {
+        let got = |n| metric(t, n, &q0) - metric(&before, n, &q0);
+        got("rocefab_queue_enqueued_packets_total") + got("rocefab_queue_admission_dropped_packets_total") >= f64::from(N)
+    });
+    let adm = metric(&t, "rocefab_queue_admission_dropped_packets_total", &q0) - metric(&before, "rocefab_queue_admission_dropped_packets_total", &q0);
+    assert!(adm >= 1.0, "a 2.5 × queue-limit lossy flood had no admission drops:\n{}", interesting(&t));
+    assert_eq!(metric(&t, "rocefab_pfc_tx_frames_total", &[("port", &to_h1), ("priority", "0")]), 0.0);
+    assert!(agent.0.line(Duration::from_secs(5)).starts_with("done"));
+}
+
+/// 2. Reception: a PFC frame with quanta 65535 stops rail1's priority 3 towards host2 for
+/// 33.5 ms (±10 %) while priority 0 keeps flowing; quanta 0 resumes it at once. Measured on
+/// host2's wire: tcpdump sees the PFC frame leave and the forwarded traffic arrive.
+#[test]
+fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_resumes() {
+    tools();
+    let f = Fabric::up("rail-spine.yaml", "rfr");
+    let pcap = TempFile::new("rf-h-pfc-rx.pcap");
+    let cap = start_capture_in(&f.netns("host2"), "gpu0", &pcap, "ether proto 0x8808 or udp port 4791", 128, 20_000, 30);
+    let mut agent = Agent::start(&f, "host2", "gpu0");
+    // Two streams (DSCP 24 → priority 3, DSCP 0 → priority 0), one datagram each per 200 µs.
+    let mut tx = udp_burst(&f, &[24, 0], 4000, 200, 200);
+    rail1_until(&f, "traffic to host2", |t| {
+        metric(t, "rocefab_queue_dequeued_packets_total", &[("port", &f.port_to("rail1", "host2:gpu0")), ("queue", "3")]) >= 100.0
+    });
+    assert_eq!(agent.cmd("pfc 65535"), "sent");
+    std::thread::sleep(MAX_PAUSE * 3); // let the full pause expire on the wire, then the next case
+    assert_eq!(agent.cmd("pfc 65535"), "sent");
+    std::thread::sleep(Duration::from_millis(10));
+    assert_eq!(agent.cmd("pfc 0"), "sent");
+    assert!(tx.line(Duration::from_secs(20)).starts_with("sent"));
+    drop(cap);
+
+    let rows = tshark_fields(&pcap, "macc || udp", &["frame.time_epoch", "macc.cbfc.pause_time.c3", "ip.dsfield.dscp"]);
+    let t = |r: &Vec<String>| r[0].parse::<f64>().unwrap();
+    let pfcs: Vec<(f64, u64)> = rows.iter().filter(|r| !r[1].is_empty()).map(|r| (t(r), num(&r[1]))).collect();
+    assert_eq!(pfcs.iter().map(|p| p.1).collect::<Vec<_>>(), vec![65535, 65535, 0], "PFC frames seen on host2: {pfcs:?}");
+    let arrivals = |dscp: &str, from: f64, to: f64| rows.iter().filter(|r| r[2] == dscp && t(r) > from && t(r) < to).map(t).collect::<Vec<f64>>();
+
+    // Full pause: frames already on their way arrive within 2 ms; then nothing on priority 3
+    // until the pause expires; priority 0 keeps arriving.
+    let p0 = pfcs[0].0;
+    let first_after = arrivals("24", p0 + 0.002, p0 + 1.0).first().copied().expect("priority 3 never resumed");
+    let paused = Duration::from_secs_f64(first_after - p0);
+    let (lo, hi) = (MAX_PAUSE.mul_f64(0.9), MAX_PAUSE.mul_f64(1.1));
+    assert!(paused >= lo && paused <= hi, "priority 3 paused for {paused:?}, expected {MAX_PAUSE:?} ± 10 %");
+    let other = arrivals("0", p0 + 0.002, first_after - 0.002).len();
+    assert!(other >= 50, "priority 0 should keep flowing while 3 is paused: {other} frames in {paused:?}");
+
+    // Quanta 0 resumes at once: priority 3 arrives again well before the 33.5 ms pause would end.
+    let (p1, z) = (pfcs[1].0, pfcs[2].0);
+    assert!(arrivals("24", p1 + 0.002, z).is_empty(), "priority 3 flowed while paused");
+    let resumed = arrivals("24", z, z + 1.0).first().copied().expect("priority 3 never resumed after quanta 0");
+    let r = Duration::from_secs_f64(resumed - z);
+    assert!(r < Duration::from_millis(5), "quanta 0 resumed priority 3 only after {r:?}");
+}
+
+/// 4. Watchdog (defaults: drop, 200 ms detect, 10 ms poll, 200 ms restore): a continuous PFC
+/// storm from host2 is detected within detect + one poll (±20 %); while stormed, priority-3
+/// frames to host2 are dropped and counted and priority 0 is unaffected; the queue is restored
+/// within the restore time after the storm stops.
+#[test]
+fn watchdog_detects_a_pfc_storm_drops_and_restores() {
+    tools();
+    let f = Fabric::up("rail-spine.yaml", "rfw");
+    let to_h2 = f.port_to("rail1", "host2:gpu0");
+    let prio = [("port", to_h2.as_str()), ("priority", "3")];
+    let mut agent = Agent::start(&f, "host2", "gpu0");
+    let before = f.metrics("rail1");
+    assert_eq!(metric(&before, "rocefab_pfcwd_storms_total", &prio), 0.0);
+
+    assert_eq!(agent.cmd("storm 65535 5 1200"), "started");
+    let t0 = Instant::now();
+    let stormed = rail1_until(&f, "storm detection", |t| metric(t, "rocefab_pfcwd_storms_total", &prio) >= 1.0);
+    let detected = t0.elapsed();
+    let nominal = Duration::from_millis(210);
+    assert!(
+        detected >= nominal.mul_f64(0.8) && detected <= nominal.mul_f64(1.2),
+        "storm detected after {detected:?}, expected 200 ms + one 10 ms poll ± 20 %"
+    );
+    assert!(metric(&stormed, "rocefab_pfc_rx_frames_total", &prio) >= 30.0, "the storm is continuous");
+
+    // While stormed: priority 3 is dropped by the watchdog, priority 0 flows.
+    let q = |t: &str, name: &str, queue: &str| metric(t, name, &[("port", &to_h2), ("queue", queue)]);
+    let mut tx = udp_burst(&f, &[24, 0], 100, 200, 1000);
+    assert!(tx.line(Duration::from_secs(10)).starts_with("sent"));
+    let during = rail1_until(&f, "watchdog drops", |t| q(t, "rocefab_pfcwd_dropped_packets_total", "3") >= 100.0);
+    assert!(q(&during, "rocefab_queue_dequeued_packets_total", "0") - q(&stormed, "rocefab_queue_dequeued_packets_total", "0") >= 100.0);
+    assert_eq!(q(&during, "rocefab_queue_dropped_packets_total", "0"), q(&before, "rocefab_queue_dropped_packets_total", "0"));
+    assert_eq!(metric(&during, "rocefab_pfcwd_restores_total", &prio), 0.0, "restored while the storm goes on");
+
+    // Storm over: restored within 200 ms of the last pause frame (+ one poll, ± 20 %).
+    assert!(agent.0.line(Duration::from_secs(5)).starts_with("done"));
+    let t1 = Instant::now();
+    rail1_until(&f, "restore", |t| metric(t, "rocefab_pfcwd_restores_total", &prio) >= 1.0);
+    let restored = t1.elapsed();
+    assert!(restored <= Duration::from_millis(210).mul_f64(1.2), "restored {restored:?} after the storm stopped");
+    // Restored means forwarding again.
+    let base = f.metrics("rail1");
+    let mut tx = udp_burst(&f, &[24], 50, 200, 1000);
+    assert!(tx.line(Duration::from_secs(10)).starts_with("sent"));
+    rail1_until(&f, "priority 3 forwarded after restore", |t| {
+        q(t, "rocefab_queue_dequeued_packets_total", "3") - q(&base, "rocefab_queue_dequeued_packets_total", "3") >= 50.0
+    });
+}
+
+/// 5. Malformed and oversized MAC-control frames on a live port are counted and dropped; the
+/// switch keeps running and still honours a good PFC frame afterwards.
+#[test]
+fn malformed_mac_control_frames_are_counted_and_never_crash_the_switch() {
+    tools();
+    let f = Fabric::up("rail-spine.yaml", "rfm");
+    let to_h2 = f.port_to("rail1", "host2:gpu0");
+    let mut agent = Agent::start(&f, "host2", "gpu0");
+    let mac = String::from_utf8(f.exec("host2", &["cat", "/sys/class/net/gpu0/address"]).stdout).unwrap().trim().replace(':', "");
+    let head = format!("0180c2000001{mac}8808");
+    let frames = [
+        format!("{head}0101"),                          // PFC cut after the opcode
+        format!("{head}0101ff"),                        // PFC cut inside the class-enable vector
+        format!("{head}0bad{}", "00".repeat(44)),       // unknown opcode, minimum size
+        format!("{head}0101ffff{}", "ff".repeat(1482)), // PFC-looking, 1500 bytes (oversized)
+        format!("{head}0001ffff{}", "00".repeat(100)),  // PAUSE, 118 bytes (oversized)
+        head.clone(),                                   // no opcode at all
+    ];
+    let before = f.metrics("rail1");
+    for fr in &frames {
+        assert_eq!(agent.cmd(&format!("raw {fr}")), "sent");
+    }
+    let bad = |t: &str| metric(t, "rocefab_port_rx_mac_control_malformed_total", &[("port", &to_h2)]);
+    let t = rail1_until(&f, "malformed frames counted", |t| bad(t) - bad(&before) >= frames.len() as f64);
+    assert_eq!(bad(&t) - bad(&before), frames.len() as f64);
+    assert_eq!(metric(&t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2)]), 0.0, "a malformed frame acted as PFC");
+    assert_eq!(metric(&t, "rocefab_pfc_paused_seconds_total", &[("port", &to_h2)]), 0.0);
+    // Still alive and still honouring PFC.
+    assert_eq!(agent.cmd("pfc 100"), "sent");
+    rail1_until(&f, "a good PFC after the bad ones", |t| {
+        metric(t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2), ("priority", "3")]) == 1.0
+    });
+    assert_eq!(rocefab_tests::fabric::daemon_pids(&f.name).len(), 4, "a switch daemon died");
+}
