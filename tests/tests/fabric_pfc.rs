@@ -337,3 +337,96 @@ fn malformed_mac_control_frames_are_counted_and_never_crash_the_switch() {
     });
     assert_eq!(rocefab_tests::fabric::daemon_pids(&f.name).len(), 4, "a switch daemon died");
 }
+
+/// rail-spine with host1:gpu0's link at 100 Mbit/s (the incast bottleneck: seven senders at
+/// ~0.1 Gbit/s each fill it) and small PFC thresholds, plus `qos_extra`.
+fn cascade_fabric(name: &str, qos_extra: &str) -> Fabric {
+    let path = rocefab_tests::fabric::topology_copy("rail-spine.yaml", name);
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "  rail_spine: full-mesh\n",
+        "  rail_spine: full-mesh\n  overrides:\n    - { between: [host1:gpu0, rail1], line_rate: 100Mbps }\n",
+    );
+    assert!(text.contains("100Mbps"), "rail-spine.yaml changed: the override was not inserted");
+    let text = format!("{text}qos:\n  xoff: 64KB\n  xon: 16KB\n  headroom: 256KB\n  watchdog: off\n{qos_extra}");
+    std::fs::write(&path, text).unwrap();
+    let f = Fabric::guard(name, path.clone());
+    let o = rocefab_tests::fabric::rocefab(&["up", path.to_str().unwrap()]);
+    assert!(o.status.success(), "rocefab up {name}: {}", rocefab_tests::fabric::stderr(&o));
+    f
+}
+
+/// `rocefab run <fabric> incast --size 4MiB --json` (every rank writes to rank 0 = host1:gpu0)
+/// with a 2 s ACK timeout (longer than the pauses a 7:1 incast into 100 Mbit/s builds); while it
+/// runs, the largest ingress-group occupancy rail1 reports for priority 3. Returns (report, max).
+fn run_incast(f: &Fabric) -> (serde_json::Value, f64) {
+    let mut run = Proc::spawn(
+        "rocefab run incast",
+        Command::new(rocefab_tests::fabric::rocefab_bin())
+            .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000", "--timeout", "60"])
+            .stdout(Stdio::piped()),
+    );
+    let end = Instant::now() + Duration::from_secs(70);
+    let mut max_pg: f64 = 0.0;
+    while run.child.try_wait().expect("try_wait").is_none() {
+        assert!(Instant::now() < end, "rocefab run did not finish");
+        let t = f.metrics("rail1");
+        for l in t.lines().filter(|l| l.starts_with("rocefab_ingress_pg_bytes{") && l.contains("priority=\"3\"")) {
+            max_pg = max_pg.max(l.rsplit_once(' ').unwrap().1.parse().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(run.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("rocefab run --json: {e}: {out}"));
+    (r, max_pg)
+}
+
+fn sum_over_switches(f: &Fabric, name: &str, labels: &[(&str, &str)]) -> f64 {
+    ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), name, labels)).sum()
+}
+
+/// 3. Cascade (book Fig. 11-4 to 11-6): a 7:1 lossless incast into host1:gpu0. The bottleneck
+/// queue reaches xOFF; PFC goes hop by hop from the bottleneck rail to the spines, from the
+/// spines to the sending rail and from there to the sender NICs; the job completes with no
+/// lossless drop and no retransmission. With PFC off the same job drops and retransmits.
+#[test]
+fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
+    let f = cascade_fabric("rfc", "");
+    let (r, max_pg) = run_incast(&f);
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(max_pg >= 64_000.0, "the fabric never congested: rail1's largest priority-3 ingress group held {max_pg} bytes (xOFF 64 kB)");
+    let pfc = |sw: &str, dir: &str, peer: &str| {
+        metric(&f.metrics(sw), &format!("rocefab_pfc_{dir}_frames_total"), &[("port", &f.port_to(sw, peer)), ("priority", "3")])
+    };
+    // Hops 1 and 2: rail1 pauses the spines; each spine pauses rail2.
+    for spine in ["spine1", "spine2"] {
+        let rail1_to_spine = f.config("rail1").ports.iter().find(|p| p.peer.starts_with(&format!("{spine}:"))).unwrap().name.clone();
+        let spine_to_rail1 = f.config(spine).ports.iter().find(|p| p.peer.starts_with("rail1:")).unwrap().name.clone();
+        let spine_to_rail2 = f.config(spine).ports.iter().find(|p| p.peer.starts_with("rail2:")).unwrap().name.clone();
+        let rail2_to_spine = f.config("rail2").ports.iter().find(|p| p.peer.starts_with(&format!("{spine}:"))).unwrap().name.clone();
+        let m = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port), ("priority", "3")]);
+        assert!(m("rail1", "rocefab_pfc_tx_frames_total", &rail1_to_spine) >= 1.0, "rail1 sent no PFC to {spine}");
+        assert!(m(spine, "rocefab_pfc_rx_frames_total", &spine_to_rail1) >= 1.0, "{spine} received no PFC from rail1");
+        assert!(m(spine, "rocefab_pfc_tx_frames_total", &spine_to_rail2) >= 1.0, "{spine} sent no PFC to rail2");
+        assert!(m("rail2", "rocefab_pfc_rx_frames_total", &rail2_to_spine) >= 1.0, "rail2 received no PFC from {spine}");
+    }
+    // Last hop: rail2 pauses the cross-rail senders (every host's gpu1), which honour it.
+    for h in 1..=4 {
+        assert!(pfc("rail2", "tx", &format!("host{h}:gpu1")) >= 1.0, "rail2 sent no PFC to host{h}:gpu1");
+    }
+    let paused: u64 = r["nics"].as_array().unwrap().iter().filter(|n| n["nic"] == "gpu1").map(|n| n["pfc_paused_ns"].as_u64().unwrap_or(0)).sum();
+    assert!(paused > 0, "the sender NICs were never paused: {}", r["nics"]);
+    assert_eq!(sum_over_switches(&f, "rocefab_headroom_overflow_total", &[]), 0.0);
+    assert_eq!(sum_over_switches(&f, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);
+    let resent: Vec<_> = r["qps"].as_array().unwrap().iter().filter(|q| q["retransmitted_packets"] != 0).collect();
+    assert!(resent.is_empty(), "retransmissions without a drop: {resent:?}");
+    drop(f);
+
+    // PFC off, lossy queues of 64 kB: the same job drops and retransmits (and still completes).
+    let f = cascade_fabric("rfc", "  pfc: []\n  queue_limit: 64KB\n");
+    let (r, _) = run_incast(&f);
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(r["retransmitted_packets"].as_u64().unwrap() > 0, "{r}");
+    assert!(sum_over_switches(&f, "rocefab_queue_admission_dropped_packets_total", &[("queue", "3")]) > 0.0);
+    assert_eq!(sum_over_switches(&f, "rocefab_pfc_tx_frames_total", &[]), 0.0);
+}
