@@ -178,12 +178,20 @@ struct Held {
     headroom: bool,
 }
 
+/// A frame the switch originates, queued on a port's control queue.
+#[derive(Debug, Clone, Copy, Default)]
+struct OwnFrame {
+    d: FrameDesc,
+    /// For a PFC XOFF: when its group crossed xOFF (ns on the data-plane clock), else 0.
+    xoff_ns: u64,
+}
+
 struct Port {
     xsk: XskPort,
     mac: [u8; 6],
     queues: PortQueues<Held>,
     /// Frames the switch originates on this port (PFC, control-side frames): served first.
-    own: Fifo<FrameDesc>,
+    own: Fifo<OwnFrame>,
     shaper: Shaper,
     sched: Scheduler,
     /// Descriptors produced on TX and not yet completed.
@@ -200,6 +208,8 @@ pub struct DataPlane {
     free: Vec<FrameDesc>,
     /// The reserved pool for frames the switch originates; refilled first from completions.
     own_free: Vec<FrameDesc>,
+    /// The data-plane clock's origin (every `now` is ns since it).
+    clock: Instant,
     own_reserve: usize,
     total_frames: usize,
     stats: Arc<SwitchStats>,
@@ -323,6 +333,7 @@ impl DataPlane {
             ports,
             free,
             own_free,
+            clock: Instant::now(),
             own_reserve,
             total_frames,
             stats,
@@ -355,7 +366,7 @@ impl DataPlane {
         // Shaper deadlines are tens of µs: ask for tight timers (default slack is 50 µs).
         // SAFETY: prctl with integer arguments only affects this thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
-        let clock = Instant::now();
+        let clock = self.clock;
         let tx_budget = self.ports.iter().map(|p| p.xsk.tx_budget).min().unwrap_or(0);
         tracing::info!(
             ports = self.ports.len(),
@@ -476,7 +487,7 @@ impl DataPlane {
             if port >= self.ports.len() {
                 continue;
             }
-            if self.emit_own(port, f.bytes()) {
+            if self.emit_own(port, f.bytes(), 0) {
                 n += 1;
             }
         }
@@ -485,7 +496,7 @@ impl DataPlane {
 
     /// Copies a frame the switch originates into a reserved UMEM frame and queues it on the
     /// port's control queue. False (counted) if the reserved pool or the queue is exhausted.
-    fn emit_own(&mut self, p: usize, frame: &[u8]) -> bool {
+    fn emit_own(&mut self, p: usize, frame: &[u8], xoff_ns: u64) -> bool {
         let Some(mut d) = self.own_free.pop() else {
             self.stats.ports[p].own_pool_empty.inc();
             return false;
@@ -498,21 +509,22 @@ impl DataPlane {
             // A UMEM chunk holds far more than OWN_FRAME_MAX bytes: the write is never short.
             let _ = std::io::Write::write_all(&mut cur, frame);
         }
-        match self.ports[p].own.push(d, frame.len() as u32) {
+        match self.ports[p].own.push(OwnFrame { d, xoff_ns }, frame.len() as u32) {
             Ok(()) => true,
-            Err((d, _)) => {
-                self.own_free.push(d);
+            Err((o, _)) => {
+                self.own_free.push(o.d);
                 self.stats.ports[p].own_pool_empty.inc();
                 false
             }
         }
     }
 
-    /// Sends an 802.1Qbb PFC frame for `prio` out of `port` with `quanta` (0 = XON).
-    fn send_pfc(&mut self, port: usize, prio: u8, quanta: u16) {
+    /// Sends an 802.1Qbb PFC frame for `prio` out of `port` with `quanta` (0 = XON);
+    /// `xoff_ns` is the xOFF crossing it answers (0 for refreshes and XONs).
+    fn send_pfc(&mut self, port: usize, prio: u8, quanta: u16, xoff_ns: u64) {
         let mac = self.ports[port].mac;
         let repr = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << prio), quanta));
-        let sent = self.emit_own(port, &repr.to_frame(MacAddr(mac)));
+        let sent = self.emit_own(port, &repr.to_frame(MacAddr(mac)), xoff_ns);
         if sent {
             self.stats.ports[port].prio[prio as usize].pfc_tx_frames.inc();
         }
@@ -523,11 +535,11 @@ impl DataPlane {
         match ev {
             PgEvent::Xoff { port, prio } => {
                 let q = self.pfc_tx.on_xoff(port, prio, now);
-                self.send_pfc(port, prio, q);
+                self.send_pfc(port, prio, q, now.max(1));
             }
             PgEvent::Xon { port, prio } => {
                 self.pfc_tx.on_xon(port, prio, now);
-                self.send_pfc(port, prio, 0);
+                self.send_pfc(port, prio, 0, 0);
             }
         }
     }
@@ -547,7 +559,7 @@ impl DataPlane {
             }
         });
         for &(port, prio, q) in &due[..n] {
-            self.send_pfc(port, prio, q);
+            self.send_pfc(port, prio, q, 0);
         }
     }
 
@@ -800,10 +812,16 @@ impl DataPlane {
         let mut shaped_until = None;
         // Frames the switch originates go first, ahead of the scheduler and the shaper (they
         // are counted by the shaper so the link rate still holds).
+        let mut xoff_stamps = [0u64; 8];
+        let mut nstamps = 0;
         while n < room {
-            let Some((d, len)) = port.own.pop() else { break };
+            let Some((o, len)) = port.own.pop() else { break };
             port.shaper.sent(now, len);
-            self.scratch[n] = d;
+            if o.xoff_ns != 0 && nstamps < xoff_stamps.len() {
+                xoff_stamps[nstamps] = o.xoff_ns;
+                nstamps += 1;
+            }
+            self.scratch[n] = o.d;
             n += 1;
             tx_bytes += len as u64;
         }
@@ -846,6 +864,14 @@ impl DataPlane {
             tx.wakeup().map_err(|source| DataPlaneError::Kick { port: p, name: port.xsk.name.clone(), source })?;
         }
         let unsent_after = TX_RING_SIZE - tx.nb_free_exact();
+        if nstamps > 0 {
+            // PFC reaction time: xOFF crossing (the pass's clock reading, at or before the
+            // crossing) → the frame produced on the TX ring and kicked.
+            let handed = self.clock.elapsed().as_nanos() as u64;
+            for &t in &xoff_stamps[..nstamps] {
+                self.stats.pfc_reaction.observe(handed.saturating_sub(t));
+            }
+        }
         // Groups that fell below xON: their XON goes out with the next pass (the control queue
         // is served first).
         for ev in released.into_iter().take(nrel).flatten() {
@@ -936,7 +962,7 @@ impl DataPlane {
                 free.push(h.d);
                 dropped += 1;
             });
-            while let Some((d, _)) = port.own.pop() {
+            while let Some((OwnFrame { d, .. }, _)) = port.own.pop() {
                 free.push(d);
             }
         }

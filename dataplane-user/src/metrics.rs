@@ -86,6 +86,8 @@ pub struct Metrics {
     free_frames: IntGauge,
     xdp_read_errors: IntCounter,
     xsk_read_errors: IntCounter,
+    /// The switch label value, escaped for the exposition format.
+    switch: String,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -306,7 +308,8 @@ impl Metrics {
             )),
         )?;
 
-        Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors, xsk_read_errors })
+        let switch = cfg.name.replace('\\', "\\\\").replace('"', "\\\"");
+        Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors, xsk_read_errors, switch })
     }
 
     /// Refreshes everything from the live statistics, `xdp` (per port, per counter id; `None`
@@ -380,7 +383,32 @@ impl Metrics {
         if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
             return format!("# encoding error: {e}\n");
         }
-        String::from_utf8(out).unwrap_or_else(|e| format!("# encoding error: {e}\n"))
+        let mut text = String::from_utf8(out).unwrap_or_else(|e| format!("# encoding error: {e}\n"));
+        self.render_reaction(&mut text);
+        text
+    }
+
+    /// `rocefab_pfc_reaction_seconds`, a histogram the data path fills into fixed buckets
+    /// ([`crate::stats::Histogram`]; the prometheus crate's histogram cannot take bucket counts).
+    fn render_reaction(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let h = &self.stats.pfc_reaction;
+        let sw = &self.switch;
+        let name = "rocefab_pfc_reaction_seconds";
+        let _ = writeln!(out, "# HELP {name} Time from an ingress priority group crossing xOFF to its PFC frame handed to the wire");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cum = 0;
+        for (i, b) in h.buckets.iter().enumerate() {
+            cum += b.get();
+            let le = match crate::stats::HISTOGRAM_BOUNDS_NS.get(i) {
+                Some(&ns) => format!("{}", ns as f64 / 1e9),
+                None => "+Inf".to_string(),
+            };
+            let _ = writeln!(out, "{name}_bucket{{switch=\"{sw}\",le=\"{le}\"}} {cum}");
+        }
+        let _ = writeln!(out, "{name}_sum{{switch=\"{sw}\"}} {}", h.sum_ns.get() as f64 / 1e9);
+        // The +Inf bucket, so a scrape taken mid-update stays consistent.
+        let _ = writeln!(out, "{name}_count{{switch=\"{sw}\"}} {cum}");
     }
 }
 
@@ -520,6 +548,8 @@ mod tests {
         let stats = Arc::new(SwitchStats::new(2));
         let m = Metrics::new(&cfg(), stats.clone()).unwrap();
         stats.ports[0].queues[3].enqueued_packets.add(1);
+        stats.pfc_reaction.observe(12_000);
+        stats.pfc_reaction.observe(40_000_000);
         let xdp = vec![[1u64; counter::COUNT as usize]; 2];
         let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
         let mut child = std::process::Command::new("promtool")
@@ -533,6 +563,9 @@ mod tests {
         let out = child.wait_with_output().unwrap();
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+        assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"0.000015\"} 1\n"), "{t}");
+        assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"+Inf\"} 2\n"), "{t}");
+        assert!(t.contains("rocefab_pfc_reaction_seconds_count{switch=\"sw1\"} 2\n"), "{t}");
     }
 
     #[test]

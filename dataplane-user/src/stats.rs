@@ -111,10 +111,81 @@ pub struct SwitchStats {
     pub ports: Vec<PortStats>,
     /// UMEM frames not in use (free pool), gauge.
     pub free_frames: Stat,
+    /// PFC reaction time: an ingress group crossing xOFF → its PFC frame handed to the wire.
+    pub pfc_reaction: Histogram,
 }
 
 impl SwitchStats {
     pub fn new(ports: usize) -> Self {
-        SwitchStats { ports: (0..ports).map(|_| PortStats::default()).collect(), free_frames: Stat::default() }
+        SwitchStats {
+            ports: (0..ports).map(|_| PortStats::default()).collect(),
+            free_frames: Stat::default(),
+            pfc_reaction: Histogram::default(),
+        }
+    }
+}
+
+/// Upper bounds of the [`Histogram`] buckets, ns (1 µs … 10 ms; the last bucket is +Inf).
+pub const HISTOGRAM_BOUNDS_NS: [u64; 20] = [
+    1_000, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000, 20_000, 30_000, 50_000, 75_000, 100_000, 150_000, 200_000,
+    300_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000,
+];
+
+/// A single-writer latency histogram with fixed buckets ([`HISTOGRAM_BOUNDS_NS`] and +Inf).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Non-cumulative count per bucket; the last is +Inf.
+    pub buckets: [Stat; HISTOGRAM_BOUNDS_NS.len() + 1],
+    pub sum_ns: Stat,
+    pub count: Stat,
+}
+
+impl Histogram {
+    /// Records one observation (single writer).
+    #[inline]
+    pub fn observe(&self, ns: u64) {
+        let i = HISTOGRAM_BOUNDS_NS.partition_point(|&b| b < ns);
+        self.buckets[i].inc();
+        self.sum_ns.add(ns);
+        self.count.inc();
+    }
+
+    /// The `q`-quantile (0..=1) as the upper bound of the bucket holding it, ns; `None` when
+    /// empty, `u64::MAX` when it falls into +Inf.
+    pub fn quantile_upper_ns(&self, q: f64) -> Option<u64> {
+        let total = self.count.get();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b.get();
+            if seen >= rank {
+                return Some(HISTOGRAM_BOUNDS_NS.get(i).copied().unwrap_or(u64::MAX));
+            }
+        }
+        Some(u64::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_and_quantiles() {
+        let h = Histogram::default();
+        assert_eq!(h.quantile_upper_ns(0.5), None);
+        for ns in [500, 1_000, 1_001, 40_000, 40_000, 20_000_000] {
+            h.observe(ns);
+        }
+        assert_eq!(h.buckets[0].get(), 2, "≤ 1 µs");
+        assert_eq!(h.buckets[1].get(), 1, "≤ 2 µs");
+        assert_eq!(h.buckets[HISTOGRAM_BOUNDS_NS.len()].get(), 1, "+Inf");
+        assert_eq!(h.count.get(), 6);
+        assert_eq!(h.quantile_upper_ns(0.5), Some(2_000));
+        assert_eq!(h.quantile_upper_ns(0.8), Some(50_000));
+        assert_eq!(h.quantile_upper_ns(0.99), Some(u64::MAX));
     }
 }

@@ -25,6 +25,7 @@ use anyhow::{bail, Context};
 use dataplane_common::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
 mod proc;
+mod reaction;
 mod topo;
 
 use proc::{check_interrupt, Child};
@@ -63,8 +64,9 @@ pub struct BenchArgs {
     /// UDP flows (distinct source ports).
     #[arg(long, default_value_t = 16)]
     pub flows: u16,
-    /// DSCP of the generated frames (0 → rocefab queue 0).
-    #[arg(long, default_value_t = 0)]
+    /// DSCP of the generated frames (24 → rocefab's lossless priority 3, so every frame goes
+    /// through ingress-group accounting and the xOFF check; 0 → lossy queue 0).
+    #[arg(long, default_value_t = 24)]
     pub dscp: u8,
     /// Rounds over all forwarders (interleaved, so background load hits all alike); the round
     /// with the median delivered rate is reported per forwarder.
@@ -96,6 +98,10 @@ pub struct BenchArgs {
     /// Do not run `cargo build --release` first.
     #[arg(long)]
     pub no_build: bool,
+    /// Instead of the forwarding rates: measure the PFC reaction time (xOFF crossing → PFC
+    /// frame handed to the wire) over this many bursts and print p50 and p99.
+    #[arg(long)]
+    pub pfc_reaction: Option<usize>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -206,7 +212,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             ctx_bins.0.display()
         );
     }
-    if a.only.contains(&Dut::Rocefab) && !ctx_bins.1.exists() {
+    if (a.only.contains(&Dut::Rocefab) || a.pfc_reaction.is_some()) && !ctx_bins.1.exists() {
         bail!(
             "{} is missing (cargo build --release -p dataplane-user)",
             ctx_bins.1.display()
@@ -224,6 +230,10 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         switchd_bin: ctx_bins.1,
         run_dir: &run_dir.0,
     };
+
+    if let Some(bursts) = a.pfc_reaction {
+        return reaction::run(&ctx, bursts);
+    }
 
     let mut all: BTreeMap<Dut, Vec<Measurement>> = BTreeMap::new();
     let mut errors = BTreeMap::new();
@@ -401,24 +411,27 @@ fn start_dut(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Running> {
                 .context("waiting for l2fwd to attach")?;
             Ok(Running::Process(child, None))
         }
-        Dut::Rocefab => {
-            let cfg = switch_config(free_port()?);
-            cfg.validate().context("benchmark switch config")?;
-            let path = ctx.run_dir.join("rfb-dut.json");
-            cfg.save(&path)?;
-            let mut c = Command::new(&ctx.switchd_bin);
-            c.arg("--config").arg(&path).env("RUST_LOG", "info");
-            let mut child = Child::spawn(
-                "rocefab-switchd",
-                c,
-                Some(a.dut_cpu),
-                a.nice,
-                ctx.run_dir.join("switchd.stderr"),
-            )?;
-            child.wait_stderr("switch up", Duration::from_secs(30))?;
-            Ok(Running::Process(child, Some(cfg.metrics_listen)))
-        }
+        Dut::Rocefab => start_switchd(ctx, switch_config(free_port()?)),
     }
+}
+
+/// Starts `rocefab-switchd` with `cfg` on the DUT CPU; returns once the switch is up.
+fn start_switchd(ctx: &Ctx<'_>, cfg: SwitchConfig) -> anyhow::Result<Running> {
+    let a = ctx.args;
+    cfg.validate().context("benchmark switch config")?;
+    let path = ctx.run_dir.join("rfb-dut.json");
+    cfg.save(&path)?;
+    let mut c = Command::new(&ctx.switchd_bin);
+    c.arg("--config").arg(&path).env("RUST_LOG", "info");
+    let mut child = Child::spawn(
+        "rocefab-switchd",
+        c,
+        Some(a.dut_cpu),
+        a.nice,
+        ctx.run_dir.join("switchd.stderr"),
+    )?;
+    child.wait_stderr("switch up", Duration::from_secs(30))?;
+    Ok(Running::Process(child, Some(cfg.metrics_listen)))
 }
 
 /// A TCP port on 127.0.0.1 that nobody listens on right now.
@@ -637,13 +650,18 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
 
 /// Non-zero packet counters from the switch daemon's `/metrics` (bytes and gauges left out).
 fn scrape_counters(addr: std::net::SocketAddr) -> anyhow::Result<BTreeMap<String, f64>> {
+    Ok(parse_counters(&scrape_text(addr)?))
+}
+
+/// The switch's /metrics response (head and body).
+fn scrape_text(addr: std::net::SocketAddr) -> anyhow::Result<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
     let mut text = String::new();
     s.read_to_string(&mut text)?;
-    Ok(parse_counters(&text))
+    Ok(text)
 }
 
 /// `name{labels} value` lines of Prometheus text whose name ends in `_total` but not
