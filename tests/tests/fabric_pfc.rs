@@ -338,17 +338,13 @@ fn malformed_mac_control_frames_are_counted_and_never_crash_the_switch() {
     assert_eq!(rocefab_tests::fabric::daemon_pids(&f.name).len(), 4, "a switch daemon died");
 }
 
-/// rail-spine with host1:gpu0's link at 100 Mbit/s (the incast bottleneck: seven senders at
-/// ~0.1 Gbit/s each fill it) and small PFC thresholds, plus `qos_extra`.
-fn cascade_fabric(name: &str, qos_extra: &str) -> Fabric {
-    let path = rocefab_tests::fabric::topology_copy("rail-spine.yaml", name);
-    let text = std::fs::read_to_string(&path).unwrap().replace(
-        "  rail_spine: full-mesh\n",
-        "  rail_spine: full-mesh\n  overrides:\n    - { between: [host1:gpu0, rail1], line_rate: 100Mbps }\n",
-    );
-    assert!(text.contains("100Mbps"), "rail-spine.yaml changed: the override was not inserted");
-    let text = format!("{text}qos:\n  xoff: 64KB\n  xon: 16KB\n  headroom: 256KB\n  watchdog: off\n{qos_extra}");
-    std::fs::write(&path, text).unwrap();
+/// `topologies/rail-spine-incast.yaml` (rail-spine with host1:gpu0's link at 100 Mbit/s, the
+/// incast bottleneck seven senders at ~0.1 Gbit/s each fill, and small PFC thresholds), with
+/// `edit` applied to its text.
+fn incast_fabric(name: &str, edit: impl Fn(String) -> String) -> Fabric {
+    let path = rocefab_tests::fabric::topology_copy("rail-spine-incast.yaml", name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, edit(text)).unwrap();
     let f = Fabric::guard(name, path.clone());
     let o = rocefab_tests::fabric::rocefab(&["up", path.to_str().unwrap()]);
     assert!(o.status.success(), "rocefab up {name}: {}", rocefab_tests::fabric::stderr(&o));
@@ -385,13 +381,14 @@ fn sum_over_switches(f: &Fabric, name: &str, labels: &[(&str, &str)]) -> f64 {
     ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), name, labels)).sum()
 }
 
-/// 3. Cascade (book Fig. 11-4 to 11-6): a 7:1 lossless incast into host1:gpu0. The bottleneck
+/// 3. Cascade (book Fig. 11-4 to 11-6) on `rail-spine-incast.yaml`: a 7:1 lossless incast into
+/// host1:gpu0. The bottleneck
 /// queue reaches xOFF; PFC goes hop by hop from the bottleneck rail to the spines, from the
 /// spines to the sending rail and from there to the sender NICs; the job completes with no
 /// lossless drop and no retransmission. With PFC off the same job drops and retransmits.
 #[test]
 fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
-    let f = cascade_fabric("rfc", "");
+    let f = incast_fabric("rfc", |t| t);
     let (r, max_pg) = run_incast(&f);
     assert_eq!(r["ok"], true, "{r}");
     assert!(max_pg >= 64_000.0, "the fabric never congested: rail1's largest priority-3 ingress group held {max_pg} bytes (xOFF 64 kB)");
@@ -423,7 +420,10 @@ fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
     drop(f);
 
     // PFC off, lossy queues of 64 kB: the same job drops and retransmits (and still completes).
-    let f = cascade_fabric("rfc", "  pfc: []\n  queue_limit: 64KB\n");
+    let f = incast_fabric("rfc", |t| {
+        assert!(t.contains("  pfc: [3]"), "rail-spine-incast.yaml changed");
+        t.replacen("  pfc: [3]", "  pfc: []\n  queue_limit: 64KB", 1)
+    });
     let (r, _) = run_incast(&f);
     assert_eq!(r["ok"], true, "{r}");
     assert!(r["retransmitted_packets"].as_u64().unwrap() > 0, "{r}");

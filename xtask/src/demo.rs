@@ -5,7 +5,9 @@
 //! queue 7, DSCP 0 → queue 0; 64 source ports so ECMP uses both spines), then prints each
 //! switch's per-port, per-queue counters scraped from its Prometheus endpoint, the metrics URLs,
 //! runs a ring AllReduce over every GPU with the emulated RoCEv2 NICs (`rocefab run`), and tears
-//! the fabric down — also when a step fails or on Ctrl-C.
+//! the fabric down — also when a step fails or on Ctrl-C. Then the lossless part: it brings up
+//! `topologies/rail-spine-incast.yaml` (rank 0's link at 100 Mbit/s), runs a 7:1 incast into
+//! rank 0 and prints the PFC counters of every switch port, hop by hop, with the drops (none).
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -20,6 +22,9 @@ use crate::util::{is_root, root, run};
 
 const TOPOLOGY: &str = "topologies/rail-spine.yaml";
 const FABRIC: &str = "rs";
+const INCAST_TOPOLOGY: &str = "topologies/rail-spine-incast.yaml";
+const INCAST_FABRIC: &str = "rsi";
+const INCAST_SIZE: &str = "4MiB";
 /// (DSCP, label) of the three classes sent.
 const CLASSES: [(u8, &str); 3] = [(24, "RoCEv2 (DSCP 24)"), (48, "CNP (DSCP 48)"), (0, "best effort (DSCP 0)")];
 const PACKETS_PER_CLASS: u64 = 2000;
@@ -31,12 +36,13 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 /// Runs `rocefab down` when dropped, so the fabric never outlives the demo.
 struct FabricGuard {
     rocefab: PathBuf,
+    fabric: &'static str,
 }
 
 impl Drop for FabricGuard {
     fn drop(&mut self) {
-        eprintln!("\n== tearing down fabric {FABRIC}");
-        let _ = Command::new(&self.rocefab).args(["down", FABRIC]).status();
+        eprintln!("\n== tearing down fabric {}", self.fabric);
+        let _ = Command::new(&self.rocefab).args(["down", self.fabric]).status();
     }
 }
 
@@ -57,10 +63,10 @@ pub fn run_demo() -> anyhow::Result<()> {
 
     eprintln!("== rocefab up {TOPOLOGY}");
     run(Command::new(&rocefab).current_dir(&root).args(["up", TOPOLOGY]).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
-    let _guard = FabricGuard { rocefab: rocefab.clone() };
+    let guard = FabricGuard { rocefab: rocefab.clone(), fabric: FABRIC };
     run(Command::new(&rocefab).args(["status", FABRIC]))?;
 
-    let daemons = daemons(&rocefab)?;
+    let daemons = daemons(&rocefab, FABRIC)?;
     let before = scrape_all(&daemons)?;
 
     eprintln!("\n== ping host1:gpu0 (rail 1, 10.0.1.1) -> host2:gpu1 (rail 2, 10.0.2.2): rail1 -> spine -> rail2");
@@ -101,7 +107,58 @@ pub fn run_demo() -> anyhow::Result<()> {
     check_interrupted()?;
     eprintln!("\n== rocefab run {FABRIC} allreduce --size {ALLREDUCE_SIZE}: ring AllReduce over every GPU, RoCEv2 RC WRITEs from emulated NICs");
     run(Command::new(&rocefab).args(["run", FABRIC, "allreduce", "--size", ALLREDUCE_SIZE]))?;
+    drop(guard);
+
+    check_interrupted()?;
+    eprintln!("\n== rocefab up {INCAST_TOPOLOGY}: rail-spine with rank 0 (host1:gpu0) behind a 100 Mbit/s link, PFC on priority 3");
+    run(Command::new(&rocefab).current_dir(&root).args(["up", INCAST_TOPOLOGY]).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
+    let _guard = FabricGuard { rocefab: rocefab.clone(), fabric: INCAST_FABRIC };
+    let incast_daemons = self::daemons(&rocefab, INCAST_FABRIC)?;
+    let before = scrape_pfc(&incast_daemons)?;
+    eprintln!("\n== rocefab run {INCAST_FABRIC} incast --size {INCAST_SIZE}: seven GPUs write to rank 0 (2 s ACK timeout, longer than the pauses)");
+    run(Command::new(&rocefab).args(["run", INCAST_FABRIC, "incast", "--size", INCAST_SIZE, "--retransmit-timeout-ms", "2000"]))?;
+    let after = scrape_pfc(&incast_daemons)?;
+    print_pfc_table(&before, &after);
     Ok(())
+}
+
+/// Per (switch, port, peer): priority-3 PFC sent, received, seconds paused; lossless drops.
+type PfcSamples = BTreeMap<(String, String), [f64; 5]>;
+
+fn scrape_pfc(daemons: &[(String, String)]) -> anyhow::Result<PfcSamples> {
+    let mut all = PfcSamples::new();
+    for (sw, url) in daemons {
+        let body = http_get(url).with_context(|| format!("scraping {sw} at {url}"))?;
+        for (metric, labels, value) in parse_prometheus(&body) {
+            let col = match (metric.as_str(), labels.get("priority").or(labels.get("queue")).map(String::as_str)) {
+                ("rocefab_pfc_tx_frames_total", Some("3")) => 0,
+                ("rocefab_pfc_rx_frames_total", Some("3")) => 1,
+                ("rocefab_pfc_paused_seconds_total", Some("3")) => 2,
+                ("rocefab_headroom_overflow_total", Some("3")) => 3,
+                ("rocefab_queue_dropped_packets_total", Some("3")) => 4,
+                _ => continue,
+            };
+            let port = labels.get("port").cloned().unwrap_or_default();
+            all.entry((sw.clone(), port)).or_default()[col] += value;
+        }
+    }
+    Ok(all)
+}
+
+fn print_pfc_table(before: &PfcSamples, after: &PfcSamples) {
+    println!("\nPFC during the lossless incast, priority 3, every switch port that sent or received PFC:");
+    println!("| switch | port | PFC sent | PFC received | paused (s) | headroom overflow | queue 3 drops |");
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let mut drops = 0.0;
+    for (key, a) in after {
+        let b = before.get(key).copied().unwrap_or_default();
+        let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
+        drops += d[3] + d[4];
+        if d[0] > 0.0 || d[1] > 0.0 {
+            println!("| {} | {} | {} | {} | {:.3} | {} | {} |", key.0, key.1, d[0], d[1], d[2], d[3], d[4]);
+        }
+    }
+    println!("Lossless frames dropped anywhere in the fabric: {drops}");
 }
 
 extern "C" fn on_sigint(_: libc::c_int) {
@@ -116,8 +173,8 @@ fn check_interrupted() -> anyhow::Result<()> {
 }
 
 /// (switch, metrics URL) from `rocefab status --json`.
-fn daemons(rocefab: &Path) -> anyhow::Result<Vec<(String, String)>> {
-    let out = Command::new(rocefab).args(["status", FABRIC, "--json"]).output().context("rocefab status --json")?;
+fn daemons(rocefab: &Path, fabric: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let out = Command::new(rocefab).args(["status", fabric, "--json"]).output().context("rocefab status --json")?;
     if !out.status.success() {
         bail!("rocefab status --json: {}", String::from_utf8_lossy(&out.stderr));
     }
