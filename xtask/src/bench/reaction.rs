@@ -3,9 +3,9 @@
 //! ring and kicked), as the data path records it in `rocefab_pfc_reaction_seconds`.
 //!
 //! Scenario: the benchmark switch with its sink-facing port shaped to 10 Mbit/s, xOFF 16 KiB,
-//! xON 4 KiB. Each burst is 100 lossless (DSCP 24) 64-byte frames from the AF_XDP generator:
-//! 64 of them (256-byte cells) reach xOFF, the rest go to headroom; the port drains them in
-//! ~7 ms, the group falls below xON and the next burst crosses xOFF again. The crossing time is
+//! xON 4 KiB. Each burst is 300 lossless (DSCP 24) 64-byte frames from the AF_XDP generator:
+//! the shaper's burst lets ~55 through at once, 64 more (256-byte cells) reach xOFF, the rest go
+//! to headroom; the port drains them in ~20 ms, the group falls below xON and the next burst crosses xOFF again. The crossing time is
 //! the data-plane pass's clock reading, taken before the frame that crosses is processed, so the
 //! reported time is an upper bound.
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use super::proc::{check_interrupt, Child};
 use super::topo::*;
 use super::{bench_cmd, free_port, scrape_text, start_switchd, switch_config, Ctx, Running};
 
-const BURST: u64 = 100;
+const BURST: u64 = 300;
 
 pub fn run(ctx: &Ctx<'_>, bursts: usize) -> anyhow::Result<()> {
     if bursts == 0 {
