@@ -118,7 +118,7 @@ pub fn run_demo() -> anyhow::Result<()> {
     eprintln!("\n== rocefab run {INCAST_FABRIC} incast --size {INCAST_SIZE}: seven GPUs write to rank 0 (2 s ACK timeout, longer than the pauses)");
     run(Command::new(&rocefab).args(["run", INCAST_FABRIC, "incast", "--size", INCAST_SIZE, "--retransmit-timeout-ms", "2000"]))?;
     let after = scrape_pfc(&incast_daemons)?;
-    print_pfc_table(&before, &after);
+    print_pfc_table(&before, &after, &peers(INCAST_FABRIC, &incast_daemons));
     Ok(())
 }
 
@@ -145,17 +145,32 @@ fn scrape_pfc(daemons: &[(String, String)]) -> anyhow::Result<PfcSamples> {
     Ok(all)
 }
 
-fn print_pfc_table(before: &PfcSamples, after: &PfcSamples) {
+/// (switch, port) → what is on the other end, from the switch configs `rocefab up` wrote.
+fn peers(fabric: &str, daemons: &[(String, String)]) -> BTreeMap<(String, String), String> {
+    let mut m = BTreeMap::new();
+    for (sw, _) in daemons {
+        let path = Path::new("/run/rocefab").join(fabric).join(format!("{sw}.json"));
+        if let Ok(cfg) = dataplane_common::config::SwitchConfig::load(&path) {
+            for p in cfg.ports {
+                m.insert((sw.clone(), p.name), p.peer);
+            }
+        }
+    }
+    m
+}
+
+fn print_pfc_table(before: &PfcSamples, after: &PfcSamples, peers: &BTreeMap<(String, String), String>) {
     println!("\nPFC during the lossless incast, priority 3, every switch port that sent or received PFC:");
-    println!("| switch | port | PFC sent | PFC received | paused (s) | headroom overflow | queue 3 drops |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("| switch | port | peer | PFC sent | PFC received | paused (s) | headroom overflow | queue 3 drops |");
+    println!("|---|---|---|---:|---:|---:|---:|---:|");
     let mut drops = 0.0;
     for (key, a) in after {
         let b = before.get(key).copied().unwrap_or_default();
         let d: Vec<f64> = a.iter().zip(b).map(|(x, y)| x - y).collect();
         drops += d[3] + d[4];
         if d[0] > 0.0 || d[1] > 0.0 {
-            println!("| {} | {} | {} | {} | {:.3} | {} | {} |", key.0, key.1, d[0], d[1], d[2], d[3], d[4]);
+            let peer = peers.get(key).map(String::as_str).unwrap_or("?");
+            println!("| {} | {} | {peer} | {} | {} | {:.3} | {} | {} |", key.0, key.1, d[0], d[1], d[2], d[3], d[4]);
         }
     }
     println!("Lossless frames dropped anywhere in the fabric: {drops}");
