@@ -23,12 +23,12 @@ const MAX_PAUSE: Duration = Duration::from_nanos(65_535 * 512);
 
 /// A scapy agent in a host namespace that sends MAC-control frames on command (stdin lines):
 /// `pfc <quanta> [prio]` one PFC frame for priority 3 (or prio); `storm <quanta> <every_ms>
-/// <for_ms> [prio]` a bounded train of them (prints `started` after the first); `raw <hex>` any frame. Prints `sent` /
+/// <for_ms> [prio]` a bounded train of them; `pause <quanta>` one 802.3x PAUSE (prints `started` after the first); `raw <hex>` any frame. Prints `sent` /
 /// `done` when finished.
 const SCAPY_AGENT: &str = r#"
 import sys, time
 from scapy.all import Ether, conf
-from scapy.contrib.mac_control import MACControlClassBasedFlowControl
+from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACControlPause
 iface, src = sys.argv[1], sys.argv[2]
 s = conf.L2socket(iface=iface)
 def pfc(q, prio=3):
@@ -51,6 +51,9 @@ for line in sys.stdin:
             s.send(f)
             n += 1
         print("done", n, flush=True)
+    elif w[0] == "pause":
+        s.send(bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlPause(pause_time=int(w[1]))))
+        print("sent", flush=True)
     elif w[0] == "raw":
         s.send(bytes.fromhex(w[1]))
         print("sent", flush=True)
@@ -208,8 +211,9 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
 }
 
 /// 2. Reception: a PFC frame with quanta 65535 stops rail1's priority 3 towards host2 for
-/// 33.5 ms (±10 %) while priority 0 keeps flowing; quanta 0 resumes it at once. Measured on
-/// host2's wire: tcpdump sees the PFC frame leave and the forwarded traffic arrive.
+/// 33.5 ms (±10 %) while priority 0 keeps flowing; quanta 0 resumes it at once; an 802.3x PAUSE
+/// stops both for 33.5 ms. Measured on host2's wire: tcpdump sees the pause frame leave and the
+/// forwarded traffic arrive.
 #[test]
 fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_resumes() {
     tools();
@@ -218,7 +222,7 @@ fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_res
     let cap = start_capture_in(&f.netns("host2"), "gpu0", &pcap, "ether proto 0x8808 or udp port 4791", 128, 20_000, 30);
     let mut agent = Agent::start(&f, "host2", "gpu0");
     // Two streams (DSCP 24 → priority 3, DSCP 0 → priority 0), one datagram each per 200 µs.
-    let mut tx = udp_burst(&f, &[24, 0], 4000, 200, 200);
+    let mut tx = udp_burst(&f, &[24, 0], 6000, 200, 200);
     rail1_until(&f, "traffic to host2", |t| {
         metric(t, "rocefab_queue_dequeued_packets_total", &[("port", &f.port_to("rail1", "host2:gpu0")), ("queue", "3")]) >= 100.0
     });
@@ -227,11 +231,14 @@ fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_res
     assert_eq!(agent.cmd("pfc 65535"), "sent");
     std::thread::sleep(Duration::from_millis(10));
     assert_eq!(agent.cmd("pfc 0"), "sent");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(agent.cmd("pause 65535"), "sent");
     assert!(tx.line(Duration::from_secs(20)).starts_with("sent"));
     drop(cap);
 
-    let rows = tshark_fields(&pcap, "macc || udp", &["frame.time_epoch", "macc.cbfc.pause_time.c3", "ip.dsfield.dscp"]);
+    let rows = tshark_fields(&pcap, "macc || udp", &["frame.time_epoch", "macc.cbfc.pause_time.c3", "ip.dsfield.dscp", "macc.pause_time"]);
     let t = |r: &Vec<String>| r[0].parse::<f64>().unwrap();
+    let pause = rows.iter().find(|r| r[3] == "65535").map(t).expect("the 802.3x PAUSE on host2's wire");
     let pfcs: Vec<(f64, u64)> = rows.iter().filter(|r| !r[1].is_empty()).map(|r| (t(r), num(&r[1]))).collect();
     assert_eq!(pfcs.iter().map(|p| p.1).collect::<Vec<_>>(), vec![65535, 65535, 0], "PFC frames seen on host2: {pfcs:?}");
     let arrivals = |dscp: &str, from: f64, to: f64| rows.iter().filter(|r| r[2] == dscp && t(r) > from && t(r) < to).map(t).collect::<Vec<f64>>();
@@ -252,6 +259,13 @@ fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_res
     let resumed = arrivals("24", z, z + 1.0).first().copied().expect("priority 3 never resumed after quanta 0");
     let r = Duration::from_secs_f64(resumed - z);
     assert!(r < Duration::from_millis(5), "quanta 0 resumed priority 3 only after {r:?}");
+
+    // 802.3x PAUSE: every priority stops for the encoded time.
+    for dscp in ["24", "0"] {
+        let next = arrivals(dscp, pause + 0.002, pause + 1.0).first().copied().unwrap_or_else(|| panic!("DSCP {dscp} never resumed after PAUSE"));
+        let gap = Duration::from_secs_f64(next - pause);
+        assert!(gap >= lo && gap <= hi, "PAUSE stopped DSCP {dscp} for {gap:?}, expected {MAX_PAUSE:?} ± 10 %");
+    }
 }
 
 /// 4. Watchdog (defaults: drop, 200 ms detect, 10 ms poll, 200 ms restore): a continuous PFC
