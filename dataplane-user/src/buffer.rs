@@ -39,8 +39,9 @@ pub struct BufferParams {
 }
 
 /// Where an admitted frame was charged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admit {
+    #[default]
     Shared,
     Headroom,
 }

@@ -45,9 +45,6 @@ use dataplane_common::limits::NUM_TC;
 use dataplane_common::Decision;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
-
-/// Longest MAC control frame acted on, without FCS: 60 bytes, 64 with an 802.1Q tag.
-const MAC_CONTROL_MAX_FRAME: usize = 64;
 use xsk_rs::{FrameDesc, Umem};
 
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
@@ -163,6 +160,9 @@ impl DataPlaneConfig {
     }
 }
 
+/// Longest MAC control frame acted on, without FCS: 60 bytes, 64 with an 802.1Q tag.
+const MAC_CONTROL_MAX_FRAME: usize = 64;
+
 /// Frames a port's control queue holds (PFC and LLDP are rare: one per priority per pause
 /// interval, one per LLDP interval).
 pub const OWN_QUEUE_LEN: usize = 32;
@@ -175,7 +175,17 @@ pub const CTRL_EVENTS: usize = 256;
 struct Held {
     d: FrameDesc,
     ingress: u8,
-    headroom: bool,
+    admit: Admit,
+}
+
+/// Gives a held frame's buffer charges back and publishes its ingress group's occupancy;
+/// returns the group's xON event, if any. The one place a held frame leaves the buffer.
+#[inline]
+fn release_held(buffer: &mut SharedBuffer, stats: &SwitchStats, h: &Held, egress: usize, tc: u8, len: u32) -> Option<PgEvent> {
+    let ingress = h.ingress as usize;
+    let ev = buffer.release(ingress, tc, egress, tc, len, h.admit);
+    stats.ports[ingress].prio[tc as usize].pg_bytes.set(buffer.pg_bytes(ingress, tc));
+    ev
 }
 
 /// A frame the switch originates, queued on a port's control queue.
@@ -288,7 +298,7 @@ impl DataPlane {
         }
         // A lossy queue never holds more than its byte limit at the minimum frame; a lossless
         // one at most what the buffer holds.
-        let lossy_cap = ((cfg.queue_limit_bytes / 60) as usize + 1).min(held_max);
+        let lossy_cap = ((cfg.queue_limit_bytes / dataplane_common::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
         let lossless = cfg.qos.lossless_priorities;
         let caps: [usize; NUM_TC] =
             std::array::from_fn(|tc| if lossless & (1 << tc) != 0 { held_max.max(1) } else { lossy_cap.max(1) });
@@ -485,6 +495,7 @@ impl DataPlane {
         while let Some(f) = self.ctrl.next_frame() {
             let port = f.port as usize;
             if port >= self.ports.len() {
+                tracing::warn!(port, ports = self.ports.len(), "control side handed a frame for a port that does not exist; dropped");
                 continue;
             }
             if self.emit_own(port, f.bytes(), 0) {
@@ -634,12 +645,11 @@ impl DataPlane {
                 if drop_action {
                     // Drop what the stormed queue holds, releasing its buffer charges.
                     let mut freed = 0u64;
-                    let (queues, buffer, free) = (&mut self.ports[port].queues, &mut self.buffer, &mut self.free);
+                    let (queues, buffer, free, stats) = (&mut self.ports[port].queues, &mut self.buffer, &mut self.free, &self.stats);
                     let mut events = [None; 8];
                     let mut ne = 0;
                     queues.drain_queue(prio as usize, |h, len| {
-                        let admit = if h.headroom { Admit::Headroom } else { Admit::Shared };
-                        if let Some(ev) = buffer.release(h.ingress as usize, prio, port, prio, len, admit) {
+                        if let Some(ev) = release_held(buffer, stats, &h, port, prio, len) {
                             if ne < events.len() {
                                 events[ne] = Some(ev);
                                 ne += 1;
@@ -765,10 +775,10 @@ impl DataPlane {
         }
         match self.buffer.admit(ingress, tc, egress, tc, len) {
             Ok((admit, ev)) => {
-                let h = Held { d, ingress: ingress as u8, headroom: matches!(admit, Admit::Headroom) };
+                let h = Held { d, ingress: ingress as u8, admit };
                 if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
                     // Cannot happen (queues hold what the buffer admits); never leak the frame.
-                    self.buffer.release(ingress, tc, egress, tc, len, admit);
+                    release_held(&mut self.buffer, &self.stats, &h, egress, tc, len);
                     self.free.push(h.d);
                 }
                 self.stats.ports[ingress].prio[tc as usize].pg_bytes.set(self.buffer.pg_bytes(ingress, tc));
@@ -833,12 +843,10 @@ impl DataPlane {
             }
             let Some((h, len)) = port.queues.dequeue(tc) else { break };
             port.shaper.sent(now, len);
-            let admit = if h.headroom { Admit::Headroom } else { Admit::Shared };
-            if let Some(ev) = self.buffer.release(h.ingress as usize, tc as u8, p, tc as u8, len, admit) {
+            if let Some(ev) = release_held(&mut self.buffer, &self.stats, &h, p, tc as u8, len) {
                 released[nrel] = Some(ev);
                 nrel += 1;
             }
-            self.stats.ports[h.ingress as usize].prio[tc].pg_bytes.set(self.buffer.pg_bytes(h.ingress as usize, tc as u8));
             self.scratch[n] = h.d;
             n += 1;
             tx_bytes += len as u64;
