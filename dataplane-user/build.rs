@@ -116,21 +116,9 @@ fn bpf_target_dir(out_dir: &Path, workspace: &Path) -> PathBuf {
         .unwrap_or_else(|| workspace.join("target/bpf"))
 }
 
-/// The `channel` of the eBPF crate's `rust-toolchain.toml` (a dated nightly).
-fn pinned_toolchain(file: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("reading {}: {e}", file.display()))?;
-    let channel = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("channel"))
-        .filter_map(|rest| rest.trim_start().strip_prefix('='))
-        .map(|v| v.trim().trim_matches('"').to_string())
-        .next()
-        .ok_or_else(|| format!("{}: no `channel = \"...\"` line", file.display()))?;
-    if !channel.starts_with("nightly-") {
-        return Err(format!("{}: channel {channel:?} is not a dated nightly (nightly-YYYY-MM-DD)", file.display()));
-    }
-    Ok(channel)
-}
+#[path = "../dataplane-ebpf/toolchain_pin.rs"]
+mod toolchain_pin;
+use toolchain_pin::pinned_toolchain;
 
 /// Fails early, with the setup hint, when the pinned nightly, its rust-src or bpf-linker is missing.
 fn check_toolchain(plus: &str) -> Result<(), String> {

@@ -95,30 +95,12 @@ fn toolchain_problems(toolchain: &str) -> anyhow::Result<()> {
 // ---------------------------------------------------------------------------------------------
 // The pinned toolchain
 
+#[path = "../../dataplane-ebpf/toolchain_pin.rs"]
+mod pin;
+
 /// The `channel` of a `rust-toolchain.toml`, which must be a dated nightly.
 pub fn pinned_toolchain(file: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let channel = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("channel"))
-        .filter_map(|rest| rest.trim_start().strip_prefix('='))
-        .map(|v| v.trim().trim_matches('"').to_string())
-        .next()
-        .with_context(|| format!("{}: no `channel = \"...\"` line", file.display()))?;
-    if !is_dated_nightly(&channel) {
-        bail!(
-            "{}: channel {channel:?} is not a dated nightly; pin one whose LLVM matches bpf-linker, e.g. \"nightly-2026-05-19\"",
-            file.display()
-        );
-    }
-    Ok(channel)
-}
-
-fn is_dated_nightly(c: &str) -> bool {
-    let Some(date) = c.strip_prefix("nightly-") else { return false };
-    let parts: Vec<&str> = date.split('-').collect();
-    parts.len() == 3
-        && [4, 2, 2].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_digit()))
+    pin::pinned_toolchain(file).map_err(anyhow::Error::msg)
 }
 
 fn has_rust_src(toolchain: &str) -> bool {
@@ -314,9 +296,9 @@ mod tests {
 
     #[test]
     fn dated_nightly_only() {
-        assert!(is_dated_nightly("nightly-2026-05-19"));
+        assert!(pin::is_dated_nightly("nightly-2026-05-19"));
         for bad in ["nightly", "stable", "1.95.0", "nightly-2026-5-19", "nightly-latest", "beta-2026-05-19"] {
-            assert!(!is_dated_nightly(bad), "{bad}");
+            assert!(!pin::is_dated_nightly(bad), "{bad}");
         }
     }
 
