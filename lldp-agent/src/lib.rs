@@ -1,0 +1,15 @@
+//! The LLDP/DCBX agent of rocefab's switch ports and GPU NICs, as pure logic: the daemons own
+//! the sockets and the clock and call into it.
+//!
+//! - [`port`]: one port's LLDP agent (IEEE 802.1AB): transmit timers with fast start, shutdown
+//!   LLDPDU, receive validation, a neighbour that ages out at its TTL, and the port's row of the
+//!   neighbour table ([`port::PortReport`], served as JSON on `GET /lldp`).
+//! - [`dcb`]: DCBX (IEEE 802.1Qaz / 802.1Q-2018 clause 38): what a switch or NIC advertises,
+//!   willing negotiation, and mismatch checks.
+//! - [`metrics`]: the Prometheus families both daemons export.
+pub mod dcb;
+pub mod metrics;
+pub mod port;
+
+pub use dcb::{Dcb, Mismatch, Oper, PeerDcb};
+pub use port::{Identity, NodeReport, PortAgent, PortReport, Rx, Timing};

@@ -1,0 +1,482 @@
+//! The LLDP agent of one port (IEEE 802.1AB-2016 clause 9, simplified to what a DCBX peer
+//! needs): transmit timer with fast start, a shutdown LLDPDU, receive with validation, and one
+//! neighbour that ages out when its TTL runs out.
+//!
+//! - Transmit: every `tx_interval` (msgTxInterval, 30 s by default); after link up or a new
+//!   neighbour, `fast_count` LLDPDUs `fast_interval` apart (txFastInit 4, msgFastTx 1 s).
+//! - TTL: `ttl` seconds (msgTxInterval × msgTxHold = 120 s by default); 0 in the shutdown
+//!   LLDPDU sent when the agent stops (9.2.7.7.2).
+//! - Receive: an LLDPDU that does not parse (truncated TLVs, wrong lengths, mandatory TLVs
+//!   missing or out of order) is counted in `rx_malformed` and discarded
+//!   (rxBadFrame, 9.2.7.7.1); the neighbour entry stays as it was. TTL 0 deletes the neighbour.
+//!
+//! Pure: every call takes the time `now` in nanoseconds of a monotonic clock.
+use rocefab_wire::ethernet::MacAddr;
+use rocefab_wire::lldp::{ChassisId, LldpduRepr, PortId, SystemCapabilities, Tlv};
+use serde::{Deserialize, Serialize};
+
+use crate::dcb::{negotiate, Dcb, Mismatch, Oper, PeerDcb};
+
+/// Nanoseconds per second.
+pub const NS: u64 = 1_000_000_000;
+
+/// Timing of an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timing {
+    /// msgTxInterval, ns.
+    pub tx_interval_ns: u64,
+    /// TTL advertised, seconds.
+    pub ttl_s: u16,
+    /// msgFastTx, ns.
+    pub fast_interval_ns: u64,
+    /// txFastInit: LLDPDUs sent fast after link up or a new neighbour.
+    pub fast_count: u32,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing { tx_interval_ns: 30 * NS, ttl_s: 120, fast_interval_ns: NS, fast_count: 4 }
+    }
+}
+
+/// Who this port is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    /// Chassis ID (MAC subtype) and source MAC of the LLDPDUs.
+    pub mac: [u8; 6],
+    /// Port ID (interface name subtype).
+    pub port: String,
+    pub system_name: String,
+    pub port_description: String,
+    /// System Capabilities: true for a bridge/router, false for a station (a NIC).
+    pub bridge: bool,
+}
+
+/// A neighbour as its last LLDPDU described it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Neighbour {
+    /// Chassis ID as text (the MAC, or the name for name subtypes).
+    pub chassis: String,
+    /// Chassis MAC when the Chassis ID is a MAC address.
+    pub chassis_mac: Option<String>,
+    /// Port ID as text.
+    pub port: String,
+    pub system_name: Option<String>,
+    pub port_description: Option<String>,
+    /// TTL the neighbour advertised, seconds.
+    pub ttl_s: u16,
+    /// What its DCBX TLVs said.
+    pub dcb: PeerDcb,
+    #[serde(skip)]
+    pub(crate) mac: Option<[u8; 6]>,
+    #[serde(skip)]
+    pub(crate) expires_ns: u64,
+}
+
+/// Counters of one port's agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counters {
+    pub tx_frames: u64,
+    pub rx_frames: u64,
+    /// LLDPDUs discarded because they did not parse.
+    pub rx_malformed: u64,
+    /// Neighbours deleted because their TTL ran out.
+    pub ageouts: u64,
+    /// Shutdown LLDPDUs (TTL 0) received.
+    pub rx_shutdown: u64,
+    /// Times a different neighbour replaced the one we had.
+    pub neighbour_changes: u64,
+}
+
+/// What a received frame did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rx {
+    /// A neighbour's LLDPDU; `new` when it is a different (or the first) neighbour.
+    Neighbour { new: bool },
+    /// A shutdown LLDPDU removed the neighbour.
+    Shutdown,
+    /// Discarded: the reason.
+    Malformed(String),
+}
+
+/// The agent of one port.
+#[derive(Debug, Clone)]
+pub struct PortAgent {
+    timing: Timing,
+    id: Identity,
+    dcb: Dcb,
+    next_tx_ns: u64,
+    fast_left: u32,
+    neighbour: Option<Neighbour>,
+    counters: Counters,
+    last_error: Option<String>,
+}
+
+impl PortAgent {
+    /// A port that just came up: the first LLDPDU is due at once, then fast start.
+    pub fn new(timing: Timing, id: Identity, dcb: Dcb, now: u64) -> PortAgent {
+        PortAgent { timing, id, dcb, next_tx_ns: now, fast_left: timing.fast_count, neighbour: None, counters: Counters::default(), last_error: None }
+    }
+
+    /// Link up (again): fast start.
+    pub fn link_up(&mut self, now: u64) {
+        self.fast_left = self.timing.fast_count;
+        self.next_tx_ns = now;
+    }
+
+    pub fn identity(&self) -> &Identity {
+        &self.id
+    }
+    pub fn dcb(&self) -> &Dcb {
+        &self.dcb
+    }
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+    pub fn neighbour(&self) -> Option<&Neighbour> {
+        self.neighbour.as_ref()
+    }
+    /// Reason the last discarded LLDPDU was discarded.
+    pub fn last_error(&self) -> Option<&str> {
+        self.last_error.as_deref()
+    }
+
+    /// The LLDPDU this port sends with TTL `ttl`.
+    pub fn lldpdu(&self, ttl: u16) -> LldpduRepr {
+        let mut tlvs = vec![
+            Tlv::PortDescription { text: self.id.port_description.clone() },
+            Tlv::SystemName { text: self.id.system_name.clone() },
+        ];
+        // Capabilities bits (IEEE 802.1AB table 8-4): 0x0004 bridge, 0x0010 router, 0x0080 station only.
+        let caps = if self.id.bridge { 0x0014 } else { 0x0080 };
+        tlvs.push(Tlv::SystemCapabilities(SystemCapabilities { capabilities: caps, enabled: caps }));
+        tlvs.extend(self.dcb.tlvs().into_iter().map(|t| t.into_tlv()));
+        LldpduRepr {
+            chassis_id: ChassisId::MacAddress(MacAddr(self.id.mac)),
+            port_id: PortId::InterfaceName(self.id.port.clone()),
+            ttl,
+            tlvs,
+        }
+    }
+
+    /// The frame this port sends with TTL `ttl` (source MAC = chassis MAC).
+    pub fn frame(&self, ttl: u16) -> Vec<u8> {
+        // The LLDPDU is built from validated parts: names are checked when the identity is
+        // made (see `Identity` users), so emitting cannot fail but for a too-long name.
+        self.lldpdu(ttl).to_frame(MacAddr(self.id.mac)).unwrap_or_default()
+    }
+
+    /// The shutdown frame (TTL 0).
+    pub fn shutdown_frame(&self) -> Vec<u8> {
+        self.frame(0)
+    }
+
+    /// When [`PortAgent::poll`] next has something to do.
+    pub fn next_deadline(&self) -> u64 {
+        match &self.neighbour {
+            Some(n) => self.next_tx_ns.min(n.expires_ns),
+            None => self.next_tx_ns,
+        }
+    }
+
+    /// Ages the neighbour out and returns the frame to send, if one is due.
+    pub fn poll(&mut self, now: u64) -> Option<Vec<u8>> {
+        if self.neighbour.as_ref().is_some_and(|n| now >= n.expires_ns) {
+            self.neighbour = None;
+            self.counters.ageouts += 1;
+        }
+        if now < self.next_tx_ns {
+            return None;
+        }
+        let interval = if self.fast_left > 0 {
+            self.fast_left -= 1;
+            self.timing.fast_interval_ns
+        } else {
+            self.timing.tx_interval_ns
+        };
+        self.next_tx_ns = now.saturating_add(interval);
+        self.counters.tx_frames += 1;
+        Some(self.frame(self.timing.ttl_s))
+    }
+
+    /// Takes a received LLDP frame (Ethernet header included).
+    pub fn on_frame(&mut self, frame: &[u8], now: u64) -> Rx {
+        let pdu = match LldpduRepr::parse_frame(frame) {
+            Ok((_, pdu)) => pdu,
+            Err(e) => {
+                self.counters.rx_malformed += 1;
+                let why = e.to_string();
+                self.last_error = Some(why.clone());
+                return Rx::Malformed(why);
+            }
+        };
+        self.counters.rx_frames += 1;
+        let mac = match &pdu.chassis_id {
+            ChassisId::MacAddress(m) => Some(m.0),
+            _ => None,
+        };
+        let chassis = chassis_text(&pdu.chassis_id);
+        let port = port_text(&pdu.port_id);
+        if pdu.ttl == 0 {
+            self.counters.rx_shutdown += 1;
+            if self.neighbour.as_ref().is_some_and(|n| n.chassis == chassis && n.port == port) {
+                self.neighbour = None;
+            }
+            return Rx::Shutdown;
+        }
+        let mut system_name = None;
+        let mut port_description = None;
+        for t in &pdu.tlvs {
+            match t {
+                Tlv::SystemName { text } => system_name = Some(text.clone()),
+                Tlv::PortDescription { text } => port_description = Some(text.clone()),
+                _ => {}
+            }
+        }
+        let new = self.neighbour.as_ref().is_none_or(|n| n.chassis != chassis || n.port != port);
+        if new && self.neighbour.is_some() {
+            self.counters.neighbour_changes += 1;
+        }
+        self.neighbour = Some(Neighbour {
+            chassis,
+            chassis_mac: mac.map(|m| MacAddr(m).to_string()),
+            port,
+            system_name,
+            port_description,
+            ttl_s: pdu.ttl,
+            dcb: PeerDcb::from_tlvs(pdu.dcbx()),
+            mac,
+            expires_ns: now.saturating_add(u64::from(pdu.ttl) * NS),
+        });
+        if new {
+            // A new neighbour gets our settings quickly (802.1AB 9.2.7.7.? newNeighbour → txFast).
+            self.fast_left = self.timing.fast_count;
+            self.next_tx_ns = self.next_tx_ns.min(now);
+        }
+        Rx::Neighbour { new }
+    }
+
+    /// Operational settings and mismatches with the current neighbour.
+    pub fn negotiate(&self) -> (Oper, Vec<Mismatch>) {
+        let peer = self.neighbour.as_ref().filter(|n| n.dcb.any()).map(|n| (&n.dcb, n.mac));
+        negotiate(&self.dcb, self.id.mac, peer)
+    }
+
+    /// This port's row of the neighbour table.
+    pub fn report(&self, now: u64) -> PortReport {
+        let (oper, mismatches) = self.negotiate();
+        PortReport {
+            port: self.id.port.clone(),
+            local: LocalReport {
+                chassis: MacAddr(self.id.mac).to_string(),
+                system_name: self.id.system_name.clone(),
+                ttl_s: self.timing.ttl_s,
+                tx_interval_ms: self.timing.tx_interval_ns / 1_000_000,
+                dcb: self.dcb.clone(),
+            },
+            neighbour: self.neighbour.as_ref().map(|n| NeighbourReport {
+                ttl_left_s: n.expires_ns.saturating_sub(now) as f64 / NS as f64,
+                info: n.clone(),
+            }),
+            oper,
+            mismatches,
+            counters: self.counters,
+            last_error: self.last_error.clone(),
+        }
+    }
+}
+
+/// A Chassis ID as the neighbour table shows it: the MAC or the name itself, other subtypes
+/// as decoded text.
+fn chassis_text(c: &ChassisId) -> String {
+    match c {
+        ChassisId::MacAddress(m) => m.to_string(),
+        ChassisId::InterfaceName(s) | ChassisId::LocallyAssigned(s) | ChassisId::ChassisComponent(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A Port ID as the neighbour table shows it.
+fn port_text(p: &PortId) -> String {
+    match p {
+        PortId::MacAddress(m) => m.to_string(),
+        PortId::InterfaceName(s) | PortId::LocallyAssigned(s) | PortId::InterfaceAlias(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What this side advertises.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalReport {
+    pub chassis: String,
+    pub system_name: String,
+    pub ttl_s: u16,
+    pub tx_interval_ms: u64,
+    pub dcb: Dcb,
+}
+
+/// A neighbour with its remaining TTL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighbourReport {
+    #[serde(flatten)]
+    pub info: Neighbour,
+    /// Seconds until it ages out.
+    pub ttl_left_s: f64,
+}
+
+/// One port of the neighbour table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortReport {
+    pub port: String,
+    pub local: LocalReport,
+    pub neighbour: Option<NeighbourReport>,
+    pub oper: Oper,
+    pub mismatches: Vec<Mismatch>,
+    pub counters: Counters,
+    pub last_error: Option<String>,
+}
+
+/// A node's neighbour table, as `GET /lldp` serves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeReport {
+    pub node: String,
+    /// `switch` or `host`.
+    pub kind: String,
+    pub ports: Vec<PortReport>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dcb::{App, Source};
+
+    fn timing() -> Timing {
+        Timing { tx_interval_ns: 30 * NS, ttl_s: 120, fast_interval_ns: NS, fast_count: 4 }
+    }
+
+    fn switch_port(now: u64) -> PortAgent {
+        let dcb = Dcb::nic(false, 1 << 4, 26, 4, 48, 7);
+        let id = Identity { mac: [2, 0, 0, 0, 1, 1], port: "eth0".into(), system_name: "rail1".into(), port_description: "to host1:gpu0".into(), bridge: true };
+        PortAgent::new(timing(), id, dcb, now)
+    }
+
+    fn nic_port(now: u64) -> PortAgent {
+        let dcb = Dcb::nic(true, 1 << 3, 24, 3, 48, 7);
+        let id = Identity { mac: [2, 0, 0, 0, 2, 2], port: "gpu0".into(), system_name: "host1".into(), port_description: "gpu0".into(), bridge: false };
+        PortAgent::new(timing(), id, dcb, now)
+    }
+
+    #[test]
+    fn fast_start_then_the_interval() {
+        let mut a = switch_port(0);
+        let mut sent = vec![];
+        let mut now = 0;
+        while now <= 100 * NS {
+            if a.poll(now).is_some() {
+                sent.push(now / NS);
+            }
+            now += NS / 2;
+        }
+        assert_eq!(sent, vec![0, 1, 2, 3, 4, 34, 64, 94]);
+        a.link_up(100 * NS);
+        assert_eq!(a.next_deadline(), 100 * NS);
+        assert_eq!(a.counters().tx_frames, 8);
+    }
+
+    #[test]
+    fn the_frame_is_a_valid_lldpdu_with_dcbx() {
+        let a = switch_port(0);
+        let f = a.frame(120);
+        let (eth, pdu) = LldpduRepr::parse_frame(&f).unwrap();
+        assert_eq!(eth.dst, MacAddr::LLDP_NEAREST_BRIDGE);
+        assert_eq!(pdu.ttl, 120);
+        assert_eq!(pdu.dcbx().count(), 4);
+        assert_eq!(LldpduRepr::parse_frame(&a.shutdown_frame()).unwrap().1.ttl, 0);
+    }
+
+    #[test]
+    fn neighbours_are_learned_negotiated_and_aged_out() {
+        let sw = switch_port(0);
+        let mut nic = nic_port(0);
+        assert_eq!(nic.on_frame(&sw.frame(120), 5 * NS), Rx::Neighbour { new: true });
+        assert_eq!(nic.on_frame(&sw.frame(120), 6 * NS), Rx::Neighbour { new: false });
+        let r = nic.report(6 * NS);
+        let n = r.neighbour.as_ref().unwrap();
+        assert_eq!((n.info.system_name.as_deref(), n.info.port.as_str()), (Some("rail1"), "eth0"));
+        assert_eq!(n.info.chassis, "02:00:00:00:01:01");
+        assert_eq!(n.ttl_left_s, 120.0);
+        assert_eq!((r.oper.pfc_enable, r.oper.pfc_from), (1 << 4, Source::Peer));
+        assert!(r.oper.app.contains(&App::dscp(26, 4)));
+        assert!(r.mismatches.is_empty(), "{:?}", r.mismatches);
+        assert!(nic.poll(125 * NS).is_some());
+        assert!(nic.neighbour().is_some(), "TTL counts from the last LLDPDU (6 s + 120 s)");
+        nic.poll(126 * NS);
+        assert!(nic.neighbour().is_none());
+        assert_eq!(nic.counters().ageouts, 1);
+        assert_eq!(nic.report(126 * NS).oper.pfc_from, Source::Local, "back to its own settings");
+    }
+
+    #[test]
+    fn shutdown_removes_the_neighbour() {
+        let sw = switch_port(0);
+        let mut nic = nic_port(0);
+        nic.on_frame(&sw.frame(120), 0);
+        assert_eq!(nic.on_frame(&sw.shutdown_frame(), NS), Rx::Shutdown);
+        assert!(nic.neighbour().is_none());
+        assert_eq!(nic.counters().rx_shutdown, 1);
+    }
+
+    #[test]
+    fn malformed_frames_are_counted_and_the_neighbour_kept() {
+        let sw = switch_port(0);
+        let mut nic = nic_port(0);
+        nic.on_frame(&sw.frame(120), 0);
+        let good = sw.frame(120);
+        // Every truncation of the LLDPDU inside a TLV (a cut at a TLV boundary after TTL is a
+        // valid LLDPDU without End), a wrong TLV length, and a mandatory TLV out of place.
+        let mut boundaries = vec![];
+        let mut off = 14;
+        while off + 2 <= good.len() {
+            boundaries.push(off);
+            let len = usize::from(u16::from_be_bytes([good[off], good[off + 1]]) & 0x1ff);
+            if len == 0 {
+                break;
+            }
+            off += 2 + len;
+        }
+        let mut bad: Vec<Vec<u8>> = (15..good.len()).filter(|n| !boundaries[3..].contains(n)).map(|n| good[..n].to_vec()).collect();
+        assert!(bad.len() > 100);
+        let mut wrong_len = good.clone();
+        wrong_len[15] = 0xff; // Chassis ID length 255 > what is left
+        bad.push(wrong_len);
+        let mut order = good.clone();
+        order.swap(14, 14 + 9); // break the first TLV's type
+        bad.push(order);
+        for f in &bad {
+            assert!(matches!(nic.on_frame(f, NS), Rx::Malformed(_)), "{f:02x?}");
+        }
+        assert_eq!(nic.counters().rx_malformed, bad.len() as u64);
+        assert!(nic.neighbour().is_some());
+        assert!(nic.last_error().is_some());
+    }
+
+    #[test]
+    fn a_new_neighbour_triggers_fast_start() {
+        let sw = switch_port(0);
+        let mut nic = nic_port(0);
+        for s in 0..5 {
+            nic.poll(s * NS);
+        }
+        assert_eq!(nic.next_deadline(), 34 * NS);
+        nic.on_frame(&sw.frame(120), 10 * NS);
+        assert_eq!(nic.next_deadline(), 10 * NS);
+    }
+}
