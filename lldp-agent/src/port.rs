@@ -44,7 +44,9 @@ impl Default for Timing {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Identity {
-    /// Chassis ID (MAC subtype) and source MAC of the LLDPDUs.
+    /// Chassis ID (MAC subtype): the switch's system MAC, or the NIC's own MAC.
+    pub chassis_mac: [u8; 6],
+    /// Source MAC of the LLDPDUs: the port's MAC.
     pub mac: [u8; 6],
     /// Port ID (interface name subtype).
     pub port: String,
@@ -154,16 +156,20 @@ impl PortAgent {
         // Capabilities bits (IEEE 802.1AB table 8-4): 0x0004 bridge, 0x0010 router, 0x0080 station only.
         let caps = if self.id.bridge { 0x0014 } else { 0x0080 };
         tlvs.push(Tlv::SystemCapabilities(SystemCapabilities { capabilities: caps, enabled: caps }));
-        tlvs.extend(self.dcb.tlvs().into_iter().map(|t| t.into_tlv()));
+        // A port advertises what it runs: a willing port that adopted its peer's settings
+        // sends those (with willing still set), as lldpad does.
+        let (oper, _) = self.negotiate();
+        let advertised = Dcb { willing: self.dcb.willing, ets: oper.ets, pfc_enable: oper.pfc_enable, pfc_cap: self.dcb.pfc_cap, app: oper.app };
+        tlvs.extend(advertised.tlvs().into_iter().map(|t| t.into_tlv()));
         LldpduRepr {
-            chassis_id: ChassisId::MacAddress(MacAddr(self.id.mac)),
+            chassis_id: ChassisId::MacAddress(MacAddr(self.id.chassis_mac)),
             port_id: PortId::InterfaceName(self.id.port.clone()),
             ttl,
             tlvs,
         }
     }
 
-    /// The frame this port sends with TTL `ttl` (source MAC = chassis MAC).
+    /// The frame this port sends with TTL `ttl` (source MAC = the port's MAC).
     pub fn frame(&self, ttl: u16) -> Vec<u8> {
         // The LLDPDU is built from validated parts: names are checked when the identity is
         // made (see `Identity` users), so emitting cannot fail but for a too-long name.
@@ -263,7 +269,7 @@ impl PortAgent {
     /// Operational settings and mismatches with the current neighbour.
     pub fn negotiate(&self) -> (Oper, Vec<Mismatch>) {
         let peer = self.neighbour.as_ref().filter(|n| n.dcb.any()).map(|n| (&n.dcb, n.mac));
-        negotiate(&self.dcb, self.id.mac, peer)
+        negotiate(&self.dcb, self.id.chassis_mac, peer)
     }
 
     /// This port's row of the neighbour table.
@@ -272,7 +278,7 @@ impl PortAgent {
         PortReport {
             port: self.id.port.clone(),
             local: LocalReport {
-                chassis: MacAddr(self.id.mac).to_string(),
+                chassis: MacAddr(self.id.chassis_mac).to_string(),
                 system_name: self.id.system_name.clone(),
                 ttl_s: self.timing.ttl_s,
                 tx_interval_ms: self.timing.tx_interval_ns / 1_000_000,
@@ -364,13 +370,13 @@ mod tests {
 
     fn switch_port(now: u64) -> PortAgent {
         let dcb = Dcb::nic(false, 1 << 4, 26, 4, 48, 7);
-        let id = Identity { mac: [2, 0, 0, 0, 1, 1], port: "eth0".into(), system_name: "rail1".into(), port_description: "to host1:gpu0".into(), bridge: true };
+        let id = Identity { chassis_mac: [2, 0, 0, 0, 1, 1], mac: [2, 0, 0, 0, 1, 1], port: "eth0".into(), system_name: "rail1".into(), port_description: "to host1:gpu0".into(), bridge: true };
         PortAgent::new(timing(), id, dcb, now)
     }
 
     fn nic_port(now: u64) -> PortAgent {
         let dcb = Dcb::nic(true, 1 << 3, 24, 3, 48, 7);
-        let id = Identity { mac: [2, 0, 0, 0, 2, 2], port: "gpu0".into(), system_name: "host1".into(), port_description: "gpu0".into(), bridge: false };
+        let id = Identity { chassis_mac: [2, 0, 0, 0, 2, 2], mac: [2, 0, 0, 0, 2, 2], port: "gpu0".into(), system_name: "host1".into(), port_description: "gpu0".into(), bridge: false };
         PortAgent::new(timing(), id, dcb, now)
     }
 
@@ -422,6 +428,18 @@ mod tests {
         assert!(nic.neighbour().is_none());
         assert_eq!(nic.counters().ageouts, 1);
         assert_eq!(nic.report(126 * NS).oper.pfc_from, Source::Local, "back to its own settings");
+    }
+
+    #[test]
+    fn a_willing_port_advertises_what_it_adopted() {
+        let sw = switch_port(0);
+        let mut nic = nic_port(0);
+        let before = PeerDcb::from_tlvs(nic.lldpdu(120).dcbx().collect::<Vec<_>>().into_iter());
+        assert_eq!(before.pfc_enable, Some(1 << 3));
+        nic.on_frame(&sw.frame(120), 0);
+        let after = PeerDcb::from_tlvs(nic.lldpdu(120).dcbx().collect::<Vec<_>>().into_iter());
+        assert_eq!((after.pfc_enable, after.pfc_willing), (Some(1 << 4), Some(true)));
+        assert_eq!(after.app.as_ref().map(|a| a.contains(&App::dscp(26, 4))), Some(true));
     }
 
     #[test]
