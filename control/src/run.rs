@@ -357,6 +357,7 @@ fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32)> {
                     ip: n.addr.into(),
                     gateway_mac: n.gateway_mac.to_string(),
                     line_rate_bps: rate,
+                    classes: Default::default(),
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;

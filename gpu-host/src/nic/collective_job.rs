@@ -56,6 +56,8 @@ pub struct HostNic {
     /// Destination MAC of every frame (the rail switch port: an L3 hop).
     pub gateway_mac: String,
     pub line_rate_bps: u64,
+    /// DSCPs and priorities of its traffic (from the host's DCBX agent).
+    pub classes: super::job::NicClasses,
 }
 
 /// One host: its NICs (local rank `g` uses `nics[g % nics.len()]`, i.e. NIC per GPU or a
@@ -229,6 +231,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
                     path_mtu: None,
                     write_only: false,
                     dcqcn: true,
+                    classes: n.classes,
                 })
                 .collect(),
             qps: Vec::new(),
@@ -361,6 +364,7 @@ mod tests {
                         ip: format!("10.0.{}.{}", g + 1, h + 1).parse().unwrap(),
                         gateway_mac: format!("02:00:00:ff:{:02x}:01", g + 1),
                         line_rate_bps: 10_000_000_000,
+                        classes: Default::default(),
                     })
                     .collect(),
             })

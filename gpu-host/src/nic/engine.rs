@@ -6,13 +6,15 @@
 //! [`Engine::next_tx`], time is the caller's `now` (ns), so two engines are wired back to back
 //! in unit tests. The AF_XDP layer ([`super::xsk`]) and the daemon loop live elsewhere.
 //!
+//! * Classes: each NIC's DSCPs and PFC priorities come from its [`job::NicClasses`] (what the
+//!   host's DCBX agent negotiated; default DSCP 24 → priority 3 for data, 48 → 7 for CNPs).
 //! * Transmit: per NIC, CNPs (DSCP 48, priority 7) first, then ACK/NAKs (DSCP 24, priority 3),
 //!   then data packets of the NIC's requester QPs round robin. A NIC shaper charges every frame
 //!   with its wire size (frame + FCS + preamble + inter-frame gap) at the NIC line rate; each
 //!   QP's own limiter carries its DCQCN rate.
 //! * Data frames: RDMA WRITE First/Middle/Last (or Only per packet), DSCP 24, ECN ECT(0), UDP
 //!   source port = per-QP entropy ([`udp_src_port_for_qp`]), ICRC computed by the wire crate.
-//! * PFC: a received PFC frame pauses priority 3 (data and ACKs) for quanta × 512 bit times at
+//! * PFC: a received PFC frame pauses the data priority (data and ACKs) for quanta × 512 bit times at
 //!   the NIC line rate; quanta 0 resumes at once; 802.3x PAUSE pauses every priority.
 //! * DCQCN: CE-marked data makes the responder send a CNP (at most one per QP per 50 µs,
 //!   [`Receiver`]); a received CNP drives [`Sender::on_cnp`].
@@ -34,10 +36,6 @@ use crate::receiver::{MemoryRegion, Receiver, ReceiverConfig};
 use crate::segment::{PathMtu, SegmentMode, WriteMessage};
 use crate::sender::{RateLimiter, Sender, SenderConfig};
 
-/// PFC priority of RoCEv2 data and ACKs (DSCP 24 → traffic class 3, DESIGN.md).
-pub const DATA_PRIORITY: u8 = 3;
-/// PFC priority of CNPs (DSCP 48 → traffic class 7).
-pub const CNP_PRIORITY: u8 = 7;
 /// Bytes on the wire per frame beyond what AF_XDP carries: FCS 4 + preamble/SFD 8 + IFG 12.
 pub const WIRE_OVERHEAD_BYTES: u32 = 24;
 /// Capacity of each per-NIC control queue (ACK/NAK and CNP).
@@ -95,6 +93,8 @@ pub struct NicConfig {
     pub path_mtu: PathMtu,
     pub write_only: bool,
     pub dcqcn: bool,
+    /// DSCPs and PFC priorities of data/ACK frames and CNPs.
+    pub classes: job::NicClasses,
 }
 
 struct Nic {
@@ -207,7 +207,9 @@ impl Engine {
                 path_mtu,
                 write_only: n.write_only,
                 dcqcn: n.dcqcn,
+                classes: n.classes,
             };
+            n.classes.validate().map_err(|x| e(format!("{}: classes: {x}", n.name)))?;
             let pfc = NicPfc::new(n.line_rate_bps).map_err(|x| e(x.to_string()))?;
             // A burst of full frames lets the daemon batch wake-ups and TX kicks without
             // exceeding the line rate over any longer interval.
@@ -588,17 +590,19 @@ impl Engine {
             return None;
         }
         let paused = nic.pfc.paused_mask(now);
+        let cl = nic.cfg.classes;
         let mut len = None;
-        if paused & (1 << CNP_PRIORITY) == 0 {
+        if paused & (1 << cl.cnp_priority) == 0 {
             if let Some(qi) = nic.cnps.pop_front() {
                 let qp = &self.qps[qi];
                 let mut f = roce::cnp(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, qp.spec.peer_qpn);
                 f.udp_src_port = qp.sport;
+                f.dscp = cl.cnp_dscp;
                 len = Some(f.emit(buf));
                 nic.c.cnps_sent += 1;
             }
         }
-        if len.is_none() && paused & (1 << DATA_PRIORITY) == 0 {
+        if len.is_none() && paused & (1 << cl.data_priority) == 0 {
             if let Some((qi, ack)) = nic.acks.pop_front() {
                 let qp = &self.qps[qi];
                 let b = bth::Repr::new(WireOpcode::Acknowledge, qp.spec.peer_qpn, ack.psn.value());
@@ -606,10 +610,11 @@ impl Engine {
                 h.aeth = Some(aeth::Repr { syndrome: aeth::Syndrome::from(ack.syndrome.aeth_syndrome()), msn: ack.msn });
                 let mut f = RoceFrame::new(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, h, &[]);
                 f.udp_src_port = qp.sport;
+                f.dscp = cl.data_dscp;
                 len = Some(f.emit(buf));
             }
         }
-        if len.is_none() && paused & (1 << DATA_PRIORITY) == 0 {
+        if len.is_none() && paused & (1 << cl.data_priority) == 0 {
             let n = nic.qps.len();
             for k in 0..n {
                 let qi = nic.qps[(nic.rr + k) % n];
@@ -627,6 +632,7 @@ impl Engine {
                 h.reth = tx.pkt.reth.map(|r| reth::Repr { va: r.va, r_key: r.rkey, dma_len: r.len });
                 let mut f = RoceFrame::new(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, h, payload);
                 f.udp_src_port = qp.sport;
+                f.dscp = cl.data_dscp;
                 len = Some(f.emit(buf));
                 break;
             }
@@ -663,8 +669,9 @@ impl Engine {
                 p.consume(nic.wake_credit, now);
                 p.ready_at(now)
             };
-            if (!nic.cnps.is_empty() && paused & (1 << CNP_PRIORITY) == 0)
-                || (!nic.acks.is_empty() && paused & (1 << DATA_PRIORITY) == 0)
+            let cl = nic.cfg.classes;
+            if (!nic.cnps.is_empty() && paused & (1 << cl.cnp_priority) == 0)
+                || (!nic.acks.is_empty() && paused & (1 << cl.data_priority) == 0)
             {
                 at(ready);
             }
@@ -676,7 +683,7 @@ impl Engine {
                 if let Some(r) = qp.receiver.as_ref().and_then(|r| r.next_deadline()) {
                     at(r);
                 }
-                if paused & (1 << DATA_PRIORITY) == 0 {
+                if paused & (1 << cl.data_priority) == 0 {
                     if let Some(s) = qp.sender.as_mut().and_then(|s| s.next_event_time(now)) {
                         at(s.max(burst_ready));
                     }
@@ -783,7 +790,8 @@ impl Engine {
             .nics
             .iter()
             .map(|n| {
-                let c = n.pfc.counters(DATA_PRIORITY).unwrap_or_default();
+                let dp = n.cfg.classes.data_priority;
+                let c = n.pfc.counters(dp).unwrap_or_default();
                 NicReport {
                     name: n.cfg.name.clone(),
                     line_rate_bps: n.cfg.line_rate_bps,
@@ -802,7 +810,9 @@ impl Engine {
                     pfc_frames_received: n.pfc.frames_received(),
                     pfc_pause_frames_prio3: c.pause_frames,
                     pfc_resume_frames_prio3: c.resume_frames,
-                    pfc_paused_ns_prio3: n.pfc.paused_ns(DATA_PRIORITY, now).unwrap_or(0),
+                    pfc_paused_ns_prio3: n.pfc.paused_ns(dp, now).unwrap_or(0),
+                    data_priority: dp,
+                    data_dscp: n.cfg.classes.data_dscp,
                     xdp: Default::default(),
                 }
             })

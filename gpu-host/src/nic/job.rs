@@ -207,6 +207,40 @@ pub struct NicSpec {
     /// DCQCN reaction point on the QPs of this NIC (default true).
     #[serde(default = "default_true")]
     pub dcqcn: bool,
+    /// Priorities and DSCPs of this NIC's traffic; the controller fills them from what the
+    /// host's DCBX agent negotiated (default: the reference design's 24 → 3, 48 → 7).
+    #[serde(default)]
+    pub classes: NicClasses,
+}
+
+/// DSCP and PFC priority of a NIC's RoCEv2 data (and ACK/NAK) frames and of its CNPs. A PFC
+/// pause of `data_priority` stops data and ACKs; one of `cnp_priority` stops CNPs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NicClasses {
+    pub data_dscp: u8,
+    pub data_priority: u8,
+    pub cnp_dscp: u8,
+    pub cnp_priority: u8,
+}
+
+impl Default for NicClasses {
+    fn default() -> Self {
+        NicClasses { data_dscp: 24, data_priority: 3, cnp_dscp: 48, cnp_priority: 7 }
+    }
+}
+
+impl NicClasses {
+    /// Checks the ranges (DSCP 0..=63, priority 0..=7).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.data_dscp > 63 || self.cnp_dscp > 63 {
+            return Err(format!("DSCP must be 0..=63 (data {}, cnp {})", self.data_dscp, self.cnp_dscp));
+        }
+        if self.data_priority > 7 || self.cnp_priority > 7 {
+            return Err(format!("priority must be 0..=7 (data {}, cnp {})", self.data_priority, self.cnp_priority));
+        }
+        Ok(())
+    }
 }
 
 /// One RC queue pair. It may be a requester (`send`), a responder (`recv`) or both.
@@ -499,10 +533,16 @@ pub struct NicReport {
     pub ctrl_queue_overflows: u64,
     /// PFC frames (and 802.3x PAUSE) received.
     pub pfc_frames_received: u64,
-    /// Frames that paused / resumed priority 3.
+    /// PFC priority of the NIC's RoCEv2 data (what the `*_prio3` fields count; 3 by default).
+    #[serde(default)]
+    pub data_priority: u8,
+    /// DSCP of the NIC's RoCEv2 data frames.
+    #[serde(default)]
+    pub data_dscp: u8,
+    /// Frames that paused / resumed the data priority (priority 3 by default).
     pub pfc_pause_frames_prio3: u64,
     pub pfc_resume_frames_prio3: u64,
-    /// Time priority 3 (RoCEv2 data) was paused, ns.
+    /// Time the data priority (RoCEv2 data, 3 by default) was paused, ns.
     pub pfc_paused_ns_prio3: u64,
     /// Counters of the host XDP program by name (rx, roce, mac_control, pass, …).
     pub xdp: std::collections::BTreeMap<String, u64>,
