@@ -358,6 +358,8 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             groups,
             routes,
             qos: topo.qos[si].qos.clone(),
+            lldp: Default::default(),
+            chassis_mac: None,
         };
         switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
     }

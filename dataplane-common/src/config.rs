@@ -99,6 +99,35 @@ pub struct SwitchConfig {
     /// Lossless QoS: shared buffer, PFC thresholds, watchdog.
     #[serde(default)]
     pub qos: QosConfig,
+    /// LLDP/DCBX agent on every port.
+    #[serde(default)]
+    pub lldp: LldpConfig,
+    /// Chassis ID the switch's LLDPDUs carry (its system MAC); default: the first port's MAC.
+    #[serde(default)]
+    pub chassis_mac: Option<Mac>,
+}
+
+/// LLDP agent timing (IEEE 802.1AB msgTxInterval, TTL, msgFastTx, txFastInit), shared by the
+/// switch daemon and the host NIC agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LldpConfig {
+    /// Run the agent (send and receive LLDP) at all.
+    pub enabled: bool,
+    /// Transmit interval, ms (30 s).
+    pub tx_interval_ms: u64,
+    /// TTL advertised, s (120 s); neighbours age out when it runs out.
+    pub ttl_s: u16,
+    /// Interval of the fast-start LLDPDUs after link up or a new neighbour, ms (1 s).
+    pub fast_interval_ms: u64,
+    /// Number of fast-start LLDPDUs (4).
+    pub fast_count: u32,
+}
+
+impl Default for LldpConfig {
+    fn default() -> Self {
+        LldpConfig { enabled: true, tx_interval_ms: 30_000, ttl_s: 120, fast_interval_ms: 1_000, fast_count: 4 }
+    }
 }
 
 /// The switch's shared buffer, PFC and PFC watchdog settings (book ch. 11, DESIGN.md "PFC").
@@ -400,6 +429,8 @@ mod tests {
             groups: vec![vec![0]],
             routes: vec![RouteConfig { prefix: "10.0.1.1".parse().unwrap(), len: 32, group: Some(0) }],
             qos: QosConfig::default(),
+            lldp: LldpConfig::default(),
+            chassis_mac: None,
         }
     }
 

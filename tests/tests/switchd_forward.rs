@@ -160,6 +160,9 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
             RouteConfig { prefix: "10.9.2.0".parse().unwrap(), len: 24, group: Some(1) },
         ],
         qos: Default::default(),
+        // These tests count every frame a port sends: no LLDP.
+        lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
+        chassis_mac: None,
     }
 }
 

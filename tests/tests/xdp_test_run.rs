@@ -65,6 +65,8 @@ fn config(tag: &str) -> SwitchConfig {
             route(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, 7)), 64, Some(1)),
         ],
         qos: Default::default(),
+        lldp: Default::default(),
+        chassis_mac: None,
     }
 }
 

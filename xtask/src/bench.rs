@@ -492,6 +492,9 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
             },
         ],
         qos: Default::default(),
+        // The benchmark measures forwarding only.
+        lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
+        chassis_mac: None,
     }
 }
 
