@@ -1,12 +1,20 @@
 //! Process-level pieces of `rocefab-switchd`: entering the switch's network namespace
 //! (setns(2) with `CLONE_NEWNET` on an `ip netns` bind mount under `/run/netns`), SIGTERM/SIGINT
-//! delivery through a signalfd(2), and the control loop's wait on the metrics listener.
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+//! delivery through a signalfd(2), and the control side's async waits on that signalfd and on the
+//! data plane's eventfd ([`AsyncSignals`], [`Doorbell`]), registered with the tokio runtime
+//! through [`AsyncFd`]. `tokio::signal` would not do: it installs handlers, and a signal blocked
+//! with sigprocmask(2) (as it must be for a signalfd) never reaches them.
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use nix::sched::{setns, CloneFlags};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::ctrl::EventFd;
 
 /// Errors of the daemon's process plumbing.
 #[derive(Debug, thiserror::Error)]
@@ -17,8 +25,6 @@ pub enum DaemonError {
     Setns { name: String, source: nix::Error },
     #[error("blocking SIGTERM/SIGINT and creating a signalfd: {0}")]
     Signals(nix::Error),
-    #[error("poll on the metrics listener and signalfd: {0}")]
-    Poll(std::io::Error),
 }
 
 /// Where `ip netns add NAME` keeps the namespace.
@@ -35,7 +41,7 @@ pub fn enter_netns(name: &str) -> Result<(), DaemonError> {
 }
 
 /// SIGTERM and SIGINT, blocked in the calling thread (and so in every thread spawned after) and
-/// read from a signalfd by the control loop.
+/// read from a signalfd by the control side ([`AsyncSignals`]).
 #[derive(Debug)]
 pub struct Signals {
     fd: SignalFd,
@@ -65,40 +71,128 @@ impl Signals {
     }
 }
 
-/// What woke the control loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Ready {
-    pub listener: bool,
-    pub signal: bool,
-    /// The optional extra descriptor (an eventfd) is readable.
-    pub extra: bool,
+impl AsFd for Signals {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
-/// Waits up to `timeout_ms` for a connection on `listener`, a signal on `signals` or the
-/// `extra` descriptor to become readable.
-pub fn wait_control(
-    listener: BorrowedFd<'_>,
-    signals: &Signals,
-    extra: Option<BorrowedFd<'_>>,
-    timeout_ms: i32,
-) -> Result<Ready, DaemonError> {
-    let mut fds = [
-        libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: signals.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
-        libc::pollfd { fd: extra.map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
-    ];
-    // SAFETY: `fds` is a live array of three initialised pollfd structs (poll ignores fd -1).
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::Interrupted {
-            return Ok(Ready::default());
-        }
-        return Err(DaemonError::Poll(e));
+impl AsRawFd for Signals {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
     }
-    Ok(Ready {
-        listener: fds[0].revents & libc::POLLIN != 0,
-        signal: fds[1].revents & libc::POLLIN != 0,
-        extra: fds[2].revents & libc::POLLIN != 0,
-    })
+}
+
+/// [`Signals`] registered with the current tokio runtime.
+#[derive(Debug)]
+pub struct AsyncSignals(AsyncFd<Signals>);
+
+impl AsyncSignals {
+    /// Registers `signals`; call it inside a runtime with I/O enabled.
+    pub fn new(signals: Signals) -> std::io::Result<Self> {
+        // SAFETY: the signalfd is owned by `signals`, which the AsyncFd owns until it is dropped,
+        // so the descriptor stays open and the same for the registration's whole life.
+        let fd = unsafe { AsyncFd::register_with_interest(signals, Interest::READABLE) }?;
+        Ok(AsyncSignals(fd))
+    }
+
+    /// The next SIGTERM or SIGINT.
+    pub async fn recv(&self) -> std::io::Result<Signal> {
+        loop {
+            let mut ready = self.0.readable().await?;
+            match ready.get_inner().fd.read_signal() {
+                Ok(Some(info)) => {
+                    if let Ok(sig) = Signal::try_from(info.ssi_signo as i32) {
+                        return Ok(sig);
+                    }
+                }
+                Ok(None) => ready.clear_ready(),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// The eventfd behind an `Arc` (shared with the [`crate::ctrl`] end that rings it).
+#[derive(Debug)]
+struct BellFd(Arc<EventFd>);
+
+impl AsRawFd for BellFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// A non-blocking [`EventFd`] (e.g. [`crate::ctrl::ControlEnd::from_dp`]) registered with the
+/// current tokio runtime.
+#[derive(Debug)]
+pub struct Doorbell(AsyncFd<BellFd>);
+
+impl Doorbell {
+    /// Registers `bell`; call it inside a runtime with I/O enabled.
+    pub fn new(bell: Arc<EventFd>) -> std::io::Result<Self> {
+        // SAFETY: the eventfd is owned by the `EventFd` behind the `Arc` that the AsyncFd holds
+        // until it is dropped, so the descriptor stays open and the same meanwhile.
+        let fd = unsafe { AsyncFd::register_with_interest(BellFd(bell), Interest::READABLE) }?;
+        Ok(Doorbell(fd))
+    }
+
+    /// Waits until the bell rings, and resets it.
+    pub async fn rung(&self) -> std::io::Result<()> {
+        loop {
+            let mut ready = self.0.readable().await?;
+            let rang = ready.get_inner().0.drain();
+            // Drained: not readable until the next ring, which the kernel reports afresh.
+            ready.clear_ready();
+            if rang {
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs on a thread of its own: the block applies to that thread and `raise` targets it, so
+    /// the test harness's other threads never see the signal.
+    #[test]
+    fn a_blocked_signal_arrives_through_the_signalfd() {
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let signals = Signals::block().unwrap();
+            rt.block_on(async {
+                let s = AsyncSignals::new(signals).unwrap();
+                let quiet = tokio::time::timeout(std::time::Duration::from_millis(20), s.recv()).await;
+                assert!(quiet.is_err(), "no signal yet");
+                nix::sys::signal::raise(Signal::SIGTERM).unwrap();
+                let sig = tokio::time::timeout(std::time::Duration::from_secs(5), s.recv()).await;
+                assert_eq!(sig.unwrap().unwrap(), Signal::SIGTERM);
+            });
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_doorbell_wakes_its_waiter_once_per_ring_burst() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let bell = Arc::new(EventFd::new().unwrap());
+        rt.block_on(async {
+            let d = Doorbell::new(bell.clone()).unwrap();
+            bell.ring();
+            bell.ring();
+            d.rung().await.unwrap();
+            let quiet = tokio::time::timeout(std::time::Duration::from_millis(50), d.rung()).await;
+            assert!(quiet.is_err(), "both rings were reset by the first wake-up");
+            let b = bell.clone();
+            let ringer = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                b.ring();
+            });
+            tokio::time::timeout(std::time::Duration::from_secs(5), d.rung()).await.unwrap().unwrap();
+            ringer.join().unwrap();
+        });
+    }
 }

@@ -4,7 +4,8 @@
 //!
 //! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
 //! [`rewrite`], [`stats`], [`metrics`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
-//! (the per-switch packet thread), [`daemon`] (process lifecycle, namespaces, HTTP).
+//! (the per-switch packet thread), [`daemon`] (process lifecycle, namespaces, signals). Control
+//! side (tokio): [`http`] (the daemons' HTTP server, shared with `rocefab-hostd`).
 
 pub mod buffer;
 pub mod ctrl;
@@ -12,6 +13,7 @@ pub mod daemon;
 pub mod dataplane;
 pub mod decision;
 pub mod host_loader;
+pub mod http;
 pub mod loader;
 pub mod metrics;
 pub mod pfc;

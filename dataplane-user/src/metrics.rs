@@ -1,6 +1,5 @@
 //! Prometheus exposition of a switch's statistics (text format 0.0.4,
-//! <https://prometheus.io/docs/instrumenting/exposition_formats/>) and a minimal HTTP/1.1
-//! responder for `GET /metrics` (RFC 9112 message syntax; one request per connection).
+//! <https://prometheus.io/docs/instrumenting/exposition_formats/>), served by [`crate::http`].
 //!
 //! The data-plane thread never touches the registry: it writes single-writer atomics
 //! ([`crate::stats`]); on each scrape [`Metrics::render`] copies them into label handles that
@@ -8,9 +7,7 @@
 //! kernel's per-socket AF_XDP counters (`XDP_STATISTICS`, [`crate::xsk::XskStatistics`]): the
 //! frames the XDP program redirected but the socket could not take (RX ring full, fill ring
 //! empty) are otherwise invisible.
-use std::io::{self, Read, Write};
 use std::sync::Arc;
-use std::time::Duration;
 
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
@@ -412,63 +409,6 @@ impl Metrics {
     }
 }
 
-/// Largest request head we read.
-const MAX_REQUEST: usize = 8192;
-
-/// Serves one HTTP/1.1 request on `stream`: `GET /metrics` → 200 with `render()`, `GET /` → a
-/// pointer to /metrics, other paths → 404, other methods → 405, garbage → 400. Always closes.
-pub fn serve_http<S: Read + Write>(stream: &mut S, render: impl FnOnce() -> String) -> io::Result<()> {
-    let mut buf = [0u8; MAX_REQUEST];
-    let mut n = 0;
-    loop {
-        let r = stream.read(&mut buf[n..])?;
-        if r == 0 {
-            break;
-        }
-        n += r;
-        if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") || n == buf.len() {
-            break;
-        }
-    }
-    let head = String::from_utf8_lossy(&buf[..n]);
-    let mut parts = head.lines().next().unwrap_or("").split_whitespace();
-    let (method, target, version) = (parts.next(), parts.next(), parts.next());
-    let (status, ctype, body) = match (method, target, version) {
-        (Some(m), Some(t), Some(v)) if v.starts_with("HTTP/1.") => {
-            let path = t.split('?').next().unwrap_or(t);
-            match (m, path) {
-                ("GET" | "HEAD", "/metrics") => ("200 OK", "text/plain; version=0.0.4; charset=utf-8", render()),
-                ("GET" | "HEAD", "/") => {
-                    ("200 OK", "text/plain; charset=utf-8", "rocefab: see /metrics\n".to_string())
-                }
-                ("GET" | "HEAD", _) => ("404 Not Found", "text/plain; charset=utf-8", "not found\n".to_string()),
-                _ => ("405 Method Not Allowed", "text/plain; charset=utf-8", "only GET\n".to_string()),
-            }
-        }
-        _ => ("400 Bad Request", "text/plain; charset=utf-8", "bad request\n".to_string()),
-    };
-    let head_only = method == Some("HEAD");
-    write!(
-        stream,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
-    if !head_only {
-        stream.write_all(body.as_bytes())?;
-    }
-    stream.flush()
-}
-
-/// Accepts one connection from `listener` and serves it with short timeouts, so a stuck client
-/// cannot block the daemon's control loop for long.
-pub fn accept_and_serve(listener: &std::net::TcpListener, render: impl FnOnce() -> String) -> io::Result<()> {
-    let (mut s, _) = listener.accept()?;
-    s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    s.set_write_timeout(Some(Duration::from_secs(2)))?;
-    serve_http(&mut s, render)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,6 +438,8 @@ mod tests {
             groups: vec![vec![0]],
             routes: vec![],
             qos: Default::default(),
+            lldp: Default::default(),
+            chassis_mac: None,
         }
     }
 
@@ -609,32 +551,5 @@ mod tests {
         let t = m.render(None, None);
         assert_eq!(value(&t, "rocefab_xsk_rx_ring_full_total", &p0), Some(100.0));
         assert_eq!(value(&t, "rocefab_xsk_stats_read_errors_total", &[]), Some(1.0));
-    }
-
-    #[test]
-    fn http_over_a_real_socket() {
-        use std::net::{TcpListener, TcpStream};
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let get = |req: &'static [u8]| {
-            let t = std::thread::spawn(move || {
-                let mut s = TcpStream::connect(addr).unwrap();
-                s.write_all(req).unwrap();
-                let mut out = String::new();
-                s.read_to_string(&mut out).unwrap();
-                out
-            });
-            accept_and_serve(&l, || "metric_a 1\n".to_string()).unwrap();
-            t.join().unwrap()
-        };
-        let r = get(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
-        assert!(r.contains("Content-Length: 11\r\n"), "{r}");
-        assert!(r.ends_with("\r\n\r\nmetric_a 1\n"), "{r}");
-        assert!(get(b"GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
-        assert!(get(b"POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
-        assert!(get(b"\x00\x01garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
-        let head = get(b"HEAD /metrics HTTP/1.0\r\n\r\n");
-        assert!(head.ends_with("\r\n\r\n"), "{head}");
     }
 }

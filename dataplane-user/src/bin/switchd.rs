@@ -5,22 +5,37 @@
 //! opens one AF_XDP socket per port, and runs the data-plane thread until SIGTERM/SIGINT; then
 //! stops the thread, closes the sockets, detaches XDP and exits 0. Startup failures exit 1 with
 //! a message naming what failed.
+//!
+//! Two threads. The data-plane thread (`dp-<switch>`) is a plain thread that never waits for the
+//! control side. The main thread runs the control side on a current-thread tokio runtime
+//! ([`control`]): the HTTP server ([`dataplane_user::http`]) on the pre-bound listener, the
+//! signalfd, the data plane's bell, and the data-plane thread's end (a oneshot channel whose
+//! sender the thread drops when it returns or unwinds, so no polling).
+//!
+//! The control side's end of the rings, [`ControlEnd`], lives in an `Arc<Mutex<ControlEnd>>`
+//! made in [`run`] and handed to [`control`]; every control task that talks to the data plane
+//! holds a clone and locks it only around non-blocking ring operations, never across an `.await`.
+//! The data plane's bell (`ControlEnd::from_dp`) has exactly one waiter, [`from_data_plane`]
+//! (an fd registers with the runtime once), which empties what the bell announces. What a scrape
+//! reads (the metric registry, the XDP counters map, the sockets' statistics) is behind another
+//! mutex, [`Scrape`], which the data-plane thread never takes.
+use std::convert::Infallible;
 use std::net::TcpListener;
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use dataplane_common::config::SwitchConfig;
-use dataplane_user::daemon::{enter_netns, wait_control, Signals};
-use dataplane_user::ctrl::DpEvent;
+use dataplane_user::ctrl::{ControlEnd, DpEvent};
+use dataplane_user::daemon::{enter_netns, AsyncSignals, Doorbell, Signals};
 use dataplane_user::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
+use dataplane_user::http;
 use dataplane_user::loader::XdpSwitch;
-use dataplane_user::metrics::{accept_and_serve, Metrics};
+use dataplane_user::metrics::Metrics;
 use dataplane_user::stats::SwitchStats;
-use dataplane_user::xsk;
+use dataplane_user::xsk::{self, XskStatsReader};
 
 #[derive(Debug, Parser)]
 #[command(name = "rocefab-switchd", version, about = "rocefab switch daemon (XDP + AF_XDP data plane)")]
@@ -51,13 +66,44 @@ fn init_logging(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Everything a scrape reads besides the data plane's atomics.
+struct Scrape {
+    metrics: Metrics,
+    xdp: XdpSwitch,
+    xsk_stats: XskStatsReader,
+}
+
+impl Scrape {
+    fn render(&self) -> String {
+        let xdp_counters = match self.xdp.counters() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!("reading XDP counters: {e}");
+                None
+            }
+        };
+        let xsk_counters = match self.xsk_stats.read() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!("reading AF_XDP socket statistics: {e}");
+                None
+            }
+        };
+        self.metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref())
+    }
+}
+
+/// Locks `m`; a panic elsewhere while it was held leaves nothing half-updated that matters here.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn run(args: &Args) -> anyhow::Result<()> {
     let cfg = SwitchConfig::load(&args.config)
         .with_context(|| format!("loading switch config {}", args.config.display()))?;
     // 1. Metrics listener first, in the namespace we were started in (root: reachable on lo).
     let listener = TcpListener::bind(cfg.metrics_listen)
         .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
-    listener.set_nonblocking(true).context("metrics listener: set non-blocking")?;
     // 2. Then the switch namespace, before any thread exists.
     if let Some(ns) = &cfg.netns {
         enter_netns(ns).with_context(|| format!("switch {}: entering its network namespace", cfg.name))?;
@@ -85,12 +131,19 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
     let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
     let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
-    let (mut ctrl, dp_end) = dataplane_user::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
+    let (ctrl, dp_end) = dataplane_user::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
+    let ctrl = Arc::new(Mutex::new(ctrl));
     let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end).context("data plane setup")?;
     let stop = dp.stop_handle();
+    // Dropped when the thread's closure returns or unwinds: the control side learns of the end
+    // at once, without polling.
+    let (dp_alive, dp_gone) = tokio::sync::oneshot::channel::<Infallible>();
     let thread = std::thread::Builder::new()
         .name(format!("dp-{}", cfg.name))
-        .spawn(move || dp.run())
+        .spawn(move || {
+            let _alive = dp_alive;
+            dp.run()
+        })
         .context("spawning the data-plane thread")?;
     tracing::info!(
         switch = %cfg.name,
@@ -100,68 +153,35 @@ fn run(args: &Args) -> anyhow::Result<()> {
         "switch up; metrics on http://{}/metrics",
         listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
     );
+    let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats }));
+    let router = {
+        let scrape = scrape.clone();
+        http::metrics_router(move || lock(&scrape).render())
+    };
 
-    // 5. Control loop: scrapes and signals; also notices a dead data-plane thread.
-    let mut failure = None;
-    loop {
-        let ready = match wait_control(listener.as_fd(), &signals, Some(ctrl.from_dp.as_fd()), 1000) {
-            Ok(r) => r,
-            Err(e) => {
-                failure = Some(anyhow::Error::new(e));
-                break;
-            }
-        };
-        if ready.extra {
-            ctrl.from_dp.drain();
-            while let Some(e) = ctrl.next_event() {
-                let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
-                match e {
-                    DpEvent::Storm { port: p, prio, paused_for_ns } => tracing::warn!(
-                        switch = %cfg.name, port = port(p), priority = prio,
-                        "PFC watchdog: storm detected, queue paused for {:.1} ms (action {:?})",
-                        paused_for_ns as f64 / 1e6, cfg.qos.watchdog.action
-                    ),
-                    DpEvent::Restore { port: p, prio } => tracing::warn!(
-                        switch = %cfg.name, port = port(p), priority = prio, "PFC watchdog: queue restored"
-                    ),
-                }
-            }
-        }
-        if ready.signal {
-            if let Some(sig) = signals.read() {
-                tracing::info!("received {sig}, shutting down");
-                break;
-            }
-        }
-        if ready.listener {
-            let xdp_counters = match xdp.counters() {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    tracing::warn!("reading XDP counters: {e}");
-                    None
-                }
-            };
-            let xsk_counters = match xsk_stats.read() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    tracing::warn!("reading AF_XDP socket statistics: {e}");
-                    None
-                }
-            };
-            match accept_and_serve(&listener, || metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref())) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => tracing::warn!("metrics request: {e}"),
-            }
-        }
-        if thread.is_finished() {
-            break;
-        }
-    }
+    // 5. The control side, until a signal, the data-plane thread's end or a failure.
+    let failure = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the control side's tokio runtime")
+        .and_then(|rt| {
+            let r = rt.block_on(control(&cfg, listener, router, signals, ctrl, dp_gone));
+            // Dropping the runtime ends the server's connection tasks and their hold on `scrape`.
+            drop(rt);
+            r
+        })
+        .err();
     stop.stop();
     let joined = thread.join();
-    drop(xsk_stats);
-    xdp.detach();
+    match Arc::try_unwrap(scrape) {
+        Ok(scrape) => {
+            let Scrape { xdp, xsk_stats, .. } = scrape.into_inner().unwrap_or_else(PoisonError::into_inner);
+            drop(xsk_stats);
+            xdp.detach();
+        }
+        // Cannot happen once the runtime is gone; dropping the last handle detaches anyway.
+        Err(_) => tracing::warn!("scrape state still shared at exit; XDP detaches when it is dropped"),
+    }
     tracing::info!(switch = %cfg.name, "XDP detached, exiting");
     if let Some(e) = failure {
         return Err(e);
@@ -170,6 +190,61 @@ fn run(args: &Args) -> anyhow::Result<()> {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e).context("data-plane thread failed"),
         Err(_) => bail!("data-plane thread panicked"),
+    }
+}
+
+/// The control side (run on the main thread's current-thread runtime): serves HTTP on
+/// `listener`, logs the data plane's events, and returns on SIGTERM/SIGINT or when the data-plane
+/// thread has ended (`dp_gone` resolves; the caller joins it and reports why), or with an error.
+///
+/// `ctrl` is the control side's end of the rings to the data plane; a task that sends frames
+/// (`ControlEnd::send`) takes a clone of it, next to [`from_data_plane`]'s.
+async fn control(
+    cfg: &SwitchConfig,
+    listener: TcpListener,
+    router: axum::Router,
+    signals: Signals,
+    ctrl: Arc<Mutex<ControlEnd>>,
+    dp_gone: tokio::sync::oneshot::Receiver<Infallible>,
+) -> anyhow::Result<()> {
+    let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
+    let from_dp = Doorbell::new(lock(&ctrl).from_dp.clone()).context("registering the data plane's event bell")?;
+    tokio::select! {
+        sig = signals.recv() => {
+            let sig = sig.context("reading the signalfd")?;
+            tracing::info!("received {sig}, shutting down");
+        }
+        r = from_data_plane(cfg, &from_dp, &ctrl) => {
+            let Err(e) = r;
+            return Err(e).context("waiting for data-plane events");
+        }
+        _ = dp_gone => {}
+        r = http::serve(listener, router) => {
+            return Err(r.err().map_or_else(|| anyhow!("stopped"), anyhow::Error::new)).context("metrics server");
+        }
+    }
+    Ok(())
+}
+
+/// The one waiter on the data plane's bell (an fd registers with the runtime once): at each
+/// ring, logs every event the data plane reported.
+async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<ControlEnd>) -> std::io::Result<Infallible> {
+    let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
+    loop {
+        bell.rung().await?;
+        let mut ctrl = lock(ctrl);
+        while let Some(e) = ctrl.next_event() {
+            match e {
+                DpEvent::Storm { port: p, prio, paused_for_ns } => tracing::warn!(
+                    switch = %cfg.name, port = port(p), priority = prio,
+                    "PFC watchdog: storm detected, queue paused for {:.1} ms (action {:?})",
+                    paused_for_ns as f64 / 1e6, cfg.qos.watchdog.action
+                ),
+                DpEvent::Restore { port: p, prio } => tracing::warn!(
+                    switch = %cfg.name, port = port(p), priority = prio, "PFC watchdog: queue restored"
+                ),
+            }
+        }
     }
 }
 

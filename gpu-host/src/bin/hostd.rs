@@ -100,13 +100,19 @@ fn run(args: Args) -> Result<bool> {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
 
     let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
-    let _server = match job.metrics_listen {
-        Some(addr) => Some(gpu_host::nic::metrics::serve(addr, metrics.clone()).with_context(|| format!("serving metrics on {addr}"))?),
+    // The metrics listener is bound in the namespace we were started in (so the controller can
+    // scrape it from there), before entering the host's; its server thread starts after.
+    let listener = match job.metrics_listen {
+        Some(addr) => Some(std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics listener {addr}"))?),
         None => None,
     };
     if let Some(ns) = &args.netns {
         dataplane_user::daemon::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
     }
+    let _server = match listener {
+        Some(l) => Some(gpu_host::nic::metrics::serve(l, metrics.clone()).context("starting the metrics server")?),
+        None => None,
+    };
 
     let mut mtus = Vec::new();
     for n in &job.nics {

@@ -1,9 +1,9 @@
 //! Prometheus metrics of one `rocefab-hostd` (per QP and per NIC), updated from report
-//! snapshots the data thread publishes every 100 ms (never from the per-packet path), and a
-//! minimal HTTP/1.0 responder for `GET /metrics` (text exposition format 0.0.4).
-use std::net::{SocketAddr, TcpListener};
+//! snapshots the data thread publishes every 100 ms (never from the per-packet path), and served
+//! (`GET /metrics`, text exposition format 0.0.4) by the daemons' shared HTTP server,
+//! [`dataplane_user::http`], on a control thread of its own.
+use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::Duration;
 
 use prometheus::{Counter, CounterVec, Encoder, Gauge, GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
 
@@ -160,15 +160,17 @@ impl Metrics {
     }
 }
 
-/// Serves `GET /metrics` on `addr` from a background thread (one request per connection).
-pub fn serve(addr: SocketAddr, m: Arc<Metrics>) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let l = TcpListener::bind(addr)?;
-    std::thread::Builder::new().name("rocefab-metrics".into()).spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-            let _ = dataplane_user::metrics::serve_http(&mut s, || m.render());
+/// Serves `GET /metrics` on `listener` from a thread named `rocefab-ctl` running a
+/// current-thread tokio runtime. The listener is bound by the caller, typically before it enters
+/// the host's network namespace, so the controller can scrape it from the root namespace; the
+/// thread may be spawned after (it only accepts on that socket). The thread runs until the
+/// process exits.
+pub fn serve(listener: TcpListener, m: Arc<Metrics>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let router = dataplane_user::http::metrics_router(move || m.render());
+    std::thread::Builder::new().name("rocefab-ctl".into()).spawn(move || {
+        if let Err(e) = rt.block_on(dataplane_user::http::serve(listener, router)) {
+            tracing::error!("metrics server: {e}");
         }
     })
 }
@@ -195,5 +197,24 @@ mod tests {
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
         assert!(t.contains(r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#), "{t}");
+    }
+
+    #[test]
+    fn serve_answers_a_scrape_from_its_own_thread() {
+        use std::io::{Read, Write};
+        let job: Job = serde_json::from_str(r#"{"name":"j2","nics":[],"qps":[]}"#).unwrap();
+        let m = Arc::new(Metrics::new(&job).unwrap());
+        m.update(&Report { job: "j2".into(), ..Default::default() });
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = serve(l, m).unwrap();
+        assert_eq!(t.thread().name(), Some("rocefab-ctl"));
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.contains("rocefab_host_snapshots_total{job=\"j2\"} 1\n"), "{out}");
     }
 }
