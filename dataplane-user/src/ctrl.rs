@@ -6,8 +6,9 @@
 //!   [`OwnFrame`], copied into a frame of the data plane's reserved pool and sent through the
 //!   port's control queue, ahead of the scheduler. The eventfd wakes the data-plane thread from
 //!   `ppoll`.
-//! - data plane → control: [`DpEvent`]s (PFC watchdog storms and restores) for logging. The data
-//!   plane never waits: when the ring is full the event is counted as lost, not blocked on.
+//! - data plane → control: [`DpEvent`]s (PFC watchdog storms and restores) for logging, and the
+//!   LLDP frames the ports received, copied, for the LLDP/DCBX agent. The data plane never
+//!   waits: when a ring is full the event or frame is counted as lost, not blocked on.
 //!
 //! Nothing here allocates after [`channel`]; a push copies a fixed-size value into the ring.
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -93,6 +94,7 @@ impl AsFd for EventFd {
 pub struct ControlEnd {
     frames: rtrb::Producer<OwnFrame>,
     events: rtrb::Consumer<DpEvent>,
+    received: rtrb::Consumer<OwnFrame>,
     /// Rung by the control side after pushing frames; polled by the data-plane thread.
     pub to_dp: std::sync::Arc<EventFd>,
     /// Rung by the data-plane thread after pushing events; polled by the control side.
@@ -104,21 +106,25 @@ pub struct ControlEnd {
 pub struct DataEnd {
     frames: rtrb::Consumer<OwnFrame>,
     events: rtrb::Producer<DpEvent>,
+    received: rtrb::Producer<OwnFrame>,
     pub to_dp: std::sync::Arc<EventFd>,
     pub from_dp: std::sync::Arc<EventFd>,
     /// Events dropped because the ring was full (the control side fell behind).
     pub events_lost: u64,
+    /// Received LLDP frames dropped because the ring was full or the frame too long.
+    pub frames_lost: u64,
 }
 
-/// Both ends: room for `frames` frames and `events` events in flight.
+/// Both ends: room for `frames` frames each way and `events` events in flight.
 pub fn channel(frames: usize, events: usize) -> std::io::Result<(ControlEnd, DataEnd)> {
     let (ftx, frx) = rtrb::RingBuffer::new(frames);
     let (etx, erx) = rtrb::RingBuffer::new(events);
+    let (rtx, rrx) = rtrb::RingBuffer::new(frames);
     let to_dp = std::sync::Arc::new(EventFd::new()?);
     let from_dp = std::sync::Arc::new(EventFd::new()?);
     Ok((
-        ControlEnd { frames: ftx, events: erx, to_dp: to_dp.clone(), from_dp: from_dp.clone() },
-        DataEnd { frames: frx, events: etx, to_dp, from_dp, events_lost: 0 },
+        ControlEnd { frames: ftx, events: erx, received: rrx, to_dp: to_dp.clone(), from_dp: from_dp.clone() },
+        DataEnd { frames: frx, events: etx, received: rtx, to_dp, from_dp, events_lost: 0, frames_lost: 0 },
     ))
 }
 
@@ -138,6 +144,15 @@ impl ControlEnd {
     pub fn next_event(&mut self) -> Option<DpEvent> {
         self.events.pop().ok()
     }
+    /// The next frame a port received for the control side (LLDP), if any; `port` is the port
+    /// it arrived on.
+    pub fn next_received(&mut self) -> Option<OwnFrame> {
+        self.received.pop().ok()
+    }
+    /// Whether frames may be sent without the ring being full.
+    pub fn frame_slots(&self) -> usize {
+        self.frames.slots()
+    }
 }
 
 impl DataEnd {
@@ -151,6 +166,19 @@ impl DataEnd {
     pub fn has_frames(&self) -> bool {
         !self.frames.is_empty()
     }
+    /// Hands a received frame to the control side without ever blocking; false (and counted
+    /// in `frames_lost`) if the ring is full or the frame longer than [`OWN_FRAME_MAX`].
+    #[inline]
+    pub fn hand_up(&mut self, port: u16, frame: &[u8]) -> bool {
+        let pushed = !self.received.is_full() && OwnFrame::new(port, frame).is_some_and(|f| self.received.push(f).is_ok());
+        if pushed {
+            self.from_dp.ring();
+        } else {
+            self.frames_lost += 1;
+        }
+        pushed
+    }
+
     /// Reports an event without ever blocking: counted as lost if the ring is full.
     #[inline]
     pub fn report(&mut self, e: DpEvent) {
@@ -181,6 +209,21 @@ mod tests {
         assert_eq!(d.next_frame().unwrap().bytes(), &[4u8; 60][..]);
         assert!(d.next_frame().is_none());
         assert!(OwnFrame::new(0, &[0; OWN_FRAME_MAX + 1]).is_none());
+    }
+
+    #[test]
+    fn received_frames_go_up_and_overflow_is_counted() {
+        let (mut c, mut d) = channel(2, 2).unwrap();
+        d.hand_up(1, &[1; 60]);
+        d.hand_up(2, &[2; 100]);
+        d.hand_up(3, &[3; 60]);
+        d.hand_up(4, &[0; OWN_FRAME_MAX + 1]);
+        assert_eq!(d.frames_lost, 2);
+        assert!(c.from_dp.drain());
+        let f = c.next_received().unwrap();
+        assert_eq!((f.port, f.bytes().len()), (1, 60));
+        assert_eq!(c.next_received().unwrap().port, 2);
+        assert!(c.next_received().is_none());
     }
 
     #[test]

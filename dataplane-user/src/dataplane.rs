@@ -11,8 +11,8 @@
 //!    port's queue for its traffic class ([`crate::queue`]). An admission that takes a lossless
 //!    group past xOFF puts an 802.1Qbb PFC frame for that priority into the ingress port's
 //!    control queue at once ([`crate::pfc::PfcTx`]). PAUSE and PFC frames received update the
-//!    port's pause state ([`crate::pfc::PfcRx`]); LLDP frames are counted and dropped (the
-//!    LLDP/DCBX agent will take them). The frames were just written by the CPU that ran the XDP
+//!    port's pause state ([`crate::pfc::PfcRx`]); LLDP frames are counted and copied to the
+//!    control side's LLDP/DCBX agent through a bounded ring ([`crate::ctrl`]). The frames were just written by the CPU that ran the XDP
 //!    program, so the first two cache lines of each are prefetched [`PREFETCH_AHEAD`] frames
 //!    ahead: the cross-core misses overlap instead of stalling one frame at a time;
 //! 4. per port, first the control queue (frames the switch originates: PFC, and frames the
@@ -713,6 +713,10 @@ impl DataPlane {
                     }
                     Rx::Lldp => {
                         rx_stats.rx_lldp.inc();
+                        // The LLDP/DCBX agent on the control side takes it (a bounded copy).
+                        if !self.ctrl.hand_up(p as u16, &buf[Decision::LEN..]) {
+                            rx_stats.rx_lldp_dropped.inc();
+                        }
                         Verdict::Drop
                     }
                     Rx::MacControl => {

@@ -5,7 +5,8 @@
 //! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
 //! [`rewrite`], [`stats`], [`metrics`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
 //! (the per-switch packet thread), [`daemon`] (process lifecycle, namespaces, signals). Control
-//! side (tokio): [`http`] (the daemons' HTTP server, shared with `rocefab-hostd`).
+//! side (tokio): [`http`] (the daemons' HTTP server, shared with `rocefab-hostd`), [`lldp`]
+//! (the LLDP/DCBX agent of every port).
 
 pub mod buffer;
 pub mod ctrl;
@@ -14,6 +15,7 @@ pub mod dataplane;
 pub mod decision;
 pub mod host_loader;
 pub mod http;
+pub mod lldp;
 pub mod loader;
 pub mod metrics;
 pub mod pfc;

@@ -55,6 +55,7 @@ struct PortHandles {
     tx_bytes: IntCounter,
     rx_invalid: IntCounter,
     rx_lldp: IntCounter,
+    rx_lldp_dropped: IntCounter,
     rx_mac_control: IntCounter,
     rewrite_errors: IntCounter,
     mac_control_malformed: IntCounter,
@@ -140,6 +141,11 @@ impl Metrics {
             p,
         )?;
         let rx_lldp = counter_vec("rocefab_port_rx_lldp_total", "LLDP frames received by the daemon", p)?;
+        let rx_lldp_dropped = counter_vec(
+            "rocefab_port_rx_lldp_dropped_total",
+            "LLDP frames not handed to the LLDP agent (its ring was full or the frame too long)",
+            p,
+        )?;
         let rx_mac_control =
             counter_vec("rocefab_port_rx_mac_control_total", "MAC control (PAUSE/PFC) frames received by the daemon", p)?;
         let rewrite_errors = counter_vec(
@@ -233,6 +239,7 @@ impl Metrics {
                     tx_bytes: tx_bytes.with_label_values(&l),
                     rx_invalid: rx_invalid.with_label_values(&l),
                     rx_lldp: rx_lldp.with_label_values(&l),
+                    rx_lldp_dropped: rx_lldp_dropped.with_label_values(&l),
                     rx_mac_control: rx_mac_control.with_label_values(&l),
                     rewrite_errors: rewrite_errors.with_label_values(&l),
                     mac_control_malformed: mc_bad.with_label_values(&l),
@@ -320,6 +327,7 @@ impl Metrics {
             sync_stat(&h.tx_bytes, &s.tx_bytes);
             sync_stat(&h.rx_invalid, &s.rx_invalid);
             sync_stat(&h.rx_lldp, &s.rx_lldp);
+            sync_stat(&h.rx_lldp_dropped, &s.rx_lldp_dropped);
             sync_stat(&h.rx_mac_control, &s.rx_mac_control);
             sync_stat(&h.rewrite_errors, &s.rewrite_errors);
             sync_stat(&h.mac_control_malformed, &s.rx_mac_control_malformed);

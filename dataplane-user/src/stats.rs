@@ -88,10 +88,11 @@ pub struct PortStats {
     pub tx_bytes: Stat,
     /// Descriptors without a valid Decision header, or with out-of-range fields.
     pub rx_invalid: Stat,
-    /// LLDP frames steered to userspace (counted and dropped until the LLDP agent lands).
+    /// LLDP frames steered to userspace (handed to the control side's LLDP/DCBX agent).
     pub rx_lldp: Stat,
-    /// MAC-control (PAUSE/PFC) frames steered to userspace (counted and dropped until the PFC
-    /// engine lands).
+    /// LLDP frames not handed to the agent: its ring was full or the frame longer than 1514 bytes.
+    pub rx_lldp_dropped: Stat,
+    /// MAC-control (PAUSE/PFC) frames steered to userspace.
     pub rx_mac_control: Stat,
     /// Forwarded frames the L3 rewrite refused (truncated, unknown EtherType, TTL ≤ 1).
     pub rewrite_errors: Stat,

@@ -28,10 +28,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use dataplane_common::config::SwitchConfig;
-use dataplane_user::ctrl::{ControlEnd, DpEvent};
+use dataplane_user::ctrl::{ControlEnd, DpEvent, OwnFrame};
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Doorbell, Signals};
 use dataplane_user::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
 use dataplane_user::http;
+use dataplane_user::lldp::SwitchAgent;
+use lldp_agent::metrics::LldpMetrics;
 use dataplane_user::loader::XdpSwitch;
 use dataplane_user::metrics::Metrics;
 use dataplane_user::stats::SwitchStats;
@@ -71,6 +73,8 @@ struct Scrape {
     metrics: Metrics,
     xdp: XdpSwitch,
     xsk_stats: XskStatsReader,
+    /// The LLDP agent's families, in a registry of their own appended to the exposition.
+    lldp: Option<(prometheus::Registry, LldpMetrics, Arc<Mutex<SwitchAgent>>)>,
 }
 
 impl Scrape {
@@ -89,7 +93,16 @@ impl Scrape {
                 None
             }
         };
-        self.metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref())
+        let mut text = self.metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref());
+        if let Some((registry, m, agent)) = &self.lldp {
+            m.update(&lock(agent).report().ports);
+            let mut buf = Vec::new();
+            if let Err(e) = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buf) {
+                tracing::warn!("encoding LLDP metrics: {e}");
+            }
+            text.push_str(&String::from_utf8_lossy(&buf));
+        }
+        text
     }
 }
 
@@ -153,10 +166,31 @@ fn run(args: &Args) -> anyhow::Result<()> {
         "switch up; metrics on http://{}/metrics",
         listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
     );
-    let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats }));
+    let agent = cfg.lldp.enabled.then(|| Arc::new(Mutex::new(SwitchAgent::new(&cfg))));
+    let lldp = match &agent {
+        Some(a) => {
+            let registry = prometheus::Registry::new();
+            let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
+            let m = LldpMetrics::new(&registry, &labels).context("registering LLDP metrics")?;
+            Some((registry, m, a.clone()))
+        }
+        None => None,
+    };
+    let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp }));
     let router = {
         let scrape = scrape.clone();
-        http::metrics_router(move || lock(&scrape).render())
+        let mut r = http::metrics_router(move || lock(&scrape).render());
+        if let Some(a) = &agent {
+            let a = a.clone();
+            r = r.route(
+                "/lldp",
+                axum::routing::get(move || {
+                    let report = lock(&a).report();
+                    async move { axum::Json(report) }
+                }),
+            );
+        }
+        r
     };
 
     // 5. The control side, until a signal, the data-plane thread's end or a failure.
@@ -165,7 +199,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .build()
         .context("building the control side's tokio runtime")
         .and_then(|rt| {
-            let r = rt.block_on(control(&cfg, listener, router, signals, ctrl, dp_gone));
+            let r = rt.block_on(control(&cfg, listener, router, signals, ctrl, agent, dp_gone));
             // Dropping the runtime ends the server's connection tasks and their hold on `scrape`.
             drop(rt);
             r
@@ -205,34 +239,114 @@ async fn control(
     router: axum::Router,
     signals: Signals,
     ctrl: Arc<Mutex<ControlEnd>>,
-    dp_gone: tokio::sync::oneshot::Receiver<Infallible>,
+    agent: Option<Arc<Mutex<SwitchAgent>>>,
+    mut dp_gone: tokio::sync::oneshot::Receiver<Infallible>,
 ) -> anyhow::Result<()> {
     let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
     let from_dp = Doorbell::new(lock(&ctrl).from_dp.clone()).context("registering the data plane's event bell")?;
-    tokio::select! {
+    let lldp = async {
+        match &agent {
+            Some(a) => lldp_transmit(cfg, a, &ctrl).await,
+            None => std::future::pending().await,
+        }
+    };
+    let signalled = tokio::select! {
         sig = signals.recv() => {
             let sig = sig.context("reading the signalfd")?;
             tracing::info!("received {sig}, shutting down");
+            true
         }
-        r = from_data_plane(cfg, &from_dp, &ctrl) => {
+        _ = lldp => false,
+        r = from_data_plane(cfg, &from_dp, &ctrl, agent.as_deref()) => {
             let Err(e) = r;
             return Err(e).context("waiting for data-plane events");
         }
-        _ = dp_gone => {}
+        _ = &mut dp_gone => false,
         r = http::serve(listener, router) => {
             return Err(r.err().map_or_else(|| anyhow!("stopped"), anyhow::Error::new)).context("metrics server");
         }
+    };
+    if let (true, Some(a)) = (signalled, &agent) {
+        shutdown_lldp(cfg, a, &ctrl, &mut dp_gone).await;
     }
     Ok(())
 }
 
+/// The LLDP agent's transmit side: hands every due LLDPDU to the data plane (which sends it
+/// through the port's control queue) and sleeps until the next one is due or a neighbour ages
+/// out. A full ring is logged and the frame is sent at the next interval.
+async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mutex<ControlEnd>) -> Infallible {
+    loop {
+        let wait = {
+            let mut a = lock(agent);
+            let now = a.now();
+            let frames = a.poll(now);
+            let mut c = lock(ctrl);
+            for (port, f) in frames {
+                let Some(own) = OwnFrame::new(port as u16, &f) else {
+                    tracing::warn!(switch = %cfg.name, port, len = f.len(), "LLDPDU longer than a control frame; not sent");
+                    continue;
+                };
+                if c.send(own).is_err() {
+                    tracing::warn!(switch = %cfg.name, port, "control ring full; LLDPDU not sent");
+                }
+            }
+            a.next_deadline().saturating_sub(a.now())
+        };
+        tokio::time::sleep(std::time::Duration::from_nanos(wait.clamp(1_000_000, 1_000_000_000))).await;
+    }
+}
+
+/// On shutdown: a TTL-0 LLDPDU out of every port (IEEE 802.1AB 9.2.7.7.2), then a bounded wait
+/// until the data-plane thread has taken them off the ring (it sends them in the same pass).
+async fn shutdown_lldp(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mutex<ControlEnd>, dp_gone: &mut tokio::sync::oneshot::Receiver<Infallible>) {
+    let frames = lock(agent).shutdown_frames();
+    let capacity = {
+        let mut c = lock(ctrl);
+        let capacity = c.frame_slots();
+        for (port, f) in frames {
+            if let Some(own) = OwnFrame::new(port as u16, &f) {
+                if c.send(own).is_err() {
+                    tracing::warn!(switch = %cfg.name, port, "control ring full; shutdown LLDPDU not sent");
+                }
+            }
+        }
+        capacity
+    };
+    let drained = async {
+        while lock(ctrl).frame_slots() < capacity {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        // One more pass of the data-plane thread moves them from its control queue to TX.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    tokio::select! {
+        _ = drained => {}
+        _ = dp_gone => {}
+        _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {
+            tracing::warn!(switch = %cfg.name, "shutdown LLDPDUs still queued after 500 ms");
+        }
+    }
+}
+
 /// The one waiter on the data plane's bell (an fd registers with the runtime once): at each
-/// ring, logs every event the data plane reported.
-async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<ControlEnd>) -> std::io::Result<Infallible> {
+/// ring, logs every event the data plane reported and gives the LLDP frames the ports received
+/// to the agent.
+async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<ControlEnd>, agent: Option<&Mutex<SwitchAgent>>) -> std::io::Result<Infallible> {
     let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
     loop {
         bell.rung().await?;
         let mut ctrl = lock(ctrl);
+        while let Some(f) = ctrl.next_received() {
+            match agent {
+                Some(a) => {
+                    let mut a = lock(a);
+                    let now = a.now();
+                    a.on_frame(usize::from(f.port), f.bytes(), now);
+                }
+                None => tracing::debug!(switch = %cfg.name, port = port(usize::from(f.port)), "LLDP frame received; agent disabled"),
+            }
+        }
         while let Some(e) = ctrl.next_event() {
             match e {
                 DpEvent::Storm { port: p, prio, paused_for_ns } => tracing::warn!(

@@ -1,0 +1,148 @@
+//! The switch's LLDP/DCBX agent (IEEE 802.1AB, IEEE 802.1Qaz): one [`lldp_agent::PortAgent`]
+//! per port, advertising the switch's effective QoS ([`lldp_agent::Dcb::from_switch`]), not
+//! willing. It runs on the control side: frames it sends go to the data-plane thread through
+//! the control ring ([`crate::ctrl::ControlEnd::send`]) and leave through the port's control
+//! queue; LLDP frames the ports receive come back through the same channel
+//! ([`crate::ctrl::ControlEnd::next_received`]).
+use std::time::Instant;
+
+use dataplane_common::config::SwitchConfig;
+use lldp_agent::{Dcb, Identity, NodeReport, PortAgent, Rx, Timing};
+
+/// The agents of every port of one switch.
+#[derive(Debug)]
+pub struct SwitchAgent {
+    name: String,
+    ports: Vec<PortAgent>,
+    epoch: Instant,
+    /// Per port, the mismatches last logged (each change is logged once).
+    logged: Vec<Vec<String>>,
+}
+
+/// LLDP timing of a switch configuration.
+pub fn timing(cfg: &SwitchConfig) -> Timing {
+    let l = &cfg.lldp;
+    Timing {
+        tx_interval_ns: l.tx_interval_ms.saturating_mul(1_000_000),
+        ttl_s: l.ttl_s,
+        fast_interval_ns: l.fast_interval_ms.saturating_mul(1_000_000),
+        fast_count: l.fast_count,
+    }
+}
+
+impl SwitchAgent {
+    /// Agents for every port of `cfg`, all starting with a fast start.
+    pub fn new(cfg: &SwitchConfig) -> SwitchAgent {
+        let dcb = Dcb::from_switch(cfg);
+        let t = timing(cfg);
+        let chassis = cfg.chassis_mac.or(cfg.ports.first().map(|p| p.mac)).map_or([0; 6], |m| m.0);
+        let ports = cfg
+            .ports
+            .iter()
+            .map(|p| {
+                let id = Identity {
+                    chassis_mac: chassis,
+                    mac: p.mac.0,
+                    port: p.name.clone(),
+                    system_name: cfg.name.clone(),
+                    port_description: if p.peer.is_empty() { p.name.clone() } else { format!("to {}", p.peer) },
+                    bridge: true,
+                };
+                PortAgent::new(t, id, dcb.clone(), 0)
+            })
+            .collect();
+        SwitchAgent { name: cfg.name.clone(), logged: vec![Vec::new(); cfg.ports.len()], ports, epoch: Instant::now() }
+    }
+
+    /// Nanoseconds since the agent started (its clock).
+    pub fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Frames due at `now`, as (port index, frame); ages neighbours out.
+    pub fn poll(&mut self, now: u64) -> Vec<(usize, Vec<u8>)> {
+        self.ports.iter_mut().enumerate().filter_map(|(i, a)| a.poll(now).map(|f| (i, f))).collect()
+    }
+
+    /// Earliest time [`SwitchAgent::poll`] has work.
+    pub fn next_deadline(&self) -> u64 {
+        self.ports.iter().map(PortAgent::next_deadline).min().unwrap_or(u64::MAX)
+    }
+
+    /// A frame port `port` received.
+    pub fn on_frame(&mut self, port: usize, frame: &[u8], now: u64) {
+        let Some(a) = self.ports.get_mut(port) else {
+            tracing::warn!(switch = %self.name, port, "LLDP frame from a port the switch does not have");
+            return;
+        };
+        let name = a.identity().port.clone();
+        match a.on_frame(frame, now) {
+            Rx::Neighbour { new: true } => {
+                let n = a.neighbour().map(|n| format!("{} port {}", n.system_name.as_deref().unwrap_or(&n.chassis), n.port));
+                tracing::info!(switch = %self.name, port = %name, neighbour = ?n, "new LLDP neighbour");
+            }
+            Rx::Neighbour { new: false } => {}
+            Rx::Shutdown => tracing::info!(switch = %self.name, port = %name, "neighbour sent a shutdown LLDPDU"),
+            Rx::Malformed(why) => tracing::warn!(switch = %self.name, port = %name, "malformed LLDPDU discarded: {why}"),
+        }
+        self.log_mismatches(port);
+    }
+
+    fn log_mismatches(&mut self, port: usize) {
+        let (_, m) = self.ports[port].negotiate();
+        let now: Vec<String> = m.iter().map(|m| m.to_string()).collect();
+        if now != self.logged[port] {
+            for m in now.iter().filter(|m| !self.logged[port].contains(m)) {
+                tracing::warn!(switch = %self.name, port = %self.ports[port].identity().port, "DCBX mismatch: {m}");
+            }
+            self.logged[port] = now;
+        }
+    }
+
+    /// The neighbour table.
+    pub fn report(&self) -> NodeReport {
+        let now = self.now();
+        NodeReport { node: self.name.clone(), kind: "switch".into(), ports: self.ports.iter().map(|a| a.report(now)).collect() }
+    }
+
+    /// A shutdown LLDPDU (TTL 0) per port.
+    pub fn shutdown_frames(&self) -> Vec<(usize, Vec<u8>)> {
+        self.ports.iter().enumerate().map(|(i, a)| (i, a.shutdown_frame())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dataplane_common::config::PortConfig;
+
+    fn cfg() -> SwitchConfig {
+        let mut c: SwitchConfig = serde_json::from_str(
+            r#"{"name":"rail1","role":"rail","netns":null,"hash_seed":1,"metrics_listen":"127.0.0.1:1",
+                "ports":[],"nexthops":[],"groups":[],"routes":[]}"#,
+        )
+        .unwrap();
+        for (i, n) in ["eth0", "eth1"].iter().enumerate() {
+            c.ports.push(PortConfig { name: n.to_string(), mac: format!("02:00:00:00:00:0{i}").parse().unwrap(), line_rate_bps: 1_000_000_000, addresses: vec![], peer: "host1:gpu0".into() });
+        }
+        c
+    }
+
+    #[test]
+    fn every_port_advertises_and_learns() {
+        let mut a = SwitchAgent::new(&cfg());
+        let out = a.poll(0);
+        assert_eq!(out.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![0, 1]);
+        // Two switches cabled port 0 to port 1: each learns the other.
+        let mut b = SwitchAgent::new(&cfg());
+        b.on_frame(1, &out[0].1, 0);
+        let r = b.report();
+        let n = r.ports[1].neighbour.as_ref().unwrap();
+        assert_eq!((n.info.system_name.as_deref(), n.info.port.as_str()), (Some("rail1"), "eth0"));
+        assert_eq!(r.ports[1].local.chassis, "02:00:00:00:00:00", "chassis = first port's MAC without chassis_mac");
+        assert!(r.ports[1].mismatches.is_empty());
+        assert_eq!(a.shutdown_frames().len(), 2);
+        // A frame on a port that does not exist is logged, not a panic.
+        b.on_frame(9, &out[0].1, 0);
+    }
+}
