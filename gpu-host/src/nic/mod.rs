@@ -10,6 +10,8 @@
 //! | [`xsk`]      | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program         |
 //! | [`metrics`]  | Prometheus metrics per QP and per NIC, HTTP exposition           |
 //! | [`daemon`]   | the data thread: RX, timers, TX with explicit kicks, sleep when idle |
+//! | [`agent`]    | `rocefab-nicd`: LLDP/DCBX agent per NIC, negotiated classes          |
+pub mod agent;
 pub mod collective_job;
 pub mod daemon;
 pub mod engine;
