@@ -2,9 +2,10 @@
 //!
 //! `up` turns a topology file into namespaces `rf-<fabric>-<node>`, veth pairs created directly
 //! in their namespaces (names, MACs and MTU set atomically, nothing ever lives in the root
-//! namespace), addresses, host policy routing, static neighbours, offloads off, and one
-//! `rocefab-switchd` per switch. Every resource is recorded in `state.json` before it is created,
-//! so `down` (or a failing `up`) removes exactly what was made, even after a crash.
+//! namespace), addresses, host policy routing, static neighbours, offloads off, one
+//! `rocefab-switchd` per switch and, unless `lldp.enabled` is false, one `rocefab-nicd` per host
+//! (its GPU NICs' LLDP/DCBX agent). Every resource is recorded in `state.json` before it is
+//! created, so `down` (or a failing `up`) removes exactly what was made, even after a crash.
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -18,7 +19,7 @@ use anyhow::{anyhow, bail, Context};
 
 use crate::netns;
 use crate::plan::{compile, netns_name, Plan};
-use crate::rundir::{self, DaemonState, LinkState, State};
+use crate::rundir::{self, DaemonState, LinkState, State, KIND_HOST, KIND_SWITCH};
 use crate::send::{send_from_netns, SendArgs};
 use crate::topology::{LineRate, Topology};
 
@@ -28,7 +29,7 @@ pub enum FabricCmd {
     /// Bring a fabric up from a topology file (root).
     Up {
         topology: PathBuf,
-        /// Seconds to wait for every switch daemon's metrics endpoint.
+        /// Seconds to wait for every switch daemon's metrics and every NIC agent's /lldp.
         #[arg(long, default_value_t = 20)]
         timeout: u64,
     },
@@ -103,8 +104,27 @@ pub fn locate_switchd() -> anyhow::Result<PathBuf> {
     Ok(p)
 }
 
+/// The `rocefab-nicd` binary (a host's NIC agent): `$ROCEFAB_NICD`, else next to the running
+/// executable.
+pub fn locate_nicd() -> anyhow::Result<PathBuf> {
+    let p = match std::env::var_os("ROCEFAB_NICD") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let exe = std::env::current_exe().context("current_exe")?;
+            exe.parent().unwrap_or(Path::new(".")).join("rocefab-nicd")
+        }
+    };
+    if !p.is_file() {
+        bail!(
+            "NIC agent {} not found (build it with `cargo build -p gpu-host`, set ROCEFAB_NICD, or set `lldp: {{ enabled: false }}`)",
+            p.display()
+        );
+    }
+    Ok(p)
+}
+
 /// The single running fabric, or the named one.
-fn pick_fabric(name: Option<&str>) -> anyhow::Result<String> {
+pub fn pick_fabric(name: Option<&str>) -> anyhow::Result<String> {
     if let Some(n) = name {
         return Ok(n.to_string());
     }
@@ -121,10 +141,12 @@ fn fabric_namespaces(fabric: &str) -> Vec<String> {
     netns::list().into_iter().filter(|n| n.starts_with(&prefix)).collect()
 }
 
-/// Metrics ports: the topology's base, or the first block of free ports from 9400 not used by
-/// another running fabric.
+/// Daemon ports (one per switch daemon, then one per host NIC agent when LLDP is on): the
+/// topology's base, or the first block of free ports from 9400 not used by another running
+/// fabric.
 fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
-    let n = topo.switches.len() as u16;
+    let agents = if topo.lldp.config.enabled { topo.hosts as u16 } else { 0 };
+    let n = topo.switches.len() as u16 + agents;
     let mut used = BTreeSet::new();
     for f in rundir::fabrics() {
         if let Ok(st) = State::load(&f) {
@@ -155,7 +177,7 @@ fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
         }
         b += n;
     }
-    bail!("no free block of {n} metrics ports in 9400..11400")
+    bail!("no free block of {n} daemon ports in 9400..11400")
 }
 
 fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
@@ -170,6 +192,7 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
         bail!("namespaces of fabric {fabric} already exist ({}); run `rocefab down {fabric}`", leftovers.join(", "));
     }
     let switchd = locate_switchd()?;
+    let nicd = if topo.lldp.config.enabled { Some(locate_nicd()?) } else { None };
     let base = choose_metrics_base(&topo)?;
     let plan = compile(&topo, base);
     for s in &plan.switches {
@@ -182,7 +205,8 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
         ..State::default()
     };
     st.save()?;
-    if let Err(e) = build(&plan, &mut st, &switchd, timeout) {
+    let daemons = Daemons { switchd: &switchd, nicd: nicd.as_deref(), lldp: &topo.lldp };
+    if let Err(e) = build(&plan, &mut st, &daemons, timeout) {
         let cleanup = teardown(&st);
         let mut msg = format!("{e:#}");
         if let Err(c) = cleanup {
@@ -192,8 +216,9 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
     }
     st.phase = "up".into();
     st.save()?;
+    let agents = if nicd.is_some() { format!(", {} NIC agents", plan.hosts.len()) } else { String::new() };
     println!(
-        "fabric {fabric} is up: {} hosts, {} switches, {} links; `rocefab status {fabric}` for details",
+        "fabric {fabric} is up: {} hosts, {} switches, {} links{agents}; `rocefab status {fabric}` for details",
         plan.hosts.len(),
         plan.switches.len(),
         plan.links.len()
@@ -201,7 +226,15 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn build(plan: &Plan, st: &mut State, switchd: &Path, timeout: Duration) -> anyhow::Result<()> {
+/// The daemons `up` starts.
+struct Daemons<'a> {
+    switchd: &'a Path,
+    /// `None` when LLDP is off: no NIC agents.
+    nicd: Option<&'a Path>,
+    lldp: &'a crate::lldp::LldpSettings,
+}
+
+fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> anyhow::Result<()> {
     // 1. Namespaces (recorded first), IPv6 off so no ND/MLD chatter crosses the switches.
     st.namespaces = plan.namespaces();
     st.save()?;
@@ -295,53 +328,86 @@ fn build(plan: &Plan, st: &mut State, switchd: &Path, timeout: Duration) -> anyh
         netns::offloads_off(&s.netns, &s.config.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>())?;
     }
 
-    // 5. Switch daemons.
+    // 5. Switch daemons, each recorded before it is spawned; then wait for their metrics.
     let dir = rundir::dir(&plan.fabric);
+    let deadline = Instant::now() + timeout;
     for s in &plan.switches {
         let config = dir.join(format!("{}.json", s.name));
         let log = dir.join(format!("{}.log", s.name));
         s.config.save(&config)?;
-        st.daemons.push(DaemonState {
+        let d = DaemonState {
+            kind: KIND_SWITCH.into(),
             switch: s.name.clone(),
             netns: s.netns.clone(),
             pid: None,
-            config: config.clone(),
-            log: log.clone(),
+            config,
+            log,
             metrics_url: format!("http://{}/metrics", s.config.metrics_listen),
-        });
-        st.save()?;
-        let pid = spawn_daemon(switchd, &config, &log).with_context(|| format!("starting the daemon of {}", s.name))?;
-        st.daemons.last_mut().expect("pushed").pid = Some(pid);
-        st.save()?;
+        };
+        start_daemon(st, d, daemons.switchd).with_context(|| format!("starting the daemon of {}", s.name))?;
+    }
+    for d in st.daemons.iter().filter(|d| !d.is_host()) {
+        wait_ready(d, &d.metrics_url, "rocefab-switchd", deadline, timeout)?;
     }
 
-    // 6. Wait for every metrics endpoint.
-    let deadline = Instant::now() + timeout;
-    for d in &st.daemons {
-        let pid = d.pid.expect("spawned");
-        loop {
-            if scrape(&d.metrics_url, Duration::from_millis(500)).is_ok() {
-                break;
-            }
-            let alive = pid_alive(pid);
-            if !alive || Instant::now() >= deadline {
-                let why = if alive {
-                    format!("did not answer on {} within {} s", d.metrics_url, timeout.as_secs())
-                } else {
-                    "exited".to_string()
-                };
-                bail!("switch {}: rocefab-switchd (pid {pid}) {why}; last lines of {}:\n{}", d.switch, d.log.display(), tail(&d.log, 15));
-            }
-            std::thread::sleep(Duration::from_millis(100));
+    // 6. One NIC agent per host (LLDP/DCBX on its GPU NICs), after the switches; wait for /lldp.
+    if let Some(nicd) = daemons.nicd {
+        for h in &plan.hosts {
+            let config = dir.join(format!("{}.nicd.json", h.name));
+            let log = dir.join(format!("{}.nicd.log", h.name));
+            let cfg = crate::lldp::agent_config(h, daemons.lldp, h.agent_listen);
+            let text = serde_json::to_string_pretty(&cfg).context("NIC agent config")?;
+            std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+            let d = DaemonState {
+                kind: KIND_HOST.into(),
+                switch: h.name.clone(),
+                netns: h.netns.clone(),
+                pid: None,
+                config,
+                log,
+                metrics_url: format!("http://{}/metrics", h.agent_listen),
+            };
+            start_daemon(st, d, nicd).with_context(|| format!("starting the NIC agent of {}", h.name))?;
+        }
+        for d in st.daemons.iter().filter(|d| d.is_host()) {
+            wait_ready(d, &d.url("/lldp"), "rocefab-nicd", deadline, timeout)?;
         }
     }
     Ok(())
 }
 
-fn spawn_daemon(switchd: &Path, config: &Path, log: &Path) -> anyhow::Result<u32> {
+/// Records `d` in the state, spawns it, records its pid.
+fn start_daemon(st: &mut State, d: DaemonState, binary: &Path) -> anyhow::Result<()> {
+    let (config, log) = (d.config.clone(), d.log.clone());
+    st.daemons.push(d);
+    st.save()?;
+    let pid = spawn_daemon(binary, &config, &log)?;
+    st.daemons.last_mut().expect("pushed").pid = Some(pid);
+    st.save()?;
+    Ok(())
+}
+
+/// Waits until `url` answers 200, failing with the log's tail if the daemon exits or the
+/// deadline passes.
+fn wait_ready(d: &DaemonState, url: &str, what: &str, deadline: Instant, timeout: Duration) -> anyhow::Result<()> {
+    let pid = d.pid.expect("spawned");
+    loop {
+        if scrape(url, Duration::from_millis(500)).is_ok() {
+            return Ok(());
+        }
+        let alive = pid_alive(pid);
+        if !alive || Instant::now() >= deadline {
+            let why = if alive { format!("did not answer on {url} within {} s", timeout.as_secs()) } else { "exited".to_string() };
+            bail!("{} {}: {what} (pid {pid}) {why}; last lines of {}:\n{}", d.kind, d.node(), d.log.display(), tail(&d.log, 15));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn spawn_daemon(binary: &Path, config: &Path, log: &Path) -> anyhow::Result<u32> {
     let out = OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("open {}", log.display()))?;
     let err = out.try_clone().context("dup log fd")?;
-    let mut cmd = Command::new(switchd);
+    let mut cmd = Command::new(binary);
     cmd.arg("--config").arg(config).arg("--log-file").arg(log).stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: setsid() is async-signal-safe and touches no memory of the parent; it detaches
     // the daemon from our session and terminal so it outlives `rocefab up`.
@@ -353,7 +419,7 @@ fn spawn_daemon(switchd: &Path, config: &Path, log: &Path) -> anyhow::Result<u32
             Ok(())
         });
     }
-    let child = cmd.spawn().with_context(|| format!("spawn {}", switchd.display()))?;
+    let child = cmd.spawn().with_context(|| format!("spawn {}", binary.display()))?;
     Ok(child.id())
 }
 
@@ -373,15 +439,15 @@ fn tail(p: &Path, n: usize) -> String {
 }
 
 /// `/proc/<pid>` exists and is not a zombie.
-fn pid_alive(pid: u32) -> bool {
+pub fn pid_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X"),
         Err(_) => false,
     }
 }
 
-/// True if `pid` is the switch daemon started with `--config <config>`.
-fn is_our_daemon(pid: u32, config: &Path) -> bool {
+/// True if `pid` is the daemon started with `--config <config>`.
+pub fn is_our_daemon(pid: u32, config: &Path) -> bool {
     let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
     let args: Vec<String> = raw.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
     // The config path lives in this fabric's run directory: no other process carries it.
@@ -469,18 +535,31 @@ fn down(name: Option<&str>) -> anyhow::Result<()> {
 fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {
     let fabric = pick_fabric(name)?;
     let st = State::load(&fabric)?;
+    let alive = |d: &DaemonState| d.pid.is_some_and(|p| pid_alive(p) && is_our_daemon(p, &d.config));
     if json {
+        // `daemons` keeps listing switch daemons only (as before host agents existed); the
+        // hosts' NIC agents are `nic_agents`.
         let daemons: Vec<serde_json::Value> = st
             .daemons
             .iter()
+            .filter(|d| !d.is_host())
             .map(|d| {
-                let alive = d.pid.is_some_and(|p| pid_alive(p) && is_our_daemon(p, &d.config));
-                serde_json::json!({ "switch": d.switch, "pid": d.pid, "alive": alive, "metrics_url": d.metrics_url,
-                                    "config": d.config, "log": d.log })
+                serde_json::json!({ "switch": d.switch, "pid": d.pid, "alive": alive(d), "metrics_url": d.metrics_url,
+                                    "lldp_url": d.url("/lldp"), "config": d.config, "log": d.log })
+            })
+            .collect();
+        let agents: Vec<serde_json::Value> = st
+            .daemons
+            .iter()
+            .filter(|d| d.is_host())
+            .map(|d| {
+                serde_json::json!({ "host": d.switch, "pid": d.pid, "alive": alive(d), "metrics_url": d.metrics_url,
+                                    "lldp_url": d.url("/lldp"), "config": d.config, "log": d.log })
             })
             .collect();
         let v = serde_json::json!({ "fabric": st.fabric, "topology": st.topology, "phase": st.phase,
-                                    "namespaces": st.namespaces, "links": st.links, "daemons": daemons });
+                                    "namespaces": st.namespaces, "links": st.links, "daemons": daemons,
+                                    "nic_agents": agents });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -495,14 +574,20 @@ fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {
     for l in &st.links {
         println!("  {:<18} <-> {:<18} {:>8}  {}", l.a, l.b, LineRate(l.line_rate_bps).to_string(), l.class);
     }
+    let live = |d: &DaemonState| match d.pid {
+        Some(p) if alive(d) => format!("pid {p} running"),
+        Some(p) => format!("pid {p} DEAD"),
+        None => "not started".into(),
+    };
     println!("switch daemons:");
-    for d in &st.daemons {
-        let live = match d.pid {
-            Some(p) if pid_alive(p) && is_our_daemon(p, &d.config) => format!("pid {p} running"),
-            Some(p) => format!("pid {p} DEAD"),
-            None => "not started".into(),
-        };
-        println!("  {:<10} {live:<18} {}  log {}", d.switch, d.metrics_url, d.log.display());
+    for d in st.daemons.iter().filter(|d| !d.is_host()) {
+        println!("  {:<10} {:<18} {}  log {}", d.switch, live(d), d.metrics_url, d.log.display());
+    }
+    if st.daemons.iter().any(|d| d.is_host()) {
+        println!("NIC agents (LLDP/DCBX):");
+        for d in st.daemons.iter().filter(|d| d.is_host()) {
+            println!("  {:<10} {:<18} {}  log {}", d.switch, live(d), d.url("/lldp"), d.log.display());
+        }
     }
     Ok(())
 }
@@ -560,17 +645,37 @@ fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&cfgs)?);
         return Ok(());
     }
-    println!("fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
+    print!("{}", render_plan(&topo, &plan));
+    Ok(())
+}
+
+/// What `rocefab plan` prints: hosts and their NICs, LLDP settings, then every switch with its
+/// QoS, ports and routes.
+pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
+    let agents = topo.lldp.config.enabled;
     for h in &plan.hosts {
+        if agents {
+            let _ = writeln!(o, "  {} NIC agent {}", h.name, h.agent_listen);
+        }
         for n in &h.nics {
-            println!("  {}:{:<6} {:<15} rail {} gw {} ({})", h.name, n.ifname, n.addr, n.rail, n.gateway, n.gateway_mac);
+            let _ = writeln!(o, "  {}:{:<6} {:<15} rail {} gw {} ({})", h.name, n.ifname, n.addr, n.rail, n.gateway, n.gateway_mac);
         }
     }
+    let _ = writeln!(o, "lldp {}", crate::lldp::describe(&topo.lldp));
     for (si, s) in plan.switches.iter().enumerate() {
-        println!("{} ({}, seed {:#010x}, metrics {})", s.name, s.config.role, s.config.hash_seed, s.config.metrics_listen);
-        println!("  qos {}", crate::qos::describe(&topo.qos[si]));
+        let chassis = s.config.chassis_mac.map(|m| format!(", chassis {m}")).unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "{} ({}, seed {:#010x}, metrics {}{chassis})",
+            s.name, s.config.role, s.config.hash_seed, s.config.metrics_listen
+        );
+        let _ = writeln!(o, "  qos {}", crate::qos::describe(&topo.qos[si]));
         for (i, p) in s.config.ports.iter().enumerate() {
-            println!(
+            let _ = writeln!(
+                o,
                 "  port {i:<2} {:<6} {} {:<16} {:>8} -> {}",
                 p.name,
                 p.mac,
@@ -588,13 +693,13 @@ fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
                     .collect::<Vec<_>>()
                     .join(" | "),
             };
-            println!("  route {}/{} -> {via}", r.prefix, r.len);
+            let _ = writeln!(o, "  route {}/{} -> {via}", r.prefix, r.len);
         }
     }
-    Ok(())
+    o
 }
 
-/// HTTP GET of a `http://host:port/path` URL (the daemons' Prometheus endpoint); body on 200.
+/// HTTP GET of a `http://host:port/path` URL (the daemons' `/metrics` and `/lldp`); body on 200.
 pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
     let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("{url}: only http:// URLs"))?;
     let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));

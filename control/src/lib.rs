@@ -1,8 +1,11 @@
 //! rocefab control plane: topology files, address plan and route compilation, network
-//! namespaces and veths, switch daemons, frame building and pcap decoding.
+//! namespaces and veths, switch daemons and host NIC agents, LLDP neighbour tables, frame
+//! building and pcap decoding.
 
 pub mod fabric;
 pub mod frame;
+pub mod lldp;
+pub mod lldp_show;
 pub mod netns;
 pub mod pcap_show;
 pub mod plan;

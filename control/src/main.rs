@@ -20,6 +20,9 @@ enum Cmd {
     Pcap(PcapCmd),
     /// Run a collective (incast, alltoall, allreduce, broadcast) on a running fabric.
     Run(control::run::RunArgs),
+    /// LLDP neighbours and DCBX of every switch port and GPU NIC; `--check` compares them with
+    /// the topology's cabling.
+    Lldp(control::lldp_show::LldpArgs),
 }
 
 #[derive(Subcommand)]
@@ -44,6 +47,7 @@ fn main() {
         Cmd::Frame(a) => control::frame::run(a),
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
         Cmd::Run(a) => control::run::run(a),
+        Cmd::Lldp(a) => control::lldp_show::run(a),
     };
     if let Err(e) = res {
         eprintln!("rocefab: {e:#}");

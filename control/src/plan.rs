@@ -8,7 +8,10 @@
 //! - Every rail↔spine link is a /31 from `addressing.p2p` (default 10.255.0.0/16): rail end even,
 //!   spine end odd.
 //! - MACs are locally administered (`02:`), `02:<fabric>:<kind>:<node hi>:<node lo>:<if>`, so
-//!   next-hop MACs are known without ARP.
+//!   next-hop MACs are known without ARP. Kind 01 is a host NIC, 02 a switch port, 03 a switch's
+//!   system MAC (its LLDP Chassis ID, `<if>` 00), distinct from every port MAC.
+//! - Daemon listen ports: switch i on `metrics_base + i`, then host h's NIC agent on
+//!   `metrics_base + switches + h − 1`.
 //! - Rail switch: a /32 per directly attached GPU; every subnet it does not serve entirely
 //!   (other rails) via one ECMP group of the uplinks to the spines that reach the serving switch.
 //!   Spine: each rail subnet via the rail switch(es) serving it. Own addresses are `local`.
@@ -36,10 +39,16 @@ pub fn fnv1a(s: &str) -> u32 {
 
 const KIND_HOST: u8 = 0x01;
 const KIND_SWITCH: u8 = 0x02;
+const KIND_CHASSIS: u8 = 0x03;
 
 fn mac(fabric: &str, kind: u8, node: u16, ifidx: u8) -> Mac {
     let n = node.to_be_bytes();
     Mac([0x02, fnv1a(fabric) as u8, kind, n[0], n[1], ifidx])
+}
+
+/// System MAC (LLDP Chassis ID) of switch `index` (0-based, topology order).
+pub fn chassis_mac(fabric: &str, index: usize) -> Mac {
+    mac(fabric, KIND_CHASSIS, index as u16 + 1, 0)
 }
 
 /// One interface of a node.
@@ -86,6 +95,8 @@ pub struct HostPlan {
     pub name: String,
     pub netns: String,
     pub nics: Vec<NicPlan>,
+    /// Where the host's NIC agent (`rocefab-nicd`) serves `/lldp` and `/metrics`.
+    pub agent_listen: SocketAddr,
 }
 
 /// Kernel-side neighbour of a switch port (for the switch's own stack: ping the gateway).
@@ -143,7 +154,8 @@ fn seed(topo: &Topology, name: &str) -> u32 {
     }
 }
 
-/// Compiles the plan. `metrics_base`: switch i's metrics listen on 127.0.0.1:(metrics_base + i).
+/// Compiles the plan. `metrics_base`: switch i's metrics listen on 127.0.0.1:(metrics_base + i),
+/// host h's NIC agent on 127.0.0.1:(metrics_base + switches + h − 1).
 pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
     let f = &topo.fabric;
     let nsw = topo.switches.len();
@@ -231,7 +243,9 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
                 table: 100 + rail,
             });
         }
-        hosts.push(HostPlan { netns: netns_name(f, &name), name, nics });
+        let port = metrics_base.wrapping_add(nsw as u16).wrapping_add(h as u16 - 1);
+        let agent_listen = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
+        hosts.push(HostPlan { netns: netns_name(f, &name), name, nics, agent_listen });
     }
 
     // Switches.
@@ -358,8 +372,8 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             groups,
             routes,
             qos: topo.qos[si].qos.clone(),
-            lldp: Default::default(),
-            chassis_mac: None,
+            lldp: topo.lldp.config.clone(),
+            chassis_mac: Some(chassis_mac(f, si)),
         };
         switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
     }

@@ -143,8 +143,13 @@ pub fn parse_byte_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-/// Parses `200ms`, `500us`, `1s`, `1.5ms` into microseconds.
+/// Parses `200ms`, `500us`, `1s`, `1.5ms` into microseconds (up to an hour).
 pub fn parse_duration_us(s: &str) -> Result<u64, String> {
+    parse_duration_us_max(s, 3_600_000_000, "an hour")
+}
+
+/// [`parse_duration_us`] with another upper bound (`max_us`, named `max_name` in errors).
+pub fn parse_duration_us_max(s: &str, max_us: u64, max_name: &str) -> Result<u64, String> {
     let s = s.trim();
     let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
     let (num, unit) = (&s[..split], s[split..].trim());
@@ -157,8 +162,8 @@ pub fn parse_duration_us(s: &str) -> Result<u64, String> {
     };
     let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a time such as 200ms"))?;
     let us = v * mult;
-    if !us.is_finite() || us > 3.6e9 || us.fract() != 0.0 {
-        return Err(format!("{s:?}: expected a whole number of microseconds up to an hour"));
+    if !us.is_finite() || us > max_us as f64 || us.fract() != 0.0 {
+        return Err(format!("{s:?}: expected a whole number of microseconds up to {max_name}"));
     }
     Ok(us as u64)
 }
@@ -230,7 +235,8 @@ impl Default for SwitchQos {
     }
 }
 
-fn bitmap(list: &[u8], field: &'static str) -> Result<u8, (&'static str, String)> {
+/// A priority list (`[3, 4]`) as a bitmap; errors name `field`.
+pub(crate) fn bitmap(list: &[u8], field: &'static str) -> Result<u8, (&'static str, String)> {
     let mut m = 0u8;
     for &p in list {
         if p > 7 {

@@ -11,6 +11,10 @@
 //! namespace, then `setns` into the host), waits until all are ready, starts them together,
 //! collects their reports and prints job completion time, per-QP goodput, retransmissions,
 //! CNPs and PFC pause time — a table, or JSON with `--json`.
+//!
+//! Every NIC marks and honours the classes its host's NIC agent (`rocefab-nicd`) negotiated
+//! with the switch port by DCBX ([`gpu_host::nic::agent::classes_from`] on the agent's
+//! `GET /lldp`); without an answering agent, the topology's `lldp.nic` classes.
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -18,12 +22,15 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use gpu_host::nic::agent::{classes_from, AgentConfig};
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
 use gpu_host::nic::engine::path_mtu_for_link;
-use gpu_host::nic::job::{window_packets_for, Report, DEFAULT_WINDOW_PACKETS};
+use gpu_host::nic::job::{window_packets_for, NicClasses, Report, DEFAULT_WINDOW_PACKETS};
+use lldp_agent::NodeReport;
 use serde::Serialize;
 
-use crate::plan::compile;
+use crate::fabric::scrape;
+use crate::plan::{compile, HostPlan};
 use crate::rundir::{self, State};
 use crate::topology::Topology;
 
@@ -122,7 +129,11 @@ pub struct NicLine {
     pub cnps_sent: u64,
     pub cnps_received: u64,
     pub pfc_frames_received: u64,
+    /// Time the NIC's RoCEv2 data priority was paused.
     pub pfc_paused_ns: u64,
+    /// The PFC priority and DSCP of its RoCEv2 data (negotiated by DCBX).
+    pub data_priority: u8,
+    pub data_dscp: u8,
 }
 
 /// The job report.
@@ -205,6 +216,8 @@ pub fn summarize(fabric: &str, kind: Kind, size: u64, ranks: u32, hosts: &[(Stri
                 cnps_received: n.cnps_received,
                 pfc_frames_received: n.pfc_frames_received,
                 pfc_paused_ns: n.pfc_paused_ns_prio3,
+                data_priority: n.data_priority,
+                data_dscp: n.data_dscp,
             });
         }
     }
@@ -332,19 +345,88 @@ pub fn default_window_packets(link_mtu: u32, ipv6: bool) -> u32 {
     path_mtu_for_link(link_mtu, ipv6).map_or(DEFAULT_WINDOW_PACKETS, window_packets_for)
 }
 
+/// The classes of each NIC of `nics` (by name): negotiated ([`classes_from`]) when the agent
+/// config has the NIC and the report has its port, else `configured`.
+pub fn classes_for(nics: &[String], agent: &AgentConfig, report: &NodeReport, configured: NicClasses) -> Vec<NicClasses> {
+    nics.iter()
+        .map(|name| {
+            let nic = agent.nics.iter().find(|n| &n.name == name);
+            let port = report.ports.iter().find(|p| &p.port == name);
+            match (nic, port) {
+                (Some(n), Some(p)) => classes_from(n, p),
+                _ => configured,
+            }
+        })
+        .collect()
+}
+
+/// The classes of every NIC of host `h`, from its NIC agent if `up` started one; a warning when
+/// the agent is recorded but gives no answer.
+fn host_classes(st: &State, h: &HostPlan, configured: NicClasses) -> (Vec<NicClasses>, Option<String>) {
+    let fallback = vec![configured; h.nics.len()];
+    let Some(d) = st.daemons.iter().find(|d| d.is_host() && d.node() == h.name) else {
+        return (fallback, None);
+    };
+    let url = d.url("/lldp");
+    let got = std::fs::read_to_string(&d.config)
+        .map_err(|e| format!("reading {}: {e}", d.config.display()))
+        .and_then(|t| serde_json::from_str::<AgentConfig>(&t).map_err(|e| format!("{}: {e}", d.config.display())))
+        .and_then(|agent| {
+            let body = scrape(&url, Duration::from_secs(2)).map_err(|e| format!("{e:#}"))?;
+            let report = serde_json::from_str::<NodeReport>(&body).map_err(|e| format!("{url}: not a neighbour table: {e}"))?;
+            Ok((agent, report))
+        });
+    match got {
+        Ok((agent, report)) => {
+            let names: Vec<String> = h.nics.iter().map(|n| n.ifname.clone()).collect();
+            (classes_for(&names, &agent, &report, configured), None)
+        }
+        Err(e) => {
+            let c = configured;
+            let w = format!(
+                "warning: {}: NIC agent did not answer ({e}); using the configured classes (data dscp {} prio {}, cnp dscp {} prio {})",
+                h.name, c.data_dscp, c.data_priority, c.cnp_dscp, c.cnp_priority
+            );
+            (fallback, Some(w))
+        }
+    }
+}
+
+/// One line naming the classes of a host's NICs, if any differs from the default 24/3/48/7.
+pub fn classes_line(h: &HostDesc) -> Option<String> {
+    if h.nics.iter().all(|n| n.classes == NicClasses::default()) {
+        return None;
+    }
+    let nics: Vec<String> = h
+        .nics
+        .iter()
+        .map(|n| {
+            let c = &n.classes;
+            format!("{} data dscp {} prio {}, cnp dscp {} prio {}", n.name, c.data_dscp, c.data_priority, c.cnp_dscp, c.cnp_priority)
+        })
+        .collect();
+    Some(format!("{}: classes {}", h.name, nics.join("; ")))
+}
+
 /// Host descriptions of a running fabric, in topology order (= torchrun node rank), and the
-/// fabric's link MTU.
+/// fabric's link MTU. Prints a warning for every host whose NIC agent does not answer.
 fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32)> {
     let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
     let mut hosts = Vec::new();
     let mut netns = Vec::new();
+    let configured = topo.lldp.nic.classes();
     for h in &plan.hosts {
+        let (classes, warning) = host_classes(&st, h, configured);
+        if let Some(w) = warning {
+            eprintln!("{w}");
+        }
         let nics = h
             .nics
             .iter()
-            .map(|n| {
+            .zip(classes)
+            .map(|(n, classes)| {
                 let rate = plan
                     .links
                     .iter()
@@ -357,7 +439,7 @@ fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32)> {
                     ip: n.addr.into(),
                     gateway_mac: n.gateway_mac.to_string(),
                     line_rate_bps: rate,
-                    classes: Default::default(),
+                    classes,
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
@@ -424,6 +506,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     }
     if !a.json {
         eprintln!("{} ranks on {} hosts ready; starting {}", built.layout.world_size(), procs.len(), kind.name());
+        for l in hosts.iter().filter_map(classes_line) {
+            eprintln!("{l}");
+        }
     }
     for p in &mut procs {
         let mut s = p.stdin.take().expect("stdin");

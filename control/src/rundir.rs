@@ -1,7 +1,8 @@
 //! The run directory of a fabric, `/run/rocefab/<fabric>/` (base overridable with
 //! `ROCEFAB_RUN_DIR`): `state.json` listing every namespace, veth and daemon `up` created (written
 //! before each resource is created, so `down` can undo a half-finished `up` or a crash), the
-//! switch configs (`<switch>.json`) and daemon logs (`<switch>.log`).
+//! switch configs (`<switch>.json`) and daemon logs (`<switch>.log`), the host NIC agents'
+//! configs (`<host>.nicd.json`) and logs (`<host>.nicd.log`).
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -28,17 +29,48 @@ pub struct LinkState {
     pub class: String,
 }
 
-/// A switch daemon.
+/// A daemon `up` started: a switch daemon (`rocefab-switchd`) or a host's NIC agent
+/// (`rocefab-nicd`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonState {
+    /// [`KIND_SWITCH`] or [`KIND_HOST`]; state files written before host agents existed have
+    /// no `kind` and hold switch daemons only.
+    #[serde(default = "kind_switch")]
+    pub kind: String,
+    /// Node name: the switch, or the host of a NIC agent (the key predates host agents).
     pub switch: String,
     pub netns: String,
     /// Set right after the process is spawned.
     pub pid: Option<u32>,
     pub config: PathBuf,
     pub log: PathBuf,
+    /// `http://127.0.0.1:<port>/metrics`; the daemon serves `/lldp` on the same address.
     pub metrics_url: String,
+}
+
+/// [`DaemonState::kind`] of a switch daemon.
+pub const KIND_SWITCH: &str = "switch";
+/// [`DaemonState::kind`] of a host's NIC agent.
+pub const KIND_HOST: &str = "host";
+
+fn kind_switch() -> String {
+    KIND_SWITCH.into()
+}
+
+impl DaemonState {
+    /// Node name (switch or host).
+    pub fn node(&self) -> &str {
+        &self.switch
+    }
+    pub fn is_host(&self) -> bool {
+        self.kind == KIND_HOST
+    }
+    /// `http://<listen>/<path>` on the daemon's HTTP address.
+    pub fn url(&self, path: &str) -> String {
+        let base = self.metrics_url.strip_suffix("/metrics").unwrap_or(&self.metrics_url);
+        format!("{base}/{}", path.trim_start_matches('/'))
+    }
 }
 
 /// `state.json`.
@@ -141,5 +173,17 @@ mod tests {
         assert!(e.contains("corrupt state file"), "{e}");
         std::fs::remove_dir_all(&tmp).unwrap();
         std::env::remove_var("ROCEFAB_RUN_DIR");
+    }
+
+    #[test]
+    fn daemons_without_a_kind_are_switch_daemons() {
+        let old = r#"{"switch":"rail1","netns":"rf-t-rail1","pid":7,"config":"/run/rocefab/t/rail1.json",
+                      "log":"/run/rocefab/t/rail1.log","metrics_url":"http://127.0.0.1:9400/metrics"}"#;
+        let d: DaemonState = serde_json::from_str(old).unwrap();
+        assert_eq!((d.kind.as_str(), d.node(), d.is_host()), (KIND_SWITCH, "rail1", false));
+        assert_eq!(d.url("/lldp"), "http://127.0.0.1:9400/lldp");
+        let h = DaemonState { kind: KIND_HOST.into(), switch: "host1".into(), ..d };
+        let back: DaemonState = serde_json::from_str(&serde_json::to_string(&h).unwrap()).unwrap();
+        assert!(back.is_host());
     }
 }

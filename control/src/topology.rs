@@ -26,7 +26,9 @@
 //!   rails: { 2: 192.168.2.0/24 }   # per-rail subnet override (prefix length ≤ 24)
 //!   p2p: 10.255.0.0/16        # /31 per switch-to-switch link
 //! naming: { host_nic: "gpu{gpu}", switch_port: "eth{port}" }   # ≤ 15 chars once expanded
-//! metrics_port_base: 9400     # optional; default: first free block from 9400
+//! metrics_port_base: 9400     # optional; default: first free block from 9400 (switches, then
+//!                             # one per host NIC agent)
+//! lldp: { tx_interval: 30s, nic: { willing: true } }   # LLDP/DCBX, see crate::lldp
 //! ```
 //!
 //! Errors are one line naming the file, the line and the field:
@@ -84,6 +86,9 @@ struct RawTopology {
     /// Traffic classes, shared buffer, PFC and watchdog (see [`crate::qos`]).
     #[serde(default)]
     qos: crate::qos::RawQos,
+    /// LLDP timing and what the GPU NICs advertise in DCBX (see [`crate::lldp`]).
+    #[serde(default)]
+    lldp: crate::lldp::RawLldp,
 }
 
 fn default_mtu() -> u32 {
@@ -548,6 +553,8 @@ pub struct Topology {
     pub xdp_mode: XdpMode,
     /// Effective QoS of every switch, by index into `switches`.
     pub qos: Vec<crate::qos::SwitchQos>,
+    /// LLDP/DCBX settings of the fabric.
+    pub lldp: crate::lldp::LldpSettings,
 }
 
 impl Topology {
@@ -850,9 +857,12 @@ fn validate(
             }
         }
     }
+    let lldp = crate::lldp::resolve(&raw.lldp).map_err(|(f, m)| err(&f, m))?;
     if let Some(p) = raw.metrics_port_base {
-        if p as usize + switches.len() > 65535 || p < 1024 {
-            return Err(err("metrics_port_base", format!("{p}: need {} ports from it, within 1024..=65535", switches.len())));
+        // One port per switch daemon, then one per host NIC agent.
+        let n = switches.len() + if lldp.config.enabled { hosts as usize } else { 0 };
+        if p as usize + n > 65535 || p < 1024 {
+            return Err(err("metrics_port_base", format!("{p}: need {n} ports from it, within 1024..=65535")));
         }
     }
 
@@ -875,6 +885,7 @@ fn validate(
         metrics_port_base: raw.metrics_port_base,
         xdp_mode: raw.xdp_mode,
         qos,
+        lldp,
     })
 }
 

@@ -1,0 +1,400 @@
+//! `rocefab lldp [<fabric>] [<node>] [--json] [--check]`: the LLDP neighbour tables of a running
+//! fabric, as every switch daemon and host NIC agent serves them on `GET /lldp`
+//! ([`lldp_agent::NodeReport`]), printed like `show lldp neighbors detail`; `--check` compares
+//! every link of the topology with what both ends see (IEEE 802.1AB neighbours, IEEE 802.1Qaz
+//! DCBX mismatches).
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use lldp_agent::dcb::{app_list, prio_list, Ets, Source, TSA_CBS, TSA_ETS, TSA_STRICT};
+use lldp_agent::{NodeReport, PeerDcb, PortReport};
+use serde::Serialize;
+
+use crate::fabric::{pick_fabric, scrape};
+use crate::plan::compile;
+use crate::rundir::{self, State};
+use crate::topology::Topology;
+
+/// Arguments of `rocefab lldp`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LldpArgs {
+    /// Fabric (default: the only running fabric). A single name that is not a running fabric
+    /// is taken as the node.
+    #[arg(value_name = "FABRIC")]
+    pub fabric: Option<String>,
+    /// Show only this node (switch or host).
+    #[arg(value_name = "NODE")]
+    pub node: Option<String>,
+    /// Print the neighbour tables (or, with --check, the link results) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Compare every link of the topology with the neighbours both ends report.
+    #[arg(long)]
+    pub check: bool,
+    /// Seconds to wait for each agent's answer.
+    #[arg(long, default_value_t = 3)]
+    pub timeout: u64,
+}
+
+/// One daemon to ask.
+#[derive(Debug, Clone)]
+struct Target {
+    node: String,
+    url: String,
+}
+
+/// `(fabric, node)` from the positional arguments.
+fn fabric_and_node(a: &LldpArgs) -> anyhow::Result<(String, Option<String>)> {
+    match (&a.fabric, &a.node) {
+        (Some(f), Some(n)) => Ok((f.clone(), Some(n.clone()))),
+        (Some(x), None) if rundir::fabrics().contains(x) => Ok((x.clone(), None)),
+        (Some(x), None) => Ok((pick_fabric(None).with_context(|| format!("{x:?} is not a running fabric"))?, Some(x.clone()))),
+        (None, _) => Ok((pick_fabric(None)?, None)),
+    }
+}
+
+/// Asks every target at once; answers in target order.
+fn fetch(targets: &[Target], timeout: Duration) -> Vec<Result<NodeReport, String>> {
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = targets
+            .iter()
+            .map(|t| {
+                sc.spawn(move || {
+                    let body = scrape(&t.url, timeout).map_err(|e| format!("{e:#}"))?;
+                    serde_json::from_str::<NodeReport>(&body).map_err(|e| format!("not a neighbour table: {e}"))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("fetch thread panicked".into()))).collect()
+    })
+}
+
+pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
+    let (fabric, node) = fabric_and_node(a)?;
+    let st = State::load(&fabric)?;
+    let all: Vec<Target> = st.daemons.iter().map(|d| Target { node: d.node().to_string(), url: d.url("/lldp") }).collect();
+    if !st.daemons.iter().any(|d| d.is_host()) {
+        let topo = Topology::load(&st.topology)?;
+        if !topo.lldp.config.enabled {
+            bail!("LLDP is off in fabric {fabric} ({}: lldp.enabled is false)", topo.file.display());
+        }
+    }
+    let timeout = Duration::from_secs(a.timeout.max(1));
+    if a.check {
+        return check(&st, &all, node.as_deref(), a.json, timeout);
+    }
+    let targets: Vec<Target> = match &node {
+        Some(n) => {
+            let t: Vec<Target> = all.iter().filter(|t| &t.node == n).cloned().collect();
+            if t.is_empty() {
+                let names: Vec<&str> = all.iter().map(|t| t.node.as_str()).collect();
+                bail!("fabric {fabric} has no LLDP agent on node {n:?} (agents: {})", names.join(", "));
+            }
+            t
+        }
+        None => all,
+    };
+    let answers = fetch(&targets, timeout);
+    let mut failed = 0;
+    let mut reports = Vec::new();
+    for (t, r) in targets.iter().zip(answers) {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                failed += 1;
+                eprintln!("rocefab: {}: no neighbour table from {}: {e}", t.node, t.url);
+            }
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        let blocks: Vec<String> = reports.iter().map(render_node).collect();
+        print!("{}", blocks.join("\n"));
+    }
+    if failed > 0 {
+        bail!("{failed} of {} LLDP agents did not answer", targets.len());
+    }
+    Ok(())
+}
+
+fn check(st: &State, all: &[Target], node: Option<&str>, json: bool, timeout: Duration) -> anyhow::Result<()> {
+    let topo = Topology::load(&st.topology)?;
+    let plan = compile(&topo, 0);
+    let links: Vec<(LinkEnd, LinkEnd)> = plan
+        .links
+        .iter()
+        .map(|l| (LinkEnd::new(&l.a.node, &l.a.ifname), LinkEnd::new(&l.b.node, &l.b.ifname)))
+        .filter(|(a, b)| node.is_none_or(|n| a.node == n || b.node == n))
+        .collect();
+    if links.is_empty() {
+        bail!("fabric {} has no link at node {:?}", st.fabric, node.unwrap_or_default());
+    }
+    let wanted: Vec<Target> = all.iter().filter(|t| links.iter().any(|(a, b)| a.node == t.node || b.node == t.node)).cloned().collect();
+    let mut reports = Vec::new();
+    for (t, r) in wanted.iter().zip(fetch(&wanted, timeout)) {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => eprintln!("rocefab: {}: no neighbour table from {}: {e}", t.node, t.url),
+        }
+    }
+    let results = check_links(&links, &reports);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print!("{}", render_check(&results));
+    }
+    let bad = results.iter().filter(|r| r.status != LinkStatus::Ok).count();
+    if bad > 0 {
+        bail!("{bad} of {} links differ from the topology", results.len());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+/// `strict x8`, or the TSA of each class.
+fn tsa_list(tsa: &[u8; 8]) -> String {
+    let name = |t: u8| match t {
+        TSA_STRICT => "strict".to_string(),
+        TSA_CBS => "cbs".to_string(),
+        TSA_ETS => "ets".to_string(),
+        t => format!("tsa{t}"),
+    };
+    if tsa.iter().all(|&t| t == tsa[0]) {
+        format!("{} x8", name(tsa[0]))
+    } else {
+        tsa.iter().map(|&t| name(t)).collect::<Vec<_>>().join(",")
+    }
+}
+
+fn ets_text(e: &Ets) -> String {
+    let prio_tc: Vec<String> = e.prio_tc.iter().map(|t| t.to_string()).collect();
+    let mut s = format!("prio->tc [{}] tsa [{}]", prio_tc.join(","), tsa_list(&e.tsa));
+    if e.tc_bandwidth.iter().any(|&b| b != 0) {
+        let bw: Vec<String> = e.tc_bandwidth.iter().map(|b| b.to_string()).collect();
+        let _ = write!(s, " bw% [{}]", bw.join(","));
+    }
+    s
+}
+
+/// The DCBX a neighbour advertised, one line.
+fn peer_dcbx(p: &PeerDcb) -> String {
+    if !p.any() {
+        return "none".into();
+    }
+    let willing = match p.pfc_willing.or(p.ets_willing) {
+        Some(w) => format!("willing={}", u8::from(w)),
+        None => "willing=?".into(),
+    };
+    let pfc = p.pfc_enable.map_or("-".to_string(), prio_list);
+    let ets = p.ets.or(p.ets_recommendation).map_or("-".to_string(), |e| ets_text(&e));
+    let app = p.app.as_ref().map_or("-".to_string(), |a| format!("[{}]", app_list(a)));
+    format!("{willing} pfc {pfc} ets {ets} app {app}")
+}
+
+fn source(s: Source) -> &'static str {
+    match s {
+        Source::Local => "local",
+        Source::Peer => "peer",
+    }
+}
+
+/// One port's block: neighbour, its DCBX, the operational settings, mismatches.
+pub fn render_port(node: &str, p: &PortReport) -> String {
+    let mut s = String::new();
+    let Some(n) = &p.neighbour else {
+        let _ = writeln!(s, "{node} {} -> no neighbour", p.port);
+        if let Some(e) = &p.last_error {
+            let _ = writeln!(s, "  last LLDPDU discarded: {e} ({} malformed)", p.counters.rx_malformed);
+        }
+        return s;
+    };
+    let i = &n.info;
+    let peer = i.system_name.as_deref().unwrap_or(&i.chassis);
+    let _ = writeln!(
+        s,
+        "{node} {} -> {peer} {} (chassis {}, ttl {}/{} s)",
+        p.port,
+        i.port,
+        i.chassis,
+        n.ttl_left_s.max(0.0).floor() as u64,
+        i.ttl_s
+    );
+    let _ = writeln!(s, "  neighbour DCBX: {}", peer_dcbx(&i.dcb));
+    let o = &p.oper;
+    // The APP table is shown when it was adopted; otherwise it is the node's own.
+    let app = match o.app_from {
+        Source::Peer => format!("app [{}] (peer)", app_list(&o.app)),
+        Source::Local => "app (local)".into(),
+    };
+    let _ = writeln!(s, "  operational: pfc {} ({}) {app}", prio_list(o.pfc_enable), source(o.pfc_from));
+    for m in &p.mismatches {
+        let _ = writeln!(s, "  MISMATCH: {m}");
+    }
+    if let Some(e) = &p.last_error {
+        let _ = writeln!(s, "  last LLDPDU discarded: {e} ({} malformed)", p.counters.rx_malformed);
+    }
+    s
+}
+
+/// A node's header line and its ports.
+pub fn render_node(r: &NodeReport) -> String {
+    let mut s = String::new();
+    let seen = r.ports.iter().filter(|p| p.neighbour.is_some()).count();
+    let chassis = r.ports.first().map(|p| format!(", chassis {}", p.local.chassis)).unwrap_or_default();
+    let _ = writeln!(s, "{} ({}{chassis}): {} ports, {seen} with a neighbour", r.node, r.kind, r.ports.len());
+    for p in &r.ports {
+        s.push_str(&render_port(&r.node, p));
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// --check
+
+/// One end of a link: node and interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkEnd {
+    pub node: String,
+    pub port: String,
+}
+
+impl LinkEnd {
+    pub fn new(node: &str, port: &str) -> LinkEnd {
+        LinkEnd { node: node.into(), port: port.into() }
+    }
+}
+
+impl std::fmt::Display for LinkEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.node, self.port)
+    }
+}
+
+/// What the check found on a link (the worst of its two ends).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum LinkStatus {
+    Ok,
+    /// An end has no neighbour (never heard, aged out, or removed by a shutdown LLDPDU).
+    MissingNeighbour { at: Vec<String> },
+    /// An end hears another port than the topology cables it to.
+    Miscabled { at: String, expected: String, found: String },
+    /// An end reports DCBX mismatches.
+    DcbxMismatch { details: Vec<String> },
+    /// An end's node did not answer, or has no such port.
+    NoData { details: Vec<String> },
+}
+
+/// One link's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkCheck {
+    pub a: String,
+    pub b: String,
+    #[serde(flatten)]
+    pub status: LinkStatus,
+}
+
+/// What one end sees.
+enum EndStatus {
+    Ok,
+    Missing,
+    Miscabled(String),
+    Mismatch(Vec<String>),
+    NoData(String),
+}
+
+fn end_status(me: &LinkEnd, peer: &LinkEnd, reports: &[NodeReport]) -> EndStatus {
+    let Some(r) = reports.iter().find(|r| r.node == me.node) else {
+        return EndStatus::NoData(format!("{} did not answer", me.node));
+    };
+    let Some(p) = r.ports.iter().find(|p| p.port == me.port) else {
+        return EndStatus::NoData(format!("{} reports no port {}", me.node, me.port));
+    };
+    let Some(n) = &p.neighbour else { return EndStatus::Missing };
+    let name = n.info.system_name.as_deref().unwrap_or(&n.info.chassis);
+    if name != peer.node || n.info.port != peer.port {
+        return EndStatus::Miscabled(format!("{name}:{}", n.info.port));
+    }
+    if !p.mismatches.is_empty() {
+        return EndStatus::Mismatch(p.mismatches.iter().map(|m| format!("{me}: {m}")).collect());
+    }
+    EndStatus::Ok
+}
+
+/// Compares every link `a <-> b` with the neighbour tables: port `a` must see `b` (System Name
+/// and Port ID) and `b` must see `a`, with no DCBX mismatch on either side. The worst finding
+/// wins: no data, miscabled, missing neighbour, DCBX mismatch.
+pub fn check_links(links: &[(LinkEnd, LinkEnd)], reports: &[NodeReport]) -> Vec<LinkCheck> {
+    links
+        .iter()
+        .map(|(a, b)| {
+            let ends = [(a, b, end_status(a, b, reports)), (b, a, end_status(b, a, reports))];
+            let no_data: Vec<String> =
+                ends.iter().filter_map(|(_, _, e)| if let EndStatus::NoData(d) = e { Some(d.clone()) } else { None }).collect();
+            let miscabled = ends.iter().find_map(|(me, peer, e)| match e {
+                EndStatus::Miscabled(found) => Some((me.to_string(), peer.to_string(), found.clone())),
+                _ => None,
+            });
+            let missing: Vec<String> = ends.iter().filter(|(_, _, e)| matches!(e, EndStatus::Missing)).map(|(me, ..)| me.to_string()).collect();
+            let mismatch: Vec<String> = ends
+                .iter()
+                .flat_map(|(_, _, e)| if let EndStatus::Mismatch(m) = e { m.clone() } else { Vec::new() })
+                .collect();
+            let status = if !no_data.is_empty() {
+                LinkStatus::NoData { details: no_data }
+            } else if let Some((at, expected, found)) = miscabled {
+                LinkStatus::Miscabled { at, expected, found }
+            } else if !missing.is_empty() {
+                LinkStatus::MissingNeighbour { at: missing }
+            } else if !mismatch.is_empty() {
+                LinkStatus::DcbxMismatch { details: mismatch }
+            } else {
+                LinkStatus::Ok
+            };
+            LinkCheck { a: a.to_string(), b: b.to_string(), status }
+        })
+        .collect()
+}
+
+impl std::fmt::Display for LinkStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkStatus::Ok => f.write_str("ok"),
+            LinkStatus::MissingNeighbour { at } => write!(f, "missing neighbour (at {})", at.join(" and ")),
+            LinkStatus::Miscabled { at, expected, found } => write!(f, "miscabled: expected {expected}, found {found} (seen from {at})"),
+            LinkStatus::DcbxMismatch { details } => write!(f, "DCBX mismatch: {}", details.join("; ")),
+            LinkStatus::NoData { details } => write!(f, "no LLDP data: {}", details.join("; ")),
+        }
+    }
+}
+
+/// One line per link and a summary.
+pub fn render_check(results: &[LinkCheck]) -> String {
+    let mut s = String::new();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in results {
+        let _ = writeln!(s, "{:<18} <-> {:<18} {}", r.a, r.b, r.status);
+        let k = match r.status {
+            LinkStatus::Ok => "ok",
+            LinkStatus::MissingNeighbour { .. } => "missing neighbour",
+            LinkStatus::Miscabled { .. } => "miscabled",
+            LinkStatus::DcbxMismatch { .. } => "DCBX mismatch",
+            LinkStatus::NoData { .. } => "no LLDP data",
+        };
+        *counts.entry(k).or_default() += 1;
+    }
+    let order = ["ok", "missing neighbour", "miscabled", "DCBX mismatch", "no LLDP data"];
+    let parts: Vec<String> = order
+        .iter()
+        .map(|k| (k, counts.get(k).copied().unwrap_or(0)))
+        .filter(|&(k, n)| n > 0 || *k == "ok")
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    let _ = writeln!(s, "{} links: {}", results.len(), parts.join(", "));
+    s
+}
