@@ -280,8 +280,13 @@ impl std::fmt::Display for LinkEnd {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum LinkStatus {
     Ok,
-    /// An end has no neighbour (never heard, aged out, or removed by a shutdown LLDPDU).
-    MissingNeighbour { at: Vec<String> },
+    /// An end has no neighbour (never heard, aged out, or removed by a shutdown LLDPDU); `also`
+    /// says why the other end gave no data, if it did not (e.g. its agent is down).
+    MissingNeighbour {
+        at: Vec<String>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        also: Vec<String>,
+    },
     /// An end hears another port than the topology cables it to.
     Miscabled { at: String, expected: String, found: String },
     /// An end reports DCBX mismatches.
@@ -328,7 +333,8 @@ fn end_status(me: &LinkEnd, peer: &LinkEnd, reports: &[NodeReport]) -> EndStatus
 
 /// Compares every link `a <-> b` with the neighbour tables: port `a` must see `b` (System Name
 /// and Port ID) and `b` must see `a`, with no DCBX mismatch on either side. The worst finding
-/// wins: no data, miscabled, missing neighbour, DCBX mismatch.
+/// wins: miscabled, missing neighbour (with the other end's lack of data, if any: a dead agent
+/// whose neighbour aged it out), no data, DCBX mismatch.
 pub fn check_links(links: &[(LinkEnd, LinkEnd)], reports: &[NodeReport]) -> Vec<LinkCheck> {
     links
         .iter()
@@ -345,12 +351,12 @@ pub fn check_links(links: &[(LinkEnd, LinkEnd)], reports: &[NodeReport]) -> Vec<
                 .iter()
                 .flat_map(|(_, _, e)| if let EndStatus::Mismatch(m) = e { m.clone() } else { Vec::new() })
                 .collect();
-            let status = if !no_data.is_empty() {
-                LinkStatus::NoData { details: no_data }
-            } else if let Some((at, expected, found)) = miscabled {
+            let status = if let Some((at, expected, found)) = miscabled {
                 LinkStatus::Miscabled { at, expected, found }
             } else if !missing.is_empty() {
-                LinkStatus::MissingNeighbour { at: missing }
+                LinkStatus::MissingNeighbour { at: missing, also: no_data }
+            } else if !no_data.is_empty() {
+                LinkStatus::NoData { details: no_data }
             } else if !mismatch.is_empty() {
                 LinkStatus::DcbxMismatch { details: mismatch }
             } else {
@@ -365,7 +371,8 @@ impl std::fmt::Display for LinkStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LinkStatus::Ok => f.write_str("ok"),
-            LinkStatus::MissingNeighbour { at } => write!(f, "missing neighbour (at {})", at.join(" and ")),
+            LinkStatus::MissingNeighbour { at, also } if also.is_empty() => write!(f, "missing neighbour (at {})", at.join(" and ")),
+            LinkStatus::MissingNeighbour { at, also } => write!(f, "missing neighbour (at {}); {}", at.join(" and "), also.join("; ")),
             LinkStatus::Miscabled { at, expected, found } => write!(f, "miscabled: expected {expected}, found {found} (seen from {at})"),
             LinkStatus::DcbxMismatch { details } => write!(f, "DCBX mismatch: {}", details.join("; ")),
             LinkStatus::NoData { details } => write!(f, "no LLDP data: {}", details.join("; ")),

@@ -229,12 +229,14 @@ fn check_finds_ok_missing_miscabled_mismatch_and_silent_nodes() {
     let (links, reports) = fabric();
     let r = check_links(&links, &reports);
     assert_eq!(r[0].status, LinkStatus::Ok);
-    assert_eq!(r[1].status, LinkStatus::MissingNeighbour { at: vec!["host2:gpu0".into()] });
+    assert_eq!(r[1].status, LinkStatus::MissingNeighbour { at: vec!["host2:gpu0".into()], also: vec![] });
     assert_eq!(r[2].status, LinkStatus::Miscabled { at: "rail1:eth3".into(), expected: "spine1:eth1".into(), found: "spine2:eth1".into() });
     let LinkStatus::DcbxMismatch { details } = &r[3].status else { panic!("{:?}", r[3]) };
     assert!(details.iter().any(|d| d.starts_with("host3:gpu0: PFC enable differs, neither side willing: local {4} peer {3}")), "{details:?}");
     assert!(details.iter().any(|d| d.starts_with("rail1:eth4: PFC enable differs, neither side willing: local {3} peer {4}")), "{details:?}");
-    assert_eq!(r[4].status, LinkStatus::NoData { details: vec!["host4 did not answer".into()] });
+    // host4's agent is down and rail1 heard nothing (or aged it out): the missing neighbour is
+    // the finding, with the silent end noted.
+    assert_eq!(r[4].status, LinkStatus::MissingNeighbour { at: vec!["rail1:eth5".into()], also: vec!["host4 did not answer".into()] });
 
     let text = render_check(&r);
     let lines: Vec<&str> = text.lines().collect();
@@ -243,12 +245,28 @@ fn check_finds_ok_missing_miscabled_mismatch_and_silent_nodes() {
     assert_eq!(lines[1], "host2:gpu0         <-> rail1:eth2         missing neighbour (at host2:gpu0)");
     assert_eq!(lines[2], "rail1:eth3         <-> spine1:eth1        miscabled: expected spine1:eth1, found spine2:eth1 (seen from rail1:eth3)");
     assert!(lines[3].starts_with("host3:gpu0         <-> rail1:eth4         DCBX mismatch: host3:gpu0: PFC enable differs"), "{}", lines[3]);
-    assert_eq!(lines[4], "host4:gpu0         <-> rail1:eth5         no LLDP data: host4 did not answer");
-    assert_eq!(lines[5], "5 links: 1 ok, 1 missing neighbour, 1 miscabled, 1 DCBX mismatch, 1 no LLDP data");
+    assert_eq!(lines[4], "host4:gpu0         <-> rail1:eth5         missing neighbour (at rail1:eth5); host4 did not answer");
+    assert_eq!(lines[5], "5 links: 1 ok, 2 missing neighbour, 1 miscabled, 1 DCBX mismatch");
+
+    // host4's agent just died: rail1 still has it (its TTL has not run out), so only the silence
+    // is reported.
+    let mut fresh = reports.clone();
+    let heard = fresh.iter().find(|n| n.node == "rail1").unwrap().ports.iter().find(|p| p.port == "eth1").unwrap().neighbour.clone();
+    for n in fresh.iter_mut().filter(|n| n.node == "rail1") {
+        for p in n.ports.iter_mut().filter(|p| p.port == "eth5") {
+            let mut h = heard.clone().expect("rail1:eth1 has a neighbour");
+            h.info.system_name = Some("host4".into());
+            p.neighbour = Some(h);
+        }
+    }
+    let r5 = check_links(&links[4..5], &fresh);
+    assert_eq!(r5[0].status, LinkStatus::NoData { details: vec!["host4 did not answer".into()] });
+    assert!(render_check(&r5).contains("no LLDP data: host4 did not answer"));
 
     // A port the node does not report, and an all-good fabric's summary.
     let r = check_links(&[(end("host1:gpu7"), end("rail1:eth1"))], &reports);
-    assert_eq!(r[0].status, LinkStatus::NoData { details: vec!["host1 reports no port gpu7".into()] });
+    // (rail1:eth1 hears host1:gpu0, not the gpu7 this link names: that is the finding.)
+    assert_eq!(r[0].status, LinkStatus::Miscabled { at: "rail1:eth1".into(), expected: "host1:gpu7".into(), found: "host1:gpu0".into() });
     let ok = check_links(&links[..1], &reports);
     assert_eq!(render_check(&ok).lines().last(), Some("1 links: 1 ok"));
     let j = serde_json::to_value(&ok).unwrap();

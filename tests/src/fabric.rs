@@ -77,7 +77,8 @@ pub fn fabric_namespaces(name: &str) -> Vec<String> {
     v
 }
 
-/// Pids whose command line mentions the fabric's run directory (its switch daemons).
+/// Pids whose command line mentions the fabric's run directory (its switch daemons and the
+/// hosts' NIC agents).
 pub fn daemon_pids(name: &str) -> Vec<u32> {
     let needle = format!("{}/", run_dir(name).display());
     let mut v = Vec::new();

@@ -117,9 +117,12 @@ fn down_removes_everything_even_after_a_crash() {
     let f = Fabric::up("rail-spine.yaml", name);
     assert_eq!(fabric_namespaces(name).len(), 8);
     let pids = daemon_pids(name);
-    assert_eq!(pids.len(), 4, "one daemon per switch: {pids:?}");
-    // Crash one daemon.
-    let victim = pids[0];
+    assert_eq!(pids.len(), 8, "one daemon per switch and one NIC agent per host: {pids:?}");
+    // Crash one switch daemon.
+    let victim = *pids
+        .iter()
+        .find(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("rocefab-switchd")))
+        .expect("a rocefab-switchd among the fabric's daemons");
     // SAFETY: kill(2) on a pid we just found running our fabric's config; no memory involved.
     let rc = unsafe { libc::kill(victim as i32, libc::SIGKILL) };
     assert_eq!(rc, 0);
@@ -144,14 +147,14 @@ fn second_up_errors() {
     let o = rocefab(&["up", f.topology.to_str().unwrap()]);
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim(), "rocefab: fabric rft5 is already up; run `rocefab down rft5`");
-    assert_eq!(daemon_pids("rft5").len(), 4);
+    assert_eq!(daemon_pids("rft5").len(), 8, "4 switch daemons and 4 NIC agents");
     let o = f.exec("host2", &["ping", "-c", "1", "-W", "2", "-I", "10.0.2.2", "10.0.1.4"]);
     assert!(o.status.success(), "{}", stdout(&o));
     // `exec` exits with the command's status; `status` lists links with rates and live daemons.
     assert_eq!(f.exec("spine1", &["sh", "-c", "exit 7"]).status.code(), Some(7));
     let st = stdout(&rocefab(&["status", "rft5"]));
     assert!(st.contains("rail2:eth6") && st.contains("spine2:eth2") && st.contains("1Gbps"), "{st}");
-    assert_eq!(st.matches(" running ").count(), 4, "{st}");
+    assert_eq!(st.matches(" running ").count(), 8, "4 switch daemons and 4 NIC agents: {st}");
 }
 
 /// A bad topology gives one error line (file:line: field: message) and creates nothing.
