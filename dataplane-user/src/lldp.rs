@@ -17,6 +17,36 @@ pub struct SwitchAgent {
     epoch: Instant,
     /// Per port, the mismatches last logged (each change is logged once).
     logged: Vec<Vec<String>>,
+    /// Per port, whether the link was up (carrier) at the last look; `None` before the first.
+    running: Vec<Option<bool>>,
+}
+
+/// Whether interface `name` (in the calling thread's network namespace) is up with carrier
+/// (`IFF_UP` and `IFF_RUNNING`, via `SIOCGIFFLAGS`); `None` if it does not exist.
+pub fn link_running(name: &str) -> Option<bool> {
+    if name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    // SAFETY: plain socket(2) call; the descriptor is checked and then owned.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: `raw` is a fresh descriptor nobody else owns.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain data; all-zero is valid.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads ifr_name and writes ifru_flags of the ifreq we pass.
+    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCGIFFLAGS as _, &mut ifr) };
+    if r < 0 {
+        return None;
+    }
+    // SAFETY: the kernel filled the flags member of the union.
+    let flags = i32::from(unsafe { ifr.ifr_ifru.ifru_flags });
+    Some(flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0)
 }
 
 /// LLDP timing of a switch configuration.
@@ -51,7 +81,21 @@ impl SwitchAgent {
                 PortAgent::new(t, id, dcb.clone(), 0)
             })
             .collect();
-        SwitchAgent { name: cfg.name.clone(), logged: vec![Vec::new(); cfg.ports.len()], ports, epoch: Instant::now() }
+        SwitchAgent { name: cfg.name.clone(), logged: vec![Vec::new(); cfg.ports.len()], running: vec![None; cfg.ports.len()], ports, epoch: Instant::now() }
+    }
+
+    /// Looks at every port's link state (`running(port name)`): a port whose link came up
+    /// (again) gets a fast start (IEEE 802.1AB 9.2.7.7.? txFast on link up). The first look only
+    /// records the state: the agents already started with a fast start.
+    pub fn watch_links(&mut self, now: u64, running: impl Fn(&str) -> Option<bool>) {
+        for (a, was) in self.ports.iter_mut().zip(self.running.iter_mut()) {
+            let is = running(&a.identity().port).unwrap_or(false);
+            if *was == Some(false) && is {
+                tracing::info!(switch = %self.name, port = %a.identity().port, "link up: LLDP fast start");
+                a.link_up(now);
+            }
+            *was = Some(is);
+        }
     }
 
     /// Nanoseconds since the agent started (its clock).
@@ -144,5 +188,22 @@ mod tests {
         assert_eq!(a.shutdown_frames().len(), 2);
         // A frame on a port that does not exist is logged, not a panic.
         b.on_frame(9, &out[0].1, 0);
+    }
+
+    #[test]
+    fn a_link_coming_up_again_gets_a_fast_start() {
+        let mut a = SwitchAgent::new(&cfg());
+        for s in 0..5 {
+            a.poll(s * 1_000_000_000);
+        }
+        let idle = a.next_deadline();
+        assert!(idle > 30_000_000_000, "fast start is over: next LLDPDU at the interval");
+        a.watch_links(6_000_000_000, |_| Some(true));
+        assert_eq!(a.next_deadline(), idle, "the first look only records the state");
+        a.watch_links(7_000_000_000, |p| Some(p != "eth1"));
+        a.watch_links(8_000_000_000, |_| Some(true));
+        assert_eq!(a.next_deadline(), 8_000_000_000, "eth1 came back up: an LLDPDU at once");
+        let due = a.poll(8_000_000_000);
+        assert_eq!(due.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![1]);
     }
 }

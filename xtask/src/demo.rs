@@ -105,6 +105,21 @@ pub fn run_demo() -> anyhow::Result<()> {
     }
 
     check_interrupted()?;
+    // Every link's two agents have exchanged LLDPDUs by now (fast start at `up`); the check
+    // compares them with the topology's cabling and DCBX settings.
+    eprintln!("\n== rocefab lldp --check {FABRIC}: every link's LLDP neighbours against the topology");
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !Command::new(&rocefab).args(["lldp", FABRIC, "--check"]).stdout(std::process::Stdio::null()).status()?.success() {
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    run(Command::new(&rocefab).args(["lldp", FABRIC, "--check"]))?;
+    eprintln!("\n== rocefab lldp {FABRIC} rail1: rail1's LLDP/DCBX neighbour table (like `show lldp neighbors detail`)");
+    run(Command::new(&rocefab).args(["lldp", FABRIC, "rail1"]))?;
+
+    check_interrupted()?;
     eprintln!("\n== rocefab run {FABRIC} allreduce --size {ALLREDUCE_SIZE}: ring AllReduce over every GPU, RoCEv2 RC WRITEs from emulated NICs");
     run(Command::new(&rocefab).args(["run", FABRIC, "allreduce", "--size", ALLREDUCE_SIZE]))?;
     drop(guard);

@@ -280,6 +280,7 @@ async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mu
         let wait = {
             let mut a = lock(agent);
             let now = a.now();
+            a.watch_links(now, dataplane_user::lldp::link_running);
             let frames = a.poll(now);
             let mut c = lock(ctrl);
             for (port, f) in frames {

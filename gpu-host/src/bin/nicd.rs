@@ -20,6 +20,7 @@ use anyhow::Context;
 use clap::Parser;
 use dataplane_common::config::Mac;
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
+use dataplane_user::lldp::link_running;
 use gpu_host::nic::agent::{ifindex, ifname, timing, AgentConfig, LldpSocket};
 use lldp_agent::metrics::LldpMetrics;
 use lldp_agent::{Identity, NodeReport, PortAgent, Rx};
@@ -40,6 +41,8 @@ struct Args {
 struct Nic {
     agent: PortAgent,
     ifindex: Option<i32>,
+    /// Link up with carrier at the last look.
+    running: bool,
     /// Mismatches last logged, to log each change once.
     logged: Vec<String>,
 }
@@ -73,21 +76,28 @@ fn init_logging(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Looks every NIC up again (fast start when one appears or changes index) and sends what is due.
+/// Looks every NIC up again (fast start when one appears, changes index or its link comes up)
+/// and sends what is due.
 fn poll(st: &mut State, sock: &LldpSocket) -> u64 {
     let now = st.now();
     let mut next = now + 1_000_000_000;
     for n in &mut st.nics {
-        let idx = ifindex(&n.agent.identity().port);
+        let name = n.agent.identity().port.clone();
+        let idx = ifindex(&name);
+        let running = link_running(&name).unwrap_or(false);
         if idx != n.ifindex {
             if idx.is_some() {
-                tracing::info!(nic = %n.agent.identity().port, ifindex = ?idx, "interface up: LLDP fast start");
+                tracing::info!(nic = %name, ifindex = ?idx, "interface appeared: LLDP fast start");
                 n.agent.link_up(now);
             } else {
-                tracing::warn!(nic = %n.agent.identity().port, "interface gone from the namespace");
+                tracing::warn!(nic = %name, "interface gone from the namespace");
             }
             n.ifindex = idx;
+        } else if running && !n.running && idx.is_some() {
+            tracing::info!(nic = %name, "link up: LLDP fast start");
+            n.agent.link_up(now);
         }
+        n.running = running;
         if let Some(frame) = n.agent.poll(now) {
             if let Some(i) = n.ifindex {
                 if let Err(e) = sock.send(i, &frame) {
@@ -162,7 +172,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     for n in &cfg.nics {
         let mac: Mac = n.mac.parse().map_err(|e| anyhow::anyhow!("{}: mac {:?}: {e}", n.name, n.mac))?;
         let id = Identity { chassis_mac: mac.0, mac: mac.0, port: n.name.clone(), system_name: cfg.host.clone(), port_description: format!("{} {}", cfg.host, n.name), bridge: false };
-        nics.push(Nic { agent: PortAgent::new(t, id, n.dcb.clone(), 0), ifindex: None, logged: Vec::new() });
+        nics.push(Nic { agent: PortAgent::new(t, id, n.dcb.clone(), 0), ifindex: None, running: false, logged: Vec::new() });
     }
     let state = Arc::new(Mutex::new(State { host: cfg.host.clone(), nics, epoch }));
     let registry = prometheus::Registry::new();
