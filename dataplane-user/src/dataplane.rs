@@ -48,6 +48,7 @@ use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 use xsk_rs::{FrameDesc, Umem};
 
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
+use crate::capture::{Tap, TapProducer, DIR_IN, DIR_OUT};
 use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
 use crate::pfc::{PfcRx, PfcTx};
@@ -233,6 +234,8 @@ pub struct DataPlane {
     /// Paused priorities per port at the last pass (paused time is published while non-zero).
     pause_seen: Vec<u8>,
     ctrl: DataEnd,
+    /// Port mirroring for `rocefab capture` ([`crate::capture`]); off unless a capture runs.
+    tap: Option<TapProducer>,
     stop: Arc<OwnedFd>,
     scratch: Vec<FrameDesc>,
     pollfds: Vec<libc::pollfd>,
@@ -344,6 +347,7 @@ impl DataPlane {
             free,
             own_free,
             clock: Instant::now(),
+            tap: None,
             own_reserve,
             total_frames,
             stats,
@@ -360,6 +364,15 @@ impl DataPlane {
             scratch: vec![FrameDesc::default(); BATCH],
             pollfds,
         })
+    }
+
+    /// Mirrors ports into `tap` while the control side asks for it ([`crate::capture`]);
+    /// timestamps are the data-plane clock plus the Unix time of its origin.
+    pub fn with_tap(mut self, tap: TapProducer, shared: &Tap) -> Self {
+        let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        shared.set_epoch(unix_now.saturating_sub(self.clock.elapsed().as_nanos() as u64));
+        self.tap = Some(tap);
+        self
     }
 
     pub fn stop_handle(&self) -> StopHandle {
@@ -684,6 +697,7 @@ impl DataPlane {
             prefetch_frame(&self.umem, d);
         }
         let mut rx_bytes = 0u64;
+        let mirror = p < 64 && self.tap.as_ref().is_some_and(|t| t.mask() & (1u64 << p) != 0);
         for i in 0..n {
             if i + PREFETCH_AHEAD < n {
                 prefetch_frame(&self.umem, &self.scratch[i + PREFETCH_AHEAD]);
@@ -696,6 +710,11 @@ impl DataPlane {
                 let buf = data.contents_mut();
                 let total = buf.len();
                 rx_bytes += total.saturating_sub(Decision::LEN) as u64;
+                if mirror {
+                    if let (Some(t), Some(frame)) = (self.tap.as_mut(), buf.get(Decision::LEN..)) {
+                        t.mirror(p as u16, DIR_IN, now, frame);
+                    }
+                }
                 match classify(buf, nports, &self.nexthop_ports) {
                     Rx::Forward { egress_port, tc, nexthop } => {
                         buf.copy_within(Decision::LEN.., 0);
@@ -867,6 +886,14 @@ impl DataPlane {
                 port.tx_inflight += n as u32;
                 self.stats.ports[p].tx_packets.add(n as u64);
                 self.stats.ports[p].tx_bytes.add(tx_bytes);
+                if let Some(t) = self.tap.as_mut().filter(|t| p < 64 && t.mask() & (1u64 << p) != 0) {
+                    for d in &self.scratch[..n] {
+                        // SAFETY: the frame was just produced on TX; the kernel only reads it
+                        // (copy mode copies it out), and we only read it too.
+                        let data = unsafe { self.umem.data(d) };
+                        t.mirror(p as u16, DIR_OUT, now, data.contents());
+                    }
+                }
             }
         }
         let unsent_before = TX_RING_SIZE - tx.nb_free_exact();

@@ -9,6 +9,7 @@
 //! (the LLDP/DCBX agent of every port).
 
 pub mod buffer;
+pub mod capture;
 pub mod ctrl;
 pub mod daemon;
 pub mod dataplane;

@@ -31,6 +31,7 @@ use dataplane_common::config::SwitchConfig;
 use dataplane_user::ctrl::{ControlEnd, DpEvent, OwnFrame};
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Doorbell, Signals};
 use dataplane_user::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
+use dataplane_user::capture;
 use dataplane_user::http;
 use dataplane_user::lldp::SwitchAgent;
 use lldp_agent::metrics::LldpMetrics;
@@ -75,6 +76,8 @@ struct Scrape {
     xsk_stats: XskStatsReader,
     /// The LLDP agent's families, in a registry of their own appended to the exposition.
     lldp: Option<(prometheus::Registry, LldpMetrics, Arc<Mutex<SwitchAgent>>)>,
+    /// Port mirroring counters (`rocefab capture`), appended the same way.
+    capture: (prometheus::Registry, prometheus::IntCounter, prometheus::IntCounter, Arc<capture::Tap>),
 }
 
 impl Scrape {
@@ -94,6 +97,14 @@ impl Scrape {
             }
         };
         let mut text = self.metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref());
+        let (registry, mirrored, lost, tap) = &self.capture;
+        mirrored.inc_by(tap.mirrored().saturating_sub(mirrored.get()));
+        lost.inc_by(tap.lost().saturating_sub(lost.get()));
+        let mut buf = Vec::new();
+        if let Err(e) = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buf) {
+            tracing::warn!("encoding capture metrics: {e}");
+        }
+        text.push_str(&String::from_utf8_lossy(&buf));
         if let Some((registry, m, agent)) = &self.lldp {
             m.update(&lock(agent).report().ports);
             let mut buf = Vec::new();
@@ -146,7 +157,21 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
     let (ctrl, dp_end) = dataplane_user::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
     let ctrl = Arc::new(Mutex::new(ctrl));
-    let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end).context("data plane setup")?;
+    let (tap_producer, tap_consumer, tap) = capture::tap(capture::RING_BYTES);
+    let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end).context("data plane setup")?.with_tap(tap_producer, &tap);
+    let capture_metrics = {
+        let registry = prometheus::Registry::new();
+        let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
+        let mirrored = prometheus::IntCounter::with_opts(
+            prometheus::Opts::new("rocefab_capture_mirrored_frames_total", "frames copied to a running capture (rocefab capture)").const_labels(labels.clone()),
+        )?;
+        let lost = prometheus::IntCounter::with_opts(
+            prometheus::Opts::new("rocefab_capture_lost_frames_total", "frames a running capture missed because its mirror ring was full").const_labels(labels),
+        )?;
+        registry.register(Box::new(mirrored.clone()))?;
+        registry.register(Box::new(lost.clone()))?;
+        (registry, mirrored, lost, tap.clone())
+    };
     let stop = dp.stop_handle();
     // Dropped when the thread's closure returns or unwinds: the control side learns of the end
     // at once, without polling.
@@ -176,10 +201,11 @@ fn run(args: &Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp }));
+    let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
     let router = {
         let scrape = scrape.clone();
-        let mut r = http::metrics_router(move || lock(&scrape).render());
+        let mut r = http::metrics_router(move || lock(&scrape).render())
+            .merge(capture::router(cfg.name.clone(), names.clone(), Arc::new(Mutex::new(Some(tap_consumer)))));
         if let Some(a) = &agent {
             let a = a.clone();
             r = r.route(
