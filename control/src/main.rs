@@ -23,6 +23,8 @@ enum Cmd {
     /// LLDP neighbours and DCBX of every switch port and GPU NIC; `--check` compares them with
     /// the topology's cabling.
     Lldp(control::lldp_show::LldpArgs),
+    /// Capture switch ports and GPU NICs (what they receive and send) into pcapng.
+    Capture(control::capture::CaptureArgs),
 }
 
 #[derive(Subcommand)]
@@ -48,6 +50,7 @@ fn main() {
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
         Cmd::Run(a) => control::run::run(a),
         Cmd::Lldp(a) => control::lldp_show::run(a),
+        Cmd::Capture(a) => control::capture::run(a),
     };
     if let Err(e) = res {
         eprintln!("rocefab: {e:#}");

@@ -1,0 +1,418 @@
+//! `rocefab capture [<fabric>] <node>:<port>[,…] [-w file.pcapng | -w -] [--duration T]
+//! [--count N] [--filter EXPR] [--snaplen N]`: records what switch ports and GPU NICs receive
+//! and send, into pcapng.
+//!
+//! Each node's daemon mirrors its ports into a bounded ring and streams the records
+//! (`GET /capture`, format in `dataplane_user::capture`): switch daemons from their AF_XDP data
+//! path (tcpdump in a switch namespace sees nothing, because XDP hands frames to AF_XDP), host
+//! NIC agents from the kernel path and from the NIC emulator's AF_XDP path. This command reads
+//! one stream per node on its own thread and writes one pcapng: a Section Header Block, one
+//! Interface Description Block per `node:port` (`if_name`, `if_tsresol` = 9: nanoseconds,
+//! `if_description`), and one Enhanced Packet Block per frame with the direction in `epb_flags`
+//! (inbound / outbound, pcapng §4.3.1) and the time the frame crossed the port. `-w -` writes to
+//! stdout and flushes every batch, so `rocefab capture … -w - | tshark -i -` decodes live.
+//!
+//! `--filter` takes a tcpdump (libpcap) filter expression, compiled with libpcap and run on each
+//! frame here. Frames the daemons' mirror rings had no room for are counted by the daemons
+//! (`rocefab_capture_lost_frames_total`); the summary prints how many were lost during this
+//! capture.
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use dataplane_user::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::DataLink;
+
+use crate::fabric::{pick_fabric, scrape};
+use crate::rundir::{self, State};
+
+/// Arguments of `rocefab capture`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CaptureArgs {
+    /// `[<fabric>] <node>:<port>[,<node>:<port>…]`: the fabric may be left out when one is running.
+    #[arg(value_name = "FABRIC_OR_PORTS", num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
+    /// Output file (pcapng), or `-` for stdout.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: String,
+    /// Stop after this long (e.g. 10s, 500ms).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Stop after this many frames (after the filter).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// tcpdump filter expression (libpcap syntax), applied to every frame.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Bytes captured per frame at most (default: whole frames).
+    #[arg(long)]
+    pub snaplen: Option<u32>,
+}
+
+/// One `node:port` to capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub node: String,
+    pub port: String,
+}
+
+/// Parses `node:port[,node:port…]`.
+pub fn parse_targets(s: &str) -> anyhow::Result<Vec<Target>> {
+    let mut v = Vec::new();
+    for t in s.split(',').filter(|t| !t.is_empty()) {
+        let (node, port) = t.split_once(':').ok_or_else(|| anyhow!("{t:?}: expected <node>:<port> (e.g. rail1:eth1 or host1:gpu0)"))?;
+        if node.is_empty() || port.is_empty() {
+            bail!("{t:?}: expected <node>:<port> (e.g. rail1:eth1 or host1:gpu0)");
+        }
+        let t = Target { node: node.to_string(), port: port.to_string() };
+        if !v.contains(&t) {
+            v.push(t);
+        }
+    }
+    if v.is_empty() {
+        bail!("no port to capture: give <node>:<port>[,<node>:<port>…]");
+    }
+    Ok(v)
+}
+
+/// `10s`, `500ms`, `2m`, or seconds.
+pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
+    let s = s.trim();
+    let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| anyhow!("--duration {s:?}: expected e.g. 10s, 500ms or 2m"))?;
+    if !(v > 0.0 && v * mul < 86_400.0) {
+        bail!("--duration {s:?}: must be above 0 and below a day");
+    }
+    Ok(Duration::from_secs_f64(v * mul))
+}
+
+/// Decodes an HTTP/1.1 chunked body as it arrives.
+struct Chunked<R: BufRead> {
+    r: R,
+    left: usize,
+    done: bool,
+}
+
+impl<R: BufRead> Read for Chunked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.done || buf.is_empty() {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            let mut line = String::new();
+            if self.r.read_line(&mut line)? == 0 {
+                self.done = true;
+                return Ok(0);
+            }
+            if line.trim().is_empty() {
+                // The CRLF after the previous chunk's data.
+                line.clear();
+                if self.r.read_line(&mut line)? == 0 {
+                    self.done = true;
+                    return Ok(0);
+                }
+            }
+            let size = line.trim().split(';').next().unwrap_or("");
+            self.left = usize::from_str_radix(size, 16)
+                .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad chunk size line {line:?}")))?;
+            if self.left == 0 {
+                self.done = true;
+                return Ok(0);
+            }
+        }
+        let want = self.left.min(buf.len());
+        let n = self.r.read(&mut buf[..want])?;
+        if n == 0 {
+            self.done = true;
+        }
+        self.left -= n;
+        Ok(n)
+    }
+}
+
+/// Opens `GET /capture` on a daemon; returns the stream header and the body reader.
+fn open_stream(base: &str, ports: &[&str], snaplen: Option<u32>) -> anyhow::Result<(StreamHeader, Box<dyn BufRead + Send>)> {
+    let hostport = base.strip_prefix("http://").unwrap_or(base).trim_end_matches('/');
+    let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{base}: bad address"))?;
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| format!("connecting to {addr}"))?;
+    let mut path = format!("/capture?ports={}", ports.join(","));
+    if let Some(n) = snaplen {
+        path.push_str(&format!("&snaplen={n}"));
+    }
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n")?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut r = BufReader::new(s);
+    let mut status = String::new();
+    r.read_line(&mut status)?;
+    let mut chunked = false;
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h)? == 0 || h.trim().is_empty() {
+            break;
+        }
+        if h.to_ascii_lowercase().starts_with("transfer-encoding:") && h.to_ascii_lowercase().contains("chunked") {
+            chunked = true;
+        }
+    }
+    let mut body: Box<dyn BufRead + Send> = if chunked { Box::new(BufReader::new(Chunked { r, left: 0, done: false })) } else { Box::new(r) };
+    if status.split_whitespace().nth(1) != Some("200") {
+        let mut msg = String::new();
+        let _ = body.take(4096).read_to_string(&mut msg);
+        bail!("{}: {}", status.trim(), msg.trim());
+    }
+    let mut line = String::new();
+    body.read_line(&mut line)?;
+    let hdr: StreamHeader = serde_json::from_str(line.trim()).with_context(|| format!("not a capture stream header: {line:?}"))?;
+    Ok((hdr, body))
+}
+
+/// One frame on its way to the writer: (interface index, timestamp ns, direction, original length, bytes).
+type Frame = (u32, u64, u8, u32, Vec<u8>);
+
+/// Reads one node's stream until `stop`, sending frames of the wanted ports.
+fn pump(mut body: Box<dyn BufRead + Send>, port_to_if: BTreeMap<u16, u32>, tx: mpsc::SyncSender<Frame>, stop: &AtomicBool) -> anyhow::Result<()> {
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut tmp = vec![0u8; 1 << 16];
+    while !stop.load(Ordering::Relaxed) {
+        let n = match body.read(&mut tmp) {
+            Ok(0) => bail!("the daemon closed the capture stream"),
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e) => return Err(e).context("reading the capture stream"),
+        };
+        buf.extend_from_slice(&tmp[..n]);
+        let mut off = 0;
+        while let Some((r, len)) = Record::decode(&buf[off..]) {
+            off += len;
+            if r.port == HEARTBEAT_PORT {
+                continue;
+            }
+            if let Some(&ifx) = port_to_if.get(&r.port) {
+                if tx.send((ifx, r.ts_ns, r.dir, r.orig_len, r.data.to_vec())).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        buf.drain(..off);
+    }
+    Ok(())
+}
+
+/// The daemon base URL (`http://127.0.0.1:port`) of every node of the fabric.
+fn daemon_urls(st: &State) -> BTreeMap<String, String> {
+    st.daemons.iter().map(|d| (d.node().to_string(), d.url("").trim_end_matches('/').to_string())).collect()
+}
+
+/// Sum of `rocefab_capture_lost_frames_total` a daemon reports (0 if it cannot be read).
+fn lost_frames(base: &str) -> f64 {
+    scrape(&format!("{base}/metrics"), Duration::from_secs(2))
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.starts_with("rocefab_capture_lost_frames_total"))
+                .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+                .sum()
+        })
+        .unwrap_or(0.0)
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
+    let (fabric, spec) = match a.args.as_slice() {
+        [f, s] => (f.clone(), s.clone()),
+        [s] => (pick_fabric(None)?, s.clone()),
+        _ => bail!("usage: rocefab capture [<fabric>] <node>:<port>[,…] -w <file>"),
+    };
+    let targets = parse_targets(&spec)?;
+    let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
+    let urls = daemon_urls(&st);
+    let duration = a.duration.as_deref().map(parse_duration).transpose()?;
+    let filter = match &a.filter {
+        Some(expr) => {
+            let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET).context("libpcap")?;
+            Some(dead.compile(expr, true).map_err(|e| anyhow!("--filter {expr:?}: {e}"))?)
+        }
+        None => None,
+    };
+    // Group the targets by node; interface numbers follow the order given.
+    let mut by_node: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    for (i, t) in targets.iter().enumerate() {
+        if !urls.contains_key(&t.node) {
+            let names: Vec<&str> = urls.keys().map(String::as_str).collect();
+            bail!("fabric {fabric} has no daemon on node {:?} to capture from (nodes with one: {})", t.node, names.join(", "));
+        }
+        by_node.entry(t.node.clone()).or_default().push((i, t.port.clone()));
+    }
+    let lost_before: BTreeMap<&String, f64> = by_node.keys().map(|n| (n, lost_frames(&urls[n]))).collect();
+
+    // Open every stream before writing anything, so a bad port fails cleanly.
+    let mut streams = Vec::new();
+    for (node, ports) in &by_node {
+        let names: Vec<&str> = ports.iter().map(|(_, p)| p.as_str()).collect();
+        let (hdr, body) = open_stream(&urls[node], &names, a.snaplen).with_context(|| format!("starting the capture on {node}"))?;
+        let mut map = BTreeMap::new();
+        for (ifx, p) in ports {
+            let idx = hdr.ports.iter().position(|x| x == p).ok_or_else(|| anyhow!("{node} has no port {p}"))?;
+            map.insert(idx as u16, *ifx as u32);
+        }
+        streams.push((node.clone(), hdr, body, map));
+    }
+
+    let out: Box<dyn Write> = if a.write == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::io::BufWriter::new(std::fs::File::create(&a.write).with_context(|| format!("creating {}", a.write))?))
+    };
+    let mut w = PcapNgWriter::new(out).map_err(|e| anyhow!("{}: {e}", a.write))?;
+    for t in &targets {
+        let hdr = &streams.iter().find(|s| s.0 == t.node).expect("opened above").1;
+        let mut idb = InterfaceDescriptionBlock::new(DataLink::ETHERNET, hdr.snaplen);
+        idb.options.push(InterfaceDescriptionOption::IfName(Cow::Owned(format!("{}:{}", t.node, t.port))));
+        idb.options.push(InterfaceDescriptionOption::IfDescription(Cow::Owned(format!(
+            "rocefab fabric {fabric}, {} port {} ({} timestamps, ns)",
+            t.node, t.port, hdr.clock
+        ))));
+        idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
+        w.write_pcapng_block(idb).map_err(|e| anyhow!("{}: {e}", a.write))?;
+    }
+
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
+    let stop = AtomicBool::new(false);
+    let (tx, rx) = mpsc::sync_channel::<Frame>(65_536);
+    let started = Instant::now();
+    let mut written = vec![0u64; targets.len()];
+    let mut filtered = 0u64;
+    let mut result = Ok(());
+    // Live streams (`-w -`) are flushed after every frame; files when the capture ends.
+    let streaming = a.write == "-";
+    std::thread::scope(|sc| {
+        let mut pumps = Vec::new();
+        for (node, _, body, map) in streams {
+            let tx = tx.clone();
+            let stop = &stop;
+            pumps.push((node, sc.spawn(move || pump(body, map, tx, stop))));
+        }
+        drop(tx);
+        loop {
+            if INTERRUPTED.load(Ordering::Relaxed) || duration.is_some_and(|d| started.elapsed() >= d) || a.count.is_some_and(|c| written.iter().sum::<u64>() >= c) {
+                break;
+            }
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok((ifx, ts, dir, orig_len, data)) => {
+                    if filter.as_ref().is_some_and(|f| !f.filter(&data)) {
+                        filtered += 1;
+                        continue;
+                    }
+                    let flags = match dir {
+                        DIR_IN => 1,
+                        DIR_OUT => 2,
+                        _ => 0,
+                    };
+                    let epb = EnhancedPacketBlock {
+                        interface_id: ifx,
+                        timestamp: Duration::from_nanos(ts),
+                        original_len: orig_len,
+                        data: Cow::Owned(data),
+                        options: vec![EnhancedPacketOption::Flags(flags)],
+                    };
+                    if let Err(e) = w.write_pcapng_block(epb) {
+                        result = Err(anyhow!("{}: {e}", a.write));
+                        break;
+                    }
+                    written[ifx as usize] += 1;
+                    if streaming {
+                        if let Err(e) = w.get_mut().flush() {
+                            // A closed pipe (`| head`, tshark quit) ends the capture quietly.
+                            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                                result = Err(anyhow!("{}: {e}", a.write));
+                            }
+                            break;
+                        }
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        drop(rx);
+        for (node, h) in pumps {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if !stop.load(Ordering::Relaxed) || result.is_ok() && !e.to_string().contains("closed") => {
+                    if result.is_ok() {
+                        result = Err(e.context(format!("capture on {node}")));
+                    }
+                }
+                _ => {}
+            }
+        }
+    });
+    let flushed = w.get_mut().flush();
+    if let Err(e) = flushed {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            result = result.and(Err(anyhow!("{}: {e}", a.write)));
+        }
+    }
+    let mut lost = 0.0;
+    for (n, before) in &lost_before {
+        lost += (lost_frames(&urls[*n]) - before).max(0.0);
+    }
+    let per: Vec<String> = targets.iter().zip(&written).map(|(t, n)| format!("{}:{} {n}", t.node, t.port)).collect();
+    eprintln!(
+        "captured {} frame(s) in {:.1} s ({}){}{}",
+        written.iter().sum::<u64>(),
+        started.elapsed().as_secs_f64(),
+        per.join(", "),
+        if a.filter.is_some() { format!(", {filtered} not matching the filter") } else { String::new() },
+        if lost > 0.0 { format!(", {lost} lost by the daemons' mirror rings (rocefab_capture_lost_frames_total)") } else { String::new() }
+    );
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_and_durations_parse_with_clear_errors() {
+        let t = parse_targets("rail1:eth1,host1:gpu0,rail1:eth1").unwrap();
+        assert_eq!(t, vec![Target { node: "rail1".into(), port: "eth1".into() }, Target { node: "host1".into(), port: "gpu0".into() }]);
+        assert!(parse_targets("rail1").unwrap_err().to_string().contains("<node>:<port>"));
+        assert!(parse_targets(",").is_err());
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("0s").is_err() && parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn chunked_bodies_decode_across_reads() {
+        let raw = b"5\r\nhello\r\n3\r\n wo\r\n2\r\nrl\r\n1\r\nd\r\n0\r\n\r\n";
+        let mut c = Chunked { r: BufReader::with_capacity(3, &raw[..]), left: 0, done: false };
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        assert_eq!(s, "hello world");
+    }
+}
