@@ -5,7 +5,8 @@
 //! - [`mac_control`]: IEEE 802.3x PAUSE and IEEE 802.1Qbb PFC (EtherType 0x8808).
 //! - [`lldp`]: IEEE 802.1AB LLDP TLVs (EtherType 0x88cc).
 //! - [`dcbx`]: IEEE 802.1Qaz DCBX TLVs (ETS, PFC, Application Priority) and CEE DCBX.
-//! - [`roce`]: RoCEv2 (InfiniBand BTH / RETH / AETH over UDP 4791) with ICRC.
+//! - [`roce`]: RoCEv2 (UDP 4791) and RoCE v1 (EtherType 0x8915): InfiniBand BTH and every RC /
+//!   UC / UD extension header (DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH), ICRC.
 //! - [`pcap`]: pcap and pcapng reading and writing.
 
 pub mod dcbx;

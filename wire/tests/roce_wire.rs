@@ -5,7 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use rocefab_wire::roce::{
-    self, aeth, bth, cnp, icrc, reth, Error, IcrcStatus, Layer, Opcode, ParsedFrame, Repr, RoceFrame,
+    self, aeth, atomic_ack_eth, atomic_eth, bth, cnp, deth, icrc, ieth, reth, Error, IcrcStatus, Layer, Opcode,
+    ParsedFrame, Repr, RoceFrame,
 };
 
 /// RC RDMA WRITE Only, QP 0x12, PSN 100, AckReq, RETH va 0x1122334455667788 rkey 0xaabbccdd
@@ -120,7 +121,9 @@ fn opcode_values_and_names() {
     assert_eq!(u8::from(Opcode::WriteOnly), 0x0a);
     assert_eq!(u8::from(Opcode::Acknowledge), 0x11);
     assert_eq!(u8::from(Opcode::Cnp), 0x81);
-    assert_eq!(Opcode::from(0x64), Opcode::Unknown(0x64));
+    assert_eq!(Opcode::from(0x64), Opcode::UdSendOnly);
+    assert_eq!(Opcode::from(0x15), Opcode::Unknown(0x15));
+    assert_eq!(Opcode::from(0x44), Opcode::Unknown(0x44));
     assert_eq!(Opcode::from_name("bogus"), None);
     assert!(Opcode::WriteFirst.layout().reth && !Opcode::WriteMiddle.layout().reth);
     assert!(Opcode::Acknowledge.layout().aeth);
@@ -380,8 +383,12 @@ fn arb_opcode() -> impl Strategy<Value = Opcode> {
 }
 
 fn arb_repr() -> impl Strategy<Value = Repr> {
-    (arb_opcode(), any::<[bool; 6]>(), any::<u8>(), any::<u16>(), any::<u32>(), any::<u32>(), any::<(u64, u32, u32)>(), any::<u8>(), any::<u32>(), any::<u32>())
-        .prop_map(|(op, fl, tver, pkey, qp, psn, (va, rk, dl), syn, msn, imm)| {
+    (
+        (arb_opcode(), any::<[bool; 6]>(), any::<u8>(), any::<u16>(), any::<u32>(), any::<u32>()),
+        (any::<(u64, u32, u32)>(), any::<u8>(), any::<u32>(), any::<u32>()),
+        (any::<(u32, u32)>(), any::<(u64, u32, u64, u64)>(), any::<u64>(), any::<u32>()),
+    )
+        .prop_map(|((op, fl, tver, pkey, qp, psn), ((va, rk, dl), syn, msn, imm), ((qkey, sqp), (ava, ark, swap, cmp), orig, inv))| {
             let mut b = bth::Repr::new(op, qp, psn);
             b.solicited = fl[0];
             b.migreq = fl[1];
@@ -393,9 +400,13 @@ fn arb_repr() -> impl Strategy<Value = Repr> {
             let l = op.layout();
             Repr {
                 bth: b,
+                deth: l.deth.then_some(deth::Repr { q_key: qkey, src_qp: sqp & 0xff_ffff }),
                 reth: l.reth.then_some(reth::Repr { va, r_key: rk, dma_len: dl }),
+                atomic_eth: l.atomic_eth.then_some(atomic_eth::Repr { va: ava, r_key: ark, swap_add: swap, compare: cmp }),
                 aeth: l.aeth.then_some(aeth::Repr { syndrome: aeth::Syndrome::from(syn), msn: msn & 0xff_ffff }),
+                atomic_ack_eth: l.atomic_ack_eth.then_some(atomic_ack_eth::Repr { orig_remote_data: orig }),
                 immediate: l.immdt.then_some(imm),
+                ieth: l.ieth.then_some(ieth::Repr { r_key: inv }),
             }
         })
 }

@@ -3,6 +3,10 @@
 //! [`ParsedFrame::parse_captured`] decodes the headers of a frame a capture's snap length cut
 //! short (`tcpdump -s 128`), reporting the ICRC as not captured.
 //!
+//! RoCE v1 frames (EtherType 0x8915, IBTA Annex A16: Ethernet / GRH / BTH ..., no IP or UDP)
+//! are decoded by [`ParsedV1Frame`]; [`AnyFrame`] picks v1 or v2 by the (inner) EtherType.
+//! Their ICRC is reported, not verified ([`IcrcStatus::NotChecked`]).
+//!
 //! RoCEv2 conventions (IBTA Annex A17): UDP destination port 4791; the UDP source port carries
 //! per-QP entropy for ECMP ([`udp_src_port_for_qp`]); the IPv4 UDP checksum is sent as zero,
 //! the IPv6 one is computed (IPv6 forbids a zero UDP checksum, RFC 8200 §8.1). The reference
@@ -18,7 +22,9 @@ use etherparse::{
     TransportSlice, UdpHeader,
 };
 
-use super::{aeth, bth, icrc, reth, Error, IcrcStatus, Layer, Opcode, Packet, Repr};
+use super::{
+    aeth, atomic_ack_eth, atomic_eth, bth, deth, grh, icrc, ieth, reth, Error, IcrcStatus, Layer, Opcode, Packet, Repr,
+};
 
 const ETH_LEN: usize = 14;
 const UDP_LEN: usize = 8;
@@ -451,5 +457,215 @@ impl<'a> ParsedFrame<'a> {
     /// The AETH, if any.
     pub fn aeth(&self) -> Option<&aeth::Repr> {
         self.headers.aeth.as_ref()
+    }
+    /// The DETH, if any.
+    pub fn deth(&self) -> Option<&deth::Repr> {
+        self.headers.deth.as_ref()
+    }
+    /// The AtomicETH, if any.
+    pub fn atomic_eth(&self) -> Option<&atomic_eth::Repr> {
+        self.headers.atomic_eth.as_ref()
+    }
+    /// The AtomicAckETH, if any.
+    pub fn atomic_ack_eth(&self) -> Option<&atomic_ack_eth::Repr> {
+        self.headers.atomic_ack_eth.as_ref()
+    }
+    /// The IETH, if any.
+    pub fn ieth(&self) -> Option<&ieth::Repr> {
+        self.headers.ieth.as_ref()
+    }
+}
+
+/// VLAN tag EtherTypes (802.1Q, 802.1ad, the pre-standard 0x9100) walked to the inner EtherType.
+const VLAN_TPIDS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
+
+/// What follows the MACs of an Ethernet frame.
+struct EtherInfo {
+    /// The EtherType after any VLAN tags.
+    ether_type: u16,
+    /// Offset of the payload it announces.
+    payload_offset: usize,
+    /// The first tag's (PCP, VID).
+    vlan: Option<(u8, u16)>,
+}
+
+/// Walks the VLAN tags of an Ethernet frame to its inner EtherType.
+fn inner_ether_type(frame: &[u8]) -> Result<EtherInfo, Error> {
+    if frame.len() < ETH_LEN {
+        return Err(Error::Truncated { layer: Layer::Ethernet, needed: ETH_LEN, available: frame.len() });
+    }
+    let mut et = u16::from_be_bytes([frame[12], frame[13]]);
+    let mut off = ETH_LEN;
+    let mut vlan = None;
+    while VLAN_TPIDS.contains(&et) {
+        let Some(tag) = frame.get(off..off + 4) else {
+            return Err(Error::Truncated { layer: Layer::Ethernet, needed: off + 4, available: frame.len() });
+        };
+        let tci = u16::from_be_bytes([tag[0], tag[1]]);
+        vlan.get_or_insert(((tci >> 13) as u8, tci & 0x0fff));
+        et = u16::from_be_bytes([tag[2], tag[3]]);
+        off += 4;
+    }
+    Ok(EtherInfo { ether_type: et, payload_offset: off, vlan })
+}
+
+/// A parsed RoCE v1 frame: Ethernet (EtherType 0x8915, optionally VLAN-tagged) / GRH / the
+/// InfiniBand headers / payload / ICRC (IBTA Annex A16).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedV1Frame<'a> {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    /// 802.1Q tag (PCP, VID) when present.
+    pub vlan: Option<(u8, u16)>,
+    pub grh: grh::Repr,
+    pub headers: Repr,
+    /// The payload without pad bytes, as far as it was captured.
+    pub payload: &'a [u8],
+    /// Length of the payload on the wire (without pad bytes).
+    pub payload_len: usize,
+    /// [`IcrcStatus::NotChecked`] with the stored value, or [`IcrcStatus::NotCaptured`].
+    pub icrc: IcrcStatus,
+}
+
+impl<'a> ParsedV1Frame<'a> {
+    /// Ethernet, VLAN tags and a whole GRH announcing a BTH: the GRH, and the Ethernet
+    /// information with `payload_offset` moved to the InfiniBand part.
+    fn grh(frame: &'a [u8]) -> Result<(grh::Repr, EtherInfo), Error> {
+        let mut eth = inner_ether_type(frame)?;
+        if eth.ether_type != super::ETHERTYPE_ROCE_V1 {
+            return Err(Error::NotRoceV1(eth.ether_type));
+        }
+        let g = grh::Repr::parse(&grh::Packet::new_checked(&frame[eth.payload_offset..])?)?;
+        if g.next_header != grh::NEXT_HEADER_IBA {
+            return Err(Error::GrhNextHeader(g.next_header));
+        }
+        eth.payload_offset += grh::LEN;
+        Ok((g, eth))
+    }
+
+    /// Parse a whole RoCE v1 frame. The GRH's PayLen bounds the InfiniBand part (bytes after
+    /// it, such as Ethernet padding, are ignored); truncation at any layer is an error naming
+    /// the layer and lengths. The ICRC is not verified ([`IcrcStatus::NotChecked`]).
+    pub fn parse(frame: &'a [u8]) -> Result<Self, Error> {
+        let (grh, EtherInfo { payload_offset: ib_start, vlan, .. }) = Self::grh(frame)?;
+        let ib_len = usize::from(grh.payload_len);
+        let available = frame.len() - ib_start;
+        if available < ib_len {
+            return Err(Error::Truncated { layer: Layer::Grh, needed: ib_len, available });
+        }
+        let ib = Packet::new_checked(&frame[ib_start..ib_start + ib_len])?;
+        let headers = Repr::parse(&ib)?;
+        Ok(ParsedV1Frame {
+            src_mac: mac(&frame[6..12]),
+            dst_mac: mac(&frame[..6]),
+            vlan,
+            grh,
+            headers,
+            payload: ib.payload(),
+            payload_len: ib.payload().len(),
+            icrc: IcrcStatus::NotChecked { stored: ib.icrc() },
+        })
+    }
+
+    /// Parse a frame as a capture recorded it (`orig_len`: its length on the wire), as
+    /// [`ParsedFrame::parse_captured`] does for RoCEv2: a frame cut by the snap length keeps
+    /// its headers, which must have been captured, and reports the ICRC as not captured.
+    pub fn parse_captured(frame: &'a [u8], orig_len: usize) -> Result<Self, Error> {
+        if frame.len() >= orig_len {
+            return Self::parse(frame);
+        }
+        let (grh, EtherInfo { payload_offset: ib_start, vlan, .. }) = Self::grh(frame)?;
+        let ib_wire = usize::from(grh.payload_len);
+        if ib_start + ib_wire > orig_len {
+            return Err(Error::Truncated { layer: Layer::Grh, needed: ib_start + ib_wire, available: orig_len });
+        }
+        let ib_bytes = &frame[ib_start..];
+        if ib_bytes.len() >= ib_wire {
+            // Only bytes after the ICRC are missing.
+            return Self::parse(frame);
+        }
+        let (headers, hdr_len) = Repr::parse_headers(ib_bytes)?;
+        let pad = usize::from(headers.bth.pad_count);
+        let Some(payload_len) = ib_wire.checked_sub(hdr_len + pad + icrc::LEN) else {
+            return Err(Error::Truncated { layer: Layer::Icrc, needed: hdr_len + pad + icrc::LEN, available: ib_wire });
+        };
+        let payload = &ib_bytes[hdr_len..ib_bytes.len().min(hdr_len + payload_len)];
+        Ok(ParsedV1Frame {
+            src_mac: mac(&frame[6..12]),
+            dst_mac: mac(&frame[..6]),
+            vlan,
+            grh,
+            headers,
+            payload,
+            payload_len,
+            icrc: IcrcStatus::NotCaptured { captured: frame.len(), orig_len },
+        })
+    }
+
+    /// True when the capture holds the whole payload.
+    pub fn payload_complete(&self) -> bool {
+        self.payload.len() == self.payload_len
+    }
+
+    /// The BTH.
+    pub fn bth(&self) -> &bth::Repr {
+        &self.headers.bth
+    }
+}
+
+fn mac(b: &[u8]) -> [u8; 6] {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(b);
+    m
+}
+
+/// A RoCEv2 or RoCE v1 frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnyFrame<'a> {
+    V2(ParsedFrame<'a>),
+    V1(ParsedV1Frame<'a>),
+}
+
+impl<'a> AnyFrame<'a> {
+    /// RoCE v1 when the EtherType after any VLAN tags is 0x8915, else
+    /// [`ParsedFrame::parse`] (whose errors say why a frame is not RoCEv2).
+    pub fn parse(frame: &'a [u8]) -> Result<Self, Error> {
+        match inner_ether_type(frame) {
+            Ok(EtherInfo { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => ParsedV1Frame::parse(frame).map(AnyFrame::V1),
+            _ => ParsedFrame::parse(frame).map(AnyFrame::V2),
+        }
+    }
+
+    /// As [`parse`](Self::parse), for a frame a capture may have cut (`orig_len`: its length
+    /// on the wire).
+    pub fn parse_captured(frame: &'a [u8], orig_len: usize) -> Result<Self, Error> {
+        match inner_ether_type(frame) {
+            Ok(EtherInfo { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => ParsedV1Frame::parse_captured(frame, orig_len).map(AnyFrame::V1),
+            _ => ParsedFrame::parse_captured(frame, orig_len).map(AnyFrame::V2),
+        }
+    }
+
+    /// The InfiniBand headers.
+    pub fn headers(&self) -> &Repr {
+        match self {
+            AnyFrame::V2(p) => &p.headers,
+            AnyFrame::V1(p) => &p.headers,
+        }
+    }
+
+    /// The payload as far as it was captured.
+    pub fn payload(&self) -> &'a [u8] {
+        match self {
+            AnyFrame::V2(p) => p.payload,
+            AnyFrame::V1(p) => p.payload,
+        }
+    }
+
+    /// The ICRC status.
+    pub fn icrc(&self) -> IcrcStatus {
+        match self {
+            AnyFrame::V2(p) => p.icrc,
+            AnyFrame::V1(p) => p.icrc,
+        }
     }
 }

@@ -10,7 +10,8 @@
 //!                         IPv6: traffic class, flow label, hop limit
 //! UDP header            checksum set to 0xFFFF
 //! BTH                   the FECN/BECN/resv6 byte (formerly resv8a) set to 0xFF
-//! extension headers, payload and pad bytes, as they are
+//! extension headers, payload and pad bytes, as they are (every extension header of every
+//!                       opcode, DETH of UD included: none has a variant field)
 //! ```
 //!
 //! and it is transmitted least significant byte first (the CRC register's natural order, as
@@ -51,6 +52,10 @@ pub enum IcrcStatus {
     /// The capture's snap length cut the frame before the ICRC: `captured` of the `orig_len`
     /// bytes the frame had on the wire were recorded, so the ICRC could not be checked.
     NotCaptured { captured: usize, orig_len: usize },
+    /// RoCE v1: the ICRC (`stored`, as on the wire) was not verified. Its coverage starts at
+    /// the GRH instead of the IP header, and no independent implementation we test against
+    /// (scapy, tshark) computes it, so this crate reports it unchecked rather than guess.
+    NotChecked { stored: u32 },
 }
 
 impl IcrcStatus {
@@ -70,6 +75,7 @@ impl core::fmt::Display for IcrcStatus {
             IcrcStatus::NotCaptured { captured, orig_len } => {
                 write!(f, "not captured (frame cut at {captured} of {orig_len} bytes)")
             }
+            IcrcStatus::NotChecked { .. } => f.write_str("not checked (RoCE v1)"),
         }
     }
 }
