@@ -15,7 +15,7 @@ use rocefab_wire::ethernet::{MacAddr, Priority, PrioritySet};
 use rocefab_wire::lldp::{ChassisId, LldpduRepr, PortId, Tlv};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 use rocefab_wire::pcap::{Format, PcapWriter};
-use rocefab_wire::roce::{self, aeth, bth, reth, Opcode, RoceFrame};
+use rocefab_wire::roce::{self, aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, reth, Opcode, RoceFrame};
 
 /// Arguments of `rocefab frame`.
 #[derive(Debug, clap::Args)]
@@ -163,8 +163,12 @@ pub struct RoceAddr {
 /// `rocefab frame roce`.
 #[derive(Debug, clap::Args)]
 pub struct RoceArgs {
-    /// BTH opcode: send-first, send-middle, send-last, send-only, write-first, write-middle,
-    /// write-last, write-only, write-only-imm, read-request, ack, cnp, ... or a number.
+    /// BTH opcode: RC send-first, send-middle, send-last, send-last-imm, send-only,
+    /// send-only-imm, write-first ... write-only-imm, read-request, read-response-first ...
+    /// read-response-only, ack, atomic-ack, compare-swap, fetch-add, send-last-inv,
+    /// send-only-inv; UC uc-send-first ... uc-write-only-imm; UD ud-send-only,
+    /// ud-send-only-imm; cnp; or a number. The extension headers the opcode needs (IBTA vol. 1
+    /// Table 38) are built from the options below.
     #[arg(long, default_value = "write-only", value_parser = parse_opcode)]
     pub opcode: Opcode,
     /// Destination QP (24 bits).
@@ -189,19 +193,21 @@ pub struct RoceArgs {
     #[arg(long, default_value = "ect0", value_parser = parse_ecn)]
     pub ecn: roce::IpEcn,
     /// Payload length in bytes (pattern 0,1,2,...), padded to 4 bytes per the BTH pad count.
-    /// Default: 256 for SEND / WRITE / READ response opcodes, 0 for others (ACK, READ request).
+    /// Default: 256 for SEND / WRITE / READ response opcodes, 0 for others (ACK, READ request,
+    /// atomics).
     #[arg(long, value_parser = parse_len)]
     pub len: Option<usize>,
-    /// RETH virtual address (opcodes with RETH).
+    /// RETH / AtomicETH virtual address (opcodes with RETH or AtomicETH).
     #[arg(long, default_value = "0x10000", value_parser = parse_u64)]
     pub va: u64,
-    /// RETH R_Key.
+    /// RETH / AtomicETH R_Key.
     #[arg(long, default_value = "0x1234", value_parser = parse_u32)]
     pub rkey: u32,
     /// RETH DMA length (default: --len).
     #[arg(long, value_parser = parse_u32)]
     pub dma_len: Option<u32>,
-    /// AETH syndrome (ack): ack, nak-psn, nak-inv, nak-access, nak-op, rnr, or a byte.
+    /// AETH syndrome (ack, atomic-ack, read responses): ack, nak-psn, nak-inv, nak-access,
+    /// nak-op, rnr, or a byte.
     #[arg(long, default_value = "ack", value_parser = parse_syndrome)]
     pub syndrome: aeth::Syndrome,
     /// AETH message sequence number (24 bits).
@@ -210,6 +216,24 @@ pub struct RoceArgs {
     /// Immediate data (opcodes with ImmDt).
     #[arg(long, default_value = "0", value_parser = parse_u32)]
     pub imm: u32,
+    /// DETH Q_Key (UD opcodes).
+    #[arg(long, default_value = "0x11111111", value_parser = parse_u32)]
+    pub qkey: u32,
+    /// DETH source QP (UD opcodes, 24 bits).
+    #[arg(long, default_value = "0x1", value_parser = parse_u24)]
+    pub src_qp: u32,
+    /// AtomicETH swap data (compare-swap) or add data (fetch-add).
+    #[arg(long, visible_alias = "add", default_value = "1", value_parser = parse_u64)]
+    pub swap: u64,
+    /// AtomicETH compare data (compare-swap).
+    #[arg(long, default_value = "0", value_parser = parse_u64)]
+    pub compare: u64,
+    /// AtomicAckETH original remote data (atomic-ack).
+    #[arg(long, default_value = "0", value_parser = parse_u64)]
+    pub orig: u64,
+    /// IETH R_Key to invalidate (send-last-inv, send-only-inv; default: --rkey).
+    #[arg(long, value_parser = parse_u32)]
+    pub invalidate_rkey: Option<u32>,
     /// Corrupt the ICRC (to test receivers).
     #[arg(long)]
     pub bad_icrc: bool,
@@ -476,19 +500,30 @@ impl RoceArgs {
         let l = self.opcode.layout();
         roce::Repr {
             bth: b,
+            deth: l.deth.then_some(deth::Repr { q_key: self.qkey, src_qp: self.src_qp }),
             reth: l.reth.then(|| reth::Repr {
                 va: self.va,
                 r_key: self.rkey,
                 dma_len: self.dma_len.unwrap_or(self.payload_len() as u32),
             }),
+            atomic_eth: l.atomic_eth.then_some(atomic_eth::Repr {
+                va: self.va,
+                r_key: self.rkey,
+                swap_add: self.swap,
+                compare: self.compare,
+            }),
             aeth: l.aeth.then_some(aeth::Repr { syndrome: self.syndrome, msn: self.msn }),
+            atomic_ack_eth: l.atomic_ack_eth.then_some(atomic_ack_eth::Repr { orig_remote_data: self.orig }),
             immediate: l.immdt.then_some(self.imm),
+            ieth: l.ieth.then_some(ieth::Repr { r_key: self.invalidate_rkey.unwrap_or(self.rkey) }),
         }
     }
 
     /// Payload length: --len, or the opcode's default.
     pub fn payload_len(&self) -> usize {
-        let data = matches!(u8::from(self.opcode), 0x00..=0x0b | 0x0d..=0x10);
+        // SEND, RDMA WRITE and READ responses (RC, UC, UD) carry data by default.
+        let data = !matches!(self.opcode, Opcode::Unknown(_) | Opcode::Cnp)
+            && matches!(u8::from(self.opcode) & 0x1f, 0x00..=0x0b | 0x0d..=0x10 | 0x16 | 0x17);
         match self.len {
             _ if self.opcode.layout().cnp_pad => 0,
             Some(l) => l,

@@ -1,6 +1,8 @@
 //! `rocefab pcap show`: decode every frame of a pcap/pcapng file — IEEE 802.1Qbb PFC and
 //! 802.3x PAUSE (with the pause duration at `--speed`), LLDP with DCBX TLVs, RoCEv2 (DSCP/ECN,
-//! UDP ports, BTH/RETH/AETH, ICRC status) — and list everything else as
+//! UDP ports, BTH and every RC / UC / UD extension header: DETH, RETH, AtomicETH, AETH,
+//! AtomicAckETH, ImmDt, IETH; ICRC status), RoCE v1 (EtherType 0x8915: GRH, the same
+//! InfiniBand headers, ICRC shown but not checked) — and list everything else as
 //! `unknown ethertype 0x....`. Ethernet, Linux cooked (SLL/SLL2, `tcpdump -i any`) and raw-IP
 //! captures are decoded. RoCEv2 frames cut by the capture's snap length (`tcpdump -s 128`)
 //! still show their headers, with the captured part of the payload and the ICRC marked as
@@ -16,7 +18,7 @@ use rocefab_wire::ethernet::{EthernetRepr, ETHERTYPE_LLDP, ETHERTYPE_MAC_CONTROL
 use rocefab_wire::lldp::LldpduRepr;
 use rocefab_wire::mac_control::{quanta_to_duration, MacControlRepr};
 use rocefab_wire::pcap::{as_ethernet, CaptureReader, LINKTYPE_ETHERNET};
-use rocefab_wire::roce::{self, IcrcStatus, IpEcn, ParsedFrame};
+use rocefab_wire::roce::{self, AnyFrame, IcrcStatus, IpEcn, ParsedFrame, ParsedV1Frame};
 use serde_json::{json, Value};
 
 /// Arguments of `rocefab pcap show`.
@@ -97,25 +99,20 @@ fn roce_layer(e: &roce::Error) -> String {
         roce::Error::Truncated { layer, .. } => layer.to_string(),
         roce::Error::PadCount { .. } => "BTH".into(),
         roce::Error::Lower(_) => "Ethernet/IP/UDP".into(),
-        roce::Error::NotIp(_) => "Ethernet".into(),
+        roce::Error::NotIp(_) | roce::Error::NotRoceV1(_) => "Ethernet".into(),
+        roce::Error::GrhNextHeader(_) => "GRH".into(),
         roce::Error::IpVersion(_) | roce::Error::Ipv4HeaderLen(_) | roce::Error::Fragmented => "IP".into(),
         roce::Error::NotUdp(_) | roce::Error::NotRocePort(_) => "UDP".into(),
         _ => "RoCEv2".into(),
     }
 }
 
-fn decode_roce(p: &ParsedFrame<'_>) -> (Value, String) {
-    let b = p.bth();
-    // The 802.1Q tag, after the MACs where it sits on the wire.
-    let vlan = p.vlan.map(|(pcp, vid)| format!(" vlan {vid} pcp {pcp}")).unwrap_or_default();
+/// Text and JSON of the InfiniBand part (BTH, the extension headers in wire order, payload,
+/// ICRC), shared by RoCEv2 and RoCE v1.
+fn decode_ib(h: &roce::Repr, payload_captured: usize, payload_len: usize, icrc: IcrcStatus) -> (Value, String) {
+    let b = &h.bth;
     let mut text = format!(
-        "RoCEv2 {} > {}{vlan} {} > {} dscp {} ecn {} | {} qp {:#08x} psn {} pkey {:#06x} se={} m={} pad={} a={} becn={}",
-        rocefab_wire::ethernet::MacAddr(p.src_mac),
-        rocefab_wire::ethernet::MacAddr(p.dst_mac),
-        std::net::SocketAddr::new(p.ip.src, p.udp_src_port),
-        std::net::SocketAddr::new(p.ip.dst, p.udp_dst_port),
-        p.ip.dscp,
-        ecn_name(p.ip.ecn),
+        "{} qp {:#08x} psn {} pkey {:#06x} se={} m={} pad={} a={} becn={}",
         b.opcode,
         b.dest_qp,
         b.psn,
@@ -126,30 +123,107 @@ fn decode_roce(p: &ParsedFrame<'_>) -> (Value, String) {
         u8::from(b.ack_req),
         u8::from(b.becn),
     );
-    if let Some(r) = p.reth() {
+    if let Some(d) = &h.deth {
+        let _ = write!(text, " | DETH qkey {:#010x} srcqp {:#08x}", d.q_key, d.src_qp);
+    }
+    if let Some(r) = &h.reth {
         let _ = write!(text, " | RETH va {:#x} rkey {:#x} len {}", r.va, r.r_key, r.dma_len);
     }
-    if let Some(a) = p.aeth() {
+    if let Some(a) = &h.atomic_eth {
+        let _ = write!(
+            text,
+            " | AtomicETH va {:#x} rkey {:#x} swap/add {:#x} cmp {:#x}",
+            a.va, a.r_key, a.swap_add, a.compare
+        );
+    }
+    if let Some(a) = &h.aeth {
         let _ = write!(text, " | AETH {} (0x{:02x}) msn {}", a.syndrome, u8::from(a.syndrome), a.msn);
     }
-    if let Some(i) = p.headers.immediate {
+    if let Some(a) = &h.atomic_ack_eth {
+        let _ = write!(text, " | AtomicAckETH orig {:#018x}", a.orig_remote_data);
+    }
+    if let Some(i) = h.immediate {
         let _ = write!(text, " | imm {i:#x}");
     }
-    if p.payload_complete() {
-        let _ = write!(text, " | payload {}", p.payload.len());
-    } else {
-        let _ = write!(text, " | payload {} of {} bytes captured", p.payload.len(), p.payload_len);
+    if let Some(i) = &h.ieth {
+        let _ = write!(text, " | IETH rkey {:#x}", i.r_key);
     }
-    let _ = write!(text, " | ICRC {}", p.icrc);
-    let icrc = match p.icrc {
+    if payload_captured == payload_len {
+        let _ = write!(text, " | payload {payload_len}");
+    } else {
+        let _ = write!(text, " | payload {payload_captured} of {payload_len} bytes captured");
+    }
+    let _ = write!(text, " | ICRC {icrc}");
+    let icrc = match icrc {
         IcrcStatus::Good(v) => json!({ "status": "good", "value": v }),
         IcrcStatus::Bad { expected, found } => json!({ "status": "bad", "expected": expected, "found": found }),
         IcrcStatus::NotCaptured { captured, orig_len } => {
             json!({ "status": "not_captured", "captured": captured, "orig_len": orig_len })
         }
+        IcrcStatus::NotChecked { stored } => json!({ "status": "not_checked", "stored": stored }),
     };
     let json = json!({
+        "bth": {
+            "opcode": u8::from(b.opcode),
+            "opcode_name": b.opcode.name(),
+            "transport": b.opcode.transport().name(),
+            "se": b.solicited,
+            "m": b.migreq,
+            "pad_count": b.pad_count,
+            "tver": b.tver,
+            "pkey": b.pkey,
+            "fecn": b.fecn,
+            "becn": b.becn,
+            "dest_qp": b.dest_qp,
+            "ack_req": b.ack_req,
+            "psn": b.psn,
+        },
+        "deth": h.deth.map(|d| json!({ "q_key": d.q_key, "src_qp": d.src_qp })),
+        "reth": h.reth.map(|r| json!({ "va": r.va, "r_key": r.r_key, "dma_len": r.dma_len })),
+        "atomic_eth": h.atomic_eth.map(|a| json!({
+            "va": a.va,
+            "r_key": a.r_key,
+            "swap_add": a.swap_add,
+            "compare": a.compare,
+        })),
+        "aeth": h.aeth.map(|a| json!({
+            "syndrome": u8::from(a.syndrome),
+            "syndrome_text": a.syndrome.to_string(),
+            "msn": a.msn,
+        })),
+        "atomic_ack_eth": h.atomic_ack_eth.map(|a| json!({ "orig_remote_data": a.orig_remote_data })),
+        "immediate": h.immediate,
+        "ieth": h.ieth.map(|i| json!({ "r_key": i.r_key })),
+        "payload_len": payload_len,
+        "payload_captured": payload_captured,
+        "icrc": icrc,
+    });
+    (json, text)
+}
+
+fn merge(mut a: Value, b: Value) -> Value {
+    if let (Value::Object(a), Value::Object(b)) = (&mut a, b) {
+        a.extend(b);
+    }
+    a
+}
+
+fn decode_roce(p: &ParsedFrame<'_>) -> (Value, String) {
+    // The 802.1Q tag, after the MACs where it sits on the wire.
+    let vlan = p.vlan.map(|(pcp, vid)| format!(" vlan {vid} pcp {pcp}")).unwrap_or_default();
+    let (ib_json, ib_text) = decode_ib(&p.headers, p.payload.len(), p.payload_len, p.icrc);
+    let text = format!(
+        "RoCEv2 {} > {}{vlan} {} > {} dscp {} ecn {} | {ib_text}",
+        rocefab_wire::ethernet::MacAddr(p.src_mac),
+        rocefab_wire::ethernet::MacAddr(p.dst_mac),
+        std::net::SocketAddr::new(p.ip.src, p.udp_src_port),
+        std::net::SocketAddr::new(p.ip.dst, p.udp_dst_port),
+        p.ip.dscp,
+        ecn_name(p.ip.ecn),
+    );
+    let head = json!({
         "kind": "roce",
+        "roce_version": 2,
         "src_mac": rocefab_wire::ethernet::MacAddr(p.src_mac).to_string(),
         "dst_mac": rocefab_wire::ethernet::MacAddr(p.dst_mac).to_string(),
         "vlan": p.vlan.map(|(pcp, vid)| json!({ "pcp": pcp, "vid": vid })),
@@ -163,32 +237,42 @@ fn decode_roce(p: &ParsedFrame<'_>) -> (Value, String) {
             "ttl": p.ip.ttl,
         },
         "udp": { "src_port": p.udp_src_port, "dst_port": p.udp_dst_port, "checksum": p.udp_checksum },
-        "bth": {
-            "opcode": u8::from(b.opcode),
-            "opcode_name": b.opcode.name(),
-            "se": b.solicited,
-            "m": b.migreq,
-            "pad_count": b.pad_count,
-            "tver": b.tver,
-            "pkey": b.pkey,
-            "fecn": b.fecn,
-            "becn": b.becn,
-            "dest_qp": b.dest_qp,
-            "ack_req": b.ack_req,
-            "psn": b.psn,
-        },
-        "reth": p.reth().map(|r| json!({ "va": r.va, "r_key": r.r_key, "dma_len": r.dma_len })),
-        "aeth": p.aeth().map(|a| json!({
-            "syndrome": u8::from(a.syndrome),
-            "syndrome_text": a.syndrome.to_string(),
-            "msn": a.msn,
-        })),
-        "immediate": p.headers.immediate,
-        "payload_len": p.payload_len,
-        "payload_captured": p.payload.len(),
-        "icrc": icrc,
     });
-    (json, text)
+    (merge(head, ib_json), text)
+}
+
+fn decode_roce_v1(p: &ParsedV1Frame<'_>) -> (Value, String) {
+    let vlan = p.vlan.map(|(pcp, vid)| format!(" vlan {vid} pcp {pcp}")).unwrap_or_default();
+    let g = &p.grh;
+    let (ib_json, ib_text) = decode_ib(&p.headers, p.payload.len(), p.payload_len, p.icrc);
+    let text = format!(
+        "RoCEv1 {} > {}{vlan} {} > {} tclass {:#04x} flow {:#07x} hop {} | {ib_text}",
+        rocefab_wire::ethernet::MacAddr(p.src_mac),
+        rocefab_wire::ethernet::MacAddr(p.dst_mac),
+        g.sgid,
+        g.dgid,
+        g.traffic_class,
+        g.flow_label,
+        g.hop_limit,
+    );
+    let head = json!({
+        "kind": "roce",
+        "roce_version": 1,
+        "src_mac": rocefab_wire::ethernet::MacAddr(p.src_mac).to_string(),
+        "dst_mac": rocefab_wire::ethernet::MacAddr(p.dst_mac).to_string(),
+        "vlan": p.vlan.map(|(pcp, vid)| json!({ "pcp": pcp, "vid": vid })),
+        "grh": {
+            "ip_version": g.ip_version,
+            "traffic_class": g.traffic_class,
+            "flow_label": g.flow_label,
+            "payload_len": g.payload_len,
+            "next_header": g.next_header,
+            "hop_limit": g.hop_limit,
+            "sgid": g.sgid.to_string(),
+            "dgid": g.dgid.to_string(),
+        },
+    });
+    (merge(head, ib_json), text)
 }
 
 /// `orig_len`: the frame's length on the wire (more than `data.len()` when the capture's snap
@@ -239,8 +323,9 @@ fn decode_ethernet(data: &[u8], orig_len: usize, speed: u64) -> (Value, String) 
             }
             Err(e) => error("LLDP", e.to_string(), data.len()),
         },
-        0x0800 | 0x86dd | 0x8100 | 0x88a8 => match ParsedFrame::parse_captured(data, orig_len) {
-            Ok(p) => decode_roce(&p),
+        0x0800 | 0x86dd | 0x8100 | 0x88a8 | roce::ETHERTYPE_ROCE_V1 => match AnyFrame::parse_captured(data, orig_len) {
+            Ok(AnyFrame::V2(p)) => decode_roce(&p),
+            Ok(AnyFrame::V1(p)) => decode_roce_v1(&p),
             Err(e @ (roce::Error::NotUdp(_) | roce::Error::NotRocePort(_))) => (
                 json!({ "kind": "ip", "note": e.to_string() }),
                 format!("IP {} > {} (not RoCEv2: {e})", eth.src, eth.dst),
