@@ -260,3 +260,37 @@ pub fn promtool_check(what: &str, text: &str) {
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics on {what}: {said}");
 }
+
+/// HTTP GET of `path` (e.g. `/lldp`) on a daemon's listener; the body of a 200 answer, or an
+/// error saying what went wrong (connect, timeout, another status).
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Result<String, String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| format!("connect {addr}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(|e| format!("{addr}: {e}"))?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).map_err(|e| format!("{addr}{path}: {e}"))?;
+    let (head, body) = buf.split_once("\r\n\r\n").ok_or_else(|| format!("{addr}{path}: bad HTTP response"))?;
+    if head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200") {
+        Ok(body.to_string())
+    } else {
+        Err(format!("{addr}{path}: {}", head.lines().next().unwrap_or("")))
+    }
+}
+
+/// Pids of the processes whose command line contains `needle` (e.g. a daemon's config path).
+pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        if let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            if String::from_utf8_lossy(&raw).contains(needle) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
