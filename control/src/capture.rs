@@ -295,6 +295,8 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
         w.write_pcapng_block(idb).map_err(|e| anyhow!("{}: {e}", a.write))?;
     }
+    // The headers are on disk (or the pipe) once every daemon mirrors: a reader may start now.
+    w.get_mut().flush().with_context(|| format!("writing {}", a.write))?;
 
     // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
     unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };

@@ -1,0 +1,146 @@
+//! Privileged: `rocefab capture` on a switch port during a ring AllReduce (issue "Live capture").
+//! The switch daemon mirrors what its AF_XDP data path receives and sends (tcpdump in the
+//! switch namespace sees none of it), the CLI writes pcapng with one interface per port and
+//! direction flags; tshark is the oracle.
+//!
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+mod host_util;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use host_util::Proc;
+use rocefab_tests::fabric::{metric, rocefab_bin, stderr, Fabric};
+
+/// tshark's fields of every frame of a pcapng, one Vec per frame.
+fn tshark(path: &str, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
+    let mut args = vec!["-r", path, "-Y", filter, "-T", "fields", "-E", "separator=|"];
+    for f in fields {
+        args.push("-e");
+        args.push(f);
+    }
+    let o = Command::new("tshark").args(&args).output().expect("tshark (Debian package tshark)");
+    assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().map(|l| l.split('|').map(str::to_string).collect()).collect()
+}
+
+/// Starts `rocefab capture <fabric> <ports> -w <out> [extra]`; returns once every daemon
+/// mirrors (the CLI writes the pcapng headers only after every stream has started).
+fn start_capture(out: &str, args: &[&str]) -> Proc {
+    let mut a = vec!["capture"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-w", out, "--duration", "60s"]);
+    let mut p = Proc::spawn("rocefab capture", Command::new(rocefab_bin()).args(&a).stderr(Stdio::piped()));
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(out).map_or(0, |m| m.len()) == 0 {
+        assert!(p.child.try_wait().unwrap().is_none(), "rocefab capture exited early");
+        assert!(Instant::now() < end, "rocefab capture wrote no header in 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p
+}
+
+/// Stops a capture with SIGINT (it finishes the file) and returns its stderr summary.
+fn stop_capture(mut p: Proc) -> String {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
+    let end = Instant::now() + Duration::from_secs(10);
+    while p.child.try_wait().expect("try_wait").is_none() {
+        assert!(Instant::now() < end, "rocefab capture did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(p.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(p.child.try_wait().unwrap().unwrap().success(), "rocefab capture failed: {err}");
+    err
+}
+
+#[test]
+fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() {
+    let f = Fabric::up("rail-spine.yaml", "rfcp");
+    let dir = std::env::temp_dir().join("rocefab-test-rfcp-capture");
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Rm(std::path::PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _rm = Rm(dir.clone());
+    let out = dir.join("rail1.pcapng").display().to_string();
+    // rail1's port to host1:gpu0 (rank 0) carries its ring traffic both ways.
+    let port = f.port_to("rail1", "host1:gpu0");
+    let up = f.port_to("rail1", "spine1:eth1");
+    let cap = start_capture(&out, &[&f.name, &format!("rail1:{port},rail1:{up}")]);
+    let before = f.metrics("rail1");
+
+    let run = Command::new(rocefab_bin()).args(["run", &f.name, "allreduce", "--size", "1MiB", "--json", "--timeout", "60"]).output().unwrap();
+    assert!(run.status.success(), "rocefab run: {}", stderr(&run));
+    // A PFC frame from scapy into rail1's port, as host1's NIC would send it: inbound.
+    let py = "from scapy.all import Ether, sendp\nfrom scapy.contrib.mac_control import MACControlClassBasedFlowControl\n\
+              sendp(Ether(dst='01:80:c2:00:00:01')/MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=0), iface='gpu0', verbose=0)\n";
+    let o = f.exec("host1", &["/usr/bin/python3", "-c", py]);
+    assert!(o.status.success(), "scapy: {}", stderr(&o));
+    // Counters settle once the shapers drained.
+    std::thread::sleep(Duration::from_millis(300));
+    let after = f.metrics("rail1");
+    let summary = stop_capture(cap);
+
+    let d = |name: &str, p: &str| metric(&after, name, &[("port", p)]) - metric(&before, name, &[("port", p)]);
+    let (rx, tx) = (d("rocefab_port_rx_packets_total", &port), d("rocefab_port_tx_packets_total", &port));
+    assert!(rx > 100.0 && tx > 100.0, "the AllReduce did not cross rail1:{port}: rx {rx} tx {tx}");
+    let frames = tshark(&out, "frame", &["frame.interface_name", "frame.p2p_dir", "eth.type", "udp.dstport", "infiniband.bth.opcode"]);
+    let count = |ifname: &str, dir: &str| frames.iter().filter(|f| f[0] == ifname && f[1] == dir).count() as f64;
+    let (cin, cout) = (count(&format!("rail1:{port}"), "1"), count(&format!("rail1:{port}"), "0"));
+    // The capture ran from before the first scrape to after the last one: it holds every frame
+    // the counters saw, plus the few (LLDP, ARP) that crossed between capture start/stop and the
+    // scrapes.
+    assert!(cin >= rx && cin <= rx + 10.0, "inbound captured {cin}, rx counter moved {rx} ({summary})");
+    assert!(cout >= tx && cout <= tx + 10.0, "outbound captured {cout}, tx counter moved {tx} ({summary})");
+    assert!(summary.contains("captured"), "{summary}");
+    assert!(!summary.contains("lost"), "the mirror lost frames: {summary}");
+
+    // tshark decodes RoCEv2 (UDP 4791, BTH opcodes of RDMA WRITE First/Middle/Last or Only, ACK).
+    let roce: Vec<&Vec<String>> = frames.iter().filter(|f| f[3] == "4791").collect();
+    assert!(roce.len() as f64 > rx.min(tx) / 2.0, "only {} RoCEv2 frames decoded", roce.len());
+    let ops: std::collections::BTreeSet<u64> = roce.iter().filter_map(|f| f[4].parse::<u64>().ok()).collect();
+    assert!(ops.contains(&17), "no Acknowledge (0x11) decoded: {ops:?}");
+    assert!(ops.iter().any(|o| [6, 7, 8, 10].contains(o)), "no RDMA WRITE decoded: {ops:?}");
+    // Both ports are in the file as their own interfaces.
+    assert!(count(&format!("rail1:{up}"), "0") + count(&format!("rail1:{up}"), "1") > 0.0);
+    // The scapy PFC frame: inbound on the port to host1, opcode 0x0101, priority 3 quanta 0.
+    let pfc = tshark(&out, "macc.opcode == 0x0101", &["frame.interface_name", "frame.p2p_dir", "macc.cbfc.enbv"]);
+    assert!(
+        pfc.iter().any(|p| p[0] == format!("rail1:{port}") && p[1] == "1" && p[2] == "0x0008"),
+        "the injected PFC frame is not in the capture as inbound on rail1:{port}: {pfc:?}"
+    );
+    // LLDP the switch sends itself is captured as outbound (frames from the control queue).
+    let lldp = tshark(&out, "lldp", &["frame.interface_name", "frame.p2p_dir", "lldp.tlv.system.name"]);
+    assert!(lldp.iter().all(|l| (l[1] == "0") == (l[2] == "rail1")), "LLDP directions: {lldp:?}");
+}
+
+#[test]
+fn capture_streams_live_to_tshark_with_a_filter() {
+    let f = Fabric::up("rail-spine.yaml", "rfcs");
+    let port = f.port_to("rail1", "host1:gpu0");
+    let script = format!(
+        "{} capture {} rail1:{port} -w - --count 6 --filter icmp --duration 30s | tshark -i - -l -T fields -e frame.interface_name -e frame.p2p_dir -e icmp.type",
+        rocefab_bin().display(),
+        f.name
+    );
+    let mut p = Proc::spawn("capture | tshark", Command::new("sh").args(["-c", &script]).stdout(Stdio::piped()).stderr(Stdio::null()));
+    std::thread::sleep(Duration::from_millis(1500));
+    let o = f.exec("host1", &["ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.3"]);
+    assert!(o.status.success());
+    let mut lines = Vec::new();
+    let end = Duration::from_secs(20);
+    while lines.len() < 6 {
+        lines.push(p.line(end));
+    }
+    // Echo requests (type 8) come in from host1, replies (type 0) go out to it.
+    for l in &lines {
+        let c: Vec<&str> = l.split('\t').collect();
+        assert_eq!(c[0], format!("rail1:{port}"), "{l}");
+        assert!((c[1] == "1" && c[2] == "8") || (c[1] == "0" && c[2] == "0"), "{l}");
+    }
+}
