@@ -14,6 +14,7 @@ pub struct LldpMetrics {
     tx: IntCounterVec,
     rx: IntCounterVec,
     malformed: IntCounterVec,
+    tlvs_discarded: IntCounterVec,
     ageouts: IntCounterVec,
     neighbour: IntGaugeVec,
     mismatch: IntGaugeVec,
@@ -38,6 +39,10 @@ impl LldpMetrics {
             tx: counter("rocefab_lldp_tx_frames_total", "LLDPDUs sent")?,
             rx: counter("rocefab_lldp_rx_frames_total", "LLDPDUs received and accepted")?,
             malformed: counter("rocefab_lldp_rx_malformed_total", "received LLDPDUs discarded because they did not parse")?,
+            tlvs_discarded: counter(
+                "rocefab_lldp_rx_tlvs_discarded_total",
+                "optional TLVs dropped from accepted LLDPDUs because their contents did not decode",
+            )?,
             ageouts: counter("rocefab_lldp_ageouts_total", "neighbours deleted because their TTL ran out")?,
             neighbour: gauge("rocefab_lldp_neighbors", "neighbours known on the port (0 or 1)", &["port"])?,
             mismatch: gauge(
@@ -60,6 +65,7 @@ impl LldpMetrics {
             set(&self.tx, r.counters.tx_frames);
             set(&self.rx, r.counters.rx_frames);
             set(&self.malformed, r.counters.rx_malformed);
+            set(&self.tlvs_discarded, r.counters.rx_tlvs_discarded);
             set(&self.ageouts, r.counters.ageouts);
             self.neighbour.with_label_values(&[p]).set(i64::from(r.neighbour.is_some()));
             for k in KINDS {

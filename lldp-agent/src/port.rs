@@ -6,9 +6,11 @@
 //!   neighbour, `fast_count` LLDPDUs `fast_interval` apart (txFastInit 4, msgFastTx 1 s).
 //! - TTL: `ttl` seconds (msgTxInterval × msgTxHold = 120 s by default); 0 in the shutdown
 //!   LLDPDU sent when the agent stops (9.2.7.7.2).
-//! - Receive: an LLDPDU that does not parse (truncated TLVs, wrong lengths, mandatory TLVs
-//!   missing or out of order) is counted in `rx_malformed` and discarded
-//!   (rxBadFrame, 9.2.7.7.1); the neighbour entry stays as it was. TTL 0 deletes the neighbour.
+//! - Receive: an LLDPDU that does not parse (a TLV past the end, mandatory TLVs missing, out of
+//!   order, malformed or repeated, End with a length) is counted in `rx_malformed` and discarded
+//!   (9.2.7.7.1); the neighbour entry stays as it was. An optional TLV whose contents do not
+//!   decode is dropped alone and counted in `rx_tlvs_discarded` (9.2.7.7.2). TTL 0 deletes the
+//!   neighbour.
 //!
 //! Pure: every call takes the time `now` in nanoseconds of a monotonic clock.
 use rocefab_wire::ethernet::MacAddr;
@@ -92,6 +94,10 @@ pub struct Counters {
     pub rx_shutdown: u64,
     /// Times a different neighbour replaced the one we had.
     pub neighbour_changes: u64,
+    /// Optional TLVs discarded from accepted LLDPDUs because their contents did not decode
+    /// (statsTLVsDiscardedTotal).
+    #[serde(default)]
+    pub rx_tlvs_discarded: u64,
 }
 
 /// What a received frame did.
@@ -211,8 +217,14 @@ impl PortAgent {
 
     /// Takes a received LLDP frame (Ethernet header included).
     pub fn on_frame(&mut self, frame: &[u8], now: u64) -> Rx {
-        let pdu = match LldpduRepr::parse_frame(frame) {
-            Ok((_, pdu)) => pdu,
+        let pdu = match LldpduRepr::parse_frame_discarding(frame) {
+            Ok((_, pdu, discarded)) => {
+                if let Some(e) = discarded.first() {
+                    self.counters.rx_tlvs_discarded += discarded.len() as u64;
+                    self.last_error = Some(format!("TLV discarded: {e}"));
+                }
+                pdu
+            }
             Err(e) => {
                 self.counters.rx_malformed += 1;
                 let why = e.to_string();
@@ -484,6 +496,27 @@ mod tests {
         assert_eq!(nic.counters().rx_malformed, bad.len() as u64);
         assert!(nic.neighbour().is_some());
         assert!(nic.last_error().is_some());
+    }
+
+    #[test]
+    fn a_bad_optional_tlv_is_dropped_and_the_lldpdu_kept() {
+        let sw = switch_port(0);
+        let mut f = sw.frame(120);
+        // Cut the PFC Configuration TLV's information to one octet: find it (OUI 00-80-c2,
+        // subtype 11) and shorten its length field, dropping one byte.
+        let at = f.windows(4).position(|w| w == [0x00, 0x80, 0xc2, 11]).unwrap() - 2;
+        let len = u16::from_be_bytes([f[at], f[at + 1]]);
+        assert_eq!(len & 0x1ff, 6);
+        f[at..at + 2].copy_from_slice(&(len - 1).to_be_bytes());
+        f.remove(at + 2 + 5);
+        let mut nic = nic_port(0);
+        assert_eq!(nic.on_frame(&f, 0), Rx::Neighbour { new: true });
+        let c = nic.counters();
+        assert_eq!((c.rx_malformed, c.rx_tlvs_discarded), (0, 1));
+        let n = nic.neighbour().unwrap();
+        assert_eq!(n.dcb.pfc_enable, None, "the bad PFC TLV is gone");
+        assert!(n.dcb.app.is_some(), "the TLVs after it are kept");
+        assert!(nic.last_error().unwrap().contains("TLV discarded"));
     }
 
     #[test]

@@ -892,10 +892,9 @@ fn malformed_lldpdus_are_counted_and_the_neighbour_kept() {
 
 /// 802.1AB-2016 (8.2, 9.2.7.7.1): an LLDPDU carries exactly one Chassis ID, one Port ID and one
 /// TTL TLV; one with a second is discarded (lldpad: "Extra Type 1 Type2, or Type 3 TLV",
-/// systemd-networkd: "Duplicate chassis ID field, ignoring datagram"). rocefab's parser accepts
-/// both, and a second Chassis ID does not even change who the neighbour is.
+/// systemd-networkd: "Duplicate chassis ID field, ignoring datagram"): counted as malformed,
+/// and the neighbour stays who it was.
 #[test]
-#[ignore = "rocefab bug (reported): LldpduRepr::parse accepts a second Chassis ID / TTL TLV after the mandatory three"]
 fn duplicate_mandatory_tlvs_are_discarded() {
     tools();
     let f = Fabric::up_with("rail-spine.yaml", "rfl6", LLDP_FAST);

@@ -108,6 +108,14 @@ pub enum Error {
         /// Bytes available.
         have: usize,
     },
+    /// A second Chassis ID, Port ID or TTL TLV (IEEE 802.1AB-2016 8.2: exactly one of each).
+    #[error("LLDPDU has a second {tlv} TLV (TLV #{index}); 802.1AB allows exactly one")]
+    DuplicateMandatory {
+        /// 0-based TLV index.
+        index: usize,
+        /// Which TLV.
+        tlv: &'static str,
+    },
     /// A DCBX TLV inside the LLDPDU is malformed.
     #[error(transparent)]
     Dcbx(#[from] dcbx::Error),
@@ -1137,6 +1145,17 @@ impl Iterator for Tlvs<'_> {
     }
 }
 
+/// A Chassis ID, Port ID or TTL TLV after the first three is an error.
+fn check_not_mandatory(t: &Tlv, index: usize) -> Result<(), Error> {
+    let tlv = match t {
+        Tlv::ChassisId { .. } => "Chassis ID",
+        Tlv::PortId { .. } => "Port ID",
+        Tlv::Ttl { .. } => "Time To Live",
+        _ => return Ok(()),
+    };
+    Err(Error::DuplicateMandatory { index, tlv })
+}
+
 /// A whole LLDPDU: the three mandatory TLVs, then the optional ones. End is implicit.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LldpduRepr {
@@ -1197,10 +1216,13 @@ impl LldpduRepr {
             }
         };
         let mut tlvs = Vec::new();
-        for t in it {
+        for (i, t) in it.enumerate() {
             match t? {
                 Tlv::End => break,
-                t => tlvs.push(t),
+                t => {
+                    check_not_mandatory(&t, i + 3)?;
+                    tlvs.push(t)
+                }
             }
         }
         Ok(LldpduRepr {
@@ -1209,6 +1231,51 @@ impl LldpduRepr {
             ttl,
             tlvs,
         })
+    }
+
+    /// Decodes an LLDPDU as an LLDP agent's receive side does (IEEE 802.1AB-2016 9.2.7.7.2):
+    /// the LLDPDU is discarded (`Err`) when a TLV runs past the end of the data, the mandatory
+    /// TLVs are missing, out of order, malformed or repeated, or End has a length; an optional
+    /// TLV whose contents do not decode (e.g. a DCBX PFC TLV with a short information string)
+    /// is discarded alone, and its error is returned next to the LLDPDU
+    /// (statsTLVsDiscardedTotal).
+    pub fn parse_discarding(lldpdu: &[u8]) -> Result<(LldpduRepr, Vec<Error>), Error> {
+        let mut raw = RawTlvs::new(lldpdu);
+        // The three mandatory TLVs, strictly.
+        let mut mandatory = Vec::with_capacity(3);
+        for (index, expected) in ["Chassis ID", "Port ID", "Time To Live"].into_iter().enumerate() {
+            let p = match raw.next() {
+                Some(p) => p?,
+                None => return Err(Error::MissingMandatory { index, found: "end of data".into(), expected }),
+            };
+            mandatory.push(Tlv::parse(&p)?);
+        }
+        let head = mandatory.iter().map(|t| t.tlv_type().to_string()).collect::<Vec<_>>();
+        let mut m = mandatory.into_iter();
+        let (Some(Tlv::ChassisId { chassis_id }), Some(Tlv::PortId { port_id }), Some(Tlv::Ttl { seconds: ttl })) = (m.next(), m.next(), m.next()) else {
+            let (index, expected) = match head.as_slice() {
+                [a, ..] if a != "Chassis ID" => (0, "Chassis ID"),
+                [_, b, ..] if b != "Port ID" => (1, "Port ID"),
+                _ => (2, "Time To Live"),
+            };
+            return Err(Error::MissingMandatory { index, found: head[index].clone(), expected });
+        };
+        let mut tlvs = Vec::new();
+        let mut discarded = Vec::new();
+        for (i, p) in raw.enumerate() {
+            let p = p?;
+            match Tlv::parse(&p) {
+                Ok(Tlv::End) => break,
+                Ok(t) => {
+                    check_not_mandatory(&t, i + 3)?;
+                    tlvs.push(t);
+                }
+                // End with a length is a framing error, not a bad optional TLV.
+                Err(e) if p.tlv_type() == TlvType::End => return Err(e),
+                Err(e) => discarded.push(e),
+            }
+        }
+        Ok((LldpduRepr { chassis_id, port_id, ttl, tlvs }, discarded))
     }
 
     fn mandatory(&self) -> [Tlv; 3] {
@@ -1288,6 +1355,13 @@ impl LldpduRepr {
     pub fn parse_frame(frame: &[u8]) -> Result<(EthernetRepr, LldpduRepr), Error> {
         let (eth, payload) = EthernetRepr::parse_expect(frame, ETHERTYPE_LLDP)?;
         Ok((eth, LldpduRepr::parse(payload)?))
+    }
+
+    /// [`LldpduRepr::parse_discarding`] on a complete Ethernet frame.
+    pub fn parse_frame_discarding(frame: &[u8]) -> Result<(EthernetRepr, LldpduRepr, Vec<Error>), Error> {
+        let (eth, payload) = EthernetRepr::parse_expect(frame, ETHERTYPE_LLDP)?;
+        let (pdu, discarded) = LldpduRepr::parse_discarding(payload)?;
+        Ok((eth, pdu, discarded))
     }
 
     /// The DCBX TLVs of this LLDPDU.

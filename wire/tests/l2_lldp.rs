@@ -364,3 +364,62 @@ fn dcbx_tlvs_are_decoded_inside_lldpdu() {
     let d: Vec<&DcbxTlv> = r.dcbx().collect();
     assert_eq!(d.len(), 5);
 }
+
+/// TLV bytes: type (7 bits) and length (9 bits), then the value.
+fn tlv(t: u8, v: &[u8]) -> Vec<u8> {
+    let h = (u16::from(t) << 9) | v.len() as u16;
+    let mut out = h.to_be_bytes().to_vec();
+    out.extend_from_slice(v);
+    out
+}
+
+fn mandatory() -> Vec<u8> {
+    let mut b = tlv(1, &[4, 2, 0, 0, 0, 0, 1]);
+    b.extend(tlv(2, b"\x05eth0"));
+    b.extend(tlv(3, &[0, 120]));
+    b
+}
+
+#[test]
+fn a_second_chassis_port_or_ttl_tlv_is_rejected() {
+    for (t, v, name) in [(1u8, &[4u8, 2, 0, 0, 0, 0, 2][..], "Chassis ID"), (2, b"\x05eth9", "Port ID"), (3, &[0, 0], "Time To Live")] {
+        let mut b = mandatory();
+        b.extend(tlv(5, b"sw"));
+        b.extend(tlv(t, v));
+        b.extend(tlv(0, &[]));
+        let e = LldpduRepr::parse(&b).unwrap_err();
+        assert!(matches!(e, Error::DuplicateMandatory { index: 4, tlv } if tlv == name), "{e}");
+        assert!(LldpduRepr::parse_discarding(&b).is_err(), "{name}: a repeated mandatory TLV discards the LLDPDU");
+    }
+}
+
+#[test]
+fn discarding_parse_drops_only_a_bad_optional_tlv() {
+    // A PFC Configuration TLV with one octet of information (needs two), between good TLVs.
+    let mut b = mandatory();
+    b.extend(tlv(5, b"rail1"));
+    b.extend(tlv(127, &[0x00, 0x80, 0xc2, 11, 0x08]));
+    b.extend(tlv(4, b"to host1"));
+    b.extend(tlv(0, &[]));
+    assert!(LldpduRepr::parse(&b).is_err(), "the strict parser rejects the whole LLDPDU");
+    let (pdu, discarded) = LldpduRepr::parse_discarding(&b).unwrap();
+    assert_eq!(pdu.ttl, 120);
+    assert_eq!(pdu.tlvs, vec![Tlv::SystemName { text: "rail1".into() }, Tlv::PortDescription { text: "to host1".into() }]);
+    assert_eq!(discarded.len(), 1);
+    assert!(discarded[0].to_string().contains("PFC"), "{}", discarded[0]);
+    // Framing errors still discard the LLDPDU: a TLV past the end, End with a length, TTL first.
+    let mut past = mandatory();
+    past.extend([0x0a, 0xff, 1, 2]);
+    assert!(LldpduRepr::parse_discarding(&past).is_err());
+    let mut end_len = mandatory();
+    end_len.extend(tlv(0, &[0, 0]));
+    assert!(LldpduRepr::parse_discarding(&end_len).is_err());
+    let mut order = tlv(3, &[0, 120]);
+    order.extend(mandatory());
+    let e = LldpduRepr::parse_discarding(&order).unwrap_err();
+    assert!(matches!(e, Error::MissingMandatory { index: 0, .. }), "{e}");
+    // A good LLDPDU decodes the same both ways.
+    let mut good = mandatory();
+    good.extend(tlv(5, b"rail1"));
+    assert_eq!(LldpduRepr::parse_discarding(&good).unwrap(), (LldpduRepr::parse(&good).unwrap(), vec![]));
+}
