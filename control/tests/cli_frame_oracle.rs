@@ -448,3 +448,141 @@ fn snaplen_truncated_roce_matches_tshark_and_show() {
     assert!(text.contains("payload 30 of 300 bytes captured"), "{text}");
     assert!(text.contains(&format!("ICRC not captured (frame cut at 100 of {orig_len} bytes)")), "{text}");
 }
+
+/// tshark fields of every extension header (Wireshark 4.0 names; its AtomicETH reports the VA
+/// and R_Key under the RETH names).
+const EXT_FIELDS: &[&str] = &[
+    "infiniband.bth.opcode", "infiniband.deth.q_key", "infiniband.deth.srcqp", "infiniband.reth.va",
+    "infiniband.reth.r_key", "infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt", "infiniband.aeth.syndrome",
+    "infiniband.aeth.msn", "infiniband.atomicacketh.origremdt", "infiniband.immdt", "infiniband.ieth",
+    "infiniband.invariant.crc",
+];
+
+fn opt_num(s: &str) -> Option<u64> {
+    (!s.is_empty()).then(|| num(s))
+}
+
+/// FT_BYTES as tshark prints them (`00000077`; Wireshark 4.0 adds ImmDt and IETH twice, as
+/// the header and as its field, so `00000077,00000077`), as a number.
+fn opt_bytes(s: &str) -> Option<u64> {
+    let first = s.split(',').next().unwrap_or_default();
+    (!first.is_empty()).then(|| u64::from_str_radix(&first.replace(':', ""), 16).unwrap())
+}
+
+/// `rocefab frame roce` builds each new opcode with the headers it needs; tshark and
+/// `rocefab pcap show --json` read the same values, and the text names every header.
+#[test]
+fn new_opcodes_and_headers_match_tshark_and_show() {
+    let d = TempDir::new("ext");
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--opcode", "ud-send-only", "--qkey", "0x11111111", "--src-qp", "5", "--qp", "0x77", "--len", "20"],
+            &["ud-send-only (0x64)", "| DETH qkey 0x11111111 srcqp 0x000005 |", "| payload 20 |"],
+        ),
+        (
+            &["--opcode", "ud-send-only-imm", "--qkey", "0x80000001", "--src-qp", "0xabcdef", "--imm", "0x99"],
+            &["| DETH qkey 0x80000001 srcqp 0xabcdef | imm 0x99 |"],
+        ),
+        (
+            &["--opcode", "compare-swap", "--va", "0x7f0000001000", "--rkey", "0x42", "--swap", "0xfeedface", "--compare", "7"],
+            &["compare-swap (0x13)", "| AtomicETH va 0x7f0000001000 rkey 0x42 swap/add 0xfeedface cmp 0x7 |", "| payload 0 |"],
+        ),
+        (&["--opcode", "fetch-add", "--add", "3"], &["| AtomicETH va 0x10000 rkey 0x1234 swap/add 0x3 cmp 0x0 |"]),
+        (
+            &["--opcode", "atomic-ack", "--syndrome", "ack", "--msn", "12", "--orig", "0xdeadbeefcafef00d"],
+            &["atomic-ack (0x12)", "| AETH ack credits=31 (0x1f) msn 12 | AtomicAckETH orig 0xdeadbeefcafef00d |"],
+        ),
+        (&["--opcode", "read-response-first", "--msn", "3"], &["| AETH ack credits=31 (0x1f) msn 3 | payload 256 |"]),
+        (&["--opcode", "read-response-middle"], &["read-response-middle (0x0e)"]),
+        (&["--opcode", "read-response-last", "--syndrome", "0x05", "--len", "7"], &["| AETH ack credits=5 (0x05) msn 0 | payload 7 |"]),
+        (&["--opcode", "read-response-only", "--len", "1"], &["| AETH ack credits=31 (0x1f) msn 0 | payload 1 |"]),
+        (&["--opcode", "send-only-inv", "--invalidate-rkey", "0x55667788", "--len", "9"], &["| IETH rkey 0x55667788 | payload 9 |"]),
+        (&["--opcode", "send-last-inv", "--rkey", "0x77"], &["send-last-inv (0x16)", "| IETH rkey 0x77 |"]),
+        (&["--opcode", "uc-send-only", "--len", "3"], &["uc-send-only (0x24)"]),
+        (&["--opcode", "uc-write-only-imm", "--imm", "0x1234", "--len", "8"], &["uc-write-only-imm (0x2b)", "| RETH va 0x10000 rkey 0x1234 len 8 | imm 0x1234 |"]),
+        (&["--opcode", "0x2a", "--src-ip", "fd00::1", "--dst-ip", "fd00::2"], &["uc-write-only (0x2a)"]),
+    ];
+    for (i, (args, texts)) in cases.iter().enumerate() {
+        let f = d.file(&format!("e{i}.pcap"));
+        frame("roce", args, &f);
+        let t = &tshark(&f, EXT_FIELDS)[0];
+        let j = &show_json(&f, &[])[0];
+        let c = |k: usize| t[k].as_str();
+        assert_eq!(num(c(0)), j["bth"]["opcode"].as_u64().unwrap(), "{args:?}");
+        assert_eq!(j["icrc"]["status"], "good", "{args:?}");
+        assert_eq!(opt_num(c(1)), j["deth"]["q_key"].as_u64(), "{args:?}: DETH Q_Key");
+        assert_eq!(opt_num(c(2)), j["deth"]["src_qp"].as_u64(), "{args:?}: DETH SrcQP");
+        let va = j["reth"]["va"].as_u64().or(j["atomic_eth"]["va"].as_u64());
+        let rk = j["reth"]["r_key"].as_u64().or(j["atomic_eth"]["r_key"].as_u64());
+        assert_eq!(opt_num(c(3)), va, "{args:?}: VA");
+        assert_eq!(opt_num(c(4)), rk, "{args:?}: R_Key");
+        assert_eq!(opt_num(c(5)), j["atomic_eth"]["swap_add"].as_u64(), "{args:?}: swap/add");
+        assert_eq!(opt_num(c(6)), j["atomic_eth"]["compare"].as_u64(), "{args:?}: compare");
+        assert_eq!(opt_num(c(7)), j["aeth"]["syndrome"].as_u64(), "{args:?}: AETH");
+        assert_eq!(opt_num(c(8)), j["aeth"]["msn"].as_u64(), "{args:?}: MSN");
+        assert_eq!(opt_num(c(9)), j["atomic_ack_eth"]["orig_remote_data"].as_u64(), "{args:?}: AtomicAckETH");
+        assert_eq!(opt_bytes(c(10)), j["immediate"].as_u64(), "{args:?}: ImmDt");
+        assert_eq!(opt_bytes(c(11)), j["ieth"]["r_key"].as_u64(), "{args:?}: IETH");
+        let ours = j["icrc"]["value"].as_u64().unwrap() as u32;
+        assert_eq!(num(c(12)) as u32, ours.swap_bytes(), "{args:?}: ICRC");
+        let text = rocefab_ok(&["pcap", "show", f.to_str().unwrap()]);
+        for want in *texts {
+            assert!(text.contains(want), "{args:?}: {want:?} not in {text}");
+        }
+        assert!(!text.contains("unknown"), "{text}");
+    }
+    // Names are listed in the error for a bad opcode.
+    let r = rocefab(&["frame", "roce", "--opcode", "ud-send-twice", "-w", d.file("x.pcap").to_str().unwrap()]);
+    assert!(!r.status.success());
+    assert!(String::from_utf8_lossy(&r.stderr).contains("ud-send-only-imm"));
+}
+
+/// A RoCE v1 frame (EtherType 0x8915: GRH + BTH, no IP/UDP) is shown as RoCE v1 with its GRH
+/// and BTH decoded as tshark decodes them; its ICRC is reported as not checked.
+#[test]
+fn roce_v1_frame_is_shown() {
+    use rocefab_wire::roce::{bth, deth, grh, Opcode, Repr};
+    let d = TempDir::new("v1");
+    let mut h = Repr::new(bth::Repr::new(Opcode::UdSendOnly, 0x123, 0x456));
+    h.deth = Some(deth::Repr { q_key: 0x1111_1111, src_qp: 5 });
+    let payload = [0xabu8; 10];
+    h.bth.pad_count = 2;
+    let ib_len = h.buffer_len(payload.len());
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x89, 0x15];
+    let mut g = grh::Repr::new("fe80::1".parse().unwrap(), "fe80::2".parse().unwrap(), ib_len as u16);
+    g.traffic_class = 0x60;
+    g.hop_limit = 1;
+    f.resize(14 + 40 + ib_len, 0);
+    g.emit(&mut grh::Packet::new_unchecked(&mut f[14..54]));
+    h.emit(&mut f[54..], &payload).unwrap();
+    let n = f.len();
+    f[n - 4..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    let file = d.file("v1.pcap");
+    rocefab_wire::pcap::write_all(&file, rocefab_wire::pcap::Format::Pcap, vec![(Duration::ZERO, f.as_slice())]).unwrap();
+
+    let text = rocefab_ok(&["pcap", "show", file.to_str().unwrap()]);
+    assert!(text.contains("RoCEv1 02:00:00:00:00:01 > 02:00:00:00:00:02 fe80::1 > fe80::2 tclass 0x60"), "{text}");
+    assert!(text.contains("ud-send-only (0x64) qp 0x000123 psn 1110"), "{text}");
+    assert!(text.contains("| DETH qkey 0x11111111 srcqp 0x000005 | payload 10 | ICRC not checked (RoCE v1)"), "{text}");
+    let j = &show_json(&file, &[])[0];
+    assert_eq!((j["kind"].as_str(), j["roce_version"].as_u64()), (Some("roce"), Some(1)), "{j}");
+    assert_eq!(j["icrc"]["status"], "not_checked");
+    let t = &tshark(
+        &file,
+        &["eth.type", "infiniband.grh.tclass", "infiniband.grh.paylen", "infiniband.grh.hoplmt", "infiniband.grh.sgid",
+          "infiniband.grh.dgid", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
+          "infiniband.deth.q_key", "infiniband.deth.srcqp", "infiniband.invariant.crc"],
+    )[0];
+    assert_eq!(num(&t[0]), 0x8915);
+    assert_eq!(num(&t[1]), j["grh"]["traffic_class"].as_u64().unwrap());
+    assert_eq!(num(&t[2]), j["grh"]["payload_len"].as_u64().unwrap());
+    assert_eq!(num(&t[3]), j["grh"]["hop_limit"].as_u64().unwrap());
+    assert_eq!(t[4], j["grh"]["sgid"].as_str().unwrap());
+    assert_eq!(t[5], j["grh"]["dgid"].as_str().unwrap());
+    assert_eq!(num(&t[6]), j["bth"]["opcode"].as_u64().unwrap());
+    assert_eq!(num(&t[7]), j["bth"]["dest_qp"].as_u64().unwrap());
+    assert_eq!(num(&t[8]), j["bth"]["psn"].as_u64().unwrap());
+    assert_eq!(num(&t[9]), j["deth"]["q_key"].as_u64().unwrap());
+    assert_eq!(num(&t[10]), j["deth"]["src_qp"].as_u64().unwrap());
+    assert_eq!(num(&t[11]) as u32, (j["icrc"]["stored"].as_u64().unwrap() as u32).swap_bytes());
+}
