@@ -5,6 +5,11 @@
 //! and prints one JSON report on stdout (after a `{"ready":...}` line once the sockets are up).
 //! Prometheus metrics are served on `metrics_listen` when the job sets it.
 //!
+//! With `--netns`, the host's NIC agent (`rocefab-nicd`) may be capturing its NICs: hostd maps
+//! the agent's mirror ring (`gpu_host::nic::mirror`, `/dev/shm/rocefab-<netns>-nicmirror`) and
+//! the data thread copies the frames of captured NICs into it. Without the ring (no nicd, e.g.
+//! in tests) nothing is mirrored.
+//!
 //! Exit status: 0 when the report says `ok`, 1 otherwise (including errors).
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,6 +24,7 @@ use gpu_host::nic::daemon::{self, Clock, Exit};
 use gpu_host::nic::engine::{path_mtu_for_link, Engine};
 use gpu_host::nic::job::{Job, Report};
 use gpu_host::nic::metrics::Metrics;
+use gpu_host::nic::mirror::{self, MirrorError, MirrorProducer};
 use gpu_host::nic::xsk::XskPort;
 use gpu_host::segment::PathMtu;
 
@@ -89,6 +95,30 @@ fn link_mtu(name: &str) -> Result<u32> {
     Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// Maps the NIC agent's mirror ring and gives each port its capture number there; `None`
+/// (logged) when there is no usable ring.
+fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorProducer> {
+    let m = match MirrorProducer::open(path) {
+        Ok(m) => m,
+        Err(e @ MirrorError::Absent { .. }) => {
+            tracing::debug!("{e}: AF_XDP frames are not mirrored to captures");
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!("{e}: AF_XDP frames are not mirrored to captures");
+            return None;
+        }
+    };
+    for p in ports.iter_mut() {
+        p.mirror_port = m.port_of(&p.name);
+        if p.mirror_port.is_none() {
+            tracing::warn!(nic = %p.name, path = %path.display(), "the NIC agent does not know this NIC: it cannot be captured");
+        }
+    }
+    tracing::debug!(path = %path.display(), nics = ?m.names(), "mirroring captured NICs");
+    Some(m)
+}
+
 fn run(args: Args) -> Result<bool> {
     let job = Job::load(&args.job).context("loading the job")?;
     for sig in [libc::SIGINT, libc::SIGTERM] {
@@ -137,6 +167,8 @@ fn run(args: Args) -> Result<bool> {
         ports.push(p);
     }
 
+    let mut mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
+
     let clock = Clock::new();
     let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
     {
@@ -167,7 +199,7 @@ fn run(args: Args) -> Result<bool> {
     let data = std::thread::Builder::new()
         .name("rocefab-nic".into())
         .spawn(move || -> Result<(Engine, Vec<XskPort>, Exit, u64)> {
-            let (exit, end) = daemon::run(&mut engine, &mut ports, &clock, deadline, &STOP, Duration::from_millis(100), |e, now| {
+            let (exit, end) = daemon::run(&mut engine, &mut ports, mirror.as_mut(), &clock, deadline, &STOP, Duration::from_millis(100), |e, now| {
                 m2.update(&e.report_with(&job_name, now, false));
             })?;
             Ok((engine, ports, exit, end))

@@ -9,10 +9,28 @@
 //! - received LLDPDUs update the neighbour, which ages out at its TTL; malformed ones are counted;
 //! - `GET /lldp`: the neighbour table and negotiated settings as JSON (`lldp_agent::NodeReport`);
 //!   `GET /metrics`: Prometheus metrics;
+//! - `GET /capture?ports=gpu0,gpu1[&snaplen=N]`: what the NICs receive and send, as the stream of
+//!   `dataplane_user::capture` (port = the NIC's index in the configuration), for
+//!   `rocefab capture`;
 //! - SIGTERM/SIGINT: a shutdown LLDPDU (TTL 0) on every NIC, then exit 0.
+//!
+//! Captures ([`Capture`], a thread of its own, idle unless a capture runs) merge two sources
+//! into the capture tap:
+//!
+//! - the kernel path: one `AF_PACKET` socket per captured NIC ([`PacketTap`]), which sees every
+//!   frame when no job runs, and during a job the frames the host XDP program passes to the
+//!   kernel (ARP, ICMP, LLDP, ...) and everything the kernel sends;
+//! - the AF_XDP path: what `rocefab-hostd` takes from and gives to its AF_XDP sockets, which
+//!   no packet tap sees, mirrored through a shared-memory ring this agent creates at start and
+//!   removes at exit (`gpu_host::nic::mirror`, whose docs explain why no frame is in both).
+//!
+//! `rocefab_capture_mirrored_frames_total` counts the frames a capture got,
+//! `rocefab_capture_lost_frames_total` the ones it missed (a full tap, a full shared ring, or a
+//! full socket buffer).
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,8 +38,10 @@ use anyhow::Context;
 use clap::Parser;
 use dataplane_common::config::Mac;
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
+use dataplane_user::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
 use dataplane_user::lldp::link_running;
-use gpu_host::nic::agent::{ifindex, ifname, timing, AgentConfig, LldpSocket};
+use gpu_host::nic::agent::{ifindex, ifname, timing, AgentConfig, LldpSocket, PacketTap};
+use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
 use lldp_agent::{Identity, NodeReport, PortAgent, Rx};
 use tokio::io::unix::AsyncFd;
@@ -157,6 +177,254 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
     }
 }
 
+/// How often the capture thread looks at the tap's mask while no capture runs and none is
+/// being asked for (a `/capture` request wakes it at once).
+const CAPTURE_IDLE_POLL: Duration = Duration::from_secs(1);
+/// After a `/capture` request, the mask is looked at every [`CAPTURE_WATCH_POLL`] for this long
+/// (the handler sets it right after the request arrives).
+const CAPTURE_WATCH: Duration = Duration::from_secs(2);
+const CAPTURE_WATCH_POLL: Duration = Duration::from_millis(1);
+/// Longest wait for a kernel frame while capturing (the shared ring is drained at least this
+/// often: 8 MiB in 2 ms is 4 GB/s, well above the NICs' line rates).
+const CAPTURE_POLL_MS: i32 = 2;
+/// How often a missing interface is looked up again, and socket drops read, while capturing.
+const CAPTURE_HOUSEKEEPING: Duration = Duration::from_millis(100);
+/// Largest frame read from the kernel path (a GSO super-frame is at most 64 KiB).
+const CAPTURE_FRAME_BYTES: usize = 65_536 + 256;
+
+/// The capture thread: feeds the tap from the kernel path and the AF_XDP mirror while a
+/// capture runs; parked otherwise (woken by a `/capture` request, [`CaptureWake`]).
+struct Capture {
+    tap: TapProducer,
+    shm: Option<MirrorConsumer>,
+    nics: Vec<String>,
+    socks: Vec<Option<PacketTap>>,
+    /// Frames the kernel dropped for the capture sockets.
+    kernel_lost: Arc<AtomicU64>,
+    /// The mask the sources are set up for.
+    active: u64,
+    housekeeping_at: Instant,
+    frame: Vec<u8>,
+    shm_buf: Vec<u8>,
+    /// This round's records from both sources (encoded), and (timestamp, start, length) of each.
+    stage: Vec<u8>,
+    index: Vec<(u64, usize, usize)>,
+}
+
+impl Capture {
+    fn run(mut self, stop: &AtomicBool, asked: &AtomicBool) {
+        let mut watch_until = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let mask = self.tap.mask();
+            if mask != self.active {
+                self.reconfigure(mask);
+            }
+            if self.active == 0 {
+                if asked.swap(false, Ordering::Relaxed) {
+                    watch_until = Instant::now() + CAPTURE_WATCH;
+                }
+                if Instant::now() < watch_until {
+                    std::thread::sleep(CAPTURE_WATCH_POLL);
+                } else {
+                    std::thread::park_timeout(CAPTURE_IDLE_POLL);
+                }
+                continue;
+            }
+            if self.housekeeping_at.elapsed() >= CAPTURE_HOUSEKEEPING {
+                self.housekeeping();
+            }
+            self.wait();
+            self.round();
+        }
+        self.reconfigure(0);
+    }
+
+    fn wanted(&self, i: usize) -> bool {
+        i < 64 && self.active & (1u64 << i) != 0
+    }
+
+    /// Sets both sources up for `mask` (0: stops them).
+    fn reconfigure(&mut self, mask: u64) {
+        if let Some(shm) = self.shm.as_mut() {
+            if self.active == 0 {
+                // What hostd wrote for an earlier capture.
+                shm.clear();
+            }
+            shm.set_enabled(mask);
+        }
+        tracing::info!(nics = ?self.nics.iter().enumerate().filter(|(i, _)| *i < 64 && mask & (1u64 << i) != 0).map(|(_, n)| n).collect::<Vec<_>>(),
+            "capture {}", if mask == 0 { "stopped" } else { "started" });
+        self.active = mask;
+        for i in 0..self.nics.len() {
+            if !self.wanted(i) {
+                if let Some(s) = self.socks[i].take() {
+                    self.kernel_lost.fetch_add(s.drops().unwrap_or(0), Ordering::Relaxed);
+                }
+            }
+        }
+        self.housekeeping();
+    }
+
+    /// Opens the sockets of captured NICs that have none (an interface may appear later) and
+    /// counts the kernel's drops.
+    fn housekeeping(&mut self) {
+        self.housekeeping_at = Instant::now();
+        for i in 0..self.nics.len() {
+            if !self.wanted(i) {
+                continue;
+            }
+            match &self.socks[i] {
+                Some(s) => {
+                    self.kernel_lost.fetch_add(s.drops().unwrap_or(0), Ordering::Relaxed);
+                }
+                None => match ifindex(&self.nics[i]).map(PacketTap::open) {
+                    Some(Ok(s)) => self.socks[i] = Some(s),
+                    Some(Err(e)) => tracing::warn!(nic = %self.nics[i], "capture socket: {e}"),
+                    None => tracing::debug!(nic = %self.nics[i], "capture: no such interface (yet)"),
+                },
+            }
+        }
+    }
+
+    /// Sleeps until a capture socket has a frame or [`CAPTURE_POLL_MS`] pass.
+    fn wait(&self) {
+        let mut fds: Vec<libc::pollfd> =
+            self.socks.iter().flatten().map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 }).collect();
+        // SAFETY: `fds` is a live array of `fds.len()` pollfd structs (possibly empty: poll then
+        // only sleeps).
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, CAPTURE_POLL_MS) };
+    }
+
+    /// Moves what both sources have into the tap, in timestamp order.
+    fn round(&mut self) {
+        self.stage.clear();
+        self.index.clear();
+        for i in 0..self.socks.len() {
+            let Some(s) = &self.socks[i] else { continue };
+            loop {
+                match s.recv(&mut self.frame) {
+                    Ok(c) => {
+                        let ts = c.ts_ns.unwrap_or_else(unix_now_ns);
+                        let dir = if c.outgoing { DIR_OUT } else { DIR_IN };
+                        let start = self.stage.len();
+                        Record { ts_ns: ts, port: i as u16, dir, orig_len: c.orig_len as u32, data: &self.frame[..c.len] }.encode(&mut self.stage);
+                        self.index.push((ts, start, self.stage.len() - start));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) => {
+                        tracing::warn!(nic = %self.nics[i], "capture socket: {e}; reopening");
+                        self.socks[i] = None;
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(shm) = self.shm.as_mut() {
+            let (active, stage, index) = (self.active, &mut self.stage, &mut self.index);
+            shm.drain_each(&mut self.shm_buf, |r| {
+                if r.port < 64 && active & (1u64 << r.port) != 0 {
+                    let start = stage.len();
+                    r.encode(stage);
+                    index.push((r.ts_ns, start, stage.len() - start));
+                }
+            });
+        }
+        self.index.sort_by_key(|&(ts, ..)| ts);
+        for &(_, start, len) in &self.index {
+            if let Some((r, _)) = Record::decode(&self.stage[start..start + len]) {
+                self.tap.mirror(r.port, r.dir, r.ts_ns, r.data);
+            }
+        }
+    }
+}
+
+/// Wakes the capture thread when a capture is asked for.
+#[derive(Clone)]
+struct CaptureWake {
+    asked: Arc<AtomicBool>,
+    thread: std::thread::Thread,
+}
+
+impl CaptureWake {
+    fn wake(&self) {
+        self.asked.store(true, Ordering::Relaxed);
+        self.thread.unpark();
+    }
+}
+
+/// The running capture thread: stopped and joined on drop (which removes the mirror ring).
+struct CaptureThread {
+    stop: Arc<AtomicBool>,
+    join: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for CaptureThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(j) = self.join.take() {
+            j.thread().unpark();
+            if j.join().is_err() {
+                tracing::error!("the capture thread panicked");
+            }
+        }
+    }
+}
+
+/// What the metrics read of a capture.
+struct CaptureStats {
+    tap: Arc<capture::Tap>,
+    shm: Option<MirrorCounters>,
+    kernel_lost: Arc<AtomicU64>,
+}
+
+impl CaptureStats {
+    fn lost(&self) -> u64 {
+        self.tap.lost() + self.shm.as_ref().map_or(0, MirrorCounters::lost) + self.kernel_lost.load(Ordering::Relaxed)
+    }
+}
+
+/// Creates the tap and the mirror ring, and starts the capture thread (in this thread's
+/// network namespace). Returns the control side's slot, the counters, the thread's wake-up and
+/// the thread.
+fn start_capture(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureStats, CaptureWake, CaptureThread)> {
+    let names: Vec<String> = cfg.nics.iter().map(|n| n.name.clone()).collect();
+    let (producer, consumer, tap) = capture::tap(capture::RING_BYTES);
+    // The sources give wall-clock timestamps already.
+    tap.set_epoch(0);
+    let path = mirror::shm_path(cfg.netns.as_deref().unwrap_or(&cfg.host));
+    let shm = match MirrorConsumer::create(&path, mirror::DATA_BYTES, &names) {
+        Ok(m) => {
+            tracing::debug!(path = %path.display(), "AF_XDP mirror ring for rocefab-hostd");
+            Some(m)
+        }
+        Err(e) => {
+            tracing::warn!("{e}: captures will not see the frames of NIC emulator jobs");
+            None
+        }
+    };
+    let kernel_lost = Arc::new(AtomicU64::new(0));
+    let stats = CaptureStats { tap, shm: shm.as_ref().map(MirrorConsumer::counters), kernel_lost: kernel_lost.clone() };
+    let cap = Capture {
+        tap: producer,
+        shm,
+        socks: names.iter().map(|_| None).collect(),
+        nics: names,
+        kernel_lost,
+        active: 0,
+        housekeeping_at: Instant::now(),
+        frame: vec![0; CAPTURE_FRAME_BYTES],
+        shm_buf: Vec::new(),
+        stage: Vec::new(),
+        index: Vec::new(),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let asked = Arc::new(AtomicBool::new(false));
+    let (s2, a2) = (stop.clone(), asked.clone());
+    let join = std::thread::Builder::new().name("rocefab-capture".into()).spawn(move || cap.run(&s2, &a2)).context("spawning the capture thread")?;
+    let wake = CaptureWake { asked, thread: join.thread().clone() };
+    Ok((Arc::new(Mutex::new(Some(consumer))), stats, wake, CaptureThread { stop, join: Some(join) }))
+}
+
 fn run(args: &Args) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.config).with_context(|| format!("reading {}", args.config.display()))?;
     let cfg: AgentConfig = serde_json::from_str(&text).with_context(|| format!("{}: not a NIC agent configuration", args.config.display()))?;
@@ -178,6 +446,20 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
     let labels = HashMap::from([("host".to_string(), cfg.host.clone())]);
     let metrics = LldpMetrics::new(&registry, &labels).context("registering metrics")?;
+    let counter = |name: &str, help: &str| -> anyhow::Result<prometheus::IntCounter> {
+        let c = prometheus::IntCounter::with_opts(prometheus::Opts::new(name, help).const_labels(labels.clone()))?;
+        registry.register(Box::new(c.clone()))?;
+        Ok(c)
+    };
+    let mirrored = counter("rocefab_capture_mirrored_frames_total", "frames copied to a running capture (rocefab capture)").context("registering metrics")?;
+    let lost = counter(
+        "rocefab_capture_lost_frames_total",
+        "frames a running capture missed: its ring, the NIC emulator's mirror ring or a capture socket's buffer was full",
+    )
+    .context("registering metrics")?;
+    // Started after entering the namespace: the capture sockets must see the host's NICs.
+    let (slot, capture_stats, wake, _capture_thread) = start_capture(&cfg)?;
+    let nic_names: Vec<String> = cfg.nics.iter().map(|n| n.name.clone()).collect();
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
     rt.block_on(async {
@@ -185,18 +467,25 @@ fn run(args: &Args) -> anyhow::Result<()> {
         let render = move || {
             let r = s1.lock().unwrap_or_else(|p| p.into_inner()).report();
             metrics.update(&r.ports);
+            mirrored.inc_by(capture_stats.tap.mirrored().saturating_sub(mirrored.get()));
+            lost.inc_by(capture_stats.lost().saturating_sub(lost.get()));
             let mut buf = Vec::new();
             let _ = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buf);
             String::from_utf8_lossy(&buf).into_owned()
         };
         let s2 = state.clone();
-        let router = dataplane_user::http::metrics_router(render).route(
-            "/lldp",
-            axum::routing::get(move || {
-                let r = s2.lock().unwrap_or_else(|p| p.into_inner()).report();
-                async move { axum::Json(r) }
-            }),
-        );
+        let router = dataplane_user::http::metrics_router(render)
+            .route(
+                "/lldp",
+                axum::routing::get(move || {
+                    let r = s2.lock().unwrap_or_else(|p| p.into_inner()).report();
+                    async move { axum::Json(r) }
+                }),
+            )
+            .merge(capture::router(cfg.host.clone(), nic_names, slot).layer(axum::middleware::map_request(move |req: axum::extract::Request| {
+                wake.wake();
+                async move { req }
+            })));
         let server = tokio::spawn(dataplane_user::http::serve(listener, router));
         // SAFETY: the socket's descriptor is owned by `sock`, which the AsyncFd owns until it is
         // dropped, so it stays open for as long as it is registered.

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::engine::Engine;
+use super::mirror::MirrorProducer;
 use super::xsk::{XskError, XskPort};
 
 /// Longest sleep: the stop flag and the deadline are checked at least this often.
@@ -52,10 +53,13 @@ pub enum Exit {
 
 /// Runs the data loop until the engine finishes, `deadline` (clock ns) passes or `stop` is set.
 /// `on_tick(engine, now)` runs at most every `tick` (metrics snapshots, progress), outside the
-/// per-packet path.
+/// per-packet path. With a `mirror`, every port being captured copies the frames it receives and
+/// sends into it ([`super::mirror`]; one atomic load per port and batch otherwise).
+#[expect(clippy::too_many_arguments, reason = "the loop's inputs, each used once; a struct would only rename them")]
 pub fn run(
     engine: &mut Engine,
     ports: &mut [XskPort],
+    mut mirror: Option<&mut MirrorProducer>,
     clock: &Clock,
     deadline: u64,
     stop: &AtomicBool,
@@ -83,13 +87,13 @@ pub fn run(
         }
         let mut work = 0;
         for (i, p) in ports.iter_mut().enumerate() {
-            work += p.receive(engine, i, now)?;
+            work += p.receive(engine, i, now, mirror.as_deref_mut())?;
         }
         engine.poll(now);
         let mut starved = false;
         let mut pending = false;
         for (i, p) in ports.iter_mut().enumerate() {
-            work += p.transmit(engine, i, now)?;
+            work += p.transmit(engine, i, now, mirror.as_deref_mut())?;
             starved |= p.tx_starved();
             pending |= p.tx_pending();
         }

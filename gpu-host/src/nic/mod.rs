@@ -10,6 +10,7 @@
 //! | [`xsk`]      | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program         |
 //! | [`metrics`]  | Prometheus metrics per QP and per NIC, HTTP exposition           |
 //! | [`daemon`]   | the data thread: RX, timers, TX with explicit kicks, sleep when idle |
+//! | [`mirror`]   | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures |
 //! | [`agent`]    | `rocefab-nicd`: LLDP/DCBX agent per NIC, negotiated classes          |
 pub mod agent;
 pub mod collective_job;
@@ -17,5 +18,6 @@ pub mod daemon;
 pub mod engine;
 pub mod job;
 pub mod metrics;
+pub mod mirror;
 pub mod pattern;
 pub mod xsk;

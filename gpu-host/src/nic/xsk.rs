@@ -6,6 +6,11 @@
 //! UMEM frames are split once: [`RX_FRAMES`] circulate between the fill and RX rings, the
 //! rest are the TX pool, returned through the completion ring. Frames come back from the
 //! completion ring with length 0; every TX frame is rewritten in full before it is produced.
+//!
+//! Captures: frames taken from the RX ring and frames produced to the TX ring never pass the
+//! kernel's packet taps, so while `rocefab-nicd` captures a port ([`XskPort::mirror_port`]
+//! enabled in the [`MirrorProducer`]'s mask, checked once per batch) they are copied into the
+//! shared-memory mirror ring ([`super::mirror`]), stamped once per batch.
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -13,6 +18,7 @@ use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig,
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
 use super::engine::Engine;
+use super::mirror::{unix_now_ns, MirrorProducer, DIR_IN, DIR_OUT};
 
 /// UMEM chunk size.
 pub const FRAME_SIZE: u32 = 4096;
@@ -61,6 +67,8 @@ pub struct XskPort {
     batch: Vec<FrameDesc>,
     /// TX frames handed to the kernel and not yet completed.
     pub tx_outstanding: usize,
+    /// This NIC's capture port number in the mirror ring (`None`: never mirrored).
+    pub mirror_port: Option<u16>,
 }
 
 impl std::fmt::Debug for XskPort {
@@ -113,6 +121,7 @@ impl XskPort {
             comp_descs: vec![FrameDesc::default(); TX_FRAMES as usize],
             batch: Vec::with_capacity(BATCH),
             tx_outstanding: 0,
+            mirror_port: None,
         })
     }
 
@@ -121,15 +130,27 @@ impl XskPort {
         self.rx.fd().as_raw_fd()
     }
 
-    /// Hands up to [`BATCH`] received frames to `engine` as NIC `nic` and refills the fill
-    /// ring; returns how many.
-    pub fn receive(&mut self, engine: &mut Engine, nic: usize, now: u64) -> Result<usize, XskError> {
+    /// The mirror and this port's number in it when this port is being captured (one atomic
+    /// load), with the batch's timestamp.
+    fn capturing<'m>(&self, mirror: Option<&'m mut MirrorProducer>) -> Option<(&'m mut MirrorProducer, u16, u64)> {
+        let port = self.mirror_port?;
+        let m = mirror?;
+        m.enabled(port).then(|| (m, port, unix_now_ns()))
+    }
+
+    /// Hands up to [`BATCH`] received frames to `engine` as NIC `nic` (and to `mirror` while
+    /// this port is captured) and refills the fill ring; returns how many.
+    pub fn receive(&mut self, engine: &mut Engine, nic: usize, now: u64, mirror: Option<&mut MirrorProducer>) -> Result<usize, XskError> {
         // SAFETY: `rx_descs` receives descriptors of frames the kernel filled for us.
         let n = unsafe { self.rx.consume(&mut self.rx_descs) };
+        let mut capture = if n > 0 { self.capturing(mirror) } else { None };
         for d in &self.rx_descs[..n] {
             // SAFETY: the frame was just consumed from the RX ring, so the kernel no longer
             // writes it until we put it back on the fill ring below.
             let data = unsafe { self.umem.data(d) };
+            if let Some((m, port, ts)) = capture.as_mut() {
+                m.push(*port, DIR_IN, *ts, data.contents());
+            }
             engine.on_frame(nic, data.contents(), now);
         }
         if n > 0 {
@@ -149,12 +170,14 @@ impl XskPort {
     }
 
     /// Reclaims completed TX frames, then asks `engine` for frames to send as NIC `nic`,
-    /// produces them and kicks the kernel; returns how many were sent.
-    pub fn transmit(&mut self, engine: &mut Engine, nic: usize, now: u64) -> Result<usize, XskError> {
+    /// produces them (copying them to `mirror` while this port is captured) and kicks the
+    /// kernel; returns how many were sent.
+    pub fn transmit(&mut self, engine: &mut Engine, nic: usize, now: u64, mirror: Option<&mut MirrorProducer>) -> Result<usize, XskError> {
         // SAFETY: `comp_descs` receives descriptors of frames the kernel finished sending.
         let c = unsafe { self.comp.consume(&mut self.comp_descs) };
         self.free.extend_from_slice(&self.comp_descs[..c]);
         self.tx_outstanding -= c.min(self.tx_outstanding);
+        let mut capture = self.capturing(mirror);
         self.batch.clear();
         while self.batch.len() < BATCH {
             let Some(mut d) = self.free.pop() else { break };
@@ -166,6 +189,9 @@ impl XskPort {
             match engine.next_tx(nic, data.contents_mut(), now) {
                 Some(n) => {
                     data.cursor().set_pos(n);
+                    if let Some((m, port, ts)) = capture.as_mut() {
+                        m.push(*port, DIR_OUT, *ts, data.contents());
+                    }
                     self.batch.push(d);
                 }
                 None => {
