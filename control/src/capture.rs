@@ -360,14 +360,14 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         stop.store(true, Ordering::Relaxed);
         drop(rx);
         for (node, h) in pumps {
-            match h.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) if !stop.load(Ordering::Relaxed) || result.is_ok() && !e.to_string().contains("closed") => {
-                    if result.is_ok() {
-                        result = Err(e.context(format!("capture on {node}")));
-                    }
-                }
-                _ => {}
+            // A pump returns Ok once it sees `stop`; an error means its stream broke first
+            // (the daemon stopped), which the capture reports after writing what it has.
+            let err = match h.join() {
+                Ok(r) => r.err(),
+                Err(_) => Some(anyhow!("reader thread panicked")),
+            };
+            if let (Some(e), true) = (err, result.is_ok()) {
+                result = Err(e.context(format!("capture on {node}")));
             }
         }
     });

@@ -497,6 +497,13 @@ fn teardown(st: &State) -> anyhow::Result<()> {
         if let Err(e) = netns::delete(ns) {
             problems.push(e.to_string());
         }
+        // A NIC agent that was killed leaves its capture mirror ring behind.
+        let ring = gpu_host::nic::mirror::shm_path(ns);
+        if ring.exists() {
+            if let Err(e) = std::fs::remove_file(&ring) {
+                problems.push(format!("remove {}: {e}", ring.display()));
+            }
+        }
     }
     let dir = rundir::dir(&st.fabric);
     if dir.exists() {

@@ -27,6 +27,24 @@ pub enum DaemonError {
     Signals(nix::Error),
 }
 
+/// The daemons' logging: `RUST_LOG` or `info`, to `log_file` (appended, no colours) or stderr.
+pub fn init_logging(log_file: Option<&std::path::Path>) -> std::io::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter);
+    match log_file {
+        Some(p) => {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("opening log file {}: {e}", p.display())))?;
+            b.with_ansi(false).with_writer(std::sync::Mutex::new(f)).init();
+        }
+        None => b.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}
+
 /// Where `ip netns add NAME` keeps the namespace.
 pub fn netns_path(name: &str) -> PathBuf {
     PathBuf::from("/run/netns").join(name)

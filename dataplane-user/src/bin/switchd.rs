@@ -51,23 +51,6 @@ struct Args {
     log_file: Option<PathBuf>,
 }
 
-fn init_logging(args: &Args) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter);
-    match &args.log_file {
-        Some(p) => {
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .with_context(|| format!("opening log file {}", p.display()))?;
-            b.with_ansi(false).with_writer(Mutex::new(f)).init();
-        }
-        None => b.with_writer(std::io::stderr).init(),
-    }
-    Ok(())
-}
 
 /// Everything a scrape reads besides the data plane's atomics.
 struct Scrape {
@@ -391,7 +374,7 @@ async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<Contr
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(e) = init_logging(&args) {
+    if let Err(e) = dataplane_user::daemon::init_logging(args.log_file.as_deref()) {
         eprintln!("rocefab-switchd: {e:#}");
         return ExitCode::FAILURE;
     }

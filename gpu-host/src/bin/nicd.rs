@@ -83,18 +83,6 @@ impl State {
     }
 }
 
-fn init_logging(args: &Args) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let b = tracing_subscriber::fmt().with_env_filter(filter);
-    match &args.log_file {
-        Some(p) => {
-            let f = std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("opening log file {}", p.display()))?;
-            b.with_ansi(false).with_writer(std::sync::Mutex::new(f)).init();
-        }
-        None => b.with_writer(std::io::stderr).init(),
-    }
-    Ok(())
-}
 
 /// Looks every NIC up again (fast start when one appears, changes index or its link comes up)
 /// and sends what is due.
@@ -533,7 +521,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(e) = init_logging(&args) {
+    if let Err(e) = dataplane_user::daemon::init_logging(args.log_file.as_deref()) {
         eprintln!("rocefab-nicd: {e:#}");
         return ExitCode::FAILURE;
     }
