@@ -11,6 +11,7 @@ pub mod netns;
 pub mod pcap_show;
 pub mod plan;
 pub mod qos;
+pub mod replay;
 pub mod rundir;
 pub mod run;
 pub mod send;

@@ -25,6 +25,10 @@ enum Cmd {
     Lldp(control::lldp_show::LldpArgs),
     /// Capture switch ports and GPU NICs (what they receive and send) into pcapng.
     Capture(control::capture::CaptureArgs),
+    /// Inject a capture's RoCEv2 frames from a GPU NIC into a running fabric, with the
+    /// capture's timing (addresses mapped onto the fabric's GPUs, checksums and ICRC redone).
+    #[command(override_usage = "rocefab replay [FABRIC] --from <HOST:GPU> <CAPTURE> [OPTIONS]")]
+    Replay(control::replay::ReplayArgs),
 }
 
 #[derive(Subcommand)]
@@ -50,6 +54,7 @@ fn main() {
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
         Cmd::Run(a) => control::run::run(a),
         Cmd::Lldp(a) => control::lldp_show::run(a),
+        Cmd::Replay(a) => control::replay::run(a),
         Cmd::Capture(a) => control::capture::run(a),
     };
     if let Err(e) = res {
