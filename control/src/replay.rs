@@ -824,24 +824,54 @@ fn wait_until(due: Instant) {
     }
 }
 
+/// The clock [`pace_with`] keeps its schedule on: nanoseconds since the start, and a wait until
+/// such a time. [`WallClock`] is the real one; tests drive a fake one.
+pub trait PaceClock {
+    fn now_ns(&mut self) -> u64;
+    fn wait_until_ns(&mut self, t: u64);
+}
+
+/// The monotonic clock, from when it was made: sleeps until shortly before a due time, then spins.
+#[derive(Debug, Clone, Copy)]
+pub struct WallClock(Instant);
+
+impl WallClock {
+    pub fn start() -> WallClock {
+        WallClock(Instant::now())
+    }
+}
+
+impl PaceClock for WallClock {
+    fn now_ns(&mut self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+    fn wait_until_ns(&mut self, t: u64) {
+        wait_until(self.0 + Duration::from_nanos(t));
+    }
+}
+
+/// [`pace_with`] on the wall clock.
+pub fn pace(schedule: &Schedule, limit: Duration, send: impl FnMut(usize) -> std::io::Result<usize>) -> SendLog {
+    pace_with(schedule, limit, &mut WallClock::start(), send)
+}
+
 /// Sends every frame of `schedule` on time: `send(i)` sends one loop's frame `i` and returns
 /// its length. Due times are absolute from one start, so a late send never delays the
 /// following ones. Stops after `limit`. The send time recorded is taken right before `send`.
-pub fn pace(schedule: &Schedule, limit: Duration, mut send: impl FnMut(usize) -> std::io::Result<usize>) -> SendLog {
+pub fn pace_with<C: PaceClock>(schedule: &Schedule, limit: Duration, clock: &mut C, mut send: impl FnMut(usize) -> std::io::Result<usize>) -> SendLog {
     let mut log = SendLog::default();
-    let start = Instant::now();
-    let mut first: Option<Instant> = None;
-    let mut last_end = start;
+    let limit_ns = limit.as_nanos() as u64;
+    let mut first: Option<u64> = None;
+    let mut last_end = 0;
     for k in 0..schedule.len() {
         let due_ns = schedule.at(k);
-        let due = start + Duration::from_nanos(due_ns);
-        if due.duration_since(start) > limit {
+        if due_ns > limit_ns {
             log.stopped_at_deadline = true;
             break;
         }
-        wait_until(due);
-        let t = Instant::now();
-        if t.duration_since(start) > limit {
+        clock.wait_until_ns(due_ns);
+        let t = clock.now_ns();
+        if t > limit_ns {
             log.stopped_at_deadline = true;
             break;
         }
@@ -859,10 +889,10 @@ pub fn pace(schedule: &Schedule, limit: Duration, mut send: impl FnMut(usize) ->
                 log.first_error.get_or_insert_with(|| e.to_string());
             }
         }
-        last_end = Instant::now();
-        log.timing.record(due_ns, t.duration_since(start).as_nanos() as u64);
+        last_end = clock.now_ns();
+        log.timing.record(due_ns, t);
     }
-    log.duration = first.map_or(Duration::ZERO, |f| last_end.duration_since(f));
+    log.duration = first.map_or(Duration::ZERO, |f| Duration::from_nanos(last_end.saturating_sub(f)));
     log
 }
 

@@ -7,11 +7,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use control::plan::compile;
 use control::replay::{
-    gpus_of, map_endpoints, pace, prepare, rewrite, Gpu, MapHow, Options, Pace, Prepared, Report, Schedule, SendLog,
+    gpus_of, map_endpoints, pace, pace_with, prepare, PaceClock, rewrite, Gpu, MapHow, Options, Pace, Prepared, Report, Schedule, SendLog,
     TimingError,
 };
 use control::topology::Topology;
@@ -516,37 +516,46 @@ fn timing_error_is_the_mean_absolute_inter_frame_error() {
 
 #[test]
 fn pacing_keeps_an_absolute_schedule_and_stops_at_the_limit() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    /// A fake clock: waiting jumps to the due time; a send may take time (`advance`).
+    struct Fake(Rc<Cell<u64>>);
+    impl PaceClock for Fake {
+        fn now_ns(&mut self) -> u64 {
+            self.0.get()
+        }
+        fn wait_until_ns(&mut self, t: u64) {
+            self.0.set(self.0.get().max(t));
+        }
+    }
     const GAP: u64 = 2_000_000;
     let ts: Vec<Duration> = (0..40).map(|i| Duration::from_nanos(i * GAP)).collect();
     let s = Schedule::new(&ts, Pace::Speed(1.0), 1);
-    let start = Instant::now();
+    let now = Rc::new(Cell::new(0u64));
     let mut sent: Vec<(usize, u64)> = Vec::new();
-    let log = pace(&s, Duration::from_secs(5), |i| {
-        sent.push((i, start.elapsed().as_nanos() as u64));
-        if i == 5 {
-            // One slow send (7 ms) must not shift the frames after it.
-            std::thread::sleep(Duration::from_millis(7));
-        }
+    let log = pace_with(&s, Duration::from_secs(5), &mut Fake(now.clone()), |i| {
+        sent.push((i, now.get()));
+        // Every send takes 10 µs; one slow send takes 7 ms.
+        now.set(now.get() + if i == 5 { 7_000_000 } else { 10_000 });
         Ok(100)
     });
     assert_eq!((log.sent, log.errors, log.bytes, log.first_len, log.stopped_at_deadline), (40, 0, 4000, 100, false));
     assert_eq!(sent.iter().map(|x| x.0).collect::<Vec<_>>(), (0..40).collect::<Vec<_>>());
-    // Against their absolute due times the frames after it are on time: a schedule relative to
-    // the previous send would have shifted them all by 7 ms. (The median, as a loaded machine
-    // may delay any single wake-up.)
-    let t0 = sent[0].1;
-    let mut late: Vec<i64> = sent[10..].iter().map(|&(i, t)| t as i64 - t0 as i64 - (i as u64 * GAP) as i64).collect();
-    assert!(late.iter().all(|&l| l > -250_000), "no frame leaves more than the spin window early: {late:?}");
-    late.sort();
-    assert!(late[late.len() / 2] < 1_000_000, "median lateness after the slow send: {late:?}");
+    // Frames 6..=8 were due during the slow send and leave at once after it; from frame 9 on
+    // every frame leaves exactly on its absolute due time (a schedule relative to the previous
+    // send would have shifted them all by 7 ms).
+    assert_eq!(sent[6].1, 5 * GAP + 7_000_000);
+    for &(i, t) in &sent[9..] {
+        assert_eq!(t, i as u64 * GAP, "frame {i}");
+    }
     // The slow send shows in the report's error, the rest is on time.
     assert!(log.timing.max_abs_error_ns >= 5_000_000, "{:?}", log.timing);
-    let d = log.duration.as_secs_f64();
-    assert!((0.077..1.0).contains(&d), "{d}");
-    // The limit stops a longer schedule.
-    let log = pace(&s, Duration::from_millis(21), |_| Ok(1));
+    assert_eq!(log.duration, Duration::from_nanos(39 * GAP + 10_000));
+    // The limit stops a longer schedule: frames due at 0..=20 ms are sent.
+    now.set(0);
+    let log = pace_with(&s, Duration::from_millis(21), &mut Fake(now.clone()), |_| Ok(1));
     assert!(log.stopped_at_deadline);
-    assert!((10..=11).contains(&log.sent), "frames due at 0..=20 ms (the last unless a wake-up came after 21 ms): {}", log.sent);
+    assert_eq!(log.sent, 11);
     // Send errors are counted, the first one kept.
     let log: SendLog = pace(&Schedule::new(&ts[..3], Pace::Topspeed, 1), Duration::from_secs(1), |i| {
         if i == 1 {
