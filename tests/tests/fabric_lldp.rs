@@ -523,6 +523,8 @@ impl Drop for Lldpad {
         // Proc's drop: SIGTERM, up to 3 s, SIGKILL, reap.
         drop(self.proc.take());
         let _ = std::fs::remove_dir_all(&self.dir);
+        // lldpad keeps its state in a machine-wide shared-memory file; nothing else uses it here.
+        let _ = std::fs::remove_file("/dev/shm/lldpad.state");
     }
 }
 
