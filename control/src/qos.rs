@@ -1,12 +1,13 @@
-//! The `qos:` section of a topology file: traffic classes, the shared buffer, PFC thresholds and
-//! the PFC watchdog, at fabric level with per-switch overrides (book ch. 11, the NX-OS example;
-//! DESIGN.md "PFC").
+//! The `qos:` section of a topology file: traffic classes, egress scheduling, the shared buffer,
+//! PFC thresholds and the PFC watchdog, at fabric level with per-switch overrides (book ch. 11,
+//! the NX-OS example; DESIGN.md "QoS classes", "PFC").
 //!
 //! ```yaml
 //! qos:                        # every key optional; the defaults are shown
 //!   classes: { 24: 3, 48: 7 } # DSCP → priority (traffic class); every other DSCP → 0
 //!   pfc: [3]                  # lossless priorities; [] turns PFC off (every class lossy)
-//!   strict: [7]               # strict-priority queues (CNPs)
+//!   strict: [7]               # strict-priority queues (CNPs), served first
+//!   ets: { 0: 50, 3: 50 }     # queue → bandwidth remaining percent (DWRR among the others)
 //!   buffer: 16MiB             # the switch's shared buffer
 //!   cell: 256                 # accounting cell in bytes; 0 counts frame bytes
 //!   xoff: 3200000             # per ingress priority group (port, lossless priority)
@@ -22,7 +23,12 @@
 //! Sizes are bytes, or a number with B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of
 //! 1024). Times are a number with us, ms or s. The effective settings of every switch are checked
 //! against its port count at load ([`QosConfig::check`]): xON below xOFF, the headroom and
-//! thresholds inside the buffer.
+//! thresholds inside the buffer, ETS shares of 1..=100 % on non-strict queues summing to 100.
+//!
+//! `ets` is NX-OS's "bandwidth remaining percent": what the strict queues leave is shared by
+//! deficit-weighted round robin in these proportions; a queue neither strict nor listed gets
+//! nothing while a listed queue has frames to send. An override's `ets` (like `classes`)
+//! replaces the whole table.
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -49,6 +55,9 @@ pub struct RawQosFields {
     pfc: Option<Vec<u8>>,
     #[serde(default)]
     strict: Option<Vec<u8>>,
+    /// Queue → bandwidth remaining percent.
+    #[serde(default)]
+    ets: Option<BTreeMap<u8, u32>>,
     #[serde(default)]
     buffer: Option<ByteSize>,
     #[serde(default)]
@@ -273,6 +282,19 @@ impl RawQosFields {
         if let Some(p) = &self.strict {
             q.strict_priorities = bitmap(p, "strict")?;
         }
+        if let Some(ets) = &self.ets {
+            let mut t = [0u8; 8];
+            for (&queue, &pct) in ets {
+                if queue > 7 {
+                    return Err(("ets", format!("queue {queue} does not exist (0..=7)")));
+                }
+                if !(1..=100).contains(&pct) {
+                    return Err(("ets", format!("queue {queue}: {pct} % (1..=100; leave a queue out to give it no share)")));
+                }
+                t[queue as usize] = pct as u8;
+            }
+            q.ets_percent = t;
+        }
         let set = |v: Option<ByteSize>, dst: &mut u64| {
             if let Some(ByteSize(b)) = v {
                 *dst = b;
@@ -332,6 +354,7 @@ impl RawQosFields {
             "classes" => self.classes.is_some(),
             "pfc" => self.pfc.is_some(),
             "strict" => self.strict.is_some(),
+            "ets" => self.ets.is_some(),
             "buffer" => self.buffer.is_some(),
             "cell" => self.cell.is_some(),
             "xoff" => self.xoff.is_some(),
@@ -405,12 +428,14 @@ pub fn describe(q: &SwitchQos) -> String {
     } else {
         "off".to_string()
     };
+    let ets: Vec<String> = (0..8).filter(|&tc| c.ets_percent[tc] != 0).map(|tc| format!("{tc}:{}%", c.ets_percent[tc])).collect();
     let cell = if c.cell_bytes == 0 { "frame bytes".to_string() } else { format!("{}-byte cells", c.cell_bytes) };
     format!(
-        "classes {} (rest→0); pfc {}; strict {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {} B; lossy queue limit {} B; pause quanta {}; watchdog {wd}",
+        "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {} B; lossy queue limit {} B; pause quanta {}; watchdog {wd}",
         if classes.is_empty() { "none".to_string() } else { classes.join(", ") },
         prios(c.lossless_priorities),
         prios(c.strict_priorities),
+        if ets.is_empty() { "none".to_string() } else { ets.join(" ") },
         c.buffer_bytes,
         c.xoff_bytes,
         c.xon_bytes,
@@ -472,6 +497,44 @@ mod tests {
         assert_eq!(q[1].dscp_to_tc[24], 0);
         assert_eq!(q[0].queue_limit_bytes, 4096);
         assert!(describe(&q[0]).contains("pfc 3,4"), "{}", describe(&q[0]));
+        assert!(describe(&q[0]).contains("strict 7; ets 0:50% 3:50%;"), "{}", describe(&q[0]));
+    }
+
+    #[test]
+    fn ets_shares_with_a_switch_override() {
+        let raw = parse("ets: { 0: 70, 3: 30 }\nswitches:\n  spine1: { strict: [3, 7], ets: { 0: 100 } }\n");
+        let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
+        let q = resolve(&raw, &sw, None).unwrap();
+        assert_eq!(q[0].qos.ets_percent, [70, 0, 0, 30, 0, 0, 0, 0]);
+        assert_eq!(q[0].qos.strict_priorities, 1 << 7);
+        assert_eq!(q[1].qos.ets_percent, [100, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(q[1].qos.strict_priorities, 0b1000_1000);
+        assert!(describe(&q[1]).contains("strict 3,7; ets 0:100%;"), "{}", describe(&q[1]));
+        assert_eq!(resolve(&RawQos::default(), &sw, None).unwrap()[0].qos.ets_percent, [50, 0, 0, 50, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn ets_errors_name_the_key() {
+        let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
+        let e = |src: &str| resolve(&parse(src), &sw, None).unwrap_err();
+        let (f, m) = e("ets: { 0: 60, 3: 50 }\n");
+        assert_eq!(f, "qos.ets");
+        assert!(m.contains("rail1: the shares add up to 110 %"), "{m}");
+        let (f, m) = e("ets: { 8: 100 }\n");
+        assert_eq!(f, "qos.ets");
+        assert!(m.contains("queue 8 does not exist"), "{m}");
+        assert!(e("ets: { 0: 0, 3: 100 }\n").1.contains("queue 0: 0 %"));
+        assert!(e("ets: { 0: 101 }\n").1.contains("1..=100"));
+        // Queue 3 made strict while the default shares still give it 50 %.
+        let (f, m) = e("strict: [3, 7]\n");
+        assert_eq!(f, "qos.ets");
+        assert!(m.contains("queue 3 is strict"), "{m}");
+        let (f, m) = e("switches:\n  spine1: { ets: { 0: 20, 3: 20 } }\n");
+        assert_eq!(f, "qos.switches.spine1.ets");
+        assert!(m.starts_with("spine1: the shares add up to 40 %"), "{m}");
+        assert_eq!(e("switches:\n  spine1: { ets: { 9: 100 } }\n").0, "qos.switches.spine1.ets");
+        // Every queue strict: no shares is fine.
+        assert!(resolve(&parse("strict: [0, 1, 2, 3, 4, 5, 6, 7]\nets: {}\n"), &sw, None).is_ok());
     }
 
     #[test]

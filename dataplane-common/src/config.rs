@@ -9,6 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits::NUM_TC;
+
 /// A MAC address, serialised as `"aa:bb:cc:dd:ee:ff"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Mac(pub [u8; 6]);
@@ -138,6 +140,11 @@ pub struct QosConfig {
     pub lossless_priorities: u8,
     /// Bit p set: queue p is strict priority. Default queue 7 (CNPs).
     pub strict_priorities: u8,
+    /// "Bandwidth remaining percent" of each queue (index) among the non-strict queues, shared
+    /// by deficit-weighted round robin (ETS); 0 = no share: the queue is served only when no
+    /// weighted queue can send. The non-zero entries sum to 100. Default: queues 0 and 3 at
+    /// 50 % each (the book's NX-OS example).
+    pub ets_percent: [u8; NUM_TC],
     /// Shared buffer of the switch, bytes.
     pub buffer_bytes: u64,
     /// Accounting cell, bytes; 0 = frame bytes.
@@ -176,6 +183,7 @@ impl Default for QosConfig {
         QosConfig {
             lossless_priorities: 1 << 3,
             strict_priorities: 1 << 7,
+            ets_percent: DEFAULT_ETS_PERCENT,
             buffer_bytes: 16 << 20,
             cell_bytes: 256,
             xoff_bytes: 3_200_000,
@@ -192,6 +200,9 @@ impl Default for WatchdogConfig {
         WatchdogConfig { enabled: true, detect_us: 200_000, restore_us: 200_000, poll_us: 10_000, action: WatchdogAction::Drop }
     }
 }
+
+/// Default ETS shares: queue 0 (lossy) and queue 3 (RoCEv2) at 50 % each.
+pub const DEFAULT_ETS_PERCENT: [u8; NUM_TC] = [50, 0, 0, 50, 0, 0, 0, 0];
 
 /// Smallest Ethernet frame without FCS: what a buffer charges at least per held frame.
 pub const MIN_FRAME_BYTES: u64 = 60;
@@ -220,9 +231,10 @@ impl QosConfig {
     /// Checks the settings against each other for a switch with `ports` ports whose lossy
     /// queues hold at most `queue_limit_bytes`: xON below xOFF, the reserved headroom and the
     /// thresholds inside the buffer, the buffer within [`MAX_BUFFER_FRAMES`] UMEM frames, the
-    /// watchdog's times non-zero.
+    /// watchdog's times non-zero, the ETS shares 1..=100 % summing to 100 on non-strict queues.
     pub fn check(&self, ports: usize, queue_limit_bytes: u64) -> Result<(), QosProblem> {
         let bad = |field: &'static str, msg: String| Err(QosProblem { field, msg });
+        self.check_ets()?;
         let lossless = u64::from(self.lossless_priorities.count_ones());
         if self.cell_bytes != 0 && !(64..=16384).contains(&self.cell_bytes) {
             return bad("cell", format!("{} bytes: a cell is 64..=16384 bytes, or 0 to count frame bytes", self.cell_bytes));
@@ -280,6 +292,30 @@ impl QosConfig {
             if w.poll_us > w.detect_us {
                 return bad("watchdog.poll", format!("{} µs is longer than detect ({} µs)", w.poll_us, w.detect_us));
             }
+        }
+        Ok(())
+    }
+}
+
+impl QosConfig {
+    /// The ETS shares: each 0..=100, none on a strict queue, summing to 100 (or none at all when
+    /// every queue is strict).
+    pub fn check_ets(&self) -> Result<(), QosProblem> {
+        let bad = |msg: String| Err(QosProblem { field: "ets", msg });
+        if let Some(tc) = (0..NUM_TC).find(|&tc| self.ets_percent[tc] > 100) {
+            return bad(format!("queue {tc}: {} % is more than 100 %", self.ets_percent[tc]));
+        }
+        if let Some(tc) = (0..NUM_TC).find(|&tc| self.ets_percent[tc] != 0 && self.strict_priorities & (1 << tc) != 0) {
+            return bad(format!("queue {tc} is strict (qos.strict) and cannot have a bandwidth share too"));
+        }
+        let sum: u32 = self.ets_percent.iter().map(|&p| u32::from(p)).sum();
+        if sum == 0 && self.strict_priorities == 0xff {
+            return Ok(());
+        }
+        if sum != 100 {
+            return bad(format!(
+                "the shares add up to {sum} %, not 100 % (the default is {{ 0: 50, 3: 50 }}; queues not listed get no share)"
+            ));
         }
         Ok(())
     }
@@ -472,6 +508,16 @@ mod tests {
         // PFC off: the lossless thresholds do not matter.
         assert_eq!(QosConfig { lossless_priorities: 0, xon_bytes: 9 << 20, ..q.clone() }.check(4, 1 << 20), Ok(()));
         assert_eq!(q.check(4, 32 << 20).unwrap_err().field, "queue_limit");
+        // ETS: shares on non-strict queues, summing to 100.
+        assert_eq!(QosConfig { ets_percent: [70, 0, 0, 30, 0, 0, 0, 0], ..q.clone() }.check(4, 1 << 20), Ok(()));
+        let ets = |p: [u8; 8], strict: u8| QosConfig { ets_percent: p, strict_priorities: strict, ..q.clone() }.check(4, 1 << 20);
+        assert_eq!(ets([60, 0, 0, 50, 0, 0, 0, 0], 1 << 7).unwrap_err().field, "ets");
+        assert!(ets([60, 0, 0, 50, 0, 0, 0, 0], 1 << 7).unwrap_err().msg.contains("110 %"));
+        assert!(ets([50, 0, 0, 0, 0, 0, 0, 50], 1 << 7).unwrap_err().msg.contains("queue 7 is strict"));
+        assert!(ets([0, 0, 0, 0, 0, 0, 0, 200], 0).unwrap_err().msg.contains("more than 100"));
+        assert!(ets([0; 8], 1 << 7).unwrap_err().msg.contains("0 %"));
+        assert_eq!(ets([0; 8], 0xff), Ok(()));
+        assert_eq!(ets([100, 0, 0, 0, 0, 0, 0, 0], 0), Ok(()));
         let mut c = sample();
         c.qos.xon_bytes = c.qos.xoff_bytes;
         let e = c.validate().unwrap_err().to_string();
