@@ -17,8 +17,9 @@
 //!    ahead: the cross-core misses overlap instead of stalling one frame at a time;
 //! 4. per port, first the control queue (frames the switch originates: PFC, and frames the
 //!    control side hands over through [`crate::ctrl`]), then, while the shaper
-//!    ([`crate::shaper`]) allows, frames in scheduler order ([`crate::sched`]) among the queues
-//!    the peer has not paused, into one TX batch; dequeueing releases the frame's buffer charges,
+//!    ([`crate::shaper`]) allows, frames in scheduler order ([`crate::sched`]: strict queues,
+//!    then deficit-weighted round robin by the ETS shares) among the queues the peer has not
+//!    paused, into one TX batch; dequeueing releases the frame's buffer charges,
 //!    and a group that falls below xON sends PFC quanta 0. Then produce the batch and kick the
 //!    socket once (`sendto`, only
 //!    when the ring asks for a wake-up — always, in copy mode). Copy mode transmits at most the
@@ -315,7 +316,7 @@ impl DataPlane {
                 queues: PortQueues::with_capacities(caps, PortStatsRef::new(stats.clone(), i)),
                 own: Fifo::new(OWN_QUEUE_LEN, u64::MAX),
                 shaper: Shaper::new(cfg.line_rates_bps[i].max(1), cfg.burst_bytes),
-                sched: Scheduler::StrictPriority,
+                sched: Scheduler::from_qos(&cfg.qos),
                 tx_inflight: 0,
                 last_progress: 0,
             })
@@ -658,6 +659,7 @@ impl DataPlane {
                 if drop_action {
                     // Drop what the stormed queue holds, releasing its buffer charges.
                     let mut freed = 0u64;
+                    self.ports[port].sched.emptied(prio as usize);
                     let (queues, buffer, free, stats) = (&mut self.ports[port].queues, &mut self.buffer, &mut self.free, &self.stats);
                     let mut events = [None; 8];
                     let mut ne = 0;
@@ -865,6 +867,7 @@ impl DataPlane {
                 break;
             }
             let Some((h, len)) = port.queues.dequeue(tc) else { break };
+            port.sched.sent(&port.queues, tc, len);
             port.shaper.sent(now, len);
             if let Some(ev) = release_held(&mut self.buffer, &self.stats, &h, p, tc as u8, len) {
                 released[nrel] = Some(ev);
