@@ -281,11 +281,11 @@ fn neighbour_table_renders_like_show_lldp_neighbors_detail() {
     let lines: Vec<&str> = rail1.lines().collect();
     assert_eq!(lines[0], "rail1 (switch, chassis 02:00:00:00:01:00): 5 ports, 4 with a neighbour");
     assert_eq!(lines[1], "rail1 eth1 -> host1 gpu0 (chassis 02:00:00:00:0b:01, ttl 120/120 s)");
-    assert_eq!(lines[2], "  neighbour DCBX: willing=1 pfc {3} ets prio->tc [0,1,2,3,4,5,6,7] tsa [strict x8] app [udp 4791->3, dscp 24->3, dscp 48->7]");
+    assert_eq!(lines[2], "  neighbour DCBX: willing=1 pfc {3} ets prio->tc [0,1,2,3,4,5,6,7] tsa [ets,ets,ets,ets,ets,ets,ets,strict] bw% [50,0,0,50,0,0,0,0] app [udp 4791->3, dscp 24->3, dscp 48->7]");
     assert_eq!(lines[3], "  operational: pfc {3} (local) app (local)");
     assert!(rail1.contains("rail1 eth3 -> spine2 eth1 (chassis 02:00:00:00:16:00, ttl 120/120 s)\n"), "{rail1}");
     assert!(rail1.contains("rail1 eth5 -> no neighbour\n"), "{rail1}");
-    assert!(rail1.contains("  neighbour DCBX: willing=0 pfc {4} ets prio->tc [0,1,2,3,4,5,6,7] tsa [strict x8] app [udp 4791->4, dscp 24->4, dscp 48->7]\n"), "{rail1}");
+    assert!(rail1.contains("  neighbour DCBX: willing=0 pfc {4} ets prio->tc [0,1,2,3,4,5,6,7] tsa [ets,ets,ets,ets,ets,ets,ets,strict] bw% [50,0,0,50,0,0,0,0] app [udp 4791->4, dscp 24->4, dscp 48->7]\n"), "{rail1}");
     assert!(rail1.contains("  MISMATCH: PFC enable differs, neither side willing: local {3} peer {4}\n"), "{rail1}");
     assert!(rail1.contains("  MISMATCH: APP table differs, neither side willing: "), "{rail1}");
 

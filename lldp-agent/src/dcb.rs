@@ -3,7 +3,7 @@
 //!
 //! - [`Dcb`]: one side's ETS, PFC and Application Priority settings, in the units of the TLVs.
 //! - [`Dcb::from_switch`]: the effective QoS of a switch (its DSCP map, lossless and strict
-//!   priorities) as its ports advertise it.
+//!   priorities, ETS shares) as its ports advertise it.
 //! - [`negotiate`]: the operational settings of a port given its own and the peer's, with the
 //!   willing rules of IEEE 802.1Q-2018 38.4 (ETS, 38.5 PFC, 38.6 Application Priority): a
 //!   willing port takes a non-willing peer's configuration; when both are willing, the port
@@ -11,7 +11,7 @@
 //!   and a difference is a [`Mismatch`].
 //! - [`check_consistency`]: a PFC configuration that disagrees with the Application Priority
 //!   table (RoCEv2 mapped to a priority that is not lossless).
-use dataplane_common::config::SwitchConfig;
+use dataplane_common::config::{QosConfig, SwitchConfig};
 use rocefab_wire::dcbx::{AppEntry, AppPriority, AppSelector, DcbxTlv, EtsConfig, EtsRecommendation, EtsTables, PfcConfig, Tsa};
 use rocefab_wire::ethernet::{Priority, PrioritySet};
 use serde::{Deserialize, Serialize};
@@ -81,6 +81,16 @@ impl Ets {
     pub fn strict_identity() -> Ets {
         Ets { prio_tc: [0, 1, 2, 3, 4, 5, 6, 7], tc_bandwidth: [0; 8], tsa: [TSA_STRICT; 8] }
     }
+    /// A switch's scheduler: priority p in traffic class p; strict queues TSA strict, every other
+    /// queue TSA ETS with its share of `ets_percent` (0 when it has none).
+    pub fn from_qos(q: &QosConfig) -> Ets {
+        let strict = |tc: usize| q.strict_priorities & (1 << tc) != 0;
+        Ets {
+            prio_tc: [0, 1, 2, 3, 4, 5, 6, 7],
+            tc_bandwidth: std::array::from_fn(|tc| if strict(tc) { 0 } else { q.ets_percent[tc] }),
+            tsa: std::array::from_fn(|tc| if strict(tc) { TSA_STRICT } else { TSA_ETS }),
+        }
+    }
     fn to_wire(self) -> EtsTables {
         EtsTables { prio_tc: self.prio_tc, tc_bandwidth: self.tc_bandwidth, tsa: self.tsa.map(Tsa::from) }
     }
@@ -108,8 +118,11 @@ impl Dcb {
     /// What a switch's ports advertise: its effective QoS, not willing.
     ///
     /// - ETS: priority p → traffic class p (the switch queues a frame in the queue numbered like
-    ///   its priority). The egress scheduler is strict priority between all eight queues, so
-    ///   every class is advertised as strict, with no bandwidth share.
+    ///   its priority), and the scheduler's real configuration: the strict queues with TSA strict
+    ///   priority (0) and bandwidth 0, the queues with a share (`qos.ets`) with TSA ETS (2) and
+    ///   their percent. A queue that is neither is advertised as ETS with 0 %: that is what it
+    ///   is guaranteed (it is served only when no weighted queue can send), and the bandwidth
+    ///   table still sums to 100 as the ETS TLVs (802.1Q-2018 D.2.9, D.2.10) require.
     /// - PFC: the lossless priorities.
     /// - APP: every DSCP the switch maps to a non-zero priority (DSCP 24 → 3, DSCP 48 → 7 by
     ///   default), and RoCEv2 (UDP 4791) → the lowest lossless priority, or the priority of DSCP
@@ -132,16 +145,18 @@ impl Dcb {
             app.push(App::rocev2(p));
         }
         app.sort();
-        Dcb { willing: false, ets: Ets::strict_identity(), pfc_enable: lossless, pfc_cap: 8, app }
+        Dcb { willing: false, ets: Ets::from_qos(&cfg.qos), pfc_enable: lossless, pfc_cap: 8, app }
     }
 
     /// A NIC's own settings before negotiation: PFC on `pfc_enable`, RoCEv2 at DSCP
-    /// `roce_dscp` → `roce_priority`, CNPs at DSCP `cnp_dscp` → `cnp_priority`.
+    /// `roce_dscp` → `roce_priority`, CNPs at DSCP `cnp_dscp` → `cnp_priority`; ETS the
+    /// fabric's default scheduler (queue 7 strict, 0 and 3 at 50/50), so a NIC that is not
+    /// willing agrees with a switch left at its defaults.
     pub fn nic(willing: bool, pfc_enable: u8, roce_dscp: u8, roce_priority: u8, cnp_dscp: u8, cnp_priority: u8) -> Dcb {
         let mut app = vec![App::rocev2(roce_priority), App::dscp(roce_dscp, roce_priority), App::dscp(cnp_dscp, cnp_priority)];
         app.sort();
         app.dedup();
-        Dcb { willing, ets: Ets::strict_identity(), pfc_enable, pfc_cap: 8, app }
+        Dcb { willing, ets: Ets::from_qos(&QosConfig::default()), pfc_enable, pfc_cap: 8, app }
     }
 
     /// The DCBX TLVs advertising these settings: ETS Configuration, ETS Recommendation, PFC
@@ -432,7 +447,21 @@ mod tests {
         assert!(!d.willing);
         assert_eq!(d.pfc_enable, 1 << 3);
         assert_eq!(d.app, vec![App::rocev2(3), App::dscp(24, 3), App::dscp(48, 7)].into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>());
-        assert_eq!(d.ets.tsa, [TSA_STRICT; 8]);
+        // The default scheduler: queue 7 strict, queues 0 and 3 at 50/50, the rest ETS 0 %.
+        let e = TSA_ETS;
+        assert_eq!(d.ets.prio_tc, [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(d.ets.tsa, [e, e, e, e, e, e, e, TSA_STRICT]);
+        assert_eq!(d.ets.tc_bandwidth, [50, 0, 0, 50, 0, 0, 0, 0]);
+        // On the wire: ETS Configuration and Recommendation carry the same tables.
+        let p = advertised(&d);
+        assert_eq!(p.ets, Some(d.ets));
+        assert_eq!(p.ets_recommendation, Some(d.ets));
+        // 70/30 with queues 3 and 7 strict.
+        cfg.qos.strict_priorities = 0b1000_1000;
+        cfg.qos.ets_percent = [70, 30, 0, 0, 0, 0, 0, 0];
+        let d = Dcb::from_switch(&cfg);
+        assert_eq!(d.ets.tsa, [e, e, e, TSA_STRICT, e, e, e, TSA_STRICT]);
+        assert_eq!(d.ets.tc_bandwidth, [70, 30, 0, 0, 0, 0, 0, 0]);
         // PFC moved to priority 4 with DSCP 26: RoCEv2 follows the lossless priority.
         cfg.qos.lossless_priorities = 1 << 4;
         cfg.dscp_to_tc = vec![0; 64];
@@ -444,6 +473,28 @@ mod tests {
         // PFC off: RoCEv2 at DSCP 24's priority, if it has one.
         cfg.qos.lossless_priorities = 0;
         assert_eq!(Dcb::from_switch(&cfg).roce_priority(), None);
+    }
+
+    #[test]
+    fn a_non_willing_nic_at_its_defaults_agrees_with_a_default_switch() {
+        let mut cfg: SwitchConfig = serde_json::from_str(
+            r#"{"name":"r1","role":"rail","netns":null,"hash_seed":1,"metrics_listen":"127.0.0.1:1",
+                "queue_limit_bytes":1,"xdp_mode":"skb","ports":[],"nexthops":[],"groups":[],"routes":[]}"#,
+        )
+        .unwrap();
+        let sw = Dcb::from_switch(&cfg);
+        let nic = Dcb::nic(false, 1 << 3, 24, 3, 48, 7);
+        assert_eq!(nic.ets, sw.ets);
+        let (_, m) = negotiate(&nic, NIC, Some((&advertised(&sw), Some(SW))));
+        assert!(m.is_empty(), "{m:?}");
+        // Other shares are no ETS mismatch (the TSAs agree); another strict queue is.
+        cfg.qos.ets_percent = [70, 0, 0, 30, 0, 0, 0, 0];
+        let (_, m) = negotiate(&nic, NIC, Some((&advertised(&Dcb::from_switch(&cfg)), Some(SW))));
+        assert!(m.is_empty(), "{m:?}");
+        cfg.qos.strict_priorities = 0b1000_1000;
+        cfg.qos.ets_percent = [100, 0, 0, 0, 0, 0, 0, 0];
+        let (_, m) = negotiate(&nic, NIC, Some((&advertised(&Dcb::from_switch(&cfg)), Some(SW))));
+        assert!(matches!(m.as_slice(), [Mismatch::Ets { .. }]), "{m:?}");
     }
 
     #[test]

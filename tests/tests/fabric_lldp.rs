@@ -29,8 +29,8 @@ use serde_json::Value;
 
 /// LLDPDUs every second and a short TTL, so frames flow during a short capture.
 const LLDP_FAST: &str = "lldp:\n  tx_interval: 1s\n  ttl: 4s\n";
-/// A QoS that differs from the NICs' own defaults (PFC {3}, DSCP 24 → 3).
-const QOS_CHANGED: &str = "qos:\n  classes: {26: 4, 48: 7}\n  pfc: [4]\n";
+/// A QoS that differs from the NICs' own defaults (PFC {3}, DSCP 24 → 3, ETS 0 and 3 at 50/50).
+const QOS_CHANGED: &str = "qos:\n  classes: {26: 4, 48: 7}\n  pfc: [4]\n  ets: {0: 70, 4: 30}\n";
 
 const UDP_ROCEV2: u16 = 4791;
 /// Application Priority selectors (IEEE 802.1Q-2018 table D-9).
@@ -61,15 +61,33 @@ struct Dcbx {
 }
 
 /// The effective QoS of a switch as its ports must advertise it, computed from its
-/// configuration: the scheduler is strict priority with priority p in queue p (ETS: prio p → TC
-/// p, every TC strict, no bandwidth share); PFC on the lossless priorities; APP: every DSCP the
-/// switch maps to a non-zero priority, and RoCEv2 (UDP 4791) → the lowest lossless priority.
+/// configuration: priority p in queue p (ETS: prio p → TC p); the strict queues
+/// (`qos.strict_priorities`) TSA strict (0) with no bandwidth, every other queue TSA ETS (2)
+/// with its `qos.ets` share (0 % when it has none); PFC on the lossless priorities; APP: every
+/// DSCP the switch maps to a non-zero priority, and RoCEv2 (UDP 4791) → the lowest lossless
+/// priority.
 fn effective_qos(c: &SwitchConfig) -> Dcbx {
     let pfc = c.qos.lossless_priorities;
     assert_ne!(pfc, 0, "{}: these tests need a lossless priority", c.name);
     let mut app: BTreeSet<(u8, u16, u8)> = c.dscp_to_tc.iter().enumerate().filter(|&(_, &p)| p != 0).map(|(d, &p)| (SEL_DSCP, d as u16, p)).collect();
     app.insert((SEL_UDP, UDP_ROCEV2, pfc.trailing_zeros() as u8));
-    Dcbx { willing: false, prio_tc: [0, 1, 2, 3, 4, 5, 6, 7], tc_bandwidth: [0; 8], tsa: [0; 8], pfc_enable: pfc, pfc_cap: 8, app }
+    let strict = |tc: usize| c.qos.strict_priorities & (1 << tc) != 0;
+    let tsa: [u8; 8] = std::array::from_fn(|tc| if strict(tc) { TSA_STRICT } else { TSA_ETS });
+    let tc_bandwidth: [u8; 8] = std::array::from_fn(|tc| if strict(tc) { 0 } else { c.qos.ets_percent[tc] });
+    assert_eq!(tc_bandwidth.iter().map(|&b| u32::from(b)).sum::<u32>(), 100, "{}: ETS shares {tc_bandwidth:?}", c.name);
+    Dcbx { willing: false, prio_tc: [0, 1, 2, 3, 4, 5, 6, 7], tc_bandwidth, tsa, pfc_enable: pfc, pfc_cap: 8, app }
+}
+
+/// TSA values (IEEE 802.1Q-2018 table 8-6) and how lldptool names them.
+const TSA_STRICT: u8 = 0;
+const TSA_ETS: u8 = 2;
+fn lldpad_tsa(t: u8) -> &'static str {
+    match t {
+        TSA_STRICT => "strict",
+        1 => "cb_shaper",
+        TSA_ETS => "ets",
+        _ => "vendor",
+    }
 }
 
 /// Who sends an LLDPDU, as a receiver must see it.
@@ -422,6 +440,7 @@ fn tshark_decodes_switch_and_nic_lldpdus_field_by_field() {
     // The shipped default, as the README documents it.
     assert_eq!(bits(want.pfc_enable), [3]);
     assert_eq!(want.app, BTreeSet::from([(SEL_UDP, UDP_ROCEV2, 3), (SEL_DSCP, 24, 3), (SEL_DSCP, 48, 7)]));
+    assert_eq!((want.tsa, want.tc_bandwidth), ([2, 2, 2, 2, 2, 2, 2, 0], [50, 0, 0, 50, 0, 0, 0, 0]));
     // Both daemons' scrapes pass promtool.
     promtool_check("rocefab-nicd host1", &scrape(nicd_addr(&f, "host1")));
     promtool_check("rocefab-switchd rail1", &f.metrics("rail1"));
@@ -436,6 +455,7 @@ fn tshark_shows_the_nic_advertising_the_changed_qos_it_adopted() {
     // NIC's own configuration (PFC {3}, DSCP 24 → 3) is not what it advertises any more.
     assert_eq!(bits(want.pfc_enable), [4]);
     assert_eq!(want.app, BTreeSet::from([(SEL_UDP, UDP_ROCEV2, 4), (SEL_DSCP, 26, 4), (SEL_DSCP, 48, 7)]));
+    assert_eq!(want.tc_bandwidth, [70, 0, 0, 0, 30, 0, 0, 0]);
     let own = &nicd_config(&f, "host1")["nics"][0]["dcb"];
     assert_eq!(own["pfc_enable"].as_u64(), Some(1 << 3), "the NIC's own PFC before negotiation");
 }
@@ -594,7 +614,7 @@ fn lldpad_sees_the_switch(f: &Fabric, tag: &str) -> Dcbx {
         assert_eq!(numbers(after(&ets, "PRIO_MAP:")), identity, "{tlv} priority → TC:\n{ets}");
         assert_eq!(numbers(after(&ets, "TC Bandwidth:")), want.tc_bandwidth.map(u64::from), "{tlv} bandwidth:\n{ets}");
         let tsa: Vec<&str> = after(&ets, "TSA_MAP:").split_whitespace().map(|e| e.split_once(':').expect("tc:tsa").1).collect();
-        assert_eq!(tsa, ["strict"; 8], "{tlv} TSA:\n{ets}");
+        assert_eq!(tsa, want.tsa.map(lldpad_tsa), "{tlv} TSA:\n{ets}");
     }
     // lldpad only listened: it sent nothing on the NIC's interface.
     let stats = l.tool(&["-S", "-i", "gpu0"]).1;
@@ -611,6 +631,7 @@ fn lldpad_decodes_what_the_switch_port_advertises() {
     let want = lldpad_sees_the_switch(&f, "rfl3");
     assert_eq!(bits(want.pfc_enable), [3]);
     assert_eq!(want.app, BTreeSet::from([(SEL_UDP, UDP_ROCEV2, 3), (SEL_DSCP, 24, 3), (SEL_DSCP, 48, 7)]));
+    assert_eq!(want.tc_bandwidth, [50, 0, 0, 50, 0, 0, 0, 0]);
 }
 
 #[test]
@@ -620,6 +641,7 @@ fn lldpad_decodes_the_changed_qos_the_switch_port_advertises() {
     let want = lldpad_sees_the_switch(&f, "rfl4");
     assert_eq!(bits(want.pfc_enable), [4]);
     assert_eq!(want.app, BTreeSet::from([(SEL_UDP, UDP_ROCEV2, 4), (SEL_DSCP, 26, 4), (SEL_DSCP, 48, 7)]));
+    assert_eq!(want.tc_bandwidth, [70, 0, 0, 0, 30, 0, 0, 0]);
 }
 
 // ---------------------------------------------------------------------------------------------
