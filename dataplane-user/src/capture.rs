@@ -111,6 +111,10 @@ impl Tap {
     pub fn mirrored(&self) -> u64 {
         self.mirrored.load(Ordering::Relaxed)
     }
+    /// The ports being mirrored.
+    pub fn mask(&self) -> u64 {
+        self.mask.load(Ordering::Acquire)
+    }
     /// Starts mirroring the ports in `mask`, at most `snaplen` bytes each.
     pub fn start(&self, mask: u64, snaplen: u32) {
         self.snaplen.store(snaplen.max(1), Ordering::Relaxed);

@@ -191,6 +191,8 @@ struct Capture {
     kernel_lost: Arc<AtomicU64>,
     /// The mask the sources are set up for.
     active: u64,
+    /// `active`, published for [`CaptureWake::ready`] once the sources are open.
+    ready: Arc<AtomicU64>,
     housekeeping_at: Instant,
     frame: Vec<u8>,
     shm_buf: Vec<u8>,
@@ -251,6 +253,7 @@ impl Capture {
             }
         }
         self.housekeeping();
+        self.ready.store(mask, Ordering::Release);
     }
 
     /// Opens the sockets of captured NICs that have none (an interface may appear later) and
@@ -326,17 +329,32 @@ impl Capture {
     }
 }
 
-/// Wakes the capture thread when a capture is asked for.
+/// Wakes the capture thread when a capture is asked for, and tells when its sources are set up.
 #[derive(Clone)]
 struct CaptureWake {
     asked: Arc<AtomicBool>,
     thread: std::thread::Thread,
+    /// The mask the capture thread's sources are set up for (published after `reconfigure`).
+    ready: Arc<AtomicU64>,
+    tap: Arc<capture::Tap>,
 }
 
 impl CaptureWake {
     fn wake(&self) {
         self.asked.store(true, Ordering::Relaxed);
         self.thread.unpark();
+    }
+    /// Waits (up to a second) until the capture thread has set its sources up for the tap's
+    /// mask, so a client that got the stream header misses no frame after it.
+    async fn ready(&self) {
+        let until = Instant::now() + Duration::from_secs(1);
+        loop {
+            let m = self.tap.mask();
+            if m == 0 || self.ready.load(Ordering::Acquire) == m || Instant::now() >= until {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
 
@@ -391,8 +409,11 @@ fn start_capture(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureSta
         }
     };
     let kernel_lost = Arc::new(AtomicU64::new(0));
+    let ready = Arc::new(AtomicU64::new(0));
+    let wake_tap = tap.clone();
     let stats = CaptureStats { tap, shm: shm.as_ref().map(MirrorConsumer::counters), kernel_lost: kernel_lost.clone() };
     let cap = Capture {
+        ready: ready.clone(),
         tap: producer,
         shm,
         socks: names.iter().map(|_| None).collect(),
@@ -409,7 +430,7 @@ fn start_capture(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureSta
     let asked = Arc::new(AtomicBool::new(false));
     let (s2, a2) = (stop.clone(), asked.clone());
     let join = std::thread::Builder::new().name("rocefab-capture".into()).spawn(move || cap.run(&s2, &a2)).context("spawning the capture thread")?;
-    let wake = CaptureWake { asked, thread: join.thread().clone() };
+    let wake = CaptureWake { asked, thread: join.thread().clone(), ready, tap: wake_tap };
     Ok((Arc::new(Mutex::new(Some(consumer))), stats, wake, CaptureThread { stop, join: Some(join) }))
 }
 
@@ -470,10 +491,19 @@ fn run(args: &Args) -> anyhow::Result<()> {
                     async move { axum::Json(r) }
                 }),
             )
-            .merge(capture::router(cfg.host.clone(), nic_names, slot).layer(axum::middleware::map_request(move |req: axum::extract::Request| {
-                wake.wake();
-                async move { req }
-            })));
+            .merge(capture::router(cfg.host.clone(), nic_names, slot).layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let wake = wake.clone();
+                    async move {
+                        wake.wake();
+                        // The handler starts the tap; the stream header goes out only once the
+                        // capture sockets are open.
+                        let resp = next.run(req).await;
+                        wake.ready().await;
+                        resp
+                    }
+                },
+            )));
         let server = tokio::spawn(dataplane_user::http::serve(listener, router));
         // SAFETY: the socket's descriptor is owned by `sock`, which the AsyncFd owns until it is
         // dropped, so it stays open for as long as it is registered.
