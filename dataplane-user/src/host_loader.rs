@@ -111,11 +111,15 @@ impl HostXdp {
     /// (resolved in the current network namespace) to slot `i` and attaches to each in `mode`
     /// (`driver` or `skb`).
     pub fn load(names: &[String], program: &str, mode: &str) -> Result<Self, HostLoaderError> {
-        let xdp_mode = match mode {
-            "driver" => XdpMode::Driver,
-            "skb" => XdpMode::Skb,
-            other => return Err(HostLoaderError::BadMode(other.to_string())),
-        };
+        let mut h = Self::load_detached(names, program)?;
+        h.attach(mode)?;
+        Ok(h)
+    }
+
+    /// Like [`HostXdp::load`] without attaching: register the AF_XDP sockets first, then
+    /// [`HostXdp::attach`], so no frame the program would redirect arrives before its socket is
+    /// there (it would be dropped as `redirect_failed`).
+    pub fn load_detached(names: &[String], program: &str) -> Result<Self, HostLoaderError> {
         let ifindexes = names
             .iter()
             .enumerate()
@@ -127,10 +131,19 @@ impl HostXdp {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut h = Self::load_unattached(names, ifindexes, program)?;
-        let program = h.program;
-        let prog = prog_mut(&mut h.ebpf, program)?;
-        for (i, (&ifindex, name)) in h.ifindexes.iter().zip(h.names.iter()).enumerate() {
+        Self::load_unattached(names, ifindexes, program)
+    }
+
+    /// Attaches the loaded program to every port in `mode` (`driver` or `skb`).
+    pub fn attach(&mut self, mode: &str) -> Result<(), HostLoaderError> {
+        let xdp_mode = match mode {
+            "driver" => XdpMode::Driver,
+            "skb" => XdpMode::Skb,
+            other => return Err(HostLoaderError::BadMode(other.to_string())),
+        };
+        let program = self.program;
+        let prog = prog_mut(&mut self.ebpf, program)?;
+        for (i, (&ifindex, name)) in self.ifindexes.iter().zip(self.names.iter()).enumerate() {
             let link = prog.attach_to_if_index(ifindex, xdp_mode).map_err(|source| HostLoaderError::Attach {
                 slot: i as u32,
                 name: name.clone(),
@@ -139,10 +152,10 @@ impl HostXdp {
                 mode: mode.to_string(),
                 source: Box::new(source),
             })?;
-            h.links.push(link);
+            self.links.push(link);
             tracing::debug!(slot = i, %name, ifindex, mode, "attached {program}");
         }
-        Ok(h)
+        Ok(())
     }
 
     fn load_unattached(names: &[String], ifindexes: Vec<u32>, program: &str) -> Result<Self, HostLoaderError> {

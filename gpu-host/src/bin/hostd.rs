@@ -158,7 +158,9 @@ fn run(args: Args) -> Result<bool> {
     }
     let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
     let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
-    let mut xdp = HostXdp::load(&names, program, &job.xdp_mode).context("attaching the host XDP program")?;
+    // Sockets are registered before the program is attached: a frame it redirects never finds
+    // a missing socket (it would be dropped, e.g. a PFC pause at the start of the job).
+    let mut xdp = HostXdp::load_detached(&names, program).context("loading the host XDP program")?;
     xdp.set_drop_nth(job.drop_nth).context("setting drop_nth")?;
     let mut ports = Vec::new();
     for (i, n) in names.iter().enumerate() {
@@ -166,6 +168,7 @@ fn run(args: Args) -> Result<bool> {
         xdp.register_xsk(i as u32, p.fd()).with_context(|| format!("registering the socket of {n}"))?;
         ports.push(p);
     }
+    xdp.attach(&job.xdp_mode).context("attaching the host XDP program")?;
 
     let mut mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
 
@@ -209,6 +212,9 @@ fn run(args: Args) -> Result<bool> {
 
     let mut report = engine.report(&job.name, end);
     let counters = xdp.counters().context("reading host XDP counters")?;
+    // Detach at once: frames that arrive from now on go to the kernel (and its packet taps)
+    // instead of waiting unread in the AF_XDP rings.
+    drop(xdp);
     for (i, nic) in report.nics.iter_mut().enumerate() {
         for (id, name) in counter::NAMES.iter().enumerate() {
             nic.xdp.insert((*name).to_string(), counters[i][id]);
@@ -252,7 +258,6 @@ fn run(args: Args) -> Result<bool> {
         tracing::warn!(error = ?report.error, "job did not complete");
     }
     drop(ports);
-    drop(xdp);
     if report.ok {
         Ok(true)
     } else if report.error.is_none() {
