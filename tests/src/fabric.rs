@@ -294,3 +294,37 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
     }
     v
 }
+
+/// `rocefab run <fabric> incast --size 4MiB --json` (every rank writes to rank 0 = host1:gpu0)
+/// with a 2 s ACK timeout (longer than the pauses a 7:1 incast into a slow link builds); while it
+/// runs, the largest ingress-group occupancy rail1 reports for `priority`. Returns the report
+/// (JSON text) and that largest occupancy in bytes. The run is killed if the caller panics.
+pub fn run_incast(f: &Fabric, priority: u8) -> (String, f64) {
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Command::new(rocefab_bin())
+        .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000", "--timeout", "60"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting rocefab run incast");
+    let mut run = Kill(child);
+    let end = Instant::now() + Duration::from_secs(70);
+    let series = format!("priority=\"{priority}\"");
+    let mut max_pg: f64 = 0.0;
+    while run.0.try_wait().expect("try_wait").is_none() {
+        assert!(Instant::now() < end, "rocefab run did not finish");
+        let t = f.metrics("rail1");
+        for l in t.lines().filter(|l| l.starts_with("rocefab_ingress_pg_bytes{") && l.contains(&series)) {
+            max_pg = max_pg.max(l.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()).unwrap_or(0.0));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut out = String::new();
+    run.0.stdout.as_mut().expect("stdout piped").read_to_string(&mut out).expect("reading the report");
+    (out, max_pg)
+}

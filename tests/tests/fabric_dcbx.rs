@@ -11,13 +11,10 @@
 //!    agent is killed (aged out at its short TTL).
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
-mod host_util;
-
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use host_util::Proc;
-use rocefab_tests::fabric::{metric, rocefab, rocefab_bin, run_dir, scrape, stderr, stdout, topology_copy, Fabric};
+use rocefab_tests::fabric::{metric, rocefab, run_dir, scrape, stderr, stdout, topology_copy, Fabric};
 
 /// `rocefab lldp <fabric> [args]`.
 fn lldp(f: &Fabric, args: &[&str]) -> Output {
@@ -104,24 +101,7 @@ fn willing_nics_adopt_the_switch_priorities_and_honour_their_pauses() {
     assert_eq!(metric(&m, "rocefab_dcbx_oper_pfc_enabled", &[("port", "gpu1"), ("priority", "3")]), 0.0);
 
     // The 7:1 incast into host1:gpu0 (100 Mbit/s) with the negotiated classes.
-    let mut run = Proc::spawn(
-        "rocefab run incast",
-        Command::new(rocefab_bin())
-            .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000", "--timeout", "60"])
-            .stdout(Stdio::piped()),
-    );
-    let end = Instant::now() + Duration::from_secs(70);
-    let mut max_pg: f64 = 0.0;
-    while run.child.try_wait().expect("try_wait").is_none() {
-        assert!(Instant::now() < end, "rocefab run did not finish");
-        let m = f.metrics("rail1");
-        for l in m.lines().filter(|l| l.starts_with("rocefab_ingress_pg_bytes{") && l.contains("priority=\"4\"")) {
-            max_pg = max_pg.max(l.rsplit_once(' ').unwrap().1.parse().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut out = String::new();
-    std::io::Read::read_to_string(run.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let (out, max_pg) = rocefab_tests::fabric::run_incast(&f, 4);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("rocefab run --json: {e}: {out}"));
     assert_eq!(r["ok"], true, "{r}");
     assert!(max_pg >= 64_000.0, "never congested: rail1's largest priority-4 ingress group held {max_pg} bytes (xOFF 64 kB)");

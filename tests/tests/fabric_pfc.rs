@@ -365,28 +365,9 @@ fn incast_fabric(name: &str, edit: impl Fn(String) -> String) -> Fabric {
     f
 }
 
-/// `rocefab run <fabric> incast --size 4MiB --json` (every rank writes to rank 0 = host1:gpu0)
-/// with a 2 s ACK timeout (longer than the pauses a 7:1 incast into 100 Mbit/s builds); while it
-/// runs, the largest ingress-group occupancy rail1 reports for priority 3. Returns (report, max).
+/// The incast on `f` (see [`rocefab_tests::fabric::run_incast`]) with the report parsed.
 fn run_incast(f: &Fabric) -> (serde_json::Value, f64) {
-    let mut run = Proc::spawn(
-        "rocefab run incast",
-        Command::new(rocefab_tests::fabric::rocefab_bin())
-            .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000", "--timeout", "60"])
-            .stdout(Stdio::piped()),
-    );
-    let end = Instant::now() + Duration::from_secs(70);
-    let mut max_pg: f64 = 0.0;
-    while run.child.try_wait().expect("try_wait").is_none() {
-        assert!(Instant::now() < end, "rocefab run did not finish");
-        let t = f.metrics("rail1");
-        for l in t.lines().filter(|l| l.starts_with("rocefab_ingress_pg_bytes{") && l.contains("priority=\"3\"")) {
-            max_pg = max_pg.max(l.rsplit_once(' ').unwrap().1.parse().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut out = String::new();
-    std::io::Read::read_to_string(run.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let (out, max_pg) = rocefab_tests::fabric::run_incast(f, 3);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("rocefab run --json: {e}: {out}"));
     (r, max_pg)
 }
