@@ -32,6 +32,7 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 
 use crate::fabric::{pick_fabric, scrape};
+use crate::replay::parse_duration;
 use crate::rundir::{self, State};
 
 /// Arguments of `rocefab capture`.
@@ -43,7 +44,7 @@ pub struct CaptureArgs {
     /// Output file (pcapng), or `-` for stdout.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: String,
-    /// Stop after this long (e.g. 10s, 500ms).
+    /// Stop after this long (e.g. 10s, 500ms, 2m).
     #[arg(long)]
     pub duration: Option<String>,
     /// Stop after this many frames (after the filter).
@@ -81,25 +82,6 @@ pub fn parse_targets(s: &str) -> anyhow::Result<Vec<Target>> {
         bail!("no port to capture: give <node>:<port>[,<node>:<port>…]");
     }
     Ok(v)
-}
-
-/// `10s`, `500ms`, `2m`, or seconds.
-pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    let s = s.trim();
-    let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| anyhow!("--duration {s:?}: expected e.g. 10s, 500ms or 2m"))?;
-    if !(v > 0.0 && v * mul < 86_400.0) {
-        bail!("--duration {s:?}: must be above 0 and below a day");
-    }
-    Ok(Duration::from_secs_f64(v * mul))
 }
 
 /// Decodes an HTTP/1.1 chunked body as it arrives.
@@ -246,7 +228,7 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     let targets = parse_targets(&spec)?;
     let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
     let urls = daemon_urls(&st);
-    let duration = a.duration.as_deref().map(parse_duration).transpose()?;
+    let duration = a.duration.as_deref().map(|d| parse_duration(d).map_err(|e| anyhow!("--duration {e}"))).transpose()?;
     let filter = match &a.filter {
         Some(expr) => {
             let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET).context("libpcap")?;

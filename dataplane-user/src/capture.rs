@@ -295,6 +295,34 @@ pub fn router(node: String, ports: Vec<String>, slot: Slot) -> axum::Router {
     axum::Router::new().route("/capture", axum::routing::get(handler))
 }
 
+/// The capture counters both daemons export: frames copied to a running capture and frames it
+/// missed (a full ring, or a daemon's other losses it adds in).
+#[derive(Debug, Clone)]
+pub struct CaptureMetrics {
+    mirrored: prometheus::IntCounter,
+    lost: prometheus::IntCounter,
+}
+
+impl CaptureMetrics {
+    /// Registers `rocefab_capture_{mirrored,lost}_frames_total` with `const_labels`.
+    pub fn new(registry: &prometheus::Registry, const_labels: &std::collections::HashMap<String, String>) -> prometheus::Result<Self> {
+        let counter = |name: &str, help: &str| -> prometheus::Result<prometheus::IntCounter> {
+            let c = prometheus::IntCounter::with_opts(prometheus::Opts::new(name, help).const_labels(const_labels.clone()))?;
+            registry.register(Box::new(c.clone()))?;
+            Ok(c)
+        };
+        Ok(CaptureMetrics {
+            mirrored: counter("rocefab_capture_mirrored_frames_total", "frames copied to a running capture (rocefab capture)")?,
+            lost: counter("rocefab_capture_lost_frames_total", "frames a running capture missed (its mirror ring or capture socket was full)")?,
+        })
+    }
+    /// Brings the counters up to the (monotonic) totals.
+    pub fn update(&self, mirrored: u64, lost: u64) {
+        self.mirrored.inc_by(mirrored.saturating_sub(self.mirrored.get()));
+        self.lost.inc_by(lost.saturating_sub(self.lost.get()));
+    }
+}
+
 /// Port mask for `names` among `ports`; an unknown name is an error naming it.
 pub fn port_mask(ports: &[String], names: &[&str]) -> Result<u64, String> {
     let mut m = 0u64;

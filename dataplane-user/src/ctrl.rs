@@ -111,8 +111,6 @@ pub struct DataEnd {
     pub from_dp: std::sync::Arc<EventFd>,
     /// Events dropped because the ring was full (the control side fell behind).
     pub events_lost: u64,
-    /// Received LLDP frames dropped because the ring was full or the frame too long.
-    pub frames_lost: u64,
 }
 
 /// Both ends: room for `frames` frames each way and `events` events in flight.
@@ -124,7 +122,7 @@ pub fn channel(frames: usize, events: usize) -> std::io::Result<(ControlEnd, Dat
     let from_dp = std::sync::Arc::new(EventFd::new()?);
     Ok((
         ControlEnd { frames: ftx, events: erx, received: rrx, to_dp: to_dp.clone(), from_dp: from_dp.clone() },
-        DataEnd { frames: frx, events: etx, received: rtx, to_dp, from_dp, events_lost: 0, frames_lost: 0 },
+        DataEnd { frames: frx, events: etx, received: rtx, to_dp, from_dp, events_lost: 0 },
     ))
 }
 
@@ -166,15 +164,13 @@ impl DataEnd {
     pub fn has_frames(&self) -> bool {
         !self.frames.is_empty()
     }
-    /// Hands a received frame to the control side without ever blocking; false (and counted
-    /// in `frames_lost`) if the ring is full or the frame longer than [`OWN_FRAME_MAX`].
+    /// Hands a received frame to the control side without ever blocking; false if the ring is
+    /// full or the frame longer than [`OWN_FRAME_MAX`] (the caller counts it).
     #[inline]
     pub fn hand_up(&mut self, port: u16, frame: &[u8]) -> bool {
         let pushed = !self.received.is_full() && OwnFrame::new(port, frame).is_some_and(|f| self.received.push(f).is_ok());
         if pushed {
             self.from_dp.ring();
-        } else {
-            self.frames_lost += 1;
         }
         pushed
     }
@@ -214,11 +210,10 @@ mod tests {
     #[test]
     fn received_frames_go_up_and_overflow_is_counted() {
         let (mut c, mut d) = channel(2, 2).unwrap();
-        d.hand_up(1, &[1; 60]);
-        d.hand_up(2, &[2; 100]);
-        d.hand_up(3, &[3; 60]);
-        d.hand_up(4, &[0; OWN_FRAME_MAX + 1]);
-        assert_eq!(d.frames_lost, 2);
+        assert!(d.hand_up(1, &[1; 60]));
+        assert!(d.hand_up(2, &[2; 100]));
+        assert!(!d.hand_up(3, &[3; 60]), "the ring is full");
+        assert!(!d.hand_up(4, &[0; OWN_FRAME_MAX + 1]), "too long");
         assert!(c.from_dp.drain());
         let f = c.next_received().unwrap();
         assert_eq!((f.port, f.bytes().len()), (1, 60));

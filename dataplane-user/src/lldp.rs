@@ -21,33 +21,6 @@ pub struct SwitchAgent {
     running: Vec<Option<bool>>,
 }
 
-/// Whether interface `name` (in the calling thread's network namespace) is up with carrier
-/// (`IFF_UP` and `IFF_RUNNING`, via `SIOCGIFFLAGS`); `None` if it does not exist.
-pub fn link_running(name: &str) -> Option<bool> {
-    if name.len() >= libc::IFNAMSIZ {
-        return None;
-    }
-    // SAFETY: plain socket(2) call; the descriptor is checked and then owned.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-    // SAFETY: ifreq is plain data; all-zero is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS reads ifr_name and writes ifru_flags of the ifreq we pass.
-    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCGIFFLAGS as _, &mut ifr) };
-    if r < 0 {
-        return None;
-    }
-    // SAFETY: the kernel filled the flags member of the union.
-    let flags = i32::from(unsafe { ifr.ifr_ifru.ifru_flags });
-    Some(flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0)
-}
 
 /// LLDP timing of a switch configuration.
 pub fn timing(cfg: &SwitchConfig) -> Timing {

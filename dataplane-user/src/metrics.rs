@@ -118,6 +118,12 @@ fn sync_stat(c: &IntCounter, s: &Stat) {
 }
 
 impl Metrics {
+    /// The registry, for the control side's own families (LLDP agent, captures): they are
+    /// rendered with the rest.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// Registers every metric for `cfg`'s ports (label `port` = interface name, `switch` = name).
     pub fn new(cfg: &SwitchConfig, stats: Arc<SwitchStats>) -> Result<Self, MetricsError> {
         let registry = Registry::new();

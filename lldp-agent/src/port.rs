@@ -19,6 +19,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::dcb::{negotiate, Dcb, Mismatch, Oper, PeerDcb};
 
+/// Longest Port ID, System Name or Port Description text (IEEE 802.1AB 8.5: 255 octets; the
+/// Port ID's subtype octet is part of its 256).
+pub const MAX_TEXT: usize = 255;
+
+/// Cuts `s` to at most `max` bytes at a character boundary.
+fn clip(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+}
+
 /// Nanoseconds per second.
 pub const NS: u64 = 1_000_000_000;
 
@@ -126,7 +141,11 @@ pub struct PortAgent {
 
 impl PortAgent {
     /// A port that just came up: the first LLDPDU is due at once, then fast start.
-    pub fn new(timing: Timing, id: Identity, dcb: Dcb, now: u64) -> PortAgent {
+    /// Names longer than an LLDP TLV holds (255 octets) are cut, so every LLDPDU emits.
+    pub fn new(timing: Timing, mut id: Identity, dcb: Dcb, now: u64) -> PortAgent {
+        for s in [&mut id.port, &mut id.system_name, &mut id.port_description] {
+            clip(s, MAX_TEXT);
+        }
         PortAgent { timing, id, dcb, next_tx_ns: now, fast_left: timing.fast_count, neighbour: None, counters: Counters::default(), last_error: None }
     }
 
@@ -177,8 +196,9 @@ impl PortAgent {
 
     /// The frame this port sends with TTL `ttl` (source MAC = the port's MAC).
     pub fn frame(&self, ttl: u16) -> Vec<u8> {
-        // The LLDPDU is built from validated parts: names are checked when the identity is
-        // made (see `Identity` users), so emitting cannot fail but for a too-long name.
+        // Every part fits its TLV (names are cut in `new`, the DCBX TLVs have fixed sizes and at
+        // most 64 APP entries), so emitting cannot fail; an empty frame would be caught by the
+        // test below, never sent silently in production.
         self.lldpdu(ttl).to_frame(MacAddr(self.id.mac)).unwrap_or_default()
     }
 
@@ -407,6 +427,16 @@ mod tests {
         a.link_up(100 * NS);
         assert_eq!(a.next_deadline(), 100 * NS);
         assert_eq!(a.counters().tx_frames, 8);
+    }
+
+    #[test]
+    fn names_too_long_for_a_tlv_are_cut_and_the_frame_still_emits() {
+        let mut a = switch_port(0);
+        let id = Identity { system_name: "é".repeat(200), port_description: "d".repeat(300), ..a.identity().clone() };
+        a = PortAgent::new(timing(), id, a.dcb().clone(), 0);
+        let (_, pdu) = LldpduRepr::parse_frame(&a.frame(120)).unwrap();
+        let name = pdu.tlvs.iter().find_map(|t| if let Tlv::SystemName { text } = t { Some(text.clone()) } else { None }).unwrap();
+        assert_eq!(name.len(), 254, "cut at a character boundary below 255 bytes");
     }
 
     #[test]

@@ -57,10 +57,10 @@ struct Scrape {
     metrics: Metrics,
     xdp: XdpSwitch,
     xsk_stats: XskStatsReader,
-    /// The LLDP agent's families, in a registry of their own appended to the exposition.
-    lldp: Option<(prometheus::Registry, LldpMetrics, Arc<Mutex<SwitchAgent>>)>,
-    /// Port mirroring counters (`rocefab capture`), appended the same way.
-    capture: (prometheus::Registry, prometheus::IntCounter, prometheus::IntCounter, Arc<capture::Tap>),
+    /// The LLDP agent and its families (registered in `metrics`' registry), if it runs.
+    lldp: Option<(LldpMetrics, Arc<Mutex<SwitchAgent>>)>,
+    /// Port mirroring counters (`rocefab capture`), in `metrics`' registry.
+    capture: (capture::CaptureMetrics, Arc<capture::Tap>),
 }
 
 impl Scrape {
@@ -79,24 +79,12 @@ impl Scrape {
                 None
             }
         };
-        let mut text = self.metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref());
-        let (registry, mirrored, lost, tap) = &self.capture;
-        mirrored.inc_by(tap.mirrored().saturating_sub(mirrored.get()));
-        lost.inc_by(tap.lost().saturating_sub(lost.get()));
-        let mut buf = Vec::new();
-        if let Err(e) = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buf) {
-            tracing::warn!("encoding capture metrics: {e}");
-        }
-        text.push_str(&String::from_utf8_lossy(&buf));
-        if let Some((registry, m, agent)) = &self.lldp {
+        let (capture, tap) = &self.capture;
+        capture.update(tap.mirrored(), tap.lost());
+        if let Some((m, agent)) = &self.lldp {
             m.update(&lock(agent).report().ports);
-            let mut buf = Vec::new();
-            if let Err(e) = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buf) {
-                tracing::warn!("encoding LLDP metrics: {e}");
-            }
-            text.push_str(&String::from_utf8_lossy(&buf));
         }
-        text
+        self.metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref())
     }
 }
 
@@ -142,19 +130,8 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let ctrl = Arc::new(Mutex::new(ctrl));
     let (tap_producer, tap_consumer, tap) = capture::tap(capture::RING_BYTES);
     let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end).context("data plane setup")?.with_tap(tap_producer, &tap);
-    let capture_metrics = {
-        let registry = prometheus::Registry::new();
-        let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
-        let mirrored = prometheus::IntCounter::with_opts(
-            prometheus::Opts::new("rocefab_capture_mirrored_frames_total", "frames copied to a running capture (rocefab capture)").const_labels(labels.clone()),
-        )?;
-        let lost = prometheus::IntCounter::with_opts(
-            prometheus::Opts::new("rocefab_capture_lost_frames_total", "frames a running capture missed because its mirror ring was full").const_labels(labels),
-        )?;
-        registry.register(Box::new(mirrored.clone()))?;
-        registry.register(Box::new(lost.clone()))?;
-        (registry, mirrored, lost, tap.clone())
-    };
+    let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
+    let capture_metrics = (capture::CaptureMetrics::new(metrics.registry(), &labels).context("registering capture metrics")?, tap.clone());
     let stop = dp.stop_handle();
     // Dropped when the thread's closure returns or unwinds: the control side learns of the end
     // at once, without polling.
@@ -176,12 +153,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     );
     let agent = cfg.lldp.enabled.then(|| Arc::new(Mutex::new(SwitchAgent::new(&cfg))));
     let lldp = match &agent {
-        Some(a) => {
-            let registry = prometheus::Registry::new();
-            let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
-            let m = LldpMetrics::new(&registry, &labels).context("registering LLDP metrics")?;
-            Some((registry, m, a.clone()))
-        }
+        Some(a) => Some((LldpMetrics::new(metrics.registry(), &labels).context("registering LLDP metrics")?, a.clone())),
         None => None,
     };
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
@@ -289,7 +261,7 @@ async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mu
         let wait = {
             let mut a = lock(agent);
             let now = a.now();
-            a.watch_links(now, dataplane_user::lldp::link_running);
+            a.watch_links(now, dataplane_user::daemon::link_running);
             let frames = a.poll(now);
             let mut c = lock(ctrl);
             for (port, f) in frames {

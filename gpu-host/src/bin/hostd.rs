@@ -68,32 +68,6 @@ fn main() {
     }
 }
 
-/// The interface's MTU via `SIOCGIFMTU` (sysfs would show the namespace /sys was mounted in,
-/// not the one this process entered with `--netns`).
-fn link_mtu(name: &str) -> Result<u32> {
-    if name.len() >= libc::IFNAMSIZ {
-        bail!("interface name {name:?} is too long");
-    }
-    // SAFETY: plain socket(2) call; the fd is owned below.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error()).context("socket(AF_INET) for SIOCGIFMTU");
-    }
-    // SAFETY: `raw` is a fresh fd nobody else owns.
-    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-    // SAFETY: ifreq is plain data; all-zero is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: SIOCGIFMTU reads ifr_name and writes ifru_mtu of the ifreq we pass.
-    let r = unsafe { libc::ioctl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::SIOCGIFMTU as _, &mut ifr) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("SIOCGIFMTU on {name} (is it in this namespace?)"));
-    }
-    // SAFETY: the kernel filled the mtu member of the union.
-    Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
-}
 
 /// Maps the NIC agent's mirror ring and gives each port its capture number there; `None`
 /// (logged) when there is no usable ring.
@@ -149,7 +123,7 @@ fn run(args: Args) -> Result<bool> {
         let m = match n.path_mtu {
             Some(b) => PathMtu::from_bytes(b).map_err(|e| anyhow::anyhow!("{}: {e}", n.name))?,
             None => {
-                let l = link_mtu(&n.name)?;
+                let l = dataplane_user::daemon::link_mtu(&n.name).with_context(|| format!("SIOCGIFMTU on {} (is it in this namespace?)", n.name))?;
                 path_mtu_for_link(l, n.ip.is_ipv6())
                     .with_context(|| format!("{}: link MTU {l} is too small for RoCEv2 (needs ≥ 316)", n.name))?
             }

@@ -39,7 +39,7 @@ use clap::Parser;
 use dataplane_common::config::Mac;
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
 use dataplane_user::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
-use dataplane_user::lldp::link_running;
+use dataplane_user::daemon::link_running;
 use gpu_host::nic::agent::{ifindex, ifname, timing, AgentConfig, LldpSocket, PacketTap};
 use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
@@ -455,17 +455,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let registry = prometheus::Registry::new();
     let labels = HashMap::from([("host".to_string(), cfg.host.clone())]);
     let metrics = LldpMetrics::new(&registry, &labels).context("registering metrics")?;
-    let counter = |name: &str, help: &str| -> anyhow::Result<prometheus::IntCounter> {
-        let c = prometheus::IntCounter::with_opts(prometheus::Opts::new(name, help).const_labels(labels.clone()))?;
-        registry.register(Box::new(c.clone()))?;
-        Ok(c)
-    };
-    let mirrored = counter("rocefab_capture_mirrored_frames_total", "frames copied to a running capture (rocefab capture)").context("registering metrics")?;
-    let lost = counter(
-        "rocefab_capture_lost_frames_total",
-        "frames a running capture missed: its ring, the NIC emulator's mirror ring or a capture socket's buffer was full",
-    )
-    .context("registering metrics")?;
+    let capture_metrics = capture::CaptureMetrics::new(&registry, &labels).context("registering metrics")?;
     // Started after entering the namespace: the capture sockets must see the host's NICs.
     let (slot, capture_stats, wake, _capture_thread) = start_capture(&cfg)?;
     let nic_names: Vec<String> = cfg.nics.iter().map(|n| n.name.clone()).collect();
@@ -476,8 +466,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         let render = move || {
             let r = s1.lock().unwrap_or_else(|p| p.into_inner()).report();
             metrics.update(&r.ports);
-            mirrored.inc_by(capture_stats.tap.mirrored().saturating_sub(mirrored.get()));
-            lost.inc_by(capture_stats.lost().saturating_sub(lost.get()));
+            capture_metrics.update(capture_stats.tap.mirrored(), capture_stats.lost());
             let mut buf = Vec::new();
             let _ = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buf);
             String::from_utf8_lossy(&buf).into_owned()
