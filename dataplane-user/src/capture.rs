@@ -102,6 +102,9 @@ pub struct Tap {
     mirrored: AtomicU64,
     /// Unix time (ns) of the data path clock's zero.
     epoch_unix_ns: AtomicU64,
+    /// Captures started so far: tells a new capture from the one before it even when both
+    /// mirror the same ports.
+    generation: AtomicU64,
 }
 
 impl Tap {
@@ -115,9 +118,14 @@ impl Tap {
     pub fn mask(&self) -> u64 {
         self.mask.load(Ordering::Acquire)
     }
+    /// Which capture this is ([`Tap::start`] counts them).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
     /// Starts mirroring the ports in `mask`, at most `snaplen` bytes each.
     pub fn start(&self, mask: u64, snaplen: u32) {
         self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
+        self.generation.fetch_add(1, Ordering::AcqRel);
         self.mask.store(mask, Ordering::Release);
     }
     pub fn stop(&self) {
@@ -152,11 +160,17 @@ pub fn tap(bytes: usize) -> (TapProducer, TapConsumer, Arc<Tap>) {
         lost: AtomicU64::new(0),
         mirrored: AtomicU64::new(0),
         epoch_unix_ns: AtomicU64::new(0),
+        generation: AtomicU64::new(0),
     });
     (TapProducer { ring: p, shared: shared.clone() }, TapConsumer { ring: c, shared: shared.clone() }, shared)
 }
 
 impl TapProducer {
+    /// The shared state (mask, generation, counters).
+    pub fn shared(&self) -> &Arc<Tap> {
+        &self.shared
+    }
+
     /// The ports being mirrored (one relaxed load: call once per batch).
     #[inline]
     pub fn mask(&self) -> u64 {
@@ -167,6 +181,13 @@ impl TapProducer {
     /// it as lost when the ring is full. The caller checked [`TapProducer::mask`].
     #[inline]
     pub fn mirror(&mut self, port: u16, dir: u8, now_ns: u64, frame: &[u8]) {
+        self.mirror_cut(port, dir, now_ns, frame.len() as u32, frame);
+    }
+
+    /// [`TapProducer::mirror`] for a frame already cut: `frame` holds the first bytes of a
+    /// frame of `orig_len` bytes.
+    #[inline]
+    pub fn mirror_cut(&mut self, port: u16, dir: u8, now_ns: u64, orig_len: u32, frame: &[u8]) {
         let caplen = frame.len().min(self.shared.snaplen.load(Ordering::Relaxed) as usize);
         let need = RECORD_HEADER + caplen;
         let Ok(mut chunk) = self.ring.write_chunk(need) else {
@@ -174,7 +195,7 @@ impl TapProducer {
             return;
         };
         let ts = self.shared.epoch_unix_ns.load(Ordering::Relaxed).wrapping_add(now_ns);
-        let header = Record::header(ts, port, dir, frame.len() as u32, caplen as u32);
+        let header = Record::header(ts, port, dir, orig_len.max(frame.len() as u32), caplen as u32);
         let (a, b) = chunk.as_mut_slices();
         let mut src = header.iter().chain(frame[..caplen].iter());
         for d in a.iter_mut().chain(b.iter_mut()) {

@@ -21,23 +21,11 @@ pub struct SwitchAgent {
     running: Vec<Option<bool>>,
 }
 
-
-/// LLDP timing of a switch configuration.
-pub fn timing(cfg: &SwitchConfig) -> Timing {
-    let l = &cfg.lldp;
-    Timing {
-        tx_interval_ns: l.tx_interval_ms.saturating_mul(1_000_000),
-        ttl_s: l.ttl_s,
-        fast_interval_ns: l.fast_interval_ms.saturating_mul(1_000_000),
-        fast_count: l.fast_count,
-    }
-}
-
 impl SwitchAgent {
     /// Agents for every port of `cfg`, all starting with a fast start.
     pub fn new(cfg: &SwitchConfig) -> SwitchAgent {
         let dcb = Dcb::from_switch(cfg);
-        let t = timing(cfg);
+        let t = Timing::from(&cfg.lldp);
         let chassis = cfg.chassis_mac.or(cfg.ports.first().map(|p| p.mac)).map_or([0; 6], |m| m.0);
         let ports = cfg
             .ports

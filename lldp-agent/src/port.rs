@@ -51,6 +51,18 @@ pub struct Timing {
     pub fast_count: u32,
 }
 
+impl From<&dataplane_common::config::LldpConfig> for Timing {
+    /// The timing a topology's `lldp:` section configures (ms and s to ns).
+    fn from(c: &dataplane_common::config::LldpConfig) -> Self {
+        Timing {
+            tx_interval_ns: c.tx_interval_ms.saturating_mul(1_000_000),
+            ttl_s: c.ttl_s,
+            fast_interval_ns: c.fast_interval_ms.saturating_mul(1_000_000),
+            fast_count: c.fast_count,
+        }
+    }
+}
+
 impl Default for Timing {
     fn default() -> Self {
         Timing { tx_interval_ns: 30 * NS, ttl_s: 120, fast_interval_ns: NS, fast_count: 4 }

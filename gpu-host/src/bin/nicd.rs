@@ -40,7 +40,7 @@ use dataplane_common::config::Mac;
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
 use dataplane_user::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
 use dataplane_user::daemon::link_running;
-use gpu_host::nic::agent::{ifindex, ifname, timing, AgentConfig, LldpSocket, PacketTap};
+use gpu_host::nic::agent::{ifindex, AgentConfig, LldpSocket, PacketTap};
 use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
 use lldp_agent::{Identity, NodeReport, PortAgent, Rx};
@@ -144,8 +144,9 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
             }
         };
         let now = st.now();
-        let name = ifname(idx);
-        let Some(n) = st.nics.iter_mut().find(|n| Some(n.agent.identity().port.as_str()) == name.as_deref()) else {
+        // The index seen at the last poll; an interface that just (re)appeared is looked up by name.
+        let pos = st.nics.iter().position(|n| n.ifindex == Some(idx)).or_else(|| st.nics.iter().position(|n| ifindex(&n.agent.identity().port) == Some(idx)));
+        let Some(n) = pos.map(|p| &mut st.nics[p]) else {
             continue;
         };
         let frame = &buf[..len.min(buf.len())];
@@ -165,13 +166,9 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
     }
 }
 
-/// How often the capture thread looks at the tap's mask while no capture runs and none is
-/// being asked for (a `/capture` request wakes it at once).
+/// How often the parked capture thread looks at the tap's mask (a started capture wakes it at
+/// once; this only bounds a missed wake-up).
 const CAPTURE_IDLE_POLL: Duration = Duration::from_secs(1);
-/// After a `/capture` request, the mask is looked at every [`CAPTURE_WATCH_POLL`] for this long
-/// (the handler sets it right after the request arrives).
-const CAPTURE_WATCH: Duration = Duration::from_secs(2);
-const CAPTURE_WATCH_POLL: Duration = Duration::from_millis(1);
 /// Longest wait for a kernel frame while capturing (the shared ring is drained at least this
 /// often: 8 MiB in 2 ms is 4 GB/s, well above the NICs' line rates).
 const CAPTURE_POLL_MS: i32 = 2;
@@ -191,7 +188,9 @@ struct Capture {
     kernel_lost: Arc<AtomicU64>,
     /// The mask the sources are set up for.
     active: u64,
-    /// `active`, published for [`CaptureWake::ready`] once the sources are open.
+    /// The capture (`Tap::generation`) the sources are set up for.
+    generation: u64,
+    /// `generation`, published for [`CaptureWake::ready`] once the sources are open.
     ready: Arc<AtomicU64>,
     housekeeping_at: Instant,
     frame: Vec<u8>,
@@ -199,25 +198,19 @@ struct Capture {
     /// This round's records from both sources (encoded), and (timestamp, start, length) of each.
     stage: Vec<u8>,
     index: Vec<(u64, usize, usize)>,
+    pollfds: Vec<libc::pollfd>,
 }
 
 impl Capture {
-    fn run(mut self, stop: &AtomicBool, asked: &AtomicBool) {
-        let mut watch_until = Instant::now();
+    fn run(mut self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
+            let generation = self.tap.shared().generation();
             let mask = self.tap.mask();
-            if mask != self.active {
-                self.reconfigure(mask);
+            if mask != self.active || generation != self.generation {
+                self.reconfigure(mask, generation);
             }
             if self.active == 0 {
-                if asked.swap(false, Ordering::Relaxed) {
-                    watch_until = Instant::now() + CAPTURE_WATCH;
-                }
-                if Instant::now() < watch_until {
-                    std::thread::sleep(CAPTURE_WATCH_POLL);
-                } else {
-                    std::thread::park_timeout(CAPTURE_IDLE_POLL);
-                }
+                std::thread::park_timeout(CAPTURE_IDLE_POLL);
                 continue;
             }
             if self.housekeeping_at.elapsed() >= CAPTURE_HOUSEKEEPING {
@@ -226,7 +219,7 @@ impl Capture {
             self.wait();
             self.round();
         }
-        self.reconfigure(0);
+        self.reconfigure(0, self.generation);
     }
 
     fn wanted(&self, i: usize) -> bool {
@@ -234,9 +227,9 @@ impl Capture {
     }
 
     /// Sets both sources up for `mask` (0: stops them).
-    fn reconfigure(&mut self, mask: u64) {
+    fn reconfigure(&mut self, mask: u64, generation: u64) {
         if let Some(shm) = self.shm.as_mut() {
-            if self.active == 0 {
+            if generation != self.generation {
                 // What hostd wrote for an earlier capture.
                 shm.clear();
             }
@@ -252,8 +245,15 @@ impl Capture {
                 }
             }
         }
+        if generation != self.generation {
+            // Backlog of the capture sockets from before this capture started.
+            for s in self.socks.iter().flatten() {
+                while s.recv(&mut self.frame).is_ok() {}
+            }
+        }
+        self.generation = generation;
         self.housekeeping();
-        self.ready.store(mask, Ordering::Release);
+        self.ready.store(generation, Ordering::Release);
     }
 
     /// Opens the sockets of captured NICs that have none (an interface may appear later) and
@@ -278,12 +278,12 @@ impl Capture {
     }
 
     /// Sleeps until a capture socket has a frame or [`CAPTURE_POLL_MS`] pass.
-    fn wait(&self) {
-        let mut fds: Vec<libc::pollfd> =
-            self.socks.iter().flatten().map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 }).collect();
-        // SAFETY: `fds` is a live array of `fds.len()` pollfd structs (possibly empty: poll then
-        // only sleeps).
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, CAPTURE_POLL_MS) };
+    fn wait(&mut self) {
+        self.pollfds.clear();
+        self.pollfds.extend(self.socks.iter().flatten().map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 }));
+        // SAFETY: `pollfds` is a live array of `pollfds.len()` pollfd structs (possibly empty:
+        // poll then only sleeps).
+        unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, CAPTURE_POLL_MS) };
     }
 
     /// Moves what both sources have into the tap, in timestamp order.
@@ -323,36 +323,29 @@ impl Capture {
         self.index.sort_by_key(|&(ts, ..)| ts);
         for &(_, start, len) in &self.index {
             if let Some((r, _)) = Record::decode(&self.stage[start..start + len]) {
-                self.tap.mirror(r.port, r.dir, r.ts_ns, r.data);
+                self.tap.mirror_cut(r.port, r.dir, r.ts_ns, r.orig_len, r.data);
             }
         }
     }
 }
 
-/// Wakes the capture thread when a capture is asked for, and tells when its sources are set up.
+/// Wakes the capture thread once a capture has started, and tells when its sources are set up.
 #[derive(Clone)]
 struct CaptureWake {
-    asked: Arc<AtomicBool>,
     thread: std::thread::Thread,
-    /// The mask the capture thread's sources are set up for (published after `reconfigure`).
+    /// The capture the thread's sources are set up for (published after `reconfigure`).
     ready: Arc<AtomicU64>,
     tap: Arc<capture::Tap>,
 }
 
 impl CaptureWake {
-    fn wake(&self) {
-        self.asked.store(true, Ordering::Relaxed);
+    /// Wakes the thread and waits (up to a second) until it has set its sources up for the
+    /// capture that just started, so a client that got the stream header misses no frame after
+    /// it. Returns at once when no capture started (the request was refused).
+    async fn started(&self) {
         self.thread.unpark();
-    }
-    /// Waits (up to a second) until the capture thread has set its sources up for the tap's
-    /// mask, so a client that got the stream header misses no frame after it.
-    async fn ready(&self) {
         let until = Instant::now() + Duration::from_secs(1);
-        loop {
-            let m = self.tap.mask();
-            if m == 0 || self.ready.load(Ordering::Acquire) == m || Instant::now() >= until {
-                return;
-            }
+        while self.tap.mask() != 0 && self.ready.load(Ordering::Acquire) != self.tap.generation() && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -395,8 +388,7 @@ impl CaptureStats {
 fn start_capture(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureStats, CaptureWake, CaptureThread)> {
     let names: Vec<String> = cfg.nics.iter().map(|n| n.name.clone()).collect();
     let (producer, consumer, tap) = capture::tap(capture::RING_BYTES);
-    // The sources give wall-clock timestamps already.
-    tap.set_epoch(0);
+    // The sources give wall-clock timestamps already (the tap's epoch stays 0).
     let path = mirror::shm_path(cfg.netns.as_deref().unwrap_or(&cfg.host));
     let shm = match MirrorConsumer::create(&path, mirror::DATA_BYTES, &names) {
         Ok(m) => {
@@ -425,12 +417,13 @@ fn start_capture(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureSta
         shm_buf: Vec::new(),
         stage: Vec::new(),
         index: Vec::new(),
+        pollfds: Vec::new(),
+        generation: 0,
     };
     let stop = Arc::new(AtomicBool::new(false));
-    let asked = Arc::new(AtomicBool::new(false));
-    let (s2, a2) = (stop.clone(), asked.clone());
-    let join = std::thread::Builder::new().name("rocefab-capture".into()).spawn(move || cap.run(&s2, &a2)).context("spawning the capture thread")?;
-    let wake = CaptureWake { asked, thread: join.thread().clone(), ready, tap: wake_tap };
+    let s2 = stop.clone();
+    let join = std::thread::Builder::new().name("rocefab-capture".into()).spawn(move || cap.run(&s2)).context("spawning the capture thread")?;
+    let wake = CaptureWake { thread: join.thread().clone(), ready, tap: wake_tap };
     Ok((Arc::new(Mutex::new(Some(consumer))), stats, wake, CaptureThread { stop, join: Some(join) }))
 }
 
@@ -443,7 +436,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     }
     let signals = Signals::block().context("signal setup")?;
     let sock = LldpSocket::open().context("opening the AF_PACKET socket for LLDP")?;
-    let t = timing(&cfg.lldp);
+    let t = lldp_agent::Timing::from(&cfg.lldp);
     let epoch = Instant::now();
     let mut nics = Vec::new();
     for n in &cfg.nics {
@@ -484,11 +477,10 @@ fn run(args: &Args) -> anyhow::Result<()> {
                 move |req: axum::extract::Request, next: axum::middleware::Next| {
                     let wake = wake.clone();
                     async move {
-                        wake.wake();
                         // The handler starts the tap; the stream header goes out only once the
                         // capture sockets are open.
                         let resp = next.run(req).await;
-                        wake.ready().await;
+                        wake.started().await;
                         resp
                     }
                 },

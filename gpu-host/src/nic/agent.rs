@@ -17,7 +17,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use dataplane_common::config::LldpConfig;
-use lldp_agent::{Dcb, PortReport, Timing};
+use lldp_agent::{Dcb, PortReport};
 use serde::{Deserialize, Serialize};
 
 use super::job::NicClasses;
@@ -59,15 +59,6 @@ pub struct AgentNic {
     pub cnp_dscp: u8,
 }
 
-/// LLDP timing in agent units.
-pub fn timing(c: &LldpConfig) -> Timing {
-    Timing {
-        tx_interval_ns: c.tx_interval_ms.saturating_mul(1_000_000),
-        ttl_s: c.ttl_s,
-        fast_interval_ns: c.fast_interval_ms.saturating_mul(1_000_000),
-        fast_count: c.fast_count,
-    }
-}
 
 /// The classes a NIC runs with after negotiation: RoCEv2 at the APP table's UDP 4791 priority
 /// with a DSCP the table maps to it (`nic.data_dscp` when it does), CNPs at `nic.cnp_dscp` with
@@ -278,28 +269,13 @@ impl AsRawFd for PacketTap {
 
 /// Interface index of `name` in this thread's namespace, if it exists.
 pub fn ifindex(name: &str) -> Option<i32> {
-    let c = std::ffi::CString::new(name).ok()?;
-    // SAFETY: `c` is a valid NUL-terminated string for the call.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    (i != 0).then_some(i as i32)
-}
-
-/// Name of interface `index`, if it exists.
-pub fn ifname(index: i32) -> Option<String> {
-    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: `buf` has IF_NAMESIZE bytes, as if_indextoname requires.
-    let p = unsafe { libc::if_indextoname(index as u32, buf.as_mut_ptr()) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: on success the buffer holds a NUL-terminated name.
-    Some(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+    nix::net::if_::if_nametoindex(name).ok().map(|i| i as i32)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lldp_agent::{Identity, PortAgent};
+    use lldp_agent::{Identity, PortAgent, Timing};
 
     fn nic() -> AgentNic {
         AgentNic { name: "gpu0".into(), mac: "02:00:00:00:01:01".into(), dcb: Dcb::nic(true, 1 << 3, 24, 3, 48, 7), data_dscp: 24, cnp_dscp: 48 }

@@ -306,10 +306,6 @@ impl MirrorConsumer {
         Ok(MirrorConsumer { map: Arc::new(map), cap: capacity, tail: 0, file, path: path.to_path_buf() })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Counters (lost, mirrored), for metrics on another thread.
     pub fn counters(&self) -> MirrorCounters {
         MirrorCounters(self.map.clone())
@@ -437,10 +433,6 @@ impl MirrorProducer {
         let head = h.head.load(Ordering::Acquire);
         let cap = h.capacity as usize;
         Ok(MirrorProducer { map: Arc::new(map), cap, head, names, path: path.to_path_buf(), _file: file })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// The capture port number nicd gives NIC `name`, if it has one.
