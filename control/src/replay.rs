@@ -380,7 +380,7 @@ pub enum RewriteError {
 }
 
 /// Minimum Ethernet frame without FCS; shorter frames are zero-padded as a NIC would.
-const ETH_MIN_LEN: usize = 60;
+use rocefab_wire::roce::frame::ETH_MIN_LEN;
 
 /// The Internet checksum (RFC 1071) of `data`, folded; `init` carries a pseudo-header sum.
 fn inet_checksum(init: u32, data: &[u8]) -> u16 {
@@ -418,6 +418,11 @@ pub fn rewrite(
         ETHERTYPE_IPV6 => 40 + usize::from(be16(eth.get(ip..ip + 40).ok_or(trunc(ip + 40))?, 4)),
         other => return Err(RewriteError::NotIp(other)),
     };
+    // IP header plus UDP header at least, whatever the length field says (0 in a TSO capture).
+    let min = if et == ETHERTYPE_IPV4 { 28 } else { 48 };
+    if ip_len < min {
+        return Err(RewriteError::Truncated { needed: ip + min, available: ip + ip_len });
+    }
     let packet = eth.get(ip..ip + ip_len).ok_or(trunc(ip + ip_len))?;
     let mut out = Vec::with_capacity(14 + ip_len.max(ETH_MIN_LEN));
     out.extend_from_slice(&dst_mac);
@@ -535,12 +540,13 @@ const FABRIC_IS_IPV4: bool = true;
 pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prepared> {
     let kinds: Vec<Kind> = frames.iter().map(classify).collect();
     let same_family = |ip: &IpAddr| ip.is_ipv4() == FABRIC_IS_IPV4;
-    let mut endpoints: Vec<IpAddr> = Vec::new();
+    // Every address of the capture's RoCEv2 frames (what --sender and --map may name).
+    let mut all: Vec<IpAddr> = Vec::new();
     for k in &kinds {
         if let Kind::Roce { src, dst, .. } = k {
             for ip in [src, dst] {
-                if same_family(ip) && !endpoints.contains(ip) {
-                    endpoints.push(*ip);
+                if same_family(ip) && !all.contains(ip) {
+                    all.push(*ip);
                 }
             }
         }
@@ -553,7 +559,7 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
     let to_from = o.maps.iter().find(|(_, g)| g == o.from).map(|(ip, _)| *ip);
     let sender = match (o.sender, to_from, first_src) {
         (Some(s), _, _) => {
-            if !endpoints.contains(&s) {
+            if !all.contains(&s) {
                 bail!("--sender {s}: not an address of any RoCEv2 frame of {file}");
             }
             s
@@ -566,6 +572,10 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
             bail!("{file}: no IPv4 RoCEv2 frame to replay among its {}{why}", plural(frames.len() as u64, "frame"));
         }
     };
+    // Only the sender, the addresses it sends to and those --map names take GPUs (in order of
+    // first appearance): other conversations in the capture are skipped anyway.
+    let sent_to = |ip: &IpAddr| kinds.iter().any(|k| matches!(k, Kind::Roce { src, dst, .. } if *src == sender && dst == ip));
+    let endpoints: Vec<IpAddr> = all.iter().copied().filter(|ip| *ip == sender || sent_to(ip) || o.maps.iter().any(|(m, _)| m == ip)).collect();
     let mapping = map_endpoints(&endpoints, sender, o.gpus, o.from, o.maps)?;
     let from = o.gpus.iter().find(|g| g.name == o.from).expect("map_endpoints checked --from");
     let fabric_ip = |ip: &IpAddr| mapping.iter().find(|m| m.endpoint == *ip).and_then(|m| m.ip);
@@ -612,8 +622,13 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
             eth.resize(wire_len, 0);
         }
         let bad = !was_cut && !status.is_good();
-        let bytes = rewrite(&eth, from.mac, from.gateway_mac, IpAddr::V4(from.ip), IpAddr::V4(new_dst), !bad)
-            .map_err(|e| anyhow!("{file}: frame {}: rewriting: {e}", i + 1))?;
+        let bytes = match rewrite(&eth, from.mac, from.gateway_mac, IpAddr::V4(from.ip), IpAddr::V4(new_dst), !bad) {
+            Ok(b) => b,
+            Err(e) => {
+                skip(format!("cannot be rewritten: {e}"));
+                continue;
+            }
+        };
         out.push(Outgoing { number: i + 1, timestamp: f.timestamp, bytes, icrc_bad_in_capture: bad, padded: was_cut });
     }
     if !o.pad {
@@ -969,12 +984,10 @@ const REALTIME_MIN_GAP_NS: u64 = 1_000_000;
 /// that is not permitted it runs as a normal thread.
 fn send_from_netns(netns: &str, ifname: &str, frames: Vec<Vec<u8>>, schedule: Schedule, limit: Duration) -> anyhow::Result<SendLog> {
     let ns_path = format!("/run/netns/{netns}");
-    let ifname = ifname.to_string();
+    let (netns, ifname) = (netns.to_string(), ifname.to_string());
     let realtime = schedule.len() > 1 && schedule.duration_ns() / (schedule.len() - 1) >= REALTIME_MIN_GAP_NS;
     std::thread::spawn(move || -> anyhow::Result<SendLog> {
-        use nix::sched::{setns, CloneFlags};
-        let f = std::fs::File::open(&ns_path).with_context(|| format!("open {ns_path}"))?;
-        setns(&f, CloneFlags::CLONE_NEWNET).with_context(|| format!("setns({ns_path})"))?;
+        dataplane_user::daemon::enter_netns(&netns).with_context(|| format!("entering {ns_path}"))?;
         // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integer arguments; 1 µs of slack keeps
         // the sleeps close to the 200 µs spin window.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
@@ -1120,7 +1133,7 @@ fn fmt_ns(ns: f64) -> String {
 /// The report after the mapping: what was sent (or would be), timing, ICRC, skip table.
 pub fn render_report(r: &Report) -> String {
     let mut o = String::new();
-    let loops = if r.loops == 1 { "1 loop".to_string() } else { format!("{} loops", r.loops) };
+    let loops = plural(u64::from(r.loops), "loop");
     if r.dry_run {
         let _ = writeln!(
             o,
@@ -1207,11 +1220,11 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     }
     if Duration::from_nanos(schedule.duration_ns()) > a.max_duration {
         bail!(
-            "the schedule takes {:.3} s ({} frames, {}, {} loops), longer than --max-duration {:.3} s",
+            "the schedule takes {:.3} s ({} frames, {}, {}), longer than --max-duration {:.3} s",
             schedule.duration_ns() as f64 / 1e9,
             schedule.len(),
             pace.describe(),
-            a.loops,
+            plural(u64::from(a.loops), "loop"),
             a.max_duration.as_secs_f64()
         );
     }

@@ -138,7 +138,8 @@ fn map_overrides_and_the_auto_mapping_skips_mapped_gpus() {
     let mut o = opts(&g, "host1:gpu0", &[]);
     o.sender = Some(C.into());
     let p = prepare(&three_endpoints(), &o).unwrap();
-    assert_eq!(mapping(&p)[2], (C.into(), s("host1:gpu0"), Sender));
+    // C sent nothing, so no other endpoint takes a GPU.
+    assert_eq!(mapping(&p), [(C.into(), s("host1:gpu0"), Sender)]);
     assert!(p.frames.is_empty(), "C sent nothing");
 }
 
@@ -681,7 +682,7 @@ fn argument_errors() {
     }
     // The schedule (2 s here) is bounded by --max-duration, loops included.
     let e = err(&base(&["--max-duration", "1s"]));
-    assert!(e.contains("the schedule takes 2.000 s (2 frames, original timing, 1 loops), longer than --max-duration 1.000 s"), "{e}");
+    assert!(e.contains("the schedule takes 2.000 s (2 frames, original timing, 1 loop), longer than --max-duration 1.000 s"), "{e}");
     let e = err(&base(&["--loop", "400"]));
     assert!(e.contains("longer than --max-duration 600.000 s"), "{e}");
     assert!(base(&["--loop", "400", "--speed", "10"]).status.success());
@@ -732,4 +733,19 @@ fn the_report_gives_rate_timing_and_skips() {
     assert_eq!(j["timing"]["max_abs_error_ns"], 2000);
     assert_eq!(j["sent"], 12);
     assert_eq!(j["skipped"][0]["reason"], "not RoCEv2 (ethertype 0x0806)");
+}
+
+#[test]
+fn a_frame_whose_ip_length_does_not_cover_its_headers_is_refused_not_a_panic() {
+    // IPv4 total length 0 (a TSO capture) or 10, above a UDP/BTH/ICRC body.
+    for total in [0u16, 10, 27] {
+        let mut f = vec![0u8; 14 + 20 + 8 + 12 + 4];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f[23] = 17;
+        f[36..38].copy_from_slice(&4791u16.to_be_bytes());
+        let e = rewrite(&f, [2; 6], [4; 6], "10.0.1.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), true).unwrap_err();
+        assert!(e.to_string().contains("need 42 bytes"), "total length {total}: {e}");
+    }
 }

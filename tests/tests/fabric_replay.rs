@@ -369,9 +369,9 @@ fn replay_of_a_rocefab_frame_capture_arrives_rewritten_with_good_icrc_and_on_tim
     assert_eq!((j["sent"].as_u64(), j["send_errors"].as_u64()), (Some(450), Some(0)), "{j}");
     assert_eq!(j["pacing"], "top speed");
     let (pps, dur) = (j["rate_pps"].as_f64().unwrap(), j["duration_s"].as_f64().unwrap());
-    assert!(pps > 0.0 && j["rate_mbps"].as_f64().unwrap() > 0.0, "{j}");
     assert!(dur > 0.0 && dur < original_s / 10.0, "top speed took {dur} s, the original schedule {original_s} s");
-    assert!((pps * dur - 449.0).abs() < 1e-6, "rate × duration = the frames after the first: {j}");
+    // Measured 416 000–489 000 frames/s here; a tenth of that is a generous floor.
+    assert!(pps > 40_000.0 && j["rate_mbps"].as_f64().unwrap() > 40_000.0 * 800.0 / 1e6, "top speed: {j}");
     assert!(j["timing"]["mean_abs_error_pct"].is_null(), "no schedule to be late against at top speed: {j}");
 
     drop(f);
@@ -485,5 +485,7 @@ fn check_pps_report(stdout: &str) {
     assert_eq!(j["pacing"], "100 frames/s");
     let pps = j["rate_pps"].as_f64().unwrap();
     assert!((99.0..=100.0).contains(&pps), "achieved rate at --pps 100: {j}");
-    assert!(j["timing"]["mean_abs_error_pct"].as_f64().is_some(), "sender-side timing error reported: {j}");
+    // At the sender the schedule is kept far tighter than at the receiver (measured ≤ 0.2 %).
+    let sender_err = j["timing"]["mean_abs_error_pct"].as_f64().unwrap_or_else(|| panic!("sender-side timing error reported: {j}"));
+    assert!(sender_err < 1.0, "sender-side mean timing error {sender_err} % at --pps 100: {j}");
 }
