@@ -107,6 +107,15 @@ pub struct SwitchConfig {
     /// Chassis ID the switch's LLDPDUs carry (its system MAC); default: the first port's MAC.
     #[serde(default)]
     pub chassis_mac: Option<Mac>,
+    /// Time dilation D (DESIGN.md "Emulated time"): line rates and times in this file are
+    /// emulated; the daemon divides rates by D and multiplies durations by D where they meet the
+    /// wall clock, and reports in emulated units. 1 = real time.
+    #[serde(default = "default_time_dilation")]
+    pub time_dilation: f64,
+}
+
+fn default_time_dilation() -> f64 {
+    1.0
 }
 
 /// LLDP agent timing (IEEE 802.1AB msgTxInterval, TTL, msgFastTx, txFastInit), shared by the
@@ -155,6 +164,31 @@ pub struct QosConfig {
     /// Quanta of the PFC frames the switch sends.
     pub pause_quanta: u16,
     pub watchdog: WatchdogConfig,
+    /// WRED with ECN marking on egress queues.
+    pub wred: WredConfig,
+}
+
+/// WRED/ECN of the egress queues (NX-OS `random-detect minimum-threshold 150 kbytes
+/// maximum-threshold 3000 kbytes drop-probability 7 weight 0 ecn`, book ch. 11).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WredConfig {
+    /// Bit tc set: egress queue tc runs WRED. Default queue 3 (RoCEv2); 0 turns WRED off.
+    pub queues: u8,
+    /// No marking below this queue depth, bytes (150 KB).
+    pub min_bytes: u64,
+    /// Every ECT packet marked at and above this depth, bytes (3000 KB).
+    pub max_bytes: u64,
+    /// Marking probability at the maximum threshold, percent (7).
+    pub probability_percent: u8,
+    /// Seed of the marking generator (per CPU: seed ^ cpu), so a run can be repeated.
+    pub seed: u32,
+}
+
+impl Default for WredConfig {
+    fn default() -> Self {
+        WredConfig { queues: 1 << 3, min_bytes: 150_000, max_bytes: 3_000_000, probability_percent: 7, seed: 0x5eed }
+    }
 }
 
 /// PFC watchdog (SONiC defaults).
@@ -191,6 +225,7 @@ impl Default for QosConfig {
             headroom_bytes: 512_000,
             pause_quanta: 0xffff,
             watchdog: WatchdogConfig::default(),
+            wred: WredConfig::default(),
         }
     }
 }
@@ -281,6 +316,7 @@ impl QosConfig {
         if self.xon_bytes >= self.xoff_bytes {
             return bad("xon", format!("{} bytes is not below xoff ({} bytes)", self.xon_bytes, self.xoff_bytes));
         }
+        self.check_wred()?;
         if self.pause_quanta == 0 {
             return bad("pause_quanta", "0 would pause nothing: use 1..=65535".into());
         }
@@ -298,6 +334,35 @@ impl QosConfig {
 }
 
 impl QosConfig {
+    /// The WRED thresholds: 0 < min < max, the probability 0..=100 %, max within the u32 the XDP
+    /// program compares with, and on a lossless queue xON < min < max < xOFF (the reference
+    /// design's rule of thumb: marking starts before pausing stops, and ends before pausing starts).
+    pub fn check_wred(&self) -> Result<(), QosProblem> {
+        let w = &self.wred;
+        let bad = |field: &'static str, msg: String| Err(QosProblem { field, msg });
+        if w.queues == 0 {
+            return Ok(());
+        }
+        if w.min_bytes == 0 || w.min_bytes >= w.max_bytes {
+            return bad("wred.min", format!("{} bytes: must be above 0 and below wred.max ({} bytes)", w.min_bytes, w.max_bytes));
+        }
+        if w.max_bytes > u64::from(u32::MAX) {
+            return bad("wred.max", format!("{} bytes is more than 4 GB", w.max_bytes));
+        }
+        if w.probability_percent > 100 {
+            return bad("wred.probability", format!("{} % is more than 100 %", w.probability_percent));
+        }
+        if self.lossless_priorities & w.queues != 0 {
+            if w.min_bytes <= self.xon_bytes {
+                return bad("wred.min", format!("{} bytes is not above xon ({} bytes): xON < WRED min < WRED max < xOFF", w.min_bytes, self.xon_bytes));
+            }
+            if w.max_bytes >= self.xoff_bytes {
+                return bad("wred.max", format!("{} bytes is not below xoff ({} bytes): xON < WRED min < WRED max < xOFF", w.max_bytes, self.xoff_bytes));
+            }
+        }
+        Ok(())
+    }
+
     /// The ETS shares: each 0..=100, none on a strict queue, summing to 100 (or none at all when
     /// every queue is strict).
     pub fn check_ets(&self) -> Result<(), QosProblem> {
@@ -467,6 +532,7 @@ mod tests {
             qos: QosConfig::default(),
             lldp: LldpConfig::default(),
             chassis_mac: None,
+            time_dilation: 1.0,
         }
     }
 

@@ -213,8 +213,12 @@ pub mod counter {
     pub const PASS: u32 = 7;
     /// bpf_redirect_map to the XSK failed (no socket bound).
     pub const REDIRECT_FAILED: u32 = 8;
+    /// ECT packets marked CE by WRED (counted on the ingress port; the queue is the egress one).
+    pub const ECN_MARKED: u32 = 9;
+    /// Not-ECT packets WRED dropped where it would have marked an ECT one.
+    pub const WRED_DROPPED: u32 = 10;
     /// Number of counters per port.
-    pub const COUNT: u32 = 9;
+    pub const COUNT: u32 = 11;
     /// Prometheus-friendly names, indexed by counter id.
     pub const NAMES: [&str; COUNT as usize] = [
         "rx",
@@ -226,8 +230,91 @@ pub mod counter {
         "mac_control",
         "pass",
         "redirect_failed",
+        "ecn_marked",
+        "wred_dropped",
     ];
 }
+
+/// WRED with ECN on the egress queues (book ch. 11; DESIGN.md "QoS classes"). `WRED` array map,
+/// entry 0, written by the daemon at start. The XDP program reads the depth of the frame's
+/// egress queue (port, tc) from the mmapable `DEPTHS` array the data-plane thread publishes,
+/// asks [`wred_probability`] and marks with the seeded per-CPU [`xorshift32`] generator.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct WredParams {
+    /// Bit tc set: egress queue tc runs WRED (default queue 3). 0 turns WRED off.
+    pub queues: u32,
+    /// Below this depth nothing is marked, bytes.
+    pub min_bytes: u32,
+    /// At and above this depth every ECT packet is marked, bytes.
+    pub max_bytes: u32,
+    /// Marking probability at `max_bytes`, as a fraction of 2^32 (7 % = 300 647 710).
+    pub pmax_q32: u32,
+    /// Seed of the per-CPU generators (CPU n starts from `seed ^ n`, never 0).
+    pub seed: u32,
+    pub _pad: u32,
+}
+
+impl WredParams {
+    /// `percent` % as a fraction of 2^32 (100 % saturates at `u32::MAX`).
+    pub const fn pmax_from_percent(percent: u8) -> u32 {
+        let p = (percent as u64 * (1u64 << 32)) / 100;
+        if p > u32::MAX as u64 {
+            u32::MAX
+        } else {
+            p as u32
+        }
+    }
+}
+
+/// WRED marking probability of a packet that finds its queue `depth` bytes deep, as a fraction of
+/// 2^32: 0 below `min_bytes`, rising linearly to `pmax_q32` at `max_bytes`, `u32::MAX` (always)
+/// from `max_bytes` on. Weight 0: the instantaneous depth is the average.
+#[inline(always)]
+pub fn wred_probability(depth: u64, p: &WredParams) -> u32 {
+    let (min, max) = (p.min_bytes as u64, p.max_bytes as u64);
+    if depth < min {
+        0
+    } else if depth >= max || max <= min {
+        u32::MAX
+    } else {
+        ((p.pmax_q32 as u64 * (depth - min)) / (max - min)) as u32
+    }
+}
+
+/// Whether a packet with probability `prob` (from [`wred_probability`]) is marked, given a
+/// uniform random `rand`: `rand < prob`, except that `u32::MAX` always marks.
+#[inline(always)]
+pub fn wred_hit(prob: u32, rand: u32) -> bool {
+    prob == u32::MAX || rand < prob
+}
+
+/// Marsaglia's xorshift32 (13, 17, 5): the next state of a non-zero state.
+#[inline(always)]
+pub fn xorshift32(mut x: u32) -> u32 {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    x
+}
+
+/// ECN codepoints (RFC 3168) in the low two bits of the IPv4 TOS / IPv6 traffic class.
+pub mod ecn {
+    pub const NOT_ECT: u8 = 0b00;
+    pub const ECT1: u8 = 0b01;
+    pub const ECT0: u8 = 0b10;
+    pub const CE: u8 = 0b11;
+}
+
+/// Index of egress queue (`port`, `tc`) in the `DEPTHS` array (entries of u64 bytes, published
+/// by the data-plane thread, read by XDP).
+#[inline(always)]
+pub const fn depth_index(port: u32, tc: u32) -> u32 {
+    port * limits::NUM_TC as u32 + tc
+}
+
+/// Entries of the `DEPTHS` array.
+pub const DEPTHS_LEN: u32 = limits::MAX_PORTS * limits::NUM_TC as u32;
 
 /// ECMP flow hash over the 5-tuple. The same function runs in XDP and in userspace (tests and
 /// tools predict paths with it). Addresses are given as 4 big-endian u32 words (IPv4 uses word 0
@@ -292,6 +379,8 @@ mod pod {
     unsafe impl aya::Pod for super::SwitchParams {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Decision {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::WredParams {}
 }
 
 const _: () = assert!(core::mem::size_of::<PortInfo>() == 4);
@@ -299,10 +388,47 @@ const _: () = assert!(core::mem::size_of::<NextHop>() == 4);
 const _: () = assert!(core::mem::size_of::<NextHopGroup>() == 4 + 4 * limits::MAX_GROUP_MEMBERS);
 const _: () = assert!(core::mem::size_of::<RouteValue>() == 4);
 const _: () = assert!(core::mem::size_of::<SwitchParams>() == 8);
+const _: () = assert!(core::mem::size_of::<WredParams>() == 24);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn wred(min: u32, max: u32, percent: u8) -> WredParams {
+        WredParams { queues: 1 << 3, min_bytes: min, max_bytes: max, pmax_q32: WredParams::pmax_from_percent(percent), seed: 1, _pad: 0 }
+    }
+
+    #[test]
+    fn wred_curve_is_zero_below_min_linear_to_pmax_and_one_from_max() {
+        let p = wred(150_000, 3_000_000, 7);
+        assert_eq!(wred_probability(0, &p), 0);
+        assert_eq!(wred_probability(149_999, &p), 0);
+        assert_eq!(wred_probability(150_000, &p), 0);
+        let mid = wred_probability(1_575_000, &p) as f64 / 2f64.powi(32);
+        assert!((mid - 0.035).abs() < 1e-6, "{mid}");
+        let near_max = wred_probability(2_999_999, &p) as f64 / 2f64.powi(32);
+        assert!((near_max - 0.07).abs() < 1e-6, "{near_max}");
+        assert_eq!(wred_probability(3_000_000, &p), u32::MAX);
+        assert_eq!(wred_probability(u64::MAX, &p), u32::MAX);
+        assert!(!wred_hit(0, 0));
+        assert!(wred_hit(u32::MAX, u32::MAX));
+        assert_eq!(WredParams::pmax_from_percent(100), u32::MAX);
+        assert_eq!(WredParams::pmax_from_percent(0), 0);
+    }
+
+    #[test]
+    fn seeded_xorshift_marks_at_the_curve_rate() {
+        // 200 000 draws at 3.5 %: the binomial σ is 82 marks; allow 5σ.
+        let p = wred(150_000, 3_000_000, 7);
+        let prob = wred_probability(1_575_000, &p);
+        let mut x = 0x2545_f491u32;
+        let hits = (0..200_000).filter(|_| {
+            x = xorshift32(x);
+            wred_hit(prob, x)
+        });
+        let n = hits.count() as f64;
+        assert!((n - 7000.0).abs() < 5.0 * 82.0, "{n}");
+    }
 
     #[test]
     fn default_dscp_map() {

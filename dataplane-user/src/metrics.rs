@@ -454,6 +454,7 @@ mod tests {
             qos: Default::default(),
             lldp: Default::default(),
             chassis_mac: None,
+            time_dilation: 1.0,
         }
     }
 

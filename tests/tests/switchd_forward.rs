@@ -163,6 +163,7 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
         // These tests count every frame a port sends: no LLDP.
         lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
         chassis_mac: None,
+        time_dilation: 1.0,
     }
 }
 

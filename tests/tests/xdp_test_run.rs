@@ -67,6 +67,7 @@ fn config(tag: &str) -> SwitchConfig {
         qos: Default::default(),
         lldp: Default::default(),
         chassis_mac: None,
+        time_dilation: 1.0,
     }
 }
 

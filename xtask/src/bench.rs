@@ -495,6 +495,7 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
         // The benchmark measures forwarding only.
         lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
         chassis_mac: None,
+        time_dilation: 1.0,
     }
 }
 
