@@ -16,6 +16,7 @@
 //!   queue_limit: 1MiB         # egress limit of a lossy queue
 //!   pause_quanta: 65535       # quanta of the PFC frames the switch sends
 //!   watchdog: { action: drop, detect: 200ms, restore: 200ms, poll: 10ms }   # or `watchdog: off`
+//!   wred: { queues: [3], min: 150KB, max: 3000KB, probability: 7, seed: 24301 }   # or `wred: off`
 //!   switches:                 # per-switch overrides of any key above
 //!     spine1: { xoff: 1MB }
 //! ```
@@ -73,14 +74,16 @@ pub struct RawQosFields {
     #[serde(default)]
     pause_quanta: Option<u16>,
     #[serde(default)]
-    watchdog: Option<RawWatchdog>,
+    watchdog: Option<OffOr<RawWatchdogFields>>,
+    #[serde(default)]
+    wred: Option<OffOr<RawWredFields>>,
 }
 
-/// `watchdog: off` or a mapping.
+/// `off`, `on` (the defaults) or a mapping of settings (`watchdog:`, `wred:`).
 #[derive(Debug, Clone)]
-enum RawWatchdog {
+enum OffOr<T> {
     Off,
-    On(RawWatchdogFields),
+    On(T),
 }
 
 #[derive(Debug, Deserialize, Default, Clone)]
@@ -96,29 +99,47 @@ struct RawWatchdogFields {
     poll: Option<Micros>,
 }
 
-impl<'de> Deserialize<'de> for RawWatchdog {
+/// `wred:` settings (NX-OS `random-detect … ecn`).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawWredFields {
+    /// Egress queues that run WRED with ECN.
+    #[serde(default)]
+    queues: Option<Vec<u8>>,
+    #[serde(default)]
+    min: Option<ByteSize>,
+    #[serde(default)]
+    max: Option<ByteSize>,
+    /// Marking probability at `max`, percent.
+    #[serde(default)]
+    probability: Option<u32>,
+    #[serde(default)]
+    seed: Option<u32>,
+}
+
+impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for OffOr<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawWatchdog;
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de> + Default> Visitor<'de> for V<T> {
+            type Value = OffOr<T>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("off, on, or a mapping with action (drop|forward|alert), detect, restore, poll")
+                f.write_str("off, on, or a mapping of settings")
             }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<RawWatchdog, E> {
-                Ok(if v { RawWatchdog::On(RawWatchdogFields::default()) } else { RawWatchdog::Off })
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<OffOr<T>, E> {
+                Ok(if v { OffOr::On(T::default()) } else { OffOr::Off })
             }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<RawWatchdog, E> {
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<OffOr<T>, E> {
                 match s {
-                    "off" => Ok(RawWatchdog::Off),
-                    "on" => Ok(RawWatchdog::On(RawWatchdogFields::default())),
+                    "off" => Ok(OffOr::Off),
+                    "on" => Ok(OffOr::On(T::default())),
                     _ => Err(E::invalid_value(de::Unexpected::Str(s), &self)),
                 }
             }
-            fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<RawWatchdog, A::Error> {
-                RawWatchdogFields::deserialize(de::value::MapAccessDeserializer::new(m)).map(RawWatchdog::On)
+            fn visit_map<A: de::MapAccess<'de>>(self, m: A) -> Result<OffOr<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(m)).map(OffOr::On)
             }
         }
-        d.deserialize_any(V)
+        d.deserialize_any(V(std::marker::PhantomData))
     }
 }
 
@@ -314,8 +335,8 @@ impl RawQosFields {
         }
         match &self.watchdog {
             None => {}
-            Some(RawWatchdog::Off) => q.watchdog.enabled = false,
-            Some(RawWatchdog::On(w)) => {
+            Some(OffOr::Off) => q.watchdog.enabled = false,
+            Some(OffOr::On(w)) => {
                 let d = &mut q.watchdog;
                 d.enabled = true;
                 if let Some(a) = w.action {
@@ -329,6 +350,31 @@ impl RawQosFields {
                 }
                 if let Some(Micros(v)) = w.poll {
                     d.poll_us = v;
+                }
+            }
+        }
+        match &self.wred {
+            None => {}
+            Some(OffOr::Off) => q.wred.queues = 0,
+            Some(OffOr::On(w)) => {
+                let d = &mut q.wred;
+                if let Some(list) = &w.queues {
+                    d.queues = bitmap(list, "wred.queues")?;
+                } else if d.queues == 0 {
+                    d.queues = dataplane_common::config::WredConfig::default().queues;
+                }
+                if let Some(ByteSize(v)) = w.min {
+                    d.min_bytes = v;
+                }
+                if let Some(ByteSize(v)) = w.max {
+                    d.max_bytes = v;
+                }
+                if let Some(p) = w.probability {
+                    d.probability_percent =
+                        u8::try_from(p).ok().filter(|&p| p <= 100).ok_or(("wred.probability", format!("{p} %: must be 0..=100")))?;
+                }
+                if let Some(s) = w.seed {
+                    d.seed = s;
                 }
             }
         }
@@ -363,6 +409,7 @@ impl RawQosFields {
             "queue_limit" => self.queue_limit.is_some(),
             "pause_quanta" => self.pause_quanta.is_some(),
             "watchdog" => self.watchdog.is_some(),
+            "wred" => self.wred.is_some(),
             _ => false,
         }
     }
@@ -430,8 +477,14 @@ pub fn describe(q: &SwitchQos) -> String {
     };
     let ets: Vec<String> = (0..8).filter(|&tc| c.ets_percent[tc] != 0).map(|tc| format!("{tc}:{}%", c.ets_percent[tc])).collect();
     let cell = if c.cell_bytes == 0 { "frame bytes".to_string() } else { format!("{}-byte cells", c.cell_bytes) };
+    let r = &c.wred;
+    let wred = if r.queues == 0 {
+        "off".to_string()
+    } else {
+        format!("queues {}: min {} B, max {} B, {} % at max, seed {}", prios(r.queues), r.min_bytes, r.max_bytes, r.probability_percent, r.seed)
+    };
     format!(
-        "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {} B; lossy queue limit {} B; pause quanta {}; watchdog {wd}",
+        "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {} B; lossy queue limit {} B; pause quanta {}; watchdog {wd}; wred/ecn {wred}",
         if classes.is_empty() { "none".to_string() } else { classes.join(", ") },
         prios(c.lossless_priorities),
         prios(c.strict_priorities),
@@ -481,7 +534,7 @@ mod tests {
     #[test]
     fn switch_overrides_fabric() {
         let raw = parse(
-            "pfc: [3, 4]\nxoff: 2MB\nwatchdog: { action: alert, detect: 100ms }\nclasses: { 26: 4, 48: 7 }\nswitches:\n  spine1: { xoff: 1MB, watchdog: off }\n",
+            "pfc: [3, 4]\nxoff: 2MB\nwred: { max: 900KB }\nwatchdog: { action: alert, detect: 100ms }\nclasses: { 26: 4, 48: 7 }\nswitches:\n  spine1: { xoff: 1MB, watchdog: off }\n",
         );
         let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
         let q = resolve(&raw, &sw, Some(4096)).unwrap();
@@ -498,6 +551,39 @@ mod tests {
         assert_eq!(q[0].queue_limit_bytes, 4096);
         assert!(describe(&q[0]).contains("pfc 3,4"), "{}", describe(&q[0]));
         assert!(describe(&q[0]).contains("strict 7; ets 0:50% 3:50%;"), "{}", describe(&q[0]));
+    }
+
+    #[test]
+    fn wred_defaults_overrides_off_and_errors() {
+        let d = &resolve(&RawQos::default(), &[("rail1".into(), 4)], None).unwrap()[0].qos.wred;
+        assert_eq!((d.queues, d.min_bytes, d.max_bytes, d.probability_percent), (1 << 3, 150_000, 3_000_000, 7));
+        let raw = parse("wred: { queues: [3, 4], min: 200KB, max: 1MB, probability: 10, seed: 9 }\nswitches:\n  spine1: { wred: off }\n");
+        let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
+        let q = resolve(&raw, &sw, None).unwrap();
+        let w = &q[0].qos.wred;
+        assert_eq!((w.queues, w.min_bytes, w.max_bytes, w.probability_percent, w.seed), (0b1_1000, 200_000, 1_000_000, 10, 9));
+        assert_eq!(q[1].qos.wred.queues, 0);
+        assert!(describe(&q[0]).contains("wred/ecn queues 3,4: min 200000 B, max 1000000 B, 10 % at max"), "{}", describe(&q[0]));
+        assert!(describe(&q[1]).contains("wred/ecn off"), "{}", describe(&q[1]));
+        // xON < min < max < xOFF on a lossless queue, named by the key that broke it.
+        let err = |yaml: &str| resolve(&parse(yaml), &sw, None).unwrap_err();
+        let (f, m) = err("xoff: 2MB\n");
+        assert_eq!(f, "qos.wred.max");
+        assert!(m.contains("3000000 bytes is not below xoff (2000000 bytes)"), "{m}");
+        let (f, m) = err("wred: { min: 100KB }\n");
+        assert_eq!(f, "qos.wred.min");
+        assert!(m.contains("not above xon (120000 bytes)"), "{m}");
+        let (f, _) = err("wred: { min: 2MB, max: 1MB }\n");
+        assert_eq!(f, "qos.wred.min");
+        let (f, m) = err("wred: { probability: 101 }\n");
+        assert_eq!(f, "qos.wred.probability");
+        assert!(m.contains("101 %"), "{m}");
+        let (f, _) = err("wred: { queues: [8] }\n");
+        assert_eq!(f, "qos.wred.queues");
+        let (f, _) = err("switches:\n  spine1: { xoff: 1MB }\n");
+        assert_eq!(f, "qos.wred.max", "the fabric-level key, not set by spine1");
+        // A lossy WRED queue needs no PFC thresholds.
+        assert!(resolve(&parse("pfc: []\nxoff: 64KB\n"), &sw, None).is_ok());
     }
 
     #[test]

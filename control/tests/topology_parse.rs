@@ -235,8 +235,10 @@ fn qos_errors_name_file_line_field() {
     let with = |q: &str| format!("{GOOD}qos:\n{q}");
     let e = err(&with("  xoff: 1MB\n  xon: 2MB\n"));
     assert!(e.starts_with("topologies/bad.yaml:16: qos.xon: rail1: 2000000 bytes is not below xoff"), "{e}");
-    let e = err(&with("  xoff: 1MB\n  switches:\n    spine1:\n      xon: 1MB\n"));
-    assert!(e.starts_with("topologies/bad.yaml:18: qos.switches.spine1.xon: spine1: "), "{e}");
+    let e = err(&with("  xoff: 1MB\n  wred: { max: 900KB }\n  switches:\n    spine1:\n      xon: 1MB\n"));
+    assert!(e.starts_with("topologies/bad.yaml:19: qos.switches.spine1.xon: spine1: "), "{e}");
+    let e = err(&with("  xoff: 1MB\n"));
+    assert!(e.starts_with("topologies/bad.yaml:14: qos.wred.max: rail1: 3000000 bytes is not below xoff (1000000 bytes)"), "{e}");
     let e = err(&with("  headroom: 8MiB\n"));
     assert!(e.starts_with("topologies/bad.yaml:15: qos.headroom: rail1: "), "{e}");
     assert!(e.contains("not less than the 16777216-byte buffer"), "{e}");
@@ -248,7 +250,7 @@ fn qos_errors_name_file_line_field() {
 
 #[test]
 fn qos_reaches_the_switch_configs() {
-    let src = format!("{GOOD}qos:\n  pfc: []\n  queue_limit: 64KiB\n  switches:\n    spine1: {{ pfc: [3], xoff: 1MB, watchdog: off }}\n");
+    let src = format!("{GOOD}qos:\n  pfc: []\n  queue_limit: 64KiB\n  switches:\n    spine1: {{ pfc: [3], xoff: 1MB, watchdog: off, wred: {{ max: 900KB }} }}\n");
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = control::plan::compile(&t, 9400);
     let rail1 = &p.switches[0].config;
@@ -258,6 +260,8 @@ fn qos_reaches_the_switch_configs() {
     assert_eq!(rail1.queue_limit_bytes, 64 << 10);
     assert_eq!(spine1.qos.lossless_priorities, 1 << 3);
     assert_eq!(spine1.qos.xoff_bytes, 1_000_000);
+    assert_eq!(spine1.qos.wred.max_bytes, 900_000);
+    assert_eq!(rail1.qos.wred.max_bytes, 3_000_000);
     assert!(!spine1.qos.watchdog.enabled);
     assert!(rail1.qos.watchdog.enabled);
     rail1.validate().unwrap();

@@ -291,7 +291,7 @@ impl QosConfig {
             return bad("queue_limit", format!("{queue_limit_bytes} bytes is more than the {}-byte buffer", self.buffer_bytes));
         }
         if lossless == 0 {
-            return Ok(());
+            return self.check_wred();
         }
         let reserved = ports as u64 * lossless * self.headroom_bytes;
         if reserved >= self.buffer_bytes {
@@ -316,7 +316,6 @@ impl QosConfig {
         if self.xon_bytes >= self.xoff_bytes {
             return bad("xon", format!("{} bytes is not below xoff ({} bytes)", self.xon_bytes, self.xoff_bytes));
         }
-        self.check_wred()?;
         if self.pause_quanta == 0 {
             return bad("pause_quanta", "0 would pause nothing: use 1..=65535".into());
         }
@@ -329,7 +328,7 @@ impl QosConfig {
                 return bad("watchdog.poll", format!("{} µs is longer than detect ({} µs)", w.poll_us, w.detect_us));
             }
         }
-        Ok(())
+        self.check_wred()
     }
 }
 

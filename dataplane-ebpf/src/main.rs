@@ -20,7 +20,13 @@
 //!    frames it forwards, RFC 1812 §5.3.1); TTL / hop limit ≤ 1 → drop `TTL_EXPIRED`.
 //! 6. ECMP: `GROUPS[route.group]`, member `ecmp_index(flow_hash(5-tuple, PARAMS[0].hash_seed))`,
 //!    `NEXTHOPS[member].port` is the egress port.
-//! 7. Prepend the 8-byte [`Decision`] (`bpf_xdp_adjust_head(-8)`) and `bpf_redirect_map` into
+//! 7. WRED/ECN (book ch. 11) when the egress queue (port, tc) is in `WRED[0].queues`: the
+//!    queue's depth is read from `DEPTHS` (an mmapable array the daemon's data-plane thread
+//!    stores every queue's depth into as it changes), [`wred_probability`] gives the marking
+//!    probability, a seeded per-CPU xorshift32 (`RNG`) draws. On a hit: ECT(0)/ECT(1) becomes CE
+//!    (IPv4: TOS and an RFC 1624 incremental header-checksum update; IPv6: traffic class), count
+//!    `ECN_MARKED`; a Not-ECT packet is dropped instead, count `WRED_DROPPED`; CE stays CE.
+//! 8. Prepend the 8-byte [`Decision`] (`bpf_xdp_adjust_head(-8)`) and `bpf_redirect_map` into
 //!    `XSKS` at the *ingress* port index (the daemon reads every port's socket and forwards).
 //!    The redirect flags are `XDP_DROP`: with no socket in the slot the helper returns `XDP_DROP`,
 //!    counted `REDIRECT_FAILED`. Successful redirects count `FORWARDED` / `LLDP` / `MAC_CONTROL`.
@@ -39,21 +45,26 @@
 #![cfg_attr(not(target_arch = "bpf"), allow(dead_code))]
 
 use core::mem::size_of;
+use core::ptr::read_volatile;
 
 /// `rocefab_host_xdp` / `rocefab_test_drop_nth` for GPU-host NIC ports (same object).
 mod host;
 
 use aya_ebpf::{
-    bindings::xdp_action::{XDP_DROP, XDP_PASS},
-    helpers::bpf_xdp_adjust_head,
+    bindings::{
+        xdp_action::{XDP_DROP, XDP_PASS},
+        BPF_F_MMAPABLE,
+    },
+    helpers::{bpf_get_smp_processor_id, bpf_xdp_adjust_head},
     macros::{map, xdp},
     maps::{lpm_trie::Key, Array, HashMap, LpmTrie, PerCpuArray, XskMap},
     programs::XdpContext,
 };
 use dataplane_common::{
-    counter, ecmp_index, ethertype, flow_hash, kind,
+    counter, depth_index, ecmp_index, ecn, ethertype, flow_hash, kind,
     limits::{MAX_GROUPS, MAX_NEXTHOPS, MAX_PORTS, MAX_ROUTES},
-    Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams,
+    wred_hit, wred_probability, xorshift32, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams,
+    WredParams, DEPTHS_LEN,
 };
 
 /// Ingress ifindex → port index.
@@ -83,6 +94,19 @@ static NEXTHOPS: Array<NextHop> = Array::with_max_entries(MAX_NEXTHOPS, 0);
 /// Switch parameters, entry 0.
 #[map]
 static PARAMS: Array<SwitchParams> = Array::with_max_entries(1, 0);
+
+/// WRED/ECN parameters, entry 0.
+#[map]
+static WRED: Array<WredParams> = Array::with_max_entries(1, 0);
+
+/// Egress queue depths in bytes, index [`depth_index`]`(port, tc)`; the daemon's data-plane
+/// thread stores into its mmap of this array, the program only reads it.
+#[map]
+static DEPTHS: Array<u64> = Array::with_max_entries(DEPTHS_LEN, BPF_F_MMAPABLE);
+
+/// Per-CPU xorshift32 state of the WRED draw (0 = not seeded yet).
+#[map]
+static RNG: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 
 /// AF_XDP sockets by port index.
 #[map]
@@ -161,6 +185,9 @@ struct Flow {
     sport: u16,
     dport: u16,
     tc: u8,
+    /// Offset of the IP header.
+    l3: usize,
+    v6: bool,
 }
 
 /// Classifies, routes and redirects one frame; `Err(())` means truncated/invalid headers.
@@ -268,6 +295,8 @@ fn ipv4(ctx: &XdpContext, port: u32, l3: usize) -> Result<u32, ()> {
         sport,
         dport,
         tc,
+        l3,
+        v6: false,
     };
     Ok(forward(ctx, port, route, ttl, &flow))
 }
@@ -311,6 +340,8 @@ fn ipv6(ctx: &XdpContext, port: u32, l3: usize) -> Result<u32, ()> {
         sport,
         dport,
         tc,
+        l3,
+        v6: true,
     };
     Ok(forward(ctx, port, route, hop_limit, &flow))
 }
@@ -340,7 +371,104 @@ fn forward(ctx: &XdpContext, port: u32, group: u32, ttl: u8, flow: &Flow) -> u32
     let Some(nh) = NEXTHOPS.get(member) else {
         return drop_as(port, counter::ROUTE_MISS);
     };
+    match wred(ctx, nh.port, flow) {
+        Wred::Pass => {}
+        Wred::Marked => count(port, counter::ECN_MARKED),
+        Wred::Drop => return drop_as(port, counter::WRED_DROPPED),
+    }
     to_userspace(ctx, port, kind::FORWARD, flow.tc, nh.port as u8, member as u16, counter::FORWARDED)
+}
+
+/// What WRED did to a frame.
+enum Wred {
+    /// Not marked (below the curve's draw, not a WRED queue, or already CE).
+    Pass,
+    /// ECT → CE.
+    Marked,
+    /// Not-ECT where an ECT packet would have been marked.
+    Drop,
+}
+
+/// WRED/ECN on egress queue (`egress`, `flow.tc`): see step 7 of the crate docs. Marks in place;
+/// `Wred::Drop` for a Not-ECT packet that would have been marked.
+#[inline(always)]
+fn wred(ctx: &XdpContext, egress: u32, flow: &Flow) -> Wred {
+    let Some(p) = WRED.get(0) else { return Wred::Pass };
+    let tc = (flow.tc & 7) as u32;
+    if p.queues & (1 << tc) == 0 || egress >= MAX_PORTS {
+        return Wred::Pass;
+    }
+    let Some(d) = DEPTHS.get_ptr(depth_index(egress, tc)) else { return Wred::Pass };
+    // SAFETY: pointer into the array map's value area returned by the lookup helper; userspace
+    // stores whole aligned u64s into it concurrently, so read it once, volatile.
+    let depth = unsafe { read_volatile(d) };
+    let prob = wred_probability(depth, p);
+    if prob == 0 {
+        return Wred::Pass;
+    }
+    let Some(state) = RNG.get_ptr_mut(0) else { return Wred::Pass };
+    // SAFETY: this CPU's slot of a per-CPU array; XDP runs with preemption off, so no one else
+    // writes it during the program run.
+    let x = unsafe {
+        let mut x = *state;
+        if x == 0 {
+            // SAFETY: helper without arguments.
+            x = (p.seed ^ bpf_get_smp_processor_id()) | 1;
+        }
+        x = xorshift32(x);
+        *state = x;
+        x
+    };
+    if !wred_hit(prob, x) {
+        return Wred::Pass;
+    }
+    if flow.v6 {
+        mark_v6(ctx, flow.l3)
+    } else {
+        mark_v4(ctx, flow.l3)
+    }
+}
+
+/// Sets CE in an IPv4 header at `l3` and updates its checksum incrementally (RFC 1624 eqn. 3:
+/// HC' = ~(~HC + ~m + m'), over the 16-bit word version/IHL + TOS).
+#[inline(always)]
+fn mark_v4(ctx: &XdpContext, l3: usize) -> Wred {
+    let Ok(h) = ptr_at::<[u8; IPV4_HLEN_MIN]>(ctx, l3) else { return Wred::Pass };
+    let h = h as *mut [u8; IPV4_HLEN_MIN];
+    // SAFETY: `ptr_at` checked the 20 bytes lie inside the frame; XDP frames are writable.
+    let h = unsafe { &mut *h };
+    match h[1] & 3 {
+        ecn::NOT_ECT => return Wred::Drop,
+        ecn::CE => return Wred::Pass,
+        _ => {}
+    }
+    let old = u16::from_be_bytes([h[0], h[1]]);
+    h[1] |= ecn::CE;
+    let new = u16::from_be_bytes([h[0], h[1]]);
+    let hc = u16::from_be_bytes([h[10], h[11]]);
+    let mut sum = (!hc) as u32 + (!old) as u32 + new as u32;
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    let c = (!(sum as u16)).to_be_bytes();
+    h[10] = c[0];
+    h[11] = c[1];
+    Wred::Marked
+}
+
+/// Sets CE in the traffic class of an IPv6 header at `l3` (bits 4-5 of its second byte).
+#[inline(always)]
+fn mark_v6(ctx: &XdpContext, l3: usize) -> Wred {
+    let Ok(h) = ptr_at::<[u8; 2]>(ctx, l3) else { return Wred::Pass };
+    let h = h as *mut [u8; 2];
+    // SAFETY: `ptr_at` checked the 2 bytes lie inside the frame; XDP frames are writable.
+    let h = unsafe { &mut *h };
+    match (h[1] >> 4) & 3 {
+        ecn::NOT_ECT => return Wred::Drop,
+        ecn::CE => return Wred::Pass,
+        _ => {}
+    }
+    h[1] |= ecn::CE << 4;
+    Wred::Marked
 }
 
 /// Prepends the [`Decision`] and redirects the frame to the ingress port's AF_XDP socket.

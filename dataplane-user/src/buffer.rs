@@ -19,8 +19,13 @@
 //! configured buffer needs at the smallest frame, so running out of frames is an admission drop
 //! ([`Reject::PoolFull`]) and never a silent fill-ring starvation.
 //!
+//! Every change of a queue's charge is stored into the [`DepthBoard`] given by
+//! [`SharedBuffer::publish_to`], where the XDP program's WRED reads it.
+//!
 //! Pure logic: no clock, no allocation after [`SharedBuffer::new`].
 use dataplane_common::limits::NUM_TC;
+
+use crate::depths::DepthBoard;
 
 /// The buffer's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +86,8 @@ pub struct SharedBuffer {
     frames_held: u64,
     pg: Vec<[Pg; NUM_TC]>,
     queue: Vec<[u64; NUM_TC]>,
+    /// Where every change of a queue's charge is published for the XDP program's WRED.
+    board: Option<DepthBoard>,
 }
 
 impl SharedBuffer {
@@ -94,7 +101,18 @@ impl SharedBuffer {
             frames_held: 0,
             pg: vec![[Pg::default(); NUM_TC]; p.ports],
             queue: vec![[0; NUM_TC]; p.ports],
+            board: None,
         }
+    }
+
+    /// Publishes every queue's charge into `board` from now on (see [`crate::depths`]).
+    pub fn publish_to(&mut self, board: DepthBoard) {
+        for (port, q) in self.queue.iter().enumerate() {
+            for (tc, &bytes) in q.iter().enumerate() {
+                board.publish(port, tc as u8, bytes);
+            }
+        }
+        self.board = Some(board);
     }
 
     /// Bytes charged for a frame of `frame_len` bytes: the frame, or whole cells.
@@ -141,6 +159,9 @@ impl SharedBuffer {
         };
         self.frames_held += 1;
         self.queue[egress][tc as usize] += c;
+        if let Some(b) = &self.board {
+            b.publish(egress, tc, self.queue[egress][tc as usize]);
+        }
         let pg = &mut self.pg[ingress][prio as usize];
         match admit {
             Admit::Shared => {
@@ -168,6 +189,9 @@ impl SharedBuffer {
         self.frames_held = self.frames_held.saturating_sub(1);
         let q = &mut self.queue[egress][tc as usize];
         *q = q.saturating_sub(c);
+        if let Some(b) = &self.board {
+            b.publish(egress, tc, *q);
+        }
         let pg = &mut self.pg[ingress][prio as usize];
         match admit {
             Admit::Headroom => pg.headroom = pg.headroom.saturating_sub(c),
@@ -228,6 +252,21 @@ mod tests {
             headroom_bytes: 10_000,
             queue_limit_bytes: 30_000,
         }
+    }
+
+    #[test]
+    fn every_charge_change_is_published() {
+        let mut b = SharedBuffer::new(params());
+        b.publish_to(DepthBoard::heap());
+        let (a1, _) = b.admit(0, 3, 2, 3, 1000).unwrap();
+        let (a2, _) = b.admit(1, 3, 2, 3, 500).unwrap();
+        let board = b.board.as_ref().unwrap();
+        assert_eq!(board.get(2, 3), 1500);
+        assert_eq!(board.get(2, 3), b.queue_bytes(2, 3));
+        b.release(0, 3, 2, 3, 1000, a1);
+        assert_eq!(b.board.as_ref().unwrap().get(2, 3), 500);
+        b.release(1, 3, 2, 3, 500, a2);
+        assert_eq!(b.board.as_ref().unwrap().get(2, 3), 0);
     }
 
     #[test]

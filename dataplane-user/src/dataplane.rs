@@ -228,6 +228,8 @@ pub struct DataPlane {
     nexthop_macs: Vec<[u8; 6]>,
     nexthop_ports: Vec<u32>,
     buffer: SharedBuffer,
+    /// WRED settings, for the per-band statistics at enqueue (the marking itself is in XDP).
+    wred: dataplane_common::config::WredConfig,
     pfc_tx: PfcTx,
     pfc_rx: PfcRx,
     watchdog: Option<(Watchdog, u64)>,
@@ -355,6 +357,7 @@ impl DataPlane {
             nexthop_macs: cfg.nexthop_macs.clone(),
             nexthop_ports: cfg.nexthop_ports.clone(),
             buffer,
+            wred: q.wred.clone(),
             pfc_tx: PfcTx::new(n, q.pause_quanta, &cfg.line_rates_bps),
             pfc_rx: PfcRx::new(n, &cfg.line_rates_bps),
             watchdog,
@@ -365,6 +368,12 @@ impl DataPlane {
             scratch: vec![FrameDesc::default(); BATCH],
             pollfds,
         })
+    }
+
+    /// Publishes the queue depths into `board` (the XDP program's `DEPTHS` map) for WRED.
+    pub fn with_depths(mut self, board: crate::depths::DepthBoard) -> Self {
+        self.buffer.publish_to(board);
+        self
     }
 
     /// Mirrors ports into `tap` while the control side asks for it ([`crate::capture`]);
@@ -722,9 +731,9 @@ impl DataPlane {
                         buf.copy_within(Decision::LEN.., 0);
                         let flen = total - Decision::LEN;
                         match rewrite_l3(&mut buf[..flen], self.ports[egress_port].mac, self.nexthop_macs[nexthop]) {
-                            Ok(()) => {
+                            Ok(ecn) => {
                                 data.cursor().set_pos(flen);
-                                Verdict::Forward(egress_port, tc, flen as u32)
+                                Verdict::Forward(egress_port, tc, flen as u32, ecn)
                             }
                             Err(_) => {
                                 rx_stats.rewrite_errors.inc();
@@ -762,7 +771,10 @@ impl DataPlane {
                 }
             };
             match verdict {
-                Verdict::Forward(egress, tc, len) => self.admit(p, egress, tc, d, len, now),
+                Verdict::Forward(egress, tc, len, ecn) => {
+                    self.count_wred_band(egress, tc, ecn);
+                    self.admit(p, egress, tc, d, len, now)
+                }
                 Verdict::Pfc(enabled, quanta) => {
                     self.pfc_rx.on_pfc(p, enabled, quanta, now);
                     for prio in 0..NUM_TC {
@@ -786,6 +798,22 @@ impl DataPlane {
         rx_stats.rx_packets.add(n as u64);
         rx_stats.rx_bytes.add(rx_bytes);
         n
+    }
+
+    /// On a WRED queue, counts an ECT/CE frame in the depth band its queue has as it arrives,
+    /// and whether it is CE ([`crate::depths`]): the marked fraction per band against the curve.
+    #[inline]
+    fn count_wred_band(&self, egress: usize, tc: u8, ecn: u8) {
+        let w = &self.wred;
+        if w.queues & (1 << (tc & 7)) == 0 || ecn == dataplane_common::ecn::NOT_ECT {
+            return;
+        }
+        let band = crate::depths::band_of(self.buffer.queue_bytes(egress, tc), w.min_bytes, w.max_bytes);
+        let q = &self.stats.ports[egress].queues[tc as usize & 7];
+        q.wred_band_ect[band].inc();
+        if ecn == dataplane_common::ecn::CE {
+            q.wred_band_ce[band].inc();
+        }
     }
 
     /// Admission of a forwarded frame into the shared buffer and its egress queue.
@@ -1015,7 +1043,8 @@ impl DataPlane {
 
 /// What `receive` decided for one frame.
 enum Verdict {
-    Forward(usize, u8, u32),
+    /// Egress port, traffic class, frame length, ECN codepoint.
+    Forward(usize, u8, u32, u8),
     Pfc(u8, [u16; 8]),
     Pause(u16),
     Drop,

@@ -14,6 +14,7 @@ pub mod ctrl;
 pub mod daemon;
 pub mod dataplane;
 pub mod decision;
+pub mod depths;
 pub mod host_loader;
 pub mod http;
 pub mod lldp;

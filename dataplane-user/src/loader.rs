@@ -16,6 +16,9 @@
 //! | `PARAMS`    | array (1)          | 0 → [`SwitchParams`]                          |
 //! | `XSKS`      | XSK map            | port index → AF_XDP socket                    |
 //! | `COUNTERS`  | per-CPU array      | `port * counter::COUNT + id` → `u64`          |
+//! | `WRED`      | array (1)          | 0 → [`WredParams`]                            |
+//! | `DEPTHS`    | array, mmapable    | `depth_index(port, tc)` → queue bytes `u64`   |
+//! | `RNG`       | per-CPU array (1)  | 0 → xorshift32 state `u32` (0 = unseeded)     |
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 
@@ -26,7 +29,7 @@ use aya::programs::xdp::XdpLinkId;
 use aya::Ebpf;
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::limits::MAX_GROUP_MEMBERS;
-use dataplane_common::{counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams};
+use dataplane_common::{counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams};
 
 /// The XDP object built by `build.rs` (ELF, BTF included).
 pub static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rocefab-xdp"));
@@ -45,8 +48,11 @@ pub mod maps {
     pub const PARAMS: &str = "PARAMS";
     pub const XSKS: &str = "XSKS";
     pub const COUNTERS: &str = "COUNTERS";
+    pub const WRED: &str = "WRED";
+    pub const DEPTHS: &str = "DEPTHS";
+    pub const RNG: &str = "RNG";
     /// Every map the loader expects.
-    pub const ALL: [&str; 9] = [PORTS, DSCP_TC, ROUTES_V4, ROUTES_V6, GROUPS, NEXTHOPS, PARAMS, XSKS, COUNTERS];
+    pub const ALL: [&str; 12] = [PORTS, DSCP_TC, ROUTES_V4, ROUTES_V6, GROUPS, NEXTHOPS, PARAMS, XSKS, COUNTERS, WRED, DEPTHS, RNG];
 }
 
 /// XDP return codes (`enum xdp_action`, include/uapi/linux/bpf.h).
@@ -85,6 +91,8 @@ pub enum LoaderError {
     BadRoute { prefix: IpAddr, len: u8, why: &'static str },
     #[error("group {group}: {members} members (1..={MAX_GROUP_MEMBERS} allowed)")]
     BadGroup { group: usize, members: usize },
+    #[error("mapping the DEPTHS map (BPF_F_MMAPABLE) into memory: {0}")]
+    MapDepths(#[source] std::io::Error),
     #[error("BPF_PROG_TEST_RUN with ingress ifindex {ifindex}: {source}")]
     TestRun { ifindex: u32, source: Box<ProgramError> },
 }
@@ -242,6 +250,18 @@ impl XdpSwitch {
             .set(0, SwitchParams { hash_seed: cfg.hash_seed, lb_mode: 0 }, 0)
             .map_err(err(maps::PARAMS, format!("hash seed {}", cfg.hash_seed)))?;
 
+        let w = &cfg.qos.wred;
+        let wred = WredParams {
+            queues: u32::from(w.queues),
+            min_bytes: w.min_bytes.min(u64::from(u32::MAX)) as u32,
+            max_bytes: w.max_bytes.min(u64::from(u32::MAX)) as u32,
+            pmax_q32: WredParams::pmax_from_percent(w.probability_percent),
+            seed: w.seed,
+            _pad: 0,
+        };
+        let mut wred_map: Array<&mut MapData, WredParams> = typed_map(&mut self.ebpf, maps::WRED)?;
+        wred_map.set(0, wred, 0).map_err(err(maps::WRED, format!("{wred:?}")))?;
+
         for r in &cfg.routes {
             let value = RouteValue { group: r.group.unwrap_or(RouteValue::LOCAL) };
             let what = || format!("route {}/{}", r.prefix, r.len);
@@ -296,6 +316,18 @@ impl XdpSwitch {
             }
         }
         Ok(out)
+    }
+
+    /// A shared mapping of the `DEPTHS` map, where the data-plane thread publishes queue depths
+    /// for the program's WRED ([`crate::depths`]).
+    pub fn depth_board(&self) -> Result<crate::depths::DepthBoard, LoaderError> {
+        use std::os::fd::AsFd;
+        let map = self.ebpf.map(maps::DEPTHS).ok_or(LoaderError::MissingMap(maps::DEPTHS))?;
+        let data = match map {
+            aya::maps::Map::Array(d) => d,
+            _ => return Err(LoaderError::MissingMap(maps::DEPTHS)),
+        };
+        crate::depths::DepthBoard::map(data.fd().as_fd()).map_err(LoaderError::MapDepths)
     }
 
     /// Port ifindexes in config order.

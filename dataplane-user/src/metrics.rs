@@ -35,6 +35,8 @@ struct QueueHandles {
     depth_packets: IntGauge,
     admission_dropped: IntCounter,
     pfcwd_dropped: IntCounter,
+    /// Per depth band, (ECT enqueued, CE among them): WRED queues only.
+    wred_bands: Vec<(IntCounter, IntCounter)>,
 }
 
 /// PFC and priority-group handles of one (port, priority).
@@ -117,6 +119,23 @@ fn sync_stat(c: &IntCounter, s: &Stat) {
     sync(c, s.get());
 }
 
+/// The band handles of queue `q` of `port` when it runs WRED, else none.
+fn wred_band_handles(cfg: &SwitchConfig, port: &str, q: &str, ect: &IntCounterVec, ce: &IntCounterVec) -> Vec<(IntCounter, IntCounter)> {
+    let w = &cfg.qos.wred;
+    let tc: u8 = q.parse().unwrap_or(0);
+    if w.queues & (1 << tc) == 0 {
+        return Vec::new();
+    }
+    (0..crate::depths::BANDS)
+        .map(|b| {
+            let (lo, hi) = crate::depths::band_range(b, w.min_bytes, w.max_bytes);
+            let (b, lo, hi) = (b.to_string(), lo.to_string(), if hi == u64::MAX { "+Inf".to_string() } else { hi.to_string() });
+            let l = [port, q, b.as_str(), lo.as_str(), hi.as_str()];
+            (ect.with_label_values(&l), ce.with_label_values(&l))
+        })
+        .collect()
+}
+
 impl Metrics {
     /// The registry, for the control side's own families (LLDP agent, captures): they are
     /// rendered with the rest.
@@ -176,6 +195,17 @@ impl Metrics {
             "rocefab_pfcwd_dropped_packets_total",
             "Frames the PFC watchdog dropped for a stormed queue (action drop)",
             pq,
+        )?;
+        let pqb = &["port", "queue", "band", "depth_from_bytes", "depth_to_bytes"];
+        let wred_ect = counter_vec(
+            "rocefab_wred_band_ect_packets_total",
+            "ECT or CE packets enqueued on a WRED queue, by the queue depth they found at enqueue (band 0 below min, the last at and above max)",
+            pqb,
+        )?;
+        let wred_ce = counter_vec(
+            "rocefab_wred_band_ce_packets_total",
+            "Of rocefab_wred_band_ect_packets_total, the packets that were CE at enqueue (marked by this switch's WRED or upstream)",
+            pqb,
         )?;
         let pfc_tx = counter_vec("rocefab_pfc_tx_frames_total", "PFC frames sent out of the port for the priority (XOFF, refresh, XON)", pp)?;
         let pfc_rx = counter_vec("rocefab_pfc_rx_frames_total", "PFC frames received on the port for the priority (802.3x PAUSE counts for every priority)", pp)?;
@@ -280,6 +310,7 @@ impl Metrics {
                                 depth_packets: depth_p.with_label_values(&l),
                                 admission_dropped: adm_drop.with_label_values(&l),
                                 pfcwd_dropped: wd_drop.with_label_values(&l),
+                                wred_bands: wred_band_handles(cfg, port.name.as_str(), &q, &wred_ect, &wred_ce),
                             }
                         })
                         .collect(),
@@ -362,6 +393,10 @@ impl Metrics {
                 qh.depth_packets.set(qs.depth_packets.get() as i64);
                 sync_stat(&qh.admission_dropped, &qs.admission_dropped_packets);
                 sync_stat(&qh.pfcwd_dropped, &qs.pfcwd_dropped_packets);
+                for ((ect, ce), (se, sc)) in qh.wred_bands.iter().zip(qs.wred_band_ect.iter().zip(&qs.wred_band_ce)) {
+                    sync_stat(ect, se);
+                    sync_stat(ce, sc);
+                }
             }
         }
         match xdp {

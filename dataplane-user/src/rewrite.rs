@@ -27,8 +27,9 @@ const ETH_LEN: usize = 14;
 const VLAN_LEN: usize = 4;
 
 /// Rewrites `frame` (Ethernet header first, no FCS) for forwarding out of a port whose MAC is
-/// `src` towards a next hop whose MAC is `dst`.
-pub fn rewrite_l3(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) -> Result<(), RewriteError> {
+/// `src` towards a next hop whose MAC is `dst`. Returns the packet's ECN codepoint (RFC 3168,
+/// the low two bits of the IPv4 TOS / IPv6 traffic class) for the WRED statistics.
+pub fn rewrite_l3(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) -> Result<u8, RewriteError> {
     let len = frame.len();
     if len < ETH_LEN {
         return Err(RewriteError::Truncated(len));
@@ -42,7 +43,7 @@ pub fn rewrite_l3(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) -> Result<(), Re
         et = u16::from_be_bytes([frame[16], frame[17]]);
         l3 += VLAN_LEN;
     }
-    match et {
+    let ecn = match et {
         ethertype::IPV4 => {
             let ip = frame.get_mut(l3..l3 + 20).ok_or(RewriteError::Truncated(len))?;
             if ip[0] >> 4 != 4 {
@@ -57,6 +58,7 @@ pub fn rewrite_l3(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) -> Result<(), Re
             let new = u16::from_be_bytes([ip[8], ip[9]]);
             let hc = u16::from_be_bytes([ip[10], ip[11]]);
             ip[10..12].copy_from_slice(&incremental_checksum(hc, old, new).to_be_bytes());
+            ip[1] & 3
         }
         ethertype::IPV6 => {
             let ip = frame.get_mut(l3..l3 + 40).ok_or(RewriteError::Truncated(len))?;
@@ -68,12 +70,13 @@ pub fn rewrite_l3(frame: &mut [u8], src: [u8; 6], dst: [u8; 6]) -> Result<(), Re
                 return Err(RewriteError::TtlExpired(hl));
             }
             ip[7] = hl - 1;
+            (ip[1] >> 4) & 3
         }
         other => return Err(RewriteError::NotIp(other)),
-    }
+    };
     frame[0..6].copy_from_slice(&dst);
     frame[6..12].copy_from_slice(&src);
-    Ok(())
+    Ok(ecn)
 }
 
 /// RFC 1624 eqn. 3: the checksum after one 16-bit word changes from `old` to `new`.

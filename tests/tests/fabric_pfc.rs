@@ -137,7 +137,7 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     let f = Fabric::up_with(
         "rail-spine.yaml",
         "rfx",
-        "qos:\n  xoff: 100KB\n  xon: 20KB\n  queue_limit: 100KB\n  watchdog: off\n",
+        "qos:\n  xoff: 100KB\n  xon: 20KB\n  queue_limit: 100KB\n  watchdog: off\n  wred: off\n",
     );
     let to_h1 = f.port_to("rail1", "host1:gpu0");
     let to_h2 = f.port_to("rail1", "host2:gpu0");

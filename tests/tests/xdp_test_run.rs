@@ -148,6 +148,8 @@ fn v6_words(a: Ipv6Addr) -> [u32; 4] {
 
 struct Udp {
     dscp: u8,
+    /// ECN codepoint (RFC 3168): 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE.
+    ecn: u8,
     ttl: u8,
     sport: u16,
     dport: u16,
@@ -156,7 +158,7 @@ struct Udp {
 
 impl Default for Udp {
     fn default() -> Self {
-        Udp { dscp: 24, ttl: 64, sport: 49152, dport: 4791, vlan: None }
+        Udp { dscp: 24, ecn: 0, ttl: 64, sport: 49152, dport: 4791, vlan: None }
     }
 }
 
@@ -175,12 +177,13 @@ fn build(ip: IpHeaders, u: &Udp) -> Vec<u8> {
 fn udp4(src: Ipv4Addr, dst: Ipv4Addr, u: &Udp) -> Vec<u8> {
     let mut h = Ipv4Header::new(0, u.ttl, IpNumber::UDP, src.octets(), dst.octets()).unwrap();
     h.dscp = IpDscp::try_new(u.dscp).unwrap();
+    h.ecn = etherparse::IpEcn::try_new(u.ecn).unwrap();
     build(IpHeaders::Ipv4(h, Default::default()), u)
 }
 
 fn udp6(src: Ipv6Addr, dst: Ipv6Addr, u: &Udp) -> Vec<u8> {
     let h = Ipv6Header {
-        traffic_class: u.dscp << 2,
+        traffic_class: u.dscp << 2 | u.ecn,
         flow_label: Default::default(),
         payload_length: 0,
         next_header: IpNumber::UDP,
@@ -533,5 +536,94 @@ fn load_attaches_to_every_port_counts_real_frames_and_detaches() {
             let show = link_show(name).unwrap();
             assert!(!show.contains("prog/xdp"), "{mode}: {name} still attached:\n{show}");
         }
+    }
+}
+
+/// Egress queue of [`V4_GROUP0`] / DSCP 24 frames: port 2 (next hop 0), queue 3.
+const WRED_PORT: usize = 2;
+
+/// Runs `frame` with the published depth of (port 2, queue 3) at `depth`.
+fn run_at_depth(f: &mut Fixture, board: &dataplane_user::depths::DepthBoard, depth: u64, frame: &[u8]) -> TestRunOutput {
+    board.publish(WRED_PORT, 3, depth);
+    f.run(frame)
+}
+
+fn ecn_v4(out: &TestRunOutput) -> u8 {
+    let ip = &out.data[Decision::LEN + 14..];
+    let (h, _) = Ipv4Header::from_slice(ip).expect("IPv4 header");
+    assert_eq!(h.header_checksum, h.calc_header_checksum(), "IPv4 header checksum after marking");
+    h.ecn.value()
+}
+
+#[test]
+fn wred_marks_ect_above_max_drops_not_ect_keeps_ce_and_fixes_the_checksum() {
+    let mut f = Fixture::new("wr1");
+    let board = f.sw.depth_board().expect("mmap DEPTHS");
+    let w = f.cfg.qos.wred.clone();
+    assert_eq!((w.queues, w.min_bytes, w.max_bytes, w.probability_percent), (1 << 3, 150_000, 3_000_000, 7), "the book's defaults");
+    let frame = |ecn: u8, dscp: u8| udp4(V4_SRC, V4_GROUP0, &Udp { ecn, dscp, ..Default::default() });
+
+    // Below min: never marked, whatever the codepoint.
+    for ecn in 0..4 {
+        let out = run_at_depth(&mut f, &board, w.min_bytes - 1, &frame(ecn, 24));
+        assert_redirect(&out, &frame(ecn, 24));
+    }
+    // At max: ECT(0) and ECT(1) become CE with a valid checksum, CE stays, Not-ECT is dropped.
+    for ecn in [1u8, 2] {
+        let out = run_at_depth(&mut f, &board, w.max_bytes, &frame(ecn, 24));
+        assert_eq!(out.action, XDP_REDIRECT);
+        assert_eq!(ecn_v4(&out), 3, "ECT({}) → CE", 2 - ecn);
+        // Only the ECN bits and the checksum changed.
+        let (a, b) = (&out.data[Decision::LEN..], frame(ecn, 24));
+        let diff: Vec<usize> = (0..b.len()).filter(|&i| a[i] != b[i]).collect();
+        assert!(diff.iter().all(|&i| [15, 24, 25].contains(&i)), "changed bytes {diff:?}");
+    }
+    let out = run_at_depth(&mut f, &board, w.max_bytes, &frame(3, 24));
+    assert_redirect(&out, &frame(3, 24));
+    let out = run_at_depth(&mut f, &board, w.max_bytes, &frame(0, 24));
+    assert_eq!(out.action, XDP_DROP, "Not-ECT in a WRED queue past max");
+    // Another queue (DSCP 0 → queue 0) does not run WRED.
+    let out = run_at_depth(&mut f, &board, w.max_bytes, &frame(2, 0));
+    assert_redirect(&out, &frame(2, 0));
+    f.assert_counters(0, &[(counter::RX, 9), (counter::FORWARDED, 8), (counter::ECN_MARKED, 2), (counter::WRED_DROPPED, 1)]);
+
+    // IPv6: traffic class ECN bits.
+    let v6 = udp6(V6_SRC, V6_GROUP1, &Udp { ecn: 2, ..Default::default() });
+    let (egress, _) = f.expected_path(1, v6_words(V6_SRC), v6_words(V6_GROUP1), 49152, 4791);
+    board.publish(egress as usize, 3, w.max_bytes);
+    let out = f.run(&v6);
+    assert_eq!(out.action, XDP_REDIRECT);
+    let (h, _) = Ipv6Header::from_slice(&out.data[Decision::LEN + 14..]).unwrap();
+    assert_eq!(h.traffic_class, 24 << 2 | 3, "IPv6 ECT(0) → CE");
+}
+
+#[test]
+fn wred_ramp_marks_at_the_curve_with_a_seeded_generator() {
+    // Pin to one CPU: the generator is per CPU, seeded with seed ^ cpu.
+    let mut one = nix::sched::CpuSet::new();
+    one.set(0).unwrap();
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &one).expect("pin to CPU 0");
+    let frame = udp4(V4_SRC, V4_GROUP0, &Udp { ecn: 2, ..Default::default() });
+    let pattern = |tag: &str, seed: u32, depth_frac: f64| -> Vec<bool> {
+        let mut cfg = config(tag);
+        cfg.qos.wred.seed = seed;
+        let (min, max) = (cfg.qos.wred.min_bytes as f64, cfg.qos.wred.max_bytes as f64);
+        let mut f = Fixture::with_config(tag, cfg, true);
+        let board = f.sw.depth_board().unwrap();
+        (0..4000)
+            .map(|_| {
+                let out = run_at_depth(&mut f, &board, (min + depth_frac * (max - min)) as u64, &frame);
+                ecn_v4(&out) == 3
+            })
+            .collect()
+    };
+    for (frac, p) in [(0.25f64, 0.0175f64), (0.5, 0.035), (0.9, 0.063)] {
+        let a = pattern("wr2", 77, frac);
+        let n = a.iter().filter(|&&m| m).count() as f64;
+        // Binomial: mean 4000 p, σ = sqrt(4000 p (1 − p)); 4σ bounds.
+        let (mean, sigma) = (4000.0 * p, (4000.0 * p * (1.0 - p)).sqrt());
+        assert!((n - mean).abs() < 4.0 * sigma, "depth fraction {frac}: {n} marks of 4000, expected {mean} ± {}", 4.0 * sigma);
+        assert_eq!(a, pattern("wr3", 77, frac), "the same seed marks the same packets");
+        assert_ne!(a, pattern("wr4", 78, frac), "another seed marks others");
     }
 }

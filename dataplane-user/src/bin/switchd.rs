@@ -129,7 +129,11 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let (ctrl, dp_end) = dataplane_user::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
     let ctrl = Arc::new(Mutex::new(ctrl));
     let (tap_producer, tap_consumer, tap) = capture::tap(capture::RING_BYTES);
-    let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end).context("data plane setup")?.with_tap(tap_producer, &tap);
+    let depths = xdp.depth_board().with_context(|| format!("switch {}: queue depths for WRED", cfg.name))?;
+    let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end)
+        .context("data plane setup")?
+        .with_tap(tap_producer, &tap)
+        .with_depths(depths);
     let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
     let capture_metrics = (capture::CaptureMetrics::new(metrics.registry(), &labels).context("registering capture metrics")?, tap.clone());
     let stop = dp.stop_handle();
