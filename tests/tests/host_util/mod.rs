@@ -3,7 +3,7 @@
 //! Everything created is named with the prefix `rf-h-`.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
@@ -340,3 +340,64 @@ pub fn wait_for_roce_frame(pcap: &std::path::Path, timeout: Duration) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// A scapy agent in a host namespace that sends MAC-control frames on command (stdin lines):
+/// `pfc <quanta> [prio]` one PFC frame for priority 3 (or prio); `storm <quanta> <every_ms>
+/// <for_ms> [prio]` a bounded train of them; `pause <quanta>` one 802.3x PAUSE (prints `started` after the first); `raw <hex>` any frame. Prints `sent` /
+/// `done` when finished.
+pub const SCAPY_AGENT: &str = r#"
+import sys, time
+from scapy.all import Ether, conf
+from scapy.contrib.mac_control import MACControlClassBasedFlowControl, MACControlPause
+iface, src = sys.argv[1], sys.argv[2]
+s = conf.L2socket(iface=iface)
+def pfc(q, prio=3):
+    return bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlClassBasedFlowControl(**{f"c{prio}_enabled": 1, f"c{prio}_pause_time": q}))
+print("ready", flush=True)
+for line in sys.stdin:
+    w = line.split()
+    if not w:
+        continue
+    if w[0] == "pfc":
+        s.send(pfc(int(w[1]), *map(int, w[2:3])))
+        print("sent", flush=True)
+    elif w[0] == "storm":
+        f, every, until = pfc(int(w[1]), *map(int, w[4:5])), int(w[2]) / 1e3, time.time() + int(w[3]) / 1e3
+        s.send(f)
+        print("started", flush=True)
+        n = 1
+        while time.time() < until:
+            time.sleep(every)
+            s.send(f)
+            n += 1
+        print("done", n, flush=True)
+    elif w[0] == "pause":
+        s.send(bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlPause(pause_time=int(w[1]))))
+        print("sent", flush=True)
+    elif w[0] == "raw":
+        s.send(bytes.fromhex(w[1]))
+        print("sent", flush=True)
+"#;
+
+pub struct Agent(pub Proc);
+
+impl Agent {
+    pub fn start(f: &rocefab_tests::fabric::Fabric, host: &str, nic: &str) -> Agent {
+        let mac = String::from_utf8(f.exec(host, &["cat", &format!("/sys/class/net/{nic}/address")]).stdout).unwrap();
+        let mut p = Proc::spawn(
+            "scapy agent",
+            Command::new("ip")
+                .args(["netns", "exec", &f.netns(host), "/usr/bin/python3", "-c", SCAPY_AGENT, nic, mac.trim()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped()),
+        );
+        assert_eq!(p.line(Duration::from_secs(20)), "ready");
+        Agent(p)
+    }
+    pub fn cmd(&mut self, c: &str) -> String {
+        let stdin = self.0.child.stdin.as_mut().expect("agent stdin");
+        writeln!(stdin, "{c}").and_then(|_| stdin.flush()).expect("agent command");
+        self.0.line(Duration::from_secs(10))
+    }
+}
+

@@ -1,0 +1,187 @@
+//! WRED/ECN on a rail-spine fabric (issue 9, test 1), in the style of the SONiC ECN marking
+//! test: hold rail1's egress queue 3 towards host2 at known depths and compare the CE fraction
+//! per depth band with the WRED curve (the book's defaults: min 150 KB, max 3000 KB, 7 %).
+//!
+//! host2 keeps priority 3 paused with scapy PFC; host1 sends numbered 1514-byte datagrams with
+//! DSCP 24, three of every four ECT(0) and one Not-ECT, paced so that the data-plane thread has
+//! enqueued each before XDP sees the next (the published depth is then exact); host2 releases the
+//! pause and tcpdump at host2 records what arrives. A frame k found its queue holding the 1536-byte
+//! cell charges of the frames before it that were not dropped. scapy reads the capture: ECN
+//! codepoint and IPv4 header checksum of every datagram. Needs root, tcpdump, python3-scapy.
+mod host_util;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use host_util::*;
+use rocefab_tests::fabric::{metric, Fabric};
+
+const SRC: &str = "10.0.1.1";
+const DST: &str = "10.0.1.2";
+/// UDP payload of 1472 bytes: 1514-byte frames, charged 6 cells of 256 bytes.
+const PAYLOAD: u32 = 1472;
+const CHARGE: u64 = 1536;
+/// Frames per fill: 2080 × 1536 B = 3.19 MB, past WRED max (3.0 MB), short of xOFF (3.2 MB).
+const FILL: u32 = 2080;
+const CYCLES: u32 = 2;
+
+/// Numbered datagrams host1 → host2:4791: payload starts with (cycle, seq) as two u32; every
+/// fourth is Not-ECT, the rest ECT(0); `gap` µs apart.
+const SENDER: &str = r#"
+import socket, struct, sys, time
+src, dst, cycle, n, size, gap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]) / 1e6
+socks = []
+for ecn in (2, 0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 24 << 2 | ecn)
+    s.bind((src, 0))
+    socks.append(s)
+pad = b"e" * (size - 8)
+t = time.monotonic()
+for i in range(n):
+    socks[1 if i % 4 == 3 else 0].sendto(struct.pack("!II", cycle, i) + pad, (dst, 4791))
+    t += gap
+    while time.monotonic() < t:
+        pass
+print("sent", n, flush=True)
+"#;
+
+/// One line per datagram of the capture: cycle seq ecn checksum_ok.
+const READER: &str = r#"
+import struct, sys
+from scapy.all import rdpcap, IP, UDP
+for p in rdpcap(sys.argv[1]):
+    if IP not in p or UDP not in p or p[UDP].dport != 4791:
+        continue
+    ip = p[IP]
+    raw = bytes(ip)[: ip.ihl * 4]
+    chk = IP(raw).chksum
+    q = IP(raw)
+    del q.chksum
+    ok = IP(bytes(q)).chksum == chk
+    cycle, seq = struct.unpack("!II", bytes(p[UDP].payload)[:8])
+    print(cycle, seq, ip.tos & 3, int(ok))
+"#;
+
+struct Arrival {
+    seq: u32,
+    ecn: u8,
+    checksum_ok: bool,
+}
+
+#[test]
+fn ce_fraction_per_depth_band_follows_the_wred_curve() {
+    require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.mac_control"]);
+    require_tool("tcpdump", &["--version"]);
+    let f = Fabric::up_with("rail-spine.yaml", "rfe", "qos:\n  watchdog: off\n");
+    let w = f.config("rail1").qos.wred.clone();
+    assert_eq!((w.queues, w.min_bytes, w.max_bytes, w.probability_percent), (1 << 3, 150_000, 3_000_000, 7), "the book's defaults ship");
+    let to_h2 = f.port_to("rail1", "host2:gpu0");
+    let q3 = [("port", to_h2.as_str()), ("queue", "3")];
+    let mut agent = Agent::start(&f, "host2", "gpu0");
+    let pcap = TempFile::new("rf-h-ecn-ramp.pcap");
+    let cap = start_capture_in(&f.netns("host2"), "gpu0", &pcap, "udp dst port 4791", 64, FILL * CYCLES, 120);
+
+    for cycle in 0..CYCLES {
+        let dequeued_before = metric(&f.metrics("rail1"), "rocefab_queue_dequeued_packets_total", &q3);
+        // host2 pauses priority 3 (65535 quanta = 33.5 ms at 1 Gbit/s) every 5 ms for 3 s.
+        assert_eq!(agent.cmd("storm 65535 5 3000"), "started");
+        let mut tx = Proc::spawn(
+            "ecn sender",
+            Command::new("ip")
+                .args(["netns", "exec", &f.netns("host1"), "/usr/bin/python3", "-c", SENDER, SRC, DST])
+                .args([cycle.to_string(), FILL.to_string(), PAYLOAD.to_string(), "200".into()])
+                .stdout(Stdio::piped()),
+        );
+        assert_eq!(tx.line(Duration::from_secs(20)), format!("sent {FILL}"));
+        // The congestion happened: queue 3 holds every admitted frame, past WRED max.
+        let held = f.wait_metrics("rail1", |t| {
+            let xdp = |n| metric(t, n, &[("port", &f.port_to("rail1", "host1:gpu0"))]);
+            xdp("rocefab_xdp_forwarded_total") + xdp("rocefab_xdp_wred_dropped_total") >= f64::from(FILL * (cycle + 1))
+        });
+        let depth = metric(&held, "rocefab_queue_depth_bytes", &q3);
+        assert!(depth >= w.max_bytes as f64, "cycle {cycle}: queue 3 reached only {depth} bytes, not WRED max");
+        assert_eq!(metric(&held, "rocefab_queue_dequeued_packets_total", &q3), dequeued_before, "queue 3 is paused");
+        assert!(agent.0.line(Duration::from_secs(10)).starts_with("done"));
+        assert_eq!(agent.cmd("pfc 0"), "sent");
+        let start = Instant::now();
+        loop {
+            let t = f.metrics("rail1");
+            if metric(&t, "rocefab_queue_depth_bytes", &q3) == 0.0 {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "queue 3 did not drain");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let after = f.metrics("rail1");
+    drop(cap);
+
+    let out = Command::new("/usr/bin/python3").args(["-c", READER]).arg(&pcap.0).output().expect("scapy reader");
+    assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
+    let mut cycles: Vec<Vec<Arrival>> = (0..CYCLES).map(|_| Vec::new()).collect();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let v: Vec<u32> = l.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        cycles[v[0] as usize].push(Arrival { seq: v[1], ecn: v[2] as u8, checksum_ok: v[3] == 1 });
+    }
+
+    // Per frame: the depth it found, whether it is ECT, and its fate (CE / not / dropped).
+    let (min, max) = (w.min_bytes as f64, w.max_bytes as f64);
+    let pmax = f64::from(w.probability_percent) / 100.0;
+    let curve = |d: f64| if d < min { 0.0 } else if d >= max { 1.0 } else { pmax * (d - min) / (max - min) };
+    // Four bands over the ramp, plus below min and above max: (frames, hits, expected hits, variance).
+    let mut ect = [(0u32, 0u32, 0f64, 0f64); 6];
+    let mut not_ect = [(0u32, 0u32, 0f64, 0f64); 6];
+    let band = |d: f64| if d < min { 0 } else if d >= max { 5 } else { 1 + ((d - min) / (max - min) * 4.0) as usize };
+    for (c, arrivals) in cycles.iter().enumerate() {
+        assert!(arrivals.iter().all(|a| a.checksum_ok), "cycle {c}: an IPv4 header checksum is wrong after marking");
+        let mut got = vec![None; FILL as usize];
+        for a in arrivals {
+            assert!(got[a.seq as usize].is_none(), "cycle {c}: seq {} twice", a.seq);
+            got[a.seq as usize] = Some(a.ecn);
+        }
+        let mut depth = 0f64;
+        for (seq, fate) in got.iter().enumerate() {
+            let is_ect = seq % 4 != 3;
+            let p = curve(depth);
+            let b = band(depth);
+            let hit = match (is_ect, fate) {
+                (true, Some(3)) => true,
+                (true, Some(2)) => false,
+                (true, other) => panic!("cycle {c}: ECT seq {seq} arrived as {other:?} (lossless: never dropped)"),
+                (false, Some(0)) => false,
+                (false, None) => true, // dropped where an ECT one would have been marked
+                (false, Some(e)) => panic!("cycle {c}: Not-ECT seq {seq} arrived with ECN {e}: never marked"),
+            };
+            let row = if is_ect { &mut ect[b] } else { &mut not_ect[b] };
+            row.0 += 1;
+            row.1 += u32::from(hit);
+            row.2 += p;
+            row.3 += p * (1.0 - p);
+            if fate.is_some() {
+                depth += CHARGE as f64;
+            }
+        }
+    }
+    let table = |rows: &[(u32, u32, f64, f64); 6]| {
+        rows.iter().enumerate().map(|(b, r)| format!("band {b}: {} frames, {} hits, expected {:.1}", r.0, r.1, r.2)).collect::<Vec<_>>().join("\n")
+    };
+    let report = format!("ECT:\n{}\nNot-ECT:\n{}", table(&ect), table(&not_ect));
+    eprintln!("{report}");
+    for rows in [&ect, &not_ect] {
+        assert!(rows[0].0 > 40 && rows[5].0 > 40, "too few frames below min / above max:\n{report}");
+        assert_eq!(rows[0].1, 0, "marked or dropped below WRED min:\n{report}");
+        assert_eq!(rows[5].1, rows[5].0, "above WRED max everything is marked (ECT) or dropped (Not-ECT):\n{report}");
+        for r in &rows[1..5] {
+            // Binomial sum: 4.5σ, at least 3 frames of slack for the smallest bands.
+            let bound = (4.5 * r.3.sqrt()).max(3.0);
+            assert!((f64::from(r.1) - r.2).abs() <= bound, "a ramp band is off the curve (bound ±{bound:.1}):\n{report}");
+        }
+    }
+    // The switch's own per-band counts agree: everything at and above max arrived CE.
+    let last = (dataplane_user::depths::BANDS - 1).to_string();
+    let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
+    let (e, c) = (metric(&after, "rocefab_wred_band_ect_packets_total", &bl), metric(&after, "rocefab_wred_band_ce_packets_total", &bl));
+    assert!(e > 0.0 && e == c, "rail1 counted {e} ECT and {c} CE frames at and above max");
+    assert_eq!(metric(&after, "rocefab_headroom_overflow_total", &[]), 0.0);
+}
