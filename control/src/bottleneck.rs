@@ -9,7 +9,9 @@
 //!   clearly below its line rate (< [`RECEIVER_SLOW`] of it);
 //! * a sending NIC that nothing in the model slowed down (no CNP, paused for less than
 //!   [`PAUSED_LITTLE`] of its sending time, no retransmission) achieved less than
-//!   [`SENDER_SLOW`] of its line rate while its QPs were sending.
+//!   [`SENDER_SLOW`] of its line rate while its QPs were sending — judged only for collectives
+//!   whose senders have data from the start (not a chain broadcast, where a rank waits for
+//!   its predecessor by design).
 use gpu_host::nic::job::Report;
 
 /// CPU busy fraction at which the machine counts as saturated.
@@ -74,6 +76,9 @@ pub struct Measured {
     /// Busy fraction of the machine's CPUs during the job (`None`: not measured).
     pub cpu_busy: Option<f64>,
     pub nics: Vec<NicUse>,
+    /// Every sender has data to send from the job's start until it finishes (incast,
+    /// all-to-all, ring AllReduce), so its sending time is link time.
+    pub senders_busy_throughout: bool,
 }
 
 /// The NICs' link use from the hosts' reports (`(host, report)`, emulated units).
@@ -132,7 +137,7 @@ pub fn warnings(m: &Measured) -> Vec<String> {
     let free: Vec<&NicUse> = m
         .nics
         .iter()
-        .filter(|n| n.sends && n.cnps_received == 0 && n.retransmitted_packets == 0 && n.paused_fraction < PAUSED_LITTLE)
+        .filter(|n| m.senders_busy_throughout && n.sends && n.cnps_received == 0 && n.retransmitted_packets == 0 && n.paused_fraction < PAUSED_LITTLE)
         .filter(|n| n.tx_bps < SENDER_SLOW * n.line_rate_bps)
         .collect();
     if !free.is_empty() {
@@ -184,7 +189,8 @@ mod tests {
 
     #[test]
     fn saturated_cpu_with_slow_receivers_warns_with_the_fix() {
-        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.97), nics: vec![nic("host1:gpu0", 0.4, 0.0), nic("host2:gpu0", 0.95, 0.0)] };
+        let nics = vec![nic("host1:gpu0", 0.4, 0.0), nic("host2:gpu0", 0.95, 0.0)];
+        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.97), nics, senders_busy_throughout: true };
         let w = warnings(&m);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("the machine, not the model, was the bottleneck"), "{w:?}");
@@ -195,15 +201,16 @@ mod tests {
     #[test]
     fn an_idle_machine_or_full_links_do_not_warn() {
         let slow = vec![nic("host1:gpu0", 0.4, 0.0)];
-        assert!(warnings(&Measured { time_dilation: 1.0, cpu_busy: Some(0.5), nics: slow.clone() }).is_empty());
-        assert!(warnings(&Measured { time_dilation: 1.0, cpu_busy: None, nics: slow }).is_empty());
+        let m = |cpu_busy, nics| Measured { time_dilation: 1.0, cpu_busy, nics, senders_busy_throughout: true };
+        assert!(warnings(&m(Some(0.5), slow.clone())).is_empty());
+        assert!(warnings(&m(None, slow)).is_empty());
         let full = vec![nic("host1:gpu0", 0.9, 0.0), nic("host2:gpu0", 0.0, 0.9)];
-        assert!(warnings(&Measured { time_dilation: 1.0, cpu_busy: Some(1.0), nics: full }).is_empty());
+        assert!(warnings(&m(Some(1.0), full)).is_empty());
     }
 
     #[test]
     fn a_slow_sender_warns_only_when_nothing_in_the_model_held_it_back() {
-        let m = |n: NicUse| warnings(&Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![n] });
+        let m = |n: NicUse| warnings(&Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![n], senders_busy_throughout: true });
         let w = m(nic("host3:gpu1", 0.0, 0.2));
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("down to 20 %: host3:gpu1") && w[0].contains("raise time_dilation (now 4; try 8)"), "{w:?}");
@@ -212,6 +219,9 @@ mod tests {
         assert!(m(NicUse { paused_fraction: 0.5, ..nic("h:g", 0.0, 0.2) }).is_empty());
         assert!(m(NicUse { retransmitted_packets: 1, ..nic("h:g", 0.0, 0.2) }).is_empty());
         assert!(m(nic("h:g", 0.0, 0.8)).is_empty());
+        // A chain broadcast's ranks wait for their predecessor: their sending time is not link time.
+        let chain = Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![nic("h:g", 0.0, 0.2)], senders_busy_throughout: false };
+        assert!(warnings(&chain).is_empty());
     }
 
     #[test]

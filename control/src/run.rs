@@ -555,7 +555,12 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     drop(procs);
     let metrics = (0..hosts.len()).map(|i| format!("http://127.0.0.1:{}/metrics", a.metrics_port_base as usize + i)).collect();
     let mut rep = summarize(&a.fabric, kind, a.size, built.layout.world_size(), &reports, metrics);
-    rep.warnings = bottleneck::warnings(&bottleneck::Measured { time_dilation: dilation.factor(), cpu_busy, nics: bottleneck::nic_use(&reports) });
+    rep.warnings = bottleneck::warnings(&bottleneck::Measured {
+        time_dilation: dilation.factor(),
+        cpu_busy,
+        nics: bottleneck::nic_use(&reports),
+        senders_busy_throughout: kind != Kind::Broadcast,
+    });
     for w in &rep.warnings {
         eprintln!("warning: {w}");
     }
