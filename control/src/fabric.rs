@@ -16,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use dataplane_common::time::Dilation;
 
 use crate::netns;
 use crate::plan::{compile, netns_name, Plan};
@@ -662,6 +663,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
+    o += &describe_dilation(topo.time_dilation, plan);
     let agents = topo.lldp.config.enabled;
     for h in &plan.hosts {
         if agents {
@@ -702,6 +704,26 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
             };
             let _ = writeln!(o, "  route {}/{} -> {via}", r.prefix, r.len);
         }
+    }
+    o
+}
+
+/// The time-dilation lines of `rocefab plan`: D, and the wall-clock rate of every distinct
+/// (link class, emulated rate), e.g. `host-rail 400Gbps emulated = 50Mbps wall at D 8000`.
+pub fn describe_dilation(d: Dilation, plan: &Plan) -> String {
+    use std::fmt::Write as _;
+    if d.is_real_time() {
+        return "time dilation 1 (real time: rates and timers are wall-clock)\n".to_string();
+    }
+    let mut o = format!("time dilation {d}: rates, thresholds and timers are emulated; wall-clock rates are D times lower, timers D times longer\n");
+    let mut seen: Vec<(&str, u64)> = Vec::new();
+    for l in &plan.links {
+        if !seen.contains(&(l.class, l.line_rate_bps)) {
+            seen.push((l.class, l.line_rate_bps));
+        }
+    }
+    for (class, bps) in seen {
+        let _ = writeln!(o, "  {class} {} emulated = {} wall at D {d}", LineRate(bps), LineRate(d.rate(bps)));
     }
     o
 }

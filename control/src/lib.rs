@@ -2,6 +2,7 @@
 //! namespaces and veths, switch daemons and host NIC agents, LLDP neighbour tables, frame
 //! building and pcap decoding.
 
+pub mod bottleneck;
 pub mod capture;
 pub mod fabric;
 pub mod frame;

@@ -374,7 +374,7 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             qos: topo.qos[si].qos.clone(),
             lldp: topo.lldp.config.clone(),
             chassis_mac: Some(chassis_mac(f, si)),
-            time_dilation: 1.0,
+            time_dilation: topo.time_dilation.factor(),
         };
         switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
     }

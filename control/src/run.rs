@@ -12,6 +12,12 @@
 //! collects their reports and prints job completion time, per-QP goodput, retransmissions,
 //! CNPs and PFC pause time — a table, or JSON with `--json`.
 //!
+//! Emulated time: the fabric's `time_dilation` D goes into every job; the hosts report in
+//! emulated time, and so does this report (its header says so, the JSON carries
+//! `time_dilation`). When the measurements say the machine rather than the model limited the
+//! run ([`crate::bottleneck`]: CPUs saturated while links sat below rate, or senders slow with
+//! nothing in the model holding them back), the run warns on stderr and in `warnings`.
+//!
 //! Every NIC marks and honours the classes its host's NIC agent (`rocefab-nicd`) negotiated
 //! with the switch port by DCBX ([`gpu_host::nic::agent::classes_from`] on the agent's
 //! `GET /lldp`); without an answering agent, the topology's `lldp.nic` classes.
@@ -25,10 +31,12 @@ use anyhow::{anyhow, bail, Context};
 use gpu_host::nic::agent::{classes_from, AgentConfig};
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
 use gpu_host::nic::engine::path_mtu_for_link;
-use gpu_host::nic::job::{window_packets_for, NicClasses, Report, DEFAULT_WINDOW_PACKETS};
+use dataplane_common::time::Dilation;
+use gpu_host::nic::job::{default_retransmit_timeout_ns, window_packets_for, NicClasses, Report, DEFAULT_WINDOW_PACKETS};
 use lldp_agent::NodeReport;
 use serde::Serialize;
 
+use crate::bottleneck;
 use crate::fabric::scrape;
 use crate::plan::{compile, HostPlan};
 use crate::rundir::{self, State};
@@ -85,9 +93,10 @@ pub struct RunArgs {
     /// Default: 128 KiB of payload at the fabric's path MTU (128 packets at MTU 1500).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub window_packets: Option<u32>,
-    /// Local ACK timeout of every requester, in milliseconds.
-    #[arg(long, default_value_t = gpu_host::nic::job::DEFAULT_RETRANSMIT_TIMEOUT_NS / 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub retransmit_timeout_ms: u64,
+    /// Local ACK timeout of every requester, in emulated milliseconds. Default: 100 ms of wall
+    /// clock but at least 1 ms emulated, i.e. max(100 ms, 1 ms × time_dilation) on the wall clock.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub retransmit_timeout_ms: Option<u64>,
 }
 
 /// Parses `64MiB`, `1G`, `4096`, `512KB` into bytes (binary multiples).
@@ -129,7 +138,7 @@ pub struct NicLine {
     pub cnps_sent: u64,
     pub cnps_received: u64,
     pub pfc_frames_received: u64,
-    /// Time the NIC's RoCEv2 data priority was paused.
+    /// Time the NIC's RoCEv2 data priority was paused, emulated ns.
     pub pfc_paused_ns: u64,
     /// The PFC priority and DSCP of its RoCEv2 data (negotiated by DCBX).
     pub data_priority: u8,
@@ -148,7 +157,7 @@ pub struct RunReport {
     pub ok: bool,
     pub verified_ranks: u32,
     /// Job completion time: the slowest host's time from the common start to its last
-    /// transfer, ns.
+    /// transfer, emulated ns.
     pub completion_ns: u64,
     pub retransmitted_packets: u64,
     pub cnps_sent: u64,
@@ -158,6 +167,10 @@ pub struct RunReport {
     pub qps: Vec<QpLine>,
     pub nics: Vec<NicLine>,
     pub errors: Vec<String>,
+    /// Time dilation D of the fabric: every time and rate above is emulated (wall / D).
+    pub time_dilation: f64,
+    /// Signs that the machine, not the model, limited the run ([`crate::bottleneck`]).
+    pub warnings: Vec<String>,
 }
 
 /// Builds the report from the hosts' reports (`(host name, report)`).
@@ -179,6 +192,8 @@ pub fn summarize(fabric: &str, kind: Kind, size: u64, ranks: u32, hosts: &[(Stri
         qps: Vec::new(),
         nics: Vec::new(),
         errors: Vec::new(),
+        time_dilation: hosts.first().map_or(1.0, |(_, h)| if h.time_dilation > 0.0 { h.time_dilation } else { 1.0 }),
+        warnings: Vec::new(),
     };
     for (host, h) in hosts {
         r.verified_ranks += h.ranks.iter().filter(|k| k.verified == Some(true)).count() as u32;
@@ -230,13 +245,14 @@ pub fn render_table(r: &RunReport) -> String {
     let mut s = String::new();
     let gbps = |b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.3}", b / 1e9));
     s += &format!(
-        "{} {} on fabric {}: {} ranks on {} hosts, {} per rank\n",
+        "{} {} on fabric {}: {} ranks on {} hosts, {} per rank; emulated time (time dilation {})\n",
         if r.ok { "OK" } else { "FAILED" },
         r.collective,
         r.fabric,
         r.ranks,
         r.hosts,
-        human(r.size_bytes)
+        human(r.size_bytes),
+        r.time_dilation
     );
     s += &format!(
         "job completion time {:.3} s, verified ranks {}/{}, retransmitted packets {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n\n",
@@ -281,6 +297,9 @@ pub fn render_table(r: &RunReport) -> String {
     for e in &r.errors {
         s += &format!("error: {e}\n");
     }
+    for w in &r.warnings {
+        s += &format!("warning: {w}\n");
+    }
     s
 }
 
@@ -291,6 +310,11 @@ fn human(b: u64) -> String {
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
         b => format!("{b}B"),
     }
+}
+
+/// The machine's CPU times now (`None` when `/proc/stat` cannot be read).
+fn read_cpu_times() -> Option<bottleneck::CpuTimes> {
+    bottleneck::parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
 fn locate_hostd() -> anyhow::Result<PathBuf> {
@@ -410,7 +434,7 @@ pub fn classes_line(h: &HostDesc) -> Option<String> {
 
 /// Host descriptions of a running fabric, in topology order (= torchrun node rank), and the
 /// fabric's link MTU. Prints a warning for every host whose NIC agent does not answer.
-fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32)> {
+fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32, Dilation)> {
     let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
@@ -449,12 +473,12 @@ fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32)> {
     if hosts.is_empty() {
         bail!("fabric {fabric} has no hosts");
     }
-    Ok((hosts, netns, plan.mtu))
+    Ok((hosts, netns, plan.mtu, topo.time_dilation))
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let kind = a.collective.kind();
-    let (hosts, netns, link_mtu) = hosts_of(&a.fabric)?;
+    let (hosts, netns, link_mtu, dilation) = hosts_of(&a.fabric)?;
     let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
     let window_packets = a.window_packets.unwrap_or_else(|| default_window_packets(link_mtu, ipv6));
     let hostd = locate_hostd()?;
@@ -464,7 +488,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         seed_base: a.seed,
         metrics_port_base: Some(a.metrics_port_base),
         window_packets,
-        retransmit_timeout_ns: a.retransmit_timeout_ms.saturating_mul(1_000_000),
+        retransmit_timeout_ns: a.retransmit_timeout_ms.map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
+        time_dilation: dilation.factor(),
     };
     let built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
     let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
@@ -510,6 +535,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
             eprintln!("{l}");
         }
     }
+    let cpu_before = read_cpu_times();
     for p in &mut procs {
         let mut s = p.stdin.take().expect("stdin");
         writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
@@ -525,9 +551,19 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         std::fs::write(&path, &l).with_context(|| format!("writing {}", path.display()))?;
         reports.push((p.host.clone(), r));
     }
+    let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
     drop(procs);
     let metrics = (0..hosts.len()).map(|i| format!("http://127.0.0.1:{}/metrics", a.metrics_port_base as usize + i)).collect();
-    let rep = summarize(&a.fabric, kind, a.size, built.layout.world_size(), &reports, metrics);
+    let mut rep = summarize(&a.fabric, kind, a.size, built.layout.world_size(), &reports, metrics);
+    rep.warnings = bottleneck::warnings(&bottleneck::Measured {
+        time_dilation: dilation.factor(),
+        cpu_busy,
+        nics: bottleneck::nic_use(&reports),
+        senders_busy_throughout: kind != Kind::Broadcast,
+    });
+    for w in &rep.warnings {
+        eprintln!("warning: {w}");
+    }
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
@@ -569,6 +605,7 @@ mod tests {
     fn summary_aggregates_hosts_and_flags_unverified_ranks() {
         let host = |qpn: u32, peer: u32, ok: bool| Report {
             job: "j".into(),
+            time_dilation: 8000.0,
             ok,
             error: None,
             elapsed_ns: 2_000_000_000 + u64::from(qpn),
@@ -588,6 +625,14 @@ mod tests {
         assert_eq!(r.qps[0].cnps_sent_by_peer, 4, "peer responder 0x103 answers requester 0x100");
         let t = render_table(&r);
         assert!(t.starts_with("OK allreduce on fabric f: 2 ranks on 2 hosts"), "{t}");
+        assert!(t.lines().next().unwrap().ends_with("; emulated time (time dilation 8000)"), "{t}");
+        assert_eq!(r.time_dilation, 8000.0);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["time_dilation"], 8000.0);
+        assert_eq!(json["warnings"], serde_json::json!([]));
+        let mut w = r.clone();
+        w.warnings.push("raise time_dilation".into());
+        assert!(render_table(&w).contains("\nwarning: raise time_dilation\n"));
         assert!(t.contains("0.800"), "goodput in Gb/s: {t}");
 
         let bad = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, false))];

@@ -29,7 +29,13 @@
 //! metrics_port_base: 9400     # optional; default: first free block from 9400 (switches, then
 //!                             # one per host NIC agent)
 //! lldp: { tx_interval: 30s, nic: { willing: true } }   # LLDP/DCBX, see crate::lldp
+//! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
 //! ```
+//!
+//! `time_dilation: D` (DESIGN.md "Emulated time"): every line rate, threshold and timer in the
+//! file is the real fabric's; the daemons divide rates by D and multiply durations by D where
+//! they meet the wall clock, and report in emulated units. `400Gbps` at `time_dilation: 8000`
+//! moves 50 Mbit/s on the wall clock.
 //!
 //! Errors are one line naming the file, the line and the field:
 //! `topologies/bad.yaml:7: hosts.gpus_per_host: invalid type: string "x", expected an integer 1..=8`.
@@ -38,6 +44,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
+use dataplane_common::time::Dilation;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
@@ -89,6 +96,35 @@ struct RawTopology {
     /// LLDP timing and what the GPU NICs advertise in DCBX (see [`crate::lldp`]).
     #[serde(default)]
     lldp: crate::lldp::RawLldp,
+    /// Time dilation D ≥ 1 (see the module docs); 1 = real time.
+    #[serde(default = "default_time_dilation", deserialize_with = "de_time_dilation")]
+    time_dilation: f64,
+}
+
+fn default_time_dilation() -> f64 {
+    1.0
+}
+
+/// A YAML number (integer or float); the range is checked in [`validate`] so the error names
+/// the field with its line.
+fn de_time_dilation<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    struct V;
+    impl Visitor<'_> for V {
+        type Value = f64;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a number ≥ 1 (e.g. 8000 or 2.5)")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+            Ok(v as f64)
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+            Ok(v)
+        }
+    }
+    d.deserialize_any(V)
 }
 
 fn default_mtu() -> u32 {
@@ -555,6 +591,8 @@ pub struct Topology {
     pub qos: Vec<crate::qos::SwitchQos>,
     /// LLDP/DCBX settings of the fabric.
     pub lldp: crate::lldp::LldpSettings,
+    /// Time dilation D: line rates, thresholds and timers above are emulated.
+    pub time_dilation: Dilation,
 }
 
 impl Topology {
@@ -867,6 +905,7 @@ fn validate(
     }
 
     let qos = crate::qos::resolve(&raw.qos, &port_counts, raw.queue_limit_bytes).map_err(|(f, m)| err(&f, m))?;
+    let time_dilation = Dilation::new(raw.time_dilation).map_err(|e| err("time_dilation", e.to_string()))?;
 
     Ok(Topology {
         file: path.to_path_buf(),
@@ -886,6 +925,7 @@ fn validate(
         xdp_mode: raw.xdp_mode,
         qos,
         lldp,
+        time_dilation,
     })
 }
 

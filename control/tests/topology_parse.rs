@@ -267,3 +267,44 @@ fn qos_reaches_the_switch_configs() {
     rail1.validate().unwrap();
     spine1.validate().unwrap();
 }
+
+#[test]
+fn time_dilation_defaults_to_real_time_and_reaches_the_switch_configs() {
+    let t = Topology::parse(GOOD, Path::new("x.yaml")).unwrap();
+    assert!(t.time_dilation.is_real_time());
+    let t = Topology::parse(&format!("{GOOD}time_dilation: 2.5\n"), Path::new("x.yaml")).unwrap();
+    assert_eq!(t.time_dilation.factor(), 2.5);
+    let plan = control::plan::compile(&t, 9400);
+    assert!(plan.switches.iter().all(|s| s.config.time_dilation == 2.5));
+    plan.switches.iter().for_each(|s| s.config.validate().unwrap());
+}
+
+#[test]
+fn time_dilation_errors_name_file_line_field() {
+    for (v, want) in [("0", "0 is below 1"), ("-2", "-2 is below 1"), ("0.5", "0.5 is below 1"), (".inf", "not a finite number")] {
+        let e = err(&format!("{GOOD}time_dilation: {v}\n"));
+        assert!(e.starts_with("topologies/bad.yaml:14: time_dilation: "), "{v}: {e}");
+        assert!(e.contains(want), "{v}: {e}");
+    }
+    let e = err(&format!("{GOOD}time_dilation: slow\n"));
+    assert!(e.starts_with("topologies/bad.yaml:14: time_dilation: "), "{e}");
+    assert!(e.contains("a number ≥ 1"), "{e}");
+}
+
+#[test]
+fn rail_spine_400g_is_the_real_fabric_at_d_8000() {
+    let t = Topology::load(&shipped("rail-spine-400g.yaml")).unwrap();
+    assert_eq!(t.time_dilation.factor(), 8000.0);
+    let rate = |c: LinkClass| t.links.iter().filter(|l| l.class == c).map(|l| l.line_rate.0).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(rate(LinkClass::HostRail).into_iter().collect::<Vec<_>>(), [400_000_000_000]);
+    assert_eq!(rate(LinkClass::RailSpine).into_iter().collect::<Vec<_>>(), [800_000_000_000]);
+    let plan = control::plan::compile(&t, 9400);
+    let text = control::fabric::render_plan(&t, &plan);
+    assert!(text.contains("time dilation 8000: "), "{text}");
+    assert!(text.contains("host-rail 400Gbps emulated = 50Mbps wall at D 8000"), "{text}");
+    assert!(text.contains("rail-spine 800Gbps emulated = 100Mbps wall at D 8000"), "{text}");
+    // The switch configs carry the emulated rates and D; the daemon applies D.
+    let sw = &plan.switches[0].config;
+    assert_eq!(sw.time_dilation, 8000.0);
+    assert!(sw.ports.iter().all(|p| p.line_rate_bps >= 400_000_000_000));
+}

@@ -443,6 +443,11 @@ impl SwitchConfig {
         Ok(cfg)
     }
 
+    /// The checked time-dilation factor ([`crate::time::Dilation`]).
+    pub fn dilation(&self) -> Result<crate::time::Dilation, crate::time::DilationError> {
+        crate::time::Dilation::new(self.time_dilation)
+    }
+
     /// Writes the config as pretty JSON.
     pub fn save(&self, path: &Path) -> Result<(), ConfigError> {
         let text = serde_json::to_string_pretty(self).expect("SwitchConfig serialises");
@@ -496,6 +501,9 @@ impl SwitchConfig {
                     return bad(format!("{}: route {}/{} names group {g} (have {})", self.name, r.prefix, r.len, self.groups.len()));
                 }
             }
+        }
+        if let Err(e) = self.dilation() {
+            return bad(format!("{}: time_dilation: {e}", self.name));
         }
         if let Err(p) = self.qos.check(self.ports.len(), self.queue_limit_bytes) {
             return bad(format!("{}: qos.{}: {}", self.name, p.field, p.msg));
@@ -554,6 +562,10 @@ mod tests {
         let mut c = sample();
         c.routes[0].len = 33;
         assert!(c.validate().unwrap_err().to_string().contains("prefix length"));
+        let mut c = sample();
+        c.time_dilation = 0.5;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("rail1: time_dilation: 0.5 is below 1"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 
 #[cfg(feature = "user")]
 pub mod config;
+#[cfg(feature = "user")]
+pub mod time;
 
 /// Limits shared by the maps on both sides.
 pub mod limits {

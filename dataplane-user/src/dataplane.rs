@@ -43,6 +43,7 @@ use std::time::Instant;
 
 use dataplane_common::config::{QosConfig, SwitchConfig, WatchdogAction};
 use dataplane_common::limits::NUM_TC;
+use dataplane_common::time::Dilation;
 use dataplane_common::Decision;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
@@ -110,28 +111,43 @@ impl StopHandle {
     }
 }
 
-/// Static per-switch parameters of the data path, from the [`SwitchConfig`].
+/// Static per-switch parameters of the data path, from the [`SwitchConfig`], on the wall clock:
+/// [`DataPlaneConfig::from_switch`] is where the switch applies the time dilation (DESIGN.md
+/// "Emulated time").
 #[derive(Debug, Clone)]
 pub struct DataPlaneConfig {
     pub port_macs: Vec<[u8; 6]>,
+    /// Wall-clock shaper rates (emulated line rate / D); PFC quanta are timed at these rates,
+    /// so a pause lasts quanta × 512 bit-times at the emulated speed × D.
     pub line_rates_bps: Vec<u64>,
     pub nexthop_macs: Vec<[u8; 6]>,
     pub nexthop_ports: Vec<u32>,
     pub queue_limit_bytes: u64,
     pub burst_bytes: u64,
+    /// Thresholds in bytes (never scaled); the watchdog's times on the wall clock.
     pub qos: QosConfig,
+    /// Time dilation D, to report measured times in emulated units.
+    pub dilation: Dilation,
 }
 
 impl DataPlaneConfig {
+    /// The data path's parameters for `cfg` (emulated units and D): rates divided by D,
+    /// the watchdog's detect, restore and poll times multiplied by D; bytes unchanged.
     pub fn from_switch(cfg: &SwitchConfig) -> Self {
+        // `SwitchConfig::validate` (run by `load`) refuses a bad factor.
+        let d = cfg.dilation().unwrap_or_default();
+        let mut qos = cfg.qos.clone();
+        let w = &mut qos.watchdog;
+        (w.detect_us, w.restore_us, w.poll_us) = (d.duration(w.detect_us), d.duration(w.restore_us), d.duration(w.poll_us));
         DataPlaneConfig {
             port_macs: cfg.ports.iter().map(|p| p.mac.0).collect(),
-            line_rates_bps: cfg.ports.iter().map(|p| p.line_rate_bps).collect(),
+            line_rates_bps: cfg.ports.iter().map(|p| d.rate(p.line_rate_bps)).collect(),
             nexthop_macs: cfg.nexthops.iter().map(|n| n.mac.0).collect(),
             nexthop_ports: cfg.nexthops.iter().map(|n| n.port).collect(),
             queue_limit_bytes: cfg.queue_limit_bytes,
             burst_bytes: DEFAULT_BURST_BYTES,
-            qos: cfg.qos.clone(),
+            qos,
+            dilation: d,
         }
     }
 
@@ -234,6 +250,8 @@ pub struct DataPlane {
     pfc_rx: PfcRx,
     watchdog: Option<(Watchdog, u64)>,
     next_wd_poll: u64,
+    /// Time dilation: the PFC reaction histogram records emulated time.
+    dilation: Dilation,
     /// Paused priorities per port at the last pass (paused time is published while non-zero).
     pause_seen: Vec<u8>,
     ctrl: DataEnd,
@@ -362,6 +380,7 @@ impl DataPlane {
             pfc_rx: PfcRx::new(n, &cfg.line_rates_bps),
             watchdog,
             next_wd_poll: 0,
+            dilation: cfg.dilation,
             pause_seen: vec![0; n],
             ctrl,
             stop,
@@ -936,10 +955,10 @@ impl DataPlane {
         let unsent_after = TX_RING_SIZE - tx.nb_free_exact();
         if nstamps > 0 {
             // PFC reaction time: xOFF crossing (the pass's clock reading, at or before the
-            // crossing) → the frame produced on the TX ring and kicked.
+            // crossing) → the frame produced on the TX ring and kicked; in emulated time.
             let handed = self.clock.elapsed().as_nanos() as u64;
             for &t in &xoff_stamps[..nstamps] {
-                self.stats.pfc_reaction.observe(handed.saturating_sub(t));
+                self.stats.pfc_reaction.observe(self.dilation.to_emulated_ns(handed.saturating_sub(t)));
             }
         }
         // Groups that fell below xON: their XON goes out with the next pass (the control queue
@@ -1048,4 +1067,49 @@ enum Verdict {
     Pfc(u8, [u16; 8]),
     Pause(u16),
     Drop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switch(d: f64) -> SwitchConfig {
+        let c: SwitchConfig = serde_json::from_value(serde_json::json!({
+            "name": "rail1", "role": "rail", "netns": null, "hash_seed": 1, "metrics_listen": "127.0.0.1:0",
+            "ports": [
+                { "name": "eth1", "mac": "02:00:00:00:00:01", "line_rate_bps": 400_000_000_000u64 },
+                { "name": "eth2", "mac": "02:00:00:00:00:02", "line_rate_bps": 800_000_000_000u64 }
+            ],
+            "nexthops": [], "groups": [], "routes": [], "time_dilation": d
+        }))
+        .unwrap();
+        c.validate().unwrap();
+        c
+    }
+
+    #[test]
+    fn from_switch_applies_the_time_dilation_at_the_wall_clock_edge() {
+        let real = DataPlaneConfig::from_switch(&switch(1.0));
+        assert_eq!(real.line_rates_bps, [400_000_000_000, 800_000_000_000]);
+        assert_eq!(real.qos, QosConfig::default());
+        let d = 8000.0;
+        let slow = DataPlaneConfig::from_switch(&switch(d));
+        let emulated = QosConfig::default();
+        // Shapers: rates / D.
+        assert_eq!(slow.line_rates_bps, [50_000_000, 100_000_000]);
+        // Watchdog: times × D.
+        let (w, e) = (&slow.qos.watchdog, &emulated.watchdog);
+        assert_eq!(w.detect_us as f64, e.detect_us as f64 * d);
+        assert_eq!(w.restore_us as f64, e.restore_us as f64 * d);
+        assert_eq!(w.poll_us as f64, e.poll_us as f64 * d);
+        // Bytes never scale.
+        assert_eq!((slow.qos.xoff_bytes, slow.qos.xon_bytes, slow.qos.buffer_bytes), (emulated.xoff_bytes, emulated.xon_bytes, emulated.buffer_bytes));
+        assert_eq!(slow.queue_limit_bytes, real.queue_limit_bytes);
+        // A PFC pause timed at the wall rate lasts the emulated pause × D.
+        let q = emulated.pause_quanta;
+        let wall = crate::pfc::quanta_to_ns(q, slow.line_rates_bps[0]);
+        let at_400g = crate::pfc::quanta_to_ns(q, 400_000_000_000);
+        assert!((wall as f64 - at_400g as f64 * d).abs() <= d, "{wall} vs {at_400g} × {d}");
+        assert!(slow.dilation.to_emulated_ns(wall).abs_diff(at_400g) <= 1);
+    }
 }

@@ -7,12 +7,16 @@
 //! kernel's per-socket AF_XDP counters (`XDP_STATISTICS`, [`crate::xsk::XskStatistics`]): the
 //! frames the XDP program redirected but the socket could not take (RX ring full, fill ring
 //! empty) are otherwise invisible.
+//!
+//! Times are emulated (DESIGN.md "Emulated time"): the wall-clock time the data path measures
+//! divided by the switch's time dilation D, which `rocefab_time_dilation` exports.
 use std::sync::Arc;
 
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
 use dataplane_common::limits::NUM_TC;
-use prometheus::{Counter, CounterVec, Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use dataplane_common::time::Dilation;
+use prometheus::{Counter, CounterVec, Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use crate::stats::{Stat, SwitchStats};
 use crate::xsk::XskStatistics;
@@ -88,6 +92,8 @@ pub struct Metrics {
     xsk_read_errors: IntCounter,
     /// The switch label value, escaped for the exposition format.
     switch: String,
+    /// Converts the data path's wall-clock times to emulated time.
+    dilation: Dilation,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -212,7 +218,13 @@ impl Metrics {
         let paused = register(
             &registry,
             "rocefab_pfc_paused_seconds_total",
-            CounterVec::new(opts("rocefab_pfc_paused_seconds_total", "Time the egress priority was paused by the peer's PFC, seconds"), pp),
+            CounterVec::new(
+                opts(
+                    "rocefab_pfc_paused_seconds_total",
+                    "Time the egress priority was paused by the peer's PFC, emulated seconds (wall seconds / rocefab_time_dilation)",
+                ),
+                pp,
+            ),
         )?;
         let pg_b = gauge_vec("rocefab_ingress_pg_bytes", "Bytes charged to the ingress priority group (port, priority)", pp)?;
         let hr_over = counter_vec("rocefab_headroom_overflow_total", "Lossless frames lost because the ingress priority group's headroom was full", pp)?;
@@ -349,8 +361,19 @@ impl Metrics {
             )),
         )?;
 
+        let dilation = cfg.dilation().unwrap_or_default();
+        let time_dilation = register(
+            &registry,
+            "rocefab_time_dilation",
+            Gauge::with_opts(opts(
+                "rocefab_time_dilation",
+                "Time dilation D of the fabric: rates run D times slower and timers D times longer than the emulated fabric's; every time metric is emulated (wall / D)",
+            )),
+        )?;
+        time_dilation.set(dilation.factor());
+
         let switch = cfg.name.replace('\\', "\\\\").replace('"', "\\\"");
-        Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors, xsk_read_errors, switch })
+        Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors, xsk_read_errors, switch, dilation })
     }
 
     /// Refreshes everything from the live statistics, `xdp` (per port, per counter id; `None`
@@ -372,7 +395,7 @@ impl Metrics {
             for (ph, ps) in h.prio.iter().zip(&s.prio) {
                 sync_stat(&ph.pfc_tx, &ps.pfc_tx_frames);
                 sync_stat(&ph.pfc_rx, &ps.pfc_rx_frames);
-                let secs = ps.paused_ns.get() as f64 / 1e9;
+                let secs = self.dilation.to_emulated_secs(ps.paused_ns.get() as f64 / 1e9);
                 let cur = ph.paused_seconds.get();
                 if secs > cur {
                     ph.paused_seconds.inc_by(secs - cur);
@@ -441,7 +464,7 @@ impl Metrics {
         let h = &self.stats.pfc_reaction;
         let sw = &self.switch;
         let name = "rocefab_pfc_reaction_seconds";
-        let _ = writeln!(out, "# HELP {name} Time from an ingress priority group crossing xOFF to its PFC frame handed to the wire");
+        let _ = writeln!(out, "# HELP {name} Time from an ingress priority group crossing xOFF to its PFC frame handed to the wire, emulated seconds (wall / rocefab_time_dilation)");
         let _ = writeln!(out, "# TYPE {name} histogram");
         let mut cum = 0;
         for (i, b) in h.buckets.iter().enumerate() {
@@ -558,6 +581,24 @@ mod tests {
         assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"0.000015\"} 1\n"), "{t}");
         assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"+Inf\"} 2\n"), "{t}");
         assert!(t.contains("rocefab_pfc_reaction_seconds_count{switch=\"sw1\"} 2\n"), "{t}");
+    }
+
+    #[test]
+    fn times_are_exported_in_emulated_seconds_with_the_dilation() {
+        let stats = Arc::new(SwitchStats::new(2));
+        let mut c = cfg();
+        c.time_dilation = 8000.0;
+        let m = Metrics::new(&c, stats.clone()).unwrap();
+        // 4 s of wall-clock pause at D 8000 is 0.5 ms of emulated pause.
+        stats.ports[1].prio[3].paused_ns.set(4_000_000_000);
+        let t = m.render(None, None);
+        let paused = value(&t, "rocefab_pfc_paused_seconds_total", &[("port", "eth1"), ("priority", "3")]).unwrap();
+        assert!((paused - 4.0 / 8000.0).abs() < 1e-12, "{paused}");
+        assert_eq!(value(&t, "rocefab_time_dilation", &[("switch", "sw1")]), Some(8000.0));
+        assert!(t.contains("# HELP rocefab_pfc_paused_seconds_total Time the egress priority was paused by the peer's PFC, emulated seconds"), "{t}");
+        assert!(t.contains("# HELP rocefab_pfc_reaction_seconds Time from an ingress priority group crossing xOFF to its PFC frame handed to the wire, emulated seconds"), "{t}");
+        let t = Metrics::new(&cfg(), Arc::new(SwitchStats::new(2))).unwrap().render(None, None);
+        assert_eq!(value(&t, "rocefab_time_dilation", &[]), Some(1.0));
     }
 
     #[test]

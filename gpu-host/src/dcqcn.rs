@@ -42,7 +42,9 @@
 //! the header cites the Mellanox "DCQCN parameters" community article for these values).
 //! The NP interval (50 µs) is the paper's CNP generation interval and DESIGN.md's default.
 
-/// NP-side default: at most one CNP per QP per 50 µs.
+use dataplane_common::time::Dilation;
+
+/// NP-side default: at most one CNP per QP per 50 µs (emulated; × D on the wall clock).
 pub const DEFAULT_CNP_INTERVAL_NS: u64 = 50_000;
 
 /// RP parameters. See the module docs for the source of every default.
@@ -84,6 +86,21 @@ impl DcqcnConfig {
             fast_recovery_steps: 5,
             rate_ai_bps: 5_000_000,
             rate_hai_bps: 50_000_000,
+        }
+    }
+
+    /// These parameters (emulated units) on the wall clock of a fabric slowed down by `d`
+    /// (DESIGN.md "Emulated time"): line rate, minimum rate, R_AI and R_HAI divided by D, the α
+    /// and rate-increase timers (K, T) multiplied by D; B stays bytes, g, α and F are unitless.
+    pub fn dilated(self, d: Dilation) -> DcqcnConfig {
+        DcqcnConfig {
+            line_rate_bps: d.rate(self.line_rate_bps),
+            min_rate_bps: d.rate(self.min_rate_bps),
+            alpha_update_period_ns: d.duration(self.alpha_update_period_ns),
+            rate_increase_period_ns: d.duration(self.rate_increase_period_ns),
+            rate_ai_bps: d.rate(self.rate_ai_bps),
+            rate_hai_bps: d.rate(self.rate_hai_bps),
+            ..self
         }
     }
 
@@ -400,6 +417,39 @@ mod tests {
 
     fn rp() -> ReactionPoint {
         ReactionPoint::new(DcqcnConfig::with_line_rate(LINE)).unwrap()
+    }
+
+    #[test]
+    fn dilation_divides_rates_and_stretches_timers() {
+        let emulated = DcqcnConfig::with_line_rate(400_000_000_000);
+        let d = Dilation::new(8000.0).unwrap();
+        let wall = emulated.dilated(d);
+        wall.validate().unwrap();
+        assert_eq!(wall.line_rate_bps, 50_000_000);
+        assert_eq!(wall.min_rate_bps as f64, emulated.min_rate_bps as f64 / 8000.0);
+        assert_eq!(wall.rate_ai_bps as f64, emulated.rate_ai_bps as f64 / 8000.0);
+        assert_eq!(wall.rate_hai_bps as f64, emulated.rate_hai_bps as f64 / 8000.0);
+        assert_eq!(wall.alpha_update_period_ns as f64, emulated.alpha_update_period_ns as f64 * 8000.0);
+        assert_eq!(wall.rate_increase_period_ns as f64, emulated.rate_increase_period_ns as f64 * 8000.0);
+        assert_eq!(wall.byte_counter_bytes, emulated.byte_counter_bytes, "B is bytes");
+        assert_eq!((wall.g, wall.alpha_init, wall.fast_recovery_steps), (emulated.g, emulated.alpha_init, emulated.fast_recovery_steps));
+        assert_eq!(emulated.dilated(Dilation::REAL_TIME), emulated);
+        // The same CNP sequence, D times stretched, gives rates D times lower: a cut and the
+        // recovery steps that follow, observed at the matching wall-clock instants.
+        let mut e = ReactionPoint::new(emulated).unwrap();
+        let mut w = ReactionPoint::new(wall).unwrap();
+        e.on_cnp(10 * US);
+        w.on_cnp(d.duration(10 * US));
+        for (k, t) in (0..40).map(|k| (k, 10 * US + k * 100 * US)) {
+            if k == 20 {
+                e.on_cnp(t);
+                w.on_cnp(d.duration(t));
+            }
+            e.poll(t);
+            w.poll(d.duration(t));
+            let (er, wr) = (e.rate() as f64, w.rate() as f64 * 8000.0);
+            assert!((er - wr).abs() <= 1e-6 * er + 8000.0, "t {t}: emulated {er} vs wall × D {wr}");
+        }
     }
 
     #[test]

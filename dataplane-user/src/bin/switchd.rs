@@ -320,6 +320,7 @@ async fn shutdown_lldp(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mu
 /// to the agent.
 async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<ControlEnd>, agent: Option<&Mutex<SwitchAgent>>) -> std::io::Result<Infallible> {
     let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
+    let dilation = cfg.dilation().unwrap_or_default();
     loop {
         bell.rung().await?;
         let mut ctrl = lock(ctrl);
@@ -337,8 +338,8 @@ async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<Contr
             match e {
                 DpEvent::Storm { port: p, prio, paused_for_ns } => tracing::warn!(
                     switch = %cfg.name, port = port(p), priority = prio,
-                    "PFC watchdog: storm detected, queue paused for {:.1} ms (action {:?})",
-                    paused_for_ns as f64 / 1e6, cfg.qos.watchdog.action
+                    "PFC watchdog: storm detected, queue paused for {:.3} ms emulated (action {:?})",
+                    dilation.to_emulated_ns(paused_for_ns) as f64 / 1e6, cfg.qos.watchdog.action
                 ),
                 DpEvent::Restore { port: p, prio } => tracing::warn!(
                     switch = %cfg.name, port = port(p), priority = prio, "PFC watchdog: queue restored"

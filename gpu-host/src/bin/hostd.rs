@@ -5,6 +5,10 @@
 //! and prints one JSON report on stdout (after a `{"ready":...}` line once the sockets are up).
 //! Prometheus metrics are served on `metrics_listen` when the job sets it.
 //!
+//! Emulated time: the job's line rates and timers are emulated with a `time_dilation` D; the
+//! engine ([`gpu_host::nic::engine::Engine::from_job`]) runs them D times slower on the wall
+//! clock, and the report and metrics are in emulated time. `timeout_ms`/`linger_ms` are wall.
+//!
 //! With `--netns`, the host's NIC agent (`rocefab-nicd`) may be capturing its NICs: hostd maps
 //! the agent's mirror ring (`gpu_host::nic::mirror`, `/dev/shm/rocefab-<netns>-nicmirror`) and
 //! the data thread copies the frames of captured NICs into it. Without the ring (no nicd, e.g.
@@ -203,7 +207,7 @@ fn run(args: Args) -> Result<bool> {
         Exit::Finished => {}
         Exit::Timeout => {
             report.ok = false;
-            report.error = Some(format!("timeout after {} ms", job.timeout_ms));
+            report.error = Some(format!("timeout after {} ms (wall clock)", job.timeout_ms));
         }
         Exit::Stopped => {
             report.ok = false;

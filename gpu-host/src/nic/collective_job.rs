@@ -78,8 +78,10 @@ pub struct BuildOptions {
     /// Host `i` serves metrics on `127.0.0.1:(base + i)` when set.
     pub metrics_port_base: Option<u16>,
     pub window_packets: u32,
-    /// Local ACK timeout of every requester, ns.
+    /// Local ACK timeout of every requester, emulated ns.
     pub retransmit_timeout_ns: u64,
+    /// Time dilation D of the fabric: line rates and timers in the jobs are emulated.
+    pub time_dilation: f64,
 }
 
 impl Default for BuildOptions {
@@ -91,6 +93,7 @@ impl Default for BuildOptions {
             metrics_port_base: None,
             window_packets: DEFAULT_WINDOW_PACKETS,
             retransmit_timeout_ns: DEFAULT_RETRANSMIT_TIMEOUT_NS,
+            time_dilation: 1.0,
         }
     }
 }
@@ -220,6 +223,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
             drop_nth: 0,
             metrics_listen: opts.metrics_port_base.map(|b| std::net::SocketAddr::from(([127, 0, 0, 1], b + i as u16))),
             linger_ms: 0,
+            time_dilation: opts.time_dilation,
             nics: h
                 .nics
                 .iter()
@@ -455,8 +459,9 @@ mod tests {
 
     #[test]
     fn window_and_ack_timeout_options_reach_every_requester() {
-        let opts = BuildOptions { window_packets: 77, retransmit_timeout_ns: 5_000_000, ..Default::default() };
+        let opts = BuildOptions { window_packets: 77, retransmit_timeout_ns: 5_000_000, time_dilation: 8000.0, ..Default::default() };
         let b = build(Kind::AllReduce, &hosts(2, 2), 4096, &opts).unwrap();
+        assert!(b.jobs.iter().all(|j| j.time_dilation == 8000.0 && j.validate().is_ok()));
         let sends: Vec<_> = b.jobs.iter().flat_map(|j| j.qps.iter()).filter_map(|q| q.send.as_ref()).collect();
         assert_eq!(sends.len(), 4);
         assert!(sends.iter().all(|s| s.window_packets == 77 && s.retransmit_timeout_ns == 5_000_000), "{sends:?}");

@@ -19,16 +19,24 @@
 //! * DCQCN: CE-marked data makes the responder send a CNP (at most one per QP per 50 µs,
 //!   [`Receiver`]); a received CNP drives [`Sender::on_cnp`].
 //!
+//! * Emulated time (DESIGN.md "Emulated time"): the job's rates and timers are emulated;
+//!   [`Engine::from_job`] is where the host applies the time dilation D (line rate, DCQCN rates
+//!   / D; DCQCN timers, CNP interval, ACK coalescing delay, retransmit timeout × D; PFC quanta
+//!   are timed at the wall line rate, so pauses stretch too), and [`Engine::report`] converts
+//!   back to emulated time.
+//!
 //! Per-packet paths allocate nothing: control queues are preallocated and bounded (overflow is
 //! counted), QP lookup is a hash map built at setup.
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 
+use dataplane_common::time::Dilation;
 use rocefab_wire::mac_control::MacControlRepr;
 use rocefab_wire::roce::{self, aeth, bth, reth, udp_src_port_for_qp, IpEcn, Opcode as WireOpcode, ParsedFrame, RoceFrame};
 
 use super::job::{self, CollOp, CollectiveSpec, Job, NicReport, QpReport, RankReport, Report};
 use super::pattern;
+use crate::dcqcn::{DcqcnConfig, DEFAULT_CNP_INTERVAL_NS};
 use crate::desc::{AckPacket, AckSyndrome, Opcode, Reth, WritePacket};
 use crate::pfc::NicPfc;
 use crate::psn::Psn;
@@ -56,6 +64,27 @@ pub enum EngineError {
     Nic { nic: usize, name: String, what: String },
     #[error("qp {qpn}: {what}")]
     Qp { qpn: u32, what: String },
+    #[error("{0}")]
+    Job(String),
+}
+
+/// A requester's configuration on the wall clock for a NIC of emulated `line_rate_bps` and an
+/// emulated local ACK timeout, at time dilation `d`: the rates / D, the timeout and DCQCN's
+/// timers × D (the DCQCN defaults are the cited emulated ones, see [`crate::dcqcn`]).
+pub fn sender_config(line_rate_bps: u64, retransmit_timeout_ns: u64, d: Dilation) -> SenderConfig {
+    let mut cfg = SenderConfig::new(d.rate(line_rate_bps));
+    cfg.retransmit_timeout_ns = d.duration(retransmit_timeout_ns).max(1);
+    cfg.dcqcn = Some(DcqcnConfig::with_line_rate(line_rate_bps).dilated(d));
+    cfg
+}
+
+/// A responder's configuration on the wall clock at time dilation `d`: the NP's CNP interval
+/// (50 µs emulated) and the ACK coalescing delay × D.
+pub fn receiver_config(mtu: PathMtu, d: Dilation) -> ReceiverConfig {
+    let mut cfg = ReceiverConfig::new(mtu);
+    cfg.cnp_interval_ns = d.duration(DEFAULT_CNP_INTERVAL_NS);
+    cfg.ack_delay_ns = cfg.ack_delay_ns.map(|t| d.duration(t));
+    cfg
 }
 
 /// The largest IB path MTU whose RoCEv2 packets fit a link MTU (IP packet size).
@@ -89,7 +118,10 @@ pub struct NicConfig {
     pub name: String,
     pub mac: [u8; 6],
     pub ip: IpAddr,
+    /// Wall-clock line rate (the job's emulated rate / D).
     pub line_rate_bps: u64,
+    /// The job's emulated line rate (reports).
+    pub emulated_line_rate_bps: u64,
     pub path_mtu: PathMtu,
     pub write_only: bool,
     pub dcqcn: bool,
@@ -188,12 +220,14 @@ pub struct Engine {
     by_qpn: HashMap<u32, usize>,
     start: u64,
     coll: Option<Coll>,
+    dilation: Dilation,
 }
 
 impl Engine {
     /// Builds the engine for `job` at `now`; `path_mtus[i]` is NIC `i`'s path MTU (from the job
     /// or the link MTU). Requester buffers are filled with their pattern and every write posted.
     pub fn from_job(job: &Job, path_mtus: &[PathMtu], now: u64) -> Result<Engine, EngineError> {
+        let d = job.dilation().map_err(|x| EngineError::Job(x.to_string()))?;
         let mut nics = Vec::with_capacity(job.nics.len());
         for (i, n) in job.nics.iter().enumerate() {
             let e = |what: String| EngineError::Nic { nic: i, name: n.name.clone(), what };
@@ -203,19 +237,20 @@ impl Engine {
                 name: n.name.clone(),
                 mac,
                 ip: n.ip,
-                line_rate_bps: n.line_rate_bps,
+                line_rate_bps: d.rate(n.line_rate_bps),
+                emulated_line_rate_bps: n.line_rate_bps,
                 path_mtu,
                 write_only: n.write_only,
                 dcqcn: n.dcqcn,
                 classes: n.classes,
             };
             n.classes.validate().map_err(|x| e(format!("{}: classes: {x}", n.name)))?;
-            let pfc = NicPfc::new(n.line_rate_bps).map_err(|x| e(x.to_string()))?;
+            let pfc = NicPfc::new(cfg.line_rate_bps).map_err(|x| e(x.to_string()))?;
             // A burst of full frames lets the daemon batch wake-ups and TX kicks without
             // exceeding the line rate over any longer interval.
             let frame = path_mtu.bytes() + ROCE_IPV4_OVERHEAD + 20 + 14 + WIRE_OVERHEAD_BYTES;
             let burst = PACER_BURST_FRAMES * frame;
-            let pacer = RateLimiter::new(n.line_rate_bps, n.line_rate_bps, burst, now);
+            let pacer = RateLimiter::new(cfg.line_rate_bps, cfg.line_rate_bps, burst, now);
             nics.push(Nic {
                 cfg,
                 pfc,
@@ -250,12 +285,11 @@ impl Engine {
                 error: None,
             };
             if let Some(s) = &q.send {
-                let mut cfg = SenderConfig::new(nic.cfg.line_rate_bps);
+                let mut cfg = sender_config(nic.cfg.emulated_line_rate_bps, s.retransmit_timeout_ns, d);
                 cfg.mtu = nic.cfg.path_mtu;
                 cfg.mode = if nic.cfg.write_only { SegmentMode::WriteOnlyPerPacket } else { SegmentMode::FirstMiddleLast };
                 cfg.initial_psn = Psn::new(s.psn);
                 cfg.max_outstanding_packets = s.window_packets;
-                cfg.retransmit_timeout_ns = s.retransmit_timeout_ns;
                 // The QP's own limiter allows the NIC shaper's burst, so at line rate it never
                 // splits a burst the NIC may send.
                 cfg.burst_bytes = cfg.burst_bytes.max(nics[q.nic].pacer_burst());
@@ -294,7 +328,7 @@ impl Engine {
                 qp.sender = Some(sender);
             }
             if let Some(r) = &q.recv {
-                let mut cfg = ReceiverConfig::new(nic.cfg.path_mtu);
+                let mut cfg = receiver_config(nic.cfg.path_mtu, d);
                 cfg.initial_psn = Psn::new(r.psn);
                 let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
                 let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
@@ -354,7 +388,7 @@ impl Engine {
                 }
             }
         }
-        let mut e = Engine { nics, qps, by_qpn, start: now, coll };
+        let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d };
         e.progress();
         Ok(e)
     }
@@ -736,6 +770,7 @@ impl Engine {
     /// The report at `now`; `verify` compares responder regions with their pattern (costly
     /// for large regions: periodic snapshots skip it).
     pub fn report_with(&self, job: &str, now: u64, verify: bool) -> Report {
+        let d = self.dilation;
         let mut ok = true;
         let qps = self
             .qps
@@ -758,8 +793,8 @@ impl Engine {
                     r.timeouts = c.timeouts;
                     r.naks_received = c.naks_received;
                     r.cnps_received = c.cnps_received;
-                    r.rate_bps = s.rate_bps();
-                    r.send_done_ns = q.send_done.map(|t| t - self.start);
+                    r.rate_bps = d.to_emulated_rate(s.rate_bps());
+                    r.send_done_ns = q.send_done.map(|t| d.to_emulated_ns(t - self.start));
                     r.goodput_bps = r.send_done_ns.filter(|&d| d > 0).map(|d| q.send_acked as f64 * 8e9 / d as f64);
                     ok &= q.send_done.is_some();
                 }
@@ -774,7 +809,7 @@ impl Engine {
                     r.acks_sent = c.acks_sent;
                     r.ce_marked = c.ce_marked;
                     r.cnps_sent = c.cnps_sent;
-                    r.recv_done_ns = q.recv_done.map(|t| t - self.start);
+                    r.recv_done_ns = q.recv_done.map(|t| d.to_emulated_ns(t - self.start));
                     ok &= q.recv_done.is_some();
                     if let Some(seed) = q.spec.recv.as_ref().and_then(|r| r.expect_seed).filter(|_| verify) {
                         let v = self.region(q.spec.qpn).is_some_and(|d| pattern::first_mismatch(d, seed).is_none());
@@ -794,7 +829,7 @@ impl Engine {
                 let c = n.pfc.counters(dp).unwrap_or_default();
                 NicReport {
                     name: n.cfg.name.clone(),
-                    line_rate_bps: n.cfg.line_rate_bps,
+                    line_rate_bps: n.cfg.emulated_line_rate_bps,
                     path_mtu: n.cfg.path_mtu.bytes(),
                     tx_frames: n.c.tx_frames,
                     tx_bytes: n.c.tx_bytes,
@@ -810,7 +845,7 @@ impl Engine {
                     pfc_frames_received: n.pfc.frames_received(),
                     pfc_pause_frames_prio3: c.pause_frames,
                     pfc_resume_frames_prio3: c.resume_frames,
-                    pfc_paused_ns_prio3: n.pfc.paused_ns(dp, now).unwrap_or(0),
+                    pfc_paused_ns_prio3: d.to_emulated_ns(n.pfc.paused_ns(dp, now).unwrap_or(0)),
                     data_priority: dp,
                     data_dscp: n.cfg.classes.data_dscp,
                     xdp: Default::default(),
@@ -844,7 +879,8 @@ impl Engine {
             }
         }
         let end = if self.coll.as_ref().is_some_and(|c| !c.complete()) { now } else { self.finish_time().unwrap_or(now) };
-        Report { job: job.to_string(), ok, error: None, elapsed_ns: end - self.start, qps, nics, ranks }
+        let elapsed_ns = d.to_emulated_ns(end - self.start);
+        Report { job: job.to_string(), time_dilation: d.factor(), ok, error: None, elapsed_ns, qps, nics, ranks }
     }
 
     /// Rank `rank`'s collective buffer.
@@ -888,12 +924,24 @@ mod tests {
     fn run(
         a: &mut Engine,
         b: &mut Engine,
+        now: u64,
+        until: u64,
+        tamper: impl FnMut(usize, &mut Vec<u8>, u64) -> bool,
+        at_time: impl FnMut(u64, &mut Engine),
+    ) -> u64 {
+        run_with_delay(5_000, a, b, now, until, tamper, at_time)
+    }
+
+    fn run_with_delay(
+        delay: u64,
+        a: &mut Engine,
+        b: &mut Engine,
         mut now: u64,
         until: u64,
         mut tamper: impl FnMut(usize, &mut Vec<u8>, u64) -> bool,
         mut at_time: impl FnMut(u64, &mut Engine),
     ) -> u64 {
-        let mut link = Link { delay: 5_000, q: VecDeque::new() };
+        let mut link = Link { delay, q: VecDeque::new() };
         let mut buf = vec![0u8; 9000];
         while now < until && !(a.finished() && b.finished()) {
             at_time(now, a);
@@ -1031,6 +1079,73 @@ mod tests {
         assert_eq!(ra.qps[0].cnps_received, cnps_on_wire.len() as u64);
         assert_eq!(rb.qps[0].ce_marked, buf_ce as u64, "every data frame arrived CE-marked");
         assert!(ra.qps[0].rate_bps < 10_000_000_000, "DCQCN cut the rate: {}", ra.qps[0].rate_bps);
+    }
+
+    #[test]
+    fn dilated_jobs_run_on_the_wall_clock_at_rate_over_d_and_report_emulated_time() {
+        let d = 1000.0;
+        let dil = Dilation::new(d).unwrap();
+        let (mut ja, mut jb) = jobs(400_000, 10_000_000_000, true);
+        (ja.time_dilation, jb.time_dilation) = (d, d);
+        let a = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
+        // The requester on the wall clock: rates / D, timers × D, built from emulated params.
+        let c = a.sender(17).unwrap().config();
+        assert_eq!(c.line_rate_bps, 10_000_000);
+        assert_eq!(c.retransmit_timeout_ns, 2_000_000_000, "2 ms emulated × 1000");
+        let emulated = DcqcnConfig::with_line_rate(10_000_000_000);
+        assert_eq!(c.dcqcn, Some(emulated.dilated(dil)));
+        let dc = c.dcqcn.unwrap();
+        assert_eq!((dc.min_rate_bps, dc.rate_ai_bps), (emulated.min_rate_bps / 1000, emulated.rate_ai_bps / 1000));
+        assert_eq!(dc.rate_increase_period_ns, emulated.rate_increase_period_ns * 1000);
+        let r = receiver_config(PathMtu::Mtu1024, dil);
+        assert_eq!(r.cnp_interval_ns, DEFAULT_CNP_INTERVAL_NS * 1000);
+        assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
+
+        // The same transfer at D = 1 and D = 1000: the wall clock stretches by D, the reports
+        // (emulated) agree; the test wire's 5 µs (emulated) delay is stretched like the rest.
+        let report = |d: f64| {
+            let (mut ja, mut jb) = jobs(400_000, 10_000_000_000, true);
+            (ja.time_dilation, jb.time_dilation) = (d, d);
+            let mut a = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
+            let mut b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
+            let end = run_with_delay(dil_of(d).duration(5_000), &mut a, &mut b, 0, u64::MAX / 2, |_, _, _| true, |_, _| {});
+            (a.report("a", end), b.report("b", end), a.finish_time().unwrap())
+        };
+        fn dil_of(d: f64) -> Dilation {
+            Dilation::new(d).unwrap()
+        }
+        let (ra1, rb1, wall1) = report(1.0);
+        let (ra, rb, wall) = report(d);
+        assert!(ra.ok && rb.ok && ra1.ok && rb1.ok, "{ra:?} {rb:?}");
+        assert_eq!((ra.time_dilation, ra1.time_dilation), (d, 1.0));
+        let near = |x: f64, y: f64| (x - y).abs() <= 0.02 * y;
+        assert!(near(wall as f64, wall1 as f64 * d), "wall-clock finish {wall} vs {wall1} × {d}");
+        assert!(near(ra.elapsed_ns as f64, ra1.elapsed_ns as f64), "{} vs {}", ra.elapsed_ns, ra1.elapsed_ns);
+        let (t, t1) = (ra.qps[0].send_done_ns.unwrap(), ra1.qps[0].send_done_ns.unwrap());
+        assert!(near(t as f64, t1 as f64), "{t} vs {t1}");
+        let (g, g1) = (ra.qps[0].goodput_bps.unwrap(), ra1.qps[0].goodput_bps.unwrap());
+        assert!(near(g, g1), "goodput {g} vs {g1}");
+        assert!(g > 1e9, "emulated goodput near the 10 Gb/s line rate: {g}");
+        assert_eq!(ra.qps[0].rate_bps, ra1.qps[0].rate_bps, "line rate, no CNP: 10 Gb/s emulated");
+        assert_eq!(ra.nics[0].line_rate_bps, 10_000_000_000);
+        assert!(near(rb.qps[0].recv_done_ns.unwrap() as f64, rb1.qps[0].recv_done_ns.unwrap() as f64));
+    }
+
+    #[test]
+    fn pfc_pause_time_is_reported_in_emulated_time() {
+        // 0xffff quanta at 1 Gb/s emulated is 33.55 ms emulated; at D 4 it lasts 134 ms of wall
+        // clock and is reported as 33.55 ms.
+        let (mut ja, jb) = jobs(4_000_000, 1_000_000_000, false);
+        ja.time_dilation = 4.0;
+        let mut a = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
+        let _ = jb;
+        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
+        a.on_frame(0, &pause, 1_000);
+        let quanta_ns = crate::pfc::quanta_to_ns(0xffff, 1_000_000_000);
+        assert!(a.nic_pfc(0).is_paused(3, 1_000 + quanta_ns * 4 - 10).unwrap());
+        assert!(!a.nic_pfc(0).is_paused(3, 1_000 + quanta_ns * 4 + 10).unwrap());
+        let r = a.report("a", 1_000 + quanta_ns * 4 + 1_000_000);
+        assert!(r.nics[0].pfc_paused_ns_prio3.abs_diff(quanta_ns) <= 1, "{} vs {quanta_ns}", r.nics[0].pfc_paused_ns_prio3);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
+use dataplane_common::time::Dilation;
 use serde::{Deserialize, Serialize};
 
 /// Errors reading or validating a job file.
@@ -28,11 +29,24 @@ pub enum JobError {
     Invalid { job: String, what: String },
 }
 
-/// Default job timeout: 60 s.
+/// Default job timeout (wall clock): 60 s.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-/// Default local ACK timeout: 100 ms (longer than any pause a 0xFFFF-quanta PFC frame causes
-/// at ≥ 1 Gb/s, 33.6 ms, so PFC alone never looks like loss).
+/// Default local ACK timeout of a job file, emulated: 100 ms (longer than any pause a
+/// 0xFFFF-quanta PFC frame causes at ≥ 1 Gb/s, 33.6 ms, so PFC alone never looks like loss).
+/// At a large time dilation use [`default_retransmit_timeout_ns`] instead (`rocefab run` does).
 pub const DEFAULT_RETRANSMIT_TIMEOUT_NS: u64 = 100_000_000;
+/// The emulated local ACK timeout never defaults below 1 ms: ~12 times the longest pause one
+/// PFC frame causes at 400G (0xFFFF quanta = 83.9 µs).
+pub const MIN_DEFAULT_RETRANSMIT_TIMEOUT_NS: u64 = 1_000_000;
+
+/// The default local ACK timeout at time dilation `d`, emulated: 100 ms of wall clock (what a
+/// loaded 2-core machine needs not to mistake its own scheduling delays for loss), but at least
+/// [`MIN_DEFAULT_RETRANSMIT_TIMEOUT_NS`] emulated. So the wall-clock timeout is
+/// max(100 ms, 1 ms × D): 100 ms up to D = 100, 8 s at D = 8000 — instead of the 800 s a
+/// fixed 100 ms emulated would take there.
+pub fn default_retransmit_timeout_ns(d: Dilation) -> u64 {
+    d.to_emulated_ns(DEFAULT_RETRANSMIT_TIMEOUT_NS).max(MIN_DEFAULT_RETRANSMIT_TIMEOUT_NS)
+}
 /// Default requester window in packets.
 pub const DEFAULT_WINDOW_PACKETS: u32 = 128;
 /// Default requester window in payload bytes for jobs built for a fabric (`rocefab run`):
@@ -79,6 +93,16 @@ pub struct Job {
     /// Collective transfers over those QPs (see [`CollectiveSpec`]).
     #[serde(default)]
     pub collective: Option<CollectiveSpec>,
+    /// Time dilation D ≥ 1 (DESIGN.md "Emulated time"). NIC line rates and the QPs' retransmit
+    /// timeouts in this file are emulated: the engine divides rates by D and multiplies
+    /// durations by D (DCQCN, CNP interval, ACK coalescing, PFC quanta follow), and the report
+    /// is in emulated time. `timeout_ms` and `linger_ms` are wall clock. 1 = real time.
+    #[serde(default = "default_time_dilation")]
+    pub time_dilation: f64,
+}
+
+fn default_time_dilation() -> f64 {
+    1.0
 }
 
 /// The part of a collective (ring AllReduce, incast, all-to-all, broadcast) this host runs:
@@ -196,7 +220,8 @@ pub struct NicSpec {
     pub mac: String,
     /// Source IP (IPv4 or IPv6).
     pub ip: IpAddr,
-    /// NIC line rate, bits/s: the transmit shaper and the PFC quanta length.
+    /// NIC line rate, bits/s, emulated: the transmit shaper (at rate / D) and the PFC quanta
+    /// length.
     pub line_rate_bps: u64,
     /// InfiniBand path MTU in bytes (256..4096); default: the largest that fits the link MTU.
     #[serde(default)]
@@ -290,7 +315,7 @@ pub struct SendSpec {
     /// Outstanding packets.
     #[serde(default = "default_window")]
     pub window_packets: u32,
-    /// Local ACK timeout, ns.
+    /// Local ACK timeout, emulated ns.
     #[serde(default = "default_rto")]
     pub retransmit_timeout_ns: u64,
 }
@@ -360,9 +385,15 @@ impl Job {
         Ok(job)
     }
 
+    /// The checked time dilation.
+    pub fn dilation(&self) -> Result<Dilation, JobError> {
+        Dilation::new(self.time_dilation).map_err(|e| JobError::Invalid { job: self.name.clone(), what: format!("time_dilation: {e}") })
+    }
+
     /// Checks references and ranges; the error names the offending entry.
     pub fn validate(&self) -> Result<(), JobError> {
         let bad = |what: String| Err(JobError::Invalid { job: self.name.clone(), what });
+        self.dilation()?;
         if self.nics.is_empty() {
             return bad("no nics".into());
         }
@@ -548,10 +579,15 @@ pub struct NicReport {
     pub xdp: std::collections::BTreeMap<String, u64>,
 }
 
-/// What `rocefab-hostd` prints (one JSON object) when the job ends.
+/// What `rocefab-hostd` prints (one JSON object) when the job ends. Times, rates and goodput
+/// are emulated (wall clock converted back with `time_dilation`); bytes and counts are as
+/// measured.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub job: String,
+    /// The job's time dilation D (0 in a report from before emulated time: read it as 1).
+    #[serde(default)]
+    pub time_dilation: f64,
     /// Every QP finished (and verified where asked) within the timeout.
     pub ok: bool,
     pub error: Option<String>,
@@ -611,9 +647,28 @@ mod tests {
         let mut b = j.clone();
         b.qps.push(b.qps[0].clone());
         assert!(b.validate().unwrap_err().to_string().contains("duplicate qpn"));
-        let mut b = j;
+        let mut b = j.clone();
         b.nics[0].path_mtu = Some(1500);
         assert!(b.validate().unwrap_err().to_string().contains("path_mtu 1500"));
+        assert_eq!(j.time_dilation, 1.0);
+        let mut b = j;
+        b.time_dilation = 0.25;
+        assert!(b.validate().unwrap_err().to_string().contains("time_dilation: 0.25 is below 1"));
+    }
+
+    #[test]
+    fn default_retransmit_timeout_keeps_a_wall_floor_and_an_emulated_floor() {
+        let at = |d: f64| default_retransmit_timeout_ns(Dilation::new(d).unwrap());
+        assert_eq!(at(1.0), DEFAULT_RETRANSMIT_TIMEOUT_NS, "real time: unchanged");
+        for d in [1.0, 2.5, 10.0, 100.0, 1000.0, 8000.0, 50_000.0] {
+            let dil = Dilation::new(d).unwrap();
+            let wall = dil.duration(at(d));
+            assert!(wall + 1 >= DEFAULT_RETRANSMIT_TIMEOUT_NS, "D {d}: wall {wall} ns below the floor");
+            assert!(at(d) >= MIN_DEFAULT_RETRANSMIT_TIMEOUT_NS, "D {d}: emulated {} ns", at(d));
+            // Longer than the longest pause of one PFC frame at 400G.
+            assert!(at(d) > crate::pfc::quanta_to_ns(0xffff, 400_000_000_000));
+        }
+        assert_eq!(Dilation::new(8000.0).unwrap().duration(at(8000.0)), 8_000_000_000, "8 s of wall clock at D 8000");
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! snapshots the data thread publishes every 100 ms (never from the per-packet path), and served
 //! (`GET /metrics`, text exposition format 0.0.4) by the daemons' shared HTTP server,
 //! [`dataplane_user::http`], on a control thread of its own.
+//!
+//! Times and rates are emulated, as in the [`Report`] (DESIGN.md "Emulated time"): wall-clock
+//! measurements converted with the job's time dilation D, which `rocefab_time_dilation` exports.
 use std::net::TcpListener;
 use std::sync::Arc;
 
@@ -14,6 +17,9 @@ const QP_LABELS: [&str; 4] = ["qpn", "peer_qpn", "nic", "label"];
 /// The registry and every metric family.
 pub struct Metrics {
     registry: Registry,
+    /// Families without the `rocefab_host_` prefix (`rocefab_time_dilation`, named as the
+    /// switch daemon names it).
+    plain: Registry,
     qp_counters: Vec<(&'static str, IntCounterVec)>,
     qp_rate: GaugeVec,
     qp_goodput: GaugeVec,
@@ -100,8 +106,14 @@ impl Metrics {
             registry.register(Box::new(c.clone()))?;
             qp_counters.push((name, c));
         }
-        let qp_rate = GaugeVec::new(Opts::new("qp_rate_bytes_per_second", "current DCQCN sending rate of the requester (Prometheus base unit: bytes)"), &QP_LABELS)?;
-        let qp_goodput = GaugeVec::new(Opts::new("qp_goodput_bytes_per_second", "acknowledged payload bytes per second until the QP finished"), &QP_LABELS)?;
+        let qp_rate = GaugeVec::new(
+            Opts::new("qp_rate_bytes_per_second", "current DCQCN sending rate of the requester, bytes per emulated second (Prometheus base unit: bytes)"),
+            &QP_LABELS,
+        )?;
+        let qp_goodput = GaugeVec::new(
+            Opts::new("qp_goodput_bytes_per_second", "acknowledged payload bytes per emulated second until the QP finished"),
+            &QP_LABELS,
+        )?;
         registry.register(Box::new(qp_rate.clone()))?;
         registry.register(Box::new(qp_goodput.clone()))?;
         let mut nic_counters = Vec::new();
@@ -110,15 +122,25 @@ impl Metrics {
             registry.register(Box::new(c.clone()))?;
             nic_counters.push((name, c));
         }
-        let nic_paused = CounterVec::new(Opts::new("nic_pfc_paused_seconds_total", "time priority 3 was paused by received PFC"), &["nic"])?;
+        let nic_paused = CounterVec::new(
+            Opts::new("nic_pfc_paused_seconds_total", "time the data priority (3 by default) was paused by received PFC, emulated seconds (wall / rocefab_time_dilation)"),
+            &["nic"],
+        )?;
         registry.register(Box::new(nic_paused.clone()))?;
-        let elapsed = Gauge::new("job_elapsed_seconds", "time since the job started, or its completion time once finished")?;
+        let elapsed = Gauge::new("job_elapsed_seconds", "time since the job started, or its completion time once finished, emulated seconds")?;
         let ok = Gauge::new("job_ok", "1 once every QP finished with verified data")?;
         let snapshots = Counter::new("snapshots_total", "report snapshots taken by the data thread")?;
         registry.register(Box::new(elapsed.clone()))?;
         registry.register(Box::new(ok.clone()))?;
         registry.register(Box::new(snapshots.clone()))?;
-        Ok(Metrics { registry, qp_counters, qp_rate, qp_goodput, nic_counters, nic_paused, elapsed, ok, snapshots })
+        let plain = Registry::new_custom(None, Some([("job".to_string(), job.name.clone())].into()))?;
+        let dilation = Gauge::new(
+            "rocefab_time_dilation",
+            "Time dilation D of the job: rates run D times slower and timers D times longer than the emulated fabric's; every time metric is emulated (wall / D)",
+        )?;
+        plain.register(Box::new(dilation.clone()))?;
+        dilation.set(job.time_dilation);
+        Ok(Metrics { registry, plain, qp_counters, qp_rate, qp_goodput, nic_counters, nic_paused, elapsed, ok, snapshots })
     }
 
     /// Brings every metric up to `r` (counters only move forward).
@@ -155,7 +177,9 @@ impl Metrics {
     pub fn render(&self) -> String {
         let mut buf = Vec::new();
         // Encoding into a Vec cannot fail for well-formed families.
-        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let mut families = self.registry.gather();
+        families.extend(self.plain.gather());
+        let _ = TextEncoder::new().encode(&families, &mut buf);
         String::from_utf8_lossy(&buf).into_owned()
     }
 }
@@ -197,6 +221,23 @@ mod tests {
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
         assert!(t.contains(r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#), "{t}");
+        assert!(t.contains("rocefab_time_dilation{job=\"j1\"} 1\n"), "{t}");
+    }
+
+    #[test]
+    fn the_time_dilation_is_exported_and_times_are_documented_as_emulated() {
+        let job: Job = serde_json::from_str(r#"{"name":"j3","nics":[],"qps":[],"time_dilation":8000}"#).unwrap();
+        let m = Metrics::new(&job).unwrap();
+        let mut r = Report { job: "j3".into(), time_dilation: 8000.0, ..Default::default() };
+        r.qps.push(QpReport { qpn: 5, goodput_bps: Some(8e9), ..Default::default() });
+        r.nics.push(NicReport { name: "gpu0".into(), ..Default::default() });
+        m.update(&r);
+        let t = m.render();
+        assert!(t.contains("# TYPE rocefab_time_dilation gauge\nrocefab_time_dilation{job=\"j3\"} 8000\n"), "{t}");
+        for name in ["rocefab_host_nic_pfc_paused_seconds_total", "rocefab_host_job_elapsed_seconds", "rocefab_host_qp_goodput_bytes_per_second"] {
+            let help = t.lines().find(|l| l.starts_with(&format!("# HELP {name} "))).unwrap_or_else(|| panic!("{name}: {t}"));
+            assert!(help.contains("emulated"), "{help}");
+        }
     }
 
     #[test]

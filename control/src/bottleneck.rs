@@ -1,0 +1,253 @@
+//! Was the machine, not the model, the bottleneck of a `rocefab run`? (DESIGN.md "Emulated
+//! time": the same scenario at D and 2D must give the same emulated results; when the machine
+//! cannot keep up with the dilated rates, it does not.)
+//!
+//! Pure functions over what a run measured: the hosts' reports (emulated units) and the
+//! machine's CPU time from `/proc/stat` before and after. Two signs, each worded with what to do:
+//!
+//! * the machine's CPUs were saturated (≥ [`CPU_SATURATED`]) while a receiving NIC's link ran
+//!   clearly below its line rate (< [`RECEIVER_SLOW`] of it);
+//! * a sending NIC that nothing in the model slowed down (no CNP, paused for less than
+//!   [`PAUSED_LITTLE`] of its sending time, no retransmission) achieved less than
+//!   [`SENDER_SLOW`] of its line rate while its QPs were sending — judged only for collectives
+//!   whose senders have data from the start (not a chain broadcast, where a rank waits for
+//!   its predecessor by design).
+use gpu_host::nic::job::Report;
+
+/// CPU busy fraction at which the machine counts as saturated.
+pub const CPU_SATURATED: f64 = 0.90;
+/// A receiving link below this fraction of its line rate is "clearly below".
+pub const RECEIVER_SLOW: f64 = 0.70;
+/// A sender below this fraction of its line rate, with nothing in the model holding it back.
+pub const SENDER_SLOW: f64 = 0.50;
+/// A sender paused by PFC for less than this fraction of its sending time was "free to send".
+pub const PAUSED_LITTLE: f64 = 0.10;
+
+/// Aggregate CPU time of the machine (the `cpu` line of `/proc/stat`), in clock ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuTimes {
+    pub busy: u64,
+    pub total: u64,
+}
+
+/// Parses the `cpu ` line of `/proc/stat` (proc(5): user nice system idle iowait irq softirq
+/// steal [guest guest_nice], guest time already counted in user). Idle = idle + iowait.
+pub fn parse_proc_stat(text: &str) -> Option<CpuTimes> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line.split_whitespace().skip(1).take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    if v.len() < 4 {
+        return None;
+    }
+    let total: u64 = v.iter().sum();
+    let idle = v[3] + v.get(4).copied().unwrap_or(0);
+    Some(CpuTimes { busy: total - idle, total })
+}
+
+/// Busy fraction (0..=1) of the machine between two samples; `None` when no time passed.
+pub fn busy_fraction(before: CpuTimes, after: CpuTimes) -> Option<f64> {
+    let total = after.total.checked_sub(before.total).filter(|&t| t > 0)?;
+    let busy = after.busy.saturating_sub(before.busy);
+    Some((busy as f64 / total as f64).min(1.0))
+}
+
+/// One NIC's use of its link during the job, emulated units.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NicUse {
+    /// `host:nic`.
+    pub name: String,
+    pub line_rate_bps: f64,
+    /// Received bits per emulated second over the whole job.
+    pub rx_bps: f64,
+    /// Whether the NIC's QPs sent anything.
+    pub sends: bool,
+    /// Transmitted bits per emulated second while its QPs were sending (until the last one was
+    /// acknowledged).
+    pub tx_bps: f64,
+    /// Fraction of that sending time its data priority was paused by PFC.
+    pub paused_fraction: f64,
+    pub cnps_received: u64,
+    pub retransmitted_packets: u64,
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    pub time_dilation: f64,
+    /// Busy fraction of the machine's CPUs during the job (`None`: not measured).
+    pub cpu_busy: Option<f64>,
+    pub nics: Vec<NicUse>,
+    /// Every sender has data to send from the job's start until it finishes (incast,
+    /// all-to-all, ring AllReduce), so its sending time is link time.
+    pub senders_busy_throughout: bool,
+}
+
+/// The NICs' link use from the hosts' reports (`(host, report)`, emulated units).
+pub fn nic_use(hosts: &[(String, Report)]) -> Vec<NicUse> {
+    let mut out = Vec::new();
+    for (host, r) in hosts {
+        for n in &r.nics {
+            let qps: Vec<_> = r.qps.iter().filter(|q| q.nic == n.name && q.send_bytes > 0).collect();
+            let sending_ns = qps.iter().map(|q| q.send_done_ns.unwrap_or(r.elapsed_ns)).max().unwrap_or(0);
+            let per_s = |bytes: u64, ns: u64| if ns == 0 { 0.0 } else { bytes as f64 * 8e9 / ns as f64 };
+            out.push(NicUse {
+                name: format!("{host}:{}", n.name),
+                line_rate_bps: n.line_rate_bps as f64,
+                rx_bps: per_s(n.rx_bytes, r.elapsed_ns),
+                sends: !qps.is_empty(),
+                tx_bps: per_s(n.tx_bytes, sending_ns),
+                paused_fraction: if sending_ns == 0 { 0.0 } else { n.pfc_paused_ns_prio3 as f64 / sending_ns as f64 },
+                cnps_received: n.cnps_received,
+                retransmitted_packets: qps.iter().map(|q| q.retransmitted_packets).sum(),
+            });
+        }
+    }
+    out
+}
+
+fn list(names: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut s = names.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        s += &format!(" and {} more", names.len() - SHOWN);
+    }
+    s
+}
+
+/// The warnings for `m`, one sentence each, saying what to do; empty when nothing points at the
+/// machine.
+pub fn warnings(m: &Measured) -> Vec<String> {
+    let mut out = Vec::new();
+    let d = m.time_dilation;
+    let pct = |x: f64| format!("{:.0} %", x * 100.0);
+    let raise = format!("raise time_dilation (now {d}; try {}) in the topology and run again", d * 2.0);
+    if let Some(busy) = m.cpu_busy.filter(|&b| b >= CPU_SATURATED) {
+        let slow: Vec<&NicUse> = m.nics.iter().filter(|n| n.rx_bps > 0.0 && n.rx_bps < RECEIVER_SLOW * n.line_rate_bps).collect();
+        if !slow.is_empty() {
+            let worst = slow.iter().map(|n| n.rx_bps / n.line_rate_bps).fold(f64::INFINITY, f64::min);
+            let names: Vec<String> = slow.iter().map(|n| n.name.clone()).collect();
+            out.push(format!(
+                "the machine, not the model, was the bottleneck: its CPUs were {} busy while receiving links ran below {} of their line rate (down to {}: {}); {raise}",
+                pct(busy),
+                pct(RECEIVER_SLOW),
+                pct(worst),
+                list(&names)
+            ));
+        }
+    }
+    let free: Vec<&NicUse> = m
+        .nics
+        .iter()
+        .filter(|n| m.senders_busy_throughout && n.sends && n.cnps_received == 0 && n.retransmitted_packets == 0 && n.paused_fraction < PAUSED_LITTLE)
+        .filter(|n| n.tx_bps < SENDER_SLOW * n.line_rate_bps)
+        .collect();
+    if !free.is_empty() {
+        let worst = free.iter().map(|n| n.tx_bps / n.line_rate_bps).fold(f64::INFINITY, f64::min);
+        let names: Vec<String> = free.iter().map(|n| n.name.clone()).collect();
+        out.push(format!(
+            "senders achieved less than {} of their line rate (down to {}: {}) although DCQCN never cut them, PFC barely paused them and nothing was retransmitted: the machine could not keep up with the dilated rates; {raise}",
+            pct(SENDER_SLOW),
+            pct(worst),
+            list(&names)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_host::nic::job::{NicReport, QpReport};
+
+    const G400: f64 = 400e9;
+
+    fn nic(name: &str, rx: f64, tx: f64) -> NicUse {
+        NicUse {
+            name: name.into(),
+            line_rate_bps: G400,
+            rx_bps: rx * G400,
+            sends: tx > 0.0,
+            tx_bps: tx * G400,
+            paused_fraction: 0.0,
+            cnps_received: 0,
+            retransmitted_packets: 0,
+        }
+    }
+
+    #[test]
+    fn proc_stat_parses_and_gives_the_busy_fraction() {
+        let a = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\nintr 1\n";
+        let b = "cpu  280 0 90 840 50 5 5 0 0 0\ncpu0 1 1 1 1\n";
+        let (ta, tb) = (parse_proc_stat(a).unwrap(), parse_proc_stat(b).unwrap());
+        assert_eq!(ta, CpuTimes { busy: 150, total: 1000 });
+        assert_eq!(tb, CpuTimes { busy: 380, total: 1270 });
+        let f = busy_fraction(ta, tb).unwrap();
+        assert!((f - 230.0 / 270.0).abs() < 1e-12, "{f}");
+        assert_eq!(busy_fraction(ta, ta), None);
+        assert_eq!(parse_proc_stat("intr 1\n"), None);
+        assert_eq!(parse_proc_stat("cpu  1 x 3 4\n"), None);
+    }
+
+    #[test]
+    fn saturated_cpu_with_slow_receivers_warns_with_the_fix() {
+        let nics = vec![nic("host1:gpu0", 0.4, 0.0), nic("host2:gpu0", 0.95, 0.0)];
+        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.97), nics, senders_busy_throughout: true };
+        let w = warnings(&m);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("the machine, not the model, was the bottleneck"), "{w:?}");
+        assert!(w[0].contains("97 % busy") && w[0].contains("(down to 40 %: host1:gpu0)"), "{w:?}");
+        assert!(w[0].contains("raise time_dilation (now 8000; try 16000)"), "{w:?}");
+    }
+
+    #[test]
+    fn an_idle_machine_or_full_links_do_not_warn() {
+        let slow = vec![nic("host1:gpu0", 0.4, 0.0)];
+        let m = |cpu_busy, nics| Measured { time_dilation: 1.0, cpu_busy, nics, senders_busy_throughout: true };
+        assert!(warnings(&m(Some(0.5), slow.clone())).is_empty());
+        assert!(warnings(&m(None, slow)).is_empty());
+        let full = vec![nic("host1:gpu0", 0.9, 0.0), nic("host2:gpu0", 0.0, 0.9)];
+        assert!(warnings(&m(Some(1.0), full)).is_empty());
+    }
+
+    #[test]
+    fn a_slow_sender_warns_only_when_nothing_in_the_model_held_it_back() {
+        let m = |n: NicUse| warnings(&Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![n], senders_busy_throughout: true });
+        let w = m(nic("host3:gpu1", 0.0, 0.2));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("down to 20 %: host3:gpu1") && w[0].contains("raise time_dilation (now 4; try 8)"), "{w:?}");
+        // DCQCN cut it, PFC paused it, or it lost packets: the model explains the rate.
+        assert!(m(NicUse { cnps_received: 3, ..nic("h:g", 0.0, 0.2) }).is_empty());
+        assert!(m(NicUse { paused_fraction: 0.5, ..nic("h:g", 0.0, 0.2) }).is_empty());
+        assert!(m(NicUse { retransmitted_packets: 1, ..nic("h:g", 0.0, 0.2) }).is_empty());
+        assert!(m(nic("h:g", 0.0, 0.8)).is_empty());
+        // A chain broadcast's ranks wait for their predecessor: their sending time is not link time.
+        let chain = Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![nic("h:g", 0.0, 0.2)], senders_busy_throughout: false };
+        assert!(warnings(&chain).is_empty());
+    }
+
+    #[test]
+    fn nic_use_comes_from_the_emulated_reports() {
+        // 1 MB sent in 40 µs emulated by a 400G NIC: 200 Gb/s, half its line rate; received
+        // 0.5 MB over the 100 µs job.
+        let r = Report {
+            time_dilation: 8000.0,
+            elapsed_ns: 100_000,
+            qps: vec![
+                QpReport { qpn: 1, nic: "gpu0".into(), send_bytes: 1_000_000, send_done_ns: Some(40_000), ..Default::default() },
+                QpReport { qpn: 2, nic: "gpu0".into(), ..Default::default() },
+            ],
+            nics: vec![
+                NicReport { name: "gpu0".into(), line_rate_bps: 400_000_000_000, tx_bytes: 1_000_000, rx_bytes: 5_000_000, pfc_paused_ns_prio3: 2_000, ..Default::default() },
+                NicReport { name: "gpu1".into(), line_rate_bps: 400_000_000_000, ..Default::default() },
+            ],
+            ..Default::default()
+        };
+        let u = nic_use(&[("host1".into(), r)]);
+        assert_eq!(u.len(), 2);
+        assert_eq!(u[0].name, "host1:gpu0");
+        assert!((u[0].tx_bps - 200e9).abs() < 1.0, "{}", u[0].tx_bps);
+        assert!((u[0].rx_bps - 400e9).abs() < 1.0, "{}", u[0].rx_bps);
+        assert!((u[0].paused_fraction - 0.05).abs() < 1e-12);
+        assert!(u[0].sends && !u[1].sends);
+        assert_eq!(u[1].tx_bps, 0.0);
+    }
+}
