@@ -126,10 +126,15 @@ pub struct Sampler {
 impl Sampler {
     /// Starts polling `switches` and `hosts` every `interval` for at most `limit`.
     pub fn start(switches: Vec<Source>, hosts: Vec<Source>, interval: Duration, limit: Duration) -> std::io::Result<Sampler> {
+        Sampler::start_with(switches, hosts, interval, limit, SCRAPE_TIMEOUT)
+    }
+
+    /// [`Sampler::start`] with `timeout` for each request.
+    fn start_with(switches: Vec<Source>, hosts: Vec<Source>, interval: Duration, limit: Duration, timeout: Duration) -> std::io::Result<Sampler> {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("rocefab-timeline".into())
-            .spawn(move || sample_loop(&switches, &hosts, interval, limit, &rx))?;
+            .spawn(move || sample_loop(&switches, &hosts, interval, limit, timeout, &rx))?;
         Ok(Sampler { stop: Some(tx), thread: Some(thread) })
     }
 
@@ -152,15 +157,15 @@ fn ns(d: Duration) -> u64 {
 }
 
 /// GETs `url` and parses the JSON answer, stamped with the midpoint of the request.
-fn poll<T: serde::de::DeserializeOwned>(clock: Instant, url: &str) -> Result<Stamped<T>, String> {
+fn poll<T: serde::de::DeserializeOwned>(clock: Instant, url: &str, timeout: Duration) -> Result<Stamped<T>, String> {
     let sent = clock.elapsed();
-    let body = scrape(url, SCRAPE_TIMEOUT).map_err(|e| format!("{e:#}"))?;
+    let body = scrape(url, timeout).map_err(|e| format!("{e:#}"))?;
     let got = clock.elapsed();
     let sample = serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))?;
     Ok(Stamped { t_ns: ns((sent + got) / 2), sample })
 }
 
-fn sample_loop(switches: &[Source], hosts: &[Source], interval: Duration, limit: Duration, stop: &mpsc::Receiver<()>) -> Samples {
+fn sample_loop(switches: &[Source], hosts: &[Source], interval: Duration, limit: Duration, timeout: Duration, stop: &mpsc::Receiver<()>) -> Samples {
     let clock = Instant::now();
     let mut interval = interval.max(Duration::from_millis(1));
     let mut out = Samples {
@@ -183,10 +188,10 @@ fn sample_loop(switches: &[Source], hosts: &[Source], interval: Duration, limit:
         let t_ns = ns(clock.elapsed());
         let mut round = Round { t_ns, ..Default::default() };
         for s in switches {
-            round.switches.push(poll(clock, &s.url).map_err(|e| record(&mut out, format!("{}: {e}", s.name))).ok());
+            round.switches.push(poll(clock, &s.url, timeout).map_err(|e| record(&mut out, format!("{}: {e}", s.name))).ok());
         }
         for h in hosts {
-            round.hosts.push(poll(clock, &h.url).map_err(|e| record(&mut out, format!("{}: {e}", h.name))).ok());
+            round.hosts.push(poll(clock, &h.url, timeout).map_err(|e| record(&mut out, format!("{}: {e}", h.name))).ok());
         }
         out.requests += (switches.len() + hosts.len()) as u64;
         out.rounds.push(round);
@@ -456,13 +461,13 @@ impl Timeline {
             pause_lanes: Vec::new(),
         };
         if let Some((si, pi, tc, peak)) = bottleneck(s, port)? {
-            let seq = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref());
+            let mut seq = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref());
             for x in seq.clone() {
                 if let Some(p) = x.sample.ports.get(pi) {
                     t.depth.push(Point { t_us: us(x.t_ns, d), v: p.depth_bytes[tc] as f64 });
                 }
             }
-            let last = seq.last().map(|x| &x.sample);
+            let last = seq.next_back().map(|x| &x.sample);
             let p = last.and_then(|l| l.ports.get(pi));
             t.thresholds = last.map(|l| l.thresholds.clone());
             t.bottleneck = Some(Bottleneck {
@@ -1104,15 +1109,25 @@ mod tests {
         std::thread::spawn(move || {
             for c in l.incoming().take(3) {
                 let mut c = c.unwrap();
+                // The whole request (it may come in pieces): closing with unread bytes would
+                // reset the connection.
+                let mut req = Vec::new();
                 let mut buf = [0u8; 1024];
-                let _ = c.read(&mut buf);
+                while !req.ends_with(b"\r\n\r\n") {
+                    match c.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
                 let _ = write!(c, "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
                 drop(c);
                 let _ = served_tx.send(());
             }
         });
         let hosts = vec![Source { name: "host1".into(), url: "http://127.0.0.1:1/sample".into() }];
-        let s = Sampler::start(vec![Source { name: "rail1".into(), url }], hosts, Duration::from_millis(1), Duration::from_secs(30)).unwrap();
+        // A long request timeout: a loaded machine must not turn a slow answer into a miss.
+        let switches = vec![Source { name: "rail1".into(), url }];
+        let s = Sampler::start_with(switches, hosts, Duration::from_millis(1), Duration::from_secs(30), Duration::from_secs(10)).unwrap();
         for _ in 0..3 {
             served_rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
