@@ -254,7 +254,8 @@ pub struct Bottleneck {
 pub struct PauseLane {
     /// `switch:port prio p` or `host:nic`.
     pub name: String,
-    /// Who sent the pauses (the port's peer; the host's switch port is not known here: empty).
+    /// Who sent the pauses: the port's peer, or the switch port whose peer is the host NIC
+    /// (empty when no switch names it).
     pub peer: String,
     /// Paused intervals `[start, end]`, emulated µs (resolution: one sample interval).
     pub intervals: Vec<[f64; 2]>,
@@ -557,15 +558,26 @@ impl Timeline {
                 }
             }
         }
+        // Switch port facing each host NIC (`host:nic` → `switch:port`).
+        let mut facing = std::collections::HashMap::new();
+        for (si, sw) in s.switches.iter().enumerate() {
+            if let Some(x) = s.rounds.iter().rev().find_map(|r| r.switches.get(si)?.as_ref()) {
+                for p in &x.sample.ports {
+                    facing.insert(p.peer.clone(), format!("{sw}:{}", p.name));
+                }
+            }
+        }
         for (hi, host) in s.hosts.iter().enumerate() {
             let seq: Vec<&Stamped<HostSample>> = s.rounds.iter().filter_map(|r| r.hosts.get(hi)?.as_ref()).collect();
             let Some(last) = seq.last() else { continue };
             for nic in &last.sample.nics {
+                let name = format!("{host}:{}", nic.name);
+                let peer = facing.get(&name).cloned().unwrap_or_default();
                 let obs: LaneObs = seq
                     .iter()
                     .filter_map(|x| x.sample.nics.iter().find(|n| n.name == nic.name).map(|n| (x.t_ns, n.paused, n.paused_ns, n.pfc_frames_received)))
                     .collect();
-                push(format!("{host}:{}", nic.name), String::new(), obs);
+                push(name, peer, obs);
             }
         }
     }
@@ -976,6 +988,7 @@ mod tests {
         assert_eq!(sp.intervals, vec![[7e3, 23e3]]);
         assert_eq!((sp.paused_us, sp.pfc_frames), (16e3, 3));
         let h = &t.pause_lanes[1];
+        assert_eq!(h.peer, "rail1:eth1", "the switch port whose peer is host2:gpu0");
         // Host samples at 2, 12, 22, 32 ms: paused for 3 ms before 22 ms, not after.
         assert_eq!(h.intervals, vec![[19e3, 22e3]]);
     }
