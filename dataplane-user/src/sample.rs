@@ -10,12 +10,34 @@
 //! [`SwitchSample::build`] only reads the data plane's single-writer atomics
 //! ([`crate::stats`]) and a copy of the XDP counters: it takes no lock the data-plane thread
 //! takes.
+use std::sync::Arc;
+
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
 use dataplane_common::limits::NUM_TC;
 use serde::{Deserialize, Serialize};
 
 use crate::stats::SwitchStats;
+
+/// The XDP counters per port and counter id, as [`crate::loader::XdpSwitch::counters`] reads them.
+pub type XdpCounters = Vec<[u64; counter::COUNT as usize]>;
+
+/// `GET /sample` for switch `cfg`: [`SwitchSample::build`] from `stats` and `xdp()` (called once
+/// per request, on the runtime's thread; `None` when the counters cannot be read).
+pub fn router<F>(cfg: SwitchConfig, stats: Arc<SwitchStats>, xdp: F) -> axum::Router
+where
+    F: Fn() -> Option<XdpCounters> + Send + Sync + 'static,
+{
+    let src = Arc::new((cfg, stats, xdp));
+    axum::Router::new().route(
+        "/sample",
+        axum::routing::get(move || {
+            let (cfg, stats, xdp) = &*src;
+            let sample = SwitchSample::build(cfg, stats, xdp().as_deref());
+            async move { axum::Json(sample) }
+        }),
+    )
+}
 
 /// The thresholds the timeline draws as horizontal lines (bytes, as configured).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -188,5 +210,31 @@ mod tests {
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"ecn_marked\":17"), "{text}");
         assert_eq!(serde_json::from_str::<SwitchSample>(&text).unwrap(), s);
+    }
+
+    #[test]
+    fn sample_is_served_as_json() {
+        use std::io::{Read, Write};
+        let stats = Arc::new(SwitchStats::new(2));
+        stats.ports[0].queues[3].depth_bytes.set(1_500);
+        let xdp = || {
+            let mut c = vec![[0u64; counter::COUNT as usize]; 2];
+            c[0][counter::ECN_MARKED as usize] = 4;
+            Some(c)
+        };
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let r = router(cfg(), stats, xdp);
+        std::thread::spawn(move || rt.block_on(crate::http::serve(l, r)));
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /sample HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.to_ascii_lowercase().contains("content-type: application/json"), "{out}");
+        let got: SwitchSample = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();
+        assert_eq!((got.switch.as_str(), got.ports[0].depth_bytes[3], got.ports[0].ecn_marked), ("rail1", 1_500, 4));
     }
 }

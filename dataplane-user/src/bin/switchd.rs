@@ -40,7 +40,7 @@ use dataplane_user::lldp::SwitchAgent;
 use lldp_agent::metrics::LldpMetrics;
 use dataplane_user::loader::XdpSwitch;
 use dataplane_user::metrics::Metrics;
-use dataplane_user::sample::SwitchSample;
+use dataplane_user::sample::{self, XdpCounters};
 use dataplane_user::stats::SwitchStats;
 use dataplane_user::xsk::{self, XskStatsReader};
 
@@ -69,7 +69,7 @@ struct Scrape {
 
 impl Scrape {
     /// The XDP program's per-CPU counters summed per port; `None` (logged) when unreadable.
-    fn xdp_counters(&self) -> Option<Vec<[u64; dataplane_common::counter::COUNT as usize]>> {
+    fn xdp_counters(&self) -> Option<XdpCounters> {
         match self.xdp.counters() {
             Ok(c) => Some(c),
             Err(e) => {
@@ -170,17 +170,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
         let render = scrape.clone();
         let mut r = http::metrics_router(move || lock(&render).render())
             .merge(capture::router(cfg.name.clone(), names.clone(), Arc::new(Mutex::new(Some(tap_consumer)))));
-        {
-            // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
-            let (scrape, stats, cfg) = (scrape.clone(), stats.clone(), cfg.clone());
-            r = r.route(
-                "/sample",
-                axum::routing::get(move || {
-                    let sample = SwitchSample::build(&cfg, &stats, lock(&scrape).xdp_counters().as_deref());
-                    async move { axum::Json(sample) }
-                }),
-            );
-        }
+        // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
+        let xdp = scrape.clone();
+        r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));
         if let Some(a) = &agent {
             let a = a.clone();
             r = r.route(
