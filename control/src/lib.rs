@@ -1,6 +1,6 @@
 //! rocefab control plane: topology files, address plan and route compilation, network
 //! namespaces and veths, switch daemons and host NIC agents, LLDP neighbour tables, frame
-//! building and pcap decoding.
+//! building and pcap decoding, the DCQCN timeline of a run.
 
 pub mod bottleneck;
 pub mod capture;
@@ -16,4 +16,5 @@ pub mod replay;
 pub mod rundir;
 pub mod run;
 pub mod send;
+pub mod timeline;
 pub mod topology;

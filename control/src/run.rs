@@ -97,6 +97,18 @@ pub struct RunArgs {
     /// clock but at least 1 ms emulated, i.e. max(100 ms, 1 ms × time_dilation) on the wall clock.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub retransmit_timeout_ms: Option<u64>,
+    /// Sample the switches and hosts while the job runs and draw the DCQCN timeline (book
+    /// Fig. 11-7) against emulated time: FILE.svg the plot, FILE.json the samples and series;
+    /// may be given twice.
+    #[arg(long, value_name = "FILE", value_parser = crate::timeline::parse_output)]
+    pub timeline: Vec<PathBuf>,
+    /// The timeline's bottleneck queue, as switch:port (default: the egress queue with the
+    /// highest peak depth).
+    #[arg(long, value_name = "SWITCH:PORT")]
+    pub timeline_port: Option<String>,
+    /// Wall-clock sampling interval of --timeline, ms.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub timeline_interval_ms: u64,
 }
 
 /// Parses `64MiB`, `1G`, `4096`, `512KB` into bytes (binary multiples).
@@ -491,7 +503,10 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         retransmit_timeout_ns: a.retransmit_timeout_ms.map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
         time_dilation: dilation.factor(),
     };
-    let built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
+    let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
+    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    let interval = Duration::from_millis(a.timeline_interval_ms);
+    let timeline = crate::timeline::RunTimeline::prepare(&a.fabric, kind.name(), &a.timeline, a.timeline_port.as_deref(), interval, &names, &mut built.jobs)?;
     let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
@@ -536,6 +551,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         }
     }
     let cpu_before = read_cpu_times();
+    let recording = timeline.map(|t| t.start(Duration::from_secs(a.timeout + 30))).transpose()?;
     for p in &mut procs {
         let mut s = p.stdin.take().expect("stdin");
         writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
@@ -553,6 +569,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     }
     let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
     drop(procs);
+    if let Some(r) = recording {
+        for l in r.finish()? {
+            eprintln!("{l}");
+        }
+    }
     let metrics = (0..hosts.len()).map(|i| format!("http://127.0.0.1:{}/metrics", a.metrics_port_base as usize + i)).collect();
     let mut rep = summarize(&a.fabric, kind, a.size, built.layout.world_size(), &reports, metrics);
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {

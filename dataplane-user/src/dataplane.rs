@@ -626,6 +626,7 @@ impl DataPlane {
                 continue;
             }
             self.pause_seen[p] = mask;
+            self.stats.ports[p].paused_mask.set(u64::from(mask));
             for prio in 0..NUM_TC as u8 {
                 self.stats.ports[p].prio[prio as usize].paused_ns.set(self.pfc_rx.paused_ns_total(p, prio, now));
             }

@@ -3,7 +3,7 @@
 //! scheduler, L3 rewrite, Prometheus metrics).
 //!
 //! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
-//! [`rewrite`], [`stats`], [`metrics`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
+//! [`rewrite`], [`stats`], [`metrics`], [`sample`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
 //! (the per-switch packet thread), [`daemon`] (process lifecycle, namespaces, signals). Control
 //! side (tokio): [`http`] (the daemons' HTTP server, shared with `rocefab-hostd`), [`lldp`]
 //! (the LLDP/DCBX agent of every port).
@@ -24,6 +24,7 @@ pub mod pfc;
 pub mod pfcwd;
 pub mod queue;
 pub mod rewrite;
+pub mod sample;
 pub mod sched;
 pub mod shaper;
 pub mod stats;

@@ -153,7 +153,9 @@ impl<D: Copy + Default> PortQueues<D> {
                 self.nonempty |= 1 << tc;
                 q.enqueued_packets.inc();
                 q.enqueued_bytes.add(bytes as u64);
-                q.depth_bytes.set(self.fifos[tc].depth_bytes());
+                let depth = self.fifos[tc].depth_bytes();
+                q.depth_bytes.set(depth);
+                q.peak_depth_bytes.raise(depth);
                 q.depth_packets.set(self.fifos[tc].len() as u64);
                 Ok(())
             }
@@ -295,6 +297,8 @@ mod tests {
         assert_eq!(q.nonempty(), 0b0000_0001);
         assert_eq!(s.depth_bytes.get(), 0);
         assert_eq!(s.depth_packets.get(), 0);
+        assert_eq!(s.peak_depth_bytes.get(), 4000, "the watermark stays at the highest depth");
+        assert_eq!(stats.ports[1].queues[0].peak_depth_bytes.get(), 1500);
     }
 
     #[test]

@@ -29,6 +29,14 @@ impl Stat {
     pub fn set(&self, v: u64) {
         self.0.store(v, Relaxed);
     }
+    /// Raises a watermark to `v` if `v` is higher (single writer: a compare and, only when it
+    /// rises, a store).
+    #[inline(always)]
+    pub fn raise(&self, v: u64) {
+        if v > self.0.load(Relaxed) {
+            self.0.store(v, Relaxed);
+        }
+    }
     /// Current value.
     #[inline(always)]
     pub fn get(&self) -> u64 {
@@ -50,6 +58,8 @@ pub struct QueueStats {
     pub depth_bytes: Stat,
     /// Current depth in packets (gauge).
     pub depth_packets: Stat,
+    /// Highest depth in bytes since the daemon started (watermark, raised on enqueue).
+    pub peak_depth_bytes: Stat,
     /// Dropped at admission by the shared buffer (lossy: queue or shared pool full, or no UMEM
     /// frame left for the configured buffer).
     pub admission_dropped_packets: Stat,
@@ -105,6 +115,9 @@ pub struct PortStats {
     pub rx_mac_control_malformed: Stat,
     /// Frames the switch wanted to originate (PFC) but found no frame in its reserved pool for.
     pub own_pool_empty: Stat,
+    /// Bit p set: the peer's PFC pauses egress priority p of this port now (gauge, written by
+    /// the data-plane thread where it publishes paused time).
+    pub paused_mask: Stat,
     /// Per traffic class egress queues of this port.
     pub queues: [QueueStats; NUM_TC],
     /// Per priority PFC and priority-group counters.

@@ -6,6 +6,9 @@
 //! stops the thread, closes the sockets, detaches XDP and exits 0. Startup failures exit 1 with
 //! a message naming what failed.
 //!
+//! HTTP routes: `/metrics` (Prometheus), `/sample` (JSON for the DCQCN timeline,
+//! [`dataplane_user::sample`]), `/lldp` (neighbours, when the agent runs), the capture stream.
+//!
 //! Two threads. The data-plane thread (`dp-<switch>`) is a plain thread that never waits for the
 //! control side. The main thread runs the control side on a current-thread tokio runtime
 //! ([`control`]): the HTTP server ([`dataplane_user::http`]) on the pre-bound listener, the
@@ -37,6 +40,7 @@ use dataplane_user::lldp::SwitchAgent;
 use lldp_agent::metrics::LldpMetrics;
 use dataplane_user::loader::XdpSwitch;
 use dataplane_user::metrics::Metrics;
+use dataplane_user::sample::{self, XdpCounters};
 use dataplane_user::stats::SwitchStats;
 use dataplane_user::xsk::{self, XskStatsReader};
 
@@ -64,14 +68,19 @@ struct Scrape {
 }
 
 impl Scrape {
-    fn render(&self) -> String {
-        let xdp_counters = match self.xdp.counters() {
+    /// The XDP program's per-CPU counters summed per port; `None` (logged) when unreadable.
+    fn xdp_counters(&self) -> Option<XdpCounters> {
+        match self.xdp.counters() {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::warn!("reading XDP counters: {e}");
                 None
             }
-        };
+        }
+    }
+
+    fn render(&self) -> String {
+        let xdp_counters = self.xdp_counters();
         let xsk_counters = match self.xsk_stats.read() {
             Ok(s) => Some(s),
             Err(e) => {
@@ -130,7 +139,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let ctrl = Arc::new(Mutex::new(ctrl));
     let (tap_producer, tap_consumer, tap) = capture::tap(capture::RING_BYTES);
     let depths = xdp.depth_board().with_context(|| format!("switch {}: queue depths for WRED", cfg.name))?;
-    let dp = DataPlane::new(sockets, &dp_cfg, stats, dp_end)
+    let dp = DataPlane::new(sockets, &dp_cfg, stats.clone(), dp_end)
         .context("data plane setup")?
         .with_tap(tap_producer, &tap)
         .with_depths(depths);
@@ -162,9 +171,12 @@ fn run(args: &Args) -> anyhow::Result<()> {
     };
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
     let router = {
-        let scrape = scrape.clone();
-        let mut r = http::metrics_router(move || lock(&scrape).render())
+        let render = scrape.clone();
+        let mut r = http::metrics_router(move || lock(&render).render())
             .merge(capture::router(cfg.name.clone(), names.clone(), Arc::new(Mutex::new(Some(tap_consumer)))));
+        // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
+        let xdp = scrape.clone();
+        r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));
         if let Some(a) = &agent {
             let a = a.clone();
             r = r.route(

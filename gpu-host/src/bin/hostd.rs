@@ -3,7 +3,8 @@
 //! attaches the host XDP program to every NIC veth, opens one AF_XDP socket per NIC, runs the
 //! RoCEv2 RC engine on a dedicated data thread until every QP has finished (or the timeout),
 //! and prints one JSON report on stdout (after a `{"ready":...}` line once the sockets are up).
-//! Prometheus metrics are served on `metrics_listen` when the job sets it.
+//! Prometheus metrics (and `GET /sample`, [`gpu_host::nic::sample`]) are served on `metrics_listen`
+//! when the job sets it.
 //!
 //! Emulated time: the job's line rates and timers are emulated with a `time_dilation` D; the
 //! engine ([`gpu_host::nic::engine::Engine::from_job`]) runs them D times slower on the wall
@@ -173,14 +174,14 @@ fn run(args: Args) -> Result<bool> {
     tracing::info!(job = %job.name, nics = names.len(), qps = job.qps.len(), program, "running");
 
     // The data thread owns the engine and the sockets; the main thread only waits (and the
-    // metrics server reads snapshots published every 100 ms).
+    // metrics server reads snapshots published every `snapshot_interval_ms`).
     let snapshot: Arc<Mutex<Option<Report>>> = Arc::new(Mutex::new(None));
     let job_name = job.name.clone();
     let m2 = metrics.clone();
     let data = std::thread::Builder::new()
         .name("rocefab-nic".into())
         .spawn(move || -> Result<(Engine, Vec<XskPort>, Exit, u64)> {
-            let (exit, end) = daemon::run(&mut engine, &mut ports, mirror.as_mut(), &clock, deadline, &STOP, Duration::from_millis(100), |e, now| {
+            let (exit, end) = daemon::run(&mut engine, &mut ports, mirror.as_mut(), &clock, deadline, &STOP, Duration::from_millis(job.snapshot_interval_ms), |e, now| {
                 m2.update(&e.report_with(&job_name, now, false));
             })?;
             Ok((engine, ports, exit, end))

@@ -224,6 +224,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
             metrics_listen: opts.metrics_port_base.map(|b| std::net::SocketAddr::from(([127, 0, 0, 1], b + i as u16))),
             linger_ms: 0,
             time_dilation: opts.time_dilation,
+            snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,
             nics: h
                 .nics
                 .iter()

@@ -794,6 +794,7 @@ impl Engine {
                     r.naks_received = c.naks_received;
                     r.cnps_received = c.cnps_received;
                     r.rate_bps = d.to_emulated_rate(s.rate_bps());
+                    r.alpha = s.reaction_point().map_or(0.0, |rp| rp.alpha());
                     r.send_done_ns = q.send_done.map(|t| d.to_emulated_ns(t - self.start));
                     r.goodput_bps = r.send_done_ns.filter(|&d| d > 0).map(|d| q.send_acked as f64 * 8e9 / d as f64);
                     ok &= q.send_done.is_some();
@@ -846,6 +847,7 @@ impl Engine {
                     pfc_pause_frames_prio3: c.pause_frames,
                     pfc_resume_frames_prio3: c.resume_frames,
                     pfc_paused_ns_prio3: d.to_emulated_ns(n.pfc.paused_ns(dp, now).unwrap_or(0)),
+                    pfc_paused_now: n.pfc.is_paused(dp, now).unwrap_or(false),
                     data_priority: dp,
                     data_dscp: n.cfg.classes.data_dscp,
                     xdp: Default::default(),

@@ -64,6 +64,9 @@ pub fn window_packets_for(mtu: crate::segment::PathMtu) -> u32 {
 /// Default bytes per RDMA WRITE message (longer transfers are posted as several messages).
 pub const DEFAULT_MESSAGE_BYTES: u64 = 1 << 30;
 
+/// Default [`Job::snapshot_interval_ms`].
+pub const DEFAULT_SNAPSHOT_INTERVAL_MS: u64 = 100;
+
 /// One host's job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,6 +89,10 @@ pub struct Job {
     /// Keep running (and serving metrics) this long after the job finished, ms.
     #[serde(default)]
     pub linger_ms: u64,
+    /// How often the data thread publishes a report snapshot to the metrics and `GET /sample`,
+    /// ms of wall-clock time (100; `rocefab run --timeline` asks for 10).
+    #[serde(default = "default_snapshot_interval")]
+    pub snapshot_interval_ms: u64,
     /// The GPU NICs of this host.
     pub nics: Vec<NicSpec>,
     /// RC queue pairs.
@@ -340,6 +347,9 @@ pub struct RecvSpec {
 fn default_timeout() -> u64 {
     DEFAULT_TIMEOUT_MS
 }
+fn default_snapshot_interval() -> u64 {
+    DEFAULT_SNAPSHOT_INTERVAL_MS
+}
 fn default_xdp_mode() -> String {
     "driver".into()
 }
@@ -396,6 +406,9 @@ impl Job {
         self.dilation()?;
         if self.nics.is_empty() {
             return bad("no nics".into());
+        }
+        if self.snapshot_interval_ms == 0 {
+            return bad("snapshot_interval_ms must be at least 1".into());
         }
         if self.xdp_mode != "driver" && self.xdp_mode != "skb" {
             return bad(format!("xdp_mode {:?}: expected \"driver\" or \"skb\"", self.xdp_mode));
@@ -528,6 +541,10 @@ pub struct QpReport {
     pub goodput_bps: Option<f64>,
     /// DCQCN rate at the end, bits/s.
     pub rate_bps: u64,
+    /// DCQCN α of the requester (the reaction point's congestion estimate, 0..=1) at the
+    /// report's time; 0 without DCQCN.
+    #[serde(default)]
+    pub alpha: f64,
     /// Responder: bytes expected / placed.
     pub recv_bytes: u64,
     pub bytes_placed: u64,
@@ -575,6 +592,9 @@ pub struct NicReport {
     pub pfc_resume_frames_prio3: u64,
     /// Time the data priority (RoCEv2 data, 3 by default) was paused, ns.
     pub pfc_paused_ns_prio3: u64,
+    /// The data priority is paused at the report's time.
+    #[serde(default)]
+    pub pfc_paused_now: bool,
     /// Counters of the host XDP program by name (rx, roce, mac_control, pass, …).
     pub xdp: std::collections::BTreeMap<String, u64>,
 }
@@ -630,6 +650,7 @@ mod tests {
         let j = job();
         j.validate().unwrap();
         assert_eq!(j.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(j.snapshot_interval_ms, DEFAULT_SNAPSHOT_INTERVAL_MS);
         assert_eq!(j.xdp_mode, "driver");
         let s = j.qps[0].send.as_ref().unwrap();
         assert_eq!(s.window_packets, DEFAULT_WINDOW_PACKETS);

@@ -1,12 +1,15 @@
 //! Prometheus metrics of one `rocefab-hostd` (per QP and per NIC), updated from report
-//! snapshots the data thread publishes every 100 ms (never from the per-packet path), and served
-//! (`GET /metrics`, text exposition format 0.0.4) by the daemons' shared HTTP server,
-//! [`dataplane_user::http`], on a control thread of its own.
+//! snapshots the data thread publishes every `snapshot_interval_ms` (100 ms by default; never
+//! from the per-packet path), and served (`GET /metrics`, text exposition format 0.0.4) by the
+//! daemons' shared HTTP server, [`dataplane_user::http`], on a control thread of its own, next to
+//! `GET /sample` (the latest snapshot as a [`HostSample`], JSON; 503 before the first).
 //!
 //! Times and rates are emulated, as in the [`Report`] (DESIGN.md "Emulated time"): wall-clock
 //! measurements converted with the job's time dilation D, which `rocefab_time_dilation` exports.
 use std::net::TcpListener;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::sample::HostSample;
 
 use prometheus::{Counter, CounterVec, Encoder, Gauge, GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
 
@@ -28,6 +31,8 @@ pub struct Metrics {
     elapsed: Gauge,
     ok: Gauge,
     snapshots: Counter,
+    /// The latest snapshot as `GET /sample` serves it.
+    sample: Mutex<Option<HostSample>>,
 }
 
 fn qp_value(q: &super::job::QpReport, name: &str) -> u64 {
@@ -140,7 +145,7 @@ impl Metrics {
         )?;
         plain.register(Box::new(dilation.clone()))?;
         dilation.set(job.time_dilation);
-        Ok(Metrics { registry, plain, qp_counters, qp_rate, qp_goodput, nic_counters, nic_paused, elapsed, ok, snapshots })
+        Ok(Metrics { registry, plain, qp_counters, qp_rate, qp_goodput, nic_counters, nic_paused, elapsed, ok, snapshots, sample: Mutex::new(None) })
     }
 
     /// Brings every metric up to `r` (counters only move forward).
@@ -171,6 +176,12 @@ impl Metrics {
         self.elapsed.set(r.elapsed_ns as f64 / 1e9);
         self.ok.set(if r.ok { 1.0 } else { 0.0 });
         self.snapshots.inc();
+        *self.sample.lock().unwrap_or_else(PoisonError::into_inner) = Some(HostSample::from_report(r));
+    }
+
+    /// The latest snapshot's sample, if one was taken.
+    pub fn sample(&self) -> Option<HostSample> {
+        self.sample.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The text exposition.
@@ -191,7 +202,20 @@ impl Metrics {
 /// process exits.
 pub fn serve(listener: TcpListener, m: Arc<Metrics>) -> std::io::Result<std::thread::JoinHandle<()>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let router = dataplane_user::http::metrics_router(move || m.render());
+    let render = m.clone();
+    let router = dataplane_user::http::metrics_router(move || render.render()).route(
+        "/sample",
+        axum::routing::get(move || {
+            let sample = m.sample();
+            async move {
+                use axum::response::IntoResponse;
+                match sample {
+                    Some(s) => axum::Json(s).into_response(),
+                    None => (axum::http::StatusCode::SERVICE_UNAVAILABLE, "no snapshot yet\n").into_response(),
+                }
+            }
+        }),
+    );
     std::thread::Builder::new().name("rocefab-ctl".into()).spawn(move || {
         if let Err(e) = rt.block_on(dataplane_user::http::serve(listener, router)) {
             tracing::error!("metrics server: {e}");
@@ -257,5 +281,13 @@ mod tests {
         s.read_to_string(&mut out).unwrap();
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
         assert!(out.contains("rocefab_host_snapshots_total{job=\"j2\"} 1\n"), "{out}");
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /sample HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        let body = out.split_once("\r\n\r\n").unwrap().1;
+        assert_eq!(serde_json::from_str::<HostSample>(body).unwrap().job, "j2");
     }
 }

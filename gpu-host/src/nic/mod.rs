@@ -9,6 +9,7 @@
 //! | [`engine`]   | frames ⇄ `Sender`/`Receiver`/`NicPfc`, shaping, CNP, PFC (pure)     |
 //! | [`xsk`]      | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program         |
 //! | [`metrics`]  | Prometheus metrics per QP and per NIC, HTTP exposition           |
+//! | [`sample`]   | `GET /sample`: DCQCN rate, α, CNPs, pause state for the timeline  |
 //! | [`daemon`]   | the data thread: RX, timers, TX with explicit kicks, sleep when idle |
 //! | [`mirror`]   | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures |
 //! | [`agent`]    | `rocefab-nicd`: LLDP/DCBX agent per NIC, negotiated classes          |
@@ -20,4 +21,5 @@ pub mod job;
 pub mod metrics;
 pub mod mirror;
 pub mod pattern;
+pub mod sample;
 pub mod xsk;

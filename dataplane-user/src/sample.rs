@@ -1,0 +1,240 @@
+//! A switch's `GET /sample`: one JSON snapshot of what the DCQCN timeline (book ch. 11,
+//! Fig. 11-7; `rocefab run --timeline`) draws, taken while a job runs.
+//!
+//! Per port: the egress queue depths and their peak watermarks, the PFC frames sent and received
+//! per priority, which egress priorities the peer pauses now and for how long they have been
+//! paused in total, and the XDP program's ECN-marked and WRED-dropped counters; per switch: the
+//! WRED and xON/xOFF thresholds and the time dilation D. Values are raw: wall-clock times, bytes
+//! and counters since the daemon started; the sampler converts to emulated time.
+//!
+//! [`SwitchSample::build`] only reads the data plane's single-writer atomics
+//! ([`crate::stats`]) and a copy of the XDP counters: it takes no lock the data-plane thread
+//! takes.
+use std::sync::Arc;
+
+use dataplane_common::config::SwitchConfig;
+use dataplane_common::counter;
+use dataplane_common::limits::NUM_TC;
+use serde::{Deserialize, Serialize};
+
+use crate::stats::SwitchStats;
+
+/// The XDP counters per port and counter id, as [`crate::loader::XdpSwitch::counters`] reads them.
+pub type XdpCounters = Vec<[u64; counter::COUNT as usize]>;
+
+/// `GET /sample` for switch `cfg`: [`SwitchSample::build`] from `stats` and `xdp()` (called once
+/// per request, on the runtime's thread; `None` when the counters cannot be read).
+pub fn router<F>(cfg: SwitchConfig, stats: Arc<SwitchStats>, xdp: F) -> axum::Router
+where
+    F: Fn() -> Option<XdpCounters> + Send + Sync + 'static,
+{
+    let src = Arc::new((cfg, stats, xdp));
+    axum::Router::new().route(
+        "/sample",
+        axum::routing::get(move || {
+            let (cfg, stats, xdp) = &*src;
+            let sample = SwitchSample::build(cfg, stats, xdp().as_deref());
+            async move { axum::Json(sample) }
+        }),
+    )
+}
+
+/// The thresholds the timeline draws as horizontal lines (bytes, as configured).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// WRED minimum: no ECN mark below this egress queue depth.
+    pub wred_min_bytes: u64,
+    /// WRED maximum: every ECT packet marked at and above it.
+    pub wred_max_bytes: u64,
+    /// Bit tc set: egress queue tc runs WRED.
+    pub wred_queues: u8,
+    /// Ingress priority group: PFC XOFF sent when it crosses this.
+    pub xoff_bytes: u64,
+    /// Ingress priority group: PFC XON sent when it falls below this.
+    pub xon_bytes: u64,
+    /// Bit p set: priority p is lossless (PFC).
+    pub lossless_priorities: u8,
+}
+
+/// One port of a [`SwitchSample`]; arrays are indexed by traffic class / priority 0..=7.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortSample {
+    /// Interface name in the switch's namespace.
+    pub name: String,
+    /// What is on the other end (`host1:gpu0`, `spine1:eth3`).
+    pub peer: String,
+    /// Egress queue depth now, bytes.
+    pub depth_bytes: [u64; NUM_TC],
+    /// Highest egress queue depth since the daemon started, bytes.
+    pub peak_depth_bytes: [u64; NUM_TC],
+    /// PFC frames sent out of this port with the priority's bit set (XOFF, refresh, XON).
+    pub pfc_tx_frames: [u64; NUM_TC],
+    /// PFC frames received on this port with the priority's bit set.
+    pub pfc_rx_frames: [u64; NUM_TC],
+    /// The peer pauses this egress priority now.
+    pub paused: [bool; NUM_TC],
+    /// Total time this egress priority has been paused by the peer, ns (wall clock).
+    pub paused_ns: [u64; NUM_TC],
+    /// Packets the XDP program marked CE (ECN) on their way out of this port.
+    pub ecn_marked: u64,
+    /// Packets the XDP program dropped by WRED on their way out of this port.
+    pub wred_dropped: u64,
+}
+
+/// A switch's `GET /sample` answer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchSample {
+    pub switch: String,
+    /// Time dilation D of the switch's configuration (1 = real time).
+    pub time_dilation: f64,
+    pub thresholds: Thresholds,
+    /// The XDP counters could not be read for this sample (`ecn_marked` and `wred_dropped` are 0).
+    #[serde(default)]
+    pub xdp_unread: bool,
+    pub ports: Vec<PortSample>,
+}
+
+impl SwitchSample {
+    /// The sample of switch `cfg` from its live statistics and the XDP counters (per port, per
+    /// counter id, as [`crate::loader::XdpSwitch::counters`] returns them; `None` when they could
+    /// not be read).
+    pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
+        let q = &cfg.qos;
+        let ports = cfg
+            .ports
+            .iter()
+            .zip(&stats.ports)
+            .enumerate()
+            .map(|(i, (pc, ps))| {
+                let mask = ps.paused_mask.get();
+                let row = xdp.and_then(|x| x.get(i));
+                PortSample {
+                    name: pc.name.clone(),
+                    peer: pc.peer.clone(),
+                    depth_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_bytes.get()),
+                    peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
+                    pfc_tx_frames: std::array::from_fn(|p| ps.prio[p].pfc_tx_frames.get()),
+                    pfc_rx_frames: std::array::from_fn(|p| ps.prio[p].pfc_rx_frames.get()),
+                    paused: std::array::from_fn(|p| mask & (1 << p) != 0),
+                    paused_ns: std::array::from_fn(|p| ps.prio[p].paused_ns.get()),
+                    ecn_marked: row.map_or(0, |r| r[counter::ECN_MARKED as usize]),
+                    wred_dropped: row.map_or(0, |r| r[counter::WRED_DROPPED as usize]),
+                }
+            })
+            .collect();
+        SwitchSample {
+            switch: cfg.name.clone(),
+            time_dilation: cfg.time_dilation,
+            thresholds: Thresholds {
+                wred_min_bytes: q.wred.min_bytes,
+                wred_max_bytes: q.wred.max_bytes,
+                wred_queues: q.wred.queues,
+                xoff_bytes: q.xoff_bytes,
+                xon_bytes: q.xon_bytes,
+                lossless_priorities: q.lossless_priorities,
+            },
+            xdp_unread: xdp.is_none(),
+            ports,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dataplane_common::config::{NextHopConfig, PortConfig};
+
+    fn cfg() -> SwitchConfig {
+        SwitchConfig {
+            name: "rail1".into(),
+            role: "rail".into(),
+            netns: None,
+            hash_seed: 1,
+            metrics_listen: "127.0.0.1:0".parse().unwrap(),
+            dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
+            queue_limit_bytes: 1 << 20,
+            xdp_mode: "driver".into(),
+            ports: [("eth0", "host1:gpu0"), ("eth1", "spine1:eth3")]
+                .iter()
+                .map(|(n, peer)| PortConfig {
+                    name: n.to_string(),
+                    mac: "02:00:00:00:00:01".parse().unwrap(),
+                    line_rate_bps: 1_000_000_000,
+                    addresses: vec![],
+                    peer: peer.to_string(),
+                })
+                .collect(),
+            nexthops: vec![NextHopConfig { port: 1, mac: "02:00:00:00:00:02".parse().unwrap() }],
+            groups: vec![vec![0]],
+            routes: vec![],
+            qos: Default::default(),
+            lldp: Default::default(),
+            chassis_mac: None,
+            time_dilation: 1000.0,
+        }
+    }
+
+    #[test]
+    fn sample_reflects_stats_counters_and_config() {
+        let cfg = cfg();
+        let stats = SwitchStats::new(2);
+        let q = &stats.ports[1].queues[3];
+        q.depth_bytes.set(4_000);
+        q.peak_depth_bytes.raise(9_000);
+        q.peak_depth_bytes.raise(5_000);
+        stats.ports[1].prio[3].pfc_rx_frames.add(2);
+        stats.ports[0].prio[3].pfc_tx_frames.add(5);
+        stats.ports[1].prio[3].paused_ns.set(70_000);
+        stats.ports[1].paused_mask.set(1 << 3);
+        let mut xdp = vec![[0u64; counter::COUNT as usize]; 2];
+        xdp[1][counter::ECN_MARKED as usize] = 17;
+        xdp[1][counter::WRED_DROPPED as usize] = 2;
+        xdp[0][counter::ROUTE_MISS as usize] = 99;
+        let s = SwitchSample::build(&cfg, &stats, Some(&xdp));
+        assert_eq!((s.switch.as_str(), s.time_dilation, s.xdp_unread), ("rail1", 1000.0, false));
+        assert_eq!(
+            s.thresholds,
+            Thresholds { wred_min_bytes: 150_000, wred_max_bytes: 3_000_000, wred_queues: 1 << 3, xoff_bytes: 3_200_000, xon_bytes: 120_000, lossless_priorities: 1 << 3 }
+        );
+        let p = &s.ports[1];
+        assert_eq!((p.name.as_str(), p.peer.as_str()), ("eth1", "spine1:eth3"));
+        assert_eq!((p.depth_bytes[3], p.peak_depth_bytes[3]), (4_000, 9_000));
+        assert_eq!((p.pfc_rx_frames[3], p.paused_ns[3], p.ecn_marked, p.wred_dropped), (2, 70_000, 17, 2));
+        assert_eq!(p.paused, [false, false, false, true, false, false, false, false]);
+        assert_eq!((s.ports[0].pfc_tx_frames[3], s.ports[0].ecn_marked), (5, 0));
+        assert!(!s.ports[0].paused.iter().any(|&b| b));
+
+        let s2 = SwitchSample::build(&cfg, &stats, None);
+        assert!(s2.xdp_unread);
+        assert_eq!(s2.ports[1].ecn_marked, 0);
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.contains("\"ecn_marked\":17"), "{text}");
+        assert_eq!(serde_json::from_str::<SwitchSample>(&text).unwrap(), s);
+    }
+
+    #[test]
+    fn sample_is_served_as_json() {
+        use std::io::{Read, Write};
+        let stats = Arc::new(SwitchStats::new(2));
+        stats.ports[0].queues[3].depth_bytes.set(1_500);
+        let xdp = || {
+            let mut c = vec![[0u64; counter::COUNT as usize]; 2];
+            c[0][counter::ECN_MARKED as usize] = 4;
+            Some(c)
+        };
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let r = router(cfg(), stats, xdp);
+        std::thread::spawn(move || rt.block_on(crate::http::serve(l, r)));
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /sample HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
+        assert!(out.to_ascii_lowercase().contains("content-type: application/json"), "{out}");
+        let got: SwitchSample = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();
+        assert_eq!((got.switch.as_str(), got.ports[0].depth_bytes[3], got.ports[0].ecn_marked), ("rail1", 1_500, 4));
+    }
+}
