@@ -134,9 +134,13 @@ pub fn warnings(m: &Measured) -> Vec<String> {
             ));
         }
     }
+    // A receiving link near its line rate is the bottleneck the senders share (an incast): their
+    // low rates are its fair share, not the machine's doing.
+    let saturated_receiver = m.nics.iter().any(|n| n.rx_bps >= RECEIVER_SLOW * n.line_rate_bps);
     let free: Vec<&NicUse> = m
         .nics
         .iter()
+        .filter(|_| !saturated_receiver)
         .filter(|n| m.senders_busy_throughout && n.sends && n.cnps_received == 0 && n.retransmitted_packets == 0 && n.paused_fraction < PAUSED_LITTLE)
         .filter(|n| n.tx_bps < SENDER_SLOW * n.line_rate_bps)
         .collect();
@@ -171,6 +175,19 @@ mod tests {
             cnps_received: 0,
             retransmitted_packets: 0,
         }
+    }
+
+    #[test]
+    fn senders_at_their_fair_share_of_a_saturated_receiver_are_not_the_machine() {
+        // 7:1 incast: the receiver runs at 99 % of its rate, each sender at 1/7 of its own.
+        let mut nics = vec![nic("host1:gpu0", 0.99, 0.0)];
+        nics.extend((0..7).map(|i| nic(&format!("s{i}"), 0.0, 0.99 / 7.0)));
+        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.5), nics, senders_busy_throughout: true };
+        assert!(warnings(&m).is_empty(), "{:?}", warnings(&m));
+        // The same senders with the receiver far below its rate: the machine.
+        let mut m = m;
+        m.nics[0].rx_bps = 0.2 * G400;
+        assert_eq!(warnings(&m).len(), 1, "{:?}", warnings(&m));
     }
 
     #[test]

@@ -267,8 +267,8 @@ pub fn render_table(r: &RunReport) -> String {
         r.time_dilation
     );
     s += &format!(
-        "job completion time {:.3} s, verified ranks {}/{}, retransmitted packets {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n\n",
-        r.completion_ns as f64 / 1e9,
+        "job completion time {}, verified ranks {}/{}, retransmitted packets {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n\n",
+        duration(r.completion_ns),
         r.verified_ranks,
         r.ranks,
         r.retransmitted_packets,
@@ -313,6 +313,18 @@ pub fn render_table(r: &RunReport) -> String {
         s += &format!("warning: {w}\n");
     }
     s
+}
+
+/// A duration with a unit that keeps 4 significant digits: `2.551 s`, `1.069 ms`, `645.3 µs`.
+fn duration(ns: u64) -> String {
+    let ns = ns as f64;
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.1} µs", ns / 1e3)
+    }
 }
 
 fn human(b: u64) -> String {
