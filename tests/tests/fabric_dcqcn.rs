@@ -1,0 +1,106 @@
+//! DCQCN end to end on `topologies/rail-spine-400g.yaml` (400G hosts, 800G spines, time dilation
+//! 8000; issue 9): a 7:1 lossless incast into host1:gpu0 with WRED/ECN on. The bottleneck queue
+//! (rail1 towards host1:gpu0) must first reach WRED min; then rail1's XDP marks CE, rank 0's NIC
+//! answers with CNPs at DSCP 48 that cross the switches in strict queue 7, and every sender's
+//! DCQCN rate is cut below line rate. The same incast with `wred: off` needs more PFC frames (the
+//! book's claim that ECN keeps PFC rare). `rocefab run --timeline` writes the Figure 11-7 SVG and
+//! its samples during the run; both are checked for every series. Needs root.
+use std::path::PathBuf;
+use std::process::Command;
+
+use rocefab_tests::fabric::{metric, rocefab_bin, Fabric};
+use serde_json::Value;
+
+/// Window of 4096 packets per QP: large enough that the incast can fill rail1's ingress groups
+/// past xOFF when nothing else stops it, so that PFC has something to do.
+const WINDOW: &str = "4096";
+
+struct Out(PathBuf);
+impl Drop for Out {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `rocefab run <fabric> incast --size 4MiB --json` plus `extra`; the JSON report.
+fn incast(f: &Fabric, extra: &[&str]) -> Value {
+    let o = Command::new(rocefab_bin())
+        .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--window-packets", WINDOW, "--timeout", "120"])
+        .args(extra)
+        .output()
+        .expect("rocefab run");
+    assert!(o.status.success(), "rocefab run failed:\n{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).expect("report JSON")
+}
+
+/// PFC frames every switch of the fabric sent, all ports and priorities.
+fn switch_pfc_frames(f: &Fabric) -> f64 {
+    ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), "rocefab_pfc_tx_frames_total", &[])).sum()
+}
+
+#[test]
+fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_without_ecn() {
+    let svg = Out(std::env::temp_dir().join("rf-dcqcn-timeline.svg"));
+    let json = Out(std::env::temp_dir().join("rf-dcqcn-timeline.json"));
+    let on = {
+        let f = Fabric::up("rail-spine-400g.yaml", "rfq");
+        assert_eq!(f.config("rail1").time_dilation, 8000.0);
+        let to_rank0 = f.port_to("rail1", "host1:gpu0");
+        let port = format!("rail1:{to_rank0}");
+        let rep = incast(&f, &["--timeline", svg.0.to_str().unwrap(), "--timeline", json.0.to_str().unwrap(), "--timeline-port", &port]);
+        assert_eq!(rep["ok"], true, "{rep}");
+        assert_eq!(rep["time_dilation"], 8000.0);
+        let tl: Value = serde_json::from_str(&std::fs::read_to_string(&json.0).expect("timeline JSON")).unwrap();
+        let t = &tl["timeline"];
+        // The congestion happened: rail1's queue 3 towards rank 0 went past WRED min. (With
+        // these windows rail2's uplinks can congest too when ECMP puts three of its four
+        // cross-rail senders on one spine: 1200G into 800G.)
+        assert_eq!((t["bottleneck"]["switch"].as_str(), t["bottleneck"]["port"].as_str(), t["bottleneck"]["tc"].as_u64()), (Some("rail1"), Some(to_rank0.as_str()), Some(3)), "{}", t["bottleneck"]);
+        let peak = t["bottleneck"]["peak_depth_bytes"].as_f64().unwrap();
+        assert!(peak >= 150_000.0, "the bottleneck queue peaked at {peak} bytes, below WRED min");
+        // rail1 marked; rank 0's NIC sent CNPs; each one crossed rail1 in strict queue 7 (to a
+        // local sender or towards a spine).
+        let m = f.metrics("rail1");
+        assert!(metric(&m, "rocefab_xdp_ecn_marked_total", &[]) > 0.0, "no CE marks at rail1");
+        let marked: f64 = ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), "rocefab_xdp_ecn_marked_total", &[])).sum();
+        let cnps = rep["cnps_sent"].as_f64().unwrap();
+        assert!(cnps > 0.0 && cnps <= marked, "CNPs {cnps}, marks {marked}");
+        let q7: f64 = f.config("rail1").ports.iter().filter(|p| p.name != to_rank0).map(|p| metric(&m, "rocefab_queue_dequeued_packets_total", &[("port", &p.name), ("queue", "7")])).sum();
+        assert!(q7 >= cnps, "rail1 forwarded {q7} frames in queue 7, fewer than the {cnps} CNPs");
+        // Every sender got CNPs and its DCQCN rate went below line rate during the run.
+        let qps = rep["qps"].as_array().unwrap();
+        assert_eq!(qps.len(), 7);
+        for q in qps {
+            assert!(q["cnps_received"].as_u64().unwrap() > 0, "{q}");
+        }
+        let rates = t["rates"].as_array().unwrap();
+        assert_eq!(rates.len(), 7, "a DCQCN rate series per sender");
+        for r in rates {
+            let min = r["points"].as_array().unwrap().iter().map(|p| p["v"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+            assert!(min < 400e9 * 0.6, "{}: DCQCN rate never cut (min {min})", r["name"]);
+        }
+        assert!(t["ecn_marks"].as_array().unwrap().iter().any(|p| p["v"].as_f64().unwrap() > 0.0), "no marks in the timeline");
+        assert_eq!(t["cnps"].as_array().unwrap().len(), 7);
+        // The picture holds every series and threshold.
+        let text = std::fs::read_to_string(&svg.0).expect("timeline SVG");
+        assert!(text.starts_with("<svg") || text.starts_with("<?xml"), "not an SVG");
+        for label in ["WRED min", "WRED max", "xOFF", "xON", "rank 1 -&gt; rank 0", "rank 7 -&gt; rank 0"] {
+            assert!(text.contains(label), "the SVG lacks {label:?}");
+        }
+        let g: Vec<f64> = qps.iter().map(|q| q["goodput_bps"].as_f64().unwrap()).collect();
+        let jain = g.iter().sum::<f64>().powi(2) / (g.len() as f64 * g.iter().map(|x| x * x).sum::<f64>());
+        eprintln!("ECN on: JCT {} µs, Jain {jain:.3}, CNPs {cnps}, marks {marked}, peak {peak} B", rep["completion_ns"].as_f64().unwrap() / 1e3);
+        switch_pfc_frames(&f)
+    };
+    let off = {
+        let f = Fabric::up_with("rail-spine-400g.yaml", "rfq0", "  wred: off\n");
+        assert_eq!(f.config("rail1").qos.wred.queues, 0, "the appended key lands in qos");
+        let rep = incast(&f, &[]);
+        assert_eq!(rep["ok"], true, "{rep}");
+        assert_eq!(rep["cnps_sent"], 0);
+        switch_pfc_frames(&f)
+    };
+    eprintln!("PFC frames sent by the switches: ECN on {on}, ECN off {off}");
+    assert!(off > 0.0, "without ECN the incast should have needed PFC");
+    assert!(on < off, "ECN on sent {on} PFC frames, not fewer than ECN off ({off})");
+}
