@@ -8,6 +8,9 @@
 //! the fabric down — also when a step fails or on Ctrl-C. Then the lossless part: it brings up
 //! `topologies/rail-spine-incast.yaml` (rank 0's link at 100 Mbit/s), runs a 7:1 incast into
 //! rank 0 and prints the PFC counters of every switch port, hop by hop, with the drops (none).
+//! Last, congestion control: `topologies/rail-spine-400g.yaml` (400G hosts, 800G spines, time
+//! dilation 8000) runs a 7:1 incast with WRED/ECN and DCQCN and writes the DCQCN timeline (book
+//! Fig. 11-7) to `target/demo/dcqcn-timeline.svg` and `.json`.
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -25,6 +28,10 @@ const FABRIC: &str = "rs";
 const INCAST_TOPOLOGY: &str = "topologies/rail-spine-incast.yaml";
 const INCAST_FABRIC: &str = "rsi";
 const INCAST_SIZE: &str = "4MiB";
+const DCQCN_TOPOLOGY: &str = "topologies/rail-spine-400g.yaml";
+const DCQCN_FABRIC: &str = "rs400";
+/// Where the demo writes the DCQCN timeline (book Fig. 11-7): `.svg` and `.json`.
+const TIMELINE: &str = "target/demo/dcqcn-timeline";
 /// (DSCP, label) of the three classes sent.
 const CLASSES: [(u8, &str); 3] = [(24, "RoCEv2 (DSCP 24)"), (48, "CNP (DSCP 48)"), (0, "best effort (DSCP 0)")];
 const PACKETS_PER_CLASS: u64 = 2000;
@@ -134,6 +141,17 @@ pub fn run_demo() -> anyhow::Result<()> {
     run(Command::new(&rocefab).args(["run", INCAST_FABRIC, "incast", "--size", INCAST_SIZE, "--retransmit-timeout-ms", "2000"]))?;
     let after = scrape_pfc(&incast_daemons)?;
     print_pfc_table(&before, &after, &peers(INCAST_FABRIC, &incast_daemons));
+    drop(_guard);
+
+    check_interrupted()?;
+    eprintln!("\n== rocefab up {DCQCN_TOPOLOGY}: the same layout described as a 400G/800G fabric, time dilation 8000, WRED/ECN on queue 3");
+    run(Command::new(&rocefab).current_dir(&root).args(["up", DCQCN_TOPOLOGY]).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
+    let _guard = FabricGuard { rocefab: rocefab.clone(), fabric: DCQCN_FABRIC };
+    std::fs::create_dir_all(root.join("target/demo")).context("creating target/demo")?;
+    let (svg, json) = (root.join(format!("{TIMELINE}.svg")), root.join(format!("{TIMELINE}.json")));
+    eprintln!("\n== rocefab run {DCQCN_FABRIC} incast --size {INCAST_SIZE} --timeline …: 7:1 incast with DCQCN, report in emulated time, the Figure 11-7 timeline");
+    run(Command::new(&rocefab).args(["run", DCQCN_FABRIC, "incast", "--size", INCAST_SIZE]).arg("--timeline").arg(&svg).arg("--timeline").arg(&json))?;
+    println!("\nDCQCN timeline: {} (samples: {})", svg.display(), json.display());
     Ok(())
 }
 
