@@ -36,6 +36,7 @@ struct QueueHandles {
     dropped_packets: IntCounter,
     dropped_bytes: IntCounter,
     depth_bytes: IntGauge,
+    depth_peak_bytes: IntGauge,
     depth_packets: IntGauge,
     admission_dropped: IntCounter,
     pfcwd_dropped: IntCounter,
@@ -192,6 +193,7 @@ impl Metrics {
         let drop_b = counter_vec("rocefab_queue_dropped_bytes_total", "Bytes tail-dropped at the queue limit", pq)?;
         let depth_b = gauge_vec("rocefab_queue_depth_bytes", "Current queue depth in bytes", pq)?;
         let depth_p = gauge_vec("rocefab_queue_depth_packets", "Current queue depth in frames", pq)?;
+        let depth_peak = gauge_vec("rocefab_queue_depth_peak_bytes", "Highest queue depth in bytes since the daemon started", pq)?;
         let adm_drop = counter_vec(
             "rocefab_queue_admission_dropped_packets_total",
             "Frames dropped at admission by the shared buffer (lossy queue or shared pool full, or no UMEM frame left)",
@@ -319,6 +321,7 @@ impl Metrics {
                                 dropped_packets: drop_p.with_label_values(&l),
                                 dropped_bytes: drop_b.with_label_values(&l),
                                 depth_bytes: depth_b.with_label_values(&l),
+                                depth_peak_bytes: depth_peak.with_label_values(&l),
                                 depth_packets: depth_p.with_label_values(&l),
                                 admission_dropped: adm_drop.with_label_values(&l),
                                 pfcwd_dropped: wd_drop.with_label_values(&l),
@@ -413,6 +416,7 @@ impl Metrics {
                 sync_stat(&qh.dropped_packets, &qs.dropped_packets);
                 sync_stat(&qh.dropped_bytes, &qs.dropped_bytes);
                 qh.depth_bytes.set(qs.depth_bytes.get() as i64);
+                qh.depth_peak_bytes.set(qs.peak_depth_bytes.get() as i64);
                 qh.depth_packets.set(qs.depth_packets.get() as i64);
                 sync_stat(&qh.admission_dropped, &qs.admission_dropped_packets);
                 sync_stat(&qh.pfcwd_dropped, &qs.pfcwd_dropped_packets);
@@ -538,6 +542,9 @@ mod tests {
         let q = [("switch", "sw1"), ("port", "eth1"), ("queue", "3")];
         assert_eq!(value(&t, "rocefab_queue_enqueued_packets_total", &q), Some(5.0));
         assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(4500.0));
+        stats.ports[1].queues[3].peak_depth_bytes.set(9000);
+        let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
+        assert_eq!(value(&t, "rocefab_queue_depth_peak_bytes", &q), Some(9000.0));
         assert_eq!(value(&t, "rocefab_port_rx_packets_total", &[("port", "eth0")]), Some(7.0));
         assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0"), ("switch", "sw1")]), Some(11.0));
         assert_eq!(value(&t, "rocefab_xdp_redirect_failed_total", &[("port", "eth1")]), Some(0.0));
