@@ -31,6 +31,45 @@
 //! [`icrc`] computes and verifies the ICRC; [`frame`] builds and parses whole Ethernet frames
 //! with `etherparse`.
 
+/// The zero-copy view of a fixed-length header (smoltcp style): `Packet<T>` over a buffer with
+/// `new_unchecked`, `new_checked`, `check_len` (reports `$layer` when the buffer is shorter
+/// than the module's `LEN`) and `into_inner`. The header's module adds its field accessors.
+macro_rules! fixed_len_packet {
+    ($name:literal, $layer:expr) => {
+        #[doc = concat!("A read/write view of a ", $name, " at the start of a buffer.")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Packet<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> Packet<T> {
+            /// Wrap without checking the length.
+            pub const fn new_unchecked(buffer: T) -> Self {
+                Packet { buffer }
+            }
+            #[doc = concat!("Wrap, checking that the buffer holds a whole ", $name, ".")]
+            pub fn new_checked(buffer: T) -> Result<Self, Error> {
+                let p = Self::new_unchecked(buffer);
+                p.check_len()?;
+                Ok(p)
+            }
+            /// Ensure that no getter panics.
+            pub fn check_len(&self) -> Result<(), Error> {
+                let len = self.buffer.as_ref().len();
+                if len < LEN {
+                    Err(Error::Truncated { layer: $layer, needed: LEN, available: len })
+                } else {
+                    Ok(())
+                }
+            }
+            /// The wrapped buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
 pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;

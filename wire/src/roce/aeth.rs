@@ -129,36 +129,9 @@ impl core::fmt::Display for Syndrome {
     }
 }
 
-/// A read/write view of an AETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!("AETH", Layer::Aeth);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap without checking the length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wrap, checking that the buffer holds a whole AETH.
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Ensure that no getter panics.
-    pub fn check_len(&self) -> Result<(), Error> {
-        let len = self.buffer.as_ref().len();
-        if len < LEN {
-            Err(Error::Truncated { layer: Layer::Aeth, needed: LEN, available: len })
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
     /// The raw syndrome byte.
     pub fn syndrome_raw(&self) -> u8 {
         self.buffer.as_ref()[field::SYNDROME]

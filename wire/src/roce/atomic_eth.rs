@@ -40,11 +40,7 @@ mod field {
 /// Length of the AtomicETH in bytes.
 pub const LEN: usize = field::END;
 
-/// A read/write view of an AtomicETH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!("AtomicETH", Layer::AtomicEth);
 
 fn get64(b: &[u8]) -> u64 {
     let mut a = [0u8; 8];
@@ -53,29 +49,6 @@ fn get64(b: &[u8]) -> u64 {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap without checking the length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wrap, checking that the buffer holds a whole AtomicETH.
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Ensure that no getter panics.
-    pub fn check_len(&self) -> Result<(), Error> {
-        let len = self.buffer.as_ref().len();
-        if len < LEN {
-            Err(Error::Truncated { layer: Layer::AtomicEth, needed: LEN, available: len })
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
     /// Remote virtual address.
     pub fn va(&self) -> u64 {
         get64(&self.buffer.as_ref()[field::VA])

@@ -48,36 +48,9 @@ pub const NEXT_HEADER_IBA: u8 = 0x1b;
 
 const FLOW_MASK: u32 = 0x000f_ffff;
 
-/// A read/write view of a GRH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!("GRH", Layer::Grh);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap without checking the length.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-    /// Wrap, checking that the buffer holds a whole GRH.
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-    /// Ensure that no getter panics.
-    pub fn check_len(&self) -> Result<(), Error> {
-        let len = self.buffer.as_ref().len();
-        if len < LEN {
-            Err(Error::Truncated { layer: Layer::Grh, needed: LEN, available: len })
-        } else {
-            Ok(())
-        }
-    }
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
     fn word0(&self) -> u32 {
         let b = &self.buffer.as_ref()[field::VER_TC_FLOW];
         u32::from_be_bytes([b[0], b[1], b[2], b[3]])
