@@ -27,6 +27,26 @@ pub enum DaemonError {
     Signals(nix::Error),
 }
 
+/// A daemon's `main`: logging to stderr or `log_file`, then `run`; an error is logged and, when
+/// logging goes to a file, printed on stderr as `name: error` too, with exit status 1.
+pub fn main_with(name: &str, log_file: Option<&std::path::Path>, run: impl FnOnce() -> anyhow::Result<()>) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    if let Err(e) = init_logging(log_file) {
+        eprintln!("{name}: {e:#}");
+        return ExitCode::FAILURE;
+    }
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            if log_file.is_some() {
+                eprintln!("{name}: {e:#}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The daemons' logging: `RUST_LOG` or `info`, to `log_file` (appended, no colours) or stderr.
 pub fn init_logging(log_file: Option<&std::path::Path>) -> std::io::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

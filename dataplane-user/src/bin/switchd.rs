@@ -363,18 +363,5 @@ async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<Contr
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(e) = dataplane_user::daemon::init_logging(args.log_file.as_deref()) {
-        eprintln!("rocefab-switchd: {e:#}");
-        return ExitCode::FAILURE;
-    }
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            if args.log_file.is_some() {
-                eprintln!("rocefab-switchd: {e:#}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    dataplane_user::daemon::main_with("rocefab-switchd", args.log_file.as_deref(), || run(&args))
 }

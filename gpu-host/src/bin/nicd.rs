@@ -532,18 +532,5 @@ fn run(args: &Args) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(e) = dataplane_user::daemon::init_logging(args.log_file.as_deref()) {
-        eprintln!("rocefab-nicd: {e:#}");
-        return ExitCode::FAILURE;
-    }
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e:#}");
-            if args.log_file.is_some() {
-                eprintln!("rocefab-nicd: {e:#}");
-            }
-            ExitCode::FAILURE
-        }
-    }
+    dataplane_user::daemon::main_with("rocefab-nicd", args.log_file.as_deref(), || run(&args))
 }
