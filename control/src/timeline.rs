@@ -542,7 +542,8 @@ impl Timeline {
                 name,
                 peer,
                 intervals: iv.iter().map(|&(a, b)| [us(a, d), us(b, d)]).collect(),
-                paused_us: us(last.2.saturating_sub(first.2), d),
+                // Both daemons report paused time in emulated ns already.
+                paused_us: last.2.saturating_sub(first.2) as f64 / 1e3,
                 pfc_frames: last.3.saturating_sub(first.3),
             });
         };
@@ -576,8 +577,7 @@ impl Timeline {
                 let peer = facing.get(&name).cloned().unwrap_or_default();
                 let obs: LaneObs = seq
                     .iter()
-                    // hostd's paused time is emulated already; lanes take wall ns (as switches give).
-                    .filter_map(|x| x.sample.nics.iter().find(|n| n.name == nic.name).map(|n| (x.t_ns, n.paused, (n.paused_ns as f64 * d) as u64, n.pfc_frames_received)))
+                    .filter_map(|x| x.sample.nics.iter().find(|n| n.name == nic.name).map(|n| (x.t_ns, n.paused, n.paused_ns, n.pfc_frames_received)))
                     .collect();
                 push(name, peer, obs);
             }
@@ -924,10 +924,11 @@ mod tests {
                 b.ecn_marked = ecn[i];
                 let mut s = port("eth0", "rail1:eth2");
                 s.paused[3] = paused[i];
-                s.paused_ns[3] = paused_ns[i];
+                // The daemons report paused time in emulated ns: wall ÷ D.
+                s.paused_ns[3] = (paused_ns[i] as f64 / d) as u64;
                 s.pfc_rx_frames[3] = i as u64;
                 s.ecn_marked = 1;
-                let nic = NicSample { name: "gpu0".into(), data_priority: 3, paused: i == 2, paused_ns: if i >= 2 { 3 * MS } else { 0 }, pfc_frames_received: 0 };
+                let nic = NicSample { name: "gpu0".into(), data_priority: 3, paused: i == 2, paused_ns: if i >= 2 { (3.0 * MS as f64 / d) as u64 } else { 0 }, pfc_frames_received: 0 };
                 Round {
                     t_ns: t,
                     switches: vec![

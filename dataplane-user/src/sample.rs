@@ -73,11 +73,11 @@ pub struct PortSample {
     pub pfc_rx_frames: [u64; NUM_TC],
     /// The peer pauses this egress priority now.
     pub paused: [bool; NUM_TC],
-    /// Total time this egress priority has been paused by the peer, ns (wall clock).
+    /// Total time this egress priority has been paused by the peer, emulated ns (wall ÷ D).
     pub paused_ns: [u64; NUM_TC],
-    /// Packets the XDP program marked CE (ECN) on their way out of this port.
+    /// Packets that arrived on this port and the XDP program marked CE (ECN).
     pub ecn_marked: u64,
-    /// Packets the XDP program dropped by WRED on their way out of this port.
+    /// Packets that arrived on this port and the XDP program dropped by WRED (Not-ECT).
     pub wred_dropped: u64,
 }
 
@@ -100,6 +100,7 @@ impl SwitchSample {
     /// not be read).
     pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
         let q = &cfg.qos;
+        let d = dataplane_common::time::Dilation::new(cfg.time_dilation).unwrap_or(dataplane_common::time::Dilation::REAL_TIME);
         let ports = cfg
             .ports
             .iter()
@@ -116,7 +117,7 @@ impl SwitchSample {
                     pfc_tx_frames: std::array::from_fn(|p| ps.prio[p].pfc_tx_frames.get()),
                     pfc_rx_frames: std::array::from_fn(|p| ps.prio[p].pfc_rx_frames.get()),
                     paused: std::array::from_fn(|p| mask & (1 << p) != 0),
-                    paused_ns: std::array::from_fn(|p| ps.prio[p].paused_ns.get()),
+                    paused_ns: std::array::from_fn(|p| d.to_emulated_ns(ps.prio[p].paused_ns.get())),
                     ecn_marked: row.map_or(0, |r| r[counter::ECN_MARKED as usize]),
                     wred_dropped: row.map_or(0, |r| r[counter::WRED_DROPPED as usize]),
                 }
@@ -199,7 +200,8 @@ mod tests {
         let p = &s.ports[1];
         assert_eq!((p.name.as_str(), p.peer.as_str()), ("eth1", "spine1:eth3"));
         assert_eq!((p.depth_bytes[3], p.peak_depth_bytes[3]), (4_000, 9_000));
-        assert_eq!((p.pfc_rx_frames[3], p.paused_ns[3], p.ecn_marked, p.wred_dropped), (2, 70_000, 17, 2));
+        // 70 µs of wall clock paused at D = 1000: 70 ns emulated.
+        assert_eq!((p.pfc_rx_frames[3], p.paused_ns[3], p.ecn_marked, p.wred_dropped), (2, 70, 17, 2));
         assert_eq!(p.paused, [false, false, false, true, false, false, false, false]);
         assert_eq!((s.ports[0].pfc_tx_frames[3], s.ports[0].ecn_marked), (5, 0));
         assert!(!s.ports[0].paused.iter().any(|&b| b));
