@@ -4,8 +4,9 @@
 //! Per port: the egress queue depths and their peak watermarks, the PFC frames sent and received
 //! per priority, which egress priorities the peer pauses now and for how long they have been
 //! paused in total, and the XDP program's ECN-marked and WRED-dropped counters; per switch: the
-//! WRED and xON/xOFF thresholds and the time dilation D. Values are raw: wall-clock times, bytes
-//! and counters since the daemon started; the sampler converts to emulated time.
+//! WRED and xON/xOFF thresholds and the time dilation D. Bytes and counters are totals since the
+//! daemon started; paused time is emulated (wall ÷ D), as in the metrics; the sampler stamps
+//! each answer with its own clock and converts those stamps to emulated time.
 //!
 //! [`SwitchSample::build`] only reads the data plane's single-writer atomics
 //! ([`crate::stats`]) and a copy of the XDP counters: it takes no lock the data-plane thread
