@@ -136,12 +136,11 @@ pub fn warnings(m: &Measured) -> Vec<String> {
     }
     // A receiving link near its line rate is the bottleneck the senders share (an incast): their
     // low rates are its fair share, not the machine's doing.
-    let saturated_receiver = m.nics.iter().any(|n| n.rx_bps >= RECEIVER_SLOW * n.line_rate_bps);
+    let judge_senders = m.senders_busy_throughout && !m.nics.iter().any(|n| n.rx_bps >= RECEIVER_SLOW * n.line_rate_bps);
     let free: Vec<&NicUse> = m
         .nics
         .iter()
-        .filter(|_| !saturated_receiver)
-        .filter(|n| m.senders_busy_throughout && n.sends && n.cnps_received == 0 && n.retransmitted_packets == 0 && n.paused_fraction < PAUSED_LITTLE)
+        .filter(|n| judge_senders && n.sends && n.cnps_received == 0 && n.retransmitted_packets == 0 && n.paused_fraction < PAUSED_LITTLE)
         .filter(|n| n.tx_bps < SENDER_SLOW * n.line_rate_bps)
         .collect();
     if !free.is_empty() {
