@@ -6,7 +6,11 @@
 //!   also DESIGN.md).
 //! * [`ReactionPoint`] (RP, sender NIC), per QP, pure and clock-injected:
 //!   - on CNP: `Rt = Rc; Rc = Rc·(1 − α/2); α = (1 − g)·α + g` (the cut uses α before the
-//!     update), and the rate-increase timer, byte counter and their stage counts are reset;
+//!     update), and the rate-increase timer, byte counter and their stage counts are reset.
+//!     `Rt = Rc` (the target clamp) happens only when the rate rose since the last cut (a timer
+//!     or byte-counter increase event), unless `clamp_target_rate` is set: a burst of CNPs with
+//!     no recovery in between keeps the target the QP had before the burst, as the reference
+//!     implementations below do by default;
 //!   - α decay: every `K` without a CNP, `α = (1 − g)·α`;
 //!   - rate increase events come from a timer (period `T`) and a byte counter (every `B`
 //!     bytes). With `t`, `b` the numbers of timer / byte-counter events since the last cut:
@@ -34,6 +38,13 @@
 //! | `rate_hai_bps` R_HAI       | `RateHAI` (`m_rhai`)                                | 50 Mb/s   |
 //! | `min_rate_bps`             | `MinRate` (`m_minRate`)                             | 100 Mb/s  |
 //! | `alpha_init`               | `cnp_received_mlx`: `m_alpha = 1` on the first CNP  | 1.0       |
+//! | `clamp_target_rate`        | `ClampTargetRate` (`m_EcnClampTgtRate`)             | false     |
+//!
+//! With `ClampTargetRate` false, `CheckRateDecreaseMlx` clamps the target only when a timer
+//! increase stage ran since the last cut (`m_rpTimeStage != 0`). ns-3 has no byte counter; the
+//! NIC's firmware rule (`clamp_tgt_rate` false, `clamp_tgt_rate_after_time_inc` true, as Isekai
+//! applies them in `HandleRateDecreaseTimer`: clamp when either stage count is non-zero) is the
+//! one used here, so a byte-counter increase also counts as a rise.
 //!
 //! The ns-3 model has no byte counter. The byte-counter default `B` is taken from Google's
 //! Isekai simulator's DCQCN model (the downstream copy `testing-cla/downstreamIsekai`,
@@ -70,6 +81,9 @@ pub struct DcqcnConfig {
     pub rate_ai_bps: u64,
     /// R_HAI: hyper-increase step, bits/s (`RateHAI`, 50 Mb/s).
     pub rate_hai_bps: u64,
+    /// Set `Rt = Rc` on every cut (the paper's equations); `false` (`ClampTargetRate`): only
+    /// when the rate rose since the last cut.
+    pub clamp_target_rate: bool,
 }
 
 impl DcqcnConfig {
@@ -86,6 +100,7 @@ impl DcqcnConfig {
             fast_recovery_steps: 5,
             rate_ai_bps: 5_000_000,
             rate_hai_bps: 50_000_000,
+            clamp_target_rate: false,
         }
     }
 
@@ -255,7 +270,9 @@ impl ReactionPoint {
     pub fn on_cnp(&mut self, now: u64) {
         self.poll(now);
         self.counters.cnps += 1;
-        self.rt = self.rc;
+        if self.cfg.clamp_target_rate || self.timer_stage > 0 || self.byte_stage > 0 {
+            self.rt = self.rc;
+        }
         let min = self.cfg.min_rate_bps as f64;
         self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(min);
         self.alpha = (1.0 - self.cfg.g) * self.alpha + self.cfg.g;
@@ -469,6 +486,7 @@ mod tests {
         let g = 1.0 / 16.0;
         let mut cfg = DcqcnConfig::with_line_rate(LINE);
         cfg.alpha_init = 0.5;
+        cfg.clamp_target_rate = true;
         let mut r = ReactionPoint::new(cfg).unwrap();
         let (mut rc, mut alpha) = (LINE as f64, 0.5f64);
         // CNPs 10 µs apart: no α decay (K = 55 µs) and no timer (T = 1500 µs) in between.
@@ -545,8 +563,9 @@ mod tests {
     fn additive_then_hyper_increase_amounts() {
         let mut cfg = DcqcnConfig::with_line_rate(LINE);
         cfg.byte_counter_bytes = 1_000_000;
+        cfg.clamp_target_rate = true;
         let mut r = ReactionPoint::new(cfg).unwrap();
-        // Two CNPs so that Rt is well below line rate: Rt = 50G, Rc = 25G.
+        // Two clamping CNPs so that Rt is well below line rate: Rt = 50G, Rc = 25G.
         r.on_cnp(0);
         r.on_cnp(1);
         let (mut rt, mut rc) = (LINE as f64 / 2.0, LINE as f64 / 4.0);
@@ -640,5 +659,39 @@ mod tests {
         assert!(np.on_ce(101_000));
         assert_eq!(np.cnps(), 3);
         assert_eq!(np.ce_packets(), 1003);
+    }
+
+    #[test]
+    fn cuts_without_a_rise_in_between_keep_the_target() {
+        // ClampTargetRate false (the references' default): a burst of CNPs, no increase event in
+        // between, keeps Rt where it was before the burst.
+        let mut r = rp();
+        r.on_cnp(0);
+        r.on_cnp(10 * US);
+        r.on_cnp(20 * US);
+        assert!(close(r.target_rate_f64(), LINE as f64), "Rt {}", r.target_rate_f64());
+        assert!(r.rate_f64() < LINE as f64 / 4.0, "three cuts: {}", r.rate_f64());
+        // One byte-counter increase event, then a cut: now the target is clamped to Rc.
+        let before = r.rate_f64();
+        r.on_bytes_sent(r.config().byte_counter_bytes, 30 * US);
+        let risen = (LINE as f64 + before) / 2.0;
+        assert!(close(r.rate_f64(), risen), "fast recovery step: {} vs {risen}", r.rate_f64());
+        r.on_cnp(40 * US);
+        assert!(close(r.target_rate_f64(), risen), "clamped after a rise: {}", r.target_rate_f64());
+        // A timer increase event counts as a rise too.
+        let mut t = rp();
+        t.on_cnp(0);
+        t.poll(t.config().rate_increase_period_ns);
+        let rc = t.rate_f64();
+        t.on_cnp(t.config().rate_increase_period_ns + US);
+        assert!(close(t.target_rate_f64(), rc));
+        // With clamp_target_rate every cut clamps, as in the paper's equations.
+        let mut cfg = DcqcnConfig::with_line_rate(LINE);
+        cfg.clamp_target_rate = true;
+        let mut c = ReactionPoint::new(cfg).unwrap();
+        c.on_cnp(0);
+        let rc = c.rate_f64();
+        c.on_cnp(10 * US);
+        assert!(close(c.target_rate_f64(), rc));
     }
 }
