@@ -246,6 +246,26 @@ pub struct Bottleneck {
     pub tc: u8,
     /// Highest depth seen during the run (samples and the daemon's watermark), bytes.
     pub peak_depth_bytes: u64,
+    /// How busy the bottleneck's link was while every sender still had data to send.
+    #[serde(default)]
+    pub utilisation: Option<Utilisation>,
+}
+
+/// The bottleneck link's use during the congested phase: from the first sample after the port
+/// started transmitting to the last sample before the first sender QP completed (after that the
+/// remaining senders share the link with fewer competitors, which measures DCQCN's recovery, not
+/// the incast). Wire bits are the frames dequeued on the port, all queues, plus the 24 bytes of
+/// preamble/SFD, inter-frame gap and FCS the shaper charges per frame.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Utilisation {
+    /// Window start, emulated µs.
+    pub from_us: f64,
+    /// Window end, emulated µs.
+    pub to_us: f64,
+    /// The port's line rate, emulated bit/s.
+    pub line_rate_bps: u64,
+    /// Wire bits sent in the window over (window × line rate).
+    pub fraction: f64,
 }
 
 /// One PFC pause lane: a switch egress priority or a host NIC's data priority that was paused
@@ -386,6 +406,53 @@ fn bottleneck(s: &Samples, choice: Option<&PortChoice>) -> Result<Option<(usize,
     Ok(best.filter(|b| b.3 > 0).or_else(|| on_port.iter().copied().find(|x| x.2 == default_tc)))
 }
 
+/// Bytes on the wire per frame beyond the frame itself (preamble + SFD 8, IFG 12, FCS 4), as the
+/// switch's shaper charges them.
+const WIRE_OVERHEAD_BYTES: u64 = 24;
+
+/// [`Utilisation`] of port `pi` of switch `si`; `None` when the samples do not bracket a window
+/// (no traffic, or a sender completed before two samples of traffic).
+fn utilisation(s: &Samples, si: usize, pi: usize, d: f64) -> Option<Utilisation> {
+    // Per round: (switch stamp, wire bytes sent so far, line rate), when the switch answered.
+    let tx: Vec<Option<(u64, u64, u64)>> = s
+        .rounds
+        .iter()
+        .map(|r| {
+            let x = r.switches.get(si)?.as_ref()?;
+            let p = x.sample.ports.get(pi)?;
+            let wire = p.tx_bytes.iter().sum::<u64>() + WIRE_OVERHEAD_BYTES * p.tx_packets.iter().sum::<u64>();
+            Some((x.t_ns, wire, p.line_rate_bps))
+        })
+        .collect();
+    let base = tx.iter().flatten().next()?.1;
+    let start = tx.iter().position(|x| x.is_some_and(|x| x.1 > base))?;
+    // The first round in which some sender QP had all its bytes acknowledged.
+    let mut first_done = s.rounds.len();
+    for hi in 0..s.hosts.len() {
+        for (qpn, _) in senders(s, hi) {
+            let acked: Vec<(usize, u64)> = s
+                .rounds
+                .iter()
+                .enumerate()
+                .filter_map(|(ri, r)| Some((ri, r.hosts.get(hi)?.as_ref()?.sample.qps.iter().find(|q| q.qpn == qpn)?.acked_bytes)))
+                .collect();
+            let Some(&(_, total)) = acked.last() else { continue };
+            if let Some(&(ri, _)) = acked.iter().find(|&&(_, a)| a == total && total > 0) {
+                first_done = first_done.min(ri);
+            }
+        }
+    }
+    let end = (start + 1..first_done).rev().find(|&ri| tx[ri].is_some())?;
+    let ((t0, b0, _), (t1, b1, rate)) = (tx[start]?, tx[end]?);
+    let secs = (t1 - t0) as f64 / d / 1e9;
+    (rate > 0 && secs > 0.0).then(|| Utilisation {
+        from_us: us(t0, d),
+        to_us: us(t1, d),
+        line_rate_bps: rate,
+        fraction: (b1 - b0) as f64 * 8.0 / (secs * rate as f64),
+    })
+}
+
 /// Sender QPs of host `hi` over the run: (qpn, series name), in first-seen order.
 fn senders(s: &Samples, hi: usize) -> Vec<(u32, String)> {
     let mut out: Vec<(u32, String)> = Vec::new();
@@ -477,6 +544,7 @@ impl Timeline {
                 peer: p.map_or_else(String::new, |p| p.peer.clone()),
                 tc: tc as u8,
                 peak_depth_bytes: peak,
+                utilisation: utilisation(s, si, pi, d),
             });
         }
         t.counter_deltas(s, d);
@@ -858,6 +926,18 @@ impl Recording {
                 samples.errors.first().map_or("-", String::as_str)
             ));
         }
+        if let Some((b, u)) = t.bottleneck.as_ref().and_then(|b| Some((b, b.utilisation.as_ref()?))) {
+            lines.push(format!(
+                "timeline: bottleneck {}:{} (to {}) sent {:.1} % of its {} Gbit/s from {:.0} to {:.0} µs, while every sender had data left (emulated)",
+                b.switch,
+                b.port,
+                b.peer,
+                u.fraction * 100.0,
+                u.line_rate_bps as f64 / 1e9,
+                u.from_us,
+                u.to_us
+            ));
+        }
         let file = TimelineFile { timeline: t, samples };
         for out in &p.outputs {
             write_output(out, &file)?;
@@ -960,6 +1040,56 @@ mod tests {
         assert_eq!(t.rates[0].points[2], Point { t_us: 22e3, v: 5e8 });
         assert_eq!(t.alpha[0].points[3].v, 0.30000000000000004);
         assert_eq!((t.interval_us, t.end_us), (10e3, 32e3));
+    }
+
+    /// Six rounds 10 ms (wall) apart at D 1000 (10 µs emulated), one bottleneck port at
+    /// 1 Gbit/s emulated: LLDP only in round 0, then 1000-byte frames; host2's QP completes in
+    /// round 4, host3's in round 5.
+    fn utilisation_samples(frames_per_round: [u64; 6]) -> Samples {
+        let d = 1000.0;
+        let mut tx = 100u64;
+        let mut txp = 1u64;
+        let acked2 = [0u64, 10, 20, 30, 40, 40];
+        let acked3 = [0u64, 10, 20, 30, 35, 50];
+        let rounds = (0..6)
+            .map(|i| {
+                let t = i as u64 * 10 * MS;
+                tx += frames_per_round[i] * 1000;
+                txp += frames_per_round[i];
+                let mut p = port("eth1", "host1:gpu0");
+                p.line_rate_bps = 1_000_000_000;
+                p.tx_bytes[3] = tx - 100;
+                p.tx_bytes[0] = 100;
+                p.tx_packets[3] = txp - 1;
+                p.tx_packets[0] = 1;
+                let q = |qpn: u32, acked: u64| QpSample { acked_bytes: acked, ..qp(qpn, 1, 0.0, 0) };
+                Round {
+                    t_ns: t,
+                    switches: vec![Some(Stamped { t_ns: t, sample: switch("rail1", d, vec![p]) })],
+                    hosts: vec![
+                        Some(Stamped { t_ns: t, sample: host(vec![q(0x100, acked2[i])], vec![]) }),
+                        Some(Stamped { t_ns: t, sample: host(vec![q(0x200, acked3[i])], vec![]) }),
+                    ],
+                }
+            })
+            .collect();
+        Samples { interval_ns: 10 * MS, switches: vec!["rail1".into()], hosts: vec!["host2".into(), "host3".into()], rounds, requests: 18, failed: 0, errors: vec![] }
+    }
+
+    #[test]
+    fn utilisation_counts_wire_bytes_while_every_sender_has_data_left() {
+        let port = PortChoice { switch: "rail1".into(), port: "eth1".into() };
+        let util = |frames| Timeline::build(&utilisation_samples(frames), "f", "incast", 1000.0, Some(&port)).unwrap().bottleneck.unwrap().utilisation;
+        // Traffic shows from round 1; host2 is done in round 4, so the window ends at round 3:
+        // 20 µs at 1 Gbit/s, two frames of 1000 + 24 wire bytes.
+        let u = util([0, 1, 1, 1, 1, 0]).expect("a window");
+        assert_eq!((u.from_us, u.to_us, u.line_rate_bps), (10.0, 30.0, 1_000_000_000));
+        assert!((u.fraction - 2.0 * 1024.0 * 8.0 / 20e3).abs() < 1e-9, "{}", u.fraction);
+        // An idle round inside the window lowers it.
+        let u = util([0, 1, 0, 1, 1, 0]).expect("a window");
+        assert!((u.fraction - 1024.0 * 8.0 / 20e3).abs() < 1e-9, "{}", u.fraction);
+        // No traffic before the first completion: no window.
+        assert_eq!(util([0, 0, 0, 0, 1, 1]), None);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A switch's `GET /sample`: one JSON snapshot of what the DCQCN timeline (book ch. 11,
 //! Fig. 11-7; `rocefab run --timeline`) draws, taken while a job runs.
 //!
-//! Per port: the egress queue depths and their peak watermarks, the PFC frames sent and received
+//! Per port: the line rate, the frames and bytes dequeued per egress queue, the egress queue
+//! depths and their peak watermarks, the PFC frames sent and received
 //! per priority, which egress priorities the peer pauses now and for how long they have been
 //! paused in total, and the XDP program's ECN-marked and WRED-dropped counters; per switch: the
 //! WRED and xON/xOFF thresholds and the time dilation D. Bytes and counters are totals since the
@@ -64,6 +65,15 @@ pub struct PortSample {
     pub name: String,
     /// What is on the other end (`host1:gpu0`, `spine1:eth3`).
     pub peer: String,
+    /// Line rate of the port, emulated bit/s (as configured).
+    #[serde(default)]
+    pub line_rate_bps: u64,
+    /// Frames dequeued for transmission per egress queue since the daemon started.
+    #[serde(default)]
+    pub tx_packets: [u64; NUM_TC],
+    /// Bytes (Ethernet frame without FCS) dequeued for transmission per egress queue.
+    #[serde(default)]
+    pub tx_bytes: [u64; NUM_TC],
     /// Egress queue depth now, bytes.
     pub depth_bytes: [u64; NUM_TC],
     /// Highest egress queue depth since the daemon started, bytes.
@@ -113,6 +123,9 @@ impl SwitchSample {
                 PortSample {
                     name: pc.name.clone(),
                     peer: pc.peer.clone(),
+                    line_rate_bps: pc.line_rate_bps,
+                    tx_packets: std::array::from_fn(|tc| ps.queues[tc].dequeued_packets.get()),
+                    tx_bytes: std::array::from_fn(|tc| ps.queues[tc].dequeued_bytes.get()),
                     depth_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_bytes.get()),
                     peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
                     pfc_tx_frames: std::array::from_fn(|p| ps.prio[p].pfc_tx_frames.get()),
@@ -184,6 +197,8 @@ mod tests {
         q.depth_bytes.set(4_000);
         q.peak_depth_bytes.raise(9_000);
         q.peak_depth_bytes.raise(5_000);
+        q.dequeued_packets.add(3);
+        q.dequeued_bytes.add(3 * 1_078);
         stats.ports[1].prio[3].pfc_rx_frames.add(2);
         stats.ports[0].prio[3].pfc_tx_frames.add(5);
         stats.ports[1].prio[3].paused_ns.set(70_000);
@@ -201,6 +216,7 @@ mod tests {
         let p = &s.ports[1];
         assert_eq!((p.name.as_str(), p.peer.as_str()), ("eth1", "spine1:eth3"));
         assert_eq!((p.depth_bytes[3], p.peak_depth_bytes[3]), (4_000, 9_000));
+        assert_eq!((p.line_rate_bps, p.tx_packets[3], p.tx_bytes[3], p.tx_bytes[0]), (1_000_000_000, 3, 3_234, 0));
         // 70 µs of wall clock paused at D = 1000: 70 ns emulated.
         assert_eq!((p.pfc_rx_frames[3], p.paused_ns[3], p.ecn_marked, p.wred_dropped), (2, 70, 17, 2));
         assert_eq!(p.paused, [false, false, false, true, false, false, false, false]);
