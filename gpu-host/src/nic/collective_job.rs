@@ -12,6 +12,7 @@ use super::job::{
     DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
 };
 use crate::collective::{chunk_range, CollectiveError, Op, Phase, RankLayout, Schedule, Transfer};
+use crate::segment::SegmentMode;
 
 /// Bytes per element.
 pub const ELEM: u64 = 4;
@@ -82,6 +83,9 @@ pub struct BuildOptions {
     pub retransmit_timeout_ns: u64,
     /// Time dilation D of the fabric: line rates and timers in the jobs are emulated.
     pub time_dilation: f64,
+    /// How requesters cut their writes ([`SegmentMode::WriteOnlyPerPacket`] also turns on
+    /// the responders' out-of-order placement).
+    pub segment: SegmentMode,
 }
 
 impl Default for BuildOptions {
@@ -94,6 +98,7 @@ impl Default for BuildOptions {
             window_packets: DEFAULT_WINDOW_PACKETS,
             retransmit_timeout_ns: DEFAULT_RETRANSMIT_TIMEOUT_NS,
             time_dilation: 1.0,
+            segment: SegmentMode::FirstMiddleLast,
         }
     }
 }
@@ -234,7 +239,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
                     ip: n.ip,
                     line_rate_bps: n.line_rate_bps,
                     path_mtu: None,
-                    write_only: false,
+                    write_only: opts.segment == SegmentMode::WriteOnlyPerPacket,
                     dcqcn: true,
                     classes: n.classes,
                 })
