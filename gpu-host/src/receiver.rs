@@ -912,8 +912,8 @@ mod tests {
         r.on_packet(&p[6], sl(6), false, 70_000);
         assert_eq!(r.next_deadline(), Some(120_000));
         assert_eq!(r.poll(120_000).map(|a| (a.syndrome, a.psn)), Some((AckSyndrome::NakPsnSequenceError, Psn::new(4))));
-        for i in 4..10 {
-            r.on_packet(&p[i], sl(i), false, 130_000);
+        for (i, pk) in p.iter().enumerate().skip(4) {
+            r.on_packet(pk, sl(i), false, 130_000);
         }
         assert_eq!(&r.region(RKEY).unwrap().data[..10 * 256], &d[..], "duplicates did not overwrite");
         let c = r.counters();

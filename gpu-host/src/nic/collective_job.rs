@@ -452,7 +452,7 @@ mod tests {
 
     /// Every 5th data frame takes a path 20 µs longer, so the next ~20 frames overtake it.
     fn sprayed(k: u64, f: &[u8]) -> Option<u64> {
-        Some(if is_data(f) && k % 5 == 0 { 23_000 } else { 3_000 })
+        Some(if is_data(f) && k.is_multiple_of(5) { 23_000 } else { 3_000 })
     }
 
     #[test]

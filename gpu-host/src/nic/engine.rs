@@ -184,9 +184,8 @@ struct Coll {
     done: std::collections::HashSet<usize>,
     /// (qp index, indices into `spec.sends` in id order, next to post).
     sendq: Vec<(usize, Vec<usize>, usize)>,
-    /// (qp index, indices into `spec.recvs` in id order with the number of packets the
-    /// responder has completed once that transfer's PSN range arrived, applied so far).
-    recvq: Vec<(usize, Vec<(usize, u64)>, usize)>,
+    /// (qp index, transfers in id order, applied so far).
+    recvq: Vec<(usize, Vec<RecvStep>, usize)>,
     locals_done: Vec<bool>,
 }
 
@@ -197,6 +196,10 @@ impl Coll {
             && self.locals_done.iter().all(|d| *d)
     }
 }
+
+/// An incoming collective transfer: its index into `spec.recvs`, and the number of packets its
+/// responder QP has completed once the transfer's whole PSN range arrived.
+type RecvStep = (usize, u64);
 
 /// A zeroed buffer of `len` bytes with room for `capacity`, every page of it already
 /// touched. `vec![0; n]` maps lazily zeroed pages, so the kernel would clear each page on its
