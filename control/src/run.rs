@@ -1,4 +1,5 @@
-//! `rocefab run <fabric> incast|alltoall|allreduce|broadcast --size 64MiB [--json]`: runs a
+//! `rocefab run <fabric> incast|alltoall|allreduce|broadcast --size 64MiB [--segment write-only]
+//! [--json]`: runs a
 //! collective on a running fabric with one GPU-host emulator (`rocefab-hostd`) per host
 //! namespace.
 //!
@@ -10,7 +11,12 @@
 //! the fabric's run directory. It starts every hostd (metrics bound on 127.0.0.1 in the root
 //! namespace, then `setns` into the host), waits until all are ready, starts them together,
 //! collects their reports and prints job completion time, per-QP goodput, retransmissions,
-//! CNPs and PFC pause time — a table, or JSON with `--json`.
+//! NAKs, out-of-order arrivals, CNPs and PFC pause time — a table, or JSON with `--json`.
+//!
+//! `--segment` picks how requesters cut their writes: `first-middle-last` (standard RC; a
+//! reordered packet is a sequence error, NAK and go-back-N) or `write-only` (every packet an
+//! RDMA WRITE Only with its own RETH, and responders place out-of-order arrivals: the mode
+//! packet spraying needs, book ch. 12 Fig. 12-7; see `gpu_host::receiver`).
 //!
 //! Emulated time: the fabric's `time_dilation` D goes into every job; the hosts report in
 //! emulated time, and so does this report (its header says so, the JSON carries
@@ -33,6 +39,7 @@ use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind}
 use gpu_host::nic::engine::path_mtu_for_link;
 use dataplane_common::time::Dilation;
 use gpu_host::nic::job::{default_retransmit_timeout_ns, window_packets_for, NicClasses, Report, DEFAULT_WINDOW_PACKETS};
+use gpu_host::segment::SegmentMode;
 use lldp_agent::NodeReport;
 use serde::Serialize;
 
@@ -66,6 +73,32 @@ impl Collective {
     }
 }
 
+/// How requesters cut RDMA WRITEs into packets (`--segment`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Segment {
+    /// First/Middle/Last (standard RC): reordering is a sequence error, NAK and go-back-N.
+    #[default]
+    FirstMiddleLast,
+    /// Every packet a WRITE Only with its own RETH; responders place out-of-order arrivals.
+    WriteOnly,
+}
+
+impl Segment {
+    fn mode(self) -> SegmentMode {
+        match self {
+            Segment::FirstMiddleLast => SegmentMode::FirstMiddleLast,
+            Segment::WriteOnly => SegmentMode::WriteOnlyPerPacket,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Segment::FirstMiddleLast => "first-middle-last",
+            Segment::WriteOnly => "write-only",
+        }
+    }
+}
+
 /// Arguments of `rocefab run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -80,6 +113,10 @@ pub struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// How requesters cut their writes: first-middle-last (standard RC) or write-only (every
+    /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
+    #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]
+    pub segment: Segment,
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
@@ -138,6 +175,10 @@ pub struct QpLine {
     pub goodput_bps: Option<f64>,
     pub retransmitted_packets: u64,
     pub timeouts: u64,
+    pub naks_received: u64,
+    /// The peer responder's count of this connection's packets that arrived ahead of the
+    /// expected PSN (placed in Write-Only mode, dropped and NAKed otherwise).
+    pub out_of_order_at_peer: u64,
     pub cnps_received: u64,
     pub cnps_sent_by_peer: u64,
 }
@@ -171,7 +212,13 @@ pub struct RunReport {
     /// Job completion time: the slowest host's time from the common start to its last
     /// transfer, emulated ns.
     pub completion_ns: u64,
+    /// `first-middle-last` or `write-only` (`--segment`).
+    pub segment: String,
     pub retransmitted_packets: u64,
+    /// PSN sequence error NAKs sent by the responders.
+    pub naks_sent: u64,
+    /// Request packets that arrived ahead of the expected PSN, over every responder QP.
+    pub out_of_order_packets: u64,
     pub cnps_sent: u64,
     pub cnps_received: u64,
     pub pfc_paused_ns: u64,
@@ -186,7 +233,7 @@ pub struct RunReport {
 }
 
 /// Builds the report from the hosts' reports (`(host name, report)`).
-pub fn summarize(fabric: &str, kind: Kind, size: u64, ranks: u32, hosts: &[(String, Report)], metrics: Vec<String>) -> RunReport {
+pub fn summarize(fabric: &str, kind: Kind, segment: Segment, size: u64, ranks: u32, hosts: &[(String, Report)], metrics: Vec<String>) -> RunReport {
     let mut r = RunReport {
         fabric: fabric.into(),
         collective: kind.name().into(),
@@ -196,7 +243,10 @@ pub fn summarize(fabric: &str, kind: Kind, size: u64, ranks: u32, hosts: &[(Stri
         ok: hosts.iter().all(|(_, h)| h.ok),
         verified_ranks: 0,
         completion_ns: hosts.iter().map(|(_, h)| h.elapsed_ns).max().unwrap_or(0),
+        segment: segment.name().into(),
         retransmitted_packets: 0,
+        naks_sent: 0,
+        out_of_order_packets: 0,
         cnps_sent: 0,
         cnps_received: 0,
         pfc_paused_ns: 0,
@@ -227,10 +277,16 @@ pub fn summarize(fabric: &str, kind: Kind, size: u64, ranks: u32, hosts: &[(Stri
                 goodput_bps: q.goodput_bps,
                 retransmitted_packets: q.retransmitted_packets,
                 timeouts: q.timeouts,
+                naks_received: q.naks_received,
+                out_of_order_at_peer: peer.map_or(0, |p| p.out_of_order),
                 cnps_received: q.cnps_received,
                 cnps_sent_by_peer: peer.map_or(0, |p| p.cnps_sent),
             });
             r.retransmitted_packets += q.retransmitted_packets;
+        }
+        for q in &h.qps {
+            r.naks_sent += q.naks_sent;
+            r.out_of_order_packets += q.out_of_order;
         }
         for n in &h.nics {
             r.cnps_sent += n.cnps_sent;
@@ -257,29 +313,35 @@ pub fn render_table(r: &RunReport) -> String {
     let mut s = String::new();
     let gbps = |b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.3}", b / 1e9));
     s += &format!(
-        "{} {} on fabric {}: {} ranks on {} hosts, {} per rank; emulated time (time dilation {})\n",
+        "{} {} on fabric {}: {} ranks on {} hosts, {} per rank, {} writes; emulated time (time dilation {})\n",
         if r.ok { "OK" } else { "FAILED" },
         r.collective,
         r.fabric,
         r.ranks,
         r.hosts,
         human(r.size_bytes),
+        r.segment,
         r.time_dilation
     );
     s += &format!(
-        "job completion time {}, verified ranks {}/{}, retransmitted packets {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n\n",
+        "job completion time {}, verified ranks {}/{}, retransmitted packets {}, NAKs {}, out-of-order arrivals {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n\n",
         duration(r.completion_ns),
         r.verified_ranks,
         r.ranks,
         r.retransmitted_packets,
+        r.naks_sent,
+        r.out_of_order_packets,
         r.cnps_sent,
         r.cnps_received,
         r.pfc_paused_ns as f64 / 1e6
     );
-    s += &format!("{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>9} {:>9}\n", "HOST", "NIC", "QPN", "CONNECTION", "BYTES", "GOODPUT Gb/s", "RETX", "CNP RX", "CNP TX");
+    s += &format!(
+        "{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>6} {:>8} {:>9} {:>9}\n",
+        "HOST", "NIC", "QPN", "CONNECTION", "BYTES", "GOODPUT Gb/s", "RETX", "NAK", "OOO", "CNP RX", "CNP TX"
+    );
     for q in &r.qps {
         s += &format!(
-            "{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>9} {:>9}\n",
+            "{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>6} {:>8} {:>9} {:>9}\n",
             q.host,
             q.nic,
             format!("{:#x}", q.qpn),
@@ -287,6 +349,8 @@ pub fn render_table(r: &RunReport) -> String {
             human(q.bytes),
             gbps(q.goodput_bps),
             q.retransmitted_packets,
+            q.naks_received,
+            q.out_of_order_at_peer,
             q.cnps_received,
             q.cnps_sent_by_peer
         );
@@ -514,6 +578,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         window_packets,
         retransmit_timeout_ns: a.retransmit_timeout_ms.map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
         time_dilation: dilation.factor(),
+        segment: a.segment.mode(),
     };
     let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
@@ -587,7 +652,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         }
     }
     let metrics = (0..hosts.len()).map(|i| format!("http://127.0.0.1:{}/metrics", a.metrics_port_base as usize + i)).collect();
-    let mut rep = summarize(&a.fabric, kind, a.size, built.layout.world_size(), &reports, metrics);
+    let mut rep = summarize(&a.fabric, kind, a.segment, a.size, built.layout.world_size(), &reports, metrics);
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
         cpu_busy,
@@ -644,32 +709,37 @@ mod tests {
             elapsed_ns: 2_000_000_000 + u64::from(qpn),
             qps: vec![
                 QpReport { qpn, peer_qpn: peer, nic: "gpu0".into(), send_bytes: 10, send_completed_bytes: 10, retransmitted_packets: 3, goodput_bps: Some(8e8), ..Default::default() },
-                QpReport { qpn: qpn + 1, peer_qpn: peer - 1, nic: "gpu0".into(), cnps_sent: 4, ..Default::default() },
+                QpReport { qpn: qpn + 1, peer_qpn: peer - 1, nic: "gpu0".into(), cnps_sent: 4, out_of_order: 5, naks_sent: 1, ..Default::default() },
             ],
             nics: vec![NicReport { name: "gpu0".into(), cnps_sent: 4, cnps_received: 2, pfc_paused_ns_prio3: 1_000_000, ..Default::default() }],
             ranks: vec![RankReport { rank: qpn, complete: true, verified: Some(ok), first_mismatch: (!ok).then_some(8) }],
         };
         let hosts = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, true))];
-        let r = summarize("f", Kind::AllReduce, 64, 2, &hosts, vec![]);
+        let r = summarize("f", Kind::AllReduce, Segment::WriteOnly, 64, 2, &hosts, vec![]);
         assert!(r.ok && r.verified_ranks == 2, "{r:?}");
         assert_eq!(r.completion_ns, 2_000_000_000 + 0x102);
         assert_eq!((r.retransmitted_packets, r.cnps_sent, r.cnps_received, r.pfc_paused_ns), (6, 8, 4, 2_000_000));
         assert_eq!(r.qps.len(), 2);
         assert_eq!(r.qps[0].cnps_sent_by_peer, 4, "peer responder 0x103 answers requester 0x100");
+        assert_eq!(r.qps[0].out_of_order_at_peer, 5, "counted by the peer responder");
+        assert_eq!((r.out_of_order_packets, r.naks_sent, r.segment.as_str()), (10, 2, "write-only"));
         let t = render_table(&r);
         assert!(t.starts_with("OK allreduce on fabric f: 2 ranks on 2 hosts"), "{t}");
+        assert!(t.contains(", write-only writes;"), "{t}");
+        assert!(t.contains("NAKs 2, out-of-order arrivals 10,"), "{t}");
         assert!(t.lines().next().unwrap().ends_with("; emulated time (time dilation 8000)"), "{t}");
         assert_eq!(r.time_dilation, 8000.0);
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["time_dilation"], 8000.0);
         assert_eq!(json["warnings"], serde_json::json!([]));
+        assert_eq!((json["out_of_order_packets"].as_u64(), json["qps"][0]["out_of_order_at_peer"].as_u64()), (Some(10), Some(5)));
         let mut w = r.clone();
         w.warnings.push("raise time_dilation".into());
         assert!(render_table(&w).contains("\nwarning: raise time_dilation\n"));
         assert!(t.contains("0.800"), "goodput in Gb/s: {t}");
 
         let bad = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, false))];
-        let r = summarize("f", Kind::AllReduce, 64, 2, &bad, vec![]);
+        let r = summarize("f", Kind::AllReduce, Segment::FirstMiddleLast, 64, 2, &bad, vec![]);
         assert!(!r.ok);
         assert!(r.errors.iter().any(|e| e.contains("host2: rank 258 not verified (first wrong byte Some(8))")), "{:?}", r.errors);
     }

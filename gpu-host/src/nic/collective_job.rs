@@ -12,6 +12,7 @@ use super::job::{
     DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
 };
 use crate::collective::{chunk_range, CollectiveError, Op, Phase, RankLayout, Schedule, Transfer};
+use crate::segment::SegmentMode;
 
 /// Bytes per element.
 pub const ELEM: u64 = 4;
@@ -82,6 +83,9 @@ pub struct BuildOptions {
     pub retransmit_timeout_ns: u64,
     /// Time dilation D of the fabric: line rates and timers in the jobs are emulated.
     pub time_dilation: f64,
+    /// How requesters cut their writes ([`SegmentMode::WriteOnlyPerPacket`] also turns on
+    /// the responders' out-of-order placement).
+    pub segment: SegmentMode,
 }
 
 impl Default for BuildOptions {
@@ -94,6 +98,7 @@ impl Default for BuildOptions {
             window_packets: DEFAULT_WINDOW_PACKETS,
             retransmit_timeout_ns: DEFAULT_RETRANSMIT_TIMEOUT_NS,
             time_dilation: 1.0,
+            segment: SegmentMode::FirstMiddleLast,
         }
     }
 }
@@ -234,7 +239,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
                     ip: n.ip,
                     line_rate_bps: n.line_rate_bps,
                     path_mtu: None,
-                    write_only: false,
+                    write_only: opts.segment == SegmentMode::WriteOnlyPerPacket,
                     dcqcn: true,
                     classes: n.classes,
                 })
@@ -355,7 +360,7 @@ mod tests {
     use super::*;
     use crate::nic::engine::Engine;
     use crate::segment::PathMtu;
-    use std::collections::VecDeque;
+    use std::collections::BTreeMap;
 
     fn hosts(n: usize, gpus: u32) -> Vec<HostDesc> {
         (0..n)
@@ -379,6 +384,12 @@ mod tests {
     /// Runs every host's engine with an ideal switch in between (delivery by destination IP
     /// after 3 µs) until all finish; returns the reports.
     fn run(b: &Built) -> Vec<crate::nic::job::Report> {
+        run_over(b, |_, _| Some(3_000))
+    }
+
+    /// Like [`run`], with the one-way delay of the `k`-th frame on the wire (`f`) chosen by
+    /// `delay` (`None`: dropped); frames are delivered in order of arrival time.
+    fn run_over(b: &Built, mut delay: impl FnMut(u64, &[u8]) -> Option<u64>) -> Vec<crate::nic::job::Report> {
         let mut engines: Vec<Engine> = b
             .jobs
             .iter()
@@ -390,7 +401,9 @@ mod tests {
             .enumerate()
             .flat_map(|(h, j)| j.nics.iter().enumerate().map(move |(k, n)| (n.ip, h, k)))
             .collect();
-        let mut wire: VecDeque<(u64, usize, usize, Vec<u8>)> = VecDeque::new();
+        // (arrival time, sequence number) -> (host, nic, frame)
+        let mut wire: BTreeMap<(u64, u64), (usize, usize, Vec<u8>)> = BTreeMap::new();
+        let mut seq = 0u64;
         let mut buf = vec![0u8; 9000];
         let mut now = 0u64;
         for _ in 0..5_000_000 {
@@ -404,19 +417,81 @@ mod tests {
                         let f = &buf[..len];
                         let dst: IpAddr = std::net::Ipv4Addr::new(f[30], f[31], f[32], f[33]).into();
                         let &(_, dh, dk) = addr.iter().find(|a| a.0 == dst).unwrap_or_else(|| panic!("host {h}: no route to {dst}"));
-                        wire.push_back((now + 3_000, dh, dk, f.to_vec()));
+                        if let Some(d) = delay(seq, f) {
+                            wire.insert((now + d, seq), (dh, dk, f.to_vec()));
+                        }
+                        seq += 1;
                     }
                 }
             }
-            while wire.front().is_some_and(|w| w.0 <= now) {
-                let (_, dh, dk, f) = wire.pop_front().unwrap();
+            while let Some(e) = wire.first_entry().filter(|e| e.key().0 <= now) {
+                let (dh, dk, f) = e.remove();
                 engines[dh].on_frame(dk, &f, now);
             }
-            let next = engines.iter_mut().filter_map(|e| e.next_deadline(now)).chain(wire.front().map(|w| w.0)).min();
+            let next = engines.iter_mut().filter_map(|e| e.next_deadline(now)).chain(wire.keys().next().map(|k| k.0)).min();
             now = next.unwrap_or(now + 1_000).clamp(now + 1, now + 1_000_000);
         }
         assert!(engines.iter().all(|e| e.finished()), "collective stalled at {now} ns");
         engines.iter().zip(&b.jobs).map(|(e, j)| e.report(&j.name, now)).collect()
+    }
+
+    /// Totals over every QP of the reports: (retransmitted, NAKs sent, out-of-order arrivals).
+    fn totals(reports: &[crate::nic::job::Report]) -> (u64, u64, u64) {
+        let qps = || reports.iter().flat_map(|r| r.qps.iter());
+        (qps().map(|q| q.retransmitted_packets).sum(), qps().map(|q| q.naks_sent).sum(), qps().map(|q| q.out_of_order).sum())
+    }
+
+    fn all_verified(reports: &[crate::nic::job::Report]) -> bool {
+        reports.iter().all(|r| r.ok && r.ranks.iter().all(|k| k.verified == Some(true)))
+    }
+
+    /// A data frame (RDMA WRITE, BTH opcode 0x06..=0x0a after Ethernet 14 + IPv4 20 + UDP 8).
+    fn is_data(f: &[u8]) -> bool {
+        f.len() > 42 && (0x06..=0x0a).contains(&f[42])
+    }
+
+    /// Every 5th data frame takes a path 20 µs longer, so the next ~20 frames overtake it.
+    fn sprayed(k: u64, f: &[u8]) -> Option<u64> {
+        Some(if is_data(f) && k.is_multiple_of(5) { 23_000 } else { 3_000 })
+    }
+
+    #[test]
+    fn reordered_allreduce_needs_no_retransmission_in_write_only_mode_only() {
+        let opts = |segment| BuildOptions { segment, ..Default::default() };
+        let b = build(Kind::AllReduce, &hosts(2, 2), 400_000, &opts(SegmentMode::WriteOnlyPerPacket)).unwrap();
+        assert!(b.jobs.iter().all(|j| j.nics.iter().all(|n| n.write_only)));
+        let wo = run_over(&b, sprayed);
+        let (retx, naks, ooo) = totals(&wo);
+        assert!(all_verified(&wo), "{wo:#?}");
+        assert!(ooo > 0, "frames were reordered");
+        assert_eq!((retx, naks), (0, 0), "Write-Only: reordering alone costs nothing ({ooo} out of order)");
+
+        let b = build(Kind::AllReduce, &hosts(2, 2), 400_000, &opts(SegmentMode::FirstMiddleLast)).unwrap();
+        let fml = run_over(&b, sprayed);
+        let (retx, naks, ooo) = totals(&fml);
+        assert!(all_verified(&fml), "{fml:#?}");
+        assert!(ooo > 0 && naks > 0 && retx > 0, "First/Middle/Last: go-back-N on reordering ({retx} retx, {naks} NAKs, {ooo} out of order)");
+    }
+
+    #[test]
+    fn a_loss_under_reordering_in_write_only_mode_is_naked_after_the_reordering_window() {
+        let opts = BuildOptions { segment: SegmentMode::WriteOnlyPerPacket, ..Default::default() };
+        let b = build(Kind::Incast, &hosts(3, 1), 200_000, &opts).unwrap();
+        let mut data = 0;
+        let reports = run_over(&b, |k, f| {
+            if is_data(f) {
+                data += 1;
+                if data == 30 {
+                    return None;
+                }
+            }
+            sprayed(k, f)
+        });
+        let (retx, naks, ooo) = totals(&reports);
+        assert!(all_verified(&reports), "{reports:#?}");
+        assert!(ooo > 0 && naks >= 1 && retx >= 1, "{retx} retx, {naks} NAKs, {ooo} out of order");
+        let timeouts: u64 = reports.iter().flat_map(|r| r.qps.iter()).map(|q| q.timeouts).sum();
+        assert_eq!(timeouts, 0, "the hole's NAK repaired the loss before the requester timed out");
     }
 
     fn check(kind: Kind, nhosts: usize, gpus: u32, bytes: u64) {

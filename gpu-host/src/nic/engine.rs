@@ -14,6 +14,10 @@
 //!   QP's own limiter carries its DCQCN rate.
 //! * Data frames: RDMA WRITE First/Middle/Last (or Only per packet), DSCP 24, ECN ECT(0), UDP
 //!   source port = per-QP entropy ([`udp_src_port_for_qp`]), ICRC computed by the wire crate.
+//! * Write-Only mode ([`job::NicSpec::write_only`]): requesters send every packet as a WRITE
+//!   Only with its own RETH and responders place packets that arrive out of order (spraying)
+//!   at their addresses; a collective step completes when its whole PSN range has arrived.
+//!   Without it, reordering is a sequence error (NAK, go-back-N), as on a plain RC NIC.
 //! * PFC: a received PFC frame pauses the data priority (data and ACKs) for quanta × 512 bit times at
 //!   the NIC line rate; quanta 0 resumes at once; 802.3x PAUSE pauses every priority.
 //! * DCQCN: CE-marked data makes the responder send a CNP (at most one per QP per 50 µs,
@@ -41,7 +45,7 @@ use crate::desc::{AckPacket, AckSyndrome, Opcode, Reth, WritePacket};
 use crate::pfc::NicPfc;
 use crate::psn::Psn;
 use crate::receiver::{MemoryRegion, Receiver, ReceiverConfig};
-use crate::segment::{PathMtu, SegmentMode, WriteMessage};
+use crate::segment::{packet_count, PathMtu, SegmentMode, WriteMessage};
 use crate::sender::{RateLimiter, Sender, SenderConfig};
 
 /// Bytes on the wire per frame beyond what AF_XDP carries: FCS 4 + preamble/SFD 8 + IFG 12.
@@ -79,11 +83,16 @@ pub fn sender_config(line_rate_bps: u64, retransmit_timeout_ns: u64, d: Dilation
 }
 
 /// A responder's configuration on the wall clock at time dilation `d`: the NP's CNP interval
-/// (50 µs emulated) and the ACK coalescing delay × D.
-pub fn receiver_config(mtu: PathMtu, d: Dilation) -> ReceiverConfig {
+/// (50 µs emulated) and the ACK coalescing delay × D; with `write_only`, out-of-order placement
+/// with a reordering window of a quarter of the default local ACK timeout at `d`
+/// ([`job::default_retransmit_timeout_ns`]: at least 25 ms of wall clock, so scheduling delays
+/// of a loaded machine are not mistaken for loss).
+pub fn receiver_config(mtu: PathMtu, write_only: bool, d: Dilation) -> ReceiverConfig {
     let mut cfg = ReceiverConfig::new(mtu);
     cfg.cnp_interval_ns = d.duration(DEFAULT_CNP_INTERVAL_NS);
     cfg.ack_delay_ns = cfg.ack_delay_ns.map(|t| d.duration(t));
+    cfg.out_of_order = write_only;
+    cfg.reorder_window_ns = Some(d.duration(job::default_retransmit_timeout_ns(d) / 4));
     cfg
 }
 
@@ -123,6 +132,7 @@ pub struct NicConfig {
     /// The job's emulated line rate (reports).
     pub emulated_line_rate_bps: u64,
     pub path_mtu: PathMtu,
+    /// Requesters send every packet as a WRITE Only; responders place out of order.
     pub write_only: bool,
     pub dcqcn: bool,
     /// DSCPs and PFC priorities of data/ACK frames and CNPs.
@@ -174,8 +184,8 @@ struct Coll {
     done: std::collections::HashSet<usize>,
     /// (qp index, indices into `spec.sends` in id order, next to post).
     sendq: Vec<(usize, Vec<usize>, usize)>,
-    /// (qp index, indices into `spec.recvs` in id order, applied so far).
-    recvq: Vec<(usize, Vec<usize>, usize)>,
+    /// (qp index, transfers in id order, applied so far).
+    recvq: Vec<(usize, Vec<RecvStep>, usize)>,
     locals_done: Vec<bool>,
 }
 
@@ -186,6 +196,10 @@ impl Coll {
             && self.locals_done.iter().all(|d| *d)
     }
 }
+
+/// An incoming collective transfer: its index into `spec.recvs`, and the number of packets its
+/// responder QP has completed once the transfer's whole PSN range arrived.
+type RecvStep = (usize, u64);
 
 /// A zeroed buffer of `len` bytes with room for `capacity`, every page of it already
 /// touched. `vec![0; n]` maps lazily zeroed pages, so the kernel would clear each page on its
@@ -328,7 +342,7 @@ impl Engine {
                 qp.sender = Some(sender);
             }
             if let Some(r) = &q.recv {
-                let mut cfg = receiver_config(nic.cfg.path_mtu, d);
+                let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d);
                 cfg.initial_psn = Psn::new(r.psn);
                 let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
                 let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
@@ -371,9 +385,26 @@ impl Engine {
                     })
                     .collect()
             };
+            // A transfer is one message of len / PMTU packets in either segment mode, so the
+            // k-th transfer on a responder QP ends where the packet counts of 1..=k add up.
+            let recvq = queue(c.recvs.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect())
+                .into_iter()
+                .map(|(qi, list, n)| {
+                    let mtu = nics[qps[qi].nic].cfg.path_mtu.bytes();
+                    let mut end = 0u64;
+                    let list = list
+                        .into_iter()
+                        .map(|i| {
+                            end += u64::from(packet_count(c.recvs[i].len as u32, mtu));
+                            (i, end)
+                        })
+                        .collect();
+                    (qi, list, n)
+                })
+                .collect();
             Coll {
                 sendq: queue(c.sends.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect()),
-                recvq: queue(c.recvs.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect()),
+                recvq,
                 locals_done: vec![false; c.locals.len()],
                 spec: c.clone(),
                 bufs,
@@ -382,8 +413,8 @@ impl Engine {
             }
         });
         if let Some(c) = &coll {
-            for (qi, _, _) in c.sendq.iter().chain(c.recvq.iter()) {
-                if !by_qpn.values().any(|v| v == qi) {
+            for qi in c.sendq.iter().map(|q| q.0).chain(c.recvq.iter().map(|q| q.0)) {
+                if !by_qpn.values().any(|&v| v == qi) {
                     return Err(EngineError::Qp { qpn: 0, what: "collective QP missing".into() });
                 }
             }
@@ -405,9 +436,11 @@ impl Engine {
             for (qi, list, applied) in c.recvq.iter_mut() {
                 let qp = &qps[*qi];
                 let (Some(rx), Some(spec)) = (qp.receiver.as_ref(), qp.spec.recv.as_ref()) else { continue };
-                let completed = rx.counters().messages_completed;
-                while (*applied as u64) < completed && *applied < list.len() {
-                    let r = &c.spec.recvs[list[*applied]];
+                // Completion by PSN range: with out-of-order placement a transfer's packets may
+                // all be placed while an earlier one still misses some.
+                let completed = rx.counters().packets_completed;
+                while *applied < list.len() && list[*applied].1 <= completed {
+                    let r = &c.spec.recvs[list[*applied].0];
                     let Some(region) = rx.region(spec.rkey) else { break };
                     let src = &region.data[r.staging_offset as usize..(r.staging_offset + r.len) as usize];
                     let b = &mut c.bufs[c.rank_idx[&r.rank]];
@@ -806,6 +839,7 @@ impl Engine {
                     r.packets_received = c.packets_received;
                     r.duplicates = c.duplicates;
                     r.out_of_sequence = c.out_of_sequence;
+                    r.out_of_order = c.out_of_order;
                     r.naks_sent = c.naks_sent;
                     r.acks_sent = c.acks_sent;
                     r.ce_marked = c.ce_marked;
@@ -1099,7 +1133,7 @@ mod tests {
         let dc = c.dcqcn.unwrap();
         assert_eq!((dc.min_rate_bps, dc.rate_ai_bps), (emulated.min_rate_bps / 1000, emulated.rate_ai_bps / 1000));
         assert_eq!(dc.rate_increase_period_ns, emulated.rate_increase_period_ns * 1000);
-        let r = receiver_config(PathMtu::Mtu1024, dil);
+        let r = receiver_config(PathMtu::Mtu1024, false, dil);
         assert_eq!(r.cnp_interval_ns, DEFAULT_CNP_INTERVAL_NS * 1000);
         assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
 

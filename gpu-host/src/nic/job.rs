@@ -233,7 +233,9 @@ pub struct NicSpec {
     /// InfiniBand path MTU in bytes (256..4096); default: the largest that fits the link MTU.
     #[serde(default)]
     pub path_mtu: Option<u32>,
-    /// Send every packet as RDMA WRITE Only (spray-safe) instead of First/Middle/Last.
+    /// Send every packet as RDMA WRITE Only (spray-safe) instead of First/Middle/Last, and
+    /// place WRITE Only packets that arrive out of order (`crate::receiver`). Both ends of a
+    /// connection should agree.
     #[serde(default)]
     pub write_only: bool,
     /// DCQCN reaction point on the QPs of this NIC (default true).
@@ -550,6 +552,10 @@ pub struct QpReport {
     pub bytes_placed: u64,
     pub packets_received: u64,
     pub duplicates: u64,
+    /// Request packets that arrived ahead of the expected PSN (a hole before them): placed
+    /// with out-of-order placement (Write-Only), else dropped and NAKed like `out_of_sequence`.
+    #[serde(default)]
+    pub out_of_order: u64,
     pub out_of_sequence: u64,
     pub naks_sent: u64,
     pub acks_sent: u64,

@@ -50,6 +50,7 @@ fn qp_value(q: &super::job::QpReport, name: &str) -> u64 {
         "packets_received" => q.packets_received,
         "duplicate_packets" => q.duplicates,
         "out_of_sequence_packets" => q.out_of_sequence,
+        "out_of_order_packets" => q.out_of_order,
         "acks_sent" => q.acks_sent,
         _ => 0,
     }
@@ -71,7 +72,7 @@ fn nic_value(n: &super::job::NicReport, name: &str) -> u64 {
     }
 }
 
-const QP_COUNTERS: [(&str, &str); 14] = [
+const QP_COUNTERS: [(&str, &str); 15] = [
     ("packets_sent", "RoCEv2 data packets sent by the requester, retransmissions included"),
     ("retransmitted_packets", "packets sent again by go-back-N"),
     ("timeouts", "local ACK timeouts"),
@@ -84,7 +85,8 @@ const QP_COUNTERS: [(&str, &str); 14] = [
     ("placed_bytes", "payload bytes placed in the responder's memory region"),
     ("packets_received", "request packets received by the responder"),
     ("duplicate_packets", "request packets received again (a retransmission of delivered data: spurious timeout or lost ACK)"),
-    ("out_of_sequence_packets", "request packets received past a gap (data lost upstream)"),
+    ("out_of_sequence_packets", "request packets received past a gap and dropped (data lost or reordered upstream)"),
+    ("out_of_order_packets", "request packets that arrived ahead of the expected PSN (reordered or past a loss); placed in Write-Only mode, else dropped"),
     ("acks_sent", "ACKs sent by the responder"),
 ];
 
@@ -233,7 +235,7 @@ mod tests {
         let job: Job = serde_json::from_str(r#"{"name":"j1","nics":[],"qps":[]}"#).unwrap();
         let m = Metrics::new(&job).unwrap();
         let mut r = Report { job: "j1".into(), ..Default::default() };
-        r.qps.push(QpReport { qpn: 5, peer_qpn: 6, nic: "gpu0".into(), retransmitted_packets: 7, rate_bps: 1000, duplicates: 4, ..Default::default() });
+        r.qps.push(QpReport { qpn: 5, peer_qpn: 6, nic: "gpu0".into(), retransmitted_packets: 7, rate_bps: 1000, duplicates: 4, out_of_order: 11, ..Default::default() });
         r.nics.push(NicReport { name: "gpu0".into(), pfc_paused_ns_prio3: 1_500_000_000, tx_frames: 3, ..Default::default() });
         m.update(&r);
         r.qps[0].retransmitted_packets = 9;
@@ -246,6 +248,7 @@ mod tests {
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
         assert!(t.contains(r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#), "{t}");
         assert!(t.contains("rocefab_time_dilation{job=\"j1\"} 1\n"), "{t}");
+        assert!(t.contains(r#"rocefab_host_qp_out_of_order_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 11"#), "{t}");
     }
 
     #[test]

@@ -1,0 +1,62 @@
+//! Issue 11, test 4 (reordering): a ring AllReduce on the rail-spine fabric with per-packet
+//! spraying at every switch. Cross-rail connections (rank 1 → rank 2, …) cross both spines, so
+//! their packets arrive out of order.
+//!
+//! - `--segment write-only` (every packet an RDMA WRITE Only with its RETH; responders place
+//!   out-of-order arrivals): completes with 0 retransmissions and out-of-order arrivals > 0;
+//! - `--segment first-middle-last`: reordering is a sequence error, so the responders NAK and
+//!   the requesters go back N;
+//! - every rank's result is verified in both.
+//!
+//! `write_only_allreduce_without_spraying_sees_no_reordering` runs today: the same job over
+//! flow ECMP (one path per connection) in Write-Only mode is verified and has nothing out of
+//! order, so the counts above come from spraying.
+//!
+//! Needs the switches' spray mode (`load_balance: { mode: spray }`, the topology syntax of the
+//! load-balancing part of issue 11): ignored until it is merged; enable it then. The fabric
+//! (`rf-hsr-*` namespaces) is brought down by the guard, also on failure.
+//!
+//! Build first, then run as root:
+//! `cargo build -p control -p dataplane-user -p gpu-host &&
+//!  cargo test -p rocefab-tests --test fabric_spray_reorder -- --test-threads=1 --include-ignored`
+use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use serde_json::Value;
+
+/// Runs the AllReduce with `segment` and returns the JSON report (asserting verified data).
+fn allreduce(f: &Fabric, segment: &str) -> Value {
+    let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--segment", segment, "--json", "--timeout", "120", "--metrics-port-base", "9810"]);
+    assert!(o.status.success(), "rocefab run --segment {segment} failed:\n{}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{segment}: every rank verified: {r:#}");
+    assert_eq!(r["segment"], segment);
+    r
+}
+
+#[test]
+#[ignore = "needs the switches' spray mode (load_balance: { mode: spray }) from the load-balancing part of issue 11"]
+fn sprayed_allreduce_needs_write_only_to_avoid_go_back_n() {
+    let f = Fabric::up_with("rail-spine.yaml", "hsr", "load_balance: { mode: spray }\n");
+
+    let wo = allreduce(&f, "write-only");
+    let ooo = wo["out_of_order_packets"].as_u64().unwrap();
+    assert!(ooo > 0, "spraying reordered packets: {wo:#}");
+    assert_eq!(wo["retransmitted_packets"], 0, "Write-Only: reordering needs no retransmission ({ooo} out of order): {wo:#}");
+    assert_eq!(wo["naks_sent"], 0, "{wo:#}");
+    // Per QP, next to the retransmissions: the cross-rail connections saw the reordering.
+    let per_qp: u64 = wo["qps"].as_array().unwrap().iter().map(|q| q["out_of_order_at_peer"].as_u64().unwrap()).sum();
+    assert_eq!(per_qp, ooo, "every responder QP of the ring is some requester's peer");
+
+    let fml = allreduce(&f, "first-middle-last");
+    assert!(fml["out_of_order_packets"].as_u64().unwrap() > 0, "{fml:#}");
+    assert!(fml["naks_sent"].as_u64().unwrap() > 0, "sequence errors NAKed: {fml:#}");
+    assert!(fml["retransmitted_packets"].as_u64().unwrap() > 0, "go-back-N: {fml:#}");
+}
+
+#[test]
+fn write_only_allreduce_without_spraying_sees_no_reordering() {
+    let f = Fabric::up("rail-spine.yaml", "hwo");
+    let r = allreduce(&f, "write-only");
+    assert_eq!((r["out_of_order_packets"].as_u64(), r["naks_sent"].as_u64()), (Some(0), Some(0)), "flow ECMP keeps order: {r:#}");
+    assert_eq!(r["retransmitted_packets"], 0, "{r:#}");
+    assert_eq!(r["qps"].as_array().unwrap().len(), 8);
+}
