@@ -1,4 +1,4 @@
-//! Fabric lifecycle: `up`, `down`, `status`, `exec`, `send`, `plan`.
+//! Fabric lifecycle: `up`, `down`, `status`, `exec`, `send`, `uplinks`, `plan`.
 //!
 //! `up` turns a topology file into namespaces `rf-<fabric>-<node>`, veth pairs created directly
 //! in their namespaces (names, MACs and MTU set atomically, nothing ever lives in the root
@@ -22,7 +22,7 @@ use crate::netns;
 use crate::plan::{compile, netns_name, Plan};
 use crate::rundir::{self, DaemonState, LinkState, State, KIND_HOST, KIND_SWITCH};
 use crate::send::{send_from_netns, SendArgs};
-use crate::topology::{LineRate, Topology};
+use crate::topology::{LineRate, Role, Topology};
 
 /// Fabric subcommands, flattened into the top-level CLI.
 #[derive(Debug, clap::Subcommand)]
@@ -57,6 +57,12 @@ pub enum FabricCmd {
     },
     /// Send UDP packets from a GPU NIC (inside its host namespace).
     Send(SendArgs),
+    /// Per-uplink packets and bytes of every switch (the ECMP stages: rail and spine uplinks,
+    /// super-spine downlinks), with each port's share of its switch's total: shows hash
+    /// polarization.
+    Uplinks {
+        fabric: Option<String>,
+    },
     /// Validate a topology and print its address plan and switch configs (no root needed).
     Plan {
         topology: PathBuf,
@@ -76,6 +82,7 @@ pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
             std::process::exit(code);
         }
         FabricCmd::Send(a) => send(a),
+        FabricCmd::Uplinks { fabric } => uplinks(fabric.as_deref()),
         FabricCmd::Plan { topology, json } => print_plan(topology, *json),
     }
 }
@@ -645,6 +652,89 @@ fn send(a: &SendArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// One ECMP port of `rocefab uplinks`: a rail switch's or spine's port towards the tier above,
+/// or a super-spine's port towards a spine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UplinkPort {
+    pub switch: String,
+    pub port: String,
+    /// `node:ifname` at the other end.
+    pub peer: String,
+}
+
+/// The ports `rocefab uplinks` reports, switch by switch in topology order.
+pub fn uplink_ports(topo: &Topology, plan: &Plan) -> Vec<UplinkPort> {
+    let tier = |r: Role| match r {
+        Role::Rail => 0,
+        Role::Spine => 1,
+        Role::SuperSpine => 2,
+    };
+    let mut out = Vec::new();
+    for (si, s) in plan.switches.iter().enumerate() {
+        let mine = topo.switches[si].role;
+        for p in &s.config.ports {
+            let node = p.peer.split(':').next().unwrap_or_default();
+            let Some(peer) = topo.switch_index(node) else { continue };
+            let up = tier(topo.switches[peer].role) > tier(mine);
+            if up || mine == Role::SuperSpine {
+                out.push(UplinkPort { switch: s.name.clone(), port: p.name.clone(), peer: p.peer.clone() });
+            }
+        }
+    }
+    out
+}
+
+/// Sum of the samples of the per-port counter `name` for `port` in a Prometheus text scrape.
+pub fn port_counter(text: &str, name: &str, port: &str) -> u64 {
+    let want = format!("port=\"{port}\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|rest| {
+            let (labels, value) = rest.split_once('}')?;
+            labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum::<f64>() as u64
+}
+
+/// The `rocefab uplinks` table: one row per port with transmitted packets and bytes
+/// (`counters(switch, port)`) and its share of its switch's reported packets.
+pub fn render_uplinks(ports: &[UplinkPort], counters: &dyn Fn(&str, &str) -> (u64, u64)) -> String {
+    use std::fmt::Write as _;
+    let rows: Vec<(&UplinkPort, u64, u64)> = ports
+        .iter()
+        .map(|p| {
+            let (pk, by) = counters(&p.switch, &p.port);
+            (p, pk, by)
+        })
+        .collect();
+    let mut o = format!("{:<16} {:<6} {:<22} {:>12} {:>14} {:>6}\n", "switch", "port", "to", "tx packets", "tx bytes", "share");
+    for (p, pk, by) in &rows {
+        let total: u64 = rows.iter().filter(|(q, ..)| q.switch == p.switch).map(|(_, k, _)| k).sum();
+        let share = if total == 0 { "-".to_string() } else { format!("{:.1}%", 100.0 * *pk as f64 / total as f64) };
+        let _ = writeln!(o, "{:<16} {:<6} {:<22} {pk:>12} {by:>14} {share:>6}", p.switch, p.port, p.peer);
+    }
+    o
+}
+
+fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
+    let fabric = pick_fabric(name)?;
+    let st = State::load(&fabric)?;
+    let topo = Topology::load(&st.topology)?;
+    let plan = compile(&topo, 0);
+    let mut scrapes = std::collections::BTreeMap::new();
+    for d in st.daemons.iter().filter(|d| !d.is_host()) {
+        let text = scrape(&d.metrics_url, Duration::from_secs(2)).with_context(|| format!("metrics of {}", d.switch))?;
+        scrapes.insert(d.switch.clone(), text);
+    }
+    let counters = |sw: &str, port: &str| match scrapes.get(sw) {
+        Some(t) => (port_counter(t, "rocefab_port_tx_packets_total", port), port_counter(t, "rocefab_port_tx_bytes_total", port)),
+        None => (0, 0),
+    };
+    println!("fabric {fabric}: ECMP ports (rail and spine uplinks, super-spine downlinks), counted since `rocefab up`");
+    print!("{}", render_uplinks(&uplink_ports(&topo, &plan), &counters));
+    Ok(())
+}
+
 fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
     let topo = Topology::load(path)?;
     let plan = compile(&topo, topo.metrics_port_base.unwrap_or(9400));
@@ -674,11 +764,26 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         }
     }
     let _ = writeln!(o, "lldp {}", crate::lldp::describe(&topo.lldp));
+    let multi_pod = topo.pods.len() > 1 || topo.switches.iter().any(|s| s.role == Role::SuperSpine);
+    if multi_pod {
+        let names = |pod: Option<usize>, role: Role| {
+            topo.switches.iter().filter(|s| s.pod == pod && s.role == role).map(|s| s.name.as_str()).collect::<Vec<_>>().join(" ")
+        };
+        for (pi, p) in topo.pods.iter().enumerate() {
+            let (rails, spines) = (names(Some(pi), Role::Rail), names(Some(pi), Role::Spine));
+            let _ = writeln!(o, "pod {}: hosts {}-{}, rail switches {rails}, spines {spines}", pi + 1, p.hosts.first, p.hosts.last);
+        }
+        let _ = writeln!(o, "super-spines {}", names(None, Role::SuperSpine));
+    }
     for (si, s) in plan.switches.iter().enumerate() {
         let chassis = s.config.chassis_mac.map(|m| format!(", chassis {m}")).unwrap_or_default();
+        let pod = match topo.switches[si].pod {
+            Some(p) if multi_pod => format!(", pod {}", p + 1),
+            _ => String::new(),
+        };
         let _ = writeln!(
             o,
-            "{} ({}, seed {:#010x}, metrics {}{chassis})",
+            "{} ({}{pod}, seed {:#010x}, metrics {}{chassis})",
             s.name, s.config.role, s.config.hash_seed, s.config.metrics_listen
         );
         let _ = writeln!(o, "  qos {}", crate::qos::describe(&topo.qos[si]));

@@ -5,8 +5,8 @@
 //!
 //! - Rail r has a subnet (default 10.0.r.0/24); GPU r−1 of host h is `.h`, the rail switch's
 //!   host-facing ports answer as gateway `.254` (book ch. 13: each local rank is a rail subnet).
-//! - Every rail↔spine link is a /31 from `addressing.p2p` (default 10.255.0.0/16): rail end even,
-//!   spine end odd.
+//! - Every rail↔spine and spine↔super-spine link is a /31 from `addressing.p2p` (default
+//!   10.255.0.0/16): the lower tier's end even, the upper tier's odd.
 //! - MACs are locally administered (`02:`), `02:<fabric>:<kind>:<node hi>:<node lo>:<if>`, so
 //!   next-hop MACs are known without ARP. Kind 01 is a host NIC, 02 a switch port, 03 a switch's
 //!   system MAC (its LLDP Chassis ID, `<if>` 00), distinct from every port MAC.
@@ -14,13 +14,17 @@
 //!   `metrics_base + switches + h − 1`.
 //! - Rail switch: a /32 per directly attached GPU; every subnet it does not serve entirely
 //!   (other rails) via one ECMP group of the uplinks to the spines that reach the serving switch.
-//!   Spine: each rail subnet via the rail switch(es) serving it. Own addresses are `local`.
+//!   Spine: each rail subnet of its pod via the rail switch(es) serving it, of another pod via
+//!   an ECMP group of the uplinks to the super-spines that reach it. Super-spine: each rail
+//!   subnet via the downlinks to the spines of the serving switch's pod that reach it. In
+//!   general, the group towards a rail switch is every neighbour one hop closer to it on an
+//!   up/down path ([`Topology::hops_to`]). Own addresses are `local`.
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use dataplane_common::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
-use crate::topology::{Endpoint, HashSeed, Ipv4Net, LinkClass, Role, Topology};
+use crate::topology::{Endpoint, HashSeed, Ipv4Net, Role, Topology};
 
 /// Namespace of a node: `rf-<fabric>-<node>`.
 pub fn netns_name(fabric: &str, node: &str) -> String {
@@ -70,7 +74,7 @@ pub struct LinkPlan {
     pub a: Iface,
     pub b: Iface,
     pub line_rate_bps: u64,
-    /// `host-rail` or `rail-spine`.
+    /// `host-rail`, `rail-spine` or `spine-super-spine`.
     pub class: &'static str,
 }
 
@@ -213,11 +217,7 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             }
             _ => unreachable!("links are gpu-switch or switch-switch"),
         };
-        let class = match l.class {
-            LinkClass::HostRail => "host-rail",
-            LinkClass::RailSpine => "rail-spine",
-        };
-        links.push(LinkPlan { a: ia, b: ib, line_rate_bps: l.line_rate.0, class });
+        links.push(LinkPlan { a: ia, b: ib, line_rate_bps: l.line_rate.0, class: l.class.as_str() });
     }
 
     // Hosts.
@@ -249,6 +249,7 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
     }
 
     // Switches.
+    let hops: Vec<Vec<Option<u32>>> = (0..nsw).map(|d| topo.hops_to(d)).collect();
     let mut switches = Vec::new();
     for (si, sw) in topo.switches.iter().enumerate() {
         let mut cfg_ports = Vec::new();
@@ -292,26 +293,21 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             routes.push(RouteConfig { prefix: IpAddr::V4(a), len, group: g });
         };
 
-        // Reaching rail switch `d`: from a rail switch, the uplinks to spines linked to `d`;
-        // from a spine, the downlinks to `d`.
+        // Reaching rail switch `d`: the ports to the neighbours one hop closer to it, up and
+        // down the tiers (never through another rail switch).
         let toward = |d: usize| -> Vec<u32> {
-            match sw.role {
-                Role::Spine => peers
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (e, ..))| *e == Endpoint::Switch(d))
-                    .map(|(i, _)| i as u32)
-                    .collect(),
-                Role::Rail => peers
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, (e, ..))| match e {
-                        Endpoint::Switch(sp) => topo.links.iter().any(|l| l.a == Endpoint::Switch(d) && l.b == Endpoint::Switch(*sp)),
-                        _ => false,
-                    })
-                    .map(|(i, _)| i as u32)
-                    .collect(),
-            }
+            let Some(mine) = hops[d][si] else { return Vec::new() };
+            peers
+                .iter()
+                .enumerate()
+                .filter(|(_, (e, ..))| match e {
+                    Endpoint::Switch(n) => {
+                        (*n == d || topo.switches[*n].role != Role::Rail) && hops[d][*n].is_some_and(|h| h + 1 == mine)
+                    }
+                    Endpoint::Gpu { .. } => false,
+                })
+                .map(|(i, _)| i as u32)
+                .collect()
         };
 
         // Directly attached GPUs.

@@ -32,6 +32,33 @@
 //! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
 //! ```
 //!
+//! A multi-pod fabric (book Fig. 13-9: pods of rail switches and spines joined by super-spines,
+//! 3 tiers, 5 stages) lists its pods under `switches.pods` instead of `rail`/`spine`:
+//!
+//! ```yaml
+//! fabric: mp
+//! hosts: { count: 4, gpus_per_host: 2 }
+//! switches:
+//!   pods:                     # pod p: its hosts, rail switches and spines
+//!     - hosts: 1-2            # a rail switch's `hosts` (default: the pod's) stay in its pod
+//!       rail: [{ name: p1rail1, rails: [1] }, { name: p1rail2, rails: [2] }]
+//!       spine: [{ name: p1spine1 }, { name: p1spine2 }]
+//!     - hosts: 3-4
+//!       rail: [{ name: p2rail1, rails: [1] }, { name: p2rail2, rails: [2] }]
+//!       spine: [{ name: p2spine1 }, { name: p2spine2 }]
+//!   super-spine:
+//!     - { name: ss1 }
+//!     - { name: ss2 }
+//! links:
+//!   line_rate: { spine_super_spine: 1Gbps }
+//!   rail_spine: full-mesh     # inside each pod (a list may only pair a pod's own switches)
+//!   spine_super_spine: full-mesh   # or a list: [{ spine: p1spine1, super-spine: ss1 }]
+//! ```
+//!
+//! Routes follow up/down paths (never through another rail switch): a GPU reaches its pod's
+//! other rails through the pod's spines and other pods through the super-spines, with an ECMP
+//! group wherever several neighbours are equally close (see [`crate::plan`]).
+//!
 //! `time_dilation: D` (DESIGN.md "Emulated time"): every line rate, threshold and timer in the
 //! file is the real fabric's; the daemons divide rates by D and multiply durations by D where
 //! they meet the wall clock, and report in emulated units. `400Gbps` at `time_dilation: 8000`
@@ -175,13 +202,29 @@ pub enum NicModel {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSwitches {
+    /// Rail switches of a single-pod fabric.
+    #[serde(default)]
+    rail: Vec<RawRailSwitch>,
+    /// Spines of a single-pod fabric.
+    #[serde(default)]
+    spine: Vec<RawSpine>,
+    /// Pods of a multi-pod fabric (instead of `rail` and `spine`).
+    #[serde(default)]
+    pods: Vec<RawPod>,
+    /// Super-spines joining the pods' spines.
+    #[serde(default, rename = "super-spine")]
+    super_spine: Vec<RawSpine>,
+}
+
+/// One pod: its hosts, its rail switches (leaves) and its spines.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPod {
+    hosts: HostRange,
     #[serde(default)]
     rail: Vec<RawRailSwitch>,
     #[serde(default)]
     spine: Vec<RawSpine>,
-    /// Accepted by the schema so the error can say "not supported yet".
-    #[serde(default, rename = "super-spine")]
-    super_spine: Option<yaml_serde::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,6 +250,8 @@ struct RawLinks {
     #[serde(default)]
     rail_spine: RailSpineCabling,
     #[serde(default)]
+    spine_super_spine: SuperSpineCabling,
+    #[serde(default)]
     overrides: Vec<RawOverride>,
 }
 
@@ -217,11 +262,13 @@ struct RawLineRates {
     host_rail: LineRate,
     #[serde(default = "default_rate")]
     rail_spine: LineRate,
+    #[serde(default = "default_rate")]
+    spine_super_spine: LineRate,
 }
 
 impl Default for RawLineRates {
     fn default() -> Self {
-        RawLineRates { host_rail: default_rate(), rail_spine: default_rate() }
+        RawLineRates { host_rail: default_rate(), rail_spine: default_rate(), spine_super_spine: default_rate() }
     }
 }
 
@@ -253,6 +300,29 @@ enum CablingKeyword {
 struct RawRailSpineLink {
     rail: String,
     spine: String,
+    #[serde(default)]
+    line_rate: Option<LineRate>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SuperSpineCabling {
+    Keyword(CablingKeyword),
+    List(Vec<RawSpineSuperSpineLink>),
+}
+
+impl Default for SuperSpineCabling {
+    fn default() -> Self {
+        SuperSpineCabling::Keyword(CablingKeyword::FullMesh)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpineSuperSpineLink {
+    spine: String,
+    #[serde(rename = "super-spine")]
+    super_spine: String,
     #[serde(default)]
     line_rate: Option<LineRate>,
 }
@@ -519,6 +589,8 @@ fn de_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
 pub enum Role {
     Rail,
     Spine,
+    /// Joins the spines of several pods (book Fig. 13-9: 3-tier, 5-stage).
+    SuperSpine,
 }
 
 impl Role {
@@ -526,6 +598,7 @@ impl Role {
         match self {
             Role::Rail => "rail",
             Role::Spine => "spine",
+            Role::SuperSpine => "super-spine",
         }
     }
 }
@@ -538,6 +611,15 @@ pub struct Switch {
     /// Rails served (rail switches only), in file order.
     pub rails: Vec<u32>,
     /// Hosts served (rail switches only).
+    pub hosts: HostRange,
+    /// Pod (index into [`Topology::pods`]) of a rail switch or spine; `None` for super-spines.
+    pub pod: Option<usize>,
+}
+
+/// A pod: a group of hosts with their rail switches and spines (book ch. 13). A file without
+/// `switches.pods` is one pod of every host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pod {
     pub hosts: HostRange,
 }
 
@@ -555,9 +637,22 @@ pub enum Endpoint {
 pub enum LinkClass {
     HostRail,
     RailSpine,
+    SpineSuperSpine,
 }
 
-/// A link between a GPU NIC and a rail switch, or a rail switch and a spine.
+impl LinkClass {
+    /// `host-rail`, `rail-spine` or `spine-super-spine`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkClass::HostRail => "host-rail",
+            LinkClass::RailSpine => "rail-spine",
+            LinkClass::SpineSuperSpine => "spine-super-spine",
+        }
+    }
+}
+
+/// A link between a GPU NIC and a rail switch, a rail switch and a spine, or a spine and a
+/// super-spine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Link {
     pub a: Endpoint,
@@ -576,9 +671,11 @@ pub struct Topology {
     pub hash_seed: HashSeed,
     pub hosts: u32,
     pub gpus_per_host: u32,
-    /// Rail switches first (file order), then spines.
+    /// Rail switches first (file order, pod by pod), then spines (likewise), then super-spines.
     pub switches: Vec<Switch>,
-    /// Host links (host-major, GPU order), then rail↔spine links.
+    /// Pods in file order (one for a file without `switches.pods`).
+    pub pods: Vec<Pod>,
+    /// Host links (host-major, GPU order), then rail↔spine links, then spine↔super-spine links.
     pub links: Vec<Link>,
     /// Subnet of rail r at key r (1-based).
     pub rail_subnets: BTreeMap<u32, Ipv4Net>,
@@ -618,6 +715,34 @@ impl Topology {
     pub fn spines(&self) -> impl Iterator<Item = (usize, &Switch)> {
         self.switches.iter().enumerate().filter(|(_, s)| s.role == Role::Spine)
     }
+    /// Switch-to-switch hops from every switch to rail switch `d` (by index into `switches`),
+    /// `None` where `d` is unreachable. Paths go up and down the tiers: only spines and
+    /// super-spines carry transit traffic, never another rail switch. Next hops towards `d`
+    /// are the neighbours one hop closer (the ECMP group).
+    pub fn hops_to(&self, d: usize) -> Vec<Option<u32>> {
+        let mut dist = vec![None; self.switches.len()];
+        dist[d] = Some(0);
+        let mut queue = std::collections::VecDeque::from([d]);
+        while let Some(n) = queue.pop_front() {
+            if n != d && self.switches[n].role == Role::Rail {
+                continue;
+            }
+            let here = dist[n].expect("queued nodes have a distance");
+            for l in &self.links {
+                let m = match (&l.a, &l.b) {
+                    (Endpoint::Switch(a), Endpoint::Switch(b)) if *a == n => *b,
+                    (Endpoint::Switch(a), Endpoint::Switch(b)) if *b == n => *a,
+                    _ => continue,
+                };
+                if dist[m].is_none() {
+                    dist[m] = Some(here + 1);
+                    queue.push_back(m);
+                }
+            }
+        }
+        dist
+    }
+
     /// Human-readable endpoint name (`host1:gpu0`, `rail1`).
     pub fn endpoint_name(&self, e: &Endpoint) -> String {
         match e {
@@ -671,59 +796,118 @@ fn validate(
     if raw.hosts.nic == NicModel::Shared {
         return Err(err("hosts.nic", "shared (one NIC for all GPUs of a host) is not supported yet; use per-gpu".into()));
     }
-    if raw.switches.super_spine.is_some() {
-        return Err(err("switches.super-spine", "super-spine switches are not supported yet (rail and spine only)".into()));
-    }
     let hosts = raw.hosts.count;
     let gpus = raw.hosts.gpus_per_host;
-    if raw.switches.rail.is_empty() {
+    let sw = &raw.switches;
+    let flat = !sw.rail.is_empty() || !sw.spine.is_empty();
+    if !sw.pods.is_empty() && flat {
+        return Err(err("switches.pods", "list rail switches and spines either under switches.pods or directly under switches, not both".into()));
+    }
+    if sw.pods.is_empty() && !sw.super_spine.is_empty() {
+        return Err(err(
+            "switches.super-spine",
+            "super-spines join pods: list the rail switches and spines under switches.pods, one entry per pod".into(),
+        ));
+    }
+    // Every pod as (hosts, rail switches, spines, field prefix); a flat file is one pod.
+    let all_hosts = HostRange { first: 1, last: hosts };
+    let pods: Vec<(HostRange, &[RawRailSwitch], &[RawSpine], String)> = if sw.pods.is_empty() {
+        vec![(all_hosts, &sw.rail, &sw.spine, "switches".to_string())]
+    } else {
+        sw.pods.iter().enumerate().map(|(i, p)| (p.hosts, &p.rail[..], &p.spine[..], format!("switches.pods[{i}]"))).collect()
+    };
+    if sw.pods.is_empty() && sw.rail.is_empty() {
         return Err(err("switches", "at least one rail switch is needed".into()));
     }
+    for (pi, (hr, rails, spines, prefix)) in pods.iter().enumerate() {
+        if hr.last > hosts {
+            return Err(err(&format!("{prefix}.hosts"), format!("host {} does not exist (hosts 1..={hosts})", hr.last)));
+        }
+        if let Some((pj, _)) = pods[..pi].iter().enumerate().find(|(_, (o, ..))| o.first <= hr.last && hr.first <= o.last) {
+            return Err(err(&format!("{prefix}.hosts"), format!("hosts {}-{} overlap pod {}'s hosts", hr.first, hr.last, pj + 1)));
+        }
+        if rails.is_empty() {
+            return Err(err(prefix, format!("pod {} has no rail switch", pi + 1)));
+        }
+        if pods.len() > 1 && spines.is_empty() {
+            return Err(err(prefix, format!("pod {} has no spine to reach the super-spines", pi + 1)));
+        }
+    }
+    if let Some(h) = (1..=hosts).find(|&h| !pods.iter().any(|(hr, ..)| hr.contains(h))) {
+        return Err(err("switches.pods", format!("host{h} is in no pod")));
+    }
+    if pods.len() > 1 && sw.super_spine.is_empty() {
+        return Err(err("switches", "several pods need super-spines (switches.super-spine) to reach each other".into()));
+    }
 
-    // Names.
+    // Names. Switches are rail switches (pod by pod), then spines, then super-spines; `fields`
+    // holds each one's path in the file for error messages.
     let mut names: BTreeSet<String> = BTreeSet::new();
     let mut switches = Vec::new();
-    for (i, r) in raw.switches.rail.iter().enumerate() {
-        let field = format!("switches.rail[{i}].name");
-        check_switch_name(&r.name, &field, &mut names, hosts, err)?;
-        let hr = r.hosts.unwrap_or(HostRange { first: 1, last: hosts });
-        if hr.last > hosts {
-            return Err(err(&format!("switches.rail[{i}].hosts"), format!("host {} does not exist (hosts 1..={hosts})", hr.last)));
-        }
-        if r.rails.is_empty() {
-            return Err(err(&format!("switches.rail[{i}].rails"), format!("rail switch {} serves no rail", r.name)));
-        }
-        let mut seen = BTreeSet::new();
-        for &rail in &r.rails {
-            if rail == 0 || rail > gpus {
+    let mut fields: Vec<String> = Vec::new();
+    for (pi, (pod_hosts, rails, _, prefix)) in pods.iter().enumerate() {
+        for (i, r) in rails.iter().enumerate() {
+            let at = format!("{prefix}.rail[{i}]");
+            check_switch_name(&r.name, &format!("{at}.name"), &mut names, hosts, err)?;
+            let hr = r.hosts.unwrap_or(*pod_hosts);
+            if hr.last > hosts {
+                return Err(err(&format!("{at}.hosts"), format!("host {} does not exist (hosts 1..={hosts})", hr.last)));
+            }
+            if !(pod_hosts.contains(hr.first) && pod_hosts.contains(hr.last)) {
                 return Err(err(
-                    &format!("switches.rail[{i}].rails"),
-                    format!("rail {rail} does not exist (hosts have {gpus} GPUs: rails 1..={gpus})"),
+                    &format!("{at}.hosts"),
+                    format!("hosts {}-{} are not all in pod {} (hosts {}-{})", hr.first, hr.last, pi + 1, pod_hosts.first, pod_hosts.last),
                 ));
             }
-            if !seen.insert(rail) {
-                return Err(err(&format!("switches.rail[{i}].rails"), format!("rail {rail} listed twice")));
+            if r.rails.is_empty() {
+                return Err(err(&format!("{at}.rails"), format!("rail switch {} serves no rail", r.name)));
             }
+            let mut seen = BTreeSet::new();
+            for &rail in &r.rails {
+                if rail == 0 || rail > gpus {
+                    return Err(err(
+                        &format!("{at}.rails"),
+                        format!("rail {rail} does not exist (hosts have {gpus} GPUs: rails 1..={gpus})"),
+                    ));
+                }
+                if !seen.insert(rail) {
+                    return Err(err(&format!("{at}.rails"), format!("rail {rail} listed twice")));
+                }
+            }
+            switches.push(Switch { name: r.name.clone(), role: Role::Rail, rails: r.rails.clone(), hosts: hr, pod: Some(pi) });
+            fields.push(at);
         }
-        switches.push(Switch { name: r.name.clone(), role: Role::Rail, rails: r.rails.clone(), hosts: hr });
     }
-    for (i, s) in raw.switches.spine.iter().enumerate() {
-        check_switch_name(&s.name, &format!("switches.spine[{i}].name"), &mut names, hosts, err)?;
-        switches.push(Switch { name: s.name.clone(), role: Role::Spine, rails: vec![], hosts: HostRange { first: 1, last: hosts } });
+    let nrail = switches.len();
+    for (pi, (pod_hosts, _, spines, prefix)) in pods.iter().enumerate() {
+        for (i, s) in spines.iter().enumerate() {
+            let at = format!("{prefix}.spine[{i}]");
+            check_switch_name(&s.name, &format!("{at}.name"), &mut names, hosts, err)?;
+            switches.push(Switch { name: s.name.clone(), role: Role::Spine, rails: vec![], hosts: *pod_hosts, pod: Some(pi) });
+            fields.push(at);
+        }
+    }
+    for (i, s) in sw.super_spine.iter().enumerate() {
+        let at = format!("switches.super-spine[{i}]");
+        check_switch_name(&s.name, &format!("{at}.name"), &mut names, hosts, err)?;
+        switches.push(Switch { name: s.name.clone(), role: Role::SuperSpine, rails: vec![], hosts: all_hosts, pod: None });
+        fields.push(at);
     }
 
     // Every (rail, host) served by exactly one rail switch.
     for rail in 1..=gpus {
         for h in 1..=hosts {
-            let serving: Vec<usize> = (0..raw.switches.rail.len())
-                .filter(|&i| switches[i].rails.contains(&rail) && switches[i].hosts.contains(h))
-                .collect();
+            let serving: Vec<usize> =
+                (0..nrail).filter(|&i| switches[i].rails.contains(&rail) && switches[i].hosts.contains(h)).collect();
             match serving.len() {
-                0 => return Err(err("switches.rail", format!("rail {rail} has no switch (for host{h})"))),
+                0 => {
+                    let prefix = &pods.iter().find(|(hr, ..)| hr.contains(h)).expect("every host is in a pod").3;
+                    return Err(err(&format!("{prefix}.rail"), format!("rail {rail} has no switch (for host{h})")));
+                }
                 1 => {}
                 _ => {
                     return Err(err(
-                        &format!("switches.rail[{}].rails", serving[1]),
+                        &format!("{}.rails", fields[serving[1]]),
                         format!(
                             "rail {rail} of host{h} is served by both {} and {} (dual-homed NICs are not supported)",
                             switches[serving[0]].name, switches[serving[1]].name
@@ -747,34 +931,39 @@ fn validate(
     // Links.
     let rate_hr = raw.links.line_rate.host_rail;
     let rate_rs = raw.links.line_rate.rail_spine;
+    let rate_ss = raw.links.line_rate.spine_super_spine;
     let mut links = Vec::new();
     for h in 1..=hosts {
         for g in 0..gpus {
-            let sw = (0..raw.switches.rail.len())
+            let sw = (0..nrail)
                 .find(|&i| switches[i].rails.contains(&(g + 1)) && switches[i].hosts.contains(h))
                 .expect("coverage checked above");
             links.push(Link { a: Endpoint::Gpu { host: h, gpu: g }, b: Endpoint::Switch(sw), class: LinkClass::HostRail, line_rate: rate_hr });
         }
     }
-    let nrail = raw.switches.rail.len();
+    let sws = &switches;
+    let of_role = move |role: Role| (0..sws.len()).filter(move |&i| sws[i].role == role);
+    let find = move |name: &str, role: Role| of_role(role).find(|&i| sws[i].name == name);
     match &raw.links.rail_spine {
         RailSpineCabling::Keyword(CablingKeyword::FullMesh) => {
-            for r in 0..nrail {
-                for s in nrail..switches.len() {
+            for r in of_role(Role::Rail) {
+                for s in of_role(Role::Spine).filter(|&s| switches[s].pod == switches[r].pod) {
                     links.push(Link { a: Endpoint::Switch(r), b: Endpoint::Switch(s), class: LinkClass::RailSpine, line_rate: rate_rs });
                 }
             }
         }
         RailSpineCabling::List(list) => {
             for (i, l) in list.iter().enumerate() {
-                let r = switches
-                    .iter()
-                    .position(|s| s.name == l.rail && s.role == Role::Rail)
+                let r = find(&l.rail, Role::Rail)
                     .ok_or_else(|| err(&format!("links.rail_spine[{i}].rail"), format!("unknown rail switch {:?}", l.rail)))?;
-                let s = switches
-                    .iter()
-                    .position(|s| s.name == l.spine && s.role == Role::Spine)
+                let s = find(&l.spine, Role::Spine)
                     .ok_or_else(|| err(&format!("links.rail_spine[{i}].spine"), format!("unknown spine {:?}", l.spine)))?;
+                if switches[r].pod != switches[s].pod {
+                    return Err(err(
+                        &format!("links.rail_spine[{i}]"),
+                        format!("{} and {} are in different pods (rail switches connect to their own pod's spines)", l.rail, l.spine),
+                    ));
+                }
                 let a = Endpoint::Switch(r);
                 let b = Endpoint::Switch(s);
                 if links.iter().any(|x| x.a == a && x.b == b) {
@@ -784,10 +973,45 @@ fn validate(
             }
         }
     }
-    for (si, s) in switches.iter().enumerate() {
-        if s.role == Role::Spine && !links.iter().any(|l| l.b == Endpoint::Switch(si)) {
-            let idx = si - nrail;
-            return Err(err(&format!("switches.spine[{idx}].name"), format!("spine {} has no links", s.name)));
+    for s in of_role(Role::Spine) {
+        if !links.iter().any(|l| l.b == Endpoint::Switch(s)) {
+            return Err(err(&format!("{}.name", fields[s]), format!("spine {} has no links", switches[s].name)));
+        }
+    }
+    match &raw.links.spine_super_spine {
+        SuperSpineCabling::Keyword(CablingKeyword::FullMesh) => {
+            for s in of_role(Role::Spine) {
+                for x in of_role(Role::SuperSpine) {
+                    links.push(Link {
+                        a: Endpoint::Switch(s),
+                        b: Endpoint::Switch(x),
+                        class: LinkClass::SpineSuperSpine,
+                        line_rate: rate_ss,
+                    });
+                }
+            }
+        }
+        SuperSpineCabling::List(list) => {
+            for (i, l) in list.iter().enumerate() {
+                let s = find(&l.spine, Role::Spine)
+                    .ok_or_else(|| err(&format!("links.spine_super_spine[{i}].spine"), format!("unknown spine {:?}", l.spine)))?;
+                let x = find(&l.super_spine, Role::SuperSpine).ok_or_else(|| {
+                    err(&format!("links.spine_super_spine[{i}].super-spine"), format!("unknown super-spine {:?}", l.super_spine))
+                })?;
+                let (a, b) = (Endpoint::Switch(s), Endpoint::Switch(x));
+                if links.iter().any(|y| y.a == a && y.b == b) {
+                    return Err(err(
+                        &format!("links.spine_super_spine[{i}]"),
+                        format!("duplicate link {} - {}", l.spine, l.super_spine),
+                    ));
+                }
+                links.push(Link { a, b, class: LinkClass::SpineSuperSpine, line_rate: l.line_rate.unwrap_or(rate_ss) });
+            }
+        }
+    }
+    for x in of_role(Role::SuperSpine) {
+        if !links.iter().any(|l| l.b == Endpoint::Switch(x)) {
+            return Err(err(&format!("{}.name", fields[x]), format!("super-spine {} has no links", switches[x].name)));
         }
     }
     for (i, o) in raw.links.overrides.iter().enumerate() {
@@ -841,11 +1065,7 @@ fn validate(
         let n = links.iter().filter(|l| l.a == Endpoint::Switch(si) || l.b == Endpoint::Switch(si)).count();
         let max = dataplane_common::limits::MAX_PORTS as usize;
         if n > max {
-            let f = match s.role {
-                Role::Rail => format!("switches.rail[{si}].name"),
-                Role::Spine => format!("switches.spine[{}].name", si - nrail),
-            };
-            return Err(err(&f, format!("switch {} would have {n} ports (at most {max})", s.name)));
+            return Err(err(&format!("{}.name", fields[si]), format!("switch {} would have {n} ports (at most {max})", s.name)));
         }
         port_counts.push((s.name.clone(), n));
         let longest = switch_port.replace("{port}", &n.max(1).to_string());
@@ -882,7 +1102,7 @@ fn validate(
         rail_subnets.insert(r, net);
     }
     let p2p = raw.addressing.p2p.unwrap_or(Ipv4Net { addr: Ipv4Addr::new(10, 255, 0, 0), len: 16 });
-    let nfabric = links.iter().filter(|l| l.class == LinkClass::RailSpine).count() as u64;
+    let nfabric = links.iter().filter(|l| l.class != LinkClass::HostRail).count() as u64;
     if p2p.size() < 2 * nfabric {
         return Err(err("addressing.p2p", format!("{p2p} is too small for {nfabric} /31 links")));
     }
@@ -916,6 +1136,7 @@ fn validate(
         hosts,
         gpus_per_host: gpus,
         switches,
+        pods: pods.iter().map(|(hosts, ..)| Pod { hosts: *hosts }).collect(),
         links,
         rail_subnets,
         p2p,

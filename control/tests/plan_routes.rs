@@ -4,8 +4,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use control::plan::{compile, Plan, SwitchPlan};
-use control::topology::Topology;
+use control::topology::{HashSeed, Topology};
 use dataplane_common::config::{Mac, RouteConfig};
+use dataplane_common::{ecmp_index, flow_hash};
 
 fn plan(name: &str) -> Plan {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name);
@@ -188,7 +189,10 @@ fn every_config_validates_with_distinct_seeds_and_ports() {
             listen.insert(s.config.metrics_listen);
             assert_eq!(s.config.netns.as_deref(), Some(s.netns.as_str()));
         }
-        assert_eq!(seeds.len(), p.switches.len(), "{t}: per-switch seeds differ");
+        // A topology may share one seed on purpose (multi-pod.yaml: hash polarization).
+        let topo = Topology::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(t)).unwrap();
+        let want = if topo.hash_seed == HashSeed::PerSwitch { p.switches.len() } else { 1 };
+        assert_eq!(seeds.len(), want, "{t}: per-switch seeds differ, a shared seed is shared");
         assert_eq!(listen.len(), p.switches.len());
         assert_eq!(p.switches[0].config.metrics_listen.port(), 9400);
     }
@@ -256,4 +260,222 @@ links:
     let r2 = p.switch("rail2").unwrap();
     assert!(!r2.config.routes.iter().any(|r| r.prefix == ip("10.0.3.0")));
     assert_eq!(members(r2, route(r2, "10.0.1.0", 24)).len(), 1);
+}
+
+/// The longest-prefix route of `s` for `dst`.
+fn lpm(s: &SwitchPlan, dst: Ipv4Addr) -> Option<&RouteConfig> {
+    s.config
+        .routes
+        .iter()
+        .filter(|r| match r.prefix {
+            IpAddr::V4(p) => {
+                let mask = if r.len == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - r.len)
+                };
+                u32::from(dst) & mask == u32::from(p) & mask
+            }
+            IpAddr::V6(_) => false,
+        })
+        .max_by_key(|r| r.len)
+}
+
+/// The switch ports (`switch:port`) a UDP flow crosses from GPU `src` to `dst` when every
+/// switch picks `ecmp_index(flow_hash(..., its seed), members)` as the data plane does; panics
+/// if the flow does not reach `dst`'s NIC within 8 switches.
+fn walk(p: &Plan, src: &str, dst: &str, sport: u16) -> Vec<String> {
+    let (sa, da) = (p.gpu_addr(src).unwrap(), p.gpu_addr(dst).unwrap());
+    let mut at = p
+        .switches
+        .iter()
+        .find(|s| s.config.ports.iter().any(|q| q.peer == src))
+        .expect("src rail switch");
+    let mut path = Vec::new();
+    for _ in 0..8 {
+        let r = lpm(at, da).unwrap_or_else(|| panic!("{}: no route to {da}", at.name));
+        let g = &at.config.groups[r
+            .group
+            .unwrap_or_else(|| panic!("{}: {da} is local", at.name))
+            as usize];
+        let h = flow_hash(
+            [u32::from(sa), 0, 0, 0],
+            [u32::from(da), 0, 0, 0],
+            17,
+            sport,
+            9000,
+            at.config.hash_seed,
+        );
+        let port = &at.config.ports
+            [at.config.nexthops[g[ecmp_index(h, g.len() as u32) as usize] as usize].port as usize];
+        path.push(format!("{}:{}", at.name, port.name));
+        if port.peer == dst {
+            return path;
+        }
+        let node = port.peer.split(':').next().unwrap();
+        at = p
+            .switch(node)
+            .unwrap_or_else(|| panic!("{src} -> {dst} left the fabric at {}", port.peer));
+    }
+    panic!("{src} -> {dst}: no arrival after {path:?}");
+}
+
+/// Every GPU reaches every other GPU of the multi-pod fabrics: same rail switch in one hop,
+/// across the pod through a spine (3 switches), across pods through a spine, a super-spine and
+/// a spine (5 switches: 3 tiers, 5 stages).
+#[test]
+fn multi_pod_every_gpu_reaches_every_gpu() {
+    for name in ["multi-pod.yaml", "multi-pod-partial.yaml"] {
+        let p = plan(name);
+        let gpus: Vec<String> = p
+            .hosts
+            .iter()
+            .flat_map(|h| {
+                h.nics
+                    .iter()
+                    .map(move |n| format!("{}:{}", h.name, n.ifname))
+            })
+            .collect();
+        let pod = |g: &str| {
+            if ["host1", "host2"].contains(&g.split(':').next().unwrap()) {
+                1
+            } else {
+                2
+            }
+        };
+        for a in &gpus {
+            for b in gpus.iter().filter(|b| *b != a) {
+                for sport in [49152, 49153, 49154, 49155] {
+                    let path = walk(&p, a, b, sport);
+                    let same_switch = a.ends_with(&b[b.len() - 4..]) && pod(a) == pod(b);
+                    let want = if same_switch {
+                        1
+                    } else if pod(a) == pod(b) {
+                        3
+                    } else {
+                        5
+                    };
+                    assert_eq!(path.len(), want, "{name}: {a} -> {b}: {path:?}");
+                }
+            }
+        }
+    }
+}
+
+/// The route compilation behind the privileged polarization test: 512 flows from pod 1 to pod 2
+/// hashed as the switches hash them. Full mesh with a shared seed: each spine uses one of its
+/// two super-spine uplinks. Per-switch seeds: both. Partial cabling with a shared seed: all
+/// three uplinks of each spine.
+#[test]
+fn shared_seed_polarizes_the_second_stage_unless_partially_cabled() {
+    let stage2 = |p: &Plan| -> std::collections::BTreeMap<String, u32> {
+        let mut n = std::collections::BTreeMap::new();
+        for s in p.switches.iter().filter(|s| s.config.role == "spine") {
+            for q in s.config.ports.iter().filter(|q| q.peer.starts_with("ss")) {
+                n.insert(format!("{}:{}", s.name, q.name), 0);
+            }
+        }
+        for sport in 49152..49152 + 512 {
+            for hop in walk(p, "host1:gpu0", "host3:gpu0", sport) {
+                if let Some(c) = n.get_mut(&hop) {
+                    *c += 1;
+                }
+            }
+        }
+        n
+    };
+    let spread = |n: &std::collections::BTreeMap<String, u32>, spine: &str| -> (u32, u32) {
+        let v: Vec<u32> = n
+            .iter()
+            .filter(|(k, _)| k.starts_with(&format!("p1{spine}:")))
+            .map(|(_, &c)| c)
+            .collect();
+        (*v.iter().min().unwrap(), *v.iter().max().unwrap())
+    };
+    let shared = stage2(&plan("multi-pod.yaml"));
+    for spine in ["spine1", "spine2"] {
+        let (min, max) = spread(&shared, spine);
+        assert!(min == 0 && max > 200, "shared seed, full mesh: {shared:?}");
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/multi-pod.yaml");
+    let src = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("hash_seed: shared ", "hash_seed: per-switch ");
+    let per_switch = stage2(&compile(&Topology::parse(&src, &path).unwrap(), 9400));
+    let partial = stage2(&plan("multi-pod-partial.yaml"));
+    for (what, n) in [
+        ("per-switch seeds, full mesh", &per_switch),
+        ("shared seed, partial", &partial),
+    ] {
+        for spine in ["spine1", "spine2"] {
+            let (min, max) = spread(n, spine);
+            assert!(min > 0 && min as f64 >= 0.6 * max as f64, "{what}: {n:?}");
+        }
+    }
+    assert_eq!(partial.len(), 12);
+}
+
+/// `rocefab uplinks` lists the ECMP ports (rail and spine uplinks, super-spine downlinks), reads
+/// their tx counters out of a Prometheus scrape and gives each its share of its switch.
+#[test]
+fn uplink_table_lists_each_ecmp_stage() {
+    use control::fabric::{port_counter, render_uplinks, uplink_ports};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/multi-pod.yaml");
+    let t = Topology::load(&path).unwrap();
+    let ports = uplink_ports(&t, &compile(&t, 9400));
+    let of = |sw: &str| {
+        ports
+            .iter()
+            .filter(|p| p.switch == sw)
+            .map(|p| p.peer.split(':').next().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of("p1rail1"), ["p1spine1", "p1spine2"]);
+    assert_eq!(of("p2spine2"), ["ss1", "ss2"]);
+    assert_eq!(of("ss1"), ["p1spine1", "p1spine2", "p2spine1", "p2spine2"]);
+    assert_eq!(ports.len(), 4 * 2 + 4 * 2 + 2 * 4);
+    let flat = Topology::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml"),
+    )
+    .unwrap();
+    assert!(uplink_ports(&flat, &compile(&flat, 9400))
+        .iter()
+        .all(|p| p.switch.starts_with("rail")));
+
+    let scrape = "# TYPE rocefab_port_tx_packets_total counter\n\
+        rocefab_port_tx_packets_total{port=\"eth3\",switch=\"p1spine1\"} 300\n\
+        rocefab_port_tx_packets_total{port=\"eth4\",switch=\"p1spine1\"} 100\n\
+        rocefab_port_tx_packets_total{port=\"eth33\",switch=\"p1spine1\"} 7\n\
+        rocefab_port_tx_bytes_total{port=\"eth3\",switch=\"p1spine1\"} 30000\n";
+    assert_eq!(
+        port_counter(scrape, "rocefab_port_tx_packets_total", "eth3"),
+        300
+    );
+    assert_eq!(
+        port_counter(scrape, "rocefab_port_tx_bytes_total", "eth4"),
+        0
+    );
+    let spine: Vec<_> = ports
+        .iter()
+        .filter(|p| p.switch == "p1spine1")
+        .cloned()
+        .collect();
+    let table = render_uplinks(&spine, &|_, port| {
+        (
+            port_counter(scrape, "rocefab_port_tx_packets_total", port),
+            port_counter(scrape, "rocefab_port_tx_bytes_total", port),
+        )
+    });
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["p1spine1", "eth3", "ss1:eth1", "300", "30000", "75.0%"],
+            ["p1spine1", "eth4", "ss2:eth1", "100", "0", "25.0%"]
+        ]
+    );
 }

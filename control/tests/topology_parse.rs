@@ -108,10 +108,109 @@ fn shared_nic_not_supported() {
 }
 
 #[test]
-fn super_spine_not_supported() {
+fn super_spine_needs_pods() {
     let e = err(&format!("{GOOD}  super-spine:\n    - name: ss1\n"));
     assert!(e.starts_with("topologies/bad.yaml:14: switches.super-spine: "), "{e}");
-    assert!(e.contains("not supported yet"), "{e}");
+    assert!(e.contains("switches.pods"), "{e}");
+}
+
+#[test]
+fn multi_pod_parses() {
+    let t = Topology::load(&shipped("multi-pod.yaml")).unwrap();
+    assert_eq!(t.hash_seed, HashSeed::Shared);
+    assert_eq!(t.pods.len(), 2);
+    assert_eq!((t.pods[1].hosts.first, t.pods[1].hosts.last), (3, 4));
+    let roles: Vec<_> = t.switches.iter().map(|s| (s.name.as_str(), s.role, s.pod)).collect();
+    assert_eq!(
+        roles,
+        [
+            ("p1rail1", Role::Rail, Some(0)),
+            ("p1rail2", Role::Rail, Some(0)),
+            ("p2rail1", Role::Rail, Some(1)),
+            ("p2rail2", Role::Rail, Some(1)),
+            ("p1spine1", Role::Spine, Some(0)),
+            ("p1spine2", Role::Spine, Some(0)),
+            ("p2spine1", Role::Spine, Some(1)),
+            ("p2spine2", Role::Spine, Some(1)),
+            ("ss1", Role::SuperSpine, None),
+            ("ss2", Role::SuperSpine, None),
+        ]
+    );
+    // Hosts 3-4 are served by pod 2's rail switches.
+    assert_eq!(t.rail_switch_for(1, 3), Some(2));
+    assert_eq!(t.rail_switch_for(2, 2), Some(1));
+    let class = |c: LinkClass| t.links.iter().filter(|l| l.class == c).map(|l| (l.a.clone(), l.b.clone())).collect::<Vec<_>>();
+    assert_eq!(class(LinkClass::HostRail).len(), 8);
+    // Rail switches reach only their own pod's spines.
+    let sw = |i: usize| Endpoint::Switch(i);
+    assert_eq!(
+        class(LinkClass::RailSpine),
+        [(sw(0), sw(4)), (sw(0), sw(5)), (sw(1), sw(4)), (sw(1), sw(5)), (sw(2), sw(6)), (sw(2), sw(7)), (sw(3), sw(6)), (sw(3), sw(7))]
+    );
+    let ss = class(LinkClass::SpineSuperSpine);
+    assert_eq!(ss.len(), 8);
+    assert!((4..8).all(|s| ss.contains(&(sw(s), sw(8))) && ss.contains(&(sw(s), sw(9)))), "{ss:?}");
+}
+
+#[test]
+fn multi_pod_partial_cabling_parses() {
+    let t = Topology::load(&shipped("multi-pod-partial.yaml")).unwrap();
+    let ss: Vec<(String, String)> = t
+        .links
+        .iter()
+        .filter(|l| l.class == LinkClass::SpineSuperSpine)
+        .map(|l| (t.endpoint_name(&l.a), t.endpoint_name(&l.b)))
+        .collect();
+    assert_eq!(ss.len(), 12);
+    // Every spine reaches a different subset of three of the four super-spines.
+    for (spine, subset) in [("p1spine1", ["ss1", "ss2", "ss3"]), ("p1spine2", ["ss2", "ss3", "ss4"])] {
+        let got: Vec<&str> = ss.iter().filter(|(s, _)| s == spine).map(|(_, x)| x.as_str()).collect();
+        assert_eq!(got, subset, "{spine}");
+    }
+}
+
+/// A pod-form file with `pod2_hosts` for pod 2 and `extra` appended.
+fn pods(pod2_hosts: &str, extra: &str) -> String {
+    format!(
+        "fabric: t
+hosts: {{ count: 4, gpus_per_host: 1 }}
+switches:
+  pods:
+    - hosts: 1-2
+      rail:
+        - {{ name: r1, rails: [1] }}
+      spine:
+        - {{ name: s1 }}
+    - hosts: {pod2_hosts}
+      rail:
+        - {{ name: r2, rails: [1] }}
+      spine:
+        - {{ name: s2 }}
+  super-spine:
+    - {{ name: x1 }}
+{extra}"
+    )
+}
+
+#[test]
+fn pod_errors_name_file_line_field() {
+    assert!(Topology::parse(&pods("3-4", ""), Path::new("ok.yaml")).is_ok());
+    let e = err(&pods("2-4", ""));
+    assert_eq!(e, "topologies/bad.yaml:10: switches.pods[1].hosts: hosts 2-4 overlap pod 1's hosts");
+    let e = err(&pods("3-3", ""));
+    assert!(e.starts_with("topologies/bad.yaml:4: switches.pods: host4 is in no pod"), "{e}");
+    let e = err(&pods("3-4", "links:\n  rail_spine:\n    - { rail: r1, spine: s2 }\n"));
+    assert!(e.starts_with("topologies/bad.yaml:19: links.rail_spine[0]: r1 and s2 are in different pods"), "{e}");
+    let e = err(&pods("3-4", "links:\n  spine_super_spine:\n    - { spine: s1, super-spine: x1 }\n    - { spine: s2, super-spine: x9 }\n"));
+    assert_eq!(e, "topologies/bad.yaml:20: links.spine_super_spine[1].super-spine: unknown super-spine \"x9\"");
+    let e = err(&pods("3-4", "").replace("{ name: r2, rails: [1] }", "{ name: r2, rails: [1], hosts: 2-4 }"));
+    assert!(e.starts_with("topologies/bad.yaml:12: switches.pods[1].rail[0].hosts: hosts 2-4 are not all in pod 2"), "{e}");
+    let e = err(&pods("3-4", "").replace("  super-spine:\n    - { name: x1 }\n", ""));
+    assert!(e.starts_with("topologies/bad.yaml:3: switches: several pods need super-spines"), "{e}");
+    let e = err(&pods("3-4", "").replace("  pods:", "  rail:\n    - { name: r0, rails: [1] }\n  pods:"));
+    assert!(e.starts_with("topologies/bad.yaml:6: switches.pods: "), "{e}");
+    let e = err(&pods("3-4", "").replace("{ name: s2 }", "{ name: s1 }"));
+    assert!(e.starts_with("topologies/bad.yaml:14: switches.pods[1].spine[0].name: duplicate switch name"), "{e}");
 }
 
 #[test]
@@ -228,6 +327,21 @@ fn module_doc_example_parses() {
     let slow: Vec<_> = t.links.iter().filter(|l| l.line_rate.0 == 100_000_000).collect();
     assert_eq!(slow.len(), 1);
     assert_eq!((slow[0].a.clone(), slow[0].b.clone()), (Endpoint::Switch(0), Endpoint::Switch(3)));
+}
+
+/// The multi-pod example in the `topology` module docs parses into two pods and a super-spine
+/// tier fully meshed with the spines.
+#[test]
+fn module_doc_multi_pod_example_parses() {
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/topology.rs")).unwrap();
+    let blocks: Vec<&str> = src.split("//! ```yaml\n").skip(1).map(|b| b.split("//! ```\n").next().unwrap()).collect();
+    assert_eq!(blocks.len(), 2, "two yaml examples");
+    let yaml: String = blocks[1].lines().map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or(""))).collect();
+    let t = Topology::parse(&yaml, Path::new("doc.yaml")).unwrap();
+    assert_eq!(t.fabric, "mp");
+    assert_eq!(t.pods.len(), 2);
+    assert_eq!(t.switches.iter().filter(|s| s.role == Role::SuperSpine).count(), 2);
+    assert_eq!(t.links.iter().filter(|l| l.class == LinkClass::SpineSuperSpine).count(), 8);
 }
 
 #[test]
