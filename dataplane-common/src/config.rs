@@ -112,6 +112,76 @@ pub struct SwitchConfig {
     /// wall clock, and reports in emulated units. 1 = real time.
     #[serde(default = "default_time_dilation")]
     pub time_dilation: f64,
+    /// Egress choice among ECMP members, per traffic class.
+    #[serde(default)]
+    pub load_balance: LbConfig,
+}
+
+/// How a switch picks among the members of a next-hop group (book ch. 10 and 12): per traffic
+/// class, with one flowlet gap for the switch. Loaded into the XDP program's `PARAMS`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LbConfig {
+    /// Mode of traffic class tc (index).
+    pub modes: [LbMode; NUM_TC],
+    /// Flowlet gap δ in emulated µs (the daemon multiplies it by the time dilation).
+    pub flowlet_gap_us: u64,
+}
+
+/// Default flowlet gap δ, emulated µs.
+pub const DEFAULT_FLOWLET_GAP_US: u64 = 50;
+
+impl Default for LbConfig {
+    fn default() -> Self {
+        LbConfig { modes: [LbMode::Ecmp; NUM_TC], flowlet_gap_us: DEFAULT_FLOWLET_GAP_US }
+    }
+}
+
+/// One traffic class's egress choice ([`crate::lb::mode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LbMode {
+    /// The flow's 5-tuple hash.
+    #[default]
+    Ecmp,
+    /// A new member only after a gap longer than δ.
+    Flowlet,
+    /// Flowlets; a new flowlet takes the shallowest egress queue.
+    Adaptive,
+    /// Per packet, members in turn.
+    SprayRoundRobin,
+    /// Per packet, a random member.
+    SprayRandom,
+}
+
+impl LbMode {
+    /// The value the XDP program reads ([`crate::lb::mode`]).
+    pub fn code(self) -> u8 {
+        use crate::lb::mode;
+        match self {
+            LbMode::Ecmp => mode::ECMP,
+            LbMode::Flowlet => mode::FLOWLET,
+            LbMode::Adaptive => mode::ADAPTIVE,
+            LbMode::SprayRoundRobin => mode::SPRAY_ROUND_ROBIN,
+            LbMode::SprayRandom => mode::SPRAY_RANDOM,
+        }
+    }
+
+    /// How the topology file and `rocefab plan` write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LbMode::Ecmp => "ecmp",
+            LbMode::Flowlet => "flowlet",
+            LbMode::Adaptive => "adaptive",
+            LbMode::SprayRoundRobin => "spray round-robin",
+            LbMode::SprayRandom => "spray random",
+        }
+    }
+
+    /// Whether the mode keeps flowlet state (and uses δ).
+    pub fn uses_flowlets(self) -> bool {
+        matches!(self, LbMode::Flowlet | LbMode::Adaptive)
+    }
 }
 
 fn default_time_dilation() -> f64 {
@@ -505,6 +575,9 @@ impl SwitchConfig {
         if let Err(e) = self.dilation() {
             return bad(format!("{}: time_dilation: {e}", self.name));
         }
+        if self.load_balance.flowlet_gap_us == 0 {
+            return bad(format!("{}: load_balance.flowlet_gap_us is 0 (δ must be longer than 0)", self.name));
+        }
         if let Err(p) = self.qos.check(self.ports.len(), self.queue_limit_bytes) {
             return bad(format!("{}: qos.{}: {}", self.name, p.field, p.msg));
         }
@@ -540,6 +613,7 @@ mod tests {
             lldp: LldpConfig::default(),
             chassis_mac: None,
             time_dilation: 1.0,
+            load_balance: LbConfig::default(),
         }
     }
 
@@ -551,6 +625,11 @@ mod tests {
         assert!(text.contains("\"02:00:00:00:00:01\""));
         let back: SwitchConfig = serde_json::from_str(&text).unwrap();
         assert_eq!(back, c);
+        let mut lb = c.clone();
+        lb.load_balance.modes[3] = LbMode::SprayRoundRobin;
+        let text = serde_json::to_string(&lb).unwrap();
+        assert!(text.contains("\"spray-round-robin\""), "{text}");
+        assert_eq!(serde_json::from_str::<SwitchConfig>(&text).unwrap(), lb);
     }
 
     #[test]

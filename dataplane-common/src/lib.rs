@@ -25,6 +25,8 @@ pub mod limits {
     pub const MAX_NEXTHOPS: u32 = 1024;
     /// Routes per address family.
     pub const MAX_ROUTES: u32 = 4096;
+    /// Flows in the flowlet table (LRU: the least recently seen flow is evicted).
+    pub const MAX_FLOWLETS: u32 = 16384;
 }
 
 /// EtherTypes the XDP program recognises.
@@ -190,8 +192,14 @@ impl RouteValue {
 pub struct SwitchParams {
     /// ECMP hash seed; a seed shared by all switches reproduces hash polarization.
     pub hash_seed: u32,
-    /// Reserved for load-balancing mode (0 = flow ECMP).
-    pub lb_mode: u32,
+    /// Egress choice per traffic class (index tc): one of [`lb::mode`].
+    pub lb_modes: [u8; limits::NUM_TC],
+    pub _pad: u32,
+    /// Flowlet gap δ in wall-clock ns (the topology's emulated gap × time dilation).
+    pub flowlet_gap_ns: u64,
+    /// Clock of the flowlet table for `BPF_PROG_TEST_RUN` tests: when non-zero the program uses
+    /// it instead of `bpf_ktime_get_ns` (which a test cannot set). Always 0 in a running switch.
+    pub clock_override_ns: u64,
 }
 
 /// Per-port, per-CPU counters kept by the XDP program. `COUNTERS` per-CPU array,
@@ -219,8 +227,13 @@ pub mod counter {
     pub const ECN_MARKED: u32 = 9;
     /// Not-ECT packets WRED dropped where it would have marked an ECT one.
     pub const WRED_DROPPED: u32 = 10;
+    /// Flowlets that left on another member than the flow's previous flowlet (flowlet and
+    /// adaptive modes; counted on the ingress port).
+    pub const FLOWLET_PATH_CHANGES: u32 = 11;
+    /// Packets whose egress member was chosen per packet (spray modes; ingress port).
+    pub const SPRAYED: u32 = 12;
     /// Number of counters per port.
-    pub const COUNT: u32 = 11;
+    pub const COUNT: u32 = 13;
     /// Prometheus-friendly names, indexed by counter id.
     pub const NAMES: [&str; COUNT as usize] = [
         "rx",
@@ -234,6 +247,8 @@ pub mod counter {
         "redirect_failed",
         "ecn_marked",
         "wred_dropped",
+        "flowlet_path_changes",
+        "sprayed_packets",
     ];
 }
 
@@ -366,6 +381,153 @@ pub fn ecmp_index(hash: u32, count: u32) -> u32 {
     }
 }
 
+/// Egress choice among the members of a next-hop group (book ch. 10 and 12; DESIGN.md "Load
+/// balancing"): flow ECMP, flowlets, congestion-aware (adaptive) flowlets and per-packet
+/// spraying. [`pick`] is the whole decision, with the clock, the random draw and the queue
+/// depths given by the caller, so it is the same code in XDP and in unit tests.
+pub mod lb {
+    use crate::{ecmp_index, limits::MAX_GROUP_MEMBERS};
+
+    /// Values of [`crate::SwitchParams::lb_modes`].
+    pub mod mode {
+        /// Flow ECMP: the 5-tuple hash picks the member for the flow's lifetime.
+        pub const ECMP: u8 = 0;
+        /// A flow keeps its member while its packets come closer than δ; after a longer gap
+        /// the next packet starts a new flowlet on another member.
+        pub const FLOWLET: u8 = 1;
+        /// Flowlets, and a new flowlet takes the member whose egress queue (port, tc) is the
+        /// shallowest published one.
+        pub const ADAPTIVE: u8 = 2;
+        /// Per packet, members in turn.
+        pub const SPRAY_ROUND_ROBIN: u8 = 3;
+        /// Per packet, a uniformly random member.
+        pub const SPRAY_RANDOM: u8 = 4;
+        /// Largest valid mode.
+        pub const MAX: u8 = SPRAY_RANDOM;
+    }
+
+    /// A flow's last flowlet: value of the `FLOWLETS` LRU hash map.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct Flowlet {
+        /// Clock (ns) of the flow's last packet.
+        pub last_ns: u64,
+        /// Index into the group's members of the flowlet's path.
+        pub member: u32,
+        pub _pad: u32,
+    }
+
+    /// Key of the `FLOWLETS` map: the 5-tuple (addresses as in [`crate::flow_hash`]).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct FlowKey {
+        pub src: [u32; 4],
+        pub dst: [u32; 4],
+        pub sport: u16,
+        pub dport: u16,
+        pub proto: u8,
+        pub _pad: [u8; 3],
+    }
+
+    /// What [`pick`] decided for one packet.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Pick {
+        /// Index into the group's members.
+        pub member: u32,
+        /// The flow's flowlet state to store (flowlet modes only).
+        pub flowlet: Option<Flowlet>,
+        /// A new flowlet left on another member than the previous one.
+        pub path_changed: bool,
+        /// The member was chosen per packet (spray modes).
+        pub sprayed: bool,
+    }
+
+    /// Whether a packet at `now_ns` continues the flowlet whose last packet was at `last_ns`:
+    /// the gap is at most `gap_ns` (a clock that went backwards counts as no gap).
+    #[inline(always)]
+    pub fn continues(last_ns: u64, now_ns: u64, gap_ns: u64) -> bool {
+        now_ns.saturating_sub(last_ns) <= gap_ns
+    }
+
+    /// The member whose `depth` is smallest among the first `count`; ties go to the first one
+    /// found scanning from `start` (wrapping), so equal queues rotate instead of piling on 0.
+    #[inline(always)]
+    pub fn least_loaded(count: u32, start: u32, depth: impl Fn(u32) -> u64) -> u32 {
+        let count = count.clamp(1, MAX_GROUP_MEMBERS as u32);
+        let start = start % count;
+        let mut best = start;
+        let mut best_depth = depth(start);
+        for i in 1..MAX_GROUP_MEMBERS as u32 {
+            if i >= count {
+                break;
+            }
+            let m = (start + i) % count;
+            let d = depth(m);
+            if d < best_depth {
+                best = m;
+                best_depth = d;
+            }
+        }
+        best
+    }
+
+    /// The member for one packet of a group of `count` members (1..=16) under `mode`.
+    ///
+    /// - `hash`: the flow's [`crate::flow_hash`]; ECMP uses it, and it places a flow's first
+    ///   flowlet (and breaks adaptive ties) so that flows start spread.
+    /// - `prev`: the flow's stored [`Flowlet`], if any; `now_ns`, `gap_ns`: clock and δ.
+    /// - `rand`: a uniform random draw (a new `flowlet` member, `spray: random`);
+    ///   `seq`: a per-packet sequence number (`spray: round-robin`).
+    /// - `depth(member)`: the published depth of the member's egress queue (adaptive only; it
+    ///   is called only when a new flowlet starts).
+    ///
+    /// A new flowlet in `flowlet` mode moves to another member, `(prev + 1 + rand % (count − 1))
+    /// mod count`: a gap longer than δ is the moment the flow can move without reordering, and
+    /// with two members it always does. In `adaptive` mode it takes the least-loaded member,
+    /// ties scanned from the one after the previous.
+    #[expect(clippy::too_many_arguments, reason = "every input of the decision is an argument, so the caller (XDP) supplies clock, randomness and depths")]
+    #[inline(always)]
+    pub fn pick(
+        mode: u8,
+        count: u32,
+        hash: u32,
+        prev: Option<Flowlet>,
+        now_ns: u64,
+        gap_ns: u64,
+        rand: u32,
+        seq: u32,
+        depth: impl Fn(u32) -> u64,
+    ) -> Pick {
+        let count = count.clamp(1, MAX_GROUP_MEMBERS as u32);
+        let ecmp = ecmp_index(hash, count);
+        let fixed = |member| Pick { member, flowlet: None, path_changed: false, sprayed: false };
+        match mode {
+            mode::SPRAY_ROUND_ROBIN => Pick { sprayed: true, ..fixed(seq % count) },
+            mode::SPRAY_RANDOM => Pick { sprayed: true, ..fixed(rand % count) },
+            mode::FLOWLET | mode::ADAPTIVE => {
+                // A stored member beyond the group (the group shrank) is no state at all.
+                let prev = prev.filter(|p| p.member < count);
+                let member = match prev {
+                    Some(p) if continues(p.last_ns, now_ns, gap_ns) => p.member,
+                    Some(p) if mode == mode::FLOWLET => {
+                        if count == 1 {
+                            0
+                        } else {
+                            (p.member + 1 + rand % (count - 1)) % count
+                        }
+                    }
+                    Some(p) => least_loaded(count, p.member + 1, &depth),
+                    None if mode == mode::FLOWLET => ecmp,
+                    None => least_loaded(count, ecmp, &depth),
+                };
+                let path_changed = prev.is_some_and(|p| p.member != member);
+                Pick { member, flowlet: Some(Flowlet { last_ns: now_ns, member, _pad: 0 }), path_changed, sprayed: false }
+            }
+            _ => fixed(ecmp),
+        }
+    }
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: all of these are #[repr(C)], Copy, contain only integers, and have no padding
@@ -383,13 +545,19 @@ mod pod {
     unsafe impl aya::Pod for super::Decision {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::WredParams {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::lb::Flowlet {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::lb::FlowKey {}
 }
 
 const _: () = assert!(core::mem::size_of::<PortInfo>() == 4);
 const _: () = assert!(core::mem::size_of::<NextHop>() == 4);
 const _: () = assert!(core::mem::size_of::<NextHopGroup>() == 4 + 4 * limits::MAX_GROUP_MEMBERS);
 const _: () = assert!(core::mem::size_of::<RouteValue>() == 4);
-const _: () = assert!(core::mem::size_of::<SwitchParams>() == 8);
+const _: () = assert!(core::mem::size_of::<SwitchParams>() == 32);
+const _: () = assert!(core::mem::size_of::<lb::Flowlet>() == 16);
+const _: () = assert!(core::mem::size_of::<lb::FlowKey>() == 40);
 const _: () = assert!(core::mem::size_of::<WredParams>() == 24);
 
 #[cfg(test)]
@@ -460,6 +628,84 @@ mod tests {
         assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1001, 4791, 1));
         assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1000, 4792, 1));
         assert_ne!(base, flow_hash([0x0a000101, 0, 0, 0], [0x0a000202, 0, 0, 0], 17, 1000, 4791, 2));
+    }
+
+    fn no_depth(_: u32) -> u64 {
+        panic!("depths are read only by adaptive at a new flowlet")
+    }
+
+    #[test]
+    fn ecmp_and_spray_picks() {
+        use lb::{mode, pick};
+        let p = pick(mode::ECMP, 4, 11, None, 0, 0, 3, 2, no_depth);
+        assert_eq!((p.member, p.flowlet, p.path_changed, p.sprayed), (3, None, false, false));
+        // Round robin follows the sequence number, random the draw; both count as sprayed.
+        let rr: [u32; 6] = core::array::from_fn(|seq| pick(mode::SPRAY_ROUND_ROBIN, 3, 11, None, 0, 0, 7, seq as u32, no_depth).member);
+        assert_eq!(rr, [0, 1, 2, 0, 1, 2]);
+        let p = pick(mode::SPRAY_RANDOM, 3, 11, None, 0, 0, 7, 0, no_depth);
+        assert_eq!((p.member, p.sprayed, p.flowlet), (1, true, None));
+        // An unknown mode falls back to ECMP; a group of one always picks member 0.
+        assert_eq!(pick(99, 4, 11, None, 0, 0, 0, 0, no_depth).member, 3);
+        assert_eq!(pick(mode::SPRAY_RANDOM, 1, 11, None, 0, 0, 7, 0, no_depth).member, 0);
+    }
+
+    #[test]
+    fn flowlet_moves_only_after_a_gap_longer_than_delta() {
+        use lb::{mode, pick, Flowlet};
+        const GAP: u64 = 50_000;
+        // First packet: the ECMP member, state stored, no change counted.
+        let p = pick(mode::FLOWLET, 2, 5, None, 1_000, GAP, 0, 0, no_depth);
+        assert_eq!(p.member, 1);
+        assert_eq!(p.flowlet, Some(Flowlet { last_ns: 1_000, member: 1, _pad: 0 }));
+        assert!(!p.path_changed);
+        // A continuous flow (gaps ≤ δ, exactly δ included) never moves, however long it lasts.
+        let mut state = p.flowlet;
+        let mut now = 1_000;
+        for _ in 0..1_000 {
+            now += GAP;
+            let p = pick(mode::FLOWLET, 2, 5, state, now, GAP, 12345, 0, no_depth);
+            assert_eq!((p.member, p.path_changed), (1, false));
+            state = p.flowlet;
+        }
+        // One ns more than δ: a new flowlet, on the other member of two.
+        let p = pick(mode::FLOWLET, 2, 5, state, now + GAP + 1, GAP, 12345, 0, no_depth);
+        assert_eq!((p.member, p.path_changed), (0, true));
+        assert_eq!(p.flowlet.unwrap().last_ns, now + GAP + 1);
+        // Of four members, never the previous one; the draw chooses among the other three.
+        let prev = Some(Flowlet { last_ns: 0, member: 2, _pad: 0 });
+        let got: [u32; 3] = core::array::from_fn(|r| pick(mode::FLOWLET, 4, 5, prev, GAP + 1, GAP, r as u32, 0, no_depth).member);
+        assert_eq!(got, [3, 0, 1]);
+        // A clock that went backwards is no gap; a stale member beyond a shrunk group is no state.
+        assert_eq!(pick(mode::FLOWLET, 4, 5, prev, 0, GAP, 0, 0, no_depth).member, 2);
+        let stale = Some(Flowlet { last_ns: 0, member: 7, _pad: 0 });
+        let p = pick(mode::FLOWLET, 4, 5, stale, 10, GAP, 0, 0, no_depth);
+        assert_eq!((p.member, p.path_changed), (1, false));
+    }
+
+    #[test]
+    fn adaptive_new_flowlets_take_the_shallowest_queue() {
+        use lb::{least_loaded, mode, pick, Flowlet};
+        const GAP: u64 = 50_000;
+        let depths = [3_000_000u64, 0, 9_000, 0];
+        let depth = |m: u32| depths[m as usize];
+        // First packet: least loaded, ties scanned from the ECMP member (5 % 4 = 1).
+        assert_eq!(pick(mode::ADAPTIVE, 4, 5, None, 0, GAP, 0, 0, depth).member, 1);
+        assert_eq!(pick(mode::ADAPTIVE, 4, 6, None, 0, GAP, 0, 0, depth).member, 3);
+        // Within a flowlet the congested member is kept (no reordering), depths not even read.
+        let on_congested = Some(Flowlet { last_ns: 0, member: 0, _pad: 0 });
+        let p = pick(mode::ADAPTIVE, 4, 5, on_congested, GAP, GAP, 0, 0, no_depth);
+        assert_eq!((p.member, p.path_changed), (0, false));
+        // After the gap it moves off to the first shallowest member after it.
+        let p = pick(mode::ADAPTIVE, 4, 5, on_congested, GAP + 1, GAP, 0, 0, depth);
+        assert_eq!((p.member, p.path_changed), (1, true));
+        // Already on a shallowest member: a new flowlet may stay, which is no path change.
+        let two = [u64::MAX, 0];
+        let p = pick(mode::ADAPTIVE, 2, 0, Some(Flowlet { last_ns: 0, member: 1, _pad: 0 }), GAP + 1, GAP, 0, 0, |m| two[m as usize]);
+        assert_eq!((p.member, p.path_changed), (1, false));
+        // Equal queues rotate from `start`.
+        assert_eq!(least_loaded(3, 2, |_| 7), 2);
+        assert_eq!(least_loaded(3, 4, |_| 7), 1);
+        assert_eq!(least_loaded(16, 0, |m| if m == 15 { 0 } else { 1 }), 15);
     }
 
     #[test]

@@ -18,8 +18,18 @@
 //! 5. Longest-prefix match in `ROUTES_V4` / `ROUTES_V6`: miss → drop `ROUTE_MISS`;
 //!    `RouteValue::LOCAL` → `XDP_PASS` (`PASS`), whatever the TTL (a router only checks TTL on
 //!    frames it forwards, RFC 1812 §5.3.1); TTL / hop limit ≤ 1 → drop `TTL_EXPIRED`.
-//! 6. ECMP: `GROUPS[route.group]`, member `ecmp_index(flow_hash(5-tuple, PARAMS[0].hash_seed))`,
-//!    `NEXTHOPS[member].port` is the egress port.
+//! 6. Egress choice in `GROUPS[route.group]` by the traffic class's mode in
+//!    `PARAMS[0].lb_modes` ([`dataplane_common::lb::pick`] decides; `NEXTHOPS[member].port` is
+//!    the egress port):
+//!    - `ecmp`: member `ecmp_index(flow_hash(5-tuple, PARAMS[0].hash_seed))`;
+//!    - `flowlet` / `adaptive`: the flow's last flowlet is in the LRU hash `FLOWLETS` (key: the
+//!      5-tuple); a gap longer than `PARAMS[0].flowlet_gap_ns` starts a new flowlet on another
+//!      member (`adaptive`: the member whose egress queue (port, tc) is shallowest in
+//!      `DEPTHS`), counted `FLOWLET_PATH_CHANGES` when it moved. The clock is
+//!      `bpf_ktime_get_ns`, or `PARAMS[0].clock_override_ns` when that is non-zero: a
+//!      `BPF_PROG_TEST_RUN` test sets it, because it cannot set the kernel's clock;
+//!    - `spray` round-robin / random: per packet, from the per-CPU sequence `LB_SEQ` / the
+//!      per-CPU xorshift32 `RNG`; counted `SPRAYED`.
 //! 7. WRED/ECN (book ch. 11) when the egress queue (port, tc) is in `WRED[0].queues`: the
 //!    queue's depth is read from `DEPTHS` (an mmapable array the daemon's data-plane thread
 //!    stores every queue's depth into as it changes), [`wred_probability`] gives the marking
@@ -55,14 +65,15 @@ use aya_ebpf::{
         xdp_action::{XDP_DROP, XDP_PASS},
         BPF_F_MMAPABLE,
     },
-    helpers::{bpf_get_smp_processor_id, bpf_xdp_adjust_head},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_xdp_adjust_head},
     macros::{map, xdp},
-    maps::{lpm_trie::Key, Array, HashMap, LpmTrie, PerCpuArray, XskMap},
+    maps::{lpm_trie::Key, Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, XskMap},
     programs::XdpContext,
 };
 use dataplane_common::{
-    counter, depth_index, ecmp_index, ecn, ethertype, flow_hash, kind,
-    limits::{MAX_GROUPS, MAX_NEXTHOPS, MAX_PORTS, MAX_ROUTES},
+    counter, depth_index, ecn, ethertype, flow_hash, kind,
+    lb::{self, FlowKey, Flowlet},
+    limits::{MAX_FLOWLETS, MAX_GROUPS, MAX_NEXTHOPS, MAX_PORTS, MAX_ROUTES},
     wred_hit, wred_probability, xorshift32, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams,
     WredParams, DEPTHS_LEN,
 };
@@ -104,9 +115,17 @@ static WRED: Array<WredParams> = Array::with_max_entries(1, 0);
 #[map]
 static DEPTHS: Array<u64> = Array::with_max_entries(DEPTHS_LEN, BPF_F_MMAPABLE);
 
-/// Per-CPU xorshift32 state of the WRED draw (0 = not seeded yet).
+/// Per-CPU xorshift32 state of the WRED and load-balancing draws (0 = not seeded yet).
 #[map]
 static RNG: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
+
+/// Flowlet table of the `flowlet` and `adaptive` modes: 5-tuple → the flow's last flowlet.
+#[map]
+static FLOWLETS: LruHashMap<FlowKey, Flowlet> = LruHashMap::with_max_entries(MAX_FLOWLETS, 0);
+
+/// Per-CPU packet sequence of `spray: round-robin`.
+#[map]
+static LB_SEQ: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 
 /// AF_XDP sockets by port index.
 #[map]
@@ -362,9 +381,11 @@ fn forward(ctx: &XdpContext, port: u32, group: u32, ttl: u8, flow: &Flow) -> u32
         // An empty group (not produced by a validated config) is a black hole.
         return drop_as(port, counter::ROUTE_MISS);
     }
-    let seed = PARAMS.get(0).map_or(0, |p| p.hash_seed);
-    let hash = flow_hash(flow.src, flow.dst, flow.proto, flow.sport, flow.dport, seed);
-    let idx = ecmp_index(hash, g.count) as usize;
+    let Some(params) = PARAMS.get(0) else {
+        return drop_as(port, counter::ROUTE_MISS);
+    };
+    let hash = flow_hash(flow.src, flow.dst, flow.proto, flow.sport, flow.dport, params.hash_seed);
+    let idx = choose(port, g, params, hash, flow) as usize;
     let Some(&member) = g.members.get(idx) else {
         return drop_as(port, counter::ROUTE_MISS);
     };
@@ -377,6 +398,92 @@ fn forward(ctx: &XdpContext, port: u32, group: u32, ttl: u8, flow: &Flow) -> u32
         Wred::Drop => return drop_as(port, counter::WRED_DROPPED),
     }
     to_userspace(ctx, port, kind::FORWARD, flow.tc, nh.port as u8, member as u16, counter::FORWARDED)
+}
+
+/// The index of the egress member in `g` for a frame of `flow` (step 6 of the crate docs):
+/// gathers the mode's inputs, lets [`lb::pick`] decide, stores the flowlet and counts.
+#[inline(always)]
+fn choose(port: u32, g: &NextHopGroup, params: &SwitchParams, hash: u32, flow: &Flow) -> u32 {
+    let tc = (flow.tc & 7) as usize;
+    let mode = params.lb_modes.get(tc).copied().unwrap_or(lb::mode::ECMP);
+    if mode == lb::mode::ECMP {
+        return dataplane_common::ecmp_index(hash, g.count);
+    }
+    let flowlets = mode == lb::mode::FLOWLET || mode == lb::mode::ADAPTIVE;
+    let key = FlowKey { src: flow.src, dst: flow.dst, sport: flow.sport, dport: flow.dport, proto: flow.proto, _pad: [0; 3] };
+    let (prev, now) = if flowlets {
+        // SAFETY: pointer returned by the lookup helper, valid for the program run; the value
+        // is copied out at once. A concurrent update on another CPU can at worst yield a torn
+        // entry, whose member `lb::pick` bounds by the group size.
+        let prev = FLOWLETS.get_ptr(&key).map(|p| unsafe { *p });
+        let now = match params.clock_override_ns {
+            // SAFETY: helper without arguments.
+            0 => unsafe { bpf_ktime_get_ns() },
+            t => t,
+        };
+        (prev, now)
+    } else {
+        (None, 0)
+    };
+    let seq = if mode == lb::mode::SPRAY_ROUND_ROBIN { next_seq() } else { 0 };
+    let rand = if mode == lb::mode::SPRAY_RANDOM || mode == lb::mode::FLOWLET { draw() } else { 0 };
+    let depth = |m: u32| -> u64 {
+        let Some(&nh_id) = g.members.get((m & 15) as usize) else { return u64::MAX };
+        let Some(nh) = NEXTHOPS.get(nh_id) else { return u64::MAX };
+        if nh.port >= MAX_PORTS {
+            return u64::MAX;
+        }
+        match DEPTHS.get_ptr(depth_index(nh.port, tc as u32)) {
+            // SAFETY: pointer into the array map's value area; userspace stores whole aligned
+            // u64s concurrently, so read it once, volatile.
+            Some(d) => unsafe { read_volatile(d) },
+            None => u64::MAX,
+        }
+    };
+    let p = lb::pick(mode, g.count, hash, prev, now, params.flowlet_gap_ns, rand, seq, depth);
+    if let Some(f) = p.flowlet {
+        // A full LRU map evicts its oldest flow; an update can only fail for lack of memory,
+        // and then the flow merely starts a new flowlet at its next packet.
+        let _ = FLOWLETS.insert(&key, &f, 0);
+    }
+    if p.path_changed {
+        count(port, counter::FLOWLET_PATH_CHANGES);
+    }
+    if p.sprayed {
+        count(port, counter::SPRAYED);
+    }
+    p.member
+}
+
+/// The next value of this CPU's `LB_SEQ`.
+#[inline(always)]
+fn next_seq() -> u32 {
+    let Some(s) = LB_SEQ.get_ptr_mut(0) else { return 0 };
+    // SAFETY: this CPU's slot of a per-CPU array; XDP runs with preemption off.
+    unsafe {
+        let v = *s;
+        *s = v.wrapping_add(1);
+        v
+    }
+}
+
+/// A draw from this CPU's xorshift32 `RNG`, seeded from the WRED seed on first use.
+#[inline(always)]
+fn draw() -> u32 {
+    let Some(state) = RNG.get_ptr_mut(0) else { return 0 };
+    let seed = WRED.get(0).map_or(0, |p| p.seed);
+    // SAFETY: this CPU's slot of a per-CPU array; XDP runs with preemption off, so no one else
+    // writes it during the program run.
+    unsafe {
+        let mut x = *state;
+        if x == 0 {
+            // SAFETY: helper without arguments.
+            x = (seed ^ bpf_get_smp_processor_id()) | 1;
+        }
+        x = xorshift32(x);
+        *state = x;
+        x
+    }
 }
 
 /// What WRED did to a frame.
@@ -406,20 +513,7 @@ fn wred(ctx: &XdpContext, egress: u32, flow: &Flow) -> Wred {
     if prob == 0 {
         return Wred::Pass;
     }
-    let Some(state) = RNG.get_ptr_mut(0) else { return Wred::Pass };
-    // SAFETY: this CPU's slot of a per-CPU array; XDP runs with preemption off, so no one else
-    // writes it during the program run.
-    let x = unsafe {
-        let mut x = *state;
-        if x == 0 {
-            // SAFETY: helper without arguments.
-            x = (p.seed ^ bpf_get_smp_processor_id()) | 1;
-        }
-        x = xorshift32(x);
-        *state = x;
-        x
-    };
-    if !wred_hit(prob, x) {
+    if !wred_hit(prob, draw()) {
         return Wred::Pass;
     }
     if flow.v6 {

@@ -19,6 +19,8 @@
 //! | `WRED`      | array (1)          | 0 → [`WredParams`]                            |
 //! | `DEPTHS`    | array, mmapable    | `depth_index(port, tc)` → queue bytes `u64`   |
 //! | `RNG`       | per-CPU array (1)  | 0 → xorshift32 state `u32` (0 = unseeded)     |
+//! | `FLOWLETS`  | LRU hash           | [`FlowKey`] → [`Flowlet`] (flowlet modes)     |
+//! | `LB_SEQ`    | per-CPU array (1)  | 0 → `spray: round-robin` sequence `u32`       |
 use std::net::IpAddr;
 use std::os::fd::RawFd;
 
@@ -29,6 +31,7 @@ use aya::programs::xdp::XdpLinkId;
 use aya::Ebpf;
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::limits::MAX_GROUP_MEMBERS;
+use dataplane_common::lb::{FlowKey, Flowlet};
 use dataplane_common::{counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams};
 
 /// The XDP object built by `build.rs` (ELF, BTF included).
@@ -51,8 +54,11 @@ pub mod maps {
     pub const WRED: &str = "WRED";
     pub const DEPTHS: &str = "DEPTHS";
     pub const RNG: &str = "RNG";
+    pub const FLOWLETS: &str = "FLOWLETS";
+    pub const LB_SEQ: &str = "LB_SEQ";
     /// Every map the loader expects.
-    pub const ALL: [&str; 12] = [PORTS, DSCP_TC, ROUTES_V4, ROUTES_V6, GROUPS, NEXTHOPS, PARAMS, XSKS, COUNTERS, WRED, DEPTHS, RNG];
+    pub const ALL: [&str; 14] =
+        [PORTS, DSCP_TC, ROUTES_V4, ROUTES_V6, GROUPS, NEXTHOPS, PARAMS, XSKS, COUNTERS, WRED, DEPTHS, RNG, FLOWLETS, LB_SEQ];
 }
 
 /// XDP return codes (`enum xdp_action`, include/uapi/linux/bpf.h).
@@ -245,10 +251,9 @@ impl XdpSwitch {
             groups.set(g as u32, v, 0).map_err(err(maps::GROUPS, format!("group {g} {members:?}")))?;
         }
 
-        let mut params: Array<&mut MapData, SwitchParams> = typed_map(&mut self.ebpf, maps::PARAMS)?;
-        params
-            .set(0, SwitchParams { hash_seed: cfg.hash_seed, lb_mode: 0 }, 0)
-            .map_err(err(maps::PARAMS, format!("hash seed {}", cfg.hash_seed)))?;
+        let params = switch_params(cfg);
+        let mut map: Array<&mut MapData, SwitchParams> = typed_map(&mut self.ebpf, maps::PARAMS)?;
+        map.set(0, params, 0).map_err(err(maps::PARAMS, format!("{params:?}")))?;
 
         let w = &cfg.qos.wred;
         let wred = WredParams {
@@ -285,6 +290,31 @@ impl XdpSwitch {
             }
         }
         Ok(())
+    }
+
+    /// Sets the clock the flowlet modes read instead of `bpf_ktime_get_ns` (0: the kernel's
+    /// clock again), for `BPF_PROG_TEST_RUN` tests that need to place packets in time.
+    pub fn set_clock_override(&mut self, now_ns: u64) -> Result<(), LoaderError> {
+        let mut map: Array<&mut MapData, SwitchParams> = typed_map(&mut self.ebpf, maps::PARAMS)?;
+        let err = |what: &str| {
+            let what = what.to_string();
+            move |source| LoaderError::Map { map: maps::PARAMS, what, source: Box::new(source) }
+        };
+        let mut p = map.get(&0, 0).map_err(err("reading entry 0"))?;
+        p.clock_override_ns = now_ns;
+        map.set(0, p, 0).map_err(err("clock override"))
+    }
+
+    /// The flowlet table's entry of a flow, if it has one.
+    pub fn flowlet(&self, key: &FlowKey) -> Result<Option<Flowlet>, LoaderError> {
+        let map = self.ebpf.map(maps::FLOWLETS).ok_or(LoaderError::MissingMap(maps::FLOWLETS))?;
+        let table: HashMap<&MapData, FlowKey, Flowlet> = HashMap::try_from(map)
+            .map_err(|source| LoaderError::Map { map: maps::FLOWLETS, what: "opening".into(), source: Box::new(source) })?;
+        match table.get(key, 0) {
+            Ok(f) => Ok(Some(f)),
+            Err(MapError::KeyNotFound) => Ok(None),
+            Err(source) => Err(LoaderError::Map { map: maps::FLOWLETS, what: format!("{key:?}"), source: Box::new(source) }),
+        }
     }
 
     /// Puts an AF_XDP socket fd into `XSKS` at the port's index.
@@ -377,6 +407,20 @@ impl XdpSwitch {
     }
 }
 
+/// The `PARAMS` entry of a switch: hash seed, the load-balancing mode of every traffic class,
+/// and the flowlet gap δ on the wall clock (emulated µs × time dilation, in ns).
+pub fn switch_params(cfg: &SwitchConfig) -> SwitchParams {
+    let lb = &cfg.load_balance;
+    let dilation = cfg.dilation().unwrap_or_default();
+    SwitchParams {
+        hash_seed: cfg.hash_seed,
+        lb_modes: lb.modes.map(|m| m.code()),
+        _pad: 0,
+        flowlet_gap_ns: dilation.duration(lb.flowlet_gap_us.saturating_mul(1_000)),
+        clock_override_ns: 0,
+    }
+}
+
 /// Loads the program for `BPF_PROG_TEST_RUN` without attaching it: fills the maps from `cfg`,
 /// using `ifindexes[i]` (need not be real, except the ones passed to
 /// [`XdpSwitch::test_run`]) as the ifindex of port `i`.
@@ -411,6 +455,26 @@ fn mask<const N: usize>(mut addr: [u8; N], len: u8) -> [u8; N] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn params_carry_modes_and_the_dilated_gap() {
+        use dataplane_common::config::LbMode;
+        use dataplane_common::lb::mode;
+        let mut cfg: SwitchConfig = serde_json::from_str(
+            r#"{"name":"s","role":"spine","netns":null,"hash_seed":9,"metrics_listen":"127.0.0.1:1",
+                "ports":[],"nexthops":[],"groups":[],"routes":[],"time_dilation":8000}"#,
+        )
+        .unwrap();
+        cfg.load_balance.modes[3] = LbMode::Adaptive;
+        cfg.load_balance.modes[5] = LbMode::SprayRandom;
+        cfg.load_balance.flowlet_gap_us = 50;
+        let p = switch_params(&cfg);
+        assert_eq!(p.hash_seed, 9);
+        assert_eq!(p.lb_modes, [mode::ECMP, 0, 0, mode::ADAPTIVE, 0, mode::SPRAY_RANDOM, 0, 0]);
+        // 50 µs emulated at D = 8000 is 400 ms on the wall clock.
+        assert_eq!(p.flowlet_gap_ns, 400_000_000);
+        assert_eq!(p.clock_override_ns, 0);
+    }
 
     #[test]
     fn mask_clears_host_bits() {

@@ -517,6 +517,7 @@ mod tests {
             lldp: Default::default(),
             chassis_mac: None,
             time_dilation: 1.0,
+            load_balance: Default::default(),
         }
     }
 

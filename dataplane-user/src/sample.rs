@@ -186,6 +186,7 @@ mod tests {
             lldp: Default::default(),
             chassis_mac: None,
             time_dilation: 1000.0,
+            load_balance: Default::default(),
         }
     }
 

@@ -164,6 +164,7 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
         lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
         chassis_mac: None,
         time_dilation: 1.0,
+        load_balance: Default::default(),
     }
 }
 

@@ -68,6 +68,7 @@ fn config(tag: &str) -> SwitchConfig {
         lldp: Default::default(),
         chassis_mac: None,
         time_dilation: 1.0,
+        load_balance: Default::default(),
     }
 }
 

@@ -496,6 +496,7 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
         lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
         chassis_mac: None,
         time_dilation: 1.0,
+        load_balance: Default::default(),
     }
 }
 
