@@ -442,6 +442,13 @@ pub mod lb {
         pub sprayed: bool,
     }
 
+    /// `a mod b`, 0 for `b` = 0: no division-by-zero panic path, which the BPF verifier
+    /// would reject even where the divisor cannot be 0.
+    #[inline(always)]
+    fn rem(a: u32, b: u32) -> u32 {
+        a.checked_rem(b).unwrap_or(0)
+    }
+
     /// Whether a packet at `now_ns` continues the flowlet whose last packet was at `last_ns`:
     /// the gap is at most `gap_ns` (a clock that went backwards counts as no gap).
     #[inline(always)]
@@ -453,15 +460,17 @@ pub mod lb {
     /// found scanning from `start` (wrapping), so equal queues rotate instead of piling on 0.
     #[inline(always)]
     pub fn least_loaded(count: u32, start: u32, depth: impl Fn(u32) -> u64) -> u32 {
-        let count = count.clamp(1, MAX_GROUP_MEMBERS as u32);
-        let start = start % count;
+        // Not clamped to MAX_GROUP_MEMBERS: an upper bound here would let LLVM drop the XDP
+        // program's index masks, and the verifier does not bound the result of a modulo.
+        let count = count.max(1);
+        let start = rem(start, count);
         let mut best = start;
         let mut best_depth = depth(start);
         for i in 1..MAX_GROUP_MEMBERS as u32 {
             if i >= count {
                 break;
             }
-            let m = (start + i) % count;
+            let m = rem(start + i, count);
             let d = depth(m);
             if d < best_depth {
                 best = m;
@@ -485,6 +494,9 @@ pub mod lb {
     /// mod count`: a gap longer than δ is the moment the flow can move without reordering, and
     /// with two members it always does. In `adaptive` mode it takes the least-loaded member,
     /// ties scanned from the one after the previous.
+    ///
+    /// A `count` above 16 (no validated config has one) may yield a member index above 15,
+    /// which the caller's bounds check rejects.
     #[expect(clippy::too_many_arguments, reason = "every input of the decision is an argument, so the caller (XDP) supplies clock, randomness and depths")]
     #[inline(always)]
     pub fn pick(
@@ -498,12 +510,12 @@ pub mod lb {
         seq: u32,
         depth: impl Fn(u32) -> u64,
     ) -> Pick {
-        let count = count.clamp(1, MAX_GROUP_MEMBERS as u32);
+        let count = count.max(1);
         let ecmp = ecmp_index(hash, count);
         let fixed = |member| Pick { member, flowlet: None, path_changed: false, sprayed: false };
         match mode {
-            mode::SPRAY_ROUND_ROBIN => Pick { sprayed: true, ..fixed(seq % count) },
-            mode::SPRAY_RANDOM => Pick { sprayed: true, ..fixed(rand % count) },
+            mode::SPRAY_ROUND_ROBIN => Pick { sprayed: true, ..fixed(rem(seq, count)) },
+            mode::SPRAY_RANDOM => Pick { sprayed: true, ..fixed(rem(rand, count)) },
             mode::FLOWLET | mode::ADAPTIVE => {
                 // A stored member beyond the group (the group shrank) is no state at all.
                 let prev = prev.filter(|p| p.member < count);
@@ -513,7 +525,7 @@ pub mod lb {
                         if count == 1 {
                             0
                         } else {
-                            (p.member + 1 + rand % (count - 1)) % count
+                            rem(p.member + 1 + rem(rand, count - 1), count)
                         }
                     }
                     Some(p) => least_loaded(count, p.member + 1, &depth),
@@ -551,6 +563,8 @@ mod pod {
     unsafe impl aya::Pod for super::lb::FlowKey {}
 }
 
+// The XDP program masks member indexes with MAX_GROUP_MEMBERS − 1.
+const _: () = assert!(limits::MAX_GROUP_MEMBERS.is_power_of_two());
 const _: () = assert!(core::mem::size_of::<PortInfo>() == 4);
 const _: () = assert!(core::mem::size_of::<NextHop>() == 4);
 const _: () = assert!(core::mem::size_of::<NextHopGroup>() == 4 + 4 * limits::MAX_GROUP_MEMBERS);

@@ -73,7 +73,7 @@ use aya_ebpf::{
 use dataplane_common::{
     counter, depth_index, ecn, ethertype, flow_hash, kind,
     lb::{self, FlowKey, Flowlet},
-    limits::{MAX_FLOWLETS, MAX_GROUPS, MAX_NEXTHOPS, MAX_PORTS, MAX_ROUTES},
+    limits::{MAX_FLOWLETS, MAX_GROUPS, MAX_GROUP_MEMBERS, MAX_NEXTHOPS, MAX_PORTS, MAX_ROUTES},
     wred_hit, wred_probability, xorshift32, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams,
     WredParams, DEPTHS_LEN,
 };
@@ -385,8 +385,10 @@ fn forward(ctx: &XdpContext, port: u32, group: u32, ttl: u8, flow: &Flow) -> u32
         return drop_as(port, counter::ROUTE_MISS);
     };
     let hash = flow_hash(flow.src, flow.dst, flow.proto, flow.sport, flow.dport, params.hash_seed);
-    let idx = choose(port, g, params, hash, flow) as usize;
-    let Some(&member) = g.members.get(idx) else {
+    // Masked to the 16 members where it is used: a bounds check on a value LLVM spilled and
+    // reloaded is lost on the verifier ("unbounded memory access").
+    let idx = choose(port, g, params, hash, flow);
+    let Some(&member) = g.members.get((idx & (MAX_GROUP_MEMBERS as u32 - 1)) as usize) else {
         return drop_as(port, counter::ROUTE_MISS);
     };
     let Some(nh) = NEXTHOPS.get(member) else {
@@ -428,7 +430,7 @@ fn choose(port: u32, g: &NextHopGroup, params: &SwitchParams, hash: u32, flow: &
     let seq = if mode == lb::mode::SPRAY_ROUND_ROBIN { next_seq() } else { 0 };
     let rand = if mode == lb::mode::SPRAY_RANDOM || mode == lb::mode::FLOWLET { draw() } else { 0 };
     let depth = |m: u32| -> u64 {
-        let Some(&nh_id) = g.members.get((m & 15) as usize) else { return u64::MAX };
+        let Some(&nh_id) = g.members.get((m & (MAX_GROUP_MEMBERS as u32 - 1)) as usize) else { return u64::MAX };
         let Some(nh) = NEXTHOPS.get(nh_id) else { return u64::MAX };
         if nh.port >= MAX_PORTS {
             return u64::MAX;
