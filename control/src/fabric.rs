@@ -787,6 +787,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
             s.name, s.config.role, s.config.hash_seed, s.config.metrics_listen
         );
         let _ = writeln!(o, "  qos {}", crate::qos::describe(&topo.qos[si]));
+        let _ = writeln!(o, "  load balance {}", crate::lb::describe(&topo.load_balance[si], topo.time_dilation));
         for (i, p) in s.config.ports.iter().enumerate() {
             let _ = writeln!(
                 o,

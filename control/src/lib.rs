@@ -6,6 +6,7 @@ pub mod bottleneck;
 pub mod capture;
 pub mod fabric;
 pub mod frame;
+pub mod lb;
 pub mod lldp;
 pub mod lldp_show;
 pub mod netns;

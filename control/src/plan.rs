@@ -371,6 +371,7 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             lldp: topo.lldp.config.clone(),
             chassis_mac: Some(chassis_mac(f, si)),
             time_dilation: topo.time_dilation.factor(),
+            load_balance: topo.load_balance[si].clone(),
         };
         switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
     }

@@ -30,6 +30,7 @@
 //!                             # one per host NIC agent)
 //! lldp: { tx_interval: 30s, nic: { willing: true } }   # LLDP/DCBX, see crate::lldp
 //! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
+//! load_balance: { mode: ecmp, flowlet_gap: 50us }      # egress choice, see crate::lb
 //! ```
 //!
 //! A multi-pod fabric (book Fig. 13-9: pods of rail switches and spines joined by super-spines,
@@ -126,6 +127,9 @@ struct RawTopology {
     /// Time dilation D ≥ 1 (see the module docs); 1 = real time.
     #[serde(default = "default_time_dilation", deserialize_with = "de_time_dilation")]
     time_dilation: f64,
+    /// Egress choice among ECMP members per switch and class (see [`crate::lb`]).
+    #[serde(default)]
+    load_balance: crate::lb::RawLoadBalance,
 }
 
 fn default_time_dilation() -> f64 {
@@ -690,6 +694,8 @@ pub struct Topology {
     pub lldp: crate::lldp::LldpSettings,
     /// Time dilation D: line rates, thresholds and timers above are emulated.
     pub time_dilation: Dilation,
+    /// Effective load balancing of every switch, by index into `switches`.
+    pub load_balance: Vec<dataplane_common::config::LbConfig>,
 }
 
 impl Topology {
@@ -1126,6 +1132,8 @@ fn validate(
 
     let qos = crate::qos::resolve(&raw.qos, &port_counts, raw.queue_limit_bytes).map_err(|(f, m)| err(&f, m))?;
     let time_dilation = Dilation::new(raw.time_dilation).map_err(|e| err("time_dilation", e.to_string()))?;
+    let names: Vec<String> = switches.iter().map(|s| s.name.clone()).collect();
+    let load_balance = crate::lb::resolve(&raw.load_balance, &names).map_err(|(f, m)| err(&f, m))?;
 
     Ok(Topology {
         file: path.to_path_buf(),
@@ -1147,6 +1155,7 @@ fn validate(
         qos,
         lldp,
         time_dilation,
+        load_balance,
     })
 }
 
