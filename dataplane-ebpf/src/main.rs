@@ -417,7 +417,7 @@ fn choose(port: u32, g: &NextHopGroup, params: &SwitchParams, hash: u32, flow: &
         // SAFETY: pointer returned by the lookup helper, valid for the program run; the value
         // is copied out at once. A concurrent update on another CPU can at worst yield a torn
         // entry, whose member `lb::pick` bounds by the group size.
-        let prev = FLOWLETS.get_ptr(&key).map(|p| unsafe { *p });
+        let prev = FLOWLETS.get_ptr(key).map(|p| unsafe { *p });
         let now = match params.clock_override_ns {
             // SAFETY: helper without arguments.
             0 => unsafe { bpf_ktime_get_ns() },
@@ -446,7 +446,7 @@ fn choose(port: u32, g: &NextHopGroup, params: &SwitchParams, hash: u32, flow: &
     if let Some(f) = p.flowlet {
         // A full LRU map evicts its oldest flow; an update can only fail for lack of memory,
         // and then the flow merely starts a new flowlet at its next packet.
-        let _ = FLOWLETS.insert(&key, &f, 0);
+        let _ = FLOWLETS.insert(key, f, 0);
     }
     if p.path_changed {
         count(port, counter::FLOWLET_PATH_CHANGES);
