@@ -645,6 +645,10 @@ mod tests {
         c.time_dilation = 0.5;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("rail1: time_dilation: 0.5 is below 1"), "{e}");
+        let mut c = sample();
+        c.load_balance.flowlet_gap_us = 0;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("rail1: load_balance.flowlet_gap_us is 0"), "{e}");
     }
 
     #[test]
