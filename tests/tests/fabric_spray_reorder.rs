@@ -8,17 +8,14 @@
 //!   the requesters go back N;
 //! - every rank's result is verified in both.
 //!
-//! `write_only_allreduce_without_spraying_sees_no_reordering` runs today: the same job over
-//! flow ECMP (one path per connection) in Write-Only mode is verified and has nothing out of
-//! order, so the counts above come from spraying.
-//!
-//! Needs the switches' spray mode (`load_balance: { mode: spray }`, the topology syntax of the
-//! load-balancing part of issue 11): ignored until it is merged; enable it then. The fabric
-//! (`rf-hsr-*` namespaces) is brought down by the guard, also on failure.
+//! `write_only_allreduce_without_spraying_sees_no_reordering`: the same job over flow ECMP (one
+//! path per connection) in Write-Only mode is verified and has nothing out of order, so the
+//! counts above come from spraying (`load_balance: { mode: spray }` appended to the topology).
+//! The fabric (`rf-hsr-*` namespaces) is brought down by the guard, also on failure.
 //!
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p gpu-host &&
-//!  cargo test -p rocefab-tests --test fabric_spray_reorder -- --test-threads=1 --include-ignored`
+//!  cargo test -p rocefab-tests --test fabric_spray_reorder -- --test-threads=1`
 use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
@@ -33,7 +30,6 @@ fn allreduce(f: &Fabric, segment: &str) -> Value {
 }
 
 #[test]
-#[ignore = "needs the switches' spray mode (load_balance: { mode: spray }) from the load-balancing part of issue 11"]
 fn sprayed_allreduce_needs_write_only_to_avoid_go_back_n() {
     let f = Fabric::up_with("rail-spine.yaml", "hsr", "load_balance: { mode: spray }\n");
 
