@@ -754,6 +754,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
     o += &describe_dilation(topo.time_dilation, plan);
+    let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
     let agents = topo.lldp.config.enabled;
     for h in &plan.hosts {
         if agents {

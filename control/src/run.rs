@@ -522,7 +522,7 @@ pub fn classes_line(h: &HostDesc) -> Option<String> {
 
 /// Host descriptions of a running fabric, in topology order (= torchrun node rank), and the
 /// fabric's link MTU. Prints a warning for every host whose NIC agent does not answer.
-fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32, Dilation)> {
+fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32, Dilation, gpu_host::dcqcn::DcqcnProfile)> {
     let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
@@ -561,12 +561,12 @@ fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32, Di
     if hosts.is_empty() {
         bail!("fabric {fabric} has no hosts");
     }
-    Ok((hosts, netns, plan.mtu, topo.time_dilation))
+    Ok((hosts, netns, plan.mtu, topo.time_dilation, topo.dcqcn))
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let kind = a.collective.kind();
-    let (hosts, netns, link_mtu, dilation) = hosts_of(&a.fabric)?;
+    let (hosts, netns, link_mtu, dilation, dcqcn) = hosts_of(&a.fabric)?;
     let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
     let window_packets = a.window_packets.unwrap_or_else(|| default_window_packets(link_mtu, ipv6));
     let hostd = locate_hostd()?;
@@ -579,6 +579,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         retransmit_timeout_ns: a.retransmit_timeout_ms.map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
         time_dilation: dilation.factor(),
         segment: a.segment.mode(),
+        dcqcn,
     };
     let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();

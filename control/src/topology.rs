@@ -31,6 +31,7 @@
 //! lldp: { tx_interval: 30s, nic: { willing: true } }   # LLDP/DCBX, see crate::lldp
 //! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
 //! load_balance: { mode: ecmp, flowlet_gap: 50us }      # egress choice, see crate::lb
+//! dcqcn: { profile: ns3-hpcc }  # GPU NICs' DCQCN parameters: ns3-hpcc (default) | connectx
 //! ```
 //!
 //! A multi-pod fabric (book Fig. 13-9: pods of rail switches and spines joined by super-spines,
@@ -130,6 +131,17 @@ struct RawTopology {
     /// Egress choice among ECMP members per switch and class (see [`crate::lb`]).
     #[serde(default)]
     load_balance: crate::lb::RawLoadBalance,
+    /// The GPU NICs' DCQCN parameter set.
+    #[serde(default)]
+    dcqcn: RawDcqcn,
+}
+
+/// `dcqcn: { profile: ns3-hpcc | connectx }`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDcqcn {
+    #[serde(default)]
+    profile: gpu_host::dcqcn::DcqcnProfile,
 }
 
 fn default_time_dilation() -> f64 {
@@ -696,6 +708,8 @@ pub struct Topology {
     pub time_dilation: Dilation,
     /// Effective load balancing of every switch, by index into `switches`.
     pub load_balance: Vec<dataplane_common::config::LbConfig>,
+    /// The DCQCN parameter set of every GPU NIC (reaction and notification point).
+    pub dcqcn: gpu_host::dcqcn::DcqcnProfile,
 }
 
 impl Topology {
@@ -1156,6 +1170,7 @@ fn validate(
         lldp,
         time_dilation,
         load_balance,
+        dcqcn: raw.dcqcn.profile,
     })
 }
 

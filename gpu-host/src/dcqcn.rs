@@ -52,11 +52,79 @@
 //! in `rdma_roce_cc_dcqcn.cc` `SentBytes` as `byte_reset * 64` bytes, i.e. 2 097 088 bytes;
 //! the header cites the Mellanox "DCQCN parameters" community article for these values).
 //! The NP interval (50 µs) is the paper's CNP generation interval and DESIGN.md's default.
+//!
+//! # The NIC's profile ([`DcqcnProfile::Connectx`])
+//!
+//! NVIDIA ConnectX firmware defaults, as `mlxconfig query` lists them (`RPG_TIME_RESET` 300,
+//! `RPG_BYTE_RESET` 32767, `RPG_THRESHOLD` 1, `RPG_AI_RATE` 5, `RPG_HAI_RATE` 50, `RPG_MIN_RATE`
+//! 1, `DCE_TCP_G` 1019, `DCE_TCP_RTT` 1, `INITIAL_ALPHA_VALUE` 1023, `CLAMP_TGT_RATE` false,
+//! `CLAMP_TGT_RATE_AFTER_TIME_INC` true, `MIN_TIME_BETWEEN_CNPS` 4; the same RP values are
+//! Isekai's `RdmaCcDcqcnOptions`, citing the Mellanox "DCQCN parameters" article), mapped onto
+//! the equations above the way Isekai's `rdma_roce_cc_dcqcn.cc` applies them: α is 10-bit fixed
+//! point, `α ← (1019·α)/1024 + (1024 − 1019)` every `DCE_TCP_RTT` µs with a CNP in the period,
+//! so g = 5/1024, K = 1 µs and α starts at 1023/1024; the cut `Rc·α >> 11` is `Rc·α/2`; T =
+//! 300 µs, B = 32767 × 64 bytes, F = 1, R_AI 5 Mb/s, R_HAI 50 Mb/s, minimum rate 1 Mb/s; the NP
+//! sends at most one CNP per QP every 4 µs. Not modelled: `RATE_REDUCE_MONITOR_PERIOD` (4 µs,
+//! cuts at most once per period: the NP's 4 µs spacing already bounds them) and
+//! `RPG_MIN_DEC_FAC` (50 %: no cut here exceeds α/2 ≤ 50 %).
 
 use dataplane_common::time::Dilation;
 
 /// NP-side default: at most one CNP per QP per 50 µs (emulated; × D on the wall clock).
 pub const DEFAULT_CNP_INTERVAL_NS: u64 = 50_000;
+
+/// The published parameter set a NIC's RP and NP take (the topology's `dcqcn: { profile }`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DcqcnProfile {
+    /// The ns-3 HPCC model's defaults and the paper's 50 µs CNP interval (module docs).
+    #[default]
+    Ns3Hpcc,
+    /// NVIDIA ConnectX firmware defaults (module docs, "The NIC's profile").
+    Connectx,
+}
+
+impl DcqcnProfile {
+    /// The names the topology accepts.
+    pub const NAMES: &'static str = "ns3-hpcc, connectx";
+
+    /// RP parameters of this profile for a port of `line_rate_bps` (emulated).
+    pub fn rp(self, line_rate_bps: u64) -> DcqcnConfig {
+        match self {
+            DcqcnProfile::Ns3Hpcc => DcqcnConfig::with_line_rate(line_rate_bps),
+            DcqcnProfile::Connectx => DcqcnConfig {
+                line_rate_bps,
+                min_rate_bps: 1_000_000,
+                g: 5.0 / 1024.0,
+                alpha_init: 1023.0 / 1024.0,
+                alpha_update_period_ns: 1_000,
+                rate_increase_period_ns: 300_000,
+                byte_counter_bytes: 32_767 * 64,
+                fast_recovery_steps: 1,
+                rate_ai_bps: 5_000_000,
+                rate_hai_bps: 50_000_000,
+                clamp_target_rate: false,
+            },
+        }
+    }
+
+    /// The NP's CNP interval per QP, emulated ns.
+    pub fn cnp_interval_ns(self) -> u64 {
+        match self {
+            DcqcnProfile::Ns3Hpcc => DEFAULT_CNP_INTERVAL_NS,
+            DcqcnProfile::Connectx => 4_000,
+        }
+    }
+}
+
+impl core::fmt::Display for DcqcnProfile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            DcqcnProfile::Ns3Hpcc => "ns3-hpcc",
+            DcqcnProfile::Connectx => "connectx",
+        })
+    }
+}
 
 /// RP parameters. See the module docs for the source of every default.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -693,5 +761,26 @@ mod tests {
         let rc = c.rate_f64();
         c.on_cnp(10 * US);
         assert!(close(c.target_rate_f64(), rc));
+    }
+
+    #[test]
+    fn connectx_profile_maps_the_firmware_defaults() {
+        let c = DcqcnProfile::Connectx.rp(LINE);
+        c.validate().unwrap();
+        assert_eq!((c.rate_increase_period_ns, c.alpha_update_period_ns, c.fast_recovery_steps), (300 * US, US, 1));
+        assert_eq!((c.byte_counter_bytes, c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps), (32_767 * 64, 5_000_000, 50_000_000, 1_000_000));
+        assert!(!c.clamp_target_rate);
+        assert_eq!(DcqcnProfile::Connectx.cnp_interval_ns(), 4 * US);
+        assert_eq!(DcqcnProfile::default().rp(LINE), DcqcnConfig::with_line_rate(LINE));
+        assert_eq!(DcqcnProfile::default().cnp_interval_ns(), 50 * US);
+        // The firmware's fixed-point α update: 1023 · 1019/1024 + 5 with a CNP in the period.
+        let mut r = ReactionPoint::new(c).unwrap();
+        r.on_cnp(0);
+        assert!(close(r.alpha(), (1023.0 / 1024.0) * (1019.0 / 1024.0) + 5.0 / 1024.0), "{}", r.alpha());
+        // One decay step per µs without a CNP.
+        r.poll(US);
+        assert!(close(r.alpha(), ((1023.0 / 1024.0) * (1019.0 / 1024.0) + 5.0 / 1024.0) * 1019.0 / 1024.0));
+        assert_eq!(serde_json::to_string(&DcqcnProfile::Connectx).unwrap(), "\"connectx\"");
+        assert_eq!(serde_json::from_str::<DcqcnProfile>("\"ns3-hpcc\"").unwrap(), DcqcnProfile::Ns3Hpcc);
     }
 }

@@ -86,6 +86,8 @@ pub struct BuildOptions {
     /// How requesters cut their writes ([`SegmentMode::WriteOnlyPerPacket`] also turns on
     /// the responders' out-of-order placement).
     pub segment: SegmentMode,
+    /// The DCQCN parameter set of every NIC.
+    pub dcqcn: crate::dcqcn::DcqcnProfile,
 }
 
 impl Default for BuildOptions {
@@ -99,6 +101,7 @@ impl Default for BuildOptions {
             retransmit_timeout_ns: DEFAULT_RETRANSMIT_TIMEOUT_NS,
             time_dilation: 1.0,
             segment: SegmentMode::FirstMiddleLast,
+            dcqcn: Default::default(),
         }
     }
 }
@@ -229,6 +232,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
             metrics_listen: opts.metrics_port_base.map(|b| std::net::SocketAddr::from(([127, 0, 0, 1], b + i as u16))),
             linger_ms: 0,
             time_dilation: opts.time_dilation,
+            dcqcn: opts.dcqcn,
             snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,
             nics: h
                 .nics

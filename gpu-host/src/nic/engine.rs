@@ -40,7 +40,7 @@ use rocefab_wire::roce::{self, aeth, bth, reth, udp_src_port_for_qp, IpEcn, Opco
 
 use super::job::{self, CollOp, CollectiveSpec, Job, NicReport, QpReport, RankReport, Report};
 use super::pattern;
-use crate::dcqcn::{DcqcnConfig, DEFAULT_CNP_INTERVAL_NS};
+use crate::dcqcn::DcqcnProfile;
 use crate::desc::{AckPacket, AckSyndrome, Opcode, Reth, WritePacket};
 use crate::pfc::NicPfc;
 use crate::psn::Psn;
@@ -74,22 +74,22 @@ pub enum EngineError {
 
 /// A requester's configuration on the wall clock for a NIC of emulated `line_rate_bps` and an
 /// emulated local ACK timeout, at time dilation `d`: the rates / D, the timeout and DCQCN's
-/// timers × D (the DCQCN defaults are the cited emulated ones, see [`crate::dcqcn`]).
-pub fn sender_config(line_rate_bps: u64, retransmit_timeout_ns: u64, d: Dilation) -> SenderConfig {
+/// timers × D (the DCQCN parameters are `profile`'s cited emulated ones, see [`crate::dcqcn`]).
+pub fn sender_config(line_rate_bps: u64, retransmit_timeout_ns: u64, d: Dilation, profile: DcqcnProfile) -> SenderConfig {
     let mut cfg = SenderConfig::new(d.rate(line_rate_bps));
     cfg.retransmit_timeout_ns = d.duration(retransmit_timeout_ns).max(1);
-    cfg.dcqcn = Some(DcqcnConfig::with_line_rate(line_rate_bps).dilated(d));
+    cfg.dcqcn = Some(profile.rp(line_rate_bps).dilated(d));
     cfg
 }
 
 /// A responder's configuration on the wall clock at time dilation `d`: the NP's CNP interval
-/// (50 µs emulated) and the ACK coalescing delay × D; with `write_only`, out-of-order placement
+/// (`profile`'s, emulated) and the ACK coalescing delay × D; with `write_only`, out-of-order placement
 /// with a reordering window of a quarter of the default local ACK timeout at `d`
 /// ([`job::default_retransmit_timeout_ns`]: at least 25 ms of wall clock, so scheduling delays
 /// of a loaded machine are not mistaken for loss).
-pub fn receiver_config(mtu: PathMtu, write_only: bool, d: Dilation) -> ReceiverConfig {
+pub fn receiver_config(mtu: PathMtu, write_only: bool, d: Dilation, profile: DcqcnProfile) -> ReceiverConfig {
     let mut cfg = ReceiverConfig::new(mtu);
-    cfg.cnp_interval_ns = d.duration(DEFAULT_CNP_INTERVAL_NS);
+    cfg.cnp_interval_ns = d.duration(profile.cnp_interval_ns());
     cfg.ack_delay_ns = cfg.ack_delay_ns.map(|t| d.duration(t));
     cfg.out_of_order = write_only;
     cfg.reorder_window_ns = Some(d.duration(job::default_retransmit_timeout_ns(d) / 4));
@@ -299,7 +299,7 @@ impl Engine {
                 error: None,
             };
             if let Some(s) = &q.send {
-                let mut cfg = sender_config(nic.cfg.emulated_line_rate_bps, s.retransmit_timeout_ns, d);
+                let mut cfg = sender_config(nic.cfg.emulated_line_rate_bps, s.retransmit_timeout_ns, d, job.dcqcn);
                 cfg.mtu = nic.cfg.path_mtu;
                 cfg.mode = if nic.cfg.write_only { SegmentMode::WriteOnlyPerPacket } else { SegmentMode::FirstMiddleLast };
                 cfg.initial_psn = Psn::new(s.psn);
@@ -342,7 +342,7 @@ impl Engine {
                 qp.sender = Some(sender);
             }
             if let Some(r) = &q.recv {
-                let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d);
+                let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d, job.dcqcn);
                 cfg.initial_psn = Psn::new(r.psn);
                 let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
                 let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
@@ -1128,13 +1128,18 @@ mod tests {
         let c = a.sender(17).unwrap().config();
         assert_eq!(c.line_rate_bps, 10_000_000);
         assert_eq!(c.retransmit_timeout_ns, 2_000_000_000, "2 ms emulated × 1000");
-        let emulated = DcqcnConfig::with_line_rate(10_000_000_000);
+        let emulated = crate::dcqcn::DcqcnConfig::with_line_rate(10_000_000_000);
         assert_eq!(c.dcqcn, Some(emulated.dilated(dil)));
         let dc = c.dcqcn.unwrap();
         assert_eq!((dc.min_rate_bps, dc.rate_ai_bps), (emulated.min_rate_bps / 1000, emulated.rate_ai_bps / 1000));
         assert_eq!(dc.rate_increase_period_ns, emulated.rate_increase_period_ns * 1000);
-        let r = receiver_config(PathMtu::Mtu1024, false, dil);
-        assert_eq!(r.cnp_interval_ns, DEFAULT_CNP_INTERVAL_NS * 1000);
+        let r = receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::default());
+        assert_eq!(r.cnp_interval_ns, crate::dcqcn::DEFAULT_CNP_INTERVAL_NS * 1000);
+        // The job's profile reaches both ends: ConnectX's 300 µs timer and 4 µs CNP interval.
+        ja.dcqcn = DcqcnProfile::Connectx;
+        let cx = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
+        assert_eq!(cx.sender(17).unwrap().config().dcqcn, Some(DcqcnProfile::Connectx.rp(10_000_000_000).dilated(dil)));
+        assert_eq!(receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::Connectx).cnp_interval_ns, 4_000 * 1000);
         assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
 
         // The same transfer at D = 1 and D = 1000: the wall clock stretches by D, the reports

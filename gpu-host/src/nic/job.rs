@@ -106,6 +106,9 @@ pub struct Job {
     /// is in emulated time. `timeout_ms` and `linger_ms` are wall clock. 1 = real time.
     #[serde(default = "default_time_dilation")]
     pub time_dilation: f64,
+    /// The DCQCN parameter set of every NIC's RP and NP (emulated units, × D as above).
+    #[serde(default)]
+    pub dcqcn: crate::dcqcn::DcqcnProfile,
 }
 
 fn default_time_dilation() -> f64 {
