@@ -428,7 +428,10 @@ fn choose(port: u32, g: &NextHopGroup, params: &SwitchParams, hash: u32, flow: &
         (None, 0)
     };
     let seq = if mode == lb::mode::SPRAY_ROUND_ROBIN { next_seq() } else { 0 };
-    let rand = if mode == lb::mode::SPRAY_RANDOM || mode == lb::mode::FLOWLET { draw() } else { 0 };
+    // The draw only where `lb::pick` uses it: every sprayed packet, and a flowlet that starts
+    // after a gap (not every packet of a continuing one).
+    let new_flowlet = prev.is_some_and(|p| !lb::continues(p.last_ns, now, params.flowlet_gap_ns));
+    let rand = if mode == lb::mode::SPRAY_RANDOM || (mode == lb::mode::FLOWLET && new_flowlet) { draw() } else { 0 };
     let depth = |m: u32| -> u64 {
         let Some(&nh_id) = g.members.get((m & (MAX_GROUP_MEMBERS as u32 - 1)) as usize) else { return u64::MAX };
         let Some(nh) = NEXTHOPS.get(nh_id) else { return u64::MAX };
@@ -473,12 +476,12 @@ fn next_seq() -> u32 {
 #[inline(always)]
 fn draw() -> u32 {
     let Some(state) = RNG.get_ptr_mut(0) else { return 0 };
-    let seed = WRED.get(0).map_or(0, |p| p.seed);
     // SAFETY: this CPU's slot of a per-CPU array; XDP runs with preemption off, so no one else
     // writes it during the program run.
     unsafe {
         let mut x = *state;
         if x == 0 {
+            let seed = WRED.get(0).map_or(0, |p| p.seed);
             // SAFETY: helper without arguments.
             x = (seed ^ bpf_get_smp_processor_id()) | 1;
         }
