@@ -163,25 +163,23 @@ impl Fabric {
 
     /// Like [`Fabric::up`], with the topology line `from` replaced by `to` (it must be there).
     pub fn up_replacing(template: &str, name: &str, from: &str, to: &str) -> Fabric {
-        assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
-        let topology = topology_copy(template, name);
-        let text = std::fs::read_to_string(&topology).expect("topology copy");
-        assert!(text.lines().any(|l| l == from), "{template} has no line {from:?}");
-        let edited: Vec<&str> = text.lines().map(|l| if l == from { to } else { l }).collect();
-        std::fs::write(&topology, edited.join("\n") + "\n").expect("write topology copy");
-        let f = Fabric { name: name.to_string(), topology };
-        let o = rocefab(&["up", f.topology.to_str().unwrap()]);
-        assert!(o.status.success(), "rocefab up {name} failed:\n{}{}", stdout(&o), stderr(&o));
-        f
+        Self::up_edited(template, name, |text| {
+            assert!(text.lines().any(|l| l == from), "{template} has no line {from:?}");
+            text.lines().map(|l| if l == from { to } else { l }).collect::<Vec<_>>().join("\n") + "\n"
+        })
     }
 
     /// Like [`Fabric::up`], with `extra` YAML appended to the topology (e.g. a `qos:` section).
     pub fn up_with(template: &str, name: &str, extra: &str) -> Fabric {
+        Self::up_edited(template, name, |text| text + extra)
+    }
+
+    /// Brings up a renamed copy of `template` whose text `edit` changed.
+    fn up_edited(template: &str, name: &str, edit: impl FnOnce(String) -> String) -> Fabric {
         assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
         let topology = topology_copy(template, name);
-        let mut text = std::fs::read_to_string(&topology).expect("topology copy");
-        text.push_str(extra);
-        std::fs::write(&topology, text).expect("write topology copy");
+        let text = std::fs::read_to_string(&topology).expect("topology copy");
+        std::fs::write(&topology, edit(text)).expect("write topology copy");
         let f = Fabric { name: name.to_string(), topology };
         let o = rocefab(&["up", f.topology.to_str().unwrap()]);
         assert!(o.status.success(), "rocefab up {name} failed:\n{}{}", stdout(&o), stderr(&o));
