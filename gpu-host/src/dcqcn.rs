@@ -67,6 +67,18 @@
 //! sends at most one CNP per QP every 4 µs. Not modelled: `RATE_REDUCE_MONITOR_PERIOD` (4 µs,
 //! cuts at most once per period: the NP's 4 µs spacing already bounds them) and
 //! `RPG_MIN_DEC_FAC` (50 %: no cut here exceeds α/2 ≤ 50 %).
+//!
+//! # The paper's timers ([`DcqcnProfile::DcqcnPaper`])
+//!
+//! The same HPCC repository runs DCQCN in two settings, `simulation/run.py` `--cc dcqcn` (the
+//! NIC-like 1 µs / 4 µs / 300 µs timers above) and `--cc dcqcn_paper`, the timers of the DCQCN
+//! paper: `ALPHA_RESUME_INTERVAL` 50 µs (K), `RATE_DECREASE_INTERVAL` 50 µs (the RP cuts at most
+//! once per 50 µs; here the NP's CNP interval, as the paper's N), `RP_TIMER` 55 µs (T),
+//! `EWMA_GAIN` 1/256, `FAST_RECOVERY_TIMES` 1, `RATE_AI` 5 Mb/s and `RATE_HAI` 50 Mb/s per
+//! 25 Gbit/s of NIC rate (`ai = 5 * bw / 25`, `hai = 50 * bw / 25`), `MIN_RATE` 1000 Mb/s,
+//! `CLAMP_TARGET_RATE` 0; α starts at 1 (`cnp_received_mlx`) and B is Isekai's, as above. Its
+//! 55 µs increase timer recovers a cut within a few timer periods, where the firmware's 300 µs
+//! leaves a synchronised 7:1 incast at 400G idle for most of a 300 µs period after each cut.
 
 use dataplane_common::time::Dilation;
 
@@ -82,11 +94,14 @@ pub enum DcqcnProfile {
     Ns3Hpcc,
     /// NVIDIA ConnectX firmware defaults (module docs, "The NIC's profile").
     Connectx,
+    /// The DCQCN paper's timers as the HPCC repository's `dcqcn_paper` setting runs them
+    /// (module docs, "The paper's timers").
+    DcqcnPaper,
 }
 
 impl DcqcnProfile {
     /// The names the topology accepts.
-    pub const NAMES: &'static str = "ns3-hpcc, connectx";
+    pub const NAMES: &'static str = "ns3-hpcc, connectx, dcqcn-paper";
 
     /// RP parameters of this profile for a port of `line_rate_bps` (emulated).
     pub fn rp(self, line_rate_bps: u64) -> DcqcnConfig {
@@ -105,6 +120,23 @@ impl DcqcnProfile {
                 rate_hai_bps: 50_000_000,
                 clamp_target_rate: false,
             },
+            DcqcnProfile::DcqcnPaper => {
+                // `ai = 5 * bw / 25` Mb/s with bw in Gbit/s: 0.2 Mb/s per Gbit/s of NIC rate.
+                let per_25g = |mbps: u64| (mbps as u128 * 1_000_000 * line_rate_bps as u128 / 25_000_000_000) as u64;
+                DcqcnConfig {
+                    line_rate_bps,
+                    min_rate_bps: 1_000_000_000,
+                    g: 1.0 / 256.0,
+                    alpha_init: 1.0,
+                    alpha_update_period_ns: 50_000,
+                    rate_increase_period_ns: 55_000,
+                    byte_counter_bytes: 32_767 * 64,
+                    fast_recovery_steps: 1,
+                    rate_ai_bps: per_25g(5),
+                    rate_hai_bps: per_25g(50),
+                    clamp_target_rate: false,
+                }
+            }
         }
     }
 
@@ -113,6 +145,7 @@ impl DcqcnProfile {
         match self {
             DcqcnProfile::Ns3Hpcc => DEFAULT_CNP_INTERVAL_NS,
             DcqcnProfile::Connectx => 4_000,
+            DcqcnProfile::DcqcnPaper => 50_000,
         }
     }
 }
@@ -122,6 +155,7 @@ impl core::fmt::Display for DcqcnProfile {
         f.write_str(match self {
             DcqcnProfile::Ns3Hpcc => "ns3-hpcc",
             DcqcnProfile::Connectx => "connectx",
+            DcqcnProfile::DcqcnPaper => "dcqcn-paper",
         })
     }
 }
@@ -782,5 +816,19 @@ mod tests {
         assert!(close(r.alpha(), ((1023.0 / 1024.0) * (1019.0 / 1024.0) + 5.0 / 1024.0) * 1019.0 / 1024.0));
         assert_eq!(serde_json::to_string(&DcqcnProfile::Connectx).unwrap(), "\"connectx\"");
         assert_eq!(serde_json::from_str::<DcqcnProfile>("\"ns3-hpcc\"").unwrap(), DcqcnProfile::Ns3Hpcc);
+    }
+
+    #[test]
+    fn dcqcn_paper_profile_maps_the_hpcc_run_py_setting() {
+        // 400 Gbit/s NIC: ai = 5 · 400 / 25 = 80 Mb/s, hai = 800 Mb/s.
+        let c = DcqcnProfile::DcqcnPaper.rp(400_000_000_000);
+        c.validate().unwrap();
+        assert_eq!((c.alpha_update_period_ns, c.rate_increase_period_ns, c.fast_recovery_steps), (50 * US, 55 * US, 1));
+        assert_eq!((c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps), (80_000_000, 800_000_000, 1_000_000_000));
+        assert_eq!((c.g, c.alpha_init, c.clamp_target_rate), (1.0 / 256.0, 1.0, false));
+        assert_eq!(DcqcnProfile::DcqcnPaper.rp(25_000_000_000).rate_ai_bps, 5_000_000);
+        assert_eq!(DcqcnProfile::DcqcnPaper.cnp_interval_ns(), 50 * US);
+        assert_eq!(serde_json::from_str::<DcqcnProfile>("\"dcqcn-paper\"").unwrap(), DcqcnProfile::DcqcnPaper);
+        assert_eq!(DcqcnProfile::DcqcnPaper.to_string(), "dcqcn-paper");
     }
 }

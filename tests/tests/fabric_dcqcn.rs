@@ -1,19 +1,24 @@
 //! DCQCN end to end on `topologies/rail-spine-400g.yaml` (400G hosts, 800G spines, time dilation
-//! 8000, ConnectX DCQCN profile; issue 9): a 7:1 lossless incast into host1:gpu0 with WRED/ECN
-//! on. The bottleneck queue
+//! 8000, the `dcqcn-paper` DCQCN profile; issue 9): a 7:1 lossless incast into host1:gpu0 with
+//! WRED/ECN on. The bottleneck queue
 //! (rail1 towards host1:gpu0) must first reach WRED min; then rail1's XDP marks CE, rank 0's NIC
 //! answers with CNPs at DSCP 48 that cross the switches in strict queue 7, and every sender's
 //! DCQCN rate is cut below line rate. The same incast with `wred: off` needs more PFC frames (the
 //! book's claim that ECN keeps PFC rare). `rocefab run --timeline` writes the Figure 11-7 SVG and
 //! its samples during the run; both are checked for every series. The senders' goodput must be
-//! fair (Jain's index ≥ 0.9); the bottleneck's utilisation while every sender had data left is
-//! printed, not asserted (issue 9's 90 % is not reached, see README).
+//! fair (Jain's index ≥ 0.9) and the bottleneck busy ≥ 90 % of its emulated rate while every
+//! sender had data left.
+//!
+//! A run whose report says the machine, not the model, was the bottleneck (`rocefab run`'s
+//! warning: CPUs saturated while links ran below rate) measured the machine: it is retried, up to
+//! [`ATTEMPTS`] runs, and the test fails if every run was machine-bound. Each retry is printed.
 //!
 //! Dilation invariance (issue 9, test 4): the same incast at D = 8000 and D = 16000 gives the
 //! completion time within 10 % in emulated units. The bottleneck's peak depth and the per-QP
-//! goodputs are printed, not asserted: the incast settles in one of two regimes from run to run
-//! at either D (peak ≈ 5 MB with senders at 29 or 39 Gbit/s, or peak ≈ 9 MB with all at
-//! 27.5 Gbit/s), so a single pair of runs agrees in those only when both land in the same one.
+//! goodputs are printed, not asserted: they vary from run to run at the same D as much as
+//! between D and 2D (peak 6.4–10.5 MB over three runs at D 8000 and two at 16000: which sender's
+//! first CNP comes late, with a cut at most every 50 µs, decides how far the first burst goes),
+//! so a single pair of runs cannot show their invariance.
 //! Needs root.
 use std::path::PathBuf;
 use std::process::Command;
@@ -24,6 +29,30 @@ use serde_json::Value;
 /// Window of 4096 packets per QP: large enough that the incast can fill rail1's ingress groups
 /// past xOFF when nothing else stops it, so that PFC has something to do.
 const WINDOW: &str = "4096";
+
+/// Runs per measurement before a machine that stays saturated fails the test.
+const ATTEMPTS: u32 = 3;
+
+/// `rocefab run`'s warning that the CPUs, not the emulated links, limited the run.
+fn machine_bound(rep: &Value) -> Option<String> {
+    rep["warnings"].as_array()?.iter().filter_map(Value::as_str).find(|w| w.contains("the machine, not the model")).map(str::to_string)
+}
+
+/// `run(attempt)` until its report is not machine-bound; its result.
+fn measured<T>(what: &str, mut run: impl FnMut(u32) -> (Value, T)) -> T {
+    let mut why = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let (rep, out) = run(attempt);
+        match machine_bound(&rep) {
+            None => return out,
+            Some(w) => {
+                eprintln!("{what}: attempt {attempt} of {ATTEMPTS} was machine-bound, not counted: {w}");
+                why.push(w);
+            }
+        }
+    }
+    panic!("{what}: all {ATTEMPTS} runs were limited by this machine's CPUs, not by the model: {why:?}");
+}
 
 struct Out(PathBuf);
 impl Drop for Out {
@@ -52,7 +81,7 @@ fn switch_pfc_frames(f: &Fabric) -> f64 {
 fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_without_ecn() {
     let svg = Out(std::env::temp_dir().join("rf-dcqcn-timeline.svg"));
     let json = Out(std::env::temp_dir().join("rf-dcqcn-timeline.json"));
-    let on = {
+    let on = measured("ECN on", |_| {
         let f = Fabric::up("rail-spine-400g.yaml", "rfq");
         assert_eq!(f.config("rail1").time_dilation, 8000.0);
         let to_rank0 = f.port_to("rail1", "host1:gpu0");
@@ -101,9 +130,14 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         let jain = g.iter().sum::<f64>().powi(2) / (g.len() as f64 * g.iter().map(|x| x * x).sum::<f64>());
         let util = t["bottleneck"]["utilisation"]["fraction"].as_f64();
         eprintln!("ECN on: JCT {} µs, Jain {jain:.3}, bottleneck utilisation {util:?}, CNPs {cnps}, marks {marked}, peak {peak} B", rep["completion_ns"].as_f64().unwrap() / 1e3);
-        assert!(jain >= 0.9, "Jain's index of the senders' goodput {jain:.3} < 0.9: {g:?}");
-        switch_pfc_frames(&f)
-    };
+        let pfc = switch_pfc_frames(&f);
+        if machine_bound(&rep).is_none() {
+            assert!(jain >= 0.9, "Jain's index of the senders' goodput {jain:.3} < 0.9: {g:?}");
+            let util = util.expect("utilisation in the timeline");
+            assert!(util >= 0.9, "bottleneck utilisation {util:.3} < 0.9 while every sender had data left");
+        }
+        (rep, pfc)
+    });
     let off = {
         let f = Fabric::up_with("rail-spine-400g.yaml", "rfq0", "  wred: off\n");
         assert_eq!(f.config("rail1").qos.wred.queues, 0, "the appended key lands in qos");
@@ -120,6 +154,10 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
 /// Completion time (µs), per-QP goodputs and rail1's peak queue-3 depth towards rank 0 of the
 /// 4 MiB incast on rail-spine-400g.yaml at time dilation `d`.
 fn incast_at(d: &str, name: &str) -> (f64, Vec<f64>, f64) {
+    measured(&format!("incast at D {d}"), |_| incast_once(d, name))
+}
+
+fn incast_once(d: &str, name: &str) -> (Value, (f64, Vec<f64>, f64)) {
     let f = Fabric::up_replacing("rail-spine-400g.yaml", name, "time_dilation: 8000", &format!("time_dilation: {d}"));
     let rep = incast(&f, &[]);
     assert_eq!(rep["ok"], true, "{rep}");
@@ -127,7 +165,8 @@ fn incast_at(d: &str, name: &str) -> (f64, Vec<f64>, f64) {
     let to_rank0 = f.port_to("rail1", "host1:gpu0");
     let peak = metric(&f.metrics("rail1"), "rocefab_queue_depth_peak_bytes", &[("port", to_rank0.as_str()), ("queue", "3")]);
     let g: Vec<f64> = rep["qps"].as_array().unwrap().iter().filter_map(|q| q["goodput_bps"].as_f64()).collect();
-    (rep["completion_ns"].as_f64().unwrap() / 1e3, g, peak)
+    let jct = rep["completion_ns"].as_f64().unwrap() / 1e3;
+    (rep, (jct, g, peak))
 }
 
 #[test]
