@@ -207,9 +207,9 @@ fn kernel_cpu_ns() -> anyhow::Result<u64> {
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-/// Runs `cmd` in its own process group, collecting its output; on timeout or Ctrl-C the group
-/// gets SIGTERM, then SIGKILL 5 s later.
-fn output_within(mut cmd: Command, timeout: Duration) -> anyhow::Result<Output> {
+/// Runs `cmd` in its own process group, collecting its output; on timeout, or on Ctrl-C when
+/// `interruptible` (cleanup commands are not), the group gets SIGTERM, then SIGKILL 5 s later.
+fn output_within(mut cmd: Command, timeout: Duration, interruptible: bool) -> anyhow::Result<Output> {
     let shown = format!("{cmd:?}");
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // SAFETY: setpgid is async-signal-safe and touches no parent memory.
@@ -236,7 +236,7 @@ fn output_within(mut cmd: Command, timeout: Duration) -> anyhow::Result<Output> 
         if let Some(st) = child.try_wait()? {
             break st;
         }
-        let interrupted = check_interrupt();
+        let interrupted = if interruptible { check_interrupt() } else { Ok(()) };
         if interrupted.is_err() || Instant::now() > end {
             let pg = -(child.id() as i32);
             // SAFETY: kill(2) on the process group we created.
@@ -257,9 +257,9 @@ fn output_within(mut cmd: Command, timeout: Duration) -> anyhow::Result<Output> 
 }
 
 /// [`output_within`], failing unless the command succeeded.
-fn run_ok(cmd: Command, timeout: Duration) -> anyhow::Result<Output> {
+fn run_ok(cmd: Command, timeout: Duration, interruptible: bool) -> anyhow::Result<Output> {
     let shown = format!("{cmd:?}");
-    let o = output_within(cmd, timeout)?;
+    let o = output_within(cmd, timeout, interruptible)?;
     if !o.status.success() {
         bail!("{shown} failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim());
     }
@@ -276,7 +276,7 @@ fn in_ns(ns: &str, prog: &str) -> Command {
 fn ip_json(args: &[&str]) -> anyhow::Result<serde_json::Value> {
     let mut c = Command::new("ip");
     c.arg("-j").args(args);
-    let o = run_ok(c, Duration::from_secs(10))?;
+    let o = run_ok(c, Duration::from_secs(10), true)?;
     serde_json::from_slice(&o.stdout).with_context(|| format!("ip -j {}: not JSON", args.join(" ")))
 }
 
@@ -356,7 +356,7 @@ impl KernelFabric {
             let mut c = in_ns(ns, "sysctl");
             c.args(["-qw", "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"])
                 .arg(format!("net.ipv4.ip_forward={fwd}"));
-            run_ok(c, Duration::from_secs(10))?;
+            run_ok(c, Duration::from_secs(10), true)?;
             super::ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
         for [(n1, i1, a1, m1), (n2, i2, a2, m2)] in KLINKS {
@@ -365,7 +365,7 @@ impl KernelFabric {
                 super::ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
                 let mut c = in_ns(ns, "ethtool");
                 c.args(["-K", dev, "tx", "off", "gro", "off", "tso", "off", "gso", "off"]);
-                run_ok(c, Duration::from_secs(10))?;
+                run_ok(c, Duration::from_secs(10), true)?;
                 super::ip(&["-n", ns, "link", "set", dev, "up"])?;
             }
             // Static neighbours both ways, as rocefab's links have.
@@ -422,14 +422,14 @@ impl RocefabFabric {
         let f = RocefabFabric { bin: bin.into(), name: name.into() };
         let mut c = Command::new(bin);
         c.arg("up").arg(topology).args(["--timeout", &timeout.as_secs().max(1).to_string()]);
-        run_ok(c, timeout + Duration::from_secs(60)).with_context(|| format!("rocefab up {}", topology.display()))?;
+        run_ok(c, timeout + Duration::from_secs(60), true).with_context(|| format!("rocefab up {}", topology.display()))?;
         Ok(f)
     }
 
     fn down(&self) -> anyhow::Result<()> {
         let mut c = Command::new(&self.bin);
         c.args(["down", &self.name]);
-        run_ok(c, Duration::from_secs(120)).map(|_| ())
+        run_ok(c, Duration::from_secs(120), false).map(|_| ())
     }
 
     fn ns(&self, node: &str) -> String {
@@ -491,7 +491,7 @@ struct Env<'a> {
 fn ping(p: &Path3, count: usize) -> anyhow::Result<Vec<f64>> {
     let mut c = in_ns(&p.ns_a, "ping");
     c.args(["-n", "-i", "0.01", "-W", "1", "-c", &count.to_string(), "-I", &p.ip_a, &p.ip_b]);
-    let o = output_within(c, Duration::from_millis(10 * count as u64) + Duration::from_secs(10))?;
+    let o = output_within(c, Duration::from_millis(10 * count as u64) + Duration::from_secs(10), true)?;
     let rtts = parse_ping(&String::from_utf8_lossy(&o.stdout));
     if rtts.is_empty() {
         bail!("no ping replies from {} ({}): {}", p.ip_b, o.status, String::from_utf8_lossy(&o.stderr).trim());
@@ -577,7 +577,7 @@ fn iperf3_with_ping(e: &Env<'_>, p: &Path3) -> anyhow::Result<(f64, Vec<f64>)> {
     let secs = e.a.duration.as_secs().max(2);
     let mut c = in_ns(&p.ns_a, "iperf3");
     c.args(["-c", &p.ip_b, "-B", &p.ip_a, "-p", "5201", "-J", "-t", &secs.to_string()]);
-    let client = std::thread::spawn(move || output_within(c, Duration::from_secs(secs + 20)));
+    let client = std::thread::spawn(move || output_within(c, Duration::from_secs(secs + 20), true));
     // Pings start once the TCP stream has ramped up and end before it does.
     proc::sleep(Duration::from_millis(500))?;
     let count = ((secs as usize * 1000 - 1000) / 10).clamp(10, 200);
@@ -593,7 +593,7 @@ fn rocefab_run(e: &Env<'_>, fabric: &str, kind: &str, size: &str, timeout: Durat
     let mut c = Command::new(e.rocefab_bin);
     c.args(["run", fabric, kind, "--size", size, "--json", "--timeout", &timeout.as_secs().to_string()]);
     let t0 = Instant::now();
-    let o = output_within(c, timeout + Duration::from_secs(60))?;
+    let o = output_within(c, timeout + Duration::from_secs(60), true)?;
     let wall = t0.elapsed().as_secs_f64();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout)
         .with_context(|| format!("rocefab run {kind} ({}): no JSON report: {}", o.status, String::from_utf8_lossy(&o.stderr).trim()))?;
