@@ -13,8 +13,10 @@ use etherparse::PacketBuilder;
 pub const FCS_LEN: usize = 4;
 /// Smallest Ethernet frame on the wire (with FCS).
 pub const MIN_WIRE_SIZE: usize = 64;
-/// Largest untagged Ethernet frame on the wire (with FCS) that the benchmark builds.
-pub const MAX_WIRE_SIZE: usize = 1518;
+/// Largest untagged Ethernet frame on the wire (with FCS) that the benchmark builds: one
+/// 4096-byte UMEM chunk (AF_XDP chunks are at most a page; a descriptor never spans two).
+/// Enough for a 3500-byte IP MTU, the largest a rocefab link carries.
+pub const MAX_WIRE_SIZE: usize = 4096 + FCS_LEN;
 /// UDP source port of flow 0.
 pub const BASE_SRC_PORT: u16 = 10_000;
 /// UDP destination port (discard, RFC 863).
@@ -28,7 +30,7 @@ pub struct FrameSpec {
     pub dst_mac: [u8; 6],
     pub src_ip: Ipv4Addr,
     pub dst_ip: Ipv4Addr,
-    /// Size on the wire including FCS (64..=1518).
+    /// Size on the wire including FCS (64..=4100).
     pub size: usize,
     /// Number of distinct UDP flows (1..=1024).
     pub flows: u16,
@@ -184,6 +186,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!(frames[0].len(), 124);
+        let jumbo = build_frames(&FrameSpec {
+            size: MAX_WIRE_SIZE,
+            flows: 1,
+            ..spec()
+        })
+        .unwrap();
+        assert_eq!(jumbo[0].len(), 4096);
     }
 
     #[test]
@@ -194,10 +203,10 @@ mod tests {
         );
         assert_eq!(
             build_frames(&FrameSpec {
-                size: 1519,
+                size: 4101,
                 ..spec()
             }),
-            Err(FrameError::Size(1519))
+            Err(FrameError::Size(4101))
         );
         assert_eq!(
             build_frames(&FrameSpec { flows: 0, ..spec() }),

@@ -1,10 +1,11 @@
 //! `rocefab-bench gen`: an AF_XDP transmit-only UDP generator.
 //!
-//! Every UMEM frame is written once, at start-up, with one of the prebuilt flow frames
-//! ([`crate::frame`]); the send loop only moves descriptors: completion ring → free list →
-//! TX ring, then kicks the kernel with `sendto` (veth AF_XDP is copy mode, where TX runs inside
-//! that syscall). Completed descriptors come back with length 0, so the length is restored
-//! before reuse. libxdp is told not to load an XDP program: the generator never receives.
+//! Every UMEM frame (2048 bytes, or 4096 for frames longer than 2048) is written once, at
+//! start-up, with one of the prebuilt flow frames ([`crate::frame`]); the send loop only moves
+//! descriptors: completion ring → free list → TX ring, then kicks the kernel with `sendto`
+//! (veth AF_XDP is copy mode, where TX runs inside that syscall). Completed descriptors come
+//! back with length 0, so the length is restored before reuse. libxdp is told not to load an
+//! XDP program: the generator never receives.
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::num::NonZeroU32;
@@ -88,8 +89,10 @@ pub fn run(a: &GenArgs) -> anyhow::Result<()> {
     let frame_len = frames[0].len();
     let batch = a.batch.clamp(1, RING as usize);
 
+    // The smallest chunk that holds the frame: 2048 up to 2048 bytes, else a 4096-byte page.
+    let chunk = if frame_len <= 2048 { 2048 } else { 4096 };
     let umem_cfg = UmemConfig::builder()
-        .frame_size(FrameSize::new(2048).expect("power of two"))
+        .frame_size(FrameSize::new(chunk).expect("power of two"))
         .fill_queue_size(QueueSize::new(64).expect("power of two"))
         .comp_queue_size(QueueSize::new(RING).expect("power of two"))
         .build()

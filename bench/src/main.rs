@@ -1,6 +1,6 @@
 //! `rocefab-bench`: the traffic tools behind `cargo xtask bench`.
 //!
-//! - `gen`: AF_XDP UDP generator (prebuilt 64-byte Eth/IPv4/UDP frames, batch TX);
+//! - `gen`: AF_XDP UDP generator (prebuilt Eth/IPv4/UDP frames of 64..=4100 bytes, batch TX);
 //! - `sink`: counts delivered frames behind an `XDP_DROP` program;
 //! - `l2fwd`: the minimal AF_XDP L2 forwarder the rocefab switch is compared with.
 //!

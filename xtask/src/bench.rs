@@ -16,6 +16,8 @@
 //! `--gen-cpu`, the forwarder process on `--dut-cpu`; kernel work (veth, bridge, sink drop) runs
 //! in softirq on whichever CPU transmitted, which for the bridge is the generator's CPU.
 //! Namespaces and veths come from [`topo`]; everything is removed on exit, error or Ctrl-C.
+//!
+//! `--fabric` measures a whole 3-hop path instead, against Linux routers: see [`fabric`].
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,6 +26,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use dataplane_common::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
+mod fabric;
 mod proc;
 mod reaction;
 mod topo;
@@ -53,7 +56,7 @@ impl Dut {
     }
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Clone, Debug, clap::Args)]
 pub struct BenchArgs {
     /// Measurement time per forwarder (5s, 500ms, 1m).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -102,6 +105,30 @@ pub struct BenchArgs {
     /// frame handed to the wire) over this many bursts and print p50 and p99.
     #[arg(long)]
     pub pfc_reaction: Option<usize>,
+    /// Instead of one switch: the 3-hop path host → rail → spine → rail → host, Linux routers
+    /// against rocefab (ping, UDP at --sizes, iperf3, RoCEv2, CPU per byte), plus one round of
+    /// 64-byte pps against the bridge and the AllReduce on pod-64gpu; `--duration` is the
+    /// length of each throughput run.
+    #[arg(long)]
+    pub fabric: bool,
+    /// --fabric: skip the AllReduce on pod-64gpu (~1 min).
+    #[arg(long)]
+    pub no_allreduce: bool,
+    /// --fabric: UDP frame sizes on the wire, FCS included.
+    #[arg(long, value_delimiter = ',', default_value = "1518,4200")]
+    pub sizes: Vec<usize>,
+    /// --fabric: the MTU of both paths (68..=3500, rocefab's veth XDP limit).
+    #[arg(long, default_value_t = 1500)]
+    pub fabric_mtu: u32,
+    /// --fabric: pings per RTT measurement (10 ms apart).
+    #[arg(long, default_value_t = 200)]
+    pub ping_count: usize,
+    /// --fabric: bytes of the two-rank RoCEv2 write.
+    #[arg(long, default_value = "64MiB")]
+    pub roce_size: String,
+    /// --fabric: input bytes per rank of the AllReduce (today's baseline used 16MiB).
+    #[arg(long, default_value = "16MiB")]
+    pub allreduce_size: String,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -189,7 +216,8 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| root.join("target"));
     if !a.no_build {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        crate::util::run(Command::new(cargo).current_dir(&root).args([
+        let mut c = Command::new(cargo);
+        c.current_dir(&root).args([
             "build",
             "--release",
             "-p",
@@ -198,8 +226,12 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             "dataplane-user",
             "-p",
             "control",
-        ]))
-        .context("building the benchmark binaries")?;
+        ]);
+        if a.fabric {
+            // rocefab-hostd and rocefab-nicd.
+            c.args(["-p", "gpu-host"]);
+        }
+        crate::util::run(&mut c).context("building the benchmark binaries")?;
     }
     check_interrupt()?;
     let ctx_bins = (
@@ -212,7 +244,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             ctx_bins.0.display()
         );
     }
-    if (a.only.contains(&Dut::Rocefab) || a.pfc_reaction.is_some()) && !ctx_bins.1.exists() {
+    if (a.only.contains(&Dut::Rocefab) || a.pfc_reaction.is_some() || a.fabric) && !ctx_bins.1.exists() {
         bail!(
             "{} is missing (cargo build --release -p dataplane-user)",
             ctx_bins.1.display()
@@ -222,14 +254,21 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&run_dir.0)
         .with_context(|| format!("creating {}", run_dir.0.display()))?;
 
-    cleanup_stale()?;
-    let _topo = Topology::create().context("creating the rfb- namespaces")?;
     let ctx = Ctx {
         args: a,
         bench_bin: ctx_bins.0,
         switchd_bin: ctx_bins.1,
         run_dir: &run_dir.0,
     };
+    if a.fabric {
+        let rocefab = target.join("release/rocefab");
+        if !rocefab.exists() {
+            bail!("{} is missing (run without --no-build)", rocefab.display());
+        }
+        return fabric::run(a, &ctx, &rocefab);
+    }
+    cleanup_stale()?;
+    let _topo = Topology::create().context("creating the rfb- namespaces")?;
 
     if let Some(bursts) = a.pfc_reaction {
         return reaction::run(&ctx, bursts);

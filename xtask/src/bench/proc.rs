@@ -159,6 +159,27 @@ impl Child {
         }
     }
 
+    /// Waits for a stdout line containing `needle` (a tool's "listening" message).
+    pub fn wait_line(&mut self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
+        let end = Instant::now() + timeout;
+        loop {
+            check_interrupt()?;
+            match self.lines.recv_timeout(Duration::from_millis(20)) {
+                Ok(l) if l.contains(needle) => return Ok(()),
+                Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = self.child.wait();
+                    self.died()?;
+                    bail!("{} closed its output:\n{}", self.name, self.stderr_tail());
+                }
+            }
+            if Instant::now() > end {
+                self.died()?;
+                bail!("{}: no {needle:?} line within {timeout:?}:\n{}", self.name, self.stderr_tail());
+            }
+        }
+    }
+
     /// Waits until the child's stderr log contains `needle` (the daemon's "ready" message).
     pub fn wait_stderr(&mut self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
         let end = Instant::now() + timeout;
