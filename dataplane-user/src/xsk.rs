@@ -22,7 +22,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
-/// UMEM chunk size: XDP headroom (256) + Decision (8) + frames up to ~3.8 KB.
+/// UMEM chunk size: XDP headroom (256, the Decision metadata at its end) + frames up to
+/// ~3.8 KB.
 pub const FRAME_SIZE: u32 = 4096;
 /// Size of each port's RX ring and fill ring: how many frames the kernel can take for a port
 /// while the data-plane thread is busy elsewhere (2048 frames ≈ 1.2 ms at 1.7 Mpps).
@@ -164,6 +165,32 @@ impl XskSet {
             .collect::<Result<_, _>>()?;
         Ok(XskStatsReader { fds })
     }
+}
+
+/// The `N` bytes of XDP metadata in front of the received frame `d`: copy-mode AF_XDP copies
+/// the metadata an XDP program wrote (`bpf_xdp_adjust_meta`) into the UMEM chunk right before
+/// the frame, and the RX descriptor addresses the frame. `None` when the frame starts less than
+/// `N` bytes into its chunk (no room for metadata, so none was written).
+///
+/// The bytes are whatever the chunk's headroom holds: the caller validates them (a frame that
+/// bypassed the program has stale or zero bytes there).
+///
+/// # Safety
+///
+/// `d` must describe a frame of `umem` that the caller owns (taken from the RX ring and not yet
+/// given back to a ring).
+#[inline(always)]
+pub unsafe fn metadata<const N: usize>(umem: &Umem, d: &FrameDesc) -> Option<[u8; N]> {
+    if (d.addr() % FRAME_SIZE as usize) < N {
+        return None;
+    }
+    // SAFETY: the caller owns the frame, so the kernel does not write its chunk now.
+    let frame = unsafe { umem.data(d) }.contents().as_ptr();
+    // SAFETY: the N bytes before the frame lie in the same UMEM chunk (its offset in the chunk
+    // is at least N, checked above), which is mapped for as long as `umem` lives and owned by
+    // the caller; xsk-rs hands out no slice of the XDP headroom, so this steps back from the
+    // start of the frame with a raw pointer. An unaligned read of plain bytes.
+    Some(unsafe { frame.sub(N).cast::<[u8; N]>().read_unaligned() })
 }
 
 fn describe(e: &dyn std::error::Error) -> String {
