@@ -48,7 +48,7 @@ use dataplane_common::time::Dilation;
 use dataplane_common::Decision;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
-use xsk_rs::{FrameDesc, Umem};
+use afxdp::{FrameDesc, Umem};
 
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
 use crate::capture::{Tap, TapProducer, DIR_IN, DIR_OUT};
@@ -738,7 +738,7 @@ impl DataPlane {
             let mut d = self.scratch[i];
             let rx_stats = &self.stats.ports[p];
             // SAFETY: `d` is ours (just received) and is a frame of our UMEM.
-            let meta = unsafe { crate::xsk::metadata::<{ Decision::LEN }>(&self.umem, &d) };
+            let meta = unsafe { afxdp::metadata::<{ Decision::LEN }>(&self.umem, &d) };
             let verdict = {
                 // SAFETY: `d` is ours (just received) and no other reference to its frame exists.
                 let mut data = unsafe { self.umem.data_mut(&mut d) };

@@ -1,7 +1,7 @@
 //! Interpretation of the 8-byte [`Decision`] the XDP program writes as the XDP metadata of
 //! every frame it redirects to a port's AF_XDP socket (`dataplane_common::Decision`; copy-mode
 //! AF_XDP copies it into the UMEM chunk right in front of the frame, read with
-//! [`crate::xsk::metadata`]).
+//! [`afxdp::metadata`]).
 //!
 //! Descriptors come from the kernel but their contents are only as trustworthy as the program
 //! that wrote them: a frame that bypassed the program, a stale program version or a bug must
