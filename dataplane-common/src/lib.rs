@@ -79,10 +79,11 @@ pub mod dscp {
 
 /// What the XDP program decided for a frame it redirected to the port's AF_XDP socket.
 ///
-/// The program prepends this 8-byte header in front of the Ethernet frame
-/// (`bpf_xdp_adjust_head(-8)`), so userspace finds it at offset 0 of the received descriptor
-/// and the original frame at offset [`Decision::LEN`]. (XDP metadata is not copied to AF_XDP
-/// sockets in copy mode, which is all veth offers, so the decision travels in-band.)
+/// The program writes these 8 bytes as the frame's XDP metadata (`bpf_xdp_adjust_meta(-8)`).
+/// Copy-mode AF_XDP (all veth offers) copies the metadata along: it sits in the UMEM chunk
+/// right in front of the frame, [`Decision::LEN`] bytes before the address of the received
+/// descriptor, which addresses the Ethernet frame itself — so a forwarded frame is transmitted
+/// from where it was received, never moved.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Decision {

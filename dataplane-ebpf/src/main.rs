@@ -36,8 +36,11 @@
 //!    probability, a seeded per-CPU xorshift32 (`RNG`) draws. On a hit: ECT(0)/ECT(1) becomes CE
 //!    (IPv4: TOS and an RFC 1624 incremental header-checksum update; IPv6: traffic class), count
 //!    `ECN_MARKED`; a Not-ECT packet is dropped instead, count `WRED_DROPPED`; CE stays CE.
-//! 8. Prepend the 8-byte [`Decision`] (`bpf_xdp_adjust_head(-8)`) and `bpf_redirect_map` into
+//! 8. Write the 8-byte [`Decision`] into the XDP metadata in front of the frame
+//!    (`bpf_xdp_adjust_meta(-8)`; the frame itself is not moved) and `bpf_redirect_map` into
 //!    `XSKS` at the *ingress* port index (the daemon reads every port's socket and forwards).
+//!    Copy-mode AF_XDP copies the metadata along, right in front of the frame in the UMEM
+//!    chunk; the RX descriptor addresses the frame, so the daemon transmits it unmoved.
 //!    The redirect flags are `XDP_DROP`: with no socket in the slot the helper returns `XDP_DROP`,
 //!    counted `REDIRECT_FAILED`. Successful redirects count `FORWARDED` / `LLDP` / `MAC_CONTROL`.
 //!    (A socket bound to another RX queue makes the kernel drop the frame after the program
@@ -65,7 +68,7 @@ use aya_ebpf::{
         xdp_action::{XDP_DROP, XDP_PASS},
         BPF_F_MMAPABLE,
     },
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_xdp_adjust_head},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_xdp_adjust_meta},
     macros::{map, xdp},
     maps::{lpm_trie::Key, Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, XskMap},
     programs::XdpContext,
@@ -570,7 +573,8 @@ fn mark_v6(ctx: &XdpContext, l3: usize) -> Wred {
     Wred::Marked
 }
 
-/// Prepends the [`Decision`] and redirects the frame to the ingress port's AF_XDP socket.
+/// Puts the [`Decision`] into the frame's XDP metadata and redirects the frame to the ingress
+/// port's AF_XDP socket.
 #[inline(always)]
 fn to_userspace(
     ctx: &XdpContext,
@@ -584,15 +588,17 @@ fn to_userspace(
     let d = Decision { magic: Decision::MAGIC, kind, tc, ingress_port: port as u8, egress_port, nexthop };
     // SAFETY: `ctx.ctx` is the program's `xdp_md`; the helper validates the delta itself and
     // fails without touching the frame when the headroom is too small.
-    if unsafe { bpf_xdp_adjust_head(ctx.ctx, -(Decision::LEN as i32)) } != 0 {
+    if unsafe { bpf_xdp_adjust_meta(ctx.ctx, -(Decision::LEN as i32)) } != 0 {
         return drop_as(port, counter::REDIRECT_FAILED);
     }
-    // All packet pointers are invalidated by adjust_head: re-derive and re-check them.
-    let Ok(p) = ptr_at::<[u8; Decision::LEN]>(ctx, 0) else {
+    // The metadata ends where the frame starts; the verifier wants that checked against `data`.
+    let (meta, data) = (ctx.metadata(), ctx.data());
+    if meta + Decision::LEN > data {
         return drop_as(port, counter::REDIRECT_FAILED);
-    };
-    // SAFETY: `ptr_at` checked the 8 bytes lie inside the (grown) frame; alignment 1.
-    unsafe { *(p as *mut [u8; Decision::LEN]) = d.to_bytes() };
+    }
+    // SAFETY: the 8 bytes at `meta` lie inside the metadata area just grown (checked above);
+    // alignment 1.
+    unsafe { *(meta as *mut [u8; Decision::LEN]) = d.to_bytes() };
     match XSKS.redirect(port, XDP_DROP as u64) {
         Ok(action) => {
             count(port, ok_counter);

@@ -1,6 +1,7 @@
-//! Interpretation of the 8-byte [`Decision`] header the XDP program prepends to every frame it
-//! redirects to a port's AF_XDP socket (`dataplane_common::Decision`, in-band because copy-mode
-//! AF_XDP does not carry XDP metadata).
+//! Interpretation of the 8-byte [`Decision`] the XDP program writes as the XDP metadata of
+//! every frame it redirects to a port's AF_XDP socket (`dataplane_common::Decision`; copy-mode
+//! AF_XDP copies it into the UMEM chunk right in front of the frame, read with
+//! [`afxdp::metadata`]).
 //!
 //! Descriptors come from the kernel but their contents are only as trustworthy as the program
 //! that wrote them: a frame that bypassed the program, a stale program version or a bug must
@@ -26,9 +27,9 @@ pub enum Rx {
 /// Why a descriptor was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Invalid {
-    /// Shorter than the header plus an Ethernet header.
+    /// Shorter than an Ethernet header.
     Short(usize),
-    /// Wrong magic: the frame did not come through our XDP program.
+    /// No metadata, or wrong magic: the frame did not come through our XDP program.
     Magic,
     /// Unknown `kind`.
     Kind(u8),
@@ -42,13 +43,14 @@ pub enum Invalid {
     Tc(u8),
 }
 
-/// Validates the header at the start of `buf` (header + Ethernet frame).
-/// `nexthop_ports[i]` is the egress port of next hop `i`.
-pub fn classify(buf: &[u8], nports: usize, nexthop_ports: &[u32]) -> Rx {
-    if buf.len() < Decision::LEN + MIN_ETH {
-        return Rx::Invalid(Invalid::Short(buf.len()));
+/// Validates the metadata `meta` found in front of a received frame of `frame_len` bytes
+/// (`None`: the frame had no room for metadata). `nexthop_ports[i]` is the egress port of next
+/// hop `i`.
+pub fn classify(meta: Option<[u8; Decision::LEN]>, frame_len: usize, nports: usize, nexthop_ports: &[u32]) -> Rx {
+    if frame_len < MIN_ETH {
+        return Rx::Invalid(Invalid::Short(frame_len));
     }
-    let Some(d) = Decision::from_bytes(buf) else {
+    let Some(d) = meta.and_then(|m| Decision::from_bytes(&m)) else {
         return Rx::Invalid(Invalid::Magic);
     };
     match d.kind {
@@ -77,10 +79,8 @@ pub fn classify(buf: &[u8], nports: usize, nexthop_ports: &[u32]) -> Rx {
 mod tests {
     use super::*;
 
-    fn frame(d: Decision, eth_len: usize) -> Vec<u8> {
-        let mut v = d.to_bytes().to_vec();
-        v.extend(std::iter::repeat_n(0xab, eth_len));
-        v
+    fn meta(d: Decision) -> Option<[u8; Decision::LEN]> {
+        Some(d.to_bytes())
     }
 
     fn fwd(egress: u8, tc: u8, nh: u16) -> Decision {
@@ -91,57 +91,57 @@ mod tests {
 
     #[test]
     fn valid_forward() {
-        assert_eq!(classify(&frame(fwd(1, 3, 2), 60), 2, &NH), Rx::Forward { egress_port: 1, tc: 3, nexthop: 2 });
-        assert_eq!(classify(&frame(fwd(0, 7, 0), 14), 2, &NH), Rx::Forward { egress_port: 0, tc: 7, nexthop: 0 });
+        assert_eq!(classify(meta(fwd(1, 3, 2)), 60, 2, &NH), Rx::Forward { egress_port: 1, tc: 3, nexthop: 2 });
+        assert_eq!(classify(meta(fwd(0, 7, 0)), 14, 2, &NH), Rx::Forward { egress_port: 0, tc: 7, nexthop: 0 });
     }
 
     #[test]
     fn control_kinds() {
         let mut d = fwd(0, 0, 0);
         d.kind = kind::LLDP;
-        assert_eq!(classify(&frame(d, 60), 2, &NH), Rx::Lldp);
+        assert_eq!(classify(meta(d), 60, 2, &NH), Rx::Lldp);
         d.kind = kind::MAC_CONTROL;
-        assert_eq!(classify(&frame(d, 60), 2, &NH), Rx::MacControl);
+        assert_eq!(classify(meta(d), 60, 2, &NH), Rx::MacControl);
     }
 
     #[test]
     fn malformed_descriptors() {
-        // Every truncation, including an empty descriptor.
-        let full = frame(fwd(1, 3, 2), 14);
-        for cut in 0..full.len() {
-            assert_eq!(classify(&full[..cut], 2, &NH), Rx::Invalid(Invalid::Short(cut)));
+        // Every frame shorter than an Ethernet header, including an empty descriptor, even
+        // with valid metadata.
+        for len in 0..MIN_ETH {
+            assert_eq!(classify(meta(fwd(1, 3, 2)), len, 2, &NH), Rx::Invalid(Invalid::Short(len)));
         }
-        // A plain Ethernet frame with no header in front.
-        let mut raw = vec![0xffu8; 6];
-        raw.extend([2, 0, 0, 0, 0, 1, 0x08, 0x00]);
-        raw.extend([0x45; 46]);
-        assert_eq!(classify(&raw, 2, &NH), Rx::Invalid(Invalid::Magic));
+        // No room for metadata in front of the frame.
+        assert_eq!(classify(None, 60, 2, &NH), Rx::Invalid(Invalid::Magic));
+        // Headroom that the program did not write: zeros, or the start of a plain frame.
+        assert_eq!(classify(Some([0; Decision::LEN]), 60, 2, &NH), Rx::Invalid(Invalid::Magic));
+        assert_eq!(classify(Some([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0]), 60, 2, &NH), Rx::Invalid(Invalid::Magic));
         let mut d = fwd(1, 3, 2);
         d.kind = 9;
-        assert_eq!(classify(&frame(d, 60), 2, &NH), Rx::Invalid(Invalid::Kind(9)));
-        assert_eq!(classify(&frame(fwd(2, 3, 1), 60), 2, &NH), Rx::Invalid(Invalid::Port(2)));
-        assert_eq!(classify(&frame(fwd(1, 3, 3), 60), 2, &NH), Rx::Invalid(Invalid::NextHop(3)));
+        assert_eq!(classify(meta(d), 60, 2, &NH), Rx::Invalid(Invalid::Kind(9)));
+        assert_eq!(classify(meta(fwd(2, 3, 1)), 60, 2, &NH), Rx::Invalid(Invalid::Port(2)));
+        assert_eq!(classify(meta(fwd(1, 3, 3)), 60, 2, &NH), Rx::Invalid(Invalid::NextHop(3)));
         assert_eq!(
-            classify(&frame(fwd(0, 3, 1), 60), 2, &NH),
+            classify(meta(fwd(0, 3, 1)), 60, 2, &NH),
             Rx::Invalid(Invalid::NextHopPort { nexthop: 1, egress_port: 0 })
         );
-        assert_eq!(classify(&frame(fwd(1, 8, 1), 60), 2, &NH), Rx::Invalid(Invalid::Tc(8)));
+        assert_eq!(classify(meta(fwd(1, 8, 1)), 60, 2, &NH), Rx::Invalid(Invalid::Tc(8)));
     }
 
     #[test]
     fn arbitrary_bytes_never_panic() {
-        // Deterministic pseudo-random descriptors (xorshift), many lengths.
+        // Deterministic pseudo-random metadata (xorshift) and frame lengths.
         let mut x = 0x9e3779b97f4a7c15u64;
         for _ in 0..20_000 {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             let len = (x % 80) as usize;
-            let mut buf: Vec<u8> = (0..len).map(|i| (x >> (i % 8 * 8)) as u8).collect();
-            if x & 1 == 0 && len >= 2 {
-                buf[..2].copy_from_slice(&Decision::MAGIC.to_ne_bytes());
+            let mut m = x.to_ne_bytes();
+            if x & 1 == 0 {
+                m[..2].copy_from_slice(&Decision::MAGIC.to_ne_bytes());
             }
-            let _ = classify(&buf, 2, &NH);
+            let _ = classify((x & 6 != 0).then_some(m), len, 2, &NH);
         }
     }
 }

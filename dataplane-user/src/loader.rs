@@ -108,15 +108,20 @@ pub enum LoaderError {
 pub struct TestRunOutput {
     /// The program's return code (`xdp_action::XDP_*`).
     pub action: u32,
-    /// The frame after the program ran (with the [`Decision`] in front when one was prepended;
-    /// the kernel does not perform the redirect in a non-live test run).
+    /// The frame after the program ran (the kernel does not perform the redirect in a
+    /// non-live test run).
     pub data: Vec<u8>,
+    /// The XDP metadata the program left in front of the frame (empty if none).
+    pub meta: Vec<u8>,
 }
 
 impl TestRunOutput {
-    /// The Decision header at the start of [`TestRunOutput::data`], if there is one.
+    /// The [`Decision`] in the metadata, if there is one.
     pub fn decision(&self) -> Option<Decision> {
-        Decision::from_bytes(&self.data)
+        if self.meta.len() != Decision::LEN {
+            return None;
+        }
+        Decision::from_bytes(&self.meta)
     }
 }
 
@@ -131,14 +136,20 @@ pub(crate) fn xdp_test_run(prog: &mut Xdp, frame: &[u8], ingress_ifindex: u32) -
     ctx[4..8].copy_from_slice(&(frame.len() as u32).to_ne_bytes());
     ctx[12..16].copy_from_slice(&ingress_ifindex.to_ne_bytes());
     // Room for headers the program may prepend (bpf_xdp_adjust_head).
+    // The kernel writes the output from `data_meta` on, and in the output context `data` is
+    // the frame's offset from it: the metadata's length.
     let mut out = vec![0u8; frame.len() + 256];
+    let mut ctx_out = [0u8; 24];
     let mut opts = TestRunOptions::new();
     opts.data_in = Some(frame);
     opts.data_out = Some(&mut out);
     opts.ctx_in = Some(&ctx);
+    opts.ctx_out = Some(&mut ctx_out);
     let res = prog.test_run(opts)?;
     out.truncate(res.data_size_out as usize);
-    Ok(TestRunOutput { action: res.return_value, data: out })
+    let meta_len = (u32::from_ne_bytes([ctx_out[0], ctx_out[1], ctx_out[2], ctx_out[3]]) as usize).min(out.len());
+    let data = out.split_off(meta_len);
+    Ok(TestRunOutput { action: res.return_value, data, meta: out })
 }
 
 /// The XDP program loaded, configured and (unless loaded for tests) attached to the ports.

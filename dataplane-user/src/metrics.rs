@@ -169,7 +169,7 @@ impl Metrics {
         let tx_bytes = counter_vec("rocefab_port_tx_bytes_total", "Ethernet bytes handed to the port's AF_XDP TX ring", p)?;
         let rx_invalid = counter_vec(
             "rocefab_port_rx_invalid_total",
-            "Received descriptors without a valid Decision header (dropped)",
+            "Received descriptors without a valid Decision in their XDP metadata (dropped)",
             p,
         )?;
         let rx_lldp = counter_vec("rocefab_port_rx_lldp_total", "LLDP frames received by the daemon", p)?;

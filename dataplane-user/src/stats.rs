@@ -95,13 +95,13 @@ pub struct PrioStats {
 /// Counters of one switch port, as seen by the daemon (the XDP program keeps its own).
 #[derive(Debug, Default)]
 pub struct PortStats {
-    /// Frames received on the port's AF_XDP socket (Ethernet bytes, Decision header excluded).
+    /// Frames received on the port's AF_XDP socket (Ethernet bytes; the Decision metadata is not counted).
     pub rx_packets: Stat,
     pub rx_bytes: Stat,
     /// Frames handed to the port's TX ring.
     pub tx_packets: Stat,
     pub tx_bytes: Stat,
-    /// Descriptors without a valid Decision header, or with out-of-range fields.
+    /// Descriptors without a valid Decision in their XDP metadata, or with out-of-range fields.
     pub rx_invalid: Stat,
     /// LLDP frames steered to userspace (handed to the control side's LLDP/DCBX agent).
     pub rx_lldp: Stat,

@@ -16,7 +16,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use dataplane_common::config::{LbMode, Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 use dataplane_common::lb::FlowKey;
-use dataplane_common::{counter, ecmp_index, flow_hash, Decision};
+use dataplane_common::{counter, ecmp_index, flow_hash};
 use dataplane_user::loader::{load_for_test, xdp_action::XDP_REDIRECT, XdpSwitch};
 use etherparse::{IpDscp, Ipv4Header, IpNumber, PacketBuilder};
 use rocefab_tests::xdp::{ifindex, VethPair, XskSocket};
@@ -113,8 +113,8 @@ impl Fixture {
         let frame = udp4(dst, dscp, sport);
         let out = self.sw.test_run(&frame, self.if0).expect("BPF_PROG_TEST_RUN");
         assert_eq!(out.action, XDP_REDIRECT, "action");
-        let d = out.decision().expect("Decision header");
-        assert_eq!(&out.data[Decision::LEN..], &frame[..], "frame unchanged");
+        let d = out.decision().expect("Decision in the XDP metadata");
+        assert_eq!(out.data, frame, "frame unchanged");
         d.egress_port
     }
 

@@ -4,8 +4,8 @@
 //! [`load_for_test`], on a veth pair `rf-xdp-<tag>a`/`rf-xdp-<tag>b` that is removed on drop:
 //! the kernel insists the test-run ingress ifindex is a real device. Both ends get a bound
 //! AF_XDP socket in `XSKS`, so `bpf_redirect_map` succeeds and the run reports `XDP_REDIRECT`
-//! (a non-live test run does not carry the redirect out; the output data is the frame with the
-//! Decision prepended).
+//! (a non-live test run does not carry the redirect out; the output is the frame and, in front
+//! of it, the Decision as XDP metadata).
 //!
 //! Run: `cargo test -p rocefab-tests --test xdp_test_run --no-run` then run the binary as root,
 //! or as root `cargo test -p rocefab-tests --test xdp_test_run -- --test-threads=1`.
@@ -233,11 +233,13 @@ fn arp_frame() -> Vec<u8> {
     raw_frame([0xff; 6], 0x0806, &p)
 }
 
-/// Asserts a redirect with a Decision followed by the unmodified frame; returns the Decision.
+/// Asserts a redirect of the unmodified frame (not moved, nothing prepended) with a Decision
+/// as its XDP metadata; returns the Decision.
 fn assert_redirect(out: &TestRunOutput, frame: &[u8]) -> Decision {
     assert_eq!(out.action, XDP_REDIRECT, "action");
-    let d = out.decision().expect("Decision header with magic at offset 0");
-    assert_eq!(&out.data[Decision::LEN..], frame, "frame after the Decision is unchanged");
+    assert_eq!(out.meta.len(), Decision::LEN, "8 bytes of XDP metadata");
+    let d = out.decision().expect("Decision with magic in the metadata");
+    assert_eq!(out.data, frame, "frame is unchanged");
     assert_eq!(d.ingress_port, 0);
     d
 }
@@ -356,7 +358,7 @@ fn route_miss_is_dropped_and_local_route_passes() {
     let f = udp4(V4_SRC, V4_LOCAL, &u);
     let out = fx.run(&f);
     assert_eq!(out.action, XDP_PASS);
-    assert_eq!(out.data, f, "passed frame is untouched (no Decision)");
+    assert_eq!((&out.data, out.meta.len()), (&f, 0), "passed frame is untouched (no Decision)");
     // 10.0.0.253 is not covered by the local /32.
     assert_eq!(fx.run(&udp4(V4_SRC, Ipv4Addr::new(10, 0, 0, 253), &u)).action, XDP_DROP);
     fx.assert_counters(0, &[(counter::RX, 4), (counter::ROUTE_MISS, 3), (counter::PASS, 1)]);
@@ -390,7 +392,7 @@ fn arp_multicast_and_link_local_pass_to_the_kernel() {
     let mut fx = Fixture::new("a");
     let arp = arp_frame();
     let out = fx.run(&arp);
-    assert_eq!((out.action, &out.data), (XDP_PASS, &arp));
+    assert_eq!((out.action, &out.data, out.meta.len()), (XDP_PASS, &arp, 0));
     // IPv6 neighbour solicitation goes to ff02::1:ff00:42; link-local unicast too.
     let u = Udp::default();
     let ns_dst = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00, 0x42);
@@ -444,7 +446,7 @@ fn every_truncation_of_a_valid_frame_is_malformed() {
         for len in 14..frame.len() {
             let out = fx.run(&frame[..len]);
             assert_eq!(out.action, XDP_DROP, "{name} cut to {len} bytes");
-            assert_eq!(out.data, &frame[..len], "{name} cut to {len}: no Decision on a malformed frame");
+            assert_eq!((&out.data[..], out.meta.len()), (&frame[..len], 0), "{name} cut to {len}: no Decision on a malformed frame");
             cut += 1;
         }
     }
@@ -550,7 +552,7 @@ fn run_at_depth(f: &mut Fixture, board: &dataplane_user::depths::DepthBoard, dep
 }
 
 fn ecn_v4(out: &TestRunOutput) -> u8 {
-    let ip = &out.data[Decision::LEN + 14..];
+    let ip = &out.data[14..];
     let (h, _) = Ipv4Header::from_slice(ip).expect("IPv4 header");
     assert_eq!(h.header_checksum, h.calc_header_checksum(), "IPv4 header checksum after marking");
     h.ecn.value()
@@ -575,7 +577,7 @@ fn wred_marks_ect_above_max_drops_not_ect_keeps_ce_and_fixes_the_checksum() {
         assert_eq!(out.action, XDP_REDIRECT);
         assert_eq!(ecn_v4(&out), 3, "ECT({}) → CE", 2 - ecn);
         // Only the ECN bits and the checksum changed.
-        let (a, b) = (&out.data[Decision::LEN..], frame(ecn, 24));
+        let (a, b) = (&out.data, frame(ecn, 24));
         let diff: Vec<usize> = (0..b.len()).filter(|&i| a[i] != b[i]).collect();
         assert!(diff.iter().all(|&i| [15, 24, 25].contains(&i)), "changed bytes {diff:?}");
     }
@@ -594,7 +596,7 @@ fn wred_marks_ect_above_max_drops_not_ect_keeps_ce_and_fixes_the_checksum() {
     board.publish(egress as usize, 3, w.max_bytes);
     let out = f.run(&v6);
     assert_eq!(out.action, XDP_REDIRECT);
-    let (h, _) = Ipv6Header::from_slice(&out.data[Decision::LEN + 14..]).unwrap();
+    let (h, _) = Ipv6Header::from_slice(&out.data[14..]).unwrap();
     assert_eq!(h.traffic_class, 24 << 2 | 3, "IPv6 ECT(0) → CE");
 }
 

@@ -1,7 +1,8 @@
-//! AF_XDP sockets for the GPU NIC ports (Linux `Documentation/networking/af_xdp.rst`), via
-//! xsk-rs 0.11: one UMEM and one socket per port, queue 0, copy mode (veth has no zero-copy),
-//! `XDP_USE_NEED_WAKEUP`, and libxdp's own program load inhibited — the host program
-//! (`dataplane_user::host_loader`) redirects into `HOST_XSKS`, filled by the daemon.
+//! AF_XDP sockets for the GPU NIC ports, on the shared wrapper [`afxdp`]: one UMEM and one
+//! socket per port, queue 0, copy mode (veth has no zero-copy), `XDP_USE_NEED_WAKEUP`, and
+//! libxdp's own program load inhibited — the host program (`dataplane_user::host_loader`)
+//! redirects into `HOST_XSKS`, filled by the daemon. The copy-mode TX budget stays at the
+//! kernel's default of 32 frames per kick.
 //!
 //! UMEM frames are split once: [`RX_FRAMES`] circulate between the fill and RX rings, the
 //! rest are the TX pool, returned through the completion ring. Frames come back from the
@@ -14,14 +15,11 @@
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
 
-use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
-use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+use afxdp::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
 use super::engine::Engine;
 use super::mirror::{unix_now_ns, MirrorProducer, DIR_IN, DIR_OUT};
 
-/// UMEM chunk size.
-pub const FRAME_SIZE: u32 = 4096;
 /// Frames on the fill/RX side (also the fill, completion and RX ring sizes).
 pub const RX_FRAMES: u32 = 1024;
 /// Frames in the TX pool (also the TX ring size).
@@ -32,25 +30,12 @@ pub const BATCH: usize = 64;
 /// Errors creating a port.
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
-    #[error("{name}: creating UMEM: {reason}")]
-    Umem { name: String, reason: String },
-    #[error("{name}: creating AF_XDP socket on queue 0: {reason}")]
-    Socket { name: String, reason: String },
-    #[error("{name}: invalid interface name")]
-    BadName { name: String },
-    #[error("{name}: queue 0 already has a socket with this UMEM (no fill/completion rings)")]
-    NoRings { name: String },
+    #[error("{name}: {source}")]
+    Open { name: String, source: afxdp::Error },
     #[error("{name}: fill ring accepted {got} of {want} frames")]
     Fill { name: String, got: usize, want: usize },
     #[error("{name}: {what}: {source}")]
     Io { name: String, what: &'static str, source: std::io::Error },
-}
-
-fn describe(e: &dyn std::error::Error) -> String {
-    match e.source() {
-        Some(s) => format!("{e}: {s}"),
-        None => e.to_string(),
-    }
 }
 
 /// One NIC port's socket, rings and frame pools.
@@ -81,28 +66,13 @@ impl XskPort {
     /// Creates the UMEM and the socket on queue 0 of `name` (current netns) and stocks the
     /// fill ring.
     pub fn open(name: &str) -> Result<XskPort, XskError> {
-        let q = |n: u32| QueueSize::new(n).expect("power of two");
-        let umem_cfg = UmemConfig::builder()
-            .frame_size(FrameSize::new(FRAME_SIZE).expect("FRAME_SIZE >= 2048"))
-            .fill_queue_size(q(RX_FRAMES))
-            .comp_queue_size(q(TX_FRAMES))
-            .build()
-            .map_err(|e| XskError::Umem { name: name.into(), reason: e.to_string() })?;
+        let open_err = |source| XskError::Open { name: name.into(), source };
         let frames = NonZeroU32::new(RX_FRAMES + TX_FRAMES).expect("non-zero");
-        let (umem, mut descs) =
-            Umem::new(umem_cfg, frames, false).map_err(|e| XskError::Umem { name: name.into(), reason: describe(&e) })?;
-        let sock_cfg = SocketConfig::builder()
-            .rx_queue_size(q(RX_FRAMES))
-            .tx_queue_size(q(TX_FRAMES))
-            .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
-            .bind_flags(BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP)
-            .build();
-        let ifname = name.parse().map_err(|_| XskError::BadName { name: name.into() })?;
+        let (umem, mut descs) = afxdp::umem(frames, RX_FRAMES, TX_FRAMES).map_err(open_err)?;
         // SAFETY: the UMEM is new and used by this socket only; every descriptor given to the
         // rings comes from `descs` of this UMEM, and the UMEM lives as long as the port.
-        let (tx, rx, rings) = unsafe { Socket::new(sock_cfg, &umem, &ifname, 0) }
-            .map_err(|e| XskError::Socket { name: name.into(), reason: describe(&e) })?;
-        let (mut fill, comp) = rings.ok_or_else(|| XskError::NoRings { name: name.into() })?;
+        let afxdp::Socket { rx, tx, mut fill, comp, .. } =
+            unsafe { afxdp::Socket::open(&umem, name, RX_FRAMES, TX_FRAMES, false) }.map_err(open_err)?;
         let free = descs.split_off(RX_FRAMES as usize);
         // SAFETY: fresh frames of this UMEM that are in no ring.
         let got = unsafe { fill.produce(&descs) };
@@ -241,11 +211,8 @@ impl XskPort {
 
     /// Socket statistics (`XDP_STATISTICS`): (rx_dropped, rx_ring_full, rx_fill_ring_empty).
     pub fn stats(&self) -> Result<(u64, u64, u64), XskError> {
-        let s = self
-            .rx
-            .fd()
-            .xdp_statistics()
+        let s = afxdp::rx_statistics(&self.rx)
             .map_err(|source| XskError::Io { name: self.name.clone(), what: "XDP_STATISTICS", source })?;
-        Ok((s.rx_dropped(), s.rx_ring_full(), s.rx_fill_ring_empty_descs()))
+        Ok((s.rx_dropped, s.rx_ring_full, s.rx_fill_ring_empty_descs))
     }
 }
