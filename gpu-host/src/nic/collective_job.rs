@@ -393,7 +393,13 @@ mod tests {
 
     /// Like [`run`], with the one-way delay of the `k`-th frame on the wire (`f`) chosen by
     /// `delay` (`None`: dropped); frames are delivered in order of arrival time.
-    fn run_over(b: &Built, mut delay: impl FnMut(u64, &[u8]) -> Option<u64>) -> Vec<crate::nic::job::Report> {
+    fn run_over(b: &Built, delay: impl FnMut(u64, &[u8]) -> Option<u64>) -> Vec<crate::nic::job::Report> {
+        let (engines, now) = run_engines(b, delay);
+        engines.iter().zip(&b.jobs).map(|(e, j)| e.report(&j.name, now)).collect()
+    }
+
+    /// The engines of [`run_over`] once all finished, and the time then.
+    fn run_engines(b: &Built, mut delay: impl FnMut(u64, &[u8]) -> Option<u64>) -> (Vec<Engine>, u64) {
         let mut engines: Vec<Engine> = b
             .jobs
             .iter()
@@ -436,7 +442,7 @@ mod tests {
             now = next.unwrap_or(now + 1_000).clamp(now + 1, now + 1_000_000);
         }
         assert!(engines.iter().all(|e| e.finished()), "collective stalled at {now} ns");
-        engines.iter().zip(&b.jobs).map(|(e, j)| e.report(&j.name, now)).collect()
+        (engines, now)
     }
 
     /// Totals over every QP of the reports: (retransmitted, NAKs sent, out-of-order arrivals).
@@ -513,6 +519,32 @@ mod tests {
     fn ring_allreduce_over_emulated_nics_sums_every_rank() {
         check(Kind::AllReduce, 2, 2, 40_000);
         check(Kind::AllReduce, 3, 1, 12_000 + 4); // uneven chunks
+    }
+
+    #[test]
+    fn verification_finds_a_single_wrong_byte_in_any_rank() {
+        // 2 hosts × 2 GPUs, 300 KiB per rank: several verification chunks per rank.
+        let b = build(Kind::AllReduce, &hosts(2, 2), 300 * 1024, &BuildOptions::default()).unwrap();
+        let (mut engines, now) = run_engines(&b, |_, _| Some(3_000));
+        assert!(engines.iter().zip(&b.jobs).all(|(e, j)| e.report(&j.name, now).ok));
+        for (rank, pos) in [(0u32, 0usize), (1, 150_001), (2, 300 * 1024 - 1), (3, 65_536 * 3 + 2)] {
+            let h = (rank / 2) as usize;
+            let buf = engines[h].rank_buffer_mut(rank).unwrap();
+            buf[pos] ^= 0x10;
+            let r = engines[h].report("j", now);
+            let k = r.ranks.iter().find(|k| k.rank == rank).unwrap();
+            assert_eq!((k.verified, k.first_mismatch), (Some(false), Some(pos as u64 & !3)), "rank {rank} byte {pos}");
+            assert!(!r.ok);
+            assert!(r.ranks.iter().filter(|k| k.rank != rank).all(|k| k.verified == Some(true)), "only rank {rank} is wrong: {:?}", r.ranks);
+            engines[h].rank_buffer_mut(rank).unwrap()[pos] ^= 0x10;
+            assert!(engines[h].report("j", now).ok, "restored");
+        }
+        // Two wrong words: the first is reported.
+        let buf = engines[1].rank_buffer_mut(3).unwrap();
+        buf[200_000] ^= 1;
+        buf[100_000] ^= 1;
+        let r = engines[1].report("j", now);
+        assert_eq!(r.ranks.iter().find(|k| k.rank == 3).unwrap().first_mismatch, Some(100_000));
     }
 
     #[test]

@@ -45,6 +45,31 @@ pub fn word32(seed: u64, pos: u64) -> u32 {
     u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
 }
 
+/// Adds (wrapping) the little-endian u32 words of pattern `seed` from 4-aligned pattern byte
+/// offset `start` on to `acc`, word by word: one SplitMix64 per two words, so the expected sum
+/// of many patterns costs a fraction of calling [`word32`] per word and term.
+pub fn add_words32(acc: &mut [u32], seed: u64, start: u64) {
+    debug_assert!(start % 4 == 0, "start {start} is not 4-aligned");
+    let mut w = start / 8;
+    let mut rest = acc;
+    if start % 8 == 4 {
+        let Some((first, tail)) = rest.split_first_mut() else { return };
+        *first = first.wrapping_add((mix(seed ^ w) >> 32) as u32);
+        w += 1;
+        rest = tail;
+    }
+    let mut pairs = rest.chunks_exact_mut(2);
+    for p in &mut pairs {
+        let m = mix(seed ^ w);
+        p[0] = p[0].wrapping_add(m as u32);
+        p[1] = p[1].wrapping_add((m >> 32) as u32);
+        w += 1;
+    }
+    if let [last] = pairs.into_remainder() {
+        *last = last.wrapping_add(mix(seed ^ w) as u32);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,6 +80,23 @@ mod tests {
         for pos in (0..64).step_by(4) {
             let want = u32::from_le_bytes(v[pos..pos + 4].try_into().unwrap());
             assert_eq!(word32(77, pos as u64), want, "pos {pos}");
+        }
+    }
+
+    #[test]
+    fn add_words32_sums_word32_at_any_aligned_start() {
+        for start in [0u64, 4, 8, 12, 1020] {
+            for len in [0usize, 1, 2, 3, 17] {
+                let mut acc: Vec<u32> = (0..len as u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+                let before = acc.clone();
+                add_words32(&mut acc, 5, start);
+                add_words32(&mut acc, 6, start + 8);
+                for (k, (a, b)) in acc.iter().zip(&before).enumerate() {
+                    let pos = start + 4 * k as u64;
+                    let want = b.wrapping_add(word32(5, pos)).wrapping_add(word32(6, pos + 8));
+                    assert_eq!(*a, want, "start {start} len {len} word {k}");
+                }
+            }
         }
     }
 
