@@ -485,8 +485,11 @@ impl Engine {
                 let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
                 let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
                 qp.receiver = Some(Receiver::new(cfg, vec![mr]).map_err(|x| e(x.to_string()))?);
-                qp.recv_len = r.len;
-                if r.len == 0 {
+                // A collective's responder receives every transfer into its staging region,
+                // which may be a ring smaller than their sum (`collective_job`).
+                let coll_recvs = job.collective.iter().flat_map(|c| c.recvs.iter()).filter(|x| x.qpn == q.qpn);
+                qp.recv_len = if coll_recvs.clone().next().is_some() { coll_recvs.map(|x| x.len).sum() } else { r.len };
+                if qp.recv_len == 0 {
                     qp.recv_done = Some(now);
                 }
             }
