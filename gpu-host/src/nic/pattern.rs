@@ -49,7 +49,7 @@ pub fn word32(seed: u64, pos: u64) -> u32 {
 /// offset `start` on to `acc`, word by word: one SplitMix64 per two words, so the expected sum
 /// of many patterns costs a fraction of calling [`word32`] per word and term.
 pub fn add_words32(acc: &mut [u32], seed: u64, start: u64) {
-    debug_assert!(start % 4 == 0, "start {start} is not 4-aligned");
+    debug_assert!(start.is_multiple_of(4), "start {start} is not 4-aligned");
     let mut w = start / 8;
     let mut rest = acc;
     if start % 8 == 4 {
