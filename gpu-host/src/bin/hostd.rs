@@ -153,6 +153,7 @@ fn run(args: Args) -> Result<bool> {
 
     let clock = Clock::new();
     let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
+    tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", serde_json::json!({"ready": true, "job": job.name, "program": program,
@@ -189,7 +190,9 @@ fn run(args: Args) -> Result<bool> {
         .context("spawning the data thread")?;
     let (engine, ports, exit, end) = data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
 
+    let verify_start = clock.now();
     let mut report = engine.report(&job.name, end);
+    tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
     let counters = xdp.counters().context("reading host XDP counters")?;
     // Detach at once: frames that arrive from now on go to the kernel (and its packet taps)
     // instead of waiting unread in the AF_XDP rings.

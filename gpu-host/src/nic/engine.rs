@@ -30,8 +30,8 @@
 //!   back to emulated time.
 //!
 //! Per-packet paths allocate nothing: control queues are preallocated and bounded (overflow is
-//! counted), QP lookup is a hash map built at setup.
-use std::collections::{HashMap, VecDeque};
+//! counted), QP lookup is a dense table indexed by QPN offset built at setup ([`IndexTable`]).
+use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use dataplane_common::time::Dilation;
@@ -166,6 +166,8 @@ struct Qp {
     sport: u16,
     sender: Option<Sender>,
     send_buf: Vec<u8>,
+    /// A collective requester's `send_buf` as a ring (else transfers are appended).
+    send_ring: Option<SendRing>,
     send_total: u64,
     send_acked: u64,
     send_done: Option<u64>,
@@ -175,13 +177,49 @@ struct Qp {
     error: Option<String>,
 }
 
+/// A collective requester's send buffer used as a ring: a transfer's bytes are copied in when
+/// it is posted (so a retransmission sends what was posted, whatever the rank buffer holds
+/// later) and are free again once it completed; RC completes in posting order. A transfer
+/// never straddles the end. Sized like the responders' staging rings (two transfers and two
+/// windows), it keeps a 64-rank AllReduce's requesters at 1.5 MiB each instead of the
+/// 31.5 MiB that appending every transfer needs.
+#[derive(Debug)]
+struct SendRing {
+    /// Ring size in bytes (the length of the QP's `send_buf`).
+    cap: u64,
+    /// (start, len) of the posted transfers that have not completed, oldest first.
+    posted: VecDeque<(u64, u64)>,
+}
+
+impl SendRing {
+    /// Where a transfer of `len` bytes fits now, if anywhere.
+    fn place(&self, len: u64) -> Option<u64> {
+        let (Some(&(tail, _)), Some(&(start, l))) = (self.posted.front(), self.posted.back()) else {
+            return (len <= self.cap).then_some(0);
+        };
+        let head = start + l;
+        if head > tail {
+            // In use: tail..head.
+            if head + len <= self.cap {
+                Some(head)
+            } else {
+                (len <= tail).then_some(0)
+            }
+        } else {
+            // In use: tail..cap and 0..head.
+            (head + len <= tail).then_some(head)
+        }
+    }
+}
+
 /// Collective state: rank buffers and the progress of the transfers (see
 /// [`CollectiveSpec`]).
 struct Coll {
     spec: CollectiveSpec,
     bufs: Vec<Vec<u8>>,
-    rank_idx: HashMap<u32, usize>,
-    done: std::collections::HashSet<usize>,
+    rank_idx: IndexTable,
+    /// Completed transfers, by transfer id.
+    done: Vec<bool>,
     /// (qp index, indices into `spec.sends` in id order, next to post).
     sendq: Vec<(usize, Vec<usize>, usize)>,
     /// (qp index, transfers in id order, applied so far).
@@ -194,6 +232,60 @@ impl Coll {
         self.sendq.iter().all(|(_, l, n)| *n == l.len())
             && self.recvq.iter().all(|(_, l, n)| *n == l.len())
             && self.locals_done.iter().all(|d| *d)
+    }
+}
+
+/// Whether transfer `id` completed (`done` indexed by transfer id).
+fn is_done(done: &[bool], id: usize) -> bool {
+    done.get(id).copied().unwrap_or(false)
+}
+
+/// Largest transfer id a collective may use (its completion flags are a dense table).
+const MAX_TRANSFER_ID: usize = 1 << 24;
+
+/// Keys (QPNs, ranks) to dense indices without hashing: a table indexed by key − smallest key
+/// when the keys span at most [`IndexTable::DENSE_SPAN`] values (QPNs and ranks handed out by
+/// one controller are consecutive), else a sorted list searched by bisection. Built at setup;
+/// a lookup allocates nothing.
+#[derive(Clone, Debug)]
+enum IndexTable {
+    Dense { base: u32, slots: Vec<u32> },
+    Sorted(Vec<(u32, usize)>),
+}
+
+impl IndexTable {
+    /// Widest key range stored densely (256 KiB of slots).
+    const DENSE_SPAN: u64 = 1 << 16;
+    const EMPTY: u32 = u32::MAX;
+
+    /// The table of `keys` (key `keys[i]` maps to `i`); `Err(key)` names a duplicate.
+    fn new(keys: &[u32]) -> Result<IndexTable, u32> {
+        let mut sorted: Vec<(u32, usize)> = keys.iter().copied().zip(0..).collect();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(w[0].0);
+        }
+        let (Some(&(lo, _)), Some(&(hi, _))) = (sorted.first(), sorted.last()) else {
+            return Ok(IndexTable::Sorted(sorted));
+        };
+        if u64::from(hi - lo) < Self::DENSE_SPAN && keys.len() < Self::EMPTY as usize {
+            let mut slots = vec![Self::EMPTY; (hi - lo) as usize + 1];
+            for (k, i) in sorted {
+                slots[(k - lo) as usize] = i as u32;
+            }
+            return Ok(IndexTable::Dense { base: lo, slots });
+        }
+        Ok(IndexTable::Sorted(sorted))
+    }
+
+    fn get(&self, key: u32) -> Option<usize> {
+        match self {
+            IndexTable::Dense { base, slots } => {
+                let i = *slots.get(key.wrapping_sub(*base) as usize)?;
+                (i != Self::EMPTY).then_some(i as usize)
+            }
+            IndexTable::Sorted(v) => v.binary_search_by_key(&key, |e| e.0).ok().map(|i| v[i].1),
+        }
     }
 }
 
@@ -227,11 +319,93 @@ fn apply_op(op: CollOp, src: &[u8], dst: &mut [u8]) {
     }
 }
 
+/// Words per verification chunk: 64 KiB of expected sums, which stay in the L2 cache while
+/// every rank that shares them is compared.
+const VERIFY_CHUNK_WORDS: usize = 16 * 1024;
+
+/// For every expectation of `expect`, the first byte offset (4-aligned) in its rank's buffer
+/// (`bufs`, indexed through `rank_idx`) whose u32 word differs from the expected sum of
+/// patterns, `None` when every word matches. Each word is compared exactly (a single wrong
+/// byte is found); what makes it cheap is computing the expected words once per distinct
+/// (range, terms) — an AllReduce's ranks all expect the same sum — chunk by chunk with
+/// [`pattern::add_words32`], and splitting the chunks over the machine's cores.
+fn verify_collective(expect: &[job::ExpectSpec], bufs: &[Vec<u8>], rank_idx: &IndexTable) -> Vec<Option<u64>> {
+    let mut groups: Vec<(&job::ExpectSpec, Vec<usize>)> = Vec::new();
+    for (i, e) in expect.iter().enumerate() {
+        match groups.iter_mut().find(|(g, _)| g.offset == e.offset && g.len == e.len && g.terms == e.terms) {
+            Some((_, users)) => users.push(i),
+            None => groups.push((e, vec![i])),
+        }
+    }
+    let words_of = |e: &job::ExpectSpec| usize::try_from(e.len.div_ceil(4)).unwrap_or(usize::MAX);
+    let total: usize = groups.iter().map(|(g, _)| words_of(g).div_ceil(VERIFY_CHUNK_WORDS)).sum();
+    let parts = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(total.max(1));
+    // Part `part` of `parts` checks that share of every group's chunks.
+    let run = |part: usize| -> Vec<Option<u64>> {
+        let mut first = vec![None; expect.len()];
+        let mut acc = vec![0u32; VERIFY_CHUNK_WORDS];
+        for (g, users) in &groups {
+            let words = words_of(g);
+            let chunks = words.div_ceil(VERIFY_CHUNK_WORDS);
+            for k in chunks * part / parts..chunks * (part + 1) / parts {
+                if users.iter().all(|&u| first[u].is_some()) {
+                    break;
+                }
+                let w0 = k * VERIFY_CHUNK_WORDS;
+                let acc = &mut acc[..VERIFY_CHUNK_WORDS.min(words - w0)];
+                acc.fill(0);
+                for &(seed, po) in &g.terms {
+                    pattern::add_words32(acc, seed, po + 4 * w0 as u64);
+                }
+                let start = g.offset + 4 * w0 as u64;
+                for &u in users {
+                    if first[u].is_some() {
+                        continue;
+                    }
+                    let buf = rank_idx.get(expect[u].rank).and_then(|i| bufs.get(i)).map_or(&[][..], |b| &b[..]);
+                    first[u] = first_difference(buf, start, acc);
+                }
+            }
+        }
+        first
+    };
+    let mut first = run(0);
+    std::thread::scope(|s| {
+        let run = &run;
+        let others: Vec<_> = (1..parts)
+            .map(|p| std::thread::Builder::new().name("rocefab-verify".into()).spawn_scoped(s, move || run(p)).map_err(|_| p))
+            .collect();
+        for h in others {
+            // A part whose thread could not start runs here.
+            let theirs = match h {
+                Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                Err(p) => run(p),
+            };
+            for (m, t) in first.iter_mut().zip(theirs) {
+                *m = match (*m, t) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+    });
+    first
+}
+
+/// The byte offset of the first u32 (little-endian) of `buf` from `start` on that differs from
+/// `want`, or that `buf` does not hold.
+fn first_difference(buf: &[u8], start: u64, want: &[u32]) -> Option<u64> {
+    let s = usize::try_from(start).ok()?;
+    let have = buf.get(s..).unwrap_or(&[]);
+    let same = have.chunks_exact(4).zip(want).take_while(|(h, w)| u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == **w).count();
+    (same < want.len()).then(|| start + 4 * same as u64)
+}
+
 /// All NICs and QPs of one emulated host.
 pub struct Engine {
     nics: Vec<Nic>,
     qps: Vec<Qp>,
-    by_qpn: HashMap<u32, usize>,
+    by_qpn: IndexTable,
     start: u64,
     coll: Option<Coll>,
     dilation: Dilation,
@@ -278,7 +452,8 @@ impl Engine {
             });
         }
         let mut qps = Vec::with_capacity(job.qps.len());
-        let mut by_qpn = HashMap::with_capacity(job.qps.len());
+        let by_qpn = IndexTable::new(&job.qps.iter().map(|q| q.qpn).collect::<Vec<_>>())
+            .map_err(|qpn| EngineError::Qp { qpn, what: "duplicate qpn".into() })?;
         for q in &job.qps {
             let e = |what: String| EngineError::Qp { qpn: q.qpn, what };
             let nic = nics.get(q.nic).ok_or_else(|| e(format!("nic {} does not exist", q.nic)))?;
@@ -290,6 +465,7 @@ impl Engine {
                 sport: udp_src_port_for_qp(q.qpn, q.peer_qpn),
                 sender: None,
                 send_buf: Vec::new(),
+                send_ring: None,
                 send_total: 0,
                 send_acked: 0,
                 send_done: None,
@@ -323,10 +499,19 @@ impl Engine {
                     .map(|x| x.len)
                     .sum();
                 qp.send_total = s.len + coll_bytes;
-                // Room for every collective transfer appended later, faulted in now.
-                let total = usize::try_from(qp.send_total).map_err(|_| e("send bytes too large".into()))?;
-                qp.send_buf = prefaulted(0, total);
-                qp.send_buf.extend_from_slice(&pattern::generate(len, s.seed));
+                if s.len == 0 && coll_bytes > 0 {
+                    let largest = job.collective.iter().flat_map(|c| c.sends.iter()).filter(|x| x.qpn == q.qpn).map(|x| x.len).max().unwrap_or(0);
+                    let window = u64::from(s.window_packets) * u64::from(nic.cfg.path_mtu.bytes());
+                    let cap = coll_bytes.min(2 * (largest + window));
+                    let cap_len = usize::try_from(cap).map_err(|_| e("send bytes too large".into()))?;
+                    qp.send_buf = prefaulted(cap_len, cap_len);
+                    qp.send_ring = Some(SendRing { cap, posted: VecDeque::new() });
+                } else {
+                    // Room for every collective transfer appended later, faulted in now.
+                    let total = usize::try_from(qp.send_total).map_err(|_| e("send bytes too large".into()))?;
+                    qp.send_buf = prefaulted(0, total);
+                    qp.send_buf.extend_from_slice(&pattern::generate(len, s.seed));
+                }
                 let mut off = 0u64;
                 let mut wr = 0u64;
                 while off < s.len {
@@ -347,18 +532,18 @@ impl Engine {
                 let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
                 let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
                 qp.receiver = Some(Receiver::new(cfg, vec![mr]).map_err(|x| e(x.to_string()))?);
-                qp.recv_len = r.len;
-                if r.len == 0 {
+                // A collective's responder receives every transfer into its staging region,
+                // which may be a ring smaller than their sum (`collective_job`).
+                let coll_recvs = job.collective.iter().flat_map(|c| c.recvs.iter()).filter(|x| x.qpn == q.qpn);
+                qp.recv_len = if coll_recvs.clone().next().is_some() { coll_recvs.map(|x| x.len).sum() } else { r.len };
+                if qp.recv_len == 0 {
                     qp.recv_done = Some(now);
                 }
-            }
-            if by_qpn.insert(q.qpn, qps.len()).is_some() {
-                return Err(e("duplicate qpn".into()));
             }
             nics[q.nic].qps.push(qps.len());
             qps.push(qp);
         }
-        let coll = job.collective.as_ref().map(|c| {
+        let coll = job.collective.as_ref().map(|c| -> Result<Coll, EngineError> {
             let bufs = c
                 .ranks
                 .iter()
@@ -368,26 +553,36 @@ impl Engine {
                     b
                 })
                 .collect();
-            let rank_idx = c.ranks.iter().enumerate().map(|(i, r)| (r.rank, i)).collect();
-            let queue = |qpns: Vec<(u32, usize, usize)>| -> Vec<(usize, Vec<usize>, usize)> {
+            let rank_idx = IndexTable::new(&c.ranks.iter().map(|r| r.rank).collect::<Vec<_>>())
+                .map_err(|r| EngineError::Job(format!("collective: rank {r} listed twice")))?;
+            let max_id = c.sends.iter().map(|x| x.id).chain(c.recvs.iter().map(|x| x.id)).chain(c.locals.iter().map(|x| x.id)).max();
+            if max_id.is_some_and(|m| m >= MAX_TRANSFER_ID) {
+                return Err(EngineError::Job(format!("collective: transfer ids must be below {MAX_TRANSFER_ID}")));
+            }
+            let used = c.sends.iter().map(|x| x.rank).chain(c.recvs.iter().map(|x| x.rank)).chain(c.locals.iter().map(|x| x.rank));
+            if let Some(r) = used.chain(c.expect.iter().map(|e| e.rank)).find(|&r| rank_idx.get(r).is_none()) {
+                return Err(EngineError::Job(format!("collective: rank {r} is not one of this host's ranks")));
+            }
+            let queue = |qpns: Vec<(u32, usize, usize)>| -> Result<Vec<(usize, Vec<usize>, usize)>, EngineError> {
                 let mut by: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
                 for (qpn, id, idx) in qpns {
-                    let qi = by_qpn[&qpn];
+                    let qi = by_qpn.get(qpn).ok_or_else(|| EngineError::Qp { qpn, what: "collective QP missing".into() })?;
                     match by.iter_mut().find(|(q, _)| *q == qi) {
                         Some((_, l)) => l.push((id, idx)),
                         None => by.push((qi, vec![(id, idx)])),
                     }
                 }
-                by.into_iter()
+                Ok(by
+                    .into_iter()
                     .map(|(q, mut l)| {
                         l.sort();
                         (q, l.into_iter().map(|(_, i)| i).collect(), 0)
                     })
-                    .collect()
+                    .collect())
             };
             // A transfer is one message of len / PMTU packets in either segment mode, so the
             // k-th transfer on a responder QP ends where the packet counts of 1..=k add up.
-            let recvq = queue(c.recvs.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect())
+            let recvq = queue(c.recvs.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect())?
                 .into_iter()
                 .map(|(qi, list, n)| {
                     let mtu = nics[qps[qi].nic].cfg.path_mtu.bytes();
@@ -402,23 +597,17 @@ impl Engine {
                     (qi, list, n)
                 })
                 .collect();
-            Coll {
-                sendq: queue(c.sends.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect()),
+            Ok(Coll {
+                sendq: queue(c.sends.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)).collect())?,
                 recvq,
                 locals_done: vec![false; c.locals.len()],
                 spec: c.clone(),
                 bufs,
                 rank_idx,
-                done: Default::default(),
-            }
+                done: vec![false; max_id.map_or(0, |m| m + 1)],
+            })
         });
-        if let Some(c) = &coll {
-            for qi in c.sendq.iter().map(|q| q.0).chain(c.recvq.iter().map(|q| q.0)) {
-                if !by_qpn.values().any(|&v| v == qi) {
-                    return Err(EngineError::Qp { qpn: 0, what: "collective QP missing".into() });
-                }
-            }
-        }
+        let coll = coll.transpose()?;
         let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d };
         e.progress();
         Ok(e)
@@ -443,34 +632,47 @@ impl Engine {
                     let r = &c.spec.recvs[list[*applied].0];
                     let Some(region) = rx.region(spec.rkey) else { break };
                     let src = &region.data[r.staging_offset as usize..(r.staging_offset + r.len) as usize];
-                    let b = &mut c.bufs[c.rank_idx[&r.rank]];
+                    let b = &mut c.bufs[c.rank_idx.get(r.rank).expect("collective rank")];
                     apply_op(r.op, src, &mut b[r.dst_offset as usize..(r.dst_offset + r.len) as usize]);
-                    c.done.insert(r.id);
+                    c.done[r.id] = true;
                     *applied += 1;
                     changed = true;
                 }
             }
             for (i, l) in c.spec.locals.iter().enumerate() {
-                if c.locals_done[i] || !l.deps.iter().all(|d| c.done.contains(d)) {
+                if c.locals_done[i] || !l.deps.iter().all(|&d| is_done(&c.done, d)) {
                     continue;
                 }
-                let b = &mut c.bufs[c.rank_idx[&l.rank]];
+                let b = &mut c.bufs[c.rank_idx.get(l.rank).expect("collective rank")];
                 let src = b[l.src_offset as usize..(l.src_offset + l.len) as usize].to_vec();
                 apply_op(l.op, &src, &mut b[l.dst_offset as usize..(l.dst_offset + l.len) as usize]);
                 c.locals_done[i] = true;
-                c.done.insert(l.id);
+                c.done[l.id] = true;
                 changed = true;
             }
             for (qi, list, next) in c.sendq.iter_mut() {
                 while *next < list.len() {
                     let x = &c.spec.sends[list[*next]];
-                    if !x.deps.iter().all(|d| c.done.contains(d)) {
+                    if !x.deps.iter().all(|&d| is_done(&c.done, d)) {
                         break;
                     }
                     let qp = &mut qps[*qi];
-                    let b = &c.bufs[c.rank_idx[&x.rank]];
-                    let off = qp.send_buf.len() as u64;
-                    qp.send_buf.extend_from_slice(&b[x.src_offset as usize..(x.src_offset + x.len) as usize]);
+                    let b = &c.bufs[c.rank_idx.get(x.rank).expect("collective rank")];
+                    let src = &b[x.src_offset as usize..(x.src_offset + x.len) as usize];
+                    let off = match qp.send_ring.as_mut() {
+                        Some(ring) => {
+                            // Posted once earlier transfers complete and free their bytes.
+                            let Some(at) = ring.place(x.len) else { break };
+                            ring.posted.push_back((at, x.len));
+                            qp.send_buf[at as usize..(at + x.len) as usize].copy_from_slice(src);
+                            at
+                        }
+                        None => {
+                            let off = qp.send_buf.len() as u64;
+                            qp.send_buf.extend_from_slice(src);
+                            off
+                        }
+                    };
                     let rkey = qp.spec.send.as_ref().map_or(0, |s| s.rkey);
                     let msg = WriteMessage { remote_va: x.remote_va, rkey, len: x.len as u32 };
                     if let Some(s) = qp.sender.as_mut() {
@@ -511,12 +713,12 @@ impl Engine {
 
     /// The requester of `qpn`, if it has one.
     pub fn sender(&self, qpn: u32) -> Option<&Sender> {
-        self.by_qpn.get(&qpn).and_then(|&i| self.qps[i].sender.as_ref())
+        self.by_qpn.get(qpn).and_then(|i| self.qps[i].sender.as_ref())
     }
 
     /// The responder of `qpn`, if it has one.
     pub fn receiver(&self, qpn: u32) -> Option<&Receiver> {
-        self.by_qpn.get(&qpn).and_then(|&i| self.qps[i].receiver.as_ref())
+        self.by_qpn.get(qpn).and_then(|i| self.qps[i].receiver.as_ref())
     }
 
     fn push_ack(nic: &mut Nic, qp: usize, ack: AckPacket) {
@@ -562,7 +764,7 @@ impl Engine {
             return;
         }
         let bth = p.bth();
-        let Some(&qi) = self.by_qpn.get(&bth.dest_qp) else {
+        let Some(qi) = self.by_qpn.get(bth.dest_qp) else {
             nic.c.rx_unknown_qp += 1;
             return;
         };
@@ -585,11 +787,19 @@ impl Engine {
                 if let Err(e) = sender.on_ack(&ack, now) {
                     qp.error.get_or_insert_with(|| e.to_string());
                 }
+                let mut freed = false;
                 while let Some(c) = sender.pop_completion() {
                     qp.send_acked += u64::from(c.len);
+                    if let Some(ring) = qp.send_ring.as_mut() {
+                        freed |= ring.posted.pop_front().is_some();
+                    }
                 }
                 if qp.send_done.is_none() && qp.send_acked >= qp.send_total {
                     qp.send_done = Some(now);
+                }
+                if freed && self.coll.is_some() {
+                    // A transfer waiting for room in the send ring may go now.
+                    self.progress();
                 }
             }
             WireOpcode::Cnp => {
@@ -790,7 +1000,7 @@ impl Engine {
 
     /// The responder region of `qpn`.
     pub fn region(&self, qpn: u32) -> Option<&[u8]> {
-        let q = &self.qps[*self.by_qpn.get(&qpn)?];
+        let q = &self.qps[self.by_qpn.get(qpn)?];
         let r = q.spec.recv.as_ref()?;
         Some(&q.receiver.as_ref()?.region(r.rkey)?.data)
     }
@@ -892,21 +1102,12 @@ impl Engine {
         if let Some(c) = &self.coll {
             let complete = c.complete();
             ok &= complete;
-            for (i, r) in c.spec.ranks.iter().enumerate() {
+            let first = verify.then(|| verify_collective(&c.spec.expect, &c.bufs, &c.rank_idx));
+            for r in &c.spec.ranks {
                 let mut rr = RankReport { rank: r.rank, complete, verified: None, first_mismatch: None };
-                if verify {
-                    let buf = &c.bufs[i];
-                    let mut mismatch = None;
-                    for e in c.spec.expect.iter().filter(|e| e.rank == r.rank) {
-                        mismatch = (0..e.len).step_by(4).map(|k| e.offset + k).find(|&pos| {
-                            let want = e.terms.iter().fold(0u32, |a, (seed, po)| a.wrapping_add(pattern::word32(*seed, po + pos - e.offset)));
-                            let p = pos as usize;
-                            u32::from_le_bytes([buf[p], buf[p + 1], buf[p + 2], buf[p + 3]]) != want
-                        });
-                        if mismatch.is_some() {
-                            break;
-                        }
-                    }
+                if let Some(first) = &first {
+                    // The rank's first failing expectation, in the job's order.
+                    let mismatch = c.spec.expect.iter().zip(first).filter(|(e, _)| e.rank == r.rank).find_map(|(_, m)| *m);
                     rr.verified = Some(mismatch.is_none() && complete);
                     rr.first_mismatch = mismatch;
                     ok &= mismatch.is_none();
@@ -922,7 +1123,15 @@ impl Engine {
     /// Rank `rank`'s collective buffer.
     pub fn rank_buffer(&self, rank: u32) -> Option<&[u8]> {
         let c = self.coll.as_ref()?;
-        Some(&c.bufs[*c.rank_idx.get(&rank)?])
+        Some(&c.bufs[c.rank_idx.get(rank)?])
+    }
+
+    /// Rank `rank`'s collective buffer, writable (tests corrupt it to check verification).
+    #[cfg(test)]
+    pub(crate) fn rank_buffer_mut(&mut self, rank: u32) -> Option<&mut [u8]> {
+        let c = self.coll.as_mut()?;
+        let i = c.rank_idx.get(rank)?;
+        Some(&mut c.bufs[i])
     }
 }
 
@@ -1253,7 +1462,7 @@ mod tests {
             }
             now = next.max(now + 1);
             // The window (32 packets) would close: ACK everything sent so far.
-            let qp = a.by_qpn[&17];
+            let qp = a.by_qpn.get(17).unwrap();
             let s = a.qps[qp].sender.as_mut().unwrap();
             let una = s.snd_nxt().sub(1);
             s.on_ack(&AckPacket { syndrome: AckSyndrome::Ack, psn: una, msn: 0 }, now).unwrap();
@@ -1271,6 +1480,48 @@ mod tests {
         assert!(v.capacity() >= 10_000);
         let w = prefaulted(5000, 10);
         assert!(w.len() == 5000 && w.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn index_tables_find_every_key_dense_or_sorted_and_reject_duplicates() {
+        let dense = IndexTable::new(&[0x107, 0x101, 0x103]).unwrap();
+        assert!(matches!(dense, IndexTable::Dense { .. }));
+        let sparse = IndexTable::new(&[5, 0xff_fff0, 70_000]).unwrap();
+        assert!(matches!(sparse, IndexTable::Sorted(_)));
+        for (t, keys) in [(&dense, [0x107, 0x101, 0x103]), (&sparse, [5, 0xff_fff0, 70_000])] {
+            for (i, k) in keys.into_iter().enumerate() {
+                assert_eq!(t.get(k), Some(i), "{t:?} key {k}");
+            }
+            for k in [0, 4, 6, 0x100, 0x102, 0x108, 69_999, 0xff_ffff, u32::MAX] {
+                assert_eq!(t.get(k), None, "{t:?} key {k}");
+            }
+        }
+        assert_eq!(IndexTable::new(&[]).unwrap().get(0), None);
+        assert_eq!(IndexTable::new(&[9, 3, 9]).unwrap_err(), 9);
+    }
+
+    #[test]
+    fn send_rings_place_transfers_without_overlap_or_straddling() {
+        let mut r = SendRing { cap: 100, posted: VecDeque::new() };
+        assert_eq!(r.place(101), None, "larger than the ring");
+        let post = |r: &mut SendRing, len| {
+            let at = r.place(len);
+            if let Some(at) = at {
+                r.posted.push_back((at, len));
+            }
+            at
+        };
+        assert_eq!(post(&mut r, 40), Some(0));
+        assert_eq!(post(&mut r, 40), Some(40));
+        assert_eq!(post(&mut r, 30), None, "20 bytes left at the end, 0 at the start");
+        r.posted.pop_front();
+        assert_eq!(post(&mut r, 30), Some(0), "wraps to the freed start");
+        assert_eq!(post(&mut r, 11), None, "only 10 bytes between head 30 and tail 40");
+        assert_eq!(post(&mut r, 10), Some(30));
+        r.posted.pop_front();
+        assert_eq!(post(&mut r, 60), Some(40), "tail 0..40 in use, 40..100 free");
+        r.posted.clear();
+        assert_eq!(post(&mut r, 100), Some(0), "an empty ring starts at 0");
     }
 
     #[test]

@@ -31,9 +31,11 @@
 
 use super::{bth, Error, Layer};
 
-/// CRC-32 as used by Ethernet and the ICRC (zlib's `crc32`), slice-by-16 tables (16 KiB,
-/// built at compile time) for several times the byte-wise table's throughput.
-const CRC32: crc::Crc<u32, crc::Table<16>> = crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISO_HDLC);
+/// CRC-32 as used by Ethernet and the ICRC (zlib's `crc32`): `crc32fast` folds with
+/// carry-less multiplication (PCLMULQDQ) where the CPU has it, several times the throughput of
+/// slice-by-16 tables, which it falls back to otherwise. Every frame a host sends or receives
+/// runs it over the whole packet (17 % of a host emulator's CPU with the tables).
+type Crc32 = crc32fast::Hasher;
 
 /// Length of the ICRC trailer.
 pub const LEN: usize = 4;
@@ -94,7 +96,7 @@ fn covered_end(ip_packet: &[u8], ip_hlen: usize) -> Result<usize, Error> {
     Ok(ip_packet.len() - LEN)
 }
 
-fn digest_transport(digest: &mut crc::Digest<'_, u32, crc::Table<16>>, udp_and_rest: &[u8]) {
+fn digest_transport(digest: &mut Crc32, udp_and_rest: &[u8]) {
     let mut udp = [0u8; UDP_LEN];
     udp.copy_from_slice(&udp_and_rest[..UDP_LEN]);
     udp[6] = 0xff;
@@ -127,7 +129,7 @@ pub fn icrc_ipv4(ip_packet: &[u8]) -> Result<u32, Error> {
     hdr[8] = 0xff; // TTL
     hdr[10] = 0xff; // header checksum
     hdr[11] = 0xff;
-    let mut d = CRC32.digest();
+    let mut d = Crc32::new();
     d.update(&[0xff; 8]);
     d.update(&hdr[..ihl]);
     digest_transport(&mut d, &ip_packet[ihl..end]);
@@ -154,7 +156,7 @@ pub fn icrc_ipv6(ip_packet: &[u8]) -> Result<u32, Error> {
     hdr[2] = 0xff;
     hdr[3] = 0xff;
     hdr[7] = 0xff; // hop limit
-    let mut d = CRC32.digest();
+    let mut d = Crc32::new();
     d.update(&[0xff; 8]);
     d.update(&hdr);
     digest_transport(&mut d, &ip_packet[IPV6_LEN..end]);
