@@ -56,7 +56,9 @@ pub struct NicUse {
     /// `host:nic`.
     pub name: String,
     pub line_rate_bps: f64,
-    /// Received bits per emulated second over the whole job.
+    /// Received bits per emulated second (every frame on the link) while its QPs were receiving
+    /// data (until the last one had it all); 0 for a NIC whose QPs received no data, whose link
+    /// carried only ACKs and CNPs (an incast's senders), which no model would run at line rate.
     pub rx_bps: f64,
     /// Whether the NIC's QPs sent anything.
     pub sends: bool,
@@ -88,11 +90,18 @@ pub fn nic_use(hosts: &[(String, Report)]) -> Vec<NicUse> {
         for n in &r.nics {
             let qps: Vec<_> = r.qps.iter().filter(|q| q.nic == n.name && q.send_bytes > 0).collect();
             let sending_ns = qps.iter().map(|q| q.send_done_ns.unwrap_or(r.elapsed_ns)).max().unwrap_or(0);
+            let receiving_ns = r
+                .qps
+                .iter()
+                .filter(|q| q.nic == n.name && q.recv_bytes > 0)
+                .map(|q| q.recv_done_ns.unwrap_or(r.elapsed_ns))
+                .max()
+                .unwrap_or(0);
             let per_s = |bytes: u64, ns: u64| if ns == 0 { 0.0 } else { bytes as f64 * 8e9 / ns as f64 };
             out.push(NicUse {
                 name: format!("{host}:{}", n.name),
                 line_rate_bps: n.line_rate_bps as f64,
-                rx_bps: per_s(n.rx_bytes, r.elapsed_ns),
+                rx_bps: per_s(n.rx_bytes, receiving_ns),
                 sends: !qps.is_empty(),
                 tx_bps: per_s(n.tx_bytes, sending_ns),
                 paused_fraction: if sending_ns == 0 { 0.0 } else { n.pfc_paused_ns_prio3 as f64 / sending_ns as f64 },
@@ -242,18 +251,20 @@ mod tests {
 
     #[test]
     fn nic_use_comes_from_the_emulated_reports() {
-        // 1 MB sent in 40 µs emulated by a 400G NIC: 200 Gb/s, half its line rate; received
-        // 0.5 MB over the 100 µs job.
+        // 1 MB sent in 40 µs emulated by a 400G NIC: 200 Gb/s, half its line rate; 5 MB on the
+        // wire while its responder QP received data, for 100 µs: 400 Gb/s. gpu1 received only
+        // ACKs: no receiving link to judge.
         let r = Report {
             time_dilation: 8000.0,
             elapsed_ns: 100_000,
             qps: vec![
                 QpReport { qpn: 1, nic: "gpu0".into(), send_bytes: 1_000_000, send_done_ns: Some(40_000), ..Default::default() },
-                QpReport { qpn: 2, nic: "gpu0".into(), ..Default::default() },
+                QpReport { qpn: 2, nic: "gpu0".into(), recv_bytes: 4_900_000, recv_done_ns: Some(100_000), ..Default::default() },
+                QpReport { qpn: 3, nic: "gpu1".into(), send_bytes: 1_000_000, send_done_ns: Some(50_000), ..Default::default() },
             ],
             nics: vec![
                 NicReport { name: "gpu0".into(), line_rate_bps: 400_000_000_000, tx_bytes: 1_000_000, rx_bytes: 5_000_000, pfc_paused_ns_prio3: 2_000, ..Default::default() },
-                NicReport { name: "gpu1".into(), line_rate_bps: 400_000_000_000, ..Default::default() },
+                NicReport { name: "gpu1".into(), line_rate_bps: 400_000_000_000, tx_bytes: 1_000_000, rx_bytes: 20_000, ..Default::default() },
             ],
             ..Default::default()
         };
@@ -263,7 +274,11 @@ mod tests {
         assert!((u[0].tx_bps - 200e9).abs() < 1.0, "{}", u[0].tx_bps);
         assert!((u[0].rx_bps - 400e9).abs() < 1.0, "{}", u[0].rx_bps);
         assert!((u[0].paused_fraction - 0.05).abs() < 1e-12);
-        assert!(u[0].sends && !u[1].sends);
-        assert_eq!(u[1].tx_bps, 0.0);
+        assert!(u[0].sends && u[1].sends);
+        assert!((u[1].tx_bps - 160e9).abs() < 1.0, "{}", u[1].tx_bps);
+        assert_eq!(u[1].rx_bps, 0.0, "ACKs only");
+        // A saturated machine with that ACK-only link and a full receiver: not the machine.
+        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(1.0), nics: u, senders_busy_throughout: true };
+        assert!(warnings(&m).iter().all(|w| !w.contains("receiving links")), "{:?}", warnings(&m));
     }
 }
