@@ -338,6 +338,13 @@ impl Receiver {
         &self.counters
     }
 
+    /// Whether packets were accepted that no ACK has covered yet (a coalesced ACK is due): the
+    /// responder must stay up until [`Receiver::poll`] sends it, or its requester waits for an
+    /// ACK that never comes.
+    pub fn owes_ack(&self) -> bool {
+        self.unacked != 0
+    }
+
     /// Packets placed ahead of the expected PSN that wait for a hole to fill.
     pub fn pending_out_of_order(&self) -> u32 {
         self.arrived.count
@@ -765,8 +772,10 @@ mod tests {
         }
         // Deadline counts from the oldest unacknowledged packet (t = 1000).
         assert_eq!(r.next_deadline(), Some(11_000));
+        assert!(r.owes_ack());
         assert_eq!(r.poll(10_999), None);
         assert_eq!(r.poll(11_000), Some(AckPacket { syndrome: AckSyndrome::Ack, psn: Psn::new(2), msn: 0 }));
+        assert!(!r.owes_ack());
         assert_eq!(r.next_deadline(), None);
         assert_eq!(r.poll(50_000), None, "nothing pending after the flush");
         // Without a delay, nothing is flushed by time.

@@ -76,7 +76,8 @@ pub fn run(
             on_tick(engine, now);
             next_tick = now.saturating_add(tick_ns);
         }
-        if engine.finished() {
+        // Finished, and the last frames (an ACK the peer waits for) have left the TX rings.
+        if engine.finished() && !ports.iter_mut().any(|p| p.tx_pending()) {
             return Ok((Exit::Finished, now));
         }
         if now >= deadline {

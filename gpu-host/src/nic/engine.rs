@@ -970,7 +970,10 @@ impl Engine {
         t
     }
 
-    /// Every QP finished (or failed) and the collective, if any, ran to its end.
+    /// Every QP finished (or failed) and the collective, if any, ran to its end; a responder
+    /// that received all its data is finished only once it owes no ACK (neither a coalesced one
+    /// [`Engine::poll`] will send nor one queued for transmission): its requester would
+    /// otherwise time out and retransmit to a host that has gone.
     pub fn finished(&self) -> bool {
         if self.qps.iter().any(|q| q.error.is_some()) {
             return true;
@@ -978,9 +981,14 @@ impl Engine {
         if self.coll.as_ref().is_some_and(|c| !c.complete()) {
             return false;
         }
+        // ACKs queued for transmission are still owed.
+        if self.nics.iter().any(|n| !n.acks.is_empty()) {
+            return false;
+        }
         self.qps.iter().all(|q| {
             q.error.is_some()
-                || ((q.sender.is_none() || q.send_done.is_some()) && (q.receiver.is_none() || q.recv_done.is_some()))
+                || ((q.sender.is_none() || q.send_done.is_some())
+                    && q.receiver.as_ref().is_none_or(|r| q.recv_done.is_some() && !r.owes_ack()))
         })
     }
 
@@ -1191,6 +1199,11 @@ mod tests {
         while now < until && !(a.finished() && b.finished()) {
             at_time(now, a);
             for (dir, e) in [(0usize, &mut *a), (1, &mut *b)] {
+                // A finished engine has exited, as hostd ends its data thread: it sends nothing
+                // more and what reaches it is lost.
+                if e.finished() {
+                    continue;
+                }
                 e.poll(now);
                 while let Some(n) = e.next_tx(0, &mut buf, now) {
                     let mut f = buf[..n].to_vec();
@@ -1201,7 +1214,10 @@ mod tests {
             }
             while link.q.front().is_some_and(|(t, _, _)| *t <= now) {
                 let (_, dir, f) = link.q.pop_front().unwrap();
-                if dir == 0 { b.on_frame(0, &f, now) } else { a.on_frame(0, &f, now) }
+                let to = if dir == 0 { &mut *b } else { &mut *a };
+                if !to.finished() {
+                    to.on_frame(0, &f, now);
+                }
             }
             let mut next = [a.next_deadline(now), b.next_deadline(now), link.q.front().map(|x| x.0)]
                 .into_iter()
