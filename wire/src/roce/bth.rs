@@ -46,11 +46,7 @@ const FECN: u8 = 0x80;
 const BECN: u8 = 0x40;
 const ACKREQ: u8 = 0x80;
 
-/// A read/write view of a BTH at the start of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_len_packet!("BTH", Layer::Bth);
 
 fn get24(b: &[u8]) -> u32 {
     u32::from_be_bytes([0, b[0], b[1], b[2]])
@@ -61,33 +57,6 @@ fn set24(b: &mut [u8], v: u32) {
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wrap a buffer without checking its length; getters may panic until [`check_len`](Self::check_len) passed.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Packet { buffer }
-    }
-
-    /// Wrap a buffer, checking that it holds a whole BTH.
-    pub fn new_checked(buffer: T) -> Result<Self, Error> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
-    /// Ensure that no getter panics.
-    pub fn check_len(&self) -> Result<(), Error> {
-        let len = self.buffer.as_ref().len();
-        if len < LEN {
-            Err(Error::Truncated { layer: Layer::Bth, needed: LEN, available: len })
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The wrapped buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
-    }
-
     /// OpCode.
     pub fn opcode(&self) -> Opcode {
         Opcode::from(self.buffer.as_ref()[field::OPCODE])
