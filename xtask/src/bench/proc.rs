@@ -132,13 +132,24 @@ impl Child {
 
     /// Waits for the next stdout line that parses as JSON.
     pub fn next_json(&mut self, timeout: Duration) -> anyhow::Result<serde_json::Value> {
+        self.next_line_where(timeout, "result", |l| serde_json::from_str(l).ok())
+    }
+
+    /// Waits for a stdout line containing `needle` (a tool's "listening" message).
+    pub fn wait_line(&mut self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
+        self.next_line_where(timeout, &format!("{needle:?} line"), |l| l.contains(needle).then_some(()))
+    }
+
+    /// Reads stdout lines until `pick` takes one, the child dies or closes its output, Ctrl-C,
+    /// or `timeout` (the error names `what` was awaited).
+    fn next_line_where<R>(&mut self, timeout: Duration, what: &str, mut pick: impl FnMut(&str) -> Option<R>) -> anyhow::Result<R> {
         let end = Instant::now() + timeout;
         loop {
             check_interrupt()?;
             match self.lines.recv_timeout(Duration::from_millis(20)) {
                 Ok(l) => {
-                    if let Ok(v) = serde_json::from_str(&l) {
-                        return Ok(v);
+                    if let Some(r) = pick(&l) {
+                        return Ok(r);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -150,32 +161,7 @@ impl Child {
             }
             if Instant::now() > end {
                 self.died()?;
-                bail!(
-                    "{}: no result within {timeout:?}:\n{}",
-                    self.name,
-                    self.stderr_tail()
-                );
-            }
-        }
-    }
-
-    /// Waits for a stdout line containing `needle` (a tool's "listening" message).
-    pub fn wait_line(&mut self, needle: &str, timeout: Duration) -> anyhow::Result<()> {
-        let end = Instant::now() + timeout;
-        loop {
-            check_interrupt()?;
-            match self.lines.recv_timeout(Duration::from_millis(20)) {
-                Ok(l) if l.contains(needle) => return Ok(()),
-                Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let _ = self.child.wait();
-                    self.died()?;
-                    bail!("{} closed its output:\n{}", self.name, self.stderr_tail());
-                }
-            }
-            if Instant::now() > end {
-                self.died()?;
-                bail!("{}: no {needle:?} line within {timeout:?}:\n{}", self.name, self.stderr_tail());
+                bail!("{}: no {what} within {timeout:?}:\n{}", self.name, self.stderr_tail());
             }
         }
     }
