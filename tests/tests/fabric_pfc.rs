@@ -65,7 +65,7 @@ fn interesting(t: &str) -> String {
         .join("\n")
 }
 
-/// 1. Xoff/Xon in the style of the SONiC PFC tests. host2 keeps rail1's egress priority 3 paused
+/// Test 1, Xoff/Xon in the style of the SONiC PFC tests. host2 keeps rail1's egress priority 3 paused
 /// with scapy PFC; host1 sends N lossless frames, well past xOFF (100 kB) but within the
 /// headroom; rail1 sends PFC to host1 (tshark decodes it at host1); nothing is dropped; once host2
 /// stops pausing all N arrive and rail1 sends quanta 0. The same flood on a lossy class (DSCP 0)
@@ -149,7 +149,7 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     assert!(agent.0.line(Duration::from_secs(5)).starts_with("done"));
 }
 
-/// 2. Reception: a PFC frame with quanta 65535 stops rail1's priority 3 towards host2 for
+/// Test 2, Reception: a PFC frame with quanta 65535 stops rail1's priority 3 towards host2 for
 /// 33.5 ms (±10 %) while priority 0 keeps flowing; quanta 0 resumes it at once; an 802.3x PAUSE
 /// stops both for 33.5 ms. Measured on host2's wire: tcpdump sees the pause frame leave and the
 /// forwarded traffic arrive.
@@ -207,7 +207,7 @@ fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_res
     }
 }
 
-/// 4. Watchdog (defaults: drop, 200 ms detect, 10 ms poll, 200 ms restore): a continuous PFC
+/// Test 4, Watchdog (defaults: drop, 200 ms detect, 10 ms poll, 200 ms restore): a continuous PFC
 /// storm from host2 is detected within detect + one poll (±20 %); while stormed, priority-3
 /// frames to host2 are dropped and counted and priority 0 is unaffected; the queue is restored
 /// within the restore time after the storm stops.
@@ -256,7 +256,7 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
     });
 }
 
-/// 5. Malformed and oversized MAC-control frames on a live port are counted and dropped; the
+/// Test 5, Malformed and oversized MAC-control frames on a live port are counted and dropped; the
 /// switch keeps running and still honours a good PFC frame afterwards.
 #[test]
 fn malformed_mac_control_frames_are_counted_and_never_crash_the_switch() {
@@ -315,7 +315,7 @@ fn sum_over_switches(f: &Fabric, name: &str, labels: &[(&str, &str)]) -> f64 {
     ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), name, labels)).sum()
 }
 
-/// 3. Cascade (book Fig. 11-4 to 11-6) on `rail-spine-incast.yaml`: a 7:1 lossless incast into
+/// Test 3, Cascade (book Fig. 11-4 to 11-6) on `rail-spine-incast.yaml`: a 7:1 lossless incast into
 /// host1:gpu0. The bottleneck
 /// queue reaches xOFF; PFC goes hop by hop from the bottleneck rail to the spines, from the
 /// spines to the sending rail and from there to the sender NICs; the job completes with no
