@@ -12,6 +12,15 @@
 //! (inbound / outbound, pcapng §4.3.1) and the time the frame crossed the port. `-w -` writes to
 //! stdout and flushes every batch, so `rocefab capture … -w - | tshark -i -` decodes live.
 //!
+//! Timestamps are the fabric's emulated time (DESIGN.md "Emulated time"): the daemons stamp
+//! frames with the wall clock, and this command maps every stamp onto the fabric's one
+//! [`EmulatedClock`] (`zero + (wall − zero) / D`, zero = when `rocefab up` began), so at
+//! `time_dilation: 8000` a gap of 80 ms between two frames reads as the 10 µs it models, in
+//! Wireshark as in every other report, and captures of different nodes share one time line. The
+//! interface descriptions say which clock the file uses; `--wall-clock` keeps the daemons'
+//! stamps (to line a capture up with tcpdump's in a host namespace). `--duration` bounds how
+//! long the command runs and is wall-clock time.
+//!
 //! `--filter` takes a tcpdump (libpcap) filter expression, compiled with libpcap and run on each
 //! frame here. Frames the daemons' mirror rings had no room for are counted by the daemons
 //! (`rocefab_capture_lost_frames_total`); the summary prints how many were lost during this
@@ -33,7 +42,8 @@ use pcap_file::DataLink;
 
 use crate::fabric::{pick_fabric, scrape};
 use crate::replay::parse_duration;
-use crate::rundir::{self, State};
+use crate::rundir::{self, EmulatedClock, State};
+use crate::units::fmt_ns;
 
 /// Arguments of `rocefab capture`.
 #[derive(clap::Args, Debug, Clone)]
@@ -44,7 +54,8 @@ pub struct CaptureArgs {
     /// Output file (pcapng), or `-` for stdout.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: String,
-    /// Stop after this long (e.g. 10s, 500ms, 2m).
+    /// Stop after this long on the wall clock (e.g. 10s, 500ms, 2m): how long the command runs,
+    /// whatever the fabric's time dilation.
     #[arg(long)]
     pub duration: Option<String>,
     /// Stop after this many frames (after the filter).
@@ -56,6 +67,52 @@ pub struct CaptureArgs {
     /// Bytes captured per frame at most (default: whole frames).
     #[arg(long)]
     pub snaplen: Option<u32>,
+    /// Write the daemons' wall-clock timestamps instead of the fabric's emulated time (they
+    /// differ when the topology sets `time_dilation` above 1).
+    #[arg(long)]
+    pub wall_clock: bool,
+}
+
+/// The clock a capture's timestamps are written in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stamps {
+    /// The fabric's emulated time (the default).
+    Emulated(EmulatedClock),
+    /// The daemons' wall clock (`--wall-clock`).
+    Wall(EmulatedClock),
+}
+
+impl Stamps {
+    /// The timestamp (Unix ns) written for a frame the daemon stamped at `wall_ns`.
+    pub fn convert(&self, wall_ns: u64) -> u64 {
+        match self {
+            Stamps::Emulated(c) => c.emulated_unix_ns(wall_ns),
+            Stamps::Wall(_) => wall_ns,
+        }
+    }
+
+    /// What the timestamps are, for the interface descriptions.
+    pub fn describe(&self) -> String {
+        match self {
+            Stamps::Emulated(c) => c.describe(),
+            Stamps::Wall(c) if c.dilation().is_real_time() => "wall clock (= emulated time, time_dilation 1)".into(),
+            Stamps::Wall(c) => format!("wall clock, not emulated time (--wall-clock; time_dilation {})", c.dilation()),
+        }
+    }
+
+    /// `1.2 s wall clock` and, when they differ, the emulated span.
+    pub fn span(&self, wall: Duration) -> String {
+        let c = match self {
+            Stamps::Emulated(c) | Stamps::Wall(c) => c,
+        };
+        let d = c.dilation();
+        if d.is_real_time() {
+            format!("{:.1} s", wall.as_secs_f64())
+        } else {
+            let emu = d.to_emulated_secs(wall.as_secs_f64());
+            format!("{:.1} s wall clock = {} emulated at time_dilation {d}", wall.as_secs_f64(), fmt_ns(emu * 1e9))
+        }
+    }
 }
 
 /// One `node:port` to capture.
@@ -227,6 +284,8 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     };
     let targets = parse_targets(&spec)?;
     let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
+    let clock = st.clock()?;
+    let stamps = if a.wall_clock { Stamps::Wall(clock) } else { Stamps::Emulated(clock) };
     let urls = daemon_urls(&st);
     let duration = a.duration.as_deref().map(|d| parse_duration(d).map_err(|e| anyhow!("--duration {e}"))).transpose()?;
     let filter = match &a.filter {
@@ -252,6 +311,9 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     for (node, ports) in &by_node {
         let names: Vec<&str> = ports.iter().map(|(_, p)| p.as_str()).collect();
         let (hdr, body) = open_stream(&urls[node], &names, a.snaplen).with_context(|| format!("starting the capture on {node}"))?;
+        if hdr.clock != dataplane_user::capture::WALL_CLOCK {
+            bail!("{node} stamps its capture with {:?}, not the {:?} this rocefab converts to emulated time", hdr.clock, dataplane_user::capture::WALL_CLOCK);
+        }
         let mut map = BTreeMap::new();
         for (ifx, p) in ports {
             let idx = hdr.ports.iter().position(|x| x == p).ok_or_else(|| anyhow!("{node} has no port {p}"))?;
@@ -271,8 +333,10 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         let mut idb = InterfaceDescriptionBlock::new(DataLink::ETHERNET, hdr.snaplen);
         idb.options.push(InterfaceDescriptionOption::IfName(Cow::Owned(format!("{}:{}", t.node, t.port))));
         idb.options.push(InterfaceDescriptionOption::IfDescription(Cow::Owned(format!(
-            "rocefab fabric {fabric}, {} port {} ({} timestamps, ns)",
-            t.node, t.port, hdr.clock
+            "rocefab fabric {fabric}, {} port {}; timestamps (ns): {}",
+            t.node,
+            t.port,
+            stamps.describe()
         ))));
         idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
         w.write_pcapng_block(idb).map_err(|e| anyhow!("{}: {e}", a.write))?;
@@ -285,6 +349,7 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     let stop = AtomicBool::new(false);
     let (tx, rx) = mpsc::sync_channel::<Frame>(65_536);
     let started = Instant::now();
+    let mut elapsed = Duration::ZERO;
     let mut written = vec![0u64; targets.len()];
     let mut filtered = 0u64;
     let mut result = Ok(());
@@ -315,7 +380,7 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
                     };
                     let epb = EnhancedPacketBlock {
                         interface_id: ifx,
-                        timestamp: Duration::from_nanos(ts),
+                        timestamp: Duration::from_nanos(stamps.convert(ts)),
                         original_len: orig_len,
                         data: Cow::Owned(data),
                         options: vec![EnhancedPacketOption::Flags(flags)],
@@ -339,6 +404,8 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             }
         }
+        // The capture ends here; joining the readers below may wait for a stream's next read.
+        elapsed = started.elapsed();
         stop.store(true, Ordering::Relaxed);
         drop(rx);
         for (node, h) in pumps {
@@ -365,9 +432,9 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     }
     let per: Vec<String> = targets.iter().zip(&written).map(|(t, n)| format!("{}:{} {n}", t.node, t.port)).collect();
     eprintln!(
-        "captured {} frame(s) in {:.1} s ({}){}{}",
+        "captured {} frame(s) in {} ({}){}{}",
         written.iter().sum::<u64>(),
-        started.elapsed().as_secs_f64(),
+        stamps.span(elapsed),
         per.join(", "),
         if a.filter.is_some() { format!(", {filtered} not matching the filter") } else { String::new() },
         if lost > 0.0 { format!(", {lost} lost by the daemons' mirror rings (rocefab_capture_lost_frames_total)") } else { String::new() }
@@ -389,6 +456,25 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("0s").is_err() && parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn timestamps_are_emulated_unless_wall_clock_is_asked_for() {
+        let zero = 1_700_000_000_000_000_000;
+        let c = EmulatedClock { time_dilation: 8000.0, zero_unix_ns: zero };
+        let (emu, wall) = (Stamps::Emulated(c), Stamps::Wall(c));
+        // 80 ms between two frames on the wall clock are the 10 us they model.
+        let (t1, t2) = (zero + 4_000_000_000, zero + 4_080_000_000);
+        assert_eq!(emu.convert(t2) - emu.convert(t1), 10_000);
+        assert_eq!(emu.convert(t1), zero + 500_000);
+        assert_eq!((wall.convert(t1), wall.convert(t2)), (t1, t2));
+        assert_eq!(emu.describe(), "emulated time at time_dilation 8000: 2023-11-14T22:13:20Z + wall time since then / 8000");
+        assert_eq!(wall.describe(), "wall clock, not emulated time (--wall-clock; time_dilation 8000)");
+        assert_eq!(emu.span(Duration::from_secs(2)), "2.0 s wall clock = 250.000 us emulated at time_dilation 8000");
+        let real = EmulatedClock { time_dilation: 1.0, zero_unix_ns: zero };
+        assert_eq!(Stamps::Emulated(real).convert(t2), t2);
+        assert_eq!(Stamps::Emulated(real).span(Duration::from_millis(2500)), "2.5 s");
+        assert_eq!(Stamps::Wall(real).describe(), "wall clock (= emulated time, time_dilation 1)");
     }
 
     #[test]

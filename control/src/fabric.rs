@@ -20,7 +20,7 @@ use dataplane_common::time::Dilation;
 
 use crate::netns;
 use crate::plan::{compile, netns_name, Plan};
-use crate::rundir::{self, DaemonState, LinkState, State, KIND_HOST, KIND_SWITCH};
+use crate::rundir::{self, DaemonState, EmulatedClock, LinkState, State, KIND_HOST, KIND_SWITCH};
 use crate::send::{send_from_netns, SendArgs};
 use crate::topology::{LineRate, Role, Topology};
 
@@ -210,6 +210,7 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
         fabric: fabric.clone(),
         topology: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
         phase: "creating".into(),
+        clock: Some(EmulatedClock::starting_now(topo.time_dilation)),
         ..State::default()
     };
     st.save()?;

@@ -19,3 +19,4 @@ pub mod run;
 pub mod send;
 pub mod timeline;
 pub mod topology;
+pub mod units;

@@ -21,6 +21,8 @@ use rocefab_wire::pcap::{as_ethernet, CaptureReader, LINKTYPE_ETHERNET};
 use rocefab_wire::roce::{self, AnyFrame, IcrcStatus, IpEcn, ParsedFrame, ParsedV1Frame};
 use serde_json::{json, Value};
 
+use crate::units::fmt_ns;
+
 /// Arguments of `rocefab pcap show`.
 #[derive(Debug, clap::Args)]
 pub struct PcapShowArgs {
@@ -57,16 +59,6 @@ fn ecn_name(e: IpEcn) -> &'static str {
         IpEcn::Ect1 => "ect1",
         IpEcn::Ect0 => "ect0",
         IpEcn::CongestionExperienced => "ce",
-    }
-}
-
-fn fmt_ns(ns: u128) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.3} ms", ns as f64 / 1e6)
-    } else if ns >= 1_000 {
-        format!("{:.3} us", ns as f64 / 1e3)
-    } else {
-        format!("{ns} ns")
     }
 }
 
@@ -292,7 +284,7 @@ fn decode_ethernet(data: &[u8], orig_len: usize, speed: u64) -> (Value, String) 
                     let q = pfc.quanta[usize::from(p.value())];
                     let d = quanta_to_duration(q, speed).as_nanos();
                     prios.push(json!({ "priority": p.value(), "quanta": q, "pause_ns": d as u64 }));
-                    let _ = write!(text, " p{p}={q} ({} at {})", fmt_ns(d), fmt_speed(speed));
+                    let _ = write!(text, " p{p}={q} ({} at {})", fmt_ns(d as f64), fmt_speed(speed));
                 }
                 let j = json!({
                     "kind": "pfc",
@@ -306,7 +298,7 @@ fn decode_ethernet(data: &[u8], orig_len: usize, speed: u64) -> (Value, String) 
             }
             Ok((_, MacControlRepr::Pause { quanta })) => {
                 let d = quanta_to_duration(quanta, speed).as_nanos();
-                let text = format!("PAUSE {} > {} quanta={quanta} ({} at {})", eth.src, eth.dst, fmt_ns(d), fmt_speed(speed));
+                let text = format!("PAUSE {} > {} quanta={quanta} ({} at {})", eth.src, eth.dst, fmt_ns(d as f64), fmt_speed(speed));
                 (json!({ "kind": "pause", "quanta": quanta, "pause_ns": d as u64, "speed_bps": speed }), text)
             }
             Ok((_, MacControlRepr::Unknown { opcode })) => (

@@ -22,8 +22,14 @@
 //!    and classifies by DSCP).
 //! 5. **Schedule** ([`Schedule`]): the capture's timestamps relative to the first injected
 //!    frame (default), divided by `--speed`, `--pps` evenly spaced, or `--topspeed` all at 0;
-//!    `--loop N` repeats it with the capture's mean gap between loops. A schedule longer than
-//!    `--max-duration` is refused.
+//!    `--loop N` repeats it with the capture's mean gap between loops. The schedule is in the
+//!    fabric's emulated time (DESIGN.md "Emulated time"): a capture's timestamps are taken as
+//!    the time of the network it models (a real fabric's, or a `rocefab capture`, which writes
+//!    emulated time), and `--pps N` is N frames per emulated second. On a fabric at
+//!    `time_dilation: D` every due time is multiplied by D where it meets the wall clock
+//!    ([`Schedule::dilated`]), so a 10 µs gap is sent 80 ms apart at D 8000. A schedule whose
+//!    wall-clock length exceeds `--max-duration` (a bound on how long the command runs, wall
+//!    clock) is refused.
 //! 6. **Send** ([`pace`]) from an `AF_PACKET` raw socket bound to the GPU's interface inside
 //!    the host's namespace (a dedicated thread enters it with `setns`): every frame's due time
 //!    is absolute from one monotonic start, the thread sleeps until ~200 µs before it and spins
@@ -32,7 +38,8 @@
 //!    host NICs, so the frames go straight to the rail switch; during a job the host's XDP
 //!    program hands RoCEv2 frames arriving at a NIC to its `rocefab-hostd`, which would see
 //!    the replayed frames as traffic of its own QPs (replay is not refused then: do not).
-//! 7. **Report** ([`Report`], text or `--json`): frames and bytes sent, duration, rate, the
+//! 7. **Report** ([`Report`], text or `--json`), in emulated time (wall / D; the wall-clock
+//!    duration and D are given too): frames and bytes sent, duration, rate, the
 //!    timing error measured at the sender (send timestamps against the schedule: mean absolute
 //!    inter-frame error as a share of the mean scheduled gap, and the largest), the frames whose
 //!    ICRC was already bad in the capture, the padded frames, and the skipped frames by reason.
@@ -53,7 +60,9 @@ use serde::Serialize;
 
 use crate::plan::{compile, Plan};
 use crate::rundir::{self, State};
+use dataplane_common::time::Dilation;
 use crate::topology::Topology;
+use crate::units::fmt_ns;
 
 /// Arguments of `rocefab replay`.
 #[derive(Debug, Clone, clap::Args)]
@@ -80,10 +89,12 @@ pub struct ReplayArgs {
     /// Print the mapping and what would be skipped, send nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Replay X times faster than captured (0.5 = half speed).
+    /// Replay X times faster than captured (0.5 = half speed); the captured timing is taken
+    /// as emulated time and stretched by the fabric's time dilation.
     #[arg(long, value_name = "X", value_parser = parse_speed_factor, conflicts_with_all = ["pps", "topspeed"])]
     pub speed: Option<f64>,
-    /// Send N frames per second, evenly spaced, instead of the captured timing.
+    /// Send N frames per second of emulated time (N / D per wall-clock second on a fabric at
+    /// time dilation D), evenly spaced, instead of the captured timing.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000_000), conflicts_with = "topspeed")]
     pub pps: Option<u64>,
     /// Send as fast as possible.
@@ -92,7 +103,8 @@ pub struct ReplayArgs {
     /// Replay the capture N times; between loops the capture's mean inter-frame gap.
     #[arg(long = "loop", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub loops: u32,
-    /// Refuse a schedule longer than this, and stop sending after it (`90s`, `10m`, `500ms`).
+    /// Refuse a schedule longer than this on the wall clock, and stop sending after it (`90s`,
+    /// `10m`, `500ms`): how long the command may run, whatever the fabric's time dilation.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
     pub max_duration: Duration,
     /// Print the report as JSON (the mapping goes to stderr as text).
@@ -744,6 +756,12 @@ impl Schedule {
         (k / n).saturating_mul(self.period_ns).saturating_add(self.offsets_ns[(k % n) as usize])
     }
 
+    /// The same schedule on the wall clock of a fabric at time dilation `d`: every due time
+    /// and the loop period multiplied by D.
+    pub fn dilated(&self, d: Dilation) -> Schedule {
+        Schedule { offsets_ns: self.offsets_ns.iter().map(|&t| d.duration(t)).collect(), period_ns: d.duration(self.period_ns), loops: self.loops }
+    }
+
     /// Due time of the last send: the schedule's length.
     pub fn duration_ns(&self) -> u64 {
         if self.is_empty() {
@@ -1007,7 +1025,7 @@ fn send_from_netns(netns: &str, ifname: &str, frames: Vec<Vec<u8>>, schedule: Sc
 
 // ---- report ----
 
-/// The timing part of the report.
+/// The timing part of the report, in emulated ns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TimingReport {
     pub gaps: u64,
@@ -1032,6 +1050,9 @@ pub struct Report {
     pub frames_in_capture: usize,
     /// Frames of one loop that are injected.
     pub frames_to_inject: usize,
+    /// The fabric's time dilation D: every time below is emulated (wall clock / D) and every
+    /// rate per emulated second, except `wall_duration_s`.
+    pub time_dilation: f64,
     pub scheduled_duration_s: f64,
     pub sent: u64,
     pub send_errors: u64,
@@ -1039,6 +1060,8 @@ pub struct Report {
     pub bytes: u64,
     /// From the first send to the end of the last.
     pub duration_s: f64,
+    /// `duration_s` on the wall clock (× D).
+    pub wall_duration_s: f64,
     /// Frames after the first per second of `duration_s` (so `--pps N` reports N).
     pub rate_pps: f64,
     /// Bits of the frames after the first per µs of `duration_s`.
@@ -1051,10 +1074,22 @@ pub struct Report {
     pub skipped: Vec<SkipCount>,
 }
 
+/// What is replayed where: the fabric, the capture file and the sending GPU (`--from`).
+#[derive(Debug, Clone, Copy)]
+pub struct Origin<'a> {
+    pub fabric: &'a str,
+    pub file: &'a Path,
+    pub from: &'a str,
+}
+
 impl Report {
-    /// The report of a prepared capture, before (`log` = `None`: dry run) or after sending.
-    pub fn new(fabric: &str, file: &Path, from: &str, p: &Prepared, pace: Pace, s: &Schedule, log: Option<&SendLog>) -> Report {
-        let d = log.map_or(0.0, |l| l.duration.as_secs_f64());
+    /// The report of a prepared capture, before (`log` = `None`: dry run) or after sending:
+    /// `s` is the emulated schedule, `log` what [`pace`] did with `s.dilated(dilation)` on the
+    /// wall clock.
+    pub fn new(o: Origin, p: &Prepared, pace: Pace, s: &Schedule, dilation: Dilation, log: Option<&SendLog>) -> Report {
+        let wall = log.map_or(0.0, |l| l.duration.as_secs_f64());
+        let d = dilation.to_emulated_secs(wall);
+        let emu = |wall_ns: f64| wall_ns / dilation.factor();
         // Rates between the first and the last send: the frames (and bits) after the first.
         let rate = |v: f64| if d > 0.0 { v / d } else { 0.0 };
         let (sent, bytes, first_len) = log.map_or((0, 0, 0), |l| (l.sent, l.bytes, l.first_len));
@@ -1062,16 +1097,16 @@ impl Report {
             let t = &l.timing;
             Some(TimingReport {
                 gaps: t.gaps,
-                mean_scheduled_gap_ns: t.mean_scheduled_gap_ns()?,
-                mean_abs_error_ns: t.mean_abs_error_ns()?,
+                mean_scheduled_gap_ns: emu(t.mean_scheduled_gap_ns()?),
+                mean_abs_error_ns: emu(t.mean_abs_error_ns()?),
                 mean_abs_error_pct: t.mean_abs_error_pct(),
-                max_abs_error_ns: t.max_abs_error_ns,
+                max_abs_error_ns: dilation.to_emulated_ns(t.max_abs_error_ns),
             })
         });
         Report {
-            fabric: fabric.into(),
-            file: file.into(),
-            from: from.into(),
+            fabric: o.fabric.into(),
+            file: o.file.into(),
+            from: o.from.into(),
             sender: p.sender,
             mapping: p.mapping.clone(),
             dry_run: log.is_none(),
@@ -1079,12 +1114,14 @@ impl Report {
             loops: s.loops,
             frames_in_capture: p.total,
             frames_to_inject: p.frames.len(),
+            time_dilation: dilation.factor(),
             scheduled_duration_s: s.duration_ns() as f64 / 1e9,
             sent: log.map_or(0, |l| l.sent),
             send_errors: log.map_or(0, |l| l.errors),
             first_send_error: log.and_then(|l| l.first_error.clone()),
             bytes: log.map_or(0, |l| l.bytes),
             duration_s: d,
+            wall_duration_s: wall,
             rate_pps: rate(sent.saturating_sub(1) as f64),
             rate_mbps: rate(bytes.saturating_sub(first_len) as f64 * 8.0 / 1e6),
             timing,
@@ -1122,32 +1159,39 @@ fn plural(n: u64, what: &str) -> String {
     }
 }
 
-fn fmt_ns(ns: f64) -> String {
-    if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else {
-        format!("{:.1} us", ns / 1e3)
-    }
-}
-
 /// The report after the mapping: what was sent (or would be), timing, ICRC, skip table.
 pub fn render_report(r: &Report) -> String {
     let mut o = String::new();
     let loops = plural(u64::from(r.loops), "loop");
+    let d = r.time_dilation;
+    // At D = 1 emulated time is the wall clock and one duration says it all.
+    let span = |emulated_s: f64| {
+        if d == 1.0 {
+            fmt_ns(emulated_s * 1e9)
+        } else {
+            format!("{} emulated ({} wall clock at time_dilation {d})", fmt_ns(emulated_s * 1e9), fmt_ns(emulated_s * d * 1e9))
+        }
+    };
     if r.dry_run {
         let _ = writeln!(
             o,
-            "dry run: would send {} frames ({} per loop, {loops}) over {:.3} s ({})",
+            "dry run: would send {} frames ({} per loop, {loops}) over {} ({})",
             r.frames_to_inject as u64 * u64::from(r.loops),
             r.frames_to_inject,
-            r.scheduled_duration_s,
+            span(r.scheduled_duration_s),
             r.pacing
         );
     } else {
+        let per = if d == 1.0 { "" } else { " (emulated)" };
         let _ = writeln!(
             o,
-            "sent {} frames ({} bytes) in {:.3} s: {:.1} frames/s, {:.3} Mbit/s ({}, {loops})",
-            r.sent, r.bytes, r.duration_s, r.rate_pps, r.rate_mbps, r.pacing
+            "sent {} frames ({} bytes) in {}: {:.1} frames/s, {:.3} Mbit/s{per} ({}, {loops})",
+            r.sent,
+            r.bytes,
+            span(r.duration_s),
+            r.rate_pps,
+            r.rate_mbps,
+            r.pacing
         );
         if r.send_errors > 0 {
             let _ = writeln!(o, "send errors: {} (first: {})", r.send_errors, r.first_send_error.as_deref().unwrap_or("?"));
@@ -1160,7 +1204,8 @@ pub fn render_report(r: &Report) -> String {
                 let pct = t.mean_abs_error_pct.map_or("-".to_string(), |p| format!("{p:.3} %"));
                 let _ = writeln!(
                     o,
-                    "timing error at the sender vs the schedule: mean {} per gap ({pct} of the mean scheduled gap {}), max {}",
+                    "timing error at the sender vs the schedule{}: mean {} per gap ({pct} of the mean scheduled gap {}), max {}",
+                    if d == 1.0 { "" } else { " (emulated)" },
                     fmt_ns(t.mean_abs_error_ns),
                     fmt_ns(t.mean_scheduled_gap_ns),
                     fmt_ns(t.max_abs_error_ns as f64)
@@ -1212,16 +1257,24 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     let pace = Pace::from_args(a);
     let ts: Vec<Duration> = prep.frames.iter().map(|f| f.timestamp).collect();
     let schedule = Schedule::new(&ts, pace, a.loops);
-    let dry = Report::new(&fabric, &file, &a.from, &prep, pace, &schedule, None);
+    let dilation = st.clock()?.dilation();
+    let wall = schedule.dilated(dilation);
+    let origin = Origin { fabric: &fabric, file: &file, from: &a.from };
+    let dry = Report::new(origin, &prep, pace, &schedule, dilation, None);
     if a.json {
         eprint!("{}", render_mapping(&dry));
     } else {
         print!("{}", render_mapping(&dry));
     }
-    if Duration::from_nanos(schedule.duration_ns()) > a.max_duration {
+    if Duration::from_nanos(wall.duration_ns()) > a.max_duration {
+        let emulated = if dilation.is_real_time() {
+            String::new()
+        } else {
+            format!(" on the wall clock ({} emulated at time_dilation {dilation})", fmt_ns(schedule.duration_ns() as f64))
+        };
         bail!(
-            "the schedule takes {:.3} s ({} frames, {}, {}), longer than --max-duration {:.3} s",
-            schedule.duration_ns() as f64 / 1e9,
+            "the schedule takes {:.3} s{emulated} ({} frames, {}, {}), longer than --max-duration {:.3} s",
+            wall.duration_ns() as f64 / 1e9,
             schedule.len(),
             pace.describe(),
             plural(u64::from(a.loops), "loop"),
@@ -1243,8 +1296,8 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
         bail!("fabric {fabric}: namespace {} of {} does not exist", gpu.netns, gpu.name);
     }
     let bytes: Vec<Vec<u8>> = prep.frames.iter().map(|f| f.bytes.clone()).collect();
-    let log = send_from_netns(&gpu.netns, &gpu.ifname, bytes, schedule.clone(), a.max_duration)?;
-    let r = Report::new(&fabric, &file, &a.from, &prep, pace, &schedule, Some(&log));
+    let log = send_from_netns(&gpu.netns, &gpu.ifname, bytes, wall, a.max_duration)?;
+    let r = Report::new(origin, &prep, pace, &schedule, dilation, Some(&log));
     print_report(&r, a.json)?;
     if log.errors > 0 {
         bail!(

@@ -520,9 +520,22 @@ pub fn classes_line(h: &HostDesc) -> Option<String> {
     Some(format!("{}: classes {}", h.name, nics.join("; ")))
 }
 
-/// Host descriptions of a running fabric, in topology order (= torchrun node rank), and the
-/// fabric's link MTU. Prints a warning for every host whose NIC agent does not answer.
-fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32, Dilation, gpu_host::dcqcn::DcqcnProfile)> {
+/// What a job needs to know of the running fabric's hosts.
+struct FabricHosts {
+    /// In topology order (= torchrun node rank).
+    hosts: Vec<HostDesc>,
+    /// Each host's network namespace, in the same order.
+    netns: Vec<String>,
+    /// The fabric's link MTU.
+    mtu: u32,
+    /// The time dilation the fabric came up with.
+    dilation: Dilation,
+    dcqcn: gpu_host::dcqcn::DcqcnProfile,
+}
+
+/// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
+/// answer.
+fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
     let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
@@ -561,12 +574,13 @@ fn hosts_of(fabric: &str) -> anyhow::Result<(Vec<HostDesc>, Vec<String>, u32, Di
     if hosts.is_empty() {
         bail!("fabric {fabric} has no hosts");
     }
-    Ok((hosts, netns, plan.mtu, topo.time_dilation, topo.dcqcn))
+    // The switches run at the dilation of `up`, whatever the topology file says now.
+    Ok(FabricHosts { hosts, netns, mtu: plan.mtu, dilation: st.clock()?.dilation(), dcqcn: topo.dcqcn })
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let kind = a.collective.kind();
-    let (hosts, netns, link_mtu, dilation, dcqcn) = hosts_of(&a.fabric)?;
+    let FabricHosts { hosts, netns, mtu: link_mtu, dilation, dcqcn } = hosts_of(&a.fabric)?;
     let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
     let window_packets = a.window_packets.unwrap_or_else(|| default_window_packets(link_mtu, ipv6));
     let hostd = locate_hostd()?;

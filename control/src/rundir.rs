@@ -5,6 +5,7 @@
 //! configs (`<host>.nicd.json`) and logs (`<host>.nicd.log`).
 use std::path::{Path, PathBuf};
 
+use dataplane_common::time::Dilation;
 use serde::{Deserialize, Serialize};
 
 /// Errors reading or writing run-directory state.
@@ -14,6 +15,8 @@ pub enum StateError {
     Io { path: String, err: std::io::Error },
     #[error("{path}: corrupt state file: {err}")]
     Json { path: String, err: serde_json::Error },
+    #[error("fabric {fabric} was brought up by a rocefab that did not record its emulated clock; run `rocefab down {fabric}` and bring it up again")]
+    NoClock { fabric: String },
 }
 
 /// A veth pair (both ends in fabric namespaces).
@@ -84,6 +87,71 @@ pub struct State {
     pub namespaces: Vec<String>,
     pub links: Vec<LinkState>,
     pub daemons: Vec<DaemonState>,
+    /// The fabric's emulated clock, fixed when `up` began (absent in state files written
+    /// before captures and replays converted to emulated time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<EmulatedClock>,
+}
+
+/// A fabric's emulated clock (DESIGN.md "Emulated time"): at time dilation D, the wall-clock
+/// instant W is the emulated instant `zero + (W − zero) / D`, where `zero` is when `rocefab up`
+/// began. Every capture of one fabric is on this one time line, whichever node it came from,
+/// and its Unix timestamps stay readable dates (at D = 1 they are the wall clock's).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EmulatedClock {
+    /// D of the topology's `time_dilation`.
+    pub time_dilation: f64,
+    /// Unix time (ns, wall clock) at which emulated and wall time agree.
+    pub zero_unix_ns: u64,
+}
+
+// `zero_unix_ns` is an integer and D is finite: the comparison is total.
+impl Eq for EmulatedClock {}
+
+impl EmulatedClock {
+    /// The clock of a fabric coming up now at dilation `d`.
+    pub fn starting_now(d: Dilation) -> EmulatedClock {
+        EmulatedClock { time_dilation: d.factor(), zero_unix_ns: unix_now_ns() }
+    }
+
+    pub fn dilation(&self) -> Dilation {
+        Dilation::new(self.time_dilation).unwrap_or_default()
+    }
+
+    /// The emulated Unix time (ns) of the wall-clock Unix time `wall_ns`.
+    pub fn emulated_unix_ns(&self, wall_ns: u64) -> u64 {
+        let d = self.dilation();
+        if wall_ns >= self.zero_unix_ns {
+            self.zero_unix_ns + d.to_emulated_ns(wall_ns - self.zero_unix_ns)
+        } else {
+            self.zero_unix_ns - d.to_emulated_ns(self.zero_unix_ns - wall_ns)
+        }
+    }
+
+    /// One line saying how timestamps relate to the wall clock.
+    pub fn describe(&self) -> String {
+        let d = self.dilation();
+        if d.is_real_time() {
+            "emulated time = wall clock (time_dilation 1)".into()
+        } else {
+            let zero = rfc3339(self.zero_unix_ns);
+            format!("emulated time at time_dilation {d}: {zero} + wall time since then / {d}")
+        }
+    }
+}
+
+/// Unix time now, ns.
+pub fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// RFC 3339 (UTC, ns) of a Unix time in ns: `2026-11-25T03:35:28.123456789Z`.
+pub fn rfc3339(unix_ns: u64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ns))
+        .ok()
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+        .unwrap_or_else(|| format!("{unix_ns} ns after the Unix epoch"))
 }
 
 /// Base directory of all run directories.
@@ -125,6 +193,11 @@ impl State {
         serde_json::from_str(&text).map_err(|err| StateError::Json { path, err })
     }
 
+    /// The fabric's emulated clock.
+    pub fn clock(&self) -> Result<EmulatedClock, StateError> {
+        self.clock.ok_or_else(|| StateError::NoClock { fabric: self.fabric.clone() })
+    }
+
     /// Writes `state.json` atomically (temp file + rename), creating the run directory.
     pub fn save(&self) -> Result<(), StateError> {
         let d = dir(&self.fabric);
@@ -163,6 +236,7 @@ mod tests {
                 class: "host-rail".into(),
             }],
             daemons: vec![],
+            clock: Some(EmulatedClock { time_dilation: 8000.0, zero_unix_ns: 1_700_000_000_000_000_000 }),
         };
         st.save().unwrap();
         assert_eq!(State::load("t1").unwrap(), st);
@@ -173,6 +247,37 @@ mod tests {
         assert!(e.contains("corrupt state file"), "{e}");
         std::fs::remove_dir_all(&tmp).unwrap();
         std::env::remove_var("ROCEFAB_RUN_DIR");
+    }
+
+    #[test]
+    fn emulated_clock_divides_wall_time_since_zero() {
+        let zero = 1_764_041_728_000_000_000; // 2025-11-25T03:35:28Z
+        let c = EmulatedClock { time_dilation: 1000.0, zero_unix_ns: zero };
+        assert_eq!(c.emulated_unix_ns(zero), zero);
+        // One wall second after zero is one emulated millisecond after it.
+        assert_eq!(c.emulated_unix_ns(zero + 1_000_000_000), zero + 1_000_000);
+        assert_eq!(c.emulated_unix_ns(zero + 1_500), zero + 2);
+        assert_eq!(c.emulated_unix_ns(zero - 2_000_000_000), zero - 2_000_000);
+        let gap = c.emulated_unix_ns(zero + 7_010_000_000) - c.emulated_unix_ns(zero + 7_000_000_000);
+        assert_eq!(gap, 10_000, "a 10 ms wall gap is 10 us emulated");
+        assert_eq!(
+            c.describe(),
+            "emulated time at time_dilation 1000: 2025-11-25T03:35:28Z + wall time since then / 1000"
+        );
+        let real = EmulatedClock { time_dilation: 1.0, zero_unix_ns: zero };
+        assert_eq!(real.emulated_unix_ns(zero + 123_456_789), zero + 123_456_789);
+        assert_eq!(real.describe(), "emulated time = wall clock (time_dilation 1)");
+        assert_eq!(rfc3339(1_700_000_000_123_456_789), "2023-11-14T22:13:20.123456789Z");
+    }
+
+    #[test]
+    fn a_state_file_without_a_clock_loads_and_says_what_to_do() {
+        let st: State = serde_json::from_str(r#"{"fabric":"old","topology":"/t.yaml","phase":"up","namespaces":[],"links":[],"daemons":[]}"#).unwrap();
+        assert_eq!(st.clock, None);
+        let e = st.clock().unwrap_err().to_string();
+        assert!(e.contains("fabric old") && e.contains("rocefab down old"), "{e}");
+        let c = EmulatedClock::starting_now(Dilation::new(8000.0).unwrap());
+        assert!(c.zero_unix_ns > 1_700_000_000_000_000_000 && c.time_dilation == 8000.0);
     }
 
     #[test]

@@ -11,10 +11,11 @@ use std::time::Duration;
 
 use control::plan::compile;
 use control::replay::{
-    gpus_of, map_endpoints, pace, pace_with, prepare, PaceClock, rewrite, Gpu, MapHow, Options, Pace, Prepared, Report, Schedule, SendLog,
+    gpus_of, map_endpoints, pace, pace_with, prepare, PaceClock, rewrite, Gpu, MapHow, Options, Origin, Pace, Prepared, Report, Schedule, SendLog,
     TimingError,
 };
 use control::topology::Topology;
+use dataplane_common::time::Dilation;
 use rocefab_wire::pcap::{CapturedFrame, Format, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL};
 use rocefab_wire::roce::{self, bth, icrc, reth, IcrcStatus, Opcode, ParsedFrame, RoceFrame};
 
@@ -297,7 +298,7 @@ fn a_bad_captured_icrc_stays_bad_and_is_counted() {
     assert_eq!(out[out.len() - 4..], bad[n - 4..], "the captured ICRC is sent as it was");
     assert!(matches!(ParsedFrame::parse(out).unwrap().icrc, IcrcStatus::Bad { .. }));
     assert!(ParsedFrame::parse(&p.frames[1].bytes).unwrap().icrc.is_good());
-    let r = Report::new("f", Path::new("t.pcap"), "host1:gpu0", &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), None);
+    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, None);
     assert_eq!(r.icrc_bad_in_capture, 1);
     assert!(control::replay::render_report(&r).contains("ICRC was bad in the capture: 1 (kept bad"));
 }
@@ -402,7 +403,7 @@ fn skipped_frames_are_counted_by_reason_in_order_of_first_occurrence() {
     );
     // The wire crate's parser names the layer: "BTH truncated: need 12 bytes, have 3".
     assert!(r[5].0.starts_with("malformed RoCEv2: ") && r[5].0.contains("BTH"), "{}", r[5].0);
-    let report = Report::new("f", Path::new("t.pcap"), "host1:gpu0", &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), None);
+    let report = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, None);
     let text = control::replay::render_report(&report);
     assert!(text.contains("skipped 9 of 11 frames:\n       2  not RoCEv2 (ethertype 0x0806)\n       2  not RoCEv2 (UDP port 53)\n"), "{text}");
     // An IPv6-only capture has nothing to replay into an IPv4 fabric.
@@ -452,7 +453,7 @@ fn cut_frames_are_refused_unless_padded() {
     assert!(ParsedFrame::parse(f).unwrap().icrc.is_good(), "the ICRC of a padded frame is computed over it");
     check_headers_v4(f, &full, gpu(&g, "host1:gpu0"), gpu(&g, "host1:gpu1").ip, false);
     assert_eq!(f[14 + 20 + 8..80], full[14 + 20 + 8..80], "the captured bytes kept");
-    let r = Report::new("f", Path::new("t.pcap"), "host1:gpu0", &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), None);
+    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, None);
     assert_eq!(r.padded, 2);
     assert!(control::replay::render_report(&r).contains("padded with zeros to the original length: 2"));
 }
@@ -593,12 +594,18 @@ impl Drop for TempDir {
 
 /// A run directory holding the state of fabric `fr` (rail-spine.yaml), as `rocefab up` writes it.
 fn fake_fabric(dir: &TempDir) -> PathBuf {
+    fake_fabric_at(dir, 1.0)
+}
+
+/// [`fake_fabric`] at time dilation `d`.
+fn fake_fabric_at(dir: &TempDir, d: f64) -> PathBuf {
     let run = dir.file("run");
     std::fs::create_dir_all(run.join("fr")).unwrap();
-    let topo = std::fs::read_to_string(topology_path()).unwrap().replace("fabric: rs", "fabric: fr");
+    let topo = std::fs::read_to_string(topology_path()).unwrap().replace("fabric: rs", "fabric: fr") + &format!("time_dilation: {d}\n");
     std::fs::write(dir.file("t.yaml"), topo).unwrap();
     let state = serde_json::json!({"fabric": "fr", "topology": dir.file("t.yaml"), "phase": "up",
-                                   "namespaces": [], "links": [], "daemons": []});
+                                   "namespaces": [], "links": [], "daemons": [],
+                                   "clock": {"time_dilation": d, "zero_unix_ns": 1_700_000_000_000_000_000u64}});
     std::fs::write(run.join("fr/state.json"), state.to_string()).unwrap();
     run
 }
@@ -633,7 +640,7 @@ fn dry_run_prints_the_mapping_and_the_skip_table() {
         "replaying {c} (4 frames) from host1:gpu0 on fabric fr: capture endpoint -> fabric GPU\n\
          \x20 192.168.7.1 -> host1:gpu0 10.0.1.1 (sender, --from)\n\
          \x20 192.168.7.2 -> host2:gpu1 10.0.2.2 (--map)\n\
-         dry run: would send 4 frames (2 per loop, 2 loops) over 0.060 s (original timing)\n\
+         dry run: would send 4 frames (2 per loop, 2 loops) over 60.000 ms (original timing)\n\
          ICRC was bad in the capture: 0 (kept bad; every other ICRC recomputed after rewriting)\n\
          skipped 2 of 4 frames:\n\
          \x20      1  not RoCEv2 (ethertype 0x0806)\n\
@@ -715,7 +722,7 @@ fn the_report_gives_rate_timing_and_skips() {
         timing.record(s.at(k as u64), s.at(k as u64) + err);
     }
     let log = SendLog { sent: 12, bytes: 12 * 300, first_len: 300, duration: Duration::from_millis(110), timing, ..Default::default() };
-    let r = Report::new("rs", Path::new("c.pcap"), "host1:gpu0", &p, Pace::Speed(1.0), &s, Some(&log));
+    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, Dilation::REAL_TIME, Some(&log));
     assert!((r.rate_pps - 100.0).abs() < 1e-9, "11 frames after the first in 110 ms: {}", r.rate_pps);
     assert!((r.rate_mbps - 0.24).abs() < 1e-9, "11 × 300 bytes in 110 ms: {}", r.rate_mbps);
     let t = r.timing.as_ref().unwrap();
@@ -723,8 +730,8 @@ fn the_report_gives_rate_timing_and_skips() {
     let text = control::replay::render_report(&r);
     assert_eq!(
         text,
-        "sent 12 frames (3600 bytes) in 0.110 s: 100.0 frames/s, 0.240 Mbit/s (original timing, 6 loops)\n\
-         timing error at the sender vs the schedule: mean 0.6 us per gap (0.006 % of the mean scheduled gap 10.000 ms), max 2.0 us\n\
+        "sent 12 frames (3600 bytes) in 110.000 ms: 100.0 frames/s, 0.240 Mbit/s (original timing, 6 loops)\n\
+         timing error at the sender vs the schedule: mean 636 ns per gap (0.006 % of the mean scheduled gap 10.000 ms), max 2.000 us\n\
          ICRC was bad in the capture: 0 (kept bad; every other ICRC recomputed after rewriting)\n\
          skipped 1 of 3 frames:\n\
          \x20      1  not RoCEv2 (ethertype 0x0806)\n"
@@ -733,6 +740,78 @@ fn the_report_gives_rate_timing_and_skips() {
     assert_eq!(j["timing"]["max_abs_error_ns"], 2000);
     assert_eq!(j["sent"], 12);
     assert_eq!(j["skipped"][0]["reason"], "not RoCEv2 (ethertype 0x0806)");
+}
+
+#[test]
+fn at_a_time_dilation_the_schedule_is_stretched_and_the_report_is_emulated() {
+    // Emulated gaps of 10 us at D 1000 are 10 ms on the wall clock.
+    let us = |v: &[u64]| v.iter().map(|&t| Duration::from_micros(t)).collect::<Vec<_>>();
+    let d = Dilation::new(1000.0).unwrap();
+    let s = Schedule::new(&us(&[0, 10, 20, 30]), Pace::Speed(1.0), 2);
+    let w = s.dilated(d);
+    assert_eq!(w.offsets_ns, [0, 10_000_000, 20_000_000, 30_000_000]);
+    assert_eq!((w.period_ns, w.loops, w.duration_ns()), (40_000_000, 2, 70_000_000));
+    assert_eq!(s.dilated(Dilation::REAL_TIME), s);
+    // --pps is per emulated second: 100 000 frames/s at D 1000 are 100 frames per wall second.
+    assert_eq!(Schedule::new(&us(&[0, 1, 2]), Pace::Pps(100_000), 1).dilated(d).offsets_ns, [0, 10_000_000, 20_000_000]);
+
+    // What the sender did on the wall clock: 8 frames of 300 bytes over 70 ms, each gap 1 ms
+    // late except the last, which was on time.
+    let g = gpus();
+    let frames = vec![captured(0, v4(A, B, Opcode::WriteFirst, 1)), captured(10, v4(A, B, Opcode::WriteLast, 2))];
+    let p = prepare(&frames, &opts(&g, "host1:gpu0", &[])).unwrap();
+    let mut timing = TimingError::default();
+    for k in 0..8u64 {
+        timing.record(w.at(k), w.at(k) + if k == 7 { 6_000_000 } else { k * 1_000_000 });
+    }
+    let log = SendLog { sent: 8, bytes: 8 * 300, first_len: 300, duration: Duration::from_millis(70), timing, ..Default::default() };
+    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, d, Some(&log));
+    assert_eq!(r.time_dilation, 1000.0);
+    assert!((r.duration_s - 70e-6).abs() < 1e-15 && (r.wall_duration_s - 0.07).abs() < 1e-12, "{r:?}");
+    assert!((r.scheduled_duration_s - 70e-6).abs() < 1e-15, "{r:?}");
+    assert!((r.rate_pps - 100_000.0).abs() < 1e-6, "7 frames after the first in 70 us emulated: {}", r.rate_pps);
+    assert!((r.rate_mbps - 240.0).abs() < 1e-6, "7 × 300 bytes in 70 us emulated: {}", r.rate_mbps);
+    let t = r.timing.as_ref().unwrap();
+    assert_eq!((t.gaps, t.max_abs_error_ns), (7, 1_000), "1 ms late on the wall clock is 1 us emulated");
+    assert!((t.mean_scheduled_gap_ns - 10_000.0).abs() < 1e-9 && (t.mean_abs_error_ns - 6_000.0 / 7.0).abs() < 1e-9, "{t:?}");
+    let text = control::replay::render_report(&r);
+    assert!(
+        text.starts_with(
+            "sent 8 frames (2400 bytes) in 70.000 us emulated (70.000 ms wall clock at time_dilation 1000): 100000.0 frames/s, 240.000 Mbit/s (emulated) (original timing, 2 loops)\n\
+             timing error at the sender vs the schedule (emulated): mean 857 ns per gap (8.571 % of the mean scheduled gap 10.000 us), max 1.000 us\n"
+        ),
+        "{text}"
+    );
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!((j["time_dilation"].as_f64(), j["wall_duration_s"].as_f64()), (Some(1000.0), Some(0.07)));
+}
+
+#[test]
+fn at_a_time_dilation_max_duration_bounds_the_wall_clock() {
+    let dir = TempDir::new("dilated");
+    let run = fake_fabric_at(&dir, 1000.0);
+    let cap = dir.file("c.pcap");
+    write_capture(&cap, &[(0, v4(A, B, Opcode::WriteOnly, 1)), (2, v4(A, B, Opcode::WriteOnly, 2))]);
+    let c = cap.to_str().unwrap();
+    let replay = |extra: &[&str]| {
+        let mut a = vec!["replay", "fr", "--from", "host1:gpu0", c, "--dry-run"];
+        a.extend_from_slice(extra);
+        cli(&run, &a)
+    };
+    // 2 ms apart in the capture: 2 s on the wall clock at D 1000.
+    let o = replay(&[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("dry run: would send 2 frames (2 per loop, 1 loop) over 2.000 ms emulated (2.000 s wall clock at time_dilation 1000) (original timing)"), "{out}");
+    let e = err(&replay(&["--max-duration", "1s"]));
+    assert!(
+        e.contains("the schedule takes 2.000 s on the wall clock (2.000 ms emulated at time_dilation 1000) (2 frames, original timing, 1 loop), longer than --max-duration 1.000 s"),
+        "{e}"
+    );
+    assert!(replay(&["--max-duration", "1s", "--speed", "4"]).status.success());
+    let o = replay(&["--pps", "1000000", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((j["time_dilation"].as_f64(), j["scheduled_duration_s"].as_f64()), (Some(1000.0), Some(1e-6)), "{j}");
 }
 
 #[test]

@@ -86,9 +86,13 @@ pub struct StreamHeader {
     pub ports: Vec<String>,
     /// Captured bytes per frame at most.
     pub snaplen: u32,
-    /// What the timestamps are: `wall clock` (ns since the Unix epoch).
+    /// What the timestamps are: [`WALL_CLOCK`] (ns since the Unix epoch, not dilated; the
+    /// reader converts them to the fabric's emulated time).
     pub clock: String,
 }
+
+/// [`StreamHeader::clock`] of records stamped with the wall clock's Unix time in ns.
+pub const WALL_CLOCK: &str = "wall clock";
 
 /// State shared by the data path and the control side.
 #[derive(Debug)]
@@ -288,7 +292,7 @@ pub fn router(node: String, ports: Vec<String>, slot: Slot) -> axum::Router {
             let snaplen = q.snaplen.filter(|&s| s > 0).unwrap_or(u32::from(u16::MAX));
             consumer.clear();
             consumer.shared().start(mask, snaplen);
-            let hdr = StreamHeader { node, ports, snaplen, clock: "wall clock".into() };
+            let hdr = StreamHeader { node, ports, snaplen, clock: WALL_CLOCK.into() };
             let mut first = serde_json::to_vec(&hdr).unwrap_or_default();
             first.push(b'\n');
             let running = Running { consumer: Some(consumer), slot, buf: first, idle_since: std::time::Instant::now() };

@@ -7,9 +7,9 @@
 mod host_util;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use host_util::Proc;
+use host_util::{start_rocefab_capture, stop_rocefab_capture, Proc};
 use rocefab_tests::fabric::{metric, rocefab_bin, stderr, Fabric};
 
 /// tshark's fields of every frame of a pcapng, one Vec per frame.
@@ -22,37 +22,6 @@ fn tshark(path: &str, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
     let o = Command::new("tshark").args(&args).output().expect("tshark (Debian package tshark)");
     assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stdout).lines().map(|l| l.split('|').map(str::to_string).collect()).collect()
-}
-
-/// Starts `rocefab capture <fabric> <ports> -w <out> [extra]`; returns once every daemon
-/// mirrors (the CLI writes the pcapng headers only after every stream has started).
-fn start_capture(out: &str, args: &[&str]) -> Proc {
-    let mut a = vec!["capture"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(&["-w", out, "--duration", "60s"]);
-    let mut p = Proc::spawn("rocefab capture", Command::new(rocefab_bin()).args(&a).stderr(Stdio::piped()));
-    let end = Instant::now() + Duration::from_secs(10);
-    while std::fs::metadata(out).map_or(0, |m| m.len()) == 0 {
-        assert!(p.child.try_wait().unwrap().is_none(), "rocefab capture exited early");
-        assert!(Instant::now() < end, "rocefab capture wrote no header in 10 s");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    p
-}
-
-/// Stops a capture with SIGINT (it finishes the file) and returns its stderr summary.
-fn stop_capture(mut p: Proc) -> String {
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
-    let end = Instant::now() + Duration::from_secs(10);
-    while p.child.try_wait().expect("try_wait").is_none() {
-        assert!(Instant::now() < end, "rocefab capture did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut err = String::new();
-    std::io::Read::read_to_string(p.child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(p.child.try_wait().unwrap().unwrap().success(), "rocefab capture failed: {err}");
-    err
 }
 
 #[test]
@@ -71,7 +40,7 @@ fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() 
     // rail1's port to host1:gpu0 (rank 0) carries its ring traffic both ways.
     let port = f.port_to("rail1", "host1:gpu0");
     let up = f.port_to("rail1", "spine1:eth1");
-    let cap = start_capture(&out, &[&f.name, &format!("rail1:{port},rail1:{up}")]);
+    let cap = start_rocefab_capture(&out, &[&f.name, &format!("rail1:{port},rail1:{up}")]);
     let before = f.metrics("rail1");
 
     let run = Command::new(rocefab_bin()).args(["run", &f.name, "allreduce", "--size", "1MiB", "--json", "--timeout", "60"]).output().unwrap();
@@ -84,7 +53,7 @@ fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() 
     // Counters settle once the shapers drained.
     std::thread::sleep(Duration::from_millis(300));
     let after = f.metrics("rail1");
-    let summary = stop_capture(cap);
+    let summary = stop_rocefab_capture(cap);
 
     let d = |name: &str, p: &str| metric(&after, name, &[("port", p)]) - metric(&before, name, &[("port", p)]);
     let (rx, tx) = (d("rocefab_port_rx_packets_total", &port), d("rocefab_port_tx_packets_total", &port));

@@ -489,3 +489,119 @@ fn check_pps_report(stdout: &str) {
     let sender_err = j["timing"]["mean_abs_error_pct"].as_f64().unwrap_or_else(|| panic!("sender-side timing error reported: {j}"));
     assert!(sender_err < 1.0, "sender-side mean timing error {sender_err} % at --pps 100: {j}");
 }
+
+/// Time dilation of test 3.
+const D3: f64 = 1000.0;
+
+/// Unix ns of tshark's `frame.time_epoch` (`1700000000.123456789`).
+fn epoch_ns(s: &str) -> i128 {
+    let (secs, frac) = s.split_once('.').unwrap_or((s, "0"));
+    let frac = format!("{frac:0<9}");
+    secs.parse::<i128>().unwrap_or_else(|e| panic!("{s:?}: {e}")) * 1_000_000_000 + frac[..9].parse::<i128>().unwrap()
+}
+
+/// Test 3: at `time_dilation: 1000` a capture's timing is emulated time both ways: `rocefab replay`
+/// sends frames captured 10–20 µs apart 10–20 ms apart on the wall clock (tcpdump on
+/// host2:gpu1 is the wall-clock oracle) and reports in emulated time, and `rocefab capture` of
+/// rail2's port to host2:gpu1 writes them 10–20 µs apart again (tshark reads the pcapng), on
+/// the fabric's emulated clock (`zero + (wall − zero) / D`, zero from the state file).
+#[test]
+fn at_a_time_dilation_replay_stretches_the_schedule_and_capture_writes_emulated_time() {
+    tools();
+    require_tool("tshark", &["--version"]);
+    let f = Fabric::up_with("rail-spine.yaml", "rfr3", &format!("time_dilation: {D3}\n"));
+    let dir = TempDir::new("rfr3");
+    // 21 Write Middle frames of 256 bytes: 314-byte frames take 2.5 ms per hop at 1 Gbit/s / 1000,
+    // well inside the gaps.
+    let wm = frames(&dir, &["roce", "--opcode", "write-middle", "--psn", "500", "--len", "256", "--count", "21", "--src-ip", A, "--dst-ip", B]);
+    assert_eq!(wm.len(), 21);
+    let mut gaps = Gaps(3);
+    let mut t = Duration::from_secs(1_700_000_000);
+    let mut stamped = Vec::new();
+    for frame in &wm {
+        stamped.push((t, frame.as_slice()));
+        t += gaps.next() / 500;
+    }
+    let cap = dir.file("emulated.pcap");
+    write_all(&cap, Format::Pcap, stamped.iter().copied()).unwrap();
+    let schedule: Vec<Duration> = stamped.iter().map(|s| s.0 - stamped[0].0).collect();
+    let span_ns = schedule[20].as_nanos() as f64;
+    assert!((200_000.0..=400_000.0).contains(&span_ns), "20 gaps of 10–20 us: {span_ns} ns");
+    let wall_schedule: Vec<Duration> = schedule.iter().map(|s| s.mul_f64(D3)).collect();
+    let clock: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(rocefab_tests::fabric::run_dir("rfr3").join("state.json")).unwrap()).unwrap();
+    let zero = clock["clock"]["zero_unix_ns"].as_u64().unwrap_or_else(|| panic!("no emulated clock in the state: {clock}")) as i128;
+    assert_eq!(clock["clock"]["time_dilation"].as_f64(), Some(D3));
+
+    let port = f.port_to("rail2", "host2:gpu1");
+    let got_pcap = dir.file("got.pcap");
+    let out = dir.file("rail2.pcapng").display().to_string();
+    let map = format!("{B}=host2:gpu1");
+    let mut attempts = Vec::new();
+    for attempt in 1..=TIMING_ATTEMPTS {
+        let idle = wait_for_quiet();
+        let _ = std::fs::remove_file(&out);
+        let rx = start_receiver(&f, &got_pcap);
+        let capture = host_util::start_rocefab_capture(&out, &[&f.name, &format!("rail2:{port}")]);
+        let o = replay(&f, &[cap.to_str().unwrap(), "--map", &map, "--json"]);
+        let got = stop_receiver(rx, &got_pcap, 21);
+        let summary = host_util::stop_rocefab_capture(capture);
+        assert!(o.status.success(), "rocefab replay: {}", text(&o));
+
+        // The report is in emulated time and gives the wall clock's length and D.
+        let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+        assert_eq!((j["sent"].as_u64(), j["time_dilation"].as_f64()), (Some(21), Some(D3)), "{j}");
+        let (sched, dur, wall) = (j["scheduled_duration_s"].as_f64().unwrap(), j["duration_s"].as_f64().unwrap(), j["wall_duration_s"].as_f64().unwrap());
+        assert!((sched * 1e9 - span_ns).abs() < 1.0, "scheduled {sched} s emulated, capture spans {span_ns} ns: {j}");
+        assert!((wall / (span_ns * D3 / 1e9) - 1.0).abs() < 0.02, "sent over {wall} s of wall clock, schedule × D is {} s: {j}", span_ns * D3 / 1e9);
+        assert!((dur * D3 / wall - 1.0).abs() < 1e-9, "emulated duration {dur} s is the wall clock's / D: {j}");
+        let gap = j["timing"]["mean_scheduled_gap_ns"].as_f64().unwrap();
+        assert!((gap - span_ns / 20.0).abs() < 1.0, "mean scheduled gap {gap} ns emulated: {j}");
+        assert!((j["rate_pps"].as_f64().unwrap() - 20.0 / dur).abs() < 1e-6 * 20.0 / dur, "{j}");
+
+        // The wall clock at host2:gpu1: the schedule × D.
+        let (mean_us, pct, max_us) = check_received(&got, &got_pcap, &wm, &[false; 21], &wall_schedule);
+
+        // The capture at rail2: the same frames, outbound, on the emulated clock.
+        let rows = host_util::tshark_fields(
+            Path::new(&out),
+            // (host2's kernel answers some with ICMP port unreachable, which quotes the UDP header.)
+            "udp.dstport == 4791 && !icmp",
+            &["frame.time_epoch", "frame.p2p_dir", "infiniband.bth.psn", "frame.interface_description"],
+        );
+        assert_eq!(rows.len(), 21, "RoCEv2 frames in the capture of rail2:{port} ({summary}): {rows:?}");
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!((r[1].as_str(), r[2].as_str()), ("0", (500 + i).to_string().as_str()), "frame {i}: outbound, in order: {r:?}");
+            assert!(r[3].contains("emulated time at time_dilation 1000: "), "interface description: {r:?}");
+        }
+        assert!(summary.contains("emulated at time_dilation 1000"), "{summary}");
+        let emu: Vec<i128> = rows.iter().map(|r| epoch_ns(&r[0])).collect();
+        let wall_rx: Vec<i128> = got.iter().map(|g| g.timestamp.as_nanos() as i128).collect();
+        // Gap by gap, the capture's emulated gaps are the receiver's wall gaps / D (both see the
+        // same frame on the last hop; 3 µs emulated = 3 ms of wall-clock difference allowed).
+        let worst = (1..21).map(|i| ((emu[i] - emu[i - 1]) as f64 - (wall_rx[i] - wall_rx[i - 1]) as f64 / D3).abs()).fold(0.0, f64::max);
+        // And on the fabric's clock: zero + (wall − zero) / D, within 50 µs emulated.
+        let expect_first = zero + (wall_rx[0] - zero) / D3 as i128;
+        let off = (emu[0] - expect_first).abs();
+        let line = format!(
+            "attempt {attempt} (CPUs {:.0} % idle before): wall-clock arrival error mean {mean_us:.1} us per gap ({pct:.3} % of the mean scheduled gap × D), \
+             max {max_us:.1} us; capture vs arrival gaps / D: worst {worst:.0} ns emulated; first frame {off} ns from the emulated clock",
+            idle * 100.0
+        );
+        eprintln!("{line}");
+        assert!(worst < 3_000.0, "{line}");
+        assert!(off < 50_000, "{line}");
+        attempts.push((pct, line));
+        if pct < 1.0 {
+            break;
+        }
+    }
+    assert!(
+        attempts.iter().any(|a| a.0 < 1.0),
+        "mean absolute inter-frame error at host2:gpu1 not under 1 % of the dilated gaps:\n{}",
+        attempts.iter().map(|a| a.1.as_str()).collect::<Vec<_>>().join("\n")
+    );
+
+    drop(f);
+    assert!(fabric_namespaces("rfr3").is_empty(), "namespaces left: {:?}", fabric_namespaces("rfr3"));
+}

@@ -275,6 +275,37 @@ pub fn start_capture_in(ns: &str, dev: &str, pcap: &std::path::Path, filter: &st
     p
 }
 
+/// Starts `rocefab capture <fabric> <ports> -w <out> [extra]`; returns once every daemon
+/// mirrors (the CLI writes the pcapng headers only after every stream has started).
+pub fn start_rocefab_capture(out: &str, args: &[&str]) -> Proc {
+    let mut a = vec!["capture"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-w", out, "--duration", "60s"]);
+    let mut p = Proc::spawn("rocefab capture", Command::new(rocefab_tests::fabric::rocefab_bin()).args(&a).stderr(Stdio::piped()));
+    let end = Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(out).map_or(0, |m| m.len()) == 0 {
+        assert!(p.child.try_wait().unwrap().is_none(), "rocefab capture exited early");
+        assert!(Instant::now() < end, "rocefab capture wrote no header in 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p
+}
+
+/// Stops a capture with SIGINT (it finishes the file) and returns its stderr summary.
+pub fn stop_rocefab_capture(mut p: Proc) -> String {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
+    let end = Instant::now() + Duration::from_secs(10);
+    while p.child.try_wait().expect("try_wait").is_none() {
+        assert!(Instant::now() < end, "rocefab capture did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut err = String::new();
+    std::io::Read::read_to_string(p.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(p.child.try_wait().unwrap().unwrap().success(), "rocefab capture failed: {err}");
+    err
+}
+
 /// A file in the temp dir (e.g. a capture), removed when created and again on drop, also when
 /// the test panics.
 pub struct TempFile(pub PathBuf);
