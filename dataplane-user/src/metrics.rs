@@ -49,6 +49,8 @@ struct PrioHandles {
     pfc_tx: IntCounter,
     pfc_rx: IntCounter,
     paused_seconds: Counter,
+    /// 1 while the peer's PFC pauses this egress priority.
+    paused_now: IntGauge,
     pg_bytes: IntGauge,
     headroom_overflow: IntCounter,
     storms: IntCounter,
@@ -228,6 +230,11 @@ impl Metrics {
                 pp,
             ),
         )?;
+        let paused_now = gauge_vec(
+            "rocefab_pfc_paused",
+            "1 while the peer's PFC pauses the egress priority (as of the data path's last pass), else 0",
+            pp,
+        )?;
         let pg_b = gauge_vec("rocefab_ingress_pg_bytes", "Bytes charged to the ingress priority group (port, priority)", pp)?;
         let hr_over = counter_vec("rocefab_headroom_overflow_total", "Lossless frames lost because the ingress priority group's headroom was full", pp)?;
         let storms = counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
@@ -302,6 +309,7 @@ impl Metrics {
                                 pfc_tx: pfc_tx.with_label_values(&l),
                                 pfc_rx: pfc_rx.with_label_values(&l),
                                 paused_seconds: paused.with_label_values(&l),
+                                paused_now: paused_now.with_label_values(&l),
                                 pg_bytes: pg_b.with_label_values(&l),
                                 headroom_overflow: hr_over.with_label_values(&l),
                                 storms: storms.with_label_values(&l),
@@ -395,7 +403,9 @@ impl Metrics {
             sync_stat(&h.rewrite_errors, &s.rewrite_errors);
             sync_stat(&h.mac_control_malformed, &s.rx_mac_control_malformed);
             sync_stat(&h.own_pool_empty, &s.own_pool_empty);
-            for (ph, ps) in h.prio.iter().zip(&s.prio) {
+            let paused_mask = s.paused_mask.get();
+            for (prio, (ph, ps)) in h.prio.iter().zip(&s.prio).enumerate() {
+                ph.paused_now.set(((paused_mask >> prio) & 1) as i64);
                 sync_stat(&ph.pfc_tx, &ps.pfc_tx_frames);
                 sync_stat(&ph.pfc_rx, &ps.pfc_rx_frames);
                 let secs = self.dilation.to_emulated_secs(ps.paused_ns.get() as f64 / 1e9);
@@ -599,7 +609,14 @@ mod tests {
         let m = Metrics::new(&c, stats.clone()).unwrap();
         // 4 s of wall-clock pause at D 8000 is 0.5 ms of emulated pause.
         stats.ports[1].prio[3].paused_ns.set(4_000_000_000);
+        stats.ports[1].paused_mask.set(1 << 3);
         let t = m.render(None, None);
+        // Paused now: priority 3 of eth1 only.
+        assert_eq!(value(&t, "rocefab_pfc_paused", &[("port", "eth1"), ("priority", "3")]), Some(1.0));
+        assert_eq!(value(&t, "rocefab_pfc_paused", &[("port", "eth1"), ("priority", "4")]), Some(0.0));
+        assert_eq!(value(&t, "rocefab_pfc_paused", &[("port", "eth0"), ("priority", "3")]), Some(0.0));
+        stats.ports[1].paused_mask.set(0);
+        assert_eq!(value(&m.render(None, None), "rocefab_pfc_paused", &[("port", "eth1"), ("priority", "3")]), Some(0.0));
         let paused = value(&t, "rocefab_pfc_paused_seconds_total", &[("port", "eth1"), ("priority", "3")]).unwrap();
         assert!((paused - 4.0 / 8000.0).abs() < 1e-12, "{paused}");
         assert_eq!(value(&t, "rocefab_time_dilation", &[("switch", "sw1")]), Some(8000.0));

@@ -231,6 +231,9 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
         "storm detected after {detected:?}, expected 200 ms + one 10 ms poll ± 20 %"
     );
     assert!(metric(&stormed, "rocefab_pfc_rx_frames_total", &prio) >= 30.0, "the storm is continuous");
+    // Paused now: priority 3 towards host2, not priority 0.
+    assert_eq!(metric(&stormed, "rocefab_pfc_paused", &prio), 1.0, "{}", interesting(&stormed));
+    assert_eq!(metric(&stormed, "rocefab_pfc_paused", &[("port", to_h2.as_str()), ("priority", "0")]), 0.0);
 
     // While stormed: priority 3 is dropped by the watchdog, priority 0 flows.
     let q = |t: &str, name: &str, queue: &str| metric(t, name, &[("port", &to_h2), ("queue", queue)]);
@@ -247,8 +250,9 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
     rail1_until(&f, "restore", |t| metric(t, "rocefab_pfcwd_restores_total", &prio) >= 1.0);
     let restored = t1.elapsed();
     assert!(restored <= Duration::from_millis(210).mul_f64(1.2), "restored {restored:?} after the storm stopped");
-    // Restored means forwarding again.
+    // Restored means forwarding again, and the last pause (33.5 ms) has long expired.
     let base = f.metrics("rail1");
+    assert_eq!(metric(&base, "rocefab_pfc_paused", &prio), 0.0, "{}", interesting(&base));
     let mut tx = udp_burst(&f, &[24], 50, 200, 1000);
     assert!(tx.line(Duration::from_secs(10)).starts_with("sent"));
     rail1_until(&f, "priority 3 forwarded after restore", |t| {
