@@ -12,6 +12,10 @@
 //! namespace, then `setns` into the host), waits until all are ready, starts them together,
 //! collects their reports and prints job completion time, per-QP goodput, retransmissions,
 //! NAKs, out-of-order arrivals, CNPs and PFC pause time — a table, or JSON with `--json`.
+//! A hostd that reported keeps its QPs up (the job's `linger_ms`) until every host has
+//! reported and the controller stops them all: a peer whose final ACK was lost retransmits and
+//! is answered, as by a real RC QP, instead of exhausting its retries against a host that has
+//! gone.
 //!
 //! `--segment` picks how requesters cut their writes: `first-middle-last` (standard RC; a
 //! reordered packet is a sequence error, NAK and go-back-N) or `write-only` (every packet an
@@ -436,6 +440,17 @@ impl Hostd {
     }
 }
 
+impl Hostd {
+    /// Asks it to stop: a hostd that reported keeps its QPs up (answering peers that
+    /// retransmit after a lost final ACK) until this.
+    fn terminate(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        }
+    }
+}
+
 impl Drop for Hostd {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
@@ -660,6 +675,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         reports.push((p.host.clone(), r));
     }
     let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
+    // Every host has reported, so no peer waits for an ACK any more: end the lingers, all at
+    // once, then reap.
+    for p in &mut procs {
+        p.terminate();
+    }
     drop(procs);
     if let Some(r) = recording {
         for l in r.finish()? {

@@ -357,19 +357,17 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     assert!(pfc_rx > 0, "no PFC frame reached the NIC emulator during the job (sent {sent})");
     assert!(seen.len() as u64 >= pfc_rx, "captured {} PFC frames, the NIC emulator alone took {pfc_rx}", seen.len());
     // hostd registers its socket before it attaches XDP, so no frame is dropped at job start
-    // (`redirect_failed` 0). Frames no one sees are those after the job's data thread ended
-    // until XDP detaches (left in the socket's RX ring: `mac_control` redirected minus what the
-    // NIC emulator took, and those after hostd read its counters). So at most one run of
-    // numbers is missing, holding at least those; every other frame was captured by one path
-    // or the other.
+    // (`redirect_failed` 0). After its report hostd keeps reading the socket (it lingers with
+    // its QPs up until `rocefab run` stops it), so the only frames no one sees are those
+    // between the end of that linger and XDP's detach, left in the socket's RX ring: at most
+    // one run of numbers (those after it reach the kernel path again); every other frame was
+    // captured by one path or the other.
     let xdp = |k: &str| nic["xdp"][k].as_u64().unwrap_or_else(|| panic!("xdp.{k} in {nic}"));
     assert_eq!(xdp("redirect_failed"), 0, "{nic}");
-    let invisible = xdp("mac_control").saturating_sub(pfc_rx);
     let missing: Vec<u32> = (0..sent).filter(|s| !seen.contains_key(s)).collect();
     let runs = missing.windows(2).filter(|w| w[1] != w[0] + 1).count() + usize::from(!missing.is_empty());
     eprintln!("PFC frames missing (sent while no one could see them): {missing:?}; host XDP counters {}", nic["xdp"]);
     assert!(runs <= 1, "PFC frames missing in {runs} runs (job end only): {missing:?}");
-    assert!(missing.len() as u64 >= invisible, "{} PFC frames missing, hostd's counters say {invisible} were seen by no one", missing.len());
     assert!(missing.len() * 2 < sent as usize, "captured {} of {sent} PFC frames", seen.len());
 
     // Metrics: what the capture got, nothing lost.

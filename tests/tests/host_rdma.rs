@@ -159,6 +159,60 @@ fn host_pfc_from_scapy_pauses_sender_for_encoded_time_and_quanta_zero_resumes() 
     assert!((paused_ns - (expect + (r2 - p2))).abs() < 0.005, "NIC accounted {paused_ns} s");
 }
 
+/// scapy: a duplicate RDMA WRITE Only to B's QP 512 (PSN 0xfff000, the transfer's first) from
+/// A's address, ICRC computed by scapy: what A's NIC would retransmit had B's final ACK been lost.
+const SCAPY_DUPLICATE: &str = r#"
+import sys
+from scapy.all import Ether, IP, UDP, Raw, sendp
+from scapy.contrib.roce import BTH
+iface, sm, dm, sip, dip = sys.argv[1:6]
+reth = (0x10000).to_bytes(8, "big") + (0x77).to_bytes(4, "big") + (256).to_bytes(4, "big")
+p = Ether(src=sm, dst=dm) / IP(src=sip, dst=dip, tos=0x62) / UDP(sport=49152, dport=4791, chksum=0) \
+    / BTH(opcode=0x0a, dqpn=512, psn=0xfff000, ackreq=1) / Raw(reth + bytes(256))
+sendp(p, iface=iface, verbose=0)
+"#;
+
+/// A responder with `linger_ms` keeps its QP up after its report, as a real RC QP lives until
+/// destroyed: a duplicate of the transfer's first packet (scapy) is answered with an ACK
+/// (tcpdump at A, decoded by tshark) instead of the kernel's port unreachable, and SIGTERM ends
+/// the linger with exit status 0. `rocefab run` lingers every hostd until all have reported.
+#[test]
+fn a_lingering_responder_acks_a_duplicate_after_its_report_and_stops_on_sigterm() {
+    require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.roce"]);
+    require_tool("tshark", &["-v"]);
+    require_tool("tcpdump", &["--version"]);
+    let t = BackToBack::new("l", 75, 3500);
+    let len = 64 * 1024;
+    let mut job_b = t.receiver_job("rf-h-l-b", len, 0x11, GBPS, 0, 30_000);
+    job_b["linger_ms"] = json!(30_000);
+    let mut b = start_hostd(&t.b, &job_b);
+    let mut a = start_hostd(&t.a, &t.sender_job("rf-h-l-a", len, 0x11, GBPS, json!({}), 30_000));
+    let (ra, ca) = report(&mut a, Duration::from_secs(40));
+    assert_eq!((ca, ra["ok"].as_bool()), (0, Some(true)), "{ra}");
+    let rb: serde_json::Value = serde_json::from_str(&b.line(Duration::from_secs(40))).unwrap();
+    assert_eq!((rb["ok"].as_bool(), rb["qps"][0]["verified"].as_bool()), (Some(true), Some(true)), "{rb}");
+    assert!(b.child.try_wait().unwrap().is_none(), "B exited right after its report although it lingers");
+
+    // A's hostd has exited: what B answers reaches A's kernel, where tcpdump sees it.
+    let pcap = TempFile::new("rf-h-linger.pcap");
+    let mut cap = start_capture(&t.a, "ha", &pcap, &format!("src host {} and (udp port 4791 or icmp)", t.ip_b()), 0, 1, 10);
+    let o = Command::new("ip")
+        .args(["netns", "exec", &t.a.0, "/usr/bin/python3", "-c", SCAPY_DUPLICATE, "ha", &t.mac_a(), &t.mac_b(), &t.ip_a(), &t.ip_b()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "scapy: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(cap.wait(Duration::from_secs(15)), 0, "tcpdump saw no answer from B");
+    let fields = ["icmp.type", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.aeth.syndrome"];
+    let rows = tshark_fields(&pcap, "", &fields);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][0], "", "B's kernel answered (the QP was gone): {rows:?}");
+    assert_eq!((num(&rows[0][1]), num(&rows[0][2])), (0x11, 256), "an ACK to A's QP 256: {rows:?}");
+    assert_eq!(num(&rows[0][3]) >> 5, 0, "AETH syndrome is an ACK, not a NAK: {rows:?}");
+
+    b.terminate();
+    assert_eq!(b.wait(Duration::from_secs(5)), 0, "B ends its linger on SIGTERM with the report's status");
+}
+
 #[test]
 fn host_bad_job_fails_with_an_error_naming_the_problem() {
     let ns = Netns::new("rf-h-bad");

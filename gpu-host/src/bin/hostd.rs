@@ -10,6 +10,11 @@
 //! engine ([`gpu_host::nic::engine::Engine::from_job`]) runs them D times slower on the wall
 //! clock, and the report and metrics are in emulated time. `timeout_ms`/`linger_ms` are wall.
 //!
+//! After the report, a job that finished keeps its QPs up for `linger_ms` or until SIGTERM /
+//! SIGINT (`rocefab run` stops every hostd once all have reported): a peer whose final ACK was
+//! lost retransmits, and this host answers the duplicate with an ACK again, as a real RC QP
+//! does until it is destroyed.
+//!
 //! With `--netns`, the host's NIC agent (`rocefab-nicd`) may be capturing its NICs: hostd maps
 //! the agent's mirror ring (`gpu_host::nic::mirror`, `/dev/shm/rocefab-<netns>-nicmirror`) and
 //! the data thread copies the frames of captured NICs into it. Without the ring (no nicd, e.g.
@@ -175,36 +180,48 @@ fn run(args: Args) -> Result<bool> {
     tracing::info!(job = %job.name, nics = names.len(), qps = job.qps.len(), program, "running");
 
     // The data thread owns the engine and the sockets; the main thread only waits (and the
-    // metrics server reads snapshots published every `snapshot_interval_ms`).
+    // metrics server reads snapshots published every `snapshot_interval_ms`). Once the job has
+    // ended the data thread verifies and reports, then, when the job finished and `linger_ms`
+    // asks for it, keeps the QPs up (daemon::serve) until SIGTERM/SIGINT or the linger time.
     let snapshot: Arc<Mutex<Option<Report>>> = Arc::new(Mutex::new(None));
     let job_name = job.name.clone();
     let m2 = metrics.clone();
+    let linger_ns = job.linger_ms.saturating_mul(1_000_000);
+    let (report_tx, report_rx) = std::sync::mpsc::channel::<(Report, Exit)>();
     let data = std::thread::Builder::new()
         .name("rocefab-nic".into())
-        .spawn(move || -> Result<(Engine, Vec<XskPort>, Exit, u64)> {
+        .spawn(move || -> Result<()> {
             let (exit, end) = daemon::run(&mut engine, &mut ports, mirror.as_mut(), &clock, deadline, &STOP, Duration::from_millis(job.snapshot_interval_ms), |e, now| {
                 m2.update(&e.report_with(&job_name, now, false));
             })?;
-            Ok((engine, ports, exit, end))
+            let verify_start = clock.now();
+            let mut report = engine.report(&job_name, end);
+            tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
+            for (nic, port) in report.nics.iter_mut().zip(&ports) {
+                if let Ok((dropped, ring_full, fill_empty)) = port.stats() {
+                    nic.xdp.insert("xsk_rx_dropped".into(), dropped);
+                    nic.xdp.insert("xsk_rx_ring_full".into(), ring_full);
+                    nic.xdp.insert("xsk_rx_fill_ring_empty".into(), fill_empty);
+                }
+            }
+            let _ = report_tx.send((report, exit));
+            if exit == Exit::Finished && linger_ns > 0 {
+                let until = clock.now().saturating_add(linger_ns);
+                daemon::serve(&mut engine, &mut ports, mirror.as_mut(), &clock, until, &STOP)?;
+                tracing::info!("stopped serving the finished QPs");
+            }
+            Ok(())
         })
         .context("spawning the data thread")?;
-    let (engine, ports, exit, end) = data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
-
-    let verify_start = clock.now();
-    let mut report = engine.report(&job.name, end);
-    tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
+    let Ok((mut report, exit)) = report_rx.recv() else {
+        // The data thread ended without a report: its error says why.
+        data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
+        bail!("the data thread ended without a report");
+    };
     let counters = xdp.counters().context("reading host XDP counters")?;
-    // Detach at once: frames that arrive from now on go to the kernel (and its packet taps)
-    // instead of waiting unread in the AF_XDP rings.
-    drop(xdp);
     for (i, nic) in report.nics.iter_mut().enumerate() {
         for (id, name) in counter::NAMES.iter().enumerate() {
             nic.xdp.insert((*name).to_string(), counters[i][id]);
-        }
-        if let Ok((dropped, ring_full, fill_empty)) = ports[i].stats() {
-            nic.xdp.insert("xsk_rx_dropped".into(), dropped);
-            nic.xdp.insert("xsk_rx_ring_full".into(), ring_full);
-            nic.xdp.insert("xsk_rx_fill_ring_empty".into(), fill_empty);
         }
     }
     match exit {
@@ -230,16 +247,12 @@ fn run(args: Args) -> Result<bool> {
     }
     println!("{text}");
     std::io::stdout().flush()?;
-    if job.linger_ms > 0 {
-        let until = std::time::Instant::now() + Duration::from_millis(job.linger_ms);
-        while std::time::Instant::now() < until && !STOP.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    // Serving (linger) ends on SIGTERM/SIGINT or its deadline; then the program is detached.
+    data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
+    drop(xdp);
     if !report.ok {
         tracing::warn!(error = ?report.error, "job did not complete");
     }
-    drop(ports);
     if report.ok {
         Ok(true)
     } else if report.error.is_none() {

@@ -278,7 +278,10 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
             xdp_mode: "driver".into(),
             drop_nth: 0,
             metrics_listen: opts.metrics_port_base.map(|b| std::net::SocketAddr::from(([127, 0, 0, 1], b + i as u16))),
-            linger_ms: 0,
+            // The QPs stay up after the report until the controller, holding every report,
+            // stops the hosts (or the job's own timeout passes): a peer whose final ACK was
+            // lost gets it again instead of exhausting its retries against a host that has gone.
+            linger_ms: opts.timeout_ms,
             time_dilation: opts.time_dilation,
             dcqcn: opts.dcqcn,
             snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,

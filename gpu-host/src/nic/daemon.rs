@@ -59,12 +59,36 @@ pub enum Exit {
 pub fn run(
     engine: &mut Engine,
     ports: &mut [XskPort],
+    mirror: Option<&mut MirrorProducer>,
+    clock: &Clock,
+    deadline: u64,
+    stop: &AtomicBool,
+    tick: Duration,
+    on_tick: impl FnMut(&Engine, u64),
+) -> Result<(Exit, u64), XskError> {
+    drive(engine, ports, mirror, clock, deadline, stop, tick, on_tick, true)
+}
+
+/// Keeps a finished engine's QPs up until `until` (clock ns) or `stop`, as a real RC QP lives
+/// until it is destroyed: a peer whose final ACK was lost retransmits, and the responder
+/// answers the duplicate with an ACK again ([`crate::receiver`]) instead of leaving the peer
+/// to exhaust its retries against a host that has gone. Returns when it stopped.
+pub fn serve(engine: &mut Engine, ports: &mut [XskPort], mirror: Option<&mut MirrorProducer>, clock: &Clock, until: u64, stop: &AtomicBool) -> Result<u64, XskError> {
+    drive(engine, ports, mirror, clock, until, stop, Duration::MAX, |_, _| {}, false).map(|(_, t)| t)
+}
+
+/// The data loop of [`run`] (`until_finished`) and [`serve`].
+#[expect(clippy::too_many_arguments, reason = "run's inputs and the mode")]
+fn drive(
+    engine: &mut Engine,
+    ports: &mut [XskPort],
     mut mirror: Option<&mut MirrorProducer>,
     clock: &Clock,
     deadline: u64,
     stop: &AtomicBool,
     tick: Duration,
     mut on_tick: impl FnMut(&Engine, u64),
+    until_finished: bool,
 ) -> Result<(Exit, u64), XskError> {
     let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
     let mut next_tick = 0u64;
@@ -77,7 +101,7 @@ pub fn run(
             next_tick = now.saturating_add(tick_ns);
         }
         // Finished, and the last frames (an ACK the peer waits for) have left the TX rings.
-        if engine.finished() && !ports.iter_mut().any(|p| p.tx_pending()) {
+        if until_finished && engine.finished() && !ports.iter_mut().any(|p| p.tx_pending()) {
             return Ok((Exit::Finished, now));
         }
         if now >= deadline {

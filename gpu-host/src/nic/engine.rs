@@ -1189,6 +1189,22 @@ mod tests {
         delay: u64,
         a: &mut Engine,
         b: &mut Engine,
+        now: u64,
+        until: u64,
+        tamper: impl FnMut(usize, &mut Vec<u8>, u64) -> bool,
+        at_time: impl FnMut(u64, &mut Engine),
+    ) -> u64 {
+        drive(delay, false, a, b, now, until, tamper, at_time)
+    }
+
+    /// [`run_with_delay`]; with `serve`, a finished engine keeps running, as hostd's data
+    /// thread does while it lingers (`daemon::serve`), instead of exiting.
+    #[expect(clippy::too_many_arguments, reason = "run_with_delay's inputs and the mode")]
+    fn drive(
+        delay: u64,
+        serve: bool,
+        a: &mut Engine,
+        b: &mut Engine,
         mut now: u64,
         until: u64,
         mut tamper: impl FnMut(usize, &mut Vec<u8>, u64) -> bool,
@@ -1199,9 +1215,9 @@ mod tests {
         while now < until && !(a.finished() && b.finished()) {
             at_time(now, a);
             for (dir, e) in [(0usize, &mut *a), (1, &mut *b)] {
-                // A finished engine has exited, as hostd ends its data thread: it sends nothing
-                // more and what reaches it is lost.
-                if e.finished() {
+                // A finished engine has exited, as hostd ends its data thread without linger: it
+                // sends nothing more and what reaches it is lost.
+                if e.finished() && !serve {
                     continue;
                 }
                 e.poll(now);
@@ -1215,7 +1231,7 @@ mod tests {
             while link.q.front().is_some_and(|(t, _, _)| *t <= now) {
                 let (_, dir, f) = link.q.pop_front().unwrap();
                 let to = if dir == 0 { &mut *b } else { &mut *a };
-                if !to.finished() {
+                if serve || !to.finished() {
                     to.on_frame(0, &f, now);
                 }
             }
@@ -1261,6 +1277,39 @@ mod tests {
         assert!(ra.ok && ra.qps[0].send_completed_bytes == 300_000 && ra.qps[0].retransmitted_packets == 0);
         // 300 kB at 10 Gb/s takes ≥ 240 µs of serialization: the NIC shaper is honoured.
         assert!(ra.qps[0].send_done_ns.unwrap() > 240_000, "{ra:?}");
+    }
+
+    #[test]
+    fn a_lost_final_ack_is_answered_again_by_a_responder_that_keeps_serving() {
+        // 20 000 bytes: PSNs 16777000..=16777019. The ACK of the last PSN is lost once.
+        fn lose_final_ack(lost: &mut bool) -> impl FnMut(usize, &mut Vec<u8>, u64) -> bool + '_ {
+            move |dir, f, _| {
+                let p = ParsedFrame::parse(f).unwrap();
+                if dir == 1 && !*lost && u8::from(p.bth().opcode) == 0x11 && p.bth().psn == 16_777_000 + 19 {
+                    *lost = true;
+                    return false;
+                }
+                true
+            }
+        }
+        // The responder exits once it finished (no linger): the requester retransmits into the
+        // void until its retries run out.
+        let (mut a, mut b) = engines(20_000, 10_000_000_000, false);
+        let mut lost = false;
+        let end = drive(5_000, false, &mut a, &mut b, 0, 10_000_000_000, lose_final_ack(&mut lost), |_, _| {});
+        assert!(lost && b.finished());
+        let ra = a.report("a", end);
+        assert!(!ra.ok && ra.qps[0].error.is_some(), "without a serving responder the requester fails: {ra:?}");
+        // The responder keeps serving: the duplicate is re-ACKed and the requester completes.
+        let (mut a, mut b) = engines(20_000, 10_000_000_000, false);
+        let mut lost = false;
+        let end = drive(5_000, true, &mut a, &mut b, 0, 10_000_000_000, lose_final_ack(&mut lost), |_, _| {});
+        assert!(lost && a.finished() && b.finished(), "stalled at {end}");
+        let (ra, rb) = (a.report("a", end), b.report("b", end));
+        assert!(ra.ok && rb.ok, "{ra:?} {rb:?}");
+        assert_eq!(ra.qps[0].send_completed_bytes, 20_000);
+        assert!(ra.qps[0].retransmitted_packets >= 1, "the requester timed out and retransmitted: {ra:?}");
+        assert!(rb.qps[0].duplicates >= 1, "the responder saw the duplicate: {rb:?}");
     }
 
     #[test]

@@ -86,7 +86,9 @@ pub struct Job {
     /// Serve Prometheus metrics here while the job runs.
     #[serde(default)]
     pub metrics_listen: Option<SocketAddr>,
-    /// Keep running (and serving metrics) this long after the job finished, ms.
+    /// After a job that finished reported, keep its QPs up (answering a peer's retransmitted
+    /// duplicates with ACKs) and metrics served this long, ms of wall clock, or until SIGTERM /
+    /// SIGINT; 0 (default): exit right after the report.
     #[serde(default)]
     pub linger_ms: u64,
     /// How often the data thread publishes a report snapshot to the metrics and `GET /sample`,
