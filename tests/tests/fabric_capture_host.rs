@@ -9,7 +9,7 @@
 //! 3. Both paths at once, no duplicates: scapy sends numbered PFC frames from rail1 to host1:gpu0
 //!    before, during and after the job; during the job XDP hands them to the NIC emulator
 //!    (which counts them), otherwise the kernel gets them. Every one captured is inbound and
-//!    appears once.
+//!    appears once, and none is missed at the job's end (at most one, see below).
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
 mod host_util;
@@ -357,18 +357,16 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     assert!(pfc_rx > 0, "no PFC frame reached the NIC emulator during the job (sent {sent})");
     assert!(seen.len() as u64 >= pfc_rx, "captured {} PFC frames, the NIC emulator alone took {pfc_rx}", seen.len());
     // hostd registers its socket before it attaches XDP, so no frame is dropped at job start
-    // (`redirect_failed` 0). After its report hostd keeps reading the socket (it lingers with
-    // its QPs up until `rocefab run` stops it), so the only frames no one sees are those
-    // between the end of that linger and XDP's detach, left in the socket's RX ring: at most
-    // one run of numbers (those after it reach the kernel path again); every other frame was
-    // captured by one path or the other.
+    // (`redirect_failed` 0). At the end it keeps reading the socket while it lingers with its
+    // QPs up, detaches XDP when `rocefab run` stops it (later frames reach the kernel path) and
+    // then takes what its RX ring still holds: every frame is captured by one path or the other.
+    // One frame is allowed for an XDP run already in flight on the other CPU while the program
+    // is detached (it may redirect after the drain); three runs here missed none.
     let xdp = |k: &str| nic["xdp"][k].as_u64().unwrap_or_else(|| panic!("xdp.{k} in {nic}"));
     assert_eq!(xdp("redirect_failed"), 0, "{nic}");
     let missing: Vec<u32> = (0..sent).filter(|s| !seen.contains_key(s)).collect();
-    let runs = missing.windows(2).filter(|w| w[1] != w[0] + 1).count() + usize::from(!missing.is_empty());
     eprintln!("PFC frames missing (sent while no one could see them): {missing:?}; host XDP counters {}", nic["xdp"]);
-    assert!(runs <= 1, "PFC frames missing in {runs} runs (job end only): {missing:?}");
-    assert!(missing.len() * 2 < sent as usize, "captured {} of {sent} PFC frames", seen.len());
+    assert!(missing.len() <= 1, "PFC frames captured by neither path: {missing:?} of {sent}");
 
     // Metrics: what the capture got, nothing lost.
     let m = scrape(agent);

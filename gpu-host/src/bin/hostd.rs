@@ -58,6 +58,8 @@ struct Args {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Ends the linger once the program is detached (raised by the main thread after SIGTERM).
+static SERVE_STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
@@ -207,7 +209,7 @@ fn run(args: Args) -> Result<bool> {
             let _ = report_tx.send((report, exit));
             if exit == Exit::Finished && linger_ns > 0 {
                 let until = clock.now().saturating_add(linger_ns);
-                daemon::serve(&mut engine, &mut ports, mirror.as_mut(), &clock, until, &STOP)?;
+                daemon::serve(&mut engine, &mut ports, mirror.as_mut(), &clock, until, &SERVE_STOP)?;
                 tracing::info!("stopped serving the finished QPs");
             }
             Ok(())
@@ -247,9 +249,15 @@ fn run(args: Args) -> Result<bool> {
     }
     println!("{text}");
     std::io::stdout().flush()?;
-    // Serving (linger) ends on SIGTERM/SIGINT or its deadline; then the program is detached.
-    data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
+    // Serving (linger) ends on SIGTERM/SIGINT or its deadline. The program is detached first
+    // (frames from then on reach the kernel and its packet taps), then the data thread takes
+    // what its RX rings still hold and stops: no frame is left unread in between.
+    while !data.is_finished() && !STOP.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     drop(xdp);
+    SERVE_STOP.store(true, Ordering::Relaxed);
+    data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
     if !report.ok {
         tracing::warn!(error = ?report.error, "job did not complete");
     }

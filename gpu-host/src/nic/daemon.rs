@@ -72,7 +72,9 @@ pub fn run(
 /// Keeps a finished engine's QPs up until `until` (clock ns) or `stop`, as a real RC QP lives
 /// until it is destroyed: a peer whose final ACK was lost retransmits, and the responder
 /// answers the duplicate with an ACK again ([`crate::receiver`]) instead of leaving the peer
-/// to exhaust its retries against a host that has gone. Returns when it stopped.
+/// to exhaust its retries against a host that has gone. On `stop` it first takes what the RX
+/// rings still hold (the caller detaches the XDP program before raising `stop`, so nothing
+/// more arrives and no frame is left unread). Returns when it stopped.
 pub fn serve(engine: &mut Engine, ports: &mut [XskPort], mirror: Option<&mut MirrorProducer>, clock: &Clock, until: u64, stop: &AtomicBool) -> Result<u64, XskError> {
     drive(engine, ports, mirror, clock, until, stop, Duration::MAX, |_, _| {}, false).map(|(_, t)| t)
 }
@@ -108,6 +110,11 @@ fn drive(
             return Ok((Exit::Timeout, now));
         }
         if stop.load(Ordering::Relaxed) {
+            if !until_finished {
+                for (i, p) in ports.iter_mut().enumerate() {
+                    while p.receive(engine, i, now, mirror.as_deref_mut())? > 0 {}
+                }
+            }
             return Ok((Exit::Stopped, now));
         }
         let mut work = 0;
