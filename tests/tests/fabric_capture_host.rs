@@ -340,9 +340,12 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     // RDMA WRITE First/Middle/Last/Only (0x06..=0x0b) in, Acknowledge (0x11) out.
     assert!(roce_in.iter().filter(|x| (0x06..=0x0b).contains(&x.3)).count() >= 7 * 1024, "7 senders × 1 MiB of writes: {} inbound", roce_in.len());
     assert!(roce_out.iter().any(|x| x.3 == 0x11), "no ACK out");
-    // Every frame hostd counts is copied to the ring once, and nothing was lost (below).
-    assert_eq!(roce_out.len() as u64, tx, "captured {} RoCEv2 frames out, hostd sent {tx}", roce_out.len());
-    assert_eq!(roce_in.len() as u64, rx - pfc_rx, "captured {} RoCEv2 frames in, hostd took {} ({rx} frames, {pfc_rx} PFC)", roce_in.len(), rx - pfc_rx);
+    // Every frame hostd counts is copied to the ring once, and nothing was lost.
+    let m = scrape(agent);
+    let lost = metric(&m, "rocefab_capture_lost_frames_total", &[("host", "host1")]);
+    let ring = format!("(agent: {lost} lost, {} mirrored for this capture)", metric(&m, "rocefab_capture_mirrored_frames_total", &[("host", "host1")]) - mirrored_before);
+    assert_eq!(roce_out.len() as u64, tx, "captured {} RoCEv2 frames out, hostd sent {tx} {ring}", roce_out.len());
+    assert_eq!(roce_in.len() as u64, rx - pfc_rx, "captured {} RoCEv2 frames in, hostd took {} ({rx} frames, {pfc_rx} PFC) {ring}", roce_in.len(), rx - pfc_rx);
 
     // PFC from rail1: inbound only, each once, some of them taken by the NIC emulator.
     let pfc_frames: Vec<&Frame> = frames.iter().filter(|f| f.ethertype() == ETH_P_MAC_CONTROL).collect();
@@ -369,7 +372,6 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     assert!(missing.len() <= 1, "PFC frames captured by neither path: {missing:?} of {sent}");
 
     // Metrics: what the capture got, nothing lost.
-    let m = scrape(agent);
     let mirrored = metric(&m, "rocefab_capture_mirrored_frames_total", &[("host", "host1")]) - mirrored_before;
     // The client got what the agent mirrored for this capture, but for a frame or two that was
     // on its way when the client closed (the traffic had stopped 300 ms before).

@@ -210,7 +210,6 @@ fn run(args: Args) -> Result<bool> {
             if exit == Exit::Finished && linger_ns > 0 {
                 let until = clock.now().saturating_add(linger_ns);
                 daemon::serve(&mut engine, &mut ports, mirror.as_mut(), &clock, until, &SERVE_STOP)?;
-                tracing::info!("stopped serving the finished QPs");
             }
             Ok(())
         })

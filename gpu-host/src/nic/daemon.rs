@@ -96,7 +96,9 @@ fn drive(
     let mut next_tick = 0u64;
     let mut fds: Vec<libc::pollfd> =
         ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }).collect();
+    let (started, mut passes) = (clock.now(), 0u64);
     loop {
+        passes += 1;
         let now = clock.now();
         if now >= next_tick {
             on_tick(engine, now);
@@ -106,15 +108,20 @@ fn drive(
         if until_finished && engine.finished() && !ports.iter_mut().any(|p| p.tx_pending()) {
             return Ok((Exit::Finished, now));
         }
-        if now >= deadline {
-            return Ok((Exit::Timeout, now));
-        }
-        if stop.load(Ordering::Relaxed) {
-            if !until_finished {
+        let stopped = stop.load(Ordering::Relaxed);
+        if !until_finished && (stopped || now >= deadline) {
+            if stopped {
                 for (i, p) in ports.iter_mut().enumerate() {
                     while p.receive(engine, i, now, mirror.as_deref_mut())? > 0 {}
                 }
             }
+            // An idle linger wakes only for frames and the 10 ms stop check.
+            tracing::info!(ms = (now - started) / 1_000_000, passes, "served the finished QPs");
+        }
+        if now >= deadline {
+            return Ok((Exit::Timeout, now));
+        }
+        if stopped {
             return Ok((Exit::Stopped, now));
         }
         let mut work = 0;

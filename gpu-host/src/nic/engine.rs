@@ -960,7 +960,10 @@ impl Engine {
                 if let Some(r) = qp.receiver.as_ref().and_then(|r| r.next_deadline()) {
                     at(r);
                 }
-                if paused & (1 << cl.data_priority) == 0 {
+                // A requester whose data are all acknowledged sends nothing more: its DCQCN
+                // timers (a cut sender's rate increase every T) would only wake the data thread,
+                // during the job and while a finished host lingers.
+                if paused & (1 << cl.data_priority) == 0 && qp.send_done.is_none() {
                     if let Some(s) = qp.sender.as_mut().and_then(|s| s.next_event_time(now)) {
                         at(s.max(burst_ready));
                     }
@@ -1359,7 +1362,7 @@ mod tests {
         let (mut a, mut b) = engines(400_000, 10_000_000_000, true);
         let mut cnps_on_wire = Vec::new();
         let mut buf_ce = 0;
-        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, now| {
+        let end = run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, now| {
             if dir == 0 {
                 // Mark every data frame CE (ECN bits of the IPv4 TOS byte) and fix the header
                 // checksum; the ICRC masks the TOS byte, so it stays valid.
@@ -1389,6 +1392,10 @@ mod tests {
         assert_eq!(ra.qps[0].cnps_received, cnps_on_wire.len() as u64);
         assert_eq!(rb.qps[0].ce_marked, buf_ce as u64, "every data frame arrived CE-marked");
         assert!(ra.qps[0].rate_bps < 10_000_000_000, "DCQCN cut the rate: {}", ra.qps[0].rate_bps);
+        // Finished, the cut requester has no timer left to wake for (its rate increase would
+        // wake a lingering hostd every T, as the responder's would not).
+        assert!(a.finished() && b.finished());
+        assert_eq!((a.next_deadline(end), b.next_deadline(end)), (None, None));
     }
 
     #[test]
