@@ -294,6 +294,11 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// What it was made with.
+    pub fn config(&self) -> &ReceiverConfig {
+        &self.cfg
+    }
+
     /// A responder owning `mrs`.
     pub fn new(cfg: ReceiverConfig, mrs: Vec<MemoryRegion>) -> Result<Receiver, ReceiverError> {
         if cfg.ack_every == 0 {

@@ -22,7 +22,9 @@ use serde_json::Value;
 /// Runs the AllReduce with `segment` and returns the JSON report (asserting verified data).
 /// The local ACK timeout is 2 s instead of hostd's 100 ms: on this real-time fabric a busy
 /// 2-core machine can hold an ACK back that long, and a timeout's go-back-N resend would count
-/// as a retransmission that has nothing to do with reordering.
+/// as a retransmission that has nothing to do with reordering. The responders' reordering
+/// window follows it (a quarter: 500 ms), so a stalled hop does not pass for a lost packet
+/// either (once, at the 25 ms window, one did: a NAK and a retransmission under Write-Only).
 fn allreduce(f: &Fabric, segment: &str) -> Value {
     let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--segment", segment, "--json", "--timeout", "120", "--metrics-port-base", "9810", "--retransmit-timeout-ms", "2000"]);
     assert!(o.status.success(), "rocefab run --segment {segment} failed:\n{}\n{}", stdout(&o), stderr(&o));

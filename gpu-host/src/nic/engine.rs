@@ -84,15 +84,16 @@ pub fn sender_config(line_rate_bps: u64, retransmit_timeout_ns: u64, d: Dilation
 
 /// A responder's configuration on the wall clock at time dilation `d`: the NP's CNP interval
 /// (`profile`'s, emulated) and the ACK coalescing delay × D; with `write_only`, out-of-order placement
-/// with a reordering window of a quarter of the default local ACK timeout at `d`
-/// ([`job::default_retransmit_timeout_ns`]: at least 25 ms of wall clock, so scheduling delays
-/// of a loaded machine are not mistaken for loss).
-pub fn receiver_config(mtu: PathMtu, write_only: bool, d: Dilation, profile: DcqcnProfile) -> ReceiverConfig {
+/// with a reordering window of a quarter of its requesters' local ACK timeout
+/// `local_ack_timeout_ns` (emulated; by default [`job::default_retransmit_timeout_ns`], at
+/// least 100 ms of wall clock, so the window is at least 25 ms and scheduling delays of a
+/// loaded machine are not mistaken for loss; a longer timeout widens it alike).
+pub fn receiver_config(mtu: PathMtu, write_only: bool, d: Dilation, profile: DcqcnProfile, local_ack_timeout_ns: u64) -> ReceiverConfig {
     let mut cfg = ReceiverConfig::new(mtu);
     cfg.cnp_interval_ns = d.duration(profile.cnp_interval_ns());
     cfg.ack_delay_ns = cfg.ack_delay_ns.map(|t| d.duration(t));
     cfg.out_of_order = write_only;
-    cfg.reorder_window_ns = Some(d.duration(job::default_retransmit_timeout_ns(d) / 4));
+    cfg.reorder_window_ns = Some(d.duration(local_ack_timeout_ns / 4));
     cfg
 }
 
@@ -416,6 +417,15 @@ impl Engine {
     /// or the link MTU). Requester buffers are filled with their pattern and every write posted.
     pub fn from_job(job: &Job, path_mtus: &[PathMtu], now: u64) -> Result<Engine, EngineError> {
         let d = job.dilation().map_err(|x| EngineError::Job(x.to_string()))?;
+        // The requesters' local ACK timeout, which the responders' reordering window follows:
+        // the longest this job's requesters use (`rocefab run` gives every host the same), else
+        // the default.
+        let local_ack_timeout_ns = job
+            .qps
+            .iter()
+            .filter_map(|q| q.send.as_ref().map(|s| s.retransmit_timeout_ns))
+            .max()
+            .unwrap_or_else(|| job::default_retransmit_timeout_ns(d));
         let mut nics = Vec::with_capacity(job.nics.len());
         for (i, n) in job.nics.iter().enumerate() {
             let e = |what: String| EngineError::Nic { nic: i, name: n.name.clone(), what };
@@ -527,7 +537,7 @@ impl Engine {
                 qp.sender = Some(sender);
             }
             if let Some(r) = &q.recv {
-                let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d, job.dcqcn);
+                let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d, job.dcqcn, local_ack_timeout_ns);
                 cfg.initial_psn = Psn::new(r.psn);
                 let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
                 let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
@@ -1316,6 +1326,22 @@ mod tests {
     }
 
     #[test]
+    fn the_reordering_window_is_a_quarter_of_the_jobs_local_ack_timeout() {
+        let (ja, mut jb) = jobs(20_000, 10_000_000_000, false);
+        // A responder-only job: a quarter of the default timeout (100 ms at D 1).
+        let b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
+        assert_eq!(b.receiver(33).unwrap().config().reorder_window_ns, Some(25_000_000));
+        // With a requester of its own at 2 s (`rocefab run --retransmit-timeout-ms 2000` gives
+        // every host the same), its responders wait 500 ms before they call a hole a loss.
+        let mut send = ja.qps[0].clone();
+        send.qpn = 34;
+        send.send.as_mut().unwrap().retransmit_timeout_ns = 2_000_000_000;
+        jb.qps.push(send);
+        let b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
+        assert_eq!(b.receiver(33).unwrap().config().reorder_window_ns, Some(500_000_000));
+    }
+
+    #[test]
     fn dropped_packets_are_recovered_by_nak_and_go_back_n() {
         let (mut a, mut b) = engines(200_000, 10_000_000_000, false);
         let mut n = 0;
@@ -1414,13 +1440,13 @@ mod tests {
         let dc = c.dcqcn.unwrap();
         assert_eq!((dc.min_rate_bps, dc.rate_ai_bps), (emulated.min_rate_bps / 1000, emulated.rate_ai_bps / 1000));
         assert_eq!(dc.rate_increase_period_ns, emulated.rate_increase_period_ns * 1000);
-        let r = receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::default());
+        let r = receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::default(), job::default_retransmit_timeout_ns(dil));
         assert_eq!(r.cnp_interval_ns, crate::dcqcn::DEFAULT_CNP_INTERVAL_NS * 1000);
         // The job's profile reaches both ends: ConnectX's 300 µs timer and 4 µs CNP interval.
         ja.dcqcn = DcqcnProfile::Connectx;
         let cx = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
         assert_eq!(cx.sender(17).unwrap().config().dcqcn, Some(DcqcnProfile::Connectx.rp(10_000_000_000).dilated(dil)));
-        assert_eq!(receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::Connectx).cnp_interval_ns, 4_000 * 1000);
+        assert_eq!(receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::Connectx, job::default_retransmit_timeout_ns(dil)).cnp_interval_ns, 4_000 * 1000);
         assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
 
         // The same transfer at D = 1 and D = 1000: the wall clock stretches by D, the reports
