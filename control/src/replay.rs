@@ -54,13 +54,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use dataplane_common::time::Dilation;
 use rocefab_wire::pcap::{self, as_ethernet, CapturedFrame};
 use rocefab_wire::roce::{icrc, IcrcStatus, ParsedFrame};
 use serde::Serialize;
 
 use crate::plan::{compile, Plan};
 use crate::rundir::{self, State};
-use dataplane_common::time::Dilation;
 use crate::topology::Topology;
 use crate::units::fmt_ns;
 

@@ -430,6 +430,15 @@ struct Hostd {
 }
 
 impl Hostd {
+    /// Asks it to stop (SIGTERM): a hostd that reported keeps its QPs up (answering peers that
+    /// retransmit after a lost final ACK) until this.
+    fn terminate(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // SAFETY: kill(2) on our own child's pid.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        }
+    }
+
     fn line(&self, until: Instant) -> anyhow::Result<String> {
         let wait = until.saturating_duration_since(Instant::now());
         self.lines.recv_timeout(wait).map_err(|_| {
@@ -440,22 +449,10 @@ impl Hostd {
     }
 }
 
-impl Hostd {
-    /// Asks it to stop: a hostd that reported keeps its QPs up (answering peers that
-    /// retransmit after a lost final ACK) until this.
-    fn terminate(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        }
-    }
-}
-
 impl Drop for Hostd {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            self.terminate();
             let end = Instant::now() + Duration::from_secs(3);
             while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(20));

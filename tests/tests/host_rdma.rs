@@ -13,6 +13,13 @@ use std::time::Duration;
 use host_util::*;
 use serde_json::json;
 
+/// Fails clearly unless tshark, tcpdump and /usr/bin/python3 with scapy's `module` are there.
+fn oracles(module: &str) {
+    require_tool("/usr/bin/python3", &["-c", &format!("import {module}")]);
+    require_tool("tshark", &["-v"]);
+    require_tool("tcpdump", &["--version"]);
+}
+
 const MIB: u64 = 1 << 20;
 const GBPS: u64 = 1_000_000_000;
 
@@ -88,9 +95,7 @@ print("done", flush=True)
 
 #[test]
 fn host_pfc_from_scapy_pauses_sender_for_encoded_time_and_quanta_zero_resumes() {
-    require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.mac_control"]);
-    require_tool("tshark", &["-v"]);
-    require_tool("tcpdump", &["--version"]);
+    oracles("scapy.contrib.mac_control");
     let t = BackToBack::new("p", 73, 3500);
     let pcap = TempFile::new("rf-h-pfc.pcap");
     // B only captures (its kernel stack drops the RoCEv2 frames), so the sender gets no ACKs:
@@ -178,9 +183,7 @@ sendp(p, iface=iface, verbose=0)
 /// the linger with exit status 0. `rocefab run` lingers every hostd until all have reported.
 #[test]
 fn a_lingering_responder_acks_a_duplicate_after_its_report_and_stops_on_sigterm() {
-    require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.roce"]);
-    require_tool("tshark", &["-v"]);
-    require_tool("tcpdump", &["--version"]);
+    oracles("scapy.contrib.roce");
     let t = BackToBack::new("l", 75, 3500);
     let len = 64 * 1024;
     let mut job_b = t.receiver_job("rf-h-l-b", len, 0x11, GBPS, 0, 30_000);
@@ -273,9 +276,7 @@ print("sent", flush=True)
 
 #[test]
 fn host_capture_decodes_as_infiniband_and_icrc_matches_scapy() {
-    require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.roce"]);
-    require_tool("tshark", &["-v"]);
-    require_tool("tcpdump", &["--version"]);
+    oracles("scapy.contrib.roce");
     let t = BackToBack::new("c", 74, 3500);
 
     // Part 1: what the requester NIC sends (captured on the passive peer): two messages,

@@ -24,7 +24,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -185,7 +185,6 @@ fn run(args: Args) -> Result<bool> {
     // metrics server reads snapshots published every `snapshot_interval_ms`). Once the job has
     // ended the data thread verifies and reports, then, when the job finished and `linger_ms`
     // asks for it, keeps the QPs up (daemon::serve) until SIGTERM/SIGINT or the linger time.
-    let snapshot: Arc<Mutex<Option<Report>>> = Arc::new(Mutex::new(None));
     let job_name = job.name.clone();
     let m2 = metrics.clone();
     let linger_ns = job.linger_ms.saturating_mul(1_000_000);
@@ -240,7 +239,6 @@ fn run(args: Args) -> Result<bool> {
         report.error.get_or_insert(e);
     }
     metrics.update(&report);
-    *snapshot.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
 
     let text = serde_json::to_string(&report)?;
     if let Some(p) = &args.report {

@@ -66,7 +66,7 @@ pub fn run(
     tick: Duration,
     on_tick: impl FnMut(&Engine, u64),
 ) -> Result<(Exit, u64), XskError> {
-    drive(engine, ports, mirror, clock, deadline, stop, tick, on_tick, true)
+    drive(engine, ports, mirror, clock, deadline, stop, tick, on_tick, true).map(|(exit, now, _)| (exit, now))
 }
 
 /// Keeps a finished engine's QPs up until `until` (clock ns) or `stop`, as a real RC QP lives
@@ -75,11 +75,21 @@ pub fn run(
 /// to exhaust its retries against a host that has gone. On `stop` it first takes what the RX
 /// rings still hold (the caller detaches the XDP program before raising `stop`, so nothing
 /// more arrives and no frame is left unread). Returns when it stopped.
-pub fn serve(engine: &mut Engine, ports: &mut [XskPort], mirror: Option<&mut MirrorProducer>, clock: &Clock, until: u64, stop: &AtomicBool) -> Result<u64, XskError> {
-    drive(engine, ports, mirror, clock, until, stop, Duration::MAX, |_, _| {}, false).map(|(_, t)| t)
+pub fn serve(engine: &mut Engine, ports: &mut [XskPort], mut mirror: Option<&mut MirrorProducer>, clock: &Clock, until: u64, stop: &AtomicBool) -> Result<u64, XskError> {
+    let started = clock.now();
+    let (exit, now, passes) = drive(engine, ports, mirror.as_deref_mut(), clock, until, stop, Duration::MAX, |_, _| {}, false)?;
+    if exit == Exit::Stopped {
+        for (i, p) in ports.iter_mut().enumerate() {
+            while p.receive(engine, i, now, mirror.as_deref_mut())? > 0 {}
+        }
+    }
+    // An idle linger wakes only for frames and the stop check (every MAX_SLEEP_NS).
+    tracing::info!(ms = (now - started) / 1_000_000, passes, "served the finished QPs");
+    Ok(now)
 }
 
-/// The data loop of [`run`] (`until_finished`) and [`serve`].
+/// The data loop of [`run`] (`until_finished`) and [`serve`]; also returns how many passes it
+/// made.
 #[expect(clippy::too_many_arguments, reason = "run's inputs and the mode")]
 fn drive(
     engine: &mut Engine,
@@ -91,12 +101,12 @@ fn drive(
     tick: Duration,
     mut on_tick: impl FnMut(&Engine, u64),
     until_finished: bool,
-) -> Result<(Exit, u64), XskError> {
+) -> Result<(Exit, u64, u64), XskError> {
     let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
     let mut next_tick = 0u64;
     let mut fds: Vec<libc::pollfd> =
         ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }).collect();
-    let (started, mut passes) = (clock.now(), 0u64);
+    let mut passes = 0u64;
     loop {
         passes += 1;
         let now = clock.now();
@@ -106,23 +116,13 @@ fn drive(
         }
         // Finished, and the last frames (an ACK the peer waits for) have left the TX rings.
         if until_finished && engine.finished() && !ports.iter_mut().any(|p| p.tx_pending()) {
-            return Ok((Exit::Finished, now));
-        }
-        let stopped = stop.load(Ordering::Relaxed);
-        if !until_finished && (stopped || now >= deadline) {
-            if stopped {
-                for (i, p) in ports.iter_mut().enumerate() {
-                    while p.receive(engine, i, now, mirror.as_deref_mut())? > 0 {}
-                }
-            }
-            // An idle linger wakes only for frames and the 10 ms stop check.
-            tracing::info!(ms = (now - started) / 1_000_000, passes, "served the finished QPs");
+            return Ok((Exit::Finished, now, passes));
         }
         if now >= deadline {
-            return Ok((Exit::Timeout, now));
+            return Ok((Exit::Timeout, now, passes));
         }
-        if stopped {
-            return Ok((Exit::Stopped, now));
+        if stop.load(Ordering::Relaxed) {
+            return Ok((Exit::Stopped, now, passes));
         }
         let mut work = 0;
         for (i, p) in ports.iter_mut().enumerate() {
