@@ -327,7 +327,7 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     } else {
         Box::new(std::io::BufWriter::new(std::fs::File::create(&a.write).with_context(|| format!("creating {}", a.write))?))
     };
-    let mut w = PcapNgWriter::new(out).map_err(|e| anyhow!("{}: {e}", a.write))?;
+    let mut w = PcapNgWriter::new(out).map_err(|e| write_error(&a.write, e))?;
     for t in &targets {
         let hdr = &streams.iter().find(|s| s.0 == t.node).expect("opened above").1;
         let mut idb = InterfaceDescriptionBlock::new(DataLink::ETHERNET, hdr.snaplen);
@@ -339,7 +339,7 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
             stamps.describe()
         ))));
         idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
-        w.write_pcapng_block(idb).map_err(|e| anyhow!("{}: {e}", a.write))?;
+        w.write_pcapng_block(idb).map_err(|e| write_error(&a.write, e))?;
     }
     // The headers are on disk (or the pipe) once every daemon mirrors: a reader may start now.
     w.get_mut().flush().with_context(|| format!("writing {}", a.write))?;
@@ -386,7 +386,12 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
                         options: vec![EnhancedPacketOption::Flags(flags)],
                     };
                     if let Err(e) = w.write_pcapng_block(epb) {
-                        result = Err(anyhow!("{}: {e}", a.write));
+                        // A closed pipe (`| tshark -c 50` that has its frames) ends the capture
+                        // quietly; any other write error is reported.
+                        let e = write_error(&a.write, e);
+                        if !crate::pipe::is_broken_pipe(&e) {
+                            result = Err(e);
+                        }
                         break;
                     }
                     written[ifx as usize] += 1;
@@ -442,9 +447,26 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     result
 }
 
+/// A failed pcapng write, as "writing <path>" with the I/O error kept as its source (pcap-file
+/// calls every I/O error "Error reading bytes", also a write's).
+fn write_error(path: &str, e: pcap_file::PcapError) -> anyhow::Error {
+    match e {
+        pcap_file::PcapError::IoError(io) => anyhow::Error::new(io).context(format!("writing {path}")),
+        other => anyhow!("writing {path}: {other}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_write_says_writing_and_keeps_the_io_error() {
+        let e = write_error("-", pcap_file::PcapError::IoError(std::io::ErrorKind::BrokenPipe.into()));
+        assert!(crate::pipe::is_broken_pipe(&e));
+        let msg = format!("{e:#}");
+        assert!(msg.starts_with("writing -: ") && !msg.contains("reading"), "{msg}");
+    }
 
     #[test]
     fn targets_and_durations_parse_with_clear_errors() {

@@ -42,7 +42,8 @@ pub enum FrameKind {
 /// Output options shared by every kind.
 #[derive(Debug, clap::Args)]
 pub struct Output {
-    /// Output file; `.pcapng` writes pcapng, anything else classic pcap.
+    /// Output file; `.pcapng` writes pcapng, anything else classic pcap; `-` writes classic pcap
+    /// to standard output.
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub out: PathBuf,
     /// Number of frames to write (RoCEv2: the PSN increases by one per frame).
@@ -569,13 +570,21 @@ impl CnpArgs {
 }
 
 fn write(output: &Output, frames: &[Vec<u8>]) -> Result<()> {
-    let format = Format::from_path(&output.out);
-    let mut w = PcapWriter::create(&output.out, format)
-        .with_context(|| format!("creating {}", output.out.display()))?;
-    for (i, f) in frames.iter().enumerate() {
-        w.write_frame(Duration::from_micros(i as u64), f).with_context(|| format!("writing {}", output.out.display()))?;
+    if output.out.as_os_str() == "-" {
+        // Standard output, classic pcap (as `tcpdump -w -`), for `| tshark -r -`.
+        let w = PcapWriter::new(std::io::stdout().lock(), Format::Pcap, "-").context("writing -")?;
+        return write_frames(w, &output.out, frames);
     }
-    w.finish().with_context(|| format!("finishing {}", output.out.display()))?;
+    let format = Format::from_path(&output.out);
+    let w = PcapWriter::create(&output.out, format).with_context(|| format!("creating {}", output.out.display()))?;
+    write_frames(w, &output.out, frames)
+}
+
+fn write_frames<W: std::io::Write>(mut w: PcapWriter<W>, out: &std::path::Path, frames: &[Vec<u8>]) -> Result<()> {
+    for (i, f) in frames.iter().enumerate() {
+        w.write_frame(Duration::from_micros(i as u64), f).with_context(|| format!("writing {}", out.display()))?;
+    }
+    w.finish().with_context(|| format!("finishing {}", out.display()))?;
     Ok(())
 }
 

@@ -48,7 +48,11 @@ fn main() {
         .with_writer(std::io::stderr)
         .without_time()
         .init();
-    let res = match &cli.cmd {
+    // A reader that goes away (`| head`, tshark that has its frames) ends the command quietly
+    // with exit 0, wherever the write failed: as an error that reaches here, or as the panic of a
+    // `println!` (caught after unwinding, so guards such as a running job's hostd still stop).
+    control::pipe::quiet_print_panics();
+    let res = std::panic::catch_unwind(|| match &cli.cmd {
         Cmd::Fabric(c) => control::fabric::run(c),
         Cmd::Frame(a) => control::frame::run(a),
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
@@ -56,9 +60,15 @@ fn main() {
         Cmd::Lldp(a) => control::lldp_show::run(a),
         Cmd::Replay(a) => control::replay::run(a),
         Cmd::Capture(a) => control::capture::run(a),
-    };
-    if let Err(e) = res {
-        eprintln!("rocefab: {e:#}");
-        std::process::exit(1);
+    });
+    match res {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) if control::pipe::is_broken_pipe(&e) => {}
+        Ok(Err(e)) => {
+            eprintln!("rocefab: {e:#}");
+            std::process::exit(1);
+        }
+        Err(panic) if control::pipe::is_broken_pipe_panic(panic.as_ref()) => {}
+        Err(panic) => std::panic::resume_unwind(panic),
     }
 }
