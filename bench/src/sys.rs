@@ -60,21 +60,12 @@ pub fn retry_busy<T, E>(mut f: impl FnMut() -> Result<T, E>) -> Result<T, E> {
 
 /// Parses `5s`, `500ms`, `2m` or a bare number of seconds (`5`, `0.5`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (examples: 5s, 500ms, 2m, 1.5)");
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.trim().parse().map_err(|_| bad())?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(bad());
+    // The one duration parser (rocefab-units); a bare number is seconds, as on rocefab's options.
+    let d = rocefab_units::parse_duration(s, rocefab_units::Bare::Seconds)?;
+    if d.is_zero() {
+        return Err(format!("{s:?}: a duration must be above 0"));
     }
-    Ok(Duration::from_secs_f64(v * mult))
+    Ok(d)
 }
 
 /// Received-packet counter of `iface` from `/proc/self/net/dev`, which (unlike /sys after setns)

@@ -38,19 +38,7 @@ pub struct PcapShowArgs {
 
 /// Parses `400G`, `100g`, `25G`, `1G`, `100M`, `10k` or a plain number of bit/s.
 pub fn parse_speed(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 1_000_000_000),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 1_000_000),
-        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 1_000),
-        _ => (t, 1),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a speed (e.g. 100G, 25G, 1G, 100M)"))?;
-    let bps = v * mult as f64;
-    if !(1.0..1e15).contains(&bps) {
-        return Err(format!("{s:?} is not a plausible port speed"));
-    }
-    Ok(bps as u64)
+    rocefab_units::parse_rate(s)
 }
 
 fn ecn_name(e: IpEcn) -> &'static str {

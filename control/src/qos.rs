@@ -147,30 +147,10 @@ impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for OffOr<T> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
 
-/// Parses `3200000`, `3.2MB`, `512KiB`, `16MiB`.
+/// Parses `3200000`, `3.2MB` (SI, 3,200,000), `512KiB` (IEC, 524,288), `16MiB`: see
+/// [`rocefab_units::parse_bytes`], the one size parser of topology files and command lines.
 pub fn parse_byte_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = (&s[..split], s[split..].trim());
-    let mult: u64 = match unit {
-        "" | "B" => 1,
-        "KB" | "kB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (use B, KB, MB, GB, KiB, MiB or GiB)")),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a size such as 3200000, 3.2MB or 512KiB"))?;
-    let bytes = v * mult as f64;
-    if !bytes.is_finite() || bytes > (1u64 << 40) as f64 {
-        return Err(format!("{s:?}: too large"));
-    }
-    if bytes.fract() != 0.0 {
-        return Err(format!("{s:?}: not a whole number of bytes"));
-    }
-    Ok(bytes as u64)
+    rocefab_units::parse_bytes(s)
 }
 
 /// Parses `200ms`, `500us`, `1s`, `1.5ms` into microseconds (up to an hour).
@@ -180,20 +160,10 @@ pub fn parse_duration_us(s: &str) -> Result<u64, String> {
 
 /// [`parse_duration_us`] with another upper bound (`max_us`, named `max_name` in errors).
 pub fn parse_duration_us_max(s: &str, max_us: u64, max_name: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = (&s[..split], s[split..].trim());
-    let mult = match unit {
-        "us" | "µs" => 1.0,
-        "ms" => 1e3,
-        "s" => 1e6,
-        "" => return Err(format!("{s:?}: a time needs a unit: us, ms or s")),
-        u => return Err(format!("{s:?}: unknown unit {u:?} (use us, ms or s)")),
-    };
-    let v: f64 = num.parse().map_err(|_| format!("{s:?}: expected a time such as 200ms"))?;
-    let us = v * mult;
-    if !us.is_finite() || us > max_us as f64 || us.fract() != 0.0 {
-        return Err(format!("{s:?}: expected a whole number of microseconds up to {max_name}"));
+    let d = rocefab_units::parse_duration(s, rocefab_units::Bare::Refuse)?;
+    let us = d.as_secs_f64() * 1e6;
+    if us > max_us as f64 || d.subsec_nanos() % 1000 != 0 {
+        return Err(format!("{:?}: expected a whole number of microseconds up to {max_name}", s.trim()));
     }
     Ok(us as u64)
 }
@@ -513,7 +483,7 @@ mod tests {
         assert_eq!(parse_byte_size("512KiB"), Ok(524_288));
         assert_eq!(parse_byte_size("16MiB"), Ok(16 << 20));
         assert!(parse_byte_size("1.5B").unwrap_err().contains("whole number"));
-        assert!(parse_byte_size("3Mb").unwrap_err().contains("unknown unit"));
+        assert!(parse_byte_size("3Mb").unwrap_err().contains("unknown size unit"));
         assert_eq!(parse_duration_us("200ms"), Ok(200_000));
         assert_eq!(parse_duration_us("500us"), Ok(500));
         assert_eq!(parse_duration_us("1.5s"), Ok(1_500_000));

@@ -132,23 +132,14 @@ pub fn parse_speed_factor(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// Parses `500ms`, `90s`, `10m`, `1h` or a plain number of seconds (fractions allowed).
+/// Parses `500ms`, `90s`, `10m`, `1h` or a plain number of seconds (fractions allowed), with
+/// [`rocefab_units::parse_duration`]; above 0 and at most 7 days.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 90s, 10m, 1h)"))?;
-    let secs = match unit.trim() {
-        "ms" => v / 1e3,
-        "" | "s" => v,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h)")),
-    };
-    if !(secs > 0.0 && secs <= 7.0 * 86400.0) {
+    let d = rocefab_units::parse_duration(s, rocefab_units::Bare::Seconds)?;
+    if d.is_zero() || d > Duration::from_secs(7 * 86400) {
         return Err(format!("{s:?}: must be above 0 and at most 7 days"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 // ---- the fabric's GPUs ----

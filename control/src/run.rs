@@ -152,20 +152,13 @@ pub struct RunArgs {
     pub timeline_interval_ms: u64,
 }
 
-/// Parses `64MiB`, `1G`, `4096`, `512KB` into bytes (binary multiples).
+/// Parses `64MiB`, `4096`, `512KB` (512,000) into bytes, as topology files do
+/// ([`rocefab_units::parse_bytes`]); zero is refused.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("size {s:?}: expected a number with an optional unit, e.g. 64MiB"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        u => return Err(format!("size {s:?}: unknown unit {u:?} (use KiB, MiB or GiB)")),
-    };
-    n.checked_mul(mult).filter(|&b| b > 0).ok_or_else(|| format!("size {s:?} is zero or too large"))
+    match rocefab_units::parse_bytes(s) {
+        Ok(0) => Err(format!("size {s:?} is zero")),
+        r => r.map_err(|e| format!("size {e}")),
+    }
 }
 
 /// One QP's line in the report.
@@ -723,11 +716,14 @@ mod tests {
     #[test]
     fn sizes_parse_with_units_and_errors_name_the_problem() {
         assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert!(parse_size("1G").unwrap_err().contains("1GiB"), "a bare G is ambiguous");
         assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("512kb"), Ok(512 << 10));
-        assert!(parse_size("12XB").unwrap_err().contains("unknown unit"));
-        assert!(parse_size("MiB").unwrap_err().contains("expected a number"));
+        // SI as in topology files: 512KB is 512,000 bytes, 512KiB 524,288.
+        assert_eq!(parse_size("512KB"), Ok(512_000));
+        assert_eq!(parse_size("512KiB"), Ok(512 << 10));
+        assert_eq!(parse_size("512KB"), crate::qos::parse_byte_size("512KB"));
+        assert!(parse_size("12XB").unwrap_err().contains("unknown size unit"));
+        assert!(parse_size("MiB").unwrap_err().contains("expected a size"));
         assert!(parse_size("0").is_err());
     }
 

@@ -379,27 +379,7 @@ pub struct LineRate(pub u64);
 
 impl LineRate {
     pub fn parse(s: &str) -> Result<Self, String> {
-        let t = s.trim();
-        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let bad = || format!("cannot parse {s:?} as a line rate (e.g. 1Gbps, 100Mbps, 2.5Gbps)");
-        let n: f64 = num.parse().map_err(|_| bad())?;
-        let unit = unit.trim();
-        let lower = unit.to_ascii_lowercase();
-        let stem = lower.strip_suffix("bps").or_else(|| lower.strip_suffix("bit/s")).unwrap_or(&lower);
-        let mult: f64 = match stem {
-            "" => 1.0,
-            "k" => 1e3,
-            "m" => 1e6,
-            "g" => 1e9,
-            "t" => 1e12,
-            _ => return Err(bad()),
-        };
-        let bps = n * mult;
-        if !(1.0..1e15).contains(&bps) || bps.fract() != 0.0 {
-            return Err(format!("line rate {s:?} out of range (1bps..1000Tbps, whole bits per second)"));
-        }
-        Ok(LineRate(bps as u64))
+        rocefab_units::parse_rate(s).map(LineRate).map_err(|e| format!("line rate {e}"))
     }
 }
 

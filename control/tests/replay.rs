@@ -678,7 +678,7 @@ fn argument_errors() {
         (&["--pps", "10", "--topspeed"][..], "cannot be used with"),
         (&["--pps", "0"][..], "--pps <N>"),
         (&["--loop", "0"][..], "--loop <N>"),
-        (&["--max-duration", "10x"][..], "unknown unit \"x\""),
+        (&["--max-duration", "10x"][..], "unknown time unit \"x\""),
         (&["--map", "192.168.7.2"][..], "is not CAPTURE_IP=HOST:GPU"),
         (&["--map", "nope=host1:gpu1"][..], "is not an IP address"),
         (&["--map", "192.168.7.2=host1"][..], "is not HOST:GPU"),

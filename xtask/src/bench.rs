@@ -124,29 +124,26 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 200)]
     pub ping_count: usize,
     /// --fabric: bytes of the two-rank RoCEv2 write.
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "64MiB", value_parser = size_arg)]
     pub roce_size: String,
     /// --fabric: input bytes per rank of the AllReduce (today's baseline used 16MiB).
-    #[arg(long, default_value = "16MiB")]
+    #[arg(long, default_value = "16MiB", value_parser = size_arg)]
     pub allreduce_size: String,
 }
 
+/// A size option passed on to `rocefab run --size`, checked here with the same parser
+/// (rocefab-units: 512KB is 512,000 bytes, 512KiB 524,288) so a typo fails before any fabric is up.
+fn size_arg(s: &str) -> Result<String, String> {
+    rocefab_units::parse_bytes(s).map(|_| s.to_string())
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (examples: 5s, 500ms, 1m)");
-    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(bad());
+    // The one duration parser (rocefab-units); a bare number is seconds, as on rocefab's options.
+    let d = rocefab_units::parse_duration(s, rocefab_units::Bare::Seconds)?;
+    if d.is_zero() {
+        return Err(format!("{s:?}: a duration must be above 0"));
     }
-    Ok(Duration::from_secs_f64(v * mult))
+    Ok(d)
 }
 
 /// One forwarder's result.
