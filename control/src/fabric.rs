@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -406,7 +406,7 @@ fn wait_ready(d: &DaemonState, url: &str, what: &str, deadline: Instant, timeout
         }
         let alive = pid_alive(pid);
         if !alive || Instant::now() >= deadline {
-            let why = if alive { format!("did not answer on {url} within {} s", timeout.as_secs()) } else { "exited".to_string() };
+            let why = if alive { format!("did not answer on {url} within {} s", timeout.as_secs()) } else { how_it_ended(pid) };
             bail!("{} {}: {what} (pid {pid}) {why}; last lines of {}:\n{}", d.kind, d.node(), d.log.display(), tail(&d.log, 15));
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -430,6 +430,66 @@ fn spawn_daemon(binary: &Path, config: &Path, log: &Path) -> anyhow::Result<u32>
     }
     let child = cmd.spawn().with_context(|| format!("spawn {}", binary.display()))?;
     Ok(child.id())
+}
+
+/// How a daemon this process started has ended, reaped with `waitpid`: its exit code or the
+/// signal that killed it. SIGKILL nobody sent is most often the kernel's OOM killer, so the kernel
+/// log is searched for it and the hint names memory.
+fn how_it_ended(pid: u32) -> String {
+    let mut status = 0;
+    // SAFETY: waitpid only writes the status integer we pass; WNOHANG never blocks. The pid is a
+    // child of this process (spawn_daemon), so no other process's status is consumed.
+    let r = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG) };
+    if r != pid as libc::pid_t {
+        return "exited (its exit status is unknown: it is not a child of this rocefab)".into();
+    }
+    describe_exit(std::process::ExitStatus::from_raw(status), || oom_killed(pid))
+}
+
+/// `exited with code 1`, `was killed by signal 9 (SIGKILL) ...`; `oom` says whether the kernel
+/// log shows the OOM killer ending this pid (asked only for SIGKILL).
+fn describe_exit(st: std::process::ExitStatus, oom: impl FnOnce() -> Option<bool>) -> String {
+    if let Some(code) = st.code() {
+        return format!("exited with code {code}");
+    }
+    let Some(sig) = st.signal() else { return format!("ended ({st})") };
+    let name = match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGINT => "SIGINT",
+        _ => "",
+    };
+    let mut s = if name.is_empty() { format!("was killed by signal {sig}") } else { format!("was killed by signal {sig} ({name})") };
+    if sig == libc::SIGKILL {
+        s += match oom() {
+            Some(true) => ": the kernel's OOM killer ended it (kernel log); the fabric needs more memory than is free (`rocefab plan` and `free -m`)",
+            _ => ": if nobody sent it, the kernel's OOM killer did (check `dmesg | grep -i oom` and free memory)",
+        };
+    }
+    s
+}
+
+/// Whether the kernel log (`/dev/kmsg`, read without blocking) records the OOM killer killing
+/// `pid`; `None` when the log cannot be read.
+fn oom_killed(pid: u32) -> Option<bool> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg").ok()?;
+    let needle = format!("Killed process {pid} ");
+    // One record per read; EAGAIN at the end of the buffer.
+    let mut buf = vec![0u8; 8192];
+    let mut found = false;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => found |= String::from_utf8_lossy(&buf[..n]).contains(&needle),
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue, // records overwritten while reading
+            Err(_) => break,
+        }
+    }
+    Some(found)
 }
 
 fn tail(p: &Path, n: usize) -> String {
@@ -854,4 +914,44 @@ pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
         bail!("{url}: {status}");
     }
     Ok(body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::ExitStatus;
+
+    #[test]
+    fn an_ended_daemon_is_described_by_code_or_signal() {
+        assert_eq!(describe_exit(ExitStatus::from_raw(1 << 8), || unreachable!()), "exited with code 1");
+        let oom = describe_exit(ExitStatus::from_raw(libc::SIGKILL), || Some(true));
+        assert!(oom.starts_with("was killed by signal 9 (SIGKILL): the kernel's OOM killer ended it"), "{oom}");
+        let maybe = describe_exit(ExitStatus::from_raw(libc::SIGKILL), || None);
+        assert!(maybe.contains("if nobody sent it") && maybe.contains("dmesg"), "{maybe}");
+        let segv = describe_exit(ExitStatus::from_raw(libc::SIGSEGV), || panic!("only SIGKILL asks the kernel log"));
+        assert_eq!(segv, "was killed by signal 11 (SIGSEGV)");
+    }
+
+    #[test]
+    fn a_child_killed_by_sigkill_is_reaped_and_named() {
+        /// Blocks until `pid` has ended, leaving it unreaped (WNOWAIT) for `how_it_ended`.
+        fn wait_unreaped(pid: u32) {
+            // SAFETY: a zeroed siginfo_t is a valid out-parameter; waitid only writes into it.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: `info` outlives the call; P_PID with our child's pid touches no other process.
+            let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+            assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
+        }
+        // Real children of this process that end as a killed or failing daemon would.
+        #[expect(clippy::zombie_processes, reason = "how_it_ended reaps it with waitpid, as rocefab up does its daemons")]
+        let child = Command::new("sh").args(["-c", "kill -9 $$"]).spawn().expect("spawn sh");
+        wait_unreaped(child.id());
+        let why = how_it_ended(child.id());
+        assert!(why.starts_with("was killed by signal 9 (SIGKILL)"), "{why}");
+        #[expect(clippy::zombie_processes, reason = "how_it_ended reaps it with waitpid")]
+        let child = Command::new("sh").args(["-c", "exit 3"]).spawn().expect("spawn sh");
+        wait_unreaped(child.id());
+        assert_eq!(how_it_ended(child.id()), "exited with code 3");
+        assert!(how_it_ended(1).contains("not a child"));
+    }
 }

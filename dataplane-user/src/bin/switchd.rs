@@ -108,12 +108,15 @@ fn run(args: &Args) -> anyhow::Result<()> {
     // 1. Metrics listener first, in the namespace we were started in (root: reachable on lo).
     let listener = TcpListener::bind(cfg.metrics_listen)
         .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
+    // Each start-up step is logged as it begins, so a slow or killed start shows where it was.
+    tracing::info!(switch = %cfg.name, "start-up 1/5: metrics listener bound on {}", cfg.metrics_listen);
     // 2. Then the switch namespace, before any thread exists.
     if let Some(ns) = &cfg.netns {
         enter_netns(ns).with_context(|| format!("switch {}: entering its network namespace", cfg.name))?;
     }
     // 3. Signals go to the signalfd (blocked here, so in every thread spawned later).
     let signals = Signals::block().context("signal setup")?;
+    tracing::info!(switch = %cfg.name, netns = ?cfg.netns, "start-up 2/5: loading and attaching the XDP program on {} port(s)", cfg.ports.len());
 
     // 4. XDP program and maps; dropping `xdp` on any error below detaches it again.
     let mut xdp =
@@ -124,6 +127,14 @@ fn run(args: &Args) -> anyhow::Result<()> {
     // reserved pool for frames the switch originates.
     let buffer_frames = u32::try_from(dp_cfg.buffer_frames())
         .with_context(|| format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes))?;
+    let umem_frames = xsk::frame_count(names.len(), buffer_frames);
+    tracing::info!(
+        switch = %cfg.name,
+        "start-up 3/5: creating the UMEM ({umem_frames} frames x {} B = {} MiB, pinned) and {} AF_XDP socket(s)",
+        afxdp::FRAME_SIZE,
+        (umem_frames * u64::from(afxdp::FRAME_SIZE)) >> 20,
+        names.len()
+    );
     let sockets = xsk::open(&names, buffer_frames)
         .with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
     for (i, p) in sockets.ports.iter().enumerate() {
@@ -133,6 +144,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let xsk_stats = sockets
         .stats_reader()
         .with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
+    tracing::info!(switch = %cfg.name, "start-up 4/5: AF_XDP sockets registered; building metrics and the data plane");
     let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
     let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
     let (ctrl, dp_end) = dataplane_user::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
@@ -161,7 +173,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         netns = ?cfg.netns,
         ports = ?names,
         ifindexes = ?xdp.ifindexes(),
-        "switch up; metrics on http://{}/metrics",
+        "start-up 5/5: switch up; metrics on http://{}/metrics",
         listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
     );
     let agent = cfg.lldp.enabled.then(|| Arc::new(Mutex::new(SwitchAgent::new(&cfg))));
