@@ -193,8 +193,32 @@ fn failed_up_cleans_up() {
     let o = rocefab_env(&["up", p.to_str().unwrap()], &[("ROCEFAB_SWITCHD", fake.to_str().unwrap())]);
     assert!(!o.status.success());
     let e = stderr(&o);
-    assert!(e.contains("exited") && e.contains("cannot attach xdp: injected failure"), "{e}");
+    assert!(e.contains("exited with code 3") && e.contains("cannot attach xdp: injected failure"), "{e}");
     assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
     assert!(root_veths_of(name).is_empty());
+    assert!(!run_dir(name).exists());
+}
+
+/// A daemon killed during `up` (as the kernel's OOM killer does, with SIGKILL) is reported with
+/// the signal and a hint to check memory, with its log (its start-up steps) shown.
+#[test]
+fn daemon_killed_during_up_is_named() {
+    let name = "rft7k";
+    let p = topology_copy("rail-spine.yaml", name);
+    let _guard = Fabric::guard(name, p.clone());
+    let fake = p.parent().unwrap().join("rocefab-switchd");
+    std::fs::write(&fake, "#!/bin/sh
+echo 'start-up 3/5: creating the UMEM' >&2
+kill -9 $$
+").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = rocefab_env(&["up", p.to_str().unwrap()], &[("ROCEFAB_SWITCHD", fake.to_str().unwrap())]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("was killed by signal 9 (SIGKILL)") && e.contains("OOM killer"), "{e}");
+    assert!(e.contains("start-up 3/5: creating the UMEM"), "the daemon's log is shown: {e}");
+    assert!(!e.contains("log is empty"), "{e}");
+    assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
     assert!(!run_dir(name).exists());
 }
