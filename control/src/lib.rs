@@ -14,6 +14,7 @@ pub mod pcap_show;
 pub mod plan;
 pub mod qos;
 pub mod replay;
+pub mod replay_rx;
 pub mod rundir;
 pub mod run;
 pub mod send;
