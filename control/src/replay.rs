@@ -18,8 +18,12 @@
 //!    UDP checksum 0 (IPv4; IPv6 recomputed when the capture had one), and the RoCEv2 ICRC (IBTA
 //!    Annex A17.3.3), which covers the addresses — recomputed only when the captured ICRC was
 //!    good, so a frame captured with a bad ICRC is injected with a bad one. DSCP/ECN, UDP ports
-//!    and everything above UDP stay as captured; VLAN tags are dropped (the fabric is untagged
-//!    and classifies by DSCP).
+//!    and everything above UDP stay as captured. VLAN tags are stripped and reported per tag
+//!    with the priority the frames take instead: the fabric's ports are untagged (the planner
+//!    configures no VLANs, and this kernel has no 802.1Q devices for a host to terminate a tag)
+//!    and its switches classify by DSCP (DSCP-based PFC, as SONiC's and NX-OS's RoCE
+//!    configurations do), so a kept tag would carry a PCP nothing reads (the XDP program skips one
+//!    tag and classifies by DSCP; a QinQ frame would not even be routed).
 //! 5. **Schedule** ([`Schedule`]): the capture's timestamps relative to the first injected
 //!    frame (default), divided by `--speed`, `--pps` evenly spaced, or `--topspeed` all at 0;
 //!    `--loop N` repeats it with the capture's mean gap between loops. The schedule is in the
@@ -41,8 +45,17 @@
 //! 7. **Report** ([`Report`], text or `--json`), in emulated time (wall / D; the wall-clock
 //!    duration and D are given too): frames and bytes sent, duration, rate, the
 //!    timing error measured at the sender (send timestamps against the schedule: mean absolute
-//!    inter-frame error as a share of the mean scheduled gap, and the largest), the frames whose
-//!    ICRC was already bad in the capture, the padded frames, and the skipped frames by reason.
+//!    inter-frame error as a share of the mean scheduled gap, and the largest) and beside it the
+//!    timing error at the receiver (the destination NICs captured during the replay, kernel
+//!    receive times, [`crate::replay_rx`]), the frames per traffic class at the first switch
+//!    (by the fabric's DSCP map; every lossless class is listed, and a warning says when no
+//!    frame is in one), the VLAN tags stripped, the frames whose ICRC was already bad in the
+//!    capture, the padded frames, the skipped frames by reason, and warnings: among them the
+//!    capture's gaps that the fabric cannot reproduce at its time dilation, with the D that
+//!    would ([`crate::replay_rx::GapRule`]), also printed before sending.
+//!
+//! `--dry-run` needs no running fabric when given the topology (`--topology FILE`, or the file
+//! in the fabric's place); its time dilation is the topology's.
 //!
 //! A frame the capture's snap length cut is refused (an error naming the file, the frame and
 //! both lengths) unless `--pad` pads it with zeros to its original length; its ICRC, which was
