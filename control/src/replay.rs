@@ -1134,6 +1134,10 @@ pub struct ClassCount {
     pub dscps: Vec<u8>,
     /// The DSCPs the fabric maps to this class.
     pub fabric_dscps: Vec<u8>,
+    /// Frames the first switch enqueued in this class during the replay, on every port but the
+    /// one to the `--from` NIC (its `rocefab_queue_enqueued_packets_total`; all traffic of the
+    /// switch, so frames it sends itself count too). `None` in a dry run.
+    pub enqueued_at_switch: Option<u64>,
 }
 
 /// Frames whose VLAN tag was stripped, per tag and the class they took instead.
@@ -1160,9 +1164,30 @@ pub fn classes(frames: &[Outgoing], loops: u32, c: &Classifier) -> Vec<ClassCoun
         dscps.sort_unstable();
         dscps.dedup();
         let fabric_dscps = (0..64u8).filter(|&d| c.tc(d) == tc).collect();
-        v.push(ClassCount { tc, lossless: c.is_lossless(tc), frames: mine.len() as u64 * u64::from(loops), dscps, fabric_dscps });
+        v.push(ClassCount { tc, lossless: c.is_lossless(tc), frames: mine.len() as u64 * u64::from(loops), dscps, fabric_dscps, enqueued_at_switch: None });
     }
     v
+}
+
+/// Per queue (0..=7), the sum of `rocefab_queue_enqueued_packets_total` over every port but
+/// `except` in a Prometheus text scrape.
+pub fn enqueued_per_queue(text: &str, except: &str) -> [u64; 8] {
+    let mut q = [0u64; 8];
+    let skip = format!("port=\"{except}\"");
+    for l in text.lines() {
+        let Some(rest) = l.strip_prefix("rocefab_queue_enqueued_packets_total{") else { continue };
+        let Some((labels, value)) = rest.split_once('}') else { continue };
+        if labels.split(',').any(|kv| kv == skip) {
+            continue;
+        }
+        let queue = labels.split(',').find_map(|kv| kv.strip_prefix("queue=\"")?.strip_suffix('"')?.parse::<usize>().ok());
+        if let (Some(i), Ok(v)) = (queue, value.trim().parse::<f64>()) {
+            if i < 8 {
+                q[i] += v as u64;
+            }
+        }
+    }
+    q
 }
 
 /// Frames whose VLAN tag was stripped, by (tag, DSCP).
@@ -1461,9 +1486,10 @@ pub fn render_report(r: &Report) -> String {
     }
     let _ = writeln!(o, "frames by traffic class at {} (DSCP -> queue and PFC priority):", r.classifier.switch);
     for c in &r.traffic_classes {
+        let measured = c.enqueued_at_switch.map_or(String::new(), |n| format!("; {} enqueued there during the replay", n));
         let _ = writeln!(
             o,
-            "  {:>6}  queue {} {:<8}  capture DSCP {}, fabric DSCP {}",
+            "  {:>6}  queue {} {:<8}  capture DSCP {}, fabric DSCP {}{measured}",
             c.frames,
             c.tc,
             if c.lossless { "lossless" } else { "lossy" },
@@ -1646,7 +1672,8 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     if !crate::netns::exists(&gpu.netns) {
         bail!("fabric {fabric}: namespace {} of {} does not exist", gpu.netns, gpu.name);
     }
-    if let Some(w) = &gap_warning {
+    // Said before sending on stderr with --json (the text report ends with its warnings).
+    if let (Some(w), true) = (&gap_warning, a.json) {
         eprintln!("warning: {}", w.message);
     }
     // Capture the destination NICs while sending (their agents' AF_PACKET sockets).
@@ -1665,6 +1692,22 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
             }
         }
     };
+    // The first switch's queue counters before and after: where the frames went.
+    let urls = crate::capture::daemon_urls(&st);
+    let from_port = plan.links.iter().find_map(|l| {
+        if l.a.node == cls.switch && l.b.node == gpu.name.split(':').next().unwrap_or("") && l.b.ifname == gpu.ifname {
+            Some(l.a.ifname.clone())
+        } else if l.b.node == cls.switch && l.a.node == gpu.name.split(':').next().unwrap_or("") && l.a.ifname == gpu.ifname {
+            Some(l.b.ifname.clone())
+        } else {
+            None
+        }
+    });
+    let queues = || -> Option<[u64; 8]> {
+        let text = crate::fabric::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2)).ok()?;
+        Some(enqueued_per_queue(&text, from_port.as_deref()?))
+    };
+    let before = queues();
     let bytes: Vec<Vec<u8>> = prep.frames.iter().map(|f| f.bytes.clone()).collect();
     let log = send_from_netns(&gpu.netns, &gpu.ifname, bytes, wall.clone(), a.max_duration)?;
     let mut r = Report::new(origin, &prep, pace, &schedule, dilation, &cls, Some(&log));
@@ -1691,6 +1734,14 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
             warnings.push(format!("{} of {expected} frames did not arrive at {} within 2 s", expected - matched, ports.join(", ")));
         }
         r.receiver = Some(ReceiverReport { ports, frames_expected: expected, frames_received: matched, timing });
+    }
+    match (before, queues()) {
+        (Some(b), Some(a)) => {
+            for c in &mut r.traffic_classes {
+                c.enqueued_at_switch = Some(a[usize::from(c.tc)].saturating_sub(b[usize::from(c.tc)]));
+            }
+        }
+        _ => warnings.push(format!("the queue counters of {} could not be read: the traffic classes are by its DSCP map only", cls.switch)),
     }
     if let Some(w) = &gap_warning {
         r.warnings.push(w.message.clone());

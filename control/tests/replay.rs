@@ -1015,3 +1015,16 @@ fn gaps_the_fabric_cannot_reproduce_warn_with_the_time_dilation_that_would() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!String::from_utf8_lossy(&o.stdout).contains("warning"), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+#[test]
+fn enqueued_frames_per_queue_leave_out_the_port_to_the_sender() {
+    let text = "# HELP rocefab_queue_enqueued_packets_total Frames enqueued on the egress queue\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth1\",queue=\"0\"} 7\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth1\",queue=\"3\"} 5\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth5\",queue=\"3\"} 40\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth6\",queue=\"3\"} 2\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth6\",queue=\"7\"} 1\n\
+                rocefab_queue_enqueued_bytes_total{port=\"eth6\",queue=\"7\"} 100\n";
+    assert_eq!(control::replay::enqueued_per_queue(text, "eth1"), [0, 0, 0, 42, 0, 0, 0, 1]);
+    assert_eq!(control::replay::enqueued_per_queue(text, "eth9"), [7, 0, 0, 47, 0, 0, 0, 1]);
+}

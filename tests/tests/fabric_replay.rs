@@ -631,6 +631,8 @@ fn replay_reports_the_receivers_timing_as_tcpdump_sees_it_and_warns_on_gaps_too_
         // DSCP 24 frames went to the lossless queue 3.
         let q3 = j["traffic_classes"].as_array().unwrap().iter().find(|c| c["tc"] == 3).cloned().unwrap_or_default();
         assert_eq!((q3["frames"].as_u64(), q3["lossless"].as_bool()), (Some(101), Some(true)), "{j}");
+        // rail1's queue 3 enqueued exactly those (its counters, on the ports toward the spines).
+        assert_eq!(q3["enqueued_at_switch"].as_u64(), Some(101), "{j}");
 
         // The receiver's timing, as reported and as tcpdump's arrival times give it.
         let r = &j["receiver"];
@@ -665,9 +667,26 @@ fn replay_reports_the_receivers_timing_as_tcpdump_sees_it_and_warns_on_gaps_too_
             assert!(out.contains("timing error at the sender vs the schedule: mean "), "{out}");
             assert!(out.contains("timing error at the receiver (host2:gpu1, kernel receive times) vs the schedule: mean "), "{out}");
             assert!(out.contains("; 101 of 101 frames arrived"), "{out}");
-            assert!(out.contains("warning: 100 of 100 gaps"), "{out}");
+            assert_eq!(text(&o).matches("warning: 100 of 100 gaps").count(), 1, "the warning once: {}", text(&o));
+            assert!(out.contains("     101  queue 3 lossless  capture DSCP 24, fabric DSCP 24; 101 enqueued there during the replay\n"), "{out}");
         }
     }
+    // An rxe-like capture (DSCP 0): every frame in lossy queue 0, none in lossless queue 3, as
+    // rail1's own counters show, and a warning that says so.
+    let rxe = frames(&dir, &["roce", "--opcode", "write-only", "--psn", "1", "--len", "256", "--dscp", "0", "--count", "10", "--src-ip", A, "--dst-ip", B]);
+    let rxe_cap = dir.file("rxe.pcap");
+    write_all(&rxe_cap, Format::Pcap, rxe.iter().enumerate().map(|(i, f)| (Duration::from_millis(i as u64), f.as_slice()))).unwrap();
+    let o = replay(&f, &[rxe_cap.to_str().unwrap(), "--map", &map, "--json"]);
+    assert!(o.status.success(), "rocefab replay: {}", text(&o));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let tcs = j["traffic_classes"].as_array().unwrap();
+    let q = |tc: u64| tcs.iter().find(|c| c["tc"] == tc).cloned().unwrap_or_default();
+    assert_eq!((q(0)["frames"].as_u64(), q(3)["frames"].as_u64(), q(3)["enqueued_at_switch"].as_u64()), (Some(10), Some(0), Some(0)), "{j}");
+    // Queue 0 carries what rail1 itself sends toward the spines too (LLDP every 30 s at most once here).
+    let q0 = q(0)["enqueued_at_switch"].as_u64().unwrap();
+    assert!((10..=12).contains(&q0), "rail1 queue 0 enqueued {q0} during the replay of 10 frames: {j}");
+    assert!(j["warnings"].to_string().contains("no frame is in a lossless (PFC) class at rail1: the capture's DSCPs (0) map to lossy queues"), "{j}");
+
     drop(f);
     assert!(fabric_namespaces("rfr4").is_empty(), "namespaces left: {:?}", fabric_namespaces("rfr4"));
 
