@@ -66,10 +66,11 @@ pub struct GapWarning {
     pub below_serialization: u64,
     /// The smallest reproducible emulated gap at this D for the frames' mean size, ns.
     pub min_gap_ns: f64,
-    /// The 5th percentile gap (emulated ns).
-    pub p5_gap_ns: f64,
-    /// The time dilation at which the 5th percentile gap is reproducible.
-    pub needed_time_dilation: f64,
+    /// The 5th percentile of the gaps at least their frame's serialization (emulated ns).
+    pub p5_gap_ns: Option<f64>,
+    /// The time dilation at which that gap is reproduced (`None` when only gaps below the
+    /// serialization time were too small).
+    pub needed_time_dilation: Option<f64>,
     pub message: String,
 }
 
@@ -111,9 +112,12 @@ impl GapRule {
     }
 
     /// Checks one loop's emulated schedule (`offsets_ns`) of frames of `lens` bytes; `None`
-    /// when at most [`WARN_SHARE`] of its gaps are below what the fabric reproduces.
+    /// when at most [`WARN_SHARE`] of its gaps are below what the fabric reproduces. The D it
+    /// names reproduces the 5th-percentile gap among those some D can reproduce (at least their
+    /// frame's serialization time).
     pub fn check(&self, offsets_ns: &[u64], lens: &[usize]) -> Option<GapWarning> {
-        let mut gaps: Vec<f64> = Vec::new();
+        // Every gap above 0, and those at least their frame's serialization time.
+        let (mut n, mut fit): (u64, Vec<f64>) = (0, Vec::new());
         let (mut below, mut below_ser) = (0u64, 0u64);
         for i in 1..offsets_ns.len() {
             let g = offsets_ns[i].saturating_sub(offsets_ns[i - 1]) as f64;
@@ -121,37 +125,45 @@ impl GapRule {
                 // Due together (--topspeed, or one capture timestamp): nothing to reproduce.
                 continue;
             }
+            n += 1;
             let len = lens.get(i).copied().unwrap_or(64);
             if g < self.serialization_ns(len) {
                 below_ser += 1;
-            } else if g < self.min_gap_ns(len) {
+                continue;
+            }
+            if g < self.min_gap_ns(len) {
                 below += 1;
             }
-            gaps.push(g);
+            fit.push(g);
         }
-        let n = gaps.len() as u64;
         if n == 0 || ((below + below_ser) as f64) <= WARN_SHARE * n as f64 {
             return None;
         }
-        gaps.sort_by(f64::total_cmp);
-        let p5 = gaps[((gaps.len() - 1) as f64 * WARN_SHARE).floor() as usize];
+        fit.sort_by(f64::total_cmp);
+        let p5 = (!fit.is_empty()).then(|| fit[((fit.len() - 1) as f64 * WARN_SHARE).floor() as usize]);
         let mean_len = if lens.is_empty() { 64 } else { lens.iter().sum::<usize>() / lens.len() };
         let min_gap = self.min_gap_ns(mean_len);
-        let needed = round_up_2(self.dilation_for(p5)).max(self.time_dilation);
+        let needed = p5.map(|g| round_up_2(self.dilation_for(g)).max(self.time_dilation));
         let d = self.time_dilation;
-        let mut message = format!(
-            "{below} of {n} gaps of the capture are below the {} the fabric reproduces at time_dilation {d} \
-             ({} x {} per frame on the wall clock, within {:.0} %): the timing at the receiver will not follow the capture; \
-             time_dilation {needed} reproduces the 5th-percentile gap ({})",
-            crate::units::fmt_ns(min_gap),
-            if self.hops == 1 { "1 hop".to_string() } else { format!("{} hops", self.hops) },
-            crate::units::fmt_ns(self.cost_per_hop_wall_ns),
-            TOLERANCE * 100.0,
-            crate::units::fmt_ns(p5),
-        );
+        let mut parts = Vec::new();
+        if below > 0 {
+            let hops = if self.hops == 1 { "1 hop".to_string() } else { format!("{} hops", self.hops) };
+            let mut m = format!(
+                "{below} of {n} gaps of the capture are below the {} the fabric reproduces at time_dilation {d} \
+                 ({hops} x {} per frame on the wall clock, within {:.0} %): the timing at the receiver will not follow the capture",
+                crate::units::fmt_ns(min_gap),
+                crate::units::fmt_ns(self.cost_per_hop_wall_ns),
+                TOLERANCE * 100.0,
+            );
+            if let (Some(nd), Some(g)) = (needed, p5) {
+                m.push_str(&format!("; time_dilation {nd} reproduces the 5th-percentile gap ({})", crate::units::fmt_ns(g)));
+            }
+            parts.push(m);
+        }
         if below_ser > 0 {
-            message.push_str(&format!(
-                "; {below_ser} gaps are shorter than their frame's serialization at {} Gbit/s, which no time dilation reproduces",
+            parts.push(format!(
+                "{below_ser} of {n} gaps are shorter than their frame's serialization at {} Gbit/s (the capture's link was faster): \
+                 no time dilation reproduces them",
                 self.line_rate_bps as f64 / 1e9
             ));
         }
@@ -161,8 +173,8 @@ impl GapRule {
             below_serialization: below_ser,
             min_gap_ns: min_gap,
             p5_gap_ns: p5,
-            needed_time_dilation: needed,
-            message,
+            needed_time_dilation: if below > 0 { needed } else { None },
+            message: parts.join("; "),
         })
     }
 }
@@ -340,8 +352,8 @@ mod tests {
         let w = rule(1.0).check(&s.offsets_ns, &lens).expect("must warn");
         assert_eq!((w.gaps, w.below, w.below_serialization), (100, 100, 0));
         // The 5th percentile gap is the 5th smallest (index 4.95 → 4): 42 us → D 600/42 = 14.3 → 15.
-        assert_eq!(w.p5_gap_ns, 42_000.0);
-        assert_eq!(w.needed_time_dilation, 15.0);
+        assert_eq!(w.p5_gap_ns, Some(42_000.0));
+        assert_eq!(w.needed_time_dilation, Some(15.0));
         assert!(w.message.contains("time_dilation 15 reproduces"), "{}", w.message);
         // At that D at most 5 % of the gaps are below: no warning.
         assert_eq!(rule(15.0).check(&s.offsets_ns, &lens), None);
@@ -351,11 +363,21 @@ mod tests {
         let slow: Vec<u64> = (0..50).map(|i| i * 5_000_000).collect();
         assert_eq!(rule(1.0).check(&slow, &[1000; 50]), None);
         assert_eq!(rule(1.0).check(&[0; 50], &[1000; 50]), None);
-        // Gaps below the serialization time are named: no D helps them.
+        // Gaps below the serialization time (50 ns < 81.92 ns) are named: no D helps them, and
+        // no D is named for them.
         let tight: Vec<u64> = (0..50).map(|i| i * 50).collect();
         let w = rule(1e6).check(&tight, &[1000; 50]).unwrap();
-        assert_eq!(w.below_serialization, 49);
-        assert!(w.message.contains("no time dilation reproduces"), "{}", w.message);
+        assert_eq!((w.below_serialization, w.below, w.needed_time_dilation), (49, 0, None));
+        assert_eq!(w.message, "49 of 49 gaps are shorter than their frame's serialization at 100 Gbit/s (the capture's link was faster): no time dilation reproduces them");
+        // Both kinds: half the gaps 50 ns, half 30 us, at D 1: the D named is for the 30 us gaps.
+        let mixed: Vec<u64> = (0..41u64).scan(0u64, |t, i| {
+            let now = *t;
+            *t += if i % 2 == 0 { 50 } else { 30_000 };
+            Some(now)
+        }).collect();
+        let w = rule(1.0).check(&mixed, &[1000; 41]).unwrap();
+        assert_eq!((w.gaps, w.below, w.below_serialization, w.needed_time_dilation), (40, 20, 20, Some(20.0)));
+        assert!(w.message.starts_with("20 of 40 gaps of the capture are below the 600.000 us") && w.message.contains("; 20 of 40 gaps are shorter"), "{}", w.message);
     }
 
     #[test]
