@@ -186,7 +186,7 @@ impl<R: BufRead> Read for Chunked<R> {
 }
 
 /// Opens `GET /capture` on a daemon; returns the stream header and the body reader.
-fn open_stream(base: &str, ports: &[&str], snaplen: Option<u32>) -> anyhow::Result<(StreamHeader, Box<dyn BufRead + Send>)> {
+pub fn open_stream(base: &str, ports: &[&str], snaplen: Option<u32>) -> anyhow::Result<(StreamHeader, Box<dyn BufRead + Send>)> {
     let hostport = base.strip_prefix("http://").unwrap_or(base).trim_end_matches('/');
     let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{base}: bad address"))?;
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| format!("connecting to {addr}"))?;
@@ -254,7 +254,7 @@ fn pump(mut body: Box<dyn BufRead + Send>, port_to_if: BTreeMap<u16, u32>, tx: m
 }
 
 /// The daemon base URL (`http://127.0.0.1:port`) of every node of the fabric.
-fn daemon_urls(st: &State) -> BTreeMap<String, String> {
+pub fn daemon_urls(st: &State) -> BTreeMap<String, String> {
     st.daemons.iter().map(|d| (d.node().to_string(), d.url("").trim_end_matches('/').to_string())).collect()
 }
 

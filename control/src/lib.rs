@@ -15,6 +15,7 @@ pub mod pipe;
 pub mod plan;
 pub mod qos;
 pub mod replay;
+pub mod replay_rx;
 pub mod rundir;
 pub mod run;
 pub mod send;

@@ -134,13 +134,15 @@ fn decode_ib(h: &roce::Repr, payload_captured: usize, payload_len: usize, icrc: 
         let _ = write!(text, " | payload {payload_captured} of {payload_len} bytes captured");
     }
     let _ = write!(text, " | ICRC {icrc}");
+    // Values in wire order, as Wireshark's infiniband.invariant.crc (and the text above).
+    let w = rocefab_wire::roce::icrc::wire_order;
     let icrc = match icrc {
-        IcrcStatus::Good(v) => json!({ "status": "good", "value": v }),
-        IcrcStatus::Bad { expected, found } => json!({ "status": "bad", "expected": expected, "found": found }),
+        IcrcStatus::Good(v) => json!({ "status": "good", "value": w(v) }),
+        IcrcStatus::Bad { expected, found } => json!({ "status": "bad", "expected": w(expected), "found": w(found) }),
         IcrcStatus::NotCaptured { captured, orig_len } => {
             json!({ "status": "not_captured", "captured": captured, "orig_len": orig_len })
         }
-        IcrcStatus::NotChecked { stored } => json!({ "status": "not_checked", "stored": stored }),
+        IcrcStatus::NotChecked { stored } => json!({ "status": "not_checked", "stored": w(stored) }),
     };
     let json = json!({
         "bth": {
@@ -352,7 +354,8 @@ pub fn decode(index: usize, time: f64, linktype: u32, data: &[u8], orig_len: usi
 /// Runs `rocefab pcap show`.
 pub fn run(args: &PcapShowArgs) -> Result<()> {
     use std::io::Write;
-    let reader = CaptureReader::open(&args.file).with_context(|| format!("opening {}", args.file.display()))?;
+    // The error names the file (once) and what it is.
+    let reader = CaptureReader::open(&args.file)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut first_ts = None;

@@ -18,8 +18,12 @@
 //!    UDP checksum 0 (IPv4; IPv6 recomputed when the capture had one), and the RoCEv2 ICRC (IBTA
 //!    Annex A17.3.3), which covers the addresses — recomputed only when the captured ICRC was
 //!    good, so a frame captured with a bad ICRC is injected with a bad one. DSCP/ECN, UDP ports
-//!    and everything above UDP stay as captured; VLAN tags are dropped (the fabric is untagged
-//!    and classifies by DSCP).
+//!    and everything above UDP stay as captured. VLAN tags are stripped and reported per tag
+//!    with the priority the frames take instead: the fabric's ports are untagged (the planner
+//!    configures no VLANs, and this kernel has no 802.1Q devices for a host to terminate a tag)
+//!    and its switches classify by DSCP (DSCP-based PFC, as SONiC's and NX-OS's RoCE
+//!    configurations do), so a kept tag would carry a PCP nothing reads (the XDP program skips one
+//!    tag and classifies by DSCP; a QinQ frame would not even be routed).
 //! 5. **Schedule** ([`Schedule`]): the capture's timestamps relative to the first injected
 //!    frame (default), divided by `--speed`, `--pps` evenly spaced, or `--topspeed` all at 0;
 //!    `--loop N` repeats it with the capture's mean gap between loops. The schedule is in the
@@ -41,8 +45,17 @@
 //! 7. **Report** ([`Report`], text or `--json`), in emulated time (wall / D; the wall-clock
 //!    duration and D are given too): frames and bytes sent, duration, rate, the
 //!    timing error measured at the sender (send timestamps against the schedule: mean absolute
-//!    inter-frame error as a share of the mean scheduled gap, and the largest), the frames whose
-//!    ICRC was already bad in the capture, the padded frames, and the skipped frames by reason.
+//!    inter-frame error as a share of the mean scheduled gap, and the largest) and beside it the
+//!    timing error at the receiver (the destination NICs captured during the replay, kernel
+//!    receive times, [`crate::replay_rx`]), the frames per traffic class at the first switch
+//!    (by the fabric's DSCP map; every lossless class is listed, and a warning says when no
+//!    frame is in one), the VLAN tags stripped, the frames whose ICRC was already bad in the
+//!    capture, the padded frames, the skipped frames by reason, and warnings: among them the
+//!    capture's gaps that the fabric cannot reproduce at its time dilation, with the D that
+//!    would ([`crate::replay_rx::GapRule`]), also printed before sending.
+//!
+//! `--dry-run` needs no running fabric when given the topology (`--topology FILE`, or the file
+//! in the fabric's place); its time dilation is the topology's.
 //!
 //! A frame the capture's snap length cut is refused (an error naming the file, the frame and
 //! both lengths) unless `--pad` pads it with zeros to its original length; its ICRC, which was
@@ -86,9 +99,16 @@ pub struct ReplayArgs {
     /// ICRC is computed over the padded frame) instead of refusing them.
     #[arg(long)]
     pub pad: bool,
-    /// Print the mapping and what would be skipped, send nothing.
+    /// Print the mapping, the traffic classes and what would be skipped, send nothing. Works
+    /// without a running fabric with --topology (or a topology file in the fabric's place).
     #[arg(long)]
     pub dry_run: bool,
+    /// The topology file to plan a dry run with, instead of a running fabric's.
+    #[arg(long, value_name = "FILE", requires = "dry_run")]
+    pub topology: Option<PathBuf>,
+    /// Do not capture the destination NICs to measure the timing at the receiver.
+    #[arg(long)]
+    pub no_receiver_timing: bool,
     /// Replay X times faster than captured (0.5 = half speed); the captured timing is taken
     /// as emulated time and stretched by the fabric's time dilation.
     #[arg(long, value_name = "X", value_parser = parse_speed_factor, conflicts_with_all = ["pps", "topspeed"])]
@@ -499,6 +519,42 @@ pub struct Outgoing {
     pub icrc_bad_in_capture: bool,
     /// Padded to its original length (`--pad`).
     pub padded: bool,
+    /// Its DSCP (kept as captured): what the fabric classifies it by.
+    pub dscp: u8,
+    /// The VLAN tag the capture had, stripped for the untagged fabric.
+    pub vlan: Option<VlanTag>,
+}
+
+/// A capture frame's outer 802.1Q / 802.1ad tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct VlanTag {
+    pub vid: u16,
+    /// Priority code point (IEEE 802.1Q PCP, 0..=7).
+    pub pcp: u8,
+    /// Tags on the frame (2 for QinQ).
+    pub tags: u8,
+}
+
+/// The outer VLAN tag of an Ethernet frame and how many tags it has.
+fn vlan_tag(eth: &[u8]) -> Option<VlanTag> {
+    let (_, l3off) = l3(eth)?;
+    if l3off == 14 {
+        return None;
+    }
+    let tci = be16(eth, 14);
+    Some(VlanTag { vid: tci & 0x0fff, pcp: (tci >> 13) as u8, tags: ((l3off - 14) / 4) as u8 })
+}
+
+/// The DSCP of an Ethernet frame's IPv4 / IPv6 header (0 when there is none).
+fn dscp_of(eth: &[u8]) -> u8 {
+    match l3(eth) {
+        Some((ETHERTYPE_IPV4, o)) => eth.get(o + 1).map_or(0, |t| t >> 2),
+        Some((ETHERTYPE_IPV6, o)) => match eth.get(o..o + 2) {
+            Some(h) => (((h[0] & 0x0f) << 4) | (h[1] >> 4)) >> 2,
+            None => 0,
+        },
+        _ => 0,
+    }
 }
 
 /// Skipped frames of one reason.
@@ -625,6 +681,7 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
             eth.resize(wire_len, 0);
         }
         let bad = !was_cut && !status.is_good();
+        let (dscp, vlan) = (dscp_of(&eth), vlan_tag(&eth));
         let bytes = match rewrite(&eth, from.mac, from.gateway_mac, IpAddr::V4(from.ip), IpAddr::V4(new_dst), !bad) {
             Ok(b) => b,
             Err(e) => {
@@ -632,7 +689,7 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
                 continue;
             }
         };
-        out.push(Outgoing { number: i + 1, timestamp: f.timestamp, bytes, icrc_bad_in_capture: bad, padded: was_cut });
+        out.push(Outgoing { number: i + 1, timestamp: f.timestamp, bytes, icrc_bad_in_capture: bad, padded: was_cut, dscp, vlan });
     }
     if !o.pad {
         if let Some(&(n, captured, orig)) = cut.first() {
@@ -790,6 +847,14 @@ impl TimingError {
             self.max_abs_error_ns = self.max_abs_error_ns.max(err);
         }
         self.prev = Some((scheduled_ns, actual_ns));
+    }
+
+    /// Adds `o`'s gaps (another stream of the same replay) to these.
+    pub fn merge(&mut self, o: &TimingError) {
+        self.gaps += o.gaps;
+        self.sum_abs_error_ns += o.sum_abs_error_ns;
+        self.sum_scheduled_gap_ns += o.sum_scheduled_gap_ns;
+        self.max_abs_error_ns = self.max_abs_error_ns.max(o.max_abs_error_ns);
     }
 
     pub fn mean_abs_error_ns(&self) -> Option<f64> {
@@ -1027,6 +1092,121 @@ pub struct TimingReport {
     pub max_abs_error_ns: u64,
 }
 
+/// How the first switch classifies frames: what the per-class counts are made with.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Classifier {
+    /// The rail switch the `--from` NIC is cabled to.
+    pub switch: String,
+    /// DSCP → traffic class (queue and PFC priority), 64 entries.
+    #[serde(skip)]
+    pub dscp_to_tc: Vec<u8>,
+    /// Bit p: priority p is lossless (PFC).
+    pub lossless_priorities: u8,
+}
+
+impl Classifier {
+    /// The traffic class of `dscp` (0 outside the map).
+    pub fn tc(&self, dscp: u8) -> u8 {
+        self.dscp_to_tc.get(usize::from(dscp)).copied().unwrap_or(0)
+    }
+    pub fn is_lossless(&self, tc: u8) -> bool {
+        tc < 8 && self.lossless_priorities & (1 << tc) != 0
+    }
+}
+
+/// Frames of one traffic class (queue and PFC priority) at the first switch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClassCount {
+    pub tc: u8,
+    pub lossless: bool,
+    /// Frames of the schedule (every loop) in this class.
+    pub frames: u64,
+    /// The DSCPs of those frames.
+    pub dscps: Vec<u8>,
+    /// The DSCPs the fabric maps to this class.
+    pub fabric_dscps: Vec<u8>,
+    /// Frames the first switch enqueued in this class during the replay, on every port but the
+    /// one to the `--from` NIC (its `rocefab_queue_enqueued_packets_total`; all traffic of the
+    /// switch, so frames it sends itself count too). `None` in a dry run.
+    pub enqueued_at_switch: Option<u64>,
+}
+
+/// Frames whose VLAN tag was stripped, per tag and the class they took instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VlanCount {
+    pub vid: u16,
+    pub pcp: u8,
+    pub tags: u8,
+    /// The frames' DSCP and the traffic class (priority) it gives them on the fabric.
+    pub dscp: u8,
+    pub tc: u8,
+    pub frames: u64,
+}
+
+/// Frames per traffic class (every class with frames, and every lossless class).
+pub fn classes(frames: &[Outgoing], loops: u32, c: &Classifier) -> Vec<ClassCount> {
+    let mut v: Vec<ClassCount> = Vec::new();
+    for tc in 0..8u8 {
+        let mine: Vec<&Outgoing> = frames.iter().filter(|f| c.tc(f.dscp) == tc).collect();
+        if mine.is_empty() && !c.is_lossless(tc) {
+            continue;
+        }
+        let mut dscps: Vec<u8> = mine.iter().map(|f| f.dscp).collect();
+        dscps.sort_unstable();
+        dscps.dedup();
+        let fabric_dscps = (0..64u8).filter(|&d| c.tc(d) == tc).collect();
+        v.push(ClassCount { tc, lossless: c.is_lossless(tc), frames: mine.len() as u64 * u64::from(loops), dscps, fabric_dscps, enqueued_at_switch: None });
+    }
+    v
+}
+
+/// Per queue (0..=7), the sum of `rocefab_queue_enqueued_packets_total` over every port but
+/// `except` in a Prometheus text scrape.
+pub fn enqueued_per_queue(text: &str, except: &str) -> [u64; 8] {
+    let mut q = [0u64; 8];
+    let skip = format!("port=\"{except}\"");
+    for l in text.lines() {
+        let Some(rest) = l.strip_prefix("rocefab_queue_enqueued_packets_total{") else { continue };
+        let Some((labels, value)) = rest.split_once('}') else { continue };
+        if labels.split(',').any(|kv| kv == skip) {
+            continue;
+        }
+        let queue = labels.split(',').find_map(|kv| kv.strip_prefix("queue=\"")?.strip_suffix('"')?.parse::<usize>().ok());
+        if let (Some(i), Ok(v)) = (queue, value.trim().parse::<f64>()) {
+            if i < 8 {
+                q[i] += v as u64;
+            }
+        }
+    }
+    q
+}
+
+/// Frames whose VLAN tag was stripped, by (tag, DSCP).
+pub fn vlan_counts(frames: &[Outgoing], loops: u32, c: &Classifier) -> Vec<VlanCount> {
+    let mut m: BTreeMap<(VlanTag, u8), u64> = BTreeMap::new();
+    for f in frames {
+        if let Some(t) = f.vlan {
+            *m.entry((t, f.dscp)).or_default() += u64::from(loops);
+        }
+    }
+    m.into_iter()
+        .map(|((t, dscp), frames)| VlanCount { vid: t.vid, pcp: t.pcp, tags: t.tags, dscp, tc: c.tc(dscp), frames })
+        .collect()
+}
+
+/// The timing at the destination NICs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReceiverReport {
+    /// The NICs captured (`host2:gpu1`).
+    pub ports: Vec<String>,
+    /// Frames sent that were expected there, and those that arrived (matched by opcode, QP, PSN).
+    pub frames_expected: u64,
+    pub frames_received: u64,
+    /// Arrival gaps against the schedule's gaps, emulated; `None` with fewer than two arrivals
+    /// at one destination.
+    pub timing: Option<TimingReport>,
+}
+
 /// What `rocefab replay` reports (`--json` prints it as is).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -1059,6 +1239,20 @@ pub struct Report {
     pub rate_mbps: f64,
     /// Measured at the sender: send timestamps against the schedule.
     pub timing: Option<TimingReport>,
+    /// Measured at the destination NICs (kernel receive times): arrival gaps against the
+    /// schedule. `None` in a dry run or when the destinations could not be captured (a warning
+    /// says why).
+    pub receiver: Option<ReceiverReport>,
+    /// The first switch's classification of the frames.
+    pub classifier: Classifier,
+    /// Frames per traffic class at the first switch.
+    pub traffic_classes: Vec<ClassCount>,
+    /// Frames whose VLAN tag was stripped (the fabric is untagged), by tag.
+    pub vlan_stripped: Vec<VlanCount>,
+    /// The capture's gaps that the fabric cannot reproduce at its time dilation.
+    pub gap_warning: Option<crate::replay_rx::GapWarning>,
+    /// Everything worth a `warning:` line.
+    pub warnings: Vec<String>,
     pub icrc_bad_in_capture: usize,
     pub padded: usize,
     pub stopped_at_max_duration: bool,
@@ -1077,7 +1271,7 @@ impl Report {
     /// The report of a prepared capture, before (`log` = `None`: dry run) or after sending:
     /// `s` is the emulated schedule, `log` what [`pace`] did with `s.dilated(dilation)` on the
     /// wall clock.
-    pub fn new(o: Origin, p: &Prepared, pace: Pace, s: &Schedule, dilation: Dilation, log: Option<&SendLog>) -> Report {
+    pub fn new(o: Origin, p: &Prepared, pace: Pace, s: &Schedule, dilation: Dilation, cls: &Classifier, log: Option<&SendLog>) -> Report {
         let wall = log.map_or(0.0, |l| l.duration.as_secs_f64());
         let d = dilation.to_emulated_secs(wall);
         let emu = |wall_ns: f64| wall_ns / dilation.factor();
@@ -1094,7 +1288,7 @@ impl Report {
                 max_abs_error_ns: dilation.to_emulated_ns(t.max_abs_error_ns),
             })
         });
-        Report {
+        let mut r = Report {
             fabric: o.fabric.into(),
             file: o.file.into(),
             from: o.from.into(),
@@ -1116,13 +1310,68 @@ impl Report {
             rate_pps: rate(sent.saturating_sub(1) as f64),
             rate_mbps: rate(bytes.saturating_sub(first_len) as f64 * 8.0 / 1e6),
             timing,
+            receiver: None,
+            classifier: cls.clone(),
+            traffic_classes: classes(&p.frames, s.loops, cls),
+            vlan_stripped: vlan_counts(&p.frames, s.loops, cls),
+            gap_warning: None,
+            warnings: Vec::new(),
             icrc_bad_in_capture: p.frames.iter().filter(|f| f.icrc_bad_in_capture).count(),
             padded: p.frames.iter().filter(|f| f.padded).count(),
             stopped_at_max_duration: log.is_some_and(|l| l.stopped_at_deadline),
             skipped: p.skipped.clone(),
+        };
+        r.warnings = r.class_warnings();
+        r
+    }
+
+    /// Warnings about where the frames go: VLAN tags stripped, no lossless class used.
+    fn class_warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        let vlan: u64 = self.vlan_stripped.iter().map(|v| v.frames).sum();
+        if vlan > 0 {
+            let tags: Vec<String> = self.vlan_stripped.iter().map(|v| format!("vid {} pcp {} -> priority {} (DSCP {})", v.vid, v.pcp, v.tc, v.dscp)).collect();
+            w.push(format!(
+                "{vlan} frames had a VLAN tag, stripped: the fabric's ports are untagged and classify by DSCP, not PCP ({})",
+                tags.join(", ")
+            ));
         }
+        let lossless: Vec<&ClassCount> = self.traffic_classes.iter().filter(|c| c.lossless).collect();
+        let total: u64 = self.traffic_classes.iter().map(|c| c.frames).sum();
+        if total > 0 && !lossless.is_empty() && lossless.iter().all(|c| c.frames == 0) {
+            let how: Vec<String> = lossless.iter().map(|c| format!("priority {} = DSCP {}", c.tc, dscp_list(&c.fabric_dscps))).collect();
+            w.push(format!(
+                "no frame is in a lossless (PFC) class at {}: the capture's DSCPs ({}) map to lossy queues; the fabric's lossless classes are {}",
+                self.classifier.switch,
+                dscp_list(&self.traffic_classes.iter().flat_map(|c| c.dscps.clone()).collect::<Vec<_>>()),
+                how.join(", ")
+            ));
+        }
+        w
     }
 }
+
+/// `0-23,25,48`: sorted DSCPs with runs as ranges.
+fn dscp_list(v: &[u8]) -> String {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    if v.is_empty() {
+        return "-".into();
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i { format!("{}-{}", v[i], v[j]) } else { v[i].to_string() });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
 
 /// The mapping, as printed before sending.
 pub fn render_mapping(r: &Report) -> String {
@@ -1206,6 +1455,41 @@ pub fn render_report(r: &Report) -> String {
                 let _ = writeln!(o, "timing error: - (fewer than two frames sent)");
             }
         }
+        if let Some(rx) = &r.receiver {
+            let t = rx.timing.as_ref().map_or("- (fewer than two frames at one destination)".to_string(), |t| {
+                let pct = t.mean_abs_error_pct.map_or("-".to_string(), |p| format!("{p:.3} %"));
+                format!(
+                    "mean {} per gap ({pct} of the mean scheduled gap {}), max {}",
+                    fmt_ns(t.mean_abs_error_ns),
+                    fmt_ns(t.mean_scheduled_gap_ns),
+                    fmt_ns(t.max_abs_error_ns as f64)
+                )
+            });
+            let _ = writeln!(
+                o,
+                "timing error at the receiver ({}, kernel receive times) vs the schedule{}: {t}; {} of {} frames arrived",
+                rx.ports.join(", "),
+                if d == 1.0 { "" } else { " (emulated)" },
+                rx.frames_received,
+                rx.frames_expected
+            );
+        }
+    }
+    let _ = writeln!(o, "frames by traffic class at {} (DSCP -> queue and PFC priority):", r.classifier.switch);
+    for c in &r.traffic_classes {
+        let measured = c.enqueued_at_switch.map_or(String::new(), |n| format!("; {} enqueued there during the replay", n));
+        let _ = writeln!(
+            o,
+            "  {:>6}  queue {} {:<8}  capture DSCP {}, fabric DSCP {}{measured}",
+            c.frames,
+            c.tc,
+            if c.lossless { "lossless" } else { "lossy" },
+            dscp_list(&c.dscps),
+            dscp_list(&c.fabric_dscps)
+        );
+    }
+    for v in &r.vlan_stripped {
+        let _ = writeln!(o, "  VLAN stripped: {:>6}  vid {} pcp {} -> queue {} by DSCP {}", v.frames, v.vid, v.pcp, v.tc, v.dscp);
     }
     let _ = writeln!(
         o,
@@ -1219,6 +1503,9 @@ pub fn render_report(r: &Report) -> String {
     let _ = writeln!(o, "skipped {skipped} of {} frames{}", r.frames_in_capture, if skipped > 0 { ":" } else { "" });
     for s in &r.skipped {
         let _ = writeln!(o, "  {:>6}  {}", s.frames, s.reason);
+    }
+    for w in &r.warnings {
+        let _ = writeln!(o, "warning: {w}");
     }
     o
 }
@@ -1234,24 +1521,113 @@ fn split_positional(p: &[String]) -> anyhow::Result<(Option<&str>, PathBuf)> {
     }
 }
 
+/// A topology file given where a fabric name goes (`rocefab replay topo.yaml --dry-run ...`).
+fn is_topology_file(s: &str) -> bool {
+    let p = Path::new(s);
+    p.extension().is_some_and(|e| e == "yaml" || e == "yml") && p.is_file()
+}
+
+/// The rail switch a host NIC is cabled to, and the link's line rate.
+fn switch_of(plan: &Plan, host: &str, nic: &str) -> Option<(String, u64)> {
+    plan.links.iter().find_map(|l| {
+        if l.a.node == host && l.a.ifname == nic {
+            Some((l.b.node.clone(), l.line_rate_bps))
+        } else if l.b.node == host && l.b.ifname == nic {
+            Some((l.a.node.clone(), l.line_rate_bps))
+        } else {
+            None
+        }
+    })
+}
+
+/// The first switch's classifier for frames from `from` (`host:nic`).
+pub fn classifier(plan: &Plan, from: &str) -> Classifier {
+    let (host, nic) = from.split_once(':').unwrap_or((from, ""));
+    let sw = switch_of(plan, host, nic).and_then(|(s, _)| plan.switch(&s).cloned());
+    match sw {
+        Some(s) => Classifier { switch: s.name.clone(), dscp_to_tc: s.config.dscp_to_tc.clone(), lossless_priorities: s.config.qos.lossless_priorities },
+        None => Classifier { switch: "?".into(), dscp_to_tc: vec![0; 64], lossless_priorities: 0 },
+    }
+}
+
+/// The gap rule for frames from `from` to the GPUs `to`: switch hops (1 on one rail switch, 3
+/// within a pod, 5 across pods) and the slowest host link on the way.
+pub fn gap_rule(topo: &Topology, plan: &Plan, from: &str, to: &[&str], d: Dilation) -> crate::replay_rx::GapRule {
+    let sw = |g: &str| {
+        let (h, n) = g.split_once(':').unwrap_or((g, ""));
+        switch_of(plan, h, n)
+    };
+    let pod = |name: &str| topo.switches.iter().find(|s| s.name == name).and_then(|s| s.pod);
+    let src = sw(from);
+    let mut hops = 1;
+    let mut rate = src.as_ref().map_or(u64::MAX, |s| s.1);
+    for t in to {
+        if let (Some((a, _)), Some((b, r))) = (&src, sw(t)) {
+            rate = rate.min(r);
+            let h = if *a == b {
+                1
+            } else if pod(a) == pod(&b) {
+                3
+            } else {
+                5
+            };
+            hops = hops.max(h);
+        }
+    }
+    crate::replay_rx::GapRule {
+        hops,
+        cost_per_hop_wall_ns: crate::replay_rx::COST_PER_HOP_WALL_NS,
+        line_rate_bps: if rate == u64::MAX { 0 } else { rate },
+        time_dilation: d.factor(),
+    }
+}
+
 /// Runs `rocefab replay`.
 pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     let (fabric, file) = split_positional(&a.positional)?;
-    let fabric = crate::fabric::pick_fabric(fabric)?;
-    let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
-    let topo = Topology::load(&st.topology)?;
+    // A dry run needs the topology only: from --topology, a topology file in the fabric's
+    // place, or the running fabric's state.
+    let topo_file = a.topology.clone().or_else(|| fabric.filter(|f| is_topology_file(f)).map(PathBuf::from));
+    let (fabric, st, topo, dilation) = match &topo_file {
+        Some(t) => {
+            if !a.dry_run {
+                bail!("--topology {}: only a dry run works from a topology file; sending needs a running fabric (rocefab up {})", t.display(), t.display());
+            }
+            let topo = Topology::load(t)?;
+            (topo.fabric.clone(), None, topo.clone(), topo.time_dilation)
+        }
+        None => {
+            let fabric = match (fabric, a.dry_run) {
+                (f, true) => crate::fabric::pick_fabric(f).map_err(|e| anyhow!("{e:#}; a dry run works from the topology file too: --topology FILE"))?,
+                (f, false) => crate::fabric::pick_fabric(f)?,
+            };
+            let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
+            let topo = Topology::load(&st.topology)?;
+            let d = st.clock()?.dilation();
+            (fabric, Some(st), topo, d)
+        }
+    };
     let plan = compile(&topo, 0);
     let gpus = gpus_of(&plan);
-    let frames = pcap::read_all(&file).with_context(|| format!("reading {}", file.display()))?;
+    // The error names the file (once) and what it is.
+    let frames = pcap::read_all(&file)?;
     let opts = Options { file: &file, gpus: &gpus, from: &a.from, maps: &a.maps, sender: a.sender, pad: a.pad, mtu: plan.mtu };
     let prep = prepare(&frames, &opts)?;
     let pace = Pace::from_args(a);
     let ts: Vec<Duration> = prep.frames.iter().map(|f| f.timestamp).collect();
     let schedule = Schedule::new(&ts, pace, a.loops);
-    let dilation = st.clock()?.dilation();
     let wall = schedule.dilated(dilation);
     let origin = Origin { fabric: &fabric, file: &file, from: &a.from };
-    let dry = Report::new(origin, &prep, pace, &schedule, dilation, None);
+    let cls = classifier(&plan, &a.from);
+    let dests: Vec<&str> = prep.mapping.iter().filter(|m| m.how != MapHow::Sender).filter_map(|m| m.gpu.as_deref()).collect();
+    let rule = gap_rule(&topo, &plan, &a.from, &dests, dilation);
+    let lens: Vec<usize> = prep.frames.iter().map(|f| f.bytes.len()).collect();
+    let gap_warning = rule.check(&schedule.offsets_ns, &lens);
+    let mut dry = Report::new(origin, &prep, pace, &schedule, dilation, &cls, None);
+    if let Some(w) = &gap_warning {
+        dry.warnings.push(w.message.clone());
+    }
+    dry.gap_warning = gap_warning.clone();
     if a.json {
         eprint!("{}", render_mapping(&dry));
     } else {
@@ -1275,6 +1651,7 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     if a.dry_run {
         return print_report(&dry, a.json);
     }
+    let st = st.expect("a run without --dry-run has a fabric");
     if prep.frames.is_empty() {
         print_report(&dry, a.json)?;
         bail!("nothing to send: no frame of the capture was sent by {}", prep.sender);
@@ -1286,9 +1663,82 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     if !crate::netns::exists(&gpu.netns) {
         bail!("fabric {fabric}: namespace {} of {} does not exist", gpu.netns, gpu.name);
     }
+    // Said before sending on stderr with --json (the text report ends with its warnings).
+    if let (Some(w), true) = (&gap_warning, a.json) {
+        eprintln!("warning: {}", w.message);
+    }
+    // Capture the destination NICs while sending (their agents' AF_PACKET sockets).
+    let targets: Vec<(String, String)> =
+        dests.iter().filter_map(|g| g.split_once(':')).map(|(h, n)| (h.to_string(), n.to_string())).collect();
+    let idents: Vec<Option<crate::replay_rx::Ident>> = prep.frames.iter().map(|f| crate::replay_rx::ident(&f.bytes, gpu.ip)).collect();
+    let mut warnings = Vec::new();
+    let receivers = if a.no_receiver_timing || targets.is_empty() {
+        None
+    } else {
+        match crate::replay_rx::Receivers::start(&crate::capture::daemon_urls(&st), &targets, gpu.ip) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                warnings.push(format!("receiver timing not measured: {e:#}"));
+                None
+            }
+        }
+    };
+    // The first switch's queue counters before and after: where the frames went.
+    let urls = crate::capture::daemon_urls(&st);
+    let from_port = plan.links.iter().find_map(|l| {
+        if l.a.node == cls.switch && l.b.node == gpu.name.split(':').next().unwrap_or("") && l.b.ifname == gpu.ifname {
+            Some(l.a.ifname.clone())
+        } else if l.b.node == cls.switch && l.a.node == gpu.name.split(':').next().unwrap_or("") && l.a.ifname == gpu.ifname {
+            Some(l.b.ifname.clone())
+        } else {
+            None
+        }
+    });
+    let queues = || -> Option<[u64; 8]> {
+        let text = crate::fabric::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2)).ok()?;
+        Some(enqueued_per_queue(&text, from_port.as_deref()?))
+    };
+    let before = queues();
     let bytes: Vec<Vec<u8>> = prep.frames.iter().map(|f| f.bytes.clone()).collect();
-    let log = send_from_netns(&gpu.netns, &gpu.ifname, bytes, wall, a.max_duration)?;
-    let r = Report::new(origin, &prep, pace, &schedule, dilation, Some(&log));
+    let log = send_from_netns(&gpu.netns, &gpu.ifname, bytes, wall.clone(), a.max_duration)?;
+    let mut r = Report::new(origin, &prep, pace, &schedule, dilation, &cls, Some(&log));
+    if let Some(rx) = receivers {
+        // Frames sent (the pacer may have stopped at --max-duration) that the capture can match.
+        let expected = (0..log.sent + log.errors).filter(|&k| idents[wall.frame(k)].is_some()).count() as u64;
+        let ports = rx.ports.clone();
+        let (arrivals, err) = rx.finish(expected, Duration::from_secs(2));
+        if let Some(e) = err {
+            warnings.push(format!("receiver capture: {e}"));
+        }
+        let (t, matched) = crate::replay_rx::match_arrivals(&wall, &idents, &arrivals);
+        let emu = |wall_ns: f64| wall_ns / dilation.factor();
+        let timing = (|| {
+            Some(TimingReport {
+                gaps: t.gaps,
+                mean_scheduled_gap_ns: emu(t.mean_scheduled_gap_ns()?),
+                mean_abs_error_ns: emu(t.mean_abs_error_ns()?),
+                mean_abs_error_pct: t.mean_abs_error_pct(),
+                max_abs_error_ns: dilation.to_emulated_ns(t.max_abs_error_ns),
+            })
+        })();
+        if matched < expected {
+            warnings.push(format!("{} of {expected} frames did not arrive at {} within 2 s", expected - matched, ports.join(", ")));
+        }
+        r.receiver = Some(ReceiverReport { ports, frames_expected: expected, frames_received: matched, timing });
+    }
+    match (before, queues()) {
+        (Some(b), Some(a)) => {
+            for c in &mut r.traffic_classes {
+                c.enqueued_at_switch = Some(a[usize::from(c.tc)].saturating_sub(b[usize::from(c.tc)]));
+            }
+        }
+        _ => warnings.push(format!("the queue counters of {} could not be read: the traffic classes are by its DSCP map only", cls.switch)),
+    }
+    if let Some(w) = &gap_warning {
+        r.warnings.push(w.message.clone());
+    }
+    r.gap_warning = gap_warning;
+    r.warnings.extend(warnings);
     print_report(&r, a.json)?;
     if log.errors > 0 {
         bail!(

@@ -188,9 +188,9 @@ fn check_roce(t: &[String], j: &Value) {
         assert_eq!(t[13], "");
         return;
     }
-    // tshark shows the ICRC bytes big-endian; we report the little-endian value.
+    // As Wireshark's "Invariant CRC": the wire bytes read big-endian.
     let ours = icrc.get("value").or_else(|| icrc.get("found")).unwrap().as_u64().unwrap() as u32;
-    assert_eq!(num(&t[13]) as u32, ours.swap_bytes());
+    assert_eq!(num(&t[13]) as u32, ours, "ICRC in Wireshark's byte order");
 }
 
 #[test]
@@ -262,9 +262,9 @@ fn bad_icrc_reported_with_expected_and_found() {
     assert_eq!(j["icrc"]["status"], "bad");
     assert_ne!(j["icrc"]["expected"], j["icrc"]["found"]);
     let t = &tshark(&f, ROCE_FIELDS)[0];
-    assert_eq!(num(&t[13]) as u32, (j["icrc"]["found"].as_u64().unwrap() as u32).swap_bytes());
+    assert_eq!(num(&t[13]) as u32, j["icrc"]["found"].as_u64().unwrap() as u32, "ICRC in Wireshark's byte order");
     let text = rocefab_ok(&["pcap", "show", f.to_str().unwrap()]);
-    assert!(text.contains("ICRC bad (expected 0x") && text.contains("found 0x"), "{text}");
+    assert!(text.contains("ICRC bad (expected 0x") && text.contains(&format!("found {:#010x})", num(&t[13]))), "{} in {text}", t[13]);
 }
 
 #[test]
@@ -524,8 +524,10 @@ fn new_opcodes_and_headers_match_tshark_and_show() {
         assert_eq!(opt_bytes(c(10)), j["immediate"].as_u64(), "{args:?}: ImmDt");
         assert_eq!(opt_bytes(c(11)), j["ieth"]["r_key"].as_u64(), "{args:?}: IETH");
         let ours = j["icrc"]["value"].as_u64().unwrap() as u32;
-        assert_eq!(num(c(12)) as u32, ours.swap_bytes(), "{args:?}: ICRC");
+        assert_eq!(num(c(12)) as u32, ours, "{args:?}: ICRC in Wireshark's byte order");
         let text = rocefab_ok(&["pcap", "show", f.to_str().unwrap()]);
+        let shown = format!("ICRC good ({:#010x})", num(c(12)));
+        assert!(text.contains(&shown), "{args:?}: {shown:?} (tshark's infiniband.invariant.crc) not in {text}");
         for want in *texts {
             assert!(text.contains(want), "{args:?}: {want:?} not in {text}");
         }
@@ -584,5 +586,59 @@ fn roce_v1_frame_is_shown() {
     assert_eq!(num(&t[8]), j["bth"]["psn"].as_u64().unwrap());
     assert_eq!(num(&t[9]), j["deth"]["q_key"].as_u64().unwrap());
     assert_eq!(num(&t[10]), j["deth"]["src_qp"].as_u64().unwrap());
-    assert_eq!(num(&t[11]) as u32, (j["icrc"]["stored"].as_u64().unwrap() as u32).swap_bytes());
+    assert_eq!(num(&t[11]) as u32, j["icrc"]["stored"].as_u64().unwrap() as u32, "ICRC in Wireshark's byte order");
+}
+
+/// Runs `tool args`, which must succeed (editcap, gzip: the formats users bring).
+fn tool(tool: &str, args: &[&str]) {
+    let o = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("cannot run {tool} (needed for this test): {e}"));
+    assert!(o.status.success(), "{tool} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A Sniffer capture (editcap -F ngsniffer) is refused by every command that reads captures,
+/// naming the format and the conversion, with the path once; the conversion it names works;
+/// gzip'd pcap and pcapng (gzip, as Wireshark's .pcapng.gz) are read as the plain files.
+#[test]
+fn sniffer_captures_are_named_and_gzipped_captures_are_read() {
+    let d = TempDir::new("formats");
+    let ng = d.file("r.pcapng");
+    frame("roce", &["--opcode", "write-only", "--len", "64", "--dscp", "24", "--count", "3", "--src-ip", "192.168.7.1", "--dst-ip", "192.168.7.2"], &ng);
+    let cap = d.file("r.cap");
+    tool("editcap", &["-F", "ngsniffer", ng.to_str().unwrap(), cap.to_str().unwrap()]);
+    let c = cap.to_str().unwrap();
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml");
+    let t = topo.to_str().unwrap();
+    for args in [vec!["pcap", "show", c], vec!["replay", "--topology", t, "--from", "host1:gpu0", c, "--dry-run"]] {
+        let o = rocefab(&args);
+        assert!(!o.status.success(), "{args:?} must fail");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("a Sniffer capture") && e.contains("\"TRSNIFF data\"") && e.contains("magic 54 52 53 4e"), "{args:?}: {e}");
+        assert!(e.contains("editcap -F pcapng IN OUT.pcapng"), "{args:?}: {e}");
+        assert_eq!(e.matches(c).count(), 1, "{args:?}: the path once: {e}");
+    }
+    // The conversion named works.
+    let back = d.file("back.pcapng");
+    tool("editcap", &["-F", "pcapng", c, back.to_str().unwrap()]);
+    let plain = show_json(&ng, &[]);
+    assert_eq!(plain.len(), 3);
+    let psns = |v: &[Value]| v.iter().map(|j| j["bth"]["psn"].as_u64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(psns(&show_json(&back, &[])), psns(&plain));
+    // gzip'd pcapng and pcap: the same frames, and replay reads them too.
+    let pcap = d.file("r.pcap");
+    tool("editcap", &["-F", "pcap", ng.to_str().unwrap(), pcap.to_str().unwrap()]);
+    for f in [&ng, &pcap] {
+        tool("gzip", &["-k", f.to_str().unwrap()]);
+        let gz = PathBuf::from(format!("{}.gz", f.display()));
+        assert_eq!(std::fs::read(&gz).unwrap()[..2], [0x1f, 0x8b]);
+        assert_eq!(show_json(&gz, &[]), show_json(f, &[]), "{}", gz.display());
+        let out = rocefab_ok(&["replay", "--topology", t, "--from", "host1:gpu0", gz.to_str().unwrap(), "--dry-run"]);
+        assert!(out.contains("dry run: would send 3 frames"), "{out}");
+    }
+    // A gzip'd file that is no capture says so.
+    let txt = d.file("notes.txt");
+    std::fs::write(&txt, "hello\n").unwrap();
+    tool("gzip", &[txt.to_str().unwrap()]);
+    let o = rocefab(&["pcap", "show", d.file("notes.txt.gz").to_str().unwrap()]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("a gzip'd file holding a text file"), "{e}");
 }

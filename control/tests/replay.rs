@@ -36,6 +36,12 @@ fn gpus() -> Vec<Gpu> {
     gpus_of(&compile(&topo, 0))
 }
 
+/// How rail1 (host1:gpu0's switch) classifies frames in rail-spine.yaml.
+fn cls() -> control::replay::Classifier {
+    let topo = Topology::load(&topology_path()).unwrap();
+    control::replay::classifier(&compile(&topo, 0), "host1:gpu0")
+}
+
 fn gpu<'a>(g: &'a [Gpu], name: &str) -> &'a Gpu {
     g.iter().find(|x| x.name == name).unwrap()
 }
@@ -43,6 +49,11 @@ fn gpu<'a>(g: &'a [Gpu], name: &str) -> &'a Gpu {
 /// A RoCEv2 frame `src` → `dst` built by our wire crate: `opcode` with a RETH when it needs
 /// one, `len` payload bytes.
 fn roce(src: IpAddr, dst: IpAddr, opcode: Opcode, psn: u32, len: usize) -> Vec<u8> {
+    roce_dscp(src, dst, opcode, psn, len, 26)
+}
+
+/// [`roce`] with DSCP `dscp`.
+fn roce_dscp(src: IpAddr, dst: IpAddr, opcode: Opcode, psn: u32, len: usize, dscp: u8) -> Vec<u8> {
     let payload: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
     let mut h = roce::Repr::new(bth::Repr::new(opcode, 0x12, psn));
     if opcode.layout().reth {
@@ -52,7 +63,7 @@ fn roce(src: IpAddr, dst: IpAddr, opcode: Opcode, psn: u32, len: usize) -> Vec<u
         h.aeth = Some(roce::aeth::Repr { syndrome: roce::aeth::Syndrome::Ack { credits: 0x1f }, msn: 3 });
     }
     let mut f = RoceFrame::new(MAC_X, MAC_Y, src, dst, h, &payload);
-    f.dscp = 26;
+    f.dscp = dscp;
     f.ecn = roce::IpEcn::Ect1;
     f.ttl = 17;
     f.udp_src_port = 50001;
@@ -298,7 +309,7 @@ fn a_bad_captured_icrc_stays_bad_and_is_counted() {
     assert_eq!(out[out.len() - 4..], bad[n - 4..], "the captured ICRC is sent as it was");
     assert!(matches!(ParsedFrame::parse(out).unwrap().icrc, IcrcStatus::Bad { .. }));
     assert!(ParsedFrame::parse(&p.frames[1].bytes).unwrap().icrc.is_good());
-    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, None);
+    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, &cls(), None);
     assert_eq!(r.icrc_bad_in_capture, 1);
     assert!(control::replay::render_report(&r).contains("ICRC was bad in the capture: 1 (kept bad"));
 }
@@ -403,7 +414,7 @@ fn skipped_frames_are_counted_by_reason_in_order_of_first_occurrence() {
     );
     // The wire crate's parser names the layer: "BTH truncated: need 12 bytes, have 3".
     assert!(r[5].0.starts_with("malformed RoCEv2: ") && r[5].0.contains("BTH"), "{}", r[5].0);
-    let report = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, None);
+    let report = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, &cls(), None);
     let text = control::replay::render_report(&report);
     assert!(text.contains("skipped 9 of 11 frames:\n       2  not RoCEv2 (ethertype 0x0806)\n       2  not RoCEv2 (UDP port 53)\n"), "{text}");
     // An IPv6-only capture has nothing to replay into an IPv4 fabric.
@@ -453,7 +464,7 @@ fn cut_frames_are_refused_unless_padded() {
     assert!(ParsedFrame::parse(f).unwrap().icrc.is_good(), "the ICRC of a padded frame is computed over it");
     check_headers_v4(f, &full, gpu(&g, "host1:gpu0"), gpu(&g, "host1:gpu1").ip, false);
     assert_eq!(f[14 + 20 + 8..80], full[14 + 20 + 8..80], "the captured bytes kept");
-    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, None);
+    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, &cls(), None);
     assert_eq!(r.padded, 2);
     assert!(control::replay::render_report(&r).contains("padded with zeros to the original length: 2"));
 }
@@ -641,10 +652,15 @@ fn dry_run_prints_the_mapping_and_the_skip_table() {
          \x20 192.168.7.1 -> host1:gpu0 10.0.1.1 (sender, --from)\n\
          \x20 192.168.7.2 -> host2:gpu1 10.0.2.2 (--map)\n\
          dry run: would send 4 frames (2 per loop, 2 loops) over 60.000 ms (original timing)\n\
+         frames by traffic class at rail1 (DSCP -> queue and PFC priority):\n\
+         \x20      4  queue 0 lossy     capture DSCP 26, fabric DSCP 0-23,25-47,49-63\n\
+         \x20      0  queue 3 lossless  capture DSCP -, fabric DSCP 24\n\
          ICRC was bad in the capture: 0 (kept bad; every other ICRC recomputed after rewriting)\n\
          skipped 2 of 4 frames:\n\
          \x20      1  not RoCEv2 (ethertype 0x0806)\n\
-         \x20      1  sent by another endpoint (192.168.7.2)\n"
+         \x20      1  sent by another endpoint (192.168.7.2)\n\
+         warning: no frame is in a lossless (PFC) class at rail1: the capture's DSCPs (26) map to lossy queues; \
+         the fabric's lossless classes are priority 3 = DSCP 24\n"
     );
     assert_eq!(out, want);
     // The only running fabric is the default; --json puts the mapping on stderr.
@@ -722,7 +738,7 @@ fn the_report_gives_rate_timing_and_skips() {
         timing.record(s.at(k as u64), s.at(k as u64) + err);
     }
     let log = SendLog { sent: 12, bytes: 12 * 300, first_len: 300, duration: Duration::from_millis(110), timing, ..Default::default() };
-    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, Dilation::REAL_TIME, Some(&log));
+    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, Dilation::REAL_TIME, &cls(), Some(&log));
     assert!((r.rate_pps - 100.0).abs() < 1e-9, "11 frames after the first in 110 ms: {}", r.rate_pps);
     assert!((r.rate_mbps - 0.24).abs() < 1e-9, "11 × 300 bytes in 110 ms: {}", r.rate_mbps);
     let t = r.timing.as_ref().unwrap();
@@ -732,9 +748,14 @@ fn the_report_gives_rate_timing_and_skips() {
         text,
         "sent 12 frames (3600 bytes) in 110.000 ms: 100.0 frames/s, 0.240 Mbit/s (original timing, 6 loops)\n\
          timing error at the sender vs the schedule: mean 636 ns per gap (0.006 % of the mean scheduled gap 10.000 ms), max 2.000 us\n\
+         frames by traffic class at rail1 (DSCP -> queue and PFC priority):\n\
+         \x20     12  queue 0 lossy     capture DSCP 26, fabric DSCP 0-23,25-47,49-63\n\
+         \x20      0  queue 3 lossless  capture DSCP -, fabric DSCP 24\n\
          ICRC was bad in the capture: 0 (kept bad; every other ICRC recomputed after rewriting)\n\
          skipped 1 of 3 frames:\n\
-         \x20      1  not RoCEv2 (ethertype 0x0806)\n"
+         \x20      1  not RoCEv2 (ethertype 0x0806)\n\
+         warning: no frame is in a lossless (PFC) class at rail1: the capture's DSCPs (26) map to lossy queues; \
+         the fabric's lossless classes are priority 3 = DSCP 24\n"
     );
     let j = serde_json::to_value(&r).unwrap();
     assert_eq!(j["timing"]["max_abs_error_ns"], 2000);
@@ -765,7 +786,7 @@ fn at_a_time_dilation_the_schedule_is_stretched_and_the_report_is_emulated() {
         timing.record(w.at(k), w.at(k) + if k == 7 { 6_000_000 } else { k * 1_000_000 });
     }
     let log = SendLog { sent: 8, bytes: 8 * 300, first_len: 300, duration: Duration::from_millis(70), timing, ..Default::default() };
-    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, d, Some(&log));
+    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, d, &cls(), Some(&log));
     assert_eq!(r.time_dilation, 1000.0);
     assert!((r.duration_s - 70e-6).abs() < 1e-15 && (r.wall_duration_s - 0.07).abs() < 1e-12, "{r:?}");
     assert!((r.scheduled_duration_s - 70e-6).abs() < 1e-15, "{r:?}");
@@ -827,4 +848,183 @@ fn a_frame_whose_ip_length_does_not_cover_its_headers_is_refused_not_a_panic() {
         let e = rewrite(&f, [2; 6], [4; 6], "10.0.1.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), true).unwrap_err();
         assert!(e.to_string().contains("need 42 bytes"), "total length {total}: {e}");
     }
+}
+
+// ---- where the frames go: traffic classes, VLAN tags, gaps the fabric cannot keep ----
+
+/// `frame` with an 802.1Q tag (PCP `pcp`, VID `vid`) after its MAC addresses.
+fn tag(frame: &[u8], pcp: u8, vid: u16) -> Vec<u8> {
+    let tci = (u16::from(pcp) << 13) | vid;
+    let mut t = frame[..12].to_vec();
+    t.extend_from_slice(&[0x81, 0x00]);
+    t.extend_from_slice(&tci.to_be_bytes());
+    t.extend_from_slice(&frame[12..]);
+    t
+}
+
+fn json_of(o: &Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn dry_run_works_from_the_topology_file_alone() {
+    let dir = TempDir::new("dry-topo");
+    // No fabric runs: an empty run directory.
+    let run = dir.file("empty-run");
+    std::fs::create_dir_all(&run).unwrap();
+    let topo = std::fs::read_to_string(topology_path()).unwrap() + "time_dilation: 1000\n";
+    let t = dir.file("rsd.yaml");
+    std::fs::write(&t, topo).unwrap();
+    let cap = dir.file("c.pcap");
+    write_capture(&cap, &[(0, v4(A, B, Opcode::WriteFirst, 1)), (20, v4(A, B, Opcode::WriteLast, 2))]);
+    let (c, ts) = (cap.to_str().unwrap(), t.to_str().unwrap());
+    let want = format!(
+        "replaying {c} (2 frames) from host1:gpu0 on fabric rs: capture endpoint -> fabric GPU\n\
+         \x20 192.168.7.1 -> host1:gpu0 10.0.1.1 (sender, --from)\n\
+         \x20 192.168.7.2 -> host1:gpu1 10.0.2.1 (next GPU in rank order)\n\
+         dry run: would send 2 frames (2 per loop, 1 loop) over 20.000 ms emulated (20.000 s wall clock at time_dilation 1000) (original timing)\n"
+    );
+    for args in [vec!["replay", "--topology", ts, "--from", "host1:gpu0", c, "--dry-run"], vec!["replay", ts, "--from", "host1:gpu0", c, "--dry-run"]] {
+        let o = cli(&run, &args);
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.starts_with(&want), "{args:?}:\n{out}");
+    }
+    // Sending needs the fabric; without --topology the error says how a dry run does without one.
+    let e = err(&cli(&run, &["replay", "--topology", ts, "--from", "host1:gpu0", c]));
+    assert!(e.contains("--dry-run"), "{e}");
+    let e = err(&cli(&run, &["replay", ts, "--from", "host1:gpu0", c]));
+    assert!(e.contains("only a dry run works from a topology file"), "{e}");
+    let e = err(&cli(&run, &["replay", "--from", "host1:gpu0", c, "--dry-run"]));
+    assert!(e.contains("no fabric is running") && e.contains("--topology FILE"), "{e}");
+}
+
+#[test]
+fn the_report_counts_frames_per_traffic_class_and_warns_when_no_lossless_class_is_used() {
+    let dir = TempDir::new("classes");
+    let run = fake_fabric(&dir);
+    let t = |d: u8, psn: u32| roce_dscp(A.into(), B.into(), Opcode::WriteOnly, psn, 100, d);
+    // rxe sends DSCP 0: every frame in lossy queue 0.
+    let rxe = dir.file("rxe.pcap");
+    write_capture(&rxe, &[(0, t(0, 1)), (1, t(0, 2)), (2, t(0, 3))]);
+    let j = json_of(&cli(&run, &["replay", "fr", "--from", "host1:gpu0", rxe.to_str().unwrap(), "--dry-run", "--json", "--loop", "2"]));
+    assert_eq!(j["classifier"]["switch"], "rail1");
+    let tcs = j["traffic_classes"].as_array().unwrap();
+    let row = |tc: u64| tcs.iter().find(|c| c["tc"] == tc).unwrap_or_else(|| panic!("no class {tc}: {tcs:?}"));
+    assert_eq!((row(0)["frames"].as_u64(), row(0)["lossless"].as_bool()), (Some(6), Some(false)));
+    assert_eq!(row(0)["dscps"], serde_json::json!([0]));
+    assert_eq!((row(3)["frames"].as_u64(), row(3)["lossless"].as_bool()), (Some(0), Some(true)));
+    assert_eq!(row(3)["fabric_dscps"], serde_json::json!([24]));
+    let w = j["warnings"].to_string();
+    assert!(w.contains("no frame is in a lossless (PFC) class at rail1: the capture's DSCPs (0) map to lossy queues"), "{w}");
+    // RoCEv2 at DSCP 24 and CNPs at DSCP 48: queue 3 (lossless) and queue 7; no warning.
+    let nic = dir.file("nic.pcap");
+    write_capture(&nic, &[(0, t(24, 1)), (1, t(24, 2)), (2, t(48, 3)), (3, t(0, 4))]);
+    let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", nic.to_str().unwrap(), "--dry-run"]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(
+            "frames by traffic class at rail1 (DSCP -> queue and PFC priority):\n\
+             \x20      1  queue 0 lossy     capture DSCP 0, fabric DSCP 0-23,25-47,49-63\n\
+             \x20      2  queue 3 lossless  capture DSCP 24, fabric DSCP 24\n\
+             \x20      1  queue 7 lossy     capture DSCP 48, fabric DSCP 48\n"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("warning"), "{out}");
+}
+
+#[test]
+fn vlan_tags_stripped_are_reported_with_the_priority_the_frames_took() {
+    let dir = TempDir::new("vlan");
+    let run = fake_fabric(&dir);
+    let f = |d: u8, psn: u32| roce_dscp(A.into(), B.into(), Opcode::WriteOnly, psn, 100, d);
+    // PCP 3 with DSCP 0 (a fabric classifying by PCP would have made these lossless), PCP 5 with
+    // DSCP 24, and an untagged frame.
+    let cap = dir.file("v.pcap");
+    write_capture(&cap, &[(0, tag(&f(0, 1), 3, 100)), (1, tag(&f(0, 2), 3, 100)), (2, tag(&f(24, 3), 5, 7)), (3, f(0, 4))]);
+    let c = cap.to_str().unwrap();
+    let j = json_of(&cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--dry-run", "--json"]));
+    assert_eq!(j["frames_to_inject"], 4);
+    assert_eq!(
+        j["vlan_stripped"],
+        serde_json::json!([
+            {"vid": 7, "pcp": 5, "tags": 1, "dscp": 24, "tc": 3, "frames": 1},
+            {"vid": 100, "pcp": 3, "tags": 1, "dscp": 0, "tc": 0, "frames": 2},
+        ])
+    );
+    let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--dry-run"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("  VLAN stripped:      2  vid 100 pcp 3 -> queue 0 by DSCP 0\n"), "{out}");
+    assert!(
+        out.contains(
+            "warning: 3 frames had a VLAN tag, stripped: the fabric's ports are untagged and classify by DSCP, not PCP \
+             (vid 7 pcp 5 -> priority 3 (DSCP 24), vid 100 pcp 3 -> priority 0 (DSCP 0))"
+        ),
+        "{out}"
+    );
+    // Untagged captures say nothing about VLANs.
+    let plain = dir.file("p.pcap");
+    write_capture(&plain, &[(0, f(24, 1))]);
+    let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", plain.to_str().unwrap(), "--dry-run"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("VLAN"));
+}
+
+#[test]
+fn gaps_the_fabric_cannot_reproduce_warn_with_the_time_dilation_that_would() {
+    // Gaps of 30, 33, ..., 327 us from host1:gpu0 to host2:gpu1 (rail1 -> spine -> rail2: 3
+    // hops): at D 1 every gap is below the 600 us the fabric reproduces; D 15 keeps the 5th
+    // percentile gap (42 us).
+    let dir = TempDir::new("gaps");
+    let mut frames = Vec::new();
+    let mut t_us = 0u64;
+    for i in 0..101u32 {
+        frames.push((t_us, roce_dscp(A.into(), B.into(), Opcode::WriteOnly, i, 100, 24)));
+        t_us += 30 + 3 * u64::from(i);
+    }
+    let cap = dir.file("g.pcap");
+    rocefab_wire::pcap::write_all(&cap, Format::Pcap, frames.iter().map(|(us, f)| (Duration::from_micros(*us), f.as_slice()))).unwrap();
+    let c = cap.to_str().unwrap();
+    let run = fake_fabric(&dir);
+    let args = |extra: &[&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = ["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu1", "--dry-run"].iter().map(|x| x.to_string()).collect();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a
+    };
+    let o = Command::new(BIN).env("ROCEFAB_RUN_DIR", &run).args(args(&[])).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(
+            "warning: 100 of 100 gaps of the capture are below the 600.000 us the fabric reproduces at time_dilation 1 \
+             (3 hops x 20.000 us per frame on the wall clock, within 10 %): the timing at the receiver will not follow the capture; \
+             time_dilation 15 reproduces the 5th-percentile gap (42.000 us)"
+        ),
+        "{out}"
+    );
+    let j = json_of(&Command::new(BIN).env("ROCEFAB_RUN_DIR", &run).args(args(&["--json"])).output().unwrap());
+    assert_eq!(j["gap_warning"]["needed_time_dilation"], 15.0);
+    // On one rail switch (host2:gpu0 on rail1, 1 hop) 200 us are reproduced at D 1: D 4.8 for 42 us.
+    let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu0", "--dry-run"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("(1 hop x 20.000 us per frame on the wall clock, within 10 %)") && String::from_utf8_lossy(&o.stdout).contains("time_dilation 4.8 reproduces"), "{}", String::from_utf8_lossy(&o.stdout));
+    // At the D it names, no warning.
+    let dir15 = TempDir::new("gaps15");
+    let run15 = fake_fabric_at(&dir15, 15.0);
+    let o = Command::new(BIN).env("ROCEFAB_RUN_DIR", &run15).args(args(&[])).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("warning"), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn enqueued_frames_per_queue_leave_out_the_port_to_the_sender() {
+    let text = "# HELP rocefab_queue_enqueued_packets_total Frames enqueued on the egress queue\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth1\",queue=\"0\"} 7\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth1\",queue=\"3\"} 5\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth5\",queue=\"3\"} 40\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth6\",queue=\"3\"} 2\n\
+                rocefab_queue_enqueued_packets_total{port=\"eth6\",queue=\"7\"} 1\n\
+                rocefab_queue_enqueued_bytes_total{port=\"eth6\",queue=\"7\"} 100\n";
+    assert_eq!(control::replay::enqueued_per_queue(text, "eth1"), [0, 0, 0, 42, 0, 0, 0, 1]);
+    assert_eq!(control::replay::enqueued_per_queue(text, "eth9"), [7, 0, 0, 47, 0, 0, 0, 1]);
 }

@@ -5,7 +5,10 @@
 //! - [`PcapWriter`] writes Ethernet frames with timestamps, as pcap (nanosecond magic
 //!   0xa1b23c4d) or pcapng (one interface, `if_tsresol` = 9 so timestamps are nanoseconds).
 //! - [`CaptureReader`] detects pcap vs pcapng from the magic number and yields
-//!   [`CapturedFrame`]s (timestamp, link type, bytes). Every error names the file.
+//!   [`CapturedFrame`]s (timestamp, link type, bytes). A gzip'd pcap or pcapng (magic 1f 8b,
+//!   what Wireshark writes as `.pcapng.gz`) is decompressed as it is read (`flate2`). Any other
+//!   file is refused with the format its magic names (Sniffer, ERF, a text file, ...) and the
+//!   conversion that works (`editcap -F pcapng`). Every error names the file, once.
 //!
 //! pcap-file 2.0 reads pcapng timestamps as raw units and calls them nanoseconds; this module
 //! rescales them with the interface's `if_tsresol` option (default 10^-6 s).
@@ -39,12 +42,37 @@ pub const LINKTYPE_LINUX_SLL2: u32 = 276;
 pub const SNAPLEN: u32 = 65535;
 
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+/// gzip (RFC 1952 §2.3.1: ID1 ID2).
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 const PCAP_MAGICS: [[u8; 4]; 4] = [
     [0xa1, 0xb2, 0xc3, 0xd4],
     [0xd4, 0xc3, 0xb2, 0xa1],
     [0xa1, 0xb2, 0x3c, 0x4d],
     [0x4d, 0x3c, 0xb2, 0xa1],
 ];
+
+/// What a file that is neither pcap nor pcapng is, from its first bytes (the magic numbers
+/// libpcap, Wireshark's wiretap and file(1) know), and how to convert it.
+fn describe_foreign(magic: &[u8], gzip: bool) -> String {
+    let inside = if gzip { "a gzip'd file holding " } else { "" };
+    let hex = magic.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ");
+    let what = match magic {
+        [] => return format!("{inside}an empty file, not a pcap or pcapng capture"),
+        b"TRSN" => "a Sniffer capture (NetXRay/DOS Sniffer, \"TRSNIFF data\" magic, .cap)",
+        b"XCP\0" => "a NetXRay / Windows Sniffer capture (\"XCP\\0\" magic, .cap)",
+        [0x52, 0x54, 0x53, 0x53] => "a Windows Sniffer Pro capture (\"RTSS\" magic)",
+        [0x34, 0xcd, 0xb2, 0xa1] | [0xa1, 0xb2, 0xcd, 0x34] => "a modified (Alexey Kuznetsov) pcap capture",
+        [b'S', b'n', b'o', b'o'] => "a snoop capture (RFC 1761)",
+        [0x47, 0x4d, 0x42, 0x55] => "a Microsoft Network Monitor 2 capture (\"GMBU\" magic)",
+        m if m.len() < 4 => "a file too short for any capture header",
+        m if m.iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) => "a text file",
+        _ => "neither a pcap nor a pcapng capture",
+    };
+    format!(
+        "{inside}{what} (magic {hex}), not pcap or pcapng; rocefab reads pcap and pcapng, plain or gzip'd: \
+         convert it with `editcap -F pcapng IN OUT.pcapng` (Wireshark's editcap reads every format it knows)"
+    )
+}
 
 /// Errors reading or writing capture files; each names the file (or stream) involved.
 #[derive(Debug, thiserror::Error)]
@@ -69,13 +97,15 @@ pub enum Error {
         #[source]
         source: PcapError,
     },
-    /// The file starts with neither a pcap nor a pcapng magic number.
-    #[error("{path}: not a pcap or pcapng file (magic {magic:02x?})")]
+    /// The file starts with neither a pcap nor a pcapng magic number (nor gzip).
+    #[error("{path}: {}", describe_foreign(magic, *gzip))]
     UnknownMagic {
         /// File name.
         path: PathBuf,
-        /// The first bytes.
+        /// The first bytes (of the decompressed stream when `gzip`).
         magic: Vec<u8>,
+        /// The file was gzip'd and the bytes are what it decompressed to.
+        gzip: bool,
     },
     /// A frame too large for the snap length.
     #[error("{path}: frame of {len} bytes exceeds snaplen {SNAPLEN}")]
@@ -266,9 +296,13 @@ impl CaptureReader {
         Self::from_reader(Box::new(BufReader::new(f)), path)
     }
 
-    /// Reads from any stream; `name` is used in error messages.
-    pub fn from_reader(mut r: Box<dyn Read>, name: impl AsRef<Path>) -> Result<Self, Error> {
-        let path = name.as_ref().to_path_buf();
+    /// Reads from any stream; `name` is used in error messages. A gzip'd stream is
+    /// decompressed.
+    pub fn from_reader(r: Box<dyn Read>, name: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::detect(r, name.as_ref().to_path_buf(), false)
+    }
+
+    fn detect(mut r: Box<dyn Read>, path: PathBuf, gzip: bool) -> Result<Self, Error> {
         let mut magic = [0u8; 4];
         let mut got = 0;
         while got < 4 {
@@ -279,10 +313,16 @@ impl CaptureReader {
                 Err(source) => return Err(Error::Io { path, source }),
             }
         }
+        if got >= 2 && magic[..2] == GZIP_MAGIC && !gzip {
+            let src: Box<dyn Read> = Box::new(Cursor::new(magic).take(got as u64).chain(r));
+            let inflated = flate2::read::MultiGzDecoder::new(src);
+            return Self::detect(Box::new(BufReader::new(inflated)), path, true);
+        }
         if got < 4 {
             return Err(Error::UnknownMagic {
                 path,
                 magic: magic[..got].to_vec(),
+                gzip,
             });
         }
         let src: Source = Cursor::new(magic).chain(r);
@@ -304,6 +344,7 @@ impl CaptureReader {
             return Err(Error::UnknownMagic {
                 path,
                 magic: magic.to_vec(),
+                gzip,
             });
         };
         Ok(CaptureReader {
@@ -591,10 +632,53 @@ mod tests {
     }
 
     #[test]
+    fn gzipped_captures_read_as_the_plain_ones() {
+        use std::io::Write as _;
+        for format in [Format::Pcap, Format::PcapNg] {
+            let mut w = PcapWriter::new(Vec::new(), format, "mem").unwrap();
+            w.write_frame(Duration::from_nanos(1_000_000_123), &[0xab; 60]).unwrap();
+            w.write_frame(Duration::from_nanos(1_000_000_456), &[0xcd; 61]).unwrap();
+            let plain = w.finish().unwrap();
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            gz.write_all(&plain).unwrap();
+            let gz = gz.finish().unwrap();
+            let read = |b: Vec<u8>| -> Vec<CapturedFrame> {
+                CaptureReader::from_reader(Box::new(Cursor::new(b)), "c")
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap()
+            };
+            let (a, b) = (read(plain), read(gz));
+            assert_eq!(a.len(), 2);
+            assert_eq!(a, b, "{format:?}");
+        }
+    }
+
+    #[test]
+    fn foreign_formats_are_named_with_the_conversion() {
+        let err = |b: &[u8]| {
+            CaptureReader::from_reader(Box::new(Cursor::new(b.to_vec())), "in.cap")
+                .unwrap_err()
+                .to_string()
+        };
+        let e = err(b"TRSNIFF data    \x1a\x01\x00\x12");
+        assert_eq!(
+            e,
+            "in.cap: a Sniffer capture (NetXRay/DOS Sniffer, \"TRSNIFF data\" magic, .cap) (magic 54 52 53 4e), \
+             not pcap or pcapng; rocefab reads pcap and pcapng, plain or gzip'd: convert it with \
+             `editcap -F pcapng IN OUT.pcapng` (Wireshark's editcap reads every format it knows)"
+        );
+        assert_eq!(e.matches("in.cap").count(), 1);
+        assert!(err(b"").contains("an empty file"));
+        assert!(err(b"hello world").contains("a text file (magic 68 65 6c 6c)"));
+        assert!(err(&[0x1f, 0x8b]).contains("in.cap: "), "a truncated gzip stream is an error, not a panic");
+    }
+
+    #[test]
     fn unknown_magic_names_the_stream() {
         let e = CaptureReader::from_reader(Box::new(Cursor::new(b"hello world".to_vec())), "x.bin")
             .unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("x.bin") && msg.contains("not a pcap"), "{msg}");
+        assert!(msg.contains("x.bin") && msg.contains("not pcap or pcapng"), "{msg}");
     }
 }

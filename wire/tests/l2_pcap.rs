@@ -88,7 +88,7 @@ fn errors_name_the_file() {
     std::fs::write(&junk, b"definitely not a capture").unwrap();
     let e = CaptureReader::open(&junk).unwrap_err();
     assert!(
-        e.to_string().contains("junk.pcap") && e.to_string().contains("not a pcap"),
+        e.to_string().contains("junk.pcap") && e.to_string().contains("not pcap or pcapng"),
         "{e}"
     );
 

@@ -67,12 +67,20 @@ impl IcrcStatus {
     }
 }
 
+/// An ICRC as Wireshark's "Invariant CRC" (`infiniband.invariant.crc`) shows it: the four
+/// bytes in the order they are on the wire, read as one big-endian number. The CRC register
+/// value this module computes is sent least significant byte first, so this is its byte swap.
+pub fn wire_order(v: u32) -> u32 {
+    u32::from_be_bytes(v.to_le_bytes())
+}
+
+/// Values are printed in wire order ([`wire_order`]), as Wireshark prints them.
 impl core::fmt::Display for IcrcStatus {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            IcrcStatus::Good(v) => write!(f, "good (0x{v:08x})"),
+            IcrcStatus::Good(v) => write!(f, "good (0x{:08x})", wire_order(*v)),
             IcrcStatus::Bad { expected, found } => {
-                write!(f, "bad (expected 0x{expected:08x}, found 0x{found:08x})")
+                write!(f, "bad (expected 0x{:08x}, found 0x{:08x})", wire_order(*expected), wire_order(*found))
             }
             IcrcStatus::NotCaptured { captured, orig_len } => {
                 write!(f, "not captured (frame cut at {captured} of {orig_len} bytes)")
