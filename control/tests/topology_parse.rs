@@ -255,7 +255,7 @@ fn duplicate_link() {
 fn bad_line_rate() {
     let src = format!("{GOOD}links:\n  line_rate:\n    host_rail: 1Gbs\n");
     let e = err(&src);
-    assert!(e.starts_with("topologies/bad.yaml:16: links.line_rate.host_rail: cannot parse \"1Gbs\" as a line rate"), "{e}");
+    assert!(e.starts_with("topologies/bad.yaml:16: links.line_rate.host_rail: line rate \"1Gbs\": expected a rate such as 400G, 1Gbps"), "{e}");
 }
 
 #[test]
