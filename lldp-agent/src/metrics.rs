@@ -16,6 +16,7 @@ pub struct LldpMetrics {
     malformed: IntCounterVec,
     tlvs_discarded: IntCounterVec,
     ageouts: IntCounterVec,
+    table_drops: IntCounterVec,
     neighbour: IntGaugeVec,
     mismatch: IntGaugeVec,
     oper_pfc: IntGaugeVec,
@@ -44,7 +45,11 @@ impl LldpMetrics {
                 "optional TLVs dropped from accepted LLDPDUs because their contents did not decode",
             )?,
             ageouts: counter("rocefab_lldp_ageouts_total", "neighbours deleted because their TTL ran out")?,
-            neighbour: gauge("rocefab_lldp_neighbors", "neighbours known on the port (0 or 1)", &["port"])?,
+            table_drops: counter(
+                "rocefab_lldp_table_drops_total",
+                "LLDPDUs of a new neighbour discarded because the port's neighbour table was full (tooManyNeighbors)",
+            )?,
+            neighbour: gauge("rocefab_lldp_neighbors", "entries in the port's neighbour table (one per chassis ID + port ID)", &["port"])?,
             mismatch: gauge(
                 "rocefab_dcbx_mismatch",
                 "1 while the port's DCBX settings disagree with the neighbour's (kind pfc, app, ets) or RoCEv2's APP priority is not PFC-enabled",
@@ -67,7 +72,8 @@ impl LldpMetrics {
             set(&self.malformed, r.counters.rx_malformed);
             set(&self.tlvs_discarded, r.counters.rx_tlvs_discarded);
             set(&self.ageouts, r.counters.ageouts);
-            self.neighbour.with_label_values(&[p]).set(i64::from(r.neighbour.is_some()));
+            set(&self.table_drops, r.counters.table_drops);
+            self.neighbour.with_label_values(&[p]).set(r.neighbours.len() as i64);
             for k in KINDS {
                 self.mismatch.with_label_values(&[p, k]).set(i64::from(r.mismatches.iter().any(|m| m.kind() == k)));
             }

@@ -6,7 +6,9 @@
 //!
 //! - LLDPDUs with the NIC's DCBX TLVs, fast start at start-up and when an interface appears or a
 //!   new neighbour is seen, then every `tx_interval`;
-//! - received LLDPDUs update the neighbour, which ages out at its TTL; malformed ones are counted;
+//! - received LLDPDUs update the neighbour table (one entry per Chassis ID + Port ID, each aging
+//!   out at its TTL; DCBX acts on the oldest entry, see `lldp_agent::port`); malformed ones are
+//!   counted;
 //! - `GET /lldp`: the neighbour table and negotiated settings as JSON (`lldp_agent::NodeReport`);
 //!   `GET /metrics`: Prometheus metrics;
 //! - `GET /capture?ports=gpu0,gpu1[&snaplen=N]`: what the NICs receive and send, as the stream of
@@ -160,6 +162,7 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
                     app = %lldp_agent::dcb::app_list(&oper.app), "DCBX operational settings");
             }
             Rx::Neighbour { new: false } => {}
+            Rx::TableFull => tracing::warn!(nic = %port, max = n.agent.max_neighbours(), "neighbour table full: LLDPDU of a new neighbour discarded"),
             Rx::Shutdown => tracing::info!(nic = %port, "neighbour sent a shutdown LLDPDU"),
             Rx::Malformed(why) => tracing::warn!(nic = %port, "malformed LLDPDU discarded: {why}"),
         }
