@@ -3,8 +3,8 @@
 //! `up` turns a topology file into namespaces `rf-<fabric>-<node>`, veth pairs created directly
 //! in their namespaces (names, MACs and MTU set atomically, nothing ever lives in the root
 //! namespace), addresses, host policy routing, static neighbours, offloads off, one
-//! `rocefab-switchd` per switch and, unless `lldp.enabled` is false, one `rocefab-nicd` per host
-//! (its GPU NICs' LLDP/DCBX agent). Every resource is recorded in `state.json` before it is
+//! `rocefab-switchd` per switch and, unless `lldp.enabled` or `lldp.nic_agent` is false, one
+//! `rocefab-nicd` per host (its GPU NICs' LLDP/DCBX agent). Every resource is recorded in `state.json` before it is
 //! created, so `down` (or a failing `up`) removes exactly what was made, even after a crash.
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
@@ -153,7 +153,7 @@ fn fabric_namespaces(fabric: &str) -> Vec<String> {
 /// topology's base, or the first block of free ports from 9400 not used by another running
 /// fabric.
 fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
-    let agents = if topo.lldp.config.enabled { topo.hosts as u16 } else { 0 };
+    let agents = if topo.lldp.nic_agents() { topo.hosts as u16 } else { 0 };
     let n = topo.switches.len() as u16 + agents;
     let mut used = BTreeSet::new();
     for f in rundir::fabrics() {
@@ -200,7 +200,7 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
         bail!("namespaces of fabric {fabric} already exist ({}); run `rocefab down {fabric}`", leftovers.join(", "));
     }
     let switchd = locate_switchd()?;
-    let nicd = if topo.lldp.config.enabled { Some(locate_nicd()?) } else { None };
+    let nicd = if topo.lldp.nic_agents() { Some(locate_nicd()?) } else { None };
     let base = choose_metrics_base(&topo)?;
     let plan = compile(&topo, base);
     for s in &plan.switches {
@@ -756,7 +756,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     let _ = writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
     o += &describe_dilation(topo.time_dilation, plan);
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
-    let agents = topo.lldp.config.enabled;
+    let agents = topo.lldp.nic_agents();
     for h in &plan.hosts {
         if agents {
             let _ = writeln!(o, "  {} NIC agent {}", h.name, h.agent_listen);
