@@ -890,6 +890,26 @@ pub fn describe_dilation(d: Dilation, plan: &Plan) -> String {
     o
 }
 
+/// HTTP GET of a `http://host:port/path` URL (the daemons' `/metrics` and `/lldp`); body on 200.
+pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("{url}: only http:// URLs"))?;
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{url}: bad address"))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n\r\n")?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).with_context(|| format!("read {url}"))?;
+    let text = String::from_utf8_lossy(&buf);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow!("{url}: no HTTP header"))?;
+    let status = head.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1) != Some("200") {
+        bail!("{url}: {status}");
+    }
+    Ok(body.to_string())
+}
+
 #[cfg(test)]
 mod status_tests {
     use super::*;
@@ -929,24 +949,4 @@ mod status_tests {
         assert_eq!(j[1]["static_configs"][0]["targets"][0], "127.0.0.1:9402");
         assert_eq!(j[1]["static_configs"][0]["labels"]["node"], "host1");
     }
-}
-
-/// HTTP GET of a `http://host:port/path` URL (the daemons' `/metrics` and `/lldp`); body on 200.
-pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("{url}: only http:// URLs"))?;
-    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{url}: bad address"))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n\r\n")?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).with_context(|| format!("read {url}"))?;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow!("{url}: no HTTP header"))?;
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) != Some("200") {
-        bail!("{url}: {status}");
-    }
-    Ok(body.to_string())
 }

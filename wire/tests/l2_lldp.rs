@@ -427,7 +427,7 @@ fn discarding_parse_drops_only_a_bad_optional_tlv() {
 #[test]
 fn length_errors_say_what_was_expected() {
     // End of LLDPDU with 194 value octets (the message a user saw without "expected").
-    let mut buf = vec![0u8; 196];
+    let mut buf = [0u8; 196];
     buf[1] = 194;
     let e = Tlv::parse(&TlvPacket::new_checked(&buf[..]).unwrap()).unwrap_err();
     assert_eq!(e.to_string(), "LLDP End of LLDPDU TLV has invalid length 194: expected 0");
