@@ -33,7 +33,7 @@ use lldp_agent::Dcb;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-use crate::plan::HostPlan;
+use crate::plan::{HostPlan, LinkPlan};
 use crate::qos::{bitmap, parse_duration_us_max};
 
 /// Longest time any `lldp` key takes: the largest TTL an LLDPDU can carry.
@@ -288,8 +288,15 @@ pub fn describe(s: &LldpSettings) -> String {
 }
 
 /// The NIC agent configuration (`<host>.nicd.json`) of one host: one agent per GPU NIC with its
-/// MAC and the fabric's `lldp.nic` settings.
-pub fn agent_config(host: &HostPlan, s: &LldpSettings, listen: SocketAddr) -> AgentConfig {
+/// MAC, the switch port it is cabled to (`peer`, from `links`) and the fabric's `lldp.nic`
+/// settings.
+pub fn agent_config(host: &HostPlan, links: &[LinkPlan], s: &LldpSettings, listen: SocketAddr) -> AgentConfig {
+    let peer = |ifname: &str| {
+        links.iter().find_map(|l| {
+            let (me, other) = if l.a.node == host.name && l.a.ifname == ifname { (&l.a, &l.b) } else { (&l.b, &l.a) };
+            (me.node == host.name && me.ifname == ifname).then(|| format!("{}:{}", other.node, other.ifname))
+        })
+    };
     AgentConfig {
         host: host.name.clone(),
         netns: Some(host.netns.clone()),
@@ -304,6 +311,7 @@ pub fn agent_config(host: &HostPlan, s: &LldpSettings, listen: SocketAddr) -> Ag
                 dcb: s.nic.dcb(),
                 data_dscp: s.nic.roce_dscp,
                 cnp_dscp: s.nic.cnp_dscp,
+                peer: peer(&n.ifname),
             })
             .collect(),
     }

@@ -142,7 +142,7 @@ fn agent_config_has_every_gpu_nic_with_its_mac_and_the_nic_settings() {
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = compile(&t, 9400);
     let h = &p.hosts[1];
-    let c = control::lldp::agent_config(h, &t.lldp, h.agent_listen);
+    let c = control::lldp::agent_config(h, &p.links, &t.lldp, h.agent_listen);
     assert_eq!((c.host.as_str(), c.netns.as_deref(), c.listen), ("host2", Some("rf-t-host2"), h.agent_listen));
     assert_eq!(c.lldp, t.lldp.config);
     let names: Vec<_> = c.nics.iter().map(|n| n.name.as_str()).collect();
@@ -151,7 +151,13 @@ fn agent_config_has_every_gpu_nic_with_its_mac_and_the_nic_settings() {
         assert_eq!(a.mac, n.mac.to_string());
         assert_eq!(a.dcb, Dcb::nic(false, 1 << 4, 26, 4, 48, 7));
         assert_eq!((a.data_dscp, a.cnp_dscp), (26, 48));
+        // The switch port the plan cables the NIC to: DCBX comes from it when the NIC hears several.
+        let l = p.links.iter().find(|l| l.a.node == "host2" && l.a.ifname == n.ifname || l.b.node == "host2" && l.b.ifname == n.ifname).unwrap();
+        let sw = if l.a.node == "host2" { &l.b } else { &l.a };
+        assert!(sw.node.starts_with("rail"), "{sw:?}");
+        assert_eq!(a.peer.as_deref(), Some(format!("{}:{}", sw.node, sw.ifname).as_str()));
     }
+    assert_eq!(c.nics[0].peer.as_deref().map(|p| p.split(':').next().unwrap()), Some("rail1"), "gpu0 is on rail 1");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -410,7 +416,7 @@ fn run_takes_the_negotiated_classes_and_falls_back_to_the_configured_ones() {
     let src = format!("{GOOD}lldp:\n  nic: {{ roce_dscp: 26 }}\n");
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = compile(&t, 9400);
-    let cfg = control::lldp::agent_config(&p.hosts[0], &t.lldp, p.hosts[0].agent_listen);
+    let cfg = control::lldp::agent_config(&p.hosts[0], &p.links, &t.lldp, p.hosts[0].agent_listen);
     // The switch runs RoCEv2 lossless on priority 4 with DSCP 24; gpu0 heard it, gpu1 did not.
     let sw = agent("rail1", "eth1", 1, switch_dcb(1 << 4, 4), true);
     let mut g0 = agent("host1", "gpu0", 11, cfg.nics[0].dcb.clone(), false);
