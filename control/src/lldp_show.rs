@@ -102,7 +102,17 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
     if a.check {
         return check(&st, &all, node.as_deref(), a.json, timeout);
     }
+    // A host without a rocefab agent (lldp.nic_agent: false): what the switch ports facing it
+    // hear, i.e. the host's own LLDP agent.
+    let mut facing: Option<&str> = None;
     let targets: Vec<Target> = match &node {
+        Some(n) if !all.iter().any(|t| &t.node == n) && !st.daemons.iter().any(|d| d.is_host()) && is_host_of(&st, n)? => {
+            facing = Some(n.as_str());
+            if !a.json {
+                eprintln!("rocefab: {n} runs no NIC agent (lldp.nic_agent: false): showing the switch ports cabled to it");
+            }
+            all.iter().filter(|t| st.daemons.iter().any(|d| d.node() == t.node && !d.is_host())).cloned().collect()
+        }
         Some(n) => {
             let t: Vec<Target> = all.iter().filter(|t| &t.node == n).cloned().collect();
             if t.is_empty() {
@@ -125,6 +135,9 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if let Some(h) = facing {
+        reports = facing_host(reports, h);
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
@@ -135,6 +148,24 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
         bail!("{failed} of {} LLDP agents did not answer", targets.len());
     }
     Ok(())
+}
+
+/// Whether `node` is a host of the fabric's topology.
+fn is_host_of(st: &State, node: &str) -> anyhow::Result<bool> {
+    let topo = Topology::load(&st.topology)?;
+    Ok(compile(&topo, 0).hosts.iter().any(|h| h.name == node))
+}
+
+/// The switch reports cut to the ports whose expected neighbour is on `host`.
+pub fn facing_host(reports: Vec<NodeReport>, host: &str) -> Vec<NodeReport> {
+    reports
+        .into_iter()
+        .map(|mut r| {
+            r.ports.retain(|p| p.expected.as_ref().is_some_and(|e| e.system_name == host));
+            r
+        })
+        .filter(|r| !r.ports.is_empty())
+        .collect()
 }
 
 fn check(st: &State, all: &[Target], node: Option<&str>, json: bool, timeout: Duration) -> anyhow::Result<()> {

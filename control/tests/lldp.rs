@@ -397,6 +397,20 @@ fn hosts_without_a_nic_agent_are_checked_from_the_switch_by_their_mac() {
 }
 
 #[test]
+fn a_host_without_an_agent_is_shown_through_the_switch_ports_cabled_to_it() {
+    let mut r1 = agent("rail1", "eth1", 1, switch_dcb(1 << 3, 3), true);
+    r1.expect(lldp_agent::Expected::from_peer("host1:gpu0"));
+    let mut r2 = agent("rail1", "eth2", 1, switch_dcb(1 << 3, 3), true);
+    r2.expect(lldp_agent::Expected::from_peer("host2:gpu0"));
+    r1.on_frame(&lldpd_frame([2, 0, 0, 0, 11, 1], 120), 0);
+    let spine = agent("spine1", "eth1", 21, switch_dcb(1 << 3, 3), true);
+    let out = control::lldp_show::facing_host(vec![node("rail1", "switch", &[&r1, &r2]), node("spine1", "switch", &[&spine])], "host1");
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].ports.iter().map(|p| p.port.as_str()).collect::<Vec<_>>(), ["eth1"]);
+    assert!(render_node(&out[0]).contains("rail1 eth1 -> buildhost 02:00:00:00:0b:01 "), "{}", render_node(&out[0]));
+}
+
+#[test]
 fn nic_agent_false_runs_no_agents_and_frees_their_ports() {
     let off = format!("{GOOD}metrics_port_base: 65531\nlldp: {{ nic_agent: false }}\n");
     let t = Topology::parse(&off, Path::new("t.yaml")).unwrap();

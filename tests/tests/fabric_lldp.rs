@@ -1209,6 +1209,15 @@ fn with_the_nic_agents_off_the_switch_sees_the_hosts_own_lldpd() {
     let o = rocefab_tests::fabric::rocefab(&["lldp", &f.name, "rail1"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains(&format!("rail1 {} -> {} {mac} (chassis {mac}, ttl ", sw.port, hostname())), "{text}");
+    // Asked for host1 itself, `rocefab lldp` shows the switch ports cabled to it.
+    let o = rocefab_tests::fabric::rocefab(&["lldp", &f.name, "host1"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("host1 runs no NIC agent (lldp.nic_agent: false)"), "{}", String::from_utf8_lossy(&o.stderr));
+    let ports: Vec<&str> = text.lines().filter(|l| l.contains(" -> ")).collect();
+    assert_eq!(ports.len(), 2, "rail1's and rail2's ports to host1: {text}");
+    assert!(text.contains(&format!("rail1 {} -> {} {mac} ", sw.port, hostname())), "{text}");
+    assert!(text.contains(&format!("rail2 {} -> no neighbour", f.port_to("rail2", "host1:gpu1"))), "{text}");
 }
 
 /// This machine's host name (what lldpd puts in System Name: the namespaces share the UTS
