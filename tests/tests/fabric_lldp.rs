@@ -17,6 +17,8 @@
 //!   both neighbours (one per Chassis ID + Port ID), `rocefab_lldp_neighbors` is 2, and
 //!   `rocefab lldp --check` says "extra neighbour" for lldpd's, stable over several transmit
 //!   intervals of both agents; with `lldp.nic_agent: false` the switch sees the host's lldpd.
+//! - `rocefab status --json`: every daemon's /metrics URL; its scrape_configs pass
+//!   `promtool check config` and every target's metrics pass `promtool check metrics`.
 mod host_util;
 
 use std::collections::{BTreeSet, HashMap};
@@ -1172,6 +1174,46 @@ fn lldpd_beside_the_nic_agent_is_a_second_neighbour_and_the_check_stays_stable()
     assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_lldp_neighbors", &[]), 1.0);
     let (code, results) = lldp_check(&[&f.name, "host1"]);
     assert_eq!((code, &link_result(&results, "host1:gpu0")["status"]), (0, &Value::from("ok")), "{results:#?}");
+}
+
+/// `rocefab status --json`'s Prometheus configuration: `promtool check config` accepts it as
+/// prometheus.yml's scrape_configs, its targets are every daemon (4 switch daemons, 4 NIC
+/// agents), and each one answers with metrics promtool accepts.
+#[test]
+fn status_lists_every_metrics_url_and_prometheus_accepts_the_config() {
+    tools();
+    let f = Fabric::up_with("rail-spine.yaml", "rfla", LLDP_FAST);
+    let o = rocefab_tests::fabric::rocefab(&["status", &f.name, "--json"]);
+    assert!(o.status.success());
+    let st: Value = serde_json::from_slice(&o.stdout).expect("status --json");
+    let urls: Vec<String> = st["metrics_urls"].as_array().expect("metrics_urls").iter().map(|u| u.as_str().unwrap().to_string()).collect();
+    assert_eq!(urls.len(), 8, "{urls:?}");
+    let mut want: Vec<String> = ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| format!("http://{}/metrics", f.config(s).metrics_listen)).collect();
+    want.extend(["host1", "host2", "host3", "host4"].iter().map(|h| format!("http://{}/metrics", nicd_addr(&f, h))));
+    assert_eq!(urls, want);
+    // Text form: every URL on a target line.
+    let text = String::from_utf8_lossy(&rocefab_tests::fabric::rocefab(&["status", &f.name]).stdout).into_owned();
+    for u in &urls {
+        assert!(text.lines().any(|l| l.trim_start().starts_with("rocefab-") && l.trim_end().ends_with(u.as_str())), "{u}: {text}");
+    }
+    // prometheus.yml from the JSON (JSON is YAML), checked by promtool.
+    let cfg = TempFile::new("rf-h-lldp-rfla-prometheus.yml");
+    let yml = serde_json::json!({ "global": { "scrape_interval": "15s" }, "scrape_configs": st["prometheus_static_configs"] });
+    std::fs::write(&cfg.0, serde_json::to_string_pretty(&yml).unwrap()).unwrap();
+    let o = Command::new("promtool").arg("check").arg("config").arg(&cfg.0).output().expect("promtool");
+    assert!(o.status.success(), "promtool check config: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let mut targets = Vec::new();
+    for job in st["prometheus_static_configs"].as_array().unwrap() {
+        for sc in job["static_configs"].as_array().unwrap() {
+            targets.push(sc["targets"][0].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(targets.iter().map(|t| format!("http://{t}/metrics")).collect::<Vec<_>>(), urls);
+    for t in &targets {
+        let m = scrape(t.parse().expect("host:port"));
+        promtool_check(t, &m);
+        assert!(m.contains("rocefab_lldp_neighbors{"), "{t}: no LLDP metrics");
+    }
 }
 
 #[test]
