@@ -11,11 +11,11 @@
 //!   (9.2.7.7.1); the neighbour entry stays as it was. An optional TLV whose contents do not
 //!   decode is dropped alone and counted in `rx_tlvs_discarded` (9.2.7.7.2). TTL 0 deletes the
 //!   sender's entry at once.
-//! - Neighbour table: one entry per MSAP identifier (Chassis ID + Port ID, 802.1AB 6.6, 9.2.7.7),
+//! - Neighbour table: one entry per MSAP identifier (Chassis ID + Port ID, IEEE 802.1AB),
 //!   so two agents on one link (lldpd beside rocefab-nicd on a NIC) are two entries, each kept
 //!   until its own TTL runs out. At most [`PortAgent::max_neighbours`] entries per port
 //!   ([`MAX_NEIGHBOURS`] by default); the LLDPDU of a further MSAP is discarded and counted in
-//!   `table_drops` (tooManyNeighbors, 9.2.7.7.3; lldpStatsRemTablesDrops).
+//!   `table_drops` (802.1AB tooManyNeighbors; LLDP-MIB lldpStatsRemTablesDrops).
 //! - Which entry DCBX acts on (the *primary* neighbour, [`PortAgent::neighbour`]): the entry that
 //!   matches the port's expected neighbour ([`PortAgent::expect`]: the System Name and Port ID
 //!   the topology cables the port to) if there is one; otherwise the entry learned first (ties:
