@@ -17,6 +17,8 @@
 //!   both neighbours (one per Chassis ID + Port ID), `rocefab_lldp_neighbors` is 2, and
 //!   `rocefab lldp --check` says "extra neighbour" for lldpd's, stable over several transmit
 //!   intervals of both agents; with `lldp.nic_agent: false` the switch sees the host's lldpd.
+//! - A second DCBX agent on a link (scapy), even learned before the NIC agent: the switch port
+//!   takes DCBX from the neighbour the topology cables it to.
 //! - `rocefab status --json`: every daemon's /metrics URL; its scrape_configs pass
 //!   `promtool check config` and every target's metrics pass `promtool check metrics`.
 mod host_util;
@@ -1174,6 +1176,49 @@ fn lldpd_beside_the_nic_agent_is_a_second_neighbour_and_the_check_stays_stable()
     assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_lldp_neighbors", &[]), 1.0);
     let (code, results) = lldp_check(&[&f.name, "host1"]);
     assert_eq!((code, &link_result(&results, "host1:gpu0")["status"]), (0, &Value::from("ok")), "{results:#?}");
+}
+
+/// Another DCBX agent on host1's link (scapy: a stranger's MSAP, not willing, PFC on priority 5
+/// only) while rocefab-nicd runs. The stranger is made the oldest entry (a spoofed shutdown
+/// LLDPDU removes the NIC agent's entry; its next LLDPDU brings it back): the switch port still
+/// takes DCBX from the neighbour the topology cables it to, not from the older stranger, so no
+/// PFC mismatch is reported, and `--check` says "extra neighbour", not "DCBX mismatch".
+#[test]
+fn the_switch_port_takes_dcbx_from_the_cabled_neighbour_among_several() {
+    tools();
+    let f = Fabric::up_with("rail-spine.yaml", "rflb", LLDP_FAST);
+    let (sw, _) = wait_for_adjacency(&f);
+    let nic_id = nic_port(&f, "host1", "gpu0");
+    let mut tx = Sendp::start(&f.netns("host1"), "gpu0");
+    // PFC Configuration (802.1Qaz, OUI 00-80-c2 subtype 11): not willing, capability 8, {5}.
+    let pfc5 = tlv(127, &[0x00, 0x80, 0xc2, 0x0b, 0x08, 1 << 5]);
+    let stranger = frame(STRANGER_CHASSIS, &cat(&[&chassis_tlv(STRANGER_CHASSIS), &port_tlv("dcbx0"), &ttl_tlv(30), &tlv(5, b"intruder"), &pfc5, &END]));
+    let shutdown = frame(&nic_id.src_mac, &cat(&[&chassis_tlv(&nic_id.chassis_mac), &port_tlv("gpu0"), &ttl_tlv(0), &END]));
+    tx.send(&stranger);
+    sw.until("learning the stranger", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 2));
+    tx.send(&shutdown);
+    // Alone in the table, the stranger is the primary neighbour: its PFC {5} is a mismatch.
+    let r = sw.until("the stranger alone", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 1));
+    assert_eq!(r["neighbour"]["system_name"], "intruder", "{r:#}");
+    assert!(r["mismatches"].as_array().unwrap().iter().any(|m| m["kind"] == "pfc"), "{r:#}");
+    // The NIC agent's next LLDPDU (1 s) brings it back, younger than the stranger.
+    let r = sw.until("the NIC agent back", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 2));
+    assert!(neighbour_is(&r, &nic_id), "the cabled neighbour, though younger, is the one DCBX acts on: {r:#}");
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        tx.send(&stranger);
+        let r = sw.row();
+        assert!(neighbour_is(&r, &nic_id), "{r:#}");
+        assert_eq!(r["mismatches"].as_array().map(Vec::len), Some(0), "{r:#}");
+        assert_eq!(r["oper"]["pfc_enable"], 1 << 3, "{r:#}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_dcbx_mismatch", &[("kind", "pfc")]), 0.0);
+    let (code, results) = lldp_check(&[&f.name, "host1"]);
+    let l = link_result(&results, "host1:gpu0");
+    assert_eq!(l["status"], "extra_neighbour", "{results:#?}");
+    assert!(l["details"][0].as_str().unwrap().contains(&format!("intruder:dcbx0 (chassis {STRANGER_CHASSIS})")), "{l:#}");
+    assert_eq!(code, 1);
 }
 
 /// `rocefab status --json`'s Prometheus configuration: `promtool check config` accepts it as
