@@ -3,8 +3,8 @@
 //! `up` turns a topology file into namespaces `rf-<fabric>-<node>`, veth pairs created directly
 //! in their namespaces (names, MACs and MTU set atomically, nothing ever lives in the root
 //! namespace), addresses, host policy routing, static neighbours, offloads off, one
-//! `rocefab-switchd` per switch and, unless `lldp.enabled` is false, one `rocefab-nicd` per host
-//! (its GPU NICs' LLDP/DCBX agent). Every resource is recorded in `state.json` before it is
+//! `rocefab-switchd` per switch and, unless `lldp.enabled` or `lldp.nic_agent` is false, one
+//! `rocefab-nicd` per host (its GPU NICs' LLDP/DCBX agent). Every resource is recorded in `state.json` before it is
 //! created, so `down` (or a failing `up`) removes exactly what was made, even after a crash.
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
@@ -153,7 +153,7 @@ fn fabric_namespaces(fabric: &str) -> Vec<String> {
 /// topology's base, or the first block of free ports from 9400 not used by another running
 /// fabric.
 fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
-    let agents = if topo.lldp.config.enabled { topo.hosts as u16 } else { 0 };
+    let agents = if topo.lldp.nic_agents() { topo.hosts as u16 } else { 0 };
     let n = topo.switches.len() as u16 + agents;
     let mut used = BTreeSet::new();
     for f in rundir::fabrics() {
@@ -200,7 +200,7 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
         bail!("namespaces of fabric {fabric} already exist ({}); run `rocefab down {fabric}`", leftovers.join(", "));
     }
     let switchd = locate_switchd()?;
-    let nicd = if topo.lldp.config.enabled { Some(locate_nicd()?) } else { None };
+    let nicd = if topo.lldp.nic_agents() { Some(locate_nicd()?) } else { None };
     let base = choose_metrics_base(&topo)?;
     let plan = compile(&topo, base);
     for s in &plan.switches {
@@ -364,7 +364,7 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
         for h in &plan.hosts {
             let config = dir.join(format!("{}.nicd.json", h.name));
             let log = dir.join(format!("{}.nicd.log", h.name));
-            let cfg = crate::lldp::agent_config(h, daemons.lldp, h.agent_listen);
+            let cfg = crate::lldp::agent_config(h, &plan.links, daemons.lldp, h.agent_listen);
             let text = serde_json::to_string_pretty(&cfg).context("NIC agent config")?;
             std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
             let d = DaemonState {
@@ -633,9 +633,12 @@ fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {
                                     "lldp_url": d.url("/lldp"), "config": d.config, "log": d.log })
             })
             .collect();
+        let targets = metrics_targets(&st);
         let v = serde_json::json!({ "fabric": st.fabric, "topology": st.topology, "phase": st.phase,
                                     "namespaces": st.namespaces, "links": st.links, "daemons": daemons,
-                                    "nic_agents": agents });
+                                    "nic_agents": agents,
+                                    "metrics_urls": targets.iter().map(|t| &t.url).collect::<Vec<_>>(),
+                                    "prometheus_static_configs": prometheus_static_configs(&targets) });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
@@ -655,17 +658,68 @@ fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {
         Some(p) => format!("pid {p} DEAD"),
         None => "not started".into(),
     };
-    println!("switch daemons:");
-    for d in st.daemons.iter().filter(|d| !d.is_host()) {
-        println!("  {:<10} {:<18} {}  log {}", d.switch, live(d), d.metrics_url, d.log.display());
-    }
-    if st.daemons.iter().any(|d| d.is_host()) {
-        println!("NIC agents (LLDP/DCBX):");
-        for d in st.daemons.iter().filter(|d| d.is_host()) {
-            println!("  {:<10} {:<18} {}  log {}", d.switch, live(d), d.url("/lldp"), d.log.display());
+    print!("{}", render_daemons(&st, live));
+    Ok(())
+}
+
+/// One Prometheus scrape target: a daemon's `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MetricsTarget {
+    /// `rocefab-switchd` or `rocefab-nicd`.
+    pub job: &'static str,
+    pub node: String,
+    pub url: String,
+}
+
+/// Every daemon's `/metrics`: the switch daemons, then the hosts' NIC agents.
+pub fn metrics_targets(st: &State) -> Vec<MetricsTarget> {
+    let switches = st.daemons.iter().filter(|d| !d.is_host()).map(|d| ("rocefab-switchd", d));
+    let hosts = st.daemons.iter().filter(|d| d.is_host()).map(|d| ("rocefab-nicd", d));
+    switches.chain(hosts).map(|(job, d)| MetricsTarget { job, node: d.node().to_string(), url: d.url("/metrics") }).collect()
+}
+
+/// `scrape_configs` entries for prometheus.yml: one job per daemon kind, `host:port` targets
+/// labelled with the node (Prometheus scrapes `/metrics` by default).
+pub fn prometheus_static_configs(targets: &[MetricsTarget]) -> serde_json::Value {
+    let mut jobs: Vec<serde_json::Value> = Vec::new();
+    for job in ["rocefab-switchd", "rocefab-nicd"] {
+        let configs: Vec<serde_json::Value> = targets
+            .iter()
+            .filter(|t| t.job == job)
+            .map(|t| {
+                let hostport = t.url.trim_start_matches("http://").trim_end_matches("/metrics");
+                serde_json::json!({ "targets": [hostport], "labels": { "node": t.node } })
+            })
+            .collect();
+        if !configs.is_empty() {
+            jobs.push(serde_json::json!({ "job_name": job, "static_configs": configs }));
         }
     }
-    Ok(())
+    serde_json::Value::Array(jobs)
+}
+
+/// The daemon part of `rocefab status`: switch daemons and NIC agents with their /metrics and
+/// /lldp URLs, then every /metrics URL as Prometheus scrape targets.
+pub fn render_daemons(st: &State, live: impl Fn(&DaemonState) -> String) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(o, "switch daemons:");
+    for d in st.daemons.iter().filter(|d| !d.is_host()) {
+        let _ = writeln!(o, "  {:<10} {:<18} {}  lldp {}  log {}", d.switch, live(d), d.url("/metrics"), d.url("/lldp"), d.log.display());
+    }
+    if st.daemons.iter().any(|d| d.is_host()) {
+        let _ = writeln!(o, "NIC agents (LLDP/DCBX):");
+        for d in st.daemons.iter().filter(|d| d.is_host()) {
+            let _ = writeln!(o, "  {:<10} {:<18} {}  lldp {}  log {}", d.switch, live(d), d.url("/metrics"), d.url("/lldp"), d.log.display());
+        }
+    }
+    let targets = metrics_targets(st);
+    let _ = writeln!(o, "Prometheus targets ({} /metrics; `rocefab status --json` has them as scrape_configs):", targets.len());
+    for t in &targets {
+        let _ = writeln!(o, "  {:<16} {:<10} {}", t.job, t.node, t.url);
+    }
+    let _ = writeln!(o, "  (a job's hosts serve /metrics on 127.0.0.1:<rocefab run --metrics-port-base + n - 1> for host<n> while it runs)");
+    o
 }
 
 fn exec(name: Option<&str>, node: &str, cmd: &[String]) -> anyhow::Result<i32> {
@@ -816,7 +870,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     let _ = writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
     o += &describe_dilation(topo.time_dilation, plan);
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
-    let agents = topo.lldp.config.enabled;
+    let agents = topo.lldp.nic_agents();
     for h in &plan.hosts {
         if agents {
             let _ = writeln!(o, "  {} NIC agent {}", h.name, h.agent_listen);
@@ -953,5 +1007,46 @@ mod tests {
         wait_unreaped(child.id());
         assert_eq!(how_it_ended(child.id()), "exited with code 3");
         assert!(how_it_ended(1).contains("not a child"));
+    }
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    fn daemon(kind: &str, node: &str, port: u16) -> DaemonState {
+        DaemonState {
+            kind: kind.into(),
+            switch: node.into(),
+            netns: format!("rf-t-{node}"),
+            pid: Some(1),
+            config: PathBuf::from(format!("/run/rocefab/t/{node}.json")),
+            log: PathBuf::from(format!("/run/rocefab/t/{node}.log")),
+            metrics_url: format!("http://127.0.0.1:{port}/metrics"),
+        }
+    }
+
+    #[test]
+    fn status_lists_every_metrics_url_for_prometheus() {
+        let st = State {
+            fabric: "t".into(),
+            daemons: vec![daemon(KIND_SWITCH, "rail1", 9400), daemon(KIND_SWITCH, "spine1", 9401), daemon(KIND_HOST, "host1", 9402)],
+            ..State::default()
+        };
+        let t = metrics_targets(&st);
+        let urls: Vec<&str> = t.iter().map(|t| t.url.as_str()).collect();
+        assert_eq!(urls, vec!["http://127.0.0.1:9400/metrics", "http://127.0.0.1:9401/metrics", "http://127.0.0.1:9402/metrics"]);
+        let text = render_daemons(&st, |_| "pid 1 running".into());
+        let host = text.lines().find(|l| l.trim_start().starts_with("host1 ")).unwrap();
+        assert!(host.contains("http://127.0.0.1:9402/metrics  lldp http://127.0.0.1:9402/lldp"), "{text}");
+        for u in &urls {
+            assert!(text.lines().any(|l| l.trim_end().ends_with(u) && l.contains("rocefab-")), "{u} is no target line: {text}");
+        }
+        let j = prometheus_static_configs(&t);
+        assert_eq!(j[0]["job_name"], "rocefab-switchd");
+        assert_eq!(j[0]["static_configs"][1]["targets"][0], "127.0.0.1:9401");
+        assert_eq!(j[1]["job_name"], "rocefab-nicd");
+        assert_eq!(j[1]["static_configs"][0]["targets"][0], "127.0.0.1:9402");
+        assert_eq!(j[1]["static_configs"][0]["labels"]["node"], "host1");
     }
 }

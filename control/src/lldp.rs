@@ -5,6 +5,8 @@
 //! ```yaml
 //! lldp:                 # every key optional; the defaults are shown
 //!   enabled: true       # false: no LLDP on the switches, no rocefab-nicd on the hosts
+//!   nic_agent: true     # false: the switches keep their agents, the hosts run no rocefab-nicd
+//!                       # (run your own LLDP/DCBX agent there, e.g. lldpd or lldpad)
 //!   tx_interval: 30s    # msgTxInterval
 //!   ttl: 120s           # TTL advertised, 1s..=65535s; longer than tx_interval
 //!   fast_interval: 1s   # msgFastTx: fast start after link up or a new neighbour
@@ -31,7 +33,7 @@ use lldp_agent::Dcb;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-use crate::plan::HostPlan;
+use crate::plan::{HostPlan, LinkPlan};
 use crate::qos::{bitmap, parse_duration_us_max};
 
 /// Longest time any `lldp` key takes: the largest TTL an LLDPDU can carry.
@@ -43,6 +45,8 @@ const MAX_US: u64 = 65_535 * 1_000_000;
 pub struct RawLldp {
     #[serde(default)]
     enabled: Option<bool>,
+    #[serde(default)]
+    nic_agent: Option<bool>,
     #[serde(default)]
     tx_interval: Option<Time>,
     #[serde(default)]
@@ -127,11 +131,26 @@ impl NicSettings {
 }
 
 /// The effective `lldp:` settings of a fabric.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LldpSettings {
     /// Timing, as every switch config and NIC agent config carries it.
     pub config: LldpConfig,
+    /// `lldp.nic_agent`: whether hosts run rocefab-nicd when LLDP is on (true by default).
+    pub nic_agent: bool,
     pub nic: NicSettings,
+}
+
+impl Default for LldpSettings {
+    fn default() -> Self {
+        LldpSettings { config: LldpConfig::default(), nic_agent: true, nic: NicSettings::default() }
+    }
+}
+
+impl LldpSettings {
+    /// Whether every host runs a NIC agent (`rocefab-nicd`): LLDP on and `nic_agent` not false.
+    pub fn nic_agents(&self) -> bool {
+        self.config.enabled && self.nic_agent
+    }
 }
 
 /// Whole milliseconds of a time, for `key`.
@@ -149,6 +168,14 @@ pub fn resolve(raw: &RawLldp) -> Result<LldpSettings, (String, String)> {
     if let Some(e) = raw.enabled {
         c.enabled = e;
     }
+    match raw.nic_agent {
+        Some(true) if !c.enabled => {
+            return Err(("lldp.nic_agent".into(), "true needs LLDP on, but lldp.enabled is false".into()));
+        }
+        Some(a) => s.nic_agent = a,
+        None => {}
+    }
+    let c = &mut s.config;
     if let Some(t) = raw.tx_interval {
         c.tx_interval_ms = millis(t, "tx_interval")?;
     }
@@ -236,6 +263,15 @@ pub fn describe(s: &LldpSettings) -> String {
         return "off (switches send no LLDP, hosts run no NIC agent; GPU NICs use the classes of lldp.nic)".into();
     }
     let n = &s.nic;
+    if !s.nic_agent {
+        return format!(
+            "on at the switches only: tx every {}, ttl {} s, fast start {} x {}; hosts run no NIC agent (lldp.nic_agent: false; their own LLDP agent, if any, is what the switches hear); GPU NICs use the classes of lldp.nic",
+            fmt_ms(c.tx_interval_ms),
+            c.ttl_s,
+            c.fast_count,
+            fmt_ms(c.fast_interval_ms)
+        );
+    }
     format!(
         "on: tx every {}, ttl {} s, fast start {} x {}; GPU NICs advertise {}, pfc {}, RoCEv2 (udp 4791, dscp {}) -> priority {}, CNP dscp {} -> priority {}",
         fmt_ms(c.tx_interval_ms),
@@ -252,8 +288,15 @@ pub fn describe(s: &LldpSettings) -> String {
 }
 
 /// The NIC agent configuration (`<host>.nicd.json`) of one host: one agent per GPU NIC with its
-/// MAC and the fabric's `lldp.nic` settings.
-pub fn agent_config(host: &HostPlan, s: &LldpSettings, listen: SocketAddr) -> AgentConfig {
+/// MAC, the switch port it is cabled to (`peer`, from `links`) and the fabric's `lldp.nic`
+/// settings.
+pub fn agent_config(host: &HostPlan, links: &[LinkPlan], s: &LldpSettings, listen: SocketAddr) -> AgentConfig {
+    let peer = |ifname: &str| {
+        links.iter().find_map(|l| {
+            let (me, other) = if l.a.node == host.name && l.a.ifname == ifname { (&l.a, &l.b) } else { (&l.b, &l.a) };
+            (me.node == host.name && me.ifname == ifname).then(|| format!("{}:{}", other.node, other.ifname))
+        })
+    };
     AgentConfig {
         host: host.name.clone(),
         netns: Some(host.netns.clone()),
@@ -268,6 +311,7 @@ pub fn agent_config(host: &HostPlan, s: &LldpSettings, listen: SocketAddr) -> Ag
                 dcb: s.nic.dcb(),
                 data_dscp: s.nic.roce_dscp,
                 cnp_dscp: s.nic.cnp_dscp,
+                peer: peer(&n.ifname),
             })
             .collect(),
     }
@@ -328,5 +372,19 @@ mod tests {
         assert!(yaml_serde::from_str::<RawLldp>("tx: 1s\n").is_err());
         assert!(yaml_serde::from_str::<RawLldp>("nic: { pfcs: [3] }\n").is_err());
         assert_eq!(resolve(&parse("ttl: 65535s\n")).unwrap().config.ttl_s, 65535);
+        assert_eq!(e("enabled: false\nnic_agent: true\n").0, "lldp.nic_agent");
+        assert!(yaml_serde::from_str::<RawLldp>("nic_agent: 0\n").is_err());
+    }
+
+    #[test]
+    fn nic_agent_false_keeps_the_switch_agents() {
+        let s = resolve(&RawLldp::default()).unwrap();
+        assert!(s.nic_agent && s.nic_agents());
+        let s = resolve(&parse("nic_agent: false\n")).unwrap();
+        assert!(s.config.enabled, "the switches keep LLDP");
+        assert!(!s.nic_agents());
+        assert!(describe(&s).starts_with("on at the switches only: "), "{}", describe(&s));
+        let off = resolve(&parse("enabled: false\nnic_agent: false\n")).unwrap();
+        assert!(!off.config.enabled && !off.nic_agents());
     }
 }

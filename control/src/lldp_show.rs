@@ -3,12 +3,23 @@
 //! ([`lldp_agent::NodeReport`]), printed like `show lldp neighbors detail`; `--check` compares
 //! every link of the topology with what both ends see (IEEE 802.1AB neighbours, IEEE 802.1Qaz
 //! DCBX mismatches).
+//!
+//! A port keeps one neighbour per Chassis ID + Port ID, so a port can show several (lldpd
+//! running beside rocefab-nicd on a NIC). `--check` passes a link end whose table holds the
+//! expected neighbour, whatever else it holds, and reports every other entry as an "extra
+//! neighbour": a link with extra neighbours and nothing worse is `extra neighbour`, which makes
+//! `--check` exit non-zero (the cabling check is not clean) while the expected neighbour stays
+//! found. Hosts that run no rocefab NIC agent (`lldp.nic_agent: false`) are not asked; the
+//! switch end of their links passes when it hears an LLDPDU whose Port ID or Chassis ID is the
+//! NIC's MAC (what lldpd sends by default) or whose System Name and Port ID are the host and
+//! NIC names.
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use lldp_agent::dcb::{app_list, prio_list, Ets, Source, TSA_CBS, TSA_ETS, TSA_STRICT};
+use lldp_agent::port::NeighbourReport;
 use lldp_agent::{NodeReport, PeerDcb, PortReport};
 use serde::Serialize;
 
@@ -80,12 +91,28 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
         if !topo.lldp.config.enabled {
             bail!("LLDP is off in fabric {fabric} ({}: lldp.enabled is false)", topo.file.display());
         }
+        if !topo.lldp.nic_agent && !a.json {
+            eprintln!(
+                "rocefab: the hosts of fabric {fabric} run no NIC agent ({}: lldp.nic_agent is false); the switch ports show what the hosts' own LLDP agents send",
+                topo.file.display()
+            );
+        }
     }
     let timeout = Duration::from_secs(a.timeout.max(1));
     if a.check {
         return check(&st, &all, node.as_deref(), a.json, timeout);
     }
+    // A host without a rocefab agent (lldp.nic_agent: false): what the switch ports facing it
+    // hear, i.e. the host's own LLDP agent.
+    let mut facing: Option<&str> = None;
     let targets: Vec<Target> = match &node {
+        Some(n) if !all.iter().any(|t| &t.node == n) && !st.daemons.iter().any(|d| d.is_host()) && is_host_of(&st, n)? => {
+            facing = Some(n.as_str());
+            if !a.json {
+                eprintln!("rocefab: {n} runs no NIC agent (lldp.nic_agent: false): showing the switch ports cabled to it");
+            }
+            all.iter().filter(|t| st.daemons.iter().any(|d| d.node() == t.node && !d.is_host())).cloned().collect()
+        }
         Some(n) => {
             let t: Vec<Target> = all.iter().filter(|t| &t.node == n).cloned().collect();
             if t.is_empty() {
@@ -108,6 +135,9 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
             }
         }
     }
+    if let Some(h) = facing {
+        reports = facing_host(reports, h);
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
@@ -120,13 +150,39 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether `node` is a host of the fabric's topology.
+fn is_host_of(st: &State, node: &str) -> anyhow::Result<bool> {
+    let topo = Topology::load(&st.topology)?;
+    Ok(compile(&topo, 0).hosts.iter().any(|h| h.name == node))
+}
+
+/// The switch reports cut to the ports whose expected neighbour is on `host`.
+pub fn facing_host(reports: Vec<NodeReport>, host: &str) -> Vec<NodeReport> {
+    reports
+        .into_iter()
+        .map(|mut r| {
+            r.ports.retain(|p| p.expected.as_ref().is_some_and(|e| e.system_name == host));
+            r
+        })
+        .filter(|r| !r.ports.is_empty())
+        .collect()
+}
+
 fn check(st: &State, all: &[Target], node: Option<&str>, json: bool, timeout: Duration) -> anyhow::Result<()> {
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
+    // A host end without a rocefab agent is identified by its NIC's MAC.
+    let end = |node: &str, ifname: &str| match plan.hosts.iter().find(|h| h.name == node) {
+        Some(h) if !topo.lldp.nic_agent => {
+            let mac = h.nics.iter().find(|n| n.ifname == ifname).map(|n| n.mac.to_string()).unwrap_or_default();
+            LinkEnd::without_agent(node, ifname, &mac)
+        }
+        _ => LinkEnd::new(node, ifname),
+    };
     let links: Vec<(LinkEnd, LinkEnd)> = plan
         .links
         .iter()
-        .map(|l| (LinkEnd::new(&l.a.node, &l.a.ifname), LinkEnd::new(&l.b.node, &l.b.ifname)))
+        .map(|l| (end(&l.a.node, &l.a.ifname), end(&l.b.node, &l.b.ifname)))
         .filter(|(a, b)| node.is_none_or(|n| a.node == n || b.node == n))
         .collect();
     if links.is_empty() {
@@ -203,10 +259,33 @@ fn source(s: Source) -> &'static str {
     }
 }
 
-/// One port's block: neighbour, its DCBX, the operational settings, mismatches.
+/// Every entry of a port's neighbour table (reports of agents that kept one neighbour carry
+/// only `neighbour`).
+pub fn entries(p: &PortReport) -> Vec<&NeighbourReport> {
+    if p.neighbours.is_empty() {
+        p.neighbour.iter().collect()
+    } else {
+        p.neighbours.iter().collect()
+    }
+}
+
+/// `host1 gpu0 (chassis 02:..., ttl 3/4 s)`.
+fn neighbour_text(n: &NeighbourReport) -> String {
+    let i = &n.info;
+    let peer = i.system_name.as_deref().unwrap_or(&i.chassis);
+    format!("{peer} {} (chassis {}, ttl {}/{} s)", i.port, i.chassis, n.ttl_left_s.max(0.0).floor() as u64, i.ttl_s)
+}
+
+fn same_msap(a: &NeighbourReport, b: &NeighbourReport) -> bool {
+    a.info.chassis == b.info.chassis && a.info.port == b.info.port
+}
+
+/// One port's block: the neighbour DCBX acts on, its DCBX, the operational settings,
+/// mismatches, then every other neighbour the port keeps.
 pub fn render_port(node: &str, p: &PortReport) -> String {
     let mut s = String::new();
-    let Some(n) = &p.neighbour else {
+    let all = entries(p);
+    let Some(n) = p.neighbour.as_ref().or(all.first().copied()) else {
         let _ = writeln!(s, "{node} {} -> no neighbour", p.port);
         if let Some(e) = &p.last_error {
             let _ = writeln!(s, "  last LLDPDU discarded: {e} ({} malformed)", p.counters.rx_malformed);
@@ -214,16 +293,7 @@ pub fn render_port(node: &str, p: &PortReport) -> String {
         return s;
     };
     let i = &n.info;
-    let peer = i.system_name.as_deref().unwrap_or(&i.chassis);
-    let _ = writeln!(
-        s,
-        "{node} {} -> {peer} {} (chassis {}, ttl {}/{} s)",
-        p.port,
-        i.port,
-        i.chassis,
-        n.ttl_left_s.max(0.0).floor() as u64,
-        i.ttl_s
-    );
+    let _ = writeln!(s, "{node} {} -> {}", p.port, neighbour_text(n));
     let _ = writeln!(s, "  neighbour DCBX: {}", peer_dcbx(&i.dcb));
     let o = &p.oper;
     // The APP table is shown when it was adopted; otherwise it is the node's own.
@@ -235,6 +305,21 @@ pub fn render_port(node: &str, p: &PortReport) -> String {
     for m in &p.mismatches {
         let _ = writeln!(s, "  MISMATCH: {m}");
     }
+    let others: Vec<&&NeighbourReport> = all.iter().filter(|o| !same_msap(o, n)).collect();
+    if !others.is_empty() {
+        let _ = writeln!(s, "  {} neighbours on this port (DCBX with the one above); also:", all.len());
+        for o in others {
+            let _ = writeln!(s, "  also -> {} neighbour DCBX: {}", neighbour_text(o), peer_dcbx(&o.info.dcb));
+        }
+    }
+    if p.counters.table_drops > 0 {
+        let _ = writeln!(
+            s,
+            "  neighbour table full ({} entries): {} LLDPDUs of further neighbours discarded",
+            p.max_neighbours,
+            p.counters.table_drops
+        );
+    }
     if let Some(e) = &p.last_error {
         let _ = writeln!(s, "  last LLDPDU discarded: {e} ({} malformed)", p.counters.rx_malformed);
     }
@@ -244,9 +329,11 @@ pub fn render_port(node: &str, p: &PortReport) -> String {
 /// A node's header line and its ports.
 pub fn render_node(r: &NodeReport) -> String {
     let mut s = String::new();
-    let seen = r.ports.iter().filter(|p| p.neighbour.is_some()).count();
+    let seen = r.ports.iter().filter(|p| !entries(p).is_empty()).count();
+    let total: usize = r.ports.iter().map(|p| entries(p).len()).sum();
     let chassis = r.ports.first().map(|p| format!(", chassis {}", p.local.chassis)).unwrap_or_default();
-    let _ = writeln!(s, "{} ({}{chassis}): {} ports, {seen} with a neighbour", r.node, r.kind, r.ports.len());
+    let extra = if total > seen { format!(" ({total} neighbours)") } else { String::new() };
+    let _ = writeln!(s, "{} ({}{chassis}): {} ports, {seen} with a neighbour{extra}", r.node, r.kind, r.ports.len());
     for p in &r.ports {
         s.push_str(&render_port(&r.node, p));
     }
@@ -261,11 +348,32 @@ pub fn render_node(r: &NodeReport) -> String {
 pub struct LinkEnd {
     pub node: String,
     pub port: String,
+    /// Set for a host NIC that runs no rocefab agent (`lldp.nic_agent: false`): its MAC, which
+    /// the user's own agent (lldpd) puts in the Port ID or Chassis ID.
+    #[serde(skip)]
+    pub no_agent_mac: Option<String>,
 }
 
 impl LinkEnd {
     pub fn new(node: &str, port: &str) -> LinkEnd {
-        LinkEnd { node: node.into(), port: port.into() }
+        LinkEnd { node: node.into(), port: port.into(), no_agent_mac: None }
+    }
+
+    /// A host NIC with no rocefab agent, known by its MAC.
+    pub fn without_agent(node: &str, port: &str, mac: &str) -> LinkEnd {
+        LinkEnd { node: node.into(), port: port.into(), no_agent_mac: Some(mac.to_lowercase()) }
+    }
+
+    /// Whether neighbour `n` is this end: its System Name and Port ID are this node and
+    /// interface (rocefab's agents), or, for a NIC without a rocefab agent, its Port ID or
+    /// Chassis ID is the NIC's MAC.
+    pub fn is(&self, n: &NeighbourReport) -> bool {
+        let i = &n.info;
+        let named = i.system_name.as_deref() == Some(self.node.as_str()) && i.port == self.port;
+        let by_mac = self.no_agent_mac.as_deref().is_some_and(|m| {
+            !m.is_empty() && (i.port.eq_ignore_ascii_case(m) || i.chassis_mac.as_deref().is_some_and(|c| c.eq_ignore_ascii_case(m)))
+        });
+        named || by_mac
     }
 }
 
@@ -291,6 +399,8 @@ pub enum LinkStatus {
     Miscabled { at: String, expected: String, found: String },
     /// An end reports DCBX mismatches.
     DcbxMismatch { details: Vec<String> },
+    /// Both ends see each other, and an end also hears other LLDP agents (`at port: who`).
+    ExtraNeighbour { details: Vec<String> },
     /// An end's node did not answer, or has no such port.
     NoData { details: Vec<String> },
 }
@@ -311,22 +421,42 @@ enum EndStatus {
     Miscabled(String),
     Mismatch(Vec<String>),
     NoData(String),
+    /// The expected neighbour and others (their descriptions).
+    Extra(Vec<String>),
+    /// A host NIC without a rocefab agent: nothing to ask, the other end decides.
+    NoAgent,
+}
+
+/// `name:port` of a neighbour.
+fn who(n: &NeighbourReport) -> String {
+    format!("{}:{}", n.info.system_name.as_deref().unwrap_or(&n.info.chassis), n.info.port)
 }
 
 fn end_status(me: &LinkEnd, peer: &LinkEnd, reports: &[NodeReport]) -> EndStatus {
+    if me.no_agent_mac.is_some() {
+        return EndStatus::NoAgent;
+    }
     let Some(r) = reports.iter().find(|r| r.node == me.node) else {
         return EndStatus::NoData(format!("{} did not answer", me.node));
     };
     let Some(p) = r.ports.iter().find(|p| p.port == me.port) else {
         return EndStatus::NoData(format!("{} reports no port {}", me.node, me.port));
     };
-    let Some(n) = &p.neighbour else { return EndStatus::Missing };
-    let name = n.info.system_name.as_deref().unwrap_or(&n.info.chassis);
-    if name != peer.node || n.info.port != peer.port {
-        return EndStatus::Miscabled(format!("{name}:{}", n.info.port));
-    }
-    if !p.mismatches.is_empty() {
+    let all = entries(p);
+    let Some(n) = all.iter().find(|n| peer.is(n)) else {
+        return match p.neighbour.as_ref().or(all.first().copied()) {
+            Some(n) => EndStatus::Miscabled(who(n)),
+            None => EndStatus::Missing,
+        };
+    };
+    // DCBX mismatches count when the port negotiates with the expected neighbour.
+    if !p.mismatches.is_empty() && p.neighbour.as_ref().is_none_or(|x| same_msap(x, n)) {
         return EndStatus::Mismatch(p.mismatches.iter().map(|m| format!("{me}: {m}")).collect());
+    }
+    let extra: Vec<String> =
+        all.iter().filter(|o| !same_msap(o, n)).map(|o| format!("{me} also hears {} (chassis {})", who(o), o.info.chassis)).collect();
+    if !extra.is_empty() {
+        return EndStatus::Extra(extra);
     }
     EndStatus::Ok
 }
@@ -351,6 +481,14 @@ pub fn check_links(links: &[(LinkEnd, LinkEnd)], reports: &[NodeReport]) -> Vec<
                 .iter()
                 .flat_map(|(_, _, e)| if let EndStatus::Mismatch(m) = e { m.clone() } else { Vec::new() })
                 .collect();
+            let extra: Vec<String> =
+                ends.iter().flat_map(|(_, _, e)| if let EndStatus::Extra(m) = e { m.clone() } else { Vec::new() }).collect();
+            let no_agent = ends.iter().filter(|(_, _, e)| matches!(e, EndStatus::NoAgent)).map(|(me, ..)| me.node.clone());
+            let mut no_data = no_data;
+            if !missing.is_empty() {
+                // The silent side is the user's own agent: say so beside the missing neighbour.
+                no_data.extend(no_agent.map(|h| format!("{h} runs no rocefab NIC agent (lldp.nic_agent: false): is its own LLDP agent running?")));
+            }
             let status = if let Some((at, expected, found)) = miscabled {
                 LinkStatus::Miscabled { at, expected, found }
             } else if !missing.is_empty() {
@@ -359,6 +497,8 @@ pub fn check_links(links: &[(LinkEnd, LinkEnd)], reports: &[NodeReport]) -> Vec<
                 LinkStatus::NoData { details: no_data }
             } else if !mismatch.is_empty() {
                 LinkStatus::DcbxMismatch { details: mismatch }
+            } else if !extra.is_empty() {
+                LinkStatus::ExtraNeighbour { details: extra }
             } else {
                 LinkStatus::Ok
             };
@@ -376,6 +516,7 @@ impl std::fmt::Display for LinkStatus {
             LinkStatus::Miscabled { at, expected, found } => write!(f, "miscabled: expected {expected}, found {found} (seen from {at})"),
             LinkStatus::DcbxMismatch { details } => write!(f, "DCBX mismatch: {}", details.join("; ")),
             LinkStatus::NoData { details } => write!(f, "no LLDP data: {}", details.join("; ")),
+            LinkStatus::ExtraNeighbour { details } => write!(f, "extra neighbour: {}", details.join("; ")),
         }
     }
 }
@@ -392,10 +533,11 @@ pub fn render_check(results: &[LinkCheck]) -> String {
             LinkStatus::Miscabled { .. } => "miscabled",
             LinkStatus::DcbxMismatch { .. } => "DCBX mismatch",
             LinkStatus::NoData { .. } => "no LLDP data",
+            LinkStatus::ExtraNeighbour { .. } => "extra neighbour",
         };
         *counts.entry(k).or_default() += 1;
     }
-    let order = ["ok", "missing neighbour", "miscabled", "DCBX mismatch", "no LLDP data"];
+    let order = ["ok", "missing neighbour", "miscabled", "DCBX mismatch", "no LLDP data", "extra neighbour"];
     let parts: Vec<String> = order
         .iter()
         .map(|k| (k, counts.get(k).copied().unwrap_or(0)))

@@ -124,7 +124,9 @@ pub struct RunArgs {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
-    /// Host i serves Prometheus metrics on 127.0.0.1:(base + i) while the job runs.
+    /// First port of the hosts' Prometheus metrics while the job runs: host1 serves on
+    /// 127.0.0.1:BASE, the n-th host of the fabric (host<n>) on BASE + n - 1; the report lists
+    /// every URL.
     #[arg(long, default_value_t = 9700)]
     pub metrics_port_base: u16,
     /// Pattern seed of rank 0's data (rank r uses seed + r).
@@ -676,7 +678,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
             eprintln!("{l}");
         }
     }
-    let metrics = (0..hosts.len()).map(|i| format!("http://127.0.0.1:{}/metrics", a.metrics_port_base as usize + i)).collect();
+    // The addresses the jobs were given, so the report and the hosts agree.
+    let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
     let mut rep = summarize(&a.fabric, kind, a.segment, a.size, built.layout.world_size(), &reports, metrics);
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
@@ -703,6 +706,15 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use gpu_host::nic::job::{NicReport, QpReport, RankReport};
+
+    #[test]
+    fn metrics_port_base_help_says_host1_gets_the_base() {
+        use clap::Args;
+        let cmd = RunArgs::augment_args(clap::Command::new("run"));
+        let arg = cmd.get_arguments().find(|a| a.get_long() == Some("metrics-port-base")).unwrap();
+        let help = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
+        assert!(help.contains("host1 serves on 127.0.0.1:BASE, the n-th host of the fabric (host<n>) on BASE + n - 1"), "{help}");
+    }
 
     #[test]
     fn default_window_is_128_kib_of_payload_at_the_fabric_path_mtu() {

@@ -1118,7 +1118,7 @@ fn validate(
     let lldp = crate::lldp::resolve(&raw.lldp).map_err(|(f, m)| err(&f, m))?;
     if let Some(p) = raw.metrics_port_base {
         // One port per switch daemon, then one per host NIC agent.
-        let n = switches.len() + if lldp.config.enabled { hosts as usize } else { 0 };
+        let n = switches.len() + if lldp.nic_agents() { hosts as usize } else { 0 };
         if p as usize + n > 65535 || p < 1024 {
             return Err(err("metrics_port_base", format!("{p}: need {n} ports from it, within 1024..=65535")));
         }

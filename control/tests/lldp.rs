@@ -142,7 +142,7 @@ fn agent_config_has_every_gpu_nic_with_its_mac_and_the_nic_settings() {
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = compile(&t, 9400);
     let h = &p.hosts[1];
-    let c = control::lldp::agent_config(h, &t.lldp, h.agent_listen);
+    let c = control::lldp::agent_config(h, &p.links, &t.lldp, h.agent_listen);
     assert_eq!((c.host.as_str(), c.netns.as_deref(), c.listen), ("host2", Some("rf-t-host2"), h.agent_listen));
     assert_eq!(c.lldp, t.lldp.config);
     let names: Vec<_> = c.nics.iter().map(|n| n.name.as_str()).collect();
@@ -151,7 +151,13 @@ fn agent_config_has_every_gpu_nic_with_its_mac_and_the_nic_settings() {
         assert_eq!(a.mac, n.mac.to_string());
         assert_eq!(a.dcb, Dcb::nic(false, 1 << 4, 26, 4, 48, 7));
         assert_eq!((a.data_dscp, a.cnp_dscp), (26, 48));
+        // The switch port the plan cables the NIC to: DCBX comes from it when the NIC hears several.
+        let l = p.links.iter().find(|l| l.a.node == "host2" && l.a.ifname == n.ifname || l.b.node == "host2" && l.b.ifname == n.ifname).unwrap();
+        let sw = if l.a.node == "host2" { &l.b } else { &l.a };
+        assert!(sw.node.starts_with("rail"), "{sw:?}");
+        assert_eq!(a.peer.as_deref(), Some(format!("{}:{}", sw.node, sw.ifname).as_str()));
     }
+    assert_eq!(c.nics[0].peer.as_deref().map(|p| p.split(':').next().unwrap()), Some("rail1"), "gpu0 is on rail 1");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,12 +308,129 @@ fn neighbour_table_renders_like_show_lldp_neighbors_detail() {
     assert_eq!(render_node(&back[0]), rail1);
 }
 
+/// An LLDPDU as lldpd sends it by default: Chassis ID and Port ID the NIC's MAC, System Name
+/// the machine's host name, no DCBX.
+fn lldpd_frame(mac: [u8; 6], ttl: u16) -> Vec<u8> {
+    use rocefab_wire::ethernet::MacAddr;
+    use rocefab_wire::lldp::{ChassisId, LldpduRepr, PortId, Tlv};
+    let pdu = LldpduRepr {
+        chassis_id: ChassisId::MacAddress(MacAddr(mac)),
+        port_id: PortId::MacAddress(MacAddr(mac)),
+        ttl,
+        tlvs: vec![Tlv::SystemName { text: "buildhost".into() }, Tlv::PortDescription { text: "gpu0".into() }],
+    };
+    pdu.to_frame(MacAddr(mac)).unwrap()
+}
+
+#[test]
+fn lldpd_beside_the_nic_agent_is_an_extra_neighbour_and_the_expected_one_stays() {
+    let mut r1 = agent("rail1", "eth1", 1, switch_dcb(1 << 3, 3), true);
+    r1.expect(lldp_agent::Expected::from_peer("host1:gpu0"));
+    let mut h1 = agent("host1", "gpu0", 11, nic_dcb(), false);
+    let link = vec![(end("host1:gpu0"), end("rail1:eth1"))];
+    let mac = h1.identity().mac;
+    hear(&mut h1, &r1);
+    // Whichever agent spoke last, the check is the same.
+    let mut seen = Vec::new();
+    for t in 0..6u64 {
+        if t % 2 == 0 {
+            r1.on_frame(&h1.frame(120), t * 1_000_000_000);
+        } else {
+            r1.on_frame(&lldpd_frame(mac, 120), t * 1_000_000_000);
+        }
+        let reports = vec![node("rail1", "switch", &[&r1]), node("host1", "host", &[&h1])];
+        seen.push(check_links(&link, &reports)[0].status.clone());
+    }
+    assert!(matches!(seen[0], LinkStatus::Ok), "only the NIC agent so far: {:?}", seen[0]);
+    let extra = LinkStatus::ExtraNeighbour { details: vec!["rail1:eth1 also hears buildhost:02:00:00:00:0b:01 (chassis 02:00:00:00:0b:01)".into()] };
+    assert!(seen[1..].iter().all(|s| *s == extra), "{seen:?}");
+    let reports = vec![node("rail1", "switch", &[&r1]), node("host1", "host", &[&h1])];
+    let r = check_links(&link, &reports);
+    let text = render_check(&r);
+    assert_eq!(text.lines().next(), Some("host1:gpu0         <-> rail1:eth1         extra neighbour: rail1:eth1 also hears buildhost:02:00:00:00:0b:01 (chassis 02:00:00:00:0b:01)"));
+    assert_eq!(text.lines().last(), Some("1 links: 0 ok, 1 extra neighbour"));
+    assert_eq!(serde_json::to_value(&r).unwrap()[0]["status"], "extra_neighbour");
+
+    // `rocefab lldp` shows both; the one DCBX uses first.
+    let out = render_node(&reports[0]);
+    assert!(out.starts_with("rail1 (switch, chassis 02:00:00:00:01:00): 1 ports, 1 with a neighbour (2 neighbours)\nrail1 eth1 -> host1 gpu0 "), "{out}");
+    assert!(out.contains("  2 neighbours on this port (DCBX with the one above); also:\n  also -> buildhost 02:00:00:00:0b:01 (chassis 02:00:00:00:0b:01, ttl "), "{out}");
+    assert!(out.contains("/120 s) neighbour DCBX: none\n"), "{out}");
+    let j = serde_json::to_value(&reports[0]).unwrap();
+    assert_eq!(j["ports"][0]["neighbours"].as_array().unwrap().len(), 2);
+    assert_eq!(j["ports"][0]["neighbour"]["port"], "gpu0");
+
+    // A DCBX mismatch with the expected neighbour still shows over the extra one.
+    let mut r4 = agent("rail1", "eth4", 1, switch_dcb(1 << 3, 3), true);
+    let h3 = agent("host3", "gpu0", 13, Dcb::nic(false, 1 << 4, 24, 4, 48, 7), false);
+    r4.on_frame(&h3.frame(120), 0);
+    r4.on_frame(&lldpd_frame(h3.identity().mac, 120), 0);
+    let r = check_links(&[(end("rail1:eth4"), end("host3:gpu0"))], &[node("rail1", "switch", &[&r4])]);
+    assert!(matches!(r[0].status, LinkStatus::NoData { .. }), "host3 gave no table: {:?}", r[0].status);
+
+    // The expected neighbour gone (NIC agent stopped), lldpd alone: miscabled, not ok.
+    r1.on_frame(&h1.shutdown_frame(), 7_000_000_000);
+    let reports = vec![node("rail1", "switch", &[&r1]), node("host1", "host", &[&h1])];
+    assert_eq!(
+        check_links(&link, &reports)[0].status,
+        LinkStatus::Miscabled { at: "rail1:eth1".into(), expected: "host1:gpu0".into(), found: "buildhost:02:00:00:00:0b:01".into() }
+    );
+}
+
+#[test]
+fn hosts_without_a_nic_agent_are_checked_from_the_switch_by_their_mac() {
+    let mut r1 = agent("rail1", "eth1", 1, switch_dcb(1 << 3, 3), true);
+    let mac = [2, 0, 0, 0, 11, 1];
+    let host = LinkEnd::without_agent("host1", "gpu0", "02:00:00:00:0B:01");
+    let link = vec![(host.clone(), end("rail1:eth1"))];
+    let r = check_links(&link, &[node("rail1", "switch", &[&r1])]);
+    let LinkStatus::MissingNeighbour { at, also } = &r[0].status else { panic!("{:?}", r[0].status) };
+    assert_eq!(at, &vec!["rail1:eth1".to_string()]);
+    assert_eq!(also, &vec!["host1 runs no rocefab NIC agent (lldp.nic_agent: false): is its own LLDP agent running?".to_string()]);
+    r1.on_frame(&lldpd_frame(mac, 120), 0);
+    assert_eq!(check_links(&link, &[node("rail1", "switch", &[&r1])])[0].status, LinkStatus::Ok, "host1 was not asked; rail1 hears its NIC's MAC");
+    // Another NIC's lldpd is still miscabling.
+    let mut r2 = agent("rail1", "eth2", 1, switch_dcb(1 << 3, 3), true);
+    r2.on_frame(&lldpd_frame([2, 0, 0, 0, 12, 1], 120), 0);
+    let r = check_links(&[(host, end("rail1:eth2"))], &[node("rail1", "switch", &[&r2])]);
+    assert!(matches!(r[0].status, LinkStatus::Miscabled { .. }), "{:?}", r[0].status);
+}
+
+#[test]
+fn a_host_without_an_agent_is_shown_through_the_switch_ports_cabled_to_it() {
+    let mut r1 = agent("rail1", "eth1", 1, switch_dcb(1 << 3, 3), true);
+    r1.expect(lldp_agent::Expected::from_peer("host1:gpu0"));
+    let mut r2 = agent("rail1", "eth2", 1, switch_dcb(1 << 3, 3), true);
+    r2.expect(lldp_agent::Expected::from_peer("host2:gpu0"));
+    r1.on_frame(&lldpd_frame([2, 0, 0, 0, 11, 1], 120), 0);
+    let spine = agent("spine1", "eth1", 21, switch_dcb(1 << 3, 3), true);
+    let out = control::lldp_show::facing_host(vec![node("rail1", "switch", &[&r1, &r2]), node("spine1", "switch", &[&spine])], "host1");
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].ports.iter().map(|p| p.port.as_str()).collect::<Vec<_>>(), ["eth1"]);
+    assert!(render_node(&out[0]).contains("rail1 eth1 -> buildhost 02:00:00:00:0b:01 "), "{}", render_node(&out[0]));
+}
+
+#[test]
+fn nic_agent_false_runs_no_agents_and_frees_their_ports() {
+    let off = format!("{GOOD}metrics_port_base: 65531\nlldp: {{ nic_agent: false }}\n");
+    let t = Topology::parse(&off, Path::new("t.yaml")).unwrap();
+    assert!(t.lldp.config.enabled && !t.lldp.nic_agents());
+    let p = compile(&t, 9400);
+    let out = render_plan(&t, &p);
+    assert!(!out.contains("NIC agent 127."), "{out}");
+    assert!(out.contains("lldp on at the switches only: "), "{out}");
+    let e = err(&format!("{GOOD}lldp:\n  nic_agents: false\n"));
+    assert!(e.starts_with("topologies/bad.yaml:15: lldp: unknown field `nic_agents`"), "{e}");
+    let e = err(&format!("{GOOD}lldp:\n  enabled: false\n  nic_agent: true\n"));
+    assert!(e.starts_with("topologies/bad.yaml:16: lldp.nic_agent: true needs LLDP on"), "{e}");
+}
+
 #[test]
 fn run_takes_the_negotiated_classes_and_falls_back_to_the_configured_ones() {
     let src = format!("{GOOD}lldp:\n  nic: {{ roce_dscp: 26 }}\n");
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = compile(&t, 9400);
-    let cfg = control::lldp::agent_config(&p.hosts[0], &t.lldp, p.hosts[0].agent_listen);
+    let cfg = control::lldp::agent_config(&p.hosts[0], &p.links, &t.lldp, p.hosts[0].agent_listen);
     // The switch runs RoCEv2 lossless on priority 4 with DSCP 24; gpu0 heard it, gpu1 did not.
     let sw = agent("rail1", "eth1", 1, switch_dcb(1 << 4, 4), true);
     let mut g0 = agent("host1", "gpu0", 11, cfg.nics[0].dcb.clone(), false);

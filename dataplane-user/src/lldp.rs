@@ -1,13 +1,15 @@
 //! The switch's LLDP/DCBX agent (IEEE 802.1AB, IEEE 802.1Qaz): one [`lldp_agent::PortAgent`]
 //! per port, advertising the switch's effective QoS ([`lldp_agent::Dcb::from_switch`]), not
-//! willing. It runs on the control side: frames it sends go to the data-plane thread through
+//! willing. Each port keeps every neighbour it hears (one entry per Chassis ID + Port ID) and
+//! acts in DCBX on the one the topology cables it to (the port's `peer`, System Name and Port
+//! ID), else on the oldest entry ([`lldp_agent::port`]). It runs on the control side: frames it sends go to the data-plane thread through
 //! the control ring ([`crate::ctrl::ControlEnd::send`]) and leave through the port's control
 //! queue; LLDP frames the ports receive come back through the same channel
 //! ([`crate::ctrl::ControlEnd::next_received`]).
 use std::time::Instant;
 
 use dataplane_common::config::SwitchConfig;
-use lldp_agent::{Dcb, Identity, NodeReport, PortAgent, Rx, Timing};
+use lldp_agent::{Dcb, Expected, Identity, NodeReport, PortAgent, Rx, Timing};
 
 /// The agents of every port of one switch.
 #[derive(Debug)]
@@ -39,7 +41,9 @@ impl SwitchAgent {
                     port_description: if p.peer.is_empty() { p.name.clone() } else { format!("to {}", p.peer) },
                     bridge: true,
                 };
-                PortAgent::new(t, id, dcb.clone(), 0)
+                let mut a = PortAgent::new(t, id, dcb.clone(), 0);
+                a.expect(Expected::from_peer(&p.peer));
+                a
             })
             .collect();
         SwitchAgent { name: cfg.name.clone(), logged: vec![Vec::new(); cfg.ports.len()], running: vec![None; cfg.ports.len()], ports, epoch: Instant::now() }
@@ -84,7 +88,10 @@ impl SwitchAgent {
         match a.on_frame(frame, now) {
             Rx::Neighbour { new: true } => {
                 let n = a.neighbour().map(|n| format!("{} port {}", n.system_name.as_deref().unwrap_or(&n.chassis), n.port));
-                tracing::info!(switch = %self.name, port = %name, neighbour = ?n, "new LLDP neighbour");
+                tracing::info!(switch = %self.name, port = %name, neighbours = a.neighbours().len(), dcbx_with = ?n, "new LLDP neighbour");
+            }
+            Rx::TableFull => {
+                tracing::warn!(switch = %self.name, port = %name, max = a.max_neighbours(), "neighbour table full: LLDPDU of a new neighbour discarded")
             }
             Rx::Neighbour { new: false } => {}
             Rx::Shutdown => tracing::info!(switch = %self.name, port = %name, "neighbour sent a shutdown LLDPDU"),
@@ -146,6 +153,7 @@ mod tests {
         assert_eq!((n.info.system_name.as_deref(), n.info.port.as_str()), (Some("rail1"), "eth0"));
         assert_eq!(r.ports[1].local.chassis, "02:00:00:00:00:00", "chassis = first port's MAC without chassis_mac");
         assert!(r.ports[1].mismatches.is_empty());
+        assert_eq!(r.ports[1].expected, Expected::from_peer("host1:gpu0"), "the topology's peer is the expected neighbour");
         assert_eq!(a.shutdown_frames().len(), 2);
         // A frame on a port that does not exist is logged, not a panic.
         b.on_frame(9, &out[0].1, 0);

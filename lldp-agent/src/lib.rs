@@ -12,4 +12,4 @@ pub mod metrics;
 pub mod port;
 
 pub use dcb::{Dcb, Mismatch, Oper, PeerDcb};
-pub use port::{Identity, NodeReport, PortAgent, PortReport, Rx, Timing};
+pub use port::{Expected, Identity, NodeReport, PortAgent, PortReport, Rx, Timing};

@@ -16,6 +16,7 @@ pub struct LldpMetrics {
     malformed: IntCounterVec,
     tlvs_discarded: IntCounterVec,
     ageouts: IntCounterVec,
+    table_drops: IntCounterVec,
     neighbour: IntGaugeVec,
     mismatch: IntGaugeVec,
     oper_pfc: IntGaugeVec,
@@ -44,7 +45,11 @@ impl LldpMetrics {
                 "optional TLVs dropped from accepted LLDPDUs because their contents did not decode",
             )?,
             ageouts: counter("rocefab_lldp_ageouts_total", "neighbours deleted because their TTL ran out")?,
-            neighbour: gauge("rocefab_lldp_neighbors", "neighbours known on the port (0 or 1)", &["port"])?,
+            table_drops: counter(
+                "rocefab_lldp_table_drops_total",
+                "LLDPDUs of a new neighbour discarded because the port's neighbour table was full (tooManyNeighbors)",
+            )?,
+            neighbour: gauge("rocefab_lldp_neighbors", "entries in the port's neighbour table (one per chassis ID + port ID)", &["port"])?,
             mismatch: gauge(
                 "rocefab_dcbx_mismatch",
                 "1 while the port's DCBX settings disagree with the neighbour's (kind pfc, app, ets) or RoCEv2's APP priority is not PFC-enabled",
@@ -67,7 +72,8 @@ impl LldpMetrics {
             set(&self.malformed, r.counters.rx_malformed);
             set(&self.tlvs_discarded, r.counters.rx_tlvs_discarded);
             set(&self.ageouts, r.counters.ageouts);
-            self.neighbour.with_label_values(&[p]).set(i64::from(r.neighbour.is_some()));
+            set(&self.table_drops, r.counters.table_drops);
+            self.neighbour.with_label_values(&[p]).set(r.neighbours.len() as i64);
             for k in KINDS {
                 self.mismatch.with_label_values(&[p, k]).set(i64::from(r.mismatches.iter().any(|m| m.kind() == k)));
             }
@@ -76,5 +82,35 @@ impl LldpMetrics {
                 self.oper_pfc.with_label_values(&[p, &prio.to_string()]).set(i64::from(on));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::port::{Identity, PortAgent, Timing, NS};
+    use crate::Dcb;
+    use rocefab_wire::ethernet::MacAddr;
+    use rocefab_wire::lldp::{ChassisId, LldpduRepr, PortId};
+
+    fn from(chassis: [u8; 6], port: &str) -> Vec<u8> {
+        LldpduRepr { chassis_id: ChassisId::MacAddress(MacAddr(chassis)), port_id: PortId::InterfaceName(port.into()), ttl: 120, tlvs: vec![] }
+            .to_frame(MacAddr(chassis))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_neighbour_gauge_counts_the_table_and_drops_are_counted() {
+        let id = Identity { chassis_mac: [2, 0, 0, 0, 1, 1], mac: [2, 0, 0, 0, 1, 1], port: "eth1".into(), system_name: "rail1".into(), port_description: String::new(), bridge: true };
+        let mut a = PortAgent::new(Timing::default(), id, Dcb::nic(false, 1 << 3, 24, 3, 48, 7), 0);
+        a.set_max_neighbours(2);
+        for (i, p) in ["gpu0", "02:00:00:00:0b:01", "x"].iter().enumerate() {
+            a.on_frame(&from([2, 0, 0, 0, 11, i as u8], p), NS);
+        }
+        let reg = Registry::new();
+        let m = LldpMetrics::new(&reg, &HashMap::from([("switch".to_string(), "rail1".to_string())])).unwrap();
+        m.update(&[a.report(NS)]);
+        assert_eq!(m.neighbour.with_label_values(&["eth1"]).get(), 2);
+        assert_eq!(m.table_drops.with_label_values(&["eth1"]).get(), 1);
     }
 }

@@ -1,6 +1,6 @@
 //! The LLDP agent of one port (IEEE 802.1AB-2016 clause 9, simplified to what a DCBX peer
-//! needs): transmit timer with fast start, a shutdown LLDPDU, receive with validation, and one
-//! neighbour that ages out when its TTL runs out.
+//! needs): transmit timer with fast start, a shutdown LLDPDU, receive with validation, and a
+//! neighbour table with one entry per MSAP (Chassis ID, Port ID), each aged out at its TTL.
 //!
 //! - Transmit: every `tx_interval` (msgTxInterval, 30 s by default); after link up or a new
 //!   neighbour, `fast_count` LLDPDUs `fast_interval` apart (txFastInit 4, msgFastTx 1 s).
@@ -10,7 +10,17 @@
 //!   order, malformed or repeated, End with a length) is counted in `rx_malformed` and discarded
 //!   (9.2.7.7.1); the neighbour entry stays as it was. An optional TLV whose contents do not
 //!   decode is dropped alone and counted in `rx_tlvs_discarded` (9.2.7.7.2). TTL 0 deletes the
-//!   neighbour.
+//!   sender's entry at once.
+//! - Neighbour table: one entry per MSAP identifier (Chassis ID + Port ID, IEEE 802.1AB),
+//!   so two agents on one link (lldpd beside rocefab-nicd on a NIC) are two entries, each kept
+//!   until its own TTL runs out. At most [`PortAgent::max_neighbours`] entries per port
+//!   ([`MAX_NEIGHBOURS`] by default); the LLDPDU of a further MSAP is discarded and counted in
+//!   `table_drops` (802.1AB tooManyNeighbors; LLDP-MIB lldpStatsRemTablesDrops).
+//! - Which entry DCBX acts on (the *primary* neighbour, [`PortAgent::neighbour`]): the entry that
+//!   matches the port's expected neighbour ([`PortAgent::expect`]: the System Name and Port ID
+//!   the topology cables the port to) if there is one; otherwise the entry learned first (ties:
+//!   the lower MSAP). A newcomer never takes DCBX over from an entry that is already there.
+//!   The report lists every entry ordered by MSAP (Chassis ID, then Port ID, as text).
 //!
 //! Pure: every call takes the time `now` in nanoseconds of a monotonic clock.
 use rocefab_wire::ethernet::MacAddr;
@@ -36,6 +46,10 @@ fn clip(s: &mut String, max: usize) {
 
 /// Nanoseconds per second.
 pub const NS: u64 = 1_000_000_000;
+
+/// Entries a port's neighbour table holds by default: a link has one peer, a few more cover
+/// extra agents on the peer (lldpd beside the NIC agent) and a hub or tap in between.
+pub const MAX_NEIGHBOURS: usize = 8;
 
 /// Timing of an agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +119,38 @@ pub struct Neighbour {
     pub(crate) mac: Option<[u8; 6]>,
     #[serde(skip)]
     pub(crate) expires_ns: u64,
+    /// When the entry was created (agent clock): the primary neighbour is the oldest one.
+    #[serde(skip)]
+    pub(crate) since_ns: u64,
+}
+
+impl Neighbour {
+    /// The MSAP identifier (Chassis ID, Port ID) as text: the table's key.
+    pub fn msap(&self) -> (&str, &str) {
+        (&self.chassis, &self.port)
+    }
+}
+
+/// The neighbour the topology cables a port to, as our own agents identify themselves: System
+/// Name (the node) and Port ID (the interface name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expected {
+    pub system_name: String,
+    pub port: String,
+}
+
+impl Expected {
+    /// From a topology peer `node:ifname` (`host1:gpu0`); `None` without a colon.
+    pub fn from_peer(peer: &str) -> Option<Expected> {
+        let (node, port) = peer.split_once(':')?;
+        (!node.is_empty() && !port.is_empty()).then(|| Expected { system_name: node.into(), port: port.into() })
+    }
+
+    /// Whether `n` is this neighbour.
+    pub fn matches(&self, n: &Neighbour) -> bool {
+        n.system_name.as_deref() == Some(self.system_name.as_str()) && n.port == self.port
+    }
 }
 
 /// Counters of one port's agent.
@@ -119,8 +165,19 @@ pub struct Counters {
     pub ageouts: u64,
     /// Shutdown LLDPDUs (TTL 0) received.
     pub rx_shutdown: u64,
-    /// Times a different neighbour replaced the one we had.
+    /// Times the primary neighbour (the one DCBX acts on) became a different one while the
+    /// port had one.
     pub neighbour_changes: u64,
+    /// Entries created in the neighbour table (lldpStatsRemTablesInserts).
+    #[serde(default)]
+    pub inserts: u64,
+    /// Entries deleted by a shutdown LLDPDU (TTL 0).
+    #[serde(default)]
+    pub deletes: u64,
+    /// LLDPDUs of a new MSAP discarded because the table was full (tooManyNeighbors,
+    /// lldpStatsRemTablesDrops).
+    #[serde(default)]
+    pub table_drops: u64,
     /// Optional TLVs discarded from accepted LLDPDUs because their contents did not decode
     /// (statsTLVsDiscardedTotal).
     #[serde(default)]
@@ -130,10 +187,12 @@ pub struct Counters {
 /// What a received frame did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rx {
-    /// A neighbour's LLDPDU; `new` when it is a different (or the first) neighbour.
+    /// A neighbour's LLDPDU; `new` when it created an entry (an MSAP not in the table).
     Neighbour { new: bool },
-    /// A shutdown LLDPDU removed the neighbour.
+    /// A shutdown LLDPDU (its entry, if there was one, is gone).
     Shutdown,
+    /// The LLDPDU of a new MSAP, discarded: the table is full (tooManyNeighbors).
+    TableFull,
     /// Discarded: the reason.
     Malformed(String),
 }
@@ -146,7 +205,10 @@ pub struct PortAgent {
     dcb: Dcb,
     next_tx_ns: u64,
     fast_left: u32,
-    neighbour: Option<Neighbour>,
+    /// The neighbour table, sorted by MSAP.
+    neighbours: Vec<Neighbour>,
+    max_neighbours: usize,
+    expected: Option<Expected>,
     counters: Counters,
     last_error: Option<String>,
 }
@@ -158,7 +220,34 @@ impl PortAgent {
         for s in [&mut id.port, &mut id.system_name, &mut id.port_description] {
             clip(s, MAX_TEXT);
         }
-        PortAgent { timing, id, dcb, next_tx_ns: now, fast_left: timing.fast_count, neighbour: None, counters: Counters::default(), last_error: None }
+        PortAgent {
+            timing,
+            id,
+            dcb,
+            next_tx_ns: now,
+            fast_left: timing.fast_count,
+            neighbours: Vec::new(),
+            max_neighbours: MAX_NEIGHBOURS,
+            expected: None,
+            counters: Counters::default(),
+            last_error: None,
+        }
+    }
+
+    /// Sets the neighbour the port is cabled to: when its entry is in the table, DCBX acts on
+    /// it whatever else the port hears.
+    pub fn expect(&mut self, expected: Option<Expected>) {
+        self.expected = expected;
+    }
+
+    /// Bounds the neighbour table (at least 1 entry).
+    pub fn set_max_neighbours(&mut self, max: usize) {
+        self.max_neighbours = max.max(1);
+    }
+
+    /// Most entries the neighbour table holds.
+    pub fn max_neighbours(&self) -> usize {
+        self.max_neighbours
     }
 
     /// Link up (again): fast start.
@@ -176,8 +265,37 @@ impl PortAgent {
     pub fn counters(&self) -> Counters {
         self.counters
     }
+    /// The primary neighbour: the one DCBX acts on (see the module docs).
     pub fn neighbour(&self) -> Option<&Neighbour> {
-        self.neighbour.as_ref()
+        self.primary().map(|i| &self.neighbours[i])
+    }
+    /// Every entry of the neighbour table, ordered by MSAP.
+    pub fn neighbours(&self) -> &[Neighbour] {
+        &self.neighbours
+    }
+
+    /// Index of the primary neighbour: the expected one, else the oldest (ties: lower MSAP,
+    /// which comes first in the sorted table).
+    fn primary(&self) -> Option<usize> {
+        if let Some(e) = &self.expected {
+            if let Some(i) = self.neighbours.iter().position(|n| e.matches(n)) {
+                return Some(i);
+            }
+        }
+        self.neighbours.iter().enumerate().min_by_key(|(_, n)| n.since_ns).map(|(i, _)| i)
+    }
+
+    fn primary_msap(&self) -> Option<(String, String)> {
+        self.neighbour().map(|n| (n.chassis.clone(), n.port.clone()))
+    }
+
+    /// Counts a change of primary neighbour (from one to a different one).
+    fn note_primary(&mut self, before: Option<(String, String)>) {
+        if let (Some(b), Some(a)) = (before, self.primary_msap()) {
+            if a != b {
+                self.counters.neighbour_changes += 1;
+            }
+        }
     }
     /// Reason the last discarded LLDPDU was discarded.
     pub fn last_error(&self) -> Option<&str> {
@@ -221,18 +339,21 @@ impl PortAgent {
 
     /// When [`PortAgent::poll`] next has something to do.
     pub fn next_deadline(&self) -> u64 {
-        match &self.neighbour {
-            Some(n) => self.next_tx_ns.min(n.expires_ns),
-            None => self.next_tx_ns,
-        }
+        self.neighbours.iter().map(|n| n.expires_ns).fold(self.next_tx_ns, u64::min)
     }
 
-    /// Ages the neighbour out and returns the frame to send, if one is due.
+    /// Deletes the entries whose TTL ran out at `now`.
+    fn age(&mut self, now: u64) {
+        let before = self.primary_msap();
+        let n = self.neighbours.len();
+        self.neighbours.retain(|x| now < x.expires_ns);
+        self.counters.ageouts += (n - self.neighbours.len()) as u64;
+        self.note_primary(before);
+    }
+
+    /// Ages neighbours out and returns the frame to send, if one is due.
     pub fn poll(&mut self, now: u64) -> Option<Vec<u8>> {
-        if self.neighbour.as_ref().is_some_and(|n| now >= n.expires_ns) {
-            self.neighbour = None;
-            self.counters.ageouts += 1;
-        }
+        self.age(now);
         if now < self.next_tx_ns {
             return None;
         }
@@ -271,12 +392,26 @@ impl PortAgent {
         };
         let chassis = chassis_text(&pdu.chassis_id);
         let port = port_text(&pdu.port_id);
+        // Entries whose TTL ran out go first, so they neither fill the table nor count as known.
+        self.age(now);
+        let before = self.primary_msap();
+        let found = self.neighbours.binary_search_by(|n| n.msap().cmp(&(chassis.as_str(), port.as_str())));
         if pdu.ttl == 0 {
             self.counters.rx_shutdown += 1;
-            if self.neighbour.as_ref().is_some_and(|n| n.chassis == chassis && n.port == port) {
-                self.neighbour = None;
+            if let Ok(i) = found {
+                self.neighbours.remove(i);
+                self.counters.deletes += 1;
+                self.note_primary(before);
             }
             return Rx::Shutdown;
+        }
+        if found.is_err() && self.neighbours.len() >= self.max_neighbours {
+            self.counters.table_drops += 1;
+            self.last_error = Some(format!(
+                "neighbour table full ({} entries): LLDPDU of chassis {chassis} port {port} discarded (tooManyNeighbors)",
+                self.max_neighbours
+            ));
+            return Rx::TableFull;
         }
         let mut system_name = None;
         let mut port_description = None;
@@ -287,11 +422,7 @@ impl PortAgent {
                 _ => {}
             }
         }
-        let new = self.neighbour.as_ref().is_none_or(|n| n.chassis != chassis || n.port != port);
-        if new && self.neighbour.is_some() {
-            self.counters.neighbour_changes += 1;
-        }
-        self.neighbour = Some(Neighbour {
+        let entry = Neighbour {
             chassis,
             chassis_mac: mac.map(|m| MacAddr(m).to_string()),
             port,
@@ -301,7 +432,21 @@ impl PortAgent {
             dcb: PeerDcb::from_tlvs(pdu.dcbx()),
             mac,
             expires_ns: now.saturating_add(u64::from(pdu.ttl) * NS),
-        });
+            since_ns: now,
+        };
+        let new = match found {
+            Ok(i) => {
+                let since = self.neighbours[i].since_ns;
+                self.neighbours[i] = Neighbour { since_ns: since, ..entry };
+                false
+            }
+            Err(i) => {
+                self.neighbours.insert(i, entry);
+                self.counters.inserts += 1;
+                true
+            }
+        };
+        self.note_primary(before);
         if new {
             // A new neighbour gets our settings quickly (802.1AB 9.2.7.7.? newNeighbour → txFast).
             self.fast_left = self.timing.fast_count;
@@ -310,9 +455,9 @@ impl PortAgent {
         Rx::Neighbour { new }
     }
 
-    /// Operational settings and mismatches with the current neighbour.
+    /// Operational settings and mismatches with the primary neighbour.
     pub fn negotiate(&self) -> (Oper, Vec<Mismatch>) {
-        let peer = self.neighbour.as_ref().filter(|n| n.dcb.any()).map(|n| (&n.dcb, n.mac));
+        let peer = self.neighbour().filter(|n| n.dcb.any()).map(|n| (&n.dcb, n.mac));
         negotiate(&self.dcb, self.id.chassis_mac, peer)
     }
 
@@ -328,10 +473,10 @@ impl PortAgent {
                 tx_interval_ms: self.timing.tx_interval_ns / 1_000_000,
                 dcb: self.dcb.clone(),
             },
-            neighbour: self.neighbour.as_ref().map(|n| NeighbourReport {
-                ttl_left_s: n.expires_ns.saturating_sub(now) as f64 / NS as f64,
-                info: n.clone(),
-            }),
+            neighbour: self.neighbour().map(|n| NeighbourReport::new(n, now)),
+            neighbours: self.neighbours.iter().map(|n| NeighbourReport::new(n, now)).collect(),
+            max_neighbours: self.max_neighbours,
+            expected: self.expected.clone(),
             oper,
             mismatches,
             counters: self.counters,
@@ -380,13 +525,29 @@ pub struct NeighbourReport {
     pub ttl_left_s: f64,
 }
 
+impl NeighbourReport {
+    fn new(n: &Neighbour, now: u64) -> NeighbourReport {
+        NeighbourReport { ttl_left_s: n.expires_ns.saturating_sub(now) as f64 / NS as f64, info: n.clone() }
+    }
+}
+
 /// One port of the neighbour table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortReport {
     pub port: String,
     pub local: LocalReport,
+    /// The primary neighbour: the one DCBX acts on (`oper`, `mismatches`).
     pub neighbour: Option<NeighbourReport>,
+    /// Every entry of the neighbour table, ordered by MSAP (Chassis ID, Port ID).
+    #[serde(default)]
+    pub neighbours: Vec<NeighbourReport>,
+    /// Most entries the table holds (more are counted in `counters.table_drops`).
+    #[serde(default)]
+    pub max_neighbours: usize,
+    /// The neighbour the port expects (from the topology), if it was told.
+    #[serde(default)]
+    pub expected: Option<Expected>,
     pub oper: Oper,
     pub mismatches: Vec<Mismatch>,
     pub counters: Counters,
@@ -559,6 +720,153 @@ mod tests {
         assert_eq!(n.dcb.pfc_enable, None, "the bad PFC TLV is gone");
         assert!(n.dcb.app.is_some(), "the TLVs after it are kept");
         assert!(nic.last_error().unwrap().contains("TLV discarded"));
+    }
+
+    /// An LLDPDU from chassis `chassis` port `port`, System Name `name`, without DCBX (as lldpd
+    /// sends by default).
+    fn plain(chassis: [u8; 6], port: &str, name: &str, ttl: u16) -> Vec<u8> {
+        let pdu = LldpduRepr {
+            chassis_id: ChassisId::MacAddress(MacAddr(chassis)),
+            port_id: PortId::InterfaceName(port.into()),
+            ttl,
+            tlvs: vec![Tlv::SystemName { text: name.into() }],
+        };
+        pdu.to_frame(MacAddr(chassis)).unwrap()
+    }
+
+    fn msaps(a: &PortAgent) -> Vec<(String, String)> {
+        a.neighbours().iter().map(|n| (n.chassis.clone(), n.port.clone())).collect()
+    }
+
+    #[test]
+    fn the_table_keeps_one_entry_per_msap_ordered_by_msap() {
+        let nic = nic_port(0);
+        let mut sw = switch_port(0);
+        // lldpd on the same NIC: same chassis MAC, Port ID the MAC (here another name), no DCBX.
+        let lldpd = plain([2, 0, 0, 0, 2, 2], "02:00:00:00:02:02", "machine", 120);
+        assert_eq!(sw.on_frame(&nic.frame(120), 0), Rx::Neighbour { new: true });
+        assert_eq!(sw.on_frame(&lldpd, NS / 2), Rx::Neighbour { new: true });
+        // Alternating transmit timers no longer replace one another.
+        for t in 1..10 {
+            assert_eq!(sw.on_frame(&nic.frame(120), t * NS), Rx::Neighbour { new: false });
+            assert_eq!(sw.on_frame(&lldpd, t * NS + NS / 2), Rx::Neighbour { new: false });
+        }
+        assert_eq!(msaps(&sw), vec![("02:00:00:00:02:02".into(), "02:00:00:00:02:02".into()), ("02:00:00:00:02:02".into(), "gpu0".into())]);
+        let c = sw.counters();
+        assert_eq!((c.inserts, c.neighbour_changes, c.rx_frames), (2, 0, 20));
+        let r = sw.report(10 * NS);
+        assert_eq!(r.neighbours.len(), 2);
+        assert_eq!(r.neighbours.iter().map(|n| n.info.port.as_str()).collect::<Vec<_>>(), vec!["02:00:00:00:02:02", "gpu0"]);
+        assert_eq!(r.neighbour.as_ref().unwrap().info.port, "gpu0", "the oldest entry is the primary one");
+        // A third sender with a lower MSAP sorts first.
+        sw.on_frame(&plain([2, 0, 0, 0, 0, 1], "x", "tap", 120), 10 * NS);
+        assert_eq!(sw.neighbours()[0].chassis, "02:00:00:00:00:01");
+        assert_eq!(sw.neighbour().unwrap().port, "gpu0");
+    }
+
+    #[test]
+    fn each_entry_ages_out_at_its_own_ttl() {
+        let mut sw = switch_port(0);
+        let nic = nic_port(0);
+        sw.on_frame(&nic.frame(120), 0);
+        sw.on_frame(&plain([2, 0, 0, 0, 9, 9], "eth9", "short", 4), 2 * NS);
+        assert_eq!(sw.next_deadline(), 0, "the first LLDPDU is due");
+        sw.poll(0);
+        assert_eq!(sw.next_deadline(), NS, "fast start");
+        for s in 1..=5 {
+            sw.poll(s * NS);
+        }
+        assert_eq!(sw.next_deadline(), 6 * NS, "the short entry expires at 2 s + 4 s, before the next LLDPDU at 34 s");
+        sw.poll(6 * NS - 1);
+        assert_eq!(sw.neighbours().len(), 2, "alive until its TTL runs out");
+        sw.poll(6 * NS);
+        assert_eq!(msaps(&sw), vec![("02:00:00:00:02:02".into(), "gpu0".into())]);
+        assert_eq!(sw.counters().ageouts, 1);
+        assert_eq!(sw.report(6 * NS).neighbours.len(), 1);
+        // A frame arriving after an entry's TTL sees it gone first (no poll in between).
+        sw.on_frame(&plain([2, 0, 0, 0, 9, 9], "eth9", "short", 4), 7 * NS);
+        assert_eq!(sw.on_frame(&nic.frame(120), 121 * NS), Rx::Neighbour { new: true }, "gpu0's entry expired at 120 s");
+        assert_eq!(msaps(&sw), vec![("02:00:00:00:02:02".into(), "gpu0".into())], "eth9's expired at 11 s");
+        assert_eq!(sw.counters().ageouts, 3);
+    }
+
+    #[test]
+    fn a_shutdown_removes_only_its_senders_entry() {
+        let mut sw = switch_port(0);
+        let nic = nic_port(0);
+        sw.on_frame(&nic.frame(120), 0);
+        sw.on_frame(&plain([2, 0, 0, 0, 2, 2], "02:00:00:00:02:02", "machine", 120), 0);
+        assert_eq!(sw.on_frame(&plain([2, 0, 0, 0, 2, 2], "02:00:00:00:02:02", "machine", 0), NS), Rx::Shutdown);
+        assert_eq!(msaps(&sw), vec![("02:00:00:00:02:02".into(), "gpu0".into())]);
+        // A shutdown of an unknown MSAP deletes nothing.
+        assert_eq!(sw.on_frame(&plain([2, 0, 0, 0, 7, 7], "x", "y", 0), NS), Rx::Shutdown);
+        assert_eq!(sw.neighbours().len(), 1);
+        assert_eq!(sw.on_frame(&nic.shutdown_frame(), 2 * NS), Rx::Shutdown);
+        assert!(sw.neighbours().is_empty());
+        let c = sw.counters();
+        assert_eq!((c.rx_shutdown, c.deletes, c.ageouts), (3, 2, 0));
+    }
+
+    #[test]
+    fn a_full_table_refuses_new_msaps_and_counts_them() {
+        let mut sw = switch_port(0);
+        assert_eq!(sw.max_neighbours(), MAX_NEIGHBOURS);
+        sw.set_max_neighbours(2);
+        let a = plain([2, 0, 0, 0, 0, 1], "a", "a", 120);
+        let b = plain([2, 0, 0, 0, 0, 2], "b", "b", 10);
+        let c = plain([2, 0, 0, 0, 0, 3], "c", "c", 120);
+        sw.on_frame(&a, 0);
+        sw.on_frame(&b, 0);
+        assert_eq!(sw.on_frame(&c, NS), Rx::TableFull);
+        assert_eq!(sw.on_frame(&c, 2 * NS), Rx::TableFull);
+        assert_eq!(sw.counters().table_drops, 2);
+        assert!(sw.last_error().unwrap().contains("tooManyNeighbors"), "{:?}", sw.last_error());
+        assert_eq!(sw.on_frame(&a, 3 * NS), Rx::Neighbour { new: false }, "known entries are still refreshed");
+        assert_eq!(sw.report(3 * NS).neighbours.len(), 2);
+        // Once b ages out there is room for c.
+        assert_eq!(sw.on_frame(&c, 10 * NS), Rx::Neighbour { new: true });
+        assert_eq!(msaps(&sw), vec![("02:00:00:00:00:01".into(), "a".into()), ("02:00:00:00:00:03".into(), "c".into())]);
+        assert_eq!((sw.counters().table_drops, sw.counters().ageouts), (2, 1));
+    }
+
+    #[test]
+    fn dcbx_acts_on_the_expected_neighbour_else_the_oldest() {
+        let nic = nic_port(0);
+        // Another DCBX agent on the link that disagrees with the switch: PFC {5}, not willing.
+        let other = {
+            let id = Identity { chassis_mac: [2, 0, 0, 0, 3, 3], mac: [2, 0, 0, 0, 3, 3], port: "eth0".into(), system_name: "intruder".into(), port_description: String::new(), bridge: false };
+            PortAgent::new(timing(), id, Dcb::nic(false, 1 << 5, 40, 5, 48, 7), 0)
+        };
+        // Without an expectation: the oldest entry, whichever order the timers bring.
+        let mut sw = switch_port(0);
+        sw.on_frame(&other.frame(120), 0);
+        sw.on_frame(&nic.frame(120), NS);
+        for t in 2..6 {
+            sw.on_frame(&nic.frame(120), t * NS);
+            sw.on_frame(&other.frame(120), t * NS);
+            assert_eq!(sw.neighbour().unwrap().system_name.as_deref(), Some("intruder"));
+        }
+        // Told the topology's peer, the port acts on it, though it was learned later.
+        sw.expect(Expected::from_peer("host1:gpu0"));
+        assert_eq!(sw.neighbour().unwrap().system_name.as_deref(), Some("host1"));
+        let r = sw.report(6 * NS);
+        assert_eq!(r.neighbour.as_ref().unwrap().info.port, "gpu0");
+        assert!(r.mismatches.iter().all(|m| !matches!(m, Mismatch::Pfc { peer, .. } if *peer == 1 << 5)), "{:?}", r.mismatches);
+        assert_eq!(r.expected, Expected::from_peer("host1:gpu0"));
+        // Stable while both keep sending.
+        let changes = sw.counters().neighbour_changes;
+        for t in 6..12 {
+            sw.on_frame(&other.frame(120), t * NS);
+            sw.on_frame(&nic.frame(120), t * NS);
+            assert_eq!(sw.neighbour().unwrap().port, "gpu0");
+        }
+        assert_eq!(sw.counters().neighbour_changes, changes);
+        // The expected one leaves (shutdown): the other becomes primary, counted as a change.
+        sw.on_frame(&nic.shutdown_frame(), 12 * NS);
+        assert_eq!(sw.neighbour().unwrap().system_name.as_deref(), Some("intruder"));
+        assert_eq!(sw.counters().neighbour_changes, changes + 1);
+        assert!(sw.report(12 * NS).mismatches.iter().any(|m| matches!(m, Mismatch::Pfc { peer, .. } if *peer == 1 << 5)));
+        assert_eq!(Expected::from_peer("nocolon"), None);
     }
 
     #[test]

@@ -13,6 +13,14 @@
 //!   accepting valid LLDPDUs.
 //! - A NIC agent stopped with SIGTERM sends a shutdown LLDPDU (TTL 0) and the switch port drops
 //!   the neighbour at once, long before its TTL.
+//! - lldpd (Debian package lldpd) on host1's gpu0 beside rocefab-nicd: the switch port keeps
+//!   both neighbours (one per Chassis ID + Port ID), `rocefab_lldp_neighbors` is 2, and
+//!   `rocefab lldp --check` says "extra neighbour" for lldpd's, stable over several transmit
+//!   intervals of both agents; with `lldp.nic_agent: false` the switch sees the host's lldpd.
+//! - A second DCBX agent on a link (scapy), even learned before the NIC agent: the switch port
+//!   takes DCBX from the neighbour the topology cables it to.
+//! - `rocefab status --json`: every daemon's /metrics URL; its scrape_configs pass
+//!   `promtool check config` and every target's metrics pass `promtool check metrics`.
 mod host_util;
 
 use std::collections::{BTreeSet, HashMap};
@@ -980,4 +988,327 @@ fn a_stopped_nic_agent_sends_a_shutdown_lldpdu_and_the_switch_forgets_it_at_once
     assert_eq!(shutdown.len(), 1, "shutdown LLDPDUs from host2:gpu0: {frames:?}");
     assert_eq!(one(shutdown[0], "lldp.chassis.id.mac"), nics[0].chassis_mac);
     assert_eq!(one(shutdown[0], "lldp.port.id"), "gpu0");
+}
+
+// ---------------------------------------------------------------------------------------------
+// lldpd beside (or instead of) the NIC agent
+// ---------------------------------------------------------------------------------------------
+
+/// lldpd in the foreground (`-d`) in a host's namespace, on one interface (`-I`, and `-C` so
+/// its Chassis ID is that interface's MAC), its control socket and configuration (LLDPDUs every
+/// second, TTL 4 s) in a private directory; stopped by its pid (SIGTERM, then SIGKILL: Proc's
+/// drop) and the directory removed on drop, also when the test panics.
+struct Lldpd {
+    proc: Option<Proc>,
+    ns: String,
+    dir: PathBuf,
+}
+
+impl Lldpd {
+    fn start(ns: &str, ifname: &str, tag: &str) -> Lldpd {
+        require_tool("lldpd", &["-v"]);
+        let dir = std::env::temp_dir().join(format!("rf-h-lldpd-{tag}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("lldpd dir");
+        std::fs::write(dir.join("lldpd.conf"), "configure lldp tx-interval 1\nconfigure lldp tx-hold 4\n").expect("lldpd.conf");
+        let log = std::fs::File::create(dir.join("lldpd.log")).expect("lldpd log");
+        let proc = Proc::spawn(
+            "lldpd",
+            Command::new("ip")
+                .args(["netns", "exec", ns, "lldpd", "-d", "-I", ifname, "-C", ifname, "-u"])
+                .arg(dir.join("lldpd.sock"))
+                .arg("-O")
+                .arg(dir.join("lldpd.conf"))
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log),
+        );
+        let mut l = Lldpd { proc: Some(proc), ns: ns.to_string(), dir };
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (ok, out, _) = l.cli(&["show", "configuration"]);
+            if ok && out.contains("Transmit delay: 1") {
+                break;
+            }
+            if let Some(Ok(Some(st))) = l.proc.as_mut().map(|p| p.child.try_wait()) {
+                panic!("lldpd exited ({st}): {}", l.log());
+            }
+            assert!(Instant::now() < end, "lldpd did not take its configuration within 10 s: {out}\nlog: {}", l.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        l
+    }
+
+    /// `lldpcli -u SOCK args` in the namespace: (success, stdout, stderr).
+    fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "lldpcli", "-u"])
+            .arg(self.dir.join("lldpd.sock"))
+            .args(args)
+            .output()
+            .expect("lldpcli");
+        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    }
+
+    /// The neighbours lldpd knows, as `lldpcli show neighbors -f keyvalue` lines, polled until
+    /// one contains `needle`.
+    fn neighbours_until(&self, needle: &str) -> String {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (ok, out, err) = self.cli(&["-f", "keyvalue", "show", "neighbors"]);
+            if ok && out.contains(needle) {
+                return out;
+            }
+            assert!(Instant::now() < end, "lldpcli show neighbors: no {needle:?} within 10 s: {out} {err}\nlog: {}", self.log());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("lldpd.log")).unwrap_or_default()
+    }
+
+    /// Its pid (the one `ip netns exec` became).
+    fn pid(&self) -> u32 {
+        self.proc.as_ref().expect("running").child.id()
+    }
+
+    /// Stops it now (SIGTERM, up to 3 s, SIGKILL, reaped).
+    fn stop(&mut self) {
+        drop(self.proc.take());
+    }
+}
+
+impl Drop for Lldpd {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What `rocefab lldp --check --json` says: (exit code, the results).
+fn lldp_check(args: &[&str]) -> (i32, Vec<Value>) {
+    let mut a = vec!["lldp"];
+    a.extend_from_slice(args);
+    a.extend(["--check", "--json"]);
+    let o = rocefab_tests::fabric::rocefab(&a);
+    let v: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("rocefab {a:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)));
+    (o.status.code().unwrap_or(-1), v)
+}
+
+/// The `--check` result of the link with end `end`.
+fn link_result<'a>(results: &'a [Value], end: &str) -> &'a Value {
+    results.iter().find(|r| r["a"] == end || r["b"] == end).unwrap_or_else(|| panic!("no link at {end}: {results:?}"))
+}
+
+/// Whether a neighbour entry is lldpd on a NIC with MAC `mac`: Chassis ID and Port ID the MAC.
+fn is_lldpd(n: &Value, mac: &str) -> bool {
+    n["chassis_mac"] == mac && n["port"] == mac
+}
+
+#[test]
+fn lldpd_beside_the_nic_agent_is_a_second_neighbour_and_the_check_stays_stable() {
+    tools();
+    let f = Fabric::up_with("rail-spine.yaml", "rfl8", LLDP_FAST);
+    let (sw, nic) = wait_for_adjacency(&f);
+    let nic_id = nic_port(&f, "host1", "gpu0");
+    let mac = nic_id.chassis_mac.clone();
+    let before = sw.row();
+    assert_eq!(before["neighbours"].as_array().map(Vec::len), Some(1), "{before:#}");
+
+    let mut lldpd = Lldpd::start(&f.netns("host1"), "gpu0", "rfl8");
+    // The oracle's side: lldpd hears rail1's port (the switch keeps its agent).
+    let seen = lldpd.neighbours_until("chassis.name=rail1");
+    assert!(seen.contains(&format!("lldp.gpu0.port.ifname={}", sw.port)), "{seen}");
+
+    // The switch port keeps both: rocefab-nicd's entry and lldpd's.
+    let r = sw.until("learning lldpd beside host1:gpu0", Duration::from_secs(10), |r| {
+        r["neighbours"].as_array().is_some_and(|v| v.len() == 2 && v.iter().any(|n| is_lldpd(n, &mac)))
+    });
+    assert!(neighbour_is(&r, &nic_id), "DCBX stays with the expected neighbour: {r:#}");
+    let m = scrape(sw.addr);
+    assert_eq!(sw.metric(&m, "rocefab_lldp_neighbors", &[]), 2.0, "{}", sw.what);
+    promtool_check("rail1 metrics with two neighbours", &m);
+
+    // Over 5 s (five transmit intervals of each agent, both at 1 s): every look at the table
+    // and every --check is the same; the expected neighbour never flips.
+    let changes = counter(&r, "neighbour_changes");
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut looks = 0;
+    while Instant::now() < end {
+        let r = sw.row();
+        let v = r["neighbours"].as_array().expect("neighbours");
+        assert_eq!(v.len(), 2, "{}: {r:#}", sw.what);
+        assert!(v.iter().any(|n| is_lldpd(n, &mac)) && neighbour_is(&r, &nic_id), "{}: {r:#}", sw.what);
+        let (code, results) = lldp_check(&[&f.name, "host1"]);
+        let l = link_result(&results, "host1:gpu0");
+        assert_eq!(l["status"], "extra_neighbour", "{results:#?}");
+        let d = l["details"].as_array().expect("details");
+        assert_eq!(d.len(), 1, "{l:#}");
+        assert!(d[0].as_str().unwrap().contains(&format!(":{mac} (chassis {mac})")), "{l:#}");
+        assert_eq!(link_result(&results, "host1:gpu1")["status"], "ok", "{results:#?}");
+        assert_eq!(code, 1, "an extra neighbour makes --check fail");
+        looks += 1;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(looks >= 5, "{looks} looks in 5 s");
+    assert_eq!(counter(&sw.row(), "neighbour_changes"), changes, "the primary neighbour never changed");
+    // The NIC agent is not disturbed: it hears rail1 only (its own lldpd's frames leave the NIC).
+    let n = nic.row();
+    assert_eq!(n["neighbours"].as_array().map(Vec::len), Some(1), "{n:#}");
+
+    // `rocefab lldp` text shows both.
+    let o = rocefab_tests::fabric::rocefab(&["lldp", &f.name, "rail1"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    let block: Vec<&str> = text.lines().skip_while(|l| !l.starts_with(&format!("rail1 {} -> host1 gpu0 ", sw.port))).collect();
+    assert!(block.len() > 3, "{text}");
+    let h = hostname();
+    assert!(block.iter().any(|l| l.starts_with(&format!("  also -> {h} {mac} (chassis {mac}, ttl "))), "{text}");
+
+    // lldpd stops (by its pid): its entry goes (shutdown LLDPDU, or its 4 s TTL) and the
+    // check is clean again.
+    let pid = lldpd.pid();
+    lldpd.stop();
+    assert!(!alive(pid), "lldpd {pid} still running");
+    let r = sw.until("dropping lldpd", Duration::from_secs(6), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 1));
+    assert!(neighbour_is(&r, &nic_id), "{r:#}");
+    assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_lldp_neighbors", &[]), 1.0);
+    let (code, results) = lldp_check(&[&f.name, "host1"]);
+    assert_eq!((code, &link_result(&results, "host1:gpu0")["status"]), (0, &Value::from("ok")), "{results:#?}");
+}
+
+/// Another DCBX agent on host1's link (scapy: a stranger's MSAP, not willing, PFC on priority 5
+/// only) while rocefab-nicd runs. The stranger is made the oldest entry (a spoofed shutdown
+/// LLDPDU removes the NIC agent's entry; its next LLDPDU brings it back): the switch port still
+/// takes DCBX from the neighbour the topology cables it to, not from the older stranger, so no
+/// PFC mismatch is reported, and `--check` says "extra neighbour", not "DCBX mismatch".
+#[test]
+fn the_switch_port_takes_dcbx_from_the_cabled_neighbour_among_several() {
+    tools();
+    let f = Fabric::up_with("rail-spine.yaml", "rflb", LLDP_FAST);
+    let (sw, _) = wait_for_adjacency(&f);
+    let nic_id = nic_port(&f, "host1", "gpu0");
+    let mut tx = Sendp::start(&f.netns("host1"), "gpu0");
+    // PFC Configuration (802.1Qaz, OUI 00-80-c2 subtype 11): not willing, capability 8, {5}.
+    let pfc5 = tlv(127, &[0x00, 0x80, 0xc2, 0x0b, 0x08, 1 << 5]);
+    let stranger = frame(STRANGER_CHASSIS, &cat(&[&chassis_tlv(STRANGER_CHASSIS), &port_tlv("dcbx0"), &ttl_tlv(30), &tlv(5, b"intruder"), &pfc5, &END]));
+    let shutdown = frame(&nic_id.src_mac, &cat(&[&chassis_tlv(&nic_id.chassis_mac), &port_tlv("gpu0"), &ttl_tlv(0), &END]));
+    tx.send(&stranger);
+    sw.until("learning the stranger", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 2));
+    tx.send(&shutdown);
+    // Alone in the table, the stranger is the primary neighbour: its PFC {5} is a mismatch.
+    let r = sw.until("the stranger alone", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 1));
+    assert_eq!(r["neighbour"]["system_name"], "intruder", "{r:#}");
+    assert!(r["mismatches"].as_array().unwrap().iter().any(|m| m["kind"] == "pfc"), "{r:#}");
+    // The NIC agent's next LLDPDU (1 s) brings it back, younger than the stranger.
+    let r = sw.until("the NIC agent back", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 2));
+    assert!(neighbour_is(&r, &nic_id), "the cabled neighbour, though younger, is the one DCBX acts on: {r:#}");
+    let end = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < end {
+        tx.send(&stranger);
+        let r = sw.row();
+        assert!(neighbour_is(&r, &nic_id), "{r:#}");
+        assert_eq!(r["mismatches"].as_array().map(Vec::len), Some(0), "{r:#}");
+        assert_eq!(r["oper"]["pfc_enable"], 1 << 3, "{r:#}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_dcbx_mismatch", &[("kind", "pfc")]), 0.0);
+    let (code, results) = lldp_check(&[&f.name, "host1"]);
+    let l = link_result(&results, "host1:gpu0");
+    assert_eq!(l["status"], "extra_neighbour", "{results:#?}");
+    assert!(l["details"][0].as_str().unwrap().contains(&format!("intruder:dcbx0 (chassis {STRANGER_CHASSIS})")), "{l:#}");
+    assert_eq!(code, 1);
+}
+
+/// `rocefab status --json`'s Prometheus configuration: `promtool check config` accepts it as
+/// prometheus.yml's scrape_configs, its targets are every daemon (4 switch daemons, 4 NIC
+/// agents), and each one answers with metrics promtool accepts.
+#[test]
+fn status_lists_every_metrics_url_and_prometheus_accepts_the_config() {
+    tools();
+    let f = Fabric::up_with("rail-spine.yaml", "rfla", LLDP_FAST);
+    let o = rocefab_tests::fabric::rocefab(&["status", &f.name, "--json"]);
+    assert!(o.status.success());
+    let st: Value = serde_json::from_slice(&o.stdout).expect("status --json");
+    let urls: Vec<String> = st["metrics_urls"].as_array().expect("metrics_urls").iter().map(|u| u.as_str().unwrap().to_string()).collect();
+    assert_eq!(urls.len(), 8, "{urls:?}");
+    let mut want: Vec<String> = ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| format!("http://{}/metrics", f.config(s).metrics_listen)).collect();
+    want.extend(["host1", "host2", "host3", "host4"].iter().map(|h| format!("http://{}/metrics", nicd_addr(&f, h))));
+    assert_eq!(urls, want);
+    // Text form: every URL on a target line.
+    let text = String::from_utf8_lossy(&rocefab_tests::fabric::rocefab(&["status", &f.name]).stdout).into_owned();
+    for u in &urls {
+        assert!(text.lines().any(|l| l.trim_start().starts_with("rocefab-") && l.trim_end().ends_with(u.as_str())), "{u}: {text}");
+    }
+    // prometheus.yml from the JSON (JSON is YAML), checked by promtool.
+    let cfg = TempFile::new("rf-h-lldp-rfla-prometheus.yml");
+    let yml = serde_json::json!({ "global": { "scrape_interval": "15s" }, "scrape_configs": st["prometheus_static_configs"] });
+    std::fs::write(&cfg.0, serde_json::to_string_pretty(&yml).unwrap()).unwrap();
+    let o = Command::new("promtool").arg("check").arg("config").arg(&cfg.0).output().expect("promtool");
+    assert!(o.status.success(), "promtool check config: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let mut targets = Vec::new();
+    for job in st["prometheus_static_configs"].as_array().unwrap() {
+        for sc in job["static_configs"].as_array().unwrap() {
+            targets.push(sc["targets"][0].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(targets.iter().map(|t| format!("http://{t}/metrics")).collect::<Vec<_>>(), urls);
+    for t in &targets {
+        let m = scrape(t.parse().expect("host:port"));
+        promtool_check(t, &m);
+        assert!(m.contains("rocefab_lldp_neighbors{"), "{t}: no LLDP metrics");
+    }
+}
+
+#[test]
+fn with_the_nic_agents_off_the_switch_sees_the_hosts_own_lldpd() {
+    tools();
+    let f = Fabric::up_with("rail-spine.yaml", "rfl9", "lldp:\n  tx_interval: 1s\n  ttl: 4s\n  nic_agent: false\n");
+    assert!(!run_dir(&f.name).join("host1.nicd.json").exists(), "no NIC agent configuration");
+    assert!(pids_with_cmdline(&format!("{}/host1.nicd.json", run_dir(&f.name).display())).is_empty(), "no rocefab-nicd runs");
+    let st = rocefab_tests::fabric::rocefab(&["status", &f.name]);
+    assert!(!String::from_utf8_lossy(&st.stdout).contains("NIC agents"), "{}", String::from_utf8_lossy(&st.stdout));
+    let sw = AgentPort::switch(&f, "rail1", "host1:gpu0");
+    let sw_id = switch_port(&f, "rail1", "host1:gpu0");
+    let mac = String::from_utf8_lossy(&f.exec("host1", &["cat", "/sys/class/net/gpu0/address"]).stdout).trim().to_string();
+
+    // Nothing on the host speaks LLDP yet: the switch port has no neighbour, and --check says
+    // why.
+    let (code, results) = lldp_check(&[&f.name, "host1"]);
+    let l = link_result(&results, "host1:gpu0");
+    assert_eq!(code, 1);
+    assert_eq!(l["status"], "missing_neighbour", "{l:#}");
+    assert!(l["also"].to_string().contains("runs no rocefab NIC agent (lldp.nic_agent: false)"), "{l:#}");
+
+    let lldpd = Lldpd::start(&f.netns("host1"), "gpu0", "rfl9");
+    let seen = lldpd.neighbours_until("chassis.name=rail1");
+    assert!(seen.contains(&format!("lldp.gpu0.chassis.mac={}", sw_id.chassis_mac)), "{seen}");
+    let r = sw.until("learning the host's lldpd", Duration::from_secs(10), |r| r["neighbours"].as_array().is_some_and(|v| v.iter().any(|n| is_lldpd(n, &mac))));
+    assert_eq!(r["neighbours"].as_array().map(Vec::len), Some(1), "{r:#}");
+    assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_lldp_neighbors", &[]), 1.0);
+    assert_eq!(r["oper"]["pfc_from"], "local", "lldpd sends no DCBX: the switch keeps its own settings");
+
+    let (code, results) = lldp_check(&[&f.name, "host1"]);
+    assert_eq!(link_result(&results, "host1:gpu0")["status"], "ok", "{results:#?}");
+    assert_eq!(code, 1, "host1:gpu1 has no agent speaking: {results:#?}");
+    assert_eq!(link_result(&results, "host1:gpu1")["status"], "missing_neighbour", "{results:#?}");
+    let o = rocefab_tests::fabric::rocefab(&["lldp", &f.name, "rail1"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&format!("rail1 {} -> {} {mac} (chassis {mac}, ttl ", sw.port, hostname())), "{text}");
+    // Asked for host1 itself, `rocefab lldp` shows the switch ports cabled to it.
+    let o = rocefab_tests::fabric::rocefab(&["lldp", &f.name, "host1"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("host1 runs no NIC agent (lldp.nic_agent: false)"), "{}", String::from_utf8_lossy(&o.stderr));
+    let ports: Vec<&str> = text.lines().filter(|l| l.contains(" -> ")).collect();
+    assert_eq!(ports.len(), 2, "rail1's and rail2's ports to host1: {text}");
+    assert!(text.contains(&format!("rail1 {} -> {} {mac} ", sw.port, hostname())), "{text}");
+    assert!(text.contains(&format!("rail2 {} -> no neighbour", f.port_to("rail2", "host1:gpu1"))), "{text}");
+}
+
+/// This machine's host name (what lldpd puts in System Name: the namespaces share the UTS
+/// namespace).
+fn hostname() -> String {
+    String::from_utf8_lossy(&Command::new("hostname").output().expect("hostname").stdout).trim().to_string()
 }

@@ -71,7 +71,7 @@ pub enum Error {
         available: usize,
     },
     /// A TLV whose value length is not allowed for its type.
-    #[error("LLDP {tlv} TLV has invalid length {len}: {expected}")]
+    #[error("LLDP {tlv} TLV has invalid length {len}: expected {expected}")]
     BadLength {
         /// TLV name.
         tlv: &'static str,
@@ -115,6 +115,12 @@ pub enum Error {
         index: usize,
         /// Which TLV.
         tlv: &'static str,
+    },
+    /// A TLV type that does not fit the 7-bit type field (emit only: a parsed type always fits).
+    #[error("LLDP TLV type {tlv_type} does not fit the 7-bit type field: expected 0..=127")]
+    BadType {
+        /// The type.
+        tlv_type: u8,
     },
     /// A DCBX TLV inside the LLDPDU is malformed.
     #[error(transparent)]
@@ -678,7 +684,7 @@ impl ManagementAddress {
         let olen = usize::from(rest[5]);
         let oid = rest
             .get(6..6 + olen)
-            .ok_or(bad("OID string length beyond the TLV"))?;
+            .ok_or(bad("an OID string length that stays within the TLV"))?;
         if olen > 128 || rest.len() != 6 + olen {
             return Err(bad("OID string length 0..=128 ending the TLV"));
         }
@@ -946,11 +952,7 @@ impl Tlv {
                     expected: "address 1..=31 octets, OID <= 128",
                 })
             }
-            Tlv::Unknown { tlv_type, .. } if *tlv_type > 0x7f => Err(Error::BadLength {
-                tlv: "Unknown",
-                len: usize::from(*tlv_type),
-                expected: "type < 128",
-            }),
+            Tlv::Unknown { tlv_type, .. } if *tlv_type > 0x7f => Err(Error::BadType { tlv_type: *tlv_type }),
             _ => Ok(()),
         }
     }

@@ -161,7 +161,7 @@ pub enum Error {
     GrhNextHeader(u8),
     #[error("IP version {0} is neither 4 nor 6")]
     IpVersion(u8),
-    #[error("IPv4 header length {0} is below 20")]
+    #[error("IPv4 header length {0} is below 20: expected 20..=60 bytes (IHL 5..=15)")]
     Ipv4HeaderLen(usize),
     #[error("IP protocol / next header {0} is not UDP (17)")]
     NotUdp(u8),

@@ -423,3 +423,22 @@ fn discarding_parse_drops_only_a_bad_optional_tlv() {
     good.extend(tlv(5, b"rail1"));
     assert_eq!(LldpduRepr::parse_discarding(&good).unwrap(), (LldpduRepr::parse(&good).unwrap(), vec![]));
 }
+
+#[test]
+fn length_errors_say_what_was_expected() {
+    // End of LLDPDU with 194 value octets (the message a user saw without "expected").
+    let mut buf = [0u8; 196];
+    buf[1] = 194;
+    let e = Tlv::parse(&TlvPacket::new_checked(&buf[..]).unwrap()).unwrap_err();
+    assert_eq!(e.to_string(), "LLDP End of LLDPDU TLV has invalid length 194: expected 0");
+    let ttl = [0x06, 0x03, 0, 120, 0];
+    let e = Tlv::parse(&TlvPacket::new_checked(&ttl[..]).unwrap()).unwrap_err();
+    assert_eq!(e.to_string(), "LLDP Time To Live TLV has invalid length 3: expected 2");
+    // A management address whose OID length runs past the TLV.
+    let mut m = vec![0x10, 12, 5, 1, 10, 0, 0, 1, 2, 0, 0, 0, 1, 9];
+    m[1] = (m.len() - 2) as u8;
+    let e = Tlv::parse(&TlvPacket::new_checked(&m[..]).unwrap()).unwrap_err();
+    assert_eq!(e.to_string(), "LLDP Management Address TLV has invalid length 12: expected an OID string length that stays within the TLV");
+    let e = Tlv::Unknown { tlv_type: 200, value: vec![] }.validate().unwrap_err();
+    assert_eq!(e.to_string(), "LLDP TLV type 200 does not fit the 7-bit type field: expected 0..=127");
+}

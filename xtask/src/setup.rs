@@ -21,13 +21,14 @@ use crate::util::{have, root, run as sh};
 
 /// Debian packages: LLVM 22 for bpf-linker, the libxdp-sys build environment, iproute2 and
 /// friends for namespaces, and the independent oracles used by tests (tshark, scapy, promtool
-/// from `prometheus`, lldpad/lldptool as a DCBX peer), libpcap for capture filters, iperf3
+/// from `prometheus`, lldpad/lldptool as a DCBX peer, lldpd/lldpcli as a second LLDP agent beside
+/// the NIC agent), libpcap for capture filters, iperf3
 /// for `cargo xtask bench --fabric`'s TCP measurement and perf for
 /// `bench/scripts/profile-fabric.sh`.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev", "clang-22", "m4", "make", "gcc", "pkg-config", "libelf-dev", "zlib1g-dev",
     "libbpf-dev", "iproute2", "iputils-ping", "bpftool", "ethtool", "tshark", "python3-scapy",
-    "tcpdump", "procps", "prometheus", "lldpad", "libpcap-dev", "iperf3", "linux-perf",
+    "tcpdump", "procps", "prometheus", "lldpad", "lldpd", "libpcap-dev", "iperf3", "linux-perf",
 ];
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";

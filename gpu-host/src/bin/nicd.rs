@@ -6,7 +6,9 @@
 //!
 //! - LLDPDUs with the NIC's DCBX TLVs, fast start at start-up and when an interface appears or a
 //!   new neighbour is seen, then every `tx_interval`;
-//! - received LLDPDUs update the neighbour, which ages out at its TTL; malformed ones are counted;
+//! - received LLDPDUs update the neighbour table (one entry per Chassis ID + Port ID, each aging
+//!   out at its TTL; DCBX acts on the switch port the topology cables the NIC to when it is
+//!   there, else on the oldest entry, see `lldp_agent::port`); malformed ones are counted;
 //! - `GET /lldp`: the neighbour table and negotiated settings as JSON (`lldp_agent::NodeReport`);
 //!   `GET /metrics`: Prometheus metrics;
 //! - `GET /capture?ports=gpu0,gpu1[&snaplen=N]`: what the NICs receive and send, as the stream of
@@ -43,7 +45,7 @@ use dataplane_user::daemon::link_running;
 use gpu_host::nic::agent::{ifindex, AgentConfig, LldpSocket, PacketTap};
 use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
-use lldp_agent::{Identity, NodeReport, PortAgent, Rx};
+use lldp_agent::{Expected, Identity, NodeReport, PortAgent, Rx};
 use tokio::io::unix::AsyncFd;
 
 #[derive(Debug, Parser)]
@@ -160,6 +162,7 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
                     app = %lldp_agent::dcb::app_list(&oper.app), "DCBX operational settings");
             }
             Rx::Neighbour { new: false } => {}
+            Rx::TableFull => tracing::warn!(nic = %port, max = n.agent.max_neighbours(), "neighbour table full: LLDPDU of a new neighbour discarded"),
             Rx::Shutdown => tracing::info!(nic = %port, "neighbour sent a shutdown LLDPDU"),
             Rx::Malformed(why) => tracing::warn!(nic = %port, "malformed LLDPDU discarded: {why}"),
         }
@@ -442,7 +445,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
     for n in &cfg.nics {
         let mac: Mac = n.mac.parse().map_err(|e| anyhow::anyhow!("{}: mac {:?}: {e}", n.name, n.mac))?;
         let id = Identity { chassis_mac: mac.0, mac: mac.0, port: n.name.clone(), system_name: cfg.host.clone(), port_description: format!("{} {}", cfg.host, n.name), bridge: false };
-        nics.push(Nic { agent: PortAgent::new(t, id, n.dcb.clone(), 0), ifindex: None, running: false, logged: Vec::new() });
+        let mut agent = PortAgent::new(t, id, n.dcb.clone(), 0);
+        agent.expect(n.peer.as_deref().and_then(Expected::from_peer));
+        nics.push(Nic { agent, ifindex: None, running: false, logged: Vec::new() });
     }
     let state = Arc::new(Mutex::new(State { host: cfg.host.clone(), nics, epoch }));
     let registry = prometheus::Registry::new();

@@ -57,6 +57,11 @@ pub struct AgentNic {
     pub data_dscp: u8,
     /// DSCP of its CNPs (48).
     pub cnp_dscp: u8,
+    /// The switch port the topology cables the NIC to (`rail1:eth1`): when the NIC hears
+    /// several LLDP agents, it takes DCBX from this one (System Name and Port ID) if it is
+    /// among them, else from the one heard first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 
@@ -278,7 +283,7 @@ mod tests {
     use lldp_agent::{Identity, PortAgent, Timing};
 
     fn nic() -> AgentNic {
-        AgentNic { name: "gpu0".into(), mac: "02:00:00:00:01:01".into(), dcb: Dcb::nic(true, 1 << 3, 24, 3, 48, 7), data_dscp: 24, cnp_dscp: 48 }
+        AgentNic { name: "gpu0".into(), mac: "02:00:00:00:01:01".into(), dcb: Dcb::nic(true, 1 << 3, 24, 3, 48, 7), data_dscp: 24, cnp_dscp: 48, peer: None }
     }
 
     fn report_with_peer(peer: Option<Dcb>) -> PortReport {

@@ -84,7 +84,8 @@ pub struct BuildOptions {
     pub job_name: String,
     pub timeout_ms: u64,
     pub seed_base: u64,
-    /// Host `i` serves metrics on `127.0.0.1:(base + i)` when set.
+    /// When set, the `i`-th host of `hosts` (0-based: host1 of a fabric is `i` = 0) serves
+    /// metrics on `127.0.0.1:(base + i)`.
     pub metrics_port_base: Option<u16>,
     pub window_packets: u32,
     /// Local ACK timeout of every requester, emulated ns.
@@ -532,6 +533,15 @@ mod tests {
         let (retx, naks, ooo) = totals(&fml);
         assert!(all_verified(&fml), "{fml:#?}");
         assert!(ooo > 0 && naks > 0 && retx > 0, "First/Middle/Last: go-back-N on reordering ({retx} retx, {naks} NAKs, {ooo} out of order)");
+    }
+
+    #[test]
+    fn host1_serves_metrics_on_the_base_port() {
+        let opts = BuildOptions { metrics_port_base: Some(9700), ..Default::default() };
+        let b = build(Kind::Incast, &hosts(3, 1), 4096, &opts).unwrap();
+        let ports: Vec<(String, Option<u16>)> = b.jobs.iter().map(|j| (j.name.clone(), j.metrics_listen.map(|l| l.port()))).collect();
+        assert!(ports[0].0.ends_with("host1") && ports[2].0.ends_with("host3"), "{ports:?}");
+        assert_eq!(ports.iter().map(|p| p.1).collect::<Vec<_>>(), vec![Some(9700), Some(9701), Some(9702)]);
     }
 
     #[test]
