@@ -55,6 +55,7 @@ const WALL_RATE_BPS: u64 = 1_000_000_000 / D;
 ///   that is due in one kick, tcpdump sees the late kick and rocefab the schedule (that is the
 ///   point of stamping from the schedule), so single gaps differ by the lateness: up to
 ///   0.15–2.1 ms in the same runs, 90 % up to 41 µs.
+///
 /// Medians: 0.3–3.7 µs (both directions). The bounds are about twice the largest measured.
 const GAP_MEDIAN_NS: u64 = 10_000;
 const GAP_BOUND_NS: [u64; 2] = [20_000, 100_000];
