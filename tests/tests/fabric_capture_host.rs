@@ -340,6 +340,18 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     // RDMA WRITE First/Middle/Last/Only (0x06..=0x0b) in, Acknowledge (0x11) out.
     assert!(roce_in.iter().filter(|x| (0x06..=0x0b).contains(&x.3)).count() >= 7 * 1024, "7 senders × 1 MiB of writes: {} inbound", roce_in.len());
     assert!(roce_out.iter().any(|x| x.3 == 0x11), "no ACK out");
+    // Each AF_XDP frame has its own stamp (issue 21): received ones the time the host XDP
+    // program saw them, sent ones the pass that sent them, and consecutive frames in one
+    // direction at least their serialisation time apart at the NIC's line rate (1 Gbit/s at
+    // D = 1: a bit is a ns; 24 bytes of preamble, FCS and gap, 60 bytes at least). With
+    // per-batch stamps a batch shared one stamp.
+    for dir in [DIR_IN, DIR_OUT] {
+        let ts: Vec<(u64, u64)> = frames.iter().filter(|f| f.dir == dir && f.roce().is_some()).map(|f| (f.ts_ns, f.data.len() as u64)).collect();
+        for w in ts.windows(2) {
+            let need = (w[0].1.max(60) + 24) * 8;
+            assert!(w[1].0 >= w[0].0 + need, "direction {dir}: RoCEv2 frames {} ns apart, the first ({} bytes) takes {need} ns at 1 Gbit/s", w[1].0 as i64 - w[0].0 as i64, w[0].1);
+        }
+    }
     // Every frame hostd counts is copied to the ring once, and nothing was lost.
     let m = scrape(agent);
     let lost = metric(&m, "rocefab_capture_lost_frames_total", &[("host", "host1")]);
