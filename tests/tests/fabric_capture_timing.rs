@@ -47,20 +47,23 @@ const WALL_RATE_BPS: u64 = 1_000_000_000 / D;
 /// looks at a frame.
 /// - Inbound (host1 → switch): tcpdump stamps a request when host1's kernel hands it to the
 ///   veth, rocefab when the switch's XDP program runs on it, a few µs later in the softirq that
-///   follows. Measured (15 runs, 2026-11-25, 2 cores shared with other helpers' builds): 90 %
+///   follows. Measured (19 runs, 2026-11-25, 2 cores shared with other helpers' builds): 90 %
 ///   within 1.7–11 µs, every gap within 10–54 µs.
 /// - Outbound (switch → host1): tcpdump stamps a reply when the switch's `sendto` copies it to
 ///   host1, rocefab at its departure in the shaper's schedule. They agree while the data-plane
 ///   thread wakes on time (90 % within 4.8–27 µs); when it wakes late, it sends every frame
 ///   that is due in one kick, tcpdump sees the late kick and rocefab the schedule (that is the
-///   point of stamping from the schedule), so single gaps differ by the lateness: up to
-///   0.15–2.1 ms in the same runs, 90 % up to 41 µs.
+///   point of stamping from the schedule), so single gaps differ by the lateness (a thread
+///   preempted between its clock reading and its kick): up to 0.15–4.6 ms in the same runs,
+///   90 % within 1–64 µs. (Stamps later than tcpdump's are the line-rate rule at work: the
+///   shaper's burst credit lets a few frames leave back to back on the veth.)
 ///
 /// Medians: 0.3–3.7 µs (both directions). The bounds are about twice the largest measured.
+/// `ROCEFAB_TEST_DUMP=1` prints every frame's stamps.
 const GAP_MEDIAN_NS: u64 = 10_000;
 const GAP_BOUND_NS: [u64; 2] = [20_000, 100_000];
 const GAP_QUANTILE: f64 = 0.9;
-const GAP_MAX_NS: [u64; 2] = [200_000, 5_000_000];
+const GAP_MAX_NS: [u64; 2] = [200_000, 10_000_000];
 /// Requests of the burst that must reach the switch faster than the line rate.
 const MIN_BURST: usize = 16;
 
@@ -288,7 +291,9 @@ fn measure(f: &Fabric, dir: &TempDir, attempt: u32) -> (usize, [Agreement; 2]) {
         println!("attempt {attempt}, {what}: {} frames, {moved} of tcpdump's stamps moved by the line rate; |gap × D − tcpdump gap| (wall ns): median {}, {:.0} % {}, max {}", mine.len(), a.median, GAP_QUANTILE * 100.0, a.quantile, a.max);
         if std::env::var_os("ROCEFAB_TEST_DUMP").is_some() {
             for i in 0..mine.len() {
-                println!("{what} {i} {:?} ours {} oracle {} tcpdump {}", mine[i].icmp, (mine[i].ts_ns - mine[0].ts_ns) * D, oracle[i] - oracle[0], matched[i].ts_ns - matched[0].ts_ns);
+                // Last: rocefab's stamp × D − tcpdump's (a constant, the emulated clock's zero ×
+                // (D − 1), plus when each side looked).
+                println!("{what} {i} {:?} ours {} oracle {} tcpdump {} ours×D−tcpdump {}", mine[i].icmp, (mine[i].ts_ns - mine[0].ts_ns) * D, oracle[i] - oracle[0], matched[i].ts_ns - matched[0].ts_ns, (mine[i].ts_ns * D) as i128 - matched[i].ts_ns as i128);
             }
         }
         out[usize::from(!inbound)] = a;
