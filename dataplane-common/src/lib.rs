@@ -79,7 +79,8 @@ pub mod dscp {
 
 /// What the XDP program decided for a frame it redirected to the port's AF_XDP socket.
 ///
-/// The program writes these 8 bytes as the frame's XDP metadata (`bpf_xdp_adjust_meta(-8)`).
+/// The program writes these 8 bytes as the end of the frame's XDP metadata ([`XdpMeta`],
+/// `bpf_xdp_adjust_meta(-16)`).
 /// Copy-mode AF_XDP (all veth offers) copies the metadata along: it sits in the UMEM chunk
 /// right in front of the frame, [`Decision::LEN`] bytes before the address of the received
 /// descriptor, which addresses the Ethernet frame itself — so a forwarded frame is transmitted
@@ -133,6 +134,52 @@ impl Decision {
 
 const _: () = assert!(core::mem::size_of::<Decision>() == Decision::LEN);
 
+/// The XDP metadata the programs leave in front of a frame they redirect to an AF_XDP socket:
+/// the time the program saw the frame, then the [`Decision`] (so the Decision ends where the
+/// frame starts).
+///
+/// ```text
+///  data_meta                              data
+///  |  rx_ns: u64 (bpf_ktime_get_ns)  |  Decision (8)  |  Ethernet frame ...
+/// ```
+///
+/// `rx_ns` is `bpf_ktime_get_ns()`, CLOCK_MONOTONIC: a capture stamps a received frame with
+/// it rather than with the time the daemon took a whole batch off the RX ring (issue 21). The
+/// host NIC program writes the same layout with [`kind::HOST`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct XdpMeta {
+    /// CLOCK_MONOTONIC ns when the XDP program ran on the frame.
+    pub rx_ns: u64,
+    pub decision: Decision,
+}
+
+impl XdpMeta {
+    /// Bytes of metadata (`bpf_xdp_adjust_meta(-LEN)`: a multiple of 4, at most 32).
+    pub const LEN: usize = 16;
+
+    /// The metadata bytes (host byte order) in the layout the programs write.
+    #[inline(always)]
+    pub fn to_bytes(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.rx_ns.to_ne_bytes());
+        b[8..].copy_from_slice(&self.decision.to_bytes());
+        b
+    }
+
+    /// Reads the metadata; `None` if too short or the Decision's magic is wrong.
+    #[inline(always)]
+    pub fn from_bytes(buf: &[u8]) -> Option<Self> {
+        let ns = buf.get(..8)?;
+        let decision = Decision::from_bytes(buf.get(8..)?)?;
+        let rx_ns = u64::from_ne_bytes([ns[0], ns[1], ns[2], ns[3], ns[4], ns[5], ns[6], ns[7]]);
+        Some(XdpMeta { rx_ns, decision })
+    }
+}
+
+const _: () = assert!(core::mem::size_of::<XdpMeta>() == XdpMeta::LEN);
+const _: () = assert!(XdpMeta::LEN.is_multiple_of(4) && XdpMeta::LEN <= 32);
+
 /// Values of [`Decision::kind`].
 pub mod kind {
     /// Routed IPv4/IPv6 frame: forward out of `egress_port` towards `nexthop`, queue `tc`.
@@ -141,6 +188,9 @@ pub mod kind {
     pub const LLDP: u8 = 1;
     /// MAC control frame (0x8808: PAUSE / PFC) for the PFC engine.
     pub const MAC_CONTROL: u8 = 2;
+    /// A frame the host NIC program (`rocefab_host_xdp`) redirected to the NIC emulator; only
+    /// [`super::XdpMeta::rx_ns`] is meaningful.
+    pub const HOST: u8 = 3;
 }
 
 /// A port as the XDP program sees it. Key of the `PORTS` map is the ingress ifindex.
@@ -557,6 +607,8 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Decision {}
     // SAFETY: as above.
+    unsafe impl aya::Pod for super::XdpMeta {}
+    // SAFETY: as above.
     unsafe impl aya::Pod for super::WredParams {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::lb::Flowlet {}
@@ -632,6 +684,19 @@ mod tests {
         bad[0] ^= 1;
         assert_eq!(Decision::from_bytes(&bad), None);
         assert_eq!(Decision::from_bytes(&d.to_bytes()[..7]), None);
+    }
+
+    #[test]
+    fn xdp_meta_round_trips_with_the_decision_last() {
+        let d = Decision { magic: Decision::MAGIC, kind: kind::HOST, tc: 0, ingress_port: 1, egress_port: 0, nexthop: 0 };
+        let m = XdpMeta { rx_ns: 0x0123_4567_89ab_cdef, decision: d };
+        let b = m.to_bytes();
+        assert_eq!(&b[8..], &d.to_bytes(), "the Decision sits right in front of the frame");
+        assert_eq!(XdpMeta::from_bytes(&b), Some(m));
+        assert_eq!(XdpMeta::from_bytes(&b[..15]), None);
+        let mut bad = b;
+        bad[8] ^= 1;
+        assert_eq!(XdpMeta::from_bytes(&bad), None);
     }
 
     #[test]

@@ -14,8 +14,9 @@
 //!    headers walked) with UDP (RFC 768) destination port 4791 (RoCEv2, IBTA Annex A17) → redirect.
 //! 5. Everything else, including truncated headers, → `XDP_PASS` (the kernel judges it).
 //!
-//! Redirect: `bpf_redirect_map(HOST_XSKS, slot, XDP_DROP)` — the frame is delivered unchanged
-//! (no Decision header: the NIC needs no switch metadata). With no socket in the slot the frame
+//! Redirect: `bpf_redirect_map(HOST_XSKS, slot, XDP_DROP)` — the frame is delivered unchanged,
+//! with a [`XdpMeta`] as its XDP metadata: `bpf_ktime_get_ns()` (when the program saw it, the
+//! time a capture stamps it with) and a Decision of kind `HOST`. With no socket in the slot the frame
 //! is dropped and counted `REDIRECT_FAILED` (passing it would make the kernel answer RoCEv2 with
 //! ICMP port-unreachable).
 //!
@@ -27,11 +28,12 @@
 //! `dataplane_user::host_loader::counter`.
 use aya_ebpf::{
     bindings::xdp_action::{XDP_DROP, XDP_PASS},
+    helpers::bpf_ktime_get_ns,
     macros::{map, xdp},
     maps::{Array, HashMap, PerCpuArray, XskMap},
     programs::XdpContext,
 };
-use dataplane_common::{ethertype, limits::MAX_PORTS};
+use dataplane_common::{ethertype, kind, limits::MAX_PORTS, Decision, XdpMeta};
 
 use crate::{be16_at, ptr_at, ETH_HLEN, IPV4_HLEN_MIN, IPV6_HLEN, IPPROTO_UDP, UDP_HLEN, VLAN_HLEN};
 
@@ -132,6 +134,11 @@ fn host(ctx: &XdpContext, inject_drops: bool) -> u32 {
             host_counter::ROCE
         }
     };
+    // The time the program saw the frame, for captures (`dataplane_common::XdpMeta`); a frame
+    // without room for it is still delivered (the NIC emulator needs no metadata).
+    let decision = Decision { magic: Decision::MAGIC, kind: kind::HOST, tc: 0, ingress_port: slot as u8, egress_port: 0, nexthop: 0 };
+    // SAFETY: helper without arguments.
+    let _ = crate::write_meta(ctx, &XdpMeta { rx_ns: unsafe { bpf_ktime_get_ns() }, decision });
     match HOST_XSKS.redirect(slot, XDP_DROP as u64) {
         Ok(action) => {
             count(slot, ok);

@@ -36,8 +36,11 @@
 //!    probability, a seeded per-CPU xorshift32 (`RNG`) draws. On a hit: ECT(0)/ECT(1) becomes CE
 //!    (IPv4: TOS and an RFC 1624 incremental header-checksum update; IPv6: traffic class), count
 //!    `ECN_MARKED`; a Not-ECT packet is dropped instead, count `WRED_DROPPED`; CE stays CE.
-//! 8. Write the 8-byte [`Decision`] into the XDP metadata in front of the frame
-//!    (`bpf_xdp_adjust_meta(-8)`; the frame itself is not moved) and `bpf_redirect_map` into
+//! 8. Write the 16-byte [`XdpMeta`] into the XDP metadata in front of the frame
+//!    (`bpf_xdp_adjust_meta(-16)`; the frame itself is not moved): the time the program ran
+//!    (`bpf_ktime_get_ns`, or `PARAMS[0].clock_override_ns` when set; captures stamp received
+//!    frames with it) and the 8-byte [`Decision`], which ends where the frame starts; then
+//!    `bpf_redirect_map` into
 //!    `XSKS` at the *ingress* port index (the daemon reads every port's socket and forwards).
 //!    Copy-mode AF_XDP copies the metadata along, right in front of the frame in the UMEM
 //!    chunk; the RX descriptor addresses the frame, so the daemon transmits it unmoved.
@@ -78,7 +81,7 @@ use dataplane_common::{
     lb::{self, FlowKey, Flowlet},
     limits::{MAX_FLOWLETS, MAX_GROUPS, MAX_GROUP_MEMBERS, MAX_NEXTHOPS, MAX_PORTS, MAX_ROUTES},
     wred_hit, wred_probability, xorshift32, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams,
-    WredParams, DEPTHS_LEN,
+    WredParams, XdpMeta, DEPTHS_LEN,
 };
 
 /// Ingress ifindex → port index.
@@ -421,12 +424,7 @@ fn choose(port: u32, g: &NextHopGroup, params: &SwitchParams, hash: u32, flow: &
         // is copied out at once. A concurrent update on another CPU can at worst yield a torn
         // entry, whose member `lb::pick` bounds by the group size.
         let prev = FLOWLETS.get_ptr(key).map(|p| unsafe { *p });
-        let now = match params.clock_override_ns {
-            // SAFETY: helper without arguments.
-            0 => unsafe { bpf_ktime_get_ns() },
-            t => t,
-        };
-        (prev, now)
+        (prev, clock_ns())
     } else {
         (None, 0)
     };
@@ -573,8 +571,39 @@ fn mark_v6(ctx: &XdpContext, l3: usize) -> Wred {
     Wred::Marked
 }
 
-/// Puts the [`Decision`] into the frame's XDP metadata and redirects the frame to the ingress
-/// port's AF_XDP socket.
+/// The program's clock: `bpf_ktime_get_ns` (CLOCK_MONOTONIC), or `PARAMS[0].clock_override_ns`
+/// when a `BPF_PROG_TEST_RUN` test set it.
+#[inline(always)]
+fn clock_ns() -> u64 {
+    match PARAMS.get(0).map_or(0, |p| p.clock_override_ns) {
+        // SAFETY: helper without arguments.
+        0 => unsafe { bpf_ktime_get_ns() },
+        t => t,
+    }
+}
+
+/// Writes `meta` as the frame's XDP metadata (`bpf_xdp_adjust_meta(-16)`; the frame itself is
+/// not moved). False when the headroom has no room for it.
+#[inline(always)]
+pub(crate) fn write_meta(ctx: &XdpContext, meta: &XdpMeta) -> bool {
+    // SAFETY: `ctx.ctx` is the program's `xdp_md`; the helper validates the delta itself and
+    // fails without touching the frame when the headroom is too small.
+    if unsafe { bpf_xdp_adjust_meta(ctx.ctx, -(XdpMeta::LEN as i32)) } != 0 {
+        return false;
+    }
+    // The metadata ends where the frame starts; the verifier wants that checked against `data`.
+    let (m, data) = (ctx.metadata(), ctx.data());
+    if m + XdpMeta::LEN > data {
+        return false;
+    }
+    // SAFETY: the 16 bytes at `m` lie inside the metadata area just grown (checked above);
+    // alignment 1.
+    unsafe { *(m as *mut [u8; XdpMeta::LEN]) = meta.to_bytes() };
+    true
+}
+
+/// Puts the [`XdpMeta`] (when the program saw the frame, and the [`Decision`]) into the frame's
+/// XDP metadata and redirects the frame to the ingress port's AF_XDP socket.
 #[inline(always)]
 fn to_userspace(
     ctx: &XdpContext,
@@ -585,20 +614,10 @@ fn to_userspace(
     nexthop: u16,
     ok_counter: u32,
 ) -> u32 {
-    let d = Decision { magic: Decision::MAGIC, kind, tc, ingress_port: port as u8, egress_port, nexthop };
-    // SAFETY: `ctx.ctx` is the program's `xdp_md`; the helper validates the delta itself and
-    // fails without touching the frame when the headroom is too small.
-    if unsafe { bpf_xdp_adjust_meta(ctx.ctx, -(Decision::LEN as i32)) } != 0 {
+    let decision = Decision { magic: Decision::MAGIC, kind, tc, ingress_port: port as u8, egress_port, nexthop };
+    if !write_meta(ctx, &XdpMeta { rx_ns: clock_ns(), decision }) {
         return drop_as(port, counter::REDIRECT_FAILED);
     }
-    // The metadata ends where the frame starts; the verifier wants that checked against `data`.
-    let (meta, data) = (ctx.metadata(), ctx.data());
-    if meta + Decision::LEN > data {
-        return drop_as(port, counter::REDIRECT_FAILED);
-    }
-    // SAFETY: the 8 bytes at `meta` lie inside the metadata area just grown (checked above);
-    // alignment 1.
-    unsafe { *(meta as *mut [u8; Decision::LEN]) = d.to_bytes() };
     match XSKS.redirect(port, XDP_DROP as u64) {
         Ok(action) => {
             count(port, ok_counter);

@@ -13,7 +13,24 @@
 //!   is a heartbeat (the stream sends one when idle, so a closed client is noticed).
 //!
 //! The stream a daemon serves on `GET /capture?ports=a,b[&snaplen=N]` is one JSON line
-//! ([`StreamHeader`]) followed by records, until the client closes it.
+//! ([`StreamHeader`]) followed by records, until the client closes it. Several captures of one
+//! daemon run at once: the data path mirrors the union of their ports into its one ring, and
+//! the control side ([`Hub`]) hands each capture the records of its own ports.
+//!
+//! # Timestamps
+//!
+//! A record carries the time the frame crossed the port, per frame, not per batch (issue 21):
+//! - received: the time the XDP program saw it (`bpf_ktime_get_ns`, CLOCK_MONOTONIC, carried in
+//!   `dataplane_common::XdpMeta`), converted to the data path's clock;
+//! - sent: its departure time in the egress shaper's schedule;
+//! - either way, a frame never starts before the previous frame in the same direction of the
+//!   same port has finished serialising at the port's line rate ([`LineStamp`]): where the
+//!   kernel delivers a batch at once, a frame's stamp is
+//!   `max(seen, previous stamp + previous frame's serialisation time)`, as a real link cannot
+//!   deliver faster than its line rate.
+//!
+//! The data path's clock becomes Unix time with one offset, measured once at start
+//! ([`MonoClock::unix_offset_ns`]), never per frame.
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -29,6 +46,99 @@ pub const RECORD_HEADER: usize = 24;
 pub const HEARTBEAT_PORT: u16 = u16::MAX;
 /// Default capacity of a switch's mirror ring.
 pub const RING_BYTES: usize = 8 << 20;
+
+/// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns` and of [`std::time::Instant`]).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the live local; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_REALTIME in ns since the Unix epoch.
+fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: as in `monotonic_ns`.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A data-path clock on CLOCK_MONOTONIC: ns since its origin, so that the XDP program's
+/// `bpf_ktime_get_ns` (also CLOCK_MONOTONIC) converts exactly ([`MonoClock::from_ktime`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MonoClock {
+    origin: u64,
+}
+
+impl MonoClock {
+    /// A clock whose zero is now.
+    pub fn new() -> Self {
+        MonoClock { origin: monotonic_ns() }
+    }
+    /// A clock whose zero is CLOCK_MONOTONIC `origin_ns` (tests inject it).
+    pub const fn with_origin(origin_ns: u64) -> Self {
+        MonoClock { origin: origin_ns }
+    }
+    /// ns since the origin.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.origin)
+    }
+    /// A CLOCK_MONOTONIC reading (`bpf_ktime_get_ns`) on this clock.
+    #[inline]
+    pub fn from_ktime(&self, ktime_ns: u64) -> u64 {
+        ktime_ns.saturating_sub(self.origin)
+    }
+    /// Unix time (ns) of this clock's zero: one offset between CLOCK_REALTIME and
+    /// CLOCK_MONOTONIC, measured now (the pair of readings closest together of a few tries).
+    pub fn unix_offset_ns(&self) -> u64 {
+        let mut best = (u64::MAX, 0u64);
+        for _ in 0..5 {
+            let a = monotonic_ns();
+            let r = realtime_ns();
+            let b = monotonic_ns();
+            if b - a < best.0 {
+                best = (b - a, r.wrapping_sub(a + (b - a) / 2));
+            }
+        }
+        // realtime − monotonic, plus the origin: Unix time of this clock's zero.
+        best.1.wrapping_add(self.origin)
+    }
+}
+
+impl Default for MonoClock {
+    fn default() -> Self {
+        MonoClock::new()
+    }
+}
+
+/// Serialisation time (ns, rounded up) of a frame of `frame_len` bytes (no FCS) at `rate_bps`,
+/// with the preamble, FCS and inter-frame gap it takes on the wire ([`crate::shaper::wire_bytes`]).
+#[inline]
+pub fn serialisation_ns(frame_len: u32, rate_bps: u64) -> u64 {
+    let bits_ns = crate::shaper::wire_bytes(frame_len) as u128 * 8 * 1_000_000_000;
+    let rate = rate_bps.max(1) as u128;
+    bits_ns.div_ceil(rate) as u64
+}
+
+/// The stamps of one direction of one port: a frame is stamped when it was seen, but never
+/// before the previous frame has left the line (previous stamp + its serialisation time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStamp {
+    /// When the line is free again after the last stamped frame.
+    free_at: u64,
+}
+
+impl LineStamp {
+    /// The stamp of a frame seen at `seen_ns` that takes `ser_ns` on the line.
+    #[inline]
+    pub fn stamp(&mut self, seen_ns: u64, ser_ns: u64) -> u64 {
+        let t = seen_ns.max(self.free_at);
+        self.free_at = t.saturating_add(ser_ns);
+        t
+    }
+}
 
 /// One mirrored frame, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,9 +216,12 @@ pub struct Tap {
     mirrored: AtomicU64,
     /// Unix time (ns) of the data path clock's zero.
     epoch_unix_ns: AtomicU64,
-    /// Captures started so far: tells a new capture from the one before it even when both
-    /// mirror the same ports.
+    /// Captures started from idle so far: tells a new capture from the one before it even
+    /// when both mirror the same ports (sources then discard what an earlier one left).
     generation: AtomicU64,
+    /// Changes of the mirrored ports (starts and joins/leaves of concurrent captures): a
+    /// source publishes the change it is set up for.
+    changes: AtomicU64,
 }
 
 impl Tap {
@@ -126,14 +239,31 @@ impl Tap {
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
-    /// Starts mirroring the ports in `mask`, at most `snaplen` bytes each.
+    /// How many times the mirrored ports changed ([`Tap::start`], [`Tap::set_ports`]).
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+    /// Starts mirroring the ports in `mask`, at most `snaplen` bytes each, as a new capture.
     pub fn start(&self, mask: u64, snaplen: u32) {
         self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
         self.generation.fetch_add(1, Ordering::AcqRel);
+        self.changes.fetch_add(1, Ordering::AcqRel);
+        self.mask.store(mask, Ordering::Release);
+    }
+    /// Changes the mirrored ports and the snap length of the running capture (another
+    /// concurrent capture joined or left); nothing mirrored so far is discarded.
+    pub fn set_ports(&self, mask: u64, snaplen: u32) {
+        self.snaplen.store(snaplen.max(1), Ordering::Relaxed);
+        self.changes.fetch_add(1, Ordering::AcqRel);
         self.mask.store(mask, Ordering::Release);
     }
     pub fn stop(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
         self.mask.store(0, Ordering::Release);
+    }
+    /// Counts frames a capture missed outside the ring (a slow client's backlog was full).
+    pub fn add_lost(&self, n: u64) {
+        self.lost.fetch_add(n, Ordering::Relaxed);
     }
     /// Sets the Unix time of the data path clock's zero (the data path's `now` is ns since it).
     pub fn set_epoch(&self, unix_ns: u64) {
@@ -165,6 +295,7 @@ pub fn tap(bytes: usize) -> (TapProducer, TapConsumer, Arc<Tap>) {
         mirrored: AtomicU64::new(0),
         epoch_unix_ns: AtomicU64::new(0),
         generation: AtomicU64::new(0),
+        changes: AtomicU64::new(0),
     });
     (TapProducer { ring: p, shared: shared.clone() }, TapConsumer { ring: c, shared: shared.clone() }, shared)
 }
@@ -236,9 +367,123 @@ impl TapConsumer {
     }
 }
 
-/// The control side's end while no capture runs (a capture takes it, and gives it back when
-/// its stream ends).
-pub type Slot = std::sync::Arc<std::sync::Mutex<Option<TapConsumer>>>;
+/// Bytes of records a capture's client may have pending before further frames for it are
+/// counted as lost (a stalled client never grows a daemon's memory without bound).
+pub const CLIENT_BACKLOG_BYTES: usize = RING_BYTES;
+
+/// The control side's end of the tap, shared by every running capture: it drains the ring
+/// and hands each capture (a [`Hub`] subscriber) the records of its ports, cut to its snap
+/// length. The data path mirrors the union of the subscribers' ports at the largest snap
+/// length.
+#[derive(Debug)]
+pub struct Hub {
+    consumer: TapConsumer,
+    subs: Vec<Sub>,
+    next_id: u64,
+    scratch: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Sub {
+    id: u64,
+    mask: u64,
+    snaplen: u32,
+    buf: Vec<u8>,
+}
+
+/// The hub as the HTTP handlers share it.
+pub type Slot = std::sync::Arc<std::sync::Mutex<Hub>>;
+
+/// A [`Slot`] around the control side's end of a tap.
+pub fn slot(consumer: TapConsumer) -> Slot {
+    std::sync::Arc::new(std::sync::Mutex::new(Hub::new(consumer)))
+}
+
+impl Hub {
+    pub fn new(consumer: TapConsumer) -> Self {
+        Hub { consumer, subs: Vec::new(), next_id: 0, scratch: Vec::new() }
+    }
+
+    /// Captures running.
+    pub fn subscribers(&self) -> usize {
+        self.subs.len()
+    }
+
+    /// Adds a capture of the ports in `mask` (at most `snaplen` bytes per frame); returns its id.
+    /// The first one starts the tap afresh (stale records dropped); later ones widen it.
+    pub fn subscribe(&mut self, mask: u64, snaplen: u32) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let first = self.subs.is_empty();
+        if !first {
+            // Records already in the ring belong to the captures running before this one.
+            self.pump();
+        }
+        self.subs.push(Sub { id, mask, snaplen: snaplen.max(1), buf: Vec::new() });
+        let (m, len) = self.union();
+        if first {
+            self.consumer.clear();
+            self.consumer.shared().start(m, len);
+        } else {
+            self.consumer.shared().set_ports(m, len);
+        }
+        id
+    }
+
+    /// Removes capture `id`; the last one stops the tap.
+    pub fn unsubscribe(&mut self, id: u64) {
+        self.subs.retain(|s| s.id != id);
+        if self.subs.is_empty() {
+            self.consumer.shared().stop();
+        } else {
+            let (m, len) = self.union();
+            self.consumer.shared().set_ports(m, len);
+        }
+    }
+
+    fn union(&self) -> (u64, u32) {
+        self.subs.iter().fold((0, 1), |(m, l), s| (m | s.mask, l.max(s.snaplen)))
+    }
+
+    /// Moves the ring's records to the subscribers whose ports they are on.
+    fn pump(&mut self) {
+        self.scratch.clear();
+        if self.consumer.drain(&mut self.scratch) == 0 {
+            return;
+        }
+        let mut off = 0;
+        let mut lost = 0;
+        while let Some((r, len)) = Record::decode(&self.scratch[off..]) {
+            off += len;
+            for s in &mut self.subs {
+                if r.port >= 64 || s.mask & (1u64 << r.port) == 0 {
+                    continue;
+                }
+                if s.buf.len() >= CLIENT_BACKLOG_BYTES {
+                    lost += 1;
+                    continue;
+                }
+                let cut = r.data.len().min(s.snaplen as usize);
+                Record { data: &r.data[..cut], ..r.clone() }.encode(&mut s.buf);
+            }
+        }
+        if lost > 0 {
+            self.consumer.shared().add_lost(lost);
+        }
+    }
+
+    /// Drains the ring and moves capture `id`'s pending records into `out`.
+    pub fn take(&mut self, id: u64, out: &mut Vec<u8>) {
+        self.pump();
+        if let Some(s) = self.subs.iter_mut().find(|s| s.id == id) {
+            if out.is_empty() {
+                std::mem::swap(out, &mut s.buf);
+            } else {
+                out.append(&mut s.buf);
+            }
+        }
+    }
+}
 
 /// Query of `GET /capture`.
 #[derive(Debug, Deserialize)]
@@ -252,10 +497,10 @@ pub struct CaptureQuery {
     pub snaplen: Option<u32>,
 }
 
-/// Stops the mirror and gives the consumer back when a capture stream ends (the client closed
-/// the connection, or the server dropped the stream).
+/// Leaves the hub when a capture stream ends (the client closed the connection, or the
+/// server dropped the stream).
 struct Running {
-    consumer: Option<TapConsumer>,
+    id: u64,
     slot: Slot,
     buf: Vec<u8>,
     idle_since: std::time::Instant,
@@ -263,16 +508,14 @@ struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(c) = self.consumer.take() {
-            c.shared().stop();
-            *self.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(c);
-        }
+        self.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).unsubscribe(self.id);
     }
 }
 
 /// `GET /capture?ports=a,b&snaplen=N`: a [`StreamHeader`] line, then records as the data path
 /// mirrors them, a heartbeat record after a second without frames, until the client closes the
-/// connection. One capture at a time: a second one gets 409 Conflict.
+/// connection. Any number of captures may run at once, on the same ports or others; each gets
+/// every frame of its ports.
 pub fn router(node: String, ports: Vec<String>, slot: Slot) -> axum::Router {
     use axum::http::{header, StatusCode};
     use axum::response::IntoResponse;
@@ -286,20 +529,17 @@ pub fn router(node: String, ports: Vec<String>, slot: Slot) -> axum::Router {
                     Err(e) => return (StatusCode::BAD_REQUEST, format!("{node}: {e}\n")).into_response(),
                 }
             };
-            let Some(mut consumer) = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() else {
-                return (StatusCode::CONFLICT, format!("{node}: a capture is already running\n")).into_response();
-            };
             let snaplen = q.snaplen.filter(|&s| s > 0).unwrap_or(u32::from(u16::MAX));
-            consumer.clear();
-            consumer.shared().start(mask, snaplen);
+            let id = slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner).subscribe(mask, snaplen);
             let hdr = StreamHeader { node, ports, snaplen, clock: WALL_CLOCK.into() };
             let mut first = serde_json::to_vec(&hdr).unwrap_or_default();
             first.push(b'\n');
-            let running = Running { consumer: Some(consumer), slot, buf: first, idle_since: std::time::Instant::now() };
+            let running = Running { id, slot, buf: first, idle_since: std::time::Instant::now() };
             let stream = futures_util::stream::unfold(running, |mut r| async move {
                 loop {
-                    if let Some(c) = r.consumer.as_mut() {
-                        c.drain(&mut r.buf);
+                    {
+                        let mut hub = r.slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                        hub.take(r.id, &mut r.buf);
                     }
                     if !r.buf.is_empty() {
                         r.idle_since = std::time::Instant::now();
@@ -407,6 +647,169 @@ mod tests {
         }
         tap.stop();
         assert_eq!(p.mask(), 0);
+    }
+
+    /// Gaps between consecutive stamps.
+    fn gaps(t: &[u64]) -> Vec<u64> {
+        t.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    #[test]
+    fn serialisation_time_counts_the_wire_overhead_and_rounds_up() {
+        // 1500-byte frame + 24 bytes (preamble, FCS, IFG) at 1 Gbit/s: 12.192 µs.
+        assert_eq!(serialisation_ns(1500, 1_000_000_000), 12_192);
+        // Short frames are padded to 60 bytes: 84 bytes on the wire.
+        assert_eq!(serialisation_ns(42, 1_000_000_000), 672);
+        // 84 bytes at 3 Gbit/s = 224 ns exactly; at 7 Gbit/s 96 ns exactly; at 9 Gbit/s
+        // 74.67 ns rounds up, so stamps are never closer than the line allows.
+        assert_eq!(serialisation_ns(60, 3_000_000_000), 224);
+        assert_eq!(serialisation_ns(60, 9_000_000_000), 75);
+        // At D = 1000 a 1 Gbit/s port runs at 1 Mbit/s on the wall clock.
+        assert_eq!(serialisation_ns(1000, 1_000_000), 8_192_000);
+    }
+
+    #[test]
+    fn a_batch_delivered_at_once_is_spread_at_the_line_rate() {
+        // The kernel hands over 64 frames of 1000 bytes seen by XDP within 3 µs (what the
+        // issue measured as runs of identical stamps): a 1 Gbit/s line delivers one every
+        // 8.192 µs.
+        let ser = serialisation_ns(1000, 1_000_000_000);
+        assert_eq!(ser, 8_192);
+        let mut l = LineStamp::default();
+        let seen: Vec<u64> = (0..64).map(|i| 1_000_000 + i * 47).collect();
+        let t: Vec<u64> = seen.iter().map(|&s| l.stamp(s, ser)).collect();
+        assert_eq!(t[0], 1_000_000, "the first frame keeps the time XDP saw it");
+        assert!(gaps(&t).iter().all(|&g| g == ser), "{:?}", gaps(&t));
+        // A frame seen after the line is free again keeps its own time.
+        let later = t[63] + ser + 5_000;
+        assert_eq!(l.stamp(later, ser), later);
+    }
+
+    #[test]
+    fn frames_slower_than_the_line_keep_their_own_times() {
+        // 100 µs apart at a line that needs 8.192 µs: every stamp is exactly when XDP saw it,
+        // including frames of different lengths.
+        let mut l = LineStamp::default();
+        for i in 0..100u64 {
+            let len = 60 + (i as u32 * 97) % 1400;
+            let seen = 5_000_000 + i * 100_000 + (i * 7) % 13;
+            assert_eq!(l.stamp(seen, serialisation_ns(len, 1_000_000_000)), seen, "frame {i}");
+        }
+    }
+
+    #[test]
+    fn mixed_lengths_are_spaced_by_the_previous_frames_time() {
+        // Three frames seen together: a 1514-byte frame holds the line 12.304 µs, the 60-byte
+        // frame after it 672 ns, then the last one follows.
+        let r = 1_000_000_000;
+        let mut l = LineStamp::default();
+        let a = l.stamp(10_000, serialisation_ns(1514, r));
+        let b = l.stamp(10_010, serialisation_ns(60, r));
+        let c = l.stamp(10_020, serialisation_ns(1514, r));
+        assert_eq!((a, b, c), (10_000, 10_000 + 12_304, 10_000 + 12_304 + 672));
+        // Never closer than serialisation, never two equal stamps, whatever the input order
+        // of times (a stamp seen "before" the previous one waits for the line).
+        let mut l = LineStamp::default();
+        let mut x = 0x2545f4914f6cdd1du64;
+        let mut prev: Option<(u64, u64)> = None;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let seen = 1_000_000 + (x % 5_000_000);
+            let ser = serialisation_ns((x >> 40) as u32 % 9000, 400_000_000);
+            let t = l.stamp(seen, ser);
+            assert!(t >= seen);
+            if let Some((pt, pser)) = prev {
+                assert!(t >= pt + pser, "{t} closer than {pser} after {pt}");
+            }
+            prev = Some((t, ser));
+        }
+    }
+
+    #[test]
+    fn ktime_converts_with_one_offset() {
+        let c = MonoClock::new();
+        let k = monotonic_ns();
+        let now = c.now();
+        assert!(c.from_ktime(k) <= now && now - c.from_ktime(k) < 1_000_000_000);
+        // Unix time of the clock's zero: the wall clock now minus the clock's reading.
+        let off = c.unix_offset_ns();
+        let wall = realtime_ns();
+        let est = off + c.now();
+        assert!(est.abs_diff(wall) < 50_000_000, "offset {off}: {est} vs wall {wall}");
+    }
+
+    #[test]
+    fn concurrent_captures_each_get_every_frame_of_their_ports() {
+        let (mut p, c, tap) = tap(1 << 16);
+        let mut hub = Hub::new(c);
+        assert_eq!(p.mask(), 0);
+        // A captures ports 0 and 1 whole; B joins for port 1 with a snap length of 20.
+        let a = hub.subscribe(0b011, 9000);
+        let g = tap.generation();
+        assert_eq!(p.mask(), 0b011);
+        p.mirror(0, DIR_IN, 1, &[1; 60]);
+        let b = hub.subscribe(0b010, 20);
+        assert_eq!(tap.generation(), g, "joining does not restart the capture");
+        assert_eq!(p.mask(), 0b011);
+        p.mirror(1, DIR_OUT, 2, &[2; 100]);
+        p.mirror(0, DIR_IN, 3, &[3; 60]);
+        let c3 = hub.subscribe(0b100, 9000);
+        assert_eq!(p.mask(), 0b111);
+        p.mirror(2, DIR_IN, 4, &[4; 70]);
+        p.mirror(1, DIR_IN, 5, &[5; 80]);
+        let read = |hub: &mut Hub, id| {
+            let mut out = Vec::new();
+            hub.take(id, &mut out);
+            let mut v = Vec::new();
+            let mut off = 0;
+            while let Some((r, len)) = Record::decode(&out[off..]) {
+                v.push((r.ts_ns, r.port, r.orig_len, r.data.len()));
+                off += len;
+            }
+            v
+        };
+        assert_eq!(read(&mut hub, a), vec![(1, 0, 60, 60), (2, 1, 100, 100), (3, 0, 60, 60), (5, 1, 80, 80)]);
+        assert_eq!(read(&mut hub, b), vec![(2, 1, 100, 20), (5, 1, 80, 20)], "B's own snap length");
+        assert_eq!(read(&mut hub, c3), vec![(4, 2, 70, 70)]);
+        // A leaves: the tap narrows to what B and C want; B still gets everything on port 1.
+        hub.unsubscribe(a);
+        assert_eq!(p.mask(), 0b110);
+        p.mirror(1, DIR_IN, 6, &[6; 30]);
+        assert_eq!(read(&mut hub, b), vec![(6, 1, 30, 20)]);
+        hub.unsubscribe(b);
+        hub.unsubscribe(c3);
+        assert_eq!((p.mask(), hub.subscribers()), (0, 0), "the last one stops the mirror");
+        // A new capture after all ended starts afresh (stale records are not handed out).
+        p.mirror(1, DIR_IN, 7, &[7; 30]);
+        let d = hub.subscribe(0b010, 9000);
+        assert_eq!(tap.generation(), g + 1);
+        assert_eq!(read(&mut hub, d), vec![]);
+    }
+
+    #[test]
+    fn a_stalled_capture_loses_frames_counted_without_holding_the_others_back() {
+        let (mut p, c, tap) = tap(1 << 20);
+        let mut hub = Hub::new(c);
+        let fast = hub.subscribe(1, 9000);
+        let slow = hub.subscribe(1, 9000);
+        let frame = vec![0u8; 8192];
+        let per = RECORD_HEADER + frame.len();
+        let n = CLIENT_BACKLOG_BYTES / per + 10;
+        let mut got = 0;
+        for i in 0..n {
+            p.mirror(0, DIR_IN, i as u64, &frame);
+            let mut out = Vec::new();
+            hub.take(fast, &mut out);
+            got += out.len() / per;
+        }
+        assert_eq!(got, n, "the reading capture got every frame");
+        let backlog = CLIENT_BACKLOG_BYTES.div_ceil(per);
+        assert_eq!(tap.lost(), (n - backlog) as u64, "the stalled one's overflow is counted");
+        let mut out = Vec::new();
+        hub.take(slow, &mut out);
+        assert_eq!(out.len() / per, backlog);
     }
 
     #[test]

@@ -36,22 +36,26 @@
 //!    deadline (shaped departure, pause expiry, PFC refresh, watchdog poll; ns resolution) — an
 //!    idle switch sleeps indefinitely and costs no CPU.
 //!
+//! While a capture mirrors a port ([`crate::capture`]), a received frame is stamped with the
+//! time the XDP program saw it (`rx_ns` of its [`XdpMeta`]) and a sent frame with its departure
+//! in the shaper's schedule ([`Shaper::departure`]), each spaced at least one serialisation time
+//! after the previous frame in that direction ([`LineStamp`]).
+//!
 //! Nothing on this path allocates, locks, or panics on frame contents; per-port counters are
 //! added once per batch.
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use std::time::Instant;
 
 use dataplane_common::config::{QosConfig, SwitchConfig, WatchdogAction};
 use dataplane_common::limits::NUM_TC;
 use dataplane_common::time::Dilation;
-use dataplane_common::Decision;
+use dataplane_common::XdpMeta;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 use afxdp::{FrameDesc, Umem};
 
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
-use crate::capture::{Tap, TapProducer, DIR_IN, DIR_OUT};
+use crate::capture::{serialisation_ns, LineStamp, MonoClock, Tap, TapProducer, DIR_IN, DIR_OUT};
 use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
 use crate::pfc::{PfcRx, PfcTx};
@@ -234,6 +238,12 @@ struct Port {
     tx_inflight: u32,
     /// Last time a completion arrived or nothing was in flight (ns).
     last_progress: u64,
+    /// When the last transmit step stopped because the shaper had no credit: the departure
+    /// it was waiting for (a capture stamps the frames that then leave from the schedule).
+    shaped_at: Option<u64>,
+    /// Capture stamps of the frames received and sent ([`crate::capture::LineStamp`]).
+    rx_stamp: LineStamp,
+    tx_stamp: LineStamp,
 }
 
 /// The data path of one switch. Build with [`DataPlane::new`], run with [`DataPlane::run`] on a
@@ -244,8 +254,9 @@ pub struct DataPlane {
     free: Vec<FrameDesc>,
     /// The reserved pool for frames the switch originates; refilled first from completions.
     own_free: Vec<FrameDesc>,
-    /// The data-plane clock's origin (every `now` is ns since it).
-    clock: Instant,
+    /// The data-plane clock (every `now` is ns since its origin; CLOCK_MONOTONIC, as the XDP
+    /// program's `bpf_ktime_get_ns`).
+    clock: MonoClock,
     own_reserve: usize,
     total_frames: usize,
     stats: Arc<SwitchStats>,
@@ -277,7 +288,7 @@ impl std::fmt::Debug for DataPlane {
 }
 
 /// Hints the CPU to fetch the two cache lines of a received frame that the data path reads:
-/// the Decision metadata in the 8 bytes before the frame (the end of the line in front of it:
+/// the metadata in the 16 bytes before the frame (the end of the line in front of it:
 /// the frame starts at the 256-byte XDP headroom of its chunk), and the frame's first line
 /// (Ethernet and IP headers, which the rewrite changes).
 #[inline(always)]
@@ -290,7 +301,7 @@ fn prefetch_frame(umem: &Umem, d: &FrameDesc) {
     // baseline.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_sub(Decision::LEN).cast());
+        _mm_prefetch::<_MM_HINT_T0>(ptr.wrapping_sub(XdpMeta::LEN).cast());
         _mm_prefetch::<_MM_HINT_T0>(ptr.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -348,6 +359,9 @@ impl DataPlane {
                 sched: Scheduler::from_qos(&cfg.qos),
                 tx_inflight: 0,
                 last_progress: 0,
+                shaped_at: None,
+                rx_stamp: LineStamp::default(),
+                tx_stamp: LineStamp::default(),
             })
             .collect();
         let mut pollfds: Vec<libc::pollfd> =
@@ -376,7 +390,7 @@ impl DataPlane {
             ports,
             free,
             own_free,
-            clock: Instant::now(),
+            clock: MonoClock::new(),
             tap: None,
             own_reserve,
             total_frames,
@@ -405,10 +419,9 @@ impl DataPlane {
     }
 
     /// Mirrors ports into `tap` while the control side asks for it ([`crate::capture`]);
-    /// timestamps are the data-plane clock plus the Unix time of its origin.
+    /// timestamps are the data-plane clock plus the Unix time of its origin, measured once here.
     pub fn with_tap(mut self, tap: TapProducer, shared: &Tap) -> Self {
-        let unix_now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-        shared.set_epoch(unix_now.saturating_sub(self.clock.elapsed().as_nanos() as u64));
+        shared.set_epoch(self.clock.unix_offset_ns());
         self.tap = Some(tap);
         self
     }
@@ -439,7 +452,7 @@ impl DataPlane {
         );
         let mut last_work = 0u64;
         loop {
-            let now = clock.elapsed().as_nanos() as u64;
+            let now = clock.now();
             let mut work = 0usize;
             let mut busy = false;
             for p in 0..self.ports.len() {
@@ -745,7 +758,8 @@ impl DataPlane {
             let mut d = self.scratch[i];
             let rx_stats = &self.stats.ports[p];
             // SAFETY: `d` is ours (just received) and is a frame of our UMEM.
-            let meta = unsafe { afxdp::metadata::<{ Decision::LEN }>(&self.umem, &d) };
+            let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
+            let decision = meta.map(|m| [m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
             let verdict = {
                 // SAFETY: `d` is ours (just received) and no other reference to its frame exists.
                 let mut data = unsafe { self.umem.data_mut(&mut d) };
@@ -754,10 +768,14 @@ impl DataPlane {
                 rx_bytes += len as u64;
                 if mirror {
                     if let Some(t) = self.tap.as_mut() {
-                        t.mirror(p as u16, DIR_IN, now, buf);
+                        // When the XDP program saw the frame, not when this batch was taken.
+                        let seen = meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns));
+                        let port = &mut self.ports[p];
+                        let ts = port.rx_stamp.stamp(seen, serialisation_ns(len as u32, port.shaper.rate_bps()));
+                        t.mirror(p as u16, DIR_IN, ts, buf);
                     }
                 }
-                match classify(meta, len, nports, &self.nexthop_ports) {
+                match classify(decision, len, nports, &self.nexthop_ports) {
                     Rx::Forward { egress_port, tc, nexthop } => {
                         match rewrite_l3(buf, self.ports[egress_port].mac, self.nexthop_macs[nexthop]) {
                             Ok(ecn) => Verdict::Forward(egress_port, tc, len as u32, ecn),
@@ -890,7 +908,12 @@ impl DataPlane {
         };
         let mut released = [None; BATCH];
         let mut nrel = 0;
+        let mirror = p < 64 && self.tap.as_ref().is_some_and(|t| t.mask() & (1u64 << p) != 0);
+        // Departure times in the shaper's schedule, for a capture: frames that waited for the
+        // shaper leave when it said they could, others when this pass sends them.
+        let mut departs = [0u64; BATCH];
         let port = &mut self.ports[p];
+        let not_before = port.shaped_at.take().map_or(now, |t| t.min(now));
         let tx = &mut port.xsk.tx;
         let ring_free = tx.nb_free_exact();
         let room =
@@ -904,6 +927,7 @@ impl DataPlane {
         let mut nstamps = 0;
         while n < room {
             let Some((o, len)) = port.own.pop() else { break };
+            departs[n] = port.shaper.departure(not_before);
             port.shaper.sent(now, len);
             if o.xoff_ns != 0 && nstamps < xoff_stamps.len() {
                 xoff_stamps[nstamps] = o.xoff_ns;
@@ -917,10 +941,12 @@ impl DataPlane {
             let Some(tc) = port.sched.pick_unpaused(&port.queues, paused) else { break };
             if let Err(t) = port.shaper.poll(now) {
                 shaped_until = Some(t);
+                port.shaped_at = Some(t);
                 break;
             }
             let Some((h, len)) = port.queues.dequeue(tc) else { break };
             port.sched.sent(&port.queues, tc, len);
+            departs[n] = port.shaper.departure(not_before);
             port.shaper.sent(now, len);
             if let Some(ev) = release_held(&mut self.buffer, &self.stats, &h, p, tc as u8, len) {
                 released[nrel] = Some(ev);
@@ -942,12 +968,15 @@ impl DataPlane {
                 port.tx_inflight += n as u32;
                 self.stats.ports[p].tx_packets.add(n as u64);
                 self.stats.ports[p].tx_bytes.add(tx_bytes);
-                if let Some(t) = self.tap.as_mut().filter(|t| p < 64 && t.mask() & (1u64 << p) != 0) {
-                    for d in &self.scratch[..n] {
+                if let Some(t) = self.tap.as_mut().filter(|_| mirror) {
+                    let rate = port.shaper.rate_bps();
+                    for (d, &dep) in self.scratch[..n].iter().zip(&departs[..n]) {
                         // SAFETY: the frame was just produced on TX; the kernel only reads it
                         // (copy mode copies it out), and we only read it too.
                         let data = unsafe { self.umem.data(d) };
-                        t.mirror(p as u16, DIR_OUT, now, data.contents());
+                        let frame = data.contents();
+                        let ts = port.tx_stamp.stamp(dep, serialisation_ns(frame.len() as u32, rate));
+                        t.mirror(p as u16, DIR_OUT, ts, frame);
                     }
                 }
             }
@@ -962,7 +991,7 @@ impl DataPlane {
         if nstamps > 0 {
             // PFC reaction time: xOFF crossing (the pass's clock reading, at or before the
             // crossing) → the frame produced on the TX ring and kicked; in emulated time.
-            let handed = self.clock.elapsed().as_nanos() as u64;
+            let handed = self.clock.now();
             for &t in &xoff_stamps[..nstamps] {
                 self.stats.pfc_reaction.observe(self.dilation.to_emulated_ns(handed.saturating_sub(t)));
             }

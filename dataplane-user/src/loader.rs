@@ -32,7 +32,7 @@ use aya::Ebpf;
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::limits::MAX_GROUP_MEMBERS;
 use dataplane_common::lb::{FlowKey, Flowlet};
-use dataplane_common::{counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams};
+use dataplane_common::{counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams, XdpMeta};
 
 /// The XDP object built by `build.rs` (ELF, BTF included).
 pub static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rocefab-xdp"));
@@ -116,12 +116,17 @@ pub struct TestRunOutput {
 }
 
 impl TestRunOutput {
-    /// The [`Decision`] in the metadata, if there is one.
-    pub fn decision(&self) -> Option<Decision> {
-        if self.meta.len() != Decision::LEN {
+    /// The [`XdpMeta`] in the metadata, if there is one.
+    pub fn xdp_meta(&self) -> Option<XdpMeta> {
+        if self.meta.len() != XdpMeta::LEN {
             return None;
         }
-        Decision::from_bytes(&self.meta)
+        XdpMeta::from_bytes(&self.meta)
+    }
+
+    /// The [`Decision`] in the metadata, if there is one.
+    pub fn decision(&self) -> Option<Decision> {
+        self.xdp_meta().map(|m| m.decision)
     }
 }
 
@@ -303,7 +308,7 @@ impl XdpSwitch {
         Ok(())
     }
 
-    /// Sets the clock the flowlet modes read instead of `bpf_ktime_get_ns` (0: the kernel's
+    /// Sets the clock the flowlet modes and the metadata's `rx_ns` read instead of `bpf_ktime_get_ns` (0: the kernel's
     /// clock again), for `BPF_PROG_TEST_RUN` tests that need to place packets in time.
     pub fn set_clock_override(&mut self, now_ns: u64) -> Result<(), LoaderError> {
         let mut map: Array<&mut MapData, SwitchParams> = typed_map(&mut self.ebpf, maps::PARAMS)?;

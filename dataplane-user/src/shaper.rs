@@ -69,6 +69,14 @@ impl Shaper {
         self.next
     }
 
+    /// When the next frame leaves in the schedule, for a capture's stamp: the time the shaper
+    /// let it go (`next`), but not before `not_before` (the pass that sends it, or the departure
+    /// a shaped port was waiting for: a late wake-up does not move the schedule).
+    #[inline]
+    pub fn departure(&self, not_before: u64) -> u64 {
+        self.next.max(not_before)
+    }
+
     /// Accounts a frame of `frame_len` bytes that starts at `now` (call after `poll` said Ok).
     #[inline]
     pub fn sent(&mut self, now: u64, frame_len: u32) {
@@ -157,6 +165,39 @@ mod tests {
         // The long-run rate is the line rate: 1000 frames take 1000 frame times minus the burst.
         let span = t[999] - t[0];
         assert!(span.abs_diff((999 - burst_frames) * ft) <= ft, "span {span}");
+    }
+
+    #[test]
+    fn departures_follow_the_schedule_not_a_late_wake_up() {
+        // As the data path stamps sent frames for a capture: a backlog at 1 Gbit/s; the thread
+        // wakes exactly when the shaper asks for a while, then 40 µs late and sends every frame
+        // whose time has come in one batch. The stamps are the schedule's, one frame time
+        // apart; with the old rule (the pass's clock) the batch would share one stamp.
+        use crate::capture::{serialisation_ns, LineStamp};
+        let mut s = Shaper::new(GBPS, DEFAULT_BURST_BYTES);
+        let mut line = LineStamp::default();
+        let ft = serialisation_ns(1500, GBPS);
+        let mut now = 1_000_000;
+        let mut not_before = now;
+        let mut stamps = Vec::new();
+        let mut batches = Vec::new();
+        for wake in 0..20 {
+            let mut batch = 0;
+            while s.poll(now).is_ok() {
+                stamps.push(line.stamp(s.departure(not_before), ft));
+                s.sent(now, 1500);
+                batch += 1;
+            }
+            batches.push(batch);
+            let due = s.poll(now).unwrap_err();
+            now = if wake == 12 { due + 40_000 } else { due };
+            not_before = due.min(now);
+        }
+        // The idle link's burst (4 frames), then one frame per wake-up, then the late wake-up's
+        // batch of 4.
+        assert_eq!(batches[0], 4, "{batches:?}");
+        assert_eq!(batches[13], 4, "{batches:?}");
+        assert!(stamps.windows(2).all(|w| w[1] - w[0] == ft), "{:?}", stamps.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>());
     }
 
     #[test]

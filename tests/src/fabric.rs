@@ -174,6 +174,19 @@ impl Fabric {
         Self::up_edited(template, name, |text| text + extra)
     }
 
+    /// Brings up the topology `yaml` (its `fabric:` must be `name`), written to a temp dir.
+    pub fn up_yaml(name: &str, yaml: &str) -> Fabric {
+        assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
+        let dir = std::env::temp_dir().join(format!("rocefab-test-{name}"));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let topology = dir.join(format!("{name}.yaml"));
+        std::fs::write(&topology, yaml).expect("write topology");
+        let f = Fabric { name: name.to_string(), topology };
+        let o = rocefab(&["up", f.topology.to_str().unwrap()]);
+        assert!(o.status.success(), "rocefab up {name} failed:\n{}{}", stdout(&o), stderr(&o));
+        f
+    }
+
     /// Brings up a renamed copy of `template` whose text `edit` changed.
     fn up_edited(template: &str, name: &str, edit: impl FnOnce(String) -> String) -> Fabric {
         assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");

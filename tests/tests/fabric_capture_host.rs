@@ -266,15 +266,20 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     assert_eq!(cap.header["ports"][0], "gpu0", "{}", cap.header);
     assert_eq!(cap.header["clock"], "wall clock", "{}", cap.header);
     // The header comes once the agent's capture sockets are open: nothing after it is missed.
+    // A second capture of the same NIC at once (issue 21: a second one used to get 409).
+    let cap2 = Capture::open(agent, "gpu0");
     let t0 = unix_ns();
     let o = f.exec("host1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "-I", "10.0.1.1", "10.0.1.2"]);
     assert!(o.status.success(), "ping: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     let t1 = unix_ns();
     let end = Instant::now() + Duration::from_secs(5);
-    while cap.count() < 6 && Instant::now() < end {
+    while (cap.count() < 6 || cap2.count() < 6) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50));
     }
     let frames = cap.stop();
+    let frames2 = cap2.stop();
+    let key = |v: &[Frame]| -> Vec<(u8, u64, Vec<u8>)> { v.iter().filter(|f| f.icmp().is_some()).map(|f| (f.dir, f.ts_ns, f.data.clone())).collect() };
+    assert_eq!(key(&frames2), key(&frames), "both captures got the same ICMP frames");
     let icmp: Vec<(u8, Ip, Ip, u8, u64)> = frames.iter().filter_map(|f| f.icmp().map(|(s, d, t)| (f.dir, s, d, t, f.ts_ns))).collect();
     let requests: Vec<_> = icmp.iter().filter(|x| x.3 == 8).collect();
     let replies: Vec<_> = icmp.iter().filter(|x| x.3 == 0).collect();
@@ -288,6 +293,8 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     // 2 and 3. An incast into host1:gpu0 while scapy sends PFC frames from rail1 to it.
     let mirrored_before = metric(&scrape(agent), "rocefab_capture_mirrored_frames_total", &[("host", "host1")]);
     let cap = Capture::open(agent, "gpu0");
+    // And a second one alongside, which must get the same AF_XDP frames.
+    let cap2 = Capture::open(agent, "gpu0");
     let rail_port = f.port_to("rail1", "host1:gpu0");
     let mut pfc = Proc::spawn(
         "scapy PFC sender",
@@ -314,6 +321,7 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     assert_eq!(pfc.wait(Duration::from_secs(10)), 0);
     std::thread::sleep(Duration::from_millis(300));
     let frames = cap.stop();
+    let frames2 = cap2.stop();
 
     // What hostd counted on host1:gpu0 (the full report next to its job file).
     let path = run_dir(&f.name).join("jobs/incast/host1.report.json");
@@ -330,6 +338,8 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
         rx - pfc_rx,
         frames.iter().filter(|f| pfc_seq(f).is_some()).count(),
     );
+    let roce_key = |v: &[Frame]| -> Vec<(u8, u64, usize)> { v.iter().filter(|f| f.roce().is_some()).map(|f| (f.dir, f.ts_ns, f.data.len())).collect() };
+    assert!(roce_key(&frames2) == roce_key(&frames), "the second capture got {} RoCEv2 frames, the first {}", roce_key(&frames2).len(), roce_key(&frames).len());
     // RoCEv2: data in to 10.0.1.1, ACKs out from it, as many as the NIC emulator handled.
     let roce: Vec<(u8, Ip, Ip, u8)> = frames.iter().filter_map(|f| f.roce().map(|(s, d, op)| (f.dir, s, d, op))).collect();
     let roce_in: Vec<_> = roce.iter().filter(|x| x.0 == DIR_IN).collect();
@@ -340,6 +350,18 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     // RDMA WRITE First/Middle/Last/Only (0x06..=0x0b) in, Acknowledge (0x11) out.
     assert!(roce_in.iter().filter(|x| (0x06..=0x0b).contains(&x.3)).count() >= 7 * 1024, "7 senders × 1 MiB of writes: {} inbound", roce_in.len());
     assert!(roce_out.iter().any(|x| x.3 == 0x11), "no ACK out");
+    // Each AF_XDP frame has its own stamp (issue 21): received ones the time the host XDP
+    // program saw them, sent ones the pass that sent them, and consecutive frames in one
+    // direction at least their serialisation time apart at the NIC's line rate (1 Gbit/s at
+    // D = 1: a bit is a ns; 24 bytes of preamble, FCS and gap, 60 bytes at least). With
+    // per-batch stamps a batch shared one stamp.
+    for dir in [DIR_IN, DIR_OUT] {
+        let ts: Vec<(u64, u64)> = frames.iter().filter(|f| f.dir == dir && f.roce().is_some()).map(|f| (f.ts_ns, f.data.len() as u64)).collect();
+        for w in ts.windows(2) {
+            let need = (w[0].1.max(60) + 24) * 8;
+            assert!(w[1].0 >= w[0].0 + need, "direction {dir}: RoCEv2 frames {} ns apart, the first ({} bytes) takes {need} ns at 1 Gbit/s", w[1].0 as i64 - w[0].0 as i64, w[0].1);
+        }
+    }
     // Every frame hostd counts is copied to the ring once, and nothing was lost.
     let m = scrape(agent);
     let lost = metric(&m, "rocefab_capture_lost_frames_total", &[("host", "host1")]);

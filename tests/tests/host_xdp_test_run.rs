@@ -66,6 +66,14 @@ fn icmp_v4() -> Vec<u8> {
     v
 }
 
+/// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the live local.
+    assert_eq!(unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) }, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 #[test]
 fn host_program_redirects_roce_and_mac_control_and_passes_the_rest() {
     let veth = VethPair::new("rf-h-x1a", "rf-h-x1b").unwrap();
@@ -85,10 +93,19 @@ fn host_program_redirects_roce_and_mac_control_and_passes_the_rest() {
         ("truncated ipv4", udp_v4(4791, 64)[..30].to_vec(), XDP_PASS),
     ];
     for (what, frame, want) in &cases {
+        let before = monotonic_ns();
         let out = h.test_run(frame, idx).unwrap();
         assert_eq!(out.action, *want, "{what}");
         if *want == XDP_REDIRECT {
             assert_eq!(&out.data, frame, "{what}: redirected frames are not modified");
+            // The time the program saw the frame (CLOCK_MONOTONIC, as bpf_ktime_get_ns), for
+            // captures: between the clock readings around the run.
+            let after = monotonic_ns();
+            let m = out.xdp_meta().unwrap_or_else(|| panic!("{what}: XdpMeta in front of the frame, got {:02x?}", out.meta));
+            assert_eq!((m.decision.kind, m.decision.ingress_port), (dataplane_common::kind::HOST, 0), "{what}");
+            assert!(m.rx_ns >= before && m.rx_ns <= after, "{what}: rx_ns {} outside [{before}, {after}]", m.rx_ns);
+        } else {
+            assert!(out.meta.is_empty(), "{what}: a passed frame gets no metadata");
         }
     }
     let c = h.counters().unwrap()[0];

@@ -5,14 +5,14 @@
 //! the kernel insists the test-run ingress ifindex is a real device. Both ends get a bound
 //! AF_XDP socket in `XSKS`, so `bpf_redirect_map` succeeds and the run reports `XDP_REDIRECT`
 //! (a non-live test run does not carry the redirect out; the output is the frame and, in front
-//! of it, the Decision as XDP metadata).
+//! of it, the XdpMeta: the program's clock and the Decision).
 //!
 //! Run: `cargo test -p rocefab-tests --test xdp_test_run --no-run` then run the binary as root,
 //! or as root `cargo test -p rocefab-tests --test xdp_test_run -- --test-threads=1`.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use dataplane_common::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
-use dataplane_common::{counter, ecmp_index, flow_hash, kind, Decision};
+use dataplane_common::{counter, ecmp_index, flow_hash, kind, Decision, XdpMeta};
 use dataplane_user::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
 use etherparse::{IpDscp, IpHeaders, IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, VlanId};
 use rocefab_tests::xdp::{ifindex, link_show, send_raw, VethPair, XskSocket};
@@ -237,7 +237,7 @@ fn arp_frame() -> Vec<u8> {
 /// as its XDP metadata; returns the Decision.
 fn assert_redirect(out: &TestRunOutput, frame: &[u8]) -> Decision {
     assert_eq!(out.action, XDP_REDIRECT, "action");
-    assert_eq!(out.meta.len(), Decision::LEN, "8 bytes of XDP metadata");
+    assert_eq!(out.meta.len(), XdpMeta::LEN, "16 bytes of XDP metadata");
     let d = out.decision().expect("Decision with magic in the metadata");
     assert_eq!(out.data, frame, "frame is unchanged");
     assert_eq!(d.ingress_port, 0);
@@ -260,6 +260,24 @@ fn dscp_selects_traffic_class_ipv4_ipv6_with_and_without_vlan() {
         }
     }
     fx.assert_counters(0, &[(counter::RX, n), (counter::FORWARDED, n)]);
+}
+
+#[test]
+fn metadata_carries_the_time_the_program_saw_the_frame() {
+    // Captures stamp a received frame with the program's clock (issue 21), not the time the
+    // daemon took its batch: the clock override stands in for bpf_ktime_get_ns, and every
+    // redirected kind carries it, in front of the Decision.
+    let mut fx = Fixture::new("t");
+    let frames = [udp4(V4_SRC, V4_GROUP0, &Udp::default()), lldp_frame(), pfc_frame()];
+    for (i, t) in [1_000_000_007u64, 1_000_000_008, 5_000_000_000_123].into_iter().enumerate() {
+        fx.sw.set_clock_override(t).unwrap();
+        let frame = &frames[i];
+        let out = fx.run(frame);
+        assert_redirect(&out, frame);
+        let m = out.xdp_meta().unwrap();
+        assert_eq!(m.rx_ns, t, "frame {i}");
+        assert_eq!(&out.meta[8..], &m.decision.to_bytes(), "the Decision ends where the frame starts");
+    }
 }
 
 #[test]

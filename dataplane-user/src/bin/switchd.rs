@@ -185,7 +185,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let router = {
         let render = scrape.clone();
         let mut r = http::metrics_router(move || lock(&render).render())
-            .merge(capture::router(cfg.name.clone(), names.clone(), Arc::new(Mutex::new(Some(tap_consumer)))));
+            .merge(capture::router(cfg.name.clone(), names.clone(), capture::slot(tap_consumer)));
         // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
         let xdp = scrape.clone();
         r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));

@@ -160,6 +160,9 @@ fn run(args: Args) -> Result<bool> {
 
     let clock = Clock::new();
     let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
+    for (i, p) in ports.iter_mut().enumerate() {
+        p.stamps = gpu_host::nic::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
+    }
     tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
     {
         let mut out = std::io::stdout().lock();

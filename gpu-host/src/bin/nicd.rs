@@ -193,7 +193,8 @@ struct Capture {
     active: u64,
     /// The capture (`Tap::generation`) the sources are set up for.
     generation: u64,
-    /// `generation`, published for [`CaptureWake::ready`] once the sources are open.
+    /// The change of the mirrored ports (`Tap::changes`) the sources are set up for, published
+    /// in `ready` once the sources are open (several captures may join and leave).
     ready: Arc<AtomicU64>,
     housekeeping_at: Instant,
     frame: Vec<u8>,
@@ -207,10 +208,11 @@ struct Capture {
 impl Capture {
     fn run(mut self, stop: &AtomicBool) {
         while !stop.load(Ordering::Relaxed) {
+            let changes = self.tap.shared().changes();
             let generation = self.tap.shared().generation();
             let mask = self.tap.mask();
-            if mask != self.active || generation != self.generation {
-                self.reconfigure(mask, generation);
+            if mask != self.active || generation != self.generation || changes != self.ready.load(Ordering::Relaxed) {
+                self.reconfigure(mask, generation, changes);
             }
             if self.active == 0 {
                 std::thread::park_timeout(CAPTURE_IDLE_POLL);
@@ -222,7 +224,7 @@ impl Capture {
             self.wait();
             self.round();
         }
-        self.reconfigure(0, self.generation);
+        self.reconfigure(0, self.generation, self.ready.load(Ordering::Relaxed));
     }
 
     fn wanted(&self, i: usize) -> bool {
@@ -230,7 +232,7 @@ impl Capture {
     }
 
     /// Sets both sources up for `mask` (0: stops them).
-    fn reconfigure(&mut self, mask: u64, generation: u64) {
+    fn reconfigure(&mut self, mask: u64, generation: u64, changes: u64) {
         if let Some(shm) = self.shm.as_mut() {
             if generation != self.generation {
                 // What hostd wrote for an earlier capture.
@@ -256,7 +258,7 @@ impl Capture {
         }
         self.generation = generation;
         self.housekeeping();
-        self.ready.store(generation, Ordering::Release);
+        self.ready.store(changes, Ordering::Release);
     }
 
     /// Opens the sockets of captured NICs that have none (an interface may appear later) and
@@ -348,7 +350,7 @@ impl CaptureWake {
     async fn started(&self) {
         self.thread.unpark();
         let until = Instant::now() + Duration::from_secs(1);
-        while self.tap.mask() != 0 && self.ready.load(Ordering::Acquire) != self.tap.generation() && Instant::now() < until {
+        while self.tap.mask() != 0 && self.ready.load(Ordering::Acquire) < self.tap.changes() && Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -427,7 +429,7 @@ fn start_capture(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureSta
     let s2 = stop.clone();
     let join = std::thread::Builder::new().name("rocefab-capture".into()).spawn(move || cap.run(&s2)).context("spawning the capture thread")?;
     let wake = CaptureWake { thread: join.thread().clone(), ready, tap: wake_tap };
-    Ok((Arc::new(Mutex::new(Some(consumer))), stats, wake, CaptureThread { stop, join: Some(join) }))
+    Ok((capture::slot(consumer), stats, wake, CaptureThread { stop, join: Some(join) }))
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {

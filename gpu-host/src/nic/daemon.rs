@@ -8,7 +8,9 @@
 //! frames) was measured too and did not help: received frames are handled at once.
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use dataplane_user::capture::MonoClock;
 
 use super::engine::Engine;
 use super::mirror::MirrorProducer;
@@ -19,18 +21,23 @@ pub const MAX_SLEEP_NS: u64 = 10_000_000;
 /// Sleep while waiting for TX completions with no free TX frame.
 pub const TX_STARVED_SLEEP_NS: u64 = 50_000;
 
-/// Monotonic nanoseconds since `base`.
+/// Monotonic nanoseconds since `base` (CLOCK_MONOTONIC, the clock of `bpf_ktime_get_ns`, so
+/// the host XDP program's receive times convert exactly: [`Clock::mono`]).
 #[derive(Clone, Copy, Debug)]
 pub struct Clock {
-    base: Instant,
+    base: MonoClock,
 }
 
 impl Clock {
     pub fn new() -> Clock {
-        Clock { base: Instant::now() }
+        Clock { base: MonoClock::new() }
     }
     pub fn now(&self) -> u64 {
-        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        self.base.now()
+    }
+    /// The underlying clock (for capture stamps).
+    pub fn mono(&self) -> MonoClock {
+        self.base
     }
 }
 

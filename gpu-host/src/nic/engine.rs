@@ -711,6 +711,11 @@ impl Engine {
         self.nics.len()
     }
 
+    /// Wall-clock line rate of NIC `i` (emulated / D).
+    pub fn nic_line_rate_bps(&self, i: usize) -> u64 {
+        self.nics[i].cfg.line_rate_bps
+    }
+
     /// Counters of NIC `i`.
     pub fn nic_counters(&self, i: usize) -> NicCounters {
         self.nics[i].c

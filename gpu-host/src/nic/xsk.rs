@@ -11,14 +11,21 @@
 //! Captures: frames taken from the RX ring and frames produced to the TX ring never pass the
 //! kernel's packet taps, so while `rocefab-nicd` captures a port ([`XskPort::mirror_port`]
 //! enabled in the [`MirrorProducer`]'s mask, checked once per batch) they are copied into the
-//! shared-memory mirror ring ([`super::mirror`]), stamped once per batch.
+//! shared-memory mirror ring ([`super::mirror`]), each stamped on its own
+//! ([`CaptureStamps`]): a received frame with the time the host XDP program saw it (the
+//! `rx_ns` of its `dataplane_common::XdpMeta`), a sent frame with the pass that sends it; both
+//! spaced at least one serialisation time at the NIC's line rate after the previous frame in
+//! that direction (`dataplane_user::capture::LineStamp`).
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
 
 use afxdp::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
 use super::engine::Engine;
-use super::mirror::{unix_now_ns, MirrorProducer, DIR_IN, DIR_OUT};
+use dataplane_common::{kind, XdpMeta};
+use dataplane_user::capture::{serialisation_ns, LineStamp, MonoClock};
+
+use super::mirror::{MirrorProducer, DIR_IN, DIR_OUT};
 
 /// Frames on the fill/RX side (also the fill, completion and RX ring sizes).
 pub const RX_FRAMES: u32 = 1024;
@@ -54,6 +61,43 @@ pub struct XskPort {
     pub tx_outstanding: usize,
     /// This NIC's capture port number in the mirror ring (`None`: never mirrored).
     pub mirror_port: Option<u16>,
+    /// How captured frames are stamped.
+    pub stamps: CaptureStamps,
+}
+
+/// The clock and line rate a port's captured frames are stamped with.
+#[derive(Debug, Clone, Copy)]
+pub struct CaptureStamps {
+    /// The data loop's clock (its `now`), on CLOCK_MONOTONIC like `bpf_ktime_get_ns`.
+    pub clock: MonoClock,
+    /// Unix time of the clock's zero (measured once, [`MonoClock::unix_offset_ns`]).
+    pub unix_offset_ns: u64,
+    /// The NIC's wall-clock line rate (emulated / D).
+    pub line_rate_bps: u64,
+    rx: LineStamp,
+    tx: LineStamp,
+}
+
+impl CaptureStamps {
+    pub fn new(clock: MonoClock, line_rate_bps: u64) -> Self {
+        CaptureStamps { clock, unix_offset_ns: clock.unix_offset_ns(), line_rate_bps, rx: LineStamp::default(), tx: LineStamp::default() }
+    }
+
+    /// Unix ns of a frame received at data-loop time `now` whose XDP metadata is `meta`.
+    #[inline]
+    fn received(&mut self, meta: Option<[u8; XdpMeta::LEN]>, now: u64, len: usize) -> u64 {
+        let seen = meta
+            .and_then(|m| XdpMeta::from_bytes(&m))
+            .filter(|m| m.decision.kind == kind::HOST)
+            .map_or(now, |m| self.clock.from_ktime(m.rx_ns));
+        self.rx.stamp(seen, serialisation_ns(len as u32, self.line_rate_bps)).wrapping_add(self.unix_offset_ns)
+    }
+
+    /// Unix ns of a frame sent by the pass at data-loop time `now`.
+    #[inline]
+    fn sent(&mut self, now: u64, len: usize) -> u64 {
+        self.tx.stamp(now, serialisation_ns(len as u32, self.line_rate_bps)).wrapping_add(self.unix_offset_ns)
+    }
 }
 
 impl std::fmt::Debug for XskPort {
@@ -92,6 +136,8 @@ impl XskPort {
             batch: Vec::with_capacity(BATCH),
             tx_outstanding: 0,
             mirror_port: None,
+            // Until the daemon gives the loop's clock and the NIC's rate.
+            stamps: CaptureStamps::new(MonoClock::new(), u64::MAX),
         })
     }
 
@@ -101,11 +147,11 @@ impl XskPort {
     }
 
     /// The mirror and this port's number in it when this port is being captured (one atomic
-    /// load), with the batch's timestamp.
-    fn capturing<'m>(&self, mirror: Option<&'m mut MirrorProducer>) -> Option<(&'m mut MirrorProducer, u16, u64)> {
+    /// load).
+    fn capturing<'m>(&self, mirror: Option<&'m mut MirrorProducer>) -> Option<(&'m mut MirrorProducer, u16)> {
         let port = self.mirror_port?;
         let m = mirror?;
-        m.enabled(port).then(|| (m, port, unix_now_ns()))
+        m.enabled(port).then_some((m, port))
     }
 
     /// Hands up to [`BATCH`] received frames to `engine` as NIC `nic` (and to `mirror` while
@@ -118,8 +164,11 @@ impl XskPort {
             // SAFETY: the frame was just consumed from the RX ring, so the kernel no longer
             // writes it until we put it back on the fill ring below.
             let data = unsafe { self.umem.data(d) };
-            if let Some((m, port, ts)) = capture.as_mut() {
-                m.push(*port, DIR_IN, *ts, data.contents());
+            if let Some((m, port)) = capture.as_mut() {
+                // SAFETY: as above: a frame of this UMEM we own until it goes back to the fill ring.
+                let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) };
+                let ts = self.stamps.received(meta, now, data.contents().len());
+                m.push(*port, DIR_IN, ts, data.contents());
             }
             engine.on_frame(nic, data.contents(), now);
         }
@@ -159,8 +208,9 @@ impl XskPort {
             match engine.next_tx(nic, data.contents_mut(), now) {
                 Some(n) => {
                     data.cursor().set_pos(n);
-                    if let Some((m, port, ts)) = capture.as_mut() {
-                        m.push(*port, DIR_OUT, *ts, data.contents());
+                    if let Some((m, port)) = capture.as_mut() {
+                        let ts = self.stamps.sent(now, n);
+                        m.push(*port, DIR_OUT, ts, data.contents());
                     }
                     self.batch.push(d);
                 }
@@ -214,5 +264,48 @@ impl XskPort {
         let s = afxdp::rx_statistics(&self.rx)
             .map_err(|source| XskError::Io { name: self.name.clone(), what: "XDP_STATISTICS", source })?;
         Ok((s.rx_dropped, s.rx_ring_full, s.rx_fill_ring_empty_descs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dataplane_common::Decision;
+
+    fn meta(kind: u8, rx_ns: u64) -> Option<[u8; XdpMeta::LEN]> {
+        let decision = Decision { magic: Decision::MAGIC, kind, ..Default::default() };
+        Some(XdpMeta { rx_ns, decision }.to_bytes())
+    }
+
+    #[test]
+    fn received_frames_carry_the_xdp_time_spaced_at_the_line_rate() {
+        // Loop clock zero at CLOCK_MONOTONIC 5 s, Unix time of that zero 1.7e18; a 10 Gbit/s
+        // NIC at D = 10 (1 Gbit/s on the wall clock).
+        let mut s = CaptureStamps::new(MonoClock::with_origin(5_000_000_000), 1_000_000_000);
+        s.unix_offset_ns = 1_700_000_000_000_000_000;
+        let ser = serialisation_ns(1000, 1_000_000_000);
+        let now = 2_000_000; // the pass that took the batch
+        // XDP saw them 100 µs apart: each keeps its own time (not the batch's).
+        let t: Vec<u64> = (0..4).map(|i| s.received(meta(kind::HOST, 5_000_000_000 + 1_000_000 + i * 100_000), now, 1000)).collect();
+        assert_eq!(t, (0..4).map(|i| 1_700_000_000_000_000_000 + 1_000_000 + i * 100_000).collect::<Vec<_>>());
+        // Seen within 1 µs (delivered at once): spread one serialisation time apart.
+        let base = 5_000_000_000 + 1_500_000;
+        let t: Vec<u64> = (0..4).map(|i| s.received(meta(kind::HOST, base + i * 300), now, 1000)).collect();
+        assert!(t.windows(2).all(|w| w[1] - w[0] == ser), "{t:?}");
+        // No metadata, or not the host program's: the pass's time (still spaced).
+        let a = s.received(None, 3_000_000, 60);
+        let b = s.received(meta(kind::FORWARD, 1), 3_000_000, 60);
+        assert_eq!(a, 1_700_000_000_000_000_000 + 3_000_000);
+        assert_eq!(b - a, serialisation_ns(60, 1_000_000_000));
+    }
+
+    #[test]
+    fn a_burst_sent_in_one_pass_leaves_at_the_line_rate() {
+        let mut s = CaptureStamps::new(MonoClock::with_origin(0), 50_000_000);
+        s.unix_offset_ns = 0;
+        let t: Vec<u64> = (0..16).map(|_| s.sent(10_000_000, 1100)).collect();
+        let ser = serialisation_ns(1100, 50_000_000);
+        assert_eq!(t[0], 10_000_000);
+        assert!(t.windows(2).all(|w| w[1] - w[0] == ser), "{t:?}");
     }
 }
