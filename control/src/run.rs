@@ -535,14 +535,33 @@ impl Hostds {
 
     /// Collects lines until every hostd has `n` of them or has closed its stdout, or `until`.
     fn wait_lines(&mut self, n: usize, until: Instant) {
+        self.wait_lines_or_failure(n, until, |_| false);
+    }
+
+    /// [`Hostds::wait_lines`], returning early with the index of the first hostd that `failed`
+    /// says failed (given its `n`-th line), or that closed its stdout with fewer lines.
+    fn wait_lines_or_failure(&mut self, n: usize, until: Instant, failed: impl Fn(&str) -> bool) -> Option<usize> {
         while self.procs.iter().any(|p| p.lines.len() < n && !p.eof) {
             let left = until.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
-                Ok((i, Some(l))) => self.procs[i].lines.push(l),
-                Ok((i, None)) => self.procs[i].eof = true,
-                Err(_) => return,
+                Ok((i, Some(l))) => {
+                    let p = &mut self.procs[i];
+                    p.lines.push(l);
+                    if p.lines.len() == n && failed(&p.lines[n - 1]) {
+                        return Some(i);
+                    }
+                }
+                Ok((i, None)) => {
+                    let p = &mut self.procs[i];
+                    p.eof = true;
+                    if p.lines.len() < n {
+                        return Some(i);
+                    }
+                }
+                Err(_) => return None,
             }
         }
+        None
     }
 
     /// Stops every hostd still running (SIGTERM, then SIGKILL after [`EXIT_GRACE`]) and reaps
@@ -783,24 +802,36 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         let mut s = p.stdin.take().expect("stdin");
         writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
     }
-    procs.wait_lines(2, deadline);
-    // Hosts still running at the deadline report what they were waiting for (SIGUSR1).
-    let mut timed_out = Vec::new();
+    // A host that failed (an errored QP, data that do not verify, a crash) means the job cannot
+    // succeed, and its peers may wait for it until the timeout: stop the others at once.
+    let failed = procs.wait_lines_or_failure(2, deadline, |l| serde_json::from_str::<Report>(l).map_or(true, |r| !r.ok));
+    let after_s = started.elapsed().as_secs_f64();
+    // Hosts still running at the deadline report what they were waiting for (SIGUSR1; SIGTERM
+    // when another host failed first).
+    let mut asked = Vec::new();
+    let timed_out = failed.is_none() && Instant::now() >= deadline;
     for p in &mut procs.procs {
         if p.lines.len() < 2 && !p.eof {
-            p.signal(libc::SIGUSR1);
-            timed_out.push(p.host.clone());
+            p.signal(if timed_out { libc::SIGUSR1 } else { libc::SIGTERM });
+            asked.push(p.host.clone());
         }
     }
-    if !timed_out.is_empty() {
+    if !asked.is_empty() {
         procs.wait_lines(2, Instant::now() + REPORT_GRACE);
     }
+    let first_failure = failed.filter(|_| !asked.is_empty()).map(|i| {
+        format!(
+            "{} failed at {after_s:.1} s, so the job was stopped there: {} reported what they were waiting for",
+            procs.procs[i].host,
+            asked.join(", ")
+        )
+    });
     let mut reports = Vec::new();
     let mut missing = Vec::new();
     for p in &mut procs.procs {
         let Some(l) = p.lines.get(1).cloned() else {
-            let w = if timed_out.contains(&p.host) {
-                format!("without a report, also {} s after the timeout asked for one", REPORT_GRACE.as_secs())
+            let w = if asked.contains(&p.host) {
+                format!("without a report, also {} s after it was asked for one", REPORT_GRACE.as_secs())
             } else {
                 "without a report".to_string()
             };
@@ -813,6 +844,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         let path = dir.join(format!("{}.report.json", p.host));
         std::fs::write(&path, &l).with_context(|| format!("writing {}", path.display()))?;
         reports.push((p.host.clone(), r));
+    }
+    // A host that did not answer the timeout's request for a report will not answer SIGTERM
+    // either (stopped, or its data thread stuck).
+    for p in procs.procs.iter_mut().filter(|p| p.lines.len() < 2) {
+        p.signal(libc::SIGKILL);
     }
     let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
     // Every host has reported (or timed out), so no peer waits for an ACK any more: end the
@@ -827,18 +863,19 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let metrics = (0..hosts.len()).map(|i| format!("http://127.0.0.1:{}/metrics", a.metrics_port_base as usize + i)).collect();
     let mut rep = summarize(&a.fabric, kind, a.segment, a.size, built.layout.world_size(), &reports, metrics);
     rep.hosts = hosts.len();
-    rep.timed_out = !timed_out.is_empty();
+    rep.timed_out = timed_out;
     rep.errors.extend(missing);
+    rep.errors.extend(first_failure);
     rep.errors.extend(unreaped);
     rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
-    if !rep.timed_out {
-        rep.warnings = bottleneck::warnings(&bottleneck::Measured {
-            time_dilation: dilation.factor(),
-            cpu_busy,
-            nics: bottleneck::nic_use(&reports),
-            senders_busy_throughout: kind != Kind::Broadcast,
-        });
-    }
+    // Also for a job that failed or timed out: a machine that could not keep up makes QPs
+    // exhaust their retries.
+    rep.warnings = bottleneck::warnings(&bottleneck::Measured {
+        time_dilation: dilation.factor(),
+        cpu_busy,
+        nics: bottleneck::nic_use(&reports),
+        senders_busy_throughout: kind != Kind::Broadcast,
+    });
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
     if a.json {
         // The JSON carries the warnings; stderr repeats them for whoever watches it.
@@ -1021,5 +1058,31 @@ mod tests {
         let st = h.procs[0].child.try_wait().unwrap().expect("reaped");
         assert_eq!(describe_exit(st), "killed by signal 9 (SIGKILL)");
         let _ = std::fs::remove_file(&log);
+    }
+
+    /// One host fails while another would wait for it until the timeout: the wait ends with the
+    /// failure, not at the deadline.
+    #[test]
+    fn waiting_for_reports_ends_at_the_first_failure() {
+        let spawn = |script: &str| Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let log = PathBuf::from("/nonexistent");
+        let mut h = Hostds::new();
+        h.push("host1".into(), spawn("echo ready; exec sleep 60"), log.clone());
+        h.push("host2".into(), spawn("echo ready; sleep 0.2; echo failed; exec sleep 60"), log.clone());
+        let t = Instant::now();
+        let first = h.wait_lines_or_failure(2, t + Duration::from_secs(30), |l| l == "failed");
+        assert_eq!(first, Some(1));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // A host that ends without its report is a failure too.
+        let mut h = Hostds::new();
+        h.push("host1".into(), spawn("echo ready; exec sleep 60"), log.clone());
+        h.push("host2".into(), spawn("echo ready; exit 1"), log);
+        let t = Instant::now();
+        assert_eq!(h.wait_lines_or_failure(2, t + Duration::from_secs(30), |_| false), Some(1));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // Without failures it waits until the deadline.
+        let t = Instant::now();
+        assert_eq!(h.wait_lines_or_failure(2, t + Duration::from_millis(300), |_| false), None);
+        assert!(t.elapsed() >= Duration::from_millis(300));
     }
 }

@@ -1125,7 +1125,7 @@ impl Engine {
             ok &= complete;
             let first = verify.then(|| verify_collective(&c.spec.expect, &c.bufs, &c.rank_idx));
             for r in &c.spec.ranks {
-                let waiting_for = (!complete).then(|| self.rank_waiting_for(c, r.rank)).flatten();
+                let waiting_for = (!complete).then(|| self.rank_waiting_for(c, r.rank));
                 let mut rr = RankReport { rank: r.rank, complete, verified: None, first_mismatch: None, waiting_for };
                 if let Some(first) = &first {
                     // The rank's first failing expectation, in the job's order.
@@ -1222,7 +1222,7 @@ impl Engine {
 
     /// What rank `rank` of an incomplete collective waits for: its first transfer not yet
     /// received (with how many of its packets arrived) and its first write not yet posted.
-    fn rank_waiting_for(&self, c: &Coll, rank: u32) -> Option<String> {
+    fn rank_waiting_for(&self, c: &Coll, rank: u32) -> String {
         let mut parts = Vec::new();
         for (qi, list, applied) in &c.recvq {
             let Some(&(ri, need)) = list.get(*applied) else { continue };
@@ -1243,19 +1243,29 @@ impl Engine {
             ));
         }
         for (qi, list, next) in &c.sendq {
-            let Some(&si) = list.get(*next) else { continue };
+            let qp = &self.qps[*qi];
+            let Some(&si) = list.get(*next) else {
+                // Every write posted: waiting for their acknowledgements, if any is missing.
+                let mine = list.iter().any(|&i| c.spec.sends[i].rank == rank);
+                if mine && qp.send_acked < qp.send_total {
+                    parts.push(format!("its writes on QP {:#x} ({}) to complete: {} of {} bytes", qp.spec.qpn, qp.spec.label, qp.send_acked, qp.send_total));
+                }
+                continue;
+            };
             let x = &c.spec.sends[si];
             if x.rank != rank {
                 continue;
             }
-            let qp = &self.qps[*qi];
             let why = match x.deps.iter().find(|&&d| !is_done(&c.done, d)) {
                 Some(dep) => format!("waits for transfer {dep}"),
                 None => "waits for room in its send ring".to_string(),
             };
             parts.push(format!("write {} on QP {:#x} ({}) not posted: {why}", x.id, qp.spec.qpn, qp.spec.label));
         }
-        (!parts.is_empty()).then(|| parts.join("; "))
+        if parts.is_empty() {
+            parts.push("nothing of its own: its transfers are done, other ranks of the host are not".into());
+        }
+        parts.join("; ")
     }
 
     /// Rank `rank`'s collective buffer.
