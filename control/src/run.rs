@@ -17,6 +17,12 @@
 //! is answered, as by a real RC QP, instead of exhausting its retries against a host that has
 //! gone.
 //!
+//! Every wait has a deadline from `--timeout` (wall clock from the command's start): readiness,
+//! the reports, then [`REPORT_GRACE`] for hosts asked to report at the deadline (SIGUSR1: the
+//! report lists what every unfinished QP and rank waited for, [`gpu_host::nic::job::QpStall`]),
+//! and bounded SIGTERM/SIGKILL waits to reap every hostd. A host that fails first (errored QP,
+//! unverified data, crash) ends the job at once: its peers could only wait for it.
+//!
 //! `--segment` picks how requesters cut their writes: `first-middle-last` (standard RC; a
 //! reordered packet is a sequence error, NAK and go-back-N) or `write-only` (every packet an
 //! RDMA WRITE Only with its own RETH, and responders place out-of-order arrivals: the mode
@@ -121,7 +127,9 @@ pub struct RunArgs {
     /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
     #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]
     pub segment: Segment,
-    /// Give up after this many seconds.
+    /// Give up after this many seconds of wall clock from the start of the command (setting the
+    /// hosts up, the job, the reports): hosts still running then report what every unfinished QP
+    /// was waiting for, and the command exits non-zero.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
     /// Host i serves Prometheus metrics on 127.0.0.1:(base + i) while the job runs.
@@ -407,6 +415,17 @@ pub fn render_table(r: &RunReport) -> String {
     s
 }
 
+/// What `rocefab run` prints: (stdout, stderr lines). Each warning once: the table ends with
+/// them; with `--json` they are in the JSON and, for whoever watches stderr, there.
+pub fn render_output(r: &RunReport, json: bool) -> anyhow::Result<(String, Vec<String>)> {
+    if json {
+        let err = r.warnings.iter().map(|w| format!("warning: {w}")).collect();
+        Ok((serde_json::to_string_pretty(r)? + "\n", err))
+    } else {
+        Ok((render_table(r), Vec::new()))
+    }
+}
+
 /// A duration with a unit that keeps 4 significant digits: `2.551 s`, `1.069 ms`, `645.3 µs`.
 fn duration(ns: u64) -> String {
     let ns = ns as f64;
@@ -426,6 +445,22 @@ fn human(b: u64) -> String {
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}KiB", b >> 10),
         b => format!("{b}B"),
     }
+}
+
+/// Every switch's `GET /sample` now (those that answer within 500 ms, and not past `until`).
+fn switch_samples(fabric: &str, until: Instant) -> Vec<dataplane_user::sample::SwitchSample> {
+    let Ok(st) = State::load(fabric) else { return Vec::new() };
+    let mut out = Vec::new();
+    for d in st.daemons.iter().filter(|d| !d.is_host()) {
+        let left = until.saturating_duration_since(Instant::now()).min(Duration::from_millis(500));
+        if left.is_zero() {
+            break;
+        }
+        if let Some(s) = scrape(&d.url("/sample"), left).ok().and_then(|b| serde_json::from_str(&b).ok()) {
+            out.push(s);
+        }
+    }
+    out
 }
 
 /// The machine's CPU times now (`None` when `/proc/stat` cannot be read).
@@ -796,6 +831,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         }
     }
     let cpu_before = read_cpu_times();
+    let switches_before = switch_samples(&a.fabric, deadline);
     let limit = deadline.saturating_duration_since(Instant::now()) + REPORT_GRACE;
     let recording = timeline.map(|t| t.start(limit)).transpose()?;
     for p in &mut procs.procs {
@@ -809,7 +845,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // Hosts still running at the deadline report what they were waiting for (SIGUSR1; SIGTERM
     // when another host failed first).
     let mut asked = Vec::new();
-    let timed_out = failed.is_none() && Instant::now() >= deadline;
+    let timed_out = failed.is_none() && procs.procs.iter().any(|p| p.lines.len() < 2 && !p.eof);
     for p in &mut procs.procs {
         if p.lines.len() < 2 && !p.eof {
             p.signal(if timed_out { libc::SIGUSR1 } else { libc::SIGTERM });
@@ -851,6 +887,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         p.signal(libc::SIGKILL);
     }
     let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
+    let switches_after = switch_samples(&a.fabric, deadline + REPORT_GRACE);
     // Every host has reported (or timed out), so no peer waits for an ACK any more: end the
     // lingers, all at once, then reap.
     let unreaped = procs.stop();
@@ -865,28 +902,25 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     rep.hosts = hosts.len();
     rep.timed_out = timed_out;
     rep.errors.extend(missing);
-    rep.errors.extend(first_failure);
+    rep.errors.extend(first_failure.clone());
     rep.errors.extend(unreaped);
     rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
-    // Also for a job that failed or timed out: a machine that could not keep up makes QPs
-    // exhaust their retries.
+    // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
+    // their retries), but then only from the CPUs: its senders were held by whatever stalled.
+    let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len();
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
         cpu_busy,
         nics: bottleneck::nic_use(&reports),
-        senders_busy_throughout: kind != Kind::Broadcast,
+        senders_busy_throughout: kind != Kind::Broadcast && ended_normally,
+        links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
     });
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
-    if a.json {
-        // The JSON carries the warnings; stderr repeats them for whoever watches it.
-        for w in &rep.warnings {
-            eprintln!("warning: {w}");
-        }
-        println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
-        // The table ends with the warnings: printed once.
-        print!("{}", render_table(&rep));
+    let (out, err) = render_output(&rep, a.json)?;
+    for l in err {
+        eprintln!("{l}");
     }
+    print!("{out}");
     if rep.timed_out {
         let hosts_stuck = rep.stalls.iter().map(|s| s.host.as_str()).collect::<std::collections::BTreeSet<_>>().len();
         bail!(
@@ -1084,5 +1118,18 @@ mod tests {
         let t = Instant::now();
         assert_eq!(h.wait_lines_or_failure(2, t + Duration::from_millis(300), |_| false), None);
         assert!(t.elapsed() >= Duration::from_millis(300));
+    }
+
+    /// `cargo xtask demo` printed the machine-bound warning twice: on stderr and in the table.
+    #[test]
+    fn each_warning_is_printed_once() {
+        let mut r = summarize("f", Kind::AllReduce, Segment::FirstMiddleLast, 64, 0, &[], vec![]);
+        r.warnings = vec!["the machine, not the model, was the bottleneck: raise time_dilation".into()];
+        let count = |(out, err): (String, Vec<String>)| (out + &err.join("\n")).matches("was the bottleneck").count();
+        assert_eq!(count(render_output(&r, false).unwrap()), 1, "table");
+        let (out, err) = render_output(&r, true).unwrap();
+        assert_eq!(err, ["warning: the machine, not the model, was the bottleneck: raise time_dilation"]);
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(j["warnings"].as_array().unwrap().len(), 1);
     }
 }
