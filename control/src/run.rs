@@ -603,6 +603,9 @@ impl Hostds {
     /// them; returns a line for each that would not go.
     fn stop(&mut self) -> Vec<String> {
         for p in &mut self.procs {
+            // A hostd still waiting for its start line ends on EOF (SIGTERM does not interrupt
+            // that read).
+            drop(p.stdin.take());
             p.signal(libc::SIGTERM);
         }
         let mut left = Vec::new();
