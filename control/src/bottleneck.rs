@@ -12,6 +12,13 @@
 //!   [`SENDER_SLOW`] of its line rate while its QPs were sending — judged only for collectives
 //!   whose senders have data from the start (not a chain broadcast, where a rank waits for
 //!   its predecessor by design).
+//!
+//! Neither sign counts when a switch link ran at [`RECEIVER_SLOW`] of its line rate or more over
+//! the job: such a link is the model's bottleneck (e.g. the rail-spine uplinks of a ring
+//! AllReduce whose every hop crosses rails, two flows per uplink), and it, not the machine,
+//! explains receivers and senders below their NICs' rate. A machine too slow for the dilated
+//! rates keeps every link below it.
+use dataplane_user::sample::SwitchSample;
 use gpu_host::nic::job::Report;
 
 /// CPU busy fraction at which the machine counts as saturated.
@@ -71,6 +78,44 @@ pub struct NicUse {
     pub retransmitted_packets: u64,
 }
 
+/// Bytes the switch shapers charge per frame beyond what `tx_bytes` counts: FCS 4, preamble/SFD
+/// 8, inter-frame gap 12.
+const WIRE_OVERHEAD_BYTES: u64 = 24;
+
+/// One switch egress link's use during the job, emulated units.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkUse {
+    /// `switch:port (to peer)`.
+    pub name: String,
+    pub line_rate_bps: f64,
+    /// Wire bits sent per emulated second of the job.
+    pub tx_bps: f64,
+}
+
+/// The switch links' use between two samples of every switch (`before` the job's start and
+/// `after` its reports) over `job_ns` emulated ns: frames dequeued, all queues, plus the per-frame
+/// wire overhead. Switches or ports missing from either side are left out.
+pub fn link_use(before: &[SwitchSample], after: &[SwitchSample], job_ns: u64) -> Vec<LinkUse> {
+    let mut out = Vec::new();
+    if job_ns == 0 {
+        return out;
+    }
+    for a in after {
+        let Some(b) = before.iter().find(|b| b.switch == a.switch) else { continue };
+        for pa in &a.ports {
+            let Some(pb) = b.ports.iter().find(|p| p.name == pa.name) else { continue };
+            let bytes: u64 = pa.tx_bytes.iter().zip(&pb.tx_bytes).map(|(x, y)| x.saturating_sub(*y)).sum();
+            let frames: u64 = pa.tx_packets.iter().zip(&pb.tx_packets).map(|(x, y)| x.saturating_sub(*y)).sum();
+            out.push(LinkUse {
+                name: format!("{}:{} (to {})", a.switch, pa.name, pa.peer),
+                line_rate_bps: pa.line_rate_bps as f64,
+                tx_bps: (bytes + frames * WIRE_OVERHEAD_BYTES) as f64 * 8e9 / job_ns as f64,
+            });
+        }
+    }
+    out
+}
+
 /// What a run measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
@@ -81,6 +126,8 @@ pub struct Measured {
     /// Every sender has data to send from the job's start until it finishes (incast,
     /// all-to-all, ring AllReduce), so its sending time is link time.
     pub senders_busy_throughout: bool,
+    /// The switch links during the job (empty: not measured).
+    pub links: Vec<LinkUse>,
 }
 
 /// The NICs' link use from the hosts' reports (`(host, report)`, emulated units).
@@ -129,6 +176,10 @@ pub fn warnings(m: &Measured) -> Vec<String> {
     let d = m.time_dilation;
     let pct = |x: f64| format!("{:.0} %", x * 100.0);
     let raise = format!("raise time_dilation (now {d}; try {}) in the topology and run again", d * 2.0);
+    // A switch link near its line rate is the model's bottleneck.
+    if m.links.iter().any(|l| l.line_rate_bps > 0.0 && l.tx_bps >= RECEIVER_SLOW * l.line_rate_bps) {
+        return out;
+    }
     if let Some(busy) = m.cpu_busy.filter(|&b| b >= CPU_SATURATED) {
         let slow: Vec<&NicUse> = m.nics.iter().filter(|n| n.rx_bps > 0.0 && n.rx_bps < RECEIVER_SLOW * n.line_rate_bps).collect();
         if !slow.is_empty() {
@@ -190,7 +241,7 @@ mod tests {
         // 7:1 incast: the receiver runs at 99 % of its rate, each sender at 1/7 of its own.
         let mut nics = vec![nic("host1:gpu0", 0.99, 0.0)];
         nics.extend((0..7).map(|i| nic(&format!("s{i}"), 0.0, 0.99 / 7.0)));
-        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.5), nics, senders_busy_throughout: true };
+        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.5), nics, senders_busy_throughout: true, links: vec![] };
         assert!(warnings(&m).is_empty(), "{:?}", warnings(&m));
         // The same senders with the receiver far below its rate: the machine.
         let mut m = m;
@@ -215,7 +266,7 @@ mod tests {
     #[test]
     fn saturated_cpu_with_slow_receivers_warns_with_the_fix() {
         let nics = vec![nic("host1:gpu0", 0.4, 0.0), nic("host2:gpu0", 0.95, 0.0)];
-        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.97), nics, senders_busy_throughout: true };
+        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.97), nics, senders_busy_throughout: true, links: vec![] };
         let w = warnings(&m);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("the machine, not the model, was the bottleneck"), "{w:?}");
@@ -226,7 +277,7 @@ mod tests {
     #[test]
     fn an_idle_machine_or_full_links_do_not_warn() {
         let slow = vec![nic("host1:gpu0", 0.4, 0.0)];
-        let m = |cpu_busy, nics| Measured { time_dilation: 1.0, cpu_busy, nics, senders_busy_throughout: true };
+        let m = |cpu_busy, nics| Measured { time_dilation: 1.0, cpu_busy, nics, senders_busy_throughout: true, links: vec![] };
         assert!(warnings(&m(Some(0.5), slow.clone())).is_empty());
         assert!(warnings(&m(None, slow)).is_empty());
         let full = vec![nic("host1:gpu0", 0.9, 0.0), nic("host2:gpu0", 0.0, 0.9)];
@@ -235,7 +286,7 @@ mod tests {
 
     #[test]
     fn a_slow_sender_warns_only_when_nothing_in_the_model_held_it_back() {
-        let m = |n: NicUse| warnings(&Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![n], senders_busy_throughout: true });
+        let m = |n: NicUse| warnings(&Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![n], senders_busy_throughout: true, links: vec![] });
         let w = m(nic("host3:gpu1", 0.0, 0.2));
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("down to 20 %: host3:gpu1") && w[0].contains("raise time_dilation (now 4; try 8)"), "{w:?}");
@@ -245,7 +296,7 @@ mod tests {
         assert!(m(NicUse { retransmitted_packets: 1, ..nic("h:g", 0.0, 0.2) }).is_empty());
         assert!(m(nic("h:g", 0.0, 0.8)).is_empty());
         // A chain broadcast's ranks wait for their predecessor: their sending time is not link time.
-        let chain = Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![nic("h:g", 0.0, 0.2)], senders_busy_throughout: false };
+        let chain = Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![nic("h:g", 0.0, 0.2)], senders_busy_throughout: false, links: vec![] };
         assert!(warnings(&chain).is_empty());
     }
 
@@ -278,7 +329,42 @@ mod tests {
         assert!((u[1].tx_bps - 160e9).abs() < 1.0, "{}", u[1].tx_bps);
         assert_eq!(u[1].rx_bps, 0.0, "ACKs only");
         // A saturated machine with that ACK-only link and a full receiver: not the machine.
-        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(1.0), nics: u, senders_busy_throughout: true };
+        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(1.0), nics: u, senders_busy_throughout: true, links: vec![] };
         assert!(warnings(&m).iter().all(|w| !w.contains("receiving links")), "{:?}", warnings(&m));
+    }
+
+    /// The demo's ring AllReduce on rail-spine at D = 16 on a busy machine: receivers at ~42 %,
+    /// CPUs at 99 %, but a rail-spine uplink carries two flows at its line rate: the model.
+    #[test]
+    fn a_switch_link_at_its_line_rate_is_the_models_bottleneck_not_the_machine() {
+        use dataplane_user::sample::PortSample;
+        let port = |name: &str, peer: &str, packets: u64, bytes: u64| {
+            let mut p = PortSample { name: name.into(), peer: peer.into(), line_rate_bps: 1_000_000_000, ..Default::default() };
+            p.tx_packets[3] = packets;
+            p.tx_bytes[3] = bytes;
+            p.tx_packets[0] = 1;
+            p.tx_bytes[0] = 60;
+            p
+        };
+        let sw = |ports| SwitchSample { switch: "rail1".into(), time_dilation: 16.0, ports, ..Default::default() };
+        let before = vec![sw(vec![port("eth5", "spine1:eth1", 100, 100_000), port("eth6", "spine2:eth1", 0, 0)])];
+        // 0.5 emulated s: 50 000 frames of 1076 bytes (+ 24 on the wire) on eth5 (88 % of its
+        // rate), 1 000 on eth6.
+        let after = vec![sw(vec![port("eth5", "spine1:eth1", 50_100, 100_000 + 50_000 * 1076), port("eth6", "spine2:eth1", 1_000, 1_000 * 1076)])];
+        let links = link_use(&before, &after, 500_000_000);
+        assert_eq!(links.len(), 2);
+        assert_eq!(links[0].name, "rail1:eth5 (to spine1:eth1)");
+        assert!((links[0].tx_bps - 50_000.0 * 1100.0 * 8.0 / 0.5).abs() < 1.0, "{links:?}");
+        assert!((links[1].tx_bps - 1_000.0 * 1100.0 * 8.0 / 0.5).abs() < 1.0, "{links:?}");
+        assert!(link_use(&before, &after, 0).is_empty());
+
+        let slow = vec![nic("host1:gpu0", 0.42, 0.0), nic("host2:gpu0", 0.42, 0.42)];
+        let m = |links| Measured { time_dilation: 16.0, cpu_busy: Some(0.99), nics: slow.clone(), senders_busy_throughout: true, links };
+        assert!(warnings(&m(links.clone())).is_empty(), "{:?}", warnings(&m(links.clone())));
+        // The same run with every link below 70 % of its rate: the machine.
+        let quiet: Vec<LinkUse> = links.iter().map(|l| LinkUse { tx_bps: 0.69 * l.line_rate_bps, ..l.clone() }).collect();
+        let w = warnings(&m(quiet));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("the machine, not the model, was the bottleneck"), "{w:?}");
     }
 }

@@ -17,6 +17,12 @@
 //! is answered, as by a real RC QP, instead of exhausting its retries against a host that has
 //! gone.
 //!
+//! Every wait has a deadline from `--timeout` (wall clock from the command's start): readiness,
+//! the reports, then [`REPORT_GRACE`] for hosts asked to report at the deadline (SIGUSR1: the
+//! report lists what every unfinished QP and rank waited for, [`gpu_host::nic::job::QpStall`]),
+//! and bounded SIGTERM/SIGKILL waits to reap every hostd. A host that fails first (errored QP,
+//! unverified data, crash) ends the job at once: its peers could only wait for it.
+//!
 //! `--segment` picks how requesters cut their writes: `first-middle-last` (standard RC; a
 //! reordered packet is a sequence error, NAK and go-back-N) or `write-only` (every packet an
 //! RDMA WRITE Only with its own RETH, and responders place out-of-order arrivals: the mode
@@ -42,7 +48,7 @@ use gpu_host::nic::agent::{classes_from, AgentConfig};
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
 use gpu_host::nic::engine::path_mtu_for_link;
 use dataplane_common::time::Dilation;
-use gpu_host::nic::job::{default_retransmit_timeout_ns, window_packets_for, NicClasses, Report, DEFAULT_WINDOW_PACKETS};
+use gpu_host::nic::job::{default_retransmit_timeout_ns, window_packets_for, NicClasses, QpStall, Report, DEFAULT_WINDOW_PACKETS};
 use gpu_host::segment::SegmentMode;
 use lldp_agent::NodeReport;
 use serde::Serialize;
@@ -121,7 +127,9 @@ pub struct RunArgs {
     /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
     #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]
     pub segment: Segment,
-    /// Give up after this many seconds.
+    /// Give up after this many seconds of wall clock from the start of the command (setting the
+    /// hosts up, the job, the reports): hosts still running then report what every unfinished QP
+    /// was waiting for, and the command exits non-zero.
     #[arg(long, default_value_t = 300)]
     pub timeout: u64,
     /// First port of the hosts' Prometheus metrics while the job runs: host1 serves on
@@ -229,6 +237,18 @@ pub struct RunReport {
     pub time_dilation: f64,
     /// Signs that the machine, not the model, limited the run ([`crate::bottleneck`]).
     pub warnings: Vec<String>,
+    /// The job did not end by `--timeout`: the hosts still running were told to stop and report.
+    pub timed_out: bool,
+    /// What every QP that had not finished was waiting for when its host reported.
+    pub stalls: Vec<StallLine>,
+}
+
+/// An unfinished QP of one host ([`gpu_host::nic::job::QpStall`]).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StallLine {
+    pub host: String,
+    #[serde(flatten)]
+    pub qp: QpStall,
 }
 
 /// Builds the report from the hosts' reports (`(host name, report)`).
@@ -255,6 +275,8 @@ pub fn summarize(fabric: &str, kind: Kind, segment: Segment, size: u64, ranks: u
         errors: Vec::new(),
         time_dilation: hosts.first().map_or(1.0, |(_, h)| if h.time_dilation > 0.0 { h.time_dilation } else { 1.0 }),
         warnings: Vec::new(),
+        timed_out: false,
+        stalls: Vec::new(),
     };
     for (host, h) in hosts {
         r.verified_ranks += h.ranks.iter().filter(|k| k.verified == Some(true)).count() as u32;
@@ -262,8 +284,12 @@ pub fn summarize(fabric: &str, kind: Kind, segment: Segment, size: u64, ranks: u
             r.errors.push(format!("{host}: {e}"));
         }
         for k in h.ranks.iter().filter(|k| k.verified != Some(true)) {
-            r.errors.push(format!("{host}: rank {} not verified (first wrong byte {:?})", k.rank, k.first_mismatch));
+            match &k.waiting_for {
+                Some(w) => r.errors.push(format!("{host}: rank {} incomplete, waiting for {w}", k.rank)),
+                None => r.errors.push(format!("{host}: rank {} not verified (first wrong byte {:?})", k.rank, k.first_mismatch)),
+            }
         }
+        r.stalls.extend(h.stalls.iter().map(|s| StallLine { host: host.clone(), qp: s.clone() }));
         for q in h.qps.iter().filter(|q| q.send_bytes > 0) {
             // The peer responder's CNPs for this connection.
             let peer = hosts.iter().flat_map(|(_, o)| o.qps.iter()).find(|o| o.qpn == q.peer_qpn && o.peer_qpn == q.qpn);
@@ -313,7 +339,7 @@ pub fn render_table(r: &RunReport) -> String {
     let gbps = |b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.3}", b / 1e9));
     s += &format!(
         "{} {} on fabric {}: {} ranks on {} hosts, {} per rank, {} writes; emulated time (time dilation {})\n",
-        if r.ok { "OK" } else { "FAILED" },
+        if r.ok { "OK" } else if r.timed_out { "TIMED OUT" } else { "FAILED" },
         r.collective,
         r.fabric,
         r.ranks,
@@ -369,6 +395,12 @@ pub fn render_table(r: &RunReport) -> String {
     if !r.metrics.is_empty() {
         s += &format!("\nmetrics (while the job ran): {}\n", r.metrics.join(" "));
     }
+    if !r.stalls.is_empty() {
+        s += &format!("\n{} QPs had not finished when their hosts reported (emulated time since the start):\n", r.stalls.len());
+        for st in &r.stalls {
+            s += &format!("{}: {}\n", st.host, st.qp.describe());
+        }
+    }
     for e in &r.errors {
         s += &format!("error: {e}\n");
     }
@@ -376,6 +408,17 @@ pub fn render_table(r: &RunReport) -> String {
         s += &format!("warning: {w}\n");
     }
     s
+}
+
+/// What `rocefab run` prints: (stdout, stderr lines). Each warning once: the table ends with
+/// them; with `--json` they are in the JSON and, for whoever watches stderr, there.
+pub fn render_output(r: &RunReport, json: bool) -> anyhow::Result<(String, Vec<String>)> {
+    if json {
+        let err = r.warnings.iter().map(|w| format!("warning: {w}")).collect();
+        Ok((serde_json::to_string_pretty(r)? + "\n", err))
+    } else {
+        Ok((render_table(r), Vec::new()))
+    }
 }
 
 /// A duration with a unit that keeps 4 significant digits: `2.551 s`, `1.069 ms`, `645.3 µs`.
@@ -399,6 +442,22 @@ fn human(b: u64) -> String {
     }
 }
 
+/// Every switch's `GET /sample` now (those that answer within 500 ms, and not past `until`).
+fn switch_samples(fabric: &str, until: Instant) -> Vec<dataplane_user::sample::SwitchSample> {
+    let Ok(st) = State::load(fabric) else { return Vec::new() };
+    let mut out = Vec::new();
+    for d in st.daemons.iter().filter(|d| !d.is_host()) {
+        let left = until.saturating_duration_since(Instant::now()).min(Duration::from_millis(500));
+        if left.is_zero() {
+            break;
+        }
+        if let Some(s) = scrape(&d.url("/sample"), left).ok().and_then(|b| serde_json::from_str(&b).ok()) {
+            out.push(s);
+        }
+    }
+    out
+}
+
 /// The machine's CPU times now (`None` when `/proc/stat` cannot be read).
 fn read_cpu_times() -> Option<bottleneck::CpuTimes> {
     bottleneck::parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
@@ -415,46 +474,163 @@ fn locate_hostd() -> anyhow::Result<PathBuf> {
     Ok(p)
 }
 
-/// A started hostd: stopped (SIGTERM, then SIGKILL) and reaped on drop.
+/// Readiness (sockets up, XDP attached) takes at most this long, and never past `--timeout`.
+const READY_LIMIT: Duration = Duration::from_secs(120);
+/// After `--timeout`, how long the hosts that have not reported have to report what they
+/// were waiting for (they are sent SIGUSR1; hostd's own grace for a stuck data thread is 2 s).
+pub const REPORT_GRACE: Duration = Duration::from_secs(3);
+/// How long hostds have to exit after SIGTERM, and again after SIGKILL.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// One started hostd.
 struct Hostd {
     host: String,
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
     log: PathBuf,
+    /// Lines read from its stdout so far (the ready line, then the report).
+    lines: Vec<String>,
+    /// Its stdout ended.
+    eof: bool,
 }
 
 impl Hostd {
-    /// Asks it to stop (SIGTERM): a hostd that reported keeps its QPs up (answering peers that
-    /// retransmit after a lost final ACK) until this.
-    fn terminate(&mut self) {
+    fn signal(&mut self, sig: libc::c_int) {
         if matches!(self.child.try_wait(), Ok(None)) {
-            // SAFETY: kill(2) on our own child's pid.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            // SAFETY: kill(2) on our own child's pid, which is not reaped yet (try_wait).
+            unsafe { libc::kill(self.child.id() as i32, sig) };
         }
     }
 
-    fn line(&self, until: Instant) -> anyhow::Result<String> {
-        let wait = until.saturating_duration_since(Instant::now());
-        self.lines.recv_timeout(wait).map_err(|_| {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(5).collect();
-            anyhow!("{}: rocefab-hostd gave no output in time (log {}: {})", self.host, self.log.display(), tail.into_iter().rev().collect::<Vec<_>>().join(" | "))
-        })
+    /// The last lines of its log, for an error message.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        format!("log {}: {}", self.log.display(), tail.into_iter().rev().collect::<Vec<_>>().join(" | "))
+    }
+
+    /// Why it has fewer lines than expected: it exited (how), or it is still running.
+    fn silence(&mut self, waiting: &str) -> String {
+        let how = match self.child.try_wait() {
+            Ok(Some(st)) => format!("rocefab-hostd exited ({}) {waiting}", describe_exit(st)),
+            _ if self.eof => format!("rocefab-hostd closed its output {waiting}"),
+            _ => format!("rocefab-hostd gave no answer {waiting}"),
+        };
+        format!("{}: {how} ({})", self.host, self.log_tail())
     }
 }
 
-impl Drop for Hostd {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.terminate();
-            let end = Instant::now() + Duration::from_secs(3);
-            while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
+/// `exit status 1`, `killed by signal 9 (SIGKILL)`.
+fn describe_exit(st: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(9)) => "killed by signal 9 (SIGKILL)".into(),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => st.to_string(),
+    }
+}
+
+/// Every hostd of a job, with their stdout lines merged into one channel (so waiting for all
+/// of them has one deadline). Stopped and reaped, all at once and within bounded time, when
+/// dropped.
+struct Hostds {
+    procs: Vec<Hostd>,
+    rx: mpsc::Receiver<(usize, Option<String>)>,
+    tx: mpsc::Sender<(usize, Option<String>)>,
+}
+
+impl Hostds {
+    fn new() -> Hostds {
+        let (tx, rx) = mpsc::channel();
+        Hostds { procs: Vec::new(), rx, tx }
+    }
+
+    /// Takes over a spawned hostd; a thread forwards its stdout lines (then `None` at EOF).
+    fn push(&mut self, host: String, mut child: Child, log: PathBuf) {
+        let i = self.procs.len();
+        let out = child.stdout.take().expect("piped");
+        let tx = self.tx.clone();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send((i, Some(l))).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send((i, None));
+        });
+        let stdin = child.stdin.take();
+        self.procs.push(Hostd { host, child, stdin, log, lines: Vec::new(), eof: false });
+    }
+
+    /// Collects lines until every hostd has `n` of them or has closed its stdout, or `until`.
+    fn wait_lines(&mut self, n: usize, until: Instant) {
+        self.wait_lines_or_failure(n, until, |_| false);
+    }
+
+    /// [`Hostds::wait_lines`], returning early with the index of the first hostd that `failed`
+    /// says failed (given its `n`-th line), or that closed its stdout with fewer lines.
+    fn wait_lines_or_failure(&mut self, n: usize, until: Instant, failed: impl Fn(&str) -> bool) -> Option<usize> {
+        while self.procs.iter().any(|p| p.lines.len() < n && !p.eof) {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok((i, Some(l))) => {
+                    let p = &mut self.procs[i];
+                    p.lines.push(l);
+                    if p.lines.len() == n && failed(&p.lines[n - 1]) {
+                        return Some(i);
+                    }
+                }
+                Ok((i, None)) => {
+                    let p = &mut self.procs[i];
+                    p.eof = true;
+                    if p.lines.len() < n {
+                        return Some(i);
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Stops every hostd still running (SIGTERM, then SIGKILL after [`EXIT_GRACE`]) and reaps
+    /// them; returns a line for each that would not go.
+    fn stop(&mut self) -> Vec<String> {
+        for p in &mut self.procs {
+            // A hostd still waiting for its start line ends on EOF (SIGTERM does not interrupt
+            // that read).
+            drop(p.stdin.take());
+            p.signal(libc::SIGTERM);
+        }
+        let mut left = Vec::new();
+        for sig in [Some(libc::SIGKILL), None] {
+            let end = Instant::now() + EXIT_GRACE;
+            while Instant::now() < end && self.procs.iter_mut().any(|p| matches!(p.child.try_wait(), Ok(None))) {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            let _ = self.child.kill();
+            left.clear();
+            for p in &mut self.procs {
+                if matches!(p.child.try_wait(), Ok(None)) {
+                    if let Some(s) = sig {
+                        p.signal(s);
+                    }
+                    left.push(format!("{}: rocefab-hostd (pid {}) did not exit after SIGTERM and SIGKILL", p.host, p.child.id()));
+                }
+            }
+            if left.is_empty() {
+                break;
+            }
         }
-        let _ = self.child.wait();
+        left
+    }
+}
+
+impl Drop for Hostds {
+    fn drop(&mut self) {
+        for l in self.stop() {
+            eprintln!("warning: {l}");
+        }
     }
 }
 
@@ -586,6 +762,9 @@ fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
+    // Every step below that waits (readiness, the job, the reports) ends by this deadline.
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(a.timeout);
     let kind = a.collective.kind();
     let FabricHosts { hosts, netns, mtu: link_mtu, dilation, dcqcn } = hosts_of(&a.fabric)?;
     let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
@@ -609,13 +788,13 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
-    let mut procs: Vec<Hostd> = Vec::new();
+    let mut procs = Hostds::new();
     for ((h, ns), job) in hosts.iter().zip(&netns).zip(&built.jobs) {
         let path = dir.join(format!("{}.json", h.name));
         std::fs::write(&path, serde_json::to_vec_pretty(job)?).with_context(|| format!("writing {}", path.display()))?;
         let log = dir.join(format!("{}.log", h.name));
         let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let mut child = Command::new(&hostd)
+        let child = Command::new(&hostd)
             .arg("--job")
             .arg(&path)
             .args(["--netns", ns, "--wait-go"])
@@ -624,54 +803,92 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
             .stderr(logf)
             .spawn()
             .with_context(|| format!("starting {} for {}", hostd.display(), h.name))?;
-        let out = child.stdout.take().expect("piped");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        procs.push(Hostd { host: h.name.clone(), child, stdin, lines: rx, log });
+        procs.push(h.name.clone(), child, log);
     }
-    let ready_by = Instant::now() + Duration::from_secs(120);
-    for p in &procs {
-        let l = p.line(ready_by)?;
-        if !l.contains("\"ready\":true") {
-            bail!("{}: unexpected first line from rocefab-hostd: {l}", p.host);
+    let ready_by = (started + READY_LIMIT).min(deadline);
+    procs.wait_lines(1, ready_by);
+    let mut not_ready = Vec::new();
+    for p in &mut procs.procs {
+        match p.lines.first() {
+            Some(l) if l.contains("\"ready\":true") => {}
+            Some(l) => not_ready.push(format!("{}: unexpected first line from rocefab-hostd: {l}", p.host)),
+            None => {
+                let w = format!("before it was ready (waited {:.1} s)", started.elapsed().as_secs_f64());
+                not_ready.push(p.silence(&w));
+            }
         }
     }
+    if !not_ready.is_empty() {
+        let what = if Instant::now() >= deadline { format!("timed out after {} s (--timeout) before the job started", a.timeout) } else { "hosts did not get ready".into() };
+        bail!("{} {what}: {}", kind.name(), not_ready.join("; "));
+    }
     if !a.json {
-        eprintln!("{} ranks on {} hosts ready; starting {}", built.layout.world_size(), procs.len(), kind.name());
+        eprintln!("{} ranks on {} hosts ready; starting {}", built.layout.world_size(), procs.procs.len(), kind.name());
         for l in hosts.iter().filter_map(classes_line) {
             eprintln!("{l}");
         }
     }
     let cpu_before = read_cpu_times();
-    let recording = timeline.map(|t| t.start(Duration::from_secs(a.timeout + 30))).transpose()?;
-    for p in &mut procs {
+    let switches_before = switch_samples(&a.fabric, deadline);
+    let limit = deadline.saturating_duration_since(Instant::now()) + REPORT_GRACE;
+    let recording = timeline.map(|t| t.start(limit)).transpose()?;
+    for p in &mut procs.procs {
         let mut s = p.stdin.take().expect("stdin");
         writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
     }
-    let done_by = Instant::now() + Duration::from_secs(a.timeout + 30);
+    // A host that failed (an errored QP, data that do not verify, a crash) means the job cannot
+    // succeed, and its peers may wait for it until the timeout: stop the others at once.
+    let failed = procs.wait_lines_or_failure(2, deadline, |l| serde_json::from_str::<Report>(l).map_or(true, |r| !r.ok));
+    let after_s = started.elapsed().as_secs_f64();
+    // Hosts still running at the deadline report what they were waiting for (SIGUSR1; SIGTERM
+    // when another host failed first).
+    let mut asked = Vec::new();
+    let timed_out = failed.is_none() && procs.procs.iter().any(|p| p.lines.len() < 2 && !p.eof);
+    for p in &mut procs.procs {
+        if p.lines.len() < 2 && !p.eof {
+            p.signal(if timed_out { libc::SIGUSR1 } else { libc::SIGTERM });
+            asked.push(p.host.clone());
+        }
+    }
+    if !asked.is_empty() {
+        procs.wait_lines(2, Instant::now() + REPORT_GRACE);
+    }
+    let first_failure = failed.filter(|_| !asked.is_empty()).map(|i| {
+        format!(
+            "{} failed at {after_s:.1} s, so the job was stopped there: {} reported what they were waiting for",
+            procs.procs[i].host,
+            asked.join(", ")
+        )
+    });
     let mut reports = Vec::new();
-    for p in &procs {
-        let l = p.line(done_by)?;
+    let mut missing = Vec::new();
+    for p in &mut procs.procs {
+        let Some(l) = p.lines.get(1).cloned() else {
+            let w = if asked.contains(&p.host) {
+                format!("without a report, also {} s after it was asked for one", REPORT_GRACE.as_secs())
+            } else {
+                "without a report".to_string()
+            };
+            missing.push(p.silence(&w));
+            continue;
+        };
         let r: Report = serde_json::from_str(&l).with_context(|| format!("{}: parsing the report {l:?}", p.host))?;
         // The host's full report (per-QP NAK/duplicate counters, host XDP and AF_XDP socket
-        // drop counters) next to its job file, for diagnosis.
+        // drop counters, what unfinished QPs waited for) next to its job file, for diagnosis.
         let path = dir.join(format!("{}.report.json", p.host));
         std::fs::write(&path, &l).with_context(|| format!("writing {}", path.display()))?;
         reports.push((p.host.clone(), r));
     }
-    let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
-    // Every host has reported, so no peer waits for an ACK any more: end the lingers, all at
-    // once, then reap.
-    for p in &mut procs {
-        p.terminate();
+    // A host that did not answer the timeout's request for a report will not answer SIGTERM
+    // either (stopped, or its data thread stuck).
+    for p in procs.procs.iter_mut().filter(|p| p.lines.len() < 2) {
+        p.signal(libc::SIGKILL);
     }
+    let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
+    let switches_after = switch_samples(&a.fabric, deadline + REPORT_GRACE);
+    // Every host has reported (or timed out), so no peer waits for an ACK any more: end the
+    // lingers, all at once, then reap.
+    let unreaped = procs.stop();
     drop(procs);
     if let Some(r) = recording {
         for l in r.finish()? {
@@ -681,20 +898,40 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // The addresses the jobs were given, so the report and the hosts agree.
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
     let mut rep = summarize(&a.fabric, kind, a.segment, a.size, built.layout.world_size(), &reports, metrics);
+    rep.hosts = hosts.len();
+    rep.timed_out = timed_out;
+    rep.errors.extend(missing);
+    rep.errors.extend(first_failure.clone());
+    rep.errors.extend(unreaped);
+    rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
+    // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
+    // their retries), but then only from the CPUs: its senders were held by whatever stalled.
+    let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len();
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
         cpu_busy,
         nics: bottleneck::nic_use(&reports),
-        senders_busy_throughout: kind != Kind::Broadcast,
+        senders_busy_throughout: kind != Kind::Broadcast && ended_normally,
+        links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
     });
-    for w in &rep.warnings {
-        eprintln!("warning: {w}");
-    }
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&rep)?);
-    } else {
-        print!("{}", render_table(&rep));
+    let (out, err) = render_output(&rep, a.json)?;
+    for l in err {
+        eprintln!("{l}");
+    }
+    print!("{out}");
+    if rep.timed_out {
+        let hosts_stuck = rep.stalls.iter().map(|s| s.host.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+        bail!(
+            "{} timed out after {} s (--timeout): {} QPs on {} hosts had not finished ({} of {} hosts reported){}",
+            kind.name(),
+            a.timeout,
+            rep.stalls.len(),
+            hosts_stuck,
+            reports.len(),
+            hosts.len(),
+            if a.json { "; `stalls` in the JSON report says what each was waiting for" } else { "; what each was waiting for is listed above" }
+        );
     }
     if !rep.ok {
         bail!("{} did not complete with verified data: {}", kind.name(), rep.errors.join("; "));
@@ -752,7 +989,8 @@ mod tests {
                 QpReport { qpn: qpn + 1, peer_qpn: peer - 1, nic: "gpu0".into(), cnps_sent: 4, out_of_order: 5, naks_sent: 1, ..Default::default() },
             ],
             nics: vec![NicReport { name: "gpu0".into(), cnps_sent: 4, cnps_received: 2, pfc_paused_ns_prio3: 1_000_000, ..Default::default() }],
-            ranks: vec![RankReport { rank: qpn, complete: true, verified: Some(ok), first_mismatch: (!ok).then_some(8) }],
+            ranks: vec![RankReport { rank: qpn, complete: true, verified: Some(ok), first_mismatch: (!ok).then_some(8), waiting_for: None }],
+            stalls: vec![],
         };
         let hosts = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, true))];
         let r = summarize("f", Kind::AllReduce, Segment::WriteOnly, 64, 2, &hosts, vec![]);
@@ -782,5 +1020,127 @@ mod tests {
         let r = summarize("f", Kind::AllReduce, Segment::FirstMiddleLast, 64, 2, &bad, vec![]);
         assert!(!r.ok);
         assert!(r.errors.iter().any(|e| e.contains("host2: rank 258 not verified (first wrong byte Some(8))")), "{:?}", r.errors);
+    }
+
+    #[test]
+    fn a_timed_out_report_lists_the_stuck_qps_and_ranks() {
+        let stall = QpStall {
+            qpn: 0x101,
+            peer_qpn: 0x102,
+            nic: "gpu0".into(),
+            label: "rank 2 to rank 0".into(),
+            role: "requester".into(),
+            last_acked_psn: Some(4_000),
+            outstanding_psns: Some((4_001, 4_128)),
+            outstanding_packets: 128,
+            timeouts: 3,
+            retries_left: 4,
+            paused_now: true,
+            last_progress_ns: Some(1_500_000),
+            at_ns: 9_500_000,
+            waiting_for: "the ACK of PSN 4001 (its priority is paused by PFC)".into(),
+            ..Default::default()
+        };
+        let host = Report {
+            job: "j".into(),
+            time_dilation: 1.0,
+            error: Some("timed out (the controller's deadline passed)".into()),
+            ranks: vec![RankReport { rank: 2, waiting_for: Some("transfer 7 on QP 0x103 (rank 1 to rank 2): 3 of 16 packets".into()), ..Default::default() }],
+            stalls: vec![stall],
+            ..Default::default()
+        };
+        let mut r = summarize("f", Kind::Incast, Segment::FirstMiddleLast, 64, 2, &[("host2".to_string(), host)], vec![]);
+        r.timed_out = true;
+        assert!(!r.ok);
+        assert_eq!(r.stalls.len(), 1);
+        assert!(r.errors.iter().any(|e| e == "host2: rank 2 incomplete, waiting for transfer 7 on QP 0x103 (rank 1 to rank 2): 3 of 16 packets"), "{:?}", r.errors);
+        let t = render_table(&r);
+        assert!(t.starts_with("TIMED OUT incast on fabric f"), "{t}");
+        assert!(
+            t.contains("\nhost2: QP 0x101 requester (rank 2 to rank 0) on gpu0: the ACK of PSN 4001 (its priority is paused by PFC); last acked PSN 4000, outstanding PSNs 4001..=4128 (128), 0 unsent, 3 timeouts (4 retries left), paused by PFC now, last progress at 1.500 ms (8.000 ms before the report)\n"),
+            "{t}"
+        );
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["timed_out"], true);
+        assert_eq!((j["stalls"][0]["host"].as_str(), j["stalls"][0]["last_acked_psn"].as_u64()), (Some("host2"), Some(4_000)));
+        assert_eq!(j["stalls"][0]["outstanding_psns"], serde_json::json!([4001, 4128]));
+        assert_eq!(j["stalls"][0]["paused_now"], true);
+    }
+
+    /// A child that prints `ready`, ignores SIGTERM and never reports, and one that exits at once.
+    #[test]
+    fn hostds_that_hang_or_ignore_sigterm_end_within_bounds() {
+        let log = std::env::temp_dir().join(format!("rocefab-run-test-{}.log", std::process::id()));
+        std::fs::write(&log, "setting up\n").unwrap();
+        let spawn = |script: &str| {
+            Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap()
+        };
+        let mut h = Hostds::new();
+        h.push("host1".into(), spawn("trap '' TERM; echo ready; exec sleep 60"), log.clone());
+        h.push("host2".into(), spawn("exit 3"), log.clone());
+        let t = Instant::now();
+        h.wait_lines(1, t + Duration::from_secs(20));
+        assert!(t.elapsed() < Duration::from_secs(5), "returns once each answered or ended: {:?}", t.elapsed());
+        assert_eq!(h.procs[0].lines, ["ready"]);
+        assert!(h.procs[1].eof && h.procs[1].lines.is_empty());
+        let t = Instant::now();
+        h.wait_lines(2, t + Duration::from_millis(300));
+        let waited = t.elapsed();
+        assert!(waited >= Duration::from_millis(300) && waited < Duration::from_millis(1300), "{waited:?}");
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end && !matches!(h.procs[1].child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let why = h.procs[1].silence("without a report");
+        assert!(why.starts_with("host2: rocefab-hostd exited (exit status 3) without a report (log "), "{why}");
+        assert!(why.ends_with(": setting up)"), "{why}");
+        assert!(h.procs[0].silence("x").starts_with("host1: rocefab-hostd gave no answer x"));
+        // SIGTERM is ignored: SIGKILL after EXIT_GRACE ends it.
+        let t = Instant::now();
+        assert!(h.stop().is_empty());
+        let took = t.elapsed();
+        assert!(took >= EXIT_GRACE && took < EXIT_GRACE + Duration::from_secs(2), "{took:?}");
+        let st = h.procs[0].child.try_wait().unwrap().expect("reaped");
+        assert_eq!(describe_exit(st), "killed by signal 9 (SIGKILL)");
+        let _ = std::fs::remove_file(&log);
+    }
+
+    /// One host fails while another would wait for it until the timeout: the wait ends with the
+    /// failure, not at the deadline.
+    #[test]
+    fn waiting_for_reports_ends_at_the_first_failure() {
+        let spawn = |script: &str| Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let log = PathBuf::from("/nonexistent");
+        let mut h = Hostds::new();
+        h.push("host1".into(), spawn("echo ready; exec sleep 60"), log.clone());
+        h.push("host2".into(), spawn("echo ready; sleep 0.2; echo failed; exec sleep 60"), log.clone());
+        let t = Instant::now();
+        let first = h.wait_lines_or_failure(2, t + Duration::from_secs(30), |l| l == "failed");
+        assert_eq!(first, Some(1));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // A host that ends without its report is a failure too.
+        let mut h = Hostds::new();
+        h.push("host1".into(), spawn("echo ready; exec sleep 60"), log.clone());
+        h.push("host2".into(), spawn("echo ready; exit 1"), log);
+        let t = Instant::now();
+        assert_eq!(h.wait_lines_or_failure(2, t + Duration::from_secs(30), |_| false), Some(1));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        // Without failures it waits until the deadline.
+        let t = Instant::now();
+        assert_eq!(h.wait_lines_or_failure(2, t + Duration::from_millis(300), |_| false), None);
+        assert!(t.elapsed() >= Duration::from_millis(300));
+    }
+
+    /// `cargo xtask demo` printed the machine-bound warning twice: on stderr and in the table.
+    #[test]
+    fn each_warning_is_printed_once() {
+        let mut r = summarize("f", Kind::AllReduce, Segment::FirstMiddleLast, 64, 0, &[], vec![]);
+        r.warnings = vec!["the machine, not the model, was the bottleneck: raise time_dilation".into()];
+        let count = |(out, err): (String, Vec<String>)| (out + &err.join("\n")).matches("was the bottleneck").count();
+        assert_eq!(count(render_output(&r, false).unwrap()), 1, "table");
+        let (out, err) = render_output(&r, true).unwrap();
+        assert_eq!(err, ["warning: the machine, not the model, was the bottleneck: raise time_dilation"]);
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(j["warnings"].as_array().unwrap().len(), 1);
     }
 }

@@ -291,6 +291,10 @@ pub struct Receiver {
     hole_since: Option<u64>,
     np: NotificationPoint,
     counters: ReceiverCounters,
+    /// When a request packet last arrived.
+    last_packet: Option<u64>,
+    /// When a packet was last placed (in order or ahead).
+    last_placed: Option<u64>,
 }
 
 impl Receiver {
@@ -325,6 +329,8 @@ impl Receiver {
             hole_since: None,
             np: NotificationPoint::new(cfg.cnp_interval_ns),
             counters: ReceiverCounters::default(),
+            last_packet: None,
+            last_placed: None,
         })
     }
 
@@ -348,6 +354,16 @@ impl Receiver {
     /// ACK that never comes.
     pub fn owes_ack(&self) -> bool {
         self.unacked != 0
+    }
+
+    /// When a request packet last arrived (`None`: never).
+    pub fn last_packet(&self) -> Option<u64> {
+        self.last_packet
+    }
+
+    /// When a packet was last placed, in order or ahead (`None`: never).
+    pub fn last_placed(&self) -> Option<u64> {
+        self.last_placed
     }
 
     /// Packets placed ahead of the expected PSN that wait for a hole to fill.
@@ -391,6 +407,7 @@ impl Receiver {
     /// Allocation-free.
     pub fn on_packet(&mut self, pkt: &WritePacket, payload: &[u8], ce: bool, now: u64) -> RxOutcome {
         self.counters.packets_received += 1;
+        self.last_packet = Some(now);
         let cnp = ce && {
             self.counters.ce_marked += 1;
             let send = self.np.on_ce(now);
@@ -422,6 +439,7 @@ impl Receiver {
             return match self.place(pkt, payload) {
                 Ok(_) => {
                     self.arrived.insert(pkt.psn);
+                    self.last_placed = Some(now);
                     self.counters.packets_placed += 1;
                     self.counters.bytes_placed += u64::from(pkt.payload_len);
                     self.hole_since.get_or_insert(now);
@@ -438,6 +456,7 @@ impl Receiver {
             Ok(message_complete) => {
                 self.nak_outstanding = false;
                 self.epsn = self.epsn.next();
+                self.last_placed = Some(now);
                 self.counters.packets_placed += 1;
                 self.counters.packets_completed += 1;
                 self.counters.bytes_placed += u64::from(pkt.payload_len);

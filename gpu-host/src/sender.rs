@@ -286,6 +286,10 @@ pub struct Sender {
     limiter: RateLimiter,
     rp: Option<ReactionPoint>,
     counters: SenderCounters,
+    /// When an ACK or NAK last acknowledged new PSNs.
+    last_progress: Option<u64>,
+    /// When any ACK or NAK last arrived.
+    last_ack: Option<u64>,
 }
 
 impl Sender {
@@ -312,6 +316,8 @@ impl Sender {
             limiter: RateLimiter::new(rate, cfg.line_rate_bps, cfg.burst_bytes, now),
             rp,
             counters: SenderCounters::default(),
+            last_progress: None,
+            last_ack: None,
         })
     }
 
@@ -353,6 +359,32 @@ impl Sender {
     /// Last MSN reported by the responder.
     pub fn last_msn(&self) -> u32 {
         self.last_msn
+    }
+
+    /// One past the highest PSN ever transmitted.
+    pub fn high_water(&self) -> Psn {
+        self.high_water
+    }
+
+    /// Posted packets that wait to be sent, or sent again after a go-back-N rewind (from
+    /// `snd_nxt` to the end of the last posted message).
+    pub fn unsent(&self) -> u32 {
+        self.snd_nxt.forward_distance(self.next_post_psn)
+    }
+
+    /// Local ACK timeouts left before the QP errors (restored by every ACK that makes progress).
+    pub fn retries_left(&self) -> u32 {
+        self.retries_left
+    }
+
+    /// When an ACK or NAK last acknowledged new PSNs (`None`: never).
+    pub fn last_progress(&self) -> Option<u64> {
+        self.last_progress
+    }
+
+    /// When any ACK or NAK last arrived (`None`: never).
+    pub fn last_ack(&self) -> Option<u64> {
+        self.last_ack
     }
 
     /// Packets transmitted and not yet acknowledged.
@@ -490,6 +522,7 @@ impl Sender {
     /// Acknowledges everything before `new_una` (in `(snd_una, high_water]`).
     fn advance_una(&mut self, new_una: Psn, now: u64) {
         self.snd_una = new_una;
+        self.last_progress = Some(now);
         while let Some(front) = self.queue.front() {
             let last = front.seg.last_psn();
             if last.is_before(new_una) {
@@ -515,6 +548,7 @@ impl Sender {
     pub fn on_ack(&mut self, ack: &AckPacket, now: u64) -> Result<(), SenderError> {
         self.check_state()?;
         self.last_msn = ack.msn;
+        self.last_ack = Some(now);
         let in_flight = self.snd_una.forward_distance(self.high_water);
         match ack.syndrome {
             AckSyndrome::Ack => {

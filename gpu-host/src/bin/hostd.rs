@@ -20,6 +20,13 @@
 //! the data thread copies the frames of captured NICs into it. Without the ring (no nicd, e.g.
 //! in tests) nothing is mirrored.
 //!
+//! SIGUSR1 means "the job timed out" (`rocefab run` sends it at its `--timeout`): the data
+//! thread ends at once and the report, marked as a timeout, says what every unfinished QP was
+//! waiting for (`stalls`: last PSN acknowledged, PSNs outstanding, timeouts and retries left,
+//! PFC pause, last progress) and what every incomplete rank waited for. Should the data thread
+//! not stop within [`STOP_GRACE`], hostd prints its last snapshot (at most
+//! `snapshot_interval_ms` old), says so in the error, and exits.
+//!
 //! Exit status: 0 when the report says `ok`, 1 otherwise (including errors).
 use std::io::Write;
 use std::path::PathBuf;
@@ -60,8 +67,17 @@ struct Args {
 static STOP: AtomicBool = AtomicBool::new(false);
 /// Ends the linger once the program is detached (raised by the main thread after SIGTERM).
 static SERVE_STOP: AtomicBool = AtomicBool::new(false);
+/// SIGUSR1 arrived: the controller's deadline for the job passed.
+static TIMED_OUT: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
+/// How long the main thread waits for the data thread's report after a stop signal before it
+/// prints the last snapshot instead.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGUSR1 {
+        TIMED_OUT.store(true, Ordering::Relaxed);
+    }
     STOP.store(true, Ordering::Relaxed);
 }
 
@@ -69,6 +85,8 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        // `rocefab run` sends stderr to a log file and quotes its tail in errors: no colour codes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Args::parse()) {
         Ok(true) => {}
@@ -107,8 +125,8 @@ fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorPr
 
 fn run(args: Args) -> Result<bool> {
     let job = Job::load(&args.job).context("loading the job")?;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
+        // SAFETY: the handler only stores to atomics, which is async-signal-safe.
         unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
     }
     // Wake-ups from ppoll as close to the deadline as the kernel can (default slack 50 µs).
@@ -192,11 +210,16 @@ fn run(args: Args) -> Result<bool> {
     let m2 = metrics.clone();
     let linger_ns = job.linger_ms.saturating_mul(1_000_000);
     let (report_tx, report_rx) = std::sync::mpsc::channel::<(Report, Exit)>();
+    // The latest snapshot, for a data thread that does not stop when told to.
+    let last = Arc::new(std::sync::Mutex::new(None::<Report>));
+    let last2 = last.clone();
     let data = std::thread::Builder::new()
         .name("rocefab-nic".into())
         .spawn(move || -> Result<()> {
             let (exit, end) = daemon::run(&mut engine, &mut ports, mirror.as_mut(), &clock, deadline, &STOP, Duration::from_millis(job.snapshot_interval_ms), |e, now| {
-                m2.update(&e.report_with(&job_name, now, false));
+                let r = e.report_with(&job_name, now, false);
+                m2.update(&r);
+                *last2.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
             })?;
             let verify_start = clock.now();
             let mut report = engine.report(&job_name, end);
@@ -216,10 +239,37 @@ fn run(args: Args) -> Result<bool> {
             Ok(())
         })
         .context("spawning the data thread")?;
-    let Ok((mut report, exit)) = report_rx.recv() else {
-        // The data thread ended without a report: its error says why.
-        data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
-        bail!("the data thread ended without a report");
+    let mut stop_seen: Option<std::time::Instant> = None;
+    let (mut report, exit) = loop {
+        match report_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(x) => break x,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                // The data thread ended without a report: its error says why.
+                data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
+                bail!("the data thread ended without a report");
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if !STOP.load(Ordering::Relaxed) {
+            continue;
+        }
+        let since = *stop_seen.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() >= STOP_GRACE {
+            // The data thread is stuck: report the last snapshot and leave without it.
+            let mut r = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take().unwrap_or_default();
+            r.job = job.name.clone();
+            r.ok = false;
+            r.error = Some(format!(
+                "{}; the data thread did not stop within {} ms: this is its last snapshot (up to {} ms old)",
+                if TIMED_OUT.load(Ordering::Relaxed) { "timed out (the controller's deadline passed)" } else { "stopped by signal" },
+                STOP_GRACE.as_millis(),
+                job.snapshot_interval_ms
+            ));
+            println!("{}", serde_json::to_string(&r)?);
+            std::io::stdout().flush()?;
+            tracing::error!("the data thread did not stop; exiting without it");
+            std::process::exit(1);
+        }
     };
     let counters = xdp.counters().context("reading host XDP counters")?;
     for (i, nic) in report.nics.iter_mut().enumerate() {
@@ -232,6 +282,10 @@ fn run(args: Args) -> Result<bool> {
         Exit::Timeout => {
             report.ok = false;
             report.error = Some(format!("timeout after {} ms (wall clock)", job.timeout_ms));
+        }
+        Exit::Stopped if TIMED_OUT.load(Ordering::Relaxed) => {
+            report.ok = false;
+            report.error = Some("timed out (the controller's deadline passed)".into());
         }
         Exit::Stopped => {
             report.ok = false;

@@ -629,6 +629,99 @@ pub struct Report {
     /// Per local rank of a collective: its buffer matches the expected result.
     #[serde(default)]
     pub ranks: Vec<RankReport>,
+    /// What every QP that had not finished was waiting for when the report was made (empty when
+    /// every QP finished): the diagnosis of a job that timed out or was stopped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<QpStall>,
+}
+
+/// An unfinished QP's state when the report was made: what it was waiting for. PSNs are the
+/// 24-bit wire values; times are emulated ns since the job's start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QpStall {
+    pub qpn: u32,
+    pub peer_qpn: u32,
+    pub nic: String,
+    pub label: String,
+    /// `requester` or `responder`.
+    pub role: String,
+    /// Requester: the last PSN the responder acknowledged (`None`: none yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_acked_psn: Option<u32>,
+    /// Requester: the first and last PSN sent and not acknowledged (`None`: none outstanding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outstanding_psns: Option<(u32, u32)>,
+    /// Requester: how many PSNs that is.
+    #[serde(default)]
+    pub outstanding_packets: u32,
+    /// Requester: posted packets not (re)sent yet (the window, the rate or PFC held them).
+    #[serde(default)]
+    pub unsent_packets: u32,
+    /// Requester: local ACK timeouts so far, and how many more it tolerates before it errors.
+    #[serde(default)]
+    pub timeouts: u64,
+    #[serde(default)]
+    pub retries_left: u32,
+    /// Responder: the next PSN it expects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_psn: Option<u32>,
+    /// Responder: bytes placed of the bytes it expects.
+    #[serde(default)]
+    pub placed_bytes: u64,
+    #[serde(default)]
+    pub expected_bytes: u64,
+    /// The NIC's data priority is paused by PFC now.
+    pub paused_now: bool,
+    /// The last progress: an ACK that acknowledged new PSNs (requester) or a packet placed
+    /// (responder); `None`: none since the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_progress_ns: Option<u64>,
+    /// The last frame of this QP's peer: an ACK/NAK (requester) or a request packet (responder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heard_ns: Option<u64>,
+    /// When the report was made.
+    #[serde(default)]
+    pub at_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// One phrase: what it was waiting for.
+    pub waiting_for: String,
+}
+
+impl QpStall {
+    /// One line for people: the QP, what it waited for, and the numbers behind it.
+    pub fn describe(&self) -> String {
+        let ms = |ns: u64| format!("{:.3} ms", ns as f64 / 1e6);
+        let mut s = format!("QP {:#x} {} ({}) on {}: {}", self.qpn, self.role, self.label, self.nic, self.waiting_for);
+        if self.role == "requester" {
+            match self.last_acked_psn {
+                Some(p) => s += &format!("; last acked PSN {p}"),
+                None => s += "; no PSN acked yet",
+            }
+            match self.outstanding_psns {
+                Some((a, b)) => s += &format!(", outstanding PSNs {a}..={b} ({})", self.outstanding_packets),
+                None => s += ", nothing outstanding",
+            }
+            s += &format!(", {} unsent, {} timeouts ({} retries left)", self.unsent_packets, self.timeouts, self.retries_left);
+        } else {
+            if let Some(e) = self.expected_psn {
+                s += &format!("; expected PSN {e}");
+            }
+            s += &format!(", placed {} of {} bytes", self.placed_bytes, self.expected_bytes);
+        }
+        s += if self.paused_now { ", paused by PFC now" } else { ", not paused" };
+        match self.last_progress_ns {
+            Some(t) => s += &format!(", last progress at {} ({} before the report)", ms(t), ms(self.at_ns.saturating_sub(t))),
+            None => s += ", no progress since the start",
+        }
+        if let Some(t) = self.last_heard_ns {
+            s += &format!(", peer last heard at {}", ms(t));
+        }
+        if let Some(e) = &self.error {
+            s += &format!(", error: {e}");
+        }
+        s
+    }
 }
 
 /// Collective result of one rank.
@@ -641,6 +734,9 @@ pub struct RankReport {
     pub verified: Option<bool>,
     /// Byte offset of the first wrong element.
     pub first_mismatch: Option<u64>,
+    /// A rank whose collective had not completed: the transfers it was waiting for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
 }
 
 #[cfg(test)]
