@@ -65,6 +65,7 @@ fn nic_value(n: &super::job::NicReport, name: &str) -> u64 {
         "rx_bad_icrc_frames" => n.rx_bad_icrc,
         "rx_malformed_frames" => n.rx_malformed,
         "pfc_frames_received" => n.pfc_frames_received,
+        "pfc_ignored_frames" => n.pfc_ignored_frames,
         "pfc_pause_frames_prio3" => n.pfc_pause_frames_prio3,
         "cnps_sent" => n.cnps_sent,
         "cnps_received" => n.cnps_received,
@@ -90,7 +91,7 @@ const QP_COUNTERS: [(&str, &str); 15] = [
     ("acks_sent", "ACKs sent by the responder"),
 ];
 
-const NIC_COUNTERS: [(&str, &str); 10] = [
+const NIC_COUNTERS: [(&str, &str); 11] = [
     ("tx_frames", "frames transmitted"),
     ("tx_bytes", "bytes transmitted (without FCS)"),
     ("rx_frames", "frames received from the AF_XDP socket"),
@@ -98,6 +99,7 @@ const NIC_COUNTERS: [(&str, &str); 10] = [
     ("rx_bad_icrc_frames", "RoCEv2 frames dropped for a bad ICRC"),
     ("rx_malformed_frames", "frames that did not parse"),
     ("pfc_frames_received", "PFC and PAUSE frames received"),
+    ("pfc_ignored_frames", "PFC frames naming a priority on which PFC is not enabled (DCBX PFC enable vector): not acted on for it"),
     ("pfc_pause_frames_prio3", "frames that paused priority 3"),
     ("cnps_sent", "CNPs sent by this NIC"),
     ("cnps_received", "CNPs received by this NIC"),
