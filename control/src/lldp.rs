@@ -126,7 +126,13 @@ impl NicSettings {
 
     /// The classes the NIC runs with when nothing was negotiated.
     pub fn classes(&self) -> NicClasses {
-        NicClasses { data_dscp: self.roce_dscp, data_priority: self.roce_priority, cnp_dscp: self.cnp_dscp, cnp_priority: self.cnp_priority }
+        NicClasses {
+            data_dscp: self.roce_dscp,
+            data_priority: self.roce_priority,
+            cnp_dscp: self.cnp_dscp,
+            cnp_priority: self.cnp_priority,
+            pfc_enable: self.pfc_enable,
+        }
     }
 }
 

@@ -13,8 +13,9 @@
 //!   and counts do not scale). The bottleneck is the egress queue with the highest peak depth,
 //!   or the port `--timeline-port switch:port` names.
 //! - [`render_svg`]: five stacked panels sharing the emulated time axis, drawn with plotters'
-//!   SVG backend (text as SVG `<text>`, no system fonts): (a) the bottleneck's depth with the
-//!   WRED min/max and xOFF/xON lines, (b) ECN marks per sample interval, (c) CNPs per sender,
+//!   SVG backend (text as SVG `<text>`, no system fonts): (a) the bottleneck's depth as the
+//!   buffer counts it (whole cells, the unit WRED and xOFF/xON act on) with the WRED min/max
+//!   and xOFF/xON lines, (b) ECN marks per sample interval, (c) CNPs per sender,
 //!   (d) each sender's DCQCN rate, (e) PFC pause lanes.
 //!
 //! The `.json` output is a [`TimelineFile`]: the derived [`Timeline`] and the raw [`Samples`].
@@ -244,7 +245,8 @@ pub struct Bottleneck {
     pub port: String,
     pub peer: String,
     pub tc: u8,
-    /// Highest depth seen during the run (samples and the daemon's watermark), bytes.
+    /// Highest depth seen during the run (samples and the daemon's watermark), bytes in whole
+    /// buffer cells (`thresholds.cell_bytes`): the depth WRED and the thresholds act on.
     pub peak_depth_bytes: u64,
     /// How busy the bottleneck's link was while every sender still had data to send.
     #[serde(default)]
@@ -340,6 +342,14 @@ impl std::str::FromStr for PortChoice {
     }
 }
 
+/// How the depth panel names its unit: the buffer's cells, as the thresholds count.
+fn cells_note(cell_bytes: u32) -> String {
+    match cell_bytes {
+        0 => String::new(),
+        c => format!(" in {c}-byte cells"),
+    }
+}
+
 /// Wall ns → emulated µs.
 fn us(t_ns: u64, d: f64) -> f64 {
     t_ns as f64 / 1e3 / d
@@ -347,6 +357,8 @@ fn us(t_ns: u64, d: f64) -> f64 {
 
 /// Per (switch, port, tc): the highest depth during the run: the sampled depths, and the
 /// watermark when it rose between the first and the last sample (a rise happened in the run).
+/// Depths are the buffer's (whole cells, [`PortSample::depth_cell_bytes`]): what the WRED and
+/// xOFF/xON thresholds are compared with, so the plot and its lines share one unit.
 fn peak_depths(s: &Samples) -> Vec<(usize, usize, usize, u64)> {
     let mut out = Vec::new();
     for (si, _) in s.switches.iter().enumerate() {
@@ -354,10 +366,10 @@ fn peak_depths(s: &Samples) -> Vec<(usize, usize, usize, u64)> {
         let (Some(first), Some(last)) = (seq.first(), seq.last()) else { continue };
         for (pi, port) in last.ports.iter().enumerate() {
             for tc in 0..port.depth_bytes.len() {
-                let mut peak = seq.iter().filter_map(|x| x.ports.get(pi)).map(|p| p.depth_bytes[tc]).max().unwrap_or(0);
-                let before = first.ports.get(pi).map_or(0, |p| p.peak_depth_bytes[tc]);
-                if port.peak_depth_bytes[tc] > before {
-                    peak = peak.max(port.peak_depth_bytes[tc]);
+                let mut peak = seq.iter().filter_map(|x| x.ports.get(pi)).map(|p| p.depth_cell_bytes[tc]).max().unwrap_or(0);
+                let before = first.ports.get(pi).map_or(0, |p| p.peak_depth_cell_bytes[tc]);
+                if port.peak_depth_cell_bytes[tc] > before {
+                    peak = peak.max(port.peak_depth_cell_bytes[tc]);
                 }
                 out.push((si, pi, tc, peak));
             }
@@ -532,7 +544,7 @@ impl Timeline {
             let mut seq = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref());
             for x in seq.clone() {
                 if let Some(p) = x.sample.ports.get(pi) {
-                    t.depth.push(Point { t_us: us(x.t_ns, d), v: p.depth_bytes[tc] as f64 });
+                    t.depth.push(Point { t_us: us(x.t_ns, d), v: p.depth_cell_bytes[tc] as f64 });
                 }
             }
             let last = seq.next_back().map(|x| &x.sample);
@@ -707,7 +719,15 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
             ];
             let y_max = lines.iter().map(|l| kb(l.1)).fold(peak, f64::max).max(1.0) * 1.12;
             let caption = match &t.bottleneck {
-                Some(b) => format!("(a) egress queue depth: {}:{} queue {} (to {}), peak {:.1} KB", b.switch, b.port, b.tc, b.peer, kb(b.peak_depth_bytes)),
+                Some(b) => format!(
+                    "(a) egress queue depth{}: {}:{} queue {} (to {}), peak {:.1} KB",
+                    cells_note(th.cell_bytes),
+                    b.switch,
+                    b.port,
+                    b.tc,
+                    b.peer,
+                    kb(b.peak_depth_bytes)
+                ),
                 None => "(a) egress queue depth: no egress queue held a byte".to_string(),
             };
             let mut ch = ChartBuilder::on(&a)
@@ -963,7 +983,7 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn thresholds() -> Thresholds {
-        Thresholds { wred_min_bytes: 150_000, wred_max_bytes: 3_000_000, wred_queues: 1 << 3, xoff_bytes: 3_200_000, xon_bytes: 120_000, lossless_priorities: 1 << 3 }
+        Thresholds { wred_min_bytes: 150_000, wred_max_bytes: 3_000_000, wred_queues: 1 << 3, xoff_bytes: 3_200_000, xon_bytes: 120_000, lossless_priorities: 1 << 3, cell_bytes: 256 }
     }
 
     fn port(name: &str, peer: &str) -> PortSample {
@@ -996,11 +1016,15 @@ mod tests {
             .map(|i| {
                 let t = i as u64 * 10 * MS;
                 let mut a = port("eth0", "host1:gpu0");
-                a.depth_bytes[0] = 1_000;
-                a.peak_depth_bytes[0] = 900_000;
+                a.depth_cell_bytes[0] = 1_000;
+                a.peak_depth_cell_bytes[0] = 900_000;
                 let mut b = port("eth1", "host2:gpu0");
-                b.depth_bytes[3] = depth[i];
-                b.peak_depth_bytes[3] = depth[..=i].iter().copied().max().unwrap();
+                // The buffer charges whole cells: 250-byte frames show 250/256 of it as frame
+                // bytes. The timeline follows the cells, as WRED and xOFF/xON do.
+                b.depth_cell_bytes[3] = depth[i];
+                b.peak_depth_cell_bytes[3] = depth[..=i].iter().copied().max().unwrap();
+                b.depth_bytes[3] = depth[i] / 256 * 250;
+                b.peak_depth_bytes[3] = b.peak_depth_cell_bytes[3] / 256 * 250;
                 b.ecn_marked = ecn[i];
                 let mut s = port("eth0", "rail1:eth2");
                 s.paused[3] = paused[i];
@@ -1161,7 +1185,7 @@ mod tests {
         // A 2.5 MB burst between the second and third sample, seen only by the watermark.
         for r in &mut s.rounds[2..] {
             if let Some(Some(x)) = r.switches.get_mut(1) {
-                x.sample.ports[0].peak_depth_bytes[3] = 2_500_000;
+                x.sample.ports[0].peak_depth_cell_bytes[3] = 2_500_000;
             }
         }
         let b = Timeline::build(&s, "f", "incast", 1.0, None).unwrap().bottleneck.unwrap();
@@ -1196,7 +1220,7 @@ mod tests {
         for want in [
             "DCQCN timeline: incast on fabric pod1, time dilation D = 1000",
             "rail1:eth1 queue 3",
-            "queue depth",
+            "queue depth in 256-byte cells",
             "WRED min 150 KB",
             "WRED max 3000 KB",
             "xOFF 3200 KB",

@@ -56,7 +56,7 @@ fn lldp_every_key() {
     assert_eq!(t.lldp.config, LldpConfig { enabled: true, tx_interval_ms: 5_000, ttl_s: 20, fast_interval_ms: 250, fast_count: 3 });
     let n = t.lldp.nic;
     assert_eq!((n.willing, n.pfc_enable, n.roce_dscp, n.roce_priority, n.cnp_dscp, n.cnp_priority), (false, 0b11_0000, 26, 4, 46, 6));
-    assert_eq!(n.classes(), NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 46, cnp_priority: 6 });
+    assert_eq!(n.classes(), NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 46, cnp_priority: 6, pfc_enable: 0b11_0000 });
     assert_eq!(n.dcb(), Dcb::nic(false, 0b11_0000, 26, 4, 46, 6));
 }
 
@@ -440,7 +440,7 @@ fn run_takes_the_negotiated_classes_and_falls_back_to_the_configured_ones() {
     let configured = t.lldp.nic.classes();
     let names = vec!["gpu0".to_string(), "gpu1".to_string(), "gpu9".to_string()];
     let c = control::run::classes_for(&names, &cfg, &report, configured);
-    assert_eq!(c[0], NicClasses { data_dscp: 24, data_priority: 4, cnp_dscp: 48, cnp_priority: 7 }, "adopted from the switch");
-    assert_eq!(c[1], NicClasses { data_dscp: 26, data_priority: 3, cnp_dscp: 48, cnp_priority: 7 }, "its own, no neighbour");
+    assert_eq!(c[0], NicClasses { data_dscp: 24, data_priority: 4, cnp_dscp: 48, cnp_priority: 7, pfc_enable: 1 << 4 }, "adopted from the switch, PFC enable vector included");
+    assert_eq!(c[1], NicClasses { data_dscp: 26, data_priority: 3, cnp_dscp: 48, cnp_priority: 7, pfc_enable: 1 << 3 }, "its own, no neighbour");
     assert_eq!(c[2], configured, "not in the agent");
 }

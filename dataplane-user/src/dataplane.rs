@@ -12,7 +12,8 @@
 //!    port's queue for its traffic class ([`crate::queue`]). An admission that takes a lossless
 //!    group past xOFF puts an 802.1Qbb PFC frame for that priority into the ingress port's
 //!    control queue at once ([`crate::pfc::PfcTx`]). PAUSE and PFC frames received update the
-//!    port's pause state ([`crate::pfc::PfcRx`]); LLDP frames are counted and copied to the
+//!    port's pause state ([`crate::pfc::PfcRx`]; PFC only for the lossless priorities, the PFC
+//!    enable vector: a pause for another priority is counted and ignored); LLDP frames are counted and copied to the
 //!    control side's LLDP/DCBX agent through a bounded ring ([`crate::ctrl`]). The frames were just written by the CPU that ran the XDP
 //!    program, so the cache lines of each one's Decision and headers are prefetched [`PREFETCH_AHEAD`] frames
 //!    ahead: the cross-core misses overlap instead of stalling one frame at a time;
@@ -215,6 +216,7 @@ fn release_held(buffer: &mut SharedBuffer, stats: &SwitchStats, h: &Held, egress
     let ingress = h.ingress as usize;
     let ev = buffer.release(ingress, tc, egress, tc, len, h.admit);
     stats.ports[ingress].prio[tc as usize].pg_bytes.set(buffer.pg_bytes(ingress, tc));
+    stats.ports[egress].queues[tc as usize & 7].depth_cell_bytes.set(buffer.queue_bytes(egress, tc));
     ev
 }
 
@@ -400,7 +402,7 @@ impl DataPlane {
             buffer,
             wred: q.wred.clone(),
             pfc_tx: PfcTx::new(n, q.pause_quanta, &cfg.line_rates_bps),
-            pfc_rx: PfcRx::new(n, &cfg.line_rates_bps),
+            pfc_rx: PfcRx::new(n, &cfg.line_rates_bps, q.lossless_priorities),
             watchdog,
             next_wd_poll: 0,
             dilation: cfg.dilation,
@@ -819,10 +821,14 @@ impl DataPlane {
                     self.admit(p, egress, tc, d, len, now)
                 }
                 Verdict::Pfc(enabled, quanta) => {
-                    self.pfc_rx.on_pfc(p, enabled, quanta, now);
+                    // Priorities without PFC (not lossless) come back: counted, not acted on.
+                    let ignored = self.pfc_rx.on_pfc(p, enabled, quanta, now);
                     for prio in 0..NUM_TC {
                         if enabled & (1 << prio) != 0 {
                             self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
+                        }
+                        if ignored & (1 << prio) != 0 {
+                            self.stats.ports[p].prio[prio].pfc_rx_ignored_frames.inc();
                         }
                     }
                     self.free.push(d);
@@ -871,6 +877,11 @@ impl DataPlane {
         }
         match self.buffer.admit(ingress, tc, egress, tc, len) {
             Ok((admit, ev)) => {
+                // The depth the thresholds act on (cells), beside the frame bytes the queue sets.
+                let cells = self.buffer.queue_bytes(egress, tc);
+                let q = &self.stats.ports[egress].queues[tc as usize & 7];
+                q.depth_cell_bytes.set(cells);
+                q.peak_depth_cell_bytes.raise(cells);
                 let h = Held { d, ingress: ingress as u8, admit };
                 if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
                     // Cannot happen (queues hold what the buffer admits); never leak the frame.

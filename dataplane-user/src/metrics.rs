@@ -38,6 +38,8 @@ struct QueueHandles {
     depth_bytes: IntGauge,
     depth_peak_bytes: IntGauge,
     depth_packets: IntGauge,
+    depth_cell_bytes: IntGauge,
+    depth_peak_cell_bytes: IntGauge,
     admission_dropped: IntCounter,
     pfcwd_dropped: IntCounter,
     /// Per depth band, (ECT enqueued, CE among them): WRED queues only.
@@ -48,6 +50,7 @@ struct QueueHandles {
 struct PrioHandles {
     pfc_tx: IntCounter,
     pfc_rx: IntCounter,
+    pfc_rx_ignored: IntCounter,
     paused_seconds: Counter,
     /// 1 while the peer's PFC pauses this egress priority.
     paused_now: IntGauge,
@@ -193,9 +196,23 @@ impl Metrics {
         let deq_b = counter_vec("rocefab_queue_dequeued_bytes_total", "Bytes dequeued for transmission", pq)?;
         let drop_p = counter_vec("rocefab_queue_dropped_packets_total", "Frames tail-dropped at the queue limit", pq)?;
         let drop_b = counter_vec("rocefab_queue_dropped_bytes_total", "Bytes tail-dropped at the queue limit", pq)?;
-        let depth_b = gauge_vec("rocefab_queue_depth_bytes", "Current queue depth in bytes", pq)?;
+        let depth_b = gauge_vec(
+            "rocefab_queue_depth_bytes",
+            "Current queue depth in frame bytes (Ethernet frames without FCS); WRED and the buffer thresholds act on rocefab_queue_depth_cell_bytes",
+            pq,
+        )?;
         let depth_p = gauge_vec("rocefab_queue_depth_packets", "Current queue depth in frames", pq)?;
-        let depth_peak = gauge_vec("rocefab_queue_depth_peak_bytes", "Highest queue depth in bytes since the daemon started", pq)?;
+        let depth_peak = gauge_vec("rocefab_queue_depth_peak_bytes", "Highest queue depth in frame bytes since the daemon started", pq)?;
+        let depth_cell = gauge_vec(
+            "rocefab_queue_depth_cell_bytes",
+            "Current queue depth as the shared buffer charges it: whole cells times the cell size (qos.cell, 256 bytes by default). WRED, the queue limit and xOFF/xON act on this unit",
+            pq,
+        )?;
+        let depth_peak_cell = gauge_vec(
+            "rocefab_queue_depth_peak_cell_bytes",
+            "Highest rocefab_queue_depth_cell_bytes since the daemon started",
+            pq,
+        )?;
         let adm_drop = counter_vec(
             "rocefab_queue_admission_dropped_packets_total",
             "Frames dropped at admission by the shared buffer (lossy queue or shared pool full, or no UMEM frame left)",
@@ -219,6 +236,11 @@ impl Metrics {
         )?;
         let pfc_tx = counter_vec("rocefab_pfc_tx_frames_total", "PFC frames sent out of the port for the priority (XOFF, refresh, XON)", pp)?;
         let pfc_rx = counter_vec("rocefab_pfc_rx_frames_total", "PFC frames received on the port for the priority (802.3x PAUSE counts for every priority)", pp)?;
+        let pfc_rx_ignored = counter_vec(
+            "rocefab_pfc_rx_ignored_frames_total",
+            "PFC frames received on the port with the priority's bit set, ignored because PFC is not enabled on the priority (not lossless)",
+            pp,
+        )?;
         let paused = register(
             &registry,
             "rocefab_pfc_paused_seconds_total",
@@ -308,6 +330,7 @@ impl Metrics {
                             PrioHandles {
                                 pfc_tx: pfc_tx.with_label_values(&l),
                                 pfc_rx: pfc_rx.with_label_values(&l),
+                                pfc_rx_ignored: pfc_rx_ignored.with_label_values(&l),
                                 paused_seconds: paused.with_label_values(&l),
                                 paused_now: paused_now.with_label_values(&l),
                                 pg_bytes: pg_b.with_label_values(&l),
@@ -331,6 +354,8 @@ impl Metrics {
                                 depth_bytes: depth_b.with_label_values(&l),
                                 depth_peak_bytes: depth_peak.with_label_values(&l),
                                 depth_packets: depth_p.with_label_values(&l),
+                                depth_cell_bytes: depth_cell.with_label_values(&l),
+                                depth_peak_cell_bytes: depth_peak_cell.with_label_values(&l),
                                 admission_dropped: adm_drop.with_label_values(&l),
                                 pfcwd_dropped: wd_drop.with_label_values(&l),
                                 wred_bands: wred_band_handles(cfg, port.name.as_str(), &q, &wred_ect, &wred_ce),
@@ -408,6 +433,7 @@ impl Metrics {
                 ph.paused_now.set(((paused_mask >> prio) & 1) as i64);
                 sync_stat(&ph.pfc_tx, &ps.pfc_tx_frames);
                 sync_stat(&ph.pfc_rx, &ps.pfc_rx_frames);
+                sync_stat(&ph.pfc_rx_ignored, &ps.pfc_rx_ignored_frames);
                 let secs = self.dilation.to_emulated_secs(ps.paused_ns.get() as f64 / 1e9);
                 let cur = ph.paused_seconds.get();
                 if secs > cur {
@@ -428,6 +454,8 @@ impl Metrics {
                 qh.depth_bytes.set(qs.depth_bytes.get() as i64);
                 qh.depth_peak_bytes.set(qs.peak_depth_bytes.get() as i64);
                 qh.depth_packets.set(qs.depth_packets.get() as i64);
+                qh.depth_cell_bytes.set(qs.depth_cell_bytes.get() as i64);
+                qh.depth_peak_cell_bytes.set(qs.peak_depth_cell_bytes.get() as i64);
                 sync_stat(&qh.admission_dropped, &qs.admission_dropped_packets);
                 sync_stat(&qh.pfcwd_dropped, &qs.pfcwd_dropped_packets);
                 for ((ect, ce), (se, sc)) in qh.wred_bands.iter().zip(qs.wred_band_ect.iter().zip(&qs.wred_band_ce)) {
@@ -556,6 +584,17 @@ mod tests {
         stats.ports[1].queues[3].peak_depth_bytes.set(9000);
         let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
         assert_eq!(value(&t, "rocefab_queue_depth_peak_bytes", &q), Some(9000.0));
+        // 36 frames of 250 bytes: 9000 frame bytes, 36 cells = 9216 bytes to the buffer.
+        stats.ports[1].queues[3].depth_cell_bytes.set(9216);
+        stats.ports[1].queues[3].peak_depth_cell_bytes.set(9216);
+        stats.ports[1].prio[0].pfc_rx_ignored_frames.add(3);
+        let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
+        assert_eq!(value(&t, "rocefab_queue_depth_cell_bytes", &q), Some(9216.0));
+        assert_eq!(value(&t, "rocefab_queue_depth_peak_cell_bytes", &q), Some(9216.0));
+        assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(4500.0));
+        assert_eq!(value(&t, "rocefab_pfc_rx_ignored_frames_total", &[("port", "eth1"), ("priority", "0")]), Some(3.0));
+        assert_eq!(value(&t, "rocefab_pfc_rx_ignored_frames_total", &[("port", "eth1"), ("priority", "3")]), Some(0.0));
+        assert!(t.contains("# HELP rocefab_queue_depth_cell_bytes Current queue depth as the shared buffer charges it"), "the help says the unit");
         assert_eq!(value(&t, "rocefab_port_rx_packets_total", &[("port", "eth0")]), Some(7.0));
         assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0"), ("switch", "sw1")]), Some(11.0));
         assert_eq!(value(&t, "rocefab_xdp_redirect_failed_total", &[("port", "eth1")]), Some(0.0));

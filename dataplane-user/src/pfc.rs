@@ -7,7 +7,10 @@
 //!   above xON; XON (quanta 0) ends it.
 //! - [`PfcRx`], per egress port and priority: a PFC frame with quanta q pauses the priority for
 //!   q × 512 bit-times at the port's speed, quanta 0 resumes at once, an 802.3x PAUSE pauses
-//!   every priority. Keeps the cumulative paused time and when the last pause arrived (for the
+//!   every priority. Only priorities in the port's PFC enable vector (802.1Qbb clause 36.1.3,
+//!   DCBX's PFC Configuration TLV, SONiC's `pfc_enable`: the switch's lossless priorities) are
+//!   honoured; a PFC frame's bits for other priorities are reported back to be counted, and
+//!   change nothing. Keeps the cumulative paused time and when the last pause arrived (for the
 //!   watchdog, [`crate::pfcwd`]).
 //!
 //! Pure logic: time is passed in (ns), nothing allocates after construction.
@@ -84,13 +87,16 @@ struct RxPrio {
 #[derive(Debug)]
 pub struct PfcRx {
     rate_bps: Vec<u64>,
+    /// PFC enable vector: bit i set = a PFC pause of priority i is honoured.
+    enabled: u8,
     prio: Vec<[RxPrio; NUM_TC]>,
 }
 
 impl PfcRx {
-    pub fn new(ports: usize, rate_bps: &[u64]) -> Self {
+    /// `pfc_enable`: the priorities whose PFC pauses are honoured (bit per priority).
+    pub fn new(ports: usize, rate_bps: &[u64], pfc_enable: u8) -> Self {
         assert_eq!(rate_bps.len(), ports);
-        PfcRx { rate_bps: rate_bps.to_vec(), prio: vec![[RxPrio::default(); NUM_TC]; ports] }
+        PfcRx { rate_bps: rate_bps.to_vec(), enabled: pfc_enable, prio: vec![[RxPrio::default(); NUM_TC]; ports] }
     }
 
     fn set(&mut self, port: usize, prio: usize, quanta: u16, now_ns: u64) {
@@ -115,16 +121,20 @@ impl PfcRx {
         r.last_rx = now_ns.max(1);
     }
 
-    /// An 802.1Qbb PFC frame: bit i of `enable_vector` → priority i paused for `quanta[i]`.
-    pub fn on_pfc(&mut self, port: usize, enable_vector: u8, quanta: [u16; 8], now_ns: u64) {
+    /// An 802.1Qbb PFC frame: bit i of the frame's `class_enable` vector → priority i paused
+    /// for `quanta[i]`, if PFC is enabled on priority i. Returns the frame's bits for priorities
+    /// on which PFC is not enabled: those are ignored (the caller counts them).
+    pub fn on_pfc(&mut self, port: usize, class_enable: u8, quanta: [u16; 8], now_ns: u64) -> u8 {
+        let honoured = class_enable & self.enabled;
         for (prio, q) in quanta.iter().enumerate() {
-            if enable_vector & (1 << prio) != 0 {
+            if honoured & (1 << prio) != 0 {
                 self.set(port, prio, *q, now_ns);
             }
         }
+        class_enable & !self.enabled
     }
 
-    /// An 802.3x PAUSE frame: every priority.
+    /// An 802.3x PAUSE frame: every priority, whatever the PFC enable vector.
     pub fn on_pause(&mut self, port: usize, quanta: u16, now_ns: u64) {
         for prio in 0..NUM_TC {
             self.set(port, prio, quanta, now_ns);
@@ -202,7 +212,7 @@ mod tests {
 
     #[test]
     fn pause_expires_and_quanta_zero_resumes() {
-        let mut r = PfcRx::new(2, &[G1, G1]);
+        let mut r = PfcRx::new(2, &[G1, G1], 0xff);
         r.on_pfc(0, 1 << 3, [0, 0, 0, 100, 0, 0, 0, 0], 1_000);
         assert_eq!(r.paused_mask(0, 1_000), 1 << 3);
         assert_eq!(r.paused_mask(1, 1_000), 0, "other ports are not paused");
@@ -223,7 +233,7 @@ mod tests {
 
     #[test]
     fn refreshes_extend_one_continuous_pause() {
-        let mut r = PfcRx::new(1, &[G1]);
+        let mut r = PfcRx::new(1, &[G1], 1 << 3);
         for i in 0..10u64 {
             r.on_pfc(0, 1 << 3, [0, 0, 0, 100, 0, 0, 0, 0], i * 25_600);
         }
@@ -236,7 +246,8 @@ mod tests {
 
     #[test]
     fn pause_8023x_stops_every_priority() {
-        let mut r = PfcRx::new(1, &[G1]);
+        // 802.3x PAUSE is not PFC: it stops every priority even with PFC on priority 3 only.
+        let mut r = PfcRx::new(1, &[G1], 1 << 3);
         r.on_pause(0, 10, 0);
         assert_eq!(r.paused_mask(0, 0), 0xff);
         assert_eq!(r.paused_mask(0, 5_120), 0);
@@ -246,5 +257,29 @@ mod tests {
         for p in 0..8 {
             assert_eq!(r.paused_ns_total(0, p, 20_000), 5_120 + 1_000);
         }
+    }
+
+    #[test]
+    fn pfc_for_a_priority_without_pfc_is_ignored_and_reported() {
+        // pfc: [3]. A PFC frame for priority 0 (10000 quanta) must not hold queue 0.
+        let mut r = PfcRx::new(2, &[G1, G1], 1 << 3);
+        assert_eq!(r.on_pfc(0, 1 << 0, [10_000, 0, 0, 0, 0, 0, 0, 0], 1_000), 1 << 0);
+        assert_eq!(r.paused_mask(0, 1_000), 0);
+        assert_eq!(r.paused_ns_total(0, 0, 10_000_000), 0);
+        assert_eq!(r.last_pause_rx_ns(0)[0], 0, "the watchdog sees no pause either");
+        assert_eq!(r.next_expiry(0), None);
+        // A frame naming 0 and 3: 3 is honoured, 0 reported.
+        assert_eq!(r.on_pfc(0, 0b1001, [10_000, 0, 0, 100, 0, 0, 0, 0], 2_000), 1 << 0);
+        assert_eq!(r.paused_mask(0, 2_000), 1 << 3);
+        assert_eq!(r.paused_mask(0, 2_000 + 51_200), 0);
+        // An enabled priority alone reports nothing.
+        assert_eq!(r.on_pfc(1, 1 << 3, [0, 0, 0, 100, 0, 0, 0, 0], 3_000), 0);
+        // With PFC off everywhere, every bit is reported and nothing pauses.
+        let mut off = PfcRx::new(1, &[G1], 0);
+        assert_eq!(off.on_pfc(0, 0xff, [0xffff; 8], 0), 0xff);
+        assert_eq!(off.paused_mask(0, 0), 0);
+        // ... while an 802.3x PAUSE still stops everything.
+        off.on_pause(0, 10, 0);
+        assert_eq!(off.paused_mask(0, 0), 0xff);
     }
 }

@@ -41,7 +41,8 @@ where
     )
 }
 
-/// The thresholds the timeline draws as horizontal lines (bytes, as configured).
+/// The thresholds the timeline draws as horizontal lines (bytes, as configured). They act on
+/// depths counted in whole cells of `cell_bytes` ([`PortSample::depth_cell_bytes`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Thresholds {
     /// WRED minimum: no ECN mark below this egress queue depth.
@@ -56,6 +57,10 @@ pub struct Thresholds {
     pub xon_bytes: u64,
     /// Bit p set: priority p is lossless (PFC).
     pub lossless_priorities: u8,
+    /// Accounting cell of the shared buffer, bytes (0 = frame bytes): every threshold above
+    /// acts on depths counted in whole cells.
+    #[serde(default)]
+    pub cell_bytes: u32,
 }
 
 /// One port of a [`SwitchSample`]; arrays are indexed by traffic class / priority 0..=7.
@@ -74,10 +79,17 @@ pub struct PortSample {
     /// Bytes (Ethernet frame without FCS) dequeued for transmission per egress queue.
     #[serde(default)]
     pub tx_bytes: [u64; NUM_TC],
-    /// Egress queue depth now, bytes.
+    /// Egress queue depth now, frame bytes.
     pub depth_bytes: [u64; NUM_TC],
-    /// Highest egress queue depth since the daemon started, bytes.
+    /// Highest egress queue depth since the daemon started, frame bytes.
     pub peak_depth_bytes: [u64; NUM_TC],
+    /// Egress queue depth now as the shared buffer charges it: whole cells × the cell size
+    /// ([`Thresholds::cell_bytes`]). What WRED and the buffer thresholds act on.
+    #[serde(default)]
+    pub depth_cell_bytes: [u64; NUM_TC],
+    /// Highest `depth_cell_bytes` since the daemon started.
+    #[serde(default)]
+    pub peak_depth_cell_bytes: [u64; NUM_TC],
     /// PFC frames sent out of this port with the priority's bit set (XOFF, refresh, XON).
     pub pfc_tx_frames: [u64; NUM_TC],
     /// PFC frames received on this port with the priority's bit set.
@@ -128,6 +140,8 @@ impl SwitchSample {
                     tx_bytes: std::array::from_fn(|tc| ps.queues[tc].dequeued_bytes.get()),
                     depth_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_bytes.get()),
                     peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
+                    depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_cell_bytes.get()),
+                    peak_depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_cell_bytes.get()),
                     pfc_tx_frames: std::array::from_fn(|p| ps.prio[p].pfc_tx_frames.get()),
                     pfc_rx_frames: std::array::from_fn(|p| ps.prio[p].pfc_rx_frames.get()),
                     paused: std::array::from_fn(|p| mask & (1 << p) != 0),
@@ -147,6 +161,7 @@ impl SwitchSample {
                 xoff_bytes: q.xoff_bytes,
                 xon_bytes: q.xon_bytes,
                 lossless_priorities: q.lossless_priorities,
+                cell_bytes: q.cell_bytes,
             },
             xdp_unread: xdp.is_none(),
             ports,
@@ -198,6 +213,9 @@ mod tests {
         q.depth_bytes.set(4_000);
         q.peak_depth_bytes.raise(9_000);
         q.peak_depth_bytes.raise(5_000);
+        // 16 frames of 250 bytes take 16 cells of 256 bytes.
+        q.depth_cell_bytes.set(4_096);
+        q.peak_depth_cell_bytes.raise(9_216);
         q.dequeued_packets.add(3);
         q.dequeued_bytes.add(3 * 1_078);
         stats.ports[1].prio[3].pfc_rx_frames.add(2);
@@ -212,11 +230,12 @@ mod tests {
         assert_eq!((s.switch.as_str(), s.time_dilation, s.xdp_unread), ("rail1", 1000.0, false));
         assert_eq!(
             s.thresholds,
-            Thresholds { wred_min_bytes: 150_000, wred_max_bytes: 3_000_000, wred_queues: 1 << 3, xoff_bytes: 3_200_000, xon_bytes: 120_000, lossless_priorities: 1 << 3 }
+            Thresholds { wred_min_bytes: 150_000, wred_max_bytes: 3_000_000, wred_queues: 1 << 3, xoff_bytes: 3_200_000, xon_bytes: 120_000, lossless_priorities: 1 << 3, cell_bytes: 256 }
         );
         let p = &s.ports[1];
         assert_eq!((p.name.as_str(), p.peer.as_str()), ("eth1", "spine1:eth3"));
         assert_eq!((p.depth_bytes[3], p.peak_depth_bytes[3]), (4_000, 9_000));
+        assert_eq!((p.depth_cell_bytes[3], p.peak_depth_cell_bytes[3], p.depth_cell_bytes[2]), (4_096, 9_216, 0));
         assert_eq!((p.line_rate_bps, p.tx_packets[3], p.tx_bytes[3], p.tx_bytes[0]), (1_000_000_000, 3, 3_234, 0));
         // 70 µs of wall clock paused at D = 1000: 70 ns emulated.
         assert_eq!((p.pfc_rx_frames[3], p.paused_ns[3], p.ecn_marked, p.wred_dropped), (2, 70, 17, 2));

@@ -54,12 +54,17 @@ pub struct QueueStats {
     /// Tail drops (queue over its byte limit or out of descriptor slots).
     pub dropped_packets: Stat,
     pub dropped_bytes: Stat,
-    /// Current depth (gauge).
+    /// Current depth in frame bytes (gauge).
     pub depth_bytes: Stat,
     /// Current depth in packets (gauge).
     pub depth_packets: Stat,
-    /// Highest depth in bytes since the daemon started (watermark, raised on enqueue).
+    /// Highest depth in frame bytes since the daemon started (watermark, raised on enqueue).
     pub peak_depth_bytes: Stat,
+    /// Current depth as the shared buffer charges it: whole cells × cell size (frame bytes when
+    /// the cell is 0). What WRED, the queue limit and the buffer thresholds act on (gauge).
+    pub depth_cell_bytes: Stat,
+    /// Highest `depth_cell_bytes` since the daemon started (raised on admission).
+    pub peak_depth_cell_bytes: Stat,
     /// Dropped at admission by the shared buffer (lossy: queue or shared pool full, or no UMEM
     /// frame left for the configured buffer).
     pub admission_dropped_packets: Stat,
@@ -81,6 +86,9 @@ pub struct PrioStats {
     /// PFC frames received on this port with this priority's bit set (802.3x PAUSE counts for
     /// every priority).
     pub pfc_rx_frames: Stat,
+    /// Of those PFC frames, the ones ignored because PFC is not enabled on this priority (not
+    /// in the port's PFC enable vector, the lossless priorities).
+    pub pfc_rx_ignored_frames: Stat,
     /// Cumulative time this egress priority was paused by the peer, ns.
     pub paused_ns: Stat,
     /// Bytes charged to the ingress priority group (port, priority), gauge.

@@ -4,6 +4,12 @@
 //! 0xFFFF quanta ≈ 83.9 µs, book ch. 11 and DESIGN.md). A quanta of 0 resumes the priority
 //! at once; a newer frame replaces the running timer. Paused time is accounted per
 //! priority; frames are counted. Pure: every call takes `now` in nanoseconds.
+//!
+//! Only priorities in the port's PFC enable vector are paused (802.1Qbb clause 36.1.3): the
+//! NIC is DCBX-willing and adopts the switch's vector (IEEE 802.1Qaz PFC Configuration TLV,
+//! [`crate::nic::agent::classes_from`]). A PFC frame's bits for other priorities are counted
+//! ([`NicPfc::ignored_frames`]) and change nothing; an 802.3x PAUSE still pauses every
+//! priority.
 
 /// Number of priorities.
 pub const PRIORITIES: usize = 8;
@@ -38,6 +44,8 @@ pub struct PfcPriorityCounters {
     pub pause_frames: u64,
     /// Frames that resumed it (quanta 0).
     pub resume_frames: u64,
+    /// PFC frames with this priority's bit set, ignored because PFC is not enabled on it.
+    pub ignored_frames: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,17 +77,27 @@ impl PrioState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NicPfc {
     line_rate_bps: u64,
+    /// PFC enable vector: bit i set = PFC pauses of priority i are honoured.
+    pfc_enable: u8,
     prio: [PrioState; PRIORITIES],
     frames_received: u64,
+    /// PFC frames that named at least one priority without PFC.
+    ignored_frames: u64,
 }
 
 impl NicPfc {
-    /// A port of `line_rate_bps` with nothing paused.
-    pub fn new(line_rate_bps: u64) -> Result<NicPfc, PfcError> {
+    /// A port of `line_rate_bps` with nothing paused, honouring PFC for the priorities set in
+    /// `pfc_enable` (bit per priority).
+    pub fn new(line_rate_bps: u64, pfc_enable: u8) -> Result<NicPfc, PfcError> {
         if line_rate_bps == 0 {
             return Err(PfcError::ZeroLineRate);
         }
-        Ok(NicPfc { line_rate_bps, prio: [PrioState::default(); PRIORITIES], frames_received: 0 })
+        Ok(NicPfc { line_rate_bps, pfc_enable, prio: [PrioState::default(); PRIORITIES], frames_received: 0, ignored_frames: 0 })
+    }
+
+    /// The PFC enable vector.
+    pub fn pfc_enable(&self) -> u8 {
+        self.pfc_enable
     }
 
     /// Line rate.
@@ -88,11 +106,18 @@ impl NicPfc {
     }
 
     /// Applies a received PFC frame: bit `i` of `class_enable` selects priority `i`, whose
-    /// timer is set from `quanta[i]` (0 = resume now).
+    /// timer is set from `quanta[i]` (0 = resume now) if PFC is enabled on `i`; bits of
+    /// priorities without PFC are counted and ignored.
     pub fn on_pfc_frame(&mut self, class_enable: u8, quanta: &[u16; PRIORITIES], now: u64) {
         self.frames_received += 1;
+        let ignored = class_enable & !self.pfc_enable;
+        if ignored != 0 {
+            self.ignored_frames += 1;
+        }
         for (i, &q) in quanta.iter().enumerate() {
-            if class_enable & (1 << i) != 0 {
+            if ignored & (1 << i) != 0 {
+                self.prio[i].counters.ignored_frames += 1;
+            } else if class_enable & (1 << i) != 0 {
                 self.apply(i, q, now);
             }
         }
@@ -175,6 +200,11 @@ impl NicPfc {
     pub fn frames_received(&self) -> u64 {
         self.frames_received
     }
+
+    /// PFC frames that named a priority on which PFC is not enabled (those bits were ignored).
+    pub fn ignored_frames(&self) -> u64 {
+        self.ignored_frames
+    }
 }
 
 #[cfg(test)]
@@ -204,7 +234,7 @@ mod tests {
 
     #[test]
     fn pause_expires_after_quanta_time() {
-        let mut p = NicPfc::new(G1).unwrap();
+        let mut p = NicPfc::new(G1, 1 << 3).unwrap();
         p.on_pfc_frame(1 << 3, &q(3, 0xFFFF), 1_000);
         assert!(p.is_paused(3, 1_000).unwrap());
         assert!(!p.is_paused(0, 1_000).unwrap(), "other priorities unaffected");
@@ -219,8 +249,8 @@ mod tests {
 
     #[test]
     fn class_enable_bits_select_priorities() {
-        let mut p = NicPfc::new(G400).unwrap();
-        // Quanta for disabled priorities are ignored.
+        let mut p = NicPfc::new(G400, 0xff).unwrap();
+        // Quanta for priorities whose bit is not set are ignored.
         p.on_pfc_frame(0b0000_1000, &[500; 8], 0);
         assert_eq!(p.paused_mask(1), 0b1000);
         p.on_pfc_frame(0b1000_0001, &[100, 0, 0, 0, 0, 0, 0, 200], 0);
@@ -232,7 +262,7 @@ mod tests {
 
     #[test]
     fn quanta_zero_resumes_at_once_and_refresh_extends() {
-        let mut p = NicPfc::new(G1).unwrap();
+        let mut p = NicPfc::new(G1, 1 << 3).unwrap();
         p.on_pfc_frame(1 << 3, &q(3, 1000), 0); // 512 µs
         p.on_pfc_frame(1 << 3, &q(3, 1000), 100_000); // refresh → until 612 µs
         assert!(p.is_paused(3, 600_000).unwrap());
@@ -252,7 +282,8 @@ mod tests {
 
     #[test]
     fn global_pause_pauses_all() {
-        let mut p = NicPfc::new(G1).unwrap();
+        // 802.3x PAUSE is not PFC: every priority, whatever the PFC enable vector.
+        let mut p = NicPfc::new(G1, 1 << 3).unwrap();
         p.on_global_pause(2, 0);
         assert_eq!(p.paused_mask(0), 0xFF);
         assert_eq!(p.next_resume(0), Some(1024));
@@ -262,9 +293,34 @@ mod tests {
 
     #[test]
     fn invalid_inputs() {
-        assert_eq!(NicPfc::new(0), Err(PfcError::ZeroLineRate));
-        let p = NicPfc::new(G1).unwrap();
+        assert_eq!(NicPfc::new(0, 1 << 3), Err(PfcError::ZeroLineRate));
+        let p = NicPfc::new(G1, 1 << 3).unwrap();
         assert_eq!(p.is_paused(8, 0), Err(PfcError::InvalidPriority(8)));
         assert_eq!(p.paused_ns(200, 0), Err(PfcError::InvalidPriority(200)));
+    }
+
+    #[test]
+    fn pfc_on_a_priority_without_pfc_is_counted_and_ignored() {
+        // The switch runs PFC on 3 only; a PFC frame for priority 0 must not stop priority 0.
+        let mut p = NicPfc::new(G1, 1 << 3).unwrap();
+        p.on_pfc_frame(1 << 0, &q(0, 10_000), 0);
+        assert_eq!(p.paused_mask(0), 0);
+        assert_eq!(p.next_resume(0), None);
+        assert_eq!(p.paused_ns(0, 10_000_000).unwrap(), 0);
+        assert_eq!(p.counters(0).unwrap(), PfcPriorityCounters { pause_frames: 0, resume_frames: 0, ignored_frames: 1 });
+        assert_eq!((p.frames_received(), p.ignored_frames()), (1, 1));
+        // Both bits: 3 pauses, 0 is ignored.
+        p.on_pfc_frame(0b1001, &[10_000, 0, 0, 100, 0, 0, 0, 0], 1_000);
+        assert_eq!(p.paused_mask(1_000), 1 << 3);
+        assert_eq!(p.counters(0).unwrap().ignored_frames, 2);
+        assert_eq!(p.counters(3).unwrap().pause_frames, 1);
+        // An enabled priority alone is not an ignored frame.
+        p.on_pfc_frame(1 << 3, &q(3, 0), 2_000);
+        assert_eq!((p.frames_received(), p.ignored_frames()), (3, 2));
+        // Another vector (DCBX adopted priority 4): 4 pauses, 3 does not.
+        let mut p4 = NicPfc::new(G1, 1 << 4).unwrap();
+        p4.on_pfc_frame(0b1_1000, &[0, 0, 0, 100, 100, 0, 0, 0], 0);
+        assert_eq!(p4.paused_mask(0), 1 << 4);
+        assert_eq!(p4.pfc_enable(), 1 << 4);
     }
 }

@@ -30,6 +30,8 @@ const Q3_PPS: u64 = 6_000;
 /// Queue 7 (strict): 500 packets/s of 242-byte frames (~1 Mbit/s).
 const Q7_PPS: u64 = 500;
 const Q7_PAYLOAD: u16 = 200;
+/// Most queue-7 frames the strict queue may hold at once (see the test).
+const Q7_PEAK_FRAMES: f64 = 8.0;
 /// How long every sender runs at most; the measurement window sits inside it.
 const SEND_SECS: u64 = 8;
 const WINDOW: Duration = Duration::from_secs(3);
@@ -124,13 +126,8 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
         assert!(started.elapsed() < Duration::from_secs(4), "queues 0 and 3 never both backlogged on rail1:{port}: {s:?}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    // The window: the strict queue's depth is watched all along.
-    let mut max_q7_depth: f64 = 0.0;
-    let mut scrapes = 0;
     let b = loop {
         let s = sample(&f, &port);
-        max_q7_depth = max_q7_depth.max(s.depth_bytes[2]);
-        scrapes += 1;
         if s.at - a.at >= WINDOW {
             break s;
         }
@@ -157,7 +154,7 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
     // The byte shares of the two weighted queues.
     let share0 = d[0] / (d[0] + d[1]);
     eprintln!(
-        "rail1:{port}: {:.1} Mbit/s over {secs:.3} s; queue 0 {:.0} B, queue 3 {:.0} B (share {:.4} / {:.4}), queue 7 {:.0} B; {scrapes} scrapes, queue 7 at most {max_q7_depth} B deep",
+        "rail1:{port}: {:.1} Mbit/s over {secs:.3} s; queue 0 {:.0} B, queue 3 {:.0} B (share {:.4} / {:.4}), queue 7 {:.0} B",
         bps / 1e6,
         d[0],
         d[1],
@@ -167,9 +164,6 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
     );
     assert!((share0 - 0.70).abs() <= 0.05, "queue 0 got {share0:.4} of the bytes, queue 3 {:.4}: want 0.70/0.30 ± 0.05", 1.0 - share0);
 
-    // The strict queue: never deeper than a burst of its frames (what arrives while the daemon
-    // is descheduled), while the others sit near their 1 MiB limit.
-    assert!(max_q7_depth <= 32.0 * 242.0, "queue 7 built up to {max_q7_depth} bytes behind the weighted queues");
     let ((n0, _), (n3, _), (n7, e7)) = (sent(&mut q0), sent(&mut q3), sent(&mut q7));
     assert_eq!(e7, 0, "host4's DSCP 48 sender had send errors");
     let settled = f.wait_metrics("rail1", |t| {
@@ -180,6 +174,13 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
     assert_eq!(q7m("rocefab_queue_enqueued_packets_total"), n7 as f64, "queue 7 did not get every packet host4 sent");
     assert_eq!(q7m("rocefab_queue_dequeued_packets_total"), n7 as f64, "queue 7 did not send every packet it got");
     assert_eq!(q7m("rocefab_queue_dropped_packets_total"), 0.0);
+    // The strict queue, over the whole run (the daemon's watermark, raised at every enqueue):
+    // served before the weighted queues, it holds at most the frames that reach the data-plane
+    // thread in one pass: one, or the few host4 sent (every 2 ms) while the thread was
+    // descheduled (8 frames: 16 ms), while the others sit near their 1 MiB limit.
+    let peak = q7m("rocefab_queue_depth_peak_bytes");
+    eprintln!("queue 7 peak depth {peak} B ({} frames of 242 B)", peak / 242.0);
+    assert!(peak <= Q7_PEAK_FRAMES * 242.0, "queue 7 built up to {peak} bytes behind the weighted queues");
     // ... while the bulk classes lost a good part of theirs.
     let drops = |q: &str| metric(&settled, "rocefab_queue_admission_dropped_packets_total", &[("port", &port), ("queue", q)]);
     assert!(drops("0") > 0.1 * n0 as f64 && drops("3") > 0.1 * n3 as f64, "drops: queue 0 {} of {n0}, queue 3 {} of {n3}", drops("0"), drops("3"));

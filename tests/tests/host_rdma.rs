@@ -79,8 +79,9 @@ import sys, time
 from scapy.all import Ether, conf
 from scapy.contrib.mac_control import MACControlClassBasedFlowControl
 iface = sys.argv[1]
+prio = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 def pfc(q):
-    return Ether(dst="01:80:c2:00:00:01", src=sys.argv[2]) / MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=q)
+    return Ether(dst="01:80:c2:00:00:01", src=sys.argv[2]) / MACControlClassBasedFlowControl(**{f"c{prio}_enabled": 1, f"c{prio}_pause_time": q})
 pause, resume = bytes(pfc(0xffff)), bytes(pfc(0))
 s = conf.L2socket(iface=iface)
 print("ready", len(pause), flush=True)
@@ -162,6 +163,62 @@ fn host_pfc_from_scapy_pauses_sender_for_encoded_time_and_quanta_zero_resumes() 
     assert!(next - p2 < 0.5 * expect, "second pause lasted {:.3} ms", (next - p2) * 1e3);
     let paused_ns = nic(&ra, "pfc_paused_ns_prio3") as f64 / 1e9;
     assert!((paused_ns - (expect + (r2 - p2))).abs() < 0.005, "NIC accounted {paused_ns} s");
+}
+
+/// The PFC enable vector on the NIC (802.1Qbb; the NIC adopts the switch's by DCBX, default
+/// priority 3): a NIC running RoCEv2 lossy on priority 0 (DSCP 0, as rxe does) gets the same
+/// two 65535-quanta PFC frames and quanta 0, for priority 0. PFC is not enabled on priority 0,
+/// so they are counted as ignored and the data keeps flowing (tcpdump on B's wire: no gap near
+/// the 33.5 ms a pause would hold it).
+#[test]
+fn host_pfc_for_a_priority_without_pfc_is_ignored() {
+    oracles("scapy.contrib.mac_control");
+    let t = BackToBack::new("q", 76, 3500);
+    let pcap = TempFile::new("rf-h-pfc0.pcap");
+    let cap = start_capture(&t.b, "hb", &pcap, "", 160, 200_000, 20);
+    let mut scapy = Proc::spawn(
+        "scapy pfc",
+        Command::new("ip")
+            .args(["netns", "exec", &t.b.0, "/usr/bin/python3", "-c", SCAPY_PFC, "hb", &t.mac_b(), "0"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped()),
+    );
+    let l = scapy.line(Duration::from_secs(30));
+    assert!(l.starts_with("ready 60"), "scapy: {l}");
+    let extra = json!({"window_packets": 1_000_000, "retransmit_timeout_ns": 60_000_000_000u64});
+    let mut job = t.sender_job("rf-h-q-a", 128 * MIB, 1, GBPS, extra, 2500);
+    job["nics"][0]["dcqcn"] = json!(false);
+    // RoCEv2 on priority 0; the PFC enable vector stays the default (priority 3).
+    job["nics"][0]["classes"] = json!({"data_dscp": 0, "data_priority": 0, "cnp_dscp": 48, "cnp_priority": 7});
+    let mut a = start_hostd(&t.a, &job);
+    wait_for_roce_frame(&pcap, Duration::from_secs(5));
+    writeln!(scapy.child.stdin.as_mut().unwrap(), "go").unwrap();
+    assert_eq!(scapy.line(Duration::from_secs(10)), "done");
+    let (ra, _) = report(&mut a, Duration::from_secs(10));
+    drop(cap);
+    std::thread::sleep(Duration::from_millis(200));
+
+    assert_eq!(nic(&ra, "data_priority"), 0, "{ra}");
+    assert_eq!(nic(&ra, "pfc_frames_received"), 3, "{ra}");
+    assert_eq!(nic(&ra, "pfc_ignored_frames"), 3, "every PFC frame named only priority 0: {ra}");
+    assert_eq!((nic(&ra, "pfc_pause_frames_prio3"), nic(&ra, "pfc_paused_ns_prio3")), (0, 0), "the data priority (0) was paused: {ra}");
+
+    let rows = tshark_fields(&pcap, "macc || (udp.dstport == 4791)", &["frame.time_epoch", "eth.type", "macc.cbfc.enbv", "macc.cbfc.pause_time.c0", "ip.dsfield.dscp"]);
+    let ts = |r: &Vec<String>| r[0].parse::<f64>().unwrap();
+    let pfc: Vec<(f64, u64)> = rows.iter().filter(|r| r[1] == "0x8808").map(|r| (ts(r), num(&r[3]))).collect();
+    assert_eq!(pfc.iter().map(|p| p.1).collect::<Vec<_>>(), vec![0xffff, 0xffff, 0], "tshark decodes the PFC quanta");
+    assert!(rows.iter().filter(|r| r[1] == "0x8808").all(|r| num(&r[2]) == 0x01), "class-enable vector = priority 0");
+    // The RoCEv2 data at DSCP 0 (B's kernel answers with ICMP errors at DSCP 48 that quote
+    // the UDP header, so they match the filter too); none at the default DSCP 24.
+    let data: Vec<f64> = rows.iter().filter(|r| r[1] == "0x0800" && r[4] == "0").map(ts).collect();
+    assert!(!rows.iter().any(|r| r[4] == "24"), "data left at DSCP 24, not the job's class");
+    // After each pause frame, 40 ms of data (longer than the 33.5 ms pause) with no gap of 5 ms.
+    for &(p, _) in &pfc[..2] {
+        let w: Vec<f64> = data.iter().copied().filter(|&x| x > p - 0.002 && x < p + 0.04).collect();
+        assert!(w.len() > 1000, "{} data frames in the 40 ms after the pause frame at {p}", w.len());
+        let gap = w.windows(2).map(|x| x[1] - x[0]).fold(0.0, f64::max);
+        assert!(gap < 0.005, "data stopped for {:.3} ms after a PFC frame for priority 0", gap * 1e3);
+    }
 }
 
 /// scapy: a duplicate RDMA WRITE Only to B's QP 512 (PSN 0xfff000, the transfer's first) from

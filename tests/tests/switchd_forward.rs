@@ -5,6 +5,8 @@
 //! Needs root and the built binary: `cargo build -p dataplane-user` first; the binary is looked
 //! up in `$ROCEFAB_BIN_DIR` (default: the workspace's `target/debug`). Everything created is
 //! prefixed `rf-sd-` and removed by guards, also when an assertion fails.
+mod host_util;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -419,6 +421,10 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     let idle = dp_thread_ticks(pid) - t0;
     assert!(idle < 4, "idle data-plane thread used {idle} ticks in 2 s");
 
+    // What arrives at h2: the drain's pace as the receiver sees it (tcpdump, kernel clock).
+    let pcap = host_util::TempFile::new("rf-h-sd-shape.pcap");
+    let cap = host_util::start_capture_in(H2, "sd-h2", &pcap, "udp dst port 4791", 64, 1000, 30);
+
     // 200 datagrams of 1000 bytes (1042-byte frames) in a few ms: far above 10 Mbit/s.
     const N: u64 = 200;
     let py = "import socket,sys\n\
@@ -465,9 +471,21 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     let ideal = Duration::from_nanos(backlog * 853_600);
     let min = Duration::from_nanos((backlog - 1) * 853_600);
     assert!(t_b >= min, "{backlog} frames drained in {t_b:?}: faster than 10 Mbit/s ({ideal:?})");
-    // Only a sanity bound on wall-clock time (a loaded CI box may stall the daemon); the exact
-    // shaper timing is tested with an injected clock in dataplane-user/src/shaper.rs.
-    assert!(t_b <= ideal + Duration::from_secs(2), "{backlog} frames took {t_b:?}, ideal {ideal:?}");
+    drop(cap);
+
+    // Not slower than the line rate either, timed at the receiver: the last `backlog` frames left
+    // a queue that was never empty, so they arrive one serialisation time (853.6 µs) apart: a
+    // span of (backlog − 1) of them, at most 3 shorter (the shaper's burst allowance lets frames
+    // delayed by a late wake-up catch up) and at most 3 % + 2 ms longer (the last wake-ups may
+    // be late on a loaded 2-core box). A shaper 15 % slow is past that on the ~40-frame backlog;
+    // the exact timing is tested with an injected clock in dataplane-user/src/shaper.rs.
+    let arrivals: Vec<f64> = host_util::tshark_fields(&pcap.0, "", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
+    assert_eq!(arrivals.len() as u64, enq, "h2 received every frame the switch queued");
+    let tail = &arrivals[arrivals.len() - backlog as usize..];
+    let span = Duration::from_secs_f64(tail[tail.len() - 1] - tail[0]);
+    let (lo, hi) = (Duration::from_nanos((backlog - 4) * 853_600), min.mul_f64(1.03) + Duration::from_millis(2));
+    eprintln!("the last {backlog} frames arrived at h2 over {span:?} (line rate: {min:?}; bounds {lo:?}..{hi:?}); the switch drained them in at most {t_b:?}");
+    assert!(span >= lo && span <= hi, "the last {backlog} frames arrived at h2 over {span:?}, at 10 Mbit/s {min:?} (bounds {lo:?}..{hi:?})");
     d.sigterm();
     assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
 }

@@ -3,7 +3,8 @@
 //! Application Priority table of the switch port it is cabled to (IEEE 802.1Qaz). The
 //! controller reads the negotiated values ([`classes_from`]) from the agent's `GET /lldp` and
 //! gives them to the NIC emulator of a job ([`super::job::NicClasses`]): the DSCP it marks
-//! RoCEv2 with and the priority whose PFC pause it honours.
+//! RoCEv2 with, its priorities, and the PFC enable vector (the priorities whose PFC pauses it
+//! honours).
 //!
 //! LLDP goes through one `AF_PACKET` socket for EtherType 0x88cc in the host namespace, not
 //! bound to an interface: received frames name their interface by index, and frames are sent
@@ -67,7 +68,8 @@ pub struct AgentNic {
 
 /// The classes a NIC runs with after negotiation: RoCEv2 at the APP table's UDP 4791 priority
 /// with a DSCP the table maps to it (`nic.data_dscp` when it does), CNPs at `nic.cnp_dscp` with
-/// the priority the table gives that DSCP. Values the table does not give stay the NIC's own.
+/// the priority the table gives that DSCP; PFC on the operational PFC enable vector (the
+/// switch's, adopted by a willing NIC). Values the table does not give stay the NIC's own.
 pub fn classes_from(nic: &AgentNic, report: &PortReport) -> NicClasses {
     let own = &nic.dcb;
     let oper = &report.oper;
@@ -77,7 +79,7 @@ pub fn classes_from(nic: &AgentNic, report: &PortReport) -> NicClasses {
         .dscp_priority(nic.cnp_dscp)
         .or_else(|| own.app.iter().find(|a| a.selector == lldp_agent::dcb::SEL_DSCP && a.protocol == u16::from(nic.cnp_dscp)).map(|a| a.priority))
         .unwrap_or(7);
-    NicClasses { data_dscp, data_priority, cnp_dscp: nic.cnp_dscp, cnp_priority }
+    NicClasses { data_dscp, data_priority, cnp_dscp: nic.cnp_dscp, cnp_priority, pfc_enable: oper.pfc_enable }
 }
 
 /// A raw `AF_PACKET` socket receiving and sending LLDP frames on every interface of the
@@ -309,7 +311,7 @@ mod tests {
         let mut sw = Dcb::nic(false, 1 << 4, 26, 4, 48, 6);
         sw.willing = false;
         let c = classes_from(&nic(), &report_with_peer(Some(sw)));
-        assert_eq!(c, NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 48, cnp_priority: 6 });
+        assert_eq!(c, NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 48, cnp_priority: 6, pfc_enable: 1 << 4 });
     }
 
     #[test]

@@ -443,7 +443,7 @@ impl Engine {
                 classes: n.classes,
             };
             n.classes.validate().map_err(|x| e(format!("{}: classes: {x}", n.name)))?;
-            let pfc = NicPfc::new(cfg.line_rate_bps).map_err(|x| e(x.to_string()))?;
+            let pfc = NicPfc::new(cfg.line_rate_bps, n.classes.pfc_enable).map_err(|x| e(x.to_string()))?;
             // A burst of full frames lets the daemon batch wake-ups and TX kicks without
             // exceeding the line rate over any longer interval.
             let frame = path_mtu.bytes() + ROCE_IPV4_OVERHEAD + 20 + 14 + WIRE_OVERHEAD_BYTES;
@@ -1114,6 +1114,7 @@ impl Engine {
                     cnps_received: n.c.cnps_received,
                     ctrl_queue_overflows: n.c.ctrl_overflows,
                     pfc_frames_received: n.pfc.frames_received(),
+                    pfc_ignored_frames: n.pfc.ignored_frames(),
                     pfc_pause_frames_prio3: c.pause_frames,
                     pfc_resume_frames_prio3: c.resume_frames,
                     pfc_paused_ns_prio3: d.to_emulated_ns(n.pfc.paused_ns(dp, now).unwrap_or(0)),

@@ -252,8 +252,10 @@ pub struct NicSpec {
     pub classes: NicClasses,
 }
 
-/// DSCP and PFC priority of a NIC's RoCEv2 data (and ACK/NAK) frames and of its CNPs. A PFC
-/// pause of `data_priority` stops data and ACKs; one of `cnp_priority` stops CNPs.
+/// DSCP and PFC priority of a NIC's RoCEv2 data (and ACK/NAK) frames and of its CNPs, and the
+/// PFC enable vector. A PFC pause of `data_priority` stops data and ACKs; one of `cnp_priority`
+/// stops CNPs; either only if its bit is set in `pfc_enable` (802.1Qbb: a PFC frame for a
+/// priority without PFC is counted and ignored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NicClasses {
@@ -261,11 +263,18 @@ pub struct NicClasses {
     pub data_priority: u8,
     pub cnp_dscp: u8,
     pub cnp_priority: u8,
+    /// Bit p: PFC enabled on priority p (DCBX-negotiated; default priority 3).
+    #[serde(default = "default_pfc_enable")]
+    pub pfc_enable: u8,
+}
+
+fn default_pfc_enable() -> u8 {
+    1 << 3
 }
 
 impl Default for NicClasses {
     fn default() -> Self {
-        NicClasses { data_dscp: 24, data_priority: 3, cnp_dscp: 48, cnp_priority: 7 }
+        NicClasses { data_dscp: 24, data_priority: 3, cnp_dscp: 48, cnp_priority: 7, pfc_enable: default_pfc_enable() }
     }
 }
 
@@ -592,6 +601,9 @@ pub struct NicReport {
     pub ctrl_queue_overflows: u64,
     /// PFC frames (and 802.3x PAUSE) received.
     pub pfc_frames_received: u64,
+    /// Of those, PFC frames naming a priority on which PFC is not enabled (those bits ignored).
+    #[serde(default)]
+    pub pfc_ignored_frames: u64,
     /// PFC priority of the NIC's RoCEv2 data (what the `*_prio3` fields count; 3 by default).
     #[serde(default)]
     pub data_priority: u8,

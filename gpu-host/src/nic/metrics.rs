@@ -65,6 +65,7 @@ fn nic_value(n: &super::job::NicReport, name: &str) -> u64 {
         "rx_bad_icrc_frames" => n.rx_bad_icrc,
         "rx_malformed_frames" => n.rx_malformed,
         "pfc_frames_received" => n.pfc_frames_received,
+        "pfc_ignored_frames" => n.pfc_ignored_frames,
         "pfc_pause_frames_prio3" => n.pfc_pause_frames_prio3,
         "cnps_sent" => n.cnps_sent,
         "cnps_received" => n.cnps_received,
@@ -90,7 +91,7 @@ const QP_COUNTERS: [(&str, &str); 15] = [
     ("acks_sent", "ACKs sent by the responder"),
 ];
 
-const NIC_COUNTERS: [(&str, &str); 10] = [
+const NIC_COUNTERS: [(&str, &str); 11] = [
     ("tx_frames", "frames transmitted"),
     ("tx_bytes", "bytes transmitted (without FCS)"),
     ("rx_frames", "frames received from the AF_XDP socket"),
@@ -98,6 +99,7 @@ const NIC_COUNTERS: [(&str, &str); 10] = [
     ("rx_bad_icrc_frames", "RoCEv2 frames dropped for a bad ICRC"),
     ("rx_malformed_frames", "frames that did not parse"),
     ("pfc_frames_received", "PFC and PAUSE frames received"),
+    ("pfc_ignored_frames", "PFC frames naming a priority on which PFC is not enabled (DCBX PFC enable vector): not acted on for it"),
     ("pfc_pause_frames_prio3", "frames that paused priority 3"),
     ("cnps_sent", "CNPs sent by this NIC"),
     ("cnps_received", "CNPs received by this NIC"),
@@ -236,13 +238,14 @@ mod tests {
         let m = Metrics::new(&job).unwrap();
         let mut r = Report { job: "j1".into(), ..Default::default() };
         r.qps.push(QpReport { qpn: 5, peer_qpn: 6, nic: "gpu0".into(), retransmitted_packets: 7, rate_bps: 1000, duplicates: 4, out_of_order: 11, ..Default::default() });
-        r.nics.push(NicReport { name: "gpu0".into(), pfc_paused_ns_prio3: 1_500_000_000, tx_frames: 3, ..Default::default() });
+        r.nics.push(NicReport { name: "gpu0".into(), pfc_paused_ns_prio3: 1_500_000_000, tx_frames: 3, pfc_ignored_frames: 2, ..Default::default() });
         m.update(&r);
         r.qps[0].retransmitted_packets = 9;
         m.update(&r);
         let t = m.render();
         assert!(t.contains(r#"rocefab_host_qp_retransmitted_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 9"#), "{t}");
         assert!(t.contains(r#"rocefab_host_nic_pfc_paused_seconds_total{nic="gpu0",job="j1"} 1.5"#), "{t}");
+        assert!(t.contains(r#"rocefab_host_nic_pfc_ignored_frames_total{nic="gpu0",job="j1"} 2"#), "{t}");
         assert!(t.contains(r#"rocefab_host_qp_rate_bytes_per_second{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 125"#), "{t}");
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));

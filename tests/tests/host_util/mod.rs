@@ -374,8 +374,9 @@ pub fn wait_for_roce_frame(pcap: &std::path::Path, timeout: Duration) {
 
 /// A scapy agent in a host namespace that sends MAC-control frames on command (stdin lines):
 /// `pfc <quanta> [prio]` one PFC frame for priority 3 (or prio); `storm <quanta> <every_ms>
-/// <for_ms> [prio]` a bounded train of them; `pause <quanta>` one 802.3x PAUSE (prints `started` after the first); `raw <hex>` any frame. Prints `sent` /
-/// `done` when finished.
+/// <for_ms> [prio]` a bounded train of them (prints `started` after the first); `pause <quanta>` one 802.3x PAUSE;
+/// `pausestorm <quanta> <every_ms> <for_ms>` a bounded train of 802.3x PAUSEs; `raw <hex>` any frame. Prints `sent` /
+/// `done <frames>` when finished.
 pub const SCAPY_AGENT: &str = r#"
 import sys, time
 from scapy.all import Ether, conf
@@ -394,6 +395,17 @@ for line in sys.stdin:
         print("sent", flush=True)
     elif w[0] == "storm":
         f, every, until = pfc(int(w[1]), *map(int, w[4:5])), int(w[2]) / 1e3, time.time() + int(w[3]) / 1e3
+        s.send(f)
+        print("started", flush=True)
+        n = 1
+        while time.time() < until:
+            time.sleep(every)
+            s.send(f)
+            n += 1
+        print("done", n, flush=True)
+    elif w[0] == "pausestorm":
+        f = bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlPause(pause_time=int(w[1])))
+        every, until = int(w[2]) / 1e3, time.time() + int(w[3]) / 1e3
         s.send(f)
         print("started", flush=True)
         n = 1
