@@ -1,4 +1,4 @@
-//! Was the machine, not the model, the bottleneck of a `rocefab run`? (DESIGN.md "Emulated
+//! Was the machine, not the model, the bottleneck of a `rocefab run`? (README "Emulated
 //! time": the same scenario at D and 2D must give the same emulated results; when the machine
 //! cannot keep up with the dilated rates, it does not.)
 //!

@@ -107,7 +107,7 @@ pub struct SwitchConfig {
     /// Chassis ID the switch's LLDPDUs carry (its system MAC); default: the first port's MAC.
     #[serde(default)]
     pub chassis_mac: Option<Mac>,
-    /// Time dilation D (DESIGN.md "Emulated time"): line rates and times in this file are
+    /// Time dilation D (README "Emulated time"): line rates and times in this file are
     /// emulated; the daemon divides rates by D and multiplies durations by D where they meet the
     /// wall clock, and reports in emulated units. 1 = real time.
     #[serde(default = "default_time_dilation")]
@@ -211,7 +211,7 @@ impl Default for LldpConfig {
     }
 }
 
-/// The switch's shared buffer, PFC and PFC watchdog settings (book ch. 11, DESIGN.md "PFC").
+/// The switch's shared buffer, PFC and PFC watchdog settings (book ch. 11, IEEE 802.1Qbb; README "Lossless QoS").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QosConfig {

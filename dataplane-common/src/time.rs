@@ -1,4 +1,4 @@
-//! Emulated time (DESIGN.md "Emulated time"; Gupta et al., "To Infinity and Beyond:
+//! Emulated time (README "Emulated time"; Gupta et al., "To Infinity and Beyond:
 //! Time-Warped Network Emulation", NSDI 2006).
 //!
 //! A topology states link rates, thresholds and timers as on the real fabric (400G links, µs

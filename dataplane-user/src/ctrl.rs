@@ -1,5 +1,5 @@
-//! The channels between a switch's control side and its data-plane thread (DESIGN.md, "Buffers,
-//! emulated time and the control side"): two bounded single-producer single-consumer rings
+//! The channels between a switch's control side and its data-plane thread (README "Architecture"):
+//! two bounded single-producer single-consumer rings
 //! ([`rtrb`], lock-free and wait-free) and an eventfd for each direction.
 //!
 //! - control → data plane: frames the switch originates that the control side builds (LLDP),

@@ -125,7 +125,7 @@ impl StopHandle {
 }
 
 /// Static per-switch parameters of the data path, from the [`SwitchConfig`], on the wall clock:
-/// [`DataPlaneConfig::from_switch`] is where the switch applies the time dilation (DESIGN.md
+/// [`DataPlaneConfig::from_switch`] is where the switch applies the time dilation (README
 /// "Emulated time").
 #[derive(Debug, Clone)]
 pub struct DataPlaneConfig {

@@ -1,6 +1,6 @@
 //! The egress queue depths the data-plane thread publishes for the XDP program's WRED/ECN
-//! decision (DESIGN.md: "an mmapable array map lets userspace publish depths without a syscall
-//! per packet").
+//! decision (README "WRED/ECN and DCQCN": an mmapable array map lets userspace publish depths without a
+//! syscall per packet).
 //!
 //! The `DEPTHS` map is a `BPF_F_MMAPABLE` array of `u64` (bytes charged to egress queue
 //! (port, tc), index [`dataplane_common::depth_index`]). The daemon maps it shared and stores a

@@ -2,8 +2,7 @@
 //! Deployments", ACM SIGCOMM 2015, §3 "The DCQCN algorithm").
 //!
 //! * [`NotificationPoint`] (NP, receiver NIC): at most one CNP per QP per interval when
-//!   CE-marked packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow;
-//!   also DESIGN.md).
+//!   CE-marked packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow).
 //! * [`ReactionPoint`] (RP, sender NIC), per QP, pure and clock-injected:
 //!   - on CNP: `Rt = Rc; Rc = Rc·(1 − α/2); α = (1 − g)·α + g` (the cut uses α before the
 //!     update), and the rate-increase timer, byte counter and their stage counts are reset.
@@ -51,7 +50,7 @@
 //! `isekai/host/rdma/rdma_roce_cc_dcqcn.h`, `RdmaCcDcqcnOptions::byte_reset = 32767`, applied
 //! in `rdma_roce_cc_dcqcn.cc` `SentBytes` as `byte_reset * 64` bytes, i.e. 2 097 088 bytes;
 //! the header cites the Mellanox "DCQCN parameters" community article for these values).
-//! The NP interval (50 µs) is the paper's CNP generation interval and DESIGN.md's default.
+//! The NP interval (50 µs) is the paper's CNP generation interval and rocefab's default.
 //!
 //! # The NIC's profile ([`DcqcnProfile::Connectx`])
 //!
@@ -207,7 +206,7 @@ impl DcqcnConfig {
     }
 
     /// These parameters (emulated units) on the wall clock of a fabric slowed down by `d`
-    /// (DESIGN.md "Emulated time"): line rate, minimum rate, R_AI and R_HAI divided by D, the α
+    /// (README "Emulated time"): line rate, minimum rate, R_AI and R_HAI divided by D, the α
     /// and rate-increase timers (K, T) multiplied by D; B stays bytes, g, α and F are unitless.
     pub fn dilated(self, d: Dilation) -> DcqcnConfig {
         DcqcnConfig {

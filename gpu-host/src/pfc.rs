@@ -1,7 +1,7 @@
 //! NIC-side Priority Flow Control state (IEEE 802.1Qbb; 802.3x Annex 31B/31D MAC Control
 //! PAUSE): a received PFC frame pauses each priority whose class-enable bit is set for
 //! `quanta × 512` bit times at the port speed (one quantum = 512 bit times; at 400 Gb/s
-//! 0xFFFF quanta ≈ 83.9 µs, book ch. 11 and DESIGN.md). A quanta of 0 resumes the priority
+//! 0xFFFF quanta ≈ 83.9 µs, IEEE 802.1Qbb and book ch. 11). A quanta of 0 resumes the priority
 //! at once; a newer frame replaces the running timer. Paused time is accounted per
 //! priority; frames are counted. Pure: every call takes `now` in nanoseconds.
 //!

@@ -1,5 +1,5 @@
 //! `cargo xtask setup [--check]`: installs what a fresh Debian 12 machine lacks, idempotently
-//! (recipe from ../shared/TOOLCHAIN.md), and checks that the eBPF toolchain fits together.
+//! (the README's "Set-up commands" say what and why), and checks that the eBPF toolchain fits together.
 //!
 //! Each step checks first and does nothing if satisfied:
 //! 1. Debian packages ([`APT_PACKAGES`]);
