@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const SETUP_HINT: &str =
-    "run `cargo xtask setup` (installs the pinned nightly with rust-src and bpf-linker 0.13.0, see the README's "Set-up commands")";
+    "run `cargo xtask setup` (installs the pinned nightly with rust-src and bpf-linker 0.13.0, see the README's Set-up commands)";
 
 fn main() {
     if let Err(e) = run() {
