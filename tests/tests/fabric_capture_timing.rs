@@ -26,10 +26,8 @@
 mod host_util;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use host_util::{require_tool, start_rocefab_capture, stop_rocefab_capture, Proc};
@@ -110,25 +108,7 @@ impl Drop for TempDir {
 /// tcpdump on `node`'s `dev` (ICMP only, nanosecond stamps), bounded by `timeout 60`; returns
 /// once it listens.
 fn start_tcpdump(f: &Fabric, node: &str, dev: &str, pcap: &str) -> Proc {
-    let ns = f.netns(node);
-    let mut p = Proc::spawn(
-        "tcpdump",
-        Command::new("ip")
-            .args(["netns", "exec", &ns, "timeout", "60", "tcpdump", "--immediate-mode", "-i", dev, "-U"])
-            .args(["--time-stamp-precision=nano", "-w", pcap, "icmp"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-    );
-    let err = p.child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    let l = rx.recv_timeout(Duration::from_secs(10)).expect("tcpdump did not start listening within 10 s");
-    assert!(l.contains("listening"), "tcpdump: {l}");
-    p
+    host_util::start_nano_capture_in(&f.netns(node), dev, pcap, "icmp")
 }
 
 fn stop_tcpdump(mut p: Proc) {

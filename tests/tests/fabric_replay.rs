@@ -26,10 +26,8 @@
 //! tcpdump and /usr/bin/python3 with scapy.
 mod host_util;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use host_util::{require_tool, Proc};
@@ -122,27 +120,7 @@ impl Gaps {
 /// tcpdump on host2:gpu1 (only RoCEv2), bounded by `timeout 60`; returns once it listens.
 fn start_receiver(f: &Fabric, pcap: &Path) -> Proc {
     let _ = std::fs::remove_file(pcap);
-    let ns = f.netns("host2");
-    let mut p = Proc::spawn(
-        "tcpdump on host2:gpu1",
-        Command::new("ip")
-            .args(["netns", "exec", &ns, "timeout", "60", "tcpdump", "--immediate-mode", "-i", "gpu1", "-U"])
-            .args(["--time-stamp-precision=nano", "-w"])
-            .arg(pcap)
-            .arg("udp port 4791")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-    );
-    let err = p.child.stderr.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    let l = rx.recv_timeout(Duration::from_secs(10)).expect("tcpdump did not start listening within 10 s");
-    assert!(l.contains("listening"), "tcpdump: {l}");
-    p
+    host_util::start_nano_capture_in(&f.netns("host2"), "gpu1", pcap.to_str().unwrap(), "udp port 4791")
 }
 
 /// Waits (5 s at most) until the capture holds `expect` frames, stops tcpdump with SIGINT

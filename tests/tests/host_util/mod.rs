@@ -256,12 +256,21 @@ pub fn start_capture_in(ns: &str, dev: &str, pcap: &std::path::Path, filter: &st
     if !filter.is_empty() {
         cmd.arg(filter);
     }
-    let mut p = Proc::spawn(
-        "tcpdump",
-        cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped()),
-    );
+    listening_tcpdump(&mut cmd)
+}
+
+/// A tcpdump of whole frames with nanosecond stamps on `dev` in namespace `ns`, bounded by
+/// `timeout 60`, for timing comparisons; returns once it listens.
+pub fn start_nano_capture_in(ns: &str, dev: &str, pcap: &str, filter: &str) -> Proc {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", ns, "timeout", "60", "tcpdump", "--immediate-mode", "-i", dev, "-U"])
+        .args(["--time-stamp-precision=nano", "-w", pcap, filter]);
+    listening_tcpdump(&mut cmd)
+}
+
+/// Spawns the tcpdump `cmd` and returns once it says it listens (within 10 s).
+fn listening_tcpdump(cmd: &mut Command) -> Proc {
+    let mut p = Proc::spawn("tcpdump", cmd.stdout(Stdio::null()).stderr(Stdio::piped()));
     // tcpdump prints "listening on ..." to stderr once the socket is open.
     let err = p.child.stderr.take().unwrap();
     let (tx, rx) = mpsc::channel();
