@@ -30,8 +30,11 @@ const Q3_PPS: u64 = 6_000;
 /// Queue 7 (strict): 500 packets/s of 242-byte frames (~1 Mbit/s).
 const Q7_PPS: u64 = 500;
 const Q7_PAYLOAD: u16 = 200;
-/// Most queue-7 frames the strict queue may hold at once (see the test).
-const Q7_PEAK_FRAMES: f64 = 8.0;
+/// Most queue-7 frames the strict queue may hold at once (see the test): what host4 sends in
+/// 128 ms, the longest stall of the data-plane thread or of host4's paced sender (which then
+/// catches up in one burst) this allows. Seen: 3 on a quiet machine, 40 in a fresh-clone CI run;
+/// a build that puts queue 7 into the DWRR round holds 1699.
+const Q7_PEAK_FRAMES: f64 = 64.0;
 /// How long every sender runs at most; the measurement window sits inside it.
 const SEND_SECS: u64 = 8;
 const WINDOW: Duration = Duration::from_secs(3);
@@ -176,8 +179,9 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
     assert_eq!(q7m("rocefab_queue_dropped_packets_total"), 0.0);
     // The strict queue, over the whole run (the daemon's watermark, raised at every enqueue):
     // served before the weighted queues, it holds at most the frames that reach the data-plane
-    // thread in one pass: one, or the few host4 sent (every 2 ms) while the thread was
-    // descheduled (8 frames: 16 ms), while the others sit near their 1 MiB limit.
+    // thread in one pass: one, or the few host4 sent (every 2 ms) while the thread or host4's
+    // sender was descheduled (at most 64 frames: 128 ms), while the others sit near their 1 MiB
+    // limit.
     let peak = q7m("rocefab_queue_depth_peak_bytes");
     eprintln!("queue 7 peak depth {peak} B ({} frames of 242 B)", peak / 242.0);
     assert!(peak <= Q7_PEAK_FRAMES * 242.0, "queue 7 built up to {peak} bytes behind the weighted queues");

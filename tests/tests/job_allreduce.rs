@@ -120,5 +120,5 @@ fn job_run_on_a_fabric_that_is_not_up_fails_clearly() {
     assert!(e.contains("fabric \"hjnope\" is not up"), "{e}");
     let o = rocefab(&["run", "hjnope", "allreduce", "--size", "12XB"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("unknown unit"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unknown size unit \"XB\""), "{}", stderr(&o));
 }
