@@ -364,7 +364,7 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
         for h in &plan.hosts {
             let config = dir.join(format!("{}.nicd.json", h.name));
             let log = dir.join(format!("{}.nicd.log", h.name));
-            let cfg = crate::lldp::agent_config(h, &plan.links, daemons.lldp, h.agent_listen);
+            let cfg = crate::plan::agent_config(h, &plan.links, daemons.lldp, h.agent_listen);
             let text = serde_json::to_string_pretty(&cfg).context("NIC agent config")?;
             std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
             let d = DaemonState {

@@ -442,7 +442,7 @@ impl LldpArgs {
                 bail!("--ets-bw: ETS bandwidths add up to {total}%, not 100% (IEEE 802.1Q D.2.9)");
             }
             let ets = EtsConfig { willing: self.ets_willing, cbs: false, max_tcs: 8, tables };
-            tlvs.push(DcbxTlv::EtsConfiguration(ets).into_tlv());
+            tlvs.push(DcbxTlv::EtsConfiguration(ets).into());
         }
         if !self.pfc_enable.is_empty() || self.pfc_willing {
             let pfc = PfcConfig {
@@ -451,10 +451,10 @@ impl LldpArgs {
                 pfc_cap: self.pfc_cap,
                 enabled: self.pfc_enable.iter().copied().collect(),
             };
-            tlvs.push(DcbxTlv::PfcConfiguration(pfc).into_tlv());
+            tlvs.push(DcbxTlv::PfcConfiguration(pfc).into());
         }
         if !self.app.is_empty() {
-            tlvs.push(DcbxTlv::ApplicationPriority(AppPriority { entries: self.app.clone() }).into_tlv());
+            tlvs.push(DcbxTlv::ApplicationPriority(AppPriority { entries: self.app.clone() }).into());
         }
         if self.port_id.is_empty() || self.port_id.len() > 255 {
             bail!("--port-id: must be 1..=255 bytes, got {}", self.port_id.len());

@@ -23,17 +23,14 @@
 //! Times are a number with us, ms or s (as in `qos.watchdog`); the intervals are kept in whole
 //! milliseconds and the TTL in whole seconds. Errors name the key (`lldp.nic.roce_dscp`).
 use std::fmt;
-use std::net::SocketAddr;
 
 use dataplane_common::config::LldpConfig;
-use gpu_host::nic::agent::{AgentConfig, AgentNic};
 use gpu_host::nic::job::NicClasses;
 use lldp_agent::dcb::prio_list;
 use lldp_agent::Dcb;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-use crate::plan::{HostPlan, LinkPlan};
 use crate::qos::{bitmap, parse_duration_us_max};
 
 /// Longest time any `lldp` key takes: the largest TTL an LLDPDU can carry.
@@ -291,36 +288,6 @@ pub fn describe(s: &LldpSettings) -> String {
         n.cnp_dscp,
         n.cnp_priority
     )
-}
-
-/// The NIC agent configuration (`<host>.nicd.json`) of one host: one agent per GPU NIC with its
-/// MAC, the switch port it is cabled to (`peer`, from `links`) and the fabric's `lldp.nic`
-/// settings.
-pub fn agent_config(host: &HostPlan, links: &[LinkPlan], s: &LldpSettings, listen: SocketAddr) -> AgentConfig {
-    let peer = |ifname: &str| {
-        links.iter().find_map(|l| {
-            let (me, other) = if l.a.node == host.name && l.a.ifname == ifname { (&l.a, &l.b) } else { (&l.b, &l.a) };
-            (me.node == host.name && me.ifname == ifname).then(|| format!("{}:{}", other.node, other.ifname))
-        })
-    };
-    AgentConfig {
-        host: host.name.clone(),
-        netns: Some(host.netns.clone()),
-        listen,
-        lldp: s.config.clone(),
-        nics: host
-            .nics
-            .iter()
-            .map(|n| AgentNic {
-                name: n.ifname.clone(),
-                mac: n.mac.to_string(),
-                dcb: s.nic.dcb(),
-                data_dscp: s.nic.roce_dscp,
-                cnp_dscp: s.nic.cnp_dscp,
-                peer: peer(&n.ifname),
-            })
-            .collect(),
-    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use dataplane_common::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
+use gpu_host::nic::agent::{AgentConfig, AgentNic};
+
+use crate::lldp::LldpSettings;
 use crate::topology::{Endpoint, HashSeed, Ipv4Net, Role, Topology};
 
 /// Namespace of a node: `rf-<fabric>-<node>`.
@@ -378,3 +381,33 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
 
     Plan { fabric: f.clone(), mtu: topo.mtu, hosts, switches, links }
 }
+/// The NIC agent configuration (`<host>.nicd.json`) of one host: one agent per GPU NIC with its
+/// MAC, the switch port it is cabled to (`peer`, from `links`) and the fabric's `lldp.nic`
+/// settings.
+pub fn agent_config(host: &HostPlan, links: &[LinkPlan], s: &LldpSettings, listen: SocketAddr) -> AgentConfig {
+    let peer = |ifname: &str| {
+        links.iter().find_map(|l| {
+            let (me, other) = if l.a.node == host.name && l.a.ifname == ifname { (&l.a, &l.b) } else { (&l.b, &l.a) };
+            (me.node == host.name && me.ifname == ifname).then(|| format!("{}:{}", other.node, other.ifname))
+        })
+    };
+    AgentConfig {
+        host: host.name.clone(),
+        netns: Some(host.netns.clone()),
+        listen,
+        lldp: s.config.clone(),
+        nics: host
+            .nics
+            .iter()
+            .map(|n| AgentNic {
+                name: n.ifname.clone(),
+                mac: n.mac.to_string(),
+                dcb: s.nic.dcb(),
+                data_dscp: s.nic.roce_dscp,
+                cnp_dscp: s.nic.cnp_dscp,
+                peer: peer(&n.ifname),
+            })
+            .collect(),
+    }
+}
+

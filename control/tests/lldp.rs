@@ -142,7 +142,7 @@ fn agent_config_has_every_gpu_nic_with_its_mac_and_the_nic_settings() {
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = compile(&t, 9400);
     let h = &p.hosts[1];
-    let c = control::lldp::agent_config(h, &p.links, &t.lldp, h.agent_listen);
+    let c = control::plan::agent_config(h, &p.links, &t.lldp, h.agent_listen);
     assert_eq!((c.host.as_str(), c.netns.as_deref(), c.listen), ("host2", Some("rf-t-host2"), h.agent_listen));
     assert_eq!(c.lldp, t.lldp.config);
     let names: Vec<_> = c.nics.iter().map(|n| n.name.as_str()).collect();
@@ -430,7 +430,7 @@ fn run_takes_the_negotiated_classes_and_falls_back_to_the_configured_ones() {
     let src = format!("{GOOD}lldp:\n  nic: {{ roce_dscp: 26 }}\n");
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = compile(&t, 9400);
-    let cfg = control::lldp::agent_config(&p.hosts[0], &p.links, &t.lldp, p.hosts[0].agent_listen);
+    let cfg = control::plan::agent_config(&p.hosts[0], &p.links, &t.lldp, p.hosts[0].agent_listen);
     // The switch runs RoCEv2 lossless on priority 4 with DSCP 24; gpu0 heard it, gpu1 did not.
     let sw = agent("rail1", "eth1", 1, switch_dcb(1 << 4, 4), true);
     let mut g0 = agent("host1", "gpu0", 11, cfg.nics[0].dcb.clone(), false);

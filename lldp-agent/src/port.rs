@@ -315,7 +315,7 @@ impl PortAgent {
         // sends those (with willing still set), as lldpad does.
         let (oper, _) = self.negotiate();
         let advertised = Dcb { willing: self.dcb.willing, ets: oper.ets, pfc_enable: oper.pfc_enable, pfc_cap: self.dcb.pfc_cap, app: oper.app };
-        tlvs.extend(advertised.tlvs().into_iter().map(|t| t.into_tlv()));
+        tlvs.extend(advertised.tlvs().into_iter().map(|t| t.into()));
         LldpduRepr {
             chassis_id: ChassisId::MacAddress(MacAddr(self.id.chassis_mac)),
             port_id: PortId::InterfaceName(self.id.port.clone()),

@@ -52,15 +52,15 @@ fn lldp_dcbx() -> LldpduRepr {
                 max_tcs: 8,
                 tables,
             })
-            .into_tlv(),
-            DcbxTlv::EtsRecommendation(EtsRecommendation { tables }).into_tlv(),
+            .into(),
+            DcbxTlv::EtsRecommendation(EtsRecommendation { tables }).into(),
             DcbxTlv::PfcConfiguration(PfcConfig {
                 willing: false,
                 mbc: false,
                 pfc_cap: 8,
                 enabled: PrioritySet(0x08),
             })
-            .into_tlv(),
+            .into(),
             DcbxTlv::ApplicationPriority(AppPriority {
                 entries: vec![
                     AppEntry::rocev2(p(3)),
@@ -68,7 +68,7 @@ fn lldp_dcbx() -> LldpduRepr {
                     AppEntry::dscp(48, p(7)),
                 ],
             })
-            .into_tlv(),
+            .into(),
         ],
     }
 }

@@ -40,7 +40,7 @@
 use core::fmt;
 
 use crate::ethernet::{Priority, PrioritySet};
-use crate::lldp::Hex;
+use crate::hex::Hex;
 
 /// OUI of IEEE 802.1 organizationally specific TLVs.
 pub const OUI_IEEE_8021: [u8; 3] = [0x00, 0x80, 0xc2];
@@ -670,7 +670,7 @@ pub struct CeeAppEntry {
     /// Selector (2 bits): 0 EtherType, 1 TCP/UDP port.
     pub selector: u8,
     /// OUI with the two low bits of its first octet cleared (they carry the selector).
-    #[serde(serialize_with = "crate::lldp::hex_bytes")]
+    #[serde(serialize_with = "crate::hex::hex_bytes")]
     pub oui: [u8; 3],
     /// Priorities the application may use (bitmap).
     pub priorities: PrioritySet,
@@ -708,7 +708,7 @@ pub enum CeeTlv {
         /// Sub-TLV type.
         tlv_type: u8,
         /// Value octets.
-        #[serde(serialize_with = "crate::lldp::hex_bytes")]
+        #[serde(serialize_with = "crate::hex::hex_bytes")]
         value: Vec<u8>,
     },
 }
@@ -1197,11 +1197,6 @@ impl DcbxTlv {
             DcbxTlv::Cee(c) => c.emit(buf)?,
         }
         Ok(())
-    }
-
-    /// Wraps this TLV as an LLDP TLV for [`crate::lldp::LldpduRepr::tlvs`].
-    pub fn into_tlv(self) -> crate::lldp::Tlv {
-        crate::lldp::Tlv::Dcbx { dcbx: self }
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod dcbx;
 pub mod ethernet;
+mod hex;
 pub mod lldp;
 pub mod mac_control;
 pub mod pcap;

@@ -28,6 +28,7 @@ use core::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::dcbx::{self, DcbxTlv};
+use crate::hex::{hex_bytes, Hex};
 use crate::ethernet::{self, EthernetRepr, MacAddr, ETHERTYPE_LLDP};
 
 /// Largest TLV value length (9-bit length field).
@@ -1389,21 +1390,9 @@ impl fmt::Display for LldpduRepr {
     }
 }
 
-/// Formats bytes as lowercase hex without separators.
-pub(crate) struct Hex<'a>(pub &'a [u8]);
-
-impl fmt::Display for Hex<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+/// A DCBX TLV as an LLDP TLV for [`LldpduRepr::tlvs`] (type 127, OUI 00-80-C2 or CEE's 00-1B-21).
+impl From<DcbxTlv> for Tlv {
+    fn from(dcbx: DcbxTlv) -> Tlv {
+        Tlv::Dcbx { dcbx }
     }
-}
-
-pub(crate) fn hex_bytes<S: serde::Serializer, B: AsRef<[u8]>>(
-    b: &B,
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_str(&Hex(b.as_ref()))
 }

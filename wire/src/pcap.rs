@@ -257,7 +257,7 @@ pub struct CapturedFrame {
     /// Length of the frame on the wire (may exceed `data.len()` if truncated by snaplen).
     pub orig_len: u32,
     /// Captured bytes.
-    #[serde(serialize_with = "crate::lldp::hex_bytes")]
+    #[serde(serialize_with = "crate::hex::hex_bytes")]
     pub data: Vec<u8>,
 }
 

@@ -21,7 +21,7 @@ fn dcbx_of(bytes: &[u8]) -> DcbxTlv {
 }
 
 fn emit_dirty(t: &DcbxTlv) -> Vec<u8> {
-    let tlv = t.clone().into_tlv();
+    let tlv = Tlv::from(t.clone());
     let mut buf = vec![0xa5u8; tlv.buffer_len() + 7];
     let n = tlv.emit(&mut buf).unwrap();
     assert!(
@@ -214,7 +214,7 @@ fn emit_validates_ranges() {
 }
 
 fn emit_tlv(t: DcbxTlv) -> Result<usize, rocefab_wire::lldp::Error> {
-    let tlv = t.into_tlv();
+    let tlv = Tlv::from(t);
     tlv.emit(&mut vec![0; tlv.buffer_len()])
 }
 
@@ -363,7 +363,7 @@ fn arb_dcbx() -> impl Strategy<Value = DcbxTlv> {
 proptest! {
     #[test]
     fn round_trip(t in arb_dcbx()) {
-        let tlv = t.clone().into_tlv();
+        let tlv = Tlv::from(t.clone());
         let mut buf = vec![0xa5; tlv.buffer_len()];
         tlv.emit(&mut buf).unwrap();
         prop_assert_eq!(parse_tlv(&buf).unwrap(), tlv);

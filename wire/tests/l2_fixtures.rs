@@ -260,14 +260,14 @@ pub fn lldpdu_dcbx_bytes() -> Vec<u8> {
 pub fn lldp_dcbx_repr() -> LldpduRepr {
     let mut r = lldp_basic_repr();
     r.tlvs.extend([
-        DcbxTlv::EtsConfiguration(ets_cfg_repr()).into_tlv(),
+        DcbxTlv::EtsConfiguration(ets_cfg_repr()).into(),
         DcbxTlv::EtsRecommendation(EtsRecommendation {
             tables: ets_tables(),
         })
-        .into_tlv(),
-        DcbxTlv::PfcConfiguration(pfc_cfg_repr()).into_tlv(),
-        DcbxTlv::ApplicationPriority(app_repr()).into_tlv(),
-        DcbxTlv::Cee(cee_repr()).into_tlv(),
+        .into(),
+        DcbxTlv::PfcConfiguration(pfc_cfg_repr()).into(),
+        DcbxTlv::ApplicationPriority(app_repr()).into(),
+        DcbxTlv::Cee(cee_repr()).into(),
     ]);
     r
 }

@@ -351,7 +351,7 @@ fn flag(f: &Fields, field: &str) -> bool {
 
 fn lldp_with(t: DcbxTlv) -> Vec<u8> {
     let mut r = lldp_basic_repr();
-    r.tlvs = vec![t.into_tlv()];
+    r.tlvs = vec![t.into()];
     r.to_frame(SRC).unwrap()
 }
 
