@@ -18,7 +18,7 @@
 //! AllReduce whose every hop crosses rails, two flows per uplink), and it, not the machine,
 //! explains receivers and senders below their NICs' rate. A machine too slow for the dilated
 //! rates keeps every link below it.
-use dataplane_user::sample::SwitchSample;
+use rocefab_contracts::sample::SwitchSample;
 use gpu_host::nic::job::Report;
 
 /// CPU busy fraction at which the machine counts as saturated.
@@ -337,7 +337,7 @@ mod tests {
     /// CPUs at 99 %, but a rail-spine uplink carries two flows at its line rate: the model.
     #[test]
     fn a_switch_link_at_its_line_rate_is_the_models_bottleneck_not_the_machine() {
-        use dataplane_user::sample::PortSample;
+        use rocefab_contracts::sample::PortSample;
         let port = |name: &str, peer: &str, packets: u64, bytes: u64| {
             let mut p = PortSample { name: name.into(), peer: peer.into(), line_rate_bps: 1_000_000_000, ..Default::default() };
             p.tx_packets[3] = packets;

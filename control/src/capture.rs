@@ -3,7 +3,7 @@
 //! and send, into pcapng.
 //!
 //! Each node's daemon mirrors its ports into a bounded ring and streams the records
-//! (`GET /capture`, format in `dataplane_user::capture`): switch daemons from their AF_XDP data
+//! (`GET /capture`, format in `rocefab_contracts::capture`): switch daemons from their AF_XDP data
 //! path (tcpdump in a switch namespace sees nothing, because XDP hands frames to AF_XDP), host
 //! NIC agents from the kernel path and from the NIC emulator's AF_XDP path. This command reads
 //! one stream per node on its own thread and writes one pcapng: a Section Header Block, one
@@ -34,7 +34,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use dataplane_user::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
+use rocefab_contracts::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::PcapNgWriter;
@@ -311,8 +311,8 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     for (node, ports) in &by_node {
         let names: Vec<&str> = ports.iter().map(|(_, p)| p.as_str()).collect();
         let (hdr, body) = open_stream(&urls[node], &names, a.snaplen).with_context(|| format!("starting the capture on {node}"))?;
-        if hdr.clock != dataplane_user::capture::WALL_CLOCK {
-            bail!("{node} stamps its capture with {:?}, not the {:?} this rocefab converts to emulated time", hdr.clock, dataplane_user::capture::WALL_CLOCK);
+        if hdr.clock != rocefab_contracts::capture::WALL_CLOCK {
+            bail!("{node} stamps its capture with {:?}, not the {:?} this rocefab converts to emulated time", hdr.clock, rocefab_contracts::capture::WALL_CLOCK);
         }
         let mut map = BTreeMap::new();
         for (ifx, p) in ports {

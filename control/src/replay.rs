@@ -1061,7 +1061,7 @@ fn send_from_netns(netns: &str, ifname: &str, frames: Vec<Vec<u8>>, schedule: Sc
     let (netns, ifname) = (netns.to_string(), ifname.to_string());
     let realtime = schedule.len() > 1 && schedule.duration_ns() / (schedule.len() - 1) >= REALTIME_MIN_GAP_NS;
     std::thread::spawn(move || -> anyhow::Result<SendLog> {
-        dataplane_user::daemon::enter_netns(&netns).with_context(|| format!("entering {ns_path}"))?;
+        crate::netns::enter(&netns).with_context(|| format!("entering {ns_path}"))?;
         // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integer arguments; 1 µs of slack keeps
         // the sleeps close to the 200 µs spin window.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };

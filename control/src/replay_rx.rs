@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
-use dataplane_user::capture::{Record, DIR_IN, HEARTBEAT_PORT};
+use rocefab_contracts::capture::{Record, DIR_IN, HEARTBEAT_PORT};
 use rocefab_wire::roce::ParsedFrame;
 use serde::Serialize;
 

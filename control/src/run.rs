@@ -443,7 +443,7 @@ fn human(b: u64) -> String {
 }
 
 /// Every switch's `GET /sample` now (those that answer within 500 ms, and not past `until`).
-fn switch_samples(fabric: &str, until: Instant) -> Vec<dataplane_user::sample::SwitchSample> {
+fn switch_samples(fabric: &str, until: Instant) -> Vec<rocefab_contracts::sample::SwitchSample> {
     let Ok(st) = State::load(fabric) else { return Vec::new() };
     let mut out = Vec::new();
     for d in st.daemons.iter().filter(|d| !d.is_host()) {

@@ -2,12 +2,10 @@
 //! address (so host policy routing sends it out of that GPU's NIC), marks DSCP in the IPv4 TOS
 //! byte (RFC 2474: TOS = DSCP << 2) and spreads packets over a range of UDP source ports (one
 //! flow per port, for ECMP).
-use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use nix::sched::{setns, CloneFlags};
 use nix::sys::socket::{setsockopt, sockopt};
 
 /// Arguments of `rocefab send`.
@@ -69,10 +67,9 @@ pub struct SendReport {
 pub fn send_from_netns(netns: &str, src: Ipv4Addr, dst: Ipv4Addr, a: &SendArgs) -> anyhow::Result<SendReport> {
     let (first, last) = parse_port_range(&a.sport_range)?;
     let ns_path = format!("/run/netns/{netns}");
-    let a = a.clone();
+    let (a, netns) = (a.clone(), netns.to_string());
     std::thread::spawn(move || -> anyhow::Result<SendReport> {
-        let f = File::open(&ns_path).with_context(|| format!("open {ns_path}"))?;
-        setns(&f, CloneFlags::CLONE_NEWNET).with_context(|| format!("setns({ns_path})"))?;
+        crate::netns::enter(&netns)?;
         let tos = i32::from(a.dscp) << 2;
         let mut socks = Vec::new();
         for port in first..=last {

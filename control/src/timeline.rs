@@ -4,7 +4,7 @@
 //!
 //! Three parts:
 //! - [`Sampler`]: a thread that polls every switch daemon's and every host's `GET /sample`
-//!   ([`dataplane_user::sample`], [`gpu_host::nic::sample`]) at a fixed wall-clock interval and
+//!   ([`rocefab_contracts::sample`], [`gpu_host::nic::sample`]) at a fixed wall-clock interval and
 //!   stamps each answer with its own monotonic clock. It stops when the job ends and never runs
 //!   longer than its limit (the job timeout); it keeps at most [`MAX_ROUNDS`] rounds, halving
 //!   its rate (dropping every other round) when it reaches them.
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use dataplane_common::config::SwitchConfig;
-use dataplane_user::sample::{SwitchSample, Thresholds};
+use rocefab_contracts::sample::{SwitchSample, Thresholds};
 use gpu_host::nic::job::Job;
 use gpu_host::nic::sample::HostSample;
 use serde::{Deserialize, Serialize};
@@ -977,7 +977,7 @@ pub fn write_output(path: &Path, file: &TimelineFile) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dataplane_user::sample::PortSample;
+    use rocefab_contracts::sample::PortSample;
     use gpu_host::nic::sample::{NicSample, QpSample};
 
     const MS: u64 = 1_000_000;

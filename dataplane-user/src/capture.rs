@@ -34,16 +34,10 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-/// Frame received on the port.
-pub const DIR_IN: u8 = 1;
-/// Frame sent on the port.
-pub const DIR_OUT: u8 = 2;
-/// Bytes of a record header.
-pub const RECORD_HEADER: usize = 24;
-/// Port number of a heartbeat record.
-pub const HEARTBEAT_PORT: u16 = u16::MAX;
+pub use rocefab_contracts::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT, RECORD_HEADER, WALL_CLOCK};
+
 /// Default capacity of a switch's mirror ring.
 pub const RING_BYTES: usize = 8 << 20;
 
@@ -139,70 +133,6 @@ impl LineStamp {
         t
     }
 }
-
-/// One mirrored frame, decoded.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record<'a> {
-    pub ts_ns: u64,
-    pub port: u16,
-    pub dir: u8,
-    pub orig_len: u32,
-    pub data: &'a [u8],
-}
-
-impl Record<'_> {
-    /// Writes the header for a frame of `orig_len` bytes of which `caplen` follow.
-    pub fn header(ts_ns: u64, port: u16, dir: u8, orig_len: u32, caplen: u32) -> [u8; RECORD_HEADER] {
-        let mut h = [0u8; RECORD_HEADER];
-        h[0..8].copy_from_slice(&ts_ns.to_le_bytes());
-        h[8..10].copy_from_slice(&port.to_le_bytes());
-        h[10] = dir;
-        h[12..16].copy_from_slice(&orig_len.to_le_bytes());
-        h[16..20].copy_from_slice(&caplen.to_le_bytes());
-        h
-    }
-
-    /// Encodes a whole record into `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&Record::header(self.ts_ns, self.port, self.dir, self.orig_len, self.data.len() as u32));
-        out.extend_from_slice(self.data);
-    }
-
-    /// Decodes the record at the start of `buf`: the record and its total length, `None` if
-    /// `buf` does not hold a whole record yet.
-    pub fn decode(buf: &[u8]) -> Option<(Record<'_>, usize)> {
-        let h = buf.get(..RECORD_HEADER)?;
-        let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
-        let caplen = u32_at(16) as usize;
-        let data = buf.get(RECORD_HEADER..RECORD_HEADER + caplen)?;
-        let rec = Record {
-            ts_ns: u64::from_le_bytes(h[0..8].try_into().ok()?),
-            port: u16::from_le_bytes([h[8], h[9]]),
-            dir: h[10],
-            orig_len: u32_at(12),
-            data,
-        };
-        Some((rec, RECORD_HEADER + caplen))
-    }
-}
-
-/// The first line of a capture stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamHeader {
-    /// Node (switch or host) name.
-    pub node: String,
-    /// Port names by port number (the record's `port` indexes this list).
-    pub ports: Vec<String>,
-    /// Captured bytes per frame at most.
-    pub snaplen: u32,
-    /// What the timestamps are: [`WALL_CLOCK`] (ns since the Unix epoch, not dilated; the
-    /// reader converts them to the fabric's emulated time).
-    pub clock: String,
-}
-
-/// [`StreamHeader::clock`] of records stamped with the wall clock's Unix time in ns.
-pub const WALL_CLOCK: &str = "wall clock";
 
 /// State shared by the data path and the control side.
 #[derive(Debug)]
@@ -604,18 +534,6 @@ pub fn port_mask(ports: &[String], names: &[&str]) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn records_round_trip_and_partial_buffers_wait() {
-        let r = Record { ts_ns: 1_700_000_000_123_456_789, port: 3, dir: DIR_OUT, orig_len: 100, data: &[7; 60] };
-        let mut v = Vec::new();
-        r.encode(&mut v);
-        assert_eq!(v.len(), RECORD_HEADER + 60);
-        assert_eq!(Record::decode(&v), Some((r.clone(), v.len())));
-        for cut in 0..v.len() {
-            assert_eq!(Record::decode(&v[..cut]), None, "cut at {cut}");
-        }
-    }
 
     #[test]
     fn mirroring_is_off_until_started_and_overflow_is_counted() {

@@ -9,22 +9,21 @@
 //! daemon started; paused time is emulated (wall ÷ D), as in the metrics; the sampler stamps
 //! each answer with its own clock and converts those stamps to emulated time.
 //!
-//! [`SwitchSample::build`] only reads the data plane's single-writer atomics
+//! [`build`] only reads the data plane's single-writer atomics
 //! ([`crate::stats`]) and a copy of the XDP counters: it takes no lock the data-plane thread
 //! takes.
 use std::sync::Arc;
 
 use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
-use dataplane_common::limits::NUM_TC;
-use serde::{Deserialize, Serialize};
+pub use rocefab_contracts::sample::{PortSample, SwitchSample, Thresholds};
 
 use crate::stats::SwitchStats;
 
 /// The XDP counters per port and counter id, as [`crate::loader::XdpSwitch::counters`] reads them.
 pub type XdpCounters = Vec<[u64; counter::COUNT as usize]>;
 
-/// `GET /sample` for switch `cfg`: [`SwitchSample::build`] from `stats` and `xdp()` (called once
+/// `GET /sample` for switch `cfg`: [`build`] from `stats` and `xdp()` (called once
 /// per request, on the runtime's thread; `None` when the counters cannot be read).
 pub fn router<F>(cfg: SwitchConfig, stats: Arc<SwitchStats>, xdp: F) -> axum::Router
 where
@@ -35,137 +34,59 @@ where
         "/sample",
         axum::routing::get(move || {
             let (cfg, stats, xdp) = &*src;
-            let sample = SwitchSample::build(cfg, stats, xdp().as_deref());
+            let sample = build(cfg, stats, xdp().as_deref());
             async move { axum::Json(sample) }
         }),
     )
 }
 
-/// The thresholds the timeline draws as horizontal lines (bytes, as configured). They act on
-/// depths counted in whole cells of `cell_bytes` ([`PortSample::depth_cell_bytes`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Thresholds {
-    /// WRED minimum: no ECN mark below this egress queue depth.
-    pub wred_min_bytes: u64,
-    /// WRED maximum: every ECT packet marked at and above it.
-    pub wred_max_bytes: u64,
-    /// Bit tc set: egress queue tc runs WRED.
-    pub wred_queues: u8,
-    /// Ingress priority group: PFC XOFF sent when it crosses this.
-    pub xoff_bytes: u64,
-    /// Ingress priority group: PFC XON sent when it falls below this.
-    pub xon_bytes: u64,
-    /// Bit p set: priority p is lossless (PFC).
-    pub lossless_priorities: u8,
-    /// Accounting cell of the shared buffer, bytes (0 = frame bytes): every threshold above
-    /// acts on depths counted in whole cells.
-    #[serde(default)]
-    pub cell_bytes: u32,
-}
-
-/// One port of a [`SwitchSample`]; arrays are indexed by traffic class / priority 0..=7.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PortSample {
-    /// Interface name in the switch's namespace.
-    pub name: String,
-    /// What is on the other end (`host1:gpu0`, `spine1:eth3`).
-    pub peer: String,
-    /// Line rate of the port, emulated bit/s (as configured).
-    #[serde(default)]
-    pub line_rate_bps: u64,
-    /// Frames dequeued for transmission per egress queue since the daemon started.
-    #[serde(default)]
-    pub tx_packets: [u64; NUM_TC],
-    /// Bytes (Ethernet frame without FCS) dequeued for transmission per egress queue.
-    #[serde(default)]
-    pub tx_bytes: [u64; NUM_TC],
-    /// Egress queue depth now, frame bytes.
-    pub depth_bytes: [u64; NUM_TC],
-    /// Highest egress queue depth since the daemon started, frame bytes.
-    pub peak_depth_bytes: [u64; NUM_TC],
-    /// Egress queue depth now as the shared buffer charges it: whole cells × the cell size
-    /// ([`Thresholds::cell_bytes`]). What WRED and the buffer thresholds act on.
-    #[serde(default)]
-    pub depth_cell_bytes: [u64; NUM_TC],
-    /// Highest `depth_cell_bytes` since the daemon started.
-    #[serde(default)]
-    pub peak_depth_cell_bytes: [u64; NUM_TC],
-    /// PFC frames sent out of this port with the priority's bit set (XOFF, refresh, XON).
-    pub pfc_tx_frames: [u64; NUM_TC],
-    /// PFC frames received on this port with the priority's bit set.
-    pub pfc_rx_frames: [u64; NUM_TC],
-    /// The peer pauses this egress priority now.
-    pub paused: [bool; NUM_TC],
-    /// Total time this egress priority has been paused by the peer, emulated ns (wall ÷ D).
-    pub paused_ns: [u64; NUM_TC],
-    /// Packets that arrived on this port and the XDP program marked CE (ECN).
-    pub ecn_marked: u64,
-    /// Packets that arrived on this port and the XDP program dropped by WRED (Not-ECT).
-    pub wred_dropped: u64,
-}
-
-/// A switch's `GET /sample` answer.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SwitchSample {
-    pub switch: String,
-    /// Time dilation D of the switch's configuration (1 = real time).
-    pub time_dilation: f64,
-    pub thresholds: Thresholds,
-    /// The XDP counters could not be read for this sample (`ecn_marked` and `wred_dropped` are 0).
-    #[serde(default)]
-    pub xdp_unread: bool,
-    pub ports: Vec<PortSample>,
-}
-
-impl SwitchSample {
-    /// The sample of switch `cfg` from its live statistics and the XDP counters (per port, per
-    /// counter id, as [`crate::loader::XdpSwitch::counters`] returns them; `None` when they could
-    /// not be read).
-    pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
-        let q = &cfg.qos;
-        let d = dataplane_common::time::Dilation::new(cfg.time_dilation).unwrap_or(dataplane_common::time::Dilation::REAL_TIME);
-        let ports = cfg
-            .ports
-            .iter()
-            .zip(&stats.ports)
-            .enumerate()
-            .map(|(i, (pc, ps))| {
-                let mask = ps.paused_mask.get();
-                let row = xdp.and_then(|x| x.get(i));
-                PortSample {
-                    name: pc.name.clone(),
-                    peer: pc.peer.clone(),
-                    line_rate_bps: pc.line_rate_bps,
-                    tx_packets: std::array::from_fn(|tc| ps.queues[tc].dequeued_packets.get()),
-                    tx_bytes: std::array::from_fn(|tc| ps.queues[tc].dequeued_bytes.get()),
-                    depth_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_bytes.get()),
-                    peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
-                    depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_cell_bytes.get()),
-                    peak_depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_cell_bytes.get()),
-                    pfc_tx_frames: std::array::from_fn(|p| ps.prio[p].pfc_tx_frames.get()),
-                    pfc_rx_frames: std::array::from_fn(|p| ps.prio[p].pfc_rx_frames.get()),
-                    paused: std::array::from_fn(|p| mask & (1 << p) != 0),
-                    paused_ns: std::array::from_fn(|p| d.to_emulated_ns(ps.prio[p].paused_ns.get())),
-                    ecn_marked: row.map_or(0, |r| r[counter::ECN_MARKED as usize]),
-                    wred_dropped: row.map_or(0, |r| r[counter::WRED_DROPPED as usize]),
-                }
-            })
-            .collect();
-        SwitchSample {
-            switch: cfg.name.clone(),
-            time_dilation: cfg.time_dilation,
-            thresholds: Thresholds {
-                wred_min_bytes: q.wred.min_bytes,
-                wred_max_bytes: q.wred.max_bytes,
-                wred_queues: q.wred.queues,
-                xoff_bytes: q.xoff_bytes,
-                xon_bytes: q.xon_bytes,
-                lossless_priorities: q.lossless_priorities,
-                cell_bytes: q.cell_bytes,
-            },
-            xdp_unread: xdp.is_none(),
-            ports,
-        }
+/// The sample of switch `cfg` from its live statistics and the XDP counters (per port, per
+/// counter id, as [`crate::loader::XdpSwitch::counters`] returns them; `None` when they could
+/// not be read).
+pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
+    let q = &cfg.qos;
+    let d = dataplane_common::time::Dilation::new(cfg.time_dilation).unwrap_or(dataplane_common::time::Dilation::REAL_TIME);
+    let ports = cfg
+        .ports
+        .iter()
+        .zip(&stats.ports)
+        .enumerate()
+        .map(|(i, (pc, ps))| {
+            let mask = ps.paused_mask.get();
+            let row = xdp.and_then(|x| x.get(i));
+            PortSample {
+                name: pc.name.clone(),
+                peer: pc.peer.clone(),
+                line_rate_bps: pc.line_rate_bps,
+                tx_packets: std::array::from_fn(|tc| ps.queues[tc].dequeued_packets.get()),
+                tx_bytes: std::array::from_fn(|tc| ps.queues[tc].dequeued_bytes.get()),
+                depth_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_bytes.get()),
+                peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
+                depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_cell_bytes.get()),
+                peak_depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_cell_bytes.get()),
+                pfc_tx_frames: std::array::from_fn(|p| ps.prio[p].pfc_tx_frames.get()),
+                pfc_rx_frames: std::array::from_fn(|p| ps.prio[p].pfc_rx_frames.get()),
+                paused: std::array::from_fn(|p| mask & (1 << p) != 0),
+                paused_ns: std::array::from_fn(|p| d.to_emulated_ns(ps.prio[p].paused_ns.get())),
+                ecn_marked: row.map_or(0, |r| r[counter::ECN_MARKED as usize]),
+                wred_dropped: row.map_or(0, |r| r[counter::WRED_DROPPED as usize]),
+            }
+        })
+        .collect();
+    SwitchSample {
+        switch: cfg.name.clone(),
+        time_dilation: cfg.time_dilation,
+        thresholds: Thresholds {
+            wred_min_bytes: q.wred.min_bytes,
+            wred_max_bytes: q.wred.max_bytes,
+            wred_queues: q.wred.queues,
+            xoff_bytes: q.xoff_bytes,
+            xon_bytes: q.xon_bytes,
+            lossless_priorities: q.lossless_priorities,
+            cell_bytes: q.cell_bytes,
+        },
+        xdp_unread: xdp.is_none(),
+        ports,
     }
 }
 
@@ -226,7 +147,7 @@ mod tests {
         xdp[1][counter::ECN_MARKED as usize] = 17;
         xdp[1][counter::WRED_DROPPED as usize] = 2;
         xdp[0][counter::ROUTE_MISS as usize] = 99;
-        let s = SwitchSample::build(&cfg, &stats, Some(&xdp));
+        let s = build(&cfg, &stats, Some(&xdp));
         assert_eq!((s.switch.as_str(), s.time_dilation, s.xdp_unread), ("rail1", 1000.0, false));
         assert_eq!(
             s.thresholds,
@@ -243,7 +164,7 @@ mod tests {
         assert_eq!((s.ports[0].pfc_tx_frames[3], s.ports[0].ecn_marked), (5, 0));
         assert!(!s.ports[0].paused.iter().any(|&b| b));
 
-        let s2 = SwitchSample::build(&cfg, &stats, None);
+        let s2 = build(&cfg, &stats, None);
         assert!(s2.xdp_unread);
         assert_eq!(s2.ports[1].ecn_marked, 0);
         let text = serde_json::to_string(&s).unwrap();
