@@ -28,7 +28,9 @@ pub struct Record<'a> {
 }
 
 impl Record<'_> {
-    /// Writes the header for a frame of `orig_len` bytes of which `caplen` follow.
+    /// Writes the header for a frame of `orig_len` bytes of which `caplen` follow (on the data
+    /// path's mirror for every captured frame: inlined across the crate boundary).
+    #[inline]
     pub fn header(ts_ns: u64, port: u16, dir: u8, orig_len: u32, caplen: u32) -> [u8; RECORD_HEADER] {
         let mut h = [0u8; RECORD_HEADER];
         h[0..8].copy_from_slice(&ts_ns.to_le_bytes());
