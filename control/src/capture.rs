@@ -261,12 +261,7 @@ pub fn daemon_urls(st: &State) -> BTreeMap<String, String> {
 /// Sum of `rocefab_capture_lost_frames_total` a daemon reports (0 if it cannot be read).
 fn lost_frames(base: &str) -> f64 {
     scrape(&format!("{base}/metrics"), Duration::from_secs(2))
-        .map(|t| {
-            t.lines()
-                .filter(|l| l.starts_with("rocefab_capture_lost_frames_total"))
-                .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-                .sum()
-        })
+        .map(|t| rocefab_contracts::promtext::sum(&t, "rocefab_capture_lost_frames_total", &[]))
         .unwrap_or(0.0)
 }
 

@@ -1164,18 +1164,12 @@ pub fn classes(frames: &[Outgoing], loops: u32, c: &Classifier) -> Vec<ClassCoun
 /// `except` in a Prometheus text scrape.
 pub fn enqueued_per_queue(text: &str, except: &str) -> [u64; 8] {
     let mut q = [0u64; 8];
-    let skip = format!("port=\"{except}\"");
-    for l in text.lines() {
-        let Some(rest) = l.strip_prefix("rocefab_queue_enqueued_packets_total{") else { continue };
-        let Some((labels, value)) = rest.split_once('}') else { continue };
-        if labels.split(',').any(|kv| kv == skip) {
+    for s in rocefab_contracts::promtext::samples(text) {
+        if s.name != "rocefab_queue_enqueued_packets_total" || s.label("port").as_deref() == Some(except) {
             continue;
         }
-        let queue = labels.split(',').find_map(|kv| kv.strip_prefix("queue=\"")?.strip_suffix('"')?.parse::<usize>().ok());
-        if let (Some(i), Ok(v)) = (queue, value.trim().parse::<f64>()) {
-            if i < 8 {
-                q[i] += v as u64;
-            }
+        if let Some(i) = s.label("queue").and_then(|v| v.parse::<usize>().ok()).filter(|&i| i < 8) {
+            q[i] += s.value as u64;
         }
     }
     q

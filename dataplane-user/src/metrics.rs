@@ -560,12 +560,7 @@ mod tests {
     }
 
     fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-            let (metric, v) = l.rsplit_once(' ')?;
-            let (n, rest) = metric.split_once('{').unwrap_or((metric, ""));
-            (n == name && labels.iter().all(|(k, val)| rest.contains(&format!("{k}=\"{val}\""))))
-                .then(|| v.parse().unwrap())
-        })
+        rocefab_contracts::promtext::samples(text).find(|s| s.name == name && s.has(labels)).map(|s| s.value)
     }
 
     #[test]

@@ -128,24 +128,7 @@ pub fn scrape(addr: std::net::SocketAddr) -> String {
 
 /// Sum of the samples of `name` whose labels include all of `labels`.
 pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    let mut sum = 0.0;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let (series, value) = match line.rsplit_once(' ') {
-            Some(x) => x,
-            None => continue,
-        };
-        let (n, lab) = match series.split_once('{') {
-            Some((n, rest)) => (n, rest.trim_end_matches('}')),
-            None => (series, ""),
-        };
-        if n != name {
-            continue;
-        }
-        if labels.iter().all(|(k, v)| lab.split(',').any(|kv| kv == format!("{k}=\"{v}\""))) {
-            sum += value.parse::<f64>().unwrap_or(0.0);
-        }
-    }
-    sum
+    rocefab_contracts::promtext::sum(text, name, labels)
 }
 
 /// A running fabric; `Drop` runs `rocefab down <name>`.

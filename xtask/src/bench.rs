@@ -708,14 +708,11 @@ fn scrape_text(addr: std::net::SocketAddr) -> anyhow::Result<String> {
 /// `name{labels} value` lines of Prometheus text whose name ends in `_total` but not
 /// `_bytes_total`, with a non-zero value.
 fn parse_counters(text: &str) -> BTreeMap<String, f64> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            let name = k.split('{').next()?;
-            let v: f64 = v.parse().ok()?;
-            (name.ends_with("_total") && !name.ends_with("_bytes_total") && v != 0.0)
-                .then(|| (k.to_string(), v))
+    rocefab_contracts::promtext::samples(text)
+        .filter(|s| s.name.ends_with("_total") && !s.name.ends_with("_bytes_total") && s.value != 0.0)
+        .map(|s| {
+            let series = if s.raw_labels().is_empty() { s.name.to_string() } else { format!("{}{{{}}}", s.name, s.raw_labels()) };
+            (series, s.value)
         })
         .collect()
 }

@@ -334,27 +334,11 @@ fn http_get(url: &str) -> anyhow::Result<String> {
     Ok(body.to_string())
 }
 
-/// Parses Prometheus text exposition lines `name{a="x",b="y"} value`.
+/// Prometheus text exposition lines `name{a="x",b="y"} value` (rocefab-contracts' parser).
 fn parse_prometheus(body: &str) -> Vec<(String, BTreeMap<String, String>, f64)> {
-    let mut out = Vec::new();
-    for line in body.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-        let (series, value) = match line.rsplit_once(' ') {
-            Some(x) => x,
-            None => continue,
-        };
-        let Ok(value) = value.parse::<f64>() else { continue };
-        let (name, labels) = match series.split_once('{') {
-            Some((n, l)) => (n, l.trim_end_matches('}')),
-            None => (series, ""),
-        };
-        let labels = labels
-            .split(',')
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
-            .collect();
-        out.push((name.to_string(), labels, value));
-    }
-    out
+    rocefab_contracts::promtext::samples(body)
+        .map(|s| (s.name.to_string(), s.labels().map(|(k, v)| (k.to_string(), v)).collect(), s.value))
+        .collect()
 }
 
 #[cfg(test)]

@@ -60,11 +60,7 @@ pub fn run(ctx: &Ctx<'_>, bursts: usize) -> anyhow::Result<()> {
     let text = scrape_text(*metrics)?;
     let buckets = reaction_buckets(&text).context("no rocefab_pfc_reaction_seconds histogram in the scrape")?;
     let count = buckets.last().map(|b| b.1).unwrap_or(0);
-    let pfc_tx: f64 = text
-        .lines()
-        .filter(|l| l.starts_with("rocefab_pfc_tx_frames_total{") && l.contains(&format!("port=\"{DUT_IN}\"")) && l.contains("priority=\"3\""))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum();
+    let pfc_tx = rocefab_contracts::promtext::sum(&text, "rocefab_pfc_tx_frames_total", &[("port", DUT_IN), ("priority", "3")]);
     if count < bursts as u64 {
         bail!("{bursts} bursts crossed xOFF only {count} times (PFC frames sent: {pfc_tx})");
     }
@@ -82,13 +78,12 @@ pub fn run(ctx: &Ctx<'_>, bursts: usize) -> anyhow::Result<()> {
 
 /// (upper bound in seconds, cumulative count) of every bucket, in order; +Inf is `f64::INFINITY`.
 fn reaction_buckets(text: &str) -> Option<Vec<(f64, u64)>> {
-    let v: Vec<(f64, u64)> = text
-        .lines()
-        .filter(|l| l.starts_with("rocefab_pfc_reaction_seconds_bucket{"))
-        .filter_map(|l| {
-            let le = l.split("le=\"").nth(1)?.split('"').next()?;
+    let v: Vec<(f64, u64)> = rocefab_contracts::promtext::samples(text)
+        .filter(|s| s.name == "rocefab_pfc_reaction_seconds_bucket")
+        .filter_map(|s| {
+            let le = s.label("le")?;
             let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
-            Some((le, l.rsplit_once(' ')?.1.parse().ok()?))
+            Some((le, s.value as u64))
         })
         .collect();
     (!v.is_empty()).then_some(v)
