@@ -1092,6 +1092,21 @@ pub struct TimingReport {
     pub max_abs_error_ns: u64,
 }
 
+impl TimingReport {
+    /// Wall-clock timing errors as the report gives them, in emulated time at `dilation`;
+    /// `None` with fewer than two frames (no gap).
+    fn emulated(t: &TimingError, dilation: Dilation) -> Option<TimingReport> {
+        let emu = |wall_ns: f64| wall_ns / dilation.factor();
+        Some(TimingReport {
+            gaps: t.gaps,
+            mean_scheduled_gap_ns: emu(t.mean_scheduled_gap_ns()?),
+            mean_abs_error_ns: emu(t.mean_abs_error_ns()?),
+            mean_abs_error_pct: t.mean_abs_error_pct(),
+            max_abs_error_ns: dilation.to_emulated_ns(t.max_abs_error_ns),
+        })
+    }
+}
+
 /// How the first switch classifies frames: what the per-class counts are made with.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Classifier {
@@ -1268,20 +1283,10 @@ impl Report {
     pub fn new(o: Origin, p: &Prepared, pace: Pace, s: &Schedule, dilation: Dilation, cls: &Classifier, log: Option<&SendLog>) -> Report {
         let wall = log.map_or(0.0, |l| l.duration.as_secs_f64());
         let d = dilation.to_emulated_secs(wall);
-        let emu = |wall_ns: f64| wall_ns / dilation.factor();
         // Rates between the first and the last send: the frames (and bits) after the first.
         let rate = |v: f64| if d > 0.0 { v / d } else { 0.0 };
         let (sent, bytes, first_len) = log.map_or((0, 0, 0), |l| (l.sent, l.bytes, l.first_len));
-        let timing = log.and_then(|l| {
-            let t = &l.timing;
-            Some(TimingReport {
-                gaps: t.gaps,
-                mean_scheduled_gap_ns: emu(t.mean_scheduled_gap_ns()?),
-                mean_abs_error_ns: emu(t.mean_abs_error_ns()?),
-                mean_abs_error_pct: t.mean_abs_error_pct(),
-                max_abs_error_ns: dilation.to_emulated_ns(t.max_abs_error_ns),
-            })
-        });
+        let timing = log.and_then(|l| TimingReport::emulated(&l.timing, dilation));
         let mut r = Report {
             fabric: o.fabric.into(),
             file: o.file.into(),
@@ -1705,16 +1710,7 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
             warnings.push(format!("receiver capture: {e}"));
         }
         let (t, matched) = crate::replay_rx::match_arrivals(&wall, &idents, &arrivals);
-        let emu = |wall_ns: f64| wall_ns / dilation.factor();
-        let timing = (|| {
-            Some(TimingReport {
-                gaps: t.gaps,
-                mean_scheduled_gap_ns: emu(t.mean_scheduled_gap_ns()?),
-                mean_abs_error_ns: emu(t.mean_abs_error_ns()?),
-                mean_abs_error_pct: t.mean_abs_error_pct(),
-                max_abs_error_ns: dilation.to_emulated_ns(t.max_abs_error_ns),
-            })
-        })();
+        let timing = TimingReport::emulated(&t, dilation);
         if matched < expected {
             warnings.push(format!("{} of {expected} frames did not arrive at {} within 2 s", expected - matched, ports.join(", ")));
         }
