@@ -1079,6 +1079,9 @@ mod tests {
         h.push("host1".into(), spawn("trap '' TERM; echo ready; exec sleep 60"), log.clone());
         h.push("host2".into(), spawn("exit 3"), log.clone());
         let t = Instant::now();
+        // The first wait returns early when host2's end arrives before host1's line (an early
+        // end is a failure the caller acts on); the second then waits for host1 alone.
+        h.wait_lines(1, t + Duration::from_secs(20));
         h.wait_lines(1, t + Duration::from_secs(20));
         assert!(t.elapsed() < Duration::from_secs(5), "returns once each answered or ended: {:?}", t.elapsed());
         assert_eq!(h.procs[0].lines, ["ready"]);
