@@ -394,6 +394,16 @@ iface, src = sys.argv[1], sys.argv[2]
 s = conf.L2socket(iface=iface)
 def pfc(q, prio=3):
     return bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlClassBasedFlowControl(**{f"c{prio}_enabled": 1, f"c{prio}_pause_time": q}))
+def train(f, every_ms, for_ms):
+    every, until = every_ms / 1e3, time.time() + for_ms / 1e3
+    s.send(f)
+    print("started", flush=True)
+    n = 1
+    while time.time() < until:
+        time.sleep(every)
+        s.send(f)
+        n += 1
+    print("done", n, flush=True)
 print("ready", flush=True)
 for line in sys.stdin:
     w = line.split()
@@ -403,26 +413,9 @@ for line in sys.stdin:
         s.send(pfc(int(w[1]), *map(int, w[2:3])))
         print("sent", flush=True)
     elif w[0] == "storm":
-        f, every, until = pfc(int(w[1]), *map(int, w[4:5])), int(w[2]) / 1e3, time.time() + int(w[3]) / 1e3
-        s.send(f)
-        print("started", flush=True)
-        n = 1
-        while time.time() < until:
-            time.sleep(every)
-            s.send(f)
-            n += 1
-        print("done", n, flush=True)
+        train(pfc(int(w[1]), *map(int, w[4:5])), int(w[2]), int(w[3]))
     elif w[0] == "pausestorm":
-        f = bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlPause(pause_time=int(w[1])))
-        every, until = int(w[2]) / 1e3, time.time() + int(w[3]) / 1e3
-        s.send(f)
-        print("started", flush=True)
-        n = 1
-        while time.time() < until:
-            time.sleep(every)
-            s.send(f)
-            n += 1
-        print("done", n, flush=True)
+        train(bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlPause(pause_time=int(w[1]))), int(w[2]), int(w[3]))
     elif w[0] == "pause":
         s.send(bytes(Ether(dst="01:80:c2:00:00:01", src=src) / MACControlPause(pause_time=int(w[1]))))
         print("sent", flush=True)
