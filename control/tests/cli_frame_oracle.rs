@@ -10,23 +10,9 @@ use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocefab");
 
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("rf-roce-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A temporary directory (tempfile), removed on drop.
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("rf-roce-cli-{tag}-")).tempdir().unwrap()
 }
 
 fn rocefab(args: &[&str]) -> Output {
@@ -78,8 +64,8 @@ fn pause_ns(quanta: u64, bps: u64) -> u64 {
 
 #[test]
 fn pfc_frames_match_tshark_and_show() {
-    let d = TempDir::new("pfc");
-    let f = d.file("pfc.pcap");
+    let d = temp_dir("pfc");
+    let f = d.path().join("pfc.pcap");
     frame("pfc", &["--priorities", "3", "--quanta", "0xffff", "--src-mac", "02:00:00:00:00:01"], &f);
     let t = tshark(&f, &["eth.src", "eth.dst", "macc.opcode", "macc.cbfc.enbv", "macc.cbfc.pause_time.c3", "macc.cbfc.pause_time.c4"]);
     assert_eq!(t, vec![vec!["02:00:00:00:00:01", "01:80:c2:00:00:01", "0x0101", "0x0008", "65535", "0"]]);
@@ -90,7 +76,7 @@ fn pfc_frames_match_tshark_and_show() {
     assert_eq!(j["priorities"][0]["pause_ns"], pause_ns(65535, 400_000_000_000));
 
     // Per-priority quanta, pcapng output, --count.
-    let g = d.file("pfc2.pcapng");
+    let g = d.path().join("pfc2.pcapng");
     frame("pfc", &["--quanta", "3=0xffff", "--quanta", "4=100", "--count", "2"], &g);
     let t = tshark(&g, &["macc.cbfc.enbv", "macc.cbfc.pause_time.c3", "macc.cbfc.pause_time.c4"]);
     assert_eq!(t.len(), 2);
@@ -104,8 +90,8 @@ fn pfc_frames_match_tshark_and_show() {
 
 #[test]
 fn pause_frame_matches_tshark_and_show() {
-    let d = TempDir::new("pause");
-    let f = d.file("pause.pcap");
+    let d = temp_dir("pause");
+    let f = d.path().join("pause.pcap");
     frame("pause", &["--quanta", "100"], &f);
     let t = tshark(&f, &["macc.opcode", "macc.pause_time"]);
     assert_eq!(t, vec![vec!["0x0001", "100"]]);
@@ -115,8 +101,8 @@ fn pause_frame_matches_tshark_and_show() {
 
 #[test]
 fn lldp_dcbx_frame_matches_tshark_and_show() {
-    let d = TempDir::new("lldp");
-    let f = d.file("l.pcap");
+    let d = temp_dir("lldp");
+    let f = d.path().join("l.pcap");
     frame(
         "lldp",
         &["--chassis-mac", "02:00:00:00:00:01", "--port-id", "eth1", "--pfc-enable", "3", "--app", "udp:4791=3",
@@ -195,7 +181,7 @@ fn check_roce(t: &[String], j: &Value) {
 
 #[test]
 fn roce_frames_match_tshark_and_show() {
-    let d = TempDir::new("roce");
+    let d = temp_dir("roce");
     type Check = Box<dyn Fn(&Value)>;
     let cases: Vec<(&str, Vec<&str>, Check)> = vec![
         (
@@ -237,7 +223,7 @@ fn roce_frames_match_tshark_and_show() {
         })),
     ];
     for (i, (kind, args, extra)) in cases.iter().enumerate() {
-        let f = d.file(&format!("r{i}.pcap"));
+        let f = d.path().join(format!("r{i}.pcap"));
         frame(kind, args, &f);
         let t = tshark(&f, ROCE_FIELDS);
         let j = show_json(&f, &[]);
@@ -255,8 +241,8 @@ fn roce_frames_match_tshark_and_show() {
 
 #[test]
 fn bad_icrc_reported_with_expected_and_found() {
-    let d = TempDir::new("badicrc");
-    let f = d.file("b.pcap");
+    let d = temp_dir("badicrc");
+    let f = d.path().join("b.pcap");
     frame("roce", &["--opcode", "send-only", "--len", "8", "--bad-icrc"], &f);
     let j = &show_json(&f, &[])[0];
     assert_eq!(j["icrc"]["status"], "bad");
@@ -269,10 +255,10 @@ fn bad_icrc_reported_with_expected_and_found() {
 
 #[test]
 fn malformed_frame_in_the_middle_is_reported_and_decoding_continues() {
-    let d = TempDir::new("trunc");
-    let r = d.file("r.pcap");
+    let d = temp_dir("trunc");
+    let r = d.path().join("r.pcap");
     frame("roce", &["--opcode", "write-only", "--len", "64"], &r);
-    let p = d.file("p.pcap");
+    let p = d.path().join("p.pcap");
     frame("pfc", &["--priorities", "3"], &p);
     let roce = rocefab_wire::pcap::read_all(&r).unwrap().remove(0).data;
     let pfc = rocefab_wire::pcap::read_all(&p).unwrap().remove(0).data;
@@ -295,7 +281,7 @@ fn malformed_frame_in_the_middle_is_reported_and_decoding_continues() {
         .enumerate()
         .map(|(i, f)| (Duration::from_millis(i as u64), f.as_slice()))
         .collect();
-    let all = d.file("all.pcap");
+    let all = d.path().join("all.pcap");
     rocefab_wire::pcap::write_all(&all, rocefab_wire::pcap::Format::Pcap, frames).unwrap();
 
     let text = rocefab_ok(&["pcap", "show", all.to_str().unwrap()]);
@@ -325,8 +311,8 @@ fn malformed_frame_in_the_middle_is_reported_and_decoding_continues() {
 
 #[test]
 fn bad_options_name_the_option() {
-    let d = TempDir::new("badopt");
-    let out = d.file("x.pcap");
+    let d = temp_dir("badopt");
+    let out = d.path().join("x.pcap");
     let o = out.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (&["frame", "roce", "--qp", "0x1000000", "-w", o], "--qp"),
@@ -350,7 +336,7 @@ fn bad_options_name_the_option() {
         assert!(err.contains(opt), "{args:?}: message does not name {opt}: {err}");
     }
     assert!(!out.exists(), "a failed command wrote {o}");
-    let r = rocefab(&["pcap", "show", d.file("missing.pcap").to_str().unwrap()]);
+    let r = rocefab(&["pcap", "show", d.path().join("missing.pcap").to_str().unwrap()]);
     assert!(!r.status.success());
     assert!(String::from_utf8_lossy(&r.stderr).contains("missing.pcap"));
 }
@@ -359,7 +345,7 @@ fn bad_options_name_the_option() {
 /// Ethernet header: scapy writes them (with its own ICRC), `pcap show` decodes the RoCEv2 inside.
 #[test]
 fn cooked_and_raw_ip_captures_are_decoded() {
-    let dir = TempDir::new("cooked");
+    let dir = temp_dir("cooked");
     let script = r#"
 import sys
 from scapy.all import IP, UDP, Raw, wrpcap
@@ -372,7 +358,7 @@ wrpcap(sys.argv[2], [IP(bytes(roce))], linktype=101)
 from scapy.all import Ether, Dot1Q
 wrpcap(sys.argv[3], [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / Dot1Q(vlan=101, prio=3) / roce])
 "#;
-    let (sll, raw, vlan) = (dir.file("sll.pcap"), dir.file("raw.pcap"), dir.file("vlan.pcap"));
+    let (sll, raw, vlan) = (dir.path().join("sll.pcap"), dir.path().join("raw.pcap"), dir.path().join("vlan.pcap"));
     let o = Command::new("/usr/bin/python3")
         .args(["-c", script, sll.to_str().unwrap(), raw.to_str().unwrap(), vlan.to_str().unwrap()])
         .output()
@@ -406,9 +392,9 @@ wrpcap(sys.argv[3], [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / D
 /// agrees with tshark on the BTH. editcap / tshark missing -> the test fails.
 #[test]
 fn snaplen_truncated_roce_matches_tshark_and_show() {
-    let d = TempDir::new("snap");
-    let full = d.file("full.pcap");
-    let cut = d.file("cut.pcap");
+    let d = temp_dir("snap");
+    let full = d.path().join("full.pcap");
+    let cut = d.path().join("cut.pcap");
     frame("roce", &["--opcode", "write-first", "--qp", "0xabcde", "--psn", "0x1234", "--len", "300", "--va", "0xdead0000"], &full);
     let o = Command::new("editcap")
         .arg("-s")
@@ -473,7 +459,7 @@ fn opt_bytes(s: &str) -> Option<u64> {
 /// `rocefab pcap show --json` read the same values, and the text names every header.
 #[test]
 fn new_opcodes_and_headers_match_tshark_and_show() {
-    let d = TempDir::new("ext");
+    let d = temp_dir("ext");
     let cases: &[(&[&str], &[&str])] = &[
         (
             &["--opcode", "ud-send-only", "--qkey", "0x11111111", "--src-qp", "5", "--qp", "0x77", "--len", "20"],
@@ -503,7 +489,7 @@ fn new_opcodes_and_headers_match_tshark_and_show() {
         (&["--opcode", "0x2a", "--src-ip", "fd00::1", "--dst-ip", "fd00::2"], &["uc-write-only (0x2a)"]),
     ];
     for (i, (args, texts)) in cases.iter().enumerate() {
-        let f = d.file(&format!("e{i}.pcap"));
+        let f = d.path().join(format!("e{i}.pcap"));
         frame("roce", args, &f);
         let t = &tshark(&f, EXT_FIELDS)[0];
         let j = &show_json(&f, &[])[0];
@@ -534,7 +520,7 @@ fn new_opcodes_and_headers_match_tshark_and_show() {
         assert!(!text.contains("unknown"), "{text}");
     }
     // Names are listed in the error for a bad opcode.
-    let r = rocefab(&["frame", "roce", "--opcode", "ud-send-twice", "-w", d.file("x.pcap").to_str().unwrap()]);
+    let r = rocefab(&["frame", "roce", "--opcode", "ud-send-twice", "-w", d.path().join("x.pcap").to_str().unwrap()]);
     assert!(!r.status.success());
     assert!(String::from_utf8_lossy(&r.stderr).contains("ud-send-only-imm"));
 }
@@ -544,7 +530,7 @@ fn new_opcodes_and_headers_match_tshark_and_show() {
 #[test]
 fn roce_v1_frame_is_shown() {
     use rocefab_wire::roce::{bth, deth, grh, Opcode, Repr};
-    let d = TempDir::new("v1");
+    let d = temp_dir("v1");
     let mut h = Repr::new(bth::Repr::new(Opcode::UdSendOnly, 0x123, 0x456));
     h.deth = Some(deth::Repr { q_key: 0x1111_1111, src_qp: 5 });
     let payload = [0xabu8; 10];
@@ -559,7 +545,7 @@ fn roce_v1_frame_is_shown() {
     h.emit(&mut f[54..], &payload).unwrap();
     let n = f.len();
     f[n - 4..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
-    let file = d.file("v1.pcap");
+    let file = d.path().join("v1.pcap");
     rocefab_wire::pcap::write_all(&file, rocefab_wire::pcap::Format::Pcap, vec![(Duration::ZERO, f.as_slice())]).unwrap();
 
     let text = rocefab_ok(&["pcap", "show", file.to_str().unwrap()]);
@@ -600,10 +586,10 @@ fn tool(tool: &str, args: &[&str]) {
 /// gzip'd pcap and pcapng (gzip, as Wireshark's .pcapng.gz) are read as the plain files.
 #[test]
 fn sniffer_captures_are_named_and_gzipped_captures_are_read() {
-    let d = TempDir::new("formats");
-    let ng = d.file("r.pcapng");
+    let d = temp_dir("formats");
+    let ng = d.path().join("r.pcapng");
     frame("roce", &["--opcode", "write-only", "--len", "64", "--dscp", "24", "--count", "3", "--src-ip", "192.168.7.1", "--dst-ip", "192.168.7.2"], &ng);
-    let cap = d.file("r.cap");
+    let cap = d.path().join("r.cap");
     tool("editcap", &["-F", "ngsniffer", ng.to_str().unwrap(), cap.to_str().unwrap()]);
     let c = cap.to_str().unwrap();
     let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml");
@@ -617,14 +603,14 @@ fn sniffer_captures_are_named_and_gzipped_captures_are_read() {
         assert_eq!(e.matches(c).count(), 1, "{args:?}: the path once: {e}");
     }
     // The conversion named works.
-    let back = d.file("back.pcapng");
+    let back = d.path().join("back.pcapng");
     tool("editcap", &["-F", "pcapng", c, back.to_str().unwrap()]);
     let plain = show_json(&ng, &[]);
     assert_eq!(plain.len(), 3);
     let psns = |v: &[Value]| v.iter().map(|j| j["bth"]["psn"].as_u64().unwrap()).collect::<Vec<_>>();
     assert_eq!(psns(&show_json(&back, &[])), psns(&plain));
     // gzip'd pcapng and pcap: the same frames, and replay reads them too.
-    let pcap = d.file("r.pcap");
+    let pcap = d.path().join("r.pcap");
     tool("editcap", &["-F", "pcap", ng.to_str().unwrap(), pcap.to_str().unwrap()]);
     for f in [&ng, &pcap] {
         tool("gzip", &["-k", f.to_str().unwrap()]);
@@ -635,10 +621,10 @@ fn sniffer_captures_are_named_and_gzipped_captures_are_read() {
         assert!(out.contains("dry run: would send 3 frames"), "{out}");
     }
     // A gzip'd file that is no capture says so.
-    let txt = d.file("notes.txt");
+    let txt = d.path().join("notes.txt");
     std::fs::write(&txt, "hello\n").unwrap();
     tool("gzip", &[txt.to_str().unwrap()]);
-    let o = rocefab(&["pcap", "show", d.file("notes.txt.gz").to_str().unwrap()]);
+    let o = rocefab(&["pcap", "show", d.path().join("notes.txt.gz").to_str().unwrap()]);
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("a gzip'd file holding a text file"), "{e}");
 }

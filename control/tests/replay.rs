@@ -255,8 +255,8 @@ fn rewrite_sets_macs_addresses_ttl_checksums_and_recomputes_the_icrc() {
         assert!(!o.icrc_bad_in_capture && !o.padded);
     }
     // scapy's ICRC over the rewritten frames is the one they carry.
-    let dir = TempDir::new("scapy");
-    let pcap = dir.file("rewritten.pcap");
+    let dir = temp_dir("scapy");
+    let pcap = dir.path().join("rewritten.pcap");
     rocefab_wire::pcap::write_all(&pcap, Format::Pcap, p.frames.iter().map(|f| (f.timestamp, f.bytes.as_slice()))).unwrap();
     let rows = scapy_icrc(&pcap);
     assert_eq!(rows.len(), 5, "{rows:?}");
@@ -584,37 +584,23 @@ fn pacing_keeps_an_absolute_schedule_and_stops_at_the_limit() {
 // ---------------------------------------------------------------------------------------------
 // The command line (a fake run directory; --dry-run needs no fabric and no root)
 
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("rf-replay-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A temporary directory (tempfile), removed on drop.
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("rf-replay-{tag}-")).tempdir().unwrap()
 }
 
 /// A run directory holding the state of fabric `fr` (rail-spine.yaml), as `rocefab up` writes it.
-fn fake_fabric(dir: &TempDir) -> PathBuf {
+fn fake_fabric(dir: &tempfile::TempDir) -> PathBuf {
     fake_fabric_at(dir, 1.0)
 }
 
 /// [`fake_fabric`] at time dilation `d`.
-fn fake_fabric_at(dir: &TempDir, d: f64) -> PathBuf {
-    let run = dir.file("run");
+fn fake_fabric_at(dir: &tempfile::TempDir, d: f64) -> PathBuf {
+    let run = dir.path().join("run");
     std::fs::create_dir_all(run.join("fr")).unwrap();
     let topo = std::fs::read_to_string(topology_path()).unwrap().replace("fabric: rs", "fabric: fr") + &format!("time_dilation: {d}\n");
-    std::fs::write(dir.file("t.yaml"), topo).unwrap();
-    let state = serde_json::json!({"fabric": "fr", "topology": dir.file("t.yaml"), "phase": "up",
+    std::fs::write(dir.path().join("t.yaml"), topo).unwrap();
+    let state = serde_json::json!({"fabric": "fr", "topology": dir.path().join("t.yaml"), "phase": "up",
                                    "namespaces": [], "links": [], "daemons": [],
                                    "clock": {"time_dilation": d, "zero_unix_ns": 1_700_000_000_000_000_000u64}});
     std::fs::write(run.join("fr/state.json"), state.to_string()).unwrap();
@@ -636,9 +622,9 @@ fn write_capture(path: &Path, frames: &[(u64, Vec<u8>)]) {
 
 #[test]
 fn dry_run_prints_the_mapping_and_the_skip_table() {
-    let dir = TempDir::new("dry");
+    let dir = temp_dir("dry");
     let run = fake_fabric(&dir);
-    let cap = dir.file("c.pcapng");
+    let cap = dir.path().join("c.pcapng");
     write_capture(
         &cap,
         &[(0, v4(A, B, Opcode::WriteFirst, 1)), (7, arp()), (12, v4(B, A, Opcode::Acknowledge, 1)), (20, v4(A, B, Opcode::WriteLast, 2))],
@@ -677,9 +663,9 @@ fn dry_run_prints_the_mapping_and_the_skip_table() {
 
 #[test]
 fn argument_errors() {
-    let dir = TempDir::new("args");
+    let dir = temp_dir("args");
     let run = fake_fabric(&dir);
-    let cap = dir.file("c.pcap");
+    let cap = dir.path().join("c.pcap");
     write_capture(&cap, &[(0, v4(A, B, Opcode::WriteOnly, 1)), (2000, v4(A, B, Opcode::WriteOnly, 2))]);
     let c = cap.to_str().unwrap();
     let base = |extra: &[&str]| {
@@ -721,7 +707,7 @@ fn argument_errors() {
     assert!(e.contains("expected [FABRIC] CAPTURE, got 3 arguments: fr "), "{e}");
     let e = err(&cli(&run, &["replay", "nofab", "--from", "host1:gpu0", c, "--dry-run"]));
     assert!(e.contains("fabric \"nofab\" is not up"), "{e}");
-    let empty = dir.file("empty-run");
+    let empty = dir.path().join("empty-run");
     std::fs::create_dir_all(&empty).unwrap();
     let e = err(&cli(&empty, &["replay", "--from", "host1:gpu0", c, "--dry-run"]));
     assert!(e.contains("no fabric is running"), "{e}");
@@ -809,9 +795,9 @@ fn at_a_time_dilation_the_schedule_is_stretched_and_the_report_is_emulated() {
 
 #[test]
 fn at_a_time_dilation_max_duration_bounds_the_wall_clock() {
-    let dir = TempDir::new("dilated");
+    let dir = temp_dir("dilated");
     let run = fake_fabric_at(&dir, 1000.0);
-    let cap = dir.file("c.pcap");
+    let cap = dir.path().join("c.pcap");
     write_capture(&cap, &[(0, v4(A, B, Opcode::WriteOnly, 1)), (2, v4(A, B, Opcode::WriteOnly, 2))]);
     let c = cap.to_str().unwrap();
     let replay = |extra: &[&str]| {
@@ -869,14 +855,14 @@ fn json_of(o: &Output) -> serde_json::Value {
 
 #[test]
 fn dry_run_works_from_the_topology_file_alone() {
-    let dir = TempDir::new("dry-topo");
+    let dir = temp_dir("dry-topo");
     // No fabric runs: an empty run directory.
-    let run = dir.file("empty-run");
+    let run = dir.path().join("empty-run");
     std::fs::create_dir_all(&run).unwrap();
     let topo = std::fs::read_to_string(topology_path()).unwrap() + "time_dilation: 1000\n";
-    let t = dir.file("rsd.yaml");
+    let t = dir.path().join("rsd.yaml");
     std::fs::write(&t, topo).unwrap();
-    let cap = dir.file("c.pcap");
+    let cap = dir.path().join("c.pcap");
     write_capture(&cap, &[(0, v4(A, B, Opcode::WriteFirst, 1)), (20, v4(A, B, Opcode::WriteLast, 2))]);
     let (c, ts) = (cap.to_str().unwrap(), t.to_str().unwrap());
     let want = format!(
@@ -902,11 +888,11 @@ fn dry_run_works_from_the_topology_file_alone() {
 
 #[test]
 fn the_report_counts_frames_per_traffic_class_and_warns_when_no_lossless_class_is_used() {
-    let dir = TempDir::new("classes");
+    let dir = temp_dir("classes");
     let run = fake_fabric(&dir);
     let t = |d: u8, psn: u32| roce_dscp(A.into(), B.into(), Opcode::WriteOnly, psn, 100, d);
     // rxe sends DSCP 0: every frame in lossy queue 0.
-    let rxe = dir.file("rxe.pcap");
+    let rxe = dir.path().join("rxe.pcap");
     write_capture(&rxe, &[(0, t(0, 1)), (1, t(0, 2)), (2, t(0, 3))]);
     let j = json_of(&cli(&run, &["replay", "fr", "--from", "host1:gpu0", rxe.to_str().unwrap(), "--dry-run", "--json", "--loop", "2"]));
     assert_eq!(j["classifier"]["switch"], "rail1");
@@ -919,7 +905,7 @@ fn the_report_counts_frames_per_traffic_class_and_warns_when_no_lossless_class_i
     let w = j["warnings"].to_string();
     assert!(w.contains("no frame is in a lossless (PFC) class at rail1: the capture's DSCPs (0) map to lossy queues"), "{w}");
     // RoCEv2 at DSCP 24 and CNPs at DSCP 48: queue 3 (lossless) and queue 7; no warning.
-    let nic = dir.file("nic.pcap");
+    let nic = dir.path().join("nic.pcap");
     write_capture(&nic, &[(0, t(24, 1)), (1, t(24, 2)), (2, t(48, 3)), (3, t(0, 4))]);
     let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", nic.to_str().unwrap(), "--dry-run"]);
     assert!(o.status.success());
@@ -938,12 +924,12 @@ fn the_report_counts_frames_per_traffic_class_and_warns_when_no_lossless_class_i
 
 #[test]
 fn vlan_tags_stripped_are_reported_with_the_priority_the_frames_took() {
-    let dir = TempDir::new("vlan");
+    let dir = temp_dir("vlan");
     let run = fake_fabric(&dir);
     let f = |d: u8, psn: u32| roce_dscp(A.into(), B.into(), Opcode::WriteOnly, psn, 100, d);
     // PCP 3 with DSCP 0 (a fabric classifying by PCP would have made these lossless), PCP 5 with
     // DSCP 24, and an untagged frame.
-    let cap = dir.file("v.pcap");
+    let cap = dir.path().join("v.pcap");
     write_capture(&cap, &[(0, tag(&f(0, 1), 3, 100)), (1, tag(&f(0, 2), 3, 100)), (2, tag(&f(24, 3), 5, 7)), (3, f(0, 4))]);
     let c = cap.to_str().unwrap();
     let j = json_of(&cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--dry-run", "--json"]));
@@ -966,7 +952,7 @@ fn vlan_tags_stripped_are_reported_with_the_priority_the_frames_took() {
         "{out}"
     );
     // Untagged captures say nothing about VLANs.
-    let plain = dir.file("p.pcap");
+    let plain = dir.path().join("p.pcap");
     write_capture(&plain, &[(0, f(24, 1))]);
     let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", plain.to_str().unwrap(), "--dry-run"]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("VLAN"));
@@ -977,14 +963,14 @@ fn gaps_the_fabric_cannot_reproduce_warn_with_the_time_dilation_that_would() {
     // Gaps of 30, 33, ..., 327 us from host1:gpu0 to host2:gpu1 (rail1 -> spine -> rail2: 3
     // hops): at D 1 every gap is below the 600 us the fabric reproduces; D 15 keeps the 5th
     // percentile gap (42 us).
-    let dir = TempDir::new("gaps");
+    let dir = temp_dir("gaps");
     let mut frames = Vec::new();
     let mut t_us = 0u64;
     for i in 0..101u32 {
         frames.push((t_us, roce_dscp(A.into(), B.into(), Opcode::WriteOnly, i, 100, 24)));
         t_us += 30 + 3 * u64::from(i);
     }
-    let cap = dir.file("g.pcap");
+    let cap = dir.path().join("g.pcap");
     rocefab_wire::pcap::write_all(&cap, Format::Pcap, frames.iter().map(|(us, f)| (Duration::from_micros(*us), f.as_slice()))).unwrap();
     let c = cap.to_str().unwrap();
     let run = fake_fabric(&dir);
@@ -1009,7 +995,7 @@ fn gaps_the_fabric_cannot_reproduce_warn_with_the_time_dilation_that_would() {
     let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu0", "--dry-run"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("(1 hop x 20.000 us per frame on the wall clock, within 10 %)") && String::from_utf8_lossy(&o.stdout).contains("time_dilation 4.8 reproduces"), "{}", String::from_utf8_lossy(&o.stdout));
     // At the D it names, no warning.
-    let dir15 = TempDir::new("gaps15");
+    let dir15 = temp_dir("gaps15");
     let run15 = fake_fabric_at(&dir15, 15.0);
     let o = Command::new(BIN).env("ROCEFAB_RUN_DIR", &run15).args(args(&[])).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -9,36 +9,24 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocefab");
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("rocefab-run-deadlines-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A temporary directory (tempfile), removed on drop.
+fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("rocefab-run-deadlines-{tag}-")).tempdir().unwrap()
 }
 
 /// Fabric `fr` (rail-spine.yaml: 4 hosts × 2 GPUs) in a run directory under `dir`, and a fake
 /// hostd running `script`.
-fn fake_fabric(dir: &TempDir, script: &str) -> (PathBuf, PathBuf) {
-    let run = dir.0.join("run");
+fn fake_fabric(dir: &tempfile::TempDir, script: &str) -> (PathBuf, PathBuf) {
+    let run = dir.path().join("run");
     std::fs::create_dir_all(run.join("fr")).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml");
     let topo = std::fs::read_to_string(src).unwrap().replace("fabric: rs", "fabric: fr");
-    std::fs::write(dir.0.join("t.yaml"), topo).unwrap();
-    let state = serde_json::json!({"fabric": "fr", "topology": dir.0.join("t.yaml"), "phase": "up",
+    std::fs::write(dir.path().join("t.yaml"), topo).unwrap();
+    let state = serde_json::json!({"fabric": "fr", "topology": dir.path().join("t.yaml"), "phase": "up",
                                    "namespaces": [], "links": [], "daemons": [],
                                    "clock": {"time_dilation": 1.0, "zero_unix_ns": 1_700_000_000_000_000_000u64}});
     std::fs::write(run.join("fr/state.json"), state.to_string()).unwrap();
-    let hostd = dir.0.join("fake-hostd");
+    let hostd = dir.path().join("fake-hostd");
     std::fs::write(&hostd, format!("#!/bin/sh\n{script}\n")).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&hostd, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -74,7 +62,7 @@ fn left_over(run: &Path) -> Vec<String> {
 
 #[test]
 fn hosts_that_never_get_ready_end_the_run_at_its_timeout() {
-    let dir = TempDir::new("ready");
+    let dir = temp_dir("ready");
     let (rundir, hostd) = fake_fabric(&dir, "exec sleep 30");
     let (o, took) = run(&rundir, &hostd, false);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -87,7 +75,7 @@ fn hosts_that_never_get_ready_end_the_run_at_its_timeout() {
 
 #[test]
 fn hosts_deaf_to_the_timeout_are_named_killed_and_reaped() {
-    let dir = TempDir::new("deaf");
+    let dir = temp_dir("deaf");
     let (rundir, hostd) = fake_fabric(&dir, "trap '' TERM USR1\necho '{\"ready\":true}'\nexec sleep 30");
     let (o, took) = run(&rundir, &hostd, true);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -108,8 +96,8 @@ fn hosts_deaf_to_the_timeout_are_named_killed_and_reaped() {
 #[test]
 fn hosts_answer_the_timeout_with_what_their_qps_waited_for() {
     let report = r#"{"job":"j","time_dilation":1.0,"ok":false,"error":"timed out (the controller's deadline passed)","elapsed_ns":1900000000,"qps":[],"nics":[],"ranks":[],"stalls":[{"qpn":257,"peer_qpn":256,"nic":"gpu0","label":"rank 2 -> rank 0","role":"requester","last_acked_psn":77,"outstanding_psns":[78,205],"outstanding_packets":128,"timeouts":0,"retries_left":7,"paused_now":false,"last_progress_ns":400000000,"at_ns":1900000000,"waiting_for":"the ACK of PSN 78"}]}"#;
-    let dir = TempDir::new("stall");
-    let path = dir.0.join("report.json");
+    let dir = temp_dir("stall");
+    let path = dir.path().join("report.json");
     std::fs::write(&path, format!("{report}\n")).unwrap();
     let script = format!("trap 'cat {}; exit 1' USR1\necho '{{\"ready\":true}}'\nwhile :; do sleep 0.05; done", path.display());
     let (rundir, hostd) = fake_fabric(&dir, &script);
