@@ -25,5 +25,6 @@ pub fn pinned_toolchain(file: &Path) -> Result<String, String> {
 pub fn is_dated_nightly(c: &str) -> bool {
     let Some(date) = c.strip_prefix("nightly-") else { return false };
     let parts: Vec<&str> = date.split('-').collect();
-    parts.len() == 3 && [4, 2, 2].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_digit()))
+    parts.len() == 3
+        && [4, 2, 2].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.bytes().all(|b| b.is_ascii_digit()))
 }

@@ -38,8 +38,9 @@ fn run() -> Result<(), String> {
     println!("cargo::rerun-if-env-changed=ROCEFAB_XDP_OBJECT");
     if let Some(obj) = env::var_os("ROCEFAB_XDP_OBJECT") {
         println!("cargo::rerun-if-changed={}", Path::new(&obj).display());
-        std::fs::copy(&obj, &dst)
-            .map_err(|e| format!("copying ROCEFAB_XDP_OBJECT={} to {}: {e}", Path::new(&obj).display(), dst.display()))?;
+        std::fs::copy(&obj, &dst).map_err(|e| {
+            format!("copying ROCEFAB_XDP_OBJECT={} to {}: {e}", Path::new(&obj).display(), dst.display())
+        })?;
         return Ok(());
     }
 
@@ -94,7 +95,8 @@ fn run() -> Result<(), String> {
     );
     cmd.env("CARGO_TARGET_BPFEL_UNKNOWN_NONE_LINKER", "bpf-linker");
 
-    let status = cmd.status().map_err(|e| format!("spawning `cargo {plus} build -p dataplane-ebpf`: {e}; {SETUP_HINT}"))?;
+    let status =
+        cmd.status().map_err(|e| format!("spawning `cargo {plus} build -p dataplane-ebpf`: {e}; {SETUP_HINT}"))?;
     if !status.success() {
         return Err(format!(
             "`cargo {plus} build -p dataplane-ebpf --target bpfel-unknown-none` failed ({status}); if the toolchain is missing, {SETUP_HINT}"

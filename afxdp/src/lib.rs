@@ -92,7 +92,13 @@ impl Socket {
     ///
     /// Every frame descriptor later handed to this socket's rings must come from `umem`, and
     /// `umem` must outlive the socket (each socket keeps a handle on it).
-    pub unsafe fn open(umem: &Umem, ifname: &str, rx_size: u32, tx_size: u32, raise_tx_budget: bool) -> Result<Socket, Error> {
+    pub unsafe fn open(
+        umem: &Umem,
+        ifname: &str,
+        rx_size: u32,
+        tx_size: u32,
+        raise_tx_budget: bool,
+    ) -> Result<Socket, Error> {
         let cfg = SocketConfig::builder()
             .rx_queue_size(queue_size(rx_size)?)
             .tx_queue_size(queue_size(tx_size)?)

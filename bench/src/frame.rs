@@ -49,7 +49,10 @@ pub enum FrameError {
 impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FrameError::Size(s) => write!(f, "frame size {s} out of range ({MIN_WIRE_SIZE}..={MAX_WIRE_SIZE} bytes on the wire, FCS included)"),
+            FrameError::Size(s) => write!(
+                f,
+                "frame size {s} out of range ({MIN_WIRE_SIZE}..={MAX_WIRE_SIZE} bytes on the wire, FCS included)"
+            ),
             FrameError::Flows(n) => write!(f, "flow count {n} out of range (1..=1024)"),
             FrameError::Dscp(d) => write!(f, "DSCP {d} out of range (0..=63)"),
         }
@@ -73,22 +76,15 @@ pub fn build_frames(spec: &FrameSpec) -> Result<Vec<Vec<u8>>, FrameError> {
     let payload: Vec<u8> = (0..frame_len - HEADERS_LEN).map(|i| i as u8).collect();
     let mut frames = Vec::with_capacity(spec.flows as usize);
     for flow in 0..spec.flows {
-        let mut ip = etherparse::Ipv4Header::new(
-            0,
-            64,
-            etherparse::IpNumber::UDP,
-            spec.src_ip.octets(),
-            spec.dst_ip.octets(),
-        )
-        .expect("payload length is bounded by MAX_WIRE_SIZE");
+        let mut ip =
+            etherparse::Ipv4Header::new(0, 64, etherparse::IpNumber::UDP, spec.src_ip.octets(), spec.dst_ip.octets())
+                .expect("payload length is bounded by MAX_WIRE_SIZE");
         ip.dscp = etherparse::IpDscp::try_new(spec.dscp).expect("checked above");
         let builder = PacketBuilder::ethernet2(spec.src_mac, spec.dst_mac)
             .ip(etherparse::IpHeaders::Ipv4(ip, Default::default()))
             .udp(BASE_SRC_PORT + flow, DST_PORT);
         let mut buf = Vec::with_capacity(frame_len);
-        builder
-            .write(&mut buf, &payload)
-            .expect("writing into a Vec cannot fail");
+        builder.write(&mut buf, &payload).expect("writing into a Vec cannot fail");
         debug_assert_eq!(buf.len(), frame_len);
         frames.push(buf);
     }
@@ -101,18 +97,14 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let mut n = 0;
     for part in s.split(':') {
         if n == 6 || part.len() != 2 {
-            return Err(format!(
-                "invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"
-            ));
+            return Err(format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"));
         }
         out[n] = u8::from_str_radix(part, 16)
             .map_err(|_| format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"))?;
         n += 1;
     }
     if n != 6 {
-        return Err(format!(
-            "invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"
-        ));
+        return Err(format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"));
     }
     Ok(out)
 }
@@ -150,81 +142,41 @@ mod tests {
             };
             assert_eq!(eth.source, [2, 0, 0, 0, 0, 1]);
             assert_eq!(eth.destination, [2, 0, 0, 0, 0, 2]);
-            let Some(NetSlice::Ipv4(ip)) = p.net else {
-                panic!("not IPv4")
-            };
+            let Some(NetSlice::Ipv4(ip)) = p.net else { panic!("not IPv4") };
             let iph = ip.header().to_header();
-            assert_eq!(
-                iph.header_checksum,
-                iph.calc_header_checksum(),
-                "IPv4 header checksum"
-            );
+            assert_eq!(iph.header_checksum, iph.calc_header_checksum(), "IPv4 header checksum");
             assert_eq!(iph.dscp.value(), 24);
             assert_eq!(iph.total_len, 46);
-            let Some(TransportSlice::Udp(udp)) = p.transport else {
-                panic!("not UDP")
-            };
+            let Some(TransportSlice::Udp(udp)) = p.transport else { panic!("not UDP") };
             let uh = udp.to_header();
             assert_eq!(uh.source_port, BASE_SRC_PORT + i as u16);
             assert_eq!(uh.destination_port, DST_PORT);
             assert_ne!(uh.checksum, 0, "UDP checksum must be computed");
-            assert_eq!(
-                uh.checksum,
-                uh.calc_checksum_ipv4(&iph, udp.payload()).unwrap(),
-                "UDP checksum"
-            );
+            assert_eq!(uh.checksum, uh.calc_checksum_ipv4(&iph, udp.payload()).unwrap(), "UDP checksum");
             assert_eq!(udp.payload().len(), 18);
         }
     }
 
     #[test]
     fn larger_sizes_grow_the_payload() {
-        let frames = build_frames(&FrameSpec {
-            size: 128,
-            flows: 1,
-            ..spec()
-        })
-        .unwrap();
+        let frames = build_frames(&FrameSpec { size: 128, flows: 1, ..spec() }).unwrap();
         assert_eq!(frames[0].len(), 124);
-        let jumbo = build_frames(&FrameSpec {
-            size: MAX_WIRE_SIZE,
-            flows: 1,
-            ..spec()
-        })
-        .unwrap();
+        let jumbo = build_frames(&FrameSpec { size: MAX_WIRE_SIZE, flows: 1, ..spec() }).unwrap();
         assert_eq!(jumbo[0].len(), 4096);
     }
 
     #[test]
     fn out_of_range_parameters_are_rejected() {
-        assert_eq!(
-            build_frames(&FrameSpec { size: 63, ..spec() }),
-            Err(FrameError::Size(63))
-        );
-        assert_eq!(
-            build_frames(&FrameSpec {
-                size: 4101,
-                ..spec()
-            }),
-            Err(FrameError::Size(4101))
-        );
-        assert_eq!(
-            build_frames(&FrameSpec { flows: 0, ..spec() }),
-            Err(FrameError::Flows(0))
-        );
-        assert_eq!(
-            build_frames(&FrameSpec { dscp: 64, ..spec() }),
-            Err(FrameError::Dscp(64))
-        );
+        assert_eq!(build_frames(&FrameSpec { size: 63, ..spec() }), Err(FrameError::Size(63)));
+        assert_eq!(build_frames(&FrameSpec { size: 4101, ..spec() }), Err(FrameError::Size(4101)));
+        assert_eq!(build_frames(&FrameSpec { flows: 0, ..spec() }), Err(FrameError::Flows(0)));
+        assert_eq!(build_frames(&FrameSpec { dscp: 64, ..spec() }), Err(FrameError::Dscp(64)));
         assert!(FrameError::Size(63).to_string().contains("63"));
     }
 
     #[test]
     fn mac_parsing() {
-        assert_eq!(
-            parse_mac("02:0a:00:00:00:ff").unwrap(),
-            [2, 10, 0, 0, 0, 255]
-        );
+        assert_eq!(parse_mac("02:0a:00:00:00:ff").unwrap(), [2, 10, 0, 0, 0, 255]);
         assert!(parse_mac("02:0a:00:00:00").is_err());
         assert!(parse_mac("02:0a:00:00:00:ff:01").is_err());
         assert!(parse_mac("02:0a:00:00:00:fg").is_err());

@@ -12,9 +12,7 @@ use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
-use xsk_rs::config::{
-    BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig,
-};
+use xsk_rs::config::{BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{FrameDesc, Socket, Umem};
 
 use crate::frame::{build_frames, parse_mac, FrameSpec};
@@ -107,19 +105,13 @@ pub fn run(a: &GenArgs) -> anyhow::Result<()> {
         .build();
     let iface: Interface = a.iface.parse().context("interface name")?;
     // SAFETY: the UMEM is not shared with another socket on this (iface, queue) pair.
-    let (mut tx, _rx, rings) =
-        sys::retry_busy(|| unsafe { Socket::new(sock_cfg, &umem, &iface, 0) })
-            .map_err(|e| anyhow!("creating the AF_XDP socket on {}: {e:?}", a.iface))?;
+    let (mut tx, _rx, rings) = sys::retry_busy(|| unsafe { Socket::new(sock_cfg, &umem, &iface, 0) })
+        .map_err(|e| anyhow!("creating the AF_XDP socket on {}: {e:?}", a.iface))?;
     let (_fq, mut cq) = rings.ok_or_else(|| anyhow!("{}: queue 0 already bound", a.iface))?;
 
     for (i, d) in descs.iter_mut().enumerate() {
         // SAFETY: the frame belongs to `umem` and is not in any ring yet.
-        unsafe {
-            umem.data_mut(d)
-                .cursor()
-                .write_all(&frames[i % frames.len()])
-        }
-        .context("writing a frame")?;
+        unsafe { umem.data_mut(d).cursor().write_all(&frames[i % frames.len()]) }.context("writing a frame")?;
     }
     let mut free: Vec<FrameDesc> = descs;
     let mut done = vec![FrameDesc::default(); RING as usize];
@@ -144,9 +136,7 @@ pub fn run(a: &GenArgs) -> anyhow::Result<()> {
         if produced >= a.max_packets || sys::stop_requested() || Instant::now() >= deadline {
             break;
         }
-        let want = batch
-            .min(free.len())
-            .min((a.max_packets - produced) as usize);
+        let want = batch.min(free.len()).min((a.max_packets - produced) as usize);
         if want > 0 {
             let from = free.len() - want;
             // SAFETY: the descriptors are free frames of this UMEM, owned by no ring.

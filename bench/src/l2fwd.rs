@@ -9,9 +9,7 @@
 use std::num::NonZeroU32;
 
 use anyhow::{anyhow, Context};
-use xsk_rs::config::{
-    BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig,
-};
+use xsk_rs::config::{BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 use xsk_rs::{FrameDesc, Socket, Umem};
 
 use crate::sys;
@@ -72,14 +70,12 @@ pub fn run(a: &L2fwdArgs) -> anyhow::Result<()> {
     let in_if: Interface = a.in_.parse().context("--in")?;
     let out_if: Interface = a.out.parse().context("--out")?;
     // SAFETY: first socket on this UMEM; (in, 0) is not bound.
-    let (_in_tx, mut rx, rings) =
-        sys::retry_busy(|| unsafe { Socket::new(cfg(RING, 64), &umem, &in_if, 0) })
-            .map_err(|e| anyhow!("AF_XDP socket on {}: {e:?}", a.in_))?;
+    let (_in_tx, mut rx, rings) = sys::retry_busy(|| unsafe { Socket::new(cfg(RING, 64), &umem, &in_if, 0) })
+        .map_err(|e| anyhow!("AF_XDP socket on {}: {e:?}", a.in_))?;
     let (mut fq, _in_cq) = rings.ok_or_else(|| anyhow!("{}: queue 0 already bound", a.in_))?;
     // SAFETY: (out, 0) is a different pair, so it gets its own fill/completion rings; prog load inhibited.
-    let (mut tx, _out_rx, rings) =
-        sys::retry_busy(|| unsafe { Socket::new(cfg(64, RING), &umem, &out_if, 0) })
-            .map_err(|e| anyhow!("AF_XDP socket on {}: {e:?}", a.out))?;
+    let (mut tx, _out_rx, rings) = sys::retry_busy(|| unsafe { Socket::new(cfg(64, RING), &umem, &out_if, 0) })
+        .map_err(|e| anyhow!("AF_XDP socket on {}: {e:?}", a.out))?;
     let (_out_fq, mut cq) = rings.ok_or_else(|| anyhow!("{}: queue 0 already bound", a.out))?;
 
     // Hand the kernel RING frames to receive into; the rest are spare.
@@ -146,12 +142,7 @@ pub fn run(a: &L2fwdArgs) -> anyhow::Result<()> {
 }
 
 /// Moves completed TX frames back onto the RX fill ring; returns how many.
-fn recycle(
-    cq: &mut xsk_rs::CompQueue,
-    fq: &mut xsk_rs::FillQueue,
-    cd: &mut [FrameDesc],
-    in_flight: &mut u64,
-) -> usize {
+fn recycle(cq: &mut xsk_rs::CompQueue, fq: &mut xsk_rs::FillQueue, cd: &mut [FrameDesc], in_flight: &mut u64) -> usize {
     // SAFETY: `cd` receives descriptors of frames the kernel finished sending.
     let c = unsafe { cq.consume(cd) };
     let mut put = 0;

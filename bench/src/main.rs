@@ -15,10 +15,7 @@ mod sys;
 mod xdp;
 
 #[derive(Parser)]
-#[command(
-    name = "rocefab-bench",
-    about = "AF_XDP generator, sink and minimal L2 forwarder for cargo xtask bench"
-)]
+#[command(name = "rocefab-bench", about = "AF_XDP generator, sink and minimal L2 forwarder for cargo xtask bench")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -70,10 +70,7 @@ pub fn run(a: &SinkArgs) -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(5));
     }
     let after = sys::rx_packets(&a.iface)?;
-    let report = SinkReport {
-        delivered: after.wrapping_sub(before),
-        elapsed_s: start.elapsed().as_secs_f64(),
-    };
+    let report = SinkReport { delivered: after.wrapping_sub(before), elapsed_s: start.elapsed().as_secs_f64() };
     tracing::info!(delivered = report.delivered, "sink done");
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

@@ -11,8 +11,7 @@ use anyhow::Context;
 /// Call on the main thread before creating sockets or threads: setns changes only the caller.
 pub fn enter_netns(name: &str) -> anyhow::Result<()> {
     let path = format!("/run/netns/{name}");
-    let f =
-        std::fs::File::open(&path).with_context(|| format!("opening network namespace {path}"))?;
+    let f = std::fs::File::open(&path).with_context(|| format!("opening network namespace {path}"))?;
     // SAFETY: `f` is an open namespace file descriptor; CLONE_NEWNET checks its type.
     let ret = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     if ret != 0 {
@@ -50,9 +49,7 @@ pub fn retry_busy<T, E>(mut f: impl FnMut() -> Result<T, E>) -> Result<T, E> {
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
     loop {
         match f() {
-            Err(_) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50))
-            }
+            Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
             r => return r,
         }
     }
@@ -71,10 +68,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Received-packet counter of `iface` from `/proc/self/net/dev`, which (unlike /sys after setns)
 /// describes the namespace the process is in now.
 pub fn rx_packets(iface: &str) -> anyhow::Result<u64> {
-    let text =
-        std::fs::read_to_string("/proc/self/net/dev").context("reading /proc/self/net/dev")?;
-    parse_net_dev_rx_packets(&text, iface)
-        .with_context(|| format!("interface {iface:?} not in /proc/self/net/dev"))
+    let text = std::fs::read_to_string("/proc/self/net/dev").context("reading /proc/self/net/dev")?;
+    parse_net_dev_rx_packets(&text, iface).with_context(|| format!("interface {iface:?} not in /proc/self/net/dev"))
 }
 
 /// Extracts the rx packets column for `iface` from `/proc/net/dev` text.

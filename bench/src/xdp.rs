@@ -37,12 +37,7 @@ struct Insn {
 const _: () = assert!(std::mem::size_of::<Insn>() == 8);
 
 const fn insn(code: u8, dst: u8, src: u8, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: (src << 4) | (dst & 0x0f),
-        off: 0,
-        imm,
-    }
+    Insn { code, regs: (src << 4) | (dst & 0x0f), off: 0, imm }
 }
 /// `BPF_ALU64 | BPF_MOV | BPF_K`: dst = imm.
 const fn mov64_imm(dst: u8, imm: i32) -> Insn {
@@ -69,12 +64,7 @@ fn drop_insns() -> Vec<Insn> {
 /// Instructions of `return bpf_redirect_map(map, 0, XDP_PASS)`.
 fn redirect_insns(map_fd: RawFd) -> Vec<Insn> {
     let mut v = ld_map_fd(1, map_fd).to_vec();
-    v.extend([
-        mov64_imm(2, 0),
-        mov64_imm(3, XDP_PASS),
-        call(BPF_FUNC_REDIRECT_MAP),
-        exit(),
-    ]);
+    v.extend([mov64_imm(2, 0), mov64_imm(3, XDP_PASS), call(BPF_FUNC_REDIRECT_MAP), exit()]);
     v
 }
 
@@ -124,8 +114,7 @@ pub fn ifindex(iface: &str) -> anyhow::Result<u32> {
     // SAFETY: `c` is a valid NUL-terminated string for the duration of the call.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
-        return Err(io::Error::last_os_error())
-            .with_context(|| format!("interface {iface:?} not found"));
+        return Err(io::Error::last_os_error()).with_context(|| format!("interface {iface:?} not found"));
     }
     Ok(idx)
 }
@@ -161,8 +150,7 @@ pub fn attach(iface: &str, prog: Program<'_>, mode: Mode) -> anyhow::Result<Atta
                 )
             };
             if ret < 0 {
-                return Err(io::Error::from_raw_os_error(-ret))
-                    .context("inserting the AF_XDP socket into the XSKMAP");
+                return Err(io::Error::from_raw_os_error(-ret)).context("inserting the AF_XDP socket into the XSKMAP");
             }
             (redirect_insns(map.as_raw_fd()), Some(map))
         }
@@ -188,12 +176,8 @@ pub fn attach(iface: &str, prog: Program<'_>, mode: Mode) -> anyhow::Result<Atta
         )
     };
     if ret < 0 {
-        let msg = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)])
-            .into_owned();
-        bail!(
-            "loading the XDP program: {} {msg}",
-            io::Error::from_raw_os_error(-ret)
-        );
+        let msg = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
+        bail!("loading the XDP program: {} {msg}", io::Error::from_raw_os_error(-ret));
     }
     let prog_fd = owned(ret, "loading the XDP program")?;
     // SAFETY: all-zero is a valid bpf_link_create_opts.
@@ -202,19 +186,10 @@ pub fn attach(iface: &str, prog: Program<'_>, mode: Mode) -> anyhow::Result<Atta
     lopts.flags = mode.flags();
     // SAFETY: valid program fd and ifindex; `lopts` outlives the call.
     let ret = unsafe {
-        libxdp_sys::bpf_link_create(
-            prog_fd.as_raw_fd(),
-            idx as i32,
-            libxdp_sys::bpf_attach_type_BPF_XDP,
-            &lopts,
-        )
+        libxdp_sys::bpf_link_create(prog_fd.as_raw_fd(), idx as i32, libxdp_sys::bpf_attach_type_BPF_XDP, &lopts)
     };
     let link = owned(ret, &format!("attaching XDP ({mode:?} mode) to {iface}"))?;
-    Ok(Attached {
-        _link: link,
-        _prog: prog_fd,
-        _map: map,
-    })
+    Ok(Attached { _link: link, _prog: prog_fd, _map: map })
 }
 
 #[cfg(test)]
@@ -227,65 +202,18 @@ mod tests {
         let p = drop_insns();
         // SAFETY: Insn is 8 plain bytes.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(p.as_ptr().cast(), p.len() * 8) };
-        assert_eq!(
-            bytes,
-            &[0xb7, 0, 0, 0, 1, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]
-        );
+        assert_eq!(bytes, &[0xb7, 0, 0, 0, 1, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
     fn redirect_program_encoding() {
         let p = redirect_insns(7);
         assert_eq!(p.len(), 6);
-        assert_eq!(
-            p[0],
-            Insn {
-                code: 0x18,
-                regs: 0x11,
-                off: 0,
-                imm: 7
-            },
-            "ld_imm64 r1 = map fd 7 (pseudo)"
-        );
-        assert_eq!(
-            p[1],
-            Insn {
-                code: 0,
-                regs: 0,
-                off: 0,
-                imm: 0
-            }
-        );
-        assert_eq!(
-            p[2],
-            Insn {
-                code: 0xb7,
-                regs: 0x02,
-                off: 0,
-                imm: 0
-            },
-            "r2 = key 0"
-        );
-        assert_eq!(
-            p[3],
-            Insn {
-                code: 0xb7,
-                regs: 0x03,
-                off: 0,
-                imm: 2
-            },
-            "r3 = XDP_PASS"
-        );
-        assert_eq!(
-            p[4],
-            Insn {
-                code: 0x85,
-                regs: 0,
-                off: 0,
-                imm: 51
-            },
-            "call bpf_redirect_map"
-        );
+        assert_eq!(p[0], Insn { code: 0x18, regs: 0x11, off: 0, imm: 7 }, "ld_imm64 r1 = map fd 7 (pseudo)");
+        assert_eq!(p[1], Insn { code: 0, regs: 0, off: 0, imm: 0 });
+        assert_eq!(p[2], Insn { code: 0xb7, regs: 0x02, off: 0, imm: 0 }, "r2 = key 0");
+        assert_eq!(p[3], Insn { code: 0xb7, regs: 0x03, off: 0, imm: 2 }, "r3 = XDP_PASS");
+        assert_eq!(p[4], Insn { code: 0x85, regs: 0, off: 0, imm: 51 }, "call bpf_redirect_map");
         assert_eq!(p[5].code, 0x95);
     }
 }

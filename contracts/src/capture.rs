@@ -106,10 +106,12 @@ mod tests {
 
     #[test]
     fn the_stream_header_is_one_json_line_with_no_unknown_fields() {
-        let h = StreamHeader { node: "rail1".into(), ports: vec!["eth1".into()], snaplen: 128, clock: WALL_CLOCK.into() };
+        let h =
+            StreamHeader { node: "rail1".into(), ports: vec!["eth1".into()], snaplen: 128, clock: WALL_CLOCK.into() };
         let line = serde_json::to_string(&h).unwrap();
         assert!(!line.contains('\n'));
         assert_eq!(serde_json::from_str::<StreamHeader>(&line).unwrap(), h);
-        assert!(serde_json::from_str::<StreamHeader>(r#"{"node":"a","ports":[],"snaplen":1,"clock":"x","extra":1}"#).is_err());
+        assert!(serde_json::from_str::<StreamHeader>(r#"{"node":"a","ports":[],"snaplen":1,"clock":"x","extra":1}"#)
+            .is_err());
     }
 }

@@ -18,8 +18,8 @@
 //! AllReduce whose every hop crosses rails, two flows per uplink), and it, not the machine,
 //! explains receivers and senders below their NICs' rate. A machine too slow for the dilated
 //! rates keeps every link below it.
-use rocefab_contracts::sample::SwitchSample;
 use gpu_host::nic::job::Report;
+use rocefab_contracts::sample::SwitchSample;
 
 /// CPU busy fraction at which the machine counts as saturated.
 pub const CPU_SATURATED: f64 = 0.90;
@@ -181,7 +181,8 @@ pub fn warnings(m: &Measured) -> Vec<String> {
         return out;
     }
     if let Some(busy) = m.cpu_busy.filter(|&b| b >= CPU_SATURATED) {
-        let slow: Vec<&NicUse> = m.nics.iter().filter(|n| n.rx_bps > 0.0 && n.rx_bps < RECEIVER_SLOW * n.line_rate_bps).collect();
+        let slow: Vec<&NicUse> =
+            m.nics.iter().filter(|n| n.rx_bps > 0.0 && n.rx_bps < RECEIVER_SLOW * n.line_rate_bps).collect();
         if !slow.is_empty() {
             let worst = slow.iter().map(|n| n.rx_bps / n.line_rate_bps).fold(f64::INFINITY, f64::min);
             let names: Vec<String> = slow.iter().map(|n| n.name.clone()).collect();
@@ -196,11 +197,18 @@ pub fn warnings(m: &Measured) -> Vec<String> {
     }
     // A receiving link near its line rate is the bottleneck the senders share (an incast): their
     // low rates are its fair share, not the machine's doing.
-    let judge_senders = m.senders_busy_throughout && !m.nics.iter().any(|n| n.rx_bps >= RECEIVER_SLOW * n.line_rate_bps);
+    let judge_senders =
+        m.senders_busy_throughout && !m.nics.iter().any(|n| n.rx_bps >= RECEIVER_SLOW * n.line_rate_bps);
     let free: Vec<&NicUse> = m
         .nics
         .iter()
-        .filter(|n| judge_senders && n.sends && n.cnps_received == 0 && n.retransmitted_packets == 0 && n.paused_fraction < PAUSED_LITTLE)
+        .filter(|n| {
+            judge_senders
+                && n.sends
+                && n.cnps_received == 0
+                && n.retransmitted_packets == 0
+                && n.paused_fraction < PAUSED_LITTLE
+        })
         .filter(|n| n.tx_bps < SENDER_SLOW * n.line_rate_bps)
         .collect();
     if !free.is_empty() {
@@ -241,7 +249,8 @@ mod tests {
         // 7:1 incast: the receiver runs at 99 % of its rate, each sender at 1/7 of its own.
         let mut nics = vec![nic("host1:gpu0", 0.99, 0.0)];
         nics.extend((0..7).map(|i| nic(&format!("s{i}"), 0.0, 0.99 / 7.0)));
-        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.5), nics, senders_busy_throughout: true, links: vec![] };
+        let m =
+            Measured { time_dilation: 8000.0, cpu_busy: Some(0.5), nics, senders_busy_throughout: true, links: vec![] };
         assert!(warnings(&m).is_empty(), "{:?}", warnings(&m));
         // The same senders with the receiver far below its rate: the machine.
         let mut m = m;
@@ -266,7 +275,13 @@ mod tests {
     #[test]
     fn saturated_cpu_with_slow_receivers_warns_with_the_fix() {
         let nics = vec![nic("host1:gpu0", 0.4, 0.0), nic("host2:gpu0", 0.95, 0.0)];
-        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(0.97), nics, senders_busy_throughout: true, links: vec![] };
+        let m = Measured {
+            time_dilation: 8000.0,
+            cpu_busy: Some(0.97),
+            nics,
+            senders_busy_throughout: true,
+            links: vec![],
+        };
         let w = warnings(&m);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("the machine, not the model, was the bottleneck"), "{w:?}");
@@ -277,7 +292,13 @@ mod tests {
     #[test]
     fn an_idle_machine_or_full_links_do_not_warn() {
         let slow = vec![nic("host1:gpu0", 0.4, 0.0)];
-        let m = |cpu_busy, nics| Measured { time_dilation: 1.0, cpu_busy, nics, senders_busy_throughout: true, links: vec![] };
+        let m = |cpu_busy, nics| Measured {
+            time_dilation: 1.0,
+            cpu_busy,
+            nics,
+            senders_busy_throughout: true,
+            links: vec![],
+        };
         assert!(warnings(&m(Some(0.5), slow.clone())).is_empty());
         assert!(warnings(&m(None, slow)).is_empty());
         let full = vec![nic("host1:gpu0", 0.9, 0.0), nic("host2:gpu0", 0.0, 0.9)];
@@ -286,17 +307,34 @@ mod tests {
 
     #[test]
     fn a_slow_sender_warns_only_when_nothing_in_the_model_held_it_back() {
-        let m = |n: NicUse| warnings(&Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![n], senders_busy_throughout: true, links: vec![] });
+        let m = |n: NicUse| {
+            warnings(&Measured {
+                time_dilation: 4.0,
+                cpu_busy: None,
+                nics: vec![n],
+                senders_busy_throughout: true,
+                links: vec![],
+            })
+        };
         let w = m(nic("host3:gpu1", 0.0, 0.2));
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("down to 20 %: host3:gpu1") && w[0].contains("raise time_dilation (now 4; try 8)"), "{w:?}");
+        assert!(
+            w[0].contains("down to 20 %: host3:gpu1") && w[0].contains("raise time_dilation (now 4; try 8)"),
+            "{w:?}"
+        );
         // DCQCN cut it, PFC paused it, or it lost packets: the model explains the rate.
         assert!(m(NicUse { cnps_received: 3, ..nic("h:g", 0.0, 0.2) }).is_empty());
         assert!(m(NicUse { paused_fraction: 0.5, ..nic("h:g", 0.0, 0.2) }).is_empty());
         assert!(m(NicUse { retransmitted_packets: 1, ..nic("h:g", 0.0, 0.2) }).is_empty());
         assert!(m(nic("h:g", 0.0, 0.8)).is_empty());
         // A chain broadcast's ranks wait for their predecessor: their sending time is not link time.
-        let chain = Measured { time_dilation: 4.0, cpu_busy: None, nics: vec![nic("h:g", 0.0, 0.2)], senders_busy_throughout: false, links: vec![] };
+        let chain = Measured {
+            time_dilation: 4.0,
+            cpu_busy: None,
+            nics: vec![nic("h:g", 0.0, 0.2)],
+            senders_busy_throughout: false,
+            links: vec![],
+        };
         assert!(warnings(&chain).is_empty());
     }
 
@@ -309,13 +347,44 @@ mod tests {
             time_dilation: 8000.0,
             elapsed_ns: 100_000,
             qps: vec![
-                QpReport { qpn: 1, nic: "gpu0".into(), send_bytes: 1_000_000, send_done_ns: Some(40_000), ..Default::default() },
-                QpReport { qpn: 2, nic: "gpu0".into(), recv_bytes: 4_900_000, recv_done_ns: Some(100_000), ..Default::default() },
-                QpReport { qpn: 3, nic: "gpu1".into(), send_bytes: 1_000_000, send_done_ns: Some(50_000), ..Default::default() },
+                QpReport {
+                    qpn: 1,
+                    nic: "gpu0".into(),
+                    send_bytes: 1_000_000,
+                    send_done_ns: Some(40_000),
+                    ..Default::default()
+                },
+                QpReport {
+                    qpn: 2,
+                    nic: "gpu0".into(),
+                    recv_bytes: 4_900_000,
+                    recv_done_ns: Some(100_000),
+                    ..Default::default()
+                },
+                QpReport {
+                    qpn: 3,
+                    nic: "gpu1".into(),
+                    send_bytes: 1_000_000,
+                    send_done_ns: Some(50_000),
+                    ..Default::default()
+                },
             ],
             nics: vec![
-                NicReport { name: "gpu0".into(), line_rate_bps: 400_000_000_000, tx_bytes: 1_000_000, rx_bytes: 5_000_000, pfc_paused_ns_prio3: 2_000, ..Default::default() },
-                NicReport { name: "gpu1".into(), line_rate_bps: 400_000_000_000, tx_bytes: 1_000_000, rx_bytes: 20_000, ..Default::default() },
+                NicReport {
+                    name: "gpu0".into(),
+                    line_rate_bps: 400_000_000_000,
+                    tx_bytes: 1_000_000,
+                    rx_bytes: 5_000_000,
+                    pfc_paused_ns_prio3: 2_000,
+                    ..Default::default()
+                },
+                NicReport {
+                    name: "gpu1".into(),
+                    line_rate_bps: 400_000_000_000,
+                    tx_bytes: 1_000_000,
+                    rx_bytes: 20_000,
+                    ..Default::default()
+                },
             ],
             ..Default::default()
         };
@@ -329,7 +398,13 @@ mod tests {
         assert!((u[1].tx_bps - 160e9).abs() < 1.0, "{}", u[1].tx_bps);
         assert_eq!(u[1].rx_bps, 0.0, "ACKs only");
         // A saturated machine with that ACK-only link and a full receiver: not the machine.
-        let m = Measured { time_dilation: 8000.0, cpu_busy: Some(1.0), nics: u, senders_busy_throughout: true, links: vec![] };
+        let m = Measured {
+            time_dilation: 8000.0,
+            cpu_busy: Some(1.0),
+            nics: u,
+            senders_busy_throughout: true,
+            links: vec![],
+        };
         assert!(warnings(&m).iter().all(|w| !w.contains("receiving links")), "{:?}", warnings(&m));
     }
 
@@ -339,7 +414,8 @@ mod tests {
     fn a_switch_link_at_its_line_rate_is_the_models_bottleneck_not_the_machine() {
         use rocefab_contracts::sample::PortSample;
         let port = |name: &str, peer: &str, packets: u64, bytes: u64| {
-            let mut p = PortSample { name: name.into(), peer: peer.into(), line_rate_bps: 1_000_000_000, ..Default::default() };
+            let mut p =
+                PortSample { name: name.into(), peer: peer.into(), line_rate_bps: 1_000_000_000, ..Default::default() };
             p.tx_packets[3] = packets;
             p.tx_bytes[3] = bytes;
             p.tx_packets[0] = 1;
@@ -350,7 +426,10 @@ mod tests {
         let before = vec![sw(vec![port("eth5", "spine1:eth1", 100, 100_000), port("eth6", "spine2:eth1", 0, 0)])];
         // 0.5 emulated s: 50 000 frames of 1076 bytes (+ 24 on the wire) on eth5 (88 % of its
         // rate), 1 000 on eth6.
-        let after = vec![sw(vec![port("eth5", "spine1:eth1", 50_100, 100_000 + 50_000 * 1076), port("eth6", "spine2:eth1", 1_000, 1_000 * 1076)])];
+        let after = vec![sw(vec![
+            port("eth5", "spine1:eth1", 50_100, 100_000 + 50_000 * 1076),
+            port("eth6", "spine2:eth1", 1_000, 1_000 * 1076),
+        ])];
         let links = link_use(&before, &after, 500_000_000);
         assert_eq!(links.len(), 2);
         assert_eq!(links[0].name, "rail1:eth5 (to spine1:eth1)");
@@ -359,10 +438,17 @@ mod tests {
         assert!(link_use(&before, &after, 0).is_empty());
 
         let slow = vec![nic("host1:gpu0", 0.42, 0.0), nic("host2:gpu0", 0.42, 0.42)];
-        let m = |links| Measured { time_dilation: 16.0, cpu_busy: Some(0.99), nics: slow.clone(), senders_busy_throughout: true, links };
+        let m = |links| Measured {
+            time_dilation: 16.0,
+            cpu_busy: Some(0.99),
+            nics: slow.clone(),
+            senders_busy_throughout: true,
+            links,
+        };
         assert!(warnings(&m(links.clone())).is_empty(), "{:?}", warnings(&m(links.clone())));
         // The same run with every link below 70 % of its rate: the machine.
-        let quiet: Vec<LinkUse> = links.iter().map(|l| LinkUse { tx_bps: 0.69 * l.line_rate_bps, ..l.clone() }).collect();
+        let quiet: Vec<LinkUse> =
+            links.iter().map(|l| LinkUse { tx_bps: 0.69 * l.line_rate_bps, ..l.clone() }).collect();
         let w = warnings(&m(quiet));
         assert_eq!(w.len(), 2, "{w:?}");
         assert!(w[0].contains("the machine, not the model, was the bottleneck"), "{w:?}");

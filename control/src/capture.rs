@@ -34,11 +34,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use rocefab_contracts::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
+use rocefab_contracts::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 
 use crate::fabric::{pick_fabric, scrape};
 use crate::replay::parse_duration;
@@ -126,7 +126,9 @@ pub struct Target {
 pub fn parse_targets(s: &str) -> anyhow::Result<Vec<Target>> {
     let mut v = Vec::new();
     for t in s.split(',').filter(|t| !t.is_empty()) {
-        let (node, port) = t.split_once(':').ok_or_else(|| anyhow!("{t:?}: expected <node>:<port> (e.g. rail1:eth1 or host1:gpu0)"))?;
+        let (node, port) = t
+            .split_once(':')
+            .ok_or_else(|| anyhow!("{t:?}: expected <node>:<port> (e.g. rail1:eth1 or host1:gpu0)"))?;
         if node.is_empty() || port.is_empty() {
             bail!("{t:?}: expected <node>:<port> (e.g. rail1:eth1 or host1:gpu0)");
         }
@@ -168,8 +170,9 @@ impl<R: BufRead> Read for Chunked<R> {
                 }
             }
             let size = line.trim().split(';').next().unwrap_or("");
-            self.left = usize::from_str_radix(size, 16)
-                .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad chunk size line {line:?}")))?;
+            self.left = usize::from_str_radix(size, 16).map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad chunk size line {line:?}"))
+            })?;
             if self.left == 0 {
                 self.done = true;
                 return Ok(0);
@@ -186,10 +189,15 @@ impl<R: BufRead> Read for Chunked<R> {
 }
 
 /// Opens `GET /capture` on a daemon; returns the stream header and the body reader.
-pub fn open_stream(base: &str, ports: &[&str], snaplen: Option<u32>) -> anyhow::Result<(StreamHeader, Box<dyn BufRead + Send>)> {
+pub fn open_stream(
+    base: &str,
+    ports: &[&str],
+    snaplen: Option<u32>,
+) -> anyhow::Result<(StreamHeader, Box<dyn BufRead + Send>)> {
     let hostport = base.strip_prefix("http://").unwrap_or(base).trim_end_matches('/');
     let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{base}: bad address"))?;
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| format!("connecting to {addr}"))?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(3)).with_context(|| format!("connecting to {addr}"))?;
     let mut path = format!("/capture?ports={}", ports.join(","));
     if let Some(n) = snaplen {
         path.push_str(&format!("&snaplen={n}"));
@@ -209,7 +217,8 @@ pub fn open_stream(base: &str, ports: &[&str], snaplen: Option<u32>) -> anyhow::
             chunked = true;
         }
     }
-    let mut body: Box<dyn BufRead + Send> = if chunked { Box::new(BufReader::new(Chunked { r, left: 0, done: false })) } else { Box::new(r) };
+    let mut body: Box<dyn BufRead + Send> =
+        if chunked { Box::new(BufReader::new(Chunked { r, left: 0, done: false })) } else { Box::new(r) };
     if status.split_whitespace().nth(1) != Some("200") {
         let mut msg = String::new();
         let _ = body.take(4096).read_to_string(&mut msg);
@@ -217,7 +226,8 @@ pub fn open_stream(base: &str, ports: &[&str], snaplen: Option<u32>) -> anyhow::
     }
     let mut line = String::new();
     body.read_line(&mut line)?;
-    let hdr: StreamHeader = serde_json::from_str(line.trim()).with_context(|| format!("not a capture stream header: {line:?}"))?;
+    let hdr: StreamHeader =
+        serde_json::from_str(line.trim()).with_context(|| format!("not a capture stream header: {line:?}"))?;
     Ok((hdr, body))
 }
 
@@ -225,7 +235,12 @@ pub fn open_stream(base: &str, ports: &[&str], snaplen: Option<u32>) -> anyhow::
 type Frame = (u32, u64, u8, u32, Vec<u8>);
 
 /// Reads one node's stream until `stop`, sending frames of the wanted ports.
-fn pump(mut body: Box<dyn BufRead + Send>, port_to_if: BTreeMap<u16, u32>, tx: mpsc::SyncSender<Frame>, stop: &AtomicBool) -> anyhow::Result<()> {
+fn pump(
+    mut body: Box<dyn BufRead + Send>,
+    port_to_if: BTreeMap<u16, u32>,
+    tx: mpsc::SyncSender<Frame>,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut tmp = vec![0u8; 1 << 16];
     while !stop.load(Ordering::Relaxed) {
@@ -278,11 +293,13 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         _ => bail!("usage: rocefab capture [<fabric>] <node>:<port>[,…] -w <file>"),
     };
     let targets = parse_targets(&spec)?;
-    let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
+    let st = State::load(&fabric)
+        .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
     let clock = st.clock()?;
     let stamps = if a.wall_clock { Stamps::Wall(clock) } else { Stamps::Emulated(clock) };
     let urls = daemon_urls(&st);
-    let duration = a.duration.as_deref().map(|d| parse_duration(d).map_err(|e| anyhow!("--duration {e}"))).transpose()?;
+    let duration =
+        a.duration.as_deref().map(|d| parse_duration(d).map_err(|e| anyhow!("--duration {e}"))).transpose()?;
     let filter = match &a.filter {
         Some(expr) => {
             let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET).context("libpcap")?;
@@ -295,7 +312,11 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     for (i, t) in targets.iter().enumerate() {
         if !urls.contains_key(&t.node) {
             let names: Vec<&str> = urls.keys().map(String::as_str).collect();
-            bail!("fabric {fabric} has no daemon on node {:?} to capture from (nodes with one: {})", t.node, names.join(", "));
+            bail!(
+                "fabric {fabric} has no daemon on node {:?} to capture from (nodes with one: {})",
+                t.node,
+                names.join(", ")
+            );
         }
         by_node.entry(t.node.clone()).or_default().push((i, t.port.clone()));
     }
@@ -305,9 +326,14 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     let mut streams = Vec::new();
     for (node, ports) in &by_node {
         let names: Vec<&str> = ports.iter().map(|(_, p)| p.as_str()).collect();
-        let (hdr, body) = open_stream(&urls[node], &names, a.snaplen).with_context(|| format!("starting the capture on {node}"))?;
+        let (hdr, body) =
+            open_stream(&urls[node], &names, a.snaplen).with_context(|| format!("starting the capture on {node}"))?;
         if hdr.clock != rocefab_contracts::capture::WALL_CLOCK {
-            bail!("{node} stamps its capture with {:?}, not the {:?} this rocefab converts to emulated time", hdr.clock, rocefab_contracts::capture::WALL_CLOCK);
+            bail!(
+                "{node} stamps its capture with {:?}, not the {:?} this rocefab converts to emulated time",
+                hdr.clock,
+                rocefab_contracts::capture::WALL_CLOCK
+            );
         }
         let mut map = BTreeMap::new();
         for (ifx, p) in ports {
@@ -320,7 +346,9 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     let out: Box<dyn Write> = if a.write == "-" {
         Box::new(std::io::stdout().lock())
     } else {
-        Box::new(std::io::BufWriter::new(std::fs::File::create(&a.write).with_context(|| format!("creating {}", a.write))?))
+        Box::new(std::io::BufWriter::new(
+            std::fs::File::create(&a.write).with_context(|| format!("creating {}", a.write))?,
+        ))
     };
     let mut w = PcapNgWriter::new(out).map_err(|e| write_error(&a.write, e))?;
     for t in &targets {
@@ -359,7 +387,10 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         }
         drop(tx);
         loop {
-            if INTERRUPTED.load(Ordering::Relaxed) || duration.is_some_and(|d| started.elapsed() >= d) || a.count.is_some_and(|c| written.iter().sum::<u64>() >= c) {
+            if INTERRUPTED.load(Ordering::Relaxed)
+                || duration.is_some_and(|d| started.elapsed() >= d)
+                || a.count.is_some_and(|c| written.iter().sum::<u64>() >= c)
+            {
                 break;
             }
             match rx.recv_timeout(Duration::from_millis(50)) {
@@ -437,7 +468,11 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         stamps.span(elapsed),
         per.join(", "),
         if a.filter.is_some() { format!(", {filtered} not matching the filter") } else { String::new() },
-        if lost > 0.0 { format!(", {lost} lost by the daemons' mirror rings (rocefab_capture_lost_frames_total)") } else { String::new() }
+        if lost > 0.0 {
+            format!(", {lost} lost by the daemons' mirror rings (rocefab_capture_lost_frames_total)")
+        } else {
+            String::new()
+        }
     );
     result
 }
@@ -466,7 +501,13 @@ mod tests {
     #[test]
     fn targets_and_durations_parse_with_clear_errors() {
         let t = parse_targets("rail1:eth1,host1:gpu0,rail1:eth1").unwrap();
-        assert_eq!(t, vec![Target { node: "rail1".into(), port: "eth1".into() }, Target { node: "host1".into(), port: "gpu0".into() }]);
+        assert_eq!(
+            t,
+            vec![
+                Target { node: "rail1".into(), port: "eth1".into() },
+                Target { node: "host1".into(), port: "gpu0".into() }
+            ]
+        );
         assert!(parse_targets("rail1").unwrap_err().to_string().contains("<node>:<port>"));
         assert!(parse_targets(",").is_err());
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
@@ -485,7 +526,10 @@ mod tests {
         assert_eq!(emu.convert(t2) - emu.convert(t1), 10_000);
         assert_eq!(emu.convert(t1), zero + 500_000);
         assert_eq!((wall.convert(t1), wall.convert(t2)), (t1, t2));
-        assert_eq!(emu.describe(), "emulated time at time_dilation 8000: 2023-11-14T22:13:20Z + wall time since then / 8000");
+        assert_eq!(
+            emu.describe(),
+            "emulated time at time_dilation 8000: 2023-11-14T22:13:20Z + wall time since then / 8000"
+        );
         assert_eq!(wall.describe(), "wall clock, not emulated time (--wall-clock; time_dilation 8000)");
         assert_eq!(emu.span(Duration::from_secs(2)), "2.0 s wall clock = 250.000 us emulated at time_dilation 8000");
         let real = EmulatedClock { time_dilation: 1.0, zero_unix_ns: zero };

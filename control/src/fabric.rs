@@ -60,9 +60,7 @@ pub enum FabricCmd {
     /// Per-uplink packets and bytes of every switch (the ECMP stages: rail and spine uplinks,
     /// super-spine downlinks), with each port's share of its switch's total: shows hash
     /// polarization.
-    Uplinks {
-        fabric: Option<String>,
-    },
+    Uplinks { fabric: Option<String> },
     /// Validate a topology and print its address plan and switch configs (no root needed).
     Plan {
         topology: PathBuf,
@@ -159,7 +157,8 @@ fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
     for f in rundir::fabrics() {
         if let Ok(st) = State::load(&f) {
             for d in st.daemons {
-                if let Some(p) = d.metrics_url.rsplit(':').next().and_then(|s| s.split('/').next()?.parse::<u16>().ok()) {
+                if let Some(p) = d.metrics_url.rsplit(':').next().and_then(|s| s.split('/').next()?.parse::<u16>().ok())
+                {
                     used.insert((p, f.clone()));
                 }
             }
@@ -406,15 +405,26 @@ fn wait_ready(d: &DaemonState, url: &str, what: &str, deadline: Instant, timeout
         }
         let alive = pid_alive(pid);
         if !alive || Instant::now() >= deadline {
-            let why = if alive { format!("did not answer on {url} within {} s", timeout.as_secs()) } else { how_it_ended(pid) };
-            bail!("{} {}: {what} (pid {pid}) {why}; last lines of {}:\n{}", d.kind, d.node(), d.log.display(), tail(&d.log, 15));
+            let why = if alive {
+                format!("did not answer on {url} within {} s", timeout.as_secs())
+            } else {
+                how_it_ended(pid)
+            };
+            bail!(
+                "{} {}: {what} (pid {pid}) {why}; last lines of {}:\n{}",
+                d.kind,
+                d.node(),
+                d.log.display(),
+                tail(&d.log, 15)
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 fn spawn_daemon(binary: &Path, config: &Path, log: &Path) -> anyhow::Result<u32> {
-    let out = OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("open {}", log.display()))?;
+    let out =
+        OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("open {}", log.display()))?;
     let err = out.try_clone().context("dup log fd")?;
     let mut cmd = Command::new(binary);
     cmd.arg("--config").arg(config).arg("--log-file").arg(log).stdin(Stdio::null()).stdout(out).stderr(err);
@@ -462,7 +472,11 @@ fn describe_exit(st: std::process::ExitStatus, oom: impl FnOnce() -> Option<bool
         libc::SIGINT => "SIGINT",
         _ => "",
     };
-    let mut s = if name.is_empty() { format!("was killed by signal {sig}") } else { format!("was killed by signal {sig} ({name})") };
+    let mut s = if name.is_empty() {
+        format!("was killed by signal {sig}")
+    } else {
+        format!("was killed by signal {sig} ({name})")
+    };
     if sig == libc::SIGKILL {
         s += match oom() {
             Some(true) => ": the kernel's OOM killer ended it (kernel log); the fabric needs more memory than is free (`rocefab plan` and `free -m`)",
@@ -510,7 +524,9 @@ fn tail(p: &Path, n: usize) -> String {
 /// `/proc/<pid>` exists and is not a zombie.
 pub fn pid_alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X"),
+        Ok(s) => {
+            s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X")
+        }
         Err(_) => false,
     }
 }
@@ -675,7 +691,10 @@ pub struct MetricsTarget {
 pub fn metrics_targets(st: &State) -> Vec<MetricsTarget> {
     let switches = st.daemons.iter().filter(|d| !d.is_host()).map(|d| ("rocefab-switchd", d));
     let hosts = st.daemons.iter().filter(|d| d.is_host()).map(|d| ("rocefab-nicd", d));
-    switches.chain(hosts).map(|(job, d)| MetricsTarget { job, node: d.node().to_string(), url: d.url("/metrics") }).collect()
+    switches
+        .chain(hosts)
+        .map(|(job, d)| MetricsTarget { job, node: d.node().to_string(), url: d.url("/metrics") })
+        .collect()
 }
 
 /// `scrape_configs` entries for prometheus.yml: one job per daemon kind, `host:port` targets
@@ -705,16 +724,36 @@ pub fn render_daemons(st: &State, live: impl Fn(&DaemonState) -> String) -> Stri
     let mut o = String::new();
     let _ = writeln!(o, "switch daemons:");
     for d in st.daemons.iter().filter(|d| !d.is_host()) {
-        let _ = writeln!(o, "  {:<10} {:<18} {}  lldp {}  log {}", d.switch, live(d), d.url("/metrics"), d.url("/lldp"), d.log.display());
+        let _ = writeln!(
+            o,
+            "  {:<10} {:<18} {}  lldp {}  log {}",
+            d.switch,
+            live(d),
+            d.url("/metrics"),
+            d.url("/lldp"),
+            d.log.display()
+        );
     }
     if st.daemons.iter().any(|d| d.is_host()) {
         let _ = writeln!(o, "NIC agents (LLDP/DCBX):");
         for d in st.daemons.iter().filter(|d| d.is_host()) {
-            let _ = writeln!(o, "  {:<10} {:<18} {}  lldp {}  log {}", d.switch, live(d), d.url("/metrics"), d.url("/lldp"), d.log.display());
+            let _ = writeln!(
+                o,
+                "  {:<10} {:<18} {}  lldp {}  log {}",
+                d.switch,
+                live(d),
+                d.url("/metrics"),
+                d.url("/lldp"),
+                d.log.display()
+            );
         }
     }
     let targets = metrics_targets(st);
-    let _ = writeln!(o, "Prometheus targets ({} /metrics; `rocefab status --json` has them as scrape_configs):", targets.len());
+    let _ = writeln!(
+        o,
+        "Prometheus targets ({} /metrics; `rocefab status --json` has them as scrape_configs):",
+        targets.len()
+    );
     for t in &targets {
         let _ = writeln!(o, "  {:<16} {:<10} {}", t.job, t.node, t.url);
     }
@@ -752,7 +791,9 @@ fn send(a: &SendArgs) -> anyhow::Result<()> {
     let src = plan.gpu_addr(&a.from).ok_or_else(|| anyhow!("--from {}: no such GPU (have {})", a.from, gpus()))?;
     let dst = match a.to.parse::<Ipv4Addr>() {
         Ok(ip) => ip,
-        Err(_) => plan.gpu_addr(&a.to).ok_or_else(|| anyhow!("--to {}: no such GPU or address (have {})", a.to, gpus()))?,
+        Err(_) => {
+            plan.gpu_addr(&a.to).ok_or_else(|| anyhow!("--to {}: no such GPU or address (have {})", a.to, gpus()))?
+        }
     };
     let host = a.from.split(':').next().unwrap_or_default();
     let r = send_from_netns(&netns_name(&fabric, host), src, dst, a)?;
@@ -822,7 +863,8 @@ pub fn render_uplinks(ports: &[UplinkPort], counters: &dyn Fn(&str, &str) -> (u6
             (p, pk, by)
         })
         .collect();
-    let mut o = format!("{:<16} {:<6} {:<22} {:>12} {:>14} {:>6}\n", "switch", "port", "to", "tx packets", "tx bytes", "share");
+    let mut o =
+        format!("{:<16} {:<6} {:<22} {:>12} {:>14} {:>6}\n", "switch", "port", "to", "tx packets", "tx bytes", "share");
     for (p, pk, by) in &rows {
         let total: u64 = rows.iter().filter(|(q, ..)| q.switch == p.switch).map(|(_, k, _)| k).sum();
         let share = if total == 0 { "-".to_string() } else { format!("{:.1}%", 100.0 * *pk as f64 / total as f64) };
@@ -838,11 +880,15 @@ fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
     let plan = compile(&topo, 0);
     let mut scrapes = std::collections::BTreeMap::new();
     for d in st.daemons.iter().filter(|d| !d.is_host()) {
-        let text = scrape(&d.metrics_url, Duration::from_secs(2)).with_context(|| format!("metrics of {}", d.switch))?;
+        let text =
+            scrape(&d.metrics_url, Duration::from_secs(2)).with_context(|| format!("metrics of {}", d.switch))?;
         scrapes.insert(d.switch.clone(), text);
     }
     let counters = |sw: &str, port: &str| match scrapes.get(sw) {
-        Some(t) => (port_counter(t, "rocefab_port_tx_packets_total", port), port_counter(t, "rocefab_port_tx_bytes_total", port)),
+        Some(t) => (
+            port_counter(t, "rocefab_port_tx_packets_total", port),
+            port_counter(t, "rocefab_port_tx_bytes_total", port),
+        ),
         None => (0, 0),
     };
     println!("fabric {fabric}: ECMP ports (rail and spine uplinks, super-spine downlinks), counted since `rocefab up`");
@@ -867,7 +913,8 @@ fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
 pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let _ = writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
+    let _ =
+        writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
     o += &describe_dilation(topo.time_dilation, plan);
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
     let agents = topo.lldp.nic_agents();
@@ -876,18 +923,33 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
             let _ = writeln!(o, "  {} NIC agent {}", h.name, h.agent_listen);
         }
         for n in &h.nics {
-            let _ = writeln!(o, "  {}:{:<6} {:<15} rail {} gw {} ({})", h.name, n.ifname, n.addr, n.rail, n.gateway, n.gateway_mac);
+            let _ = writeln!(
+                o,
+                "  {}:{:<6} {:<15} rail {} gw {} ({})",
+                h.name, n.ifname, n.addr, n.rail, n.gateway, n.gateway_mac
+            );
         }
     }
     let _ = writeln!(o, "lldp {}", crate::lldp::describe(&topo.lldp));
     let multi_pod = topo.pods.len() > 1 || topo.switches.iter().any(|s| s.role == Role::SuperSpine);
     if multi_pod {
         let names = |pod: Option<usize>, role: Role| {
-            topo.switches.iter().filter(|s| s.pod == pod && s.role == role).map(|s| s.name.as_str()).collect::<Vec<_>>().join(" ")
+            topo.switches
+                .iter()
+                .filter(|s| s.pod == pod && s.role == role)
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         for (pi, p) in topo.pods.iter().enumerate() {
             let (rails, spines) = (names(Some(pi), Role::Rail), names(Some(pi), Role::Spine));
-            let _ = writeln!(o, "pod {}: hosts {}-{}, rail switches {rails}, spines {spines}", pi + 1, p.hosts.first, p.hosts.last);
+            let _ = writeln!(
+                o,
+                "pod {}: hosts {}-{}, rail switches {rails}, spines {spines}",
+                pi + 1,
+                p.hosts.first,
+                p.hosts.last
+            );
         }
         let _ = writeln!(o, "super-spines {}", names(None, Role::SuperSpine));
     }
@@ -997,7 +1059,10 @@ mod tests {
             assert_eq!(r, 0, "waitid: {}", std::io::Error::last_os_error());
         }
         // Real children of this process that end as a killed or failing daemon would.
-        #[expect(clippy::zombie_processes, reason = "how_it_ended reaps it with waitpid, as rocefab up does its daemons")]
+        #[expect(
+            clippy::zombie_processes,
+            reason = "how_it_ended reaps it with waitpid, as rocefab up does its daemons"
+        )]
         let child = Command::new("sh").args(["-c", "kill -9 $$"]).spawn().expect("spawn sh");
         wait_unreaped(child.id());
         let why = how_it_ended(child.id());
@@ -1030,17 +1095,27 @@ mod status_tests {
     fn status_lists_every_metrics_url_for_prometheus() {
         let st = State {
             fabric: "t".into(),
-            daemons: vec![daemon(KIND_SWITCH, "rail1", 9400), daemon(KIND_SWITCH, "spine1", 9401), daemon(KIND_HOST, "host1", 9402)],
+            daemons: vec![
+                daemon(KIND_SWITCH, "rail1", 9400),
+                daemon(KIND_SWITCH, "spine1", 9401),
+                daemon(KIND_HOST, "host1", 9402),
+            ],
             ..State::default()
         };
         let t = metrics_targets(&st);
         let urls: Vec<&str> = t.iter().map(|t| t.url.as_str()).collect();
-        assert_eq!(urls, vec!["http://127.0.0.1:9400/metrics", "http://127.0.0.1:9401/metrics", "http://127.0.0.1:9402/metrics"]);
+        assert_eq!(
+            urls,
+            vec!["http://127.0.0.1:9400/metrics", "http://127.0.0.1:9401/metrics", "http://127.0.0.1:9402/metrics"]
+        );
         let text = render_daemons(&st, |_| "pid 1 running".into());
         let host = text.lines().find(|l| l.trim_start().starts_with("host1 ")).unwrap();
         assert!(host.contains("http://127.0.0.1:9402/metrics  lldp http://127.0.0.1:9402/lldp"), "{text}");
         for u in &urls {
-            assert!(text.lines().any(|l| l.trim_end().ends_with(u) && l.contains("rocefab-")), "{u} is no target line: {text}");
+            assert!(
+                text.lines().any(|l| l.trim_end().ends_with(u) && l.contains("rocefab-")),
+                "{u} is no target line: {text}"
+            );
         }
         let j = prometheus_static_configs(&t);
         assert_eq!(j[0]["job_name"], "rocefab-switchd");

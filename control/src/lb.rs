@@ -269,7 +269,10 @@ mod tests {
         assert_eq!(e("classes: { 3: { mode: ecmp, spray: random } }\n").0, "load_balance.classes.3.spray");
         assert_eq!(e("switches:\n  spine9: { mode: ecmp }\n").0, "load_balance.switches.spine9");
         assert_eq!(e("switches:\n  spine1: { spray: random }\n").0, "load_balance.switches.spine1.spray");
-        assert_eq!(e("switches:\n  spine1: { classes: { 9: { mode: ecmp } } }\n").0, "load_balance.switches.spine1.classes");
+        assert_eq!(
+            e("switches:\n  spine1: { classes: { 9: { mode: ecmp } } }\n").0,
+            "load_balance.switches.spine1.classes"
+        );
         assert_eq!(e("switches:\n  spine1: { switches: { rail1: {} } }\n").0, "load_balance.switches.spine1.switches");
         // Schema errors come from the parser (the topology loader adds file and line).
         let bad = |src: &str| yaml_serde::from_str::<RawLoadBalance>(src).unwrap_err().to_string();

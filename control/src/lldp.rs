@@ -111,7 +111,14 @@ pub struct NicSettings {
 
 impl Default for NicSettings {
     fn default() -> Self {
-        NicSettings { willing: true, pfc_enable: 1 << 3, roce_dscp: 24, roce_priority: 3, cnp_dscp: 48, cnp_priority: 7 }
+        NicSettings {
+            willing: true,
+            pfc_enable: 1 << 3,
+            roce_dscp: 24,
+            roce_priority: 3,
+            cnp_dscp: 48,
+            cnp_priority: 7,
+        }
     }
 }
 
@@ -193,7 +200,10 @@ pub fn resolve(raw: &RawLldp) -> Result<LldpSettings, (String, String)> {
     }
     if let Some(n) = raw.fast_count {
         if n > 8 {
-            return Err(("lldp.fast_count".into(), format!("{n}: expected 0..=8 (txFastInit; 0 turns fast start off)")));
+            return Err((
+                "lldp.fast_count".into(),
+                format!("{n}: expected 0..=8 (txFastInit; 0 turns fast start off)"),
+            ));
         }
         c.fast_count = n;
     }
@@ -315,7 +325,17 @@ mod tests {
         .unwrap();
         let want = LldpConfig { enabled: false, tx_interval_ms: 500, ttl_s: 2, fast_interval_ms: 100, fast_count: 2 };
         assert_eq!(s.config, want);
-        assert_eq!(s.nic, NicSettings { willing: false, pfc_enable: 1 << 4, roce_dscp: 26, roce_priority: 4, cnp_dscp: 46, cnp_priority: 6 });
+        assert_eq!(
+            s.nic,
+            NicSettings {
+                willing: false,
+                pfc_enable: 1 << 4,
+                roce_dscp: 26,
+                roce_priority: 4,
+                cnp_dscp: 46,
+                cnp_priority: 6
+            }
+        );
         assert!(describe(&s).starts_with("off"), "{}", describe(&s));
         let on = LldpSettings { config: LldpConfig { enabled: true, ..want }, ..s };
         assert_eq!(

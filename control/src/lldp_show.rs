@@ -61,7 +61,9 @@ fn fabric_and_node(a: &LldpArgs) -> anyhow::Result<(String, Option<String>)> {
     match (&a.fabric, &a.node) {
         (Some(f), Some(n)) => Ok((f.clone(), Some(n.clone()))),
         (Some(x), None) if rundir::fabrics().contains(x) => Ok((x.clone(), None)),
-        (Some(x), None) => Ok((pick_fabric(None).with_context(|| format!("{x:?} is not a running fabric"))?, Some(x.clone()))),
+        (Some(x), None) => {
+            Ok((pick_fabric(None).with_context(|| format!("{x:?} is not a running fabric"))?, Some(x.clone())))
+        }
         (None, _) => Ok((pick_fabric(None)?, None)),
     }
 }
@@ -85,7 +87,8 @@ fn fetch(targets: &[Target], timeout: Duration) -> Vec<Result<NodeReport, String
 pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
     let (fabric, node) = fabric_and_node(a)?;
     let st = State::load(&fabric)?;
-    let all: Vec<Target> = st.daemons.iter().map(|d| Target { node: d.node().to_string(), url: d.url("/lldp") }).collect();
+    let all: Vec<Target> =
+        st.daemons.iter().map(|d| Target { node: d.node().to_string(), url: d.url("/lldp") }).collect();
     if !st.daemons.iter().any(|d| d.is_host()) {
         let topo = Topology::load(&st.topology)?;
         if !topo.lldp.config.enabled {
@@ -106,10 +109,14 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
     // hear, i.e. the host's own LLDP agent.
     let mut facing: Option<&str> = None;
     let targets: Vec<Target> = match &node {
-        Some(n) if !all.iter().any(|t| &t.node == n) && !st.daemons.iter().any(|d| d.is_host()) && is_host_of(&st, n)? => {
+        Some(n)
+            if !all.iter().any(|t| &t.node == n) && !st.daemons.iter().any(|d| d.is_host()) && is_host_of(&st, n)? =>
+        {
             facing = Some(n.as_str());
             if !a.json {
-                eprintln!("rocefab: {n} runs no NIC agent (lldp.nic_agent: false): showing the switch ports cabled to it");
+                eprintln!(
+                    "rocefab: {n} runs no NIC agent (lldp.nic_agent: false): showing the switch ports cabled to it"
+                );
             }
             all.iter().filter(|t| st.daemons.iter().any(|d| d.node() == t.node && !d.is_host())).cloned().collect()
         }
@@ -188,7 +195,8 @@ fn check(st: &State, all: &[Target], node: Option<&str>, json: bool, timeout: Du
     if links.is_empty() {
         bail!("fabric {} has no link at node {:?}", st.fabric, node.unwrap_or_default());
     }
-    let wanted: Vec<Target> = all.iter().filter(|t| links.iter().any(|(a, b)| a.node == t.node || b.node == t.node)).cloned().collect();
+    let wanted: Vec<Target> =
+        all.iter().filter(|t| links.iter().any(|(a, b)| a.node == t.node || b.node == t.node)).cloned().collect();
     let mut reports = Vec::new();
     for (t, r) in wanted.iter().zip(fetch(&wanted, timeout)) {
         match r {
@@ -316,8 +324,7 @@ pub fn render_port(node: &str, p: &PortReport) -> String {
         let _ = writeln!(
             s,
             "  neighbour table full ({} entries): {} LLDPDUs of further neighbours discarded",
-            p.max_neighbours,
-            p.counters.table_drops
+            p.max_neighbours, p.counters.table_drops
         );
     }
     if let Some(e) = &p.last_error {
@@ -371,7 +378,9 @@ impl LinkEnd {
         let i = &n.info;
         let named = i.system_name.as_deref() == Some(self.node.as_str()) && i.port == self.port;
         let by_mac = self.no_agent_mac.as_deref().is_some_and(|m| {
-            !m.is_empty() && (i.port.eq_ignore_ascii_case(m) || i.chassis_mac.as_deref().is_some_and(|c| c.eq_ignore_ascii_case(m)))
+            !m.is_empty()
+                && (i.port.eq_ignore_ascii_case(m)
+                    || i.chassis_mac.as_deref().is_some_and(|c| c.eq_ignore_ascii_case(m)))
         });
         named || by_mac
     }
@@ -396,13 +405,23 @@ pub enum LinkStatus {
         also: Vec<String>,
     },
     /// An end hears another port than the topology cables it to.
-    Miscabled { at: String, expected: String, found: String },
+    Miscabled {
+        at: String,
+        expected: String,
+        found: String,
+    },
     /// An end reports DCBX mismatches.
-    DcbxMismatch { details: Vec<String> },
+    DcbxMismatch {
+        details: Vec<String>,
+    },
     /// Both ends see each other, and an end also hears other LLDP agents (`at port: who`).
-    ExtraNeighbour { details: Vec<String> },
+    ExtraNeighbour {
+        details: Vec<String>,
+    },
     /// An end's node did not answer, or has no such port.
-    NoData { details: Vec<String> },
+    NoData {
+        details: Vec<String>,
+    },
 }
 
 /// One link's result.
@@ -453,8 +472,11 @@ fn end_status(me: &LinkEnd, peer: &LinkEnd, reports: &[NodeReport]) -> EndStatus
     if !p.mismatches.is_empty() && p.neighbour.as_ref().is_none_or(|x| same_msap(x, n)) {
         return EndStatus::Mismatch(p.mismatches.iter().map(|m| format!("{me}: {m}")).collect());
     }
-    let extra: Vec<String> =
-        all.iter().filter(|o| !same_msap(o, n)).map(|o| format!("{me} also hears {} (chassis {})", who(o), o.info.chassis)).collect();
+    let extra: Vec<String> = all
+        .iter()
+        .filter(|o| !same_msap(o, n))
+        .map(|o| format!("{me} also hears {} (chassis {})", who(o), o.info.chassis))
+        .collect();
     if !extra.is_empty() {
         return EndStatus::Extra(extra);
     }
@@ -470,24 +492,35 @@ pub fn check_links(links: &[(LinkEnd, LinkEnd)], reports: &[NodeReport]) -> Vec<
         .iter()
         .map(|(a, b)| {
             let ends = [(a, b, end_status(a, b, reports)), (b, a, end_status(b, a, reports))];
-            let no_data: Vec<String> =
-                ends.iter().filter_map(|(_, _, e)| if let EndStatus::NoData(d) = e { Some(d.clone()) } else { None }).collect();
+            let no_data: Vec<String> = ends
+                .iter()
+                .filter_map(|(_, _, e)| if let EndStatus::NoData(d) = e { Some(d.clone()) } else { None })
+                .collect();
             let miscabled = ends.iter().find_map(|(me, peer, e)| match e {
                 EndStatus::Miscabled(found) => Some((me.to_string(), peer.to_string(), found.clone())),
                 _ => None,
             });
-            let missing: Vec<String> = ends.iter().filter(|(_, _, e)| matches!(e, EndStatus::Missing)).map(|(me, ..)| me.to_string()).collect();
+            let missing: Vec<String> = ends
+                .iter()
+                .filter(|(_, _, e)| matches!(e, EndStatus::Missing))
+                .map(|(me, ..)| me.to_string())
+                .collect();
             let mismatch: Vec<String> = ends
                 .iter()
                 .flat_map(|(_, _, e)| if let EndStatus::Mismatch(m) = e { m.clone() } else { Vec::new() })
                 .collect();
-            let extra: Vec<String> =
-                ends.iter().flat_map(|(_, _, e)| if let EndStatus::Extra(m) = e { m.clone() } else { Vec::new() }).collect();
-            let no_agent = ends.iter().filter(|(_, _, e)| matches!(e, EndStatus::NoAgent)).map(|(me, ..)| me.node.clone());
+            let extra: Vec<String> = ends
+                .iter()
+                .flat_map(|(_, _, e)| if let EndStatus::Extra(m) = e { m.clone() } else { Vec::new() })
+                .collect();
+            let no_agent =
+                ends.iter().filter(|(_, _, e)| matches!(e, EndStatus::NoAgent)).map(|(me, ..)| me.node.clone());
             let mut no_data = no_data;
             if !missing.is_empty() {
                 // The silent side is the user's own agent: say so beside the missing neighbour.
-                no_data.extend(no_agent.map(|h| format!("{h} runs no rocefab NIC agent (lldp.nic_agent: false): is its own LLDP agent running?")));
+                no_data.extend(no_agent.map(|h| {
+                    format!("{h} runs no rocefab NIC agent (lldp.nic_agent: false): is its own LLDP agent running?")
+                }));
             }
             let status = if let Some((at, expected, found)) = miscabled {
                 LinkStatus::Miscabled { at, expected, found }
@@ -511,9 +544,15 @@ impl std::fmt::Display for LinkStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LinkStatus::Ok => f.write_str("ok"),
-            LinkStatus::MissingNeighbour { at, also } if also.is_empty() => write!(f, "missing neighbour (at {})", at.join(" and ")),
-            LinkStatus::MissingNeighbour { at, also } => write!(f, "missing neighbour (at {}); {}", at.join(" and "), also.join("; ")),
-            LinkStatus::Miscabled { at, expected, found } => write!(f, "miscabled: expected {expected}, found {found} (seen from {at})"),
+            LinkStatus::MissingNeighbour { at, also } if also.is_empty() => {
+                write!(f, "missing neighbour (at {})", at.join(" and "))
+            }
+            LinkStatus::MissingNeighbour { at, also } => {
+                write!(f, "missing neighbour (at {}); {}", at.join(" and "), also.join("; "))
+            }
+            LinkStatus::Miscabled { at, expected, found } => {
+                write!(f, "miscabled: expected {expected}, found {found} (seen from {at})")
+            }
             LinkStatus::DcbxMismatch { details } => write!(f, "DCBX mismatch: {}", details.join("; ")),
             LinkStatus::NoData { details } => write!(f, "no LLDP data: {}", details.join("; ")),
             LinkStatus::ExtraNeighbour { details } => write!(f, "extra neighbour: {}", details.join("; ")),

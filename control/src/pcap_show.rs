@@ -68,10 +68,7 @@ pub struct Decoded {
 }
 
 fn error(layer: &str, msg: String, len: usize) -> (Value, String) {
-    (
-        json!({ "kind": "error", "layer": layer, "error": msg }),
-        format!("error: {layer}: {msg} (frame of {len} bytes)"),
-    )
+    (json!({ "kind": "error", "layer": layer, "error": msg }), format!("error: {layer}: {msg} (frame of {len} bytes)"))
 }
 
 fn roce_layer(e: &roce::Error) -> String {
@@ -269,7 +266,8 @@ fn decode_ethernet(data: &[u8], orig_len: usize, speed: u64) -> (Value, String) 
         ETHERTYPE_MAC_CONTROL => match MacControlRepr::parse_frame(data) {
             Ok((_, MacControlRepr::Pfc(pfc))) => {
                 let mut prios = Vec::new();
-                let mut text = format!("PFC {} > {} enable={} (cev {:#06x})", eth.src, eth.dst, pfc.enabled, pfc.enabled.bits());
+                let mut text =
+                    format!("PFC {} > {} enable={} (cev {:#06x})", eth.src, eth.dst, pfc.enabled, pfc.enabled.bits());
                 for p in pfc.enabled.iter() {
                     let q = pfc.quanta[usize::from(p.value())];
                     let d = quanta_to_duration(q, speed).as_nanos();
@@ -288,7 +286,13 @@ fn decode_ethernet(data: &[u8], orig_len: usize, speed: u64) -> (Value, String) 
             }
             Ok((_, MacControlRepr::Pause { quanta })) => {
                 let d = quanta_to_duration(quanta, speed).as_nanos();
-                let text = format!("PAUSE {} > {} quanta={quanta} ({} at {})", eth.src, eth.dst, fmt_ns(d as f64), fmt_speed(speed));
+                let text = format!(
+                    "PAUSE {} > {} quanta={quanta} ({} at {})",
+                    eth.src,
+                    eth.dst,
+                    fmt_ns(d as f64),
+                    fmt_speed(speed)
+                );
                 (json!({ "kind": "pause", "quanta": quanta, "pause_ns": d as u64, "speed_bps": speed }), text)
             }
             Ok((_, MacControlRepr::Unknown { opcode })) => (

@@ -282,7 +282,8 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             });
             peers.push((peer_ep, p as u32, peer.mac, peer.addr));
         }
-        let nexthops: Vec<NextHopConfig> = peers.iter().map(|(_, p, m, _)| NextHopConfig { port: *p, mac: *m }).collect();
+        let nexthops: Vec<NextHopConfig> =
+            peers.iter().map(|(_, p, m, _)| NextHopConfig { port: *p, mac: *m }).collect();
         let mut groups: Vec<Vec<u32>> = Vec::new();
         let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
         let mut group = |members: Vec<u32>| -> u32 {
@@ -410,4 +411,3 @@ pub fn agent_config(host: &HostPlan, links: &[LinkPlan], s: &LldpSettings, liste
             .collect(),
     }
 }
-

@@ -280,7 +280,10 @@ impl RawQosFields {
                     return Err(("ets", format!("queue {queue} does not exist (0..=7)")));
                 }
                 if !(1..=100).contains(&pct) {
-                    return Err(("ets", format!("queue {queue}: {pct} % (1..=100; leave a queue out to give it no share)")));
+                    return Err((
+                        "ets",
+                        format!("queue {queue}: {pct} % (1..=100; leave a queue out to give it no share)"),
+                    ));
                 }
                 t[queue as usize] = pct as u8;
             }
@@ -340,8 +343,10 @@ impl RawQosFields {
                     d.max_bytes = v;
                 }
                 if let Some(p) = w.probability {
-                    d.probability_percent =
-                        u8::try_from(p).ok().filter(|&p| p <= 100).ok_or(("wred.probability", format!("{p} %: must be 0..=100")))?;
+                    d.probability_percent = u8::try_from(p)
+                        .ok()
+                        .filter(|&p| p <= 100)
+                        .ok_or(("wred.probability", format!("{p} %: must be 0..=100")))?;
                 }
                 if let Some(s) = w.seed {
                     d.seed = s;
@@ -400,7 +405,8 @@ pub fn resolve(
             return Err((format!("qos.switches.{name}.switches"), "overrides do not nest".into()));
         }
     }
-    let mut fabric = SwitchQos { queue_limit_bytes: legacy_queue_limit.unwrap_or(DEFAULT_QUEUE_LIMIT), ..Default::default() };
+    let mut fabric =
+        SwitchQos { queue_limit_bytes: legacy_queue_limit.unwrap_or(DEFAULT_QUEUE_LIMIT), ..Default::default() };
     raw.apply(&mut fabric).map_err(|(k, m)| (format!("qos.{k}"), m))?;
     let mut out = Vec::with_capacity(switches.len());
     for (name, ports) in switches {
@@ -445,13 +451,21 @@ pub fn describe(q: &SwitchQos) -> String {
     } else {
         "off".to_string()
     };
-    let ets: Vec<String> = (0..8).filter(|&tc| c.ets_percent[tc] != 0).map(|tc| format!("{tc}:{}%", c.ets_percent[tc])).collect();
+    let ets: Vec<String> =
+        (0..8).filter(|&tc| c.ets_percent[tc] != 0).map(|tc| format!("{tc}:{}%", c.ets_percent[tc])).collect();
     let cell = if c.cell_bytes == 0 { "frame bytes".to_string() } else { format!("{}-byte cells", c.cell_bytes) };
     let r = &c.wred;
     let wred = if r.queues == 0 {
         "off".to_string()
     } else {
-        format!("queues {}: min {} B, max {} B, {} % at max, seed {}", prios(r.queues), r.min_bytes, r.max_bytes, r.probability_percent, r.seed)
+        format!(
+            "queues {}: min {} B, max {} B, {} % at max, seed {}",
+            prios(r.queues),
+            r.min_bytes,
+            r.max_bytes,
+            r.probability_percent,
+            r.seed
+        )
     };
     format!(
         "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {} B; lossy queue limit {} B; pause quanta {}; watchdog {wd}; wred/ecn {wred}",
@@ -531,9 +545,16 @@ mod tests {
         let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
         let q = resolve(&raw, &sw, None).unwrap();
         let w = &q[0].qos.wred;
-        assert_eq!((w.queues, w.min_bytes, w.max_bytes, w.probability_percent, w.seed), (0b1_1000, 200_000, 1_000_000, 10, 9));
+        assert_eq!(
+            (w.queues, w.min_bytes, w.max_bytes, w.probability_percent, w.seed),
+            (0b1_1000, 200_000, 1_000_000, 10, 9)
+        );
         assert_eq!(q[1].qos.wred.queues, 0);
-        assert!(describe(&q[0]).contains("wred/ecn queues 3,4: min 200000 B, max 1000000 B, 10 % at max"), "{}", describe(&q[0]));
+        assert!(
+            describe(&q[0]).contains("wred/ecn queues 3,4: min 200000 B, max 1000000 B, 10 % at max"),
+            "{}",
+            describe(&q[0])
+        );
         assert!(describe(&q[1]).contains("wred/ecn off"), "{}", describe(&q[1]));
         // xON < min < max < xOFF on a lossless queue, named by the key that broke it.
         let err = |yaml: &str| resolve(&parse(yaml), &sw, None).unwrap_err();

@@ -134,7 +134,8 @@ pub struct ReplayArgs {
 
 /// Parses `CAPTURE_IP=HOST:GPU`.
 pub fn parse_map(s: &str) -> Result<(IpAddr, String), String> {
-    let (ip, gpu) = s.split_once('=').ok_or_else(|| format!("{s:?} is not CAPTURE_IP=HOST:GPU (e.g. 10.1.1.2=host2:gpu1)"))?;
+    let (ip, gpu) =
+        s.split_once('=').ok_or_else(|| format!("{s:?} is not CAPTURE_IP=HOST:GPU (e.g. 10.1.1.2=host2:gpu1)"))?;
     let ip: IpAddr = ip.trim().parse().map_err(|_| format!("{s:?}: {ip:?} is not an IP address"))?;
     let gpu = gpu.trim();
     match gpu.split_once(':') {
@@ -274,7 +275,9 @@ fn not_roce(eth: &[u8]) -> Option<String> {
 fn classify(f: &CapturedFrame) -> Kind {
     let Some(eth) = as_ethernet(f.linktype, &f.data) else {
         return Kind::Skip(match f.linktype {
-            pcap::LINKTYPE_LINUX_SLL | pcap::LINKTYPE_LINUX_SLL2 => format!("not RoCEv2 (runt frame of {} bytes)", f.data.len()),
+            pcap::LINKTYPE_LINUX_SLL | pcap::LINKTYPE_LINUX_SLL2 => {
+                format!("not RoCEv2 (runt frame of {} bytes)", f.data.len())
+            }
             t => format!("not RoCEv2 (link type {t})"),
         });
     };
@@ -633,8 +636,10 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
     };
     // Only the sender, the addresses it sends to and those --map names take GPUs (in order of
     // first appearance): other conversations in the capture are skipped anyway.
-    let sent_to = |ip: &IpAddr| kinds.iter().any(|k| matches!(k, Kind::Roce { src, dst, .. } if *src == sender && dst == ip));
-    let endpoints: Vec<IpAddr> = all.iter().copied().filter(|ip| *ip == sender || sent_to(ip) || o.maps.iter().any(|(m, _)| m == ip)).collect();
+    let sent_to =
+        |ip: &IpAddr| kinds.iter().any(|k| matches!(k, Kind::Roce { src, dst, .. } if *src == sender && dst == ip));
+    let endpoints: Vec<IpAddr> =
+        all.iter().copied().filter(|ip| *ip == sender || sent_to(ip) || o.maps.iter().any(|(m, _)| m == ip)).collect();
     let mapping = map_endpoints(&endpoints, sender, o.gpus, o.from, o.maps)?;
     let from = o.gpus.iter().find(|g| g.name == o.from).expect("map_endpoints checked --from");
     let fabric_ip = |ip: &IpAddr| mapping.iter().find(|m| m.endpoint == *ip).and_then(|m| m.ip);
@@ -655,7 +660,11 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
             Kind::Roce { eth, wire_len, src, dst, icrc } => (eth, wire_len, src, dst, icrc),
         };
         if !same_family(&src) {
-            skip(format!("{} capture into an {} fabric", ip_family(&src), if FABRIC_IS_IPV4 { "IPv4" } else { "IPv6" }));
+            skip(format!(
+                "{} capture into an {} fabric",
+                ip_family(&src),
+                if FABRIC_IS_IPV4 { "IPv4" } else { "IPv6" }
+            ));
             continue;
         }
         if src != sender {
@@ -689,7 +698,15 @@ pub fn prepare(frames: &[CapturedFrame], o: &Options<'_>) -> anyhow::Result<Prep
                 continue;
             }
         };
-        out.push(Outgoing { number: i + 1, timestamp: f.timestamp, bytes, icrc_bad_in_capture: bad, padded: was_cut, dscp, vlan });
+        out.push(Outgoing {
+            number: i + 1,
+            timestamp: f.timestamp,
+            bytes,
+            icrc_bad_in_capture: bad,
+            padded: was_cut,
+            dscp,
+            vlan,
+        });
     }
     if !o.pad {
         if let Some(&(n, captured, orig)) = cut.first() {
@@ -807,7 +824,11 @@ impl Schedule {
     /// The same schedule on the wall clock of a fabric at time dilation `d`: every due time
     /// and the loop period multiplied by D.
     pub fn dilated(&self, d: Dilation) -> Schedule {
-        Schedule { offsets_ns: self.offsets_ns.iter().map(|&t| d.duration(t)).collect(), period_ns: d.duration(self.period_ns), loops: self.loops }
+        Schedule {
+            offsets_ns: self.offsets_ns.iter().map(|&t| d.duration(t)).collect(),
+            period_ns: d.duration(self.period_ns),
+            loops: self.loops,
+        }
     }
 
     /// Due time of the last send: the schedule's length.
@@ -868,7 +889,8 @@ impl TimingError {
     /// Mean absolute error as a percentage of the mean scheduled gap (`None` without gaps or
     /// when every frame was due at once).
     pub fn mean_abs_error_pct(&self) -> Option<f64> {
-        (self.gaps > 0 && self.sum_scheduled_gap_ns > 0.0).then(|| 100.0 * self.sum_abs_error_ns / self.sum_scheduled_gap_ns)
+        (self.gaps > 0 && self.sum_scheduled_gap_ns > 0.0)
+            .then(|| 100.0 * self.sum_abs_error_ns / self.sum_scheduled_gap_ns)
     }
 }
 
@@ -947,7 +969,12 @@ pub fn pace(schedule: &Schedule, limit: Duration, send: impl FnMut(usize) -> std
 /// Sends every frame of `schedule` on time: `send(i)` sends one loop's frame `i` and returns
 /// its length. Due times are absolute from one start, so a late send never delays the
 /// following ones. Stops after `limit`. The send time recorded is taken right before `send`.
-pub fn pace_with<C: PaceClock>(schedule: &Schedule, limit: Duration, clock: &mut C, mut send: impl FnMut(usize) -> std::io::Result<usize>) -> SendLog {
+pub fn pace_with<C: PaceClock>(
+    schedule: &Schedule,
+    limit: Duration,
+    clock: &mut C,
+    mut send: impl FnMut(usize) -> std::io::Result<usize>,
+) -> SendLog {
     let mut log = SendLog::default();
     let limit_ns = limit.as_nanos() as u64;
     let mut first: Option<u64> = None;
@@ -1056,7 +1083,13 @@ const REALTIME_MIN_GAP_NS: u64 = 1_000_000;
 /// [`REALTIME_MIN_GAP_NS`] apart on average the thread asks for `SCHED_FIFO` priority 1, so a
 /// busy machine (a compiler on every core) does not delay its wake-ups by milliseconds; where
 /// that is not permitted it runs as a normal thread.
-fn send_from_netns(netns: &str, ifname: &str, frames: Vec<Vec<u8>>, schedule: Schedule, limit: Duration) -> anyhow::Result<SendLog> {
+fn send_from_netns(
+    netns: &str,
+    ifname: &str,
+    frames: Vec<Vec<u8>>,
+    schedule: Schedule,
+    limit: Duration,
+) -> anyhow::Result<SendLog> {
     let ns_path = format!("/run/netns/{netns}");
     let (netns, ifname) = (netns.to_string(), ifname.to_string());
     let realtime = schedule.len() > 1 && schedule.duration_ns() / (schedule.len() - 1) >= REALTIME_MIN_GAP_NS;
@@ -1170,7 +1203,14 @@ pub fn classes(frames: &[Outgoing], loops: u32, c: &Classifier) -> Vec<ClassCoun
         dscps.sort_unstable();
         dscps.dedup();
         let fabric_dscps = (0..64u8).filter(|&d| c.tc(d) == tc).collect();
-        v.push(ClassCount { tc, lossless: c.is_lossless(tc), frames: mine.len() as u64 * u64::from(loops), dscps, fabric_dscps, enqueued_at_switch: None });
+        v.push(ClassCount {
+            tc,
+            lossless: c.is_lossless(tc),
+            frames: mine.len() as u64 * u64::from(loops),
+            dscps,
+            fabric_dscps,
+            enqueued_at_switch: None,
+        });
     }
     v
 }
@@ -1280,7 +1320,15 @@ impl Report {
     /// The report of a prepared capture, before (`log` = `None`: dry run) or after sending:
     /// `s` is the emulated schedule, `log` what [`pace`] did with `s.dilated(dilation)` on the
     /// wall clock.
-    pub fn new(o: Origin, p: &Prepared, pace: Pace, s: &Schedule, dilation: Dilation, cls: &Classifier, log: Option<&SendLog>) -> Report {
+    pub fn new(
+        o: Origin,
+        p: &Prepared,
+        pace: Pace,
+        s: &Schedule,
+        dilation: Dilation,
+        cls: &Classifier,
+        log: Option<&SendLog>,
+    ) -> Report {
         let wall = log.map_or(0.0, |l| l.duration.as_secs_f64());
         let d = dilation.to_emulated_secs(wall);
         // Rates between the first and the last send: the frames (and bits) after the first.
@@ -1329,7 +1377,11 @@ impl Report {
         let mut w = Vec::new();
         let vlan: u64 = self.vlan_stripped.iter().map(|v| v.frames).sum();
         if vlan > 0 {
-            let tags: Vec<String> = self.vlan_stripped.iter().map(|v| format!("vid {} pcp {} -> priority {} (DSCP {})", v.vid, v.pcp, v.tc, v.dscp)).collect();
+            let tags: Vec<String> = self
+                .vlan_stripped
+                .iter()
+                .map(|v| format!("vid {} pcp {} -> priority {} (DSCP {})", v.vid, v.pcp, v.tc, v.dscp))
+                .collect();
             w.push(format!(
                 "{vlan} frames had a VLAN tag, stripped: the fabric's ports are untagged and classify by DSCP, not PCP ({})",
                 tags.join(", ")
@@ -1338,7 +1390,8 @@ impl Report {
         let lossless: Vec<&ClassCount> = self.traffic_classes.iter().filter(|c| c.lossless).collect();
         let total: u64 = self.traffic_classes.iter().map(|c| c.frames).sum();
         if total > 0 && !lossless.is_empty() && lossless.iter().all(|c| c.frames == 0) {
-            let how: Vec<String> = lossless.iter().map(|c| format!("priority {} = DSCP {}", c.tc, dscp_list(&c.fabric_dscps))).collect();
+            let how: Vec<String> =
+                lossless.iter().map(|c| format!("priority {} = DSCP {}", c.tc, dscp_list(&c.fabric_dscps))).collect();
             w.push(format!(
                 "no frame is in a lossless (PFC) class at {}: the capture's DSCPs ({}) map to lossy queues; the fabric's lossless classes are {}",
                 self.classifier.switch,
@@ -1370,7 +1423,6 @@ fn dscp_list(v: &[u8]) -> String {
     }
     out.join(",")
 }
-
 
 /// The mapping, as printed before sending.
 pub fn render_mapping(r: &Report) -> String {
@@ -1408,7 +1460,11 @@ pub fn render_report(r: &Report) -> String {
         if d == 1.0 {
             fmt_ns(emulated_s * 1e9)
         } else {
-            format!("{} emulated ({} wall clock at time_dilation {d})", fmt_ns(emulated_s * 1e9), fmt_ns(emulated_s * d * 1e9))
+            format!(
+                "{} emulated ({} wall clock at time_dilation {d})",
+                fmt_ns(emulated_s * 1e9),
+                fmt_ns(emulated_s * d * 1e9)
+            )
         }
     };
     if r.dry_run {
@@ -1433,7 +1489,8 @@ pub fn render_report(r: &Report) -> String {
             r.pacing
         );
         if r.send_errors > 0 {
-            let _ = writeln!(o, "send errors: {} (first: {})", r.send_errors, r.first_send_error.as_deref().unwrap_or("?"));
+            let _ =
+                writeln!(o, "send errors: {} (first: {})", r.send_errors, r.first_send_error.as_deref().unwrap_or("?"));
         }
         if r.stopped_at_max_duration {
             let _ = writeln!(o, "stopped at --max-duration");
@@ -1476,7 +1533,8 @@ pub fn render_report(r: &Report) -> String {
     }
     let _ = writeln!(o, "frames by traffic class at {} (DSCP -> queue and PFC priority):", r.classifier.switch);
     for c in &r.traffic_classes {
-        let measured = c.enqueued_at_switch.map_or(String::new(), |n| format!("; {} enqueued there during the replay", n));
+        let measured =
+            c.enqueued_at_switch.map_or(String::new(), |n| format!("; {} enqueued there during the replay", n));
         let _ = writeln!(
             o,
             "  {:>6}  queue {} {:<8}  capture DSCP {}, fabric DSCP {}{measured}",
@@ -1488,7 +1546,11 @@ pub fn render_report(r: &Report) -> String {
         );
     }
     for v in &r.vlan_stripped {
-        let _ = writeln!(o, "  VLAN stripped: {:>6}  vid {} pcp {} -> queue {} by DSCP {}", v.frames, v.vid, v.pcp, v.tc, v.dscp);
+        let _ = writeln!(
+            o,
+            "  VLAN stripped: {:>6}  vid {} pcp {} -> queue {} by DSCP {}",
+            v.frames, v.vid, v.pcp, v.tc, v.dscp
+        );
     }
     let _ = writeln!(
         o,
@@ -1496,7 +1558,8 @@ pub fn render_report(r: &Report) -> String {
         r.icrc_bad_in_capture
     );
     if r.padded > 0 {
-        let _ = writeln!(o, "padded with zeros to the original length: {} (ICRC computed over the padded frame)", r.padded);
+        let _ =
+            writeln!(o, "padded with zeros to the original length: {} (ICRC computed over the padded frame)", r.padded);
     }
     let skipped: u64 = r.skipped.iter().map(|s| s.frames).sum();
     let _ = writeln!(o, "skipped {skipped} of {} frames{}", r.frames_in_capture, if skipped > 0 { ":" } else { "" });
@@ -1544,7 +1607,11 @@ pub fn classifier(plan: &Plan, from: &str) -> Classifier {
     let (host, nic) = from.split_once(':').unwrap_or((from, ""));
     let sw = switch_of(plan, host, nic).and_then(|(s, _)| plan.switch(&s).cloned());
     match sw {
-        Some(s) => Classifier { switch: s.name.clone(), dscp_to_tc: s.config.dscp_to_tc.clone(), lossless_priorities: s.config.qos.lossless_priorities },
+        Some(s) => Classifier {
+            switch: s.name.clone(),
+            dscp_to_tc: s.config.dscp_to_tc.clone(),
+            lossless_priorities: s.config.qos.lossless_priorities,
+        },
         None => Classifier { switch: "?".into(), dscp_to_tc: vec![0; 64], lossless_priorities: 0 },
     }
 }
@@ -1597,10 +1664,13 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
         }
         None => {
             let fabric = match (fabric, a.dry_run) {
-                (f, true) => crate::fabric::pick_fabric(f).map_err(|e| anyhow!("{e:#}; a dry run works from the topology file too: --topology FILE"))?,
+                (f, true) => crate::fabric::pick_fabric(f)
+                    .map_err(|e| anyhow!("{e:#}; a dry run works from the topology file too: --topology FILE"))?,
                 (f, false) => crate::fabric::pick_fabric(f)?,
             };
-            let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
+            let st = State::load(&fabric).with_context(|| {
+                format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display())
+            })?;
             let topo = Topology::load(&st.topology)?;
             let d = st.clock()?.dilation();
             (fabric, Some(st), topo, d)
@@ -1610,7 +1680,8 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     let gpus = gpus_of(&plan);
     // The error names the file (once) and what it is.
     let frames = pcap::read_all(&file)?;
-    let opts = Options { file: &file, gpus: &gpus, from: &a.from, maps: &a.maps, sender: a.sender, pad: a.pad, mtu: plan.mtu };
+    let opts =
+        Options { file: &file, gpus: &gpus, from: &a.from, maps: &a.maps, sender: a.sender, pad: a.pad, mtu: plan.mtu };
     let prep = prepare(&frames, &opts)?;
     let pace = Pace::from_args(a);
     let ts: Vec<Duration> = prep.frames.iter().map(|f| f.timestamp).collect();
@@ -1618,7 +1689,8 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     let wall = schedule.dilated(dilation);
     let origin = Origin { fabric: &fabric, file: &file, from: &a.from };
     let cls = classifier(&plan, &a.from);
-    let dests: Vec<&str> = prep.mapping.iter().filter(|m| m.how != MapHow::Sender).filter_map(|m| m.gpu.as_deref()).collect();
+    let dests: Vec<&str> =
+        prep.mapping.iter().filter(|m| m.how != MapHow::Sender).filter_map(|m| m.gpu.as_deref()).collect();
     let rule = gap_rule(&topo, &plan, &a.from, &dests, dilation);
     let lens: Vec<usize> = prep.frames.iter().map(|f| f.bytes.len()).collect();
     let gap_warning = rule.check(&schedule.offsets_ns, &lens);
@@ -1636,7 +1708,10 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
         let emulated = if dilation.is_real_time() {
             String::new()
         } else {
-            format!(" on the wall clock ({} emulated at time_dilation {dilation})", fmt_ns(schedule.duration_ns() as f64))
+            format!(
+                " on the wall clock ({} emulated at time_dilation {dilation})",
+                fmt_ns(schedule.duration_ns() as f64)
+            )
         };
         bail!(
             "the schedule takes {:.3} s{emulated} ({} frames, {}, {}), longer than --max-duration {:.3} s",
@@ -1669,7 +1744,8 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     // Capture the destination NICs while sending (their agents' AF_PACKET sockets).
     let targets: Vec<(String, String)> =
         dests.iter().filter_map(|g| g.split_once(':')).map(|(h, n)| (h.to_string(), n.to_string())).collect();
-    let idents: Vec<Option<crate::replay_rx::Ident>> = prep.frames.iter().map(|f| crate::replay_rx::ident(&f.bytes, gpu.ip)).collect();
+    let idents: Vec<Option<crate::replay_rx::Ident>> =
+        prep.frames.iter().map(|f| crate::replay_rx::ident(&f.bytes, gpu.ip)).collect();
     let mut warnings = Vec::new();
     let receivers = if a.no_receiver_timing || targets.is_empty() {
         None
@@ -1687,14 +1763,18 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
     let from_port = plan.links.iter().find_map(|l| {
         if l.a.node == cls.switch && l.b.node == gpu.name.split(':').next().unwrap_or("") && l.b.ifname == gpu.ifname {
             Some(l.a.ifname.clone())
-        } else if l.b.node == cls.switch && l.a.node == gpu.name.split(':').next().unwrap_or("") && l.a.ifname == gpu.ifname {
+        } else if l.b.node == cls.switch
+            && l.a.node == gpu.name.split(':').next().unwrap_or("")
+            && l.a.ifname == gpu.ifname
+        {
             Some(l.b.ifname.clone())
         } else {
             None
         }
     });
     let queues = || -> Option<[u64; 8]> {
-        let text = crate::fabric::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2)).ok()?;
+        let text =
+            crate::fabric::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2)).ok()?;
         Some(enqueued_per_queue(&text, from_port.as_deref()?))
     };
     let before = queues();
@@ -1712,7 +1792,11 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
         let (t, matched) = crate::replay_rx::match_arrivals(&wall, &idents, &arrivals);
         let timing = TimingReport::emulated(&t, dilation);
         if matched < expected {
-            warnings.push(format!("{} of {expected} frames did not arrive at {} within 2 s", expected - matched, ports.join(", ")));
+            warnings.push(format!(
+                "{} of {expected} frames did not arrive at {} within 2 s",
+                expected - matched,
+                ports.join(", ")
+            ));
         }
         r.receiver = Some(ReceiverReport { ports, frames_expected: expected, frames_received: matched, timing });
     }
@@ -1722,7 +1806,10 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
                 c.enqueued_at_switch = Some(a[usize::from(c.tc)].saturating_sub(b[usize::from(c.tc)]));
             }
         }
-        _ => warnings.push(format!("the queue counters of {} could not be read: the traffic classes are by its DSCP map only", cls.switch)),
+        _ => warnings.push(format!(
+            "the queue counters of {} could not be read: the traffic classes are by its DSCP map only",
+            cls.switch
+        )),
     }
     if let Some(w) = &gap_warning {
         r.warnings.push(w.message.clone());

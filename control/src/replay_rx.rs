@@ -156,7 +156,10 @@ impl GapRule {
                 TOLERANCE * 100.0,
             );
             if let (Some(nd), Some(g)) = (needed, p5) {
-                m.push_str(&format!("; time_dilation {nd} reproduces the 5th-percentile gap ({})", crate::units::fmt_ns(g)));
+                m.push_str(&format!(
+                    "; time_dilation {nd} reproduces the 5th-percentile gap ({})",
+                    crate::units::fmt_ns(g)
+                ));
             }
             parts.push(m);
         }
@@ -188,7 +191,9 @@ pub type Ident = (Ipv4Addr, u8, u32, u32);
 pub fn ident(frame: &[u8], from: Ipv4Addr) -> Option<Ident> {
     let p = ParsedFrame::parse(frame).ok()?;
     match (p.ip.src, p.ip.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) if s == from => Some((d, u8::from(p.bth().opcode), p.bth().dest_qp, p.bth().psn)),
+        (IpAddr::V4(s), IpAddr::V4(d)) if s == from => {
+            Some((d, u8::from(p.bth().opcode), p.bth().dest_qp, p.bth().psn))
+        }
         _ => None,
     }
 }
@@ -237,7 +242,12 @@ pub struct Receivers {
 }
 
 /// Reads one node's capture stream into `got` until `stop`.
-fn pump(mut body: Box<dyn BufRead + Send>, from: Ipv4Addr, got: Arc<Mutex<Vec<(Ident, u64)>>>, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+fn pump(
+    mut body: Box<dyn BufRead + Send>,
+    from: Ipv4Addr,
+    got: Arc<Mutex<Vec<(Ident, u64)>>>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
     let mut tmp = vec![0u8; 1 << 16];
     while !stop.load(Ordering::Relaxed) {
@@ -270,7 +280,11 @@ fn pump(mut body: Box<dyn BufRead + Send>, from: Ipv4Addr, got: Arc<Mutex<Vec<(I
 impl Receivers {
     /// Starts capturing `targets` (`(node, port)`, one stream per node) through the daemons at
     /// `urls` (node → base URL); returns once every daemon mirrors.
-    pub fn start(urls: &BTreeMap<String, String>, targets: &[(String, String)], from: Ipv4Addr) -> anyhow::Result<Receivers> {
+    pub fn start(
+        urls: &BTreeMap<String, String>,
+        targets: &[(String, String)],
+        from: Ipv4Addr,
+    ) -> anyhow::Result<Receivers> {
         let mut by_node: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (n, p) in targets {
             by_node.entry(n).or_default().push(p);
@@ -280,7 +294,8 @@ impl Receivers {
         let mut threads = Vec::new();
         for (node, ports) in by_node {
             let url = urls.get(node).ok_or_else(|| anyhow!("no daemon on {node} to capture its NIC"))?;
-            let (_, body) = crate::capture::open_stream(url, &ports, None).with_context(|| format!("capturing {node}:{}", ports.join(",")))?;
+            let (_, body) = crate::capture::open_stream(url, &ports, None)
+                .with_context(|| format!("capturing {node}:{}", ports.join(",")))?;
             let (g, s) = (got.clone(), stop.clone());
             threads.push(std::thread::spawn(move || pump(body, from, g, s)));
         }
@@ -291,7 +306,10 @@ impl Receivers {
     /// the arrivals (per destination in arrival order) and the first stream error.
     pub fn finish(self, expect: u64, grace: Duration) -> (Vec<(Ident, u64)>, Option<String>) {
         let end = Instant::now() + grace;
-        while Instant::now() < end && (self.got.lock().map_or(0, |g| g.len()) as u64) < expect && !self.threads.iter().all(|t| t.is_finished()) {
+        while Instant::now() < end
+            && (self.got.lock().map_or(0, |g| g.len()) as u64) < expect
+            && !self.threads.iter().all(|t| t.is_finished())
+        {
             std::thread::sleep(Duration::from_millis(5));
         }
         self.stop.store(true, Ordering::Relaxed);
@@ -342,11 +360,13 @@ mod tests {
     #[test]
     fn gaps_of_30_to_300_us_warn_at_d1_and_name_the_d_that_reproduces_them() {
         // 101 frames, gaps 30, 33, ..., 330 us: all below 600 us at D 1.
-        let ts: Vec<Duration> = (0..101u64).scan(0u64, |t, i| {
-            let now = *t;
-            *t += 30_000 + (i % 101) * 3_000;
-            Some(Duration::from_nanos(now))
-        }).collect();
+        let ts: Vec<Duration> = (0..101u64)
+            .scan(0u64, |t, i| {
+                let now = *t;
+                *t += 30_000 + (i % 101) * 3_000;
+                Some(Duration::from_nanos(now))
+            })
+            .collect();
         let s = Schedule::new(&ts, Pace::Speed(1.0), 1);
         let lens = vec![1000; ts.len()];
         let w = rule(1.0).check(&s.offsets_ns, &lens).expect("must warn");
@@ -370,14 +390,21 @@ mod tests {
         assert_eq!((w.below_serialization, w.below, w.needed_time_dilation), (49, 0, None));
         assert_eq!(w.message, "49 of 49 gaps are shorter than their frame's serialization at 100 Gbit/s (the capture's link was faster): no time dilation reproduces them");
         // Both kinds: half the gaps 50 ns, half 30 us, at D 1: the D named is for the 30 us gaps.
-        let mixed: Vec<u64> = (0..41u64).scan(0u64, |t, i| {
-            let now = *t;
-            *t += if i % 2 == 0 { 50 } else { 30_000 };
-            Some(now)
-        }).collect();
+        let mixed: Vec<u64> = (0..41u64)
+            .scan(0u64, |t, i| {
+                let now = *t;
+                *t += if i % 2 == 0 { 50 } else { 30_000 };
+                Some(now)
+            })
+            .collect();
         let w = rule(1.0).check(&mixed, &[1000; 41]).unwrap();
         assert_eq!((w.gaps, w.below, w.below_serialization, w.needed_time_dilation), (40, 20, 20, Some(20.0)));
-        assert!(w.message.starts_with("20 of 40 gaps of the capture are below the 600.000 us") && w.message.contains("; 20 of 40 gaps are shorter"), "{}", w.message);
+        assert!(
+            w.message.starts_with("20 of 40 gaps of the capture are below the 600.000 us")
+                && w.message.contains("; 20 of 40 gaps are shorter"),
+            "{}",
+            w.message
+        );
     }
 
     #[test]

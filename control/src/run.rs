@@ -44,11 +44,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use dataplane_common::time::Dilation;
 use gpu_host::nic::agent::{classes_from, AgentConfig};
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
 use gpu_host::nic::engine::path_mtu_for_link;
-use dataplane_common::time::Dilation;
-use gpu_host::nic::job::{default_retransmit_timeout_ns, window_packets_for, NicClasses, QpStall, Report, DEFAULT_WINDOW_PACKETS};
+use gpu_host::nic::job::{
+    default_retransmit_timeout_ns, window_packets_for, NicClasses, QpStall, Report, DEFAULT_WINDOW_PACKETS,
+};
 use gpu_host::segment::SegmentMode;
 use lldp_agent::NodeReport;
 use serde::Serialize;
@@ -252,7 +254,15 @@ pub struct StallLine {
 }
 
 /// Builds the report from the hosts' reports (`(host name, report)`).
-pub fn summarize(fabric: &str, kind: Kind, segment: Segment, size: u64, ranks: u32, hosts: &[(String, Report)], metrics: Vec<String>) -> RunReport {
+pub fn summarize(
+    fabric: &str,
+    kind: Kind,
+    segment: Segment,
+    size: u64,
+    ranks: u32,
+    hosts: &[(String, Report)],
+    metrics: Vec<String>,
+) -> RunReport {
     let mut r = RunReport {
         fabric: fabric.into(),
         collective: kind.name().into(),
@@ -286,13 +296,16 @@ pub fn summarize(fabric: &str, kind: Kind, segment: Segment, size: u64, ranks: u
         for k in h.ranks.iter().filter(|k| k.verified != Some(true)) {
             match &k.waiting_for {
                 Some(w) => r.errors.push(format!("{host}: rank {} incomplete, waiting for {w}", k.rank)),
-                None => r.errors.push(format!("{host}: rank {} not verified (first wrong byte {:?})", k.rank, k.first_mismatch)),
+                None => r
+                    .errors
+                    .push(format!("{host}: rank {} not verified (first wrong byte {:?})", k.rank, k.first_mismatch)),
             }
         }
         r.stalls.extend(h.stalls.iter().map(|s| StallLine { host: host.clone(), qp: s.clone() }));
         for q in h.qps.iter().filter(|q| q.send_bytes > 0) {
             // The peer responder's CNPs for this connection.
-            let peer = hosts.iter().flat_map(|(_, o)| o.qps.iter()).find(|o| o.qpn == q.peer_qpn && o.peer_qpn == q.qpn);
+            let peer =
+                hosts.iter().flat_map(|(_, o)| o.qps.iter()).find(|o| o.qpn == q.peer_qpn && o.peer_qpn == q.qpn);
             r.qps.push(QpLine {
                 host: host.clone(),
                 nic: q.nic.clone(),
@@ -339,7 +352,13 @@ pub fn render_table(r: &RunReport) -> String {
     let gbps = |b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.3}", b / 1e9));
     s += &format!(
         "{} {} on fabric {}: {} ranks on {} hosts, {} per rank, {} writes; emulated time (time dilation {})\n",
-        if r.ok { "OK" } else if r.timed_out { "TIMED OUT" } else { "FAILED" },
+        if r.ok {
+            "OK"
+        } else if r.timed_out {
+            "TIMED OUT"
+        } else {
+            "FAILED"
+        },
         r.collective,
         r.fabric,
         r.ranks,
@@ -380,7 +399,10 @@ pub fn render_table(r: &RunReport) -> String {
             q.cnps_sent_by_peer
         );
     }
-    s += &format!("\n{:<8} {:<6} {:>9} {:>9} {:>10} {:>14}\n", "HOST", "NIC", "CNP TX", "CNP RX", "PFC RX", "PFC PAUSE ms");
+    s += &format!(
+        "\n{:<8} {:<6} {:>9} {:>9} {:>10} {:>14}\n",
+        "HOST", "NIC", "CNP TX", "CNP RX", "PFC RX", "PFC PAUSE ms"
+    );
     for n in &r.nics {
         s += &format!(
             "{:<8} {:<6} {:>9} {:>9} {:>10} {:>14.3}\n",
@@ -396,7 +418,10 @@ pub fn render_table(r: &RunReport) -> String {
         s += &format!("\nmetrics (while the job ran): {}\n", r.metrics.join(" "));
     }
     if !r.stalls.is_empty() {
-        s += &format!("\n{} QPs had not finished when their hosts reported (emulated time since the start):\n", r.stalls.len());
+        s += &format!(
+            "\n{} QPs had not finished when their hosts reported (emulated time since the start):\n",
+            r.stalls.len()
+        );
         for st in &r.stalls {
             s += &format!("{}: {}\n", st.host, st.qp.describe());
         }
@@ -466,10 +491,15 @@ fn read_cpu_times() -> Option<bottleneck::CpuTimes> {
 fn locate_hostd() -> anyhow::Result<PathBuf> {
     let p = match std::env::var_os("ROCEFAB_HOSTD") {
         Some(p) => PathBuf::from(p),
-        None => std::env::current_exe().context("current_exe")?.parent().unwrap_or(Path::new(".")).join("rocefab-hostd"),
+        None => {
+            std::env::current_exe().context("current_exe")?.parent().unwrap_or(Path::new(".")).join("rocefab-hostd")
+        }
     };
     if !p.is_file() {
-        bail!("GPU-host emulator {} not found (build it with `cargo build -p gpu-host`, or set ROCEFAB_HOSTD)", p.display());
+        bail!(
+            "GPU-host emulator {} not found (build it with `cargo build -p gpu-host`, or set ROCEFAB_HOSTD)",
+            p.display()
+        );
     }
     Ok(p)
 }
@@ -615,7 +645,11 @@ impl Hostds {
                     if let Some(s) = sig {
                         p.signal(s);
                     }
-                    left.push(format!("{}: rocefab-hostd (pid {}) did not exit after SIGTERM and SIGKILL", p.host, p.child.id()));
+                    left.push(format!(
+                        "{}: rocefab-hostd (pid {}) did not exit after SIGTERM and SIGKILL",
+                        p.host,
+                        p.child.id()
+                    ));
                 }
             }
             if left.is_empty() {
@@ -642,7 +676,12 @@ pub fn default_window_packets(link_mtu: u32, ipv6: bool) -> u32 {
 
 /// The classes of each NIC of `nics` (by name): negotiated ([`classes_from`]) when the agent
 /// config has the NIC and the report has its port, else `configured`.
-pub fn classes_for(nics: &[String], agent: &AgentConfig, report: &NodeReport, configured: NicClasses) -> Vec<NicClasses> {
+pub fn classes_for(
+    nics: &[String],
+    agent: &AgentConfig,
+    report: &NodeReport,
+    configured: NicClasses,
+) -> Vec<NicClasses> {
     nics.iter()
         .map(|name| {
             let nic = agent.nics.iter().find(|n| &n.name == name);
@@ -668,7 +707,8 @@ fn host_classes(st: &State, h: &HostPlan, configured: NicClasses) -> (Vec<NicCla
         .and_then(|t| serde_json::from_str::<AgentConfig>(&t).map_err(|e| format!("{}: {e}", d.config.display())))
         .and_then(|agent| {
             let body = scrape(&url, Duration::from_secs(2)).map_err(|e| format!("{e:#}"))?;
-            let report = serde_json::from_str::<NodeReport>(&body).map_err(|e| format!("{url}: not a neighbour table: {e}"))?;
+            let report =
+                serde_json::from_str::<NodeReport>(&body).map_err(|e| format!("{url}: not a neighbour table: {e}"))?;
             Ok((agent, report))
         });
     match got {
@@ -697,7 +737,10 @@ pub fn classes_line(h: &HostDesc) -> Option<String> {
         .iter()
         .map(|n| {
             let c = &n.classes;
-            format!("{} data dscp {} prio {}, cnp dscp {} prio {}", n.name, c.data_dscp, c.data_priority, c.cnp_dscp, c.cnp_priority)
+            format!(
+                "{} data dscp {} prio {}, cnp dscp {} prio {}",
+                n.name, c.data_dscp, c.data_priority, c.cnp_dscp, c.cnp_priority
+            )
         })
         .collect();
     Some(format!("{}: classes {}", h.name, nics.join("; ")))
@@ -719,7 +762,8 @@ struct FabricHosts {
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
 /// answer.
 fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
-    let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
+    let st = State::load(fabric)
+        .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
     let mut hosts = Vec::new();
@@ -738,7 +782,10 @@ fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
                 let rate = plan
                     .links
                     .iter()
-                    .find(|l| (l.a.netns == h.netns && l.a.ifname == n.ifname) || (l.b.netns == h.netns && l.b.ifname == n.ifname))
+                    .find(|l| {
+                        (l.a.netns == h.netns && l.a.ifname == n.ifname)
+                            || (l.b.netns == h.netns && l.b.ifname == n.ifname)
+                    })
                     .map(|l| l.line_rate_bps)
                     .ok_or_else(|| anyhow!("{}:{}: no link in the plan", h.name, n.ifname))?;
                 Ok(HostNic {
@@ -776,7 +823,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         seed_base: a.seed,
         metrics_port_base: Some(a.metrics_port_base),
         window_packets,
-        retransmit_timeout_ns: a.retransmit_timeout_ms.map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
+        retransmit_timeout_ns: a
+            .retransmit_timeout_ms
+            .map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
         time_dilation: dilation.factor(),
         segment: a.segment.mode(),
         dcqcn,
@@ -784,14 +833,23 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
     let interval = Duration::from_millis(a.timeline_interval_ms);
-    let timeline = crate::timeline::RunTimeline::prepare(&a.fabric, kind.name(), &a.timeline, a.timeline_port.as_deref(), interval, &names, &mut built.jobs)?;
+    let timeline = crate::timeline::RunTimeline::prepare(
+        &a.fabric,
+        kind.name(),
+        &a.timeline,
+        a.timeline_port.as_deref(),
+        interval,
+        &names,
+        &mut built.jobs,
+    )?;
     let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let mut procs = Hostds::new();
     for ((h, ns), job) in hosts.iter().zip(&netns).zip(&built.jobs) {
         let path = dir.join(format!("{}.json", h.name));
-        std::fs::write(&path, serde_json::to_vec_pretty(job)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, serde_json::to_vec_pretty(job)?)
+            .with_context(|| format!("writing {}", path.display()))?;
         let log = dir.join(format!("{}.log", h.name));
         let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = Command::new(&hostd)
@@ -819,7 +877,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         }
     }
     if !not_ready.is_empty() {
-        let what = if Instant::now() >= deadline { format!("timed out after {} s (--timeout) before the job started", a.timeout) } else { "hosts did not get ready".into() };
+        let what = if Instant::now() >= deadline {
+            format!("timed out after {} s (--timeout) before the job started", a.timeout)
+        } else {
+            "hosts did not get ready".into()
+        };
         bail!("{} {what}: {}", kind.name(), not_ready.join("; "));
     }
     if !a.json {
@@ -838,7 +900,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     }
     // A host that failed (an errored QP, data that do not verify, a crash) means the job cannot
     // succeed, and its peers may wait for it until the timeout: stop the others at once.
-    let failed = procs.wait_lines_or_failure(2, deadline, |l| serde_json::from_str::<Report>(l).map_or(true, |r| !r.ok));
+    let failed =
+        procs.wait_lines_or_failure(2, deadline, |l| serde_json::from_str::<Report>(l).map_or(true, |r| !r.ok));
     let after_s = started.elapsed().as_secs_f64();
     // Hosts still running at the deadline report what they were waiting for (SIGUSR1; SIGTERM
     // when another host failed first).
@@ -884,7 +947,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     for p in procs.procs.iter_mut().filter(|p| p.lines.len() < 2) {
         p.signal(libc::SIGKILL);
     }
-    let cpu_busy = read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
+    let cpu_busy =
+        read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
     let switches_after = switch_samples(&a.fabric, deadline + REPORT_GRACE);
     // Every host has reported (or timed out), so no peer waits for an ACK any more: end the
     // lingers, all at once, then reap.
@@ -930,7 +994,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
             hosts_stuck,
             reports.len(),
             hosts.len(),
-            if a.json { "; `stalls` in the JSON report says what each was waiting for" } else { "; what each was waiting for is listed above" }
+            if a.json {
+                "; `stalls` in the JSON report says what each was waiting for"
+            } else {
+                "; what each was waiting for is listed above"
+            }
         );
     }
     if !rep.ok {
@@ -950,7 +1018,10 @@ mod tests {
         let cmd = RunArgs::augment_args(clap::Command::new("run"));
         let arg = cmd.get_arguments().find(|a| a.get_long() == Some("metrics-port-base")).unwrap();
         let help = arg.get_long_help().or(arg.get_help()).unwrap().to_string();
-        assert!(help.contains("host1 serves on 127.0.0.1:BASE, the n-th host of the fabric (host<n>) on BASE + n - 1"), "{help}");
+        assert!(
+            help.contains("host1 serves on 127.0.0.1:BASE, the n-th host of the fabric (host<n>) on BASE + n - 1"),
+            "{help}"
+        );
     }
 
     #[test]
@@ -985,14 +1056,44 @@ mod tests {
             error: None,
             elapsed_ns: 2_000_000_000 + u64::from(qpn),
             qps: vec![
-                QpReport { qpn, peer_qpn: peer, nic: "gpu0".into(), send_bytes: 10, send_completed_bytes: 10, retransmitted_packets: 3, goodput_bps: Some(8e8), ..Default::default() },
-                QpReport { qpn: qpn + 1, peer_qpn: peer - 1, nic: "gpu0".into(), cnps_sent: 4, out_of_order: 5, naks_sent: 1, ..Default::default() },
+                QpReport {
+                    qpn,
+                    peer_qpn: peer,
+                    nic: "gpu0".into(),
+                    send_bytes: 10,
+                    send_completed_bytes: 10,
+                    retransmitted_packets: 3,
+                    goodput_bps: Some(8e8),
+                    ..Default::default()
+                },
+                QpReport {
+                    qpn: qpn + 1,
+                    peer_qpn: peer - 1,
+                    nic: "gpu0".into(),
+                    cnps_sent: 4,
+                    out_of_order: 5,
+                    naks_sent: 1,
+                    ..Default::default()
+                },
             ],
-            nics: vec![NicReport { name: "gpu0".into(), cnps_sent: 4, cnps_received: 2, pfc_paused_ns_prio3: 1_000_000, ..Default::default() }],
-            ranks: vec![RankReport { rank: qpn, complete: true, verified: Some(ok), first_mismatch: (!ok).then_some(8), waiting_for: None }],
+            nics: vec![NicReport {
+                name: "gpu0".into(),
+                cnps_sent: 4,
+                cnps_received: 2,
+                pfc_paused_ns_prio3: 1_000_000,
+                ..Default::default()
+            }],
+            ranks: vec![RankReport {
+                rank: qpn,
+                complete: true,
+                verified: Some(ok),
+                first_mismatch: (!ok).then_some(8),
+                waiting_for: None,
+            }],
             stalls: vec![],
         };
-        let hosts = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, true))];
+        let hosts =
+            vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, true))];
         let r = summarize("f", Kind::AllReduce, Segment::WriteOnly, 64, 2, &hosts, vec![]);
         assert!(r.ok && r.verified_ranks == 2, "{r:?}");
         assert_eq!(r.completion_ns, 2_000_000_000 + 0x102);
@@ -1010,16 +1111,24 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["time_dilation"], 8000.0);
         assert_eq!(json["warnings"], serde_json::json!([]));
-        assert_eq!((json["out_of_order_packets"].as_u64(), json["qps"][0]["out_of_order_at_peer"].as_u64()), (Some(10), Some(5)));
+        assert_eq!(
+            (json["out_of_order_packets"].as_u64(), json["qps"][0]["out_of_order_at_peer"].as_u64()),
+            (Some(10), Some(5))
+        );
         let mut w = r.clone();
         w.warnings.push("raise time_dilation".into());
         assert!(render_table(&w).contains("\nwarning: raise time_dilation\n"));
         assert!(t.contains("0.800"), "goodput in Gb/s: {t}");
 
-        let bad = vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, false))];
+        let bad =
+            vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, false))];
         let r = summarize("f", Kind::AllReduce, Segment::FirstMiddleLast, 64, 2, &bad, vec![]);
         assert!(!r.ok);
-        assert!(r.errors.iter().any(|e| e.contains("host2: rank 258 not verified (first wrong byte Some(8))")), "{:?}", r.errors);
+        assert!(
+            r.errors.iter().any(|e| e.contains("host2: rank 258 not verified (first wrong byte Some(8))")),
+            "{:?}",
+            r.errors
+        );
     }
 
     #[test]
@@ -1045,15 +1154,25 @@ mod tests {
             job: "j".into(),
             time_dilation: 1.0,
             error: Some("timed out (the controller's deadline passed)".into()),
-            ranks: vec![RankReport { rank: 2, waiting_for: Some("transfer 7 on QP 0x103 (rank 1 to rank 2): 3 of 16 packets".into()), ..Default::default() }],
+            ranks: vec![RankReport {
+                rank: 2,
+                waiting_for: Some("transfer 7 on QP 0x103 (rank 1 to rank 2): 3 of 16 packets".into()),
+                ..Default::default()
+            }],
             stalls: vec![stall],
             ..Default::default()
         };
-        let mut r = summarize("f", Kind::Incast, Segment::FirstMiddleLast, 64, 2, &[("host2".to_string(), host)], vec![]);
+        let mut r =
+            summarize("f", Kind::Incast, Segment::FirstMiddleLast, 64, 2, &[("host2".to_string(), host)], vec![]);
         r.timed_out = true;
         assert!(!r.ok);
         assert_eq!(r.stalls.len(), 1);
-        assert!(r.errors.iter().any(|e| e == "host2: rank 2 incomplete, waiting for transfer 7 on QP 0x103 (rank 1 to rank 2): 3 of 16 packets"), "{:?}", r.errors);
+        assert!(
+            r.errors.iter().any(|e| e
+                == "host2: rank 2 incomplete, waiting for transfer 7 on QP 0x103 (rank 1 to rank 2): 3 of 16 packets"),
+            "{:?}",
+            r.errors
+        );
         let t = render_table(&r);
         assert!(t.starts_with("TIMED OUT incast on fabric f"), "{t}");
         assert!(
@@ -1062,7 +1181,10 @@ mod tests {
         );
         let j = serde_json::to_value(&r).unwrap();
         assert_eq!(j["timed_out"], true);
-        assert_eq!((j["stalls"][0]["host"].as_str(), j["stalls"][0]["last_acked_psn"].as_u64()), (Some("host2"), Some(4_000)));
+        assert_eq!(
+            (j["stalls"][0]["host"].as_str(), j["stalls"][0]["last_acked_psn"].as_u64()),
+            (Some("host2"), Some(4_000))
+        );
         assert_eq!(j["stalls"][0]["outstanding_psns"], serde_json::json!([4001, 4128]));
         assert_eq!(j["stalls"][0]["paused_now"], true);
     }
@@ -1112,7 +1234,9 @@ mod tests {
     /// failure, not at the deadline.
     #[test]
     fn waiting_for_reports_ends_at_the_first_failure() {
-        let spawn = |script: &str| Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let spawn = |script: &str| {
+            Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap()
+        };
         let log = PathBuf::from("/nonexistent");
         let mut h = Hostds::new();
         h.push("host1".into(), spawn("echo ready; exec sleep 60"), log.clone());

@@ -272,7 +272,10 @@ mod tests {
 
     #[test]
     fn a_state_file_without_a_clock_loads_and_says_what_to_do() {
-        let st: State = serde_json::from_str(r#"{"fabric":"old","topology":"/t.yaml","phase":"up","namespaces":[],"links":[],"daemons":[]}"#).unwrap();
+        let st: State = serde_json::from_str(
+            r#"{"fabric":"old","topology":"/t.yaml","phase":"up","namespaces":[],"links":[],"daemons":[]}"#,
+        )
+        .unwrap();
         assert_eq!(st.clock, None);
         let e = st.clock().unwrap_err().to_string();
         assert!(e.contains("fabric old") && e.contains("rocefab down old"), "{e}");

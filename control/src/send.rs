@@ -73,7 +73,8 @@ pub fn send_from_netns(netns: &str, src: Ipv4Addr, dst: Ipv4Addr, a: &SendArgs) 
         let tos = i32::from(a.dscp) << 2;
         let mut socks = Vec::new();
         for port in first..=last {
-            let s = UdpSocket::bind(SocketAddrV4::new(src, port)).with_context(|| format!("bind {src}:{port} in {ns_path}"))?;
+            let s = UdpSocket::bind(SocketAddrV4::new(src, port))
+                .with_context(|| format!("bind {src}:{port} in {ns_path}"))?;
             setsockopt(&s, sockopt::Ipv4Tos, &tos).context("setsockopt(IP_TOS)")?;
             socks.push(s);
         }
@@ -99,7 +100,8 @@ pub fn send_from_netns(netns: &str, src: Ipv4Addr, dst: Ipv4Addr, a: &SendArgs) 
                 Err(e) => {
                     // ENOBUFS / ECONNREFUSED (an ICMP error from an earlier packet) are counted,
                     // not fatal; anything else is reported.
-                    if !matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::ECONNREFUSED) | Some(libc::EAGAIN)) {
+                    if !matches!(e.raw_os_error(), Some(libc::ENOBUFS) | Some(libc::ECONNREFUSED) | Some(libc::EAGAIN))
+                    {
                         return Err(e).with_context(|| format!("sendto {to}"));
                     }
                     errors += 1;

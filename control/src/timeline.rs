@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use dataplane_common::config::SwitchConfig;
-use rocefab_contracts::sample::{SwitchSample, Thresholds};
 use gpu_host::nic::job::Job;
 use gpu_host::nic::sample::HostSample;
+use rocefab_contracts::sample::{SwitchSample, Thresholds};
 use serde::{Deserialize, Serialize};
 
 use crate::fabric::scrape;
@@ -58,7 +58,9 @@ pub fn parse_output(s: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(s);
     match p.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
         Some("svg" | "json") => Ok(p),
-        _ => Err(format!("--timeline {s}: the extension chooses the output; use .svg (the plot) or .json (samples and series)")),
+        _ => Err(format!(
+            "--timeline {s}: the extension chooses the output; use .svg (the plot) or .json (samples and series)"
+        )),
     }
 }
 
@@ -126,12 +128,23 @@ pub struct Sampler {
 
 impl Sampler {
     /// Starts polling `switches` and `hosts` every `interval` for at most `limit`.
-    pub fn start(switches: Vec<Source>, hosts: Vec<Source>, interval: Duration, limit: Duration) -> std::io::Result<Sampler> {
+    pub fn start(
+        switches: Vec<Source>,
+        hosts: Vec<Source>,
+        interval: Duration,
+        limit: Duration,
+    ) -> std::io::Result<Sampler> {
         Sampler::start_with(switches, hosts, interval, limit, SCRAPE_TIMEOUT)
     }
 
     /// [`Sampler::start`] with `timeout` for each request.
-    fn start_with(switches: Vec<Source>, hosts: Vec<Source>, interval: Duration, limit: Duration, timeout: Duration) -> std::io::Result<Sampler> {
+    fn start_with(
+        switches: Vec<Source>,
+        hosts: Vec<Source>,
+        interval: Duration,
+        limit: Duration,
+        timeout: Duration,
+    ) -> std::io::Result<Sampler> {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("rocefab-timeline".into())
@@ -166,7 +179,14 @@ fn poll<T: serde::de::DeserializeOwned>(clock: Instant, url: &str, timeout: Dura
     Ok(Stamped { t_ns: ns((sent + got) / 2), sample })
 }
 
-fn sample_loop(switches: &[Source], hosts: &[Source], interval: Duration, limit: Duration, timeout: Duration, stop: &mpsc::Receiver<()>) -> Samples {
+fn sample_loop(
+    switches: &[Source],
+    hosts: &[Source],
+    interval: Duration,
+    limit: Duration,
+    timeout: Duration,
+    stop: &mpsc::Receiver<()>,
+) -> Samples {
     let clock = Instant::now();
     let mut interval = interval.max(Duration::from_millis(1));
     let mut out = Samples {
@@ -189,10 +209,14 @@ fn sample_loop(switches: &[Source], hosts: &[Source], interval: Duration, limit:
         let t_ns = ns(clock.elapsed());
         let mut round = Round { t_ns, ..Default::default() };
         for s in switches {
-            round.switches.push(poll(clock, &s.url, timeout).map_err(|e| record(&mut out, format!("{}: {e}", s.name))).ok());
+            round
+                .switches
+                .push(poll(clock, &s.url, timeout).map_err(|e| record(&mut out, format!("{}: {e}", s.name))).ok());
         }
         for h in hosts {
-            round.hosts.push(poll(clock, &h.url, timeout).map_err(|e| record(&mut out, format!("{}: {e}", h.name))).ok());
+            round
+                .hosts
+                .push(poll(clock, &h.url, timeout).map_err(|e| record(&mut out, format!("{}: {e}", h.name))).ok());
         }
         out.requests += (switches.len() + hosts.len()) as u64;
         out.rounds.push(round);
@@ -362,11 +386,13 @@ fn us(t_ns: u64, d: f64) -> f64 {
 fn peak_depths(s: &Samples) -> Vec<(usize, usize, usize, u64)> {
     let mut out = Vec::new();
     for (si, _) in s.switches.iter().enumerate() {
-        let seq: Vec<&SwitchSample> = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref()).map(|x| &x.sample).collect();
+        let seq: Vec<&SwitchSample> =
+            s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref()).map(|x| &x.sample).collect();
         let (Some(first), Some(last)) = (seq.first(), seq.last()) else { continue };
         for (pi, port) in last.ports.iter().enumerate() {
             for tc in 0..port.depth_bytes.len() {
-                let mut peak = seq.iter().filter_map(|x| x.ports.get(pi)).map(|p| p.depth_cell_bytes[tc]).max().unwrap_or(0);
+                let mut peak =
+                    seq.iter().filter_map(|x| x.ports.get(pi)).map(|p| p.depth_cell_bytes[tc]).max().unwrap_or(0);
                 let before = first.ports.get(pi).map_or(0, |p| p.peak_depth_cell_bytes[tc]);
                 if port.peak_depth_cell_bytes[tc] > before {
                     peak = peak.max(port.peak_depth_cell_bytes[tc]);
@@ -384,13 +410,19 @@ fn peak_depths(s: &Samples) -> Vec<(usize, usize, usize, u64)> {
 fn bottleneck(s: &Samples, choice: Option<&PortChoice>) -> Result<Option<(usize, usize, usize, u64)>, TimelineError> {
     let peaks = peak_depths(s);
     let port_name = |si: usize, pi: usize| -> Option<&str> {
-        s.rounds.iter().rev().find_map(|r| r.switches.get(si)?.as_ref()).and_then(|x| x.sample.ports.get(pi)).map(|p| p.name.as_str())
+        s.rounds
+            .iter()
+            .rev()
+            .find_map(|r| r.switches.get(si)?.as_ref())
+            .and_then(|x| x.sample.ports.get(pi))
+            .map(|p| p.name.as_str())
     };
     let Some(c) = choice else {
-        let best = peaks.iter().copied().filter(|x| x.3 > 0).fold(None, |b: Option<(usize, usize, usize, u64)>, x| match b {
-            Some(b) if b.3 >= x.3 => Some(b),
-            _ => Some(x),
-        });
+        let best =
+            peaks.iter().copied().filter(|x| x.3 > 0).fold(None, |b: Option<(usize, usize, usize, u64)>, x| match b {
+                Some(b) if b.3 >= x.3 => Some(b),
+                _ => Some(x),
+            });
         return Ok(best);
     };
     let on_port: Vec<_> = peaks
@@ -409,7 +441,11 @@ fn bottleneck(s: &Samples, choice: Option<&PortChoice>) -> Result<Option<(usize,
         return Err(TimelineError::UnknownPort { given: format!("{}:{}", c.switch, c.port), known: known.join(", ") });
     }
     // The deepest queue of the port; with none deeper than 0, its first WRED queue (or queue 0).
-    let wred = s.rounds.iter().find_map(|r| r.switches.get(on_port[0].0)?.as_ref()).map_or(0, |x| x.sample.thresholds.wred_queues);
+    let wred = s
+        .rounds
+        .iter()
+        .find_map(|r| r.switches.get(on_port[0].0)?.as_ref())
+        .map_or(0, |x| x.sample.thresholds.wred_queues);
     let default_tc = (0..8).find(|tc| wred & (1 << tc) != 0).unwrap_or(0);
     let best = on_port.iter().copied().fold(None, |b: Option<(usize, usize, usize, u64)>, x| match b {
         Some(b) if b.3 >= x.3 => Some(b),
@@ -446,7 +482,9 @@ fn utilisation(s: &Samples, si: usize, pi: usize, d: f64) -> Option<Utilisation>
                 .rounds
                 .iter()
                 .enumerate()
-                .filter_map(|(ri, r)| Some((ri, r.hosts.get(hi)?.as_ref()?.sample.qps.iter().find(|q| q.qpn == qpn)?.acked_bytes)))
+                .filter_map(|(ri, r)| {
+                    Some((ri, r.hosts.get(hi)?.as_ref()?.sample.qps.iter().find(|q| q.qpn == qpn)?.acked_bytes))
+                })
                 .collect();
             let Some(&(_, total)) = acked.last() else { continue };
             if let Some(&(ri, _)) = acked.iter().find(|&&(_, a)| a == total && total > 0) {
@@ -487,7 +525,13 @@ type LaneObs = Vec<(u64, bool, u64, u64)>;
 /// Paused intervals (wall ns) from a lane's observations; see [`PauseLane::intervals`].
 fn pause_intervals(obs: &LaneObs) -> Vec<(u64, u64)> {
     let on = |i: usize| obs[i].1 || (i > 0 && obs[i].2 > obs[i - 1].2);
-    let delta = |i: usize| if i == 0 { 0 } else { obs[i].2.saturating_sub(obs[i - 1].2).min(obs[i].0.saturating_sub(obs[i - 1].0)) };
+    let delta = |i: usize| {
+        if i == 0 {
+            0
+        } else {
+            obs[i].2.saturating_sub(obs[i - 1].2).min(obs[i].0.saturating_sub(obs[i - 1].0))
+        }
+    };
     let mut out = Vec::new();
     let mut i = 0;
     while i < obs.len() {
@@ -502,7 +546,11 @@ fn pause_intervals(obs: &LaneObs) -> Vec<(u64, u64)> {
         }
         let end = if obs[j].1 {
             // Still paused at the run's last on-sample: it ended within the next interval.
-            if j + 1 < obs.len() { obs[j].0 + delta(j + 1) } else { obs[j].0 }
+            if j + 1 < obs.len() {
+                obs[j].0 + delta(j + 1)
+            } else {
+                obs[j].0
+            }
         } else if j > i {
             obs[j - 1].0 + delta(j)
         } else {
@@ -516,12 +564,25 @@ fn pause_intervals(obs: &LaneObs) -> Vec<(u64, u64)> {
 
 impl Timeline {
     /// Derives the timeline from `s` for time dilation `d` (≤ 0 or not finite is taken as 1).
-    pub fn build(s: &Samples, fabric: &str, collective: &str, d: f64, port: Option<&PortChoice>) -> Result<Timeline, TimelineError> {
+    pub fn build(
+        s: &Samples,
+        fabric: &str,
+        collective: &str,
+        d: f64,
+        port: Option<&PortChoice>,
+    ) -> Result<Timeline, TimelineError> {
         let d = if d.is_finite() && d > 0.0 { d } else { 1.0 };
         let end_ns = s
             .rounds
             .iter()
-            .flat_map(|r| r.switches.iter().flatten().map(|x| x.t_ns).chain(r.hosts.iter().flatten().map(|x| x.t_ns)).chain([r.t_ns]))
+            .flat_map(|r| {
+                r.switches
+                    .iter()
+                    .flatten()
+                    .map(|x| x.t_ns)
+                    .chain(r.hosts.iter().flatten().map(|x| x.t_ns))
+                    .chain([r.t_ns])
+            })
             .max()
             .unwrap_or(0);
         let mut t = Timeline {
@@ -603,7 +664,10 @@ impl Timeline {
                 self.alpha.push(Series { name: name.clone(), points: pts(&|q| q.alpha) });
                 let cnps = seq
                     .windows(2)
-                    .map(|w| Point { t_us: us(w[1].0, d), v: w[1].1.cnps_received.saturating_sub(w[0].1.cnps_received) as f64 })
+                    .map(|w| Point {
+                        t_us: us(w[1].0, d),
+                        v: w[1].1.cnps_received.saturating_sub(w[0].1.cnps_received) as f64,
+                    })
                     .collect();
                 self.cnps.push(Series { name, points: cnps });
             }
@@ -628,13 +692,19 @@ impl Timeline {
             });
         };
         for (si, sw) in s.switches.iter().enumerate() {
-            let seq: Vec<&Stamped<SwitchSample>> = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref()).collect();
+            let seq: Vec<&Stamped<SwitchSample>> =
+                s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref()).collect();
             let Some(last) = seq.last() else { continue };
             for (pi, port) in last.sample.ports.iter().enumerate() {
                 for prio in 0..port.paused.len() {
                     let obs: LaneObs = seq
                         .iter()
-                        .filter_map(|x| x.sample.ports.get(pi).map(|p| (x.t_ns, p.paused[prio], p.paused_ns[prio], p.pfc_rx_frames[prio])))
+                        .filter_map(|x| {
+                            x.sample
+                                .ports
+                                .get(pi)
+                                .map(|p| (x.t_ns, p.paused[prio], p.paused_ns[prio], p.pfc_rx_frames[prio]))
+                        })
                         .collect();
                     push(format!("{sw}:{} prio {prio}", port.name), port.peer.clone(), obs);
                 }
@@ -657,7 +727,13 @@ impl Timeline {
                 let peer = facing.get(&name).cloned().unwrap_or_default();
                 let obs: LaneObs = seq
                     .iter()
-                    .filter_map(|x| x.sample.nics.iter().find(|n| n.name == nic.name).map(|n| (x.t_ns, n.paused, n.paused_ns, n.pfc_frames_received)))
+                    .filter_map(|x| {
+                        x.sample
+                            .nics
+                            .iter()
+                            .find(|n| n.name == nic.name)
+                            .map(|n| (x.t_ns, n.paused, n.paused_ns, n.pfc_frames_received))
+                    })
                     .collect();
                 push(name, peer, obs);
             }
@@ -697,7 +773,8 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
     {
         let root = SVGBackend::with_string(&mut svg, (W, h)).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
-        let title = format!("DCQCN timeline: {} on fabric {}, time dilation D = {}", t.collective, t.fabric, t.time_dilation);
+        let title =
+            format!("DCQCN timeline: {} on fabric {}, time dilation D = {}", t.collective, t.fabric, t.time_dilation);
         let root = root.titled(&title, font(22)).map_err(draw_err)?;
         let (a, rest) = root.split_vertically(PANEL);
         let (b, rest) = rest.split_vertically(PANEL);
@@ -751,11 +828,19 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                         .label(label.clone())
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(1)));
                     // Staggered along the line, so labels of close thresholds do not overlap.
-                    ch.draw_series(std::iter::once(Text::new(label, (x_end * (0.005 + 0.15 * i as f64), y), font(12).into_font().color(&c).pos(Pos::new(HPos::Left, VPos::Bottom)))))
-                        .map_err(draw_err)?;
+                    ch.draw_series(std::iter::once(Text::new(
+                        label,
+                        (x_end * (0.005 + 0.15 * i as f64), y),
+                        font(12).into_font().color(&c).pos(Pos::new(HPos::Left, VPos::Bottom)),
+                    )))
+                    .map_err(draw_err)?;
                 }
             }
-            ch.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_err)?;
+            ch.configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(draw_err)?;
         }
 
         // (b) ECN marks (and WRED drops) per sample interval.
@@ -769,7 +854,12 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                 .y_label_area_size(Y_AREA)
                 .build_cartesian_2d(0.0..x_end, 0.0..max)
                 .map_err(draw_err)?;
-            ch.configure_mesh().light_line_style(grid).x_desc(x_desc.as_str()).y_desc("packets").draw().map_err(draw_err)?;
+            ch.configure_mesh()
+                .light_line_style(grid)
+                .x_desc(x_desc.as_str())
+                .y_desc("packets")
+                .draw()
+                .map_err(draw_err)?;
             let red = RGBColor(200, 0, 0);
             ch.draw_series(LineSeries::new(t.ecn_marks.iter().map(|p| (p.t_us * k, p.v)), red.stroke_width(2)))
                 .map_err(draw_err)?
@@ -781,11 +871,20 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                     .label("WRED drops")
                     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
             }
-            ch.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_err)?;
+            ch.configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(draw_err)?;
         }
 
         // (c) CNPs per sender and (d) DCQCN rate per sender.
-        let per_sender = |area: &DrawingArea<SVGBackend, plotters::coord::Shift>, caption: String, y_desc: &str, series: &[Series], scale: f64| -> Result<(), TimelineError> {
+        let per_sender = |area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+                          caption: String,
+                          y_desc: &str,
+                          series: &[Series],
+                          scale: f64|
+         -> Result<(), TimelineError> {
             let max = series.iter().flat_map(|s| &s.points).map(|p| p.v * scale).fold(0.0, f64::max).max(1e-9) * 1.12;
             let caption = if series.is_empty() { format!("{caption}: no sender answered") } else { caption };
             let mut ch = ChartBuilder::on(area)
@@ -795,7 +894,12 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                 .y_label_area_size(Y_AREA)
                 .build_cartesian_2d(0.0..x_end, 0.0..max)
                 .map_err(draw_err)?;
-            ch.configure_mesh().light_line_style(grid).x_desc(x_desc.as_str()).y_desc(y_desc).draw().map_err(draw_err)?;
+            ch.configure_mesh()
+                .light_line_style(grid)
+                .x_desc(x_desc.as_str())
+                .y_desc(y_desc)
+                .draw()
+                .map_err(draw_err)?;
             for (i, s) in series.iter().enumerate() {
                 let c = color(i);
                 ch.draw_series(LineSeries::new(s.points.iter().map(|p| (p.t_us * k, p.v * scale)), c.stroke_width(2)))
@@ -804,17 +908,31 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
             }
             if !series.is_empty() {
-                ch.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(draw_err)?;
+                ch.configure_series_labels()
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .draw()
+                    .map_err(draw_err)?;
             }
             Ok(())
         };
-        per_sender(&c, format!("(c) CNPs received per sender per sample interval ({:.1} µs)", t.interval_us), "CNPs", &t.cnps, 1.0)?;
+        per_sender(
+            &c,
+            format!("(c) CNPs received per sender per sample interval ({:.1} µs)", t.interval_us),
+            "CNPs",
+            &t.cnps,
+            1.0,
+        )?;
         per_sender(&dd, "(d) DCQCN rate Rc per sender (emulated)".into(), "Gbit/s", &t.rates, 1e-9)?;
 
         // (e) PFC pause lanes.
         {
             let n = lanes as i32;
-            let caption = if t.pause_lanes.is_empty() { "(e) PFC pause: nothing was paused".to_string() } else { "(e) PFC pause (paused by the peer) per hop".to_string() };
+            let caption = if t.pause_lanes.is_empty() {
+                "(e) PFC pause: nothing was paused".to_string()
+            } else {
+                "(e) PFC pause (paused by the peer) per hop".to_string()
+            };
             let names: Vec<String> = t.pause_lanes.iter().map(|l| l.name.clone()).collect();
             let fmt = |v: &SegmentValue<i32>| match v {
                 SegmentValue::CenterOf(i) => names.get(*i as usize).cloned().unwrap_or_default(),
@@ -885,14 +1003,16 @@ impl RunTimeline {
             return Ok(None);
         }
         let port: Option<PortChoice> = port.map(str::parse::<PortChoice>).transpose()?;
-        let st = State::load(fabric).with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
+        let st = State::load(fabric)
+            .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
         let mut switches = Vec::new();
         let mut known = Vec::new();
         let mut found = port.is_none();
         for d in st.daemons.iter().filter(|d| !d.is_host()) {
             switches.push(Source { name: d.node().to_string(), url: d.url("/sample") });
             if let Some(c) = &port {
-                let cfg = SwitchConfig::load(&d.config).with_context(|| format!("reading the config of switch {}", d.node()))?;
+                let cfg = SwitchConfig::load(&d.config)
+                    .with_context(|| format!("reading the config of switch {}", d.node()))?;
                 for p in &cfg.ports {
                     found |= cfg.name == c.switch && p.name == c.port;
                     known.push(format!("{}:{}", cfg.name, p.name));
@@ -900,10 +1020,16 @@ impl RunTimeline {
             }
         }
         if let (Some(c), false) = (&port, found) {
-            return Err(TimelineError::UnknownPort { given: format!("{}:{}", c.switch, c.port), known: known.join(", ") }.into());
+            return Err(TimelineError::UnknownPort {
+                given: format!("{}:{}", c.switch, c.port),
+                known: known.join(", "),
+            }
+            .into());
         }
         let interval = interval.max(Duration::from_millis(1));
-        let snapshot_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX).clamp(1, gpu_host::nic::job::DEFAULT_SNAPSHOT_INTERVAL_MS);
+        let snapshot_ms = u64::try_from(interval.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, gpu_host::nic::job::DEFAULT_SNAPSHOT_INTERVAL_MS);
         let mut host_sources = Vec::new();
         for (name, job) in hosts.iter().zip(jobs.iter_mut()) {
             job.snapshot_interval_ms = snapshot_ms;
@@ -925,7 +1051,8 @@ impl RunTimeline {
 
     /// Starts sampling (call right before the job's start); it runs at most `limit`.
     pub fn start(self, limit: Duration) -> anyhow::Result<Recording> {
-        let sampler = Sampler::start(self.switches.clone(), self.hosts.clone(), self.interval, limit).context("starting the timeline sampler")?;
+        let sampler = Sampler::start(self.switches.clone(), self.hosts.clone(), self.interval, limit)
+            .context("starting the timeline sampler")?;
         Ok(Recording { plan: self, sampler })
     }
 }
@@ -977,13 +1104,21 @@ pub fn write_output(path: &Path, file: &TimelineFile) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocefab_contracts::sample::PortSample;
     use gpu_host::nic::sample::{NicSample, QpSample};
+    use rocefab_contracts::sample::PortSample;
 
     const MS: u64 = 1_000_000;
 
     fn thresholds() -> Thresholds {
-        Thresholds { wred_min_bytes: 150_000, wred_max_bytes: 3_000_000, wred_queues: 1 << 3, xoff_bytes: 3_200_000, xon_bytes: 120_000, lossless_priorities: 1 << 3, cell_bytes: 256 }
+        Thresholds {
+            wred_min_bytes: 150_000,
+            wred_max_bytes: 3_000_000,
+            wred_queues: 1 << 3,
+            xoff_bytes: 3_200_000,
+            xon_bytes: 120_000,
+            lossless_priorities: 1 << 3,
+            cell_bytes: 256,
+        }
     }
 
     fn port(name: &str, peer: &str) -> PortSample {
@@ -999,7 +1134,16 @@ mod tests {
     }
 
     fn qp(qpn: u32, rate: u64, alpha: f64, cnps: u64) -> QpSample {
-        QpSample { qpn, label: format!("rank {qpn} to rank 0"), nic: "gpu0".into(), sender: true, rate_bps: rate, alpha, cnps_received: cnps, ..Default::default() }
+        QpSample {
+            qpn,
+            label: format!("rank {qpn} to rank 0"),
+            nic: "gpu0".into(),
+            sender: true,
+            rate_bps: rate,
+            alpha,
+            cnps_received: cnps,
+            ..Default::default()
+        }
     }
 
     /// Four rounds 10 ms apart: rail1's eth1 queue 3 fills to 200 KB and drains, rail1 marks ECN,
@@ -1032,18 +1176,35 @@ mod tests {
                 s.paused_ns[3] = (paused_ns[i] as f64 / d) as u64;
                 s.pfc_rx_frames[3] = i as u64;
                 s.ecn_marked = 1;
-                let nic = NicSample { name: "gpu0".into(), data_priority: 3, paused: i == 2, paused_ns: if i >= 2 { (3.0 * MS as f64 / d) as u64 } else { 0 }, pfc_frames_received: 0 };
+                let nic = NicSample {
+                    name: "gpu0".into(),
+                    data_priority: 3,
+                    paused: i == 2,
+                    paused_ns: if i >= 2 { (3.0 * MS as f64 / d) as u64 } else { 0 },
+                    pfc_frames_received: 0,
+                };
                 Round {
                     t_ns: t,
                     switches: vec![
                         Some(Stamped { t_ns: t + MS, sample: switch("rail1", d, vec![a, b]) }),
                         Some(Stamped { t_ns: t + MS, sample: switch("spine1", d, vec![s]) }),
                     ],
-                    hosts: vec![Some(Stamped { t_ns: t + 2 * MS, sample: host(vec![qp(0x100, rate[i], 0.1 * i as f64, cnps[i])], vec![nic]) })],
+                    hosts: vec![Some(Stamped {
+                        t_ns: t + 2 * MS,
+                        sample: host(vec![qp(0x100, rate[i], 0.1 * i as f64, cnps[i])], vec![nic]),
+                    })],
                 }
             })
             .collect();
-        Samples { interval_ns: 10 * MS, switches: vec!["rail1".into(), "spine1".into()], hosts: vec!["host2".into()], rounds, requests: 12, failed: 0, errors: vec![] }
+        Samples {
+            interval_ns: 10 * MS,
+            switches: vec!["rail1".into(), "spine1".into()],
+            hosts: vec!["host2".into()],
+            rounds,
+            requests: 12,
+            failed: 0,
+            errors: vec![],
+        }
     }
 
     #[test]
@@ -1052,11 +1213,20 @@ mod tests {
         assert_eq!(s.time_dilation(), 1.0);
         let t = Timeline::build(&s, "f", "incast", 1.0, None).unwrap();
         let b = t.bottleneck.as_ref().unwrap();
-        assert_eq!((b.switch.as_str(), b.port.as_str(), b.peer.as_str(), b.tc, b.peak_depth_bytes), ("rail1", "eth1", "host2:gpu0", 3, 200_000));
+        assert_eq!(
+            (b.switch.as_str(), b.port.as_str(), b.peer.as_str(), b.tc, b.peak_depth_bytes),
+            ("rail1", "eth1", "host2:gpu0", 3, 200_000)
+        );
         assert_eq!(t.thresholds, Some(thresholds()));
-        assert_eq!(t.depth.iter().map(|p| (p.t_us, p.v)).collect::<Vec<_>>(), vec![(1e3, 0.0), (11e3, 120e3), (21e3, 200e3), (31e3, 40e3)]);
+        assert_eq!(
+            t.depth.iter().map(|p| (p.t_us, p.v)).collect::<Vec<_>>(),
+            vec![(1e3, 0.0), (11e3, 120e3), (21e3, 200e3), (31e3, 40e3)]
+        );
         // ECN: Σ over switches of the per-round delta, at the round's time.
-        assert_eq!(t.ecn_marks.iter().map(|p| (p.t_us, p.v)).collect::<Vec<_>>(), vec![(10e3, 0.0), (20e3, 20.0), (30e3, 15.0)]);
+        assert_eq!(
+            t.ecn_marks.iter().map(|p| (p.t_us, p.v)).collect::<Vec<_>>(),
+            vec![(10e3, 0.0), (20e3, 20.0), (30e3, 15.0)]
+        );
         assert!(t.wred_drops.iter().all(|p| p.v == 0.0));
         assert_eq!(t.cnps.len(), 1);
         assert_eq!(t.cnps[0].name, "rank 256 to rank 0 (host2 qp 0x100)");
@@ -1097,13 +1267,27 @@ mod tests {
                 }
             })
             .collect();
-        Samples { interval_ns: 10 * MS, switches: vec!["rail1".into()], hosts: vec!["host2".into(), "host3".into()], rounds, requests: 18, failed: 0, errors: vec![] }
+        Samples {
+            interval_ns: 10 * MS,
+            switches: vec!["rail1".into()],
+            hosts: vec!["host2".into(), "host3".into()],
+            rounds,
+            requests: 18,
+            failed: 0,
+            errors: vec![],
+        }
     }
 
     #[test]
     fn utilisation_counts_wire_bytes_while_every_sender_has_data_left() {
         let port = PortChoice { switch: "rail1".into(), port: "eth1".into() };
-        let util = |frames| Timeline::build(&utilisation_samples(frames), "f", "incast", 1000.0, Some(&port)).unwrap().bottleneck.unwrap().utilisation;
+        let util = |frames| {
+            Timeline::build(&utilisation_samples(frames), "f", "incast", 1000.0, Some(&port))
+                .unwrap()
+                .bottleneck
+                .unwrap()
+                .utilisation
+        };
         // Traffic shows from round 1; host2 is done in round 4, so the window ends at round 3:
         // 20 µs at 1 Gbit/s, two frames of 1000 + 24 wire bytes.
         let u = util([0, 1, 1, 1, 1, 0]).expect("a window");
@@ -1124,8 +1308,15 @@ mod tests {
         let t = Timeline::build(&s, "f", "incast", s.time_dilation(), None).unwrap();
         assert_eq!(t.time_dilation, 1000.0);
         assert_eq!(t.depth[2], Point { t_us: 21.0, v: 200e3 }, "21 ms of wall time is 21 µs emulated; bytes stay");
-        assert_eq!(t.rates[0].points[2], Point { t_us: 22.0, v: 5e8 }, "hostd's rates are emulated already: not scaled again");
-        assert_eq!(t.ecn_marks.iter().map(|p| p.v).collect::<Vec<_>>(), t1.ecn_marks.iter().map(|p| p.v).collect::<Vec<_>>());
+        assert_eq!(
+            t.rates[0].points[2],
+            Point { t_us: 22.0, v: 5e8 },
+            "hostd's rates are emulated already: not scaled again"
+        );
+        assert_eq!(
+            t.ecn_marks.iter().map(|p| p.v).collect::<Vec<_>>(),
+            t1.ecn_marks.iter().map(|p| p.v).collect::<Vec<_>>()
+        );
         assert_eq!(t.cnps[0].points.iter().map(|p| p.v).collect::<Vec<_>>(), vec![2.0, 4.0, 1.0]);
         assert_eq!((t.interval_us, t.end_us), (10.0, 32.0));
         assert_eq!(t.pause_lanes[0].paused_us, 16.0);
@@ -1158,7 +1349,14 @@ mod tests {
         // A short pause between samples: only the paused time grew.
         assert_eq!(pause_intervals(&vec![(0, false, 0, 0), (10, false, 3, 1), (20, false, 3, 1)]), vec![(7, 10)]);
         // Two separate pauses.
-        let two = vec![(0, false, 0, 0), (10, true, 2, 1), (20, false, 4, 2), (30, false, 4, 2), (40, true, 1_000, 3), (50, false, 1_000, 3)];
+        let two = vec![
+            (0, false, 0, 0),
+            (10, true, 2, 1),
+            (20, false, 4, 2),
+            (30, false, 4, 2),
+            (40, true, 1_000, 3),
+            (50, false, 1_000, 3),
+        ];
         assert_eq!(pause_intervals(&two), vec![(8, 12), (30, 40)]);
     }
 
@@ -1172,7 +1370,11 @@ mod tests {
         assert_eq!((b.port.as_str(), b.tc, b.peak_depth_bytes), ("eth0", 0, 1_000));
         let c: PortChoice = "spine1:eth0".parse().unwrap();
         let b = Timeline::build(&s, "f", "incast", 1.0, Some(&c)).unwrap().bottleneck.unwrap();
-        assert_eq!((b.switch.as_str(), b.tc, b.peak_depth_bytes), ("spine1", 3, 0), "an empty port shows its WRED queue");
+        assert_eq!(
+            (b.switch.as_str(), b.tc, b.peak_depth_bytes),
+            ("spine1", 3, 0),
+            "an empty port shows its WRED queue"
+        );
         let c: PortChoice = "rail1:eth9".parse().unwrap();
         let e = Timeline::build(&s, "f", "incast", 1.0, Some(&c)).unwrap_err().to_string();
         assert!(e.contains("rail1:eth9") && e.contains("known: rail1:eth0, rail1:eth1, spine1:eth0"), "{e}");
@@ -1246,7 +1448,14 @@ mod tests {
         let file = TimelineFile { timeline: Timeline::build(&s, "f", "alltoall", 1000.0, None).unwrap(), samples: s };
         let text = serde_json::to_string_pretty(&file).unwrap();
         assert_eq!(serde_json::from_str::<TimelineFile>(&text).unwrap(), file);
-        for key in ["\"ecn_marks\"", "\"pause_lanes\"", "\"rates\"", "\"bottleneck\"", "\"rounds\"", "\"time_dilation\": 1000.0"] {
+        for key in [
+            "\"ecn_marks\"",
+            "\"pause_lanes\"",
+            "\"rates\"",
+            "\"bottleneck\"",
+            "\"rounds\"",
+            "\"time_dilation\": 1000.0",
+        ] {
             assert!(text.contains(key), "{key}");
         }
     }
@@ -1297,7 +1506,14 @@ mod tests {
         let hosts = vec![Source { name: "host1".into(), url: "http://127.0.0.1:1/sample".into() }];
         // A long request timeout: a loaded machine must not turn a slow answer into a miss.
         let switches = vec![Source { name: "rail1".into(), url }];
-        let s = Sampler::start_with(switches, hosts, Duration::from_millis(1), Duration::from_secs(30), Duration::from_secs(10)).unwrap();
+        let s = Sampler::start_with(
+            switches,
+            hosts,
+            Duration::from_millis(1),
+            Duration::from_secs(30),
+            Duration::from_secs(10),
+        )
+        .unwrap();
         for _ in 0..3 {
             served_rx.recv_timeout(Duration::from_secs(10)).unwrap();
         }
@@ -1308,7 +1524,11 @@ mod tests {
         assert!(got.errors.iter().any(|e| e.starts_with("host1: ")), "{:?}", got.errors);
         assert_eq!(got.requests, 2 * got.rounds.len() as u64);
         assert!(got.failed >= got.rounds.len() as u64, "every host request failed");
-        assert_eq!(got.errors.len(), got.errors.iter().collect::<std::collections::BTreeSet<_>>().len(), "errors are distinct");
+        assert_eq!(
+            got.errors.len(),
+            got.errors.iter().collect::<std::collections::BTreeSet<_>>().len(),
+            "errors are distinct"
+        );
         for w in got.rounds.windows(2) {
             assert!(w[0].t_ns <= w[1].t_ns);
         }

@@ -386,7 +386,8 @@ impl LineRate {
 impl fmt::Display for LineRate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        for (div, unit) in [(1_000_000_000_000, "Tbps"), (1_000_000_000, "Gbps"), (1_000_000, "Mbps"), (1_000, "Kbps")] {
+        for (div, unit) in [(1_000_000_000_000, "Tbps"), (1_000_000_000, "Gbps"), (1_000_000, "Mbps"), (1_000, "Kbps")]
+        {
             if b >= div && b.is_multiple_of(div / 1000) {
                 let v = b as f64 / div as f64;
                 return write!(f, "{v}{unit}");
@@ -429,7 +430,8 @@ impl Ipv4Net {
     pub fn parse(s: &str) -> Result<Self, String> {
         let (a, l) = s.split_once('/').ok_or_else(|| format!("{s:?} is not a prefix (expected a.b.c.d/len)"))?;
         let addr: Ipv4Addr = a.parse().map_err(|_| format!("{a:?} is not an IPv4 address"))?;
-        let len: u8 = l.parse().ok().filter(|&l| l <= 32).ok_or_else(|| format!("{l:?} is not a prefix length 0..=32"))?;
+        let len: u8 =
+            l.parse().ok().filter(|&l| l <= 32).ok_or_else(|| format!("{l:?} is not a prefix length 0..=32"))?;
         let net = Ipv4Net { addr, len };
         if net.network() != addr {
             return Err(format!("{s} has host bits set (network is {}/{len})", net.network()));
@@ -765,7 +767,9 @@ impl Topology {
             let line = e.location().map(|l| l.line()).unwrap_or(1);
             let mut msg = e.to_string();
             if let Some(i) = msg.rfind(" at line ") {
-                if msg[i + 9..].split(' ').next().is_some_and(|n| n.parse::<usize>().is_ok()) && msg[i..].contains("column") {
+                if msg[i + 9..].split(' ').next().is_some_and(|n| n.parse::<usize>().is_ok())
+                    && msg[i..].contains("column")
+                {
                     msg.truncate(i);
                 }
             }
@@ -782,7 +786,9 @@ impl Topology {
 }
 
 fn valid_name(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) && s.as_bytes()[0].is_ascii_lowercase()
+    !s.is_empty()
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && s.as_bytes()[0].is_ascii_lowercase()
 }
 
 fn validate(
@@ -791,17 +797,26 @@ fn validate(
     err: &dyn Fn(&str, String) -> TopologyError,
 ) -> Result<Topology, TopologyError> {
     if !valid_name(&raw.fabric) || raw.fabric.len() > 12 {
-        return Err(err("fabric", format!("{:?}: expected 1..=12 lowercase letters/digits, starting with a letter", raw.fabric)));
+        return Err(err(
+            "fabric",
+            format!("{:?}: expected 1..=12 lowercase letters/digits, starting with a letter", raw.fabric),
+        ));
     }
     if raw.hosts.nic == NicModel::Shared {
-        return Err(err("hosts.nic", "shared (one NIC for all GPUs of a host) is not supported yet; use per-gpu".into()));
+        return Err(err(
+            "hosts.nic",
+            "shared (one NIC for all GPUs of a host) is not supported yet; use per-gpu".into(),
+        ));
     }
     let hosts = raw.hosts.count;
     let gpus = raw.hosts.gpus_per_host;
     let sw = &raw.switches;
     let flat = !sw.rail.is_empty() || !sw.spine.is_empty();
     if !sw.pods.is_empty() && flat {
-        return Err(err("switches.pods", "list rail switches and spines either under switches.pods or directly under switches, not both".into()));
+        return Err(err(
+            "switches.pods",
+            "list rail switches and spines either under switches.pods or directly under switches, not both".into(),
+        ));
     }
     if sw.pods.is_empty() && !sw.super_spine.is_empty() {
         return Err(err(
@@ -814,17 +829,29 @@ fn validate(
     let pods: Vec<(HostRange, &[RawRailSwitch], &[RawSpine], String)> = if sw.pods.is_empty() {
         vec![(all_hosts, &sw.rail, &sw.spine, "switches".to_string())]
     } else {
-        sw.pods.iter().enumerate().map(|(i, p)| (p.hosts, &p.rail[..], &p.spine[..], format!("switches.pods[{i}]"))).collect()
+        sw.pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.hosts, &p.rail[..], &p.spine[..], format!("switches.pods[{i}]")))
+            .collect()
     };
     if sw.pods.is_empty() && sw.rail.is_empty() {
         return Err(err("switches", "at least one rail switch is needed".into()));
     }
     for (pi, (hr, rails, spines, prefix)) in pods.iter().enumerate() {
         if hr.last > hosts {
-            return Err(err(&format!("{prefix}.hosts"), format!("host {} does not exist (hosts 1..={hosts})", hr.last)));
+            return Err(err(
+                &format!("{prefix}.hosts"),
+                format!("host {} does not exist (hosts 1..={hosts})", hr.last),
+            ));
         }
-        if let Some((pj, _)) = pods[..pi].iter().enumerate().find(|(_, (o, ..))| o.first <= hr.last && hr.first <= o.last) {
-            return Err(err(&format!("{prefix}.hosts"), format!("hosts {}-{} overlap pod {}'s hosts", hr.first, hr.last, pj + 1)));
+        if let Some((pj, _)) =
+            pods[..pi].iter().enumerate().find(|(_, (o, ..))| o.first <= hr.last && hr.first <= o.last)
+        {
+            return Err(err(
+                &format!("{prefix}.hosts"),
+                format!("hosts {}-{} overlap pod {}'s hosts", hr.first, hr.last, pj + 1),
+            ));
         }
         if rails.is_empty() {
             return Err(err(prefix, format!("pod {} has no rail switch", pi + 1)));
@@ -837,7 +864,10 @@ fn validate(
         return Err(err("switches.pods", format!("host{h} is in no pod")));
     }
     if pods.len() > 1 && sw.super_spine.is_empty() {
-        return Err(err("switches", "several pods need super-spines (switches.super-spine) to reach each other".into()));
+        return Err(err(
+            "switches",
+            "several pods need super-spines (switches.super-spine) to reach each other".into(),
+        ));
     }
 
     // Names. Switches are rail switches (pod by pod), then spines, then super-spines; `fields`
@@ -851,12 +881,22 @@ fn validate(
             check_switch_name(&r.name, &format!("{at}.name"), &mut names, hosts, err)?;
             let hr = r.hosts.unwrap_or(*pod_hosts);
             if hr.last > hosts {
-                return Err(err(&format!("{at}.hosts"), format!("host {} does not exist (hosts 1..={hosts})", hr.last)));
+                return Err(err(
+                    &format!("{at}.hosts"),
+                    format!("host {} does not exist (hosts 1..={hosts})", hr.last),
+                ));
             }
             if !(pod_hosts.contains(hr.first) && pod_hosts.contains(hr.last)) {
                 return Err(err(
                     &format!("{at}.hosts"),
-                    format!("hosts {}-{} are not all in pod {} (hosts {}-{})", hr.first, hr.last, pi + 1, pod_hosts.first, pod_hosts.last),
+                    format!(
+                        "hosts {}-{} are not all in pod {} (hosts {}-{})",
+                        hr.first,
+                        hr.last,
+                        pi + 1,
+                        pod_hosts.first,
+                        pod_hosts.last
+                    ),
                 ));
             }
             if r.rails.is_empty() {
@@ -874,7 +914,13 @@ fn validate(
                     return Err(err(&format!("{at}.rails"), format!("rail {rail} listed twice")));
                 }
             }
-            switches.push(Switch { name: r.name.clone(), role: Role::Rail, rails: r.rails.clone(), hosts: hr, pod: Some(pi) });
+            switches.push(Switch {
+                name: r.name.clone(),
+                role: Role::Rail,
+                rails: r.rails.clone(),
+                hosts: hr,
+                pod: Some(pi),
+            });
             fields.push(at);
         }
     }
@@ -883,14 +929,26 @@ fn validate(
         for (i, s) in spines.iter().enumerate() {
             let at = format!("{prefix}.spine[{i}]");
             check_switch_name(&s.name, &format!("{at}.name"), &mut names, hosts, err)?;
-            switches.push(Switch { name: s.name.clone(), role: Role::Spine, rails: vec![], hosts: *pod_hosts, pod: Some(pi) });
+            switches.push(Switch {
+                name: s.name.clone(),
+                role: Role::Spine,
+                rails: vec![],
+                hosts: *pod_hosts,
+                pod: Some(pi),
+            });
             fields.push(at);
         }
     }
     for (i, s) in sw.super_spine.iter().enumerate() {
         let at = format!("switches.super-spine[{i}]");
         check_switch_name(&s.name, &format!("{at}.name"), &mut names, hosts, err)?;
-        switches.push(Switch { name: s.name.clone(), role: Role::SuperSpine, rails: vec![], hosts: all_hosts, pod: None });
+        switches.push(Switch {
+            name: s.name.clone(),
+            role: Role::SuperSpine,
+            rails: vec![],
+            hosts: all_hosts,
+            pod: None,
+        });
         fields.push(at);
     }
 
@@ -938,7 +996,12 @@ fn validate(
             let sw = (0..nrail)
                 .find(|&i| switches[i].rails.contains(&(g + 1)) && switches[i].hosts.contains(h))
                 .expect("coverage checked above");
-            links.push(Link { a: Endpoint::Gpu { host: h, gpu: g }, b: Endpoint::Switch(sw), class: LinkClass::HostRail, line_rate: rate_hr });
+            links.push(Link {
+                a: Endpoint::Gpu { host: h, gpu: g },
+                b: Endpoint::Switch(sw),
+                class: LinkClass::HostRail,
+                line_rate: rate_hr,
+            });
         }
     }
     let sws = &switches;
@@ -948,26 +1011,39 @@ fn validate(
         RailSpineCabling::Keyword(CablingKeyword::FullMesh) => {
             for r in of_role(Role::Rail) {
                 for s in of_role(Role::Spine).filter(|&s| switches[s].pod == switches[r].pod) {
-                    links.push(Link { a: Endpoint::Switch(r), b: Endpoint::Switch(s), class: LinkClass::RailSpine, line_rate: rate_rs });
+                    links.push(Link {
+                        a: Endpoint::Switch(r),
+                        b: Endpoint::Switch(s),
+                        class: LinkClass::RailSpine,
+                        line_rate: rate_rs,
+                    });
                 }
             }
         }
         RailSpineCabling::List(list) => {
             for (i, l) in list.iter().enumerate() {
-                let r = find(&l.rail, Role::Rail)
-                    .ok_or_else(|| err(&format!("links.rail_spine[{i}].rail"), format!("unknown rail switch {:?}", l.rail)))?;
-                let s = find(&l.spine, Role::Spine)
-                    .ok_or_else(|| err(&format!("links.rail_spine[{i}].spine"), format!("unknown spine {:?}", l.spine)))?;
+                let r = find(&l.rail, Role::Rail).ok_or_else(|| {
+                    err(&format!("links.rail_spine[{i}].rail"), format!("unknown rail switch {:?}", l.rail))
+                })?;
+                let s = find(&l.spine, Role::Spine).ok_or_else(|| {
+                    err(&format!("links.rail_spine[{i}].spine"), format!("unknown spine {:?}", l.spine))
+                })?;
                 if switches[r].pod != switches[s].pod {
                     return Err(err(
                         &format!("links.rail_spine[{i}]"),
-                        format!("{} and {} are in different pods (rail switches connect to their own pod's spines)", l.rail, l.spine),
+                        format!(
+                            "{} and {} are in different pods (rail switches connect to their own pod's spines)",
+                            l.rail, l.spine
+                        ),
                     ));
                 }
                 let a = Endpoint::Switch(r);
                 let b = Endpoint::Switch(s);
                 if links.iter().any(|x| x.a == a && x.b == b) {
-                    return Err(err(&format!("links.rail_spine[{i}]"), format!("duplicate link {} - {}", l.rail, l.spine)));
+                    return Err(err(
+                        &format!("links.rail_spine[{i}]"),
+                        format!("duplicate link {} - {}", l.rail, l.spine),
+                    ));
                 }
                 links.push(Link { a, b, class: LinkClass::RailSpine, line_rate: l.line_rate.unwrap_or(rate_rs) });
             }
@@ -993,10 +1069,14 @@ fn validate(
         }
         SuperSpineCabling::List(list) => {
             for (i, l) in list.iter().enumerate() {
-                let s = find(&l.spine, Role::Spine)
-                    .ok_or_else(|| err(&format!("links.spine_super_spine[{i}].spine"), format!("unknown spine {:?}", l.spine)))?;
+                let s = find(&l.spine, Role::Spine).ok_or_else(|| {
+                    err(&format!("links.spine_super_spine[{i}].spine"), format!("unknown spine {:?}", l.spine))
+                })?;
                 let x = find(&l.super_spine, Role::SuperSpine).ok_or_else(|| {
-                    err(&format!("links.spine_super_spine[{i}].super-spine"), format!("unknown super-spine {:?}", l.super_spine))
+                    err(
+                        &format!("links.spine_super_spine[{i}].super-spine"),
+                        format!("unknown super-spine {:?}", l.super_spine),
+                    )
                 })?;
                 let (a, b) = (Endpoint::Switch(s), Endpoint::Switch(x));
                 if links.iter().any(|y| y.a == a && y.b == b) {
@@ -1030,14 +1110,18 @@ fn validate(
                         None => None,
                         Some(g) => Some(
                             (0..gpus)
-                                .find(|&x| host_nic.replace("{gpu}", &x.to_string()).replace("{rail}", &(x + 1).to_string()) == g)
+                                .find(|&x| {
+                                    host_nic.replace("{gpu}", &x.to_string()).replace("{rail}", &(x + 1).to_string())
+                                        == g
+                                })
                                 .ok_or_else(|| err(&field, format!("host{h} has no NIC {g:?}")))?,
                         ),
                     };
                     return Ok(EndSel::Host { host: h, gpu: g });
                 }
             }
-            let sw = switches.iter().position(|x| x.name == s).ok_or_else(|| err(&field, format!("unknown node {s:?}")))?;
+            let sw =
+                switches.iter().position(|x| x.name == s).ok_or_else(|| err(&field, format!("unknown node {s:?}")))?;
             Ok(EndSel::Switch(sw))
         };
         let ea = parse_end(&o.between[0])?;
@@ -1065,7 +1149,10 @@ fn validate(
         let n = links.iter().filter(|l| l.a == Endpoint::Switch(si) || l.b == Endpoint::Switch(si)).count();
         let max = dataplane_common::limits::MAX_PORTS as usize;
         if n > max {
-            return Err(err(&format!("{}.name", fields[si]), format!("switch {} would have {n} ports (at most {max})", s.name)));
+            return Err(err(
+                &format!("{}.name", fields[si]),
+                format!("switch {} would have {n} ports (at most {max})", s.name),
+            ));
         }
         port_counts.push((s.name.clone(), n));
         let longest = switch_port.replace("{port}", &n.max(1).to_string());
@@ -1091,14 +1178,19 @@ fn validate(
             return Err(err("addressing.rails", format!("rail {r} does not exist (rails 1..={gpus})")));
         }
         if net.len > 24 {
-            return Err(err("addressing.rails", format!("rail {r}: {net} is smaller than a /24 (GPU .host, gateway .254)")));
+            return Err(err(
+                "addressing.rails",
+                format!("rail {r}: {net} is smaller than a /24 (GPU .host, gateway .254)"),
+            ));
         }
     }
     for r in 1..=gpus {
-        let net = raw.addressing.rails.get(&r).copied().unwrap_or(Ipv4Net {
-            addr: Ipv4Addr::from(u32::from(base).wrapping_add(r << 8)),
-            len: 24,
-        });
+        let net = raw
+            .addressing
+            .rails
+            .get(&r)
+            .copied()
+            .unwrap_or(Ipv4Net { addr: Ipv4Addr::from(u32::from(base).wrapping_add(r << 8)), len: 24 });
         rail_subnets.insert(r, net);
     }
     let p2p = raw.addressing.p2p.unwrap_or(Ipv4Net { addr: Ipv4Addr::new(10, 255, 0, 0), len: 16 });
@@ -1248,7 +1340,10 @@ pub fn line_of(src: &str, path: &str) -> usize {
                         return true;
                     }
                     // A key inside a one-line flow mapping.
-                    l.contains('{') && [format!("{{ {pat}"), format!("{{{pat}"), format!(", {pat}")].iter().any(|p| l.contains(p.as_str()))
+                    l.contains('{')
+                        && [format!("{{ {pat}"), format!("{{{pat}"), format!(", {pat}")]
+                            .iter()
+                            .any(|p| l.contains(p.as_str()))
                 });
                 let Some(i) = found else { break };
                 best = i;
@@ -1262,7 +1357,8 @@ pub fn line_of(src: &str, path: &str) -> usize {
                     break; // a flow sequence: stay on the key's line
                 };
                 let col = indent(lines[first]);
-                let nth = (first..end).filter(|&i| content(lines[i]) && indent(lines[i]) == col && is_item(lines[i])).nth(n);
+                let nth =
+                    (first..end).filter(|&i| content(lines[i]) && indent(lines[i]) == col && is_item(lines[i])).nth(n);
                 let Some(i) = nth else { break };
                 best = i;
                 start = i;

@@ -67,7 +67,10 @@ fn pfc_frames_match_tshark_and_show() {
     let d = temp_dir("pfc");
     let f = d.path().join("pfc.pcap");
     frame("pfc", &["--priorities", "3", "--quanta", "0xffff", "--src-mac", "02:00:00:00:00:01"], &f);
-    let t = tshark(&f, &["eth.src", "eth.dst", "macc.opcode", "macc.cbfc.enbv", "macc.cbfc.pause_time.c3", "macc.cbfc.pause_time.c4"]);
+    let t = tshark(
+        &f,
+        &["eth.src", "eth.dst", "macc.opcode", "macc.cbfc.enbv", "macc.cbfc.pause_time.c3", "macc.cbfc.pause_time.c4"],
+    );
     assert_eq!(t, vec![vec!["02:00:00:00:00:01", "01:80:c2:00:00:01", "0x0101", "0x0008", "65535", "0"]]);
     let j = &show_json(&f, &["--speed", "400G"])[0];
     assert_eq!(j["kind"], "pfc");
@@ -96,7 +99,10 @@ fn pause_frame_matches_tshark_and_show() {
     let t = tshark(&f, &["macc.opcode", "macc.pause_time"]);
     assert_eq!(t, vec![vec!["0x0001", "100"]]);
     let j = &show_json(&f, &["--speed", "1G"])[0];
-    assert_eq!((j["kind"].as_str(), j["quanta"].as_u64(), j["pause_ns"].as_u64()), (Some("pause"), Some(100), Some(51_200)));
+    assert_eq!(
+        (j["kind"].as_str(), j["quanta"].as_u64(), j["pause_ns"].as_u64()),
+        (Some("pause"), Some(100), Some(51_200))
+    );
 }
 
 #[test]
@@ -105,15 +111,35 @@ fn lldp_dcbx_frame_matches_tshark_and_show() {
     let f = d.path().join("l.pcap");
     frame(
         "lldp",
-        &["--chassis-mac", "02:00:00:00:00:01", "--port-id", "eth1", "--pfc-enable", "3", "--app", "udp:4791=3",
-          "--app", "dscp:24=3", "--ets-bw", "0:50,3:50"],
+        &[
+            "--chassis-mac",
+            "02:00:00:00:00:01",
+            "--port-id",
+            "eth1",
+            "--pfc-enable",
+            "3",
+            "--app",
+            "udp:4791=3",
+            "--app",
+            "dscp:24=3",
+            "--ets-bw",
+            "0:50,3:50",
+        ],
         &f,
     );
     let fields = [
-        "lldp.chassis.id.mac", "lldp.port.id", "lldp.time_to_live", "lldp.dcbx.feature.pfc.prio3",
-        "lldp.dcbx.feature.pfc.prio4", "lldp.dcbx.ieee.pfc.numtcs", "lldp.dcbx.feature.pg.per0",
-        "lldp.dcbx.feature.pg.per3", "lldp.dcbx.ieee.ets.tsa3", "lldp.dcbx.ieee.app.prio",
-        "lldp.dcbx.iee.app.sf", "lldp.dcbx.feature.app.proto",
+        "lldp.chassis.id.mac",
+        "lldp.port.id",
+        "lldp.time_to_live",
+        "lldp.dcbx.feature.pfc.prio3",
+        "lldp.dcbx.feature.pfc.prio4",
+        "lldp.dcbx.ieee.pfc.numtcs",
+        "lldp.dcbx.feature.pg.per0",
+        "lldp.dcbx.feature.pg.per3",
+        "lldp.dcbx.ieee.ets.tsa3",
+        "lldp.dcbx.ieee.app.prio",
+        "lldp.dcbx.iee.app.sf",
+        "lldp.dcbx.feature.app.proto",
     ];
     let t = &tshark(&f, &fields)[0];
     assert_eq!(
@@ -134,9 +160,19 @@ fn lldp_dcbx_frame_matches_tshark_and_show() {
 }
 
 const ROCE_FIELDS: &[&str] = &[
-    "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.bth.a",
-    "infiniband.reth.va", "infiniband.reth.r_key", "infiniband.reth.dmalen", "infiniband.aeth.syndrome",
-    "infiniband.aeth.msn", "ip.dsfield.dscp", "ip.dsfield.ecn", "ipv6.tclass.dscp", "udp.dstport",
+    "infiniband.bth.opcode",
+    "infiniband.bth.destqp",
+    "infiniband.bth.psn",
+    "infiniband.bth.a",
+    "infiniband.reth.va",
+    "infiniband.reth.r_key",
+    "infiniband.reth.dmalen",
+    "infiniband.aeth.syndrome",
+    "infiniband.aeth.msn",
+    "ip.dsfield.dscp",
+    "ip.dsfield.ecn",
+    "ipv6.tclass.dscp",
+    "udp.dstport",
     "infiniband.invariant.crc",
 ];
 
@@ -186,8 +222,30 @@ fn roce_frames_match_tshark_and_show() {
     let cases: Vec<(&str, Vec<&str>, Check)> = vec![
         (
             "roce",
-            vec!["--opcode", "write-only", "--qp", "0x12", "--psn", "100", "--dscp", "24", "--ecn", "ect0", "--len", "256",
-                 "--src-ip", "10.0.0.1", "--dst-ip", "10.0.0.2", "--count", "3", "--va", "0xdead0000", "--rkey", "0x77"],
+            vec![
+                "--opcode",
+                "write-only",
+                "--qp",
+                "0x12",
+                "--psn",
+                "100",
+                "--dscp",
+                "24",
+                "--ecn",
+                "ect0",
+                "--len",
+                "256",
+                "--src-ip",
+                "10.0.0.1",
+                "--dst-ip",
+                "10.0.0.2",
+                "--count",
+                "3",
+                "--va",
+                "0xdead0000",
+                "--rkey",
+                "0x77",
+            ],
             Box::new(|j: &Value| {
                 assert_eq!(j["bth"]["opcode_name"], "write-only");
                 assert_eq!(j["reth"]["dma_len"], 256);
@@ -198,29 +256,66 @@ fn roce_frames_match_tshark_and_show() {
         ),
         (
             "roce",
-            vec!["--opcode", "write-first", "--qp", "0xabcdef", "--psn", "0xfffffe", "--len", "1000", "--dma-len", "4000",
-                 "--src-ip", "fd00::1", "--dst-ip", "fd00::2", "--dscp", "26", "--ack-req"],
+            vec![
+                "--opcode",
+                "write-first",
+                "--qp",
+                "0xabcdef",
+                "--psn",
+                "0xfffffe",
+                "--len",
+                "1000",
+                "--dma-len",
+                "4000",
+                "--src-ip",
+                "fd00::1",
+                "--dst-ip",
+                "fd00::2",
+                "--dscp",
+                "26",
+                "--ack-req",
+            ],
             Box::new(|j: &Value| {
                 assert_eq!(j["ip"]["version"], 6);
                 assert_eq!(j["reth"]["dma_len"], 4000);
                 assert_eq!(j["bth"]["ack_req"], true);
             }),
         ),
-        ("roce", vec!["--opcode", "write-middle", "--psn", "5", "--len", "1024"], Box::new(|j: &Value| assert!(j["reth"].is_null()))),
-        ("roce", vec!["--opcode", "write-last", "--psn", "6", "--len", "13", "--ecn", "ce"], Box::new(|j: &Value| {
-            assert_eq!(j["bth"]["pad_count"], 3);
-            assert_eq!(j["ip"]["ecn"], 3);
-        })),
-        ("roce", vec!["--opcode", "send-only", "--len", "10", "--se"], Box::new(|j: &Value| assert_eq!(j["bth"]["se"], true))),
-        ("roce", vec!["--opcode", "ack", "--syndrome", "nak-psn", "--msn", "0x123"], Box::new(|j: &Value| {
-            assert_eq!(j["aeth"]["syndrome"], 0x60);
-            assert_eq!(j["payload_len"], 0);
-        })),
-        ("cnp", vec!["--qp", "0x4242"], Box::new(|j: &Value| {
-            assert_eq!(j["bth"]["opcode"], 0x81);
-            assert_eq!(j["bth"]["becn"], true);
-            assert_eq!(j["ip"]["dscp"], 48);
-        })),
+        (
+            "roce",
+            vec!["--opcode", "write-middle", "--psn", "5", "--len", "1024"],
+            Box::new(|j: &Value| assert!(j["reth"].is_null())),
+        ),
+        (
+            "roce",
+            vec!["--opcode", "write-last", "--psn", "6", "--len", "13", "--ecn", "ce"],
+            Box::new(|j: &Value| {
+                assert_eq!(j["bth"]["pad_count"], 3);
+                assert_eq!(j["ip"]["ecn"], 3);
+            }),
+        ),
+        (
+            "roce",
+            vec!["--opcode", "send-only", "--len", "10", "--se"],
+            Box::new(|j: &Value| assert_eq!(j["bth"]["se"], true)),
+        ),
+        (
+            "roce",
+            vec!["--opcode", "ack", "--syndrome", "nak-psn", "--msn", "0x123"],
+            Box::new(|j: &Value| {
+                assert_eq!(j["aeth"]["syndrome"], 0x60);
+                assert_eq!(j["payload_len"], 0);
+            }),
+        ),
+        (
+            "cnp",
+            vec!["--qp", "0x4242"],
+            Box::new(|j: &Value| {
+                assert_eq!(j["bth"]["opcode"], 0x81);
+                assert_eq!(j["bth"]["becn"], true);
+                assert_eq!(j["ip"]["dscp"], 48);
+            }),
+        ),
     ];
     for (i, (kind, args, extra)) in cases.iter().enumerate() {
         let f = d.path().join(format!("r{i}.pcap"));
@@ -250,7 +345,11 @@ fn bad_icrc_reported_with_expected_and_found() {
     let t = &tshark(&f, ROCE_FIELDS)[0];
     assert_eq!(num(&t[13]) as u32, j["icrc"]["found"].as_u64().unwrap() as u32, "ICRC in Wireshark's byte order");
     let text = rocefab_ok(&["pcap", "show", f.to_str().unwrap()]);
-    assert!(text.contains("ICRC bad (expected 0x") && text.contains(&format!("found {:#010x})", num(&t[13]))), "{} in {text}", t[13]);
+    assert!(
+        text.contains("ICRC bad (expected 0x") && text.contains(&format!("found {:#010x})", num(&t[13]))),
+        "{} in {text}",
+        t[13]
+    );
 }
 
 #[test]
@@ -289,11 +388,7 @@ fn malformed_frame_in_the_middle_is_reported_and_decoding_continues() {
     assert_eq!(lines.len(), 6, "{text}");
     assert!(lines[0].contains("RoCEv2") && lines[0].contains("ICRC good"), "{}", lines[0]);
     assert!(lines[1].starts_with("#2 ") && lines[1].contains("error") && lines[1].contains("40 bytes"), "{}", lines[1]);
-    assert!(
-        lines[2].contains("error: RETH: RETH truncated: need 16 bytes, have 8"),
-        "{}",
-        lines[2]
-    );
+    assert!(lines[2].contains("error: RETH: RETH truncated: need 16 bytes, have 8"), "{}", lines[2]);
     assert!(lines[3].contains("error: MAC control") && lines[3].contains("18 bytes"), "{}", lines[3]);
     assert!(lines[4].contains("unknown ethertype 0x88b5"), "{}", lines[4]);
     assert!(lines[5].contains("PFC") && lines[5].contains("p3=65535"), "{}", lines[5]);
@@ -325,8 +420,25 @@ fn bad_options_name_the_option() {
         (&["frame", "pfc", "--quanta", "3=0x10000", "-w", o], "--quanta"),
         (&["frame", "pfc", "--src-mac", "02:00:00:00:00", "--priorities", "3", "-w", o], "--src-mac"),
         (&["frame", "pfc", "-w", o, "--quanta", "0xffff"], "--priorities"),
-        (&["frame", "lldp", "--chassis-mac", "02:00:00:00:00:01", "--port-id", "e", "--ets-bw", "0:50,3:40", "-w", o], "--ets-bw"),
-        (&["frame", "lldp", "--chassis-mac", "02:00:00:00:00:01", "--port-id", "e", "--app", "sctp:1=3", "-w", o], "--app"),
+        (
+            &[
+                "frame",
+                "lldp",
+                "--chassis-mac",
+                "02:00:00:00:00:01",
+                "--port-id",
+                "e",
+                "--ets-bw",
+                "0:50,3:40",
+                "-w",
+                o,
+            ],
+            "--ets-bw",
+        ),
+        (
+            &["frame", "lldp", "--chassis-mac", "02:00:00:00:00:01", "--port-id", "e", "--app", "sctp:1=3", "-w", o],
+            "--app",
+        ),
         (&["pcap", "show", "--speed", "fast", o], "--speed"),
     ];
     for (args, opt) in cases {
@@ -395,7 +507,11 @@ fn snaplen_truncated_roce_matches_tshark_and_show() {
     let d = temp_dir("snap");
     let full = d.path().join("full.pcap");
     let cut = d.path().join("cut.pcap");
-    frame("roce", &["--opcode", "write-first", "--qp", "0xabcde", "--psn", "0x1234", "--len", "300", "--va", "0xdead0000"], &full);
+    frame(
+        "roce",
+        &["--opcode", "write-first", "--qp", "0xabcde", "--psn", "0x1234", "--len", "300", "--va", "0xdead0000"],
+        &full,
+    );
     let o = Command::new("editcap")
         .arg("-s")
         .arg("100")
@@ -409,7 +525,10 @@ fn snaplen_truncated_roce_matches_tshark_and_show() {
     assert_eq!(whole["icrc"]["status"], "good");
     let orig_len = whole["len"].as_u64().unwrap();
 
-    let t = tshark(&cut, &["frame.cap_len", "frame.len", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn"]);
+    let t = tshark(
+        &cut,
+        &["frame.cap_len", "frame.len", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn"],
+    );
     assert_eq!(t.len(), 1);
     assert_eq!((num(&t[0][0]), num(&t[0][1])), (100, orig_len), "editcap did not cut the frame");
     let j = &show_json(&cut, &[])[0];
@@ -438,9 +557,18 @@ fn snaplen_truncated_roce_matches_tshark_and_show() {
 /// tshark fields of every extension header (Wireshark 4.0 names; its AtomicETH reports the VA
 /// and R_Key under the RETH names).
 const EXT_FIELDS: &[&str] = &[
-    "infiniband.bth.opcode", "infiniband.deth.q_key", "infiniband.deth.srcqp", "infiniband.reth.va",
-    "infiniband.reth.r_key", "infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt", "infiniband.aeth.syndrome",
-    "infiniband.aeth.msn", "infiniband.atomicacketh.origremdt", "infiniband.immdt", "infiniband.ieth",
+    "infiniband.bth.opcode",
+    "infiniband.deth.q_key",
+    "infiniband.deth.srcqp",
+    "infiniband.reth.va",
+    "infiniband.reth.r_key",
+    "infiniband.atomiceth.swapdt",
+    "infiniband.atomiceth.cmpdt",
+    "infiniband.aeth.syndrome",
+    "infiniband.aeth.msn",
+    "infiniband.atomicacketh.origremdt",
+    "infiniband.immdt",
+    "infiniband.ieth",
     "infiniband.invariant.crc",
 ];
 
@@ -470,8 +598,23 @@ fn new_opcodes_and_headers_match_tshark_and_show() {
             &["| DETH qkey 0x80000001 srcqp 0xabcdef | imm 0x99 |"],
         ),
         (
-            &["--opcode", "compare-swap", "--va", "0x7f0000001000", "--rkey", "0x42", "--swap", "0xfeedface", "--compare", "7"],
-            &["compare-swap (0x13)", "| AtomicETH va 0x7f0000001000 rkey 0x42 swap/add 0xfeedface cmp 0x7 |", "| payload 0 |"],
+            &[
+                "--opcode",
+                "compare-swap",
+                "--va",
+                "0x7f0000001000",
+                "--rkey",
+                "0x42",
+                "--swap",
+                "0xfeedface",
+                "--compare",
+                "7",
+            ],
+            &[
+                "compare-swap (0x13)",
+                "| AtomicETH va 0x7f0000001000 rkey 0x42 swap/add 0xfeedface cmp 0x7 |",
+                "| payload 0 |",
+            ],
         ),
         (&["--opcode", "fetch-add", "--add", "3"], &["| AtomicETH va 0x10000 rkey 0x1234 swap/add 0x3 cmp 0x0 |"]),
         (
@@ -480,12 +623,21 @@ fn new_opcodes_and_headers_match_tshark_and_show() {
         ),
         (&["--opcode", "read-response-first", "--msn", "3"], &["| AETH ack credits=31 (0x1f) msn 3 | payload 256 |"]),
         (&["--opcode", "read-response-middle"], &["read-response-middle (0x0e)"]),
-        (&["--opcode", "read-response-last", "--syndrome", "0x05", "--len", "7"], &["| AETH ack credits=5 (0x05) msn 0 | payload 7 |"]),
+        (
+            &["--opcode", "read-response-last", "--syndrome", "0x05", "--len", "7"],
+            &["| AETH ack credits=5 (0x05) msn 0 | payload 7 |"],
+        ),
         (&["--opcode", "read-response-only", "--len", "1"], &["| AETH ack credits=31 (0x1f) msn 0 | payload 1 |"]),
-        (&["--opcode", "send-only-inv", "--invalidate-rkey", "0x55667788", "--len", "9"], &["| IETH rkey 0x55667788 | payload 9 |"]),
+        (
+            &["--opcode", "send-only-inv", "--invalidate-rkey", "0x55667788", "--len", "9"],
+            &["| IETH rkey 0x55667788 | payload 9 |"],
+        ),
         (&["--opcode", "send-last-inv", "--rkey", "0x77"], &["send-last-inv (0x16)", "| IETH rkey 0x77 |"]),
         (&["--opcode", "uc-send-only", "--len", "3"], &["uc-send-only (0x24)"]),
-        (&["--opcode", "uc-write-only-imm", "--imm", "0x1234", "--len", "8"], &["uc-write-only-imm (0x2b)", "| RETH va 0x10000 rkey 0x1234 len 8 | imm 0x1234 |"]),
+        (
+            &["--opcode", "uc-write-only-imm", "--imm", "0x1234", "--len", "8"],
+            &["uc-write-only-imm (0x2b)", "| RETH va 0x10000 rkey 0x1234 len 8 | imm 0x1234 |"],
+        ),
         (&["--opcode", "0x2a", "--src-ip", "fd00::1", "--dst-ip", "fd00::2"], &["uc-write-only (0x2a)"]),
     ];
     for (i, (args, texts)) in cases.iter().enumerate() {
@@ -546,7 +698,8 @@ fn roce_v1_frame_is_shown() {
     let n = f.len();
     f[n - 4..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
     let file = d.path().join("v1.pcap");
-    rocefab_wire::pcap::write_all(&file, rocefab_wire::pcap::Format::Pcap, vec![(Duration::ZERO, f.as_slice())]).unwrap();
+    rocefab_wire::pcap::write_all(&file, rocefab_wire::pcap::Format::Pcap, vec![(Duration::ZERO, f.as_slice())])
+        .unwrap();
 
     let text = rocefab_ok(&["pcap", "show", file.to_str().unwrap()]);
     assert!(text.contains("RoCEv1 02:00:00:00:00:01 > 02:00:00:00:00:02 fe80::1 > fe80::2 tclass 0x60"), "{text}");
@@ -557,9 +710,20 @@ fn roce_v1_frame_is_shown() {
     assert_eq!(j["icrc"]["status"], "not_checked");
     let t = &tshark(
         &file,
-        &["eth.type", "infiniband.grh.tclass", "infiniband.grh.paylen", "infiniband.grh.hoplmt", "infiniband.grh.sgid",
-          "infiniband.grh.dgid", "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
-          "infiniband.deth.q_key", "infiniband.deth.srcqp", "infiniband.invariant.crc"],
+        &[
+            "eth.type",
+            "infiniband.grh.tclass",
+            "infiniband.grh.paylen",
+            "infiniband.grh.hoplmt",
+            "infiniband.grh.sgid",
+            "infiniband.grh.dgid",
+            "infiniband.bth.opcode",
+            "infiniband.bth.destqp",
+            "infiniband.bth.psn",
+            "infiniband.deth.q_key",
+            "infiniband.deth.srcqp",
+            "infiniband.invariant.crc",
+        ],
     )[0];
     assert_eq!(num(&t[0]), 0x8915);
     assert_eq!(num(&t[1]), j["grh"]["traffic_class"].as_u64().unwrap());
@@ -577,7 +741,10 @@ fn roce_v1_frame_is_shown() {
 
 /// Runs `tool args`, which must succeed (editcap, gzip: the formats users bring).
 fn tool(tool: &str, args: &[&str]) {
-    let o = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("cannot run {tool} (needed for this test): {e}"));
+    let o = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {tool} (needed for this test): {e}"));
     assert!(o.status.success(), "{tool} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -588,7 +755,24 @@ fn tool(tool: &str, args: &[&str]) {
 fn sniffer_captures_are_named_and_gzipped_captures_are_read() {
     let d = temp_dir("formats");
     let ng = d.path().join("r.pcapng");
-    frame("roce", &["--opcode", "write-only", "--len", "64", "--dscp", "24", "--count", "3", "--src-ip", "192.168.7.1", "--dst-ip", "192.168.7.2"], &ng);
+    frame(
+        "roce",
+        &[
+            "--opcode",
+            "write-only",
+            "--len",
+            "64",
+            "--dscp",
+            "24",
+            "--count",
+            "3",
+            "--src-ip",
+            "192.168.7.1",
+            "--dst-ip",
+            "192.168.7.2",
+        ],
+        &ng,
+    );
     let cap = d.path().join("r.cap");
     tool("editcap", &["-F", "ngsniffer", ng.to_str().unwrap(), cap.to_str().unwrap()]);
     let c = cap.to_str().unwrap();
@@ -598,7 +782,10 @@ fn sniffer_captures_are_named_and_gzipped_captures_are_read() {
         let o = rocefab(&args);
         assert!(!o.status.success(), "{args:?} must fail");
         let e = String::from_utf8_lossy(&o.stderr);
-        assert!(e.contains("a Sniffer capture") && e.contains("\"TRSNIFF data\"") && e.contains("magic 54 52 53 4e"), "{args:?}: {e}");
+        assert!(
+            e.contains("a Sniffer capture") && e.contains("\"TRSNIFF data\"") && e.contains("magic 54 52 53 4e"),
+            "{args:?}: {e}"
+        );
         assert!(e.contains("editcap -F pcapng IN OUT.pcapng"), "{args:?}: {e}");
         assert_eq!(e.matches(c).count(), 1, "{args:?}: the path once: {e}");
     }

@@ -14,7 +14,8 @@ fn workspace() -> PathBuf {
 
 /// Runs rocefab with its stdout's reader already gone; returns (exit code, stderr).
 fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn rocefab");
+    let mut child =
+        Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn rocefab");
     drop(child.stdout.take());
     let mut err = String::new();
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
@@ -33,7 +34,8 @@ fn pcap_show_and_frame_into_a_closed_pipe_end_quietly() {
     let dir = std::env::temp_dir().join(format!("rf-cli-pipe-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("pfc.pcap");
-    let o = Command::new(BIN).args(["frame", "pfc", "--priorities", "3", "-w", pcap.to_str().unwrap()]).output().unwrap();
+    let o =
+        Command::new(BIN).args(["frame", "pfc", "--priorities", "3", "-w", pcap.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "rocefab frame: {}", String::from_utf8_lossy(&o.stderr));
     let (code, err) = with_closed_stdout(&["pcap", "show", pcap.to_str().unwrap()]);
     assert_eq!((code, err.as_str()), (Some(0), ""), "rocefab pcap show into a closed pipe");
@@ -62,7 +64,11 @@ fn an_error_still_fails_loudly() {
 #[test]
 fn frame_to_stdout_is_a_pcap_tshark_reads() {
     // `-w -` is standard output (not a file named "-"), readable by `tshark -r -`.
-    let mut gen = Command::new(BIN).args(["frame", "pfc", "--priorities", "3", "--count", "2", "-w", "-"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut gen = Command::new(BIN)
+        .args(["frame", "pfc", "--priorities", "3", "--count", "2", "-w", "-"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let shark = Command::new("tshark")
         .args(["-r", "-", "-T", "fields", "-e", "macc.opcode", "-e", "macc.cbfc.enbv"])
         .stdin(gen.stdout.take().unwrap())
@@ -70,6 +76,11 @@ fn frame_to_stdout_is_a_pcap_tshark_reads() {
         .expect("tshark (installed by cargo xtask setup)");
     assert!(gen.wait().unwrap().success());
     let out = String::from_utf8_lossy(&shark.stdout);
-    assert_eq!(out.lines().collect::<Vec<_>>(), ["0x0101\t0x0008", "0x0101\t0x0008"], "{}", String::from_utf8_lossy(&shark.stderr));
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["0x0101\t0x0008", "0x0101\t0x0008"],
+        "{}",
+        String::from_utf8_lossy(&shark.stderr)
+    );
     assert!(!Path::new("-").exists(), "no file named '-' was written");
 }

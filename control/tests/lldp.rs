@@ -41,7 +41,10 @@ fn err(src: &str) -> String {
 fn lldp_defaults() {
     let t = Topology::parse(GOOD, Path::new("t.yaml")).unwrap();
     assert_eq!(t.lldp.config, LldpConfig::default());
-    assert_eq!(t.lldp.config, LldpConfig { enabled: true, tx_interval_ms: 30_000, ttl_s: 120, fast_interval_ms: 1_000, fast_count: 4 });
+    assert_eq!(
+        t.lldp.config,
+        LldpConfig { enabled: true, tx_interval_ms: 30_000, ttl_s: 120, fast_interval_ms: 1_000, fast_count: 4 }
+    );
     assert!(t.lldp.nic.willing);
     assert_eq!(t.lldp.nic.pfc_enable, 1 << 3);
     assert_eq!(t.lldp.nic.classes(), NicClasses::default());
@@ -53,10 +56,19 @@ fn lldp_every_key() {
         "{GOOD}lldp:\n  enabled: true\n  tx_interval: 5s\n  ttl: 20s\n  fast_interval: 250ms\n  fast_count: 3\n  nic:\n    willing: false\n    pfc: [4, 5]\n    roce_dscp: 26\n    roce_priority: 4\n    cnp_dscp: 46\n    cnp_priority: 6\n"
     );
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
-    assert_eq!(t.lldp.config, LldpConfig { enabled: true, tx_interval_ms: 5_000, ttl_s: 20, fast_interval_ms: 250, fast_count: 3 });
+    assert_eq!(
+        t.lldp.config,
+        LldpConfig { enabled: true, tx_interval_ms: 5_000, ttl_s: 20, fast_interval_ms: 250, fast_count: 3 }
+    );
     let n = t.lldp.nic;
-    assert_eq!((n.willing, n.pfc_enable, n.roce_dscp, n.roce_priority, n.cnp_dscp, n.cnp_priority), (false, 0b11_0000, 26, 4, 46, 6));
-    assert_eq!(n.classes(), NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 46, cnp_priority: 6, pfc_enable: 0b11_0000 });
+    assert_eq!(
+        (n.willing, n.pfc_enable, n.roce_dscp, n.roce_priority, n.cnp_dscp, n.cnp_priority),
+        (false, 0b11_0000, 26, 4, 46, 6)
+    );
+    assert_eq!(
+        n.classes(),
+        NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 46, cnp_priority: 6, pfc_enable: 0b11_0000 }
+    );
     assert_eq!(n.dcb(), Dcb::nic(false, 0b11_0000, 26, 4, 46, 6));
 }
 
@@ -80,7 +92,10 @@ fn lldp_errors_name_file_line_field() {
     let e = err(&with("  nic:\n    pfc: [3, 9]\n"));
     assert!(e.starts_with("topologies/bad.yaml:16: lldp.nic.pfc: priority 9 does not exist"), "{e}");
     let e = err(&with("  nic:\n    roce_priority: 5\n"));
-    assert!(e.starts_with("topologies/bad.yaml:16: lldp.nic.roce_priority: RoCEv2 priority 5 is not PFC-enabled (pfc {3})"), "{e}");
+    assert!(
+        e.starts_with("topologies/bad.yaml:16: lldp.nic.roce_priority: RoCEv2 priority 5 is not PFC-enabled (pfc {3})"),
+        "{e}"
+    );
     let e = err(&with("  nic:\n    cnp_dscp: 24\n"));
     assert!(e.starts_with("topologies/bad.yaml:16: lldp.nic.cnp_dscp: RoCEv2 and CNPs both use DSCP 24"), "{e}");
     let e = err(&with("  nic:\n    cnp_priority: x\n"));
@@ -108,7 +123,13 @@ fn plan_gives_switches_lldp_and_a_chassis_mac_and_hosts_an_agent_port() {
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
     let p = compile(&t, 9400);
     let mut chassis = BTreeSet::new();
-    let ports: BTreeSet<_> = p.switches.iter().flat_map(|s| s.config.ports.iter().map(|q| q.mac)).chain(p.hosts.iter().flat_map(|h| h.nics.iter().map(|n| n.mac))).map(|m| m.0).collect();
+    let ports: BTreeSet<_> = p
+        .switches
+        .iter()
+        .flat_map(|s| s.config.ports.iter().map(|q| q.mac))
+        .chain(p.hosts.iter().flat_map(|h| h.nics.iter().map(|n| n.mac)))
+        .map(|m| m.0)
+        .collect();
     for s in &p.switches {
         assert_eq!(s.config.lldp, LldpConfig { tx_interval_ms: 10_000, ttl_s: 40, ..LldpConfig::default() });
         let c = s.config.chassis_mac.expect("every switch has a system MAC");
@@ -125,7 +146,14 @@ fn plan_gives_switches_lldp_and_a_chassis_mac_and_hosts_an_agent_port() {
         out.contains("lldp on: tx every 10 s, ttl 40 s, fast start 4 x 1 s; GPU NICs advertise willing, pfc {3}, RoCEv2 (udp 4791, dscp 24) -> priority 3, CNP dscp 48 -> priority 7\n"),
         "{out}"
     );
-    assert!(out.contains(&format!("rail1 (rail, seed {:#010x}, metrics 127.0.0.1:9400, chassis {})", p.switches[0].config.hash_seed, p.switches[0].config.chassis_mac.unwrap())), "{out}");
+    assert!(
+        out.contains(&format!(
+            "rail1 (rail, seed {:#010x}, metrics 127.0.0.1:9400, chassis {})",
+            p.switches[0].config.hash_seed,
+            p.switches[0].config.chassis_mac.unwrap()
+        )),
+        "{out}"
+    );
     assert!(out.contains("  host2 NIC agent 127.0.0.1:9404\n"), "{out}");
 
     let off = Topology::parse(&format!("{GOOD}lldp: {{ enabled: false }}\n"), Path::new("t.yaml")).unwrap();
@@ -152,7 +180,11 @@ fn agent_config_has_every_gpu_nic_with_its_mac_and_the_nic_settings() {
         assert_eq!(a.dcb, Dcb::nic(false, 1 << 4, 26, 4, 48, 7));
         assert_eq!((a.data_dscp, a.cnp_dscp), (26, 48));
         // The switch port the plan cables the NIC to: DCBX comes from it when the NIC hears several.
-        let l = p.links.iter().find(|l| l.a.node == "host2" && l.a.ifname == n.ifname || l.b.node == "host2" && l.b.ifname == n.ifname).unwrap();
+        let l = p
+            .links
+            .iter()
+            .find(|l| l.a.node == "host2" && l.a.ifname == n.ifname || l.b.node == "host2" && l.b.ifname == n.ifname)
+            .unwrap();
         let sw = if l.a.node == "host2" { &l.b } else { &l.a };
         assert!(sw.node.starts_with("rail"), "{sw:?}");
         assert_eq!(a.peer.as_deref(), Some(format!("{}:{}", sw.node, sw.ifname).as_str()));
@@ -165,7 +197,14 @@ fn agent_config_has_every_gpu_nic_with_its_mac_and_the_nic_settings() {
 
 fn agent(node: &str, port: &str, id: u8, dcb: Dcb, bridge: bool) -> PortAgent {
     let mac = [2, 0, 0, 0, id, if bridge { 0 } else { 1 }];
-    let ident = Identity { chassis_mac: mac, mac, port: port.into(), system_name: node.into(), port_description: format!("{node} {port}"), bridge };
+    let ident = Identity {
+        chassis_mac: mac,
+        mac,
+        port: port.into(),
+        system_name: node.into(),
+        port_description: format!("{node} {port}"),
+        bridge,
+    };
     PortAgent::new(Timing::default(), ident, dcb, 0)
 }
 
@@ -236,13 +275,29 @@ fn check_finds_ok_missing_miscabled_mismatch_and_silent_nodes() {
     let r = check_links(&links, &reports);
     assert_eq!(r[0].status, LinkStatus::Ok);
     assert_eq!(r[1].status, LinkStatus::MissingNeighbour { at: vec!["host2:gpu0".into()], also: vec![] });
-    assert_eq!(r[2].status, LinkStatus::Miscabled { at: "rail1:eth3".into(), expected: "spine1:eth1".into(), found: "spine2:eth1".into() });
+    assert_eq!(
+        r[2].status,
+        LinkStatus::Miscabled { at: "rail1:eth3".into(), expected: "spine1:eth1".into(), found: "spine2:eth1".into() }
+    );
     let LinkStatus::DcbxMismatch { details } = &r[3].status else { panic!("{:?}", r[3]) };
-    assert!(details.iter().any(|d| d.starts_with("host3:gpu0: PFC enable differs, neither side willing: local {4} peer {3}")), "{details:?}");
-    assert!(details.iter().any(|d| d.starts_with("rail1:eth4: PFC enable differs, neither side willing: local {3} peer {4}")), "{details:?}");
+    assert!(
+        details
+            .iter()
+            .any(|d| d.starts_with("host3:gpu0: PFC enable differs, neither side willing: local {4} peer {3}")),
+        "{details:?}"
+    );
+    assert!(
+        details
+            .iter()
+            .any(|d| d.starts_with("rail1:eth4: PFC enable differs, neither side willing: local {3} peer {4}")),
+        "{details:?}"
+    );
     // host4's agent is down and rail1 heard nothing (or aged it out): the missing neighbour is
     // the finding, with the silent end noted.
-    assert_eq!(r[4].status, LinkStatus::MissingNeighbour { at: vec!["rail1:eth5".into()], also: vec!["host4 did not answer".into()] });
+    assert_eq!(
+        r[4].status,
+        LinkStatus::MissingNeighbour { at: vec!["rail1:eth5".into()], also: vec!["host4 did not answer".into()] }
+    );
 
     let text = render_check(&r);
     let lines: Vec<&str> = text.lines().collect();
@@ -250,14 +305,30 @@ fn check_finds_ok_missing_miscabled_mismatch_and_silent_nodes() {
     assert_eq!(lines[0], "host1:gpu0         <-> rail1:eth1         ok");
     assert_eq!(lines[1], "host2:gpu0         <-> rail1:eth2         missing neighbour (at host2:gpu0)");
     assert_eq!(lines[2], "rail1:eth3         <-> spine1:eth1        miscabled: expected spine1:eth1, found spine2:eth1 (seen from rail1:eth3)");
-    assert!(lines[3].starts_with("host3:gpu0         <-> rail1:eth4         DCBX mismatch: host3:gpu0: PFC enable differs"), "{}", lines[3]);
-    assert_eq!(lines[4], "host4:gpu0         <-> rail1:eth5         missing neighbour (at rail1:eth5); host4 did not answer");
+    assert!(
+        lines[3].starts_with("host3:gpu0         <-> rail1:eth4         DCBX mismatch: host3:gpu0: PFC enable differs"),
+        "{}",
+        lines[3]
+    );
+    assert_eq!(
+        lines[4],
+        "host4:gpu0         <-> rail1:eth5         missing neighbour (at rail1:eth5); host4 did not answer"
+    );
     assert_eq!(lines[5], "5 links: 1 ok, 2 missing neighbour, 1 miscabled, 1 DCBX mismatch");
 
     // host4's agent just died: rail1 still has it (its TTL has not run out), so only the silence
     // is reported.
     let mut fresh = reports.clone();
-    let heard = fresh.iter().find(|n| n.node == "rail1").unwrap().ports.iter().find(|p| p.port == "eth1").unwrap().neighbour.clone();
+    let heard = fresh
+        .iter()
+        .find(|n| n.node == "rail1")
+        .unwrap()
+        .ports
+        .iter()
+        .find(|p| p.port == "eth1")
+        .unwrap()
+        .neighbour
+        .clone();
     for n in fresh.iter_mut().filter(|n| n.node == "rail1") {
         for p in n.ports.iter_mut().filter(|p| p.port == "eth5") {
             let mut h = heard.clone().expect("rail1:eth1 has a neighbour");
@@ -272,7 +343,10 @@ fn check_finds_ok_missing_miscabled_mismatch_and_silent_nodes() {
     // A port the node does not report, and an all-good fabric's summary.
     let r = check_links(&[(end("host1:gpu7"), end("rail1:eth1"))], &reports);
     // (rail1:eth1 hears host1:gpu0, not the gpu7 this link names: that is the finding.)
-    assert_eq!(r[0].status, LinkStatus::Miscabled { at: "rail1:eth1".into(), expected: "host1:gpu7".into(), found: "host1:gpu0".into() });
+    assert_eq!(
+        r[0].status,
+        LinkStatus::Miscabled { at: "rail1:eth1".into(), expected: "host1:gpu7".into(), found: "host1:gpu0".into() }
+    );
     let ok = check_links(&links[..1], &reports);
     assert_eq!(render_check(&ok).lines().last(), Some("1 links: 1 ok"));
     let j = serde_json::to_value(&ok).unwrap();
@@ -297,8 +371,16 @@ fn neighbour_table_renders_like_show_lldp_neighbors_detail() {
 
     // A willing NIC shows what it adopted.
     let host1 = render_node(&reports[2]);
-    assert!(host1.starts_with("host1 (host, chassis 02:00:00:00:0b:01): 1 ports, 1 with a neighbour\nhost1 gpu0 -> rail1 eth1 "), "{host1}");
-    assert!(host1.contains("  operational: pfc {3} (peer) app [udp 4791->3, dscp 24->3, dscp 48->7] (peer)\n"), "{host1}");
+    assert!(
+        host1.starts_with(
+            "host1 (host, chassis 02:00:00:00:0b:01): 1 ports, 1 with a neighbour\nhost1 gpu0 -> rail1 eth1 "
+        ),
+        "{host1}"
+    );
+    assert!(
+        host1.contains("  operational: pfc {3} (peer) app [udp 4791->3, dscp 24->3, dscp 48->7] (peer)\n"),
+        "{host1}"
+    );
     assert!(!host1.contains("MISMATCH"), "{host1}");
 
     // JSON is the agents' own NodeReport, so it reads back (what `rocefab lldp --json` prints).
@@ -342,7 +424,9 @@ fn lldpd_beside_the_nic_agent_is_an_extra_neighbour_and_the_expected_one_stays()
         seen.push(check_links(&link, &reports)[0].status.clone());
     }
     assert!(matches!(seen[0], LinkStatus::Ok), "only the NIC agent so far: {:?}", seen[0]);
-    let extra = LinkStatus::ExtraNeighbour { details: vec!["rail1:eth1 also hears buildhost:02:00:00:00:0b:01 (chassis 02:00:00:00:0b:01)".into()] };
+    let extra = LinkStatus::ExtraNeighbour {
+        details: vec!["rail1:eth1 also hears buildhost:02:00:00:00:0b:01 (chassis 02:00:00:00:0b:01)".into()],
+    };
     assert!(seen[1..].iter().all(|s| *s == extra), "{seen:?}");
     let reports = vec![node("rail1", "switch", &[&r1]), node("host1", "host", &[&h1])];
     let r = check_links(&link, &reports);
@@ -373,7 +457,11 @@ fn lldpd_beside_the_nic_agent_is_an_extra_neighbour_and_the_expected_one_stays()
     let reports = vec![node("rail1", "switch", &[&r1]), node("host1", "host", &[&h1])];
     assert_eq!(
         check_links(&link, &reports)[0].status,
-        LinkStatus::Miscabled { at: "rail1:eth1".into(), expected: "host1:gpu0".into(), found: "buildhost:02:00:00:00:0b:01".into() }
+        LinkStatus::Miscabled {
+            at: "rail1:eth1".into(),
+            expected: "host1:gpu0".into(),
+            found: "buildhost:02:00:00:00:0b:01".into()
+        }
     );
 }
 
@@ -386,9 +474,16 @@ fn hosts_without_a_nic_agent_are_checked_from_the_switch_by_their_mac() {
     let r = check_links(&link, &[node("rail1", "switch", &[&r1])]);
     let LinkStatus::MissingNeighbour { at, also } = &r[0].status else { panic!("{:?}", r[0].status) };
     assert_eq!(at, &vec!["rail1:eth1".to_string()]);
-    assert_eq!(also, &vec!["host1 runs no rocefab NIC agent (lldp.nic_agent: false): is its own LLDP agent running?".to_string()]);
+    assert_eq!(
+        also,
+        &vec!["host1 runs no rocefab NIC agent (lldp.nic_agent: false): is its own LLDP agent running?".to_string()]
+    );
     r1.on_frame(&lldpd_frame(mac, 120), 0);
-    assert_eq!(check_links(&link, &[node("rail1", "switch", &[&r1])])[0].status, LinkStatus::Ok, "host1 was not asked; rail1 hears its NIC's MAC");
+    assert_eq!(
+        check_links(&link, &[node("rail1", "switch", &[&r1])])[0].status,
+        LinkStatus::Ok,
+        "host1 was not asked; rail1 hears its NIC's MAC"
+    );
     // Another NIC's lldpd is still miscabling.
     let mut r2 = agent("rail1", "eth2", 1, switch_dcb(1 << 3, 3), true);
     r2.on_frame(&lldpd_frame([2, 0, 0, 0, 12, 1], 120), 0);
@@ -404,7 +499,10 @@ fn a_host_without_an_agent_is_shown_through_the_switch_ports_cabled_to_it() {
     r2.expect(lldp_agent::Expected::from_peer("host2:gpu0"));
     r1.on_frame(&lldpd_frame([2, 0, 0, 0, 11, 1], 120), 0);
     let spine = agent("spine1", "eth1", 21, switch_dcb(1 << 3, 3), true);
-    let out = control::lldp_show::facing_host(vec![node("rail1", "switch", &[&r1, &r2]), node("spine1", "switch", &[&spine])], "host1");
+    let out = control::lldp_show::facing_host(
+        vec![node("rail1", "switch", &[&r1, &r2]), node("spine1", "switch", &[&spine])],
+        "host1",
+    );
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(out[0].ports.iter().map(|p| p.port.as_str()).collect::<Vec<_>>(), ["eth1"]);
     assert!(render_node(&out[0]).contains("rail1 eth1 -> buildhost 02:00:00:00:0b:01 "), "{}", render_node(&out[0]));
@@ -440,7 +538,15 @@ fn run_takes_the_negotiated_classes_and_falls_back_to_the_configured_ones() {
     let configured = t.lldp.nic.classes();
     let names = vec!["gpu0".to_string(), "gpu1".to_string(), "gpu9".to_string()];
     let c = control::run::classes_for(&names, &cfg, &report, configured);
-    assert_eq!(c[0], NicClasses { data_dscp: 24, data_priority: 4, cnp_dscp: 48, cnp_priority: 7, pfc_enable: 1 << 4 }, "adopted from the switch, PFC enable vector included");
-    assert_eq!(c[1], NicClasses { data_dscp: 26, data_priority: 3, cnp_dscp: 48, cnp_priority: 7, pfc_enable: 1 << 3 }, "its own, no neighbour");
+    assert_eq!(
+        c[0],
+        NicClasses { data_dscp: 24, data_priority: 4, cnp_dscp: 48, cnp_priority: 7, pfc_enable: 1 << 4 },
+        "adopted from the switch, PFC enable vector included"
+    );
+    assert_eq!(
+        c[1],
+        NicClasses { data_dscp: 26, data_priority: 3, cnp_dscp: 48, cnp_priority: 7, pfc_enable: 1 << 3 },
+        "its own, no neighbour"
+    );
     assert_eq!(c[2], configured, "not in the agent");
 }

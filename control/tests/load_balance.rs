@@ -25,7 +25,9 @@ switches:
 ";
 
 fn err(extra: &str) -> String {
-    let e = Topology::parse(&format!("{BASE}{extra}"), Path::new("topologies/bad.yaml")).expect_err("must be rejected").to_string();
+    let e = Topology::parse(&format!("{BASE}{extra}"), Path::new("topologies/bad.yaml"))
+        .expect_err("must be rejected")
+        .to_string();
     assert!(!e.contains('\n'), "error is one line: {e}");
     e
 }
@@ -64,7 +66,10 @@ fn errors_name_file_line_and_field() {
         "topologies/bad.yaml:17: load_balance.switches.spine7: no switch named \"spine7\""
     );
     let e = err("load_balance:\n  flowlet_gap: 0us\n");
-    assert!(e.starts_with("topologies/bad.yaml:16: ") && e.contains("flowlet_gap") && e.contains("longer than 0"), "{e}");
+    assert!(
+        e.starts_with("topologies/bad.yaml:16: ") && e.contains("flowlet_gap") && e.contains("longer than 0"),
+        "{e}"
+    );
     let e = err("load_balance: { mode: hash }\n");
     assert!(e.starts_with("topologies/bad.yaml:15: ") && e.contains("unknown variant `hash`"), "{e}");
 }

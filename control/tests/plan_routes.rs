@@ -269,11 +269,7 @@ fn lpm(s: &SwitchPlan, dst: Ipv4Addr) -> Option<&RouteConfig> {
         .iter()
         .filter(|r| match r.prefix {
             IpAddr::V4(p) => {
-                let mask = if r.len == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - r.len)
-                };
+                let mask = if r.len == 0 { 0 } else { u32::MAX << (32 - r.len) };
                 u32::from(dst) & mask == u32::from(p) & mask
             }
             IpAddr::V6(_) => false,
@@ -286,36 +282,20 @@ fn lpm(s: &SwitchPlan, dst: Ipv4Addr) -> Option<&RouteConfig> {
 /// if the flow does not reach `dst`'s NIC within 8 switches.
 fn walk(p: &Plan, src: &str, dst: &str, sport: u16) -> Vec<String> {
     let (sa, da) = (p.gpu_addr(src).unwrap(), p.gpu_addr(dst).unwrap());
-    let mut at = p
-        .switches
-        .iter()
-        .find(|s| s.config.ports.iter().any(|q| q.peer == src))
-        .expect("src rail switch");
+    let mut at = p.switches.iter().find(|s| s.config.ports.iter().any(|q| q.peer == src)).expect("src rail switch");
     let mut path = Vec::new();
     for _ in 0..8 {
         let r = lpm(at, da).unwrap_or_else(|| panic!("{}: no route to {da}", at.name));
-        let g = &at.config.groups[r
-            .group
-            .unwrap_or_else(|| panic!("{}: {da} is local", at.name))
-            as usize];
-        let h = flow_hash(
-            [u32::from(sa), 0, 0, 0],
-            [u32::from(da), 0, 0, 0],
-            17,
-            sport,
-            9000,
-            at.config.hash_seed,
-        );
-        let port = &at.config.ports
-            [at.config.nexthops[g[ecmp_index(h, g.len() as u32) as usize] as usize].port as usize];
+        let g = &at.config.groups[r.group.unwrap_or_else(|| panic!("{}: {da} is local", at.name)) as usize];
+        let h = flow_hash([u32::from(sa), 0, 0, 0], [u32::from(da), 0, 0, 0], 17, sport, 9000, at.config.hash_seed);
+        let port =
+            &at.config.ports[at.config.nexthops[g[ecmp_index(h, g.len() as u32) as usize] as usize].port as usize];
         path.push(format!("{}:{}", at.name, port.name));
         if port.peer == dst {
             return path;
         }
         let node = port.peer.split(':').next().unwrap();
-        at = p
-            .switch(node)
-            .unwrap_or_else(|| panic!("{src} -> {dst} left the fabric at {}", port.peer));
+        at = p.switch(node).unwrap_or_else(|| panic!("{src} -> {dst} left the fabric at {}", port.peer));
     }
     panic!("{src} -> {dst}: no arrival after {path:?}");
 }
@@ -327,15 +307,8 @@ fn walk(p: &Plan, src: &str, dst: &str, sport: u16) -> Vec<String> {
 fn multi_pod_every_gpu_reaches_every_gpu() {
     for name in ["multi-pod.yaml", "multi-pod-partial.yaml"] {
         let p = plan(name);
-        let gpus: Vec<String> = p
-            .hosts
-            .iter()
-            .flat_map(|h| {
-                h.nics
-                    .iter()
-                    .map(move |n| format!("{}:{}", h.name, n.ifname))
-            })
-            .collect();
+        let gpus: Vec<String> =
+            p.hosts.iter().flat_map(|h| h.nics.iter().map(move |n| format!("{}:{}", h.name, n.ifname))).collect();
         let pod = |g: &str| {
             if ["host1", "host2"].contains(&g.split(':').next().unwrap()) {
                 1
@@ -385,11 +358,7 @@ fn shared_seed_polarizes_the_second_stage_unless_partially_cabled() {
         n
     };
     let spread = |n: &std::collections::BTreeMap<String, u32>, spine: &str| -> (u32, u32) {
-        let v: Vec<u32> = n
-            .iter()
-            .filter(|(k, _)| k.starts_with(&format!("p1{spine}:")))
-            .map(|(_, &c)| c)
-            .collect();
+        let v: Vec<u32> = n.iter().filter(|(k, _)| k.starts_with(&format!("p1{spine}:"))).map(|(_, &c)| c).collect();
         (*v.iter().min().unwrap(), *v.iter().max().unwrap())
     };
     let shared = stage2(&plan("multi-pod.yaml"));
@@ -398,15 +367,10 @@ fn shared_seed_polarizes_the_second_stage_unless_partially_cabled() {
         assert!(min == 0 && max > 200, "shared seed, full mesh: {shared:?}");
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/multi-pod.yaml");
-    let src = std::fs::read_to_string(&path)
-        .unwrap()
-        .replace("hash_seed: shared ", "hash_seed: per-switch ");
+    let src = std::fs::read_to_string(&path).unwrap().replace("hash_seed: shared ", "hash_seed: per-switch ");
     let per_switch = stage2(&compile(&Topology::parse(&src, &path).unwrap(), 9400));
     let partial = stage2(&plan("multi-pod-partial.yaml"));
-    for (what, n) in [
-        ("per-switch seeds, full mesh", &per_switch),
-        ("shared seed, partial", &partial),
-    ] {
+    for (what, n) in [("per-switch seeds, full mesh", &per_switch), ("shared seed, partial", &partial)] {
         for spine in ["spine1", "spine2"] {
             let (min, max) = spread(n, spine);
             assert!(min > 0 && min as f64 >= 0.6 * max as f64, "{what}: {n:?}");
@@ -424,53 +388,30 @@ fn uplink_table_lists_each_ecmp_stage() {
     let t = Topology::load(&path).unwrap();
     let ports = uplink_ports(&t, &compile(&t, 9400));
     let of = |sw: &str| {
-        ports
-            .iter()
-            .filter(|p| p.switch == sw)
-            .map(|p| p.peer.split(':').next().unwrap())
-            .collect::<Vec<_>>()
+        ports.iter().filter(|p| p.switch == sw).map(|p| p.peer.split(':').next().unwrap()).collect::<Vec<_>>()
     };
     assert_eq!(of("p1rail1"), ["p1spine1", "p1spine2"]);
     assert_eq!(of("p2spine2"), ["ss1", "ss2"]);
     assert_eq!(of("ss1"), ["p1spine1", "p1spine2", "p2spine1", "p2spine2"]);
     assert_eq!(ports.len(), 4 * 2 + 4 * 2 + 2 * 4);
-    let flat = Topology::load(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml"),
-    )
-    .unwrap();
-    assert!(uplink_ports(&flat, &compile(&flat, 9400))
-        .iter()
-        .all(|p| p.switch.starts_with("rail")));
+    let flat = Topology::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml")).unwrap();
+    assert!(uplink_ports(&flat, &compile(&flat, 9400)).iter().all(|p| p.switch.starts_with("rail")));
 
     let scrape = "# TYPE rocefab_port_tx_packets_total counter\n\
         rocefab_port_tx_packets_total{port=\"eth3\",switch=\"p1spine1\"} 300\n\
         rocefab_port_tx_packets_total{port=\"eth4\",switch=\"p1spine1\"} 100\n\
         rocefab_port_tx_packets_total{port=\"eth33\",switch=\"p1spine1\"} 7\n\
         rocefab_port_tx_bytes_total{port=\"eth3\",switch=\"p1spine1\"} 30000\n";
-    assert_eq!(
-        port_counter(scrape, "rocefab_port_tx_packets_total", "eth3"),
-        300
-    );
-    assert_eq!(
-        port_counter(scrape, "rocefab_port_tx_bytes_total", "eth4"),
-        0
-    );
-    let spine: Vec<_> = ports
-        .iter()
-        .filter(|p| p.switch == "p1spine1")
-        .cloned()
-        .collect();
+    assert_eq!(port_counter(scrape, "rocefab_port_tx_packets_total", "eth3"), 300);
+    assert_eq!(port_counter(scrape, "rocefab_port_tx_bytes_total", "eth4"), 0);
+    let spine: Vec<_> = ports.iter().filter(|p| p.switch == "p1spine1").cloned().collect();
     let table = render_uplinks(&spine, &|_, port| {
         (
             port_counter(scrape, "rocefab_port_tx_packets_total", port),
             port_counter(scrape, "rocefab_port_tx_bytes_total", port),
         )
     });
-    let rows: Vec<Vec<&str>> = table
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows: Vec<Vec<&str>> = table.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(
         rows,
         [

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use control::plan::compile;
 use control::replay::{
-    gpus_of, map_endpoints, pace, pace_with, prepare, PaceClock, rewrite, Gpu, MapHow, Options, Origin, Pace, Prepared, Report, Schedule, SendLog,
-    TimingError,
+    gpus_of, map_endpoints, pace, pace_with, prepare, rewrite, Gpu, MapHow, Options, Origin, Pace, PaceClock, Prepared,
+    Report, Schedule, SendLog, TimingError,
 };
 use control::topology::Topology;
 use dataplane_common::time::Dilation;
@@ -75,7 +75,12 @@ fn v4(src: Ipv4Addr, dst: Ipv4Addr, opcode: Opcode, psn: u32) -> Vec<u8> {
 }
 
 fn captured(ms: u64, data: Vec<u8>) -> CapturedFrame {
-    CapturedFrame { timestamp: Duration::from_millis(1000 + ms), linktype: LINKTYPE_ETHERNET, orig_len: data.len() as u32, data }
+    CapturedFrame {
+        timestamp: Duration::from_millis(1000 + ms),
+        linktype: LINKTYPE_ETHERNET,
+        orig_len: data.len() as u32,
+        data,
+    }
 }
 
 fn opts<'a>(g: &'a [Gpu], from: &'a str, maps: &'a [(IpAddr, String)]) -> Options<'a> {
@@ -105,7 +110,10 @@ fn three_endpoints() -> Vec<CapturedFrame> {
 #[test]
 fn default_mapping_sender_to_from_others_in_torchrun_order_skipping_from() {
     let g = gpus();
-    assert_eq!(g.iter().map(|x| x.name.as_str()).collect::<Vec<_>>()[..4], ["host1:gpu0", "host1:gpu1", "host2:gpu0", "host2:gpu1"]);
+    assert_eq!(
+        g.iter().map(|x| x.name.as_str()).collect::<Vec<_>>()[..4],
+        ["host1:gpu0", "host1:gpu1", "host2:gpu0", "host2:gpu1"]
+    );
     let p = prepare(&three_endpoints(), &opts(&g, "host1:gpu0", &[])).unwrap();
     assert_eq!(p.sender, IpAddr::V4(A));
     use MapHow::*;
@@ -163,7 +171,10 @@ fn endpoints_beyond_the_fabric_are_unmapped_and_their_frames_skipped() {
     assert_eq!(mapping(&p)[2], (C.into(), None, MapHow::Unmapped));
     assert_eq!(p.frames.len(), 1);
     let r: Vec<_> = p.skipped.iter().map(|s| (s.reason.as_str(), s.frames)).collect();
-    assert_eq!(r, [("sent by another endpoint (192.168.7.2)", 1), ("to 192.168.7.3, which no GPU was left for (2 GPUs)", 1)]);
+    assert_eq!(
+        r,
+        [("sent by another endpoint (192.168.7.2)", 1), ("to 192.168.7.3, which no GPU was left for (2 GPUs)", 1)]
+    );
 }
 
 #[test]
@@ -188,7 +199,10 @@ fn mapping_errors_name_the_option() {
     let x = e("host1:gpu0", &[(B.into(), "host2:gpu0"), (B.into(), "host2:gpu1")], None);
     assert_eq!(x, "--map 192.168.7.2: given twice (host2:gpu0 and host2:gpu1)");
     let x = e("host1:gpu0", &[(C.into(), "host1:gpu0")], Some(A));
-    assert_eq!(x, "--map 192.168.7.3=host1:gpu0: host1:gpu0 is the --from GPU, which the sending endpoint 192.168.7.1 takes");
+    assert_eq!(
+        x,
+        "--map 192.168.7.3=host1:gpu0: host1:gpu0 is the --from GPU, which the sending endpoint 192.168.7.1 takes"
+    );
     let x = e("host1:gpu0", &[], Some(Ipv4Addr::new(9, 9, 9, 9)));
     assert_eq!(x, "--sender 9.9.9.9: not an address of any RoCEv2 frame of t.pcap");
     // map_endpoints directly: an endpoint list and GPUs, nothing else.
@@ -221,10 +235,19 @@ fn check_headers_v4(out: &[u8], orig: &[u8], g: &Gpu, dst: Ipv4Addr, same_payloa
     let o = SlicedPacket::from_ethernet(orig).unwrap();
     let Some(NetSlice::Ipv4(oip)) = &o.net else { panic!() };
     let oh = oip.header().to_header();
-    assert_eq!((h.dscp, h.ecn, h.identification, h.total_len), (oh.dscp, oh.ecn, oh.identification, oh.total_len), "DSCP/ECN, ID, length kept");
-    let (Some(TransportSlice::Udp(u)), Some(TransportSlice::Udp(ou))) = (&sp.transport, &o.transport) else { panic!("no UDP") };
+    assert_eq!(
+        (h.dscp, h.ecn, h.identification, h.total_len),
+        (oh.dscp, oh.ecn, oh.identification, oh.total_len),
+        "DSCP/ECN, ID, length kept"
+    );
+    let (Some(TransportSlice::Udp(u)), Some(TransportSlice::Udp(ou))) = (&sp.transport, &o.transport) else {
+        panic!("no UDP")
+    };
     assert_eq!(u.checksum(), 0, "UDP checksum 0");
-    assert_eq!((u.source_port(), u.destination_port(), u.length()), (ou.source_port(), ou.destination_port(), ou.length()));
+    assert_eq!(
+        (u.source_port(), u.destination_port(), u.length()),
+        (ou.source_port(), ou.destination_port(), ou.length())
+    );
     let (pl, opl) = (u.payload(), ou.payload());
     if same_payload {
         assert_eq!(pl[..pl.len() - 4], opl[..opl.len() - 4], "BTH and everything after it kept");
@@ -257,7 +280,8 @@ fn rewrite_sets_macs_addresses_ttl_checksums_and_recomputes_the_icrc() {
     // scapy's ICRC over the rewritten frames is the one they carry.
     let dir = temp_dir("scapy");
     let pcap = dir.path().join("rewritten.pcap");
-    rocefab_wire::pcap::write_all(&pcap, Format::Pcap, p.frames.iter().map(|f| (f.timestamp, f.bytes.as_slice()))).unwrap();
+    rocefab_wire::pcap::write_all(&pcap, Format::Pcap, p.frames.iter().map(|f| (f.timestamp, f.bytes.as_slice())))
+        .unwrap();
     let rows = scapy_icrc(&pcap);
     assert_eq!(rows.len(), 5, "{rows:?}");
     for (stored, computed) in rows {
@@ -309,7 +333,15 @@ fn a_bad_captured_icrc_stays_bad_and_is_counted() {
     assert_eq!(out[out.len() - 4..], bad[n - 4..], "the captured ICRC is sent as it was");
     assert!(matches!(ParsedFrame::parse(out).unwrap().icrc, IcrcStatus::Bad { .. }));
     assert!(ParsedFrame::parse(&p.frames[1].bytes).unwrap().icrc.is_good());
-    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, &cls(), None);
+    let r = Report::new(
+        Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" },
+        &p,
+        Pace::Speed(1.0),
+        &Schedule::new(&[], Pace::Topspeed, 1),
+        Dilation::REAL_TIME,
+        &cls(),
+        None,
+    );
     assert_eq!(r.icrc_bad_in_capture, 1);
     assert!(control::replay::render_report(&r).contains("ICRC was bad in the capture: 1 (kept bad"));
 }
@@ -324,7 +356,12 @@ fn vlan_tags_are_dropped_and_cooked_captures_get_an_ethernet_header() {
     // Linux cooked (SLL): outgoing, ARPHRD_ETHER, 6-byte address, protocol IPv4.
     let mut sll = vec![0, 4, 0, 1, 0, 6, 2, 0, 0, 0, 0, 1, 0, 0, 0x08, 0x00];
     sll.extend_from_slice(&plain[14..]);
-    let cooked = CapturedFrame { timestamp: Duration::from_millis(5), linktype: LINKTYPE_LINUX_SLL, orig_len: sll.len() as u32, data: sll };
+    let cooked = CapturedFrame {
+        timestamp: Duration::from_millis(5),
+        linktype: LINKTYPE_LINUX_SLL,
+        orig_len: sll.len() as u32,
+        data: sll,
+    };
     let p = prepare(&[captured(0, tagged), cooked], &opts(&g, "host1:gpu0", &[])).unwrap();
     assert_eq!(p.frames.len(), 2, "{:?}", p.skipped);
     assert_eq!(p.frames[0].bytes, p.frames[1].bytes, "tagged and cooked captures rewrite to the same frame");
@@ -378,7 +415,8 @@ fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
 fn skipped_frames_are_counted_by_reason_in_order_of_first_occurrence() {
     let g = gpus();
     let tcp = {
-        let b = etherparse::PacketBuilder::ethernet2(MAC_X, MAC_Y).ipv4(A.octets(), B.octets(), 64).tcp(40000, 80, 1, 1000);
+        let b =
+            etherparse::PacketBuilder::ethernet2(MAC_X, MAC_Y).ipv4(A.octets(), B.octets(), 64).tcp(40000, 80, 1, 1000);
         let mut v = Vec::new();
         b.write(&mut v, b"GET").unwrap();
         v
@@ -414,12 +452,28 @@ fn skipped_frames_are_counted_by_reason_in_order_of_first_occurrence() {
     );
     // The wire crate's parser names the layer: "BTH truncated: need 12 bytes, have 3".
     assert!(r[5].0.starts_with("malformed RoCEv2: ") && r[5].0.contains("BTH"), "{}", r[5].0);
-    let report = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, &cls(), None);
+    let report = Report::new(
+        Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" },
+        &p,
+        Pace::Speed(1.0),
+        &Schedule::new(&[], Pace::Topspeed, 1),
+        Dilation::REAL_TIME,
+        &cls(),
+        None,
+    );
     let text = control::replay::render_report(&report);
-    assert!(text.contains("skipped 9 of 11 frames:\n       2  not RoCEv2 (ethertype 0x0806)\n       2  not RoCEv2 (UDP port 53)\n"), "{text}");
+    assert!(
+        text.contains(
+            "skipped 9 of 11 frames:\n       2  not RoCEv2 (ethertype 0x0806)\n       2  not RoCEv2 (UDP port 53)\n"
+        ),
+        "{text}"
+    );
     // An IPv6-only capture has nothing to replay into an IPv4 fabric.
     let e = prepare(&frames[6..7], &opts(&g, "host1:gpu0", &[])).unwrap_err().to_string();
-    assert_eq!(e, "t.pcap: no IPv4 RoCEv2 frame to replay among its 1 frame (1 of them IPv6 RoCEv2; the fabric is IPv4)");
+    assert_eq!(
+        e,
+        "t.pcap: no IPv4 RoCEv2 frame to replay among its 1 frame (1 of them IPv6 RoCEv2; the fabric is IPv4)"
+    );
     // Frames over the fabric's MTU are skipped.
     let big = roce(A.into(), B.into(), Opcode::WriteOnly, 1, 1600);
     let p = prepare(&[captured(0, big)], &opts(&g, "host1:gpu0", &[])).unwrap();
@@ -464,7 +518,15 @@ fn cut_frames_are_refused_unless_padded() {
     assert!(ParsedFrame::parse(f).unwrap().icrc.is_good(), "the ICRC of a padded frame is computed over it");
     check_headers_v4(f, &full, gpu(&g, "host1:gpu0"), gpu(&g, "host1:gpu1").ip, false);
     assert_eq!(f[14 + 20 + 8..80], full[14 + 20 + 8..80], "the captured bytes kept");
-    let r = Report::new(Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &Schedule::new(&[], Pace::Topspeed, 1), Dilation::REAL_TIME, &cls(), None);
+    let r = Report::new(
+        Origin { fabric: "f", file: Path::new("t.pcap"), from: "host1:gpu0" },
+        &p,
+        Pace::Speed(1.0),
+        &Schedule::new(&[], Pace::Topspeed, 1),
+        Dilation::REAL_TIME,
+        &cls(),
+        None,
+    );
     assert_eq!(r.padded, 2);
     assert!(control::replay::render_report(&r).contains("padded with zeros to the original length: 2"));
 }
@@ -598,7 +660,8 @@ fn fake_fabric(dir: &tempfile::TempDir) -> PathBuf {
 fn fake_fabric_at(dir: &tempfile::TempDir, d: f64) -> PathBuf {
     let run = dir.path().join("run");
     std::fs::create_dir_all(run.join("fr")).unwrap();
-    let topo = std::fs::read_to_string(topology_path()).unwrap().replace("fabric: rs", "fabric: fr") + &format!("time_dilation: {d}\n");
+    let topo = std::fs::read_to_string(topology_path()).unwrap().replace("fabric: rs", "fabric: fr")
+        + &format!("time_dilation: {d}\n");
     std::fs::write(dir.path().join("t.yaml"), topo).unwrap();
     let state = serde_json::json!({"fabric": "fr", "topology": dir.path().join("t.yaml"), "phase": "up",
                                    "namespaces": [], "links": [], "daemons": [],
@@ -617,7 +680,12 @@ fn err(o: &Output) -> String {
 }
 
 fn write_capture(path: &Path, frames: &[(u64, Vec<u8>)]) {
-    rocefab_wire::pcap::write_all(path, Format::from_path(path), frames.iter().map(|(m, f)| (Duration::from_millis(*m), f.as_slice()))).unwrap();
+    rocefab_wire::pcap::write_all(
+        path,
+        Format::from_path(path),
+        frames.iter().map(|(m, f)| (Duration::from_millis(*m), f.as_slice())),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -627,10 +695,18 @@ fn dry_run_prints_the_mapping_and_the_skip_table() {
     let cap = dir.path().join("c.pcapng");
     write_capture(
         &cap,
-        &[(0, v4(A, B, Opcode::WriteFirst, 1)), (7, arp()), (12, v4(B, A, Opcode::Acknowledge, 1)), (20, v4(A, B, Opcode::WriteLast, 2))],
+        &[
+            (0, v4(A, B, Opcode::WriteFirst, 1)),
+            (7, arp()),
+            (12, v4(B, A, Opcode::Acknowledge, 1)),
+            (20, v4(A, B, Opcode::WriteLast, 2)),
+        ],
     );
     let c = cap.to_str().unwrap();
-    let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu1", "--dry-run", "--loop", "2"]);
+    let o = cli(
+        &run,
+        &["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu1", "--dry-run", "--loop", "2"],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
     let want = format!(
@@ -691,7 +767,12 @@ fn argument_errors() {
     }
     // The schedule (2 s here) is bounded by --max-duration, loops included.
     let e = err(&base(&["--max-duration", "1s"]));
-    assert!(e.contains("the schedule takes 2.000 s (2 frames, original timing, 1 loop), longer than --max-duration 1.000 s"), "{e}");
+    assert!(
+        e.contains(
+            "the schedule takes 2.000 s (2 frames, original timing, 1 loop), longer than --max-duration 1.000 s"
+        ),
+        "{e}"
+    );
     let e = err(&base(&["--loop", "400"]));
     assert!(e.contains("longer than --max-duration 600.000 s"), "{e}");
     assert!(base(&["--loop", "400", "--speed", "10"]).status.success());
@@ -716,15 +797,34 @@ fn argument_errors() {
 #[test]
 fn the_report_gives_rate_timing_and_skips() {
     let g = gpus();
-    let frames = vec![captured(0, v4(A, B, Opcode::WriteFirst, 1)), captured(3, arp()), captured(10, v4(A, B, Opcode::WriteLast, 2))];
+    let frames = vec![
+        captured(0, v4(A, B, Opcode::WriteFirst, 1)),
+        captured(3, arp()),
+        captured(10, v4(A, B, Opcode::WriteLast, 2)),
+    ];
     let p = prepare(&frames, &opts(&g, "host1:gpu0", &[])).unwrap();
     let s = Schedule::new(&[Duration::from_millis(0), Duration::from_millis(10)], Pace::Speed(1.0), 6);
     let mut timing = TimingError::default();
     for (k, err) in [0u64, 2_000, 0, 1_000, 0, 0, 500, 0, 0, 0, 0, 0].iter().enumerate() {
         timing.record(s.at(k as u64), s.at(k as u64) + err);
     }
-    let log = SendLog { sent: 12, bytes: 12 * 300, first_len: 300, duration: Duration::from_millis(110), timing, ..Default::default() };
-    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, Dilation::REAL_TIME, &cls(), Some(&log));
+    let log = SendLog {
+        sent: 12,
+        bytes: 12 * 300,
+        first_len: 300,
+        duration: Duration::from_millis(110),
+        timing,
+        ..Default::default()
+    };
+    let r = Report::new(
+        Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" },
+        &p,
+        Pace::Speed(1.0),
+        &s,
+        Dilation::REAL_TIME,
+        &cls(),
+        Some(&log),
+    );
     assert!((r.rate_pps - 100.0).abs() < 1e-9, "11 frames after the first in 110 ms: {}", r.rate_pps);
     assert!((r.rate_mbps - 0.24).abs() < 1e-9, "11 × 300 bytes in 110 ms: {}", r.rate_mbps);
     let t = r.timing.as_ref().unwrap();
@@ -760,7 +860,10 @@ fn at_a_time_dilation_the_schedule_is_stretched_and_the_report_is_emulated() {
     assert_eq!((w.period_ns, w.loops, w.duration_ns()), (40_000_000, 2, 70_000_000));
     assert_eq!(s.dilated(Dilation::REAL_TIME), s);
     // --pps is per emulated second: 100 000 frames/s at D 1000 are 100 frames per wall second.
-    assert_eq!(Schedule::new(&us(&[0, 1, 2]), Pace::Pps(100_000), 1).dilated(d).offsets_ns, [0, 10_000_000, 20_000_000]);
+    assert_eq!(
+        Schedule::new(&us(&[0, 1, 2]), Pace::Pps(100_000), 1).dilated(d).offsets_ns,
+        [0, 10_000_000, 20_000_000]
+    );
 
     // What the sender did on the wall clock: 8 frames of 300 bytes over 70 ms, each gap 1 ms
     // late except the last, which was on time.
@@ -771,8 +874,23 @@ fn at_a_time_dilation_the_schedule_is_stretched_and_the_report_is_emulated() {
     for k in 0..8u64 {
         timing.record(w.at(k), w.at(k) + if k == 7 { 6_000_000 } else { k * 1_000_000 });
     }
-    let log = SendLog { sent: 8, bytes: 8 * 300, first_len: 300, duration: Duration::from_millis(70), timing, ..Default::default() };
-    let r = Report::new(Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" }, &p, Pace::Speed(1.0), &s, d, &cls(), Some(&log));
+    let log = SendLog {
+        sent: 8,
+        bytes: 8 * 300,
+        first_len: 300,
+        duration: Duration::from_millis(70),
+        timing,
+        ..Default::default()
+    };
+    let r = Report::new(
+        Origin { fabric: "rs", file: Path::new("c.pcap"), from: "host1:gpu0" },
+        &p,
+        Pace::Speed(1.0),
+        &s,
+        d,
+        &cls(),
+        Some(&log),
+    );
     assert_eq!(r.time_dilation, 1000.0);
     assert!((r.duration_s - 70e-6).abs() < 1e-15 && (r.wall_duration_s - 0.07).abs() < 1e-12, "{r:?}");
     assert!((r.scheduled_duration_s - 70e-6).abs() < 1e-15, "{r:?}");
@@ -780,7 +898,10 @@ fn at_a_time_dilation_the_schedule_is_stretched_and_the_report_is_emulated() {
     assert!((r.rate_mbps - 240.0).abs() < 1e-6, "7 × 300 bytes in 70 us emulated: {}", r.rate_mbps);
     let t = r.timing.as_ref().unwrap();
     assert_eq!((t.gaps, t.max_abs_error_ns), (7, 1_000), "1 ms late on the wall clock is 1 us emulated");
-    assert!((t.mean_scheduled_gap_ns - 10_000.0).abs() < 1e-9 && (t.mean_abs_error_ns - 6_000.0 / 7.0).abs() < 1e-9, "{t:?}");
+    assert!(
+        (t.mean_scheduled_gap_ns - 10_000.0).abs() < 1e-9 && (t.mean_abs_error_ns - 6_000.0 / 7.0).abs() < 1e-9,
+        "{t:?}"
+    );
     let text = control::replay::render_report(&r);
     assert!(
         text.starts_with(
@@ -831,7 +952,8 @@ fn a_frame_whose_ip_length_does_not_cover_its_headers_is_refused_not_a_panic() {
         f[16..18].copy_from_slice(&total.to_be_bytes());
         f[23] = 17;
         f[36..38].copy_from_slice(&4791u16.to_be_bytes());
-        let e = rewrite(&f, [2; 6], [4; 6], "10.0.1.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), true).unwrap_err();
+        let e =
+            rewrite(&f, [2; 6], [4; 6], "10.0.1.1".parse().unwrap(), "10.0.2.2".parse().unwrap(), true).unwrap_err();
         assert!(e.to_string().contains("need 42 bytes"), "total length {total}: {e}");
     }
 }
@@ -871,7 +993,10 @@ fn dry_run_works_from_the_topology_file_alone() {
          \x20 192.168.7.2 -> host1:gpu1 10.0.2.1 (next GPU in rank order)\n\
          dry run: would send 2 frames (2 per loop, 1 loop) over 20.000 ms emulated (20.000 s wall clock at time_dilation 1000) (original timing)\n"
     );
-    for args in [vec!["replay", "--topology", ts, "--from", "host1:gpu0", c, "--dry-run"], vec!["replay", ts, "--from", "host1:gpu0", c, "--dry-run"]] {
+    for args in [
+        vec!["replay", "--topology", ts, "--from", "host1:gpu0", c, "--dry-run"],
+        vec!["replay", ts, "--from", "host1:gpu0", c, "--dry-run"],
+    ] {
         let o = cli(&run, &args);
         assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
         let out = String::from_utf8_lossy(&o.stdout);
@@ -894,7 +1019,10 @@ fn the_report_counts_frames_per_traffic_class_and_warns_when_no_lossless_class_i
     // rxe sends DSCP 0: every frame in lossy queue 0.
     let rxe = dir.path().join("rxe.pcap");
     write_capture(&rxe, &[(0, t(0, 1)), (1, t(0, 2)), (2, t(0, 3))]);
-    let j = json_of(&cli(&run, &["replay", "fr", "--from", "host1:gpu0", rxe.to_str().unwrap(), "--dry-run", "--json", "--loop", "2"]));
+    let j = json_of(&cli(
+        &run,
+        &["replay", "fr", "--from", "host1:gpu0", rxe.to_str().unwrap(), "--dry-run", "--json", "--loop", "2"],
+    ));
     assert_eq!(j["classifier"]["switch"], "rail1");
     let tcs = j["traffic_classes"].as_array().unwrap();
     let row = |tc: u64| tcs.iter().find(|c| c["tc"] == tc).unwrap_or_else(|| panic!("no class {tc}: {tcs:?}"));
@@ -903,7 +1031,10 @@ fn the_report_counts_frames_per_traffic_class_and_warns_when_no_lossless_class_i
     assert_eq!((row(3)["frames"].as_u64(), row(3)["lossless"].as_bool()), (Some(0), Some(true)));
     assert_eq!(row(3)["fabric_dscps"], serde_json::json!([24]));
     let w = j["warnings"].to_string();
-    assert!(w.contains("no frame is in a lossless (PFC) class at rail1: the capture's DSCPs (0) map to lossy queues"), "{w}");
+    assert!(
+        w.contains("no frame is in a lossless (PFC) class at rail1: the capture's DSCPs (0) map to lossy queues"),
+        "{w}"
+    );
     // RoCEv2 at DSCP 24 and CNPs at DSCP 48: queue 3 (lossless) and queue 7; no warning.
     let nic = dir.path().join("nic.pcap");
     write_capture(&nic, &[(0, t(24, 1)), (1, t(24, 2)), (2, t(48, 3)), (3, t(0, 4))]);
@@ -930,7 +1061,10 @@ fn vlan_tags_stripped_are_reported_with_the_priority_the_frames_took() {
     // PCP 3 with DSCP 0 (a fabric classifying by PCP would have made these lossless), PCP 5 with
     // DSCP 24, and an untagged frame.
     let cap = dir.path().join("v.pcap");
-    write_capture(&cap, &[(0, tag(&f(0, 1), 3, 100)), (1, tag(&f(0, 2), 3, 100)), (2, tag(&f(24, 3), 5, 7)), (3, f(0, 4))]);
+    write_capture(
+        &cap,
+        &[(0, tag(&f(0, 1), 3, 100)), (1, tag(&f(0, 2), 3, 100)), (2, tag(&f(24, 3), 5, 7)), (3, f(0, 4))],
+    );
     let c = cap.to_str().unwrap();
     let j = json_of(&cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--dry-run", "--json"]));
     assert_eq!(j["frames_to_inject"], 4);
@@ -971,11 +1105,20 @@ fn gaps_the_fabric_cannot_reproduce_warn_with_the_time_dilation_that_would() {
         t_us += 30 + 3 * u64::from(i);
     }
     let cap = dir.path().join("g.pcap");
-    rocefab_wire::pcap::write_all(&cap, Format::Pcap, frames.iter().map(|(us, f)| (Duration::from_micros(*us), f.as_slice()))).unwrap();
+    rocefab_wire::pcap::write_all(
+        &cap,
+        Format::Pcap,
+        frames.iter().map(|(us, f)| (Duration::from_micros(*us), f.as_slice())),
+    )
+    .unwrap();
     let c = cap.to_str().unwrap();
     let run = fake_fabric(&dir);
     let args = |extra: &[&'static str]| -> Vec<String> {
-        let mut a: Vec<String> = ["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu1", "--dry-run"].iter().map(|x| x.to_string()).collect();
+        let mut a: Vec<String> =
+            ["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu1", "--dry-run"]
+                .iter()
+                .map(|x| x.to_string())
+                .collect();
         a.extend(extra.iter().map(|x| x.to_string()));
         a
     };
@@ -993,7 +1136,12 @@ fn gaps_the_fabric_cannot_reproduce_warn_with_the_time_dilation_that_would() {
     assert_eq!(j["gap_warning"]["needed_time_dilation"], 15.0);
     // On one rail switch (host2:gpu0 on rail1, 1 hop) 200 us are reproduced at D 1: D 4.8 for 42 us.
     let o = cli(&run, &["replay", "fr", "--from", "host1:gpu0", c, "--map", "192.168.7.2=host2:gpu0", "--dry-run"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("(1 hop x 20.000 us per frame on the wall clock, within 10 %)") && String::from_utf8_lossy(&o.stdout).contains("time_dilation 4.8 reproduces"), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("(1 hop x 20.000 us per frame on the wall clock, within 10 %)")
+            && String::from_utf8_lossy(&o.stdout).contains("time_dilation 4.8 reproduces"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     // At the D it names, no warning.
     let dir15 = temp_dir("gaps15");
     let run15 = fake_fabric_at(&dir15, 15.0);

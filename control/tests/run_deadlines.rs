@@ -37,7 +37,15 @@ fn fake_fabric(dir: &tempfile::TempDir, script: &str) -> (PathBuf, PathBuf) {
 fn run(run: &Path, hostd: &Path, json: bool) -> (Output, Duration) {
     let t = Instant::now();
     let mut c = Command::new(BIN);
-    c.env("ROCEFAB_RUN_DIR", run).env("ROCEFAB_HOSTD", hostd).args(["run", "fr", "incast", "--size", "1MiB", "--timeout", "2"]);
+    c.env("ROCEFAB_RUN_DIR", run).env("ROCEFAB_HOSTD", hostd).args([
+        "run",
+        "fr",
+        "incast",
+        "--size",
+        "1MiB",
+        "--timeout",
+        "2",
+    ]);
     if json {
         c.arg("--json");
     }
@@ -82,12 +90,18 @@ fn hosts_deaf_to_the_timeout_are_named_killed_and_reaped() {
     assert!(!o.status.success());
     // The timeout, then 3 s for the reports nobody sends, then SIGKILL.
     assert!(took >= Duration::from_secs(5) && took < Duration::from_secs(7), "took {took:?}: {err}");
-    assert!(err.contains("incast timed out after 2 s (--timeout): 0 QPs on 0 hosts had not finished (0 of 4 hosts reported)"), "{err}");
+    assert!(
+        err.contains(
+            "incast timed out after 2 s (--timeout): 0 QPs on 0 hosts had not finished (0 of 4 hosts reported)"
+        ),
+        "{err}"
+    );
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((r["ok"].as_bool(), r["timed_out"].as_bool(), r["hosts"].as_u64()), (Some(false), Some(true), Some(4)));
     let errors: Vec<&str> = r["errors"].as_array().unwrap().iter().filter_map(|e| e.as_str()).collect();
     for h in 1..=4 {
-        let want = format!("host{h}: rocefab-hostd gave no answer without a report, also 3 s after it was asked for one");
+        let want =
+            format!("host{h}: rocefab-hostd gave no answer without a report, also 3 s after it was asked for one");
         assert!(errors.iter().any(|e| e.starts_with(&want)), "{want}: {errors:#?}");
     }
     assert!(left_over(&rundir).is_empty(), "{:?}", left_over(&rundir));
@@ -99,7 +113,8 @@ fn hosts_answer_the_timeout_with_what_their_qps_waited_for() {
     let dir = temp_dir("stall");
     let path = dir.path().join("report.json");
     std::fs::write(&path, format!("{report}\n")).unwrap();
-    let script = format!("trap 'cat {}; exit 1' USR1\necho '{{\"ready\":true}}'\nwhile :; do sleep 0.05; done", path.display());
+    let script =
+        format!("trap 'cat {}; exit 1' USR1\necho '{{\"ready\":true}}'\nwhile :; do sleep 0.05; done", path.display());
     let (rundir, hostd) = fake_fabric(&dir, &script);
     let (o, took) = run(&rundir, &hostd, false);
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));

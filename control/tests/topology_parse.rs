@@ -39,7 +39,8 @@ fn rail_spine_parses() {
     let names: Vec<_> = t.switches.iter().map(|s| (s.name.as_str(), s.role)).collect();
     assert_eq!(names, [("rail1", Role::Rail), ("rail2", Role::Rail), ("spine1", Role::Spine), ("spine2", Role::Spine)]);
     assert_eq!(t.links.iter().filter(|l| l.class == LinkClass::HostRail).count(), 8);
-    let fabric: Vec<_> = t.links.iter().filter(|l| l.class == LinkClass::RailSpine).map(|l| (l.a.clone(), l.b.clone())).collect();
+    let fabric: Vec<_> =
+        t.links.iter().filter(|l| l.class == LinkClass::RailSpine).map(|l| (l.a.clone(), l.b.clone())).collect();
     assert_eq!(
         fabric,
         [
@@ -139,13 +140,23 @@ fn multi_pod_parses() {
     // Hosts 3-4 are served by pod 2's rail switches.
     assert_eq!(t.rail_switch_for(1, 3), Some(2));
     assert_eq!(t.rail_switch_for(2, 2), Some(1));
-    let class = |c: LinkClass| t.links.iter().filter(|l| l.class == c).map(|l| (l.a.clone(), l.b.clone())).collect::<Vec<_>>();
+    let class =
+        |c: LinkClass| t.links.iter().filter(|l| l.class == c).map(|l| (l.a.clone(), l.b.clone())).collect::<Vec<_>>();
     assert_eq!(class(LinkClass::HostRail).len(), 8);
     // Rail switches reach only their own pod's spines.
     let sw = |i: usize| Endpoint::Switch(i);
     assert_eq!(
         class(LinkClass::RailSpine),
-        [(sw(0), sw(4)), (sw(0), sw(5)), (sw(1), sw(4)), (sw(1), sw(5)), (sw(2), sw(6)), (sw(2), sw(7)), (sw(3), sw(6)), (sw(3), sw(7))]
+        [
+            (sw(0), sw(4)),
+            (sw(0), sw(5)),
+            (sw(1), sw(4)),
+            (sw(1), sw(5)),
+            (sw(2), sw(6)),
+            (sw(2), sw(7)),
+            (sw(3), sw(6)),
+            (sw(3), sw(7))
+        ]
     );
     let ss = class(LinkClass::SpineSuperSpine);
     assert_eq!(ss.len(), 8);
@@ -201,10 +212,16 @@ fn pod_errors_name_file_line_field() {
     assert!(e.starts_with("topologies/bad.yaml:4: switches.pods: host4 is in no pod"), "{e}");
     let e = err(&pods("3-4", "links:\n  rail_spine:\n    - { rail: r1, spine: s2 }\n"));
     assert!(e.starts_with("topologies/bad.yaml:19: links.rail_spine[0]: r1 and s2 are in different pods"), "{e}");
-    let e = err(&pods("3-4", "links:\n  spine_super_spine:\n    - { spine: s1, super-spine: x1 }\n    - { spine: s2, super-spine: x9 }\n"));
+    let e = err(&pods(
+        "3-4",
+        "links:\n  spine_super_spine:\n    - { spine: s1, super-spine: x1 }\n    - { spine: s2, super-spine: x9 }\n",
+    ));
     assert_eq!(e, "topologies/bad.yaml:20: links.spine_super_spine[1].super-spine: unknown super-spine \"x9\"");
     let e = err(&pods("3-4", "").replace("{ name: r2, rails: [1] }", "{ name: r2, rails: [1], hosts: 2-4 }"));
-    assert!(e.starts_with("topologies/bad.yaml:12: switches.pods[1].rail[0].hosts: hosts 2-4 are not all in pod 2"), "{e}");
+    assert!(
+        e.starts_with("topologies/bad.yaml:12: switches.pods[1].rail[0].hosts: hosts 2-4 are not all in pod 2"),
+        "{e}"
+    );
     let e = err(&pods("3-4", "").replace("  super-spine:\n    - { name: x1 }\n", ""));
     assert!(e.starts_with("topologies/bad.yaml:3: switches: several pods need super-spines"), "{e}");
     let e = err(&pods("3-4", "").replace("  pods:", "  rail:\n    - { name: r0, rails: [1] }\n  pods:"));
@@ -228,25 +245,37 @@ fn rail_without_switch() {
 #[test]
 fn rail_out_of_range() {
     let e = err(&GOOD.replace("rails: [2]", "rails: [2, 5]"));
-    assert_eq!(e, "topologies/bad.yaml:11: switches.rail[1].rails: rail 5 does not exist (hosts have 2 GPUs: rails 1..=2)");
+    assert_eq!(
+        e,
+        "topologies/bad.yaml:11: switches.rail[1].rails: rail 5 does not exist (hosts have 2 GPUs: rails 1..=2)"
+    );
 }
 
 #[test]
 fn rail_served_twice() {
     let e = err(&GOOD.replace("rails: [2]", "rails: [2, 1]"));
-    assert!(e.starts_with("topologies/bad.yaml:11: switches.rail[1].rails: rail 1 of host1 is served by both rail1 and rail2"), "{e}");
+    assert!(
+        e.starts_with(
+            "topologies/bad.yaml:11: switches.rail[1].rails: rail 1 of host1 is served by both rail1 and rail2"
+        ),
+        "{e}"
+    );
 }
 
 #[test]
 fn unknown_switch_in_link() {
-    let src = format!("{GOOD}links:\n  rail_spine:\n    - {{ rail: rail1, spine: spine1 }}\n    - {{ rail: rail2, spine: spine9 }}\n");
+    let src = format!(
+        "{GOOD}links:\n  rail_spine:\n    - {{ rail: rail1, spine: spine1 }}\n    - {{ rail: rail2, spine: spine9 }}\n"
+    );
     let e = err(&src);
     assert_eq!(e, "topologies/bad.yaml:17: links.rail_spine[1].spine: unknown spine \"spine9\"");
 }
 
 #[test]
 fn duplicate_link() {
-    let src = format!("{GOOD}links:\n  rail_spine:\n    - {{ rail: rail1, spine: spine1 }}\n    - {{ rail: rail1, spine: spine1 }}\n");
+    let src = format!(
+        "{GOOD}links:\n  rail_spine:\n    - {{ rail: rail1, spine: spine1 }}\n    - {{ rail: rail1, spine: spine1 }}\n"
+    );
     let e = err(&src);
     assert_eq!(e, "topologies/bad.yaml:17: links.rail_spine[1]: duplicate link rail1 - spine1");
 }
@@ -352,7 +381,10 @@ fn qos_errors_name_file_line_field() {
     let e = err(&with("  xoff: 1MB\n  wred: { max: 900KB }\n  switches:\n    spine1:\n      xon: 1MB\n"));
     assert!(e.starts_with("topologies/bad.yaml:19: qos.switches.spine1.xon: spine1: "), "{e}");
     let e = err(&with("  xoff: 1MB\n"));
-    assert!(e.starts_with("topologies/bad.yaml:14: qos.wred.max: rail1: 3000000 bytes is not below xoff (1000000 bytes)"), "{e}");
+    assert!(
+        e.starts_with("topologies/bad.yaml:14: qos.wred.max: rail1: 3000000 bytes is not below xoff (1000000 bytes)"),
+        "{e}"
+    );
     let e = err(&with("  headroom: 8MiB\n"));
     assert!(e.starts_with("topologies/bad.yaml:15: qos.headroom: rail1: "), "{e}");
     assert!(e.contains("not less than the 16777216-byte buffer"), "{e}");
@@ -395,7 +427,9 @@ fn time_dilation_defaults_to_real_time_and_reaches_the_switch_configs() {
 
 #[test]
 fn time_dilation_errors_name_file_line_field() {
-    for (v, want) in [("0", "0 is below 1"), ("-2", "-2 is below 1"), ("0.5", "0.5 is below 1"), (".inf", "not a finite number")] {
+    for (v, want) in
+        [("0", "0 is below 1"), ("-2", "-2 is below 1"), ("0.5", "0.5 is below 1"), (".inf", "not a finite number")]
+    {
         let e = err(&format!("{GOOD}time_dilation: {v}\n"));
         assert!(e.starts_with("topologies/bad.yaml:14: time_dilation: "), "{v}: {e}");
         assert!(e.contains(want), "{v}: {e}");
@@ -409,7 +443,9 @@ fn time_dilation_errors_name_file_line_field() {
 fn rail_spine_400g_is_the_real_fabric_at_d_8000() {
     let t = Topology::load(&shipped("rail-spine-400g.yaml")).unwrap();
     assert_eq!(t.time_dilation.factor(), 8000.0);
-    let rate = |c: LinkClass| t.links.iter().filter(|l| l.class == c).map(|l| l.line_rate.0).collect::<std::collections::BTreeSet<_>>();
+    let rate = |c: LinkClass| {
+        t.links.iter().filter(|l| l.class == c).map(|l| l.line_rate.0).collect::<std::collections::BTreeSet<_>>()
+    };
     assert_eq!(rate(LinkClass::HostRail).into_iter().collect::<Vec<_>>(), [400_000_000_000]);
     assert_eq!(rate(LinkClass::RailSpine).into_iter().collect::<Vec<_>>(), [800_000_000_000]);
     let plan = control::plan::compile(&t, 9400);

@@ -302,7 +302,13 @@ impl Default for QosConfig {
 
 impl Default for WatchdogConfig {
     fn default() -> Self {
-        WatchdogConfig { enabled: true, detect_us: 200_000, restore_us: 200_000, poll_us: 10_000, action: WatchdogAction::Drop }
+        WatchdogConfig {
+            enabled: true,
+            detect_us: 200_000,
+            restore_us: 200_000,
+            poll_us: 10_000,
+            action: WatchdogAction::Drop,
+        }
     }
 }
 
@@ -342,7 +348,10 @@ impl QosConfig {
         self.check_ets()?;
         let lossless = u64::from(self.lossless_priorities.count_ones());
         if self.cell_bytes != 0 && !(64..=16384).contains(&self.cell_bytes) {
-            return bad("cell", format!("{} bytes: a cell is 64..=16384 bytes, or 0 to count frame bytes", self.cell_bytes));
+            return bad(
+                "cell",
+                format!("{} bytes: a cell is 64..=16384 bytes, or 0 to count frame bytes", self.cell_bytes),
+            );
         }
         let frames = buffer_frames(self.buffer_bytes, self.cell_bytes);
         if self.buffer_bytes == 0 {
@@ -358,7 +367,10 @@ impl QosConfig {
             );
         }
         if queue_limit_bytes > self.buffer_bytes {
-            return bad("queue_limit", format!("{queue_limit_bytes} bytes is more than the {}-byte buffer", self.buffer_bytes));
+            return bad(
+                "queue_limit",
+                format!("{queue_limit_bytes} bytes is more than the {}-byte buffer", self.buffer_bytes),
+            );
         }
         if lossless == 0 {
             return self.check_wred();
@@ -374,13 +386,19 @@ impl QosConfig {
             );
         }
         if self.headroom_bytes < 2 * 1518 {
-            return bad("headroom", format!("{} bytes: headroom must hold at least two full frames (3036 bytes)", self.headroom_bytes));
+            return bad(
+                "headroom",
+                format!("{} bytes: headroom must hold at least two full frames (3036 bytes)", self.headroom_bytes),
+            );
         }
         let shared = self.buffer_bytes - reserved;
         if self.xoff_bytes == 0 || self.xoff_bytes > shared {
             return bad(
                 "xoff",
-                format!("{} bytes: must be 1..={shared} (the shared pool: buffer minus {reserved} bytes of headroom)", self.xoff_bytes),
+                format!(
+                    "{} bytes: must be 1..={shared} (the shared pool: buffer minus {reserved} bytes of headroom)",
+                    self.xoff_bytes
+                ),
             );
         }
         if self.xon_bytes >= self.xoff_bytes {
@@ -413,7 +431,10 @@ impl QosConfig {
             return Ok(());
         }
         if w.min_bytes == 0 || w.min_bytes >= w.max_bytes {
-            return bad("wred.min", format!("{} bytes: must be above 0 and below wred.max ({} bytes)", w.min_bytes, w.max_bytes));
+            return bad(
+                "wred.min",
+                format!("{} bytes: must be above 0 and below wred.max ({} bytes)", w.min_bytes, w.max_bytes),
+            );
         }
         if w.max_bytes > u64::from(u32::MAX) {
             return bad("wred.max", format!("{} bytes is more than 4 GB", w.max_bytes));
@@ -423,10 +444,22 @@ impl QosConfig {
         }
         if self.lossless_priorities & w.queues != 0 {
             if w.min_bytes <= self.xon_bytes {
-                return bad("wred.min", format!("{} bytes is not above xon ({} bytes): xON < WRED min < WRED max < xOFF", w.min_bytes, self.xon_bytes));
+                return bad(
+                    "wred.min",
+                    format!(
+                        "{} bytes is not above xon ({} bytes): xON < WRED min < WRED max < xOFF",
+                        w.min_bytes, self.xon_bytes
+                    ),
+                );
             }
             if w.max_bytes >= self.xoff_bytes {
-                return bad("wred.max", format!("{} bytes is not below xoff ({} bytes): xON < WRED min < WRED max < xOFF", w.max_bytes, self.xoff_bytes));
+                return bad(
+                    "wred.max",
+                    format!(
+                        "{} bytes is not below xoff ({} bytes): xON < WRED min < WRED max < xOFF",
+                        w.max_bytes, self.xoff_bytes
+                    ),
+                );
             }
         }
         Ok(())
@@ -507,8 +540,12 @@ impl SwitchConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let p = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: p.clone(), source })?;
-        let cfg: SwitchConfig = serde_json::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: p, line: e.line(), column: e.column(), msg: e.to_string() })?;
+        let cfg: SwitchConfig = serde_json::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: p,
+            line: e.line(),
+            column: e.column(),
+            msg: e.to_string(),
+        })?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -535,7 +572,10 @@ impl SwitchConfig {
             return bad(format!("{}: dscp_to_tc has {} entries, expected 64", self.name, self.dscp_to_tc.len()));
         }
         if let Some(d) = self.dscp_to_tc.iter().position(|&tc| tc as usize >= NUM_TC) {
-            return bad(format!("{}: dscp_to_tc[{d}] = {} is not a traffic class 0..=7", self.name, self.dscp_to_tc[d]));
+            return bad(format!(
+                "{}: dscp_to_tc[{d}] = {} is not a traffic class 0..=7",
+                self.name, self.dscp_to_tc[d]
+            ));
         }
         if self.xdp_mode != "driver" && self.xdp_mode != "skb" {
             return bad(format!("{}: xdp_mode {:?} (expected driver or skb)", self.name, self.xdp_mode));
@@ -555,7 +595,11 @@ impl SwitchConfig {
         }
         for (g, members) in self.groups.iter().enumerate() {
             if members.is_empty() || members.len() > MAX_GROUP_MEMBERS {
-                return bad(format!("{}: group {g} has {} members (1..={MAX_GROUP_MEMBERS})", self.name, members.len()));
+                return bad(format!(
+                    "{}: group {g} has {} members (1..={MAX_GROUP_MEMBERS})",
+                    self.name,
+                    members.len()
+                ));
             }
             if let Some(m) = members.iter().find(|&&m| m as usize >= self.nexthops.len()) {
                 return bad(format!("{}: group {g} names nexthop {m} (have {})", self.name, self.nexthops.len()));
@@ -568,7 +612,13 @@ impl SwitchConfig {
             }
             if let Some(g) = r.group {
                 if g as usize >= self.groups.len() {
-                    return bad(format!("{}: route {}/{} names group {g} (have {})", self.name, r.prefix, r.len, self.groups.len()));
+                    return bad(format!(
+                        "{}: route {}/{} names group {g} (have {})",
+                        self.name,
+                        r.prefix,
+                        r.len,
+                        self.groups.len()
+                    ));
                 }
             }
         }
@@ -670,7 +720,9 @@ mod tests {
         assert_eq!(q.check(4, 32 << 20).unwrap_err().field, "queue_limit");
         // ETS: shares on non-strict queues, summing to 100.
         assert_eq!(QosConfig { ets_percent: [70, 0, 0, 30, 0, 0, 0, 0], ..q.clone() }.check(4, 1 << 20), Ok(()));
-        let ets = |p: [u8; 8], strict: u8| QosConfig { ets_percent: p, strict_priorities: strict, ..q.clone() }.check(4, 1 << 20);
+        let ets = |p: [u8; 8], strict: u8| {
+            QosConfig { ets_percent: p, strict_priorities: strict, ..q.clone() }.check(4, 1 << 20)
+        };
         assert_eq!(ets([60, 0, 0, 50, 0, 0, 0, 0], 1 << 7).unwrap_err().field, "ets");
         assert!(ets([60, 0, 0, 50, 0, 0, 0, 0], 1 << 7).unwrap_err().msg.contains("110 %"));
         assert!(ets([50, 0, 0, 0, 0, 0, 0, 50], 1 << 7).unwrap_err().msg.contains("queue 7 is strict"));

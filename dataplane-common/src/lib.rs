@@ -548,7 +548,10 @@ pub mod lb {
     ///
     /// A `count` above 16 (no validated config has one) may yield a member index above 15,
     /// which the caller's bounds check rejects.
-    #[expect(clippy::too_many_arguments, reason = "every input of the decision is an argument, so the caller (XDP) supplies clock, randomness and depths")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "every input of the decision is an argument, so the caller (XDP) supplies clock, randomness and depths"
+    )]
     #[inline(always)]
     pub fn pick(
         mode: u8,
@@ -584,7 +587,12 @@ pub mod lb {
                     None => least_loaded(count, ecmp, &depth),
                 };
                 let path_changed = prev.is_some_and(|p| p.member != member);
-                Pick { member, flowlet: Some(Flowlet { last_ns: now_ns, member, _pad: 0 }), path_changed, sprayed: false }
+                Pick {
+                    member,
+                    flowlet: Some(Flowlet { last_ns: now_ns, member, _pad: 0 }),
+                    path_changed,
+                    sprayed: false,
+                }
             }
             _ => fixed(ecmp),
         }
@@ -632,7 +640,14 @@ mod tests {
     use super::*;
 
     fn wred(min: u32, max: u32, percent: u8) -> WredParams {
-        WredParams { queues: 1 << 3, min_bytes: min, max_bytes: max, pmax_q32: WredParams::pmax_from_percent(percent), seed: 1, _pad: 0 }
+        WredParams {
+            queues: 1 << 3,
+            min_bytes: min,
+            max_bytes: max,
+            pmax_q32: WredParams::pmax_from_percent(percent),
+            seed: 1,
+            _pad: 0,
+        }
     }
 
     #[test]
@@ -678,7 +693,14 @@ mod tests {
 
     #[test]
     fn decision_round_trip() {
-        let d = Decision { magic: Decision::MAGIC, kind: kind::FORWARD, tc: 3, ingress_port: 2, egress_port: 5, nexthop: 700 };
+        let d = Decision {
+            magic: Decision::MAGIC,
+            kind: kind::FORWARD,
+            tc: 3,
+            ingress_port: 2,
+            egress_port: 5,
+            nexthop: 700,
+        };
         assert_eq!(Decision::from_bytes(&d.to_bytes()), Some(d));
         let mut bad = d.to_bytes();
         bad[0] ^= 1;
@@ -688,7 +710,8 @@ mod tests {
 
     #[test]
     fn xdp_meta_round_trips_with_the_decision_last() {
-        let d = Decision { magic: Decision::MAGIC, kind: kind::HOST, tc: 0, ingress_port: 1, egress_port: 0, nexthop: 0 };
+        let d =
+            Decision { magic: Decision::MAGIC, kind: kind::HOST, tc: 0, ingress_port: 1, egress_port: 0, nexthop: 0 };
         let m = XdpMeta { rx_ns: 0x0123_4567_89ab_cdef, decision: d };
         let b = m.to_bytes();
         assert_eq!(&b[8..], &d.to_bytes(), "the Decision sits right in front of the frame");
@@ -720,7 +743,9 @@ mod tests {
         let p = pick(mode::ECMP, 4, 11, None, 0, 0, 3, 2, no_depth);
         assert_eq!((p.member, p.flowlet, p.path_changed, p.sprayed), (3, None, false, false));
         // Round robin follows the sequence number, random the draw; both count as sprayed.
-        let rr: [u32; 6] = core::array::from_fn(|seq| pick(mode::SPRAY_ROUND_ROBIN, 3, 11, None, 0, 0, 7, seq as u32, no_depth).member);
+        let rr: [u32; 6] = core::array::from_fn(|seq| {
+            pick(mode::SPRAY_ROUND_ROBIN, 3, 11, None, 0, 0, 7, seq as u32, no_depth).member
+        });
         assert_eq!(rr, [0, 1, 2, 0, 1, 2]);
         let p = pick(mode::SPRAY_RANDOM, 3, 11, None, 0, 0, 7, 0, no_depth);
         assert_eq!((p.member, p.sprayed, p.flowlet), (1, true, None));
@@ -753,7 +778,8 @@ mod tests {
         assert_eq!(p.flowlet.unwrap().last_ns, now + GAP + 1);
         // Of four members, never the previous one; the draw chooses among the other three.
         let prev = Some(Flowlet { last_ns: 0, member: 2, _pad: 0 });
-        let got: [u32; 3] = core::array::from_fn(|r| pick(mode::FLOWLET, 4, 5, prev, GAP + 1, GAP, r as u32, 0, no_depth).member);
+        let got: [u32; 3] =
+            core::array::from_fn(|r| pick(mode::FLOWLET, 4, 5, prev, GAP + 1, GAP, r as u32, 0, no_depth).member);
         assert_eq!(got, [3, 0, 1]);
         // A clock that went backwards is no gap; a stale member beyond a shrunk group is no state.
         assert_eq!(pick(mode::FLOWLET, 4, 5, prev, 0, GAP, 0, 0, no_depth).member, 2);
@@ -780,7 +806,9 @@ mod tests {
         assert_eq!((p.member, p.path_changed), (1, true));
         // Already on a shallowest member: a new flowlet may stay, which is no path change.
         let two = [u64::MAX, 0];
-        let p = pick(mode::ADAPTIVE, 2, 0, Some(Flowlet { last_ns: 0, member: 1, _pad: 0 }), GAP + 1, GAP, 0, 0, |m| two[m as usize]);
+        let p = pick(mode::ADAPTIVE, 2, 0, Some(Flowlet { last_ns: 0, member: 1, _pad: 0 }), GAP + 1, GAP, 0, 0, |m| {
+            two[m as usize]
+        });
         assert_eq!((p.member, p.path_changed), (1, false));
         // Equal queues rotate from `start`.
         assert_eq!(least_loaded(3, 2, |_| 7), 2);

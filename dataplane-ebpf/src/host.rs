@@ -35,7 +35,7 @@ use aya_ebpf::{
 };
 use dataplane_common::{ethertype, kind, limits::MAX_PORTS, Decision, XdpMeta};
 
-use crate::{be16_at, ptr_at, ETH_HLEN, IPV4_HLEN_MIN, IPV6_HLEN, IPPROTO_UDP, UDP_HLEN, VLAN_HLEN};
+use crate::{be16_at, ptr_at, ETH_HLEN, IPPROTO_UDP, IPV4_HLEN_MIN, IPV6_HLEN, UDP_HLEN, VLAN_HLEN};
 
 /// Per-port counter ids.
 pub mod host_counter {
@@ -136,7 +136,14 @@ fn host(ctx: &XdpContext, inject_drops: bool) -> u32 {
     };
     // The time the program saw the frame, for captures (`dataplane_common::XdpMeta`); a frame
     // without room for it is still delivered (the NIC emulator needs no metadata).
-    let decision = Decision { magic: Decision::MAGIC, kind: kind::HOST, tc: 0, ingress_port: slot as u8, egress_port: 0, nexthop: 0 };
+    let decision = Decision {
+        magic: Decision::MAGIC,
+        kind: kind::HOST,
+        tc: 0,
+        ingress_port: slot as u8,
+        egress_port: 0,
+        nexthop: 0,
+    };
     // SAFETY: helper without arguments.
     let _ = crate::write_meta(ctx, &XdpMeta { rx_ns: unsafe { bpf_ktime_get_ns() }, decision });
     match HOST_XSKS.redirect(slot, XDP_DROP as u64) {

@@ -226,9 +226,7 @@ fn try_rocefab_xdp(ctx: &XdpContext, port: u32) -> Result<u32, ()> {
     }
     match ety {
         ethertype::LLDP => Ok(to_userspace(ctx, port, kind::LLDP, 0, 0, 0, counter::LLDP)),
-        ethertype::MAC_CONTROL => {
-            Ok(to_userspace(ctx, port, kind::MAC_CONTROL, 0, 0, 0, counter::MAC_CONTROL))
-        }
+        ethertype::MAC_CONTROL => Ok(to_userspace(ctx, port, kind::MAC_CONTROL, 0, 0, 0, counter::MAC_CONTROL)),
         ethertype::IPV4 => ipv4(ctx, port, l3),
         ethertype::IPV6 => ipv6(ctx, port, l3),
         _ => Ok(pass(port)),
@@ -418,7 +416,8 @@ fn choose(port: u32, g: &NextHopGroup, params: &SwitchParams, hash: u32, flow: &
         return dataplane_common::ecmp_index(hash, g.count);
     }
     let flowlets = mode == lb::mode::FLOWLET || mode == lb::mode::ADAPTIVE;
-    let key = FlowKey { src: flow.src, dst: flow.dst, sport: flow.sport, dport: flow.dport, proto: flow.proto, _pad: [0; 3] };
+    let key =
+        FlowKey { src: flow.src, dst: flow.dst, sport: flow.sport, dport: flow.dport, proto: flow.proto, _pad: [0; 3] };
     let (prev, now) = if flowlets {
         // SAFETY: pointer returned by the lookup helper, valid for the program run; the value
         // is copied out at once. A concurrent update on another CPU can at worst yield a torn
@@ -605,15 +604,7 @@ pub(crate) fn write_meta(ctx: &XdpContext, meta: &XdpMeta) -> bool {
 /// Puts the [`XdpMeta`] (when the program saw the frame, and the [`Decision`]) into the frame's
 /// XDP metadata and redirects the frame to the ingress port's AF_XDP socket.
 #[inline(always)]
-fn to_userspace(
-    ctx: &XdpContext,
-    port: u32,
-    kind: u8,
-    tc: u8,
-    egress_port: u8,
-    nexthop: u16,
-    ok_counter: u32,
-) -> u32 {
+fn to_userspace(ctx: &XdpContext, port: u32, kind: u8, tc: u8, egress_port: u8, nexthop: u16, ok_counter: u32) -> u32 {
     let decision = Decision { magic: Decision::MAGIC, kind, tc, ingress_port: port as u8, egress_port, nexthop };
     if !write_meta(ctx, &XdpMeta { rx_ns: clock_ns(), decision }) {
         return drop_as(port, counter::REDIRECT_FAILED);

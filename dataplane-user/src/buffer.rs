@@ -132,7 +132,14 @@ impl SharedBuffer {
 
     /// Admits a frame arriving on `ingress` with priority `prio`, bound for queue (`egress`, `tc`).
     #[inline]
-    pub fn admit(&mut self, ingress: usize, prio: u8, egress: usize, tc: u8, frame_len: u32) -> Result<(Admit, Option<PgEvent>), Reject> {
+    pub fn admit(
+        &mut self,
+        ingress: usize,
+        prio: u8,
+        egress: usize,
+        tc: u8,
+        frame_len: u32,
+    ) -> Result<(Admit, Option<PgEvent>), Reject> {
         let (prio, tc) = (prio & 7, tc & 7);
         let c = self.charge_of(frame_len);
         if self.frames_held >= self.frames_max {
@@ -183,7 +190,15 @@ impl SharedBuffer {
 
     /// Releases the charges of a frame that left (transmitted, or dropped after admission).
     #[inline]
-    pub fn release(&mut self, ingress: usize, prio: u8, egress: usize, tc: u8, frame_len: u32, admit: Admit) -> Option<PgEvent> {
+    pub fn release(
+        &mut self,
+        ingress: usize,
+        prio: u8,
+        egress: usize,
+        tc: u8,
+        frame_len: u32,
+        admit: Admit,
+    ) -> Option<PgEvent> {
         let (prio, tc) = (prio & 7, tc & 7);
         let c = self.charge_of(frame_len);
         self.frames_held = self.frames_held.saturating_sub(1);
@@ -366,7 +381,8 @@ mod tests {
 
     #[test]
     fn out_of_frames_is_an_admission_drop() {
-        let mut b = SharedBuffer::new(BufferParams { buffer_bytes: 600, headroom_bytes: 0, xoff_bytes: 10_000, ..params() });
+        let mut b =
+            SharedBuffer::new(BufferParams { buffer_bytes: 600, headroom_bytes: 0, xoff_bytes: 10_000, ..params() });
         assert_eq!(b.frames_needed(), 10);
         for _ in 0..10 {
             b.admit(0, 0, 1, 0, 60).unwrap();

@@ -36,7 +36,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-pub use rocefab_contracts::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT, RECORD_HEADER, WALL_CLOCK};
+pub use rocefab_contracts::capture::{
+    Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT, RECORD_HEADER, WALL_CLOCK,
+};
 
 /// Default capacity of a switch's mirror ring.
 pub const RING_BYTES: usize = 8 << 20;
@@ -453,7 +455,9 @@ pub fn router(node: String, ports: Vec<String>, slot: Slot) -> axum::Router {
         let (node, ports, slot) = (node.clone(), ports.clone(), slot.clone());
         async move {
             let names: Vec<&str> = q.ports.as_deref().unwrap_or("").split(',').filter(|s| !s.is_empty()).collect();
-            let mask = if names.is_empty() { (1u64 << ports.len().min(63)) - 1 } else {
+            let mask = if names.is_empty() {
+                (1u64 << ports.len().min(63)) - 1
+            } else {
                 match port_mask(&ports, &names) {
                     Ok(m) => m,
                     Err(e) => return (StatusCode::BAD_REQUEST, format!("{node}: {e}\n")).into_response(),
@@ -484,7 +488,8 @@ pub fn router(node: String, ports: Vec<String>, slot: Slot) -> axum::Router {
                     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                 }
             });
-            ([(header::CONTENT_TYPE, "application/x-rocefab-capture")], axum::body::Body::from_stream(stream)).into_response()
+            ([(header::CONTENT_TYPE, "application/x-rocefab-capture")], axum::body::Body::from_stream(stream))
+                .into_response()
         }
     };
     axum::Router::new().route("/capture", axum::routing::get(handler))
@@ -500,15 +505,26 @@ pub struct CaptureMetrics {
 
 impl CaptureMetrics {
     /// Registers `rocefab_capture_{mirrored,lost}_frames_total` with `const_labels`.
-    pub fn new(registry: &prometheus::Registry, const_labels: &std::collections::HashMap<String, String>) -> prometheus::Result<Self> {
+    pub fn new(
+        registry: &prometheus::Registry,
+        const_labels: &std::collections::HashMap<String, String>,
+    ) -> prometheus::Result<Self> {
         let counter = |name: &str, help: &str| -> prometheus::Result<prometheus::IntCounter> {
-            let c = prometheus::IntCounter::with_opts(prometheus::Opts::new(name, help).const_labels(const_labels.clone()))?;
+            let c = prometheus::IntCounter::with_opts(
+                prometheus::Opts::new(name, help).const_labels(const_labels.clone()),
+            )?;
             registry.register(Box::new(c.clone()))?;
             Ok(c)
         };
         Ok(CaptureMetrics {
-            mirrored: counter("rocefab_capture_mirrored_frames_total", "frames copied to a running capture (rocefab capture)")?,
-            lost: counter("rocefab_capture_lost_frames_total", "frames a running capture missed (its mirror ring or capture socket was full)")?,
+            mirrored: counter(
+                "rocefab_capture_mirrored_frames_total",
+                "frames copied to a running capture (rocefab capture)",
+            )?,
+            lost: counter(
+                "rocefab_capture_lost_frames_total",
+                "frames a running capture missed (its mirror ring or capture socket was full)",
+            )?,
         })
     }
     /// Brings the counters up to the (monotonic) totals.
@@ -522,7 +538,8 @@ impl CaptureMetrics {
 pub fn port_mask(ports: &[String], names: &[&str]) -> Result<u64, String> {
     let mut m = 0u64;
     for n in names {
-        let i = ports.iter().position(|p| p == n).ok_or_else(|| format!("no port {n:?} (ports: {})", ports.join(", ")))?;
+        let i =
+            ports.iter().position(|p| p == n).ok_or_else(|| format!("no port {n:?} (ports: {})", ports.join(", ")))?;
         if i >= 64 {
             return Err(format!("port {n} is port {i}: only the first 64 ports can be mirrored"));
         }

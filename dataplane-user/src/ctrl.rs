@@ -168,7 +168,8 @@ impl DataEnd {
     /// full or the frame longer than [`OWN_FRAME_MAX`] (the caller counts it).
     #[inline]
     pub fn hand_up(&mut self, port: u16, frame: &[u8]) -> bool {
-        let pushed = !self.received.is_full() && OwnFrame::new(port, frame).is_some_and(|f| self.received.push(f).is_ok());
+        let pushed =
+            !self.received.is_full() && OwnFrame::new(port, frame).is_some_and(|f| self.received.push(f).is_ok());
         if pushed {
             self.from_dp.ring();
         }

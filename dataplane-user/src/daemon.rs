@@ -29,7 +29,11 @@ pub enum DaemonError {
 
 /// A daemon's `main`: logging to stderr or `log_file`, then `run`; an error is logged and, when
 /// logging goes to a file, printed on stderr as `name: error` too, with exit status 1.
-pub fn main_with(name: &str, log_file: Option<&std::path::Path>, run: impl FnOnce() -> anyhow::Result<()>) -> std::process::ExitCode {
+pub fn main_with(
+    name: &str,
+    log_file: Option<&std::path::Path>,
+    run: impl FnOnce() -> anyhow::Result<()>,
+) -> std::process::ExitCode {
     use std::process::ExitCode;
     if let Err(e) = init_logging(log_file) {
         eprintln!("{name}: {e:#}");
@@ -49,7 +53,8 @@ pub fn main_with(name: &str, log_file: Option<&std::path::Path>, run: impl FnOnc
 
 /// The daemons' logging: `RUST_LOG` or `info`, to `log_file` (appended, no colours) or stderr.
 pub fn init_logging(log_file: Option<&std::path::Path>) -> std::io::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let b = tracing_subscriber::fmt().with_env_filter(filter);
     match log_file {
         Some(p) => {
@@ -70,7 +75,10 @@ pub fn init_logging(log_file: Option<&std::path::Path>) -> std::io::Result<()> {
 fn ifreq_get(name: &str, request: libc::c_ulong) -> std::io::Result<libc::ifreq> {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     if name.len() >= libc::IFNAMSIZ {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("interface name {name:?} is too long")));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("interface name {name:?} is too long"),
+        ));
     }
     // SAFETY: plain socket(2) call; the descriptor is checked and then owned.
     let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
@@ -133,11 +141,10 @@ impl Signals {
         set.add(Signal::SIGTERM);
         set.add(Signal::SIGINT);
         set.thread_block().map_err(DaemonError::Signals)?;
-        let fd = SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-            .map_err(DaemonError::Signals)?;
+        let fd =
+            SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(DaemonError::Signals)?;
         Ok(Signals { fd })
     }
-
 }
 
 impl AsFd for Signals {

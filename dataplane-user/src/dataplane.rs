@@ -47,13 +47,13 @@
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
+use afxdp::{FrameDesc, Umem};
 use dataplane_common::config::{QosConfig, SwitchConfig, WatchdogAction};
 use dataplane_common::limits::NUM_TC;
 use dataplane_common::time::Dilation;
 use dataplane_common::XdpMeta;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
-use afxdp::{FrameDesc, Umem};
 
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
 use crate::capture::{serialisation_ns, LineStamp, MonoClock, Tap, TapProducer, DIR_IN, DIR_OUT};
@@ -151,7 +151,8 @@ impl DataPlaneConfig {
         let d = cfg.dilation().unwrap_or_default();
         let mut qos = cfg.qos.clone();
         let w = &mut qos.watchdog;
-        (w.detect_us, w.restore_us, w.poll_us) = (d.duration(w.detect_us), d.duration(w.restore_us), d.duration(w.poll_us));
+        (w.detect_us, w.restore_us, w.poll_us) =
+            (d.duration(w.detect_us), d.duration(w.restore_us), d.duration(w.poll_us));
         DataPlaneConfig {
             port_macs: cfg.ports.iter().map(|p| p.mac.0).collect(),
             line_rates_bps: cfg.ports.iter().map(|p| d.rate(p.line_rate_bps)).collect(),
@@ -212,7 +213,14 @@ struct Held {
 /// Gives a held frame's buffer charges back and publishes its ingress group's occupancy;
 /// returns the group's xON event, if any. The one place a held frame leaves the buffer.
 #[inline]
-fn release_held(buffer: &mut SharedBuffer, stats: &SwitchStats, h: &Held, egress: usize, tc: u8, len: u32) -> Option<PgEvent> {
+fn release_held(
+    buffer: &mut SharedBuffer,
+    stats: &SwitchStats,
+    h: &Held,
+    egress: usize,
+    tc: u8,
+    len: u32,
+) -> Option<PgEvent> {
     let ingress = h.ingress as usize;
     let ev = buffer.release(ingress, tc, egress, tc, len, h.admit);
     stats.ports[ingress].prio[tc as usize].pg_bytes.set(buffer.pg_bytes(ingress, tc));
@@ -323,7 +331,12 @@ enum TxState {
 impl DataPlane {
     /// `xsk` must hold at least [`DataPlaneConfig::buffer_frames`] frames beyond its rings
     /// ([`crate::xsk::open`] with that count).
-    pub fn new(xsk: XskSet, cfg: &DataPlaneConfig, stats: Arc<SwitchStats>, ctrl: DataEnd) -> Result<Self, DataPlaneError> {
+    pub fn new(
+        xsk: XskSet,
+        cfg: &DataPlaneConfig,
+        stats: Arc<SwitchStats>,
+        ctrl: DataEnd,
+    ) -> Result<Self, DataPlaneError> {
         let n = cfg.port_macs.len();
         if xsk.ports.len() != n || cfg.line_rates_bps.len() != n || stats.ports.len() != n {
             return Err(DataPlaneError::PortCount { ports: n, given: xsk.ports.len() });
@@ -344,7 +357,8 @@ impl DataPlane {
         }
         // A lossy queue never holds more than its byte limit at the minimum frame; a lossless
         // one at most what the buffer holds.
-        let lossy_cap = ((cfg.queue_limit_bytes / dataplane_common::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
+        let lossy_cap =
+            ((cfg.queue_limit_bytes / dataplane_common::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
         let lossless = cfg.qos.lossless_priorities;
         let caps: [usize; NUM_TC] =
             std::array::from_fn(|tc| if lossless & (1 << tc) != 0 { held_max.max(1) } else { lossy_cap.max(1) });
@@ -561,7 +575,11 @@ impl DataPlane {
         while let Some(f) = self.ctrl.next_frame() {
             let port = f.port as usize;
             if port >= self.ports.len() {
-                tracing::warn!(port, ports = self.ports.len(), "control side handed a frame for a port that does not exist; dropped");
+                tracing::warn!(
+                    port,
+                    ports = self.ports.len(),
+                    "control side handed a frame for a port that does not exist; dropped"
+                );
                 continue;
             }
             if self.emit_own(port, f.bytes(), 0) {
@@ -713,7 +731,8 @@ impl DataPlane {
                     // Drop what the stormed queue holds, releasing its buffer charges.
                     let mut freed = 0u64;
                     self.ports[port].sched.emptied(prio as usize);
-                    let (queues, buffer, free, stats) = (&mut self.ports[port].queues, &mut self.buffer, &mut self.free, &self.stats);
+                    let (queues, buffer, free, stats) =
+                        (&mut self.ports[port].queues, &mut self.buffer, &mut self.free, &self.stats);
                     let mut events = [None; 8];
                     let mut ne = 0;
                     queues.drain_queue(prio as usize, |h, len| {
@@ -771,7 +790,8 @@ impl DataPlane {
                 if mirror {
                     if let Some(t) = self.tap.as_mut() {
                         // When the XDP program saw the frame, not when this batch was taken.
-                        let seen = meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns));
+                        let seen =
+                            meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns));
                         let port = &mut self.ports[p];
                         let ts = port.rx_stamp.stamp(seen, serialisation_ns(len as u32, port.shaper.rate_bps()));
                         t.mirror(p as u16, DIR_IN, ts, buf);
@@ -799,7 +819,8 @@ impl DataPlane {
                         rx_stats.rx_mac_control.inc();
                         // MAC control frames are minimum-size frames (802.3 clause 31): a longer
                         // one is not a valid PAUSE/PFC and is not acted on.
-                        let parsed = if len > MAC_CONTROL_MAX_FRAME { None } else { MacControlRepr::parse_frame(buf).ok() };
+                        let parsed =
+                            if len > MAC_CONTROL_MAX_FRAME { None } else { MacControlRepr::parse_frame(buf).ok() };
                         match parsed {
                             Some((_, MacControlRepr::Pfc(pfc))) => Verdict::Pfc(pfc.enabled.0, pfc.quanta),
                             Some((_, MacControlRepr::Pause { quanta })) => Verdict::Pause(quanta),
@@ -927,8 +948,7 @@ impl DataPlane {
         let not_before = port.shaped_at.take().map_or(now, |t| t.min(now));
         let tx = &mut port.xsk.tx;
         let ring_free = tx.nb_free_exact();
-        let room =
-            (ring_free as usize).min((TX_RING_SIZE - port.tx_inflight.min(TX_RING_SIZE)) as usize).min(BATCH);
+        let room = (ring_free as usize).min((TX_RING_SIZE - port.tx_inflight.min(TX_RING_SIZE)) as usize).min(BATCH);
         let mut n = 0;
         let mut tx_bytes = 0u64;
         let mut shaped_until = None;
@@ -1072,7 +1092,9 @@ impl DataPlane {
         }
         // SAFETY: `pollfds` is a live array of initialised pollfd of the given length, `tsp` is
         // null or points to a live timespec, and a null sigmask leaves the mask unchanged.
-        let r = unsafe { libc::ppoll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, tsp, std::ptr::null()) };
+        let r = unsafe {
+            libc::ppoll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, tsp, std::ptr::null())
+        };
         if r < 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() == std::io::ErrorKind::Interrupted {
@@ -1149,7 +1171,10 @@ mod tests {
         assert_eq!(w.restore_us as f64, e.restore_us as f64 * d);
         assert_eq!(w.poll_us as f64, e.poll_us as f64 * d);
         // Bytes never scale.
-        assert_eq!((slow.qos.xoff_bytes, slow.qos.xon_bytes, slow.qos.buffer_bytes), (emulated.xoff_bytes, emulated.xon_bytes, emulated.buffer_bytes));
+        assert_eq!(
+            (slow.qos.xoff_bytes, slow.qos.xon_bytes, slow.qos.buffer_bytes),
+            (emulated.xoff_bytes, emulated.xon_bytes, emulated.buffer_bytes)
+        );
         assert_eq!(slow.queue_limit_bytes, real.queue_limit_bytes);
         // A PFC pause timed at the wall rate lasts the emulated pause × D.
         let q = emulated.pause_quanta;

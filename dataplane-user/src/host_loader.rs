@@ -211,13 +211,15 @@ impl HostXdp {
     /// Counters of every slot summed over CPUs: `result[slot][counter id]`.
     pub fn counters(&self) -> Result<Vec<[u64; counter::COUNT as usize]>, HostLoaderError> {
         let map = self.ebpf.map(maps::COUNTERS).ok_or(HostLoaderError::MissingMap(maps::COUNTERS))?;
-        let err = |what: String| move |source| HostLoaderError::Map { map: maps::COUNTERS, what, source: Box::new(source) };
+        let err =
+            |what: String| move |source| HostLoaderError::Map { map: maps::COUNTERS, what, source: Box::new(source) };
         let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(err("opening".into()))?;
         let mut out = vec![[0u64; counter::COUNT as usize]; self.ifindexes.len()];
         for (slot, row) in out.iter_mut().enumerate() {
             for (id, v) in row.iter_mut().enumerate() {
                 let idx = slot as u32 * counter::COUNT + id as u32;
-                let values = counters.get(&idx, 0).map_err(err(format!("slot {slot} counter {}", counter::NAMES[id])))?;
+                let values =
+                    counters.get(&idx, 0).map_err(err(format!("slot {slot} counter {}", counter::NAMES[id])))?;
                 *v = values.iter().sum();
             }
         }
@@ -252,7 +254,11 @@ where
     T: TryFrom<&'a mut aya::maps::Map, Error = MapError>,
 {
     let map = ebpf.map_mut(name).ok_or(HostLoaderError::MissingMap(name))?;
-    T::try_from(map).map_err(|source| HostLoaderError::Map { map: name, what: "opening".into(), source: Box::new(source) })
+    T::try_from(map).map_err(|source| HostLoaderError::Map {
+        map: name,
+        what: "opening".into(),
+        source: Box::new(source),
+    })
 }
 
 #[cfg(test)]

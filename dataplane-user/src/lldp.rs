@@ -46,7 +46,13 @@ impl SwitchAgent {
                 a
             })
             .collect();
-        SwitchAgent { name: cfg.name.clone(), logged: vec![Vec::new(); cfg.ports.len()], running: vec![None; cfg.ports.len()], ports, epoch: Instant::now() }
+        SwitchAgent {
+            name: cfg.name.clone(),
+            logged: vec![Vec::new(); cfg.ports.len()],
+            running: vec![None; cfg.ports.len()],
+            ports,
+            epoch: Instant::now(),
+        }
     }
 
     /// Looks at every port's link state (`running(port name)`): a port whose link came up
@@ -87,7 +93,9 @@ impl SwitchAgent {
         let name = a.identity().port.clone();
         match a.on_frame(frame, now) {
             Rx::Neighbour { new: true } => {
-                let n = a.neighbour().map(|n| format!("{} port {}", n.system_name.as_deref().unwrap_or(&n.chassis), n.port));
+                let n = a
+                    .neighbour()
+                    .map(|n| format!("{} port {}", n.system_name.as_deref().unwrap_or(&n.chassis), n.port));
                 tracing::info!(switch = %self.name, port = %name, neighbours = a.neighbours().len(), dcbx_with = ?n, "new LLDP neighbour");
             }
             Rx::TableFull => {
@@ -95,7 +103,9 @@ impl SwitchAgent {
             }
             Rx::Neighbour { new: false } => {}
             Rx::Shutdown => tracing::info!(switch = %self.name, port = %name, "neighbour sent a shutdown LLDPDU"),
-            Rx::Malformed(why) => tracing::warn!(switch = %self.name, port = %name, "malformed LLDPDU discarded: {why}"),
+            Rx::Malformed(why) => {
+                tracing::warn!(switch = %self.name, port = %name, "malformed LLDPDU discarded: {why}")
+            }
         }
         self.log_mismatches(port);
     }
@@ -114,7 +124,11 @@ impl SwitchAgent {
     /// The neighbour table.
     pub fn report(&self) -> NodeReport {
         let now = self.now();
-        NodeReport { node: self.name.clone(), kind: "switch".into(), ports: self.ports.iter().map(|a| a.report(now)).collect() }
+        NodeReport {
+            node: self.name.clone(),
+            kind: "switch".into(),
+            ports: self.ports.iter().map(|a| a.report(now)).collect(),
+        }
     }
 
     /// A shutdown LLDPDU (TTL 0) per port.
@@ -135,7 +149,13 @@ mod tests {
         )
         .unwrap();
         for (i, n) in ["eth0", "eth1"].iter().enumerate() {
-            c.ports.push(PortConfig { name: n.to_string(), mac: format!("02:00:00:00:00:0{i}").parse().unwrap(), line_rate_bps: 1_000_000_000, addresses: vec![], peer: "host1:gpu0".into() });
+            c.ports.push(PortConfig {
+                name: n.to_string(),
+                mac: format!("02:00:00:00:00:0{i}").parse().unwrap(),
+                line_rate_bps: 1_000_000_000,
+                addresses: vec![],
+                peer: "host1:gpu0".into(),
+            });
         }
         c
     }
@@ -153,7 +173,11 @@ mod tests {
         assert_eq!((n.info.system_name.as_deref(), n.info.port.as_str()), (Some("rail1"), "eth0"));
         assert_eq!(r.ports[1].local.chassis, "02:00:00:00:00:00", "chassis = first port's MAC without chassis_mac");
         assert!(r.ports[1].mismatches.is_empty());
-        assert_eq!(r.ports[1].expected, Expected::from_peer("host1:gpu0"), "the topology's peer is the expected neighbour");
+        assert_eq!(
+            r.ports[1].expected,
+            Expected::from_peer("host1:gpu0"),
+            "the topology's peer is the expected neighbour"
+        );
         assert_eq!(a.shutdown_frames().len(), 2);
         // A frame on a port that does not exist is logged, not a panic.
         b.on_frame(9, &out[0].1, 0);

@@ -26,13 +26,15 @@ use std::os::fd::RawFd;
 
 use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray, XskMap};
-use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp, XdpMode};
 use aya::programs::xdp::XdpLinkId;
+use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp, XdpMode};
 use aya::Ebpf;
 use dataplane_common::config::SwitchConfig;
-use dataplane_common::limits::MAX_GROUP_MEMBERS;
 use dataplane_common::lb::{FlowKey, Flowlet};
-use dataplane_common::{counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams, XdpMeta};
+use dataplane_common::limits::MAX_GROUP_MEMBERS;
+use dataplane_common::{
+    counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams, XdpMeta,
+};
 
 /// The XDP object built by `build.rs` (ELF, BTF included).
 pub static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rocefab-xdp"));
@@ -57,8 +59,10 @@ pub mod maps {
     pub const FLOWLETS: &str = "FLOWLETS";
     pub const LB_SEQ: &str = "LB_SEQ";
     /// Every map the loader expects.
-    pub const ALL: [&str; 14] =
-        [PORTS, DSCP_TC, ROUTES_V4, ROUTES_V6, GROUPS, NEXTHOPS, PARAMS, XSKS, COUNTERS, WRED, DEPTHS, RNG, FLOWLETS, LB_SEQ];
+    pub const ALL: [&str; 14] = [
+        PORTS, DSCP_TC, ROUTES_V4, ROUTES_V6, GROUPS, NEXTHOPS, PARAMS, XSKS, COUNTERS, WRED, DEPTHS, RNG, FLOWLETS,
+        LB_SEQ,
+    ];
 }
 
 /// XDP return codes (`enum xdp_action`, include/uapi/linux/bpf.h).
@@ -225,18 +229,15 @@ impl XdpSwitch {
         }
         let mut ebpf = Ebpf::load(XDP_OBJECT).map_err(|e| LoaderError::Load(Box::new(e)))?;
         program_mut(&mut ebpf)?.load().map_err(|e| LoaderError::ProgramLoad(Box::new(e)))?;
-        let mut sw = XdpSwitch {
-            ebpf,
-            ifindexes,
-            names: cfg.ports.iter().map(|p| p.name.clone()).collect(),
-            links: Vec::new(),
-        };
+        let mut sw =
+            XdpSwitch { ebpf, ifindexes, names: cfg.ports.iter().map(|p| p.name.clone()).collect(), links: Vec::new() };
         sw.fill_maps(cfg)?;
         Ok(sw)
     }
 
     fn fill_maps(&mut self, cfg: &SwitchConfig) -> Result<(), LoaderError> {
-        let err = |map: &'static str, what: String| move |source| LoaderError::Map { map, what, source: Box::new(source) };
+        let err =
+            |map: &'static str, what: String| move |source| LoaderError::Map { map, what, source: Box::new(source) };
 
         let mut ports: HashMap<&mut MapData, u32, PortInfo> = typed_map(&mut self.ebpf, maps::PORTS)?;
         for (i, &ifindex) in self.ifindexes.iter().enumerate() {
@@ -300,7 +301,8 @@ impl XdpSwitch {
                         return Err(LoaderError::BadRoute { prefix: r.prefix, len: r.len, why: "prefix length > 128" });
                     }
                     let net = mask(a.octets(), r.len);
-                    let mut t: LpmTrie<&mut MapData, [u8; 16], RouteValue> = typed_map(&mut self.ebpf, maps::ROUTES_V6)?;
+                    let mut t: LpmTrie<&mut MapData, [u8; 16], RouteValue> =
+                        typed_map(&mut self.ebpf, maps::ROUTES_V6)?;
                     t.insert(&Key::new(r.len.into(), net), value, 0).map_err(err(maps::ROUTES_V6, what()))?;
                 }
             }
@@ -324,12 +326,17 @@ impl XdpSwitch {
     /// The flowlet table's entry of a flow, if it has one.
     pub fn flowlet(&self, key: &FlowKey) -> Result<Option<Flowlet>, LoaderError> {
         let map = self.ebpf.map(maps::FLOWLETS).ok_or(LoaderError::MissingMap(maps::FLOWLETS))?;
-        let table: HashMap<&MapData, FlowKey, Flowlet> = HashMap::try_from(map)
-            .map_err(|source| LoaderError::Map { map: maps::FLOWLETS, what: "opening".into(), source: Box::new(source) })?;
+        let table: HashMap<&MapData, FlowKey, Flowlet> = HashMap::try_from(map).map_err(|source| LoaderError::Map {
+            map: maps::FLOWLETS,
+            what: "opening".into(),
+            source: Box::new(source),
+        })?;
         match table.get(key, 0) {
             Ok(f) => Ok(Some(f)),
             Err(MapError::KeyNotFound) => Ok(None),
-            Err(source) => Err(LoaderError::Map { map: maps::FLOWLETS, what: format!("{key:?}"), source: Box::new(source) }),
+            Err(source) => {
+                Err(LoaderError::Map { map: maps::FLOWLETS, what: format!("{key:?}"), source: Box::new(source) })
+            }
         }
     }
 
@@ -347,8 +354,11 @@ impl XdpSwitch {
     /// Per-port counters summed over CPUs: `result[port][counter id]`.
     pub fn counters(&self) -> Result<Vec<[u64; counter::COUNT as usize]>, LoaderError> {
         let map = self.ebpf.map(maps::COUNTERS).ok_or(LoaderError::MissingMap(maps::COUNTERS))?;
-        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map)
-            .map_err(|source| LoaderError::Map { map: maps::COUNTERS, what: "opening".into(), source: Box::new(source) })?;
+        let counters: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|source| LoaderError::Map {
+            map: maps::COUNTERS,
+            what: "opening".into(),
+            source: Box::new(source),
+        })?;
         let mut out = vec![[0u64; counter::COUNT as usize]; self.ifindexes.len()];
         for (port, row) in out.iter_mut().enumerate() {
             for (id, slot) in row.iter_mut().enumerate() {

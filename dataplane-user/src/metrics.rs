@@ -16,7 +16,9 @@ use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
 use dataplane_common::limits::NUM_TC;
 use dataplane_common::time::Dilation;
-use prometheus::{Counter, CounterVec, Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Counter, CounterVec, Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 
 use crate::stats::{Stat, SwitchStats};
 use crate::xsk::XskStatistics;
@@ -132,7 +134,13 @@ fn sync_stat(c: &IntCounter, s: &Stat) {
 }
 
 /// The band handles of queue `q` of `port` when it runs WRED, else none.
-fn wred_band_handles(cfg: &SwitchConfig, port: &str, q: &str, ect: &IntCounterVec, ce: &IntCounterVec) -> Vec<(IntCounter, IntCounter)> {
+fn wred_band_handles(
+    cfg: &SwitchConfig,
+    port: &str,
+    q: &str,
+    ect: &IntCounterVec,
+    ce: &IntCounterVec,
+) -> Vec<(IntCounter, IntCounter)> {
     let w = &cfg.qos.wred;
     let tc: u8 = q.parse().unwrap_or(0);
     if w.queues & (1 << tc) == 0 {
@@ -141,7 +149,8 @@ fn wred_band_handles(cfg: &SwitchConfig, port: &str, q: &str, ect: &IntCounterVe
     (0..crate::depths::BANDS)
         .map(|b| {
             let (lo, hi) = crate::depths::band_range(b, w.min_bytes, w.max_bytes);
-            let (b, lo, hi) = (b.to_string(), lo.to_string(), if hi == u64::MAX { "+Inf".to_string() } else { hi.to_string() });
+            let (b, lo, hi) =
+                (b.to_string(), lo.to_string(), if hi == u64::MAX { "+Inf".to_string() } else { hi.to_string() });
             let l = [port, q, b.as_str(), lo.as_str(), hi.as_str()];
             (ect.with_label_values(&l), ce.with_label_values(&l))
         })
@@ -168,10 +177,13 @@ impl Metrics {
         let p = &["port"];
         let pq = &["port", "queue"];
         let pp = &["port", "priority"];
-        let rx_packets = counter_vec("rocefab_port_rx_packets_total", "Frames received from the port's AF_XDP socket", p)?;
-        let rx_bytes = counter_vec("rocefab_port_rx_bytes_total", "Ethernet bytes received from the port's AF_XDP socket", p)?;
+        let rx_packets =
+            counter_vec("rocefab_port_rx_packets_total", "Frames received from the port's AF_XDP socket", p)?;
+        let rx_bytes =
+            counter_vec("rocefab_port_rx_bytes_total", "Ethernet bytes received from the port's AF_XDP socket", p)?;
         let tx_packets = counter_vec("rocefab_port_tx_packets_total", "Frames handed to the port's AF_XDP TX ring", p)?;
-        let tx_bytes = counter_vec("rocefab_port_tx_bytes_total", "Ethernet bytes handed to the port's AF_XDP TX ring", p)?;
+        let tx_bytes =
+            counter_vec("rocefab_port_tx_bytes_total", "Ethernet bytes handed to the port's AF_XDP TX ring", p)?;
         let rx_invalid = counter_vec(
             "rocefab_port_rx_invalid_total",
             "Received descriptors without a valid Decision in their XDP metadata (dropped)",
@@ -183,8 +195,11 @@ impl Metrics {
             "LLDP frames not handed to the LLDP agent (its ring was full or the frame too long)",
             p,
         )?;
-        let rx_mac_control =
-            counter_vec("rocefab_port_rx_mac_control_total", "MAC control (PAUSE/PFC) frames received by the daemon", p)?;
+        let rx_mac_control = counter_vec(
+            "rocefab_port_rx_mac_control_total",
+            "MAC control (PAUSE/PFC) frames received by the daemon",
+            p,
+        )?;
         let rewrite_errors = counter_vec(
             "rocefab_port_rewrite_errors_total",
             "Routed frames dropped because the L3 rewrite refused them",
@@ -202,7 +217,11 @@ impl Metrics {
             pq,
         )?;
         let depth_p = gauge_vec("rocefab_queue_depth_packets", "Current queue depth in frames", pq)?;
-        let depth_peak = gauge_vec("rocefab_queue_depth_peak_bytes", "Highest queue depth in frame bytes since the daemon started", pq)?;
+        let depth_peak = gauge_vec(
+            "rocefab_queue_depth_peak_bytes",
+            "Highest queue depth in frame bytes since the daemon started",
+            pq,
+        )?;
         let depth_cell = gauge_vec(
             "rocefab_queue_depth_cell_bytes",
             "Current queue depth as the shared buffer charges it: whole cells times the cell size (qos.cell, 256 bytes by default). WRED, the queue limit and xOFF/xON act on this unit",
@@ -234,8 +253,16 @@ impl Metrics {
             "Of rocefab_wred_band_ect_packets_total, the packets that were CE at enqueue (marked by this switch's WRED or upstream)",
             pqb,
         )?;
-        let pfc_tx = counter_vec("rocefab_pfc_tx_frames_total", "PFC frames sent out of the port for the priority (XOFF, refresh, XON)", pp)?;
-        let pfc_rx = counter_vec("rocefab_pfc_rx_frames_total", "PFC frames received on the port for the priority (802.3x PAUSE counts for every priority)", pp)?;
+        let pfc_tx = counter_vec(
+            "rocefab_pfc_tx_frames_total",
+            "PFC frames sent out of the port for the priority (XOFF, refresh, XON)",
+            pp,
+        )?;
+        let pfc_rx = counter_vec(
+            "rocefab_pfc_rx_frames_total",
+            "PFC frames received on the port for the priority (802.3x PAUSE counts for every priority)",
+            pp,
+        )?;
         let pfc_rx_ignored = counter_vec(
             "rocefab_pfc_rx_ignored_frames_total",
             "PFC frames received on the port with the priority's bit set, ignored because PFC is not enabled on the priority (not lossless)",
@@ -257,12 +284,22 @@ impl Metrics {
             "1 while the peer's PFC pauses the egress priority (as of the data path's last pass), else 0",
             pp,
         )?;
-        let pg_b = gauge_vec("rocefab_ingress_pg_bytes", "Bytes charged to the ingress priority group (port, priority)", pp)?;
-        let hr_over = counter_vec("rocefab_headroom_overflow_total", "Lossless frames lost because the ingress priority group's headroom was full", pp)?;
-        let storms = counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
+        let pg_b =
+            gauge_vec("rocefab_ingress_pg_bytes", "Bytes charged to the ingress priority group (port, priority)", pp)?;
+        let hr_over = counter_vec(
+            "rocefab_headroom_overflow_total",
+            "Lossless frames lost because the ingress priority group's headroom was full",
+            pp,
+        )?;
+        let storms =
+            counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
         let restores = counter_vec("rocefab_pfcwd_restores_total", "Stormed egress queues the watchdog restored", pp)?;
         let mc_bad = counter_vec("rocefab_port_rx_mac_control_malformed_total", "MAC control frames that did not parse, were longer than a minimum-size frame, or had an unknown opcode (dropped)", p)?;
-        let own_empty = counter_vec("rocefab_port_own_frames_not_sent_total", "Frames the switch originates (PFC) that found no reserved frame or a full control queue", p)?;
+        let own_empty = counter_vec(
+            "rocefab_port_own_frames_not_sent_total",
+            "Frames the switch originates (PFC) that found no reserved frame or a full control queue",
+            p,
+        )?;
         let xdp: Vec<IntCounterVec> = counter::NAMES
             .iter()
             .map(|n| {
@@ -589,7 +626,10 @@ mod tests {
         assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(4500.0));
         assert_eq!(value(&t, "rocefab_pfc_rx_ignored_frames_total", &[("port", "eth1"), ("priority", "0")]), Some(3.0));
         assert_eq!(value(&t, "rocefab_pfc_rx_ignored_frames_total", &[("port", "eth1"), ("priority", "3")]), Some(0.0));
-        assert!(t.contains("# HELP rocefab_queue_depth_cell_bytes Current queue depth as the shared buffer charges it"), "the help says the unit");
+        assert!(
+            t.contains("# HELP rocefab_queue_depth_cell_bytes Current queue depth as the shared buffer charges it"),
+            "the help says the unit"
+        );
         assert_eq!(value(&t, "rocefab_port_rx_packets_total", &[("port", "eth0")]), Some(7.0));
         assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0"), ("switch", "sw1")]), Some(11.0));
         assert_eq!(value(&t, "rocefab_xdp_redirect_failed_total", &[("port", "eth1")]), Some(0.0));
@@ -650,7 +690,10 @@ mod tests {
         assert_eq!(value(&t, "rocefab_pfc_paused", &[("port", "eth1"), ("priority", "4")]), Some(0.0));
         assert_eq!(value(&t, "rocefab_pfc_paused", &[("port", "eth0"), ("priority", "3")]), Some(0.0));
         stats.ports[1].paused_mask.set(0);
-        assert_eq!(value(&m.render(None, None), "rocefab_pfc_paused", &[("port", "eth1"), ("priority", "3")]), Some(0.0));
+        assert_eq!(
+            value(&m.render(None, None), "rocefab_pfc_paused", &[("port", "eth1"), ("priority", "3")]),
+            Some(0.0)
+        );
         let paused = value(&t, "rocefab_pfc_paused_seconds_total", &[("port", "eth1"), ("priority", "3")]).unwrap();
         assert!((paused - 4.0 / 8000.0).abs() < 1e-12, "{paused}");
         assert_eq!(value(&t, "rocefab_time_dilation", &[("switch", "sw1")]), Some(8000.0));

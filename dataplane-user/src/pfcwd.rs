@@ -58,7 +58,14 @@ impl Watchdog {
 
     /// One poll of `port`: `paused_mask` is what the peer paused now, `last_pause_rx_ns` when
     /// the last pausing frame arrived per priority (0 = never).
-    pub fn poll(&mut self, port: usize, paused_mask: u8, last_pause_rx_ns: &[u64; 8], now_ns: u64, out: &mut impl FnMut(WdEvent)) {
+    pub fn poll(
+        &mut self,
+        port: usize,
+        paused_mask: u8,
+        last_pause_rx_ns: &[u64; 8],
+        now_ns: u64,
+        out: &mut impl FnMut(WdEvent),
+    ) {
         for (prio, &last_rx) in last_pause_rx_ns.iter().enumerate() {
             if self.lossless & (1 << prio) == 0 {
                 continue;

@@ -129,11 +129,7 @@ impl PortStatsRef {
 impl<D: Copy + Default> PortQueues<D> {
     /// Eight queues of `capacity` descriptors and `limit_bytes` each, counting into `stats`.
     pub fn new(capacity: usize, limit_bytes: u64, stats: PortStatsRef) -> Self {
-        PortQueues {
-            fifos: std::array::from_fn(|_| Fifo::new(capacity, limit_bytes)),
-            nonempty: 0,
-            stats,
-        }
+        PortQueues { fifos: std::array::from_fn(|_| Fifo::new(capacity, limit_bytes)), nonempty: 0, stats }
     }
 
     /// Eight queues with their own descriptor capacities and no byte limit: admission is decided

@@ -230,10 +230,7 @@ mod tests {
             assert!(rewrite_l3(&mut ok, SRC, DST).is_ok(), "headers alone are enough");
             for cut in 0..hdr_end {
                 let mut f = full[..cut].to_vec();
-                assert!(
-                    matches!(rewrite_l3(&mut f, SRC, DST), Err(RewriteError::Truncated(_))),
-                    "cut at {cut}"
-                );
+                assert!(matches!(rewrite_l3(&mut f, SRC, DST), Err(RewriteError::Truncated(_))), "cut at {cut}");
             }
         }
     }

@@ -45,7 +45,8 @@ where
 /// not be read).
 pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
     let q = &cfg.qos;
-    let d = dataplane_common::time::Dilation::new(cfg.time_dilation).unwrap_or(dataplane_common::time::Dilation::REAL_TIME);
+    let d =
+        dataplane_common::time::Dilation::new(cfg.time_dilation).unwrap_or(dataplane_common::time::Dilation::REAL_TIME);
     let ports = cfg
         .ports
         .iter()
@@ -151,7 +152,15 @@ mod tests {
         assert_eq!((s.switch.as_str(), s.time_dilation, s.xdp_unread), ("rail1", 1000.0, false));
         assert_eq!(
             s.thresholds,
-            Thresholds { wred_min_bytes: 150_000, wred_max_bytes: 3_000_000, wred_queues: 1 << 3, xoff_bytes: 3_200_000, xon_bytes: 120_000, lossless_priorities: 1 << 3, cell_bytes: 256 }
+            Thresholds {
+                wred_min_bytes: 150_000,
+                wred_max_bytes: 3_000_000,
+                wred_queues: 1 << 3,
+                xoff_bytes: 3_200_000,
+                xon_bytes: 120_000,
+                lossless_priorities: 1 << 3,
+                cell_bytes: 256
+            }
         );
         let p = &s.ports[1];
         assert_eq!((p.name.as_str(), p.peer.as_str()), ("eth1", "spine1:eth3"));

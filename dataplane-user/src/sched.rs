@@ -62,8 +62,10 @@ impl Scheduler {
     /// Strict queues `strict` (bit per queue), DWRR between the others by `percent` (per queue;
     /// 0 = unweighted). A percent of a strict queue is ignored.
     pub fn new(strict: u8, percent: [u8; NUM_TC]) -> Scheduler {
-        let weighted = (0..NUM_TC).filter(|&tc| percent[tc] != 0 && strict & (1 << tc) == 0).fold(0u8, |m, tc| m | (1 << tc));
-        let min = (0..NUM_TC).filter(|&tc| weighted & (1 << tc) != 0).map(|tc| u32::from(percent[tc])).min().unwrap_or(1);
+        let weighted =
+            (0..NUM_TC).filter(|&tc| percent[tc] != 0 && strict & (1 << tc) == 0).fold(0u8, |m, tc| m | (1 << tc));
+        let min =
+            (0..NUM_TC).filter(|&tc| weighted & (1 << tc) != 0).map(|tc| u32::from(percent[tc])).min().unwrap_or(1);
         let quantum = std::array::from_fn(|tc| {
             if weighted & (1 << tc) != 0 {
                 (u32::from(percent[tc]) * QUANTUM_UNIT_BYTES).div_ceil(min)
@@ -313,7 +315,10 @@ mod tests {
             }
             let want = f64::from(a) / 100.0;
             let got = share(&bytes, 0);
-            assert!((got - want).abs() < 0.01, "{a}/{b}: queue 0 sent {got:.4} of the bytes, want {want:.2} ± 0.01 ({bytes:?})");
+            assert!(
+                (got - want).abs() < 0.01,
+                "{a}/{b}: queue 0 sent {got:.4} of the bytes, want {want:.2} ± 0.01 ({bytes:?})"
+            );
             assert_eq!(bytes.iter().sum::<u64>(), bytes[0] + bytes[3]);
         }
     }
@@ -407,7 +412,7 @@ mod tests {
             bytes
         };
         run(&mut s, &mut q, 0, 7); // stop somewhere inside a round
-        // Queue 0 (70 %) paused by PFC: queue 3 takes the whole link.
+                                   // Queue 0 (70 %) paused by PFC: queue 3 takes the whole link.
         let b = run(&mut s, &mut q, 1 << 0, 300);
         assert_eq!(b[0], 0);
         assert!(b[3] > 0);

@@ -197,7 +197,11 @@ mod tests {
         // batch of 4.
         assert_eq!(batches[0], 4, "{batches:?}");
         assert_eq!(batches[13], 4, "{batches:?}");
-        assert!(stamps.windows(2).all(|w| w[1] - w[0] == ft), "{:?}", stamps.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>());
+        assert!(
+            stamps.windows(2).all(|w| w[1] - w[0] == ft),
+            "{:?}",
+            stamps.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>()
+        );
     }
 
     #[test]

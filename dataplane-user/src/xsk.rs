@@ -90,11 +90,7 @@ impl XskSet {
                 // SAFETY: the socket's descriptor is open for as long as `p` lives, which
                 // outlives this borrow (it is only used to duplicate the descriptor).
                 let fd = unsafe { BorrowedFd::borrow_raw(p.fd()) };
-                fd.try_clone_to_owned().map_err(|source| XskError::Dup {
-                    port,
-                    name: p.name.clone(),
-                    source,
-                })
+                fd.try_clone_to_owned().map_err(|source| XskError::Dup { port, name: p.name.clone(), source })
             })
             .collect::<Result<_, _>>()?;
         Ok(XskStatsReader { fds })
@@ -123,7 +119,14 @@ pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
         // frame descriptor we later hand to these rings comes from `descs` of this same UMEM.
         let s = unsafe { afxdp::Socket::open(&umem, name, RX_RING_SIZE, TX_RING_SIZE, true) }
             .map_err(|source| XskError::Socket { port, name: name.clone(), source })?;
-        ports.push(XskPort { name: name.clone(), rx: s.rx, tx: s.tx, fill: s.fill, comp: s.comp, tx_budget: s.tx_budget });
+        ports.push(XskPort {
+            name: name.clone(),
+            rx: s.rx,
+            tx: s.tx,
+            fill: s.fill,
+            comp: s.comp,
+            tx_budget: s.tx_budget,
+        });
     }
     Ok(XskSet { umem, ports, frames: descs })
 }

@@ -24,10 +24,7 @@ fuzz_target!(|data: &[u8]| {
             let _ = t.to_string();
         }
     }
-    assert!(
-        n <= data.len() / 2 + 1,
-        "iterator must make progress and stop"
-    );
+    assert!(n <= data.len() / 2 + 1, "iterator must make progress and stop");
     if let Ok(r) = LldpduRepr::parse(data) {
         let _ = r.to_string();
         if let Ok(f) = r.to_frame(MacAddr::default()) {

@@ -17,9 +17,7 @@ fuzz_target!(|data: &[u8]| {
         let r = MacControlRepr::parse(&p).expect("checked packet must parse");
         let _ = (p.opcode(), r.to_string());
         let mut buf = [0u8; 64];
-        let n = r
-            .emit_frame(MacAddr::default(), &mut buf)
-            .expect("emit into 64 bytes");
+        let n = r.emit_frame(MacAddr::default(), &mut buf).expect("emit into 64 bytes");
         assert_eq!(n, 60);
     }
 });

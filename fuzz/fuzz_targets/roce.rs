@@ -9,8 +9,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use rocefab_wire::roce::{
-    self, aeth, atomic_ack_eth, atomic_eth, bth, deth, grh, ieth, reth, AnyFrame, Opcode, ParsedFrame,
-    ParsedV1Frame, Repr,
+    self, aeth, atomic_ack_eth, atomic_eth, bth, deth, grh, ieth, reth, AnyFrame, Opcode, ParsedFrame, ParsedV1Frame,
+    Repr,
 };
 
 /// Parse `data` as the InfiniBand part; when it checks, emit it again and compare.

@@ -73,9 +73,7 @@ impl RankLayout {
         if nodes == 0 || procs_per_node == 0 {
             return Err(CollectiveError::InvalidLayout("nodes and procs_per_node must be > 0"));
         }
-        nodes
-            .checked_mul(procs_per_node)
-            .ok_or(CollectiveError::InvalidLayout("world size overflows u32"))?;
+        nodes.checked_mul(procs_per_node).ok_or(CollectiveError::InvalidLayout("world size overflows u32"))?;
         Ok(RankLayout { nodes, procs_per_node })
     }
 
@@ -198,9 +196,7 @@ impl Schedule {
     /// `i`'s state; missing entries count as not completed).
     pub fn ready_sends(&self, completed: &[bool]) -> Vec<usize> {
         let done = |i: usize| completed.get(i).copied().unwrap_or(false);
-        (0..self.transfers.len())
-            .filter(|&i| !done(i) && self.transfers[i].deps.iter().all(|&d| done(d)))
-            .collect()
+        (0..self.transfers.len()).filter(|&i| !done(i) && self.transfers[i].deps.iter().all(|&d| done(d))).collect()
     }
 
     /// Transfers of `phase` at `step`.
@@ -217,11 +213,8 @@ impl Schedule {
         // id of the transfer sent by rank r at global ring step k (0..2(N−1)).
         let id = |k: u32, r: u32| (k * n + r) as usize;
         for k in 0..2 * steps {
-            let (phase, step, op) = if k < steps {
-                (Phase::ReduceScatter, k, Op::Sum)
-            } else {
-                (Phase::AllGather, k - steps, Op::Copy)
-            };
+            let (phase, step, op) =
+                if k < steps { (Phase::ReduceScatter, k, Op::Sum) } else { (Phase::AllGather, k - steps, Op::Copy) };
             for r in 0..n {
                 let chunk = match phase {
                     Phase::ReduceScatter => (r + n - step % n) % n,
@@ -450,9 +443,7 @@ mod tests {
     use super::*;
 
     fn inputs_u32(ranks: u32, elems: usize) -> Vec<Vec<u32>> {
-        (0..ranks)
-            .map(|r| (0..elems).map(|i| (r + 1) * 1_000_003 + i as u32 * 7919).collect())
-            .collect()
+        (0..ranks).map(|r| (0..elems).map(|i| (r + 1) * 1_000_003 + i as u32 * 7919).collect()).collect()
     }
 
     #[test]
@@ -555,7 +546,8 @@ mod tests {
     fn ring_allreduce_f32_exact_on_integers() {
         let n = 8;
         let elems = 333;
-        let inputs: Vec<Vec<f32>> = (0..n).map(|r| (0..elems).map(|i| ((r * 31 + i * 3) % 1000) as f32 - 250.0).collect()).collect();
+        let inputs: Vec<Vec<f32>> =
+            (0..n).map(|r| (0..elems).map(|i| ((r * 31 + i * 3) % 1000) as f32 - 250.0).collect()).collect();
         let want = elementwise_sum(&inputs);
         let s = Schedule::ring_allreduce(n as u32, elems).unwrap();
         let out = simulate(&s, &inputs, 42).unwrap();

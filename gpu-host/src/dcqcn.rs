@@ -550,7 +550,10 @@ mod tests {
         assert_eq!(wall.alpha_update_period_ns as f64, emulated.alpha_update_period_ns as f64 * 8000.0);
         assert_eq!(wall.rate_increase_period_ns as f64, emulated.rate_increase_period_ns as f64 * 8000.0);
         assert_eq!(wall.byte_counter_bytes, emulated.byte_counter_bytes, "B is bytes");
-        assert_eq!((wall.g, wall.alpha_init, wall.fast_recovery_steps), (emulated.g, emulated.alpha_init, emulated.fast_recovery_steps));
+        assert_eq!(
+            (wall.g, wall.alpha_init, wall.fast_recovery_steps),
+            (emulated.g, emulated.alpha_init, emulated.fast_recovery_steps)
+        );
         assert_eq!(emulated.dilated(Dilation::REAL_TIME), emulated);
         // The same CNP sequence, D times stretched, gives rates D times lower: a cut and the
         // recovery steps that follow, observed at the matching wall-clock instants.
@@ -801,7 +804,10 @@ mod tests {
         let c = DcqcnProfile::Connectx.rp(LINE);
         c.validate().unwrap();
         assert_eq!((c.rate_increase_period_ns, c.alpha_update_period_ns, c.fast_recovery_steps), (300 * US, US, 1));
-        assert_eq!((c.byte_counter_bytes, c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps), (32_767 * 64, 5_000_000, 50_000_000, 1_000_000));
+        assert_eq!(
+            (c.byte_counter_bytes, c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps),
+            (32_767 * 64, 5_000_000, 50_000_000, 1_000_000)
+        );
         assert!(!c.clamp_target_rate);
         assert_eq!(DcqcnProfile::Connectx.cnp_interval_ns(), 4 * US);
         assert_eq!(DcqcnProfile::default().rp(LINE), DcqcnConfig::with_line_rate(LINE));

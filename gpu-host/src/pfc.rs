@@ -92,7 +92,13 @@ impl NicPfc {
         if line_rate_bps == 0 {
             return Err(PfcError::ZeroLineRate);
         }
-        Ok(NicPfc { line_rate_bps, pfc_enable, prio: [PrioState::default(); PRIORITIES], frames_received: 0, ignored_frames: 0 })
+        Ok(NicPfc {
+            line_rate_bps,
+            pfc_enable,
+            prio: [PrioState::default(); PRIORITIES],
+            frames_received: 0,
+            ignored_frames: 0,
+        })
     }
 
     /// The PFC enable vector.
@@ -177,11 +183,7 @@ impl NicPfc {
 
     /// Bitmap of priorities paused at `now`.
     pub fn paused_mask(&self, now: u64) -> u8 {
-        self.prio
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.paused_at(now))
-            .fold(0, |m, (i, _)| m | (1 << i))
+        self.prio.iter().enumerate().filter(|(_, p)| p.paused_at(now)).fold(0, |m, (i, _)| m | (1 << i))
     }
 
     /// Total time `prio` has spent paused up to `now`, ns.
@@ -307,7 +309,10 @@ mod tests {
         assert_eq!(p.paused_mask(0), 0);
         assert_eq!(p.next_resume(0), None);
         assert_eq!(p.paused_ns(0, 10_000_000).unwrap(), 0);
-        assert_eq!(p.counters(0).unwrap(), PfcPriorityCounters { pause_frames: 0, resume_frames: 0, ignored_frames: 1 });
+        assert_eq!(
+            p.counters(0).unwrap(),
+            PfcPriorityCounters { pause_frames: 0, resume_frames: 0, ignored_frames: 1 }
+        );
         assert_eq!((p.frames_received(), p.ignored_frames()), (1, 1));
         // Both bits: 3 pauses, 0 is ignored.
         p.on_pfc_frame(0b1001, &[10_000, 0, 0, 100, 0, 0, 0, 0], 1_000);

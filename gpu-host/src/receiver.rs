@@ -525,7 +525,9 @@ impl Receiver {
         }
         match (self.unacked, self.cfg.ack_delay_ns) {
             (0, _) | (_, None) => None,
-            (_, Some(d)) if self.unacked_since.saturating_add(d) <= now => Some(self.ack_now(AckSyndrome::Ack, self.epsn.sub(1))),
+            (_, Some(d)) if self.unacked_since.saturating_add(d) <= now => {
+                Some(self.ack_now(AckSyndrome::Ack, self.epsn.sub(1)))
+            }
             _ => None,
         }
     }
@@ -740,8 +742,14 @@ mod tests {
             (only(VA - 1, RKEY, 10), RejectReason::OutOfBounds),
             (only(VA + 64 * 1024 - 5, RKEY, 10), RejectReason::OutOfBounds),
             (WritePacket { reth: None, ..only(VA, RKEY, 10) }, RejectReason::MissingReth),
-            (WritePacket { opcode: Opcode::WriteMiddle, reth: None, ..only(VA, RKEY, 256) }, RejectReason::OpcodeSequence),
-            (WritePacket { reth: Some(Reth { va: VA, rkey: RKEY, len: 11 }), ..only(VA, RKEY, 10) }, RejectReason::LengthMismatch),
+            (
+                WritePacket { opcode: Opcode::WriteMiddle, reth: None, ..only(VA, RKEY, 256) },
+                RejectReason::OpcodeSequence,
+            ),
+            (
+                WritePacket { reth: Some(Reth { va: VA, rkey: RKEY, len: 11 }), ..only(VA, RKEY, 10) },
+                RejectReason::LengthMismatch,
+            ),
         ];
         for (p, reason) in cases {
             let o = r.on_packet(&p, &buf[..p.payload_len as usize], false, 0);
@@ -751,7 +759,10 @@ mod tests {
         }
         // Payload slice disagrees with the descriptor: dropped, no NAK, no panic.
         let o = r.on_packet(&only(VA, RKEY, 10), &buf[..9], false, 0);
-        assert_eq!(o, RxOutcome { ack: None, cnp: false, event: RxEvent::Rejected(RejectReason::PayloadLengthMismatch) });
+        assert_eq!(
+            o,
+            RxOutcome { ack: None, cnp: false, event: RxEvent::Rejected(RejectReason::PayloadLengthMismatch) }
+        );
         assert_eq!(r.counters().rejected, 7);
         assert!(r.region(RKEY).unwrap().data.iter().all(|&b| b == 0));
     }
@@ -847,7 +858,11 @@ mod tests {
         assert_eq!(&r.region(RKEY).unwrap().data[..40 * 256], &d[..], "every packet at its RETH address");
         let c = *r.counters();
         assert_eq!(c.out_of_order, 35, "7 of every 8 arrive past a hole");
-        assert_eq!((c.naks_sent, c.out_of_sequence, c.duplicates, c.rejected), (0, 0, 0, 0), "reordering alone: no NAK");
+        assert_eq!(
+            (c.naks_sent, c.out_of_sequence, c.duplicates, c.rejected),
+            (0, 0, 0, 0),
+            "reordering alone: no NAK"
+        );
         assert_eq!((c.packets_placed, c.packets_completed, c.messages_completed), (40, 40, 40));
         assert_eq!(c.bytes_placed, 40 * 256);
         assert_eq!(r.expected_psn(), Psn::new(0x18), "wrapped past 0xFF_FFFF");
@@ -898,10 +913,16 @@ mod tests {
             // Pairs swapped: 1 0 3 2 5 4 7 6.
             let out = deliver_in(&mut r, &p, &d, &[1, 0, 3, 2, 5, 4, 7, 6]);
             assert_eq!(out[0].event, RxEvent::OutOfSequence);
-            assert_eq!(out[0].ack, Some(AckPacket { syndrome: AckSyndrome::NakPsnSequenceError, psn: Psn::new(0xFF_FFFE), msn: 0 }));
+            assert_eq!(
+                out[0].ack,
+                Some(AckPacket { syndrome: AckSyndrome::NakPsnSequenceError, psn: Psn::new(0xFF_FFFE), msn: 0 })
+            );
             assert!(matches!(out[1].event, RxEvent::Placed { message_complete: false }));
             // 0 ended the episode; 3 arrives when 1 is expected (1 was dropped): a new one.
-            assert_eq!(out[2].ack.map(|a| (a.syndrome, a.psn)), Some((AckSyndrome::NakPsnSequenceError, Psn::new(0xFF_FFFF))));
+            assert_eq!(
+                out[2].ack.map(|a| (a.syndrome, a.psn)),
+                Some((AckSyndrome::NakPsnSequenceError, Psn::new(0xFF_FFFF)))
+            );
             assert!(out[3..].iter().all(|o| o.event == RxEvent::OutOfSequence && o.ack.is_none()));
             let cs = *r.counters();
             assert_eq!(cs.out_of_order, 7, "out_of_order {out_of_order}: every packet but 0 arrived past a hole");
@@ -997,7 +1018,12 @@ mod tests {
         // A First at the expected PSN whose next PSN already arrived as an Only cannot be.
         let mut r = rx(ooo(0));
         r.on_packet(&only(1, VA), &buf, false, 0);
-        let first = WritePacket { opcode: Opcode::WriteFirst, reth: Some(Reth { va: VA, rkey: RKEY, len: 512 }), payload_len: 256, ..only(0, VA) };
+        let first = WritePacket {
+            opcode: Opcode::WriteFirst,
+            reth: Some(Reth { va: VA, rkey: RKEY, len: 512 }),
+            payload_len: 256,
+            ..only(0, VA)
+        };
         assert_eq!(r.on_packet(&first, &[0; 256], false, 0).event, RxEvent::Rejected(RejectReason::OpcodeSequence));
     }
 

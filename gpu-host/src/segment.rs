@@ -108,12 +108,7 @@ pub struct Segmenter {
 
 impl Segmenter {
     /// Builds a segmenter for `msg` starting at `first_psn`.
-    pub fn new(
-        msg: WriteMessage,
-        mtu: PathMtu,
-        mode: SegmentMode,
-        first_psn: Psn,
-    ) -> Result<Segmenter, SegmentError> {
+    pub fn new(msg: WriteMessage, mtu: PathMtu, mode: SegmentMode, first_psn: Psn) -> Result<Segmenter, SegmentError> {
         if msg.remote_va.checked_add(u64::from(msg.len)).is_none() {
             return Err(SegmentError::VaOverflow { va: msg.remote_va, len: msg.len });
         }
@@ -157,11 +152,7 @@ impl Segmenter {
         let (opcode, reth) = match self.mode {
             SegmentMode::WriteOnlyPerPacket => (
                 Opcode::WriteOnly,
-                Some(Reth {
-                    va: self.msg.remote_va + u64::from(offset),
-                    rkey: self.msg.rkey,
-                    len: payload_len,
-                }),
+                Some(Reth { va: self.msg.remote_va + u64::from(offset), rkey: self.msg.rkey, len: payload_len }),
             ),
             SegmentMode::FirstMiddleLast => {
                 let whole = Some(Reth { va: self.msg.remote_va, rkey: self.msg.rkey, len: self.msg.len });

@@ -150,7 +150,13 @@ impl RateLimiter {
     /// A full bucket of `burst_bytes` at `rate_bps` (clamped to `1..=max_rate_bps`).
     pub fn new(rate_bps: u64, max_rate_bps: u64, burst_bytes: u32, now: u64) -> RateLimiter {
         let cap = i128::from(burst_bytes) * 8 * UNITS_PER_BIT;
-        RateLimiter { rate_bps: rate_bps.clamp(1, max_rate_bps.max(1)), max_rate_bps: max_rate_bps.max(1), tokens: cap, cap, last: now }
+        RateLimiter {
+            rate_bps: rate_bps.clamp(1, max_rate_bps.max(1)),
+            max_rate_bps: max_rate_bps.max(1),
+            tokens: cap,
+            cap,
+            last: now,
+        }
     }
 
     /// Current rate, bits/s.
@@ -476,9 +482,8 @@ impl Sender {
             self.cur_pkt = 0;
         }
 
-        let wire = pkt.payload_len
-            + self.cfg.per_packet_overhead_bytes
-            + if pkt.reth.is_some() { RETH_BYTES } else { 0 };
+        let wire =
+            pkt.payload_len + self.cfg.per_packet_overhead_bytes + if pkt.reth.is_some() { RETH_BYTES } else { 0 };
         self.limiter.consume(wire, now);
         if let Some(rp) = self.rp.as_mut() {
             rp.on_bytes_sent(u64::from(wire), now);
@@ -577,8 +582,8 @@ impl Sender {
                     // Implicitly acknowledges everything before the expected PSN.
                     self.advance_una(expected, now);
                 } else {
-                    self.deadline = (self.snd_una != self.high_water)
-                        .then(|| now.saturating_add(self.cfg.retransmit_timeout_ns));
+                    self.deadline =
+                        (self.snd_una != self.high_water).then(|| now.saturating_add(self.cfg.retransmit_timeout_ns));
                 }
                 self.rewind_to(expected);
                 Ok(())

@@ -230,12 +230,14 @@ fn lost_acks_recover_and_duplicates_are_counted() {
 fn write_only_mode_with_losses_and_many_messages() {
     let len = 4 << 20;
     let src = pattern(len, 3);
-    let (mut tx, mut rx) = endpoints(len, PathMtu::Mtu2048, SegmentMode::WriteOnlyPerPacket, Psn::new(0xFF_FF00), false);
+    let (mut tx, mut rx) =
+        endpoints(len, PathMtu::Mtu2048, SegmentMode::WriteOnlyPerPacket, Psn::new(0xFF_FF00), false);
     // 16 messages of 256 KiB into consecutive remote ranges.
     let chunk = len / 16;
     for i in 0..16 {
         let off = (i * chunk) as u64;
-        tx.post_write(i as u64, off, WriteMessage { remote_va: REMOTE_VA + off, rkey: RKEY, len: chunk as u32 }).unwrap();
+        tx.post_write(i as u64, off, WriteMessage { remote_va: REMOTE_VA + off, rkey: RKEY, len: chunk as u32 })
+            .unwrap();
     }
     let mut link = Link::lossless();
     link.drop_data = Box::new(|n, _| n % 37 == 5);

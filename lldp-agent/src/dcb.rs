@@ -12,7 +12,9 @@
 //! - [`check_consistency`]: a PFC configuration that disagrees with the Application Priority
 //!   table (RoCEv2 mapped to a priority that is not lossless).
 use dataplane_common::config::{QosConfig, SwitchConfig};
-use rocefab_wire::dcbx::{AppEntry, AppPriority, AppSelector, DcbxTlv, EtsConfig, EtsRecommendation, EtsTables, PfcConfig, Tsa};
+use rocefab_wire::dcbx::{
+    AppEntry, AppPriority, AppSelector, DcbxTlv, EtsConfig, EtsRecommendation, EtsTables, PfcConfig, Tsa,
+};
 use rocefab_wire::ethernet::{Priority, PrioritySet};
 use serde::{Deserialize, Serialize};
 
@@ -47,7 +49,11 @@ impl App {
         App { selector: SEL_UDP, protocol: ROCEV2_UDP_PORT, priority }
     }
     fn to_wire(self) -> AppEntry {
-        AppEntry { priority: Priority::from_bits(self.priority), selector: AppSelector::from(self.selector), protocol: self.protocol }
+        AppEntry {
+            priority: Priority::from_bits(self.priority),
+            selector: AppSelector::from(self.selector),
+            protocol: self.protocol,
+        }
     }
     fn from_wire(e: &AppEntry) -> App {
         App { selector: u8::from(e.selector), protocol: e.protocol, priority: e.priority.value() }
@@ -153,7 +159,8 @@ impl Dcb {
     /// fabric's default scheduler (queue 7 strict, 0 and 3 at 50/50), so a NIC that is not
     /// willing agrees with a switch left at its defaults.
     pub fn nic(willing: bool, pfc_enable: u8, roce_dscp: u8, roce_priority: u8, cnp_dscp: u8, cnp_priority: u8) -> Dcb {
-        let mut app = vec![App::rocev2(roce_priority), App::dscp(roce_dscp, roce_priority), App::dscp(cnp_dscp, cnp_priority)];
+        let mut app =
+            vec![App::rocev2(roce_priority), App::dscp(roce_dscp, roce_priority), App::dscp(cnp_dscp, cnp_priority)];
         app.sort();
         app.dedup();
         Dcb { willing, ets: Ets::from_qos(&QosConfig::default()), pfc_enable, pfc_cap: 8, app }
@@ -183,9 +190,7 @@ impl Dcb {
 }
 
 fn app_roce_priority(app: &[App]) -> Option<u8> {
-    app.iter()
-        .find(|a| (a.selector == SEL_UDP || a.selector == 4) && a.protocol == ROCEV2_UDP_PORT)
-        .map(|a| a.priority)
+    app.iter().find(|a| (a.selector == SEL_UDP || a.selector == 4) && a.protocol == ROCEV2_UDP_PORT).map(|a| a.priority)
 }
 
 /// What a peer advertised, TLV by TLV (a peer may leave any of them out).
@@ -313,10 +318,20 @@ impl std::fmt::Display for Mismatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Mismatch::Pfc { local, peer } => {
-                write!(f, "PFC enable differs, neither side willing: local {} peer {}", prio_list(*local), prio_list(*peer))
+                write!(
+                    f,
+                    "PFC enable differs, neither side willing: local {} peer {}",
+                    prio_list(*local),
+                    prio_list(*peer)
+                )
             }
             Mismatch::App { local, peer } => {
-                write!(f, "APP table differs, neither side willing: local [{}] peer [{}]", app_list(local), app_list(peer))
+                write!(
+                    f,
+                    "APP table differs, neither side willing: local [{}] peer [{}]",
+                    app_list(local),
+                    app_list(peer)
+                )
             }
             Mismatch::Ets { local, peer } => write!(
                 f,
@@ -413,7 +428,11 @@ pub fn negotiate(local: &Dcb, local_mac: [u8; 6], peer: Option<(&PeerDcb, Option
         }
     }
     if let Some(rp) = oper.roce_priority().filter(|&rp| oper.pfc_enable & (1 << rp) == 0 && oper.pfc_enable != 0) {
-        mismatches.push(Mismatch::AppNotLossless { side: "local".into(), roce_priority: rp, pfc_enable: oper.pfc_enable });
+        mismatches.push(Mismatch::AppNotLossless {
+            side: "local".into(),
+            roce_priority: rp,
+            pfc_enable: oper.pfc_enable,
+        });
     }
     (oper, mismatches)
 }
@@ -446,7 +465,14 @@ mod tests {
         let d = Dcb::from_switch(&cfg);
         assert!(!d.willing);
         assert_eq!(d.pfc_enable, 1 << 3);
-        assert_eq!(d.app, vec![App::rocev2(3), App::dscp(24, 3), App::dscp(48, 7)].into_iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>());
+        assert_eq!(
+            d.app,
+            vec![App::rocev2(3), App::dscp(24, 3), App::dscp(48, 7)]
+                .into_iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+        );
         // The default scheduler: queue 7 strict, queues 0 and 3 at 50/50, the rest ETS 0 %.
         let e = TSA_ETS;
         assert_eq!(d.ets.prio_tc, [0, 1, 2, 3, 4, 5, 6, 7]);
@@ -550,7 +576,10 @@ mod tests {
         bad.app = vec![App::rocev2(4), App::dscp(24, 4)];
         let good = switch_dcb(1 << 3);
         let (_, m) = negotiate(&good, SW, Some((&advertised(&bad), Some(NIC))));
-        assert!(m.iter().any(|m| matches!(m, Mismatch::AppNotLossless { side, roce_priority: 4, .. } if side == "peer")), "{m:?}");
+        assert!(
+            m.iter().any(|m| matches!(m, Mismatch::AppNotLossless { side, roce_priority: 4, .. } if side == "peer")),
+            "{m:?}"
+        );
         let (_, m) = negotiate(&bad, SW, None);
         assert!(m.iter().any(|m| matches!(m, Mismatch::AppNotLossless { side, .. } if side == "local")), "{m:?}");
     }

@@ -94,14 +94,26 @@ mod tests {
     use rocefab_wire::lldp::{ChassisId, LldpduRepr, PortId};
 
     fn from(chassis: [u8; 6], port: &str) -> Vec<u8> {
-        LldpduRepr { chassis_id: ChassisId::MacAddress(MacAddr(chassis)), port_id: PortId::InterfaceName(port.into()), ttl: 120, tlvs: vec![] }
-            .to_frame(MacAddr(chassis))
-            .unwrap()
+        LldpduRepr {
+            chassis_id: ChassisId::MacAddress(MacAddr(chassis)),
+            port_id: PortId::InterfaceName(port.into()),
+            ttl: 120,
+            tlvs: vec![],
+        }
+        .to_frame(MacAddr(chassis))
+        .unwrap()
     }
 
     #[test]
     fn the_neighbour_gauge_counts_the_table_and_drops_are_counted() {
-        let id = Identity { chassis_mac: [2, 0, 0, 0, 1, 1], mac: [2, 0, 0, 0, 1, 1], port: "eth1".into(), system_name: "rail1".into(), port_description: String::new(), bridge: true };
+        let id = Identity {
+            chassis_mac: [2, 0, 0, 0, 1, 1],
+            mac: [2, 0, 0, 0, 1, 1],
+            port: "eth1".into(),
+            system_name: "rail1".into(),
+            port_description: String::new(),
+            bridge: true,
+        };
         let mut a = PortAgent::new(Timing::default(), id, Dcb::nic(false, 1 << 3, 24, 3, 48, 7), 0);
         a.set_max_neighbours(2);
         for (i, p) in ["gpu0", "02:00:00:00:0b:01", "x"].iter().enumerate() {

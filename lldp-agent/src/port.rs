@@ -314,7 +314,13 @@ impl PortAgent {
         // A port advertises what it runs: a willing port that adopted its peer's settings
         // sends those (with willing still set), as lldpad does.
         let (oper, _) = self.negotiate();
-        let advertised = Dcb { willing: self.dcb.willing, ets: oper.ets, pfc_enable: oper.pfc_enable, pfc_cap: self.dcb.pfc_cap, app: oper.app };
+        let advertised = Dcb {
+            willing: self.dcb.willing,
+            ets: oper.ets,
+            pfc_enable: oper.pfc_enable,
+            pfc_cap: self.dcb.pfc_cap,
+            app: oper.app,
+        };
         tlvs.extend(advertised.tlvs().into_iter().map(|t| t.into()));
         LldpduRepr {
             chassis_id: ChassisId::MacAddress(MacAddr(self.id.chassis_mac)),
@@ -575,13 +581,27 @@ mod tests {
 
     fn switch_port(now: u64) -> PortAgent {
         let dcb = Dcb::nic(false, 1 << 4, 26, 4, 48, 7);
-        let id = Identity { chassis_mac: [2, 0, 0, 0, 1, 1], mac: [2, 0, 0, 0, 1, 1], port: "eth0".into(), system_name: "rail1".into(), port_description: "to host1:gpu0".into(), bridge: true };
+        let id = Identity {
+            chassis_mac: [2, 0, 0, 0, 1, 1],
+            mac: [2, 0, 0, 0, 1, 1],
+            port: "eth0".into(),
+            system_name: "rail1".into(),
+            port_description: "to host1:gpu0".into(),
+            bridge: true,
+        };
         PortAgent::new(timing(), id, dcb, now)
     }
 
     fn nic_port(now: u64) -> PortAgent {
         let dcb = Dcb::nic(true, 1 << 3, 24, 3, 48, 7);
-        let id = Identity { chassis_mac: [2, 0, 0, 0, 2, 2], mac: [2, 0, 0, 0, 2, 2], port: "gpu0".into(), system_name: "host1".into(), port_description: "gpu0".into(), bridge: false };
+        let id = Identity {
+            chassis_mac: [2, 0, 0, 0, 2, 2],
+            mac: [2, 0, 0, 0, 2, 2],
+            port: "gpu0".into(),
+            system_name: "host1".into(),
+            port_description: "gpu0".into(),
+            bridge: false,
+        };
         PortAgent::new(timing(), id, dcb, now)
     }
 
@@ -608,7 +628,11 @@ mod tests {
         let id = Identity { system_name: "é".repeat(200), port_description: "d".repeat(300), ..a.identity().clone() };
         a = PortAgent::new(timing(), id, a.dcb().clone(), 0);
         let (_, pdu) = LldpduRepr::parse_frame(&a.frame(120)).unwrap();
-        let name = pdu.tlvs.iter().find_map(|t| if let Tlv::SystemName { text } = t { Some(text.clone()) } else { None }).unwrap();
+        let name = pdu
+            .tlvs
+            .iter()
+            .find_map(|t| if let Tlv::SystemName { text } = t { Some(text.clone()) } else { None })
+            .unwrap();
         assert_eq!(name.len(), 254, "cut at a character boundary below 255 bytes");
     }
 
@@ -685,7 +709,8 @@ mod tests {
             }
             off += 2 + len;
         }
-        let mut bad: Vec<Vec<u8>> = (15..good.len()).filter(|n| !boundaries[3..].contains(n)).map(|n| good[..n].to_vec()).collect();
+        let mut bad: Vec<Vec<u8>> =
+            (15..good.len()).filter(|n| !boundaries[3..].contains(n)).map(|n| good[..n].to_vec()).collect();
         assert!(bad.len() > 100);
         let mut wrong_len = good.clone();
         wrong_len[15] = 0xff; // Chassis ID length 255 > what is left
@@ -751,12 +776,18 @@ mod tests {
             assert_eq!(sw.on_frame(&nic.frame(120), t * NS), Rx::Neighbour { new: false });
             assert_eq!(sw.on_frame(&lldpd, t * NS + NS / 2), Rx::Neighbour { new: false });
         }
-        assert_eq!(msaps(&sw), vec![("02:00:00:00:02:02".into(), "02:00:00:00:02:02".into()), ("02:00:00:00:02:02".into(), "gpu0".into())]);
+        assert_eq!(
+            msaps(&sw),
+            vec![("02:00:00:00:02:02".into(), "02:00:00:00:02:02".into()), ("02:00:00:00:02:02".into(), "gpu0".into())]
+        );
         let c = sw.counters();
         assert_eq!((c.inserts, c.neighbour_changes, c.rx_frames), (2, 0, 20));
         let r = sw.report(10 * NS);
         assert_eq!(r.neighbours.len(), 2);
-        assert_eq!(r.neighbours.iter().map(|n| n.info.port.as_str()).collect::<Vec<_>>(), vec!["02:00:00:00:02:02", "gpu0"]);
+        assert_eq!(
+            r.neighbours.iter().map(|n| n.info.port.as_str()).collect::<Vec<_>>(),
+            vec!["02:00:00:00:02:02", "gpu0"]
+        );
         assert_eq!(r.neighbour.as_ref().unwrap().info.port, "gpu0", "the oldest entry is the primary one");
         // A third sender with a lower MSAP sorts first.
         sw.on_frame(&plain([2, 0, 0, 0, 0, 1], "x", "tap", 120), 10 * NS);
@@ -785,7 +816,11 @@ mod tests {
         assert_eq!(sw.report(6 * NS).neighbours.len(), 1);
         // A frame arriving after an entry's TTL sees it gone first (no poll in between).
         sw.on_frame(&plain([2, 0, 0, 0, 9, 9], "eth9", "short", 4), 7 * NS);
-        assert_eq!(sw.on_frame(&nic.frame(120), 121 * NS), Rx::Neighbour { new: true }, "gpu0's entry expired at 120 s");
+        assert_eq!(
+            sw.on_frame(&nic.frame(120), 121 * NS),
+            Rx::Neighbour { new: true },
+            "gpu0's entry expired at 120 s"
+        );
         assert_eq!(msaps(&sw), vec![("02:00:00:00:02:02".into(), "gpu0".into())], "eth9's expired at 11 s");
         assert_eq!(sw.counters().ageouts, 3);
     }
@@ -825,7 +860,10 @@ mod tests {
         assert_eq!(sw.report(3 * NS).neighbours.len(), 2);
         // Once b ages out there is room for c.
         assert_eq!(sw.on_frame(&c, 10 * NS), Rx::Neighbour { new: true });
-        assert_eq!(msaps(&sw), vec![("02:00:00:00:00:01".into(), "a".into()), ("02:00:00:00:00:03".into(), "c".into())]);
+        assert_eq!(
+            msaps(&sw),
+            vec![("02:00:00:00:00:01".into(), "a".into()), ("02:00:00:00:00:03".into(), "c".into())]
+        );
         assert_eq!((sw.counters().table_drops, sw.counters().ageouts), (2, 1));
     }
 
@@ -834,7 +872,14 @@ mod tests {
         let nic = nic_port(0);
         // Another DCBX agent on the link that disagrees with the switch: PFC {5}, not willing.
         let other = {
-            let id = Identity { chassis_mac: [2, 0, 0, 0, 3, 3], mac: [2, 0, 0, 0, 3, 3], port: "eth0".into(), system_name: "intruder".into(), port_description: String::new(), bridge: false };
+            let id = Identity {
+                chassis_mac: [2, 0, 0, 0, 3, 3],
+                mac: [2, 0, 0, 0, 3, 3],
+                port: "eth0".into(),
+                system_name: "intruder".into(),
+                port_description: String::new(),
+                bridge: false,
+            };
             PortAgent::new(timing(), id, Dcb::nic(false, 1 << 5, 40, 5, 48, 7), 0)
         };
         // Without an expectation: the oldest entry, whichever order the timers bring.
@@ -851,7 +896,11 @@ mod tests {
         assert_eq!(sw.neighbour().unwrap().system_name.as_deref(), Some("host1"));
         let r = sw.report(6 * NS);
         assert_eq!(r.neighbour.as_ref().unwrap().info.port, "gpu0");
-        assert!(r.mismatches.iter().all(|m| !matches!(m, Mismatch::Pfc { peer, .. } if *peer == 1 << 5)), "{:?}", r.mismatches);
+        assert!(
+            r.mismatches.iter().all(|m| !matches!(m, Mismatch::Pfc { peer, .. } if *peer == 1 << 5)),
+            "{:?}",
+            r.mismatches
+        );
         assert_eq!(r.expected, Expected::from_peer("host1:gpu0"));
         // Stable while both keep sending.
         let changes = sw.counters().neighbour_changes;
@@ -865,7 +914,11 @@ mod tests {
         sw.on_frame(&nic.shutdown_frame(), 12 * NS);
         assert_eq!(sw.neighbour().unwrap().system_name.as_deref(), Some("intruder"));
         assert_eq!(sw.counters().neighbour_changes, changes + 1);
-        assert!(sw.report(12 * NS).mismatches.iter().any(|m| matches!(m, Mismatch::Pfc { peer, .. } if *peer == 1 << 5)));
+        assert!(sw
+            .report(12 * NS)
+            .mismatches
+            .iter()
+            .any(|m| matches!(m, Mismatch::Pfc { peer, .. } if *peer == 1 << 5)));
         assert_eq!(Expected::from_peer("nocolon"), None);
     }
 

@@ -51,10 +51,8 @@ pub fn stderr(o: &Output) -> String {
 /// Writes a copy of `topologies/<template>` with the fabric renamed to `name`, in a temp dir.
 pub fn topology_copy(template: &str, name: &str) -> PathBuf {
     let src = std::fs::read_to_string(workspace().join("topologies").join(template)).expect("read topology");
-    let renamed: Vec<String> = src
-        .lines()
-        .map(|l| if l.starts_with("fabric:") { format!("fabric: {name}") } else { l.to_string() })
-        .collect();
+    let renamed: Vec<String> =
+        src.lines().map(|l| if l.starts_with("fabric:") { format!("fabric: {name}") } else { l.to_string() }).collect();
     let dir = std::env::temp_dir().join(format!("rocefab-test-{name}"));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let p = dir.join(template);
@@ -71,7 +69,12 @@ pub fn run_dir(name: &str) -> PathBuf {
 pub fn fabric_namespaces(name: &str) -> Vec<String> {
     let prefix = format!("rf-{name}-");
     let mut v: Vec<String> = std::fs::read_dir("/run/netns")
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -116,7 +119,8 @@ pub fn root_veths_of(name: &str) -> Vec<String> {
 
 /// HTTP GET of a metrics URL.
 pub fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut buf = String::new();
@@ -272,7 +276,8 @@ pub fn promtool_check(what: &str, text: &str) {
 /// HTTP GET of `path` (e.g. `/lldp`) on a daemon's listener; the body of a 200 answer, or an
 /// error saying what went wrong (connect, timeout, another status).
 pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Result<String, String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| format!("connect {addr}: {e}"))?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| format!("connect {addr}: {e}"))?;
     s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(|e| format!("{addr}: {e}"))?;
     let mut buf = String::new();
@@ -316,7 +321,18 @@ pub fn run_incast(f: &Fabric, priority: u8) -> (String, f64) {
         }
     }
     let child = Command::new(rocefab_bin())
-        .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000", "--timeout", "60"])
+        .args([
+            "run",
+            &f.name,
+            "incast",
+            "--size",
+            "4MiB",
+            "--json",
+            "--retransmit-timeout-ms",
+            "2000",
+            "--timeout",
+            "60",
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("starting rocefab run incast");

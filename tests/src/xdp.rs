@@ -118,7 +118,14 @@ impl XskSocket {
         // SAFETY: `raw` is a fresh fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let s = XskSocket { fd, umem, umem_len };
-        let reg = XdpUmemReg { addr: umem as u64, len: umem_len as u64, chunk_size: CHUNK, headroom: 0, flags: 0, tx_metadata_len: 0 };
+        let reg = XdpUmemReg {
+            addr: umem as u64,
+            len: umem_len as u64,
+            chunk_size: CHUNK,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
         s.setsockopt(XDP_UMEM_REG, &reg, "XDP_UMEM_REG")?;
         let ring: u32 = 16;
         s.setsockopt(XDP_UMEM_FILL_RING, &ring, "XDP_UMEM_FILL_RING")?;
@@ -133,7 +140,11 @@ impl XskSocket {
         };
         // SAFETY: `sa` is a valid sockaddr_xdp and its size is passed.
         let r = unsafe {
-            libc::bind(s.fd.as_raw_fd(), &sa as *const SockaddrXdp as *const libc::sockaddr, size_of::<SockaddrXdp>() as u32)
+            libc::bind(
+                s.fd.as_raw_fd(),
+                &sa as *const SockaddrXdp as *const libc::sockaddr,
+                size_of::<SockaddrXdp>() as u32,
+            )
         };
         if r != 0 {
             bail!("bind AF_XDP socket to ifindex {ifindex} queue 0: {}", std::io::Error::last_os_error());
@@ -144,7 +155,13 @@ impl XskSocket {
     fn setsockopt<T>(&self, opt: libc::c_int, val: &T, what: &str) -> Result<()> {
         // SAFETY: `val` points to a live T whose size is passed.
         let r = unsafe {
-            libc::setsockopt(self.fd.as_raw_fd(), SOL_XDP, opt, val as *const T as *const libc::c_void, size_of::<T>() as u32)
+            libc::setsockopt(
+                self.fd.as_raw_fd(),
+                SOL_XDP,
+                opt,
+                val as *const T as *const libc::c_void,
+                size_of::<T>() as u32,
+            )
         };
         if r != 0 {
             bail!("setsockopt(SOL_XDP, {what}): {}", std::io::Error::last_os_error());

@@ -48,7 +48,18 @@ fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() 
     // row (seen under load: every QP exhausted its retries with a window outstanding); what is
     // tested here is the capture, not recovery.
     let run = Command::new(rocefab_bin())
-        .args(["run", &f.name, "allreduce", "--size", "1MiB", "--json", "--timeout", "60", "--retransmit-timeout-ms", "2000"])
+        .args([
+            "run",
+            &f.name,
+            "allreduce",
+            "--size",
+            "1MiB",
+            "--json",
+            "--timeout",
+            "60",
+            "--retransmit-timeout-ms",
+            "2000",
+        ])
         .output()
         .unwrap();
     assert!(run.status.success(), "rocefab run: {}", stderr(&run));
@@ -65,7 +76,11 @@ fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() 
     let d = |name: &str, p: &str| metric(&after, name, &[("port", p)]) - metric(&before, name, &[("port", p)]);
     let (rx, tx) = (d("rocefab_port_rx_packets_total", &port), d("rocefab_port_tx_packets_total", &port));
     assert!(rx > 100.0 && tx > 100.0, "the AllReduce did not cross rail1:{port}: rx {rx} tx {tx}");
-    let frames = tshark(&out, "frame", &["frame.interface_name", "frame.p2p_dir", "eth.type", "udp.dstport", "infiniband.bth.opcode"]);
+    let frames = tshark(
+        &out,
+        "frame",
+        &["frame.interface_name", "frame.p2p_dir", "eth.type", "udp.dstport", "infiniband.bth.opcode"],
+    );
     let count = |ifname: &str, dir: &str| frames.iter().filter(|f| f[0] == ifname && f[1] == dir).count() as f64;
     let (cin, cout) = (count(&format!("rail1:{port}"), "1"), count(&format!("rail1:{port}"), "0"));
     // The capture ran from before the first scrape to after the last one: it holds every frame
@@ -104,7 +119,10 @@ fn capture_streams_live_to_tshark_with_a_filter() {
         rocefab_bin().display(),
         f.name
     );
-    let mut p = Proc::spawn("capture | tshark", Command::new("sh").args(["-c", &script]).stdout(Stdio::piped()).stderr(Stdio::null()));
+    let mut p = Proc::spawn(
+        "capture | tshark",
+        Command::new("sh").args(["-c", &script]).stdout(Stdio::piped()).stderr(Stdio::null()),
+    );
     std::thread::sleep(Duration::from_millis(1500));
     let o = f.exec("host1", &["ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.3"]);
     assert!(o.status.success());

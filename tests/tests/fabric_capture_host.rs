@@ -62,7 +62,12 @@ impl Frame {
         }
         let ip = &self.data[14..];
         let ihl = usize::from(ip[0] & 0x0f) * 4;
-        Some(Ipv4 { proto: ip[9], src: ip[12..16].try_into().ok()?, dst: ip[16..20].try_into().ok()?, l4: ip.get(ihl..)? })
+        Some(Ipv4 {
+            proto: ip[9],
+            src: ip[12..16].try_into().ok()?,
+            dst: ip[16..20].try_into().ok()?,
+            l4: ip.get(ihl..)?,
+        })
     }
     /// (source, destination, BTH opcode) of a RoCEv2 frame (UDP destination port 4791).
     fn roce(&self) -> Option<(Ip, Ip, u8)> {
@@ -92,7 +97,8 @@ fn dechunk(raw: &mut Vec<u8>, body: &mut Vec<u8>) -> Result<bool, String> {
     loop {
         let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else { return Ok(false) };
         let line = String::from_utf8_lossy(&raw[..eol]).into_owned();
-        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16).map_err(|e| format!("chunk size {line:?}: {e}"))?;
+        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|e| format!("chunk size {line:?}: {e}"))?;
         if size == 0 {
             return Ok(true);
         }
@@ -114,7 +120,8 @@ impl Capture {
     fn open(addr: SocketAddr, ports: &str) -> Capture {
         let end = Instant::now() + Duration::from_secs(15);
         loop {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+                .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
             s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
             write!(s, "GET /capture?ports={ports} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
             let mut raw = Vec::new();
@@ -149,7 +156,8 @@ impl Capture {
         let header = loop {
             dechunk(&mut raw, &mut body).unwrap();
             if let Some(i) = body.iter().position(|&b| b == b'\n') {
-                let h: Value = serde_json::from_slice(&body[..i]).unwrap_or_else(|e| panic!("capture header: {e}: {:?}", String::from_utf8_lossy(&body[..i])));
+                let h: Value = serde_json::from_slice(&body[..i])
+                    .unwrap_or_else(|e| panic!("capture header: {e}: {:?}", String::from_utf8_lossy(&body[..i])));
                 body.drain(..=i);
                 break h;
             }
@@ -173,7 +181,12 @@ impl Capture {
                 let mut at = 0;
                 while let Some((r, n)) = Record::decode(&body[at..]) {
                     if r.port != HEARTBEAT_PORT {
-                        frames2.lock().unwrap().push(Frame { ts_ns: r.ts_ns, port: r.port, dir: r.dir, data: r.data.to_vec() });
+                        frames2.lock().unwrap().push(Frame {
+                            ts_ns: r.ts_ns,
+                            port: r.port,
+                            dir: r.dir,
+                            data: r.data.to_vec(),
+                        });
                     }
                     at += n;
                 }
@@ -222,7 +235,9 @@ fn unix_ns() -> u64 {
 
 fn nicd_listen(f: &Fabric, host: &str) -> SocketAddr {
     let path = run_dir(&f.name).join(format!("{host}.nicd.json"));
-    let cfg: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap();
+    let cfg: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+            .unwrap();
     cfg["listen"].as_str().expect("listen").parse().expect("listen address")
 }
 
@@ -249,7 +264,8 @@ print(n, flush=True)
 
 /// The PFC sender's sequence number in a captured frame.
 fn pfc_seq(f: &Frame) -> Option<u32> {
-    (f.data.len() >= 42 && f.ethertype() == ETH_P_MAC_CONTROL && &f.data[34..38] == b"RFSQ").then(|| u32::from_be_bytes(f.data[38..42].try_into().unwrap()))
+    (f.data.len() >= 42 && f.ethertype() == ETH_P_MAC_CONTROL && &f.data[34..38] == b"RFSQ")
+        .then(|| u32::from_be_bytes(f.data[38..42].try_into().unwrap()))
 }
 
 #[test]
@@ -278,16 +294,28 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     }
     let frames = cap.stop();
     let frames2 = cap2.stop();
-    let key = |v: &[Frame]| -> Vec<(u8, u64, Vec<u8>)> { v.iter().filter(|f| f.icmp().is_some()).map(|f| (f.dir, f.ts_ns, f.data.clone())).collect() };
+    let key = |v: &[Frame]| -> Vec<(u8, u64, Vec<u8>)> {
+        v.iter().filter(|f| f.icmp().is_some()).map(|f| (f.dir, f.ts_ns, f.data.clone())).collect()
+    };
     assert_eq!(key(&frames2), key(&frames), "both captures got the same ICMP frames");
-    let icmp: Vec<(u8, Ip, Ip, u8, u64)> = frames.iter().filter_map(|f| f.icmp().map(|(s, d, t)| (f.dir, s, d, t, f.ts_ns))).collect();
+    let icmp: Vec<(u8, Ip, Ip, u8, u64)> =
+        frames.iter().filter_map(|f| f.icmp().map(|(s, d, t)| (f.dir, s, d, t, f.ts_ns))).collect();
     let requests: Vec<_> = icmp.iter().filter(|x| x.3 == 8).collect();
     let replies: Vec<_> = icmp.iter().filter(|x| x.3 == 0).collect();
     assert_eq!(requests.len(), 3, "echo requests: {icmp:?}");
     assert_eq!(replies.len(), 3, "echo replies: {icmp:?}");
-    assert!(requests.iter().all(|x| x.0 == DIR_OUT && x.1 == IP_H1 && x.2 == IP_H2), "requests go out from 10.0.1.1: {requests:?}");
-    assert!(replies.iter().all(|x| x.0 == DIR_IN && x.1 == IP_H2 && x.2 == IP_H1), "replies come in to 10.0.1.1: {replies:?}");
-    assert!(icmp.iter().all(|x| x.4 >= t0 - 1_000_000_000 && x.4 <= t1 + 1_000_000_000), "timestamps outside [{t0}, {t1}]: {icmp:?}");
+    assert!(
+        requests.iter().all(|x| x.0 == DIR_OUT && x.1 == IP_H1 && x.2 == IP_H2),
+        "requests go out from 10.0.1.1: {requests:?}"
+    );
+    assert!(
+        replies.iter().all(|x| x.0 == DIR_IN && x.1 == IP_H2 && x.2 == IP_H1),
+        "replies come in to 10.0.1.1: {replies:?}"
+    );
+    assert!(
+        icmp.iter().all(|x| x.4 >= t0 - 1_000_000_000 && x.4 <= t1 + 1_000_000_000),
+        "timestamps outside [{t0}, {t1}]: {icmp:?}"
+    );
     assert!(frames.iter().all(|f| f.port == 0), "only gpu0 was asked for");
 
     // 2 and 3. An incast into host1:gpu0 while scapy sends PFC frames from rail1 to it.
@@ -307,7 +335,9 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     std::thread::sleep(Duration::from_millis(200));
     let mut run = Proc::spawn(
         "rocefab run incast",
-        Command::new(rocefab_bin()).args(["run", &f.name, "incast", "--size", "1MiB", "--json", "--timeout", "60"]).stdout(Stdio::piped()),
+        Command::new(rocefab_bin())
+            .args(["run", &f.name, "incast", "--size", "1MiB", "--json", "--timeout", "60"])
+            .stdout(Stdio::piped()),
     );
     let code = run.wait(Duration::from_secs(120));
     let mut out = String::new();
@@ -325,8 +355,15 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
 
     // What hostd counted on host1:gpu0 (the full report next to its job file).
     let path = run_dir(&f.name).join("jobs/incast/host1.report.json");
-    let rep: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap();
-    let nic = rep["nics"].as_array().unwrap().iter().find(|n| n["name"] == "gpu0").unwrap_or_else(|| panic!("no gpu0 in {rep}"));
+    let rep: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+            .unwrap();
+    let nic = rep["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "gpu0")
+        .unwrap_or_else(|| panic!("no gpu0 in {rep}"));
     let n = |k: &str| nic[k].as_u64().unwrap_or_else(|| panic!("{k} in {nic}"));
     let (tx, rx, pfc_rx) = (n("tx_frames"), n("rx_frames"), n("pfc_frames_received"));
 
@@ -338,17 +375,29 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
         rx - pfc_rx,
         frames.iter().filter(|f| pfc_seq(f).is_some()).count(),
     );
-    let roce_key = |v: &[Frame]| -> Vec<(u8, u64, usize)> { v.iter().filter(|f| f.roce().is_some()).map(|f| (f.dir, f.ts_ns, f.data.len())).collect() };
-    assert!(roce_key(&frames2) == roce_key(&frames), "the second capture got {} RoCEv2 frames, the first {}", roce_key(&frames2).len(), roce_key(&frames).len());
+    let roce_key = |v: &[Frame]| -> Vec<(u8, u64, usize)> {
+        v.iter().filter(|f| f.roce().is_some()).map(|f| (f.dir, f.ts_ns, f.data.len())).collect()
+    };
+    assert!(
+        roce_key(&frames2) == roce_key(&frames),
+        "the second capture got {} RoCEv2 frames, the first {}",
+        roce_key(&frames2).len(),
+        roce_key(&frames).len()
+    );
     // RoCEv2: data in to 10.0.1.1, ACKs out from it, as many as the NIC emulator handled.
-    let roce: Vec<(u8, Ip, Ip, u8)> = frames.iter().filter_map(|f| f.roce().map(|(s, d, op)| (f.dir, s, d, op))).collect();
+    let roce: Vec<(u8, Ip, Ip, u8)> =
+        frames.iter().filter_map(|f| f.roce().map(|(s, d, op)| (f.dir, s, d, op))).collect();
     let roce_in: Vec<_> = roce.iter().filter(|x| x.0 == DIR_IN).collect();
     let roce_out: Vec<_> = roce.iter().filter(|x| x.0 == DIR_OUT).collect();
     assert_eq!(roce_in.len() + roce_out.len(), roce.len(), "directions are in or out");
     assert!(roce_in.iter().all(|x| x.2 == IP_H1), "inbound RoCEv2 goes to 10.0.1.1");
     assert!(roce_out.iter().all(|x| x.1 == IP_H1), "outbound RoCEv2 comes from 10.0.1.1");
     // RDMA WRITE First/Middle/Last/Only (0x06..=0x0b) in, Acknowledge (0x11) out.
-    assert!(roce_in.iter().filter(|x| (0x06..=0x0b).contains(&x.3)).count() >= 7 * 1024, "7 senders × 1 MiB of writes: {} inbound", roce_in.len());
+    assert!(
+        roce_in.iter().filter(|x| (0x06..=0x0b).contains(&x.3)).count() >= 7 * 1024,
+        "7 senders × 1 MiB of writes: {} inbound",
+        roce_in.len()
+    );
     assert!(roce_out.iter().any(|x| x.3 == 0x11), "no ACK out");
     // Each AF_XDP frame has its own stamp (issue 21): received ones the time the host XDP
     // program saw them, sent ones the pass that sent them, and consecutive frames in one
@@ -356,18 +405,36 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     // D = 1: a bit is a ns; 24 bytes of preamble, FCS and gap, 60 bytes at least). With
     // per-batch stamps a batch shared one stamp.
     for dir in [DIR_IN, DIR_OUT] {
-        let ts: Vec<(u64, u64)> = frames.iter().filter(|f| f.dir == dir && f.roce().is_some()).map(|f| (f.ts_ns, f.data.len() as u64)).collect();
+        let ts: Vec<(u64, u64)> = frames
+            .iter()
+            .filter(|f| f.dir == dir && f.roce().is_some())
+            .map(|f| (f.ts_ns, f.data.len() as u64))
+            .collect();
         for w in ts.windows(2) {
             let need = (w[0].1.max(60) + 24) * 8;
-            assert!(w[1].0 >= w[0].0 + need, "direction {dir}: RoCEv2 frames {} ns apart, the first ({} bytes) takes {need} ns at 1 Gbit/s", w[1].0 as i64 - w[0].0 as i64, w[0].1);
+            assert!(
+                w[1].0 >= w[0].0 + need,
+                "direction {dir}: RoCEv2 frames {} ns apart, the first ({} bytes) takes {need} ns at 1 Gbit/s",
+                w[1].0 as i64 - w[0].0 as i64,
+                w[0].1
+            );
         }
     }
     // Every frame hostd counts is copied to the ring once, and nothing was lost.
     let m = scrape(agent);
     let lost = metric(&m, "rocefab_capture_lost_frames_total", &[("host", "host1")]);
-    let ring = format!("(agent: {lost} lost, {} mirrored for this capture)", metric(&m, "rocefab_capture_mirrored_frames_total", &[("host", "host1")]) - mirrored_before);
+    let ring = format!(
+        "(agent: {lost} lost, {} mirrored for this capture)",
+        metric(&m, "rocefab_capture_mirrored_frames_total", &[("host", "host1")]) - mirrored_before
+    );
     assert_eq!(roce_out.len() as u64, tx, "captured {} RoCEv2 frames out, hostd sent {tx} {ring}", roce_out.len());
-    assert_eq!(roce_in.len() as u64, rx - pfc_rx, "captured {} RoCEv2 frames in, hostd took {} ({rx} frames, {pfc_rx} PFC) {ring}", roce_in.len(), rx - pfc_rx);
+    assert_eq!(
+        roce_in.len() as u64,
+        rx - pfc_rx,
+        "captured {} RoCEv2 frames in, hostd took {} ({rx} frames, {pfc_rx} PFC) {ring}",
+        roce_in.len(),
+        rx - pfc_rx
+    );
 
     // PFC from rail1: inbound only, each once, some of them taken by the NIC emulator.
     let pfc_frames: Vec<&Frame> = frames.iter().filter(|f| f.ethertype() == ETH_P_MAC_CONTROL).collect();
@@ -398,13 +465,20 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     // The client got what the agent mirrored for this capture, but for a frame or two that was
     // on its way when the client closed (the traffic had stopped 300 ms before).
     let got = frames.len() as f64;
-    assert!(mirrored >= got && mirrored <= got + 4.0, "the second capture mirrored {mirrored} frames, the client got {got}");
+    assert!(
+        mirrored >= got && mirrored <= got + 4.0,
+        "the second capture mirrored {mirrored} frames, the client got {got}"
+    );
     assert_eq!(metric(&m, "rocefab_capture_lost_frames_total", &[("host", "host1")]), 0.0, "{m}");
 
     drop(f);
     // `ip netns list` holds none of this fabric's namespaces (other tests may own others).
     let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let left: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.starts_with(&format!("rf-{FABRIC}-"))).map(String::from).collect();
+    let left: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&format!("rf-{FABRIC}-")))
+        .map(String::from)
+        .collect();
     assert!(left.is_empty() && fabric_namespaces(FABRIC).is_empty(), "namespaces left: {left:?}");
     assert!(!std::path::Path::new(&shm).exists(), "{shm} left after rocefab down");
 }

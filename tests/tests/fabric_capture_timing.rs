@@ -145,8 +145,30 @@ fn epoch_ns(s: &str) -> u64 {
 /// (tcpdump's pcap has no direction); a pcapng from rocefab says the direction itself.
 fn read(path: &str, switch_mac: Option<&str>) -> Vec<Frame> {
     let args = [
-        "-r", path, "-T", "fields", "-E", "separator=|", "-e", "frame.time_epoch", "-e", "frame.len", "-e", "frame.p2p_dir", "-e", "eth.src",
-        "-e", "icmp.type", "-e", "icmp.ident", "-e", "icmp.seq", "-e", "frame.interface_name", "-e", "frame.cap_len",
+        "-r",
+        path,
+        "-T",
+        "fields",
+        "-E",
+        "separator=|",
+        "-e",
+        "frame.time_epoch",
+        "-e",
+        "frame.len",
+        "-e",
+        "frame.p2p_dir",
+        "-e",
+        "eth.src",
+        "-e",
+        "icmp.type",
+        "-e",
+        "icmp.ident",
+        "-e",
+        "icmp.seq",
+        "-e",
+        "frame.interface_name",
+        "-e",
+        "frame.cap_len",
     ];
     let o = Command::new("tshark").args(args).output().expect("tshark (Debian package tshark)");
     assert!(o.status.success(), "tshark {path}: {}", String::from_utf8_lossy(&o.stderr));
@@ -160,7 +182,14 @@ fn read(path: &str, switch_mac: Option<&str>) -> Vec<Frame> {
             };
             let first = |s: &str| s.split(',').next().unwrap().parse().unwrap_or(0);
             let icmp = (!f[4].is_empty()).then(|| (f[4].parse().unwrap(), first(f[5]), first(f[6])));
-            Frame { ts_ns: epoch_ns(f[0]), len: f[1].parse().unwrap(), inbound, icmp, iface: f[7].to_string(), caplen: f[8].parse().unwrap() }
+            Frame {
+                ts_ns: epoch_ns(f[0]),
+                len: f[1].parse().unwrap(),
+                inbound,
+                icmp,
+                iface: f[7].to_string(),
+                caplen: f[8].parse().unwrap(),
+            }
         })
         .collect()
 }
@@ -182,7 +211,22 @@ fn floored(frames: &[&Frame], rate: u64) -> Vec<u64> {
 fn ping(f: &Fabric, burst: u32, total: u32) {
     let o = f.exec(
         "host1",
-        &["ping", "-q", "-n", "-c", &total.to_string(), "-l", &burst.to_string(), "-i", "0.002", "-s", "1000", "-W", "2", HOST2],
+        &[
+            "ping",
+            "-q",
+            "-n",
+            "-c",
+            &total.to_string(),
+            "-l",
+            &burst.to_string(),
+            "-i",
+            "0.002",
+            "-s",
+            "1000",
+            "-W",
+            "2",
+            HOST2,
+        ],
     );
     assert!(o.status.success(), "ping: {}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
 }
@@ -254,10 +298,16 @@ fn measure(f: &Fabric, dir: &TempDir, attempt: u32) -> (usize, [Agreement; 2]) {
         // Frame by frame against tcpdump.
         let key = |x: &Frame| x.icmp.unwrap();
         let mine: Vec<&Frame> = all.iter().copied().filter(|x| x.icmp.is_some()).collect();
-        let by_key: HashMap<(u8, u16, u16), &Frame> = theirs.iter().filter(|x| x.inbound == inbound && x.icmp.is_some()).map(|x| (key(x), x)).collect();
-        let matched: Vec<&Frame> = mine.iter().map(|x| *by_key.get(&key(x)).unwrap_or_else(|| panic!("{what}: tcpdump did not see {:?}", x))).collect();
+        let by_key: HashMap<(u8, u16, u16), &Frame> =
+            theirs.iter().filter(|x| x.inbound == inbound && x.icmp.is_some()).map(|x| (key(x), x)).collect();
+        let matched: Vec<&Frame> = mine
+            .iter()
+            .map(|x| *by_key.get(&key(x)).unwrap_or_else(|| panic!("{what}: tcpdump did not see {:?}", x)))
+            .collect();
         let oracle = floored(&matched, WALL_RATE_BPS);
-        let mut diffs: Vec<u64> = (1..mine.len()).map(|i| ((mine[i].ts_ns - mine[i - 1].ts_ns) * D).abs_diff(oracle[i] - oracle[i - 1])).collect();
+        let mut diffs: Vec<u64> = (1..mine.len())
+            .map(|i| ((mine[i].ts_ns - mine[i - 1].ts_ns) * D).abs_diff(oracle[i] - oracle[i - 1]))
+            .collect();
         diffs.sort_unstable();
         let a = Agreement {
             median: diffs[diffs.len() / 2],
@@ -273,7 +323,14 @@ fn measure(f: &Fabric, dir: &TempDir, attempt: u32) -> (usize, [Agreement; 2]) {
             for i in 0..mine.len() {
                 // Last: rocefab's stamp × D − tcpdump's (a constant, the emulated clock's zero ×
                 // (D − 1), plus when each side looked).
-                println!("{what} {i} {:?} ours {} oracle {} tcpdump {} ours×D−tcpdump {}", mine[i].icmp, (mine[i].ts_ns - mine[0].ts_ns) * D, oracle[i] - oracle[0], matched[i].ts_ns - matched[0].ts_ns, (mine[i].ts_ns * D) as i128 - matched[i].ts_ns as i128);
+                println!(
+                    "{what} {i} {:?} ours {} oracle {} tcpdump {} ours×D−tcpdump {}",
+                    mine[i].icmp,
+                    (mine[i].ts_ns - mine[0].ts_ns) * D,
+                    oracle[i] - oracle[0],
+                    matched[i].ts_ns - matched[0].ts_ns,
+                    (mine[i].ts_ns * D) as i128 - matched[i].ts_ns as i128
+                );
             }
         }
         out[usize::from(!inbound)] = a;
@@ -299,10 +356,22 @@ fn capture_stamps_are_per_frame_at_the_line_rate_and_match_tcpdump() {
             break;
         }
     }
-    let a = measured.unwrap_or_else(|| panic!("in three attempts the sender never delivered {MIN_BURST} requests faster than the line rate"));
+    let a = measured.unwrap_or_else(|| {
+        panic!("in three attempts the sender never delivered {MIN_BURST} requests faster than the line rate")
+    });
     for (d, what) in ["inbound", "outbound"].iter().enumerate() {
-        assert!(a[d].median <= GAP_MEDIAN_NS, "{what}: median gap difference {} ns, bound {GAP_MEDIAN_NS}", a[d].median);
-        assert!(a[d].quantile <= GAP_BOUND_NS[d], "{what}: {:.0} % of the gaps within {} ns of tcpdump's, bound {}", GAP_QUANTILE * 100.0, a[d].quantile, GAP_BOUND_NS[d]);
+        assert!(
+            a[d].median <= GAP_MEDIAN_NS,
+            "{what}: median gap difference {} ns, bound {GAP_MEDIAN_NS}",
+            a[d].median
+        );
+        assert!(
+            a[d].quantile <= GAP_BOUND_NS[d],
+            "{what}: {:.0} % of the gaps within {} ns of tcpdump's, bound {}",
+            GAP_QUANTILE * 100.0,
+            a[d].quantile,
+            GAP_BOUND_NS[d]
+        );
         assert!(a[d].max <= GAP_MAX_NS[d], "{what}: a gap {} ns off tcpdump's, bound {}", a[d].max, GAP_MAX_NS[d]);
     }
 }
@@ -347,7 +416,13 @@ fn two_captures_of_one_switch_at_once_both_get_every_frame() {
         s.sort();
         s
     };
-    println!("tcpdump {} ICMP frames; capture A {} on rail1:{p1}, {} on rail1:{p2}; capture B {} ({sb})", tt.len(), a1.len(), a2.len(), bb.len());
+    println!(
+        "tcpdump {} ICMP frames; capture A {} on rail1:{p1}, {} on rail1:{p2}; capture B {} ({sb})",
+        tt.len(),
+        a1.len(),
+        a2.len(),
+        bb.len()
+    );
     // tcpdump saw 2 × (64 + 8) ICMP frames on host1's end; A saw all of them on rail1's port,
     // and as many on the port to host2 (each request and reply crosses both).
     assert_eq!(tt.len(), 2 * (64 + 8), "tcpdump");
@@ -358,6 +433,9 @@ fn two_captures_of_one_switch_at_once_both_get_every_frame() {
     let during: Vec<Key> = set(&a1).into_iter().filter(|k| k.1 .1 == id).collect();
     assert_eq!(bb.len(), 2 * 64, "capture B: {sb}");
     assert_eq!(set(&bb), during, "capture B holds exactly the frames A saw of the run it ran for");
-    assert!(bb.iter().all(|x| x.1 == 1042 && x.2 == 64), "B cut frames to its 64-byte snap length and kept the original length");
+    assert!(
+        bb.iter().all(|x| x.1 == 1042 && x.2 == 64),
+        "B cut frames to its 64-byte snap length and kept the original length"
+    );
     assert!(a1.iter().all(|x| x.2 == 1042), "A (no snap length) has whole frames");
 }

@@ -49,7 +49,12 @@ fn tables(f: &Fabric) -> Vec<serde_json::Value> {
 /// The port `port` of node `node` in the tables.
 fn port<'a>(t: &'a [serde_json::Value], node: &str, port: &str) -> &'a serde_json::Value {
     let n = t.iter().find(|n| n["node"] == node).unwrap_or_else(|| panic!("no node {node} in {t:?}"));
-    n["ports"].as_array().unwrap().iter().find(|p| p["port"] == port).unwrap_or_else(|| panic!("{node} has no port {port}"))
+    n["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["port"] == port)
+        .unwrap_or_else(|| panic!("{node} has no port {port}"))
 }
 
 /// `topologies/rail-spine-incast.yaml` renamed, with its `pfc: [3]` line replaced by `qos` and
@@ -69,8 +74,10 @@ fn incast_fabric(name: &str, qos: &str, lldp: &str) -> Fabric {
 const QOS_PRIO4: &str = "  classes: { 26: 4, 48: 7 }\n  pfc: [4]";
 
 fn host_agent_metrics(f: &Fabric, host: &str) -> String {
-    let cfg: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run_dir(&f.name).join(format!("{host}.nicd.json"))).expect("nicd config")).unwrap();
+    let cfg: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run_dir(&f.name).join(format!("{host}.nicd.json"))).expect("nicd config"),
+    )
+    .unwrap();
     scrape(cfg["listen"].as_str().unwrap().parse().unwrap())
 }
 
@@ -104,7 +111,10 @@ fn willing_nics_adopt_the_switch_priorities_and_honour_their_pauses() {
     let (out, max_pg) = rocefab_tests::fabric::run_incast(&f, 4);
     let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("rocefab run --json: {e}: {out}"));
     assert_eq!(r["ok"], true, "{r}");
-    assert!(max_pg >= 64_000.0, "never congested: rail1's largest priority-4 ingress group held {max_pg} bytes (xOFF 64 kB)");
+    assert!(
+        max_pg >= 64_000.0,
+        "never congested: rail1's largest priority-4 ingress group held {max_pg} bytes (xOFF 64 kB)"
+    );
     for n in r["nics"].as_array().unwrap() {
         assert_eq!((n["data_priority"].as_u64(), n["data_dscp"].as_u64()), (Some(4), Some(26)), "{n}");
     }
@@ -113,11 +123,19 @@ fn willing_nics_adopt_the_switch_priorities_and_honour_their_pauses() {
     let m = f.metrics("rail1");
     assert!(metric(&m, "rocefab_queue_enqueued_packets_total", &[("port", &to_h1), ("queue", "4")]) > 1000.0);
     assert_eq!(metric(&m, "rocefab_queue_enqueued_packets_total", &[("port", &to_h1), ("queue", "3")]), 0.0);
-    let sum = |name: &str, labels: &[(&str, &str)]| -> f64 { ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), name, labels)).sum() };
+    let sum = |name: &str, labels: &[(&str, &str)]| -> f64 {
+        ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), name, labels)).sum()
+    };
     assert!(sum("rocefab_pfc_tx_frames_total", &[("priority", "4")]) > 0.0);
     assert_eq!(sum("rocefab_pfc_tx_frames_total", &[("priority", "3")]), 0.0);
     // The senders honoured the priority-4 pauses: paused time counted, nothing lost.
-    let paused: u64 = r["nics"].as_array().unwrap().iter().filter(|n| n["nic"] == "gpu1").map(|n| n["pfc_paused_ns"].as_u64().unwrap_or(0)).sum();
+    let paused: u64 = r["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["nic"] == "gpu1")
+        .map(|n| n["pfc_paused_ns"].as_u64().unwrap_or(0))
+        .sum();
     assert!(paused > 0, "the sender NICs were never paused on priority 4: {}", r["nics"]);
     assert_eq!(sum("rocefab_headroom_overflow_total", &[]), 0.0);
     assert_eq!(sum("rocefab_queue_dropped_packets_total", &[]), 0.0);
@@ -128,7 +146,9 @@ fn willing_nics_adopt_the_switch_priorities_and_honour_their_pauses() {
     let f = incast_fabric("rfw", QOS_PRIO4, "lldp:\n  tx_interval: 1s\n  ttl: 4s\n  nic: { willing: false }\n");
     // Once both ends have heard each other (fast start), the link shows the mismatch.
     let to_h3 = f.port_to("rail1", "host3:gpu0");
-    let h3_line = |out: &str| out.lines().find(|l| l.contains(&format!("rail1:{to_h3} ")) && l.contains("host3:gpu0 ")).map(str::to_string);
+    let h3_line = |out: &str| {
+        out.lines().find(|l| l.contains(&format!("rail1:{to_h3} ")) && l.contains("host3:gpu0 ")).map(str::to_string)
+    };
     let o = check_until(&f, |o| h3_line(&text(o)).is_some_and(|l| l.contains("DCBX mismatch")));
     let out = text(&o);
     assert!(!o.status.success(), "--check passed with non-willing NICs on PFC {{3}} and switches on {{4}}:\n{out}");
@@ -136,7 +156,10 @@ fn willing_nics_adopt_the_switch_priorities_and_honour_their_pauses() {
     assert!(line.contains("DCBX mismatch") && line.contains("PFC"), "{line}");
     let m = f.metrics("rail1");
     assert_eq!(metric(&m, "rocefab_dcbx_mismatch", &[("port", &to_h3), ("kind", "pfc")]), 1.0, "{m}");
-    assert_eq!(metric(&host_agent_metrics(&f, "host3"), "rocefab_dcbx_mismatch", &[("port", "gpu0"), ("kind", "pfc")]), 1.0);
+    assert_eq!(
+        metric(&host_agent_metrics(&f, "host3"), "rocefab_dcbx_mismatch", &[("port", "gpu0"), ("kind", "pfc")]),
+        1.0
+    );
     let log = std::fs::read_to_string(run_dir(&f.name).join("rail1.log")).unwrap_or_default();
     assert!(log.contains("DCBX mismatch: PFC enable differs"), "rail1's log has no mismatch line");
     let t = tables(&f);
@@ -192,11 +215,14 @@ fn check_passes_on_a_fresh_fabric_and_names_swapped_and_missing_links() {
     // Each swapped link is named, seen from either end: rail1's port now hears the other host,
     // and the host's NIC hears the other rail1 port.
     let link_line = |out: &str, host: &str, port: &str| -> Option<String> {
-        out.lines().find(|l| l.contains(&format!("{host}:gpu0 ")) && l.contains(&format!("rail1:{port} "))).map(str::to_string)
+        out.lines()
+            .find(|l| l.contains(&format!("{host}:gpu0 ")) && l.contains(&format!("rail1:{port} ")))
+            .map(str::to_string)
     };
     let miscabled = |out: &str, host: &str, port: &str, other_host: &str, other_port: &str| {
         link_line(out, host, port).is_some_and(|l| {
-            l.contains("miscabled") && (l.contains(&format!("found {other_host}:gpu0")) || l.contains(&format!("found rail1:{other_port}")))
+            l.contains("miscabled")
+                && (l.contains(&format!("found {other_host}:gpu0")) || l.contains(&format!("found rail1:{other_port}")))
         })
     };
     let o = check_until(&f, |o| {

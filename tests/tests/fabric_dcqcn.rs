@@ -38,7 +38,12 @@ const ATTEMPTS: u32 = 3;
 
 /// `rocefab run`'s warning that the CPUs, not the emulated links, limited the run.
 fn machine_bound(rep: &Value) -> Option<String> {
-    rep["warnings"].as_array()?.iter().filter_map(Value::as_str).find(|w| w.contains("the machine, not the model")).map(str::to_string)
+    rep["warnings"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|w| w.contains("the machine, not the model"))
+        .map(str::to_string)
 }
 
 /// `run(attempt)` until its report is not machine-bound; its result.
@@ -84,7 +89,10 @@ fn incast_with(f: &Fabric, window: &[&str], extra: &[&str]) -> Value {
 
 /// PFC frames every switch of the fabric sent, all ports and priorities.
 fn switch_pfc_frames(f: &Fabric) -> f64 {
-    ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), "rocefab_pfc_tx_frames_total", &[])).sum()
+    ["rail1", "rail2", "spine1", "spine2"]
+        .iter()
+        .map(|s| metric(&f.metrics(s), "rocefab_pfc_tx_frames_total", &[]))
+        .sum()
 }
 
 #[test]
@@ -96,7 +104,10 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         assert_eq!(f.config("rail1").time_dilation, 8000.0);
         let to_rank0 = f.port_to("rail1", "host1:gpu0");
         let port = format!("rail1:{to_rank0}");
-        let rep = incast(&f, &["--timeline", svg.0.to_str().unwrap(), "--timeline", json.0.to_str().unwrap(), "--timeline-port", &port]);
+        let rep = incast(
+            &f,
+            &["--timeline", svg.0.to_str().unwrap(), "--timeline", json.0.to_str().unwrap(), "--timeline-port", &port],
+        );
         assert_eq!(rep["ok"], true, "{rep}");
         assert_eq!(rep["time_dilation"], 8000.0);
         let tl: Value = serde_json::from_str(&std::fs::read_to_string(&json.0).expect("timeline JSON")).unwrap();
@@ -104,17 +115,31 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         // The congestion happened: rail1's queue 3 towards rank 0 went past WRED min. (With
         // these windows rail2's uplinks can congest too when ECMP puts three of its four
         // cross-rail senders on one spine: 1200G into 800G.)
-        assert_eq!((t["bottleneck"]["switch"].as_str(), t["bottleneck"]["port"].as_str(), t["bottleneck"]["tc"].as_u64()), (Some("rail1"), Some(to_rank0.as_str()), Some(3)), "{}", t["bottleneck"]);
+        assert_eq!(
+            (t["bottleneck"]["switch"].as_str(), t["bottleneck"]["port"].as_str(), t["bottleneck"]["tc"].as_u64()),
+            (Some("rail1"), Some(to_rank0.as_str()), Some(3)),
+            "{}",
+            t["bottleneck"]
+        );
         let peak = t["bottleneck"]["peak_depth_bytes"].as_f64().unwrap();
         assert!(peak >= 150_000.0, "the bottleneck queue peaked at {peak} bytes, below WRED min");
         // rail1 marked; rank 0's NIC sent CNPs; each one crossed rail1 in strict queue 7 (to a
         // local sender or towards a spine).
         let m = f.metrics("rail1");
         assert!(metric(&m, "rocefab_xdp_ecn_marked_total", &[]) > 0.0, "no CE marks at rail1");
-        let marked: f64 = ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), "rocefab_xdp_ecn_marked_total", &[])).sum();
+        let marked: f64 = ["rail1", "rail2", "spine1", "spine2"]
+            .iter()
+            .map(|s| metric(&f.metrics(s), "rocefab_xdp_ecn_marked_total", &[]))
+            .sum();
         let cnps = rep["cnps_sent"].as_f64().unwrap();
         assert!(cnps > 0.0 && cnps <= marked, "CNPs {cnps}, marks {marked}");
-        let q7: f64 = f.config("rail1").ports.iter().filter(|p| p.name != to_rank0).map(|p| metric(&m, "rocefab_queue_dequeued_packets_total", &[("port", &p.name), ("queue", "7")])).sum();
+        let q7: f64 = f
+            .config("rail1")
+            .ports
+            .iter()
+            .filter(|p| p.name != to_rank0)
+            .map(|p| metric(&m, "rocefab_queue_dequeued_packets_total", &[("port", &p.name), ("queue", "7")]))
+            .sum();
         assert!(q7 >= cnps, "rail1 forwarded {q7} frames in queue 7, fewer than the {cnps} CNPs");
         // Every sender got CNPs and its DCQCN rate went below line rate during the run.
         let qps = rep["qps"].as_array().unwrap();
@@ -125,10 +150,14 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         let rates = t["rates"].as_array().unwrap();
         assert_eq!(rates.len(), 7, "a DCQCN rate series per sender");
         for r in rates {
-            let min = r["points"].as_array().unwrap().iter().map(|p| p["v"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+            let min =
+                r["points"].as_array().unwrap().iter().map(|p| p["v"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
             assert!(min < 400e9 * 0.6, "{}: DCQCN rate never cut (min {min})", r["name"]);
         }
-        assert!(t["ecn_marks"].as_array().unwrap().iter().any(|p| p["v"].as_f64().unwrap() > 0.0), "no marks in the timeline");
+        assert!(
+            t["ecn_marks"].as_array().unwrap().iter().any(|p| p["v"].as_f64().unwrap() > 0.0),
+            "no marks in the timeline"
+        );
         assert_eq!(t["cnps"].as_array().unwrap().len(), 7);
         // The picture holds every series and threshold.
         let text = std::fs::read_to_string(&svg.0).expect("timeline SVG");
@@ -176,7 +205,8 @@ fn incast_at(d: &str, name: &str) -> (f64, Vec<f64>, f64) {
             let rep = incast_with(&f, &[], &[]);
             assert_eq!(rep["ok"], true, "{rep}");
             assert_eq!(rep["time_dilation"].as_f64(), d.parse::<f64>().ok());
-            let mut g: Vec<f64> = rep["qps"].as_array().unwrap().iter().filter_map(|q| q["goodput_bps"].as_f64()).collect();
+            let mut g: Vec<f64> =
+                rep["qps"].as_array().unwrap().iter().filter_map(|q| q["goodput_bps"].as_f64()).collect();
             g.sort_by(f64::total_cmp);
             let j = rep["completion_ns"].as_f64().unwrap() / 1e3;
             (rep, (j, g))
@@ -188,7 +218,8 @@ fn incast_at(d: &str, name: &str) -> (f64, Vec<f64>, f64) {
         }
     }
     let to_rank0 = f.port_to("rail1", "host1:gpu0");
-    let peak = metric(&f.metrics("rail1"), "rocefab_queue_depth_peak_bytes", &[("port", to_rank0.as_str()), ("queue", "3")]);
+    let peak =
+        metric(&f.metrics("rail1"), "rocefab_queue_depth_peak_bytes", &[("port", to_rank0.as_str()), ("queue", "3")]);
     (jct, sorted, peak)
 }
 

@@ -43,7 +43,10 @@ const WINDOW: Duration = Duration::from_secs(3);
 fn dwrr_fabric(name: &str) -> Fabric {
     let path = topology_copy("rail-spine.yaml", name);
     let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("  rail_spine: full-mesh\n") && !text.contains("overrides:") && !text.contains("\nqos:"), "rail-spine.yaml changed shape");
+    assert!(
+        text.contains("  rail_spine: full-mesh\n") && !text.contains("overrides:") && !text.contains("\nqos:"),
+        "rail-spine.yaml changed shape"
+    );
     let text = text.replace(
         "  rail_spine: full-mesh\n",
         "  rail_spine: full-mesh\n  overrides:\n    - { between: [host2:gpu0, rail1], line_rate: 100Mbps }\n",
@@ -64,7 +67,16 @@ fn sender(f: &Fabric, from: &str, dscp: u8, size: u16, pps: u64) -> Proc {
         &format!("rocefab send from {from}"),
         Command::new(rocefab_bin())
             .args(["send", "--fabric", &f.name, "--from", from, "--to", "host2:gpu0", "--dscp", &dscp, "--size", &size])
-            .args(["--rate-pps", &pps, "--count", &count, "--max-seconds", &SEND_SECS.to_string(), "--sport-range", "49152:49167"])
+            .args([
+                "--rate-pps",
+                &pps,
+                "--count",
+                &count,
+                "--max-seconds",
+                &SEND_SECS.to_string(),
+                "--sport-range",
+                "49152:49167",
+            ])
             .stdout(Stdio::piped()),
     )
 }
@@ -74,7 +86,11 @@ fn sent(p: &mut Proc) -> (u64, u64) {
     let line = p.line(Duration::from_secs(SEND_SECS + 10));
     assert_eq!(p.wait(Duration::from_secs(5)), 0, "{}: {line}", p.what);
     let w: Vec<&str> = line.split_whitespace().collect();
-    match (w.first(), w.get(1).and_then(|n| n.parse().ok()), w.get(3).and_then(|e| e.trim_start_matches('(').parse().ok())) {
+    match (
+        w.first(),
+        w.get(1).and_then(|n| n.parse().ok()),
+        w.get(3).and_then(|e| e.trim_start_matches('(').parse().ok()),
+    ) {
         (Some(&"sent"), Some(n), Some(e)) => (n, e),
         _ => panic!("{}: {line}", p.what),
     }
@@ -126,7 +142,10 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
         if backlogged(&s) {
             break s;
         }
-        assert!(started.elapsed() < Duration::from_secs(4), "queues 0 and 3 never both backlogged on rail1:{port}: {s:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "queues 0 and 3 never both backlogged on rail1:{port}: {s:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     let b = loop {
@@ -137,7 +156,10 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let window_end = started.elapsed();
-    assert!(window_end < Duration::from_secs(SEND_SECS - 1), "the window ended {window_end:?} after the senders started: too late to be steady state");
+    assert!(
+        window_end < Duration::from_secs(SEND_SECS - 1),
+        "the window ended {window_end:?} after the senders started: too late to be steady state"
+    );
     for p in [&mut q0, &mut q3, &mut q7] {
         assert!(p.child.try_wait().expect("try_wait").is_none(), "{} stopped before the window ended", p.what);
     }
@@ -153,7 +175,11 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
     let secs = (b.at - a.at).as_secs_f64();
     let d: Vec<f64> = (0..3).map(|i| b.dequeued_bytes[i] - a.dequeued_bytes[i]).collect();
     let bps = d.iter().sum::<f64>() * 8.0 / secs;
-    assert!((0.85 * BOTTLENECK_BPS..=1.02 * BOTTLENECK_BPS).contains(&bps), "rail1:{port} sent {:.1} Mbit/s in the window ({d:?} bytes in {secs:.3} s)", bps / 1e6);
+    assert!(
+        (0.85 * BOTTLENECK_BPS..=1.02 * BOTTLENECK_BPS).contains(&bps),
+        "rail1:{port} sent {:.1} Mbit/s in the window ({d:?} bytes in {secs:.3} s)",
+        bps / 1e6
+    );
     // The byte shares of the two weighted queues.
     let share0 = d[0] / (d[0] + d[1]);
     eprintln!(
@@ -165,7 +191,11 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
         1.0 - share0,
         d[2]
     );
-    assert!((share0 - 0.70).abs() <= 0.05, "queue 0 got {share0:.4} of the bytes, queue 3 {:.4}: want 0.70/0.30 ± 0.05", 1.0 - share0);
+    assert!(
+        (share0 - 0.70).abs() <= 0.05,
+        "queue 0 got {share0:.4} of the bytes, queue 3 {:.4}: want 0.70/0.30 ± 0.05",
+        1.0 - share0
+    );
 
     let ((n0, _), (n3, _), (n7, e7)) = (sent(&mut q0), sent(&mut q3), sent(&mut q7));
     assert_eq!(e7, 0, "host4's DSCP 48 sender had send errors");
@@ -186,6 +216,12 @@ fn two_lossy_classes_share_a_saturated_port_70_30_and_strict_cnps_go_first() {
     eprintln!("queue 7 peak depth {peak} B ({} frames of 242 B)", peak / 242.0);
     assert!(peak <= Q7_PEAK_FRAMES * 242.0, "queue 7 built up to {peak} bytes behind the weighted queues");
     // ... while the bulk classes lost a good part of theirs.
-    let drops = |q: &str| metric(&settled, "rocefab_queue_admission_dropped_packets_total", &[("port", &port), ("queue", q)]);
-    assert!(drops("0") > 0.1 * n0 as f64 && drops("3") > 0.1 * n3 as f64, "drops: queue 0 {} of {n0}, queue 3 {} of {n3}", drops("0"), drops("3"));
+    let drops =
+        |q: &str| metric(&settled, "rocefab_queue_admission_dropped_packets_total", &[("port", &port), ("queue", q)]);
+    assert!(
+        drops("0") > 0.1 * n0 as f64 && drops("3") > 0.1 * n3 as f64,
+        "drops: queue 0 {} of {n0}, queue 3 {} of {n3}",
+        drops("0"),
+        drops("3")
+    );
 }

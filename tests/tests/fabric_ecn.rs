@@ -80,7 +80,11 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
     require_tool("tcpdump", &["--version"]);
     let f = Fabric::up_with("rail-spine.yaml", "rfe", "qos:\n  watchdog: off\n");
     let w = f.config("rail1").qos.wred.clone();
-    assert_eq!((w.queues, w.min_bytes, w.max_bytes, w.probability_percent), (1 << 3, 150_000, 3_000_000, 7), "the book's defaults ship");
+    assert_eq!(
+        (w.queues, w.min_bytes, w.max_bytes, w.probability_percent),
+        (1 << 3, 150_000, 3_000_000, 7),
+        "the book's defaults ship"
+    );
     let to_h2 = f.port_to("rail1", "host2:gpu0");
     let q3 = [("port", to_h2.as_str()), ("queue", "3")];
     let mut agent = Agent::start(&f, "host2", "gpu0");
@@ -106,8 +110,15 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
         });
         // In the unit WRED acts on: whole cells, FILL frames of CHARGE bytes.
         let depth = metric(&held, "rocefab_queue_depth_cell_bytes", &q3);
-        assert!(depth >= w.max_bytes as f64, "cycle {cycle}: queue 3 reached only {depth} bytes in cells, not WRED max");
-        assert_eq!(depth, CHARGE as f64 * metric(&held, "rocefab_queue_depth_packets", &q3), "cycle {cycle}: every frame held takes {CHARGE} B of cells");
+        assert!(
+            depth >= w.max_bytes as f64,
+            "cycle {cycle}: queue 3 reached only {depth} bytes in cells, not WRED max"
+        );
+        assert_eq!(
+            depth,
+            CHARGE as f64 * metric(&held, "rocefab_queue_depth_packets", &q3),
+            "cycle {cycle}: every frame held takes {CHARGE} B of cells"
+        );
         assert_eq!(metric(&held, "rocefab_queue_dequeued_packets_total", &q3), dequeued_before, "queue 3 is paused");
         assert!(agent.0.line(Duration::from_secs(10)).starts_with("done"));
         assert_eq!(agent.cmd("pfc 0"), "sent");
@@ -135,13 +146,29 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
     // Per frame: the depth it found, whether it is ECT, and its fate (CE / not / dropped).
     let (min, max) = (w.min_bytes as f64, w.max_bytes as f64);
     let pmax = f64::from(w.probability_percent) / 100.0;
-    let curve = |d: f64| if d < min { 0.0 } else if d >= max { 1.0 } else { pmax * (d - min) / (max - min) };
+    let curve = |d: f64| {
+        if d < min {
+            0.0
+        } else if d >= max {
+            1.0
+        } else {
+            pmax * (d - min) / (max - min)
+        }
+    };
     // Four bands over the ramp, plus below min and above max: (frames, hits, expected hits, variance).
     let mut ect = [(0u32, 0u32, 0f64, 0f64); 6];
     let mut not_ect = [(0u32, 0u32, 0f64, 0f64); 6];
     // Frames within EDGE_FRAMES past max: (frames, hits).
     let mut edge = (0u32, 0u32);
-    let band = |d: f64| if d < min { 0 } else if d >= max { 5 } else { 1 + ((d - min) / (max - min) * 4.0) as usize };
+    let band = |d: f64| {
+        if d < min {
+            0
+        } else if d >= max {
+            5
+        } else {
+            1 + ((d - min) / (max - min) * 4.0) as usize
+        }
+    };
     for (c, arrivals) in cycles.iter().enumerate() {
         assert!(arrivals.iter().all(|a| a.checksum_ok), "cycle {c}: an IPv4 header checksum is wrong after marking");
         let mut got = vec![None; FILL as usize];
@@ -178,7 +205,11 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
         }
     }
     let table = |rows: &[(u32, u32, f64, f64); 6]| {
-        rows.iter().enumerate().map(|(b, r)| format!("band {b}: {} frames, {} hits, expected {:.1}", r.0, r.1, r.2)).collect::<Vec<_>>().join("\n")
+        rows.iter()
+            .enumerate()
+            .map(|(b, r)| format!("band {b}: {} frames, {} hits, expected {:.1}", r.0, r.1, r.2))
+            .collect::<Vec<_>>()
+            .join("\n")
     };
     let report = format!(
         "ECT:\n{}\nNot-ECT:\n{}\nwithin {EDGE_FRAMES} frames past max (not checked): {} frames, {} hits",
@@ -196,7 +227,10 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
             // Binomial sum: 4.5σ, at least 3 frames of slack for the smallest bands (the shape
             // of the curve; its slope is bounded over the whole ramp below).
             let bound = (4.5 * r.3.sqrt()).max(3.0);
-            assert!((f64::from(r.1) - r.2).abs() <= bound, "a ramp band is off the curve (bound ±{bound:.1}):\n{report}");
+            assert!(
+                (f64::from(r.1) - r.2).abs() <= bound,
+                "a ramp band is off the curve (bound ±{bound:.1}):\n{report}"
+            );
         }
     }
     // The whole ramp (bands 1..=4), per class and together: a binomial sum of ~2800 ECT and ~940
@@ -205,18 +239,29 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
     // the XDP draws come from the seeded generator, so runs are not independent samples):
     // no Not-ECT drop on the ramp (33 off, 5.8σ), or half the marking slope (49 ECT marks and
     // 65 hits off), lie outside.
-    let sum = |rows: &[(u32, u32, f64, f64); 6]| rows[1..5].iter().fold((0u32, 0u32, 0f64, 0f64), |a, r| (a.0 + r.0, a.1 + r.1, a.2 + r.2, a.3 + r.3));
+    let sum = |rows: &[(u32, u32, f64, f64); 6]| {
+        rows[1..5].iter().fold((0u32, 0u32, 0f64, 0f64), |a, r| (a.0 + r.0, a.1 + r.1, a.2 + r.2, a.3 + r.3))
+    };
     let (e, n) = (sum(&ect), sum(&not_ect));
     let all = (e.0 + n.0, e.1 + n.1, e.2 + n.2, e.3 + n.3);
     for (what, r, k) in [("ECT marks", e, 3.5), ("Not-ECT drops", n, 4.0), ("ECT marks and Not-ECT drops", all, 3.5)] {
         let bound = k * r.3.sqrt();
         eprintln!("ramp, {what}: {} of {} frames, expected {:.1} ± {bound:.1} ({k}σ)", r.1, r.0, r.2);
-        assert!((f64::from(r.1) - r.2).abs() <= bound, "ramp, {what}: {} of {} frames, expected {:.1} ± {bound:.1} ({k}σ):\n{report}", r.1, r.0, r.2);
+        assert!(
+            (f64::from(r.1) - r.2).abs() <= bound,
+            "ramp, {what}: {} of {} frames, expected {:.1} ± {bound:.1} ({k}σ):\n{report}",
+            r.1,
+            r.0,
+            r.2
+        );
     }
     // The switch's own per-band counts agree: everything at and above max arrived CE.
     let last = (dataplane_user::depths::BANDS - 1).to_string();
     let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
-    let (e, c) = (metric(&after, "rocefab_wred_band_ect_packets_total", &bl), metric(&after, "rocefab_wred_band_ce_packets_total", &bl));
+    let (e, c) = (
+        metric(&after, "rocefab_wred_band_ect_packets_total", &bl),
+        metric(&after, "rocefab_wred_band_ce_packets_total", &bl),
+    );
     assert!(e > 0.0 && e == c, "rail1 counted {e} ECT and {c} CE frames at and above max");
     assert_eq!(metric(&after, "rocefab_headroom_overflow_total", &[]), 0.0);
 }

@@ -44,15 +44,30 @@ fn uplinks(f: &Fabric) -> Vec<(String, String, String)> {
 
 /// The ECMP member index rail1 gives the flow from source port `sport`.
 fn ecmp_member(f: &Fabric, sport: u16) -> usize {
-    let h = flow_hash([u32::from(SRC), 0, 0, 0], [u32::from(DST), 0, 0, 0], 17, sport, DPORT, f.config("rail1").hash_seed);
+    let h =
+        flow_hash([u32::from(SRC), 0, 0, 0], [u32::from(DST), 0, 0, 0], 17, sport, DPORT, f.config("rail1").hash_seed);
     ecmp_index(h, 2) as usize
 }
 
 /// `count` packets of DSCP `dscp` round-robin over source ports `first..=last` at `pps`.
 fn send(f: &Fabric, dscp: u8, first: u16, last: u16, count: u32, pps: u32) {
     f.send(&[
-        "--from", "host1:gpu0", "--to", "host3:gpu1", "--dscp", &dscp.to_string(), "--count", &count.to_string(), "--size", SIZE,
-        "--sport-range", &format!("{first}:{last}"), "--dport", &DPORT.to_string(), "--rate-pps", &pps.to_string(),
+        "--from",
+        "host1:gpu0",
+        "--to",
+        "host3:gpu1",
+        "--dscp",
+        &dscp.to_string(),
+        "--count",
+        &count.to_string(),
+        "--size",
+        SIZE,
+        "--sport-range",
+        &format!("{first}:{last}"),
+        "--dport",
+        &DPORT.to_string(),
+        "--rate-pps",
+        &pps.to_string(),
     ]);
 }
 
@@ -81,7 +96,11 @@ fn delta(after: &[f64], before: &[f64]) -> Vec<f64> {
 /// the same bytes within 5 %.
 #[test]
 fn spraying_balances_elephants_that_collide_under_ecmp() {
-    let f = Fabric::up_with("rail-spine.yaml", "rflb1", "load_balance:\n  classes: { 3: { mode: spray, spray: round-robin } }\n");
+    let f = Fabric::up_with(
+        "rail-spine.yaml",
+        "rflb1",
+        "load_balance:\n  classes: { 3: { mode: spray, spray: round-robin } }\n",
+    );
     let up = uplinks(&f);
     // Four consecutive source ports that all hash onto one member: a collision.
     let first = (49152u16..60000).find(|&s| (s..s + 4).all(|p| ecmp_member(&f, p) == ecmp_member(&f, s))).unwrap();
@@ -93,18 +112,28 @@ fn spraying_balances_elephants_that_collide_under_ecmp() {
     for (dscp, spray) in [(0u8, false), (24, true)] {
         let before = f.metrics("rail1");
         send(&f, dscp, first, first + 3, N, 20_000);
-        let after = f.wait_metrics("rail1", |t| delta(&packets(t), &packets(&before)).iter().sum::<f64>() >= f64::from(N) * 0.99);
+        let after = f.wait_metrics("rail1", |t| {
+            delta(&packets(t), &packets(&before)).iter().sum::<f64>() >= f64::from(N) * 0.99
+        });
         let b = delta(&bytes(&after), &bytes(&before));
         let sprayed = xdp(&f, &after, "sprayed_packets") - xdp(&f, &before, "sprayed_packets");
         let total: f64 = b.iter().sum();
         assert!(total >= f64::from(N) * 0.99 * 1442.0, "dscp {dscp}: uplinks carried only {total} bytes: {b:?}");
-        eprintln!("dscp {dscp}: uplink bytes {b:?} ({:?}), sprayed {sprayed}", up.iter().map(|u| &u.1).collect::<Vec<_>>());
+        eprintln!(
+            "dscp {dscp}: uplink bytes {b:?} ({:?}), sprayed {sprayed}",
+            up.iter().map(|u| &u.1).collect::<Vec<_>>()
+        );
         if spray {
             let spread = (b[0] - b[1]).abs() / b[0].max(b[1]);
             assert!(spread <= 0.05, "spray: uplinks differ by {:.1} %: {b:?}", spread * 100.0);
             assert!(sprayed >= f64::from(N) * 0.99, "sprayed_packets grew by {sprayed}");
         } else {
-            assert!(b[1 - hot] < total * 0.01, "ecmp: the flows collide on {}, yet {} carried {b:?}", up[hot].1, up[1 - hot].1);
+            assert!(
+                b[1 - hot] < total * 0.01,
+                "ecmp: the flows collide on {}, yet {} carried {b:?}",
+                up[hot].1,
+                up[1 - hot].1
+            );
             assert_eq!(sprayed, 0.0, "class 0 is not sprayed");
         }
     }
@@ -115,7 +144,11 @@ fn spraying_balances_elephants_that_collide_under_ecmp() {
 /// flowlet always takes the other one): 4 path changes, bursts 1, 3, 5 on its ECMP uplink.
 #[test]
 fn flowlets_move_only_after_gaps_longer_than_delta() {
-    let f = Fabric::up_with("rail-spine.yaml", "rflb2", "load_balance:\n  classes: { 3: { mode: flowlet } }\n  flowlet_gap: 200ms\n");
+    let f = Fabric::up_with(
+        "rail-spine.yaml",
+        "rflb2",
+        "load_balance:\n  classes: { 3: { mode: flowlet } }\n  flowlet_gap: 200ms\n",
+    );
     let up = uplinks(&f);
     let q3 = |t: &str| per_uplink(t, &up, "rocefab_queue_enqueued_packets_total", &[("queue", "3")]);
 
@@ -178,7 +211,12 @@ fn adaptive_moves_flowlets_off_a_congested_uplink() {
     let depth = |t: &str| metric(t, "rocefab_queue_depth_bytes", &[("port", &up[u].0), ("queue", "3")]);
     let held = f.wait_metrics("rail1", |t| depth(t) >= 250.0 * 1442.0);
     let a = delta(&q3(&held), &q3(&t1));
-    assert!(depth(&held) >= 250.0 * 1442.0, "{}'s queue 3 holds only {} bytes; A enqueued {a:?}", up[u].1, depth(&held));
+    assert!(
+        depth(&held) >= 250.0 * 1442.0,
+        "{}'s queue 3 holds only {} bytes; A enqueued {a:?}",
+        up[u].1,
+        depth(&held)
+    );
     assert_eq!(a[1 - u], 0.0, "A is one flowlet, on U");
 
     // B again: three flowlets, 400 ms apart, all on the other uplink.

@@ -77,7 +77,8 @@ struct Dcbx {
 fn effective_qos(c: &SwitchConfig) -> Dcbx {
     let pfc = c.qos.lossless_priorities;
     assert_ne!(pfc, 0, "{}: these tests need a lossless priority", c.name);
-    let mut app: BTreeSet<(u8, u16, u8)> = c.dscp_to_tc.iter().enumerate().filter(|&(_, &p)| p != 0).map(|(d, &p)| (SEL_DSCP, d as u16, p)).collect();
+    let mut app: BTreeSet<(u8, u16, u8)> =
+        c.dscp_to_tc.iter().enumerate().filter(|&(_, &p)| p != 0).map(|(d, &p)| (SEL_DSCP, d as u16, p)).collect();
     app.insert((SEL_UDP, UDP_ROCEV2, pfc.trailing_zeros() as u8));
     let strict = |tc: usize| c.qos.strict_priorities & (1 << tc) != 0;
     let tsa: [u8; 8] = std::array::from_fn(|tc| if strict(tc) { TSA_STRICT } else { TSA_ETS });
@@ -140,7 +141,12 @@ fn nicd_addr(f: &Fabric, host: &str) -> SocketAddr {
 /// `host`'s NIC `nic` as an LLDP sender (chassis = the NIC's MAC, port = interface name).
 fn nic_port(f: &Fabric, host: &str, nic: &str) -> Sender {
     let c = nicd_config(f, host);
-    let n = c["nics"].as_array().expect("nics").iter().find(|n| n["name"] == nic).unwrap_or_else(|| panic!("{host} has no {nic}"));
+    let n = c["nics"]
+        .as_array()
+        .expect("nics")
+        .iter()
+        .find(|n| n["name"] == nic)
+        .unwrap_or_else(|| panic!("{host} has no {nic}"));
     let mac = n["mac"].as_str().expect("mac").to_string();
     // The MAC the agent uses is the interface's.
     let o = f.exec(host, &["cat", &format!("/sys/class/net/{nic}/address")]);
@@ -163,7 +169,13 @@ fn lldp_json(addr: SocketAddr) -> Value {
 
 /// One port's row of a `/lldp` report.
 fn port_row(report: &Value, port: &str) -> Value {
-    report["ports"].as_array().expect("ports").iter().find(|p| p["port"] == port).cloned().unwrap_or_else(|| panic!("no port {port} in {report}"))
+    report["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .find(|p| p["port"] == port)
+        .cloned()
+        .unwrap_or_else(|| panic!("no port {port} in {report}"))
 }
 
 fn counter(row: &Value, name: &str) -> u64 {
@@ -223,7 +235,9 @@ impl AgentPort {
 /// Whether `row`'s neighbour is `s`.
 fn neighbour_is(row: &Value, s: &Sender) -> bool {
     let n = &row["neighbour"];
-    n["chassis_mac"] == s.chassis_mac.as_str() && n["port"] == s.port_id.as_str() && n["system_name"] == s.system_name.as_str()
+    n["chassis_mac"] == s.chassis_mac.as_str()
+        && n["port"] == s.port_id.as_str()
+        && n["system_name"] == s.system_name.as_str()
 }
 
 /// Waits until rail1's port to host1:gpu0 and host1's gpu0 know each other and the NIC runs
@@ -233,7 +247,10 @@ fn wait_for_adjacency(f: &Fabric) -> (AgentPort, AgentPort) {
     let (sw_id, nic_id) = (switch_port(f, "rail1", "host1:gpu0"), nic_port(f, "host1", "gpu0"));
     sw.until("learning host1:gpu0", Duration::from_secs(10), |r| neighbour_is(r, &nic_id));
     nic.until("learning rail1 and adopting its settings", Duration::from_secs(10), |r| {
-        neighbour_is(r, &sw_id) && r["oper"]["pfc_from"] == "peer" && r["oper"]["app_from"] == "peer" && r["oper"]["ets_from"] == "peer"
+        neighbour_is(r, &sw_id)
+            && r["oper"]["pfc_from"] == "peer"
+            && r["oper"]["app_from"] == "peer"
+            && r["oper"]["ets_from"] == "peer"
     });
     (sw, nic)
 }
@@ -276,7 +293,9 @@ fn tshark_decode(pcap: &Path, fields: &[String]) -> Vec<Fields> {
             fields
                 .iter()
                 .zip(cols)
-                .map(|(f, c)| (f.clone(), if c.is_empty() { vec![] } else { c.split(';').map(str::to_string).collect() }))
+                .map(|(f, c)| {
+                    (f.clone(), if c.is_empty() { vec![] } else { c.split(';').map(str::to_string).collect() })
+                })
                 .collect()
         })
         .collect()
@@ -365,7 +384,11 @@ fn check_frame(fr: &Fields, who: &str, s: &Sender, d: &Dcbx) {
     // ETS tables: the same in the configuration and the recommendation.
     for i in 0..8 {
         let tc = d.prio_tc[i].to_string();
-        assert_eq!(all(fr, &format!("lldp.dcbx.feature.pg.pgid_prio{i}")), [tc.clone(), tc], "priority {i} → TC: {ctx}");
+        assert_eq!(
+            all(fr, &format!("lldp.dcbx.feature.pg.pgid_prio{i}")),
+            [tc.clone(), tc],
+            "priority {i} → TC: {ctx}"
+        );
         let bw = d.tc_bandwidth[i].to_string();
         assert_eq!(all(fr, &format!("lldp.dcbx.feature.pg.per{i}")), [bw.clone(), bw], "TC {i} bandwidth: {ctx}");
         let tsa = d.tsa[i].to_string();
@@ -379,9 +402,11 @@ fn check_frame(fr: &Fields, who: &str, s: &Sender, d: &Dcbx) {
     assert_eq!(num(one(fr, "lldp.dcbx.ieee.pfc.numtcs")), u64::from(d.pfc_cap), "PFC cap: {ctx}");
     assert_eq!(one(fr, "lldp.dcbx.ieee.pfc.mbc"), "0", "MBC: {ctx}");
     // Application Priority entries.
-    let (prio, sel, proto) = (all(fr, "lldp.dcbx.ieee.app.prio"), all(fr, "lldp.dcbx.iee.app.sf"), all(fr, "lldp.dcbx.feature.app.proto"));
+    let (prio, sel, proto) =
+        (all(fr, "lldp.dcbx.ieee.app.prio"), all(fr, "lldp.dcbx.iee.app.sf"), all(fr, "lldp.dcbx.feature.app.proto"));
     assert!(prio.len() == sel.len() && sel.len() == proto.len(), "APP columns: {ctx}");
-    let app: BTreeSet<(u8, u16, u8)> = (0..prio.len()).map(|i| (num(&sel[i]) as u8, num(&proto[i]) as u16, num(&prio[i]) as u8)).collect();
+    let app: BTreeSet<(u8, u16, u8)> =
+        (0..prio.len()).map(|i| (num(&sel[i]) as u8, num(&proto[i]) as u16, num(&prio[i]) as u8)).collect();
     assert_eq!(app.len(), prio.len(), "duplicate APP entries: {ctx}");
     assert_eq!(app, d.app, "APP table (selector, protocol, priority): {ctx}");
 }
@@ -423,14 +448,24 @@ fn tshark_both_directions(f: &Fabric) -> Dcbx {
         .as_array()
         .expect("oper.app")
         .iter()
-        .map(|a| (a["selector"].as_u64().unwrap() as u8, a["protocol"].as_u64().unwrap() as u16, a["priority"].as_u64().unwrap() as u8))
+        .map(|a| {
+            (
+                a["selector"].as_u64().unwrap() as u8,
+                a["protocol"].as_u64().unwrap() as u16,
+                a["priority"].as_u64().unwrap() as u8,
+            )
+        })
         .collect();
     assert_eq!(oper_app, want.app, "{row:#}");
     assert_eq!(row["mismatches"].as_array().map(Vec::len), Some(0), "{row:#}");
     let m = scrape(nic.addr);
     for p in 0..8u8 {
         let on = f64::from(want.pfc_enable >> p & 1);
-        assert_eq!(nic.metric(&m, "rocefab_dcbx_oper_pfc_enabled", &[("priority", &p.to_string())]), on, "priority {p}");
+        assert_eq!(
+            nic.metric(&m, "rocefab_dcbx_oper_pfc_enabled", &[("priority", &p.to_string())]),
+            on,
+            "priority {p}"
+        );
     }
     assert_eq!(nic.metric(&m, "rocefab_lldp_neighbors", &[]), 1.0);
     assert_eq!(nic.metric(&m, "rocefab_dcbx_mismatch", &[]), 0.0);
@@ -520,7 +555,11 @@ impl Lldpad {
     /// Runs lldptool in the namespace: (success, stdout, stderr).
     fn tool(&self, args: &[&str]) -> (bool, String, String) {
         let o = Command::new("ip").args(["netns", "exec", &self.ns, "lldptool"]).args(args).output().expect("lldptool");
-        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     }
 
     /// `lldptool -n -t -i IF [-V TLV]`: what the neighbour advertised, polled until `needle`
@@ -536,7 +575,11 @@ impl Lldpad {
             if ok && out.contains(needle) {
                 return out;
             }
-            assert!(Instant::now() < end, "lldptool {args:?}: no {needle:?} within 10 s: {out} {err}\nlldpad log: {}", self.log());
+            assert!(
+                Instant::now() < end,
+                "lldptool {args:?}: no {needle:?} within 10 s: {out} {err}\nlldpad log: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -563,7 +606,9 @@ fn numbers(s: &str) -> Vec<u64> {
 
 /// The text after `key` on the line that has it.
 fn after<'a>(text: &'a str, key: &str) -> &'a str {
-    text.lines().find_map(|l| l.split_once(key).map(|(_, v)| v.trim())).unwrap_or_else(|| panic!("no {key:?} in:\n{text}"))
+    text.lines()
+        .find_map(|l| l.split_once(key).map(|(_, v)| v.trim()))
+        .unwrap_or_else(|| panic!("no {key:?} in:\n{text}"))
 }
 
 /// lldpad's APP table: `App# 0  Prio 3  Sel 3  P-ID  UDP or DCCP Port: 4791` lines and, for
@@ -573,7 +618,8 @@ fn lldpad_app(text: &str) -> BTreeSet<(u8, u16, u8)> {
     for l in text.lines() {
         if l.contains("App#") {
             let w: Vec<&str> = l.split_whitespace().collect();
-            let field = |k: &str| w.iter().position(|x| *x == k).and_then(|i| w.get(i + 1)).and_then(|x| x.parse::<u64>().ok());
+            let field =
+                |k: &str| w.iter().position(|x| *x == k).and_then(|i| w.get(i + 1)).and_then(|x| x.parse::<u64>().ok());
             let (prio, sel) = (field("Prio").expect(l), field("Sel").expect(l));
             let proto = *numbers(l).last().expect(l);
             v.insert((sel as u8, proto as u16, prio as u8));
@@ -598,7 +644,9 @@ fn lldpad_sees_the_switch(f: &Fabric, tag: &str) -> Dcbx {
     let all = l.neighbour_tlv("gpu0", None, "IEEE 8021QAZ APP TLV");
     assert!(all.contains(&format!("MAC: {}", sw.chassis_mac)), "chassis:\n{all}");
     assert!(all.contains(&format!("Ifname: {}", sw.port_id)), "port id:\n{all}");
-    let block = |name: &str| all.split(name).nth(1).and_then(|r| r.lines().nth(1)).map(str::trim).unwrap_or_else(|| panic!("{name}:\n{all}"));
+    let block = |name: &str| {
+        all.split(name).nth(1).and_then(|r| r.lines().nth(1)).map(str::trim).unwrap_or_else(|| panic!("{name}:\n{all}"))
+    };
     assert_eq!(block("Time to Live TLV"), sw.ttl.to_string(), "TTL:\n{all}");
     assert_eq!(block("System Name TLV"), sw.system_name, "system name:\n{all}");
 
@@ -621,13 +669,18 @@ fn lldpad_sees_the_switch(f: &Fabric, tag: &str) -> Dcbx {
         }
         assert_eq!(numbers(after(&ets, "PRIO_MAP:")), identity, "{tlv} priority → TC:\n{ets}");
         assert_eq!(numbers(after(&ets, "TC Bandwidth:")), want.tc_bandwidth.map(u64::from), "{tlv} bandwidth:\n{ets}");
-        let tsa: Vec<&str> = after(&ets, "TSA_MAP:").split_whitespace().map(|e| e.split_once(':').expect("tc:tsa").1).collect();
+        let tsa: Vec<&str> =
+            after(&ets, "TSA_MAP:").split_whitespace().map(|e| e.split_once(':').expect("tc:tsa").1).collect();
         assert_eq!(tsa, want.tsa.map(lldpad_tsa), "{tlv} TSA:\n{ets}");
     }
     // lldpad only listened: it sent nothing on the NIC's interface.
     let stats = l.tool(&["-S", "-i", "gpu0"]).1;
     assert_eq!(numbers(after(&stats, "Total Frames Transmitted")), [0], "{stats}");
-    assert_eq!(numbers(after(&stats, "Total Discarded Frames Received")), [0], "lldpad discarded a frame of ours:\n{stats}");
+    assert_eq!(
+        numbers(after(&stats, "Total Discarded Frames Received")),
+        [0],
+        "lldpad discarded a frame of ours:\n{stats}"
+    );
     assert_eq!(numbers(after(&stats, "Total Error Frames Received")), [0], "{stats}");
     want
 }
@@ -774,23 +827,53 @@ fn malformed(src: &str) -> Vec<Bad> {
             says: &["declares 300"],
         },
         // The first three TLVs must be Chassis ID, Port ID, TTL, in this order (8.2).
-        Bad { name: "Port ID before Chassis ID", frame: frame(src, &cat(&[&po, &ch, &ttl, &END])), says: &["tlv #0", "chassis id"] },
+        Bad {
+            name: "Port ID before Chassis ID",
+            frame: frame(src, &cat(&[&po, &ch, &ttl, &END])),
+            says: &["tlv #0", "chassis id"],
+        },
         // The TTL TLV carries a 2-octet TTL (8.5.4): with one octet there is no TTL.
-        Bad { name: "TTL TLV of length 1", frame: frame(src, &cat(&[&ch, &po, &[0x06, 0x01, 0x78], &END])), says: &["time to live", "length 1"] },
+        Bad {
+            name: "TTL TLV of length 1",
+            frame: frame(src, &cat(&[&ch, &po, &[0x06, 0x01, 0x78], &END])),
+            says: &["time to live", "length 1"],
+        },
         // Chassis ID TLV length is 2..=256: a subtype and 1..=255 octets of ID (8.5.2).
-        Bad { name: "Chassis ID of length 0", frame: frame(src, &cat(&[&[0x02, 0x00], &po, &ttl, &END])), says: &["chassis id", "length 0"] },
+        Bad {
+            name: "Chassis ID of length 0",
+            frame: frame(src, &cat(&[&[0x02, 0x00], &po, &ttl, &END])),
+            says: &["chassis id", "length 0"],
+        },
         // End Of LLDPDU is the 2-octet all-zero TLV (8.5.1): a type-0 TLV with a length is not
         // an End and not any other TLV. (lldpad accepts it; systemd-networkd discards it.)
-        Bad { name: "End TLV of length 2", frame: frame(src, &cat(&[&ch, &po, &ttl, &tlv(0, &[0, 0])])), says: &["end of lldpdu", "length 2"] },
+        Bad {
+            name: "End TLV of length 2",
+            frame: frame(src, &cat(&[&ch, &po, &ttl, &tlv(0, &[0, 0])])),
+            says: &["end of lldpdu", "length 2"],
+        },
         // Cut in the middle of an ETS Configuration TLV (25 octets declared: OUI 00-80-c2,
         // subtype 9, then 21 octets; 10 present): runs past the end as the first frame.
         Bad {
             name: "cut inside the ETS Configuration TLV",
-            frame: frame(src, &cat(&[&ch, &po, &ttl, &desc, &tlv_header(127, 25), &[0x00, 0x80, 0xc2, 0x09, 0x08, 0x00, 0x01, 0x23, 0x45, 0x67]])),
+            frame: frame(
+                src,
+                &cat(&[
+                    &ch,
+                    &po,
+                    &ttl,
+                    &desc,
+                    &tlv_header(127, 25),
+                    &[0x00, 0x80, 0xc2, 0x09, 0x08, 0x00, 0x01, 0x23, 0x45, 0x67],
+                ]),
+            ),
             says: &["type 127", "declares 25", "only 10"],
         },
         // 1514-octet frame, garbage after valid mandatory TLVs: a TLV runs past the end.
-        Bad { name: "1514 octets of garbage after the mandatory TLVs", frame: frame(src, &garbage), says: &["declares 421"] },
+        Bad {
+            name: "1514 octets of garbage after the mandatory TLVs",
+            frame: frame(src, &garbage),
+            says: &["declares 421"],
+        },
     ]
 }
 
@@ -835,11 +918,19 @@ fn inject(rx: &AgentPort, sender: &mut Sendp, src: &str, peer: &Sender) -> u64 {
     let mut malformed_seen = counter(&before, "rx_malformed");
     for b in &bad {
         sender.send(&b.frame);
-        let r = rx.until(&format!("counting {:?} ({} octets) as malformed", b.name, b.frame.len()), Duration::from_secs(3), |r| {
-            counter(r, "rx_malformed") > malformed_seen
-        });
+        let r = rx.until(
+            &format!("counting {:?} ({} octets) as malformed", b.name, b.frame.len()),
+            Duration::from_secs(3),
+            |r| counter(r, "rx_malformed") > malformed_seen,
+        );
         malformed_seen += 1;
-        assert_eq!(counter(&r, "rx_malformed"), malformed_seen, "{}: {:?} counted more than once: {r:#}", rx.what, b.name);
+        assert_eq!(
+            counter(&r, "rx_malformed"),
+            malformed_seen,
+            "{}: {:?} counted more than once: {r:#}",
+            rx.what,
+            b.name
+        );
         let why = r["last_error"].as_str().unwrap_or_default().to_lowercase();
         for w in b.says {
             assert!(why.contains(w), "{}: {:?}: last_error {why:?} does not say {w:?}", rx.what, b.name);
@@ -857,19 +948,30 @@ fn inject(rx: &AgentPort, sender: &mut Sendp, src: &str, peer: &Sender) -> u64 {
         let end = Instant::now() + Duration::from_millis(800);
         while !seen && Instant::now() < end {
             let r = rx.row();
-            seen = r["neighbour"]["system_name"] == marker.as_str() && r["neighbour"]["chassis_mac"] == peer.chassis_mac.as_str();
+            seen = r["neighbour"]["system_name"] == marker.as_str()
+                && r["neighbour"]["chassis_mac"] == peer.chassis_mac.as_str();
             std::thread::sleep(Duration::from_millis(5));
         }
         if seen {
             break;
         }
     }
-    assert!(seen, "{}: the LLDPDU without End TLV, with reserved and unknown TLVs, was not accepted: {:#}", rx.what, rx.row());
+    assert!(
+        seen,
+        "{}: the LLDPDU without End TLV, with reserved and unknown TLVs, was not accepted: {:#}",
+        rx.what,
+        rx.row()
+    );
 
     // Nothing more is counted after a moment, and the neighbour is the real one again.
     std::thread::sleep(Duration::from_millis(500));
     let after = rx.until("the neighbour's next LLDPDU", Duration::from_secs(3), |r| neighbour_is(r, peer));
-    assert_eq!(counter(&after, "rx_malformed"), counter(&before, "rx_malformed") + bad.len() as u64, "{}: {after:#}", rx.what);
+    assert_eq!(
+        counter(&after, "rx_malformed"),
+        counter(&before, "rx_malformed") + bad.len() as u64,
+        "{}: {after:#}",
+        rx.what
+    );
     assert_eq!(counter(&after, "neighbour_changes"), counter(&before, "neighbour_changes"), "{}: {after:#}", rx.what);
     assert_eq!(counter(&after, "ageouts"), counter(&before, "ageouts"), "{}: {after:#}", rx.what);
     bad.len() as u64
@@ -895,7 +997,12 @@ fn malformed_lldpdus_are_counted_and_the_neighbour_kept() {
     let n_nic = inject(&nic, &mut from_switch, &sw_id.src_mac, &sw_id);
 
     // Both daemons are the same processes and still answer.
-    assert!(alive(switchd) && alive(nicd), "switchd {switchd} alive {}, nicd {nicd} alive {}", alive(switchd), alive(nicd));
+    assert!(
+        alive(switchd) && alive(nicd),
+        "switchd {switchd} alive {}, nicd {nicd} alive {}",
+        alive(switchd),
+        alive(nicd)
+    );
     assert_eq!(pid_of(&format!("{}/rail1.json", run_dir(&f.name).display())), switchd);
     assert_eq!(pid_of(&format!("{}/host1.nicd.json", run_dir(&f.name).display())), nicd);
 
@@ -937,7 +1044,9 @@ fn duplicate_mandatory_tlvs_are_discarded() {
     let (ch, po, ttl) = (chassis_tlv(STRANGER_CHASSIS), port_tlv(STRANGER_PORT), ttl_tlv(120));
     from_host.send(&frame(&nic_id.src_mac, &cat(&[&ch, &po, &ttl, &chassis_tlv("00:00:5e:00:53:02"), &END])));
     from_host.send(&frame(&nic_id.src_mac, &cat(&[&ch, &po, &ttl, &ttl_tlv(0), &END])));
-    let r = sw.until("discarding both", Duration::from_secs(3), |r| counter(r, "rx_malformed") >= counter(&before, "rx_malformed") + 2);
+    let r = sw.until("discarding both", Duration::from_secs(3), |r| {
+        counter(r, "rx_malformed") >= counter(&before, "rx_malformed") + 2
+    });
     assert!(neighbour_is(&r, &nic_id), "{r:#}");
 }
 
@@ -952,8 +1061,11 @@ fn a_stopped_nic_agent_sends_a_shutdown_lldpdu_and_the_switch_forgets_it_at_once
     let f = Fabric::up_with("rail-spine.yaml", "rfl7", "lldp:\n  tx_interval: 1s\n  ttl: 30s\n");
     let ports = [AgentPort::switch(&f, "rail1", "host2:gpu0"), AgentPort::switch(&f, "rail2", "host2:gpu1")];
     let nics = [nic_port(&f, "host2", "gpu0"), nic_port(&f, "host2", "gpu1")];
-    let before: Vec<Value> =
-        ports.iter().zip(&nics).map(|(p, n)| p.until("learning host2", Duration::from_secs(10), |r| neighbour_is(r, n))).collect();
+    let before: Vec<Value> = ports
+        .iter()
+        .zip(&nics)
+        .map(|(p, n)| p.until("learning host2", Duration::from_secs(10), |r| neighbour_is(r, n)))
+        .collect();
     let host1 = AgentPort::switch(&f, "rail1", "host1:gpu0");
     host1.until("learning host1", Duration::from_secs(10), |r| r["neighbour"].is_object());
 
@@ -964,10 +1076,16 @@ fn a_stopped_nic_agent_sends_a_shutdown_lldpdu_and_the_switch_forgets_it_at_once
     assert_eq!(unsafe { libc::kill(nicd as i32, libc::SIGTERM) }, 0, "kill -TERM {nicd}");
     let t0 = Instant::now();
     for (p, b) in ports.iter().zip(&before) {
-        let r = p.until("dropping host2 after its shutdown LLDPDU", Duration::from_secs(2), |r| r["neighbour"].is_null());
+        let r =
+            p.until("dropping host2 after its shutdown LLDPDU", Duration::from_secs(2), |r| r["neighbour"].is_null());
         assert!(t0.elapsed() < Duration::from_secs(2), "{}: {:?}", p.what, t0.elapsed());
         assert_eq!(counter(&r, "rx_shutdown"), counter(b, "rx_shutdown") + 1, "{}: {r:#}", p.what);
-        assert_eq!(counter(&r, "ageouts"), counter(b, "ageouts"), "{}: removed by the shutdown, not aged out: {r:#}", p.what);
+        assert_eq!(
+            counter(&r, "ageouts"),
+            counter(b, "ageouts"),
+            "{}: removed by the shutdown, not aged out: {r:#}",
+            p.what
+        );
         let m = scrape(p.addr);
         assert_eq!(p.metric(&m, "rocefab_lldp_neighbors", &[]), 0.0, "{}", p.what);
         assert_eq!(p.metric(&m, "rocefab_lldp_ageouts_total", &[]), 0.0, "{}", p.what);
@@ -982,9 +1100,13 @@ fn a_stopped_nic_agent_sends_a_shutdown_lldpdu_and_the_switch_forgets_it_at_once
 
     // The shutdown LLDPDU on the wire: the NIC's identity with TTL 0.
     cap.wait(Duration::from_secs(10));
-    let fields: Vec<String> = ["eth.src", "lldp.chassis.id.mac", "lldp.port.id", "lldp.time_to_live"].iter().map(|s| s.to_string()).collect();
+    let fields: Vec<String> =
+        ["eth.src", "lldp.chassis.id.mac", "lldp.port.id", "lldp.time_to_live"].iter().map(|s| s.to_string()).collect();
     let frames = tshark_decode(&pcap, &fields);
-    let shutdown: Vec<&Fields> = frames.iter().filter(|fr| one(fr, "eth.src") == nics[0].src_mac && num(one(fr, "lldp.time_to_live")) == 0).collect();
+    let shutdown: Vec<&Fields> = frames
+        .iter()
+        .filter(|fr| one(fr, "eth.src") == nics[0].src_mac && num(one(fr, "lldp.time_to_live")) == 0)
+        .collect();
     assert_eq!(shutdown.len(), 1, "shutdown LLDPDUs from host2:gpu0: {frames:?}");
     assert_eq!(one(shutdown[0], "lldp.chassis.id.mac"), nics[0].chassis_mac);
     assert_eq!(one(shutdown[0], "lldp.port.id"), "gpu0");
@@ -1010,7 +1132,8 @@ impl Lldpd {
         let dir = std::env::temp_dir().join(format!("rf-h-lldpd-{tag}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("lldpd dir");
-        std::fs::write(dir.join("lldpd.conf"), "configure lldp tx-interval 1\nconfigure lldp tx-hold 4\n").expect("lldpd.conf");
+        std::fs::write(dir.join("lldpd.conf"), "configure lldp tx-interval 1\nconfigure lldp tx-hold 4\n")
+            .expect("lldpd.conf");
         let log = std::fs::File::create(dir.join("lldpd.log")).expect("lldpd log");
         let proc = Proc::spawn(
             "lldpd",
@@ -1047,7 +1170,11 @@ impl Lldpd {
             .args(args)
             .output()
             .expect("lldpcli");
-        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     }
 
     /// The neighbours lldpd knows, as `lldpcli show neighbors -f keyvalue` lines, polled until
@@ -1059,7 +1186,11 @@ impl Lldpd {
             if ok && out.contains(needle) {
                 return out;
             }
-            assert!(Instant::now() < end, "lldpcli show neighbors: no {needle:?} within 10 s: {out} {err}\nlog: {}", self.log());
+            assert!(
+                Instant::now() < end,
+                "lldpcli show neighbors: no {needle:?} within 10 s: {out} {err}\nlog: {}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -1092,7 +1223,8 @@ fn lldp_check(args: &[&str]) -> (i32, Vec<Value>) {
     a.extend_from_slice(args);
     a.extend(["--check", "--json"]);
     let o = rocefab_tests::fabric::rocefab(&a);
-    let v: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("rocefab {a:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)));
+    let v: Vec<Value> = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("rocefab {a:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)));
     (o.status.code().unwrap_or(-1), v)
 }
 
@@ -1161,7 +1293,8 @@ fn lldpd_beside_the_nic_agent_is_a_second_neighbour_and_the_check_stays_stable()
     let o = rocefab_tests::fabric::rocefab(&["lldp", &f.name, "rail1"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}");
-    let block: Vec<&str> = text.lines().skip_while(|l| !l.starts_with(&format!("rail1 {} -> host1 gpu0 ", sw.port))).collect();
+    let block: Vec<&str> =
+        text.lines().skip_while(|l| !l.starts_with(&format!("rail1 {} -> host1 gpu0 ", sw.port))).collect();
     assert!(block.len() > 3, "{text}");
     let h = hostname();
     assert!(block.iter().any(|l| l.starts_with(&format!("  also -> {h} {mac} (chassis {mac}, ttl "))), "{text}");
@@ -1171,7 +1304,8 @@ fn lldpd_beside_the_nic_agent_is_a_second_neighbour_and_the_check_stays_stable()
     let pid = lldpd.pid();
     lldpd.stop();
     assert!(!alive(pid), "lldpd {pid} still running");
-    let r = sw.until("dropping lldpd", Duration::from_secs(6), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 1));
+    let r = sw
+        .until("dropping lldpd", Duration::from_secs(6), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 1));
     assert!(neighbour_is(&r, &nic_id), "{r:#}");
     assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_lldp_neighbors", &[]), 1.0);
     let (code, results) = lldp_check(&[&f.name, "host1"]);
@@ -1192,17 +1326,27 @@ fn the_switch_port_takes_dcbx_from_the_cabled_neighbour_among_several() {
     let mut tx = Sendp::start(&f.netns("host1"), "gpu0");
     // PFC Configuration (802.1Qaz, OUI 00-80-c2 subtype 11): not willing, capability 8, {5}.
     let pfc5 = tlv(127, &[0x00, 0x80, 0xc2, 0x0b, 0x08, 1 << 5]);
-    let stranger = frame(STRANGER_CHASSIS, &cat(&[&chassis_tlv(STRANGER_CHASSIS), &port_tlv("dcbx0"), &ttl_tlv(30), &tlv(5, b"intruder"), &pfc5, &END]));
-    let shutdown = frame(&nic_id.src_mac, &cat(&[&chassis_tlv(&nic_id.chassis_mac), &port_tlv("gpu0"), &ttl_tlv(0), &END]));
+    let stranger = frame(
+        STRANGER_CHASSIS,
+        &cat(&[&chassis_tlv(STRANGER_CHASSIS), &port_tlv("dcbx0"), &ttl_tlv(30), &tlv(5, b"intruder"), &pfc5, &END]),
+    );
+    let shutdown =
+        frame(&nic_id.src_mac, &cat(&[&chassis_tlv(&nic_id.chassis_mac), &port_tlv("gpu0"), &ttl_tlv(0), &END]));
     tx.send(&stranger);
-    sw.until("learning the stranger", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 2));
+    sw.until("learning the stranger", Duration::from_secs(3), |r| {
+        r["neighbours"].as_array().is_some_and(|v| v.len() == 2)
+    });
     tx.send(&shutdown);
     // Alone in the table, the stranger is the primary neighbour: its PFC {5} is a mismatch.
-    let r = sw.until("the stranger alone", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 1));
+    let r = sw.until("the stranger alone", Duration::from_secs(3), |r| {
+        r["neighbours"].as_array().is_some_and(|v| v.len() == 1)
+    });
     assert_eq!(r["neighbour"]["system_name"], "intruder", "{r:#}");
     assert!(r["mismatches"].as_array().unwrap().iter().any(|m| m["kind"] == "pfc"), "{r:#}");
     // The NIC agent's next LLDPDU (1 s) brings it back, younger than the stranger.
-    let r = sw.until("the NIC agent back", Duration::from_secs(3), |r| r["neighbours"].as_array().is_some_and(|v| v.len() == 2));
+    let r = sw.until("the NIC agent back", Duration::from_secs(3), |r| {
+        r["neighbours"].as_array().is_some_and(|v| v.len() == 2)
+    });
     assert!(neighbour_is(&r, &nic_id), "the cabled neighbour, though younger, is the one DCBX acts on: {r:#}");
     let end = Instant::now() + Duration::from_secs(3);
     while Instant::now() < end {
@@ -1217,7 +1361,10 @@ fn the_switch_port_takes_dcbx_from_the_cabled_neighbour_among_several() {
     let (code, results) = lldp_check(&[&f.name, "host1"]);
     let l = link_result(&results, "host1:gpu0");
     assert_eq!(l["status"], "extra_neighbour", "{results:#?}");
-    assert!(l["details"][0].as_str().unwrap().contains(&format!("intruder:dcbx0 (chassis {STRANGER_CHASSIS})")), "{l:#}");
+    assert!(
+        l["details"][0].as_str().unwrap().contains(&format!("intruder:dcbx0 (chassis {STRANGER_CHASSIS})")),
+        "{l:#}"
+    );
     assert_eq!(code, 1);
 }
 
@@ -1231,22 +1378,34 @@ fn status_lists_every_metrics_url_and_prometheus_accepts_the_config() {
     let o = rocefab_tests::fabric::rocefab(&["status", &f.name, "--json"]);
     assert!(o.status.success());
     let st: Value = serde_json::from_slice(&o.stdout).expect("status --json");
-    let urls: Vec<String> = st["metrics_urls"].as_array().expect("metrics_urls").iter().map(|u| u.as_str().unwrap().to_string()).collect();
+    let urls: Vec<String> =
+        st["metrics_urls"].as_array().expect("metrics_urls").iter().map(|u| u.as_str().unwrap().to_string()).collect();
     assert_eq!(urls.len(), 8, "{urls:?}");
-    let mut want: Vec<String> = ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| format!("http://{}/metrics", f.config(s).metrics_listen)).collect();
+    let mut want: Vec<String> = ["rail1", "rail2", "spine1", "spine2"]
+        .iter()
+        .map(|s| format!("http://{}/metrics", f.config(s).metrics_listen))
+        .collect();
     want.extend(["host1", "host2", "host3", "host4"].iter().map(|h| format!("http://{}/metrics", nicd_addr(&f, h))));
     assert_eq!(urls, want);
     // Text form: every URL on a target line.
     let text = String::from_utf8_lossy(&rocefab_tests::fabric::rocefab(&["status", &f.name]).stdout).into_owned();
     for u in &urls {
-        assert!(text.lines().any(|l| l.trim_start().starts_with("rocefab-") && l.trim_end().ends_with(u.as_str())), "{u}: {text}");
+        assert!(
+            text.lines().any(|l| l.trim_start().starts_with("rocefab-") && l.trim_end().ends_with(u.as_str())),
+            "{u}: {text}"
+        );
     }
     // prometheus.yml from the JSON (JSON is YAML), checked by promtool.
     let cfg = TempFile::new("rf-h-lldp-rfla-prometheus.yml");
     let yml = serde_json::json!({ "global": { "scrape_interval": "15s" }, "scrape_configs": st["prometheus_static_configs"] });
     std::fs::write(&cfg.0, serde_json::to_string_pretty(&yml).unwrap()).unwrap();
     let o = Command::new("promtool").arg("check").arg("config").arg(&cfg.0).output().expect("promtool");
-    assert!(o.status.success(), "promtool check config: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "promtool check config: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     let mut targets = Vec::new();
     for job in st["prometheus_static_configs"].as_array().unwrap() {
         for sc in job["static_configs"].as_array().unwrap() {
@@ -1266,12 +1425,16 @@ fn with_the_nic_agents_off_the_switch_sees_the_hosts_own_lldpd() {
     tools();
     let f = Fabric::up_with("rail-spine.yaml", "rfl9", "lldp:\n  tx_interval: 1s\n  ttl: 4s\n  nic_agent: false\n");
     assert!(!run_dir(&f.name).join("host1.nicd.json").exists(), "no NIC agent configuration");
-    assert!(pids_with_cmdline(&format!("{}/host1.nicd.json", run_dir(&f.name).display())).is_empty(), "no rocefab-nicd runs");
+    assert!(
+        pids_with_cmdline(&format!("{}/host1.nicd.json", run_dir(&f.name).display())).is_empty(),
+        "no rocefab-nicd runs"
+    );
     let st = rocefab_tests::fabric::rocefab(&["status", &f.name]);
     assert!(!String::from_utf8_lossy(&st.stdout).contains("NIC agents"), "{}", String::from_utf8_lossy(&st.stdout));
     let sw = AgentPort::switch(&f, "rail1", "host1:gpu0");
     let sw_id = switch_port(&f, "rail1", "host1:gpu0");
-    let mac = String::from_utf8_lossy(&f.exec("host1", &["cat", "/sys/class/net/gpu0/address"]).stdout).trim().to_string();
+    let mac =
+        String::from_utf8_lossy(&f.exec("host1", &["cat", "/sys/class/net/gpu0/address"]).stdout).trim().to_string();
 
     // Nothing on the host speaks LLDP yet: the switch port has no neighbour, and --check says
     // why.
@@ -1284,7 +1447,9 @@ fn with_the_nic_agents_off_the_switch_sees_the_hosts_own_lldpd() {
     let lldpd = Lldpd::start(&f.netns("host1"), "gpu0", "rfl9");
     let seen = lldpd.neighbours_until("chassis.name=rail1");
     assert!(seen.contains(&format!("lldp.gpu0.chassis.mac={}", sw_id.chassis_mac)), "{seen}");
-    let r = sw.until("learning the host's lldpd", Duration::from_secs(10), |r| r["neighbours"].as_array().is_some_and(|v| v.iter().any(|n| is_lldpd(n, &mac))));
+    let r = sw.until("learning the host's lldpd", Duration::from_secs(10), |r| {
+        r["neighbours"].as_array().is_some_and(|v| v.iter().any(|n| is_lldpd(n, &mac)))
+    });
     assert_eq!(r["neighbours"].as_array().map(Vec::len), Some(1), "{r:#}");
     assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_lldp_neighbors", &[]), 1.0);
     assert_eq!(r["oper"]["pfc_from"], "local", "lldpd sends no DCBX: the switch keeps its own settings");
@@ -1300,7 +1465,11 @@ fn with_the_nic_agents_off_the_switch_sees_the_hosts_own_lldpd() {
     let o = rocefab_tests::fabric::rocefab(&["lldp", &f.name, "host1"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("host1 runs no NIC agent (lldp.nic_agent: false)"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("host1 runs no NIC agent (lldp.nic_agent: false)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let ports: Vec<&str> = text.lines().filter(|l| l.contains(" -> ")).collect();
     assert_eq!(ports.len(), 2, "rail1's and rail2's ports to host1: {text}");
     assert!(text.contains(&format!("rail1 {} -> {} {mac} ", sw.port, hostname())), "{text}");

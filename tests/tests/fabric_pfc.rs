@@ -60,7 +60,17 @@ fn rail1_until(f: &Fabric, what: &str, cond: impl Fn(&str) -> bool) -> String {
 /// The PFC/buffer lines of a scrape, for failure messages.
 fn interesting(t: &str) -> String {
     t.lines()
-        .filter(|l| !l.starts_with('#') && (l.contains("pfc") || l.contains("own_frames") || l.contains("xsk_tx") || l.contains("port_tx_packets") || l.contains("pg_bytes") || l.contains("headroom") || l.contains("dropped")) && !l.ends_with(" 0"))
+        .filter(|l| {
+            !l.starts_with('#')
+                && (l.contains("pfc")
+                    || l.contains("own_frames")
+                    || l.contains("xsk_tx")
+                    || l.contains("port_tx_packets")
+                    || l.contains("pg_bytes")
+                    || l.contains("headroom")
+                    || l.contains("dropped"))
+                && !l.ends_with(" 0")
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -91,7 +101,9 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
 
     // host2 pauses priority 3 for 65535 quanta (33.5 ms) every 10 ms, for 1.5 s.
     assert_eq!(agent.cmd("storm 65535 10 1500"), "started");
-    let t = rail1_until(&f, "pause from host2", |t| metric(t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2), ("priority", "3")]) >= 1.0);
+    let t = rail1_until(&f, "pause from host2", |t| {
+        metric(t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2), ("priority", "3")]) >= 1.0
+    });
     let dropped_before = metric(&t, "rocefab_queue_dropped_packets_total", &[("port", &to_h2)]);
 
     // N = 200 frames of 1042 bytes, 1280 bytes each in 256-byte cells: 256 kB, 2.5 × xOFF,
@@ -107,14 +119,23 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     let pg_bytes = metric(&held, "rocefab_ingress_pg_bytes", &pg);
     assert!(pg_bytes >= 100_000.0, "ingress group of {to_h1} holds {pg_bytes} bytes, below xOFF");
     assert!(metric(&held, "rocefab_pfc_tx_frames_total", &pg) >= 1.0, "no PFC sent at xOFF:\n{}", interesting(&held));
-    assert_eq!(metric(&held, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]), 0.0, "queue 3 is paused");
+    assert_eq!(
+        metric(&held, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]),
+        0.0,
+        "queue 3 is paused"
+    );
 
     // host2 stops pausing: everything drains, quanta 0 goes to host1.
     assert!(agent.0.line(Duration::from_secs(5)).starts_with("done"));
     let after = rail1_until(&f, "queue 3 drained", |t| {
         metric(t, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]) >= f64::from(N)
     });
-    assert_eq!(metric(&after, "rocefab_headroom_overflow_total", &[]), 0.0, "lossless frames lost:\n{}", interesting(&after));
+    assert_eq!(
+        metric(&after, "rocefab_headroom_overflow_total", &[]),
+        0.0,
+        "lossless frames lost:\n{}",
+        interesting(&after)
+    );
     assert_eq!(metric(&after, "rocefab_queue_dropped_packets_total", &[("port", &to_h2)]), dropped_before);
     assert_eq!(metric(&after, "rocefab_ingress_pg_bytes", &pg), 0.0);
     let links = format!(
@@ -126,11 +147,20 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     drop(cap2);
 
     // tshark at the sender: PFC opcode 0x0101, class-enable bit 3, quanta 65535, then quanta 0.
-    let rows = tshark_fields(&pcap, "macc", &["eth.src", "macc.opcode", "macc.cbfc.enbv", "macc.cbfc.pause_time.c3", "frame.time_epoch"]);
+    let rows = tshark_fields(
+        &pcap,
+        "macc",
+        &["eth.src", "macc.opcode", "macc.cbfc.enbv", "macc.cbfc.pause_time.c3", "frame.time_epoch"],
+    );
     let rail1_mac = f.config("rail1").ports.iter().find(|p| p.name == to_h1).unwrap().mac.to_string();
     let ours: Vec<_> = rows.iter().filter(|r| r[0] == rail1_mac).collect();
     assert!(ours.len() >= 2, "PFC from rail1 at host1: {rows:?}");
-    assert_eq!(ours.len() as f64, metric(&after, "rocefab_pfc_tx_frames_total", &pg), "every PFC rail1 counted reached host1:\n{}\n{links}", interesting(&after));
+    assert_eq!(
+        ours.len() as f64,
+        metric(&after, "rocefab_pfc_tx_frames_total", &pg),
+        "every PFC rail1 counted reached host1:\n{}\n{links}",
+        interesting(&after)
+    );
     for r in &ours {
         assert_eq!((num(&r[1]), num(&r[2])), (0x0101, 0x08), "{r:?}");
     }
@@ -148,11 +178,16 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     let xon_left = (xon - 1) / charge; // 15: 15 × 1280 < 20 000 ≤ 16 × 1280
     assert!(xon_left >= 2 * XON_BATCH_SLACK, "xON {xon} B holds too few {charge} B frames to place quanta 0");
     let xon_at: f64 = ours[ours.len() - 1][4].parse().unwrap();
-    let burst: Vec<f64> = tshark_fields(&pcap2, "ip.dsfield.dscp == 24", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
+    let burst: Vec<f64> = tshark_fields(&pcap2, "ip.dsfield.dscp == 24", &["frame.time_epoch"])
+        .iter()
+        .map(|r| r[0].parse().unwrap())
+        .collect();
     assert_eq!(burst.len() as u32, N, "host2 received the whole lossless burst");
     let after_xon = burst.iter().filter(|&&t| t > xon_at).count() as u64;
     const XON_BATCH_SLACK: u64 = 6;
-    eprintln!("quanta 0 left with {after_xon} of the burst still to arrive at host2 (group crossed xON with {xon_left} held)");
+    eprintln!(
+        "quanta 0 left with {after_xon} of the burst still to arrive at host2 (group crossed xON with {xon_left} held)"
+    );
     assert!(
         after_xon <= xon_left && after_xon + XON_BATCH_SLACK >= xon_left,
         "quanta 0 left for host1 with {after_xon} frames still to arrive at host2; the group crossed xON ({xon} B) with {xon_left} frames of {charge} B held"
@@ -170,15 +205,27 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     assert_eq!(tx.line(Duration::from_secs(10)), format!("sent {N}"));
     let t = rail1_until(&f, "lossy flood accounted", |t| {
         let got = |n| metric(t, n, &q0) - metric(&before, n, &q0);
-        got("rocefab_queue_enqueued_packets_total") + got("rocefab_queue_admission_dropped_packets_total") >= f64::from(N)
+        got("rocefab_queue_enqueued_packets_total") + got("rocefab_queue_admission_dropped_packets_total")
+            >= f64::from(N)
     });
-    let adm = metric(&t, "rocefab_queue_admission_dropped_packets_total", &q0) - metric(&before, "rocefab_queue_admission_dropped_packets_total", &q0);
+    let adm = metric(&t, "rocefab_queue_admission_dropped_packets_total", &q0)
+        - metric(&before, "rocefab_queue_admission_dropped_packets_total", &q0);
     let kept = c.queue_limit_bytes / charge; // 78 frames of 1280 B in 100 000 B
-    assert_eq!(adm, (u64::from(N) - kept) as f64, "{N} frames of {charge} B into a {} B queue held by PAUSE:\n{}", c.queue_limit_bytes, interesting(&t));
+    assert_eq!(
+        adm,
+        (u64::from(N) - kept) as f64,
+        "{N} frames of {charge} B into a {} B queue held by PAUSE:\n{}",
+        c.queue_limit_bytes,
+        interesting(&t)
+    );
     // The depths while held: cells (what the limit acts on) and frame bytes.
     assert_eq!(metric(&t, "rocefab_queue_depth_cell_bytes", &q0), (kept * charge) as f64);
     assert_eq!(metric(&t, "rocefab_queue_depth_bytes", &q0), (kept * 1042) as f64);
-    assert_eq!(metric(&t, "rocefab_queue_dequeued_packets_total", &q0), metric(&before, "rocefab_queue_dequeued_packets_total", &q0), "PAUSE holds queue 0");
+    assert_eq!(
+        metric(&t, "rocefab_queue_dequeued_packets_total", &q0),
+        metric(&before, "rocefab_queue_dequeued_packets_total", &q0),
+        "PAUSE holds queue 0"
+    );
     assert_eq!(metric(&t, "rocefab_pfc_tx_frames_total", &[("port", &to_h1), ("priority", "0")]), 0.0);
     assert!(agent.0.line(Duration::from_secs(5)).starts_with("done"));
 }
@@ -192,12 +239,17 @@ fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_res
     tools();
     let f = Fabric::up("rail-spine.yaml", "rfr");
     let pcap = TempFile::new("rf-h-pfc-rx.pcap");
-    let cap = start_capture_in(&f.netns("host2"), "gpu0", &pcap, "ether proto 0x8808 or udp port 4791", 128, 20_000, 30);
+    let cap =
+        start_capture_in(&f.netns("host2"), "gpu0", &pcap, "ether proto 0x8808 or udp port 4791", 128, 20_000, 30);
     let mut agent = Agent::start(&f, "host2", "gpu0");
     // Two streams (DSCP 24 → priority 3, DSCP 0 → priority 0), one datagram each per 200 µs.
     let mut tx = udp_burst(&f, &[24, 0], 6000, 200, 200);
     rail1_until(&f, "traffic to host2", |t| {
-        metric(t, "rocefab_queue_dequeued_packets_total", &[("port", &f.port_to("rail1", "host2:gpu0")), ("queue", "3")]) >= 100.0
+        metric(
+            t,
+            "rocefab_queue_dequeued_packets_total",
+            &[("port", &f.port_to("rail1", "host2:gpu0")), ("queue", "3")],
+        ) >= 100.0
     });
     assert_eq!(agent.cmd("pfc 65535"), "sent");
     std::thread::sleep(MAX_PAUSE * 3); // let the full pause expire on the wire, then the next case
@@ -209,12 +261,22 @@ fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_res
     assert!(tx.line(Duration::from_secs(20)).starts_with("sent"));
     drop(cap);
 
-    let rows = tshark_fields(&pcap, "macc || udp", &["frame.time_epoch", "macc.cbfc.pause_time.c3", "ip.dsfield.dscp", "macc.pause_time"]);
+    let rows = tshark_fields(
+        &pcap,
+        "macc || udp",
+        &["frame.time_epoch", "macc.cbfc.pause_time.c3", "ip.dsfield.dscp", "macc.pause_time"],
+    );
     let t = |r: &Vec<String>| r[0].parse::<f64>().unwrap();
     let pause = rows.iter().find(|r| r[3] == "65535").map(t).expect("the 802.3x PAUSE on host2's wire");
     let pfcs: Vec<(f64, u64)> = rows.iter().filter(|r| !r[1].is_empty()).map(|r| (t(r), num(&r[1]))).collect();
-    assert_eq!(pfcs.iter().map(|p| p.1).collect::<Vec<_>>(), vec![65535, 65535, 0], "PFC frames seen on host2: {pfcs:?}");
-    let arrivals = |dscp: &str, from: f64, to: f64| rows.iter().filter(|r| r[2] == dscp && t(r) > from && t(r) < to).map(t).collect::<Vec<f64>>();
+    assert_eq!(
+        pfcs.iter().map(|p| p.1).collect::<Vec<_>>(),
+        vec![65535, 65535, 0],
+        "PFC frames seen on host2: {pfcs:?}"
+    );
+    let arrivals = |dscp: &str, from: f64, to: f64| {
+        rows.iter().filter(|r| r[2] == dscp && t(r) > from && t(r) < to).map(t).collect::<Vec<f64>>()
+    };
 
     // Full pause: frames already on their way arrive within 2 ms; then nothing on priority 3
     // until the pause expires; priority 0 keeps arriving.
@@ -235,7 +297,10 @@ fn received_pfc_stops_only_its_priority_for_the_encoded_time_and_quanta_zero_res
 
     // 802.3x PAUSE: every priority stops for the encoded time.
     for dscp in ["24", "0"] {
-        let next = arrivals(dscp, pause + 0.002, pause + 1.0).first().copied().unwrap_or_else(|| panic!("DSCP {dscp} never resumed after PAUSE"));
+        let next = arrivals(dscp, pause + 0.002, pause + 1.0)
+            .first()
+            .copied()
+            .unwrap_or_else(|| panic!("DSCP {dscp} never resumed after PAUSE"));
         let gap = Duration::from_secs_f64(next - pause);
         assert!(gap >= lo && gap <= hi, "PAUSE stopped DSCP {dscp} for {gap:?}, expected {MAX_PAUSE:?} ± 10 %");
     }
@@ -256,11 +321,13 @@ fn pfc_for_a_priority_without_pfc_is_counted_and_ignored() {
     let p0 = [("port", to_h2.as_str()), ("priority", "0")];
     let q0 = [("port", to_h2.as_str()), ("queue", "0")];
     let pcap = TempFile::new("rf-h-pfc-ignored.pcap");
-    let cap = start_capture_in(&f.netns("host2"), "gpu0", &pcap, "ether proto 0x8808 or udp dst port 4791", 128, 20_000, 30);
+    let cap =
+        start_capture_in(&f.netns("host2"), "gpu0", &pcap, "ether proto 0x8808 or udp dst port 4791", 128, 20_000, 30);
     let mut agent = Agent::start(&f, "host2", "gpu0");
     // DSCP 0 (priority 0, lossy), one 200-byte datagram per 200 µs for ~1.2 s.
     let mut tx = udp_burst(&f, &[0], 6000, 200, 200);
-    let start = rail1_until(&f, "lossy traffic to host2", |t| metric(t, "rocefab_queue_dequeued_packets_total", &q0) >= 100.0);
+    let start =
+        rail1_until(&f, "lossy traffic to host2", |t| metric(t, "rocefab_queue_dequeued_packets_total", &q0) >= 100.0);
     assert_eq!(agent.cmd("storm 65535 5 300 0"), "started");
     let done = agent.0.line(Duration::from_secs(5));
     let sent: f64 = done.strip_prefix("done ").and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("agent: {done}"));
@@ -270,23 +337,47 @@ fn pfc_for_a_priority_without_pfc_is_counted_and_ignored() {
     drop(cap);
 
     assert_eq!(metric(&t, "rocefab_pfc_rx_frames_total", &p0), sent);
-    assert_eq!(metric(&t, "rocefab_pfc_rx_ignored_frames_total", &p0), sent, "every PFC frame for priority 0 is ignored:\n{}", interesting(&t));
+    assert_eq!(
+        metric(&t, "rocefab_pfc_rx_ignored_frames_total", &p0),
+        sent,
+        "every PFC frame for priority 0 is ignored:\n{}",
+        interesting(&t)
+    );
     assert_eq!(metric(&end, "rocefab_pfc_rx_ignored_frames_total", &[("port", &to_h2), ("priority", "3")]), 0.0);
-    assert_eq!(metric(&end, "rocefab_pfc_paused_seconds_total", &p0), 0.0, "priority 0 was paused:\n{}", interesting(&end));
+    assert_eq!(
+        metric(&end, "rocefab_pfc_paused_seconds_total", &p0),
+        0.0,
+        "priority 0 was paused:\n{}",
+        interesting(&end)
+    );
     assert_eq!(metric(&end, "rocefab_pfc_paused", &p0), 0.0);
-    assert_eq!(metric(&end, "rocefab_queue_dropped_packets_total", &q0), metric(&start, "rocefab_queue_dropped_packets_total", &q0));
+    assert_eq!(
+        metric(&end, "rocefab_queue_dropped_packets_total", &q0),
+        metric(&start, "rocefab_queue_dropped_packets_total", &q0)
+    );
 
     // On host2's wire: the PFC frames are for priority 0 only, and DSCP 0 kept arriving while
     // they did: no gap in the stream of 20 ms (one 65535-quanta pause is 33.5 ms, refreshed every 5 ms).
-    let rows = tshark_fields(&pcap, "macc || udp", &["frame.time_epoch", "macc.cbfc.enbv", "macc.cbfc.pause_time.c0", "ip.dsfield.dscp"]);
+    let rows = tshark_fields(
+        &pcap,
+        "macc || udp",
+        &["frame.time_epoch", "macc.cbfc.enbv", "macc.cbfc.pause_time.c0", "ip.dsfield.dscp"],
+    );
     let ts = |r: &Vec<String>| r[0].parse::<f64>().unwrap();
     let pfcs: Vec<&Vec<String>> = rows.iter().filter(|r| !r[1].is_empty()).collect();
     assert_eq!(pfcs.len() as f64, sent, "PFC frames on host2's wire");
     assert!(pfcs.iter().all(|r| num(&r[1]) == 0x01 && num(&r[2]) == 65535), "{pfcs:?}");
     let (first, last) = (ts(pfcs[0]), ts(pfcs[pfcs.len() - 1]));
-    let data: Vec<f64> = rows.iter().filter(|r| r[3] == "0").map(ts).filter(|&t| t > first - 0.01 && t < last + 0.04).collect();
+    let data: Vec<f64> =
+        rows.iter().filter(|r| r[3] == "0").map(ts).filter(|&t| t > first - 0.01 && t < last + 0.04).collect();
     // The sender's 200 µs sleeps come out at ~0.4 ms on this machine: ≥ 1 frame per ms.
-    assert!(data.len() as f64 >= (last - first) * 1e3, "{} DSCP 0 frames arrived around {} pauses over {:.3} s", data.len(), pfcs.len(), last - first);
+    assert!(
+        data.len() as f64 >= (last - first) * 1e3,
+        "{} DSCP 0 frames arrived around {} pauses over {:.3} s",
+        data.len(),
+        pfcs.len(),
+        last - first
+    );
     let gap = data.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
     assert!(gap < 0.02, "DSCP 0 stopped for {:.1} ms while host2 sent PFC for priority 0", gap * 1e3);
 }
@@ -327,8 +418,15 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
     let mut tx = udp_burst(&f, &[24, 0], 100, 200, 1000);
     assert!(tx.line(Duration::from_secs(10)).starts_with("sent"));
     let during = rail1_until(&f, "watchdog drops", |t| q(t, "rocefab_pfcwd_dropped_packets_total", "3") >= 100.0);
-    assert!(q(&during, "rocefab_queue_dequeued_packets_total", "0") - q(&stormed, "rocefab_queue_dequeued_packets_total", "0") >= 100.0);
-    assert_eq!(q(&during, "rocefab_queue_dropped_packets_total", "0"), q(&before, "rocefab_queue_dropped_packets_total", "0"));
+    assert!(
+        q(&during, "rocefab_queue_dequeued_packets_total", "0")
+            - q(&stormed, "rocefab_queue_dequeued_packets_total", "0")
+            >= 100.0
+    );
+    assert_eq!(
+        q(&during, "rocefab_queue_dropped_packets_total", "0"),
+        q(&before, "rocefab_queue_dropped_packets_total", "0")
+    );
     assert_eq!(metric(&during, "rocefab_pfcwd_restores_total", &prio), 0.0, "restored while the storm goes on");
 
     // Storm over: restored 200 ms after the last pause frame, detected at the next 10 ms poll.
@@ -349,20 +447,32 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
         std::thread::sleep(Duration::from_millis(2));
     };
     drop(cap);
-    let pauses: Vec<f64> = tshark_fields(&pcap, "macc.cbfc.pause_time.c3 > 0", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
+    let pauses: Vec<f64> = tshark_fields(&pcap, "macc.cbfc.pause_time.c3 > 0", &["frame.time_epoch"])
+        .iter()
+        .map(|r| r[0].parse().unwrap())
+        .collect();
     let last_pause = *pauses.last().expect("the storm's PFC frames on host2's wire");
     let lo = seen - last_pause;
     let hi = not_yet.expect("the queue was restored before the storm's end was noticed") - last_pause;
     eprintln!("restore seen {:.1} ms after the last pause frame (not yet {:.1} ms after it)", lo * 1e3, hi * 1e3);
-    assert!(lo >= 0.200, "restored before the 200 ms restore time had passed since the last pause: seen {:.1} ms after it", lo * 1e3);
-    assert!(hi <= 0.200 + 0.010 + 0.015, "not restored {:.1} ms after the last pause (200 ms + one 10 ms poll + 15 ms)", hi * 1e3);
+    assert!(
+        lo >= 0.200,
+        "restored before the 200 ms restore time had passed since the last pause: seen {:.1} ms after it",
+        lo * 1e3
+    );
+    assert!(
+        hi <= 0.200 + 0.010 + 0.015,
+        "not restored {:.1} ms after the last pause (200 ms + one 10 ms poll + 15 ms)",
+        hi * 1e3
+    );
     // Restored means forwarding again, and the last pause (33.5 ms) has long expired.
     let base = f.metrics("rail1");
     assert_eq!(metric(&base, "rocefab_pfc_paused", &prio), 0.0, "{}", interesting(&base));
     let mut tx = udp_burst(&f, &[24], 50, 200, 1000);
     assert!(tx.line(Duration::from_secs(10)).starts_with("sent"));
     rail1_until(&f, "priority 3 forwarded after restore", |t| {
-        q(t, "rocefab_queue_dequeued_packets_total", "3") - q(&base, "rocefab_queue_dequeued_packets_total", "3") >= 50.0
+        q(t, "rocefab_queue_dequeued_packets_total", "3") - q(&base, "rocefab_queue_dequeued_packets_total", "3")
+            >= 50.0
     });
 }
 
@@ -374,7 +484,10 @@ fn malformed_mac_control_frames_are_counted_and_never_crash_the_switch() {
     let f = Fabric::up("rail-spine.yaml", "rfm");
     let to_h2 = f.port_to("rail1", "host2:gpu0");
     let mut agent = Agent::start(&f, "host2", "gpu0");
-    let mac = String::from_utf8(f.exec("host2", &["cat", "/sys/class/net/gpu0/address"]).stdout).unwrap().trim().replace(':', "");
+    let mac = String::from_utf8(f.exec("host2", &["cat", "/sys/class/net/gpu0/address"]).stdout)
+        .unwrap()
+        .trim()
+        .replace(':', "");
     let head = format!("0180c2000001{mac}8808");
     let frames = [
         format!("{head}0101"),                          // PFC cut after the opcode
@@ -435,27 +548,45 @@ fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
     let f = incast_fabric("rfc", |t| t);
     let (r, max_pg) = run_incast(&f);
     assert_eq!(r["ok"], true, "{r}");
-    assert!(max_pg >= 64_000.0, "the fabric never congested: rail1's largest priority-3 ingress group held {max_pg} bytes (xOFF 64 kB)");
+    assert!(
+        max_pg >= 64_000.0,
+        "the fabric never congested: rail1's largest priority-3 ingress group held {max_pg} bytes (xOFF 64 kB)"
+    );
     let pfc = |sw: &str, dir: &str, peer: &str| {
-        metric(&f.metrics(sw), &format!("rocefab_pfc_{dir}_frames_total"), &[("port", &f.port_to(sw, peer)), ("priority", "3")])
+        metric(
+            &f.metrics(sw),
+            &format!("rocefab_pfc_{dir}_frames_total"),
+            &[("port", &f.port_to(sw, peer)), ("priority", "3")],
+        )
     };
     // Hops 1 and 2: rail1 pauses the spines; each spine pauses rail2.
     for spine in ["spine1", "spine2"] {
-        let rail1_to_spine = f.config("rail1").ports.iter().find(|p| p.peer.starts_with(&format!("{spine}:"))).unwrap().name.clone();
+        let rail1_to_spine =
+            f.config("rail1").ports.iter().find(|p| p.peer.starts_with(&format!("{spine}:"))).unwrap().name.clone();
         let spine_to_rail1 = f.config(spine).ports.iter().find(|p| p.peer.starts_with("rail1:")).unwrap().name.clone();
         let spine_to_rail2 = f.config(spine).ports.iter().find(|p| p.peer.starts_with("rail2:")).unwrap().name.clone();
-        let rail2_to_spine = f.config("rail2").ports.iter().find(|p| p.peer.starts_with(&format!("{spine}:"))).unwrap().name.clone();
+        let rail2_to_spine =
+            f.config("rail2").ports.iter().find(|p| p.peer.starts_with(&format!("{spine}:"))).unwrap().name.clone();
         let m = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port), ("priority", "3")]);
         assert!(m("rail1", "rocefab_pfc_tx_frames_total", &rail1_to_spine) >= 1.0, "rail1 sent no PFC to {spine}");
         assert!(m(spine, "rocefab_pfc_rx_frames_total", &spine_to_rail1) >= 1.0, "{spine} received no PFC from rail1");
         assert!(m(spine, "rocefab_pfc_tx_frames_total", &spine_to_rail2) >= 1.0, "{spine} sent no PFC to rail2");
-        assert!(m("rail2", "rocefab_pfc_rx_frames_total", &rail2_to_spine) >= 1.0, "rail2 received no PFC from {spine}");
+        assert!(
+            m("rail2", "rocefab_pfc_rx_frames_total", &rail2_to_spine) >= 1.0,
+            "rail2 received no PFC from {spine}"
+        );
     }
     // Last hop: rail2 pauses the cross-rail senders (every host's gpu1), which honour it.
     for h in 1..=4 {
         assert!(pfc("rail2", "tx", &format!("host{h}:gpu1")) >= 1.0, "rail2 sent no PFC to host{h}:gpu1");
     }
-    let paused: u64 = r["nics"].as_array().unwrap().iter().filter(|n| n["nic"] == "gpu1").map(|n| n["pfc_paused_ns"].as_u64().unwrap_or(0)).sum();
+    let paused: u64 = r["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["nic"] == "gpu1")
+        .map(|n| n["pfc_paused_ns"].as_u64().unwrap_or(0))
+        .sum();
     assert!(paused > 0, "the sender NICs were never paused: {}", r["nics"]);
     assert_eq!(sum_over_switches(&f, "rocefab_headroom_overflow_total", &[]), 0.0);
     assert_eq!(sum_over_switches(&f, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);

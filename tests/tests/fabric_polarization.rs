@@ -32,13 +32,17 @@ const FLOWS: u16 = 512;
 const PER_FLOW: u64 = 4;
 const DPORT: u16 = 9000;
 /// The senders: (from, to, source address, destination address).
-const SENDERS: [(&str, &str, [u8; 4], [u8; 4]); 2] =
-    [("host1:gpu0", "host3:gpu0", [10, 0, 1, 1], [10, 0, 1, 3]), ("host2:gpu1", "host4:gpu1", [10, 0, 2, 2], [10, 0, 2, 4])];
+const SENDERS: [(&str, &str, [u8; 4], [u8; 4]); 2] = [
+    ("host1:gpu0", "host3:gpu0", [10, 0, 1, 1], [10, 0, 1, 3]),
+    ("host2:gpu1", "host4:gpu1", [10, 0, 2, 2], [10, 0, 2, 4]),
+];
 const POD1_RAILS: [&str; 2] = ["p1rail1", "p1rail2"];
 const POD1_SPINES: [&str; 2] = ["p1spine1", "p1spine2"];
 /// Every switch name of the two topologies (multi-pod.yaml has ss1 and ss2 only).
-const SWITCHES: [&str; 12] =
-    ["p1rail1", "p1rail2", "p2rail1", "p2rail2", "p1spine1", "p1spine2", "p2spine1", "p2spine2", "ss1", "ss2", "ss3", "ss4"];
+const SWITCHES: [&str; 12] = [
+    "p1rail1", "p1rail2", "p2rail1", "p2rail2", "p1spine1", "p1spine2", "p2spine1", "p2spine2", "ss1", "ss2", "ss3",
+    "ss4",
+];
 
 /// Brings up a renamed copy of `template`, with `hash_seed: shared` replaced by `seed`.
 fn up(template: &str, name: &str, seed: &str) -> Fabric {
@@ -120,11 +124,27 @@ fn send_and_count(f: &Fabric, ports: &[String], expect_total: u64) -> BTreeMap<S
     let count = (FLOWS as u64 * PER_FLOW).to_string();
     let sports = format!("49152:{}", 49152 + FLOWS - 1);
     for (from, to, ..) in SENDERS {
-        let out = f.send(&["--from", from, "--to", to, "--count", &count, "--sport-range", &sports, "--dport", "9000", "--rate-pps", "4000"]);
+        let out = f.send(&[
+            "--from",
+            from,
+            "--to",
+            to,
+            "--count",
+            &count,
+            "--sport-range",
+            &sports,
+            "--dport",
+            "9000",
+            "--rate-pps",
+            "4000",
+        ]);
         assert!(out.contains(&format!("sent {count} packets (0 send errors)")), "{out}");
     }
-    let delta = |now: &BTreeMap<String, f64>| -> BTreeMap<String, f64> { now.iter().map(|(k, v)| (k.clone(), v - before[k])).collect() };
-    let spine_up = |d: &BTreeMap<String, f64>| -> f64 { d.iter().filter(|(k, _)| k.starts_with("p1spine")).map(|(_, v)| v).sum() };
+    let delta = |now: &BTreeMap<String, f64>| -> BTreeMap<String, f64> {
+        now.iter().map(|(k, v)| (k.clone(), v - before[k])).collect()
+    };
+    let spine_up =
+        |d: &BTreeMap<String, f64>| -> f64 { d.iter().filter(|(k, _)| k.starts_with("p1spine")).map(|(_, v)| v).sum() };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let d = delta(&read());
@@ -153,7 +173,10 @@ fn measure(f: &Fabric) -> BTreeMap<String, Vec<(String, f64)>> {
     for p in &ports {
         // Up to a few background frames (LLDP) on top of the flows' packets.
         let (g, w) = (got[p], want.get(p).copied().unwrap_or(0) as f64);
-        assert!(g >= w && g <= w + 12.0, "{p}: sent {g} packets, flow_hash predicts {w} (all: {got:?}, predicted {want:?})");
+        assert!(
+            g >= w && g <= w + 12.0,
+            "{p}: sent {g} packets, flow_hash predicts {w} (all: {got:?}, predicted {want:?})"
+        );
     }
     // Stage 1 is even in every case: both spines of pod 1 get a fair share from each rail switch.
     for r in POD1_RAILS {

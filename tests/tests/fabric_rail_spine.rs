@@ -42,8 +42,10 @@ fn ping_crosses_rail_spine_rail() {
 #[test]
 fn dscp_selects_egress_queue() {
     let f = Fabric::up("rail-spine.yaml", "rft2");
-    let port = f.config("rail2").ports.iter().find(|p| p.peer == "host3:gpu1").expect("port to host3:gpu1").name.clone();
-    let q = |t: &str, queue: &str| metric(t, "rocefab_queue_enqueued_packets_total", &[("port", &port), ("queue", queue)]);
+    let port =
+        f.config("rail2").ports.iter().find(|p| p.peer == "host3:gpu1").expect("port to host3:gpu1").name.clone();
+    let q =
+        |t: &str, queue: &str| metric(t, "rocefab_queue_enqueued_packets_total", &[("port", &port), ("queue", queue)]);
     const N: f64 = 200.0;
     for (dscp, queue) in [("24", "3"), ("48", "7"), ("0", "0")] {
         let before = f.metrics("rail2");
@@ -94,7 +96,18 @@ fn ecmp_spreads_flows_over_both_spines() {
         metric(&f.metrics(spine), "rocefab_port_rx_packets_total", &[("port", ifname)])
     };
     let before: Vec<f64> = members.iter().map(|m| rx(m)).collect();
-    f.send(&["--from", "host1:gpu0", "--to", "host3:gpu1", "--count", "640", "--sport-range", "49152:49215", "--dport", "9000"]);
+    f.send(&[
+        "--from",
+        "host1:gpu0",
+        "--to",
+        "host3:gpu1",
+        "--count",
+        "640",
+        "--sport-range",
+        "49152:49215",
+        "--dport",
+        "9000",
+    ]);
     let (s0, _) = members[0].split_once(':').unwrap();
     f.wait_metrics(s0, |_| members.iter().zip(&before).map(|(m, b)| rx(m) - b).sum::<f64>() >= 640.0);
     let got: Vec<f64> = members.iter().zip(&before).map(|(m, b)| rx(m) - b).collect();
@@ -121,7 +134,10 @@ fn down_removes_everything_even_after_a_crash() {
     // Crash one switch daemon.
     let victim = *pids
         .iter()
-        .find(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("rocefab-switchd")))
+        .find(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains("rocefab-switchd"))
+        })
         .expect("a rocefab-switchd among the fabric's daemons");
     // SAFETY: kill(2) on a pid we just found running our fabric's config; no memory involved.
     let rc = unsafe { libc::kill(victim as i32, libc::SIGKILL) };
@@ -207,10 +223,14 @@ fn daemon_killed_during_up_is_named() {
     let p = topology_copy("rail-spine.yaml", name);
     let _guard = Fabric::guard(name, p.clone());
     let fake = p.parent().unwrap().join("rocefab-switchd");
-    std::fs::write(&fake, "#!/bin/sh
+    std::fs::write(
+        &fake,
+        "#!/bin/sh
 echo 'start-up 3/5: creating the UMEM' >&2
 kill -9 $$
-").unwrap();
+",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = rocefab_env(&["up", p.to_str().unwrap()], &[("ROCEFAB_SWITCHD", fake.to_str().unwrap())]);

@@ -26,10 +26,29 @@ use serde_json::Value;
 /// window follows it (a quarter: 500 ms), so a stalled hop does not pass for a lost packet
 /// either (once, at the 25 ms window, one did: a NAK and a retransmission under Write-Only).
 fn allreduce(f: &Fabric, segment: &str) -> Value {
-    let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--segment", segment, "--json", "--timeout", "120", "--metrics-port-base", "9810", "--retransmit-timeout-ms", "2000"]);
+    let o = rocefab(&[
+        "run",
+        &f.name,
+        "allreduce",
+        "--size",
+        "4MiB",
+        "--segment",
+        segment,
+        "--json",
+        "--timeout",
+        "120",
+        "--metrics-port-base",
+        "9810",
+        "--retransmit-timeout-ms",
+        "2000",
+    ]);
     assert!(o.status.success(), "rocefab run --segment {segment} failed:\n{}\n{}", stdout(&o), stderr(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
-    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{segment}: every rank verified: {r:#}");
+    assert_eq!(
+        (r["ok"].as_bool(), r["verified_ranks"].as_u64()),
+        (Some(true), Some(8)),
+        "{segment}: every rank verified: {r:#}"
+    );
     assert_eq!(r["segment"], segment);
     r
 }
@@ -41,7 +60,10 @@ fn sprayed_allreduce_needs_write_only_to_avoid_go_back_n() {
     let wo = allreduce(&f, "write-only");
     let ooo = wo["out_of_order_packets"].as_u64().unwrap();
     assert!(ooo > 0, "spraying reordered packets: {wo:#}");
-    assert_eq!(wo["retransmitted_packets"], 0, "Write-Only: reordering needs no retransmission ({ooo} out of order): {wo:#}");
+    assert_eq!(
+        wo["retransmitted_packets"], 0,
+        "Write-Only: reordering needs no retransmission ({ooo} out of order): {wo:#}"
+    );
     assert_eq!(wo["naks_sent"], 0, "{wo:#}");
     // Per QP, next to the retransmissions: the cross-rail connections saw the reordering.
     let per_qp: u64 = wo["qps"].as_array().unwrap().iter().map(|q| q["out_of_order_at_peer"].as_u64().unwrap()).sum();
@@ -57,7 +79,11 @@ fn sprayed_allreduce_needs_write_only_to_avoid_go_back_n() {
 fn write_only_allreduce_without_spraying_sees_no_reordering() {
     let f = Fabric::up("rail-spine.yaml", "hwo");
     let r = allreduce(&f, "write-only");
-    assert_eq!((r["out_of_order_packets"].as_u64(), r["naks_sent"].as_u64()), (Some(0), Some(0)), "flow ECMP keeps order: {r:#}");
+    assert_eq!(
+        (r["out_of_order_packets"].as_u64(), r["naks_sent"].as_u64()),
+        (Some(0), Some(0)),
+        "flow ECMP keeps order: {r:#}"
+    );
     assert_eq!(r["retransmitted_packets"], 0, "{r:#}");
     assert_eq!(r["qps"].as_array().unwrap().len(), 8);
 }

@@ -30,7 +30,10 @@ fn host_write_64mib_completes_with_verified_data() {
     let mut b = start_hostd(&t.b, &t.receiver_job("rf-h-w-b", len, 0x5eed, GBPS, 0, 30_000));
     let mut a = start_hostd(&t.a, &t.sender_job("rf-h-w-a", len, 0x5eed, GBPS, json!({}), 30_000));
     // ARP and ICMP still reach the kernel while the NIC owns RoCEv2.
-    let ping = Command::new("ip").args(["netns", "exec", &t.a.0, "ping", "-c", "2", "-i", "0.2", "-W", "2", &t.ip_b()]).output().unwrap();
+    let ping = Command::new("ip")
+        .args(["netns", "exec", &t.a.0, "ping", "-c", "2", "-i", "0.2", "-W", "2", &t.ip_b()])
+        .output()
+        .unwrap();
     assert!(ping.status.success(), "ping during the transfer: {}", String::from_utf8_lossy(&ping.stdout));
 
     let (ra, ca) = report(&mut a, Duration::from_secs(40));
@@ -47,7 +50,11 @@ fn host_write_64mib_completes_with_verified_data() {
     let done = qp(&ra, "send_done_ns");
     assert!(done >= 536_000_000, "finished in {done} ns: faster than the 1 Gb/s line rate");
     assert_eq!(nic(&rb, "rx_bad_icrc"), 0);
-    assert_eq!(rb["nics"][0]["xdp"]["roce"].as_u64(), Some(qp(&ra, "packets_sent")), "every data frame went through XDP to the socket");
+    assert_eq!(
+        rb["nics"][0]["xdp"]["roce"].as_u64(),
+        Some(qp(&ra, "packets_sent")),
+        "every data frame went through XDP to the socket"
+    );
     assert!(rb["nics"][0]["xdp"]["pass"].as_u64().unwrap() >= 1, "ping/ARP passed to the kernel");
 }
 
@@ -147,11 +154,20 @@ fn host_pfc_from_scapy_pauses_sender_for_encoded_time_and_quanta_zero_resumes() 
     let expect = 65535.0 * 512.0 / 1e9;
     let resume_after = |p: f64, within: f64| -> f64 {
         let w: Vec<f64> = data.iter().copied().filter(|&x| x > p - 0.002 && x < p + within).collect();
-        let (i, _) = w.windows(2).enumerate().map(|(i, x)| (i, x[1] - x[0])).fold((0, 0.0), |m, x| if x.1 > m.1 { x } else { m });
+        let (i, _) =
+            w.windows(2)
+                .enumerate()
+                .map(|(i, x)| (i, x[1] - x[0]))
+                .fold((0, 0.0), |m, x| if x.1 > m.1 { x } else { m });
         w[i + 1] - p
     };
     let full = resume_after(pfc[0].0, 0.1);
-    assert!((full - expect).abs() <= 0.1 * expect, "paused {:.3} ms, expected {:.3} ms ± 10%", full * 1e3, expect * 1e3);
+    assert!(
+        (full - expect).abs() <= 0.1 * expect,
+        "paused {:.3} ms, expected {:.3} ms ± 10%",
+        full * 1e3,
+        expect * 1e3
+    );
     // Quanta 0 resumes at once: data flows again right after the resume frame, long before
     // the second 0xffff pause would have expired.
     let (p2, r2) = (pfc[1].0, pfc[2].0);
@@ -201,9 +217,17 @@ fn host_pfc_for_a_priority_without_pfc_is_ignored() {
     assert_eq!(nic(&ra, "data_priority"), 0, "{ra}");
     assert_eq!(nic(&ra, "pfc_frames_received"), 3, "{ra}");
     assert_eq!(nic(&ra, "pfc_ignored_frames"), 3, "every PFC frame named only priority 0: {ra}");
-    assert_eq!((nic(&ra, "pfc_pause_frames_prio3"), nic(&ra, "pfc_paused_ns_prio3")), (0, 0), "the data priority (0) was paused: {ra}");
+    assert_eq!(
+        (nic(&ra, "pfc_pause_frames_prio3"), nic(&ra, "pfc_paused_ns_prio3")),
+        (0, 0),
+        "the data priority (0) was paused: {ra}"
+    );
 
-    let rows = tshark_fields(&pcap, "macc || (udp.dstport == 4791)", &["frame.time_epoch", "eth.type", "macc.cbfc.enbv", "macc.cbfc.pause_time.c0", "ip.dsfield.dscp"]);
+    let rows = tshark_fields(
+        &pcap,
+        "macc || (udp.dstport == 4791)",
+        &["frame.time_epoch", "eth.type", "macc.cbfc.enbv", "macc.cbfc.pause_time.c0", "ip.dsfield.dscp"],
+    );
     let ts = |r: &Vec<String>| r[0].parse::<f64>().unwrap();
     let pfc: Vec<(f64, u64)> = rows.iter().filter(|r| r[1] == "0x8808").map(|r| (ts(r), num(&r[3]))).collect();
     assert_eq!(pfc.iter().map(|p| p.1).collect::<Vec<_>>(), vec![0xffff, 0xffff, 0], "tshark decodes the PFC quanta");
@@ -255,9 +279,22 @@ fn a_lingering_responder_acks_a_duplicate_after_its_report_and_stops_on_sigterm(
 
     // A's hostd has exited: what B answers reaches A's kernel, where tcpdump sees it.
     let pcap = TempFile::new("rf-h-linger.pcap");
-    let mut cap = start_capture(&t.a, "ha", &pcap, &format!("src host {} and (udp port 4791 or icmp)", t.ip_b()), 0, 1, 10);
+    let mut cap =
+        start_capture(&t.a, "ha", &pcap, &format!("src host {} and (udp port 4791 or icmp)", t.ip_b()), 0, 1, 10);
     let o = Command::new("ip")
-        .args(["netns", "exec", &t.a.0, "/usr/bin/python3", "-c", SCAPY_DUPLICATE, "ha", &t.mac_a(), &t.mac_b(), &t.ip_a(), &t.ip_b()])
+        .args([
+            "netns",
+            "exec",
+            &t.a.0,
+            "/usr/bin/python3",
+            "-c",
+            SCAPY_DUPLICATE,
+            "ha",
+            &t.mac_a(),
+            &t.mac_b(),
+            &t.ip_a(),
+            &t.ip_b(),
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "scapy: {}", String::from_utf8_lossy(&o.stderr));
@@ -283,7 +320,8 @@ fn host_bad_job_fails_with_an_error_naming_the_problem() {
     });
     let path = std::env::temp_dir().join("rf-h-job-bad.json");
     std::fs::write(&path, job.to_string()).unwrap();
-    let out = Command::new("ip").args(["netns", "exec", &ns.0]).arg(hostd_bin()).arg("--job").arg(&path).output().unwrap();
+    let out =
+        Command::new("ip").args(["netns", "exec", &ns.0]).arg(hostd_bin()).arg("--job").arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("rf-h-nope") && e.contains("SIOCGIFMTU"), "{e}");
@@ -362,31 +400,62 @@ fn host_capture_decodes_as_infiniband_and_icrc_matches_scapy() {
     assert_eq!(rows.len(), 4, "{rows:?}");
     let col = |r: &Vec<String>, f: &str| num(&r[fields.iter().position(|x| *x == f).unwrap()]);
     assert_eq!(rows.iter().map(|r| col(r, "infiniband.bth.opcode")).collect::<Vec<_>>(), vec![0x06, 0x07, 0x08, 0x0a]);
-    assert_eq!(rows.iter().map(|r| col(r, "infiniband.bth.psn")).collect::<Vec<_>>(), vec![0xfff000, 0xfff001, 0xfff002, 0xfff003]);
+    assert_eq!(
+        rows.iter().map(|r| col(r, "infiniband.bth.psn")).collect::<Vec<_>>(),
+        vec![0xfff000, 0xfff001, 0xfff002, 0xfff003]
+    );
     for r in &rows {
         assert_eq!(col(r, "infiniband.bth.destqp"), 512);
         assert_eq!(col(r, "ip.dsfield.dscp"), 24);
         assert_eq!(col(r, "ip.dsfield.ecn"), 2, "ECT(0)");
         let sport = col(r, "udp.srcport");
-        assert!((0xc000..=0xffff).contains(&sport) && sport == col(&rows[0], "udp.srcport"), "per-QP entropy port {sport}");
+        assert!(
+            (0xc000..=0xffff).contains(&sport) && sport == col(&rows[0], "udp.srcport"),
+            "per-QP entropy port {sport}"
+        );
     }
-    assert_eq!((col(&rows[0], "infiniband.reth.va"), col(&rows[0], "infiniband.reth.r_key"), col(&rows[0], "infiniband.reth.dmalen")), (0x10000, 0x77, 3 * 2048));
-    assert_eq!((col(&rows[3], "infiniband.reth.va"), col(&rows[3], "infiniband.reth.dmalen")), (0x10000 + 3 * 2048, 1000));
+    assert_eq!(
+        (
+            col(&rows[0], "infiniband.reth.va"),
+            col(&rows[0], "infiniband.reth.r_key"),
+            col(&rows[0], "infiniband.reth.dmalen")
+        ),
+        (0x10000, 0x77, 3 * 2048)
+    );
+    assert_eq!(
+        (col(&rows[3], "infiniband.reth.va"), col(&rows[3], "infiniband.reth.dmalen")),
+        (0x10000 + 3 * 2048, 1000)
+    );
     assert_eq!(col(&rows[2], "infiniband.bth.a"), 1, "message end asks for an ACK");
     check_icrc_with_scapy(&pcap, 4, &rows.iter().map(|r| col(r, "infiniband.invariant.crc")).collect::<Vec<_>>());
 
     // Part 2: what the responder NIC sends. scapy writes a CE-marked WRITE Only with AckReq
     // to B's hostd; the capture on the (passive) A side must hold an ACK and a CNP.
     let pcap2 = TempFile::new("rf-h-cap-ack.pcap");
-    let mut b = start_hostd(&t.b, &json!({
-        "name": "rf-h-c-b", "timeout_ms": 10_000,
-        "nics": [{"name": "hb", "mac": t.mac_b(), "ip": t.ip_b(), "line_rate_bps": GBPS}],
-        "qps": [{"qpn": 512, "nic": 0, "peer_qpn": 256, "peer_ip": t.ip_a(), "next_hop_mac": t.mac_a(),
-                 "recv": {"psn": 0xfff000, "va": 0x10000, "rkey": 0x77, "len": 256, "expect_seed": 5}}]
-    }));
+    let mut b = start_hostd(
+        &t.b,
+        &json!({
+            "name": "rf-h-c-b", "timeout_ms": 10_000,
+            "nics": [{"name": "hb", "mac": t.mac_b(), "ip": t.ip_b(), "line_rate_bps": GBPS}],
+            "qps": [{"qpn": 512, "nic": 0, "peer_qpn": 256, "peer_ip": t.ip_a(), "next_hop_mac": t.mac_a(),
+                     "recv": {"psn": 0xfff000, "va": 0x10000, "rkey": 0x77, "len": 256, "expect_seed": 5}}]
+        }),
+    );
     let mut cap2 = start_capture(&t.a, "ha", &pcap2, "udp port 4791", 0, 3, 10);
     let out = Command::new("ip")
-        .args(["netns", "exec", &t.a.0, "/usr/bin/python3", "-c", SCAPY_WRITE, "ha", &t.mac_a(), &t.mac_b(), &t.ip_a(), &t.ip_b()])
+        .args([
+            "netns",
+            "exec",
+            &t.a.0,
+            "/usr/bin/python3",
+            "-c",
+            SCAPY_WRITE,
+            "ha",
+            &t.mac_a(),
+            &t.mac_b(),
+            &t.ip_a(),
+            &t.ip_b(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "scapy write: {}", String::from_utf8_lossy(&out.stderr));
@@ -396,11 +465,24 @@ fn host_capture_decodes_as_infiniband_and_icrc_matches_scapy() {
     assert_eq!(qp(&rb, "ce_marked"), 1);
     assert_eq!(qp(&rb, "cnps_sent"), 1);
     let _ = cap2.wait(Duration::from_secs(10));
-    let f2 = ["infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.aeth.syndrome", "infiniband.aeth.msn", "ip.dsfield.dscp", "udp.dstport", "infiniband.invariant.crc"];
+    let f2 = [
+        "infiniband.bth.opcode",
+        "infiniband.bth.destqp",
+        "infiniband.bth.psn",
+        "infiniband.aeth.syndrome",
+        "infiniband.aeth.msn",
+        "ip.dsfield.dscp",
+        "udp.dstport",
+        "infiniband.invariant.crc",
+    ];
     let rows2 = tshark_fields(&pcap2, &format!("infiniband && ip.src == {}", t.ip_b()), &f2);
     let op = |r: &Vec<String>| num(&r[0]);
     let ack = rows2.iter().find(|r| op(r) == 0x11).unwrap_or_else(|| panic!("no ACK captured: {rows2:?}"));
-    assert_eq!((num(&ack[1]), num(&ack[2]), num(&ack[3]), num(&ack[4]), num(&ack[5])), (256, 0xfff000, 0x1f, 1, 24), "ACK fields");
+    assert_eq!(
+        (num(&ack[1]), num(&ack[2]), num(&ack[3]), num(&ack[4]), num(&ack[5])),
+        (256, 0xfff000, 0x1f, 1, 24),
+        "ACK fields"
+    );
     let cnp = rows2.iter().find(|r| op(r) == 0x81).unwrap_or_else(|| panic!("no CNP captured: {rows2:?}"));
     assert_eq!((num(&cnp[1]), num(&cnp[5])), (256, 48), "CNP to the requester QP with DSCP 48");
     // tshark stops dissecting the CNP (opcode 0x81 is "Unknown" to it) before the ICRC;

@@ -58,9 +58,7 @@ fn arp_frame() -> Vec<u8> {
 }
 
 fn icmp_v4() -> Vec<u8> {
-    let b = PacketBuilder::ethernet2(SRC_MAC, DST_MAC)
-        .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-        .icmpv4_echo_request(1, 1);
+    let b = PacketBuilder::ethernet2(SRC_MAC, DST_MAC).ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64).icmpv4_echo_request(1, 1);
     let mut v = Vec::new();
     b.write(&mut v, &[0u8; 16]).unwrap();
     v
@@ -101,7 +99,9 @@ fn host_program_redirects_roce_and_mac_control_and_passes_the_rest() {
             // The time the program saw the frame (CLOCK_MONOTONIC, as bpf_ktime_get_ns), for
             // captures: between the clock readings around the run.
             let after = monotonic_ns();
-            let m = out.xdp_meta().unwrap_or_else(|| panic!("{what}: XdpMeta in front of the frame, got {:02x?}", out.meta));
+            let m = out
+                .xdp_meta()
+                .unwrap_or_else(|| panic!("{what}: XdpMeta in front of the frame, got {:02x?}", out.meta));
             assert_eq!((m.decision.kind, m.decision.ingress_port), (dataplane_common::kind::HOST, 0), "{what}");
             assert!(m.rx_ns >= before && m.rx_ns <= after, "{what}: rx_ns {} outside [{before}, {after}]", m.rx_ns);
         } else {

@@ -65,7 +65,18 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
     });
     let port = METRICS_BASE.to_string();
     let size = format!("{ALLREDUCE_MIB}MiB");
-    let o = rocefab(&["run", &f.name, "allreduce", "--size", &size, "--json", "--timeout", "150", "--metrics-port-base", &port]);
+    let o = rocefab(&[
+        "run",
+        &f.name,
+        "allreduce",
+        "--size",
+        &size,
+        "--json",
+        "--timeout",
+        "150",
+        "--metrics-port-base",
+        &port,
+    ]);
     stop.store(true, Ordering::Relaxed);
     let scraped = scraper.join().unwrap();
     assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
@@ -104,7 +115,18 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
 fn job_incast_alltoall_and_broadcast_on_rail_spine_verify_every_rank() {
     let f = Fabric::up("rail-spine.yaml", "hjc");
     for (c, conns) in [("incast", 7), ("alltoall", 56), ("broadcast", 7)] {
-        let o = rocefab(&["run", &f.name, c, "--size", "1MiB", "--json", "--timeout", "120", "--metrics-port-base", "9790"]);
+        let o = rocefab(&[
+            "run",
+            &f.name,
+            c,
+            "--size",
+            "1MiB",
+            "--json",
+            "--timeout",
+            "120",
+            "--metrics-port-base",
+            "9790",
+        ]);
         assert!(o.status.success(), "rocefab run {c} failed:\n{}\n{}", stdout(&o), stderr(&o));
         let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{c}: {r:#}");

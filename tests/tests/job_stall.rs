@@ -59,7 +59,8 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
     let frozen = loop {
         assert!(started.elapsed() < Duration::from_secs(TIMEOUT_S), "host1 never acknowledged data on all its QPs");
         if let Some(m) = get(METRICS_BASE) {
-            let acking = m.lines().filter(|l| l.starts_with("rocefab_host_qp_acks_sent_total{") && !l.ends_with(" 0")).count();
+            let acking =
+                m.lines().filter(|l| l.starts_with("rocefab_host_qp_acks_sent_total{") && !l.ends_with(" 0")).count();
             if acking == 7 && metric(&m, "rocefab_host_qp_placed_bytes_total", &[]) < 7.0 * 64.0 * 1048576.0 {
                 let pids = pids_with_cmdline(&host1_job);
                 assert_eq!(pids.len(), 1, "one hostd for host1: {pids:?}");
@@ -83,7 +84,8 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
     assert_eq!((r["ok"].as_bool(), r["timed_out"].as_bool()), (Some(false), Some(true)), "{r:#}");
     let errors: Vec<&str> = r["errors"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(
-        errors.iter().any(|e| e.starts_with("host1: rocefab-hostd gave no answer without a report, also 3 s after it was asked for one")),
+        errors.iter().any(|e| e
+            .starts_with("host1: rocefab-hostd gave no answer without a report, also 3 s after it was asked for one")),
         "the frozen host is named: {errors:#?}"
     );
     // Ranks 2..7 on host2..host4 write to rank 0 and wait for its ACKs: each requester is stuck
@@ -116,10 +118,25 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
 
     // The fabric still works (a 2 s ACK timeout: on a loaded 2-core machine at time dilation 1
     // the default 100 ms can run out of retries, which is not what this test is about).
-    let o = rocefab(&["run", FABRIC, "incast", "--size", "1MiB", "--json", "--timeout", "60", "--retransmit-timeout-ms", "2000"]);
+    let o = rocefab(&[
+        "run",
+        FABRIC,
+        "incast",
+        "--size",
+        "1MiB",
+        "--json",
+        "--timeout",
+        "60",
+        "--retransmit-timeout-ms",
+        "2000",
+    ]);
     assert!(o.status.success(), "the next run fails:\n{}\n{}", stdout(&o), stderr(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!((r["ok"].as_bool(), r["timed_out"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(false), Some(8)), "{r:#}");
+    assert_eq!(
+        (r["ok"].as_bool(), r["timed_out"].as_bool(), r["verified_ranks"].as_u64()),
+        (Some(true), Some(false), Some(8)),
+        "{r:#}"
+    );
     assert!(r["stalls"].as_array().unwrap().is_empty());
     assert!(pids_with_cmdline(&jobs).is_empty());
     drop(f);

@@ -48,7 +48,9 @@ impl Fabric {
         }
         run(&["ip", "link", "add", "sd-h1", "netns", H1, "type", "veth", "peer", "name", "sw-p0", "netns", SW]);
         run(&["ip", "link", "add", "sd-h2", "netns", H2, "type", "veth", "peer", "name", "sw-p1", "netns", SW]);
-        for (ns, dev, mac) in [(SW, "sw-p0", SW_P0_MAC), (SW, "sw-p1", SW_P1_MAC), (H1, "sd-h1", H1_MAC), (H2, "sd-h2", H2_MAC)] {
+        for (ns, dev, mac) in
+            [(SW, "sw-p0", SW_P0_MAC), (SW, "sw-p1", SW_P1_MAC), (H1, "sd-h1", H1_MAC), (H2, "sd-h2", H2_MAC)]
+        {
             run(&["ip", "-n", ns, "link", "set", dev, "address", mac]);
             run(&["ip", "-n", ns, "link", "set", dev, "up"]);
         }
@@ -122,11 +124,7 @@ fn bin_dir() -> PathBuf {
 
 fn switchd() -> PathBuf {
     let p = bin_dir().join("rocefab-switchd");
-    assert!(
-        p.is_file(),
-        "{} not found: run `cargo build -p dataplane-user` first or set ROCEFAB_BIN_DIR",
-        p.display()
-    );
+    assert!(p.is_file(), "{} not found: run `cargo build -p dataplane-user` first or set ROCEFAB_BIN_DIR", p.display());
     p
 }
 
@@ -288,12 +286,7 @@ fn switchd_forwards_pings_and_classifies_dscp() {
 
     // Routed both ways: echo request h1 → h2 and reply h2 → h1 through the daemon.
     let ping = sh(&["ip", "netns", "exec", H1, "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.9.2.1"]);
-    assert!(
-        ping.status.success(),
-        "ping failed:\n{}\nlog:\n{}",
-        String::from_utf8_lossy(&ping.stdout),
-        d.log()
-    );
+    assert!(ping.status.success(), "ping failed:\n{}\nlog:\n{}", String::from_utf8_lossy(&ping.stdout), d.log());
     let text = String::from_utf8_lossy(&ping.stdout);
     assert!(text.contains("ttl=63"), "TTL not decremented by one hop:\n{text}");
     let after_ping = scrape(mport).unwrap();
@@ -341,7 +334,11 @@ fn switchd_forwards_pings_and_classifies_dscp() {
     assert_eq!(metric(&now, "rocefab_port_rx_invalid_total", &[("port", "sw-p0")]), 0);
     // A few hundred frames fit the rings: the sockets lost nothing and saw no bad descriptor.
     for port in ["sw-p0", "sw-p1"] {
-        for name in ["rocefab_xsk_rx_ring_full_total", "rocefab_xsk_rx_invalid_descs_total", "rocefab_xsk_tx_invalid_descs_total"] {
+        for name in [
+            "rocefab_xsk_rx_ring_full_total",
+            "rocefab_xsk_rx_invalid_descs_total",
+            "rocefab_xsk_tx_invalid_descs_total",
+        ] {
             assert_eq!(metric(&now, name, &[("port", port)]), 0, "{name} on {port}");
         }
     }
@@ -479,13 +476,17 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     // delayed by a late wake-up catch up) and at most 3 % + 2 ms longer (the last wake-ups may
     // be late on a loaded 2-core box). A shaper 15 % slow is past that on the ~40-frame backlog;
     // the exact timing is tested with an injected clock in dataplane-user/src/shaper.rs.
-    let arrivals: Vec<f64> = host_util::tshark_fields(&pcap.0, "", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
+    let arrivals: Vec<f64> =
+        host_util::tshark_fields(&pcap.0, "", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
     assert_eq!(arrivals.len() as u64, enq, "h2 received every frame the switch queued");
     let tail = &arrivals[arrivals.len() - backlog as usize..];
     let span = Duration::from_secs_f64(tail[tail.len() - 1] - tail[0]);
     let (lo, hi) = (Duration::from_nanos((backlog - 4) * 853_600), min.mul_f64(1.03) + Duration::from_millis(2));
     eprintln!("the last {backlog} frames arrived at h2 over {span:?} (line rate: {min:?}; bounds {lo:?}..{hi:?}); the switch drained them in at most {t_b:?}");
-    assert!(span >= lo && span <= hi, "the last {backlog} frames arrived at h2 over {span:?}, at 10 Mbit/s {min:?} (bounds {lo:?}..{hi:?})");
+    assert!(
+        span >= lo && span <= hi,
+        "the last {backlog} frames arrived at h2 over {span:?}, at 10 Mbit/s {min:?} (bounds {lo:?}..{hi:?})"
+    );
     d.sigterm();
     assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
 }

@@ -18,7 +18,7 @@ use dataplane_common::config::{LbMode, Mac, NextHopConfig, PortConfig, RouteConf
 use dataplane_common::lb::FlowKey;
 use dataplane_common::{counter, ecmp_index, flow_hash};
 use dataplane_user::loader::{load_for_test, xdp_action::XDP_REDIRECT, XdpSwitch};
-use etherparse::{IpDscp, Ipv4Header, IpNumber, PacketBuilder};
+use etherparse::{IpDscp, IpNumber, Ipv4Header, PacketBuilder};
 use rocefab_tests::xdp::{ifindex, VethPair, XskSocket};
 
 const SEED: u32 = 0x1b5eed;
@@ -39,7 +39,13 @@ const DSCP_SPRAY_RR: u8 = 24;
 const DSCP_SPRAY_RANDOM: u8 = 32;
 
 fn config(tag: &str) -> SwitchConfig {
-    let port = |name: String, mac: u8| PortConfig { name, mac: Mac([0x02, 0, 0, 0, 1, mac]), line_rate_bps: 1_000_000_000, addresses: vec![], peer: String::new() };
+    let port = |name: String, mac: u8| PortConfig {
+        name,
+        mac: Mac([0x02, 0, 0, 0, 1, mac]),
+        line_rate_bps: 1_000_000_000,
+        addresses: vec![],
+        peer: String::new(),
+    };
     let nh = |port: u32| NextHopConfig { port, mac: Mac([0x02, 0, 0, 0, 0x21, port as u8]) };
     let route = |a: Ipv4Addr, group| RouteConfig { prefix: IpAddr::V4(a), len: 24, group: Some(group) };
     let mut dscp_to_tc = vec![0u8; 64];
@@ -147,7 +153,14 @@ fn udp4(dst: Ipv4Addr, dscp: u8, sport: u16) -> Vec<u8> {
 }
 
 fn key(dst: Ipv4Addr, sport: u16) -> FlowKey {
-    FlowKey { src: [u32::from(SRC), 0, 0, 0], dst: [u32::from(dst), 0, 0, 0], sport, dport: 4791, proto: 17, _pad: [0; 3] }
+    FlowKey {
+        src: [u32::from(SRC), 0, 0, 0],
+        dst: [u32::from(dst), 0, 0, 0],
+        sport,
+        dport: 4791,
+        proto: 17,
+        _pad: [0; 3],
+    }
 }
 
 /// ECMP (tc 0) follows the flow hash for every source port and keeps no flowlet state.

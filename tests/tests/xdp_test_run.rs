@@ -42,7 +42,8 @@ fn config(tag: &str) -> SwitchConfig {
         addresses: vec![],
         peer: String::new(),
     };
-    let nh = |port: u32, mac: u8| NextHopConfig { port, mac: dataplane_common::config::Mac([0x02, 0, 0, 0, 0x20, mac]) };
+    let nh =
+        |port: u32, mac: u8| NextHopConfig { port, mac: dataplane_common::config::Mac([0x02, 0, 0, 0, 0x20, mac]) };
     let route = |prefix: IpAddr, len: u8, group: Option<u32>| RouteConfig { prefix, len, group };
     SwitchConfig {
         name: format!("rf-xdp-{tag}"),
@@ -53,7 +54,11 @@ fn config(tag: &str) -> SwitchConfig {
         dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
         queue_limit_bytes: 1 << 20,
         xdp_mode: "skb".into(),
-        ports: vec![port(format!("rf-xdp-{tag}a"), 1), port(format!("rf-xdp-{tag}b"), 2), port("rf-xdp-fake".into(), 3)],
+        ports: vec![
+            port(format!("rf-xdp-{tag}a"), 1),
+            port(format!("rf-xdp-{tag}b"), 2),
+            port("rf-xdp-fake".into(), 3),
+        ],
         nexthops: vec![nh(2, 0), nh(1, 1), nh(2, 2), nh(0, 3)],
         groups: vec![vec![0], vec![1, 2], vec![3]],
         routes: vec![
@@ -91,7 +96,8 @@ impl Fixture {
 
     fn with_config(tag: &str, cfg: SwitchConfig, sockets: bool) -> Self {
         cfg.validate().expect("test config is valid");
-        let veth = VethPair::new(&format!("rf-xdp-{tag}a"), &format!("rf-xdp-{tag}b")).expect("create veth pair (root?)");
+        let veth =
+            VethPair::new(&format!("rf-xdp-{tag}a"), &format!("rf-xdp-{tag}b")).expect("create veth pair (root?)");
         let if0 = ifindex(&veth.a).unwrap();
         let if1 = ifindex(&veth.b).unwrap();
         let mut sw = load_for_test(&cfg, &[if0, if1, FAKE_IFINDEX]).expect("load rocefab_xdp (verifier)");
@@ -344,7 +350,11 @@ fn sixty_four_source_ports_use_both_members_as_predicted() {
             } else {
                 (v6_words(V6_SRC), v6_words(V6_GROUP1))
             };
-            assert_eq!((d.egress_port, d.nexthop), fx.expected_path(1, src, dst, sport, 4791), "{family} sport {sport}");
+            assert_eq!(
+                (d.egress_port, d.nexthop),
+                fx.expected_path(1, src, dst, sport, 4791),
+                "{family} sport {sport}"
+            );
             hits[(d.nexthop - 1) as usize] += 1;
         }
         assert!(hits[0] > 0 && hits[1] > 0, "{family}: both members of group 1 used: {hits:?}");
@@ -464,7 +474,11 @@ fn every_truncation_of_a_valid_frame_is_malformed() {
         for len in 14..frame.len() {
             let out = fx.run(&frame[..len]);
             assert_eq!(out.action, XDP_DROP, "{name} cut to {len} bytes");
-            assert_eq!((&out.data[..], out.meta.len()), (&frame[..len], 0), "{name} cut to {len}: no Decision on a malformed frame");
+            assert_eq!(
+                (&out.data[..], out.meta.len()),
+                (&frame[..len], 0),
+                "{name} cut to {len}: no Decision on a malformed frame"
+            );
             cut += 1;
         }
     }
@@ -483,7 +497,12 @@ fn invalid_ip_headers_are_malformed() {
     long_total[16..18].copy_from_slice(&(good.len() as u16).to_be_bytes());
     let mut v6_long_payload = udp6(V6_SRC, V6_GROUP1, &Udp::default());
     v6_long_payload[18..20].copy_from_slice(&100u16.to_be_bytes());
-    for (name, f) in [("version 5", &bad_version), ("IHL 4", &short_ihl), ("total length", &long_total), ("v6 payload length", &v6_long_payload)] {
+    for (name, f) in [
+        ("version 5", &bad_version),
+        ("IHL 4", &short_ihl),
+        ("total length", &long_total),
+        ("v6 payload length", &v6_long_payload),
+    ] {
         assert_eq!(fx.run(f).action, XDP_DROP, "{name}");
     }
     // Ethernet padding after the datagram is fine.
@@ -506,7 +525,11 @@ fn attach_config(tag: &str, mode: &str) -> SwitchConfig {
 
 /// Polls the counters until `done` holds (frames sent through a veth are processed in the
 /// peer's NAPI poll, asynchronously); fails after 5 s.
-fn wait_counters(sw: &XdpSwitch, port: usize, done: impl Fn(&[u64; counter::COUNT as usize]) -> bool) -> [u64; counter::COUNT as usize] {
+fn wait_counters(
+    sw: &XdpSwitch,
+    port: usize,
+    done: impl Fn(&[u64; counter::COUNT as usize]) -> bool,
+) -> [u64; counter::COUNT as usize] {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let c = sw.counters().unwrap()[port];
@@ -564,7 +587,12 @@ fn load_attaches_to_every_port_counts_real_frames_and_detaches() {
 const WRED_PORT: usize = 2;
 
 /// Runs `frame` with the published depth of (port 2, queue 3) at `depth`.
-fn run_at_depth(f: &mut Fixture, board: &dataplane_user::depths::DepthBoard, depth: u64, frame: &[u8]) -> TestRunOutput {
+fn run_at_depth(
+    f: &mut Fixture,
+    board: &dataplane_user::depths::DepthBoard,
+    depth: u64,
+    frame: &[u8],
+) -> TestRunOutput {
     board.publish(WRED_PORT, 3, depth);
     f.run(frame)
 }
@@ -581,7 +609,11 @@ fn wred_marks_ect_above_max_drops_not_ect_keeps_ce_and_fixes_the_checksum() {
     let mut f = Fixture::new("wr1");
     let board = f.sw.depth_board().expect("mmap DEPTHS");
     let w = f.cfg.qos.wred.clone();
-    assert_eq!((w.queues, w.min_bytes, w.max_bytes, w.probability_percent), (1 << 3, 150_000, 3_000_000, 7), "the book's defaults");
+    assert_eq!(
+        (w.queues, w.min_bytes, w.max_bytes, w.probability_percent),
+        (1 << 3, 150_000, 3_000_000, 7),
+        "the book's defaults"
+    );
     let frame = |ecn: u8, dscp: u8| udp4(V4_SRC, V4_GROUP0, &Udp { ecn, dscp, ..Default::default() });
 
     // Below min: never marked, whatever the codepoint.
@@ -606,7 +638,10 @@ fn wred_marks_ect_above_max_drops_not_ect_keeps_ce_and_fixes_the_checksum() {
     // Another queue (DSCP 0 → queue 0) does not run WRED.
     let out = run_at_depth(&mut f, &board, w.max_bytes, &frame(2, 0));
     assert_redirect(&out, &frame(2, 0));
-    f.assert_counters(0, &[(counter::RX, 9), (counter::FORWARDED, 8), (counter::ECN_MARKED, 2), (counter::WRED_DROPPED, 1)]);
+    f.assert_counters(
+        0,
+        &[(counter::RX, 9), (counter::FORWARDED, 8), (counter::ECN_MARKED, 2), (counter::WRED_DROPPED, 1)],
+    );
 
     // IPv6: traffic class ECN bits.
     let v6 = udp6(V6_SRC, V6_GROUP1, &Udp { ecn: 2, ..Default::default() });
@@ -643,7 +678,11 @@ fn wred_ramp_marks_at_the_curve_with_a_seeded_generator() {
         let n = a.iter().filter(|&&m| m).count() as f64;
         // Binomial: mean 4000 p, σ = sqrt(4000 p (1 − p)); 4σ bounds.
         let (mean, sigma) = (4000.0 * p, (4000.0 * p * (1.0 - p)).sqrt());
-        assert!((n - mean).abs() < 4.0 * sigma, "depth fraction {frac}: {n} marks of 4000, expected {mean} ± {}", 4.0 * sigma);
+        assert!(
+            (n - mean).abs() < 4.0 * sigma,
+            "depth fraction {frac}: {n} marks of 4000, expected {mean} ± {}",
+            4.0 * sigma
+        );
         assert_eq!(a, pattern("wr3", 77, frac), "the same seed marks the same packets");
         assert_ne!(a, pattern("wr4", 78, frac), "another seed marks others");
     }

@@ -23,7 +23,8 @@ fn number_and_unit(s: &str) -> Option<(f64, &str)> {
 
 /// Bytes in `s`: `3200000`, `3.2MB` (3,200,000), `512kB` (512,000), `512KiB` (524,288), `16MiB`.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let (v, unit) = number_and_unit(s).ok_or_else(|| format!("{s:?}: expected a size such as 3200000, 3.2MB or 512KiB"))?;
+    let (v, unit) =
+        number_and_unit(s).ok_or_else(|| format!("{s:?}: expected a size such as 3200000, 3.2MB or 512KiB"))?;
     let mult: u64 = match unit {
         "" | "B" => 1,
         "kB" | "KB" => 1_000,
@@ -35,7 +36,10 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "GiB" => 1 << 30,
         "TiB" => 1 << 40,
         "k" | "K" | "M" | "G" | "T" | "Ki" | "Mi" | "Gi" => {
-            return Err(format!("{s:?}: say {v}{unit}B (SI, powers of 1000) or {v}{}iB (IEC, powers of 1024)", unit.trim_end_matches('i').to_ascii_uppercase()))
+            return Err(format!(
+                "{s:?}: say {v}{unit}B (SI, powers of 1000) or {v}{}iB (IEC, powers of 1024)",
+                unit.trim_end_matches('i').to_ascii_uppercase()
+            ))
         }
         u => return Err(format!("{s:?}: unknown size unit {u:?} (use B, kB, MB, GB, KiB, MiB or GiB)")),
     };
@@ -81,7 +85,8 @@ pub enum Bare {
 
 /// The duration in `s`: `250ns`, `500us`, `1.5ms`, `90s`, `10m`, `1h`.
 pub fn parse_duration(s: &str, bare: Bare) -> Result<Duration, String> {
-    let (v, unit) = number_and_unit(s).ok_or_else(|| format!("{s:?}: expected a duration such as 500us, 200ms, 90s or 10m"))?;
+    let (v, unit) =
+        number_and_unit(s).ok_or_else(|| format!("{s:?}: expected a duration such as 500us, 200ms, 90s or 10m"))?;
     let ns_per_unit = match unit {
         "ns" => 1.0,
         "us" | "µs" => 1e3,
@@ -179,6 +184,9 @@ mod tests {
 
     #[test]
     fn durations_read_in_the_largest_unit_below_them() {
-        assert_eq!([fmt_ns(850.0), fmt_ns(12_500.0), fmt_ns(3_355_443.0), fmt_ns(1_250_000_000.0), fmt_ns(0.0)], ["850 ns", "12.500 us", "3.355 ms", "1.250 s", "0 ns"]);
+        assert_eq!(
+            [fmt_ns(850.0), fmt_ns(12_500.0), fmt_ns(3_355_443.0), fmt_ns(1_250_000_000.0), fmt_ns(0.0)],
+            ["850 ns", "12.500 us", "3.355 ms", "1.250 s", "0 ns"]
+        );
     }
 }

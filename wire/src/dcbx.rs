@@ -218,11 +218,7 @@ impl<T: AsRef<[u8]>> EtsPacket<T> {
     pub fn check_len(&self) -> Result<(), Error> {
         let len = self.buffer.as_ref().len();
         if len != ETS_LEN {
-            return Err(Error::BadLength {
-                tlv: "ETS",
-                len,
-                expected: "21",
-            });
+            return Err(Error::BadLength { tlv: "ETS", len, expected: "21" });
         }
         Ok(())
     }
@@ -271,11 +267,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> EtsPacket<T> {
     pub fn set_priority_tc(&mut self, prio: Priority, tc: u8) {
         let i = usize::from(prio.value());
         let b = &mut self.buffer.as_mut()[field::ETS_PRIO_TC][i / 2];
-        *b = if i % 2 == 0 {
-            (*b & 0x0f) | (tc << 4)
-        } else {
-            (*b & 0xf0) | (tc & 0x0f)
-        };
+        *b = if i % 2 == 0 { (*b & 0x0f) | (tc << 4) } else { (*b & 0xf0) | (tc & 0x0f) };
     }
     /// Sets the bandwidth of `tc`.
     pub fn set_tc_bandwidth(&mut self, tc: usize, pct: u8) {
@@ -313,11 +305,7 @@ impl EtsTables {
 
     fn validate(&self) -> Result<(), Error> {
         if let Some(&tc) = self.prio_tc.iter().find(|&&tc| tc > 15) {
-            return Err(Error::OutOfRange {
-                field: "ETS priority assignment",
-                value: tc.into(),
-                allowed: "0..=15",
-            });
+            return Err(Error::OutOfRange { field: "ETS priority assignment", value: tc.into(), allowed: "0..=15" });
         }
         Ok(())
     }
@@ -335,11 +323,7 @@ impl EtsTables {
 
 impl fmt::Display for EtsTables {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "prio->tc {:?} tc-bw% {:?} tsa [",
-            self.prio_tc, self.tc_bandwidth
-        )?;
+        write!(f, "prio->tc {:?} tc-bw% {:?} tsa [", self.prio_tc, self.tc_bandwidth)?;
         for (i, t) in self.tsa.iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
@@ -393,11 +377,7 @@ impl<T: AsRef<[u8]>> PfcPacket<T> {
     pub fn check_len(&self) -> Result<(), Error> {
         let len = self.buffer.as_ref().len();
         if len != PFC_LEN {
-            return Err(Error::BadLength {
-                tlv: "PFC Configuration",
-                len,
-                expected: "2",
-            });
+            return Err(Error::BadLength { tlv: "PFC Configuration", len, expected: "2" });
         }
         Ok(())
     }
@@ -521,29 +501,17 @@ pub struct AppEntry {
 impl AppEntry {
     /// RoCEv2: UDP port 4791.
     pub fn rocev2(priority: Priority) -> AppEntry {
-        AppEntry {
-            priority,
-            selector: AppSelector::UdpDccpPort,
-            protocol: 4791,
-        }
+        AppEntry { priority, selector: AppSelector::UdpDccpPort, protocol: 4791 }
     }
     /// A DSCP → priority mapping.
     pub fn dscp(dscp: u8, priority: Priority) -> AppEntry {
-        AppEntry {
-            priority,
-            selector: AppSelector::Dscp,
-            protocol: u16::from(dscp),
-        }
+        AppEntry { priority, selector: AppSelector::Dscp, protocol: u16::from(dscp) }
     }
 }
 
 impl fmt::Display for AppEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} {} -> prio {}",
-            self.selector, self.protocol, self.priority
-        )
+        write!(f, "{} {} -> prio {}", self.selector, self.protocol, self.priority)
     }
 }
 
@@ -567,14 +535,8 @@ impl<T: AsRef<[u8]>> AppPacket<T> {
     /// Reserved octet plus a whole number of 3-octet entries.
     pub fn check_len(&self) -> Result<(), Error> {
         let len = self.buffer.as_ref().len();
-        if len < field::APP_ENTRIES
-            || !(len - field::APP_ENTRIES).is_multiple_of(field::APP_ENTRY_LEN)
-        {
-            return Err(Error::BadLength {
-                tlv: "Application Priority",
-                len,
-                expected: "1 + 3n",
-            });
+        if len < field::APP_ENTRIES || !(len - field::APP_ENTRIES).is_multiple_of(field::APP_ENTRY_LEN) {
+            return Err(Error::BadLength { tlv: "Application Priority", len, expected: "1 + 3n" });
         }
         Ok(())
     }
@@ -599,8 +561,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> AppPacket<T> {
     pub fn set_entry(&mut self, i: usize, e: &AppEntry) {
         let s = field::APP_ENTRIES + i * field::APP_ENTRY_LEN;
         let b = &mut self.buffer.as_mut()[s..s + field::APP_ENTRY_LEN];
-        b[0] =
-            (e.priority.value() << field::APP_PRIO_SHIFT) | (u8::from(e.selector) & field::APP_SEL);
+        b[0] = (e.priority.value() << field::APP_PRIO_SHIFT) | (u8::from(e.selector) & field::APP_SEL);
         b[1..3].copy_from_slice(&e.protocol.to_be_bytes());
     }
 }
@@ -729,19 +690,13 @@ impl CeeTlv {
             CeeTlv::Control(_) => field::CEE_ACK.end,
             CeeTlv::PriorityGroups { .. } => field::CEE_DATA + field::CEE_PG_LEN,
             CeeTlv::Pfc { .. } => field::CEE_DATA + field::CEE_PFC_LEN,
-            CeeTlv::Application { apps, .. } => {
-                field::CEE_DATA + apps.len() * field::CEE_APP_ENTRY_LEN
-            }
+            CeeTlv::Application { apps, .. } => field::CEE_DATA + apps.len() * field::CEE_APP_ENTRY_LEN,
             CeeTlv::Unknown { value, .. } => value.len(),
         }
     }
 
     fn parse(tlv_type: u8, v: &[u8]) -> Result<CeeTlv, Error> {
-        let bad = |tlv, expected| Error::BadLength {
-            tlv,
-            len: v.len(),
-            expected,
-        };
+        let bad = |tlv, expected| Error::BadLength { tlv, len: v.len(), expected };
         let feature = || -> Result<CeeFeature, Error> {
             if v.len() < field::CEE_DATA {
                 return Err(bad("CEE feature sub-TLV", "at least 4"));
@@ -774,10 +729,7 @@ impl CeeTlv {
                 }
                 let feature = feature()?;
                 let d = &v[field::CEE_DATA..];
-                let mut pg = CeePriorityGroups {
-                    num_tcs: d[field::CEE_PG_NUMTCS],
-                    ..Default::default()
-                };
+                let mut pg = CeePriorityGroups { num_tcs: d[field::CEE_PG_NUMTCS], ..Default::default() };
                 for (i, b) in d[field::CEE_PG_PGID].iter().enumerate() {
                     pg.pgid[2 * i] = b >> 4;
                     pg.pgid[2 * i + 1] = b & 0x0f;
@@ -791,13 +743,7 @@ impl CeeTlv {
                 }
                 let feature = feature()?;
                 let d = &v[field::CEE_DATA..];
-                CeeTlv::Pfc {
-                    feature,
-                    pfc: CeePfc {
-                        enabled: PrioritySet(d[0]),
-                        num_tcs: d[1],
-                    },
-                }
+                CeeTlv::Pfc { feature, pfc: CeePfc { enabled: PrioritySet(d[0]), num_tcs: d[1] } }
             }
             4 => {
                 let feature = feature()?;
@@ -816,10 +762,7 @@ impl CeeTlv {
                     .collect();
                 CeeTlv::Application { feature, apps }
             }
-            t => CeeTlv::Unknown {
-                tlv_type: t,
-                value: v.to_vec(),
-            },
+            t => CeeTlv::Unknown { tlv_type: t, value: v.to_vec() },
         })
     }
 
@@ -850,10 +793,7 @@ impl CeeTlv {
             CeeTlv::PriorityGroups { feature, pg } => {
                 hdr(v, feature);
                 let d = &mut v[field::CEE_DATA..];
-                for (b, pair) in d[field::CEE_PG_PGID]
-                    .iter_mut()
-                    .zip(pg.pgid.chunks_exact(2))
-                {
+                for (b, pair) in d[field::CEE_PG_PGID].iter_mut().zip(pg.pgid.chunks_exact(2)) {
                     *b = (pair[0] << 4) | (pair[1] & 0x0f);
                 }
                 d[field::CEE_PG_BW].copy_from_slice(&pg.pg_bandwidth);
@@ -866,10 +806,7 @@ impl CeeTlv {
             }
             CeeTlv::Application { feature, apps } => {
                 hdr(v, feature);
-                for (e, a) in v[field::CEE_DATA..]
-                    .chunks_exact_mut(field::CEE_APP_ENTRY_LEN)
-                    .zip(apps)
-                {
+                for (e, a) in v[field::CEE_DATA..].chunks_exact_mut(field::CEE_APP_ENTRY_LEN).zip(apps) {
                     e[0..2].copy_from_slice(&a.protocol.to_be_bytes());
                     e[2] = (a.oui[0] & !field::CEE_APP_SEL) | (a.selector & field::CEE_APP_SEL);
                     e[3] = a.oui[1];
@@ -883,25 +820,17 @@ impl CeeTlv {
 
     fn validate(&self) -> Result<(), Error> {
         match self {
-            CeeTlv::PriorityGroups { pg, .. } if pg.pgid.iter().any(|&g| g > 15) => {
-                Err(Error::OutOfRange {
-                    field: "CEE PGID",
-                    value: pg.pgid.iter().copied().max().unwrap_or(0).into(),
-                    allowed: "0..=15",
-                })
-            }
-            CeeTlv::Application { apps, .. } if apps.iter().any(|a| a.selector > 3) => {
-                Err(Error::OutOfRange {
-                    field: "CEE app selector",
-                    value: 4,
-                    allowed: "0..=3",
-                })
-            }
-            CeeTlv::Unknown { tlv_type, .. } if *tlv_type > 0x7f => Err(Error::OutOfRange {
-                field: "CEE sub-TLV type",
-                value: (*tlv_type).into(),
-                allowed: "0..=127",
+            CeeTlv::PriorityGroups { pg, .. } if pg.pgid.iter().any(|&g| g > 15) => Err(Error::OutOfRange {
+                field: "CEE PGID",
+                value: pg.pgid.iter().copied().max().unwrap_or(0).into(),
+                allowed: "0..=15",
             }),
+            CeeTlv::Application { apps, .. } if apps.iter().any(|a| a.selector > 3) => {
+                Err(Error::OutOfRange { field: "CEE app selector", value: 4, allowed: "0..=3" })
+            }
+            CeeTlv::Unknown { tlv_type, .. } if *tlv_type > 0x7f => {
+                Err(Error::OutOfRange { field: "CEE sub-TLV type", value: (*tlv_type).into(), allowed: "0..=127" })
+            }
             _ if self.value_len() > 0x1ff => Err(Error::OutOfRange {
                 field: "CEE sub-TLV length",
                 value: self.value_len() as u32,
@@ -917,11 +846,7 @@ impl fmt::Display for CeeFeature {
         write!(
             f,
             "ver {}/{} enabled={} willing={} error={}",
-            self.oper_version,
-            self.max_version,
-            self.enabled as u8,
-            self.willing as u8,
-            self.error as u8
+            self.oper_version, self.max_version, self.enabled as u8, self.willing as u8, self.error as u8
         )
     }
 }
@@ -929,31 +854,19 @@ impl fmt::Display for CeeFeature {
 impl fmt::Display for CeeTlv {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CeeTlv::Control(c) => write!(
-                f,
-                "Control ver {}/{} seq {} ack {}",
-                c.oper_version, c.max_version, c.seq_no, c.ack_no
-            ),
-            CeeTlv::PriorityGroups { feature, pg } => write!(
-                f,
-                "PG {feature} pgid {:?} pg-bw% {:?} num-tcs {}",
-                pg.pgid, pg.pg_bandwidth, pg.num_tcs
-            ),
+            CeeTlv::Control(c) => {
+                write!(f, "Control ver {}/{} seq {} ack {}", c.oper_version, c.max_version, c.seq_no, c.ack_no)
+            }
+            CeeTlv::PriorityGroups { feature, pg } => {
+                write!(f, "PG {feature} pgid {:?} pg-bw% {:?} num-tcs {}", pg.pgid, pg.pg_bandwidth, pg.num_tcs)
+            }
             CeeTlv::Pfc { feature, pfc } => {
-                write!(
-                    f,
-                    "PFC {feature} enable {} num-tcs {}",
-                    pfc.enabled, pfc.num_tcs
-                )
+                write!(f, "PFC {feature} enable {} num-tcs {}", pfc.enabled, pfc.num_tcs)
             }
             CeeTlv::Application { feature, apps } => {
                 write!(f, "App {feature}")?;
                 for a in apps {
-                    write!(
-                        f,
-                        " [sel {} proto {:#06x} prio {}]",
-                        a.selector, a.protocol, a.priorities
-                    )?;
+                    write!(f, " [sel {} proto {:#06x} prio {}]", a.selector, a.protocol, a.priorities)?;
                 }
                 Ok(())
             }
@@ -976,11 +889,7 @@ impl CeeDcbx {
         while off < info.len() {
             let rest = &info[off..];
             if rest.len() < 2 {
-                return Err(Error::CeeTruncated {
-                    offset: off,
-                    need: 2,
-                    available: rest.len(),
-                });
+                return Err(Error::CeeTruncated { offset: off, need: 2, available: rest.len() });
             }
             let h = u16::from_be_bytes([rest[0], rest[1]]);
             let (t, len) = ((h >> 9) as u8, usize::from(h & 0x1ff));
@@ -1033,16 +942,9 @@ impl DcbxTlv {
     /// Decodes the information string of an organizationally specific TLV; `Ok(None)` when
     /// `oui`/`subtype` are not a DCBX TLV this module knows.
     pub fn parse(oui: [u8; 3], subtype: u8, info: &[u8]) -> Result<Option<DcbxTlv>, Error> {
-        let known = matches!(
-            (oui, subtype),
-            (OUI_IEEE_8021, 9..=12) | (OUI_CEE, SUBTYPE_CEE)
-        );
+        let known = matches!((oui, subtype), (OUI_IEEE_8021, 9..=12) | (OUI_CEE, SUBTYPE_CEE));
         if known && info.len() > MAX_INFO_LEN {
-            return Err(Error::BadLength {
-                tlv: "DCBX",
-                len: info.len(),
-                expected: "at most 507 (511-octet TLV)",
-            });
+            return Err(Error::BadLength { tlv: "DCBX", len: info.len(), expected: "at most 507 (511-octet TLV)" });
         }
         Ok(Some(match (oui, subtype) {
             (OUI_IEEE_8021, SUBTYPE_ETS_CONFIGURATION) => {
@@ -1057,9 +959,7 @@ impl DcbxTlv {
             }
             (OUI_IEEE_8021, SUBTYPE_ETS_RECOMMENDATION) => {
                 let p = EtsPacket::new_checked(info)?;
-                DcbxTlv::EtsRecommendation(EtsRecommendation {
-                    tables: EtsTables::parse(&p),
-                })
+                DcbxTlv::EtsRecommendation(EtsRecommendation { tables: EtsTables::parse(&p) })
             }
             (OUI_IEEE_8021, SUBTYPE_PFC_CONFIGURATION) => {
                 let p = PfcPacket::new_checked(info)?;
@@ -1105,9 +1005,7 @@ impl DcbxTlv {
         match self {
             DcbxTlv::EtsConfiguration(_) | DcbxTlv::EtsRecommendation(_) => ETS_LEN,
             DcbxTlv::PfcConfiguration(_) => PFC_LEN,
-            DcbxTlv::ApplicationPriority(a) => {
-                field::APP_ENTRIES + a.entries.len() * field::APP_ENTRY_LEN
-            }
+            DcbxTlv::ApplicationPriority(a) => field::APP_ENTRIES + a.entries.len() * field::APP_ENTRY_LEN,
             DcbxTlv::Cee(c) => c.info_len(),
         }
     }
@@ -1117,30 +1015,22 @@ impl DcbxTlv {
         match self {
             DcbxTlv::EtsConfiguration(e) => {
                 if !(1..=8).contains(&e.max_tcs) {
-                    return Err(Error::OutOfRange {
-                        field: "ETS max TCs",
-                        value: e.max_tcs.into(),
-                        allowed: "1..=8",
-                    });
+                    return Err(Error::OutOfRange { field: "ETS max TCs", value: e.max_tcs.into(), allowed: "1..=8" });
                 }
                 e.tables.validate()
             }
             DcbxTlv::EtsRecommendation(e) => e.tables.validate(),
-            DcbxTlv::PfcConfiguration(p) if p.pfc_cap > 15 => Err(Error::OutOfRange {
-                field: "PFC cap",
-                value: p.pfc_cap.into(),
-                allowed: "0..=15",
-            }),
-            DcbxTlv::ApplicationPriority(a) => {
-                match a.entries.iter().find(|e| u8::from(e.selector) > 7) {
-                    Some(e) => Err(Error::OutOfRange {
-                        field: "app selector",
-                        value: u8::from(e.selector).into(),
-                        allowed: "0..=7",
-                    }),
-                    None => Ok(()),
-                }
+            DcbxTlv::PfcConfiguration(p) if p.pfc_cap > 15 => {
+                Err(Error::OutOfRange { field: "PFC cap", value: p.pfc_cap.into(), allowed: "0..=15" })
             }
+            DcbxTlv::ApplicationPriority(a) => match a.entries.iter().find(|e| u8::from(e.selector) > 7) {
+                Some(e) => Err(Error::OutOfRange {
+                    field: "app selector",
+                    value: u8::from(e.selector).into(),
+                    allowed: "0..=7",
+                }),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }?;
         if self.info_len() > MAX_INFO_LEN {
@@ -1158,10 +1048,7 @@ impl DcbxTlv {
         self.validate()?;
         let need = self.info_len();
         if buf.len() < need {
-            return Err(Error::BufferTooSmall {
-                need,
-                have: buf.len(),
-            });
+            return Err(Error::BufferTooSmall { need, have: buf.len() });
         }
         let buf = &mut buf[..need];
         match self {

@@ -92,11 +92,7 @@ impl MacAddr {
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let a = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            a[0], a[1], a[2], a[3], a[4], a[5]
-        )
+        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", a[0], a[1], a[2], a[3], a[4], a[5])
     }
 }
 
@@ -264,10 +260,7 @@ impl EthernetRepr {
         let repr = EthernetRepr {
             dst: MacAddr::from_slice(&frame[field::DST]).unwrap_or_default(),
             src: MacAddr::from_slice(&frame[field::SRC]).unwrap_or_default(),
-            ethertype: u16::from_be_bytes([
-                frame[field::ETHERTYPE.start],
-                frame[field::ETHERTYPE.start + 1],
-            ]),
+            ethertype: u16::from_be_bytes([frame[field::ETHERTYPE.start], frame[field::ETHERTYPE.start + 1]]),
         };
         Ok((repr, &frame[HEADER_LEN..]))
     }
@@ -276,10 +269,7 @@ impl EthernetRepr {
     pub fn parse_expect(frame: &[u8], ethertype: u16) -> Result<(EthernetRepr, &[u8]), Error> {
         let (eth, payload) = Self::parse(frame)?;
         if eth.ethertype != ethertype {
-            return Err(Error::EtherType {
-                found: eth.ethertype,
-                expected: ethertype,
-            });
+            return Err(Error::EtherType { found: eth.ethertype, expected: ethertype });
         }
         Ok((eth, payload))
     }
@@ -287,10 +277,7 @@ impl EthernetRepr {
     /// Writes the 14-byte header at the start of `buf`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<(), Error> {
         if buf.len() < HEADER_LEN {
-            return Err(Error::BufferTooSmall {
-                need: HEADER_LEN,
-                have: buf.len(),
-            });
+            return Err(Error::BufferTooSmall { need: HEADER_LEN, have: buf.len() });
         }
         buf[field::DST].copy_from_slice(&self.dst.0);
         buf[field::SRC].copy_from_slice(&self.src.0);
@@ -301,11 +288,7 @@ impl EthernetRepr {
 
 impl fmt::Display for EthernetRepr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} > {} type {:#06x}",
-            self.src, self.dst, self.ethertype
-        )
+        write!(f, "{} > {} type {:#06x}", self.src, self.dst, self.ethertype)
     }
 }
 
@@ -329,10 +312,7 @@ pub(crate) fn emit_padded(
 ) -> Result<usize, Error> {
     let total = padded_frame_len(payload_len);
     if buf.len() < total {
-        return Err(Error::BufferTooSmall {
-            need: total,
-            have: buf.len(),
-        });
+        return Err(Error::BufferTooSmall { need: total, have: buf.len() });
     }
     eth.emit(buf)?;
     emit_payload(&mut buf[HEADER_LEN..HEADER_LEN + payload_len]);
@@ -362,10 +342,7 @@ mod tests {
 
     #[test]
     fn priority_set_display_and_json() {
-        let s: PrioritySet = [3, 4]
-            .iter()
-            .map(|&p| Priority::try_new(p).unwrap())
-            .collect();
+        let s: PrioritySet = [3, 4].iter().map(|&p| Priority::try_new(p).unwrap()).collect();
         assert_eq!(s.bits(), 0x18);
         assert_eq!(s.to_string(), "{3,4}");
         assert_eq!(serde_json::to_string(&s).unwrap(), "[3,4]");
@@ -373,18 +350,12 @@ mod tests {
 
     #[test]
     fn header_parse_rejects_short_and_wrong_type() {
-        assert_eq!(
-            EthernetRepr::parse(&[0; 13]),
-            Err(Error::Truncated { len: 13 })
-        );
+        assert_eq!(EthernetRepr::parse(&[0; 13]), Err(Error::Truncated { len: 13 }));
         let mut f = [0u8; 14];
         f[12] = 0x08;
         assert!(matches!(
             EthernetRepr::parse_expect(&f, ETHERTYPE_LLDP),
-            Err(Error::EtherType {
-                found: 0x0800,
-                expected: 0x88cc
-            })
+            Err(Error::EtherType { found: 0x0800, expected: 0x88cc })
         ));
     }
 }

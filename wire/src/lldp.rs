@@ -28,8 +28,8 @@ use core::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::dcbx::{self, DcbxTlv};
-use crate::hex::{hex_bytes, Hex};
 use crate::ethernet::{self, EthernetRepr, MacAddr, ETHERTYPE_LLDP};
+use crate::hex::{hex_bytes, Hex};
 
 /// Largest TLV value length (9-bit length field).
 pub const MAX_VALUE_LEN: usize = 0x1ff;
@@ -236,10 +236,7 @@ impl<T: AsRef<[u8]>> TlvPacket<T> {
     pub fn check_len(&self) -> Result<(), Error> {
         let b = self.buffer.as_ref();
         if b.len() < HEADER_LEN {
-            return Err(Error::HeaderTruncated {
-                offset: 0,
-                len: b.len(),
-            });
+            return Err(Error::HeaderTruncated { offset: 0, len: b.len() });
         }
         let need = HEADER_LEN + self.value_len();
         if b.len() < need {
@@ -319,11 +316,8 @@ pub enum NetworkAddress {
 
 impl NetworkAddress {
     fn parse(b: &[u8], tlv: &'static str) -> Result<NetworkAddress, Error> {
-        let (&family, addr) = b.split_first().ok_or(Error::BadLength {
-            tlv,
-            len: 0,
-            expected: "at least an address family octet",
-        })?;
+        let (&family, addr) =
+            b.split_first().ok_or(Error::BadLength { tlv, len: 0, expected: "at least an address family octet" })?;
         Ok(match family {
             1 => {
                 let a: [u8; 4] = addr.try_into().map_err(|_| Error::BadLength {
@@ -341,10 +335,7 @@ impl NetworkAddress {
                 })?;
                 NetworkAddress::Ipv6(Ipv6Addr::from(a))
             }
-            family => NetworkAddress::Other {
-                family,
-                address: addr.to_vec(),
-            },
+            family => NetworkAddress::Other { family, address: addr.to_vec() },
         })
     }
 
@@ -476,22 +467,14 @@ fn text(b: &[u8]) -> String {
 
 fn parse_id_mac(b: &[u8], tlv: &'static str) -> Result<MacAddr, Error> {
     if b.len() != 6 {
-        return Err(Error::BadLength {
-            tlv,
-            len: b.len(),
-            expected: "6 octets of MAC address",
-        });
+        return Err(Error::BadLength { tlv, len: b.len(), expected: "6 octets of MAC address" });
     }
     Ok(MacAddr::from_slice(b).unwrap_or_default())
 }
 
 fn split_id<'a>(v: &'a [u8], tlv: &'static str) -> Result<(u8, &'a [u8]), Error> {
     if v.len() < 2 || v.len() > 256 {
-        return Err(Error::BadLength {
-            tlv,
-            len: v.len(),
-            expected: "2..=256 (subtype + 1..=255 ID octets)",
-        });
+        return Err(Error::BadLength { tlv, len: v.len(), expected: "2..=256 (subtype + 1..=255 ID octets)" });
     }
     Ok((v[0], &v[1..]))
 }
@@ -507,10 +490,7 @@ impl ChassisId {
             5 => ChassisId::NetworkAddress(NetworkAddress::parse(id, "Chassis ID")?),
             6 => ChassisId::InterfaceName(text(id)),
             7 => ChassisId::LocallyAssigned(text(id)),
-            subtype => ChassisId::Unknown {
-                subtype,
-                id: id.to_vec(),
-            },
+            subtype => ChassisId::Unknown { subtype, id: id.to_vec() },
         })
     }
 
@@ -544,10 +524,7 @@ impl PortId {
             5 => PortId::InterfaceName(text(id)),
             6 => PortId::AgentCircuitId(text(id)),
             7 => PortId::LocallyAssigned(text(id)),
-            subtype => PortId::Unknown {
-                subtype,
-                id: id.to_vec(),
-            },
+            subtype => PortId::Unknown { subtype, id: id.to_vec() },
         })
     }
 
@@ -589,9 +566,7 @@ impl fmt::Display for ChassisId {
             ChassisId::NetworkAddress(_) => "network-address",
             ChassisId::InterfaceName(_) => "ifname",
             ChassisId::LocallyAssigned(_) => "local",
-            ChassisId::Unknown { subtype, .. } => {
-                return fmt_id(f, &format!("subtype-{subtype}"), self.parts().1)
-            }
+            ChassisId::Unknown { subtype, .. } => return fmt_id(f, &format!("subtype-{subtype}"), self.parts().1),
         };
         fmt_id(f, name, self.parts().1)
     }
@@ -607,9 +582,7 @@ impl fmt::Display for PortId {
             PortId::InterfaceName(_) => "ifname",
             PortId::AgentCircuitId(_) => "agent-circuit-id",
             PortId::LocallyAssigned(_) => "local",
-            PortId::Unknown { subtype, .. } => {
-                return fmt_id(f, &format!("subtype-{subtype}"), self.parts().1)
-            }
+            PortId::Unknown { subtype, .. } => return fmt_id(f, &format!("subtype-{subtype}"), self.parts().1),
         };
         fmt_id(f, name, self.parts().1)
     }
@@ -666,35 +639,22 @@ pub struct ManagementAddress {
 impl ManagementAddress {
     fn parse(v: &[u8]) -> Result<Self, Error> {
         const T: &str = "Management Address";
-        let bad = |expected| Error::BadLength {
-            tlv: T,
-            len: v.len(),
-            expected,
-        };
+        let bad = |expected| Error::BadLength { tlv: T, len: v.len(), expected };
         let (&alen, rest) = v.split_first().ok_or(bad("9..=167"))?;
         let alen = usize::from(alen);
         if !(2..=32).contains(&alen) || rest.len() < alen + 6 {
-            return Err(bad(
-                "address string length 2..=32 followed by interface and OID fields",
-            ));
+            return Err(bad("address string length 2..=32 followed by interface and OID fields"));
         }
         let address = NetworkAddress::parse(&rest[..alen], T)?;
         let rest = &rest[alen..];
         let interface_subtype = rest[0];
         let interface_number = u32::from_be_bytes([rest[1], rest[2], rest[3], rest[4]]);
         let olen = usize::from(rest[5]);
-        let oid = rest
-            .get(6..6 + olen)
-            .ok_or(bad("an OID string length that stays within the TLV"))?;
+        let oid = rest.get(6..6 + olen).ok_or(bad("an OID string length that stays within the TLV"))?;
         if olen > 128 || rest.len() != 6 + olen {
             return Err(bad("OID string length 0..=128 ending the TLV"));
         }
-        Ok(ManagementAddress {
-            address,
-            interface_subtype,
-            interface_number,
-            oid: oid.to_vec(),
-        })
+        Ok(ManagementAddress { address, interface_subtype, interface_number, oid: oid.to_vec() })
     }
 
     fn len(&self) -> usize {
@@ -785,11 +745,7 @@ pub enum Tlv {
 
 fn check_text(tlv: &'static str, s: &str, max: usize) -> Result<(), Error> {
     if s.len() > max {
-        return Err(Error::TooLong {
-            tlv,
-            len: s.len(),
-            max,
-        });
+        return Err(Error::TooLong { tlv, len: s.len(), max });
     }
     Ok(())
 }
@@ -803,22 +759,14 @@ impl Tlv {
             if v.len() == n {
                 Ok(())
             } else {
-                Err(Error::BadLength {
-                    tlv,
-                    len: v.len(),
-                    expected,
-                })
+                Err(Error::BadLength { tlv, len: v.len(), expected })
             }
         };
         let max_text = |tlv: &'static str| {
             if v.len() <= 255 {
                 Ok(text(v))
             } else {
-                Err(Error::BadLength {
-                    tlv,
-                    len: v.len(),
-                    expected: "0..=255",
-                })
+                Err(Error::BadLength { tlv, len: v.len(), expected: "0..=255" })
             }
         };
         Ok(match packet.tlv_type() {
@@ -826,27 +774,15 @@ impl Tlv {
                 exact("End of LLDPDU", 0, "0")?;
                 Tlv::End
             }
-            TlvType::ChassisId => Tlv::ChassisId {
-                chassis_id: ChassisId::parse(v)?,
-            },
-            TlvType::PortId => Tlv::PortId {
-                port_id: PortId::parse(v)?,
-            },
+            TlvType::ChassisId => Tlv::ChassisId { chassis_id: ChassisId::parse(v)? },
+            TlvType::PortId => Tlv::PortId { port_id: PortId::parse(v)? },
             TlvType::Ttl => {
                 exact("Time To Live", 2, "2")?;
-                Tlv::Ttl {
-                    seconds: u16::from_be_bytes([v[0], v[1]]),
-                }
+                Tlv::Ttl { seconds: u16::from_be_bytes([v[0], v[1]]) }
             }
-            TlvType::PortDescription => Tlv::PortDescription {
-                text: max_text("Port Description")?,
-            },
-            TlvType::SystemName => Tlv::SystemName {
-                text: max_text("System Name")?,
-            },
-            TlvType::SystemDescription => Tlv::SystemDescription {
-                text: max_text("System Description")?,
-            },
+            TlvType::PortDescription => Tlv::PortDescription { text: max_text("Port Description")? },
+            TlvType::SystemName => Tlv::SystemName { text: max_text("System Name")? },
+            TlvType::SystemDescription => Tlv::SystemDescription { text: max_text("System Description")? },
             TlvType::SystemCapabilities => {
                 exact("System Capabilities", 4, "4")?;
                 Tlv::SystemCapabilities(SystemCapabilities {
@@ -869,17 +805,10 @@ impl Tlv {
                 let info = &v[field::ORG_INFO..];
                 match DcbxTlv::parse(oui, subtype, info)? {
                     Some(dcbx) => Tlv::Dcbx { dcbx },
-                    None => Tlv::OrgSpecific(OrgSpecific {
-                        oui,
-                        subtype,
-                        info: info.to_vec(),
-                    }),
+                    None => Tlv::OrgSpecific(OrgSpecific { oui, subtype, info: info.to_vec() }),
                 }
             }
-            TlvType::Unknown(tlv_type) => Tlv::Unknown {
-                tlv_type,
-                value: v.to_vec(),
-            },
+            TlvType::Unknown(tlv_type) => Tlv::Unknown { tlv_type, value: v.to_vec() },
         })
     }
 
@@ -907,9 +836,7 @@ impl Tlv {
             Tlv::ChassisId { chassis_id } => 1 + chassis_id.parts().1.len(),
             Tlv::PortId { port_id } => 1 + port_id.parts().1.len(),
             Tlv::Ttl { .. } => 2,
-            Tlv::PortDescription { text }
-            | Tlv::SystemName { text }
-            | Tlv::SystemDescription { text } => text.len(),
+            Tlv::PortDescription { text } | Tlv::SystemName { text } | Tlv::SystemDescription { text } => text.len(),
             Tlv::SystemCapabilities(_) => 4,
             Tlv::ManagementAddress(m) => m.len(),
             Tlv::Dcbx { dcbx } => field::ORG_INFO + dcbx.info_len(),
@@ -927,31 +854,17 @@ impl Tlv {
     pub fn validate(&self) -> Result<(), Error> {
         let len = self.value_len();
         if len > MAX_VALUE_LEN {
-            return Err(Error::TooLong {
-                tlv: "TLV value",
-                len,
-                max: MAX_VALUE_LEN,
-            });
+            return Err(Error::TooLong { tlv: "TLV value", len, max: MAX_VALUE_LEN });
         }
         match self {
             Tlv::ChassisId { .. } | Tlv::PortId { .. } if !(2..=256).contains(&len) => {
-                Err(Error::BadLength {
-                    tlv: "Chassis/Port ID",
-                    len,
-                    expected: "2..=256",
-                })
+                Err(Error::BadLength { tlv: "Chassis/Port ID", len, expected: "2..=256" })
             }
             Tlv::PortDescription { text } => check_text("Port Description", text, 255),
             Tlv::SystemName { text } => check_text("System Name", text, 255),
             Tlv::SystemDescription { text } => check_text("System Description", text, 255),
-            Tlv::ManagementAddress(m)
-                if !(2..=32).contains(&m.address.len()) || m.oid.len() > 128 =>
-            {
-                Err(Error::BadLength {
-                    tlv: "Management Address",
-                    len,
-                    expected: "address 1..=31 octets, OID <= 128",
-                })
+            Tlv::ManagementAddress(m) if !(2..=32).contains(&m.address.len()) || m.oid.len() > 128 => {
+                Err(Error::BadLength { tlv: "Management Address", len, expected: "address 1..=31 octets, OID <= 128" })
             }
             Tlv::Unknown { tlv_type, .. } if *tlv_type > 0x7f => Err(Error::BadType { tlv_type: *tlv_type }),
             _ => Ok(()),
@@ -964,10 +877,7 @@ impl Tlv {
         let len = self.value_len();
         let need = HEADER_LEN + len;
         if buf.len() < need {
-            return Err(Error::BufferTooSmall {
-                need,
-                have: buf.len(),
-            });
+            return Err(Error::BufferTooSmall { need, have: buf.len() });
         }
         let mut p = TlvPacket::new_unchecked(&mut buf[..need]);
         p.set_header(u8::from(self.tlv_type()), len);
@@ -985,9 +895,9 @@ impl Tlv {
                 body.emit(&mut v[1..]);
             }
             Tlv::Ttl { seconds } => v.copy_from_slice(&seconds.to_be_bytes()),
-            Tlv::PortDescription { text }
-            | Tlv::SystemName { text }
-            | Tlv::SystemDescription { text } => v.copy_from_slice(text.as_bytes()),
+            Tlv::PortDescription { text } | Tlv::SystemName { text } | Tlv::SystemDescription { text } => {
+                v.copy_from_slice(text.as_bytes())
+            }
             Tlv::SystemCapabilities(c) => {
                 v[0..2].copy_from_slice(&c.capabilities.to_be_bytes());
                 v[2..4].copy_from_slice(&c.enabled.to_be_bytes());
@@ -1020,11 +930,7 @@ impl fmt::Display for Tlv {
             Tlv::SystemName { text } => write!(f, "System Name: {text:?}"),
             Tlv::SystemDescription { text } => write!(f, "System Description: {text:?}"),
             Tlv::SystemCapabilities(c) => {
-                write!(
-                    f,
-                    "System Capabilities: {:#06x} enabled {:#06x}",
-                    c.capabilities, c.enabled
-                )
+                write!(f, "System Capabilities: {:#06x} enabled {:#06x}", c.capabilities, c.enabled)
             }
             Tlv::ManagementAddress(m) => write!(
                 f,
@@ -1061,11 +967,7 @@ pub struct RawTlvs<'a> {
 impl<'a> RawTlvs<'a> {
     /// Iterates over the TLVs in `lldpdu` (the Ethernet payload).
     pub fn new(lldpdu: &'a [u8]) -> Self {
-        RawTlvs {
-            buf: lldpdu,
-            offset: 0,
-            done: false,
-        }
+        RawTlvs { buf: lldpdu, offset: 0, done: false }
     }
 
     /// Offset of the next TLV within the LLDPDU.
@@ -1098,21 +1000,10 @@ impl<'a> Iterator for RawTlvs<'a> {
             Err(e) => {
                 self.done = true;
                 Some(Err(match e {
-                    Error::HeaderTruncated { len, .. } => Error::HeaderTruncated {
-                        offset: self.offset,
-                        len,
-                    },
-                    Error::ValueTruncated {
-                        tlv_type,
-                        declared,
-                        available,
-                        ..
-                    } => Error::ValueTruncated {
-                        tlv_type,
-                        offset: self.offset,
-                        declared,
-                        available,
-                    },
+                    Error::HeaderTruncated { len, .. } => Error::HeaderTruncated { offset: self.offset, len },
+                    Error::ValueTruncated { tlv_type, declared, available, .. } => {
+                        Error::ValueTruncated { tlv_type, offset: self.offset, declared, available }
+                    }
                     e => e,
                 }))
             }
@@ -1130,9 +1021,7 @@ pub struct Tlvs<'a> {
 impl<'a> Tlvs<'a> {
     /// Iterates over the TLVs in `lldpdu` (the Ethernet payload).
     pub fn new(lldpdu: &'a [u8]) -> Self {
-        Tlvs {
-            raw: RawTlvs::new(lldpdu),
-        }
+        Tlvs { raw: RawTlvs::new(lldpdu) }
     }
 }
 
@@ -1181,11 +1070,7 @@ impl LldpduRepr {
             match it.next() {
                 Some(Ok(t)) => Ok(t),
                 Some(Err(e)) => Err(e),
-                None => Err(Error::MissingMandatory {
-                    index,
-                    found: "end of data".into(),
-                    expected,
-                }),
+                None => Err(Error::MissingMandatory { index, found: "end of data".into(), expected }),
             }
         };
         let chassis_id = match next(0, "Chassis ID")? {
@@ -1201,11 +1086,7 @@ impl LldpduRepr {
         let port_id = match next(1, "Port ID")? {
             Tlv::PortId { port_id } => port_id,
             t => {
-                return Err(Error::MissingMandatory {
-                    index: 1,
-                    found: t.tlv_type().to_string(),
-                    expected: "Port ID",
-                })
+                return Err(Error::MissingMandatory { index: 1, found: t.tlv_type().to_string(), expected: "Port ID" })
             }
         };
         let ttl = match next(2, "Time To Live")? {
@@ -1228,12 +1109,7 @@ impl LldpduRepr {
                 }
             }
         }
-        Ok(LldpduRepr {
-            chassis_id,
-            port_id,
-            ttl,
-            tlvs,
-        })
+        Ok(LldpduRepr { chassis_id, port_id, ttl, tlvs })
     }
 
     /// Decodes an LLDPDU as an LLDP agent's receive side does (IEEE 802.1AB-2016 9.2.7.7.2):
@@ -1255,7 +1131,9 @@ impl LldpduRepr {
         }
         let head = mandatory.iter().map(|t| t.tlv_type().to_string()).collect::<Vec<_>>();
         let mut m = mandatory.into_iter();
-        let (Some(Tlv::ChassisId { chassis_id }), Some(Tlv::PortId { port_id }), Some(Tlv::Ttl { seconds: ttl })) = (m.next(), m.next(), m.next()) else {
+        let (Some(Tlv::ChassisId { chassis_id }), Some(Tlv::PortId { port_id }), Some(Tlv::Ttl { seconds: ttl })) =
+            (m.next(), m.next(), m.next())
+        else {
             let (index, expected) = match head.as_slice() {
                 [a, ..] if a != "Chassis ID" => (0, "Chassis ID"),
                 [_, b, ..] if b != "Port ID" => (1, "Port ID"),
@@ -1283,12 +1161,8 @@ impl LldpduRepr {
 
     fn mandatory(&self) -> [Tlv; 3] {
         [
-            Tlv::ChassisId {
-                chassis_id: self.chassis_id.clone(),
-            },
-            Tlv::PortId {
-                port_id: self.port_id.clone(),
-            },
+            Tlv::ChassisId { chassis_id: self.chassis_id.clone() },
+            Tlv::PortId { port_id: self.port_id.clone() },
             Tlv::Ttl { seconds: self.ttl },
         ]
     }
@@ -1310,18 +1184,10 @@ impl LldpduRepr {
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
         let need = self.buffer_len();
         if buf.len() < need {
-            return Err(Error::BufferTooSmall {
-                need,
-                have: buf.len(),
-            });
+            return Err(Error::BufferTooSmall { need, have: buf.len() });
         }
         let mut off = 0;
-        for t in self
-            .mandatory()
-            .iter()
-            .chain(self.tlvs.iter())
-            .chain(core::iter::once(&Tlv::End))
-        {
+        for t in self.mandatory().iter().chain(self.tlvs.iter()).chain(core::iter::once(&Tlv::End)) {
             off += t.emit(&mut buf[off..])?;
         }
         Ok(off)
@@ -1335,11 +1201,7 @@ impl LldpduRepr {
     /// Writes a complete frame: dst 01:80:c2:00:00:0e, `src`, EtherType 0x88cc, LLDPDU,
     /// zero padding. Returns the frame length.
     pub fn emit_frame(&self, src: MacAddr, buf: &mut [u8]) -> Result<usize, Error> {
-        let eth = EthernetRepr {
-            dst: MacAddr::LLDP_NEAREST_BRIDGE,
-            src,
-            ethertype: ETHERTYPE_LLDP,
-        };
+        let eth = EthernetRepr { dst: MacAddr::LLDP_NEAREST_BRIDGE, src, ethertype: ETHERTYPE_LLDP };
         // Validate before the closure so errors are reported, not swallowed.
         let mut res = Ok(0);
         let n = ethernet::emit_padded(buf, &eth, self.buffer_len(), |p| res = self.emit(p))?;
@@ -1378,11 +1240,7 @@ impl LldpduRepr {
 
 impl fmt::Display for LldpduRepr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "LLDP chassis {} port {} ttl {}",
-            self.chassis_id, self.port_id, self.ttl
-        )?;
+        write!(f, "LLDP chassis {} port {} ttl {}", self.chassis_id, self.port_id, self.ttl)?;
         for t in &self.tlvs {
             write!(f, "\n  {t}")?;
         }

@@ -146,19 +146,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn check_len(&self) -> Result<(), Error> {
         let b = self.buffer.as_ref();
         if b.len() < field::OPCODE.end {
-            return Err(Error::Truncated {
-                len: b.len(),
-                need: field::OPCODE.end,
-                opcode: "none".into(),
-            });
+            return Err(Error::Truncated { len: b.len(), need: field::OPCODE.end, opcode: "none".into() });
         }
         let op = self.opcode();
         if b.len() < op.payload_len() {
-            return Err(Error::Truncated {
-                len: b.len(),
-                need: op.payload_len(),
-                opcode: op.to_string(),
-            });
+            return Err(Error::Truncated { len: b.len(), need: op.payload_len(), opcode: op.to_string() });
         }
         Ok(())
     }
@@ -236,17 +228,12 @@ impl PfcRepr {
         for p in prios.iter() {
             q[p.value() as usize] = quanta;
         }
-        PfcRepr {
-            enabled: prios,
-            quanta: q,
-        }
+        PfcRepr { enabled: prios, quanta: q }
     }
 
     /// The quanta for `prio` if the frame addresses it.
     pub fn quanta_for(&self, prio: Priority) -> Option<u16> {
-        self.enabled
-            .contains(prio)
-            .then_some(self.quanta[prio.value() as usize])
+        self.enabled.contains(prio).then_some(self.quanta[prio.value() as usize])
     }
 }
 
@@ -274,18 +261,13 @@ impl MacControlRepr {
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<MacControlRepr, Error> {
         packet.check_len()?;
         Ok(match packet.opcode() {
-            Opcode::Pause => MacControlRepr::Pause {
-                quanta: packet.pause_quanta(),
-            },
+            Opcode::Pause => MacControlRepr::Pause { quanta: packet.pause_quanta() },
             Opcode::Pfc => {
                 let mut quanta = [0u16; 8];
                 for p in Priority::all() {
                     quanta[p.value() as usize] = packet.pfc_quanta(p);
                 }
-                MacControlRepr::Pfc(PfcRepr {
-                    enabled: packet.enabled(),
-                    quanta,
-                })
+                MacControlRepr::Pfc(PfcRepr { enabled: packet.enabled(), quanta })
             }
             Opcode::Unknown(opcode) => MacControlRepr::Unknown { opcode },
         })
@@ -309,10 +291,7 @@ impl MacControlRepr {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) -> Result<(), Error> {
         let have = packet.buffer.as_ref().len();
         if have < self.buffer_len() {
-            return Err(Error::BufferTooSmall {
-                need: self.buffer_len(),
-                have,
-            });
+            return Err(Error::BufferTooSmall { need: self.buffer_len(), have });
         }
         packet.set_opcode(self.opcode());
         match self {
@@ -331,16 +310,10 @@ impl MacControlRepr {
     /// Writes a complete frame (dst 01:80:c2:00:00:01, `src`, EtherType 0x8808, payload, zero
     /// padding) into `buf` and returns its length, [`FRAME_LEN`].
     pub fn emit_frame(&self, src: MacAddr, buf: &mut [u8]) -> Result<usize, Error> {
-        let eth = EthernetRepr {
-            dst: MacAddr::MAC_CONTROL,
-            src,
-            ethertype: ETHERTYPE_MAC_CONTROL,
-        };
+        let eth = EthernetRepr { dst: MacAddr::MAC_CONTROL, src, ethertype: ETHERTYPE_MAC_CONTROL };
         let len = self.buffer_len();
         let mut res = Ok(());
-        let n = ethernet::emit_padded(buf, &eth, len, |p| {
-            res = self.emit(&mut Packet::new_unchecked(p))
-        })?;
+        let n = ethernet::emit_padded(buf, &eth, len, |p| res = self.emit(&mut Packet::new_unchecked(p)))?;
         res.map(|_| n)
     }
 
@@ -362,12 +335,7 @@ impl MacControlRepr {
 
 impl fmt::Display for PfcRepr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "PFC enable={} (cev {:#06x})",
-            self.enabled,
-            self.enabled.bits()
-        )?;
+        write!(f, "PFC enable={} (cev {:#06x})", self.enabled, self.enabled.bits())?;
         for p in self.enabled.iter() {
             write!(f, " p{}={}", p, self.quanta[p.value() as usize])?;
         }
@@ -412,39 +380,18 @@ mod tests {
     #[test]
     fn quanta_at_400g_and_1g() {
         // 400 Gbit/s: one quanta is 1.28 ns; 0xffff quanta is about 83.9 us.
-        assert_eq!(
-            quanta_to_duration(1, 400_000_000_000),
-            Duration::from_nanos(2)
-        ); // 1.28 rounded up
-        assert_eq!(
-            quanta_to_duration(100, 400_000_000_000),
-            Duration::from_nanos(128)
-        );
-        assert_eq!(
-            quanta_to_duration(0xffff, 400_000_000_000),
-            Duration::from_nanos(83_885)
-        );
-        assert_eq!(
-            quanta_to_duration(1, 1_000_000_000),
-            Duration::from_nanos(512)
-        );
+        assert_eq!(quanta_to_duration(1, 400_000_000_000), Duration::from_nanos(2)); // 1.28 rounded up
+        assert_eq!(quanta_to_duration(100, 400_000_000_000), Duration::from_nanos(128));
+        assert_eq!(quanta_to_duration(0xffff, 400_000_000_000), Duration::from_nanos(83_885));
+        assert_eq!(quanta_to_duration(1, 1_000_000_000), Duration::from_nanos(512));
         assert_eq!(quanta_to_duration(0, 1_000_000_000), Duration::ZERO);
     }
 
     #[test]
     fn duration_to_quanta_rounds_up_and_saturates() {
-        assert_eq!(
-            duration_to_quanta(Duration::from_nanos(512), 1_000_000_000),
-            1
-        );
-        assert_eq!(
-            duration_to_quanta(Duration::from_nanos(513), 1_000_000_000),
-            2
-        );
-        assert_eq!(
-            duration_to_quanta(Duration::from_secs(1), 1_000_000_000),
-            u16::MAX
-        );
+        assert_eq!(duration_to_quanta(Duration::from_nanos(512), 1_000_000_000), 1);
+        assert_eq!(duration_to_quanta(Duration::from_nanos(513), 1_000_000_000), 2);
+        assert_eq!(duration_to_quanta(Duration::from_secs(1), 1_000_000_000), u16::MAX);
         assert_eq!(duration_to_quanta(Duration::ZERO, 1_000_000_000), 0);
     }
 }

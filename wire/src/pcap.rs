@@ -20,9 +20,7 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
-use pcap_file::pcapng::blocks::interface_description::{
-    InterfaceDescriptionBlock, InterfaceDescriptionOption,
-};
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::{Block, PcapNgReader, PcapNgWriter};
 use pcap_file::{DataLink, PcapError, TsResolution};
 
@@ -44,12 +42,8 @@ pub const SNAPLEN: u32 = 65535;
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 /// gzip (RFC 1952 §2.3.1: ID1 ID2).
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
-const PCAP_MAGICS: [[u8; 4]; 4] = [
-    [0xa1, 0xb2, 0xc3, 0xd4],
-    [0xd4, 0xc3, 0xb2, 0xa1],
-    [0xa1, 0xb2, 0x3c, 0x4d],
-    [0x4d, 0x3c, 0xb2, 0xa1],
-];
+const PCAP_MAGICS: [[u8; 4]; 4] =
+    [[0xa1, 0xb2, 0xc3, 0xd4], [0xd4, 0xc3, 0xb2, 0xa1], [0xa1, 0xb2, 0x3c, 0x4d], [0x4d, 0x3c, 0xb2, 0xa1]];
 
 /// What a file that is neither pcap nor pcapng is, from its first bytes (the magic numbers
 /// libpcap, Wireshark's wiretap and file(1) know), and how to convert it.
@@ -152,10 +146,7 @@ impl PcapWriter<BufWriter<File>> {
     /// Creates (truncates) `path` and writes the file header.
     pub fn create(path: impl AsRef<Path>, format: Format) -> Result<Self, Error> {
         let path = path.as_ref();
-        let f = File::create(path).map_err(|source| Error::Io {
-            path: path.into(),
-            source,
-        })?;
+        let f = File::create(path).map_err(|source| Error::Io { path: path.into(), source })?;
         Self::new(BufWriter::new(f), format, path)
     }
 }
@@ -172,20 +163,14 @@ impl<W: Write> PcapWriter<W> {
                     ts_resolution: TsResolution::NanoSecond,
                     ..Default::default()
                 };
-                Inner::Pcap(pcap_file::pcap::PcapWriter::with_header(w, header).map_err(
-                    |source| Error::Format {
-                        path: path.clone(),
-                        format: "pcap",
-                        source,
-                    },
-                )?)
+                Inner::Pcap(pcap_file::pcap::PcapWriter::with_header(w, header).map_err(|source| Error::Format {
+                    path: path.clone(),
+                    format: "pcap",
+                    source,
+                })?)
             }
             Format::PcapNg => {
-                let fmt_err = |source| Error::Format {
-                    path: path.clone(),
-                    format: "pcapng",
-                    source,
-                };
+                let fmt_err = |source| Error::Format { path: path.clone(), format: "pcapng", source };
                 let mut wr = PcapNgWriter::new(w).map_err(fmt_err)?;
                 let mut idb = InterfaceDescriptionBlock::new(DataLink::ETHERNET, SNAPLEN);
                 idb.options.push(InterfaceDescriptionOption::IfTsResol(9));
@@ -201,19 +186,12 @@ impl<W: Write> PcapWriter<W> {
         let len = u32::try_from(frame.len())
             .ok()
             .filter(|&l| l <= SNAPLEN)
-            .ok_or(Error::FrameTooLong {
-                path: self.path.clone(),
-                len: frame.len(),
-            })?;
+            .ok_or(Error::FrameTooLong { path: self.path.clone(), len: frame.len() })?;
         match &mut self.inner {
             Inner::Pcap(w) => w
                 .write_packet(&PcapPacket::new(timestamp, len, frame))
                 .map(drop)
-                .map_err(|source| Error::Format {
-                    path: self.path.clone(),
-                    format: "pcap",
-                    source,
-                }),
+                .map_err(|source| Error::Format { path: self.path.clone(), format: "pcap", source }),
             Inner::PcapNg(w) => {
                 let epb = EnhancedPacketBlock {
                     interface_id: 0,
@@ -222,13 +200,11 @@ impl<W: Write> PcapWriter<W> {
                     data: frame.into(),
                     options: vec![],
                 };
-                w.write_pcapng_block(epb)
-                    .map(drop)
-                    .map_err(|source| Error::Format {
-                        path: self.path.clone(),
-                        format: "pcapng",
-                        source,
-                    })
+                w.write_pcapng_block(epb).map(drop).map_err(|source| Error::Format {
+                    path: self.path.clone(),
+                    format: "pcapng",
+                    source,
+                })
             }
         }
     }
@@ -239,10 +215,7 @@ impl<W: Write> PcapWriter<W> {
             Inner::Pcap(w) => w.into_writer(),
             Inner::PcapNg(w) => w.into_inner(),
         };
-        w.flush().map_err(|source| Error::Io {
-            path: self.path.clone(),
-            source,
-        })?;
+        w.flush().map_err(|source| Error::Io { path: self.path.clone(), source })?;
         Ok(w)
     }
 }
@@ -278,10 +251,7 @@ pub struct CaptureReader {
 
 impl std::fmt::Debug for CaptureReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CaptureReader")
-            .field("path", &self.path)
-            .field("format", &self.format())
-            .finish()
+        f.debug_struct("CaptureReader").field("path", &self.path).field("format", &self.format()).finish()
     }
 }
 
@@ -289,10 +259,7 @@ impl CaptureReader {
     /// Opens `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         let path = path.as_ref();
-        let f = File::open(path).map_err(|source| Error::Io {
-            path: path.into(),
-            source,
-        })?;
+        let f = File::open(path).map_err(|source| Error::Io { path: path.into(), source })?;
         Self::from_reader(Box::new(BufReader::new(f)), path)
     }
 
@@ -319,11 +286,7 @@ impl CaptureReader {
             return Self::detect(Box::new(BufReader::new(inflated)), path, true);
         }
         if got < 4 {
-            return Err(Error::UnknownMagic {
-                path,
-                magic: magic[..got].to_vec(),
-                gzip,
-            });
+            return Err(Error::UnknownMagic { path, magic: magic[..got].to_vec(), gzip });
         }
         let src: Source = Cursor::new(magic).chain(r);
         let inner = if magic == PCAPNG_MAGIC {
@@ -333,25 +296,14 @@ impl CaptureReader {
                 source,
             })?)
         } else if PCAP_MAGICS.contains(&magic) {
-            let r = PcapReader::new(src).map_err(|source| Error::Format {
-                path: path.clone(),
-                format: "pcap",
-                source,
-            })?;
+            let r =
+                PcapReader::new(src).map_err(|source| Error::Format { path: path.clone(), format: "pcap", source })?;
             let lt = u32::from(r.header().datalink);
             ReaderInner::Pcap(r, lt)
         } else {
-            return Err(Error::UnknownMagic {
-                path,
-                magic: magic.to_vec(),
-                gzip,
-            });
+            return Err(Error::UnknownMagic { path, magic: magic.to_vec(), gzip });
         };
-        Ok(CaptureReader {
-            inner,
-            path,
-            done: false,
-        })
+        Ok(CaptureReader { inner, path, done: false })
     }
 
     /// The detected format.
@@ -392,43 +344,22 @@ impl CaptureReader {
                 })
             }
             ReaderInner::PcapNg(r) => loop {
-                let fmt_err = |source| Error::Format {
-                    path: path.clone(),
-                    format: "pcapng",
-                    source,
-                };
+                let fmt_err = |source| Error::Format { path: path.clone(), format: "pcapng", source };
                 let block = match r.next_block()? {
                     Ok(b) => b,
                     Err(e) => return Some(Err(fmt_err(e))),
                 };
                 // Copy what we need so the block's borrow of the reader ends here.
                 let (iface, ts, orig_len, data) = match block {
-                    Block::EnhancedPacket(epb) => (
-                        Some(epb.interface_id),
-                        epb.timestamp,
-                        epb.original_len,
-                        epb.data.into_owned(),
-                    ),
-                    Block::SimplePacket(spb) => (
-                        None,
-                        Duration::ZERO,
-                        spb.original_len,
-                        spb.data.into_owned(),
-                    ),
+                    Block::EnhancedPacket(epb) => {
+                        (Some(epb.interface_id), epb.timestamp, epb.original_len, epb.data.into_owned())
+                    }
+                    Block::SimplePacket(spb) => (None, Duration::ZERO, spb.original_len, spb.data.into_owned()),
                     _ => continue,
                 };
                 let Some(id) = iface else {
-                    let lt = r
-                        .interfaces()
-                        .first()
-                        .map(|i| u32::from(i.linktype))
-                        .unwrap_or(LINKTYPE_ETHERNET);
-                    return Some(Ok(CapturedFrame {
-                        timestamp: ts,
-                        linktype: lt,
-                        orig_len,
-                        data,
-                    }));
+                    let lt = r.interfaces().first().map(|i| u32::from(i.linktype)).unwrap_or(LINKTYPE_ETHERNET);
+                    return Some(Ok(CapturedFrame { timestamp: ts, linktype: lt, orig_len, data }));
                 };
                 let Some(idb) = r.interfaces().get(id as usize) else {
                     return Some(Err(fmt_err(PcapError::InvalidInterfaceId(id))));
@@ -643,10 +574,7 @@ mod tests {
             gz.write_all(&plain).unwrap();
             let gz = gz.finish().unwrap();
             let read = |b: Vec<u8>| -> Vec<CapturedFrame> {
-                CaptureReader::from_reader(Box::new(Cursor::new(b)), "c")
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap()
+                CaptureReader::from_reader(Box::new(Cursor::new(b)), "c").unwrap().collect::<Result<_, _>>().unwrap()
             };
             let (a, b) = (read(plain), read(gz));
             assert_eq!(a.len(), 2);
@@ -656,11 +584,8 @@ mod tests {
 
     #[test]
     fn foreign_formats_are_named_with_the_conversion() {
-        let err = |b: &[u8]| {
-            CaptureReader::from_reader(Box::new(Cursor::new(b.to_vec())), "in.cap")
-                .unwrap_err()
-                .to_string()
-        };
+        let err =
+            |b: &[u8]| CaptureReader::from_reader(Box::new(Cursor::new(b.to_vec())), "in.cap").unwrap_err().to_string();
         let e = err(b"TRSNIFF data    \x1a\x01\x00\x12");
         assert_eq!(
             e,
@@ -676,8 +601,7 @@ mod tests {
 
     #[test]
     fn unknown_magic_names_the_stream() {
-        let e = CaptureReader::from_reader(Box::new(Cursor::new(b"hello world".to_vec())), "x.bin")
-            .unwrap_err();
+        let e = CaptureReader::from_reader(Box::new(Cursor::new(b"hello world".to_vec())), "x.bin").unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("x.bin") && msg.contains("not pcap or pcapng"), "{msg}");
     }

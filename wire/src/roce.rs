@@ -81,10 +81,10 @@ pub mod icrc;
 pub mod ieth;
 pub mod reth;
 
-pub use frame::{cnp, udp_src_port_for_qp, AnyFrame, IpInfo, ParsedFrame, ParsedV1Frame, RoceFrame};
-pub use icrc::{icrc_ipv4, icrc_ipv6, verify, IcrcStatus};
 /// The ECN codepoint type of the IP headers (re-exported from `etherparse`).
 pub use etherparse::IpEcn;
+pub use frame::{cnp, udp_src_port_for_qp, AnyFrame, IpInfo, ParsedFrame, ParsedV1Frame, RoceFrame};
+pub use icrc::{icrc_ipv4, icrc_ipv6, verify, IcrcStatus};
 
 /// The IANA UDP destination port of RoCEv2.
 pub const UDP_PORT: u16 = 4791;

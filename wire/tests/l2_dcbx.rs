@@ -24,10 +24,7 @@ fn emit_dirty(t: &DcbxTlv) -> Vec<u8> {
     let tlv = Tlv::from(t.clone());
     let mut buf = vec![0xa5u8; tlv.buffer_len() + 7];
     let n = tlv.emit(&mut buf).unwrap();
-    assert!(
-        buf[n..].iter().all(|&b| b == 0xa5),
-        "emit wrote past the TLV"
-    );
+    assert!(buf[n..].iter().all(|&b| b == 0xa5), "emit wrote past the TLV");
     buf.truncate(n);
     buf
 }
@@ -50,9 +47,7 @@ fn ets_configuration() {
 fn ets_configuration_max_tcs_below_8_and_cbs() {
     let mut b = ETS_CFG_TLV;
     b[6] = 0x43; // not willing, CBS, 3 TCs
-    let DcbxTlv::EtsConfiguration(e) = dcbx_of(&b) else {
-        panic!()
-    };
+    let DcbxTlv::EtsConfiguration(e) = dcbx_of(&b) else { panic!() };
     assert!(!e.willing && e.cbs);
     assert_eq!(e.max_tcs, 3);
     assert_eq!(emit_dirty(&DcbxTlv::EtsConfiguration(e)), b);
@@ -60,9 +55,7 @@ fn ets_configuration_max_tcs_below_8_and_cbs() {
 
 #[test]
 fn ets_recommendation() {
-    let want = DcbxTlv::EtsRecommendation(EtsRecommendation {
-        tables: ets_tables(),
-    });
+    let want = DcbxTlv::EtsRecommendation(EtsRecommendation { tables: ets_tables() });
     assert_eq!(dcbx_of(&ETS_REC_TLV), want);
     assert_eq!(emit_dirty(&want), ETS_REC_TLV);
 }
@@ -85,23 +78,14 @@ fn application_priority() {
     assert_eq!(emit_dirty(&want), APP_TLV);
     let p = AppPacket::new_checked(&APP_TLV[6..]).unwrap();
     assert_eq!(p.entry_count(), 4);
-    assert_eq!(
-        p.entry(0),
-        AppEntry {
-            priority: prio(3),
-            selector: AppSelector::UdpDccpPort,
-            protocol: 4791
-        }
-    );
+    assert_eq!(p.entry(0), AppEntry { priority: prio(3), selector: AppSelector::UdpDccpPort, protocol: 4791 });
 }
 
 #[test]
 fn application_reserved_selector_is_kept() {
     let mut b = APP_TLV;
     b[7] = 0x66; // prio 3, selector 6 (reserved)
-    let DcbxTlv::ApplicationPriority(a) = dcbx_of(&b) else {
-        panic!()
-    };
+    let DcbxTlv::ApplicationPriority(a) = dcbx_of(&b) else { panic!() };
     assert_eq!(a.entries[0].selector, AppSelector::Unknown(6));
     assert_eq!(emit_dirty(&DcbxTlv::ApplicationPriority(a)), b);
 }
@@ -116,19 +100,9 @@ fn cee() {
 #[test]
 fn cee_unknown_subtlv_is_kept() {
     // Logical Link Down sub-TLV (type 6): version 0/0, flags, subtype, one octet of data.
-    let b = [
-        0xfe, 0x0b, 0x00, 0x1b, 0x21, 0x02, 0x0c, 0x05, 0x00, 0x00, 0x80, 0x00, 0x80,
-    ];
-    let DcbxTlv::Cee(c) = dcbx_of(&b) else {
-        panic!()
-    };
-    assert_eq!(
-        c.tlvs,
-        vec![CeeTlv::Unknown {
-            tlv_type: 6,
-            value: vec![0, 0, 0x80, 0, 0x80]
-        }]
-    );
+    let b = [0xfe, 0x0b, 0x00, 0x1b, 0x21, 0x02, 0x0c, 0x05, 0x00, 0x00, 0x80, 0x00, 0x80];
+    let DcbxTlv::Cee(c) = dcbx_of(&b) else { panic!() };
+    assert_eq!(c.tlvs, vec![CeeTlv::Unknown { tlv_type: 6, value: vec![0, 0, 0x80, 0, 0x80] }]);
     assert_eq!(emit_dirty(&DcbxTlv::Cee(c)), b);
 }
 
@@ -149,10 +123,7 @@ fn wrong_lengths_are_rejected_with_names() {
         let mut b = bytes.to_vec();
         b.push(0);
         b[1] += 1;
-        assert!(
-            parse_tlv(&b).is_err(),
-            "{name} with an extra octet accepted"
-        );
+        assert!(parse_tlv(&b).is_err(), "{name} with an extra octet accepted");
     }
 }
 
@@ -160,35 +131,19 @@ fn wrong_lengths_are_rejected_with_names() {
 /// but self-consistent information string fails too. Never panics.
 #[test]
 fn every_truncation_errors() {
-    for bytes in [
-        &ETS_CFG_TLV[..],
-        &ETS_REC_TLV,
-        &PFC_CFG_TLV,
-        &APP_TLV,
-        &CEE_TLV,
-    ] {
+    for bytes in [&ETS_CFG_TLV[..], &ETS_REC_TLV, &PFC_CFG_TLV, &APP_TLV, &CEE_TLV] {
         for len in 0..bytes.len() {
             let r = no_panic(&format!("prefix {len}"), || parse_tlv(&bytes[..len]));
             assert!(r.is_err(), "prefix {len} of {bytes:02x?} parsed");
         }
         for info_len in 0..bytes.len() - 6 {
             let r = no_panic(&format!("info {info_len}"), || {
-                DcbxTlv::parse(
-                    [bytes[2], bytes[3], bytes[4]],
-                    bytes[5],
-                    &bytes[6..6 + info_len],
-                )
+                DcbxTlv::parse([bytes[2], bytes[3], bytes[4]], bytes[5], &bytes[6..6 + info_len])
             });
             // Application Priority with whole entries removed is still valid; anything else fails.
-            let app_ok = bytes[5] == SUBTYPE_APPLICATION_PRIORITY
-                && bytes[2..5] == OUI_IEEE_8021
-                && info_len % 3 == 1;
+            let app_ok = bytes[5] == SUBTYPE_APPLICATION_PRIORITY && bytes[2..5] == OUI_IEEE_8021 && info_len % 3 == 1;
             let cee_ok = bytes[2..5] == OUI_CEE && [0, 12, 31, 39].contains(&(info_len));
-            assert_eq!(
-                r.is_ok(),
-                app_ok || cee_ok,
-                "info length {info_len} of {bytes:02x?}: {r:?}"
-            );
+            assert_eq!(r.is_ok(), app_ok || cee_ok, "info length {info_len} of {bytes:02x?}: {r:?}");
         }
     }
 }
@@ -223,10 +178,7 @@ fn display_and_json() {
     let s = DcbxTlv::PfcConfiguration(pfc_cfg_repr()).to_string();
     assert_eq!(s, "PFC Configuration: willing=0 mbc=1 cap=8 enable={3}");
     let s = DcbxTlv::ApplicationPriority(app_repr()).to_string();
-    assert!(
-        s.contains("[udp-dccp-port 4791 -> prio 3]") && s.contains("[dscp 48 -> prio 7]"),
-        "{s}"
-    );
+    assert!(s.contains("[udp-dccp-port 4791 -> prio 3]") && s.contains("[dscp 48 -> prio 7]"), "{s}");
     let j = serde_json::to_value(DcbxTlv::EtsConfiguration(ets_cfg_repr())).unwrap();
     assert_eq!(j["kind"], "ets_configuration");
     assert_eq!(j["willing"], true);
@@ -246,65 +198,36 @@ prop_compose! {
 }
 
 fn arb_feature() -> impl Strategy<Value = CeeFeature> {
-    (
-        any::<u8>(),
-        any::<u8>(),
-        any::<bool>(),
-        any::<bool>(),
-        any::<bool>(),
-        any::<u8>(),
+    (any::<u8>(), any::<u8>(), any::<bool>(), any::<bool>(), any::<bool>(), any::<u8>()).prop_map(
+        |(oper_version, max_version, enabled, willing, error, subtype)| CeeFeature {
+            oper_version,
+            max_version,
+            enabled,
+            willing,
+            error,
+            subtype,
+        },
     )
-        .prop_map(
-            |(oper_version, max_version, enabled, willing, error, subtype)| CeeFeature {
-                oper_version,
-                max_version,
-                enabled,
-                willing,
-                error,
-                subtype,
-            },
-        )
 }
 
 fn arb_cee_tlv() -> impl Strategy<Value = CeeTlv> {
     prop_oneof![
         (any::<u8>(), any::<u8>(), any::<u32>(), any::<u32>()).prop_map(
             |(oper_version, max_version, seq_no, ack_no)| {
-                CeeTlv::Control(CeeControl {
-                    oper_version,
-                    max_version,
-                    seq_no,
-                    ack_no,
-                })
+                CeeTlv::Control(CeeControl { oper_version, max_version, seq_no, ack_no })
             }
         ),
-        (
-            arb_feature(),
-            proptest::array::uniform8(0u8..16),
-            any::<[u8; 8]>(),
-            any::<u8>()
-        )
-            .prop_map(
-                |(feature, pgid, pg_bandwidth, num_tcs)| CeeTlv::PriorityGroups {
-                    feature,
-                    pg: CeePriorityGroups {
-                        pgid,
-                        pg_bandwidth,
-                        num_tcs
-                    }
-                }
-            ),
+        (arb_feature(), proptest::array::uniform8(0u8..16), any::<[u8; 8]>(), any::<u8>()).prop_map(
+            |(feature, pgid, pg_bandwidth, num_tcs)| CeeTlv::PriorityGroups {
+                feature,
+                pg: CeePriorityGroups { pgid, pg_bandwidth, num_tcs }
+            }
+        ),
         (arb_feature(), any::<u8>(), any::<u8>()).prop_map(|(feature, e, num_tcs)| CeeTlv::Pfc {
             feature,
-            pfc: CeePfc {
-                enabled: PrioritySet(e),
-                num_tcs
-            }
+            pfc: CeePfc { enabled: PrioritySet(e), num_tcs }
         }),
-        (
-            arb_feature(),
-            proptest::collection::vec((any::<u16>(), 0u8..4, any::<[u8; 3]>(), any::<u8>()), 0..5)
-        )
+        (arb_feature(), proptest::collection::vec((any::<u16>(), 0u8..4, any::<[u8; 3]>(), any::<u8>()), 0..5))
             .prop_map(|(feature, apps)| CeeTlv::Application {
                 feature,
                 apps: apps
@@ -324,25 +247,13 @@ fn arb_cee_tlv() -> impl Strategy<Value = CeeTlv> {
 
 fn arb_dcbx() -> impl Strategy<Value = DcbxTlv> {
     prop_oneof![
-        (any::<bool>(), any::<bool>(), 1u8..=8, arb_tables()).prop_map(
-            |(willing, cbs, max_tcs, tables)| DcbxTlv::EtsConfiguration(EtsConfig {
-                willing,
-                cbs,
-                max_tcs,
-                tables
-            })
-        ),
+        (any::<bool>(), any::<bool>(), 1u8..=8, arb_tables()).prop_map(|(willing, cbs, max_tcs, tables)| {
+            DcbxTlv::EtsConfiguration(EtsConfig { willing, cbs, max_tcs, tables })
+        }),
         arb_tables().prop_map(|tables| DcbxTlv::EtsRecommendation(EtsRecommendation { tables })),
-        (any::<bool>(), any::<bool>(), 0u8..16, any::<u8>()).prop_map(
-            |(willing, mbc, pfc_cap, e)| {
-                DcbxTlv::PfcConfiguration(PfcConfig {
-                    willing,
-                    mbc,
-                    pfc_cap,
-                    enabled: PrioritySet(e),
-                })
-            }
-        ),
+        (any::<bool>(), any::<bool>(), 0u8..16, any::<u8>()).prop_map(|(willing, mbc, pfc_cap, e)| {
+            DcbxTlv::PfcConfiguration(PfcConfig { willing, mbc, pfc_cap, enabled: PrioritySet(e) })
+        }),
         proptest::collection::vec((0u8..8, 0u8..8, any::<u16>()), 0..20).prop_map(|v| {
             DcbxTlv::ApplicationPriority(AppPriority {
                 entries: v
@@ -355,8 +266,7 @@ fn arb_dcbx() -> impl Strategy<Value = DcbxTlv> {
                     .collect(),
             })
         }),
-        proptest::collection::vec(arb_cee_tlv(), 0..5)
-            .prop_map(|tlvs| DcbxTlv::Cee(CeeDcbx { tlvs })),
+        proptest::collection::vec(arb_cee_tlv(), 0..5).prop_map(|tlvs| DcbxTlv::Cee(CeeDcbx { tlvs })),
     ]
 }
 
@@ -386,17 +296,9 @@ fn oversized_information_string_is_rejected() {
     let e = DcbxTlv::parse(OUI_IEEE_8021, SUBTYPE_APPLICATION_PRIORITY, &info).unwrap_err();
     assert!(e.to_string().contains("507"), "{e}");
     // 168 entries (505 octets) is the maximum that fits and round-trips.
-    let t = DcbxTlv::parse(
-        OUI_IEEE_8021,
-        SUBTYPE_APPLICATION_PRIORITY,
-        &info[..1 + 168 * 3],
-    )
-    .unwrap()
-    .unwrap();
+    let t = DcbxTlv::parse(OUI_IEEE_8021, SUBTYPE_APPLICATION_PRIORITY, &info[..1 + 168 * 3]).unwrap().unwrap();
     assert_eq!(emit_tlv(t.clone()).unwrap(), 2 + 4 + 505);
-    let DcbxTlv::ApplicationPriority(mut a) = t else {
-        panic!()
-    };
+    let DcbxTlv::ApplicationPriority(mut a) = t else { panic!() };
     a.entries.push(AppEntry::rocev2(prio(3)));
     assert!(emit_tlv(DcbxTlv::ApplicationPriority(a)).is_err());
 }

@@ -52,10 +52,7 @@ pub fn pfc_frame_bytes() -> Vec<u8> {
 }
 
 pub fn pfc_repr() -> PfcRepr {
-    PfcRepr {
-        enabled: prios(&[3, 4]),
-        quanta: [0, 0, 0, 0xffff, 0x0100, 0, 0, 0],
-    }
+    PfcRepr { enabled: prios(&[3, 4]), quanta: [0, 0, 0, 0xffff, 0x0100, 0, 0, 0] }
 }
 
 /// ETS Configuration: willing, no CBS, 8 TCs, prio→TC [1,0,0,3,0,0,0,7], bw 50/50 on TC0/TC3,
@@ -70,28 +67,14 @@ pub const ETS_CFG_TLV: [u8; 27] = [
 ];
 
 pub fn ets_cfg_repr() -> EtsConfig {
-    EtsConfig {
-        willing: true,
-        cbs: false,
-        max_tcs: 8,
-        tables: ets_tables(),
-    }
+    EtsConfig { willing: true, cbs: false, max_tcs: 8, tables: ets_tables() }
 }
 
 pub fn ets_tables() -> EtsTables {
     EtsTables {
         prio_tc: [1, 0, 0, 3, 0, 0, 0, 7],
         tc_bandwidth: [50, 0, 0, 50, 0, 0, 0, 0],
-        tsa: [
-            Tsa::Ets,
-            Tsa::Strict,
-            Tsa::Strict,
-            Tsa::Ets,
-            Tsa::Strict,
-            Tsa::Strict,
-            Tsa::Strict,
-            Tsa::Strict,
-        ],
+        tsa: [Tsa::Ets, Tsa::Strict, Tsa::Strict, Tsa::Ets, Tsa::Strict, Tsa::Strict, Tsa::Strict, Tsa::Strict],
     }
 }
 
@@ -105,12 +88,7 @@ pub const ETS_REC_TLV: [u8; 27] = [
 pub const PFC_CFG_TLV: [u8; 8] = [0xfe, 0x06, 0x00, 0x80, 0xc2, 0x0b, 0x48, 0x08];
 
 pub fn pfc_cfg_repr() -> PfcConfig {
-    PfcConfig {
-        willing: false,
-        mbc: true,
-        pfc_cap: 8,
-        enabled: prios(&[3]),
-    }
+    PfcConfig { willing: false, mbc: true, pfc_cap: 8, enabled: prios(&[3]) }
 }
 
 /// Application Priority: UDP 4791 → 3, DSCP 24 → 3, DSCP 48 → 7, EtherType 0x8915 → 5.
@@ -129,11 +107,7 @@ pub fn app_repr() -> AppPriority {
             AppEntry::rocev2(prio(3)),
             AppEntry::dscp(24, prio(3)),
             AppEntry::dscp(48, prio(7)),
-            AppEntry {
-                priority: prio(5),
-                selector: AppSelector::Ethertype,
-                protocol: 0x8915,
-            },
+            AppEntry { priority: prio(5), selector: AppSelector::Ethertype, protocol: 0x8915 },
         ],
     }
 }
@@ -142,8 +116,7 @@ pub fn app_repr() -> AppPriority {
 pub const CEE_TLV: [u8; 57] = [
     0xfe, 0x37, // type 127, length 55
     0x00, 0x1b, 0x21, 0x02, // OUI 00-1b-21, subtype 2 (CEE)
-    0x02, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00,
-    0x02, // control seq 1 ack 2
+    0x02, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, // control seq 1 ack 2
     0x04, 0x11, 0x00, 0x00, 0xc0, 0x00, // PG: ver 0/0, enabled+willing, subtype 0
     0x00, 0x01, 0x00, 0x0f, // PGID nibbles [0,0,0,1,0,0,0,15]
     50, 50, 0, 0, 0, 0, 0, 0, 0x08, // PG bandwidth, num TCs
@@ -155,18 +128,9 @@ pub const CEE_TLV: [u8; 57] = [
 pub fn cee_repr() -> CeeDcbx {
     CeeDcbx {
         tlvs: vec![
-            CeeTlv::Control(CeeControl {
-                oper_version: 0,
-                max_version: 0,
-                seq_no: 1,
-                ack_no: 2,
-            }),
+            CeeTlv::Control(CeeControl { oper_version: 0, max_version: 0, seq_no: 1, ack_no: 2 }),
             CeeTlv::PriorityGroups {
-                feature: CeeFeature {
-                    enabled: true,
-                    willing: true,
-                    ..Default::default()
-                },
+                feature: CeeFeature { enabled: true, willing: true, ..Default::default() },
                 pg: CeePriorityGroups {
                     pgid: [0, 0, 0, 1, 0, 0, 0, 15],
                     pg_bandwidth: [50, 50, 0, 0, 0, 0, 0, 0],
@@ -174,21 +138,11 @@ pub fn cee_repr() -> CeeDcbx {
                 },
             },
             CeeTlv::Pfc {
-                feature: CeeFeature {
-                    enabled: true,
-                    error: true,
-                    ..Default::default()
-                },
-                pfc: CeePfc {
-                    enabled: prios(&[3]),
-                    num_tcs: 8,
-                },
+                feature: CeeFeature { enabled: true, error: true, ..Default::default() },
+                pfc: CeePfc { enabled: prios(&[3]), num_tcs: 8 },
             },
             CeeTlv::Application {
-                feature: CeeFeature {
-                    enabled: true,
-                    ..Default::default()
-                },
+                feature: CeeFeature { enabled: true, ..Default::default() },
                 apps: vec![CeeAppEntry {
                     protocol: 0x8906,
                     selector: 0,
@@ -209,8 +163,7 @@ pub const LLDPDU_BASIC: [u8; 64] = [
     0x0a, 0x03, b's', b'w', b'1', // System Name
     0x0c, 0x07, b'r', b'o', b'c', b'e', b'f', b'a', b'b', // System Description
     0x0e, 0x04, 0x00, 0x14, 0x00, 0x10, // capabilities bridge|router, enabled router
-    0x10, 0x0c, 0x05, 0x01, 10, 0, 0, 1, 0x02, 0x00, 0x00, 0x00, 0x03,
-    0x00, // mgmt 10.0.0.1 ifIndex 3
+    0x10, 0x0c, 0x05, 0x01, 10, 0, 0, 1, 0x02, 0x00, 0x00, 0x00, 0x03, 0x00, // mgmt 10.0.0.1 ifIndex 3
     0x00, 0x00, // End
 ];
 
@@ -220,13 +173,9 @@ pub fn lldp_basic_repr() -> LldpduRepr {
         port_id: PortId::InterfaceName("eth0".into()),
         ttl: 120,
         tlvs: vec![
-            Tlv::PortDescription {
-                text: "uplink".into(),
-            },
+            Tlv::PortDescription { text: "uplink".into() },
             Tlv::SystemName { text: "sw1".into() },
-            Tlv::SystemDescription {
-                text: "rocefab".into(),
-            },
+            Tlv::SystemDescription { text: "rocefab".into() },
             Tlv::SystemCapabilities(SystemCapabilities {
                 capabilities: SystemCapabilities::BRIDGE | SystemCapabilities::ROUTER,
                 enabled: SystemCapabilities::ROUTER,
@@ -244,13 +193,7 @@ pub fn lldp_basic_repr() -> LldpduRepr {
 /// The basic LLDPDU plus every DCBX TLV (IEEE and CEE), as bytes.
 pub fn lldpdu_dcbx_bytes() -> Vec<u8> {
     let mut v = LLDPDU_BASIC[..LLDPDU_BASIC.len() - 2].to_vec();
-    for t in [
-        &ETS_CFG_TLV[..],
-        &ETS_REC_TLV,
-        &PFC_CFG_TLV,
-        &APP_TLV,
-        &CEE_TLV,
-    ] {
+    for t in [&ETS_CFG_TLV[..], &ETS_REC_TLV, &PFC_CFG_TLV, &APP_TLV, &CEE_TLV] {
         v.extend_from_slice(t);
     }
     v.extend_from_slice(&[0, 0]);
@@ -261,10 +204,7 @@ pub fn lldp_dcbx_repr() -> LldpduRepr {
     let mut r = lldp_basic_repr();
     r.tlvs.extend([
         DcbxTlv::EtsConfiguration(ets_cfg_repr()).into(),
-        DcbxTlv::EtsRecommendation(EtsRecommendation {
-            tables: ets_tables(),
-        })
-        .into(),
+        DcbxTlv::EtsRecommendation(EtsRecommendation { tables: ets_tables() }).into(),
         DcbxTlv::PfcConfiguration(pfc_cfg_repr()).into(),
         DcbxTlv::ApplicationPriority(app_repr()).into(),
         DcbxTlv::Cee(cee_repr()).into(),

@@ -26,10 +26,7 @@ fn basic_lldpdu_construct_into_dirty_buffer() {
     let mut buf = [0xa5u8; 80];
     let n = r.emit(&mut buf).unwrap();
     assert_eq!(&buf[..n], &LLDPDU_BASIC[..]);
-    assert!(
-        buf[n..].iter().all(|&b| b == 0xa5),
-        "emit wrote past the LLDPDU"
-    );
+    assert!(buf[n..].iter().all(|&b| b == 0xa5), "emit wrote past the LLDPDU");
 }
 
 #[test]
@@ -76,9 +73,8 @@ fn tlv_iterator_yields_every_tlv_then_stops_at_end() {
             TlvType::End
         ]
     );
-    let raw: Vec<(u8, usize)> = RawTlvs::new(&bytes)
-        .map(|t| t.map(|p| (p.raw_type(), p.value_len())).unwrap())
-        .collect();
+    let raw: Vec<(u8, usize)> =
+        RawTlvs::new(&bytes).map(|t| t.map(|p| (p.raw_type(), p.value_len())).unwrap()).collect();
     assert_eq!(raw[0], (1, 7));
     assert_eq!(raw[7], (8, 12));
 }
@@ -91,29 +87,12 @@ fn unknown_and_org_specific_tlvs_are_kept() {
     bytes.extend_from_slice(&[0xfe, 0x05, 0x00, 0x1b, 0x21, 0x01, 0x99]); // CEE OUI, CIN subtype: not decoded
     bytes.extend_from_slice(&[0, 0]);
     let r = LldpduRepr::parse(&bytes).unwrap();
-    assert_eq!(
-        r.tlvs[0],
-        Tlv::Unknown {
-            tlv_type: 10,
-            value: vec![0xab, 0xcd]
-        }
-    );
+    assert_eq!(r.tlvs[0], Tlv::Unknown { tlv_type: 10, value: vec![0xab, 0xcd] });
     assert_eq!(
         r.tlvs[1],
-        Tlv::OrgSpecific(OrgSpecific {
-            oui: [0x00, 0x12, 0x0f],
-            subtype: 4,
-            info: vec![0x23, 0x28]
-        })
+        Tlv::OrgSpecific(OrgSpecific { oui: [0x00, 0x12, 0x0f], subtype: 4, info: vec![0x23, 0x28] })
     );
-    assert_eq!(
-        r.tlvs[2],
-        Tlv::OrgSpecific(OrgSpecific {
-            oui: [0x00, 0x1b, 0x21],
-            subtype: 1,
-            info: vec![0x99]
-        })
-    );
+    assert_eq!(r.tlvs[2], Tlv::OrgSpecific(OrgSpecific { oui: [0x00, 0x1b, 0x21], subtype: 1, info: vec![0x99] }));
     let mut out = vec![0xa5; r.buffer_len()];
     r.emit(&mut out).unwrap();
     assert_eq!(out, bytes);
@@ -127,10 +106,7 @@ fn iterator_stops_after_first_error() {
     let items: Vec<_> = Tlvs::new(&bytes).collect();
     assert_eq!(items.len(), 4, "{items:?}");
     let e = items[3].as_ref().unwrap_err();
-    assert!(
-        e.to_string().contains("Time To Live") && e.to_string().contains("length 3"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("Time To Live") && e.to_string().contains("length 3"), "{e}");
     assert!(LldpduRepr::parse(&bytes).is_err());
 }
 
@@ -143,10 +119,7 @@ fn mandatory_order_is_enforced() {
     let e = LldpduRepr::parse(&bytes).unwrap_err();
     assert!(matches!(e, Error::MissingMandatory { index: 0, .. }), "{e}");
     assert!(e.to_string().contains("Port ID"), "{e}");
-    assert!(matches!(
-        LldpduRepr::parse(&[0, 0]),
-        Err(Error::MissingMandatory { index: 0, .. })
-    ));
+    assert!(matches!(LldpduRepr::parse(&[0, 0]), Err(Error::MissingMandatory { index: 0, .. })));
 }
 
 #[test]
@@ -165,10 +138,7 @@ fn bad_id_lengths_are_rejected() {
 /// the TLV list. Never panics.
 #[test]
 fn every_truncation_errors_or_is_a_tlv_prefix() {
-    for (bytes, full) in [
-        (LLDPDU_BASIC.to_vec(), lldp_basic_repr()),
-        (lldpdu_dcbx_bytes(), lldp_dcbx_repr()),
-    ] {
+    for (bytes, full) in [(LLDPDU_BASIC.to_vec(), lldp_basic_repr()), (lldpdu_dcbx_bytes(), lldp_dcbx_repr())] {
         let mut boundaries = vec![];
         let mut off = 0;
         for t in RawTlvs::new(&bytes) {
@@ -177,23 +147,12 @@ fn every_truncation_errors_or_is_a_tlv_prefix() {
         }
         let mut ok = 0;
         for len in 0..bytes.len() {
-            let r = no_panic(&format!("LLDPDU prefix {len}"), || {
-                LldpduRepr::parse(&bytes[..len])
-            });
+            let r = no_panic(&format!("LLDPDU prefix {len}"), || LldpduRepr::parse(&bytes[..len]));
             match r {
-                Err(_) => assert!(
-                    len < boundaries[2] || !boundaries.contains(&len),
-                    "boundary {len} should parse"
-                ),
+                Err(_) => assert!(len < boundaries[2] || !boundaries.contains(&len), "boundary {len} should parse"),
                 Ok(r) => {
-                    assert!(
-                        boundaries[2..].contains(&len),
-                        "prefix {len} parsed but is not a TLV boundary"
-                    );
-                    assert_eq!(
-                        (&r.chassis_id, &r.port_id, r.ttl),
-                        (&full.chassis_id, &full.port_id, full.ttl)
-                    );
+                    assert!(boundaries[2..].contains(&len), "prefix {len} parsed but is not a TLV boundary");
+                    assert_eq!((&r.chassis_id, &r.port_id, r.ttl), (&full.chassis_id, &full.port_id, full.ttl));
                     assert_eq!(r.tlvs[..], full.tlvs[..r.tlvs.len()]);
                     ok += 1;
                 }
@@ -214,30 +173,19 @@ fn value_too_long_is_rejected_on_emit() {
         chassis_id: ChassisId::LocallyAssigned("x".into()),
         port_id: PortId::LocallyAssigned("y".into()),
         ttl: 1,
-        tlvs: vec![Tlv::SystemDescription {
-            text: "d".repeat(256),
-        }],
+        tlvs: vec![Tlv::SystemDescription { text: "d".repeat(256) }],
     };
     let e = r.to_frame(SRC).unwrap_err();
     assert!(e.to_string().contains("System Description"), "{e}");
-    let r = LldpduRepr {
-        chassis_id: ChassisId::LocallyAssigned(String::new()),
-        ..r
-    };
-    assert!(
-        r.to_frame(SRC).is_err(),
-        "empty chassis ID must be rejected"
-    );
+    let r = LldpduRepr { chassis_id: ChassisId::LocallyAssigned(String::new()), ..r };
+    assert!(r.to_frame(SRC).is_err(), "empty chassis ID must be rejected");
 }
 
 #[test]
 fn display_and_json_for_cli() {
     let r = lldp_basic_repr();
     let s = r.to_string();
-    assert!(
-        s.starts_with("LLDP chassis mac 02:00:00:00:00:01 port ifname \"eth0\" ttl 120"),
-        "{s}"
-    );
+    assert!(s.starts_with("LLDP chassis mac 02:00:00:00:00:01 port ifname \"eth0\" ttl 120"), "{s}");
     assert!(s.contains("System Name: \"sw1\""), "{s}");
     let j = serde_json::to_value(&r).unwrap();
     assert_eq!(j["chassis_id"]["subtype"], "mac_address");
@@ -296,37 +244,16 @@ fn arb_optional_tlv() -> impl Strategy<Value = Tlv> {
         arb_text(255).prop_map(|text| Tlv::PortDescription { text }),
         arb_text(255).prop_map(|text| Tlv::SystemName { text }),
         arb_text(255).prop_map(|text| Tlv::SystemDescription { text }),
-        (any::<u16>(), any::<u16>()).prop_map(|(capabilities, enabled)| Tlv::SystemCapabilities(
-            SystemCapabilities {
-                capabilities,
-                enabled
+        (any::<u16>(), any::<u16>())
+            .prop_map(|(capabilities, enabled)| Tlv::SystemCapabilities(SystemCapabilities { capabilities, enabled })),
+        (arb_net(), any::<u8>(), any::<u32>(), proptest::collection::vec(any::<u8>(), 0..=128)).prop_map(
+            |(address, interface_subtype, interface_number, oid)| {
+                Tlv::ManagementAddress(ManagementAddress { address, interface_subtype, interface_number, oid })
             }
-        )),
-        (
-            arb_net(),
-            any::<u8>(),
-            any::<u32>(),
-            proptest::collection::vec(any::<u8>(), 0..=128)
-        )
-            .prop_map(|(address, interface_subtype, interface_number, oid)| {
-                Tlv::ManagementAddress(ManagementAddress {
-                    address,
-                    interface_subtype,
-                    interface_number,
-                    oid,
-                })
-            }),
+        ),
         // OUIs that are not DCBX, so they stay OrgSpecific.
-        (
-            any::<[u8; 2]>(),
-            any::<u8>(),
-            proptest::collection::vec(any::<u8>(), 0..100)
-        )
-            .prop_map(|(o, subtype, info)| Tlv::OrgSpecific(OrgSpecific {
-                oui: [0x10, o[0], o[1]],
-                subtype,
-                info
-            })),
+        (any::<[u8; 2]>(), any::<u8>(), proptest::collection::vec(any::<u8>(), 0..100))
+            .prop_map(|(o, subtype, info)| Tlv::OrgSpecific(OrgSpecific { oui: [0x10, o[0], o[1]], subtype, info })),
         (9u8..=126, proptest::collection::vec(any::<u8>(), 0..=511))
             .prop_map(|(tlv_type, value)| Tlv::Unknown { tlv_type, value }),
     ]
@@ -382,7 +309,9 @@ fn mandatory() -> Vec<u8> {
 
 #[test]
 fn a_second_chassis_port_or_ttl_tlv_is_rejected() {
-    for (t, v, name) in [(1u8, &[4u8, 2, 0, 0, 0, 0, 2][..], "Chassis ID"), (2, b"\x05eth9", "Port ID"), (3, &[0, 0], "Time To Live")] {
+    for (t, v, name) in
+        [(1u8, &[4u8, 2, 0, 0, 0, 0, 2][..], "Chassis ID"), (2, b"\x05eth9", "Port ID"), (3, &[0, 0], "Time To Live")]
+    {
         let mut b = mandatory();
         b.extend(tlv(5, b"sw"));
         b.extend(tlv(t, v));
@@ -404,7 +333,10 @@ fn discarding_parse_drops_only_a_bad_optional_tlv() {
     assert!(LldpduRepr::parse(&b).is_err(), "the strict parser rejects the whole LLDPDU");
     let (pdu, discarded) = LldpduRepr::parse_discarding(&b).unwrap();
     assert_eq!(pdu.ttl, 120);
-    assert_eq!(pdu.tlvs, vec![Tlv::SystemName { text: "rail1".into() }, Tlv::PortDescription { text: "to host1".into() }]);
+    assert_eq!(
+        pdu.tlvs,
+        vec![Tlv::SystemName { text: "rail1".into() }, Tlv::PortDescription { text: "to host1".into() }]
+    );
     assert_eq!(discarded.len(), 1);
     assert!(discarded[0].to_string().contains("PFC"), "{}", discarded[0]);
     // Framing errors still discard the LLDPDU: a TLV past the end, End with a length, TTL first.
@@ -438,7 +370,10 @@ fn length_errors_say_what_was_expected() {
     let mut m = vec![0x10, 12, 5, 1, 10, 0, 0, 1, 2, 0, 0, 0, 1, 9];
     m[1] = (m.len() - 2) as u8;
     let e = Tlv::parse(&TlvPacket::new_checked(&m[..]).unwrap()).unwrap_err();
-    assert_eq!(e.to_string(), "LLDP Management Address TLV has invalid length 12: expected an OID string length that stays within the TLV");
+    assert_eq!(
+        e.to_string(),
+        "LLDP Management Address TLV has invalid length 12: expected an OID string length that stays within the TLV"
+    );
     let e = Tlv::Unknown { tlv_type: 200, value: vec![] }.validate().unwrap_err();
     assert_eq!(e.to_string(), "LLDP TLV type 200 does not fit the 7-bit type field: expected 0..=127");
 }

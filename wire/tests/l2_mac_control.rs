@@ -23,9 +23,7 @@ fn pfc_deconstruct() {
     assert_eq!(p.pfc_quanta(prio(3)), 0xffff);
     assert_eq!(p.pfc_quanta(prio(4)), 0x0100);
     assert_eq!(p.pfc_quanta(prio(0)), 0);
-    let MacControlRepr::Pfc(pfc) = repr else {
-        unreachable!()
-    };
+    let MacControlRepr::Pfc(pfc) = repr else { unreachable!() };
     assert_eq!(pfc.quanta_for(prio(3)), Some(0xffff));
     assert_eq!(pfc.quanta_for(prio(0)), None);
 }
@@ -33,15 +31,10 @@ fn pfc_deconstruct() {
 #[test]
 fn pfc_construct_into_dirty_buffer() {
     let mut buf = [0xa5u8; 60];
-    let n = MacControlRepr::Pfc(pfc_repr())
-        .emit_frame(SRC, &mut buf)
-        .unwrap();
+    let n = MacControlRepr::Pfc(pfc_repr()).emit_frame(SRC, &mut buf).unwrap();
     assert_eq!(n, 60);
     assert_eq!(&buf[..], &pfc_frame_bytes()[..]);
-    assert_eq!(
-        MacControlRepr::Pfc(pfc_repr()).to_frame(SRC).to_vec(),
-        pfc_frame_bytes()
-    );
+    assert_eq!(MacControlRepr::Pfc(pfc_repr()).to_frame(SRC).to_vec(), pfc_frame_bytes());
 }
 
 #[test]
@@ -61,10 +54,7 @@ fn pfc_with_reserved_high_octet_is_accepted() {
     f[16] = 0xff; // reserved high octet of the class-enable vector
     let (_, repr) = MacControlRepr::parse_frame(&f).unwrap();
     assert_eq!(repr, MacControlRepr::Pfc(pfc_repr()));
-    assert_eq!(
-        Packet::new_checked(&f[14..]).unwrap().class_enable_vector(),
-        0xff18
-    );
+    assert_eq!(Packet::new_checked(&f[14..]).unwrap().class_enable_vector(), 0xff18);
 }
 
 #[test]
@@ -89,21 +79,13 @@ fn wrong_ethertype_is_rejected() {
 #[test]
 fn every_truncated_payload_errors() {
     for f in [pfc_frame_bytes(), pause_frame_bytes()] {
-        let need = Packet::new_checked(&f[14..])
-            .unwrap()
-            .opcode()
-            .payload_len();
+        let need = Packet::new_checked(&f[14..]).unwrap().opcode().payload_len();
         for len in 0..14 + need {
-            let r = no_panic(&format!("prefix {len}"), || {
-                MacControlRepr::parse_frame(&f[..len])
-            });
+            let r = no_panic(&format!("prefix {len}"), || MacControlRepr::parse_frame(&f[..len]));
             assert!(r.is_err(), "prefix of {len} bytes parsed: {r:?}");
         }
         for len in 14 + need..=f.len() {
-            assert!(
-                MacControlRepr::parse_frame(&f[..len]).is_ok(),
-                "prefix of {len} bytes rejected"
-            );
+            assert!(MacControlRepr::parse_frame(&f[..len]).is_ok(), "prefix of {len} bytes rejected");
         }
     }
 }
@@ -113,22 +95,15 @@ fn truncation_error_is_descriptive() {
     let f = pfc_frame_bytes();
     let e = MacControlRepr::parse_frame(&f[..20]).unwrap_err();
     let m = e.to_string();
-    assert!(
-        m.contains("PFC") && m.contains("20") && m.contains("6 bytes"),
-        "{m}"
-    );
+    assert!(m.contains("PFC") && m.contains("20") && m.contains("6 bytes"), "{m}");
 }
 
 #[test]
 fn emit_into_short_buffer_errors() {
     let mut buf = [0u8; 59];
-    assert!(MacControlRepr::Pause { quanta: 1 }
-        .emit_frame(SRC, &mut buf)
-        .is_err());
+    assert!(MacControlRepr::Pause { quanta: 1 }.emit_frame(SRC, &mut buf).is_err());
     let mut small = [0u8; 19];
-    assert!(MacControlRepr::Pfc(pfc_repr())
-        .emit(&mut Packet::new_unchecked(&mut small[..]))
-        .is_err());
+    assert!(MacControlRepr::Pfc(pfc_repr()).emit(&mut Packet::new_unchecked(&mut small[..])).is_err());
 }
 
 #[test]
@@ -158,10 +133,8 @@ fn setters_round_trip() {
 fn arb_repr() -> impl Strategy<Value = MacControlRepr> {
     prop_oneof![
         any::<u16>().prop_map(|quanta| MacControlRepr::Pause { quanta }),
-        (any::<u8>(), any::<[u16; 8]>()).prop_map(|(e, quanta)| MacControlRepr::Pfc(PfcRepr {
-            enabled: PrioritySet(e),
-            quanta
-        })),
+        (any::<u8>(), any::<[u16; 8]>())
+            .prop_map(|(e, quanta)| MacControlRepr::Pfc(PfcRepr { enabled: PrioritySet(e), quanta })),
         any::<u16>()
             .prop_filter("known opcode", |o| *o != 1 && *o != 0x0101)
             .prop_map(|opcode| MacControlRepr::Unknown { opcode }),

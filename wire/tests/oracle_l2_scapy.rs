@@ -72,12 +72,7 @@ print(len(frames))
 
 fn scapy_frames(dir: &Path) -> Vec<Vec<u8>> {
     let path = dir.join("scapy.pcap");
-    let out = match Command::new(PYTHON)
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(&path)
-        .output()
-    {
+    let out = match Command::new(PYTHON).arg("-c").arg(SCRIPT).arg(&path).output() {
         Ok(o) => o,
         Err(e) => {
             panic!("cannot run {PYTHON} ({e}): install Debian packages python3 and python3-scapy")
@@ -89,11 +84,7 @@ fn scapy_frames(dir: &Path) -> Vec<Vec<u8>> {
         String::from_utf8_lossy(&out.stderr)
     );
     let n: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let frames: Vec<Vec<u8>> = pcap::read_all(&path)
-        .unwrap()
-        .into_iter()
-        .map(|f| f.data)
-        .collect();
+    let frames: Vec<Vec<u8>> = pcap::read_all(&path).unwrap().into_iter().map(|f| f.data).collect();
     assert_eq!(frames.len(), n);
     frames
 }
@@ -128,17 +119,12 @@ fn scapy_frames_parse_with_expected_values() {
     let (_, r) = MacControlRepr::parse_frame(&f[2]).unwrap();
     assert_eq!(
         r,
-        MacControlRepr::Pfc(PfcRepr {
-            enabled: PrioritySet(0xff),
-            quanta: [1, 101, 201, 301, 401, 501, 601, 701]
-        })
+        MacControlRepr::Pfc(PfcRepr { enabled: PrioritySet(0xff), quanta: [1, 101, 201, 301, 401, 501, 601, 701] })
     );
 
     // PFC resume on priority 4.
     let (_, r) = MacControlRepr::parse_frame(&f[3]).unwrap();
-    let MacControlRepr::Pfc(p) = r else {
-        panic!("{r:?}")
-    };
+    let MacControlRepr::Pfc(p) = r else { panic!("{r:?}") };
     assert_eq!(p.enabled, prios(&[4]));
     assert_eq!(p.quanta_for(prio(4)), Some(0));
 
@@ -151,15 +137,9 @@ fn scapy_frames_parse_with_expected_values() {
     assert_eq!(
         r.tlvs,
         vec![
-            Tlv::PortDescription {
-                text: "to spine-2".into()
-            },
-            Tlv::SystemName {
-                text: "rail-7".into()
-            },
-            Tlv::SystemDescription {
-                text: "rocefab switch".into()
-            },
+            Tlv::PortDescription { text: "to spine-2".into() },
+            Tlv::SystemName { text: "rail-7".into() },
+            Tlv::SystemDescription { text: "rocefab switch".into() },
             Tlv::SystemCapabilities(SystemCapabilities {
                 capabilities: SystemCapabilities::BRIDGE | SystemCapabilities::ROUTER,
                 enabled: SystemCapabilities::ROUTER,
@@ -177,38 +157,13 @@ fn scapy_frames_parse_with_expected_values() {
     let tables = EtsTables {
         prio_tc: [1, 2, 3, 4, 5, 6, 7, 0],
         tc_bandwidth: [10, 20, 30, 40, 0, 0, 0, 0],
-        tsa: [
-            Tsa::Ets,
-            Tsa::Ets,
-            Tsa::Ets,
-            Tsa::Ets,
-            Tsa::Strict,
-            Tsa::Strict,
-            Tsa::Strict,
-            Tsa::Vendor,
-        ],
+        tsa: [Tsa::Ets, Tsa::Ets, Tsa::Ets, Tsa::Ets, Tsa::Strict, Tsa::Strict, Tsa::Strict, Tsa::Vendor],
     };
-    assert_eq!(
-        dcbx_in(&f[5]),
-        DcbxTlv::EtsConfiguration(EtsConfig {
-            willing: true,
-            cbs: true,
-            max_tcs: 4,
-            tables
-        })
-    );
-    assert_eq!(
-        dcbx_in(&f[6]),
-        DcbxTlv::EtsRecommendation(EtsRecommendation { tables })
-    );
+    assert_eq!(dcbx_in(&f[5]), DcbxTlv::EtsConfiguration(EtsConfig { willing: true, cbs: true, max_tcs: 4, tables }));
+    assert_eq!(dcbx_in(&f[6]), DcbxTlv::EtsRecommendation(EtsRecommendation { tables }));
     assert_eq!(
         dcbx_in(&f[7]),
-        DcbxTlv::PfcConfiguration(PfcConfig {
-            willing: true,
-            mbc: false,
-            pfc_cap: 8,
-            enabled: prios(&[3, 7])
-        })
+        DcbxTlv::PfcConfiguration(PfcConfig { willing: true, mbc: false, pfc_cap: 8, enabled: prios(&[3, 7]) })
     );
     assert_eq!(
         dcbx_in(&f[8]),
@@ -216,11 +171,7 @@ fn scapy_frames_parse_with_expected_values() {
             entries: vec![
                 AppEntry::rocev2(prio(3)),
                 AppEntry::dscp(24, prio(3)),
-                AppEntry {
-                    priority: prio(6),
-                    selector: AppSelector::TcpSctpPort,
-                    protocol: 860
-                },
+                AppEntry { priority: prio(6), selector: AppSelector::TcpSctpPort, protocol: 860 },
             ]
         })
     );
@@ -228,22 +179,10 @@ fn scapy_frames_parse_with_expected_values() {
         dcbx_in(&f[9]),
         DcbxTlv::Cee(CeeDcbx {
             tlvs: vec![
-                CeeTlv::Control(CeeControl {
-                    oper_version: 0,
-                    max_version: 0,
-                    seq_no: 5,
-                    ack_no: 4
-                }),
+                CeeTlv::Control(CeeControl { oper_version: 0, max_version: 0, seq_no: 5, ack_no: 4 }),
                 CeeTlv::Pfc {
-                    feature: CeeFeature {
-                        enabled: true,
-                        willing: true,
-                        ..Default::default()
-                    },
-                    pfc: CeePfc {
-                        enabled: prios(&[3]),
-                        num_tcs: 8
-                    },
+                    feature: CeeFeature { enabled: true, willing: true, ..Default::default() },
+                    pfc: CeePfc { enabled: prios(&[3]), num_tcs: 8 },
                 },
             ]
         })
@@ -266,13 +205,7 @@ fn our_frames_match_scapy_bytes() {
         };
         let n = frame.len().min(ours.len());
         assert_eq!(&ours[..n], &frame[..n], "frame {i}");
-        assert!(
-            ours[n..].iter().all(|&b| b == 0),
-            "frame {i}: non-zero padding"
-        );
-        assert!(
-            frame[n..].iter().all(|&b| b == 0),
-            "frame {i}: scapy has extra non-padding bytes"
-        );
+        assert!(ours[n..].iter().all(|&b| b == 0), "frame {i}: non-zero padding");
+        assert!(frame[n..].iter().all(|&b| b == 0), "frame {i}: scapy has extra non-padding bytes");
     }
 }

@@ -27,29 +27,17 @@ fn tempdir() -> tempfile::TempDir {
 /// Decodes `path` with tshark and returns, per frame, each requested field's occurrences.
 fn tshark(path: &Path, fields: &[&str]) -> Vec<Fields> {
     let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(path).args([
-        "-T",
-        "fields",
-        "-E",
-        "separator=\t",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=;",
-    ]);
+    cmd.arg("-r").arg(path).args(["-T", "fields", "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=;"]);
     for f in fields {
         cmd.args(["-e", f]);
     }
     let out = match cmd.output() {
         Ok(o) => o,
-        Err(e) => panic!("cannot run tshark ({e}): install the Debian package `tshark` (Wireshark CLI) for the L2 oracle tests"),
+        Err(e) => panic!(
+            "cannot run tshark ({e}): install the Debian package `tshark` (Wireshark CLI) for the L2 oracle tests"
+        ),
     };
-    assert!(
-        out.status.success(),
-        "tshark failed on {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "tshark failed on {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -60,11 +48,7 @@ fn tshark(path: &Path, fields: &[&str]) -> Vec<Fields> {
                 .iter()
                 .zip(cols)
                 .map(|(f, c)| {
-                    let v = if c.is_empty() {
-                        vec![]
-                    } else {
-                        c.split(';').map(str::to_string).collect()
-                    };
+                    let v = if c.is_empty() { vec![] } else { c.split(';').map(str::to_string).collect() };
                     (f.to_string(), v)
                 })
                 .collect()
@@ -81,10 +65,7 @@ fn one<'a>(frame: &'a Fields, field: &str) -> &'a str {
 }
 
 fn all<'a>(frame: &'a Fields, field: &str) -> Vec<&'a str> {
-    frame
-        .get(field)
-        .map(|v| v.iter().map(String::as_str).collect())
-        .unwrap_or_default()
+    frame.get(field).map(|v| v.iter().map(String::as_str).collect()).unwrap_or_default()
 }
 
 fn write(dir: &Path, name: &str, format: Format, frames: &[Vec<u8>]) -> std::path::PathBuf {
@@ -92,10 +73,7 @@ fn write(dir: &Path, name: &str, format: Format, frames: &[Vec<u8>]) -> std::pat
     pcap::write_all(
         &p,
         format,
-        frames
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (Duration::new(1_700_000_000 + i as u64, 123_456_789), &f[..])),
+        frames.iter().enumerate().map(|(i, f)| (Duration::new(1_700_000_000 + i as u64, 123_456_789), &f[..])),
     )
     .unwrap();
     p
@@ -103,15 +81,10 @@ fn write(dir: &Path, name: &str, format: Format, frames: &[Vec<u8>]) -> std::pat
 
 fn no_malformed(frames: &[Fields]) {
     for (i, f) in frames.iter().enumerate() {
-        assert!(
-            all(f, "_ws.malformed").is_empty(),
-            "frame {i} malformed: {f:?}"
-        );
+        assert!(all(f, "_ws.malformed").is_empty(), "frame {i} malformed: {f:?}");
         let expert = all(f, "_ws.expert.message");
         assert!(
-            !expert
-                .iter()
-                .any(|m| m.contains("Malformed") || m.contains("must be")),
+            !expert.iter().any(|m| m.contains("Malformed") || m.contains("must be")),
             "frame {i} has expert warnings {expert:?}"
         );
     }
@@ -123,24 +96,12 @@ fn pause_and_pfc_decoded_by_tshark() {
     let vectors: Vec<PfcRepr> = vec![
         PfcRepr::pause(prios(&[3]), 0xffff),
         pfc_repr(),
-        PfcRepr {
-            enabled: PrioritySet(0xff),
-            quanta: [1, 101, 201, 301, 401, 501, 601, 701],
-        },
+        PfcRepr { enabled: PrioritySet(0xff), quanta: [1, 101, 201, 301, 401, 501, 601, 701] },
         PfcRepr::pause(prios(&[3]), 0), // resume
-        PfcRepr {
-            enabled: PrioritySet(0x81),
-            quanta: [7, 0, 0, 0, 0, 0, 0, 65000],
-        },
+        PfcRepr { enabled: PrioritySet(0x81), quanta: [7, 0, 0, 0, 0, 0, 0, 65000] },
     ];
-    let mut frames = vec![MacControlRepr::Pause { quanta: 0x1234 }
-        .to_frame(SRC)
-        .to_vec()];
-    frames.extend(
-        vectors
-            .iter()
-            .map(|v| MacControlRepr::Pfc(*v).to_frame(SRC).to_vec()),
-    );
+    let mut frames = vec![MacControlRepr::Pause { quanta: 0x1234 }.to_frame(SRC).to_vec()];
+    frames.extend(vectors.iter().map(|v| MacControlRepr::Pfc(*v).to_frame(SRC).to_vec()));
 
     let mut fields = vec![
         "eth.dst",
@@ -152,9 +113,7 @@ fn pause_and_pfc_decoded_by_tshark() {
         "_ws.malformed",
         "_ws.expert.message",
     ];
-    let pt: Vec<String> = (0..8)
-        .map(|i| format!("macc.cbfc.pause_time.c{i}"))
-        .collect();
+    let pt: Vec<String> = (0..8).map(|i| format!("macc.cbfc.pause_time.c{i}")).collect();
     let en: Vec<String> = (0..8).map(|i| format!("macc.cbfc.enbv.c{i}")).collect();
     fields.extend(pt.iter().map(String::as_str));
     fields.extend(en.iter().map(String::as_str));
@@ -174,10 +133,7 @@ fn pause_and_pfc_decoded_by_tshark() {
 
         for (f, v) in got[1..].iter().zip(&vectors) {
             assert_eq!(one(f, "macc.opcode"), "0x0101");
-            assert_eq!(
-                one(f, "macc.cbfc.enbv"),
-                format!("0x{:04x}", v.enabled.bits())
-            );
+            assert_eq!(one(f, "macc.cbfc.enbv"), format!("0x{:04x}", v.enabled.bits()));
             for i in 0..8 {
                 let p = prio(i);
                 // tshark shows a class's time only when its enable bit is set.
@@ -189,11 +145,7 @@ fn pause_and_pfc_decoded_by_tshark() {
                     ),
                 }
                 let bit = one(f, &en[i as usize]);
-                assert_eq!(
-                    bit == "1" || bit == "True",
-                    v.enabled.contains(p),
-                    "{v:?} enbv.c{i} = {bit}"
-                );
+                assert_eq!(bit == "1" || bit == "True", v.enabled.contains(p), "{v:?} enbv.c{i} = {bit}");
             }
         }
     }
@@ -242,16 +194,9 @@ fn lldp_basic_tlvs_decoded_by_tshark() {
         chassis_id: ChassisId::LocallyAssigned("rail-1".into()),
         port_id: PortId::LocallyAssigned("p7".into()),
         ttl: 65535,
-        tlvs: vec![Tlv::OrgSpecific(OrgSpecific {
-            oui: [0x00, 0x12, 0x0f],
-            subtype: 4,
-            info: vec![0x23, 0x28],
-        })],
+        tlvs: vec![Tlv::OrgSpecific(OrgSpecific { oui: [0x00, 0x12, 0x0f], subtype: 4, info: vec![0x23, 0x28] })],
     };
-    let frames: Vec<Vec<u8>> = [&basic, &other, &local]
-        .iter()
-        .map(|r| r.to_frame(SRC).unwrap())
-        .collect();
+    let frames: Vec<Vec<u8>> = [&basic, &other, &local].iter().map(|r| r.to_frame(SRC).unwrap()).collect();
     let p = write(dir.path(), "lldp.pcapng", Format::PcapNg, &frames);
     let got = tshark(&p, &lldp_fields());
     assert_eq!(got.len(), 3);
@@ -274,10 +219,7 @@ fn lldp_basic_tlvs_decoded_by_tshark() {
     assert_eq!(one(f, "lldp.mgn.addr.ip4"), "10.0.0.1");
     assert_eq!(one(f, "lldp.mgn.interface.subtype"), "2");
     assert_eq!(one(f, "lldp.mgn.interface.number"), "3");
-    assert_eq!(
-        all(f, "lldp.tlv.type"),
-        ["1", "2", "3", "4", "5", "6", "7", "8", "0"]
-    );
+    assert_eq!(all(f, "lldp.tlv.type"), ["1", "2", "3", "4", "5", "6", "7", "8", "0"]);
 
     let f = &got[1];
     assert_eq!(one(f, "lldp.chassis.subtype"), "5");
@@ -289,10 +231,7 @@ fn lldp_basic_tlvs_decoded_by_tshark() {
     let f = &got[2];
     assert_eq!(one(f, "lldp.chassis.subtype"), "7");
     let cid = one(f, "lldp.chassis.id");
-    assert!(
-        cid == "rail-1" || cid == "72:61:69:6c:2d:31" || cid == "7261696c2d31",
-        "chassis id {cid}"
-    );
+    assert!(cid == "rail-1" || cid == "72:61:69:6c:2d:31" || cid == "7261696c2d31", "chassis id {cid}");
     assert_eq!(one(f, "lldp.port.subtype"), "7");
     assert_eq!(one(f, "lldp.port.id"), "p7");
     assert_eq!(one(f, "lldp.time_to_live"), "65535");
@@ -357,21 +296,9 @@ fn lldp_with(t: DcbxTlv) -> Vec<u8> {
 
 fn assert_ets_tables(f: &Fields, t: &EtsTables) {
     for i in 0..8 {
-        assert_eq!(
-            one(f, &format!("lldp.dcbx.feature.pg.pgid_prio{i}")),
-            t.prio_tc[i].to_string(),
-            "prio {i} TC"
-        );
-        assert_eq!(
-            one(f, &format!("lldp.dcbx.feature.pg.per{i}")),
-            t.tc_bandwidth[i].to_string(),
-            "TC {i} bandwidth"
-        );
-        assert_eq!(
-            one(f, &format!("lldp.dcbx.ieee.ets.tsa{i}")),
-            u8::from(t.tsa[i]).to_string(),
-            "TC {i} TSA"
-        );
+        assert_eq!(one(f, &format!("lldp.dcbx.feature.pg.pgid_prio{i}")), t.prio_tc[i].to_string(), "prio {i} TC");
+        assert_eq!(one(f, &format!("lldp.dcbx.feature.pg.per{i}")), t.tc_bandwidth[i].to_string(), "TC {i} bandwidth");
+        assert_eq!(one(f, &format!("lldp.dcbx.ieee.ets.tsa{i}")), u8::from(t.tsa[i]).to_string(), "TC {i} TSA");
     }
 }
 
@@ -385,41 +312,18 @@ fn ieee_dcbx_tlvs_decoded_by_tshark() {
         tables: EtsTables {
             prio_tc: [0, 0, 0, 1, 0, 0, 0, 2],
             tc_bandwidth: [40, 60, 0, 0, 0, 0, 0, 0],
-            tsa: [
-                Tsa::Ets,
-                Tsa::Ets,
-                Tsa::Strict,
-                Tsa::Strict,
-                Tsa::Strict,
-                Tsa::Strict,
-                Tsa::Strict,
-                Tsa::Vendor,
-            ],
+            tsa: [Tsa::Ets, Tsa::Ets, Tsa::Strict, Tsa::Strict, Tsa::Strict, Tsa::Strict, Tsa::Strict, Tsa::Vendor],
         },
     };
-    let rec = EtsRecommendation {
-        tables: ets_tables(),
-    };
-    let pfc_cfgs = [
-        pfc_cfg_repr(),
-        PfcConfig {
-            willing: true,
-            mbc: false,
-            pfc_cap: 2,
-            enabled: prios(&[0, 7]),
-        },
-    ];
+    let rec = EtsRecommendation { tables: ets_tables() };
+    let pfc_cfgs = [pfc_cfg_repr(), PfcConfig { willing: true, mbc: false, pfc_cap: 2, enabled: prios(&[0, 7]) }];
     let app = app_repr();
     let mut frames = vec![
         lldp_with(DcbxTlv::EtsConfiguration(ets_cfg_repr())),
         lldp_with(DcbxTlv::EtsConfiguration(ets_cfg)),
         lldp_with(DcbxTlv::EtsRecommendation(rec)),
     ];
-    frames.extend(
-        pfc_cfgs
-            .iter()
-            .map(|p| lldp_with(DcbxTlv::PfcConfiguration(*p))),
-    );
+    frames.extend(pfc_cfgs.iter().map(|p| lldp_with(DcbxTlv::PfcConfiguration(*p))));
     frames.push(lldp_with(DcbxTlv::ApplicationPriority(app.clone())));
 
     let p = write(dir.path(), "dcbx.pcap", Format::Pcap, &frames);
@@ -451,32 +355,17 @@ fn ieee_dcbx_tlvs_decoded_by_tshark() {
         assert_eq!(one(f, "lldp.ieee.802_1.subtype"), "0x0b");
         assert_eq!(flag(f, "lldp.dcbx.ieee.willing"), want.willing);
         assert_eq!(flag(f, "lldp.dcbx.ieee.pfc.mbc"), want.mbc);
-        assert_eq!(
-            one(f, "lldp.dcbx.ieee.pfc.numtcs"),
-            want.pfc_cap.to_string()
-        );
+        assert_eq!(one(f, "lldp.dcbx.ieee.pfc.numtcs"), want.pfc_cap.to_string());
         for i in 0..8 {
-            assert_eq!(
-                flag(f, &format!("lldp.dcbx.feature.pfc.prio{i}")),
-                want.enabled.contains(prio(i)),
-                "prio {i}"
-            );
+            assert_eq!(flag(f, &format!("lldp.dcbx.feature.pfc.prio{i}")), want.enabled.contains(prio(i)), "prio {i}");
         }
     }
 
     let f = &got[5];
     assert_eq!(one(f, "lldp.ieee.802_1.subtype"), "0x0c");
     let want_prio: Vec<String> = app.entries.iter().map(|e| e.priority.to_string()).collect();
-    let want_sel: Vec<String> = app
-        .entries
-        .iter()
-        .map(|e| u8::from(e.selector).to_string())
-        .collect();
-    let want_proto: Vec<String> = app
-        .entries
-        .iter()
-        .map(|e| format!("0x{:04x}", e.protocol))
-        .collect();
+    let want_sel: Vec<String> = app.entries.iter().map(|e| u8::from(e.selector).to_string()).collect();
+    let want_proto: Vec<String> = app.entries.iter().map(|e| format!("0x{:04x}", e.protocol)).collect();
     assert_eq!(all(f, "lldp.dcbx.ieee.app.prio"), want_prio);
     assert_eq!(all(f, "lldp.dcbx.iee.app.sf"), want_sel);
     assert_eq!(all(f, "lldp.dcbx.feature.app.proto"), want_proto);
@@ -503,9 +392,7 @@ fn cee_dcbx_decoded_by_tshark() {
     assert_eq!(all(f, "lldp.dcbx.feature.enabled"), ["1", "1", "1"]);
     assert_eq!(all(f, "lldp.dcbx.feature.willing"), ["1", "0", "0"]);
     assert_eq!(all(f, "lldp.dcbx.feature.error"), ["0", "1", "0"]);
-    let pgid: Vec<String> = (0..8)
-        .map(|i| one(f, &format!("lldp.dcbx.feature.pg.pgid_prio{i}")).to_string())
-        .collect();
+    let pgid: Vec<String> = (0..8).map(|i| one(f, &format!("lldp.dcbx.feature.pg.pgid_prio{i}")).to_string()).collect();
     assert_eq!(pgid, ["0", "0", "0", "1", "0", "0", "0", "15"]);
     assert_eq!(one(f, "lldp.dcbx.feature.pg.per0"), "50");
     assert_eq!(one(f, "lldp.dcbx.feature.pg.per1"), "50");
@@ -529,38 +416,23 @@ fn capture_files_interoperate_with_wireshark_tools() {
         let p = write(dir.path(), &format!("ts-{format:?}"), format, &frames);
         let got = tshark(&p, &["frame.time_epoch", "frame.len", "frame.encap_type"]);
         let epochs: Vec<&str> = got.iter().map(|f| one(f, "frame.time_epoch")).collect();
-        assert_eq!(
-            epochs,
-            ["1700000000.123456789", "1700000001.123456789"],
-            "{format:?}"
-        );
+        assert_eq!(epochs, ["1700000000.123456789", "1700000001.123456789"], "{format:?}");
         assert_eq!(one(&got[0], "frame.len"), "60");
         assert_eq!(one(&got[0], "frame.encap_type"), "1"); // Ethernet
     }
 
     let src = write(dir.path(), "src.pcap", Format::Pcap, &frames);
-    for (fmt, want_ns) in [
-        ("pcapng", 123_456_789),
-        ("pcap", 123_456_000),
-        ("nsecpcap", 123_456_789),
-    ] {
+    for (fmt, want_ns) in [("pcapng", 123_456_789), ("pcap", 123_456_000), ("nsecpcap", 123_456_789)] {
         let out = dir.path().join(format!("editcap.{fmt}"));
-        let st = Command::new("editcap")
-            .args(["-F", fmt])
-            .arg(&src)
-            .arg(&out)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run editcap ({e}): install the Debian package `tshark`/`wireshark-common`"));
+        let st = Command::new("editcap").args(["-F", fmt]).arg(&src).arg(&out).status().unwrap_or_else(|e| {
+            panic!("cannot run editcap ({e}): install the Debian package `tshark`/`wireshark-common`")
+        });
         assert!(st.success(), "editcap -F {fmt} failed");
         let back = pcap::read_all(&out).unwrap();
         assert_eq!(back.len(), 2, "{fmt}");
         for (i, (b, f)) in back.iter().zip(&frames).enumerate() {
             assert_eq!(&b.data, f, "{fmt} frame {i}");
-            assert_eq!(
-                b.timestamp,
-                Duration::new(1_700_000_000 + i as u64, want_ns),
-                "{fmt} frame {i}"
-            );
+            assert_eq!(b.timestamp, Duration::new(1_700_000_000 + i as u64, want_ns), "{fmt} frame {i}");
             assert_eq!(b.linktype, pcap::LINKTYPE_ETHERNET);
         }
     }

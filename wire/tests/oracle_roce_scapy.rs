@@ -141,7 +141,11 @@ fn scapy_built_frames_parse_and_icrc_matches() {
         match c.get("reth") {
             Some(r) => {
                 let r: Vec<u64> = r.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
-                assert_eq!(p.reth(), Some(&reth::Repr { va: r[0], r_key: r[1] as u32, dma_len: r[2] as u32 }), "{name}");
+                assert_eq!(
+                    p.reth(),
+                    Some(&reth::Repr { va: r[0], r_key: r[1] as u32, dma_len: r[2] as u32 }),
+                    "{name}"
+                );
             }
             None => assert_eq!(p.reth(), None, "{name}"),
         }
@@ -219,7 +223,8 @@ fn scapy_parses_our_frames_and_agrees_on_icrc() {
     a.aeth = Some(aeth::Repr { syndrome: aeth::Syndrome::Nak(aeth::NakCode::PsnSequenceError), msn: 9 });
     frames.push(RoceFrame::new(m2, m1, dst, src, a, &[]).to_vec().unwrap());
     frames.push(roce::cnp(m2, m1, dst, src, 0x4567).to_vec().unwrap());
-    let input: String = frames.iter().map(|f| f.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n").collect();
+    let input: String =
+        frames.iter().map(|f| f.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n").collect();
     let out = run_python(CHECK, &input);
     let views: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(views.len(), 3);
@@ -312,9 +317,14 @@ fn scapy_built_ud_atomic_uc_frames_parse_and_icrc_matches() {
         assert_eq!(u64::from(u8::from(h.bth.opcode)), u(c, "opcode"), "{name}");
         assert_eq!(h.bth.opcode.name(), name);
         assert_eq!((h.bth.dest_qp, h.bth.psn, u64::from(h.bth.pad_count)), (0x123, 0x456, u(c, "pad")), "{name}");
-        let list = |k: &str| c.get(k).map(|v| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect::<Vec<_>>());
+        let list =
+            |k: &str| c.get(k).map(|v| v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect::<Vec<_>>());
         assert_eq!(h.deth, list("deth").map(|d| deth::Repr { q_key: d[0] as u32, src_qp: d[1] as u32 }), "{name}");
-        assert_eq!(h.reth, list("reth").map(|r| reth::Repr { va: r[0], r_key: r[1] as u32, dma_len: r[2] as u32 }), "{name}");
+        assert_eq!(
+            h.reth,
+            list("reth").map(|r| reth::Repr { va: r[0], r_key: r[1] as u32, dma_len: r[2] as u32 }),
+            "{name}"
+        );
         assert_eq!(
             h.atomic_eth,
             list("atomic").map(|a| atomic_eth::Repr { va: a[0], r_key: a[1] as u32, swap_add: a[2], compare: a[3] }),
@@ -325,7 +335,11 @@ fn scapy_built_ud_atomic_uc_frames_parse_and_icrc_matches() {
             list("aeth").map(|a| aeth::Repr { syndrome: aeth::Syndrome::from(a[0] as u8), msn: a[1] as u32 }),
             "{name}"
         );
-        assert_eq!(h.atomic_ack_eth, c.get("orig").map(|o| atomic_ack_eth::Repr { orig_remote_data: o.as_u64().unwrap() }), "{name}");
+        assert_eq!(
+            h.atomic_ack_eth,
+            c.get("orig").map(|o| atomic_ack_eth::Repr { orig_remote_data: o.as_u64().unwrap() }),
+            "{name}"
+        );
         assert_eq!(h.immediate, c.get("imm").map(|i| i.as_u64().unwrap() as u32), "{name}");
         assert_eq!(h.ieth, c.get("ieth").map(|i| ieth::Repr { r_key: i.as_u64().unwrap() as u32 }), "{name}");
         let payload: Vec<u8> = list("payload").unwrap().iter().map(|&x| x as u8).collect();
@@ -404,13 +418,17 @@ fn scapy_names_our_opcodes_and_recomputes_our_icrcs() {
         h.bth.becn = op == Opcode::Cnp;
         h.deth = l.deth.then_some(deth::Repr { q_key: 0x1111_1111, src_qp: 0x22 });
         h.reth = l.reth.then_some(reth::Repr { va: 0x7f00_0000_1000, r_key: 0x1234, dma_len: 77 });
-        h.atomic_eth = l.atomic_eth.then_some(atomic_eth::Repr { va: 0x7f00_0000_2000, r_key: 9, swap_add: 5, compare: 6 });
+        h.atomic_eth =
+            l.atomic_eth.then_some(atomic_eth::Repr { va: 0x7f00_0000_2000, r_key: 9, swap_add: 5, compare: 6 });
         h.aeth = l.aeth.then_some(aeth::Repr { syndrome: aeth::Syndrome::Ack { credits: 31 }, msn: 3 });
         h.atomic_ack_eth = l.atomic_ack_eth.then_some(atomic_ack_eth::Repr { orig_remote_data: 0x0102_0304_0506_0708 });
         h.immediate = l.immdt.then_some(0xabcd);
         h.ieth = l.ieth.then_some(ieth::Repr { r_key: 0x4444 });
         let payload: Vec<u8> = if op == Opcode::Cnp { vec![] } else { (0..(k % 7) as u8 + 1).collect() };
-        frames.push((op, RoceFrame::new([2, 0, 0, 0, 0, 0x11], [2, 0, 0, 0, 0, 0x22], src, dst, h, &payload).to_vec().unwrap()));
+        frames.push((
+            op,
+            RoceFrame::new([2, 0, 0, 0, 0, 0x11], [2, 0, 0, 0, 0, 0x22], src, dst, h, &payload).to_vec().unwrap(),
+        ));
     }
     let input: String =
         frames.iter().map(|(_, f)| f.iter().map(|b| format!("{b:02x}")).collect::<String>() + "\n").collect();
@@ -505,7 +523,10 @@ for c in cases:
     let views: Vec<Value> = run_python(CHECK_EXT, &ours).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     for (v, c) in views.iter().zip(&cases) {
         assert_eq!(v["has_grh"], true);
-        assert_eq!((u(v, "ipver"), u(v, "tclass"), u(v, "flowlabel"), u(v, "nexthdr"), u(v, "hoplmt")), (6, 0x62, 0x12345, 0x1b, 1));
+        assert_eq!(
+            (u(v, "ipver"), u(v, "tclass"), u(v, "flowlabel"), u(v, "nexthdr"), u(v, "hoplmt")),
+            (6, 0x62, 0x12345, 0x1b, 1)
+        );
         assert_eq!(v["sgid"], "fe800000000000000200000000000101");
         assert_eq!((u(v, "opcode"), u(v, "dqpn"), u(v, "psn")), (u(c, "opcode"), 0x321, 0x654));
         assert_eq!(u(v, "stored"), 0x1122_3344);

@@ -16,7 +16,9 @@ use rocefab_wire::roce::{self, aeth, bth, reth, Opcode, Repr, RoceFrame};
 struct TempFile(PathBuf);
 impl Drop for TempFile {
     fn drop(&mut self) {
-        if std::env::var_os("RF_KEEP").is_none() { let _ = std::fs::remove_file(&self.0); }
+        if std::env::var_os("RF_KEEP").is_none() {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
 }
 
@@ -61,11 +63,7 @@ fn tshark(path: &PathBuf) -> Vec<Vec<String>> {
     }
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run tshark (needed for this oracle): {e}"));
     assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| l.split('|').map(str::to_owned).collect())
-        .collect()
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('|').map(str::to_owned).collect()).collect()
 }
 
 fn num(s: &str) -> u64 {
@@ -94,7 +92,10 @@ fn frames(cases: &[Case]) -> Vec<Vec<u8>> {
         .iter()
         .map(|c| {
             let (s, d) = if c.v6 {
-                (IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1)), IpAddr::V6(Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1)))
+                (
+                    IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1)),
+                    IpAddr::V6(Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1)),
+                )
             } else {
                 (IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)), IpAddr::V4(Ipv4Addr::new(10, 0, 2, 1)))
             };
@@ -126,14 +127,56 @@ fn tshark_decodes_our_rocev2_frames() {
     let mut wonly = rth(Opcode::WriteOnly, 0xabcdef, 0xffffff, 0x7fff_0000_1234_5678, 0x1000_2000, 4096);
     wonly.bth.pkey = 0x8001;
     let cases = vec![
-        Case { headers: rth(Opcode::WriteFirst, 0x12, 100, 0x1000, 0xaa, 3 * 256), payload: vec![1; 256], dscp: 24, ecn: 2, sport: 0xc001, v6: false },
-        Case { headers: plain(Opcode::WriteMiddle, 0x12, 101), payload: vec![2; 256], dscp: 24, ecn: 2, sport: 0xc001, v6: false },
-        Case { headers: plain(Opcode::WriteLast, 0x12, 102), payload: vec![3; 255], dscp: 24, ecn: 3, sport: 0xc001, v6: false },
+        Case {
+            headers: rth(Opcode::WriteFirst, 0x12, 100, 0x1000, 0xaa, 3 * 256),
+            payload: vec![1; 256],
+            dscp: 24,
+            ecn: 2,
+            sport: 0xc001,
+            v6: false,
+        },
+        Case {
+            headers: plain(Opcode::WriteMiddle, 0x12, 101),
+            payload: vec![2; 256],
+            dscp: 24,
+            ecn: 2,
+            sport: 0xc001,
+            v6: false,
+        },
+        Case {
+            headers: plain(Opcode::WriteLast, 0x12, 102),
+            payload: vec![3; 255],
+            dscp: 24,
+            ecn: 3,
+            sport: 0xc001,
+            v6: false,
+        },
         Case { headers: wonly, payload: vec![4; 64], dscp: 24, ecn: 2, sport: 0xe123, v6: false },
-        Case { headers: ack(0x34, 102, aeth::Syndrome::Ack { credits: 31 }, 3), payload: vec![], dscp: 24, ecn: 0, sport: 0xc002, v6: false },
-        Case { headers: ack(0x34, 5, aeth::Syndrome::Nak(aeth::NakCode::PsnSequenceError), 2), payload: vec![], dscp: 24, ecn: 0, sport: 0xc002, v6: false },
+        Case {
+            headers: ack(0x34, 102, aeth::Syndrome::Ack { credits: 31 }, 3),
+            payload: vec![],
+            dscp: 24,
+            ecn: 0,
+            sport: 0xc002,
+            v6: false,
+        },
+        Case {
+            headers: ack(0x34, 5, aeth::Syndrome::Nak(aeth::NakCode::PsnSequenceError), 2),
+            payload: vec![],
+            dscp: 24,
+            ecn: 0,
+            sport: 0xc002,
+            v6: false,
+        },
         Case { headers: send, payload: vec![5; 10], dscp: 26, ecn: 1, sport: 0xc003, v6: false },
-        Case { headers: rth(Opcode::WriteOnly, 0x56, 9, 0x2000, 0xbb, 128), payload: vec![6; 128], dscp: 24, ecn: 2, sport: 0xc004, v6: true },
+        Case {
+            headers: rth(Opcode::WriteOnly, 0x56, 9, 0x2000, 0xbb, 128),
+            payload: vec![6; 128],
+            dscp: 24,
+            ecn: 2,
+            sport: 0xc004,
+            v6: true,
+        },
     ];
     let fr = frames(&cases);
     let tmp = write_pcap("tshark", &fr);
@@ -145,8 +188,16 @@ fn tshark_decodes_our_rocev2_frames() {
         assert_eq!(num(col(row, "infiniband.bth.destqp")), u64::from(b.dest_qp), "frame {i}");
         assert_eq!(num(col(row, "infiniband.bth.psn")), u64::from(b.psn), "frame {i}");
         assert_eq!(num(col(row, "infiniband.bth.p_key")), u64::from(b.pkey), "frame {i}");
-        assert_eq!(col(row, "infiniband.bth.a") == "1" || col(row, "infiniband.bth.a") == "True", b.ack_req, "frame {i}");
-        assert_eq!(col(row, "infiniband.bth.se") == "1" || col(row, "infiniband.bth.se") == "True", b.solicited, "frame {i}");
+        assert_eq!(
+            col(row, "infiniband.bth.a") == "1" || col(row, "infiniband.bth.a") == "True",
+            b.ack_req,
+            "frame {i}"
+        );
+        assert_eq!(
+            col(row, "infiniband.bth.se") == "1" || col(row, "infiniband.bth.se") == "True",
+            b.solicited,
+            "frame {i}"
+        );
         assert_eq!(num(col(row, "infiniband.bth.padcnt")), u64::from(roce::pad_for(c.payload.len())), "frame {i}");
         match &c.headers.reth {
             Some(r) => {
@@ -263,7 +314,9 @@ fn full_headers(op: Opcode, k: u64) -> Repr {
         swap_add: 0x8000_0000_0000_0000 | k,
         compare: 0x0123_4567_89ab_cdef ^ k,
     });
-    h.aeth = l.aeth.then_some(aeth::Repr { syndrome: aeth::Syndrome::Ack { credits: (k % 32) as u8 }, msn: 0x44_0000 + k32 });
+    h.aeth = l
+        .aeth
+        .then_some(aeth::Repr { syndrome: aeth::Syndrome::Ack { credits: (k % 32) as u8 }, msn: 0x44_0000 + k32 });
     h.atomic_ack_eth = l.atomic_ack_eth.then_some(atomic_ack_eth::Repr { orig_remote_data: 0xfedc_ba98_7654_3210 ^ k });
     h.immediate = l.immdt.then_some(0x6600_0000 + k32);
     h.ieth = l.ieth.then_some(ieth::Repr { r_key: 0x7700_0000 + k32 });
@@ -275,7 +328,12 @@ fn full_headers(op: Opcode, k: u64) -> Repr {
 fn carries_data(op: Opcode) -> bool {
     !matches!(
         op,
-        Opcode::Cnp | Opcode::CompareSwap | Opcode::FetchAdd | Opcode::AtomicAcknowledge | Opcode::Acknowledge | Opcode::ReadRequest
+        Opcode::Cnp
+            | Opcode::CompareSwap
+            | Opcode::FetchAdd
+            | Opcode::AtomicAcknowledge
+            | Opcode::Acknowledge
+            | Opcode::ReadRequest
     )
 }
 
@@ -304,7 +362,11 @@ fn assert_agrees(row: &[String], f: &[u8], what: &str) {
     assert_eq!(opt("infiniband.reth.dmalen").map(num), h.reth.map(|r| u64::from(r.dma_len)), "{what}: DMA length");
     assert_eq!(opt("infiniband.atomiceth.swapdt").map(num), h.atomic_eth.map(|a| a.swap_add), "{what}: swap/add");
     assert_eq!(opt("infiniband.atomiceth.cmpdt").map(num), h.atomic_eth.map(|a| a.compare), "{what}: compare");
-    assert_eq!(opt("infiniband.aeth.syndrome").map(num), h.aeth.map(|a| u64::from(u8::from(a.syndrome))), "{what}: AETH");
+    assert_eq!(
+        opt("infiniband.aeth.syndrome").map(num),
+        h.aeth.map(|a| u64::from(u8::from(a.syndrome))),
+        "{what}: AETH"
+    );
     assert_eq!(opt("infiniband.aeth.msn").map(num), h.aeth.map(|a| u64::from(a.msn)), "{what}: MSN");
     assert_eq!(
         opt("infiniband.atomicacketh.origremdt").map(num),
@@ -350,10 +412,14 @@ fn tshark_agrees_on_every_opcode_and_extension_header() {
     let mut what = Vec::new();
     for (k, &op) in Opcode::ALL.iter().enumerate() {
         let h = full_headers(op, k as u64);
-        let payload: Vec<u8> = if carries_data(op) { (0..13 + k as u8).map(|i| i.wrapping_mul(29)).collect() } else { vec![] };
+        let payload: Vec<u8> =
+            if carries_data(op) { (0..13 + k as u8).map(|i| i.wrapping_mul(29)).collect() } else { vec![] };
         for v6 in [false, true] {
             let (s, d) = if v6 {
-                (IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1)), IpAddr::V6(Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1)))
+                (
+                    IpAddr::V6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 1)),
+                    IpAddr::V6(Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1)),
+                )
             } else {
                 (IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)), IpAddr::V4(Ipv4Addr::new(10, 0, 2, 1)))
             };

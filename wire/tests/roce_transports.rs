@@ -360,7 +360,9 @@ fn every_opcode_frame_round_trips_and_every_truncation_errors() {
     for &op in Opcode::ALL {
         let h = full_headers(op);
         let payload: Vec<u8> = if op == Opcode::Cnp { vec![] } else { (0..13).collect() };
-        for (s, d) in [(v4(1), v4(2)), (IpAddr::V6(Ipv6Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)))] {
+        for (s, d) in
+            [(v4(1), v4(2)), (IpAddr::V6(Ipv6Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)))]
+        {
             let f = RoceFrame::new(MAC1, MAC2, s, d, h, &payload).to_vec().unwrap();
             let p = ParsedFrame::parse(&f).unwrap_or_else(|e| panic!("{op}: {e}"));
             let mut expect = h;
@@ -384,7 +386,11 @@ fn every_opcode_frame_round_trips_and_every_truncation_errors() {
                         let want = if n < 12 {
                             Layer::Bth
                         } else {
-                            op.layout().iter().find(|e| op.layout().offset(*e).unwrap() + e.wire_len() > n).unwrap().layer()
+                            op.layout()
+                                .iter()
+                                .find(|e| op.layout().offset(*e).unwrap() + e.wire_len() > n)
+                                .unwrap()
+                                .layer()
                         };
                         assert_eq!(layer, want, "{op}: cut at {n}");
                     }
@@ -466,7 +472,10 @@ fn roce_v1_frames_parse() {
             assert_eq!(p.payload, &payload[..]);
             assert_eq!((p.src_mac, p.dst_mac), (MAC1, MAC2));
             assert_eq!(p.vlan, vlan.map(|_| (3, 0x065)));
-            assert_eq!((p.grh.sgid, p.grh.dgid, p.grh.traffic_class, p.grh.flow_label), (gid(1), gid(2), 0x60, 0xabcde));
+            assert_eq!(
+                (p.grh.sgid, p.grh.dgid, p.grh.traffic_class, p.grh.flow_label),
+                (gid(1), gid(2), 0x60, 0xabcde)
+            );
             assert_eq!(p.icrc, IcrcStatus::NotChecked { stored: 0x1234_5678 });
             assert_eq!(p.icrc.to_string(), "not checked (RoCE v1)");
             assert_eq!(AnyFrame::parse(&f).unwrap(), AnyFrame::V1(p.clone()));
@@ -499,7 +508,10 @@ fn roce_v1_errors_name_the_layer() {
     // PayLen consistent but cut inside the RETH.
     let mut g = f[..14 + 40 + 12 + 8].to_vec();
     g[14 + 4..14 + 6].copy_from_slice(&20u16.to_be_bytes());
-    assert_eq!(ParsedV1Frame::parse(&g).unwrap_err(), Error::Truncated { layer: Layer::Reth, needed: 16, available: 8 });
+    assert_eq!(
+        ParsedV1Frame::parse(&g).unwrap_err(),
+        Error::Truncated { layer: Layer::Reth, needed: 16, available: 8 }
+    );
     let mut n = f.clone();
     n[14 + 6] = 0x11;
     assert_eq!(ParsedV1Frame::parse(&n).unwrap_err(), Error::GrhNextHeader(0x11));
@@ -526,7 +538,16 @@ fn roce_v1_captured_cut_by_snaplen() {
 }
 
 fn arb_grh() -> impl Strategy<Value = grh::Repr> {
-    (any::<u8>(), any::<u8>(), any::<u32>(), any::<u16>(), any::<u8>(), any::<u8>(), any::<[u8; 16]>(), any::<[u8; 16]>())
+    (
+        any::<u8>(),
+        any::<u8>(),
+        any::<u32>(),
+        any::<u16>(),
+        any::<u8>(),
+        any::<u8>(),
+        any::<[u8; 16]>(),
+        any::<[u8; 16]>(),
+    )
         .prop_map(|(v, tc, fl, len, nh, hl, s, d)| grh::Repr {
             ip_version: v & 0xf,
             traffic_class: tc,

@@ -168,10 +168,7 @@ fn parse_and_construct_fixed_ack() {
     let f = hex(ACK_NAK);
     let p = ParsedFrame::parse(&f).unwrap();
     assert_eq!(p.bth().opcode, Opcode::Acknowledge);
-    assert_eq!(
-        p.aeth(),
-        Some(&aeth::Repr { syndrome: aeth::Syndrome::Nak(aeth::NakCode::PsnSequenceError), msn: 5 })
-    );
+    assert_eq!(p.aeth(), Some(&aeth::Repr { syndrome: aeth::Syndrome::Nak(aeth::NakCode::PsnSequenceError), msn: 5 }));
     assert!(p.payload.is_empty());
     assert!(p.icrc.is_good());
     let mut h = Repr::new(bth::Repr::new(Opcode::Acknowledge, 0x12, 100));
@@ -318,10 +315,7 @@ fn truncated_transport_inside_valid_ip_names_the_layer() {
     let p = ParsedFrame::parse(&f).unwrap();
     assert_eq!(p.aeth().map(|a| a.msn), Some(0x020000));
     f[42] = 0x0a; // WRITE Only: RETH needs 16, only 8 left
-    assert_eq!(
-        ParsedFrame::parse(&f).unwrap_err(),
-        Error::Truncated { layer: Layer::Reth, needed: 16, available: 8 }
-    );
+    assert_eq!(ParsedFrame::parse(&f).unwrap_err(), Error::Truncated { layer: Layer::Reth, needed: 16, available: 8 });
 }
 
 #[test]
@@ -343,7 +337,14 @@ fn layout_mismatch_is_an_error() {
     let h = Repr::new(bth::Repr::new(Opcode::WriteOnly, 1, 1));
     let f = RoceFrame::new(MAC1, MAC2, v4(1), v4(2), h, &[]);
     assert!(matches!(f.to_vec(), Err(Error::Layout { opcode: Opcode::WriteOnly, .. })));
-    let f = RoceFrame::new(MAC1, MAC2, v4(1), IpAddr::V6(Ipv6Addr::LOCALHOST), Repr::new(bth::Repr::new(Opcode::SendOnly, 1, 1)), &[]);
+    let f = RoceFrame::new(
+        MAC1,
+        MAC2,
+        v4(1),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+        Repr::new(bth::Repr::new(Opcode::SendOnly, 1, 1)),
+        &[],
+    );
     assert_eq!(f.to_vec(), Err(Error::MixedFamilies));
 }
 
@@ -388,27 +389,38 @@ fn arb_repr() -> impl Strategy<Value = Repr> {
         (any::<(u64, u32, u32)>(), any::<u8>(), any::<u32>(), any::<u32>()),
         (any::<(u32, u32)>(), any::<(u64, u32, u64, u64)>(), any::<u64>(), any::<u32>()),
     )
-        .prop_map(|((op, fl, tver, pkey, qp, psn), ((va, rk, dl), syn, msn, imm), ((qkey, sqp), (ava, ark, swap, cmp), orig, inv))| {
-            let mut b = bth::Repr::new(op, qp, psn);
-            b.solicited = fl[0];
-            b.migreq = fl[1];
-            b.fecn = fl[2];
-            b.becn = fl[3];
-            b.ack_req = fl[4];
-            b.tver = tver & 0xf;
-            b.pkey = pkey;
-            let l = op.layout();
-            Repr {
-                bth: b,
-                deth: l.deth.then_some(deth::Repr { q_key: qkey, src_qp: sqp & 0xff_ffff }),
-                reth: l.reth.then_some(reth::Repr { va, r_key: rk, dma_len: dl }),
-                atomic_eth: l.atomic_eth.then_some(atomic_eth::Repr { va: ava, r_key: ark, swap_add: swap, compare: cmp }),
-                aeth: l.aeth.then_some(aeth::Repr { syndrome: aeth::Syndrome::from(syn), msn: msn & 0xff_ffff }),
-                atomic_ack_eth: l.atomic_ack_eth.then_some(atomic_ack_eth::Repr { orig_remote_data: orig }),
-                immediate: l.immdt.then_some(imm),
-                ieth: l.ieth.then_some(ieth::Repr { r_key: inv }),
-            }
-        })
+        .prop_map(
+            |(
+                (op, fl, tver, pkey, qp, psn),
+                ((va, rk, dl), syn, msn, imm),
+                ((qkey, sqp), (ava, ark, swap, cmp), orig, inv),
+            )| {
+                let mut b = bth::Repr::new(op, qp, psn);
+                b.solicited = fl[0];
+                b.migreq = fl[1];
+                b.fecn = fl[2];
+                b.becn = fl[3];
+                b.ack_req = fl[4];
+                b.tver = tver & 0xf;
+                b.pkey = pkey;
+                let l = op.layout();
+                Repr {
+                    bth: b,
+                    deth: l.deth.then_some(deth::Repr { q_key: qkey, src_qp: sqp & 0xff_ffff }),
+                    reth: l.reth.then_some(reth::Repr { va, r_key: rk, dma_len: dl }),
+                    atomic_eth: l.atomic_eth.then_some(atomic_eth::Repr {
+                        va: ava,
+                        r_key: ark,
+                        swap_add: swap,
+                        compare: cmp,
+                    }),
+                    aeth: l.aeth.then_some(aeth::Repr { syndrome: aeth::Syndrome::from(syn), msn: msn & 0xff_ffff }),
+                    atomic_ack_eth: l.atomic_ack_eth.then_some(atomic_ack_eth::Repr { orig_remote_data: orig }),
+                    immediate: l.immdt.then_some(imm),
+                    ieth: l.ieth.then_some(ieth::Repr { r_key: inv }),
+                }
+            },
+        )
 }
 
 proptest! {
@@ -476,7 +488,8 @@ fn parse_captured_snaplen_truncated_frames() {
     b.ack_req = true;
     let mut h = Repr::new(b);
     h.reth = Some(reth::Repr { va: 0x1122_3344_5566_7788, r_key: 0xaabb_ccdd, dma_len: 4096 });
-    let cases = [(v4(1), v4(2)), (IpAddr::V6(Ipv6Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)))];
+    let cases =
+        [(v4(1), v4(2)), (IpAddr::V6(Ipv6Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 2)))];
     for (src, dst) in cases {
         let full = RoceFrame::new(MAC1, MAC2, src, dst, h, &payload).to_vec().unwrap();
         let orig = ParsedFrame::parse(&full).unwrap();
@@ -496,10 +509,7 @@ fn parse_captured_snaplen_truncated_frames() {
             let got = (n - hdrs_end).min(payload.len());
             assert_eq!(p.payload, &payload[..got], "cut at {n}");
             assert_eq!(p.payload_complete(), got == payload.len());
-            assert_eq!(
-                p.icrc.to_string(),
-                format!("not captured (frame cut at {n} of {} bytes)", full.len())
-            );
+            assert_eq!(p.icrc.to_string(), format!("not captured (frame cut at {n} of {} bytes)", full.len()));
         }
         // Cut inside a header: an error naming the layer.
         let layer_at = |n: usize| match ParsedFrame::parse_captured(&full[..n], full.len()) {

@@ -76,12 +76,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// Forwarders to measure, comma-separated.
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "bridge,l2fwd,rocefab"
-    )]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "bridge,l2fwd,rocefab")]
     pub only: Vec<Dut>,
     /// CPU for the generator (and the sink process).
     #[arg(long, default_value_t = 0)]
@@ -208,9 +203,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         bail!("nothing to measure (--only is empty or --repeat 0)");
     }
     let root = crate::util::root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
     if !a.no_build {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut c = Command::new(cargo);
@@ -231,32 +224,17 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         crate::util::run(&mut c).context("building the benchmark binaries")?;
     }
     check_interrupt()?;
-    let ctx_bins = (
-        target.join("release/rocefab-bench"),
-        target.join("release/rocefab-switchd"),
-    );
+    let ctx_bins = (target.join("release/rocefab-bench"), target.join("release/rocefab-switchd"));
     if !ctx_bins.0.exists() {
-        bail!(
-            "{} is missing (run without --no-build)",
-            ctx_bins.0.display()
-        );
+        bail!("{} is missing (run without --no-build)", ctx_bins.0.display());
     }
     if (a.only.contains(&Dut::Rocefab) || a.pfc_reaction.is_some() || a.fabric) && !ctx_bins.1.exists() {
-        bail!(
-            "{} is missing (cargo build --release -p dataplane-user)",
-            ctx_bins.1.display()
-        );
+        bail!("{} is missing (cargo build --release -p dataplane-user)", ctx_bins.1.display());
     }
     let run_dir = RunDir(std::env::temp_dir().join(format!("rfb-bench-{}", std::process::id())));
-    std::fs::create_dir_all(&run_dir.0)
-        .with_context(|| format!("creating {}", run_dir.0.display()))?;
+    std::fs::create_dir_all(&run_dir.0).with_context(|| format!("creating {}", run_dir.0.display()))?;
 
-    let ctx = Ctx {
-        args: a,
-        bench_bin: ctx_bins.0,
-        switchd_bin: ctx_bins.1,
-        run_dir: &run_dir.0,
-    };
+    let ctx = Ctx { args: a, bench_bin: ctx_bins.0, switchd_bin: ctx_bins.1, run_dir: &run_dir.0 };
     if a.fabric {
         let rocefab = target.join("release/rocefab");
         if !rocefab.exists() {
@@ -278,12 +256,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             if errors.contains_key(dut.label()) {
                 continue;
             }
-            eprintln!(
-                "xtask bench: round {}/{}: {} ...",
-                round + 1,
-                a.repeat,
-                dut.label()
-            );
+            eprintln!("xtask bench: round {}/{}: {} ...", round + 1, a.repeat, dut.label());
             match measure(&ctx, dut) {
                 Ok(m) => {
                     eprintln!(
@@ -303,12 +276,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     let results: Vec<Measurement> = all.into_values().map(median).collect();
-    let rate = |d: Dut| {
-        results
-            .iter()
-            .find(|m| m.forwarder == d)
-            .map(|m| m.delivered_mpps)
-    };
+    let rate = |d: Dut| results.iter().find(|m| m.forwarder == d).map(|m| m.delivered_mpps);
     let ratio = |x: Option<f64>, y: Option<f64>| match (x, y) {
         (Some(x), Some(y)) if y > 0.0 => Some(x / y),
         _ => None,
@@ -352,20 +320,11 @@ fn print_table(r: &Report) {
         "\n{}-byte frames, {} flows, {:.1} s per forwarder; generator on CPU {}, forwarder process on CPU {}; sink drop: {}\n",
         r.frame_size, r.flows, r.duration_s, r.gen_cpu, r.dut_cpu, r.sink_drop
     );
-    println!(
-        "| forwarder | sent Mpps | delivered Mpps | loss | DUT CPU ns/pkt | CPU busy (per CPU) |"
-    );
+    println!("| forwarder | sent Mpps | delivered Mpps | loss | DUT CPU ns/pkt | CPU busy (per CPU) |");
     println!("|---|---|---|---|---|---|");
     for m in &r.results {
-        let cpu = m
-            .dut_cpu_ns_per_pkt
-            .map(|n| format!("{n:.0}"))
-            .unwrap_or_else(|| "– (kernel)".into());
-        let busy: Vec<String> = m
-            .cpu_busy
-            .iter()
-            .map(|b| format!("{:.0}%", b * 100.0))
-            .collect();
+        let cpu = m.dut_cpu_ns_per_pkt.map(|n| format!("{n:.0}")).unwrap_or_else(|| "– (kernel)".into());
+        let busy: Vec<String> = m.cpu_busy.iter().map(|b| format!("{:.0}%", b * 100.0)).collect();
         println!(
             "| {} | {:.3} | {:.3} | {:.1}% | {} | {} |",
             m.forwarder.label(),
@@ -377,15 +336,9 @@ fn print_table(r: &Report) {
         );
     }
     for (dut, e) in &r.errors {
-        println!(
-            "| {dut} | failed: {} | | | | |",
-            e.lines().next().unwrap_or("")
-        );
+        println!("| {dut} | failed: {} | | | | |", e.lines().next().unwrap_or(""));
     }
-    let f = |x: Option<f64>, suffix: &str| {
-        x.map(|v| format!("{v:.2}{suffix}"))
-            .unwrap_or_else(|| "n/a".into())
-    };
+    let f = |x: Option<f64>, suffix: &str| x.map(|v| format!("{v:.2}{suffix}")).unwrap_or_else(|| "n/a".into());
     println!(
         "\nrocefab / bridge = {}   rocefab / minimal forwarder = {}",
         f(r.rocefab_over_bridge, "×"),
@@ -397,15 +350,9 @@ fn print_table(r: &Report) {
         None => "not measured",
     };
     println!("target ≥ 1.5× Linux bridge: {}", t(r.target_bridge_met));
-    println!(
-        "target ≥ 0.80 × minimal AF_XDP forwarder: {}",
-        t(r.target_minimal_met)
-    );
+    println!("target ≥ 0.80 × minimal AF_XDP forwarder: {}", t(r.target_minimal_met));
     for m in r.results.iter().filter(|m| !m.dut_counters.is_empty()) {
-        println!(
-            "\n{} counters (since it started, warm-up included):",
-            m.forwarder.label()
-        );
+        println!("\n{} counters (since it started, warm-up included):", m.forwarder.label());
         for (k, v) in &m.dut_counters {
             println!("  {k} {v}");
         }
@@ -435,16 +382,8 @@ fn start_dut(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Running> {
         Dut::L2fwd => {
             let mut c = bench_cmd(ctx, "l2fwd");
             c.args(["--netns", NS_DUT, "--in", DUT_IN, "--out", DUT_OUT]);
-            let mut child = Child::spawn(
-                "l2fwd",
-                c,
-                Some(a.dut_cpu),
-                a.nice,
-                ctx.run_dir.join("l2fwd.stderr"),
-            )?;
-            child
-                .next_json(Duration::from_secs(10))
-                .context("waiting for l2fwd to attach")?;
+            let mut child = Child::spawn("l2fwd", c, Some(a.dut_cpu), a.nice, ctx.run_dir.join("l2fwd.stderr"))?;
+            child.next_json(Duration::from_secs(10)).context("waiting for l2fwd to attach")?;
             Ok(Running::Process(child, None))
         }
         Dut::Rocefab => start_switchd(ctx, switch_config(free_port()?)),
@@ -459,13 +398,7 @@ fn start_switchd(ctx: &Ctx<'_>, cfg: SwitchConfig) -> anyhow::Result<Running> {
     cfg.save(&path)?;
     let mut c = Command::new(&ctx.switchd_bin);
     c.arg("--config").arg(&path).env("RUST_LOG", "info");
-    let mut child = Child::spawn(
-        "rocefab-switchd",
-        c,
-        Some(a.dut_cpu),
-        a.nice,
-        ctx.run_dir.join("switchd.stderr"),
-    )?;
+    let mut child = Child::spawn("rocefab-switchd", c, Some(a.dut_cpu), a.nice, ctx.run_dir.join("switchd.stderr"))?;
     child.wait_stderr("switch up", Duration::from_secs(30))?;
     Ok(Running::Process(child, Some(cfg.metrics_listen)))
 }
@@ -504,28 +437,11 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
                 peer: format!("{NS_SINK}:{SINK_IF}"),
             },
         ],
-        nexthops: vec![
-            NextHopConfig {
-                port: 0,
-                mac: Mac(GEN_MAC),
-            },
-            NextHopConfig {
-                port: 1,
-                mac: Mac(SINK_MAC),
-            },
-        ],
+        nexthops: vec![NextHopConfig { port: 0, mac: Mac(GEN_MAC) }, NextHopConfig { port: 1, mac: Mac(SINK_MAC) }],
         groups: vec![vec![0], vec![1]],
         routes: vec![
-            RouteConfig {
-                prefix: GEN_NET.parse().expect("valid"),
-                len: 24,
-                group: Some(0),
-            },
-            RouteConfig {
-                prefix: SINK_NET.parse().expect("valid"),
-                len: 24,
-                group: Some(1),
-            },
+            RouteConfig { prefix: GEN_NET.parse().expect("valid"), len: 24, group: Some(0) },
+            RouteConfig { prefix: SINK_NET.parse().expect("valid"), len: 24, group: Some(1) },
         ],
         qos: Default::default(),
         // The benchmark measures forwarding only.
@@ -541,47 +457,17 @@ fn run_gen(ctx: &Ctx<'_>, dut: Dut, d: Duration) -> anyhow::Result<(u64, f64)> {
     let a = ctx.args;
     // The bridge and the L2 forwarder pass frames unchanged, so they carry the sink's MAC;
     // the rocefab switch routes, so frames are addressed to its ingress port.
-    let dst_mac = if dut == Dut::Rocefab {
-        DUT_IN_MAC
-    } else {
-        SINK_MAC
-    };
+    let dst_mac = if dut == Dut::Rocefab { DUT_IN_MAC } else { SINK_MAC };
     let mut c = bench_cmd(ctx, "gen");
-    c.args([
-        "--netns",
-        NS_GEN,
-        "--iface",
-        GEN_IF,
-        "--src-mac",
-        &mac_str(GEN_MAC),
-        "--dst-mac",
-        &mac_str(dst_mac),
-    ])
-    .args(["--src-ip", GEN_IP, "--dst-ip", SINK_IP])
-    .args([
-        "--size",
-        &a.size.to_string(),
-        "--flows",
-        &a.flows.to_string(),
-        "--dscp",
-        &a.dscp.to_string(),
-    ])
-    .args(["--duration", &format!("{}ms", d.as_millis())]);
-    let mut g = Child::spawn(
-        "generator",
-        c,
-        Some(a.gen_cpu),
-        a.nice,
-        ctx.run_dir.join("gen.stderr"),
-    )?;
+    c.args(["--netns", NS_GEN, "--iface", GEN_IF, "--src-mac", &mac_str(GEN_MAC), "--dst-mac", &mac_str(dst_mac)])
+        .args(["--src-ip", GEN_IP, "--dst-ip", SINK_IP])
+        .args(["--size", &a.size.to_string(), "--flows", &a.flows.to_string(), "--dscp", &a.dscp.to_string()])
+        .args(["--duration", &format!("{}ms", d.as_millis())]);
+    let mut g = Child::spawn("generator", c, Some(a.gen_cpu), a.nice, ctx.run_dir.join("gen.stderr"))?;
     let v = g.next_json(d + Duration::from_secs(15))?;
     g.wait(Duration::from_secs(5))?;
-    let sent = v["sent"]
-        .as_u64()
-        .context("generator output lacks \"sent\"")?;
-    let secs = v["elapsed_s"]
-        .as_f64()
-        .context("generator output lacks \"elapsed_s\"")?;
+    let sent = v["sent"].as_u64().context("generator output lacks \"sent\"")?;
+    let secs = v["elapsed_s"].as_f64().context("generator output lacks \"elapsed_s\"")?;
     Ok((sent, secs))
 }
 
@@ -593,27 +479,10 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
     proc::sleep(Duration::from_millis(200))?;
 
     let mut c = bench_cmd(ctx, "sink");
-    c.args([
-        "--netns",
-        NS_SINK,
-        "--iface",
-        SINK_IF,
-        "--drop",
-        &a.sink_drop,
-    ]);
-    c.args([
-        "--duration",
-        &format!("{}ms", (a.duration + Duration::from_secs(30)).as_millis()),
-    ]);
-    let mut sink = Child::spawn(
-        "sink",
-        c,
-        Some(a.gen_cpu),
-        a.nice,
-        ctx.run_dir.join("sink.stderr"),
-    )?;
-    sink.next_json(Duration::from_secs(10))
-        .context("waiting for the sink")?;
+    c.args(["--netns", NS_SINK, "--iface", SINK_IF, "--drop", &a.sink_drop]);
+    c.args(["--duration", &format!("{}ms", (a.duration + Duration::from_secs(30)).as_millis())]);
+    let mut sink = Child::spawn("sink", c, Some(a.gen_cpu), a.nice, ctx.run_dir.join("sink.stderr"))?;
+    sink.next_json(Duration::from_secs(10)).context("waiting for the sink")?;
 
     let pid = match &running {
         Running::Process(p, _) => Some(p.pid()),
@@ -627,8 +496,7 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
     let sys1 = proc::cpu_times()?;
     let mut counters = BTreeMap::new();
     if let Running::Process(p, metrics) = &mut running {
-        p.check_alive()
-            .context("the forwarder died during the run")?;
+        p.check_alive().context("the forwarder died during the run")?;
         if let Some(addr) = metrics {
             match scrape_counters(*addr) {
                 Ok(c) => counters = c,
@@ -638,9 +506,7 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
     }
     sink.terminate(Duration::from_secs(5))?;
     let v = sink.next_json(Duration::from_secs(5))?;
-    let delivered = v["delivered"]
-        .as_u64()
-        .context("sink output lacks \"delivered\"")?;
+    let delivered = v["delivered"].as_u64().context("sink output lacks \"delivered\"")?;
     if let Running::Process(p, metrics) = &mut running {
         let st = p.terminate(Duration::from_secs(10))?;
         if !st.success() {
@@ -678,11 +544,7 @@ fn measure(ctx: &Ctx<'_>, dut: Dut) -> anyhow::Result<Measurement> {
         seconds: secs,
         sent_mpps: sent as f64 / secs / 1e6,
         delivered_mpps: delivered as f64 / secs / 1e6,
-        loss: if sent == 0 {
-            0.0
-        } else {
-            (1.0 - delivered as f64 / sent as f64).max(0.0)
-        },
+        loss: if sent == 0 { 0.0 } else { (1.0 - delivered as f64 / sent as f64).max(0.0) },
         dut_cpu_ns_per_pkt: ns_per_pkt,
         cpu_busy,
         dut_counters: counters,
@@ -711,7 +573,11 @@ fn parse_counters(text: &str) -> BTreeMap<String, f64> {
     rocefab_contracts::promtext::samples(text)
         .filter(|s| s.name.ends_with("_total") && !s.name.ends_with("_bytes_total") && s.value != 0.0)
         .map(|s| {
-            let series = if s.raw_labels().is_empty() { s.name.to_string() } else { format!("{}{{{}}}", s.name, s.raw_labels()) };
+            let series = if s.raw_labels().is_empty() {
+                s.name.to_string()
+            } else {
+                format!("{}{{{}}}", s.name, s.raw_labels())
+            };
             (series, s.value)
         })
         .collect()
@@ -725,11 +591,7 @@ mod tests {
     fn benchmark_switch_config_is_valid_and_routes_to_the_sink() {
         let c = switch_config(9999);
         c.validate().unwrap();
-        let r = c
-            .routes
-            .iter()
-            .find(|r| r.prefix.to_string() == SINK_NET)
-            .unwrap();
+        let r = c.routes.iter().find(|r| r.prefix.to_string() == SINK_NET).unwrap();
         let nh = c.nexthops[c.groups[r.group.unwrap() as usize][0] as usize];
         assert_eq!(c.ports[nh.port as usize].name, DUT_OUT);
         assert_eq!(nh.mac, Mac(SINK_MAC));

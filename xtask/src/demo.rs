@@ -74,7 +74,16 @@ pub fn run_demo() -> anyhow::Result<()> {
     }
     let root = root();
     eprintln!("== building rocefab (release)");
-    run(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "control", "-p", "dataplane-user", "-p", "gpu-host"]))?;
+    run(Command::new("cargo").current_dir(&root).args([
+        "build",
+        "--release",
+        "-p",
+        "control",
+        "-p",
+        "dataplane-user",
+        "-p",
+        "gpu-host",
+    ]))?;
     let bin = root.join("target/release");
     let rocefab = bin.join("rocefab");
 
@@ -85,7 +94,11 @@ pub fn run_demo() -> anyhow::Result<()> {
 
     let topology = dilated_topology(&root)?;
     eprintln!("== rocefab up {TOPOLOGY} at time dilation {DILATION} ({})", topology.display());
-    run(Command::new(&rocefab).current_dir(&root).arg("up").arg(&topology).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
+    run(Command::new(&rocefab)
+        .current_dir(&root)
+        .arg("up")
+        .arg(&topology)
+        .env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
     let guard = FabricGuard { rocefab: rocefab.clone(), fabric: FABRIC };
     run(Command::new(&rocefab).args(["status", FABRIC]))?;
 
@@ -93,11 +106,15 @@ pub fn run_demo() -> anyhow::Result<()> {
     let before = scrape_all(&daemons)?;
 
     eprintln!("\n== ping host1:gpu0 (rail 1, 10.0.1.1) -> host2:gpu1 (rail 2, 10.0.2.2): rail1 -> spine -> rail2");
-    run(Command::new(&rocefab).args(["exec", "--fabric", FABRIC, "host1", "--", "ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.2"]))?;
+    run(Command::new(&rocefab).args([
+        "exec", "--fabric", FABRIC, "host1", "--", "ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.2",
+    ]))?;
 
     for (dscp, label) in CLASSES {
         check_interrupted()?;
-        eprintln!("\n== sending {PACKETS_PER_CLASS} UDP packets, {label}, host1:gpu0 -> host2:gpu1 over 64 source ports");
+        eprintln!(
+            "\n== sending {PACKETS_PER_CLASS} UDP packets, {label}, host1:gpu0 -> host2:gpu1 over 64 source ports"
+        );
         run(Command::new(&rocefab).args([
             "send",
             "--fabric",
@@ -132,14 +149,21 @@ pub fn run_demo() -> anyhow::Result<()> {
     // compares them with the topology's cabling and DCBX settings.
     eprintln!("\n== rocefab lldp --check {FABRIC}: every link's LLDP neighbours against the topology");
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while !Command::new(&rocefab).args(["lldp", FABRIC, "--check"]).stdout(std::process::Stdio::null()).status()?.success() {
+    while !Command::new(&rocefab)
+        .args(["lldp", FABRIC, "--check"])
+        .stdout(std::process::Stdio::null())
+        .status()?
+        .success()
+    {
         if std::time::Instant::now() > deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
     run(Command::new(&rocefab).args(["lldp", FABRIC, "--check"]))?;
-    eprintln!("\n== rocefab lldp {FABRIC} rail1: rail1's LLDP/DCBX neighbour table (like `show lldp neighbors detail`)");
+    eprintln!(
+        "\n== rocefab lldp {FABRIC} rail1: rail1's LLDP/DCBX neighbour table (like `show lldp neighbors detail`)"
+    );
     run(Command::new(&rocefab).args(["lldp", FABRIC, "rail1"]))?;
 
     check_interrupted()?;
@@ -149,24 +173,43 @@ pub fn run_demo() -> anyhow::Result<()> {
 
     check_interrupted()?;
     eprintln!("\n== rocefab up {INCAST_TOPOLOGY}: rail-spine with rank 0 (host1:gpu0) behind a 100 Mbit/s link, PFC on priority 3");
-    run(Command::new(&rocefab).current_dir(&root).args(["up", INCAST_TOPOLOGY]).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
+    run(Command::new(&rocefab)
+        .current_dir(&root)
+        .args(["up", INCAST_TOPOLOGY])
+        .env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
     let _guard = FabricGuard { rocefab: rocefab.clone(), fabric: INCAST_FABRIC };
     let incast_daemons = self::daemons(&rocefab, INCAST_FABRIC)?;
     let before = scrape_pfc(&incast_daemons)?;
     eprintln!("\n== rocefab run {INCAST_FABRIC} incast --size {INCAST_SIZE}: seven GPUs write to rank 0 (2 s ACK timeout, longer than the pauses)");
-    run(Command::new(&rocefab).args(["run", INCAST_FABRIC, "incast", "--size", INCAST_SIZE, "--retransmit-timeout-ms", "2000"]))?;
+    run(Command::new(&rocefab).args([
+        "run",
+        INCAST_FABRIC,
+        "incast",
+        "--size",
+        INCAST_SIZE,
+        "--retransmit-timeout-ms",
+        "2000",
+    ]))?;
     let after = scrape_pfc(&incast_daemons)?;
     print_pfc_table(&before, &after, &peers(INCAST_FABRIC, &incast_daemons));
     drop(_guard);
 
     check_interrupted()?;
     eprintln!("\n== rocefab up {DCQCN_TOPOLOGY}: the same layout described as a 400G/800G fabric, time dilation 8000, WRED/ECN on queue 3");
-    run(Command::new(&rocefab).current_dir(&root).args(["up", DCQCN_TOPOLOGY]).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
+    run(Command::new(&rocefab)
+        .current_dir(&root)
+        .args(["up", DCQCN_TOPOLOGY])
+        .env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")))?;
     let _guard = FabricGuard { rocefab: rocefab.clone(), fabric: DCQCN_FABRIC };
     std::fs::create_dir_all(root.join("target/demo")).context("creating target/demo")?;
     let (svg, json) = (root.join(format!("{TIMELINE}.svg")), root.join(format!("{TIMELINE}.json")));
     eprintln!("\n== rocefab run {DCQCN_FABRIC} incast --size {INCAST_SIZE} --timeline …: 7:1 incast with DCQCN, report in emulated time, the Figure 11-7 timeline");
-    run(Command::new(&rocefab).args(["run", DCQCN_FABRIC, "incast", "--size", INCAST_SIZE]).arg("--timeline").arg(&svg).arg("--timeline").arg(&json))?;
+    run(Command::new(&rocefab)
+        .args(["run", DCQCN_FABRIC, "incast", "--size", INCAST_SIZE])
+        .arg("--timeline")
+        .arg(&svg)
+        .arg("--timeline")
+        .arg(&json))?;
     println!("\nDCQCN timeline: {} (samples: {})", svg.display(), json.display());
     Ok(())
 }
@@ -295,7 +338,9 @@ fn scrape_all(daemons: &[(String, String)]) -> anyhow::Result<Samples> {
 }
 
 fn print_queue_table(before: &Samples, after: &Samples) {
-    let delta = |k: &(String, String, String, String)| after.get(k).copied().unwrap_or(0.0) - before.get(k).copied().unwrap_or(0.0);
+    let delta = |k: &(String, String, String, String)| {
+        after.get(k).copied().unwrap_or(0.0) - before.get(k).copied().unwrap_or(0.0)
+    };
     println!("\nPer-switch, per-queue counters during the demo (queues that carried traffic):");
     println!("| switch | port | queue | enqueued | dequeued | dropped | depth now (bytes) |");
     println!("|---|---|---|---:|---:|---:|---:|");
@@ -347,7 +392,8 @@ mod tests {
 
     #[test]
     fn parses_prometheus_text() {
-        let body = "# HELP x\nrocefab_queue_enqueued_packets_total{switch=\"rail1\",port=\"eth3\",queue=\"3\"} 42\nup 1\n";
+        let body =
+            "# HELP x\nrocefab_queue_enqueued_packets_total{switch=\"rail1\",port=\"eth3\",queue=\"3\"} 42\nup 1\n";
         let p = parse_prometheus(body);
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].0, "rocefab_queue_enqueued_packets_total");
@@ -363,7 +409,10 @@ mod tests {
         let t = dilated_topology(&root).unwrap();
         let text = std::fs::read_to_string(&t).unwrap();
         let orig = std::fs::read_to_string(root.join(TOPOLOGY)).unwrap();
-        assert!(text.starts_with(orig.trim_end()) && text.ends_with(&format!("\ntime_dilation: {DILATION}\n")), "{text}");
+        assert!(
+            text.starts_with(orig.trim_end()) && text.ends_with(&format!("\ntime_dilation: {DILATION}\n")),
+            "{text}"
+        );
         assert!(text.lines().any(|l| l == format!("fabric: {FABRIC}")));
         // One class's UDP (payload bytes only, so the wire carries a little more) stays under half
         // the links' wall-clock rate.

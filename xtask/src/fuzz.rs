@@ -25,10 +25,7 @@ pub struct FuzzArgs {
 impl FuzzArgs {
     /// Every target, `seconds` each.
     pub fn with_seconds(seconds: u64) -> Self {
-        FuzzArgs {
-            seconds,
-            targets: vec![],
-        }
+        FuzzArgs { seconds, targets: vec![] }
     }
 }
 
@@ -38,7 +35,8 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
         bail!("--seconds must be at least 1");
     }
     let fuzz_dir = util::root().join("fuzz");
-    let nightly = format!("+{}", crate::setup::pinned_toolchain(&util::root().join("dataplane-ebpf/rust-toolchain.toml"))?);
+    let nightly =
+        format!("+{}", crate::setup::pinned_toolchain(&util::root().join("dataplane-ebpf/rust-toolchain.toml"))?);
     ensure_cargo_fuzz()?;
 
     let on_disk = targets_on_disk(&fuzz_dir)?;
@@ -62,10 +60,7 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
         a.targets.clone()
     };
     if targets.is_empty() {
-        bail!(
-            "no fuzz targets found in {}",
-            fuzz_dir.join("fuzz_targets").display()
-        );
+        bail!("no fuzz targets found in {}", fuzz_dir.join("fuzz_targets").display());
     }
 
     let mut failed = vec![];
@@ -78,21 +73,14 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
                 .arg(format!("-max_total_time={}", a.seconds)),
         );
         if let Err(e) = res {
-            eprintln!(
-                "xtask fuzz: {t} FAILED: {e:#} (reproducer in {})",
-                fuzz_dir.join("artifacts").join(t).display()
-            );
+            eprintln!("xtask fuzz: {t} FAILED: {e:#} (reproducer in {})", fuzz_dir.join("artifacts").join(t).display());
             failed.push(t.clone());
         }
     }
     if !failed.is_empty() {
         bail!("fuzz targets failed: {failed:?}");
     }
-    eprintln!(
-        "xtask fuzz: {} target(s) ran {} s each without crashes",
-        targets.len(),
-        a.seconds
-    );
+    eprintln!("xtask fuzz: {} target(s) ran {} s each without crashes", targets.len(), a.seconds);
     Ok(())
 }
 
@@ -107,8 +95,15 @@ fn ensure_cargo_fuzz() -> anyhow::Result<()> {
         .unwrap_or(false);
     if !have {
         eprintln!("xtask fuzz: installing cargo-fuzz");
-        util::run(Command::new("cargo").args(["install", "cargo-fuzz", "--version", CARGO_FUZZ_VERSION, "--locked", "--force"]))
-            .context("installing cargo-fuzz")?;
+        util::run(Command::new("cargo").args([
+            "install",
+            "cargo-fuzz",
+            "--version",
+            CARGO_FUZZ_VERSION,
+            "--locked",
+            "--force",
+        ]))
+        .context("installing cargo-fuzz")?;
     }
     Ok(())
 }
@@ -118,9 +113,7 @@ fn targets_on_disk(fuzz_dir: &Path) -> anyhow::Result<Vec<String>> {
     let dir = fuzz_dir.join("fuzz_targets");
     let mut v = vec![];
     for e in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
-        let p = e
-            .with_context(|| format!("reading {}", dir.display()))?
-            .path();
+        let p = e.with_context(|| format!("reading {}", dir.display()))?.path();
         if p.extension().is_some_and(|x| x == "rs") {
             if let Some(s) = p.file_stem().and_then(|s| s.to_str()) {
                 v.push(s.to_string());
@@ -139,15 +132,7 @@ fn registered_targets(fuzz_dir: &Path) -> anyhow::Result<Vec<String>> {
         .output()
         .context("running cargo fuzz list")?;
     if !out.status.success() {
-        bail!(
-            "cargo fuzz list failed in {}: {}",
-            fuzz_dir.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        bail!("cargo fuzz list failed in {}: {}", fuzz_dir.display(), String::from_utf8_lossy(&out.stderr));
     }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-        .collect())
+    Ok(String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect())
 }

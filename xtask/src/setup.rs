@@ -26,9 +26,29 @@ use crate::util::{have, root, run as sh};
 /// for `cargo xtask bench --fabric`'s TCP measurement and perf for
 /// `bench/scripts/profile-fabric.sh`.
 const APT_PACKAGES: &[&str] = &[
-    "llvm-22-dev", "clang-22", "m4", "make", "gcc", "pkg-config", "libelf-dev", "zlib1g-dev",
-    "libbpf-dev", "iproute2", "iputils-ping", "bpftool", "ethtool", "tshark", "python3-scapy",
-    "tcpdump", "procps", "prometheus", "lldpad", "lldpd", "libpcap-dev", "iperf3", "linux-perf",
+    "llvm-22-dev",
+    "clang-22",
+    "m4",
+    "make",
+    "gcc",
+    "pkg-config",
+    "libelf-dev",
+    "zlib1g-dev",
+    "libbpf-dev",
+    "iproute2",
+    "iputils-ping",
+    "bpftool",
+    "ethtool",
+    "tshark",
+    "python3-scapy",
+    "tcpdump",
+    "procps",
+    "prometheus",
+    "lldpad",
+    "lldpd",
+    "libpcap-dev",
+    "iperf3",
+    "linux-perf",
 ];
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";
@@ -107,7 +127,11 @@ pub fn pinned_toolchain(file: &Path) -> anyhow::Result<String> {
 }
 
 fn has_rust_src(toolchain: &str) -> bool {
-    let out = Command::new("rustc").arg(format!("+{toolchain}")).args(["--print", "sysroot"]).env_remove("RUSTUP_TOOLCHAIN").output();
+    let out = Command::new("rustc")
+        .arg(format!("+{toolchain}"))
+        .args(["--print", "sysroot"])
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .output();
     match out {
         Ok(o) if o.status.success() => {
             let sysroot = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
@@ -122,7 +146,15 @@ fn pinned_nightly(toolchain: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     eprintln!("xtask setup: installing {toolchain} with rust-src");
-    sh(Command::new("rustup").args(["toolchain", "install", toolchain, "--profile", "minimal", "--component", "rust-src"]))
+    sh(Command::new("rustup").args([
+        "toolchain",
+        "install",
+        toolchain,
+        "--profile",
+        "minimal",
+        "--component",
+        "rust-src",
+    ]))
 }
 
 /// LLVM major of `rustc +toolchain -vV` ("LLVM version: 22.1.4").
@@ -226,17 +258,29 @@ pub fn verdict(toolchain: &str, rustc_llvm: u32, linker: Option<&Linker>, llvm_d
     match linker {
         None => {
             let why = format!("bpf-linker is not installed ({toolchain} has LLVM {rustc_llvm})");
-            if llvm_dev { Verdict::Install(why) } else { cannot(why) }
+            if llvm_dev {
+                Verdict::Install(why)
+            } else {
+                cannot(why)
+            }
         }
         Some(l) if l.version != BPF_LINKER_VERSION => {
             let why = format!("bpf-linker is version {:?}, want {BPF_LINKER_VERSION}", l.version);
-            if llvm_dev { Verdict::Install(why) } else { cannot(why) }
+            if llvm_dev {
+                Verdict::Install(why)
+            } else {
+                cannot(why)
+            }
         }
         Some(Linker { llvm: Some(n), .. }) if *n == rustc_llvm => Verdict::Ok,
         Some(Linker { llvm, .. }) => {
             let built = llvm.map_or("an unknown LLVM".to_string(), |n| format!("LLVM {n}"));
             let why = format!("eBPF toolchain {toolchain} has LLVM {rustc_llvm} but bpf-linker {BPF_LINKER_VERSION} is built against {built}");
-            if llvm_dev { Verdict::Rebuild(why) } else { cannot(why) }
+            if llvm_dev {
+                Verdict::Rebuild(why)
+            } else {
+                cannot(why)
+            }
         }
     }
 }

@@ -56,22 +56,32 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
             Err(anyhow::anyhow!("privileged tests need root (namespaces, XDP, BPF_PROG_TEST_RUN): run as root"))
         } else {
             // Build the binaries the tests drive, then the tests themselves; run them one at a time.
-            run(Command::new("cargo").current_dir(&root).args(["build", "-p", "control", "-p", "dataplane-user", "-p", "gpu-host"])).and_then(
-                |_| {
-                    run_tests(
-                        Command::new("cargo")
-                            .current_dir(&root)
-                            .args(["test", "-p", "rocefab-tests", "--no-fail-fast", "--", "--test-threads=1"])
-                            .env("ROCEFAB_BIN_DIR", &bin_dir),
-                    )
-                },
-            )
+            run(Command::new("cargo").current_dir(&root).args([
+                "build",
+                "-p",
+                "control",
+                "-p",
+                "dataplane-user",
+                "-p",
+                "gpu-host",
+            ]))
+            .and_then(|_| {
+                run_tests(
+                    Command::new("cargo")
+                        .current_dir(&root)
+                        .args(["test", "-p", "rocefab-tests", "--no-fail-fast", "--", "--test-threads=1"])
+                        .env("ROCEFAB_BIN_DIR", &bin_dir),
+                )
+            })
         };
         results.push(("privileged tests (rocefab-tests, serial, root)", r));
     }
     if want("fuzz") {
         let a = crate::fuzz::FuzzArgs::with_seconds(args.fuzz_seconds);
-        results.push(("fuzz targets", crate::fuzz::run(&a).map(|_| format!("every target, {} s each, no crash", a.seconds))));
+        results.push((
+            "fuzz targets",
+            crate::fuzz::run(&a).map(|_| format!("every target, {} s each, no crash", a.seconds)),
+        ));
     }
     results.push(("no leftover network namespaces", leak_check(&namespaces_before)));
 

@@ -21,7 +21,12 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
 
 /// True if `prog` is on PATH.
 pub fn have(prog: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {prog} >/dev/null 2>&1")).status().map(|s| s.success()).unwrap_or(false)
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {prog} >/dev/null 2>&1"))
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
 }
 
 /// True when running as root.

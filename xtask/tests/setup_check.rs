@@ -46,15 +46,16 @@ fn mismatched_bpf_linker_is_one_line_with_both_versions_and_the_fix() {
     let o = xtask_check(dir.path(), None, Some(21));
     let err = stderr(&o);
     assert!(!o.status.success(), "setup --check passed with a bpf-linker on LLVM 21:\n{err}");
-    let line = err
-        .lines()
-        .find(|l| l.contains("bpf-linker"))
-        .unwrap_or_else(|| panic!("no line about bpf-linker in:\n{err}"));
+    let line =
+        err.lines().find(|l| l.contains("bpf-linker")).unwrap_or_else(|| panic!("no line about bpf-linker in:\n{err}"));
     for want in ["nightly-2026-05-19 has LLVM 22", "built against LLVM 21", "fix: cargo xtask setup"] {
         assert!(line.contains(want), "{want:?} not in {line:?}");
     }
     // --check installs nothing: the stand-in is still what PATH finds.
-    assert_eq!(std::fs::read_to_string(dir.path().join("bin/bpf-linker")).unwrap(), "#!/bin/sh\necho 'bpf-linker 0.13.0'\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("bin/bpf-linker")).unwrap(),
+        "#!/bin/sh\necho 'bpf-linker 0.13.0'\n"
+    );
 }
 
 #[test]
@@ -62,7 +63,10 @@ fn matching_bpf_linker_record_passes_the_linker_check() {
     let dir = tempfile::tempdir().unwrap();
     let o = xtask_check(dir.path(), None, Some(22));
     let err = stderr(&o);
-    assert!(o.status.success(), "setup --check failed with a bpf-linker on LLVM 22 (run `cargo xtask setup` first):\n{err}");
+    assert!(
+        o.status.success(),
+        "setup --check failed with a bpf-linker on LLVM 22 (run `cargo xtask setup` first):\n{err}"
+    );
     assert!(err.contains("toolchain ok"), "{err}");
 }
 
@@ -75,7 +79,8 @@ fn floating_nightly_channel_is_rejected() {
     let err = stderr(&o);
     assert!(!o.status.success(), "setup --check accepted the floating nightly channel:\n{err}");
     assert!(
-        err.lines().any(|l| l.contains("channel \"nightly\" is not a dated nightly") && l.contains("nightly-2026-05-19")),
+        err.lines()
+            .any(|l| l.contains("channel \"nightly\" is not a dated nightly") && l.contains("nightly-2026-05-19")),
         "no clear line about the floating channel in:\n{err}"
     );
 }

@@ -31,18 +31,18 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use dataplane_common::config::SwitchConfig;
+use dataplane_user::capture;
 use dataplane_user::ctrl::{ControlEnd, DpEvent, OwnFrame};
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Doorbell, Signals};
 use dataplane_user::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
-use dataplane_user::capture;
 use dataplane_user::http;
 use dataplane_user::lldp::SwitchAgent;
-use lldp_agent::metrics::LldpMetrics;
 use dataplane_user::loader::XdpSwitch;
 use dataplane_user::metrics::Metrics;
 use dataplane_user::sample::{self, XdpCounters};
 use dataplane_user::stats::SwitchStats;
 use dataplane_user::xsk::{self, XskStatsReader};
+use lldp_agent::metrics::LldpMetrics;
 
 #[derive(Debug, Parser)]
 #[command(name = "rocefab-switchd", version, about = "rocefab switch daemon (XDP + AF_XDP data plane)")]
@@ -54,7 +54,6 @@ struct Args {
     #[arg(long)]
     log_file: Option<PathBuf>,
 }
-
 
 /// Everything a scrape reads besides the data plane's atomics.
 struct Scrape {
@@ -103,8 +102,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
-    let cfg = SwitchConfig::load(&args.config)
-        .with_context(|| format!("loading switch config {}", args.config.display()))?;
+    let cfg =
+        SwitchConfig::load(&args.config).with_context(|| format!("loading switch config {}", args.config.display()))?;
     // 1. Metrics listener first, in the namespace we were started in (root: reachable on lo).
     let listener = TcpListener::bind(cfg.metrics_listen)
         .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
@@ -125,8 +124,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let dp_cfg = DataPlaneConfig::from_switch(&cfg);
     // The UMEM holds the rings plus the configured buffer at the smallest frame, plus the
     // reserved pool for frames the switch originates.
-    let buffer_frames = u32::try_from(dp_cfg.buffer_frames())
-        .with_context(|| format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes))?;
+    let buffer_frames = u32::try_from(dp_cfg.buffer_frames()).with_context(|| {
+        format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes)
+    })?;
     let umem_frames = xsk::frame_count(names.len(), buffer_frames);
     tracing::info!(
         switch = %cfg.name,
@@ -135,15 +135,13 @@ fn run(args: &Args) -> anyhow::Result<()> {
         (umem_frames * u64::from(afxdp::FRAME_SIZE)) >> 20,
         names.len()
     );
-    let sockets = xsk::open(&names, buffer_frames)
-        .with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
+    let sockets =
+        xsk::open(&names, buffer_frames).with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
     for (i, p) in sockets.ports.iter().enumerate() {
         xdp.register_xsk(i as u32, p.fd())
             .with_context(|| format!("switch {}: registering the AF_XDP socket of port {}", cfg.name, p.name))?;
     }
-    let xsk_stats = sockets
-        .stats_reader()
-        .with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
+    let xsk_stats = sockets.stats_reader().with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
     tracing::info!(switch = %cfg.name, "start-up 4/5: AF_XDP sockets registered; building metrics and the data plane");
     let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
     let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
@@ -156,7 +154,10 @@ fn run(args: &Args) -> anyhow::Result<()> {
         .with_tap(tap_producer, &tap)
         .with_depths(depths);
     let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
-    let capture_metrics = (capture::CaptureMetrics::new(metrics.registry(), &labels).context("registering capture metrics")?, tap.clone());
+    let capture_metrics = (
+        capture::CaptureMetrics::new(metrics.registry(), &labels).context("registering capture metrics")?,
+        tap.clone(),
+    );
     let stop = dp.stop_handle();
     // Dropped when the thread's closure returns or unwinds: the control side learns of the end
     // at once, without polling.
@@ -178,14 +179,19 @@ fn run(args: &Args) -> anyhow::Result<()> {
     );
     let agent = cfg.lldp.enabled.then(|| Arc::new(Mutex::new(SwitchAgent::new(&cfg))));
     let lldp = match &agent {
-        Some(a) => Some((LldpMetrics::new(metrics.registry(), &labels).context("registering LLDP metrics")?, a.clone())),
+        Some(a) => {
+            Some((LldpMetrics::new(metrics.registry(), &labels).context("registering LLDP metrics")?, a.clone()))
+        }
         None => None,
     };
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
     let router = {
         let render = scrape.clone();
-        let mut r = http::metrics_router(move || lock(&render).render())
-            .merge(capture::router(cfg.name.clone(), names.clone(), capture::slot(tap_consumer)));
+        let mut r = http::metrics_router(move || lock(&render).render()).merge(capture::router(
+            cfg.name.clone(),
+            names.clone(),
+            capture::slot(tap_consumer),
+        ));
         // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
         let xdp = scrape.clone();
         r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));
@@ -309,7 +315,12 @@ async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mu
 
 /// On shutdown: a TTL-0 LLDPDU out of every port (IEEE 802.1AB 9.2.7.7.2), then a bounded wait
 /// until the data-plane thread has taken them off the ring (it sends them in the same pass).
-async fn shutdown_lldp(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mutex<ControlEnd>, dp_gone: &mut tokio::sync::oneshot::Receiver<Infallible>) {
+async fn shutdown_lldp(
+    cfg: &SwitchConfig,
+    agent: &Mutex<SwitchAgent>,
+    ctrl: &Mutex<ControlEnd>,
+    dp_gone: &mut tokio::sync::oneshot::Receiver<Infallible>,
+) {
     let frames = lock(agent).shutdown_frames();
     let capacity = {
         let mut c = lock(ctrl);
@@ -342,7 +353,12 @@ async fn shutdown_lldp(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mu
 /// The one waiter on the data plane's bell (an fd registers with the runtime once): at each
 /// ring, logs every event the data plane reported and gives the LLDP frames the ports received
 /// to the agent.
-async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<ControlEnd>, agent: Option<&Mutex<SwitchAgent>>) -> std::io::Result<Infallible> {
+async fn from_data_plane(
+    cfg: &SwitchConfig,
+    bell: &Doorbell,
+    ctrl: &Mutex<ControlEnd>,
+    agent: Option<&Mutex<SwitchAgent>>,
+) -> std::io::Result<Infallible> {
     let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
     let dilation = cfg.dilation().unwrap_or_default();
     loop {
@@ -355,7 +371,9 @@ async fn from_data_plane(cfg: &SwitchConfig, bell: &Doorbell, ctrl: &Mutex<Contr
                     let now = a.now();
                     a.on_frame(usize::from(f.port), f.bytes(), now);
                 }
-                None => tracing::debug!(switch = %cfg.name, port = port(usize::from(f.port)), "LLDP frame received; agent disabled"),
+                None => {
+                    tracing::debug!(switch = %cfg.name, port = port(usize::from(f.port)), "LLDP frame received; agent disabled")
+                }
             }
         }
         while let Some(e) = ctrl.next_event() {

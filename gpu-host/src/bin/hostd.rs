@@ -98,7 +98,6 @@ fn main() {
     }
 }
 
-
 /// Maps the NIC agent's mirror ring and gives each port its capture number there; `None`
 /// (logged) when there is no usable ring.
 fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorProducer> {
@@ -137,7 +136,9 @@ fn run(args: Args) -> Result<bool> {
     // The metrics listener is bound in the namespace we were started in (so the controller can
     // scrape it from there), before entering the host's; its server thread starts after.
     let listener = match job.metrics_listen {
-        Some(addr) => Some(std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics listener {addr}"))?),
+        Some(addr) => {
+            Some(std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics listener {addr}"))?)
+        }
         None => None,
     };
     if let Some(ns) = &args.netns {
@@ -153,7 +154,8 @@ fn run(args: Args) -> Result<bool> {
         let m = match n.path_mtu {
             Some(b) => PathMtu::from_bytes(b).map_err(|e| anyhow::anyhow!("{}: {e}", n.name))?,
             None => {
-                let l = dataplane_user::daemon::link_mtu(&n.name).with_context(|| format!("SIOCGIFMTU on {} (is it in this namespace?)", n.name))?;
+                let l = dataplane_user::daemon::link_mtu(&n.name)
+                    .with_context(|| format!("SIOCGIFMTU on {} (is it in this namespace?)", n.name))?;
                 path_mtu_for_link(l, n.ip.is_ipv6())
                     .with_context(|| format!("{}: link MTU {l} is too small for RoCEv2 (needs ≥ 316)", n.name))?
             }
@@ -184,8 +186,12 @@ fn run(args: Args) -> Result<bool> {
     tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
     {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "{}", serde_json::json!({"ready": true, "job": job.name, "program": program,
-            "path_mtu": mtus.iter().map(|m| m.bytes()).collect::<Vec<_>>()}))?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({"ready": true, "job": job.name, "program": program,
+            "path_mtu": mtus.iter().map(|m| m.bytes()).collect::<Vec<_>>()})
+        )?;
         out.flush()?;
     }
     if args.wait_go {
@@ -216,11 +222,20 @@ fn run(args: Args) -> Result<bool> {
     let data = std::thread::Builder::new()
         .name("rocefab-nic".into())
         .spawn(move || -> Result<()> {
-            let (exit, end) = daemon::run(&mut engine, &mut ports, mirror.as_mut(), &clock, deadline, &STOP, Duration::from_millis(job.snapshot_interval_ms), |e, now| {
-                let r = e.report_with(&job_name, now, false);
-                m2.update(&r);
-                *last2.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
-            })?;
+            let (exit, end) = daemon::run(
+                &mut engine,
+                &mut ports,
+                mirror.as_mut(),
+                &clock,
+                deadline,
+                &STOP,
+                Duration::from_millis(job.snapshot_interval_ms),
+                |e, now| {
+                    let r = e.report_with(&job_name, now, false);
+                    m2.update(&r);
+                    *last2.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
+                },
+            )?;
             let verify_start = clock.now();
             let mut report = engine.report(&job_name, end);
             tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
@@ -261,7 +276,11 @@ fn run(args: Args) -> Result<bool> {
             r.ok = false;
             r.error = Some(format!(
                 "{}; the data thread did not stop within {} ms: this is its last snapshot (up to {} ms old)",
-                if TIMED_OUT.load(Ordering::Relaxed) { "timed out (the controller's deadline passed)" } else { "stopped by signal" },
+                if TIMED_OUT.load(Ordering::Relaxed) {
+                    "timed out (the controller's deadline passed)"
+                } else {
+                    "stopped by signal"
+                },
                 STOP_GRACE.as_millis(),
                 job.snapshot_interval_ms
             ));

@@ -39,9 +39,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use dataplane_common::config::Mac;
-use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
 use dataplane_user::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
 use dataplane_user::daemon::link_running;
+use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
 use gpu_host::nic::agent::{ifindex, AgentConfig, LldpSocket, PacketTap};
 use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
@@ -81,10 +81,13 @@ impl State {
     }
     fn report(&self) -> NodeReport {
         let now = self.now();
-        NodeReport { node: self.host.clone(), kind: "host".into(), ports: self.nics.iter().map(|n| n.agent.report(now)).collect() }
+        NodeReport {
+            node: self.host.clone(),
+            kind: "host".into(),
+            ports: self.nics.iter().map(|n| n.agent.report(now)).collect(),
+        }
     }
 }
-
 
 /// Looks every NIC up again (fast start when one appears, changes index or its link comes up)
 /// and sends what is due.
@@ -147,7 +150,11 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
         };
         let now = st.now();
         // The index seen at the last poll; an interface that just (re)appeared is looked up by name.
-        let pos = st.nics.iter().position(|n| n.ifindex == Some(idx)).or_else(|| st.nics.iter().position(|n| ifindex(&n.agent.identity().port) == Some(idx)));
+        let pos = st
+            .nics
+            .iter()
+            .position(|n| n.ifindex == Some(idx))
+            .or_else(|| st.nics.iter().position(|n| ifindex(&n.agent.identity().port) == Some(idx)));
         let Some(n) = pos.map(|p| &mut st.nics[p]) else {
             continue;
         };
@@ -155,14 +162,19 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
         let port = n.agent.identity().port.clone();
         match n.agent.on_frame(frame, now) {
             Rx::Neighbour { new: true } => {
-                let nb = n.agent.neighbour().map(|x| format!("{} port {}", x.system_name.as_deref().unwrap_or(&x.chassis), x.port));
+                let nb = n
+                    .agent
+                    .neighbour()
+                    .map(|x| format!("{} port {}", x.system_name.as_deref().unwrap_or(&x.chassis), x.port));
                 tracing::info!(nic = %port, neighbour = ?nb, "new LLDP neighbour");
                 let (oper, _) = n.agent.negotiate();
                 tracing::info!(nic = %port, pfc = %lldp_agent::dcb::prio_list(oper.pfc_enable), pfc_from = ?oper.pfc_from,
                     app = %lldp_agent::dcb::app_list(&oper.app), "DCBX operational settings");
             }
             Rx::Neighbour { new: false } => {}
-            Rx::TableFull => tracing::warn!(nic = %port, max = n.agent.max_neighbours(), "neighbour table full: LLDPDU of a new neighbour discarded"),
+            Rx::TableFull => {
+                tracing::warn!(nic = %port, max = n.agent.max_neighbours(), "neighbour table full: LLDPDU of a new neighbour discarded")
+            }
             Rx::Shutdown => tracing::info!(nic = %port, "neighbour sent a shutdown LLDPDU"),
             Rx::Malformed(why) => tracing::warn!(nic = %port, "malformed LLDPDU discarded: {why}"),
         }
@@ -285,7 +297,11 @@ impl Capture {
     /// Sleeps until a capture socket has a frame or [`CAPTURE_POLL_MS`] pass.
     fn wait(&mut self) {
         self.pollfds.clear();
-        self.pollfds.extend(self.socks.iter().flatten().map(|s| libc::pollfd { fd: std::os::fd::AsRawFd::as_raw_fd(s), events: libc::POLLIN, revents: 0 }));
+        self.pollfds.extend(self.socks.iter().flatten().map(|s| libc::pollfd {
+            fd: std::os::fd::AsRawFd::as_raw_fd(s),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
         // SAFETY: `pollfds` is a live array of `pollfds.len()` pollfd structs (possibly empty:
         // poll then only sleeps).
         unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, CAPTURE_POLL_MS) };
@@ -303,7 +319,14 @@ impl Capture {
                         let ts = c.ts_ns.unwrap_or_else(unix_now_ns);
                         let dir = if c.outgoing { DIR_OUT } else { DIR_IN };
                         let start = self.stage.len();
-                        Record { ts_ns: ts, port: i as u16, dir, orig_len: c.orig_len as u32, data: &self.frame[..c.len] }.encode(&mut self.stage);
+                        Record {
+                            ts_ns: ts,
+                            port: i as u16,
+                            dir,
+                            orig_len: c.orig_len as u32,
+                            data: &self.frame[..c.len],
+                        }
+                        .encode(&mut self.stage);
                         self.index.push((ts, start, self.stage.len() - start));
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
@@ -350,7 +373,8 @@ impl CaptureWake {
     async fn started(&self) {
         self.thread.unpark();
         let until = Instant::now() + Duration::from_secs(1);
-        while self.tap.mask() != 0 && self.ready.load(Ordering::Acquire) < self.tap.changes() && Instant::now() < until {
+        while self.tap.mask() != 0 && self.ready.load(Ordering::Acquire) < self.tap.changes() && Instant::now() < until
+        {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
@@ -427,15 +451,20 @@ fn start_capture(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureSta
     };
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
-    let join = std::thread::Builder::new().name("rocefab-capture".into()).spawn(move || cap.run(&s2)).context("spawning the capture thread")?;
+    let join = std::thread::Builder::new()
+        .name("rocefab-capture".into())
+        .spawn(move || cap.run(&s2))
+        .context("spawning the capture thread")?;
     let wake = CaptureWake { thread: join.thread().clone(), ready, tap: wake_tap };
     Ok((capture::slot(consumer), stats, wake, CaptureThread { stop, join: Some(join) }))
 }
 
 fn run(args: &Args) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.config).with_context(|| format!("reading {}", args.config.display()))?;
-    let cfg: AgentConfig = serde_json::from_str(&text).with_context(|| format!("{}: not a NIC agent configuration", args.config.display()))?;
-    let listener = std::net::TcpListener::bind(cfg.listen).with_context(|| format!("host {}: binding {}", cfg.host, cfg.listen))?;
+    let cfg: AgentConfig = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a NIC agent configuration", args.config.display()))?;
+    let listener = std::net::TcpListener::bind(cfg.listen)
+        .with_context(|| format!("host {}: binding {}", cfg.host, cfg.listen))?;
     if let Some(ns) = &cfg.netns {
         enter_netns(ns).with_context(|| format!("host {}: entering its network namespace", cfg.host))?;
     }
@@ -446,7 +475,14 @@ fn run(args: &Args) -> anyhow::Result<()> {
     let mut nics = Vec::new();
     for n in &cfg.nics {
         let mac: Mac = n.mac.parse().map_err(|e| anyhow::anyhow!("{}: mac {:?}: {e}", n.name, n.mac))?;
-        let id = Identity { chassis_mac: mac.0, mac: mac.0, port: n.name.clone(), system_name: cfg.host.clone(), port_description: format!("{} {}", cfg.host, n.name), bridge: false };
+        let id = Identity {
+            chassis_mac: mac.0,
+            mac: mac.0,
+            port: n.name.clone(),
+            system_name: cfg.host.clone(),
+            port_description: format!("{} {}", cfg.host, n.name),
+            bridge: false,
+        };
         let mut agent = PortAgent::new(t, id, n.dcb.clone(), 0);
         agent.expect(n.peer.as_deref().and_then(Expected::from_peer));
         nics.push(Nic { agent, ifindex: None, running: false, logged: Vec::new() });

@@ -65,7 +65,6 @@ pub struct AgentNic {
     pub peer: Option<String>,
 }
 
-
 /// The classes a NIC runs with after negotiation: RoCEv2 at the APP table's UDP 4791 priority
 /// with a DSCP the table maps to it (`nic.data_dscp` when it does), CNPs at `nic.cnp_dscp` with
 /// the priority the table gives that DSCP; PFC on the operational PFC enable vector (the
@@ -77,7 +76,12 @@ pub fn classes_from(nic: &AgentNic, report: &PortReport) -> NicClasses {
     let data_dscp = oper.roce_dscp(nic.data_dscp).unwrap_or(nic.data_dscp);
     let cnp_priority = oper
         .dscp_priority(nic.cnp_dscp)
-        .or_else(|| own.app.iter().find(|a| a.selector == lldp_agent::dcb::SEL_DSCP && a.protocol == u16::from(nic.cnp_dscp)).map(|a| a.priority))
+        .or_else(|| {
+            own.app
+                .iter()
+                .find(|a| a.selector == lldp_agent::dcb::SEL_DSCP && a.protocol == u16::from(nic.cnp_dscp))
+                .map(|a| a.priority)
+        })
         .unwrap_or(7);
     NicClasses { data_dscp, data_priority, cnp_dscp: nic.cnp_dscp, cnp_priority, pfc_enable: oper.pfc_enable }
 }
@@ -103,7 +107,11 @@ impl LldpSocket {
     pub fn open() -> io::Result<LldpSocket> {
         // SAFETY: plain socket(2) call; the descriptor is checked and then owned.
         let fd = unsafe {
-            libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, i32::from(ETH_P_LLDP.to_be()))
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                i32::from(ETH_P_LLDP.to_be()),
+            )
         };
         if fd < 0 {
             return Err(io::Error::last_os_error());
@@ -140,7 +148,14 @@ impl LldpSocket {
             let mut alen = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
             // SAFETY: `buf` and `a` are live, writable, and their lengths are passed.
             let r = unsafe {
-                libc::recvfrom(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC, (&mut a as *mut libc::sockaddr_ll).cast(), &mut alen)
+                libc::recvfrom(
+                    self.0.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_TRUNC,
+                    (&mut a as *mut libc::sockaddr_ll).cast(),
+                    &mut alen,
+                )
             };
             if r < 0 {
                 return Err(io::Error::last_os_error());
@@ -184,7 +199,9 @@ pub const PACKET_TAP_RCVBUF: i32 = 4 << 20;
 
 fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> io::Result<()> {
     // SAFETY: `v` is a live c_int and its size is passed.
-    let r = unsafe { libc::setsockopt(fd, level, name, (&v as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t) };
+    let r = unsafe {
+        libc::setsockopt(fd, level, name, (&v as *const i32).cast(), std::mem::size_of::<i32>() as libc::socklen_t)
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -209,7 +226,13 @@ impl PacketTap {
         let mut a = sockaddr(ifindex);
         a.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
         // SAFETY: `a` is a live sockaddr_ll and its size is passed.
-        let r = unsafe { libc::bind(fd, (&a as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t) };
+        let r = unsafe {
+            libc::bind(
+                fd,
+                (&a as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -244,13 +267,19 @@ impl PacketTap {
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
                     let t = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
-                    ts_ns = Some((t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64)).filter(|&t| t > 0);
+                    ts_ns = Some((t.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(t.tv_nsec as u64))
+                        .filter(|&t| t > 0);
                 }
                 c = libc::CMSG_NXTHDR(&msg, c);
             }
         }
         let orig_len = r as usize;
-        Ok(Captured { len: orig_len.min(buf.len()), orig_len, outgoing: addr.sll_pkttype == libc::PACKET_OUTGOING, ts_ns })
+        Ok(Captured {
+            len: orig_len.min(buf.len()),
+            orig_len,
+            outgoing: addr.sll_pkttype == libc::PACKET_OUTGOING,
+            ts_ns,
+        })
     }
 
     /// Frames the kernel dropped for this socket (receive buffer full) since the last call
@@ -260,7 +289,15 @@ impl PacketTap {
         let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
         let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
         // SAFETY: `st` is live and writable, `len` its size.
-        let r = unsafe { libc::getsockopt(self.0.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_STATISTICS, (&mut st as *mut libc::tpacket_stats).cast(), &mut len) };
+        let r = unsafe {
+            libc::getsockopt(
+                self.0.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -285,15 +322,36 @@ mod tests {
     use lldp_agent::{Identity, PortAgent, Timing};
 
     fn nic() -> AgentNic {
-        AgentNic { name: "gpu0".into(), mac: "02:00:00:00:01:01".into(), dcb: Dcb::nic(true, 1 << 3, 24, 3, 48, 7), data_dscp: 24, cnp_dscp: 48, peer: None }
+        AgentNic {
+            name: "gpu0".into(),
+            mac: "02:00:00:00:01:01".into(),
+            dcb: Dcb::nic(true, 1 << 3, 24, 3, 48, 7),
+            data_dscp: 24,
+            cnp_dscp: 48,
+            peer: None,
+        }
     }
 
     fn report_with_peer(peer: Option<Dcb>) -> PortReport {
         let n = nic();
-        let id = Identity { chassis_mac: [2, 0, 0, 0, 1, 1], mac: [2, 0, 0, 0, 1, 1], port: "gpu0".into(), system_name: "host1".into(), port_description: "gpu0".into(), bridge: false };
+        let id = Identity {
+            chassis_mac: [2, 0, 0, 0, 1, 1],
+            mac: [2, 0, 0, 0, 1, 1],
+            port: "gpu0".into(),
+            system_name: "host1".into(),
+            port_description: "gpu0".into(),
+            bridge: false,
+        };
         let mut a = PortAgent::new(Timing::default(), id, n.dcb.clone(), 0);
         if let Some(p) = peer {
-            let sid = Identity { chassis_mac: [2, 0, 0, 0, 9, 9], mac: [2, 0, 0, 0, 9, 9], port: "eth0".into(), system_name: "rail1".into(), port_description: String::new(), bridge: true };
+            let sid = Identity {
+                chassis_mac: [2, 0, 0, 0, 9, 9],
+                mac: [2, 0, 0, 0, 9, 9],
+                port: "eth0".into(),
+                system_name: "rail1".into(),
+                port_description: String::new(),
+                bridge: true,
+            };
             let sw = PortAgent::new(Timing::default(), sid, p, 0);
             a.on_frame(&sw.frame(120), 0);
         }
@@ -311,12 +369,21 @@ mod tests {
         let mut sw = Dcb::nic(false, 1 << 4, 26, 4, 48, 6);
         sw.willing = false;
         let c = classes_from(&nic(), &report_with_peer(Some(sw)));
-        assert_eq!(c, NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 48, cnp_priority: 6, pfc_enable: 1 << 4 });
+        assert_eq!(
+            c,
+            NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 48, cnp_priority: 6, pfc_enable: 1 << 4 }
+        );
     }
 
     #[test]
     fn config_round_trips() {
-        let c = AgentConfig { host: "host1".into(), netns: Some("rf-x-host1".into()), listen: "127.0.0.1:9500".parse().unwrap(), lldp: LldpConfig::default(), nics: vec![nic()] };
+        let c = AgentConfig {
+            host: "host1".into(),
+            netns: Some("rf-x-host1".into()),
+            listen: "127.0.0.1:9500".parse().unwrap(),
+            lldp: LldpConfig::default(),
+            nics: vec![nic()],
+        };
         let s = serde_json::to_string(&c).unwrap();
         assert_eq!(serde_json::from_str::<AgentConfig>(&s).unwrap(), c);
     }

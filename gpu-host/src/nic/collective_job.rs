@@ -16,8 +16,8 @@
 use std::net::IpAddr;
 
 use super::job::{
-    CollLocal, CollOp, CollRecv, CollSend, CollectiveSpec, ExpectSpec, Job, NicSpec, QpSpec, RankSpec, RecvSpec, SendSpec,
-    DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
+    CollLocal, CollOp, CollRecv, CollSend, CollectiveSpec, ExpectSpec, Job, NicSpec, QpSpec, RankSpec, RecvSpec,
+    SendSpec, DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
 };
 use crate::collective::{chunk_range, CollectiveError, Op, Phase, RankLayout, Schedule, Transfer};
 use crate::segment::SegmentMode;
@@ -177,8 +177,12 @@ fn expectations(kind: Kind, s: &Schedule, r: u32, seed: impl Fn(u32) -> u64) -> 
     let n = s.ranks;
     let bytes = s.elems as u64 * ELEM;
     match kind {
-        Kind::AllReduce => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: (0..n).map(|k| (seed(k), 0)).collect() }],
-        Kind::Incast if r == 0 => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: (0..n).map(|k| (seed(k), 0)).collect() }],
+        Kind::AllReduce => {
+            vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: (0..n).map(|k| (seed(k), 0)).collect() }]
+        }
+        Kind::Incast if r == 0 => {
+            vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: (0..n).map(|k| (seed(k), 0)).collect() }]
+        }
         Kind::Incast => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: vec![(seed(r), 0)] }],
         Kind::Broadcast => vec![ExpectSpec { rank: r, offset: 0, len: bytes, terms: vec![(seed(0), 0)] }],
         Kind::AllToAll => (0..n)
@@ -265,7 +269,10 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     for (id, t) in sched.transfers.iter().enumerate() {
         for &d in &t.deps {
             if sched.transfers[d].dst_rank != t.src_rank {
-                return Err(BuildError::Invalid(format!("transfer {id} depends on {d}, which does not arrive at rank {}", t.src_rank)));
+                return Err(BuildError::Invalid(format!(
+                    "transfer {id} depends on {d}, which does not arrive at rank {}",
+                    t.src_rank
+                )));
             }
         }
     }
@@ -307,7 +314,12 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     for r in 0..n {
         let (host, _) = place(r)?;
         let c = jobs[host].collective.as_mut().expect("set above");
-        c.ranks.push(RankSpec { rank: r, bytes: sched.buffer_elems as u64 * ELEM, input_bytes: bytes_per_rank, seed: seed(r) });
+        c.ranks.push(RankSpec {
+            rank: r,
+            bytes: sched.buffer_elems as u64 * ELEM,
+            input_bytes: bytes_per_rank,
+            seed: seed(r),
+        });
         c.expect.extend(expectations(kind, &sched, r, seed));
     }
     for (ci, c) in conns.iter().enumerate() {
@@ -317,7 +329,10 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
         let rkey = 0x1000 + ci as u32;
         let (snic, dnic) = (&hosts[sh].nics[sn], &hosts[dh].nics[dn]);
         if snic.ip.is_ipv4() != dnic.ip.is_ipv4() {
-            return Err(BuildError::Invalid(format!("ranks {} and {} use different IP families", c.src_rank, c.dst_rank)));
+            return Err(BuildError::Invalid(format!(
+                "ranks {} and {} use different IP families",
+                c.src_rank, c.dst_rank
+            )));
         }
         let label = format!("rank {} -> rank {}", c.src_rank, c.dst_rank);
         jobs[sh].qps.push(QpSpec {
@@ -452,11 +467,8 @@ mod tests {
 
     /// The engines of [`run_over`] once all finished, and the time then.
     fn run_engines(b: &Built, mut delay: impl FnMut(u64, &[u8]) -> Option<u64>) -> (Vec<Engine>, u64) {
-        let mut engines: Vec<Engine> = b
-            .jobs
-            .iter()
-            .map(|j| Engine::from_job(j, &vec![PathMtu::Mtu1024; j.nics.len()], 0).unwrap())
-            .collect();
+        let mut engines: Vec<Engine> =
+            b.jobs.iter().map(|j| Engine::from_job(j, &vec![PathMtu::Mtu1024; j.nics.len()], 0).unwrap()).collect();
         let addr: Vec<(IpAddr, usize, usize)> = b
             .jobs
             .iter()
@@ -478,7 +490,8 @@ mod tests {
                     while let Some(len) = e.next_tx(k, &mut buf, now) {
                         let f = &buf[..len];
                         let dst: IpAddr = std::net::Ipv4Addr::new(f[30], f[31], f[32], f[33]).into();
-                        let &(_, dh, dk) = addr.iter().find(|a| a.0 == dst).unwrap_or_else(|| panic!("host {h}: no route to {dst}"));
+                        let &(_, dh, dk) =
+                            addr.iter().find(|a| a.0 == dst).unwrap_or_else(|| panic!("host {h}: no route to {dst}"));
                         if let Some(d) = delay(seq, f) {
                             wire.insert((now + d, seq), (dh, dk, f.to_vec()));
                         }
@@ -490,7 +503,8 @@ mod tests {
                 let (dh, dk, f) = e.remove();
                 engines[dh].on_frame(dk, &f, now);
             }
-            let next = engines.iter_mut().filter_map(|e| e.next_deadline(now)).chain(wire.keys().next().map(|k| k.0)).min();
+            let next =
+                engines.iter_mut().filter_map(|e| e.next_deadline(now)).chain(wire.keys().next().map(|k| k.0)).min();
             now = next.unwrap_or(now + 1_000).clamp(now + 1, now + 1_000_000);
         }
         assert!(engines.iter().all(|e| e.finished()), "collective stalled at {now} ns");
@@ -500,7 +514,11 @@ mod tests {
     /// Totals over every QP of the reports: (retransmitted, NAKs sent, out-of-order arrivals).
     fn totals(reports: &[crate::nic::job::Report]) -> (u64, u64, u64) {
         let qps = || reports.iter().flat_map(|r| r.qps.iter());
-        (qps().map(|q| q.retransmitted_packets).sum(), qps().map(|q| q.naks_sent).sum(), qps().map(|q| q.out_of_order).sum())
+        (
+            qps().map(|q| q.retransmitted_packets).sum(),
+            qps().map(|q| q.naks_sent).sum(),
+            qps().map(|q| q.out_of_order).sum(),
+        )
     }
 
     fn all_verified(reports: &[crate::nic::job::Report]) -> bool {
@@ -532,14 +550,18 @@ mod tests {
         let fml = run_over(&b, sprayed);
         let (retx, naks, ooo) = totals(&fml);
         assert!(all_verified(&fml), "{fml:#?}");
-        assert!(ooo > 0 && naks > 0 && retx > 0, "First/Middle/Last: go-back-N on reordering ({retx} retx, {naks} NAKs, {ooo} out of order)");
+        assert!(
+            ooo > 0 && naks > 0 && retx > 0,
+            "First/Middle/Last: go-back-N on reordering ({retx} retx, {naks} NAKs, {ooo} out of order)"
+        );
     }
 
     #[test]
     fn host1_serves_metrics_on_the_base_port() {
         let opts = BuildOptions { metrics_port_base: Some(9700), ..Default::default() };
         let b = build(Kind::Incast, &hosts(3, 1), 4096, &opts).unwrap();
-        let ports: Vec<(String, Option<u16>)> = b.jobs.iter().map(|j| (j.name.clone(), j.metrics_listen.map(|l| l.port()))).collect();
+        let ports: Vec<(String, Option<u16>)> =
+            b.jobs.iter().map(|j| (j.name.clone(), j.metrics_listen.map(|l| l.port()))).collect();
         assert!(ports[0].0.ends_with("host1") && ports[2].0.ends_with("host3"), "{ports:?}");
         assert_eq!(ports.iter().map(|p| p.1).collect::<Vec<_>>(), vec![Some(9700), Some(9701), Some(9702)]);
     }
@@ -596,7 +618,11 @@ mod tests {
             let k = r.ranks.iter().find(|k| k.rank == rank).unwrap();
             assert_eq!((k.verified, k.first_mismatch), (Some(false), Some(pos as u64 & !3)), "rank {rank} byte {pos}");
             assert!(!r.ok);
-            assert!(r.ranks.iter().filter(|k| k.rank != rank).all(|k| k.verified == Some(true)), "only rank {rank} is wrong: {:?}", r.ranks);
+            assert!(
+                r.ranks.iter().filter(|k| k.rank != rank).all(|k| k.verified == Some(true)),
+                "only rank {rank} is wrong: {:?}",
+                r.ranks
+            );
             engines[h].rank_buffer_mut(rank).unwrap()[pos] ^= 0x10;
             assert!(engines[h].report("j", now).ok, "restored");
         }
@@ -622,7 +648,8 @@ mod tests {
             let coll = j.collective.as_ref().unwrap();
             for q in j.qps.iter().filter(|q| q.recv.is_some()) {
                 let region = q.recv.as_ref().unwrap().len;
-                let mut slots: Vec<(u64, u64)> = coll.recvs.iter().filter(|r| r.qpn == q.qpn).map(|r| (r.staging_offset, r.len)).collect();
+                let mut slots: Vec<(u64, u64)> =
+                    coll.recvs.iter().filter(|r| r.qpn == q.qpn).map(|r| (r.staging_offset, r.len)).collect();
                 assert!(slots.iter().all(|&(o, l)| o + l <= region), "every slot inside the region");
                 let n = slots.len();
                 slots.sort();
@@ -660,7 +687,10 @@ mod tests {
         // Rank 1 is host1/gpu1, rank 2 is host2/gpu0.
         let c = b.jobs[0].collective.as_ref().unwrap();
         assert_eq!(c.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1]);
-        assert_eq!(b.conns.iter().map(|c| (c.src_rank, c.dst_rank)).collect::<Vec<_>>(), vec![(0, 1), (1, 2), (2, 3), (3, 0)]);
+        assert_eq!(
+            b.conns.iter().map(|c| (c.src_rank, c.dst_rank)).collect::<Vec<_>>(),
+            vec![(0, 1), (1, 2), (2, 3), (3, 0)]
+        );
         // Each ring connection carries 2(N−1) chunks of N chunks: 6/4 of the buffer.
         assert!(b.conns.iter().all(|c| c.bytes == 4096 * 6 / 4));
         // Rank 1 → rank 2 leaves host1 on gpu1 towards 10.0.1.2 (host2 gpu0).
@@ -671,7 +701,12 @@ mod tests {
 
     #[test]
     fn window_and_ack_timeout_options_reach_every_requester() {
-        let opts = BuildOptions { window_packets: 77, retransmit_timeout_ns: 5_000_000, time_dilation: 8000.0, ..Default::default() };
+        let opts = BuildOptions {
+            window_packets: 77,
+            retransmit_timeout_ns: 5_000_000,
+            time_dilation: 8000.0,
+            ..Default::default()
+        };
         let b = build(Kind::AllReduce, &hosts(2, 2), 4096, &opts).unwrap();
         assert!(b.jobs.iter().all(|j| j.time_dilation == 8000.0 && j.validate().is_ok()));
         let sends: Vec<_> = b.jobs.iter().flat_map(|j| j.qps.iter()).filter_map(|q| q.send.as_ref()).collect();

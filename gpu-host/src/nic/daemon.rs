@@ -82,9 +82,17 @@ pub fn run(
 /// to exhaust its retries against a host that has gone. On `stop` it first takes what the RX
 /// rings still hold (the caller detaches the XDP program before raising `stop`, so nothing
 /// more arrives and no frame is left unread). Returns when it stopped.
-pub fn serve(engine: &mut Engine, ports: &mut [XskPort], mut mirror: Option<&mut MirrorProducer>, clock: &Clock, until: u64, stop: &AtomicBool) -> Result<u64, XskError> {
+pub fn serve(
+    engine: &mut Engine,
+    ports: &mut [XskPort],
+    mut mirror: Option<&mut MirrorProducer>,
+    clock: &Clock,
+    until: u64,
+    stop: &AtomicBool,
+) -> Result<u64, XskError> {
     let started = clock.now();
-    let (exit, now, passes) = drive(engine, ports, mirror.as_deref_mut(), clock, until, stop, Duration::MAX, |_, _| {}, false)?;
+    let (exit, now, passes) =
+        drive(engine, ports, mirror.as_deref_mut(), clock, until, stop, Duration::MAX, |_, _| {}, false)?;
     if exit == Exit::Stopped {
         for (i, p) in ports.iter_mut().enumerate() {
             while p.receive(engine, i, now, mirror.as_deref_mut())? > 0 {}
@@ -155,7 +163,10 @@ fn drive(
             continue;
         }
         let sleep = (wake - now).min(MAX_SLEEP_NS);
-        let ts = libc::timespec { tv_sec: (sleep / 1_000_000_000) as libc::time_t, tv_nsec: (sleep % 1_000_000_000) as libc::c_long };
+        let ts = libc::timespec {
+            tv_sec: (sleep / 1_000_000_000) as libc::time_t,
+            tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
+        };
         for f in fds.iter_mut() {
             f.revents = 0;
         }

@@ -36,7 +36,9 @@ use std::net::IpAddr;
 
 use dataplane_common::time::Dilation;
 use rocefab_wire::mac_control::MacControlRepr;
-use rocefab_wire::roce::{self, aeth, bth, reth, udp_src_port_for_qp, IpEcn, Opcode as WireOpcode, ParsedFrame, RoceFrame};
+use rocefab_wire::roce::{
+    self, aeth, bth, reth, udp_src_port_for_qp, IpEcn, Opcode as WireOpcode, ParsedFrame, RoceFrame,
+};
 
 use super::job::{self, CollOp, CollectiveSpec, Job, NicReport, QpReport, QpStall, RankReport, Report};
 use super::pattern;
@@ -75,7 +77,12 @@ pub enum EngineError {
 /// A requester's configuration on the wall clock for a NIC of emulated `line_rate_bps` and an
 /// emulated local ACK timeout, at time dilation `d`: the rates / D, the timeout and DCQCN's
 /// timers × D (the DCQCN parameters are `profile`'s cited emulated ones, see [`crate::dcqcn`]).
-pub fn sender_config(line_rate_bps: u64, retransmit_timeout_ns: u64, d: Dilation, profile: DcqcnProfile) -> SenderConfig {
+pub fn sender_config(
+    line_rate_bps: u64,
+    retransmit_timeout_ns: u64,
+    d: Dilation,
+    profile: DcqcnProfile,
+) -> SenderConfig {
     let mut cfg = SenderConfig::new(d.rate(line_rate_bps));
     cfg.retransmit_timeout_ns = d.duration(retransmit_timeout_ns).max(1);
     cfg.dcqcn = Some(profile.rp(line_rate_bps).dilated(d));
@@ -88,7 +95,13 @@ pub fn sender_config(line_rate_bps: u64, retransmit_timeout_ns: u64, d: Dilation
 /// `local_ack_timeout_ns` (emulated; by default [`job::default_retransmit_timeout_ns`], at
 /// least 100 ms of wall clock, so the window is at least 25 ms and scheduling delays of a
 /// loaded machine are not mistaken for loss; a longer timeout widens it alike).
-pub fn receiver_config(mtu: PathMtu, write_only: bool, d: Dilation, profile: DcqcnProfile, local_ack_timeout_ns: u64) -> ReceiverConfig {
+pub fn receiver_config(
+    mtu: PathMtu,
+    write_only: bool,
+    d: Dilation,
+    profile: DcqcnProfile,
+    local_ack_timeout_ns: u64,
+) -> ReceiverConfig {
     let mut cfg = ReceiverConfig::new(mtu);
     cfg.cnp_interval_ns = d.duration(profile.cnp_interval_ns());
     cfg.ack_delay_ns = cfg.ack_delay_ns.map(|t| d.duration(t));
@@ -313,7 +326,8 @@ fn apply_op(op: CollOp, src: &[u8], dst: &mut [u8]) {
         CollOp::Copy => dst.copy_from_slice(src),
         CollOp::Sum => {
             for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
-                let v = u32::from_le_bytes([d[0], d[1], d[2], d[3]]).wrapping_add(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+                let v = u32::from_le_bytes([d[0], d[1], d[2], d[3]])
+                    .wrapping_add(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
                 d.copy_from_slice(&v.to_le_bytes());
             }
         }
@@ -374,7 +388,9 @@ fn verify_collective(expect: &[job::ExpectSpec], bufs: &[Vec<u8>], rank_idx: &In
     std::thread::scope(|s| {
         let run = &run;
         let others: Vec<_> = (1..parts)
-            .map(|p| std::thread::Builder::new().name("rocefab-verify".into()).spawn_scoped(s, move || run(p)).map_err(|_| p))
+            .map(|p| {
+                std::thread::Builder::new().name("rocefab-verify".into()).spawn_scoped(s, move || run(p)).map_err(|_| p)
+            })
             .collect();
         for h in others {
             // A part whose thread could not start runs here.
@@ -398,7 +414,8 @@ fn verify_collective(expect: &[job::ExpectSpec], bufs: &[Vec<u8>], rank_idx: &In
 fn first_difference(buf: &[u8], start: u64, want: &[u32]) -> Option<u64> {
     let s = usize::try_from(start).ok()?;
     let have = buf.get(s..).unwrap_or(&[]);
-    let same = have.chunks_exact(4).zip(want).take_while(|(h, w)| u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == **w).count();
+    let same =
+        have.chunks_exact(4).zip(want).take_while(|(h, w)| u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == **w).count();
     (same < want.len()).then(|| start + 4 * same as u64)
 }
 
@@ -467,7 +484,8 @@ impl Engine {
         for q in &job.qps {
             let e = |what: String| EngineError::Qp { qpn: q.qpn, what };
             let nic = nics.get(q.nic).ok_or_else(|| e(format!("nic {} does not exist", q.nic)))?;
-            let peer_mac = job::parse_mac(&q.next_hop_mac).ok_or_else(|| e(format!("bad next_hop_mac {:?}", q.next_hop_mac)))?;
+            let peer_mac =
+                job::parse_mac(&q.next_hop_mac).ok_or_else(|| e(format!("bad next_hop_mac {:?}", q.next_hop_mac)))?;
             let mut qp = Qp {
                 spec: q.clone(),
                 nic: q.nic,
@@ -487,7 +505,8 @@ impl Engine {
             if let Some(s) = &q.send {
                 let mut cfg = sender_config(nic.cfg.emulated_line_rate_bps, s.retransmit_timeout_ns, d, job.dcqcn);
                 cfg.mtu = nic.cfg.path_mtu;
-                cfg.mode = if nic.cfg.write_only { SegmentMode::WriteOnlyPerPacket } else { SegmentMode::FirstMiddleLast };
+                cfg.mode =
+                    if nic.cfg.write_only { SegmentMode::WriteOnlyPerPacket } else { SegmentMode::FirstMiddleLast };
                 cfg.initial_psn = Psn::new(s.psn);
                 cfg.max_outstanding_packets = s.window_packets;
                 // The QP's own limiter allows the NIC shaper's burst, so at line rate it never
@@ -501,16 +520,18 @@ impl Engine {
                 }
                 let mut sender = Sender::new(cfg, now).map_err(|x| e(x.to_string()))?;
                 let len = usize::try_from(s.len).map_err(|_| e("send.len too large".into()))?;
-                let coll_bytes: u64 = job
-                    .collective
-                    .iter()
-                    .flat_map(|c| c.sends.iter())
-                    .filter(|x| x.qpn == q.qpn)
-                    .map(|x| x.len)
-                    .sum();
+                let coll_bytes: u64 =
+                    job.collective.iter().flat_map(|c| c.sends.iter()).filter(|x| x.qpn == q.qpn).map(|x| x.len).sum();
                 qp.send_total = s.len + coll_bytes;
                 if s.len == 0 && coll_bytes > 0 {
-                    let largest = job.collective.iter().flat_map(|c| c.sends.iter()).filter(|x| x.qpn == q.qpn).map(|x| x.len).max().unwrap_or(0);
+                    let largest = job
+                        .collective
+                        .iter()
+                        .flat_map(|c| c.sends.iter())
+                        .filter(|x| x.qpn == q.qpn)
+                        .map(|x| x.len)
+                        .max()
+                        .unwrap_or(0);
                     let window = u64::from(s.window_packets) * u64::from(nic.cfg.path_mtu.bytes());
                     let cap = coll_bytes.min(2 * (largest + window));
                     let cap_len = usize::try_from(cap).map_err(|_| e("send bytes too large".into()))?;
@@ -565,18 +586,30 @@ impl Engine {
                 .collect();
             let rank_idx = IndexTable::new(&c.ranks.iter().map(|r| r.rank).collect::<Vec<_>>())
                 .map_err(|r| EngineError::Job(format!("collective: rank {r} listed twice")))?;
-            let max_id = c.sends.iter().map(|x| x.id).chain(c.recvs.iter().map(|x| x.id)).chain(c.locals.iter().map(|x| x.id)).max();
+            let max_id = c
+                .sends
+                .iter()
+                .map(|x| x.id)
+                .chain(c.recvs.iter().map(|x| x.id))
+                .chain(c.locals.iter().map(|x| x.id))
+                .max();
             if max_id.is_some_and(|m| m >= MAX_TRANSFER_ID) {
                 return Err(EngineError::Job(format!("collective: transfer ids must be below {MAX_TRANSFER_ID}")));
             }
-            let used = c.sends.iter().map(|x| x.rank).chain(c.recvs.iter().map(|x| x.rank)).chain(c.locals.iter().map(|x| x.rank));
+            let used = c
+                .sends
+                .iter()
+                .map(|x| x.rank)
+                .chain(c.recvs.iter().map(|x| x.rank))
+                .chain(c.locals.iter().map(|x| x.rank));
             if let Some(r) = used.chain(c.expect.iter().map(|e| e.rank)).find(|&r| rank_idx.get(r).is_none()) {
                 return Err(EngineError::Job(format!("collective: rank {r} is not one of this host's ranks")));
             }
             let queue = |qpns: Vec<(u32, usize, usize)>| -> Result<Vec<(usize, Vec<usize>, usize)>, EngineError> {
                 let mut by: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
                 for (qpn, id, idx) in qpns {
-                    let qi = by_qpn.get(qpn).ok_or_else(|| EngineError::Qp { qpn, what: "collective QP missing".into() })?;
+                    let qi =
+                        by_qpn.get(qpn).ok_or_else(|| EngineError::Qp { qpn, what: "collective QP missing".into() })?;
                     match by.iter_mut().find(|(q, _)| *q == qi) {
                         Some((_, l)) => l.push((id, idx)),
                         None => by.push((qi, vec![(id, idx)])),
@@ -899,7 +932,8 @@ impl Engine {
                 let qp = &self.qps[qi];
                 let b = bth::Repr::new(WireOpcode::Acknowledge, qp.spec.peer_qpn, ack.psn.value());
                 let mut h = roce::Repr::new(b);
-                h.aeth = Some(aeth::Repr { syndrome: aeth::Syndrome::from(ack.syndrome.aeth_syndrome()), msn: ack.msn });
+                h.aeth =
+                    Some(aeth::Repr { syndrome: aeth::Syndrome::from(ack.syndrome.aeth_syndrome()), msn: ack.msn });
                 let mut f = RoceFrame::new(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, h, &[]);
                 f.udp_src_port = qp.sport;
                 f.dscp = cl.data_dscp;
@@ -918,7 +952,8 @@ impl Engine {
                 nic.rr = (nic.rr + k + 1) % n;
                 let start = tx.local_addr as usize;
                 let payload = &qp.send_buf[start..start + tx.pkt.payload_len as usize];
-                let mut b = bth::Repr::new(WireOpcode::from(tx.pkt.opcode.code()), qp.spec.peer_qpn, tx.pkt.psn.value());
+                let mut b =
+                    bth::Repr::new(WireOpcode::from(tx.pkt.opcode.code()), qp.spec.peer_qpn, tx.pkt.psn.value());
                 b.ack_req = tx.pkt.ack_req;
                 let mut h = roce::Repr::new(b);
                 h.reth = tx.pkt.reth.map(|r| reth::Repr { va: r.va, r_key: r.rkey, dma_len: r.len });
@@ -1135,7 +1170,8 @@ impl Engine {
                 let mut rr = RankReport { rank: r.rank, complete, verified: None, first_mismatch: None, waiting_for };
                 if let Some(first) = &first {
                     // The rank's first failing expectation, in the job's order.
-                    let mismatch = c.spec.expect.iter().zip(first).filter(|(e, _)| e.rank == r.rank).find_map(|(_, m)| *m);
+                    let mismatch =
+                        c.spec.expect.iter().zip(first).filter(|(e, _)| e.rank == r.rank).find_map(|(_, m)| *m);
                     rr.verified = Some(mismatch.is_none() && complete);
                     rr.first_mismatch = mismatch;
                     ok &= mismatch.is_none();
@@ -1143,10 +1179,21 @@ impl Engine {
                 ranks.push(rr);
             }
         }
-        let end = if self.coll.as_ref().is_some_and(|c| !c.complete()) { now } else { self.finish_time().unwrap_or(now) };
+        let end =
+            if self.coll.as_ref().is_some_and(|c| !c.complete()) { now } else { self.finish_time().unwrap_or(now) };
         let elapsed_ns = d.to_emulated_ns(end - self.start);
         let stalls = self.stalls(now);
-        Report { job: job.to_string(), time_dilation: d.factor(), ok, error: None, elapsed_ns, qps, nics, ranks, stalls }
+        Report {
+            job: job.to_string(),
+            time_dilation: d.factor(),
+            ok,
+            error: None,
+            elapsed_ns,
+            qps,
+            nics,
+            ranks,
+            stalls,
+        }
     }
 
     /// What every unfinished QP is waiting for at `now` (a requester with data not acknowledged,
@@ -1205,7 +1252,11 @@ impl Engine {
                 let placed = r.counters().bytes_placed;
                 if q.recv_done.is_none() || r.owes_ack() || (q.error.is_some() && q.sender.is_none()) {
                     let waiting_for = if q.recv_done.is_none() {
-                        let hole = if r.pending_out_of_order() > 0 { format!(" ({} packets placed after the hole)", r.pending_out_of_order()) } else { String::new() };
+                        let hole = if r.pending_out_of_order() > 0 {
+                            format!(" ({} packets placed after the hole)", r.pending_out_of_order())
+                        } else {
+                            String::new()
+                        };
                         format!("request PSN {} from its peer{hole}", r.expected_psn().value())
                     } else {
                         format!("sending the ACK it owes{pause}")
@@ -1254,7 +1305,10 @@ impl Engine {
                 // Every write posted: waiting for their acknowledgements, if any is missing.
                 let mine = list.iter().any(|&i| c.spec.sends[i].rank == rank);
                 if mine && qp.send_acked < qp.send_total {
-                    parts.push(format!("its writes on QP {:#x} ({}) to complete: {} of {} bytes", qp.spec.qpn, qp.spec.label, qp.send_acked, qp.send_total));
+                    parts.push(format!(
+                        "its writes on QP {:#x} ({}) to complete: {} of {} bytes",
+                        qp.spec.qpn, qp.spec.label, qp.send_acked, qp.send_total
+                    ));
                 }
                 continue;
             };
@@ -1292,8 +1346,8 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocefab_wire::mac_control::PfcRepr;
     use rocefab_wire::ethernet::{MacAddr, PrioritySet};
+    use rocefab_wire::mac_control::PfcRepr;
 
     const A_MAC: &str = "02:00:00:00:00:0a";
     const B_MAC: &str = "02:00:00:00:00:0b";
@@ -1401,18 +1455,25 @@ mod tests {
     fn transfer_completes_with_verified_data_across_psn_wrap() {
         let (mut a, mut b) = engines(300_000, 10_000_000_000, true);
         let mut opcodes = std::collections::BTreeSet::new();
-        let end = run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, _| {
-            let p = ParsedFrame::parse(f).unwrap();
-            assert!(p.icrc.is_good());
-            if dir == 0 {
-                assert_eq!(p.ip.dscp, 24);
-                assert_eq!(p.ip.ecn, IpEcn::Ect0);
-                assert_eq!(p.udp_src_port, udp_src_port_for_qp(17, 33));
-                assert_eq!(p.bth().dest_qp, 33);
-            }
-            opcodes.insert(u8::from(p.bth().opcode));
-            true
-        }, |_, _| {});
+        let end = run(
+            &mut a,
+            &mut b,
+            0,
+            10_000_000_000,
+            |dir, f, _| {
+                let p = ParsedFrame::parse(f).unwrap();
+                assert!(p.icrc.is_good());
+                if dir == 0 {
+                    assert_eq!(p.ip.dscp, 24);
+                    assert_eq!(p.ip.ecn, IpEcn::Ect0);
+                    assert_eq!(p.udp_src_port, udp_src_port_for_qp(17, 33));
+                    assert_eq!(p.bth().dest_qp, 33);
+                }
+                opcodes.insert(u8::from(p.bth().opcode));
+                true
+            },
+            |_, _| {},
+        );
         assert!(a.finished() && b.finished(), "stalled at {end}");
         let r = b.report("b", end);
         assert!(r.ok, "{r:?}");
@@ -1479,17 +1540,24 @@ mod tests {
         let (mut a, mut b) = engines(200_000, 10_000_000_000, false);
         let mut n = 0;
         let mut dropped = 0;
-        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, _| {
-            if dir == 0 && f[12..14] == [8, 0] {
-                n += 1;
-                if n % 50 == 0 {
-                    dropped += 1;
-                    return false;
+        run(
+            &mut a,
+            &mut b,
+            0,
+            10_000_000_000,
+            |dir, f, _| {
+                if dir == 0 && f[12..14] == [8, 0] {
+                    n += 1;
+                    if n % 50 == 0 {
+                        dropped += 1;
+                        return false;
+                    }
                 }
-            }
-            let _ = f;
-            true
-        }, |_, _| {});
+                let _ = f;
+                true
+            },
+            |_, _| {},
+        );
         assert!(dropped > 2);
         let ra = a.report("a", 0);
         let rb = b.report("b", 0);
@@ -1503,14 +1571,21 @@ mod tests {
     fn corrupted_frames_fail_the_icrc_and_are_counted() {
         let (mut a, mut b) = engines(20_000, 10_000_000_000, false);
         let mut n = 0;
-        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, _| {
-            n += 1;
-            if dir == 0 && n == 3 {
-                let last = f.len() - 10;
-                f[last] ^= 0xff; // payload byte: only the ICRC can tell
-            }
-            true
-        }, |_, _| {});
+        run(
+            &mut a,
+            &mut b,
+            0,
+            10_000_000_000,
+            |dir, f, _| {
+                n += 1;
+                if dir == 0 && n == 3 {
+                    let last = f.len() - 10;
+                    f[last] ^= 0xff; // payload byte: only the ICRC can tell
+                }
+                true
+            },
+            |_, _| {},
+        );
         let rb = b.report("b", 0);
         assert!(rb.ok && rb.qps[0].verified == Some(true), "{rb:?}");
         assert_eq!(rb.nics[0].rx_bad_icrc, 1);
@@ -1521,27 +1596,35 @@ mod tests {
         let (mut a, mut b) = engines(400_000, 10_000_000_000, true);
         let mut cnps_on_wire = Vec::new();
         let mut buf_ce = 0;
-        let end = run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, now| {
-            if dir == 0 {
-                // Mark every data frame CE (ECN bits of the IPv4 TOS byte) and fix the header
-                // checksum; the ICRC masks the TOS byte, so it stays valid.
-                f[15] |= 0x03;
-                f[24] = 0;
-                f[25] = 0;
-                let c = etherparse::Ipv4HeaderSlice::from_slice(&f[14..34]).unwrap().to_header().calc_header_checksum();
-                f[24..26].copy_from_slice(&c.to_be_bytes());
-                buf_ce += 1;
-            } else {
-                let p = ParsedFrame::parse(f).unwrap();
-                if p.bth().opcode == WireOpcode::Cnp {
-                    assert_eq!(p.ip.dscp, 48);
-                    assert_eq!(p.bth().dest_qp, 17);
-                    assert!(p.icrc.is_good());
-                    cnps_on_wire.push(now);
+        let end = run(
+            &mut a,
+            &mut b,
+            0,
+            10_000_000_000,
+            |dir, f, now| {
+                if dir == 0 {
+                    // Mark every data frame CE (ECN bits of the IPv4 TOS byte) and fix the header
+                    // checksum; the ICRC masks the TOS byte, so it stays valid.
+                    f[15] |= 0x03;
+                    f[24] = 0;
+                    f[25] = 0;
+                    let c =
+                        etherparse::Ipv4HeaderSlice::from_slice(&f[14..34]).unwrap().to_header().calc_header_checksum();
+                    f[24..26].copy_from_slice(&c.to_be_bytes());
+                    buf_ce += 1;
+                } else {
+                    let p = ParsedFrame::parse(f).unwrap();
+                    if p.bth().opcode == WireOpcode::Cnp {
+                        assert_eq!(p.ip.dscp, 48);
+                        assert_eq!(p.bth().dest_qp, 17);
+                        assert!(p.icrc.is_good());
+                        cnps_on_wire.push(now);
+                    }
                 }
-            }
-            true
-        }, |_, _| {});
+                true
+            },
+            |_, _| {},
+        );
         let ra = a.report("a", 0);
         let rb = b.report("b", 0);
         assert!(rb.ok, "{rb:?}");
@@ -1573,13 +1656,29 @@ mod tests {
         let dc = c.dcqcn.unwrap();
         assert_eq!((dc.min_rate_bps, dc.rate_ai_bps), (emulated.min_rate_bps / 1000, emulated.rate_ai_bps / 1000));
         assert_eq!(dc.rate_increase_period_ns, emulated.rate_increase_period_ns * 1000);
-        let r = receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::default(), job::default_retransmit_timeout_ns(dil));
+        let r = receiver_config(
+            PathMtu::Mtu1024,
+            false,
+            dil,
+            DcqcnProfile::default(),
+            job::default_retransmit_timeout_ns(dil),
+        );
         assert_eq!(r.cnp_interval_ns, crate::dcqcn::DEFAULT_CNP_INTERVAL_NS * 1000);
         // The job's profile reaches both ends: ConnectX's 300 µs timer and 4 µs CNP interval.
         ja.dcqcn = DcqcnProfile::Connectx;
         let cx = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
         assert_eq!(cx.sender(17).unwrap().config().dcqcn, Some(DcqcnProfile::Connectx.rp(10_000_000_000).dilated(dil)));
-        assert_eq!(receiver_config(PathMtu::Mtu1024, false, dil, DcqcnProfile::Connectx, job::default_retransmit_timeout_ns(dil)).cnp_interval_ns, 4_000 * 1000);
+        assert_eq!(
+            receiver_config(
+                PathMtu::Mtu1024,
+                false,
+                dil,
+                DcqcnProfile::Connectx,
+                job::default_retransmit_timeout_ns(dil)
+            )
+            .cnp_interval_ns,
+            4_000 * 1000
+        );
         assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
 
         // The same transfer at D = 1 and D = 1000: the wall clock stretches by D, the reports
@@ -1589,7 +1688,8 @@ mod tests {
             (ja.time_dilation, jb.time_dilation) = (d, d);
             let mut a = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
             let mut b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
-            let end = run_with_delay(dil_of(d).duration(5_000), &mut a, &mut b, 0, u64::MAX / 2, |_, _, _| true, |_, _| {});
+            let end =
+                run_with_delay(dil_of(d).duration(5_000), &mut a, &mut b, 0, u64::MAX / 2, |_, _, _| true, |_, _| {});
             (a.report("a", end), b.report("b", end), a.finish_time().unwrap())
         };
         fn dil_of(d: f64) -> Dilation {
@@ -1620,13 +1720,18 @@ mod tests {
         ja.time_dilation = 4.0;
         let mut a = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
         let _ = jb;
-        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
+        let pause =
+            MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
         a.on_frame(0, &pause, 1_000);
         let quanta_ns = crate::pfc::quanta_to_ns(0xffff, 1_000_000_000);
         assert!(a.nic_pfc(0).is_paused(3, 1_000 + quanta_ns * 4 - 10).unwrap());
         assert!(!a.nic_pfc(0).is_paused(3, 1_000 + quanta_ns * 4 + 10).unwrap());
         let r = a.report("a", 1_000 + quanta_ns * 4 + 1_000_000);
-        assert!(r.nics[0].pfc_paused_ns_prio3.abs_diff(quanta_ns) <= 1, "{} vs {quanta_ns}", r.nics[0].pfc_paused_ns_prio3);
+        assert!(
+            r.nics[0].pfc_paused_ns_prio3.abs_diff(quanta_ns) <= 1,
+            "{} vs {quanta_ns}",
+            r.nics[0].pfc_paused_ns_prio3
+        );
     }
 
     #[test]
@@ -1638,17 +1743,24 @@ mod tests {
         let (mut a, mut b) = engines(300_000, 10_000_000_000, false);
         let first = 16_777_000u32;
         let mut last_delivered: Option<(u32, u64)> = None;
-        let end = run(&mut a, &mut b, 0, 5_000_000, |dir, f, now| {
-            let p = ParsedFrame::parse(f).unwrap();
-            if dir == 1 && p.bth().opcode == WireOpcode::Acknowledge {
-                let psn = p.bth().psn;
-                if Psn::new(first).forward_distance(Psn::new(psn)) > 100 {
-                    return false;
+        let end = run(
+            &mut a,
+            &mut b,
+            0,
+            5_000_000,
+            |dir, f, now| {
+                let p = ParsedFrame::parse(f).unwrap();
+                if dir == 1 && p.bth().opcode == WireOpcode::Acknowledge {
+                    let psn = p.bth().psn;
+                    if Psn::new(first).forward_distance(Psn::new(psn)) > 100 {
+                        return false;
+                    }
+                    last_delivered = Some((psn, now + 5_000));
                 }
-                last_delivered = Some((psn, now + 5_000));
-            }
-            true
-        }, |_, _| {});
+                true
+            },
+            |_, _| {},
+        );
         assert!(!a.finished() && !b.finished(), "the transfer cannot finish without ACKs");
         let (acked, acked_at) = last_delivered.expect("some ACKs arrived");
         let r = a.report("a", end);
@@ -1683,10 +1795,14 @@ mod tests {
         assert_eq!(sb.placed_bytes, u64::from(Psn::new(first).forward_distance(Psn::new(next))) * 1024);
         assert_eq!(sb.expected_bytes, 300_000);
         assert_eq!(sb.waiting_for, format!("request PSN {next} from its peer"));
-        assert!(sb.last_heard_ns.unwrap() > sb.last_progress_ns.unwrap(), "duplicates kept arriving after the last placement");
+        assert!(
+            sb.last_heard_ns.unwrap() > sb.last_progress_ns.unwrap(),
+            "duplicates kept arriving after the last placement"
+        );
 
         // A PFC pause on the data priority shows in the report made while it holds.
-        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
+        let pause =
+            MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
         a.on_frame(0, &pause, end);
         let st = &a.report("a", end + 1_000).stalls[0];
         assert!(st.paused_now);
@@ -1704,29 +1820,38 @@ mod tests {
     fn pfc_pauses_data_for_the_quanta_and_quanta_zero_resumes() {
         // 1 Gb/s: 0xffff quanta = 65535 × 512 ns = 33.55 ms.
         let (mut a, mut b) = engines(4_000_000, 1_000_000_000, false);
-        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
-        let resume = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
+        let pause =
+            MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
+        let resume =
+            MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0)).to_frame(MacAddr([2, 0, 0, 0, 0, 0x0b]));
         let mut data_times = Vec::new();
         let mut sent_pause = false;
         let mut sent_resume = false;
-        run(&mut a, &mut b, 0, 10_000_000_000, |dir, f, now| {
-            if dir == 0 && ParsedFrame::parse(f).is_ok_and(|p| p.bth().opcode != WireOpcode::Acknowledge) {
-                data_times.push(now);
-            }
-            true
-        }, |now, a| {
-            if now >= 2_000_000 && !sent_pause {
-                a.on_frame(0, &pause, now);
-                sent_pause = true;
-            }
-            if now >= 50_000_000 && !sent_resume {
-                a.on_frame(0, &pause, now);
-                sent_resume = true;
-            }
-            if now >= 55_000_000 && sent_resume && a.nic_pfc(0).is_paused(3, now).unwrap() {
-                a.on_frame(0, &resume, now);
-            }
-        });
+        run(
+            &mut a,
+            &mut b,
+            0,
+            10_000_000_000,
+            |dir, f, now| {
+                if dir == 0 && ParsedFrame::parse(f).is_ok_and(|p| p.bth().opcode != WireOpcode::Acknowledge) {
+                    data_times.push(now);
+                }
+                true
+            },
+            |now, a| {
+                if now >= 2_000_000 && !sent_pause {
+                    a.on_frame(0, &pause, now);
+                    sent_pause = true;
+                }
+                if now >= 50_000_000 && !sent_resume {
+                    a.on_frame(0, &pause, now);
+                    sent_resume = true;
+                }
+                if now >= 55_000_000 && sent_resume && a.nic_pfc(0).is_paused(3, now).unwrap() {
+                    a.on_frame(0, &resume, now);
+                }
+            },
+        );
         let gaps: Vec<u64> = data_times.windows(2).map(|w| w[1] - w[0]).filter(|&g| g > 1_000_000).collect();
         assert_eq!(gaps.len(), 2, "{gaps:?}");
         assert!((33_000_000..34_200_000).contains(&gaps[0]), "full pause {gaps:?}");

@@ -413,7 +413,8 @@ impl Job {
 
     /// The checked time dilation.
     pub fn dilation(&self) -> Result<Dilation, JobError> {
-        Dilation::new(self.time_dilation).map_err(|e| JobError::Invalid { job: self.name.clone(), what: format!("time_dilation: {e}") })
+        Dilation::new(self.time_dilation)
+            .map_err(|e| JobError::Invalid { job: self.name.clone(), what: format!("time_dilation: {e}") })
     }
 
     /// Checks references and ranges; the error names the offending entry.
@@ -490,17 +491,24 @@ impl Job {
         let rank = |r: u32| c.ranks.iter().find(|x| x.rank == r);
         for (i, r) in c.ranks.iter().enumerate() {
             if r.input_bytes > r.bytes || r.bytes % 4 != 0 || usize::try_from(r.bytes).is_err() {
-                return bad(format!("collective.ranks[{i}] (rank {}): bytes must be a multiple of 4 and ≥ input_bytes", r.rank));
+                return bad(format!(
+                    "collective.ranks[{i}] (rank {}): bytes must be a multiple of 4 and ≥ input_bytes",
+                    r.rank
+                ));
             }
         }
         let mut ids: Vec<usize> = Vec::new();
-        let in_buf = |r: u32, off: u64, len: u64| rank(r).is_some_and(|x| off.checked_add(len).is_some_and(|e| e <= x.bytes));
+        let in_buf =
+            |r: u32, off: u64, len: u64| rank(r).is_some_and(|x| off.checked_add(len).is_some_and(|e| e <= x.bytes));
         for s in &c.sends {
             if !self.qps.iter().any(|q| q.qpn == s.qpn && q.send.is_some()) {
                 return bad(format!("collective send {}: qpn {} is not a local requester QP", s.id, s.qpn));
             }
             if !in_buf(s.rank, s.src_offset, s.len) {
-                return bad(format!("collective send {}: rank {} range {}+{} outside its buffer", s.id, s.rank, s.src_offset, s.len));
+                return bad(format!(
+                    "collective send {}: rank {} range {}+{} outside its buffer",
+                    s.id, s.rank, s.src_offset, s.len
+                ));
             }
             if s.len == 0 || s.len > u64::from(u32::MAX) {
                 return bad(format!("collective send {}: len {} not in 1..2^32", s.id, s.len));
@@ -512,7 +520,10 @@ impl Job {
                 return bad(format!("collective recv {}: qpn {} is not a local responder QP", r.id, r.qpn));
             };
             if !in_buf(r.rank, r.dst_offset, r.len) || r.staging_offset + r.len > region.len || r.len % 4 != 0 {
-                return bad(format!("collective recv {}: ranges outside the rank buffer or the staging region, or not whole u32s", r.id));
+                return bad(format!(
+                    "collective recv {}: ranges outside the rank buffer or the staging region, or not whole u32s",
+                    r.id
+                ));
             }
             ids.push(r.id);
         }
@@ -529,7 +540,10 @@ impl Job {
         }
         for e in &c.expect {
             if !in_buf(e.rank, e.offset, e.len) || e.offset % 4 != 0 || e.len % 4 != 0 {
-                return bad(format!("collective expect for rank {}: range {}+{} outside its buffer or unaligned", e.rank, e.offset, e.len));
+                return bad(format!(
+                    "collective expect for rank {}: range {}+{} outside its buffer or unaligned",
+                    e.rank, e.offset, e.len
+                ));
             }
         }
         Ok(())
@@ -714,7 +728,10 @@ impl QpStall {
                 Some((a, b)) => s += &format!(", outstanding PSNs {a}..={b} ({})", self.outstanding_packets),
                 None => s += ", nothing outstanding",
             }
-            s += &format!(", {} unsent, {} timeouts ({} retries left)", self.unsent_packets, self.timeouts, self.retries_left);
+            s += &format!(
+                ", {} unsent, {} timeouts ({} retries left)",
+                self.unsent_packets, self.timeouts, self.retries_left
+            );
         } else {
             if let Some(e) = self.expected_psn {
                 s += &format!("; expected PSN {e}");
@@ -723,7 +740,9 @@ impl QpStall {
         }
         s += if self.paused_now { ", paused by PFC now" } else { ", not paused" };
         match self.last_progress_ns {
-            Some(t) => s += &format!(", last progress at {} ({} before the report)", ms(t), ms(self.at_ns.saturating_sub(t))),
+            Some(t) => {
+                s += &format!(", last progress at {} ({} before the report)", ms(t), ms(self.at_ns.saturating_sub(t)))
+            }
             None => s += ", no progress since the start",
         }
         if let Some(t) = self.last_heard_ns {

@@ -99,7 +99,10 @@ const NIC_COUNTERS: [(&str, &str); 11] = [
     ("rx_bad_icrc_frames", "RoCEv2 frames dropped for a bad ICRC"),
     ("rx_malformed_frames", "frames that did not parse"),
     ("pfc_frames_received", "PFC and PAUSE frames received"),
-    ("pfc_ignored_frames", "PFC frames naming a priority on which PFC is not enabled (DCBX PFC enable vector): not acted on for it"),
+    (
+        "pfc_ignored_frames",
+        "PFC frames naming a priority on which PFC is not enabled (DCBX PFC enable vector): not acted on for it",
+    ),
     ("pfc_pause_frames_prio3", "frames that paused priority 3"),
     ("cnps_sent", "CNPs sent by this NIC"),
     ("cnps_received", "CNPs received by this NIC"),
@@ -108,7 +111,8 @@ const NIC_COUNTERS: [(&str, &str); 11] = [
 impl Metrics {
     /// Registers every family with the constant label `job`.
     pub fn new(job: &Job) -> Result<Metrics, prometheus::Error> {
-        let registry = Registry::new_custom(Some("rocefab_host".into()), Some([("job".to_string(), job.name.clone())].into()))?;
+        let registry =
+            Registry::new_custom(Some("rocefab_host".into()), Some([("job".to_string(), job.name.clone())].into()))?;
         let mut qp_counters = Vec::new();
         for (name, help) in QP_COUNTERS {
             let c = IntCounterVec::new(Opts::new(format!("qp_{name}_total"), help), &QP_LABELS)?;
@@ -116,11 +120,17 @@ impl Metrics {
             qp_counters.push((name, c));
         }
         let qp_rate = GaugeVec::new(
-            Opts::new("qp_rate_bytes_per_second", "current DCQCN sending rate of the requester, bytes per emulated second (Prometheus base unit: bytes)"),
+            Opts::new(
+                "qp_rate_bytes_per_second",
+                "current DCQCN sending rate of the requester, bytes per emulated second (Prometheus base unit: bytes)",
+            ),
             &QP_LABELS,
         )?;
         let qp_goodput = GaugeVec::new(
-            Opts::new("qp_goodput_bytes_per_second", "acknowledged payload bytes per emulated second until the QP finished"),
+            Opts::new(
+                "qp_goodput_bytes_per_second",
+                "acknowledged payload bytes per emulated second until the QP finished",
+            ),
             &QP_LABELS,
         )?;
         registry.register(Box::new(qp_rate.clone()))?;
@@ -136,7 +146,10 @@ impl Metrics {
             &["nic"],
         )?;
         registry.register(Box::new(nic_paused.clone()))?;
-        let elapsed = Gauge::new("job_elapsed_seconds", "time since the job started, or its completion time once finished, emulated seconds")?;
+        let elapsed = Gauge::new(
+            "job_elapsed_seconds",
+            "time since the job started, or its completion time once finished, emulated seconds",
+        )?;
         let ok = Gauge::new("job_ok", "1 once every QP finished with verified data")?;
         let snapshots = Counter::new("snapshots_total", "report snapshots taken by the data thread")?;
         registry.register(Box::new(elapsed.clone()))?;
@@ -149,7 +162,19 @@ impl Metrics {
         )?;
         plain.register(Box::new(dilation.clone()))?;
         dilation.set(job.time_dilation);
-        Ok(Metrics { registry, plain, qp_counters, qp_rate, qp_goodput, nic_counters, nic_paused, elapsed, ok, snapshots, sample: Mutex::new(None) })
+        Ok(Metrics {
+            registry,
+            plain,
+            qp_counters,
+            qp_rate,
+            qp_goodput,
+            nic_counters,
+            nic_paused,
+            elapsed,
+            ok,
+            snapshots,
+            sample: Mutex::new(None),
+        })
     }
 
     /// Brings every metric up to `r` (counters only move forward).
@@ -237,21 +262,56 @@ mod tests {
         let job: Job = serde_json::from_str(r#"{"name":"j1","nics":[],"qps":[]}"#).unwrap();
         let m = Metrics::new(&job).unwrap();
         let mut r = Report { job: "j1".into(), ..Default::default() };
-        r.qps.push(QpReport { qpn: 5, peer_qpn: 6, nic: "gpu0".into(), retransmitted_packets: 7, rate_bps: 1000, duplicates: 4, out_of_order: 11, ..Default::default() });
-        r.nics.push(NicReport { name: "gpu0".into(), pfc_paused_ns_prio3: 1_500_000_000, tx_frames: 3, pfc_ignored_frames: 2, ..Default::default() });
+        r.qps.push(QpReport {
+            qpn: 5,
+            peer_qpn: 6,
+            nic: "gpu0".into(),
+            retransmitted_packets: 7,
+            rate_bps: 1000,
+            duplicates: 4,
+            out_of_order: 11,
+            ..Default::default()
+        });
+        r.nics.push(NicReport {
+            name: "gpu0".into(),
+            pfc_paused_ns_prio3: 1_500_000_000,
+            tx_frames: 3,
+            pfc_ignored_frames: 2,
+            ..Default::default()
+        });
         m.update(&r);
         r.qps[0].retransmitted_packets = 9;
         m.update(&r);
         let t = m.render();
-        assert!(t.contains(r#"rocefab_host_qp_retransmitted_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 9"#), "{t}");
+        assert!(
+            t.contains(
+                r#"rocefab_host_qp_retransmitted_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 9"#
+            ),
+            "{t}"
+        );
         assert!(t.contains(r#"rocefab_host_nic_pfc_paused_seconds_total{nic="gpu0",job="j1"} 1.5"#), "{t}");
         assert!(t.contains(r#"rocefab_host_nic_pfc_ignored_frames_total{nic="gpu0",job="j1"} 2"#), "{t}");
-        assert!(t.contains(r#"rocefab_host_qp_rate_bytes_per_second{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 125"#), "{t}");
+        assert!(
+            t.contains(
+                r#"rocefab_host_qp_rate_bytes_per_second{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 125"#
+            ),
+            "{t}"
+        );
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
-        assert!(t.contains(r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#), "{t}");
+        assert!(
+            t.contains(
+                r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#
+            ),
+            "{t}"
+        );
         assert!(t.contains("rocefab_time_dilation{job=\"j1\"} 1\n"), "{t}");
-        assert!(t.contains(r#"rocefab_host_qp_out_of_order_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 11"#), "{t}");
+        assert!(
+            t.contains(
+                r#"rocefab_host_qp_out_of_order_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 11"#
+            ),
+            "{t}"
+        );
     }
 
     #[test]
@@ -264,8 +324,13 @@ mod tests {
         m.update(&r);
         let t = m.render();
         assert!(t.contains("# TYPE rocefab_time_dilation gauge\nrocefab_time_dilation{job=\"j3\"} 8000\n"), "{t}");
-        for name in ["rocefab_host_nic_pfc_paused_seconds_total", "rocefab_host_job_elapsed_seconds", "rocefab_host_qp_goodput_bytes_per_second"] {
-            let help = t.lines().find(|l| l.starts_with(&format!("# HELP {name} "))).unwrap_or_else(|| panic!("{name}: {t}"));
+        for name in [
+            "rocefab_host_nic_pfc_paused_seconds_total",
+            "rocefab_host_job_elapsed_seconds",
+            "rocefab_host_qp_goodput_bytes_per_second",
+        ] {
+            let help =
+                t.lines().find(|l| l.starts_with(&format!("# HELP {name} "))).unwrap_or_else(|| panic!("{name}: {t}"));
             assert!(help.contains("emulated"), "{help}");
         }
     }

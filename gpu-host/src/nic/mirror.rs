@@ -152,11 +152,27 @@ impl Mapping {
     fn new(file: &File, len: usize, path: &Path) -> Result<Mapping, MirrorError> {
         // SAFETY: a new shared mapping of `len` bytes of an open file we may read and write;
         // the result is checked before use.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
         if p == libc::MAP_FAILED {
-            return Err(MirrorError::Io { path: path.display().to_string(), what: "mmap", source: io::Error::last_os_error() });
+            return Err(MirrorError::Io {
+                path: path.display().to_string(),
+                what: "mmap",
+                source: io::Error::last_os_error(),
+            });
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| MirrorError::Invalid { path: path.display().to_string(), why: "mmap returned null".into() })?;
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| MirrorError::Invalid {
+            path: path.display().to_string(),
+            why: "mmap returned null".into(),
+        })?;
         Ok(Mapping { ptr, len })
     }
 
@@ -278,7 +294,11 @@ impl MirrorConsumer {
             .open(&tmp)
             .map_err(|source| MirrorError::Io { path: tmp.display().to_string(), what: "creating", source })?;
         let built = (|| {
-            file.set_len((HEADER_BYTES + capacity) as u64).map_err(|source| MirrorError::Io { path: p(), what: "sizing", source })?;
+            file.set_len((HEADER_BYTES + capacity) as u64).map_err(|source| MirrorError::Io {
+                path: p(),
+                what: "sizing",
+                source,
+            })?;
             let map = Mapping::new(&file, HEADER_BYTES + capacity, path)?;
             let h = map.ptr.as_ptr().cast::<Header>();
             // SAFETY: `h` is the header page of a zero-filled mapping nobody else can see yet
@@ -293,7 +313,11 @@ impl MirrorConsumer {
                 }
                 std::ptr::addr_of_mut!((*h).magic).write(MAGIC);
             }
-            std::fs::rename(&tmp, path).map_err(|source| MirrorError::Io { path: p(), what: "publishing (rename)", source })?;
+            std::fs::rename(&tmp, path).map_err(|source| MirrorError::Io {
+                path: p(),
+                what: "publishing (rename)",
+                source,
+            })?;
             Ok(map)
         })();
         let map = match built {
@@ -421,7 +445,10 @@ impl MirrorProducer {
         let map = Mapping::new(&file, len as usize, path)?;
         let h = map.header();
         if h.magic != MAGIC || h.version != VERSION {
-            return Err(invalid(format!("magic {:#x} version {} (want {MAGIC:#x} version {VERSION})", h.magic, h.version)));
+            return Err(invalid(format!(
+                "magic {:#x} version {} (want {MAGIC:#x} version {VERSION})",
+                h.magic, h.version
+            )));
         }
         if h.capacity != len - HEADER_BYTES as u64 || h.nic_count as usize > MAX_NICS {
             return Err(invalid(format!("capacity {} / {} NICs in a file of {len} bytes", h.capacity, h.nic_count)));
@@ -485,7 +512,9 @@ impl MirrorProducer {
 
 /// Now, ns since the Unix epoch (the records' clock).
 pub fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -496,7 +525,11 @@ mod tests {
     /// A unique ring path in the temp dir, removed (with its consumer) at the end.
     fn temp_path(what: &str) -> PathBuf {
         static N: AtomicUsize = AtomicUsize::new(0);
-        std::env::temp_dir().join(format!("rocefab-mirror-test-{}-{what}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)))
+        std::env::temp_dir().join(format!(
+            "rocefab-mirror-test-{}-{what}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ))
     }
 
     fn nics() -> Vec<String> {
@@ -562,7 +595,11 @@ mod tests {
         for i in 0..200u8 {
             assert!(p.push(0, if i % 2 == 0 { DIR_IN } else { DIR_OUT }, u64::from(i), &[i; 50]));
             let got = records(&mut c);
-            assert_eq!(got, vec![(u64::from(i), 0, if i % 2 == 0 { DIR_IN } else { DIR_OUT }, vec![i; 50])], "record {i}");
+            assert_eq!(
+                got,
+                vec![(u64::from(i), 0, if i % 2 == 0 { DIR_IN } else { DIR_OUT }, vec![i; 50])],
+                "record {i}"
+            );
         }
         // Three fit (222 of 256 bytes), the fourth is lost, nothing blocks.
         for i in 0..3u8 {

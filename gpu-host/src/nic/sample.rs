@@ -111,15 +111,34 @@ mod tests {
             ..Default::default()
         });
         r.qps.push(QpReport { qpn: 0x101, nic: "gpu0".into(), cnps_sent: 7, ..Default::default() });
-        r.nics.push(NicReport { name: "gpu0".into(), data_priority: 3, pfc_frames_received: 4, pfc_paused_now: true, pfc_paused_ns_prio3: 90_000, ..Default::default() });
+        r.nics.push(NicReport {
+            name: "gpu0".into(),
+            data_priority: 3,
+            pfc_frames_received: 4,
+            pfc_paused_now: true,
+            pfc_paused_ns_prio3: 90_000,
+            ..Default::default()
+        });
         let s = HostSample::from_report(&r);
         assert_eq!((s.job.as_str(), s.elapsed_ns), ("j", 5_000_000));
         let q = &s.qps[0];
         assert!(q.sender);
-        assert_eq!((q.rate_bps, q.alpha, q.cnps_received, q.acked_bytes, q.label.as_str()), (400_000_000, 0.25, 3, 4096, "r0->r1"));
+        assert_eq!(
+            (q.rate_bps, q.alpha, q.cnps_received, q.acked_bytes, q.label.as_str()),
+            (400_000_000, 0.25, 3, 4096, "r0->r1")
+        );
         assert!(!s.qps[1].sender);
         assert_eq!(s.qps[1].cnps_sent, 7);
-        assert_eq!(s.nics[0], NicSample { name: "gpu0".into(), data_priority: 3, pfc_frames_received: 4, paused: true, paused_ns: 90_000 });
+        assert_eq!(
+            s.nics[0],
+            NicSample {
+                name: "gpu0".into(),
+                data_priority: 3,
+                pfc_frames_received: 4,
+                paused: true,
+                paused_ns: 90_000
+            }
+        );
         let text = serde_json::to_string(&s).unwrap();
         assert_eq!(serde_json::from_str::<HostSample>(&text).unwrap(), s);
     }

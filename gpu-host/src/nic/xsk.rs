@@ -80,7 +80,13 @@ pub struct CaptureStamps {
 
 impl CaptureStamps {
     pub fn new(clock: MonoClock, line_rate_bps: u64) -> Self {
-        CaptureStamps { clock, unix_offset_ns: clock.unix_offset_ns(), line_rate_bps, rx: LineStamp::default(), tx: LineStamp::default() }
+        CaptureStamps {
+            clock,
+            unix_offset_ns: clock.unix_offset_ns(),
+            line_rate_bps,
+            rx: LineStamp::default(),
+            tx: LineStamp::default(),
+        }
     }
 
     /// Unix ns of a frame received at data-loop time `now` whose XDP metadata is `meta`.
@@ -156,7 +162,13 @@ impl XskPort {
 
     /// Hands up to [`BATCH`] received frames to `engine` as NIC `nic` (and to `mirror` while
     /// this port is captured) and refills the fill ring; returns how many.
-    pub fn receive(&mut self, engine: &mut Engine, nic: usize, now: u64, mirror: Option<&mut MirrorProducer>) -> Result<usize, XskError> {
+    pub fn receive(
+        &mut self,
+        engine: &mut Engine,
+        nic: usize,
+        now: u64,
+        mirror: Option<&mut MirrorProducer>,
+    ) -> Result<usize, XskError> {
         // SAFETY: `rx_descs` receives descriptors of frames the kernel filled for us.
         let n = unsafe { self.rx.consume(&mut self.rx_descs) };
         let mut capture = if n > 0 { self.capturing(mirror) } else { None };
@@ -180,9 +192,11 @@ impl XskPort {
                 put += unsafe { self.fill.produce(&self.rx_descs[put..n]) };
             }
             if self.fill.needs_wakeup() {
-                self.fill
-                    .wakeup(self.rx.fd_mut(), 0)
-                    .map_err(|source| XskError::Io { name: self.name.clone(), what: "fill ring wakeup", source })?;
+                self.fill.wakeup(self.rx.fd_mut(), 0).map_err(|source| XskError::Io {
+                    name: self.name.clone(),
+                    what: "fill ring wakeup",
+                    source,
+                })?;
             }
         }
         Ok(n)
@@ -191,7 +205,13 @@ impl XskPort {
     /// Reclaims completed TX frames, then asks `engine` for frames to send as NIC `nic`,
     /// produces them (copying them to `mirror` while this port is captured) and kicks the
     /// kernel; returns how many were sent.
-    pub fn transmit(&mut self, engine: &mut Engine, nic: usize, now: u64, mirror: Option<&mut MirrorProducer>) -> Result<usize, XskError> {
+    pub fn transmit(
+        &mut self,
+        engine: &mut Engine,
+        nic: usize,
+        now: u64,
+        mirror: Option<&mut MirrorProducer>,
+    ) -> Result<usize, XskError> {
         // SAFETY: `comp_descs` receives descriptors of frames the kernel finished sending.
         let c = unsafe { self.comp.consume(&mut self.comp_descs) };
         self.free.extend_from_slice(&self.comp_descs[..c]);
@@ -244,7 +264,9 @@ impl XskPort {
             Ok(()) => Ok(()),
             // EAGAIN/EBUSY/ENOBUFS: the kernel is still busy with earlier frames; the next
             // kick retries.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)) => {
+                Ok(())
+            }
             Err(source) => Err(XskError::Io { name: self.name.clone(), what: "TX kick (sendto)", source }),
         }
     }
@@ -261,8 +283,11 @@ impl XskPort {
 
     /// Socket statistics (`XDP_STATISTICS`): (rx_dropped, rx_ring_full, rx_fill_ring_empty).
     pub fn stats(&self) -> Result<(u64, u64, u64), XskError> {
-        let s = afxdp::rx_statistics(&self.rx)
-            .map_err(|source| XskError::Io { name: self.name.clone(), what: "XDP_STATISTICS", source })?;
+        let s = afxdp::rx_statistics(&self.rx).map_err(|source| XskError::Io {
+            name: self.name.clone(),
+            what: "XDP_STATISTICS",
+            source,
+        })?;
         Ok((s.rx_dropped, s.rx_ring_full, s.rx_fill_ring_empty_descs))
     }
 }
@@ -285,8 +310,9 @@ mod tests {
         s.unix_offset_ns = 1_700_000_000_000_000_000;
         let ser = serialisation_ns(1000, 1_000_000_000);
         let now = 2_000_000; // the pass that took the batch
-        // XDP saw them 100 µs apart: each keeps its own time (not the batch's).
-        let t: Vec<u64> = (0..4).map(|i| s.received(meta(kind::HOST, 5_000_000_000 + 1_000_000 + i * 100_000), now, 1000)).collect();
+                             // XDP saw them 100 µs apart: each keeps its own time (not the batch's).
+        let t: Vec<u64> =
+            (0..4).map(|i| s.received(meta(kind::HOST, 5_000_000_000 + 1_000_000 + i * 100_000), now, 1000)).collect();
         assert_eq!(t, (0..4).map(|i| 1_700_000_000_000_000_000 + 1_000_000 + i * 100_000).collect::<Vec<_>>());
         // Seen within 1 µs (delivered at once): spread one serialisation time apart.
         let base = 5_000_000_000 + 1_500_000;

@@ -60,7 +60,10 @@ impl BackToBack {
         let mtu_s = mtu.to_string();
         sh(
             "ip",
-            &["link", "add", "ha", "netns", &a.0, "address", &ma, "mtu", &mtu_s, "type", "veth", "peer", "name", "hb", "netns", &b.0, "address", &mb, "mtu", &mtu_s],
+            &[
+                "link", "add", "ha", "netns", &a.0, "address", &ma, "mtu", &mtu_s, "type", "veth", "peer", "name",
+                "hb", "netns", &b.0, "address", &mb, "mtu", &mtu_s,
+            ],
         );
         for (ns, dev, host) in [(&a.0, "ha", 1), (&b.0, "hb", 2)] {
             sh("ip", &["-n", ns, "addr", "add", &format!("10.{net}.0.{host}/24"), "dev", dev]);
@@ -87,7 +90,8 @@ impl BackToBack {
 
     /// A requester job on `ha` writing `len` bytes of pattern `seed` to B's QP 512.
     pub fn sender_job(&self, name: &str, len: u64, seed: u64, rate: u64, extra_send: Value, timeout_ms: u64) -> Value {
-        let mut send = serde_json::json!({"psn": 0xfff000, "remote_va": 0x10000, "rkey": 0x77, "len": len, "seed": seed});
+        let mut send =
+            serde_json::json!({"psn": 0xfff000, "remote_va": 0x10000, "rkey": 0x77, "len": len, "seed": seed});
         if let (Some(s), Some(e)) = (send.as_object_mut(), extra_send.as_object()) {
             for (k, v) in e {
                 s.insert(k.clone(), v.clone());
@@ -186,7 +190,12 @@ pub fn start_hostd(ns: &Netns, job: &Value) -> Proc {
     std::fs::write(&path, serde_json::to_vec_pretty(job).unwrap()).expect("write job");
     let mut p = Proc::spawn(
         &format!("rocefab-hostd {name}"),
-        Command::new("ip").args(["netns", "exec", &ns.0]).arg(hostd_bin()).arg("--job").arg(&path).stdout(Stdio::piped()),
+        Command::new("ip")
+            .args(["netns", "exec", &ns.0])
+            .arg(hostd_bin())
+            .arg("--job")
+            .arg(&path)
+            .stdout(Stdio::piped()),
     );
     let ready = p.line(Duration::from_secs(20));
     let v: Value = serde_json::from_str(&ready).unwrap_or_else(|e| panic!("{name}: ready line {ready:?}: {e}"));
@@ -243,16 +252,48 @@ pub fn num(s: &str) -> u64 {
 
 /// A bounded tcpdump capture on `dev` in `ns` (stops after `count` packets or `secs`), keeping
 /// `snaplen` bytes per frame (0 = whole frames).
-pub fn start_capture(ns: &Netns, dev: &str, pcap: &std::path::Path, filter: &str, snaplen: u32, count: u32, secs: u32) -> Proc {
+pub fn start_capture(
+    ns: &Netns,
+    dev: &str,
+    pcap: &std::path::Path,
+    filter: &str,
+    snaplen: u32,
+    count: u32,
+    secs: u32,
+) -> Proc {
     start_capture_in(&ns.0, dev, pcap, filter, snaplen, count, secs)
 }
 
 /// [`start_capture`] in a namespace this test does not own (a fabric's).
-pub fn start_capture_in(ns: &str, dev: &str, pcap: &std::path::Path, filter: &str, snaplen: u32, count: u32, secs: u32) -> Proc {
+pub fn start_capture_in(
+    ns: &str,
+    dev: &str,
+    pcap: &std::path::Path,
+    filter: &str,
+    snaplen: u32,
+    count: u32,
+    secs: u32,
+) -> Proc {
     let _ = std::fs::remove_file(pcap);
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", ns, "timeout", &secs.to_string(), "tcpdump", "--immediate-mode", "-i", dev, "-s", &snaplen.to_string(), "-U", "-c", &count.to_string(), "-w"])
-        .arg(pcap);
+    cmd.args([
+        "netns",
+        "exec",
+        ns,
+        "timeout",
+        &secs.to_string(),
+        "tcpdump",
+        "--immediate-mode",
+        "-i",
+        dev,
+        "-s",
+        &snaplen.to_string(),
+        "-U",
+        "-c",
+        &count.to_string(),
+        "-w",
+    ])
+    .arg(pcap);
     if !filter.is_empty() {
         cmd.arg(filter);
     }
@@ -263,8 +304,12 @@ pub fn start_capture_in(ns: &str, dev: &str, pcap: &std::path::Path, filter: &st
 /// `timeout 60`, for timing comparisons; returns once it listens.
 pub fn start_nano_capture_in(ns: &str, dev: &str, pcap: &str, filter: &str) -> Proc {
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", ns, "timeout", "60", "tcpdump", "--immediate-mode", "-i", dev, "-U"])
-        .args(["--time-stamp-precision=nano", "-w", pcap, filter]);
+    cmd.args(["netns", "exec", ns, "timeout", "60", "tcpdump", "--immediate-mode", "-i", dev, "-U"]).args([
+        "--time-stamp-precision=nano",
+        "-w",
+        pcap,
+        filter,
+    ]);
     listening_tcpdump(&mut cmd)
 }
 
@@ -290,7 +335,10 @@ pub fn start_rocefab_capture(out: &str, args: &[&str]) -> Proc {
     let mut a = vec!["capture"];
     a.extend_from_slice(args);
     a.extend_from_slice(&["-w", out, "--duration", "60s"]);
-    let mut p = Proc::spawn("rocefab capture", Command::new(rocefab_tests::fabric::rocefab_bin()).args(&a).stderr(Stdio::piped()));
+    let mut p = Proc::spawn(
+        "rocefab capture",
+        Command::new(rocefab_tests::fabric::rocefab_bin()).args(&a).stderr(Stdio::piped()),
+    );
     let end = Instant::now() + Duration::from_secs(10);
     while std::fs::metadata(out).map_or(0, |m| m.len()) == 0 {
         assert!(p.child.try_wait().unwrap().is_none(), "rocefab capture exited early");
@@ -355,7 +403,11 @@ pub fn pcap_has_roce_frame(pcap: &std::path::Path) -> bool {
     };
     let u32_at = |o: usize| {
         let w = [b[o], b[o + 1], b[o + 2], b[o + 3]];
-        if le { u32::from_le_bytes(w) } else { u32::from_be_bytes(w) }
+        if le {
+            u32::from_le_bytes(w)
+        } else {
+            u32::from_be_bytes(w)
+        }
     };
     let mut off = 24;
     while off + 16 <= b.len() {
@@ -445,4 +497,3 @@ impl Agent {
         self.0.line(Duration::from_secs(10))
     }
 }
-

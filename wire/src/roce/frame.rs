@@ -17,8 +17,7 @@ use core::net::IpAddr;
 use etherparse::err::packet::SliceError;
 use etherparse::{
     EtherType, Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv4HeaderSlice, Ipv6FlowLabel, Ipv6Header,
-    Ipv6HeaderSlice,
-    LaxLinkExtSlice, LaxNetSlice, LaxSlicedPacket, LinkExtSlice, LinkSlice, NetSlice, SlicedPacket,
+    Ipv6HeaderSlice, LaxLinkExtSlice, LaxNetSlice, LaxSlicedPacket, LinkExtSlice, LinkSlice, NetSlice, SlicedPacket,
     TransportSlice, UdpHeader,
 };
 
@@ -138,8 +137,8 @@ impl<'a> RoceFrame<'a> {
         let dscp = etherparse::IpDscp::try_new(self.dscp & 0x3f).unwrap_or(etherparse::IpDscp::ZERO);
         let ether_type = match (self.src_ip, self.dst_ip) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let mut h = Ipv4Header::new(udp_len, self.ttl, IpNumber::UDP, s.octets(), d.octets())
-                    .map_err(too_big)?;
+                let mut h =
+                    Ipv4Header::new(udp_len, self.ttl, IpNumber::UDP, s.octets(), d.octets()).map_err(too_big)?;
                 h.dscp = dscp;
                 h.ecn = self.ecn;
                 h.dont_fragment = true;
@@ -150,8 +149,7 @@ impl<'a> RoceFrame<'a> {
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 let h = Ipv6Header {
                     traffic_class: (self.dscp << 2) | self.ecn.value(),
-                    flow_label: Ipv6FlowLabel::try_new(self.flow_label & 0xfffff)
-                        .unwrap_or(Ipv6FlowLabel::ZERO),
+                    flow_label: Ipv6FlowLabel::try_new(self.flow_label & 0xfffff).unwrap_or(Ipv6FlowLabel::ZERO),
                     payload_length: udp_len,
                     next_header: IpNumber::UDP,
                     hop_limit: self.ttl,
@@ -180,9 +178,9 @@ impl<'a> RoceFrame<'a> {
         if let (IpAddr::V6(s), IpAddr::V6(d)) = (self.src_ip, self.dst_ip) {
             let (_, rest) = ip_packet.split_at_mut(ip_hlen);
             let (udp, ib) = rest.split_at_mut(UDP_LEN);
-            let c = udp_hdr.calc_checksum_ipv6_raw(s.octets(), d.octets(), ib).map_err(|_| {
-                Error::TooBig { needed: natural, available: usize::from(u16::MAX) }
-            })?;
+            let c = udp_hdr
+                .calc_checksum_ipv6_raw(s.octets(), d.octets(), ib)
+                .map_err(|_| Error::TooBig { needed: natural, available: usize::from(u16::MAX) })?;
             udp[6..8].copy_from_slice(&c.to_be_bytes());
         }
         Ok(total)
@@ -204,13 +202,7 @@ impl<'a> RoceFrame<'a> {
 
 /// A RoCEv2 CNP (Annex A17.9.3): BTH opcode 0x81 with BECN set, P_Key 0xffff, the notified QP
 /// as DestQP, 16 reserved bytes; sent with DSCP 48 and Not-ECT.
-pub fn cnp(
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
-    src_ip: IpAddr,
-    dst_ip: IpAddr,
-    dest_qp: u32,
-) -> RoceFrame<'static> {
+pub fn cnp(src_mac: [u8; 6], dst_mac: [u8; 6], src_ip: IpAddr, dst_ip: IpAddr, dest_qp: u32) -> RoceFrame<'static> {
     let mut b = bth::Repr::new(Opcode::Cnp, dest_qp, 0);
     b.becn = true;
     let mut f = RoceFrame::new(src_mac, dst_mac, src_ip, dst_ip, Repr::new(b), &[]);
@@ -640,7 +632,9 @@ impl<'a> AnyFrame<'a> {
     /// on the wire).
     pub fn parse_captured(frame: &'a [u8], orig_len: usize) -> Result<Self, Error> {
         match inner_ether_type(frame) {
-            Ok(EtherInfo { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => ParsedV1Frame::parse_captured(frame, orig_len).map(AnyFrame::V1),
+            Ok(EtherInfo { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => {
+                ParsedV1Frame::parse_captured(frame, orig_len).map(AnyFrame::V1)
+            }
             _ => ParsedFrame::parse_captured(frame, orig_len).map(AnyFrame::V2),
         }
     }

@@ -77,12 +77,19 @@ pub struct Row {
 }
 
 impl Row {
-    fn new(measure: impl Into<String>, unit: &str, kernel: Option<f64>, rocefab: Option<f64>, target: Option<Target>) -> Row {
+    fn new(
+        measure: impl Into<String>,
+        unit: &str,
+        kernel: Option<f64>,
+        rocefab: Option<f64>,
+        target: Option<Target>,
+    ) -> Row {
         let ratio = match (kernel, rocefab) {
             (Some(k), Some(r)) if k > 0.0 => Some(r / k),
             _ => None,
         };
-        let mut row = Row { measure: measure.into(), unit: unit.into(), kernel, rocefab, ratio, target, met: None, note: None };
+        let mut row =
+            Row { measure: measure.into(), unit: unit.into(), kernel, rocefab, ratio, target, met: None, note: None };
         row.met = target.and_then(|t| t.check(&row));
         row
     }
@@ -302,7 +309,10 @@ impl Path3 {
     fn discover(ns_a: &str, if_a: &str, ns_b: &str, if_b: &str) -> anyhow::Result<Path3> {
         let addr = |ns: &str, dev: &str| -> anyhow::Result<String> {
             let v = ip_json(&["-n", ns, "-4", "addr", "show", "dev", dev])?;
-            v[0]["addr_info"][0]["local"].as_str().map(str::to_string).with_context(|| format!("{ns}:{dev} has no IPv4 address"))
+            v[0]["addr_info"][0]["local"]
+                .as_str()
+                .map(str::to_string)
+                .with_context(|| format!("{ns}:{dev} has no IPv4 address"))
         };
         let ip_a = addr(ns_a, if_a)?;
         let ip_b = addr(ns_b, if_b)?;
@@ -314,12 +324,22 @@ impl Path3 {
         let v = ip_json(&["-n", ns_a, "route", "get", &ip_b, "from", &ip_a])?;
         let gw = v[0]["gateway"].as_str().with_context(|| format!("{ns_a}: no gateway towards {ip_b}"))?.to_string();
         let v = ip_json(&["-n", ns_a, "neigh", "show", &gw, "dev", if_a])?;
-        let gw_mac = v[0]["lladdr"].as_str().with_context(|| format!("{ns_a}: no neighbour entry for {gw}"))?.to_string();
+        let gw_mac =
+            v[0]["lladdr"].as_str().with_context(|| format!("{ns_a}: no neighbour entry for {gw}"))?.to_string();
         let v = ip_json(&["-n", ns_b, "link", "show", "dev", if_b])?;
         if v[0].get("xdp").is_some() {
             bail!("{ns_b}:{if_b} has an XDP program attached (the sink attaches its own)");
         }
-        Ok(Path3 { ns_a: ns_a.into(), if_a: if_a.into(), ip_a, mac_a, gw_mac, ns_b: ns_b.into(), if_b: if_b.into(), ip_b })
+        Ok(Path3 {
+            ns_a: ns_a.into(),
+            if_a: if_a.into(),
+            ip_a,
+            mac_a,
+            gw_mac,
+            ns_b: ns_b.into(),
+            if_b: if_b.into(),
+            ip_b,
+        })
     }
 }
 
@@ -330,10 +350,22 @@ struct KernelFabric {
 
 /// (namespace, interface, address/len, MAC) of both ends of each of the four links.
 const KLINKS: [[(&str, &str, &str, &str); 2]; 4] = [
-    [("rfk-a", "rfk-a0", "10.78.1.1/24", "02:fc:00:01:00:01"), ("rfk-r1", "rfk-r1a", "10.78.1.254/24", "02:fc:00:01:00:fe")],
-    [("rfk-r1", "rfk-r1s", "10.78.255.0/31", "02:fc:00:ff:00:00"), ("rfk-sp", "rfk-spa", "10.78.255.1/31", "02:fc:00:ff:00:01")],
-    [("rfk-sp", "rfk-spb", "10.78.255.2/31", "02:fc:00:ff:00:02"), ("rfk-r2", "rfk-r2s", "10.78.255.3/31", "02:fc:00:ff:00:03")],
-    [("rfk-r2", "rfk-r2b", "10.78.2.254/24", "02:fc:00:02:00:fe"), ("rfk-b", "rfk-b0", "10.78.2.1/24", "02:fc:00:02:00:01")],
+    [
+        ("rfk-a", "rfk-a0", "10.78.1.1/24", "02:fc:00:01:00:01"),
+        ("rfk-r1", "rfk-r1a", "10.78.1.254/24", "02:fc:00:01:00:fe"),
+    ],
+    [
+        ("rfk-r1", "rfk-r1s", "10.78.255.0/31", "02:fc:00:ff:00:00"),
+        ("rfk-sp", "rfk-spa", "10.78.255.1/31", "02:fc:00:ff:00:01"),
+    ],
+    [
+        ("rfk-sp", "rfk-spb", "10.78.255.2/31", "02:fc:00:ff:00:02"),
+        ("rfk-r2", "rfk-r2s", "10.78.255.3/31", "02:fc:00:ff:00:03"),
+    ],
+    [
+        ("rfk-r2", "rfk-r2b", "10.78.2.254/24", "02:fc:00:02:00:fe"),
+        ("rfk-b", "rfk-b0", "10.78.2.1/24", "02:fc:00:02:00:01"),
+    ],
 ];
 /// (namespace, destination, next hop) routes.
 const KROUTES: [(&str, &str, &str); 6] = [
@@ -360,7 +392,10 @@ impl KernelFabric {
             super::ip(&["-n", ns, "link", "set", "lo", "up"])?;
         }
         for [(n1, i1, a1, m1), (n2, i2, a2, m2)] in KLINKS {
-            super::ip(&["link", "add", i1, "netns", n1, "address", m1, "mtu", &mtu, "type", "veth", "peer", "name", i2, "netns", n2, "address", m2, "mtu", &mtu])?;
+            super::ip(&[
+                "link", "add", i1, "netns", n1, "address", m1, "mtu", &mtu, "type", "veth", "peer", "name", i2,
+                "netns", n2, "address", m2, "mtu", &mtu,
+            ])?;
             for (ns, dev, addr) in [(n1, i1, a1), (n2, i2, a2)] {
                 super::ip(&["-n", ns, "addr", "add", addr, "dev", dev])?;
                 let mut c = in_ns(ns, "ethtool");
@@ -397,7 +432,11 @@ impl Drop for KernelFabric {
 /// Removes `rfk-` namespaces and the two rocefab fabrics a killed run left behind.
 fn cleanup_stale(rocefab: &Path) -> anyhow::Result<()> {
     let out = Command::new("ip").args(["netns", "list"]).output().context("ip netns list")?;
-    for ns in String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.split_whitespace().next()).filter(|n| n.starts_with(KPREFIX)) {
+    for ns in String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(KPREFIX))
+    {
         eprintln!("xtask bench: removing stale namespace {ns}");
         super::ip(&["netns", "del", ns])?;
     }
@@ -422,7 +461,8 @@ impl RocefabFabric {
         let f = RocefabFabric { bin: bin.into(), name: name.into() };
         let mut c = Command::new(bin);
         c.arg("up").arg(topology).args(["--timeout", &timeout.as_secs().max(1).to_string()]);
-        run_ok(c, timeout + Duration::from_secs(60), true).with_context(|| format!("rocefab up {}", topology.display()))?;
+        run_ok(c, timeout + Duration::from_secs(60), true)
+            .with_context(|| format!("rocefab up {}", topology.display()))?;
         Ok(f)
     }
 
@@ -543,7 +583,9 @@ fn udp(e: &Env<'_>, p: &Path3, size: usize, cpu: Option<CpuOf<'_>>) -> anyhow::R
         Ok(match &cpu {
             None => None,
             Some(CpuOf::Kernel) => Some(kernel_cpu_ns()?),
-            Some(CpuOf::Processes(pids)) => Some(pids.iter().map(|&p| proc::process_cpu_ns(p)).sum::<anyhow::Result<u64>>()?),
+            Some(CpuOf::Processes(pids)) => {
+                Some(pids.iter().map(|&p| proc::process_cpu_ns(p)).sum::<anyhow::Result<u64>>()?)
+            }
         })
     };
     let cpu0 = read_cpu()?;
@@ -589,14 +631,21 @@ fn iperf3_with_ping(e: &Env<'_>, p: &Path3) -> anyhow::Result<(f64, Vec<f64>)> {
 }
 
 /// `rocefab run FABRIC KIND --size SIZE --json`: (report, wall seconds).
-fn rocefab_run(e: &Env<'_>, fabric: &str, kind: &str, size: &str, timeout: Duration) -> anyhow::Result<(serde_json::Value, f64)> {
+fn rocefab_run(
+    e: &Env<'_>,
+    fabric: &str,
+    kind: &str,
+    size: &str,
+    timeout: Duration,
+) -> anyhow::Result<(serde_json::Value, f64)> {
     let mut c = Command::new(e.rocefab_bin);
     c.args(["run", fabric, kind, "--size", size, "--json", "--timeout", &timeout.as_secs().to_string()]);
     let t0 = Instant::now();
     let o = output_within(c, timeout + Duration::from_secs(60), true)?;
     let wall = t0.elapsed().as_secs_f64();
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .with_context(|| format!("rocefab run {kind} ({}): no JSON report: {}", o.status, String::from_utf8_lossy(&o.stderr).trim()))?;
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).with_context(|| {
+        format!("rocefab run {kind} ({}): no JSON report: {}", o.status, String::from_utf8_lossy(&o.stderr).trim())
+    })?;
     if v["ok"].as_bool() != Some(true) {
         bail!("rocefab run {kind} failed: {}", v["errors"]);
     }
@@ -607,7 +656,8 @@ fn rocefab_run(e: &Env<'_>, fabric: &str, kind: &str, size: &str, timeout: Durat
 pub fn job_goodput(report: &serde_json::Value) -> anyhow::Result<(f64, f64)> {
     let jct_ns = report["completion_ns"].as_f64().filter(|&n| n > 0.0).context("report lacks completion_ns")?;
     let d = report["time_dilation"].as_f64().unwrap_or(1.0).max(1.0);
-    let bytes: f64 = report["qps"].as_array().context("report lacks qps")?.iter().filter_map(|q| q["bytes"].as_f64()).sum();
+    let bytes: f64 =
+        report["qps"].as_array().context("report lacks qps")?.iter().filter_map(|q| q["bytes"].as_f64()).sum();
     // completion_ns and rates are emulated; the wall-clock JCT is D times longer.
     Ok((bytes * 8.0 / jct_ns, jct_ns * d / 1e9))
 }
@@ -615,7 +665,11 @@ pub fn job_goodput(report: &serde_json::Value) -> anyhow::Result<(f64, f64)> {
 // ---------------------------------------------------------------------------------------------
 // The run
 
-fn attempt<T>(errors: &mut BTreeMap<String, String>, what: &str, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<Option<T>> {
+fn attempt<T>(
+    errors: &mut BTreeMap<String, String>,
+    what: &str,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<Option<T>> {
     eprintln!("xtask bench --fabric: {what} ...");
     match f() {
         Ok(v) => Ok(Some(v)),
@@ -677,18 +731,35 @@ pub fn run(a: &BenchArgs, ctx: &Ctx<'_>, rocefab_bin: &Path) -> anyhow::Result<(
                 continue;
             }
             let with_cpu = cpu_row.is_none();
-            let k = attempt(&mut errors, &format!("{name}, kernel"), || udp(&e, &kp, size, with_cpu.then_some(CpuOf::Kernel)))?;
-            let r = attempt(&mut errors, &format!("{name}, rocefab"), || udp(&e, &rp, size, with_cpu.then_some(CpuOf::Processes(&switchd))))?;
+            let k = attempt(&mut errors, &format!("{name}, kernel"), || {
+                udp(&e, &kp, size, with_cpu.then_some(CpuOf::Kernel))
+            })?;
+            let r = attempt(&mut errors, &format!("{name}, rocefab"), || {
+                udp(&e, &rp, size, with_cpu.then_some(CpuOf::Processes(&switchd)))
+            })?;
             let loss = |u: &Option<Udp>| u.as_ref().map_or("-".to_string(), |u| format!("{:.1}%", u.loss * 100.0));
             rows.push(
-                Row::new(&name, "Gbit/s", k.as_ref().map(|u| u.goodput_gbps), r.as_ref().map(|u| u.goodput_gbps), target)
-                    .note(format!("loss kernel {}, rocefab {}", loss(&k), loss(&r))),
+                Row::new(
+                    &name,
+                    "Gbit/s",
+                    k.as_ref().map(|u| u.goodput_gbps),
+                    r.as_ref().map(|u| u.goodput_gbps),
+                    target,
+                )
+                .note(format!("loss kernel {}, rocefab {}", loss(&k), loss(&r))),
             );
             if with_cpu {
                 let per_kb = |u: &Option<Udp>| u.as_ref().and_then(|u| u.cpu_ns_per_byte).map(|n| n * 1000.0);
-                cpu_row = Some(Row::new(format!("forwarder CPU per delivered kB ({size}-byte UDP)"), "ns/kB", per_kb(&k), per_kb(&r), None).note(
-                    "kernel: irq+softirq time of all CPUs; rocefab: utime+stime of the 3 switchd processes",
-                ));
+                cpu_row = Some(
+                    Row::new(
+                        format!("forwarder CPU per delivered kB ({size}-byte UDP)"),
+                        "ns/kB",
+                        per_kb(&k),
+                        per_kb(&r),
+                        None,
+                    )
+                    .note("kernel: irq+softirq time of all CPUs; rocefab: utime+stime of the 3 switchd processes"),
+                );
             }
         }
         rows.extend(cpu_row);
@@ -696,7 +767,13 @@ pub fn run(a: &BenchArgs, ctx: &Ctx<'_>, rocefab_bin: &Path) -> anyhow::Result<(
         // TCP, and RTT under its load.
         let k = attempt(&mut errors, "iperf3 TCP + loaded ping, kernel", || iperf3_with_ping(&e, &kp))?;
         let r = attempt(&mut errors, "iperf3 TCP + loaded ping, rocefab", || iperf3_with_ping(&e, &rp))?;
-        rows.push(Row::new("iperf3 TCP goodput, 1 stream", "Gbit/s", k.as_ref().map(|x| x.0), r.as_ref().map(|x| x.0), Some(Target::ratio_at_least(1.0))));
+        rows.push(Row::new(
+            "iperf3 TCP goodput, 1 stream",
+            "Gbit/s",
+            k.as_ref().map(|x| x.0),
+            r.as_ref().map(|x| x.0),
+            Some(Target::ratio_at_least(1.0)),
+        ));
         let lp = |v: &Option<(f64, Vec<f64>)>, p: f64| v.as_ref().and_then(|v| percentile(&v.1, p));
         rows.push(Row::new("ping RTT under TCP load p50", "ms", lp(&k, 50.0), lp(&r, 50.0), None));
         rows.push(Row::new("ping RTT under TCP load p99", "ms", lp(&k, 99.0), lp(&r, 99.0), None));
@@ -714,14 +791,25 @@ pub fn run(a: &BenchArgs, ctx: &Ctx<'_>, rocefab_bin: &Path) -> anyhow::Result<(
     // 64-byte frames through one switch against the Linux bridge (one round).
     {
         let one = BenchArgs { size: 64, repeat: 1, ..a.clone() };
-        let c = Ctx { args: &one, bench_bin: ctx.bench_bin.clone(), switchd_bin: ctx.switchd_bin.clone(), run_dir: ctx.run_dir };
+        let c = Ctx {
+            args: &one,
+            bench_bin: ctx.bench_bin.clone(),
+            switchd_bin: ctx.switchd_bin.clone(),
+            run_dir: ctx.run_dir,
+        };
         super::cleanup_stale()?;
         let _t = super::Topology::create().context("creating the rfb- namespaces")?;
         let b = attempt(&mut errors, "64-byte pps, Linux bridge", || super::measure(&c, Dut::Bridge))?;
         let r = attempt(&mut errors, "64-byte pps, rocefab switch", || super::measure(&c, Dut::Rocefab))?;
         rows.push(
-            Row::new("64-byte switch pps (kernel: Linux bridge)", "Mpps", b.map(|m| m.delivered_mpps), r.map(|m| m.delivered_mpps), Some(Target::ratio_at_least(2.0)))
-                .note("single switch, cargo xtask bench, one round"),
+            Row::new(
+                "64-byte switch pps (kernel: Linux bridge)",
+                "Mpps",
+                b.map(|m| m.delivered_mpps),
+                r.map(|m| m.delivered_mpps),
+                Some(Target::ratio_at_least(2.0)),
+            )
+            .note("single switch, cargo xtask bench, one round"),
         );
     }
 
@@ -734,11 +822,23 @@ pub fn run(a: &BenchArgs, ctx: &Ctx<'_>, rocefab_bin: &Path) -> anyhow::Result<(
             Ok((gbps, jct, wall))
         })?;
         rows.push(
-            Row::new(format!("AllReduce aggregate goodput, pod-64gpu, {}/rank (kernel: today's)", a.allreduce_size), "Gbit/s", Some(TODAY_ALLREDUCE_GBPS), r.map(|x| x.0), Some(Target::ratio_at_least(3.0)))
-                .note("kernel column: rocefab before issue 13 (0.96 Gbit/s, 16 MiB/rank)"),
+            Row::new(
+                format!("AllReduce aggregate goodput, pod-64gpu, {}/rank (kernel: today's)", a.allreduce_size),
+                "Gbit/s",
+                Some(TODAY_ALLREDUCE_GBPS),
+                r.map(|x| x.0),
+                Some(Target::ratio_at_least(3.0)),
+            )
+            .note("kernel column: rocefab before issue 13 (0.96 Gbit/s, 16 MiB/rank)"),
         );
         let outside = r.map(|(_, jct, wall)| (wall - jct).max(0.0) / jct * 100.0);
-        let mut row = Row::new("AllReduce wall time outside the JCT", "% of JCT", None, outside, Some(Target { of: Of::Value, at_least: false, bound: 20.0 }));
+        let mut row = Row::new(
+            "AllReduce wall time outside the JCT",
+            "% of JCT",
+            None,
+            outside,
+            Some(Target { of: Of::Value, at_least: false, bound: 20.0 }),
+        );
         if let Some((_, jct, wall)) = r {
             row = row.note(format!("rocefab run took {wall:.1} s around a {jct:.1} s JCT"));
         }
@@ -765,7 +865,9 @@ pub fn render(r: &Report) -> String {
         r.mtu, r.duration_s
     );
     s += "| measure | kernel | rocefab | rocefab / kernel | target | met |\n|---|---|---|---|---|---|\n";
-    let v = |x: Option<f64>| x.map_or("–".to_string(), |x| if x.abs() >= 100.0 { format!("{x:.0}") } else { format!("{x:.3}") });
+    let v = |x: Option<f64>| {
+        x.map_or("–".to_string(), |x| if x.abs() >= 100.0 { format!("{x:.0}") } else { format!("{x:.3}") })
+    };
     for row in &r.rows {
         let met = match (row.target, row.met) {
             (None, _) => "",
@@ -828,7 +930,8 @@ mod tests {
 
     #[test]
     fn iperf3_receiver_goodput_and_errors() {
-        let ok = r#"{"start":{},"end":{"sum_sent":{"bits_per_second":2.6e9},"sum_received":{"bits_per_second":2.5e9}}}"#;
+        let ok =
+            r#"{"start":{},"end":{"sum_sent":{"bits_per_second":2.6e9},"sum_received":{"bits_per_second":2.5e9}}}"#;
         assert_eq!(parse_iperf3(ok).unwrap(), 2.5e9);
         let err = r#"{"start":{},"end":{},"error":"unable to connect to server: Connection refused"}"#;
         assert!(parse_iperf3(err).unwrap_err().to_string().contains("Connection refused"));

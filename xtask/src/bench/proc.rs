@@ -59,18 +59,9 @@ pub struct Child {
 impl Child {
     /// Spawns `cmd` pinned to `cpu`, at nice level `nice`, in its own process group (so a
     /// terminal Ctrl-C reaches only xtask, which then stops the children in order).
-    pub fn spawn(
-        name: &str,
-        mut cmd: Command,
-        cpu: Option<usize>,
-        nice: i32,
-        stderr: PathBuf,
-    ) -> anyhow::Result<Self> {
-        let errf = std::fs::File::create(&stderr)
-            .with_context(|| format!("creating {}", stderr.display()))?;
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(errf));
+    pub fn spawn(name: &str, mut cmd: Command, cpu: Option<usize>, nice: i32, stderr: PathBuf) -> anyhow::Result<Self> {
+        let errf = std::fs::File::create(&stderr).with_context(|| format!("creating {}", stderr.display()))?;
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(errf));
         // SAFETY: the closure runs between fork and exec and calls only async-signal-safe
         // syscalls (setpgid, sched_setaffinity, setpriority) on stack data.
         unsafe {
@@ -81,8 +72,7 @@ impl Child {
                 if let Some(cpu) = cpu {
                     let mut set: libc::cpu_set_t = std::mem::zeroed();
                     libc::CPU_SET(cpu, &mut set);
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
-                    {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
@@ -92,9 +82,7 @@ impl Child {
             });
         }
         let shown = format!("{cmd:?}");
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting {name}: {shown}"))?;
+        let mut child = cmd.spawn().with_context(|| format!("starting {name}: {shown}"))?;
         let out = child.stdout.take().expect("stdout is piped");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -104,12 +92,7 @@ impl Child {
                 }
             }
         });
-        Ok(Child {
-            name: name.to_string(),
-            child,
-            lines: rx,
-            stderr,
-        })
+        Ok(Child { name: name.to_string(), child, lines: rx, stderr })
     }
 
     pub fn pid(&self) -> u32 {
@@ -142,7 +125,12 @@ impl Child {
 
     /// Reads stdout lines until `pick` takes one, the child dies or closes its output, Ctrl-C,
     /// or `timeout` (the error names `what` was awaited).
-    fn next_line_where<R>(&mut self, timeout: Duration, what: &str, mut pick: impl FnMut(&str) -> Option<R>) -> anyhow::Result<R> {
+    fn next_line_where<R>(
+        &mut self,
+        timeout: Duration,
+        what: &str,
+        mut pick: impl FnMut(&str) -> Option<R>,
+    ) -> anyhow::Result<R> {
         let end = Instant::now() + timeout;
         loop {
             check_interrupt()?;
@@ -172,18 +160,11 @@ impl Child {
         loop {
             check_interrupt()?;
             self.died()?;
-            if std::fs::read_to_string(&self.stderr)
-                .unwrap_or_default()
-                .contains(needle)
-            {
+            if std::fs::read_to_string(&self.stderr).unwrap_or_default().contains(needle) {
                 return Ok(());
             }
             if Instant::now() > end {
-                bail!(
-                    "{}: not ready within {timeout:?}:\n{}",
-                    self.name,
-                    self.stderr_tail()
-                );
+                bail!("{}: not ready within {timeout:?}:\n{}", self.name, self.stderr_tail());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -210,10 +191,7 @@ impl Child {
         }
         self.child.kill().ok();
         let st = self.child.wait()?;
-        bail!(
-            "{} did not exit within {timeout:?} of SIGTERM; killed ({st})",
-            self.name
-        )
+        bail!("{} did not exit within {timeout:?} of SIGTERM; killed ({st})", self.name)
     }
 
     /// Waits for the child to exit by itself.
@@ -243,8 +221,8 @@ impl Drop for Child {
 
 /// utime + stime of a process (all its threads), in nanoseconds, from /proc/<pid>/stat.
 pub fn process_cpu_ns(pid: u32) -> anyhow::Result<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    let text =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).with_context(|| format!("reading /proc/{pid}/stat"))?;
     let ticks = parse_stat_cpu_ticks(&text).with_context(|| format!("parsing /proc/{pid}/stat"))?;
     Ok(ticks * 1_000_000_000 / clock_ticks())
 }
@@ -279,12 +257,7 @@ pub fn parse_proc_stat(text: &str) -> Vec<(u64, u64)> {
     text.lines()
         .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
         .map(|l| {
-            let v: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .take(8)
-                .filter_map(|x| x.parse().ok())
-                .collect();
+            let v: Vec<u64> = l.split_whitespace().skip(1).take(8).filter_map(|x| x.parse().ok()).collect();
             let total: u64 = v.iter().sum();
             let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
             (total - idle, total)

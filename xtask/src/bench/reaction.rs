@@ -34,10 +34,20 @@ pub fn run(ctx: &Ctx<'_>, bursts: usize) -> anyhow::Result<()> {
     for i in 0..bursts {
         check_interrupt()?;
         let mut c = bench_cmd(ctx, "gen");
-        c.args(["--netns", NS_GEN, "--iface", GEN_IF, "--src-mac", &mac_str(GEN_MAC), "--dst-mac", &mac_str(DUT_IN_MAC)])
-            .args(["--src-ip", GEN_IP, "--dst-ip", SINK_IP, "--size", "64", "--flows", "1", "--dscp", "24"])
-            .args(["--max-packets", &BURST.to_string(), "--duration", "1s"]);
-        let mut g = Child::spawn("generator", c, Some(ctx.args.gen_cpu), ctx.args.nice, ctx.run_dir.join("gen.stderr"))?;
+        c.args([
+            "--netns",
+            NS_GEN,
+            "--iface",
+            GEN_IF,
+            "--src-mac",
+            &mac_str(GEN_MAC),
+            "--dst-mac",
+            &mac_str(DUT_IN_MAC),
+        ])
+        .args(["--src-ip", GEN_IP, "--dst-ip", SINK_IP, "--size", "64", "--flows", "1", "--dscp", "24"])
+        .args(["--max-packets", &BURST.to_string(), "--duration", "1s"]);
+        let mut g =
+            Child::spawn("generator", c, Some(ctx.args.gen_cpu), ctx.args.nice, ctx.run_dir.join("gen.stderr"))?;
         let v = g.next_json(Duration::from_secs(15))?;
         g.wait(Duration::from_secs(5))?;
         if v["sent"].as_u64() != Some(BURST) {
@@ -60,7 +70,8 @@ pub fn run(ctx: &Ctx<'_>, bursts: usize) -> anyhow::Result<()> {
     let text = scrape_text(*metrics)?;
     let buckets = reaction_buckets(&text).context("no rocefab_pfc_reaction_seconds histogram in the scrape")?;
     let count = buckets.last().map(|b| b.1).unwrap_or(0);
-    let pfc_tx = rocefab_contracts::promtext::sum(&text, "rocefab_pfc_tx_frames_total", &[("port", DUT_IN), ("priority", "3")]);
+    let pfc_tx =
+        rocefab_contracts::promtext::sum(&text, "rocefab_pfc_tx_frames_total", &[("port", DUT_IN), ("priority", "3")]);
     if count < bursts as u64 {
         bail!("{bursts} bursts crossed xOFF only {count} times (PFC frames sent: {pfc_tx})");
     }
