@@ -4,5 +4,7 @@
 //! reads them; neither side needs the other's internals.
 
 pub mod capture;
+pub mod config;
 pub mod promtext;
 pub mod sample;
+pub mod time;

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 
 use crate::netns;
 use crate::plan::{compile, netns_name, Plan};

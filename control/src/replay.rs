@@ -67,7 +67,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use rocefab_wire::pcap::{self, as_ethernet, CapturedFrame};
 use rocefab_wire::roce::{icrc, IcrcStatus, ParsedFrame};
 use serde::Serialize;

@@ -1,15 +1,10 @@
 //! Types and pure functions shared by the rocefab XDP program (`dataplane-ebpf`) and the
 //! userspace switch daemon (`dataplane-user`).
 //!
-//! Everything in the crate root is `#![no_std]`, `#[repr(C)]` and free of implicit padding so it
-//! can live in BPF maps. The `user` feature adds `aya::Pod` impls and the serde
-//! [`config::SwitchConfig`] that `rocefab up` writes for each switch daemon.
+//! This is the eBPF ABI only: everything is `#![no_std]`, `#[repr(C)]` and free of implicit
+//! padding so it can live in BPF maps. The `user` feature adds nothing but the `aya::Pod` impls
+//! the loaders need; the serde configurations live in `rocefab-contracts`.
 #![cfg_attr(not(feature = "user"), no_std)]
-
-#[cfg(feature = "user")]
-pub mod config;
-#[cfg(feature = "user")]
-pub mod time;
 
 /// Limits shared by the maps on both sides.
 pub mod limits {

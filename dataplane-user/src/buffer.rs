@@ -97,7 +97,7 @@ impl SharedBuffer {
             p,
             shared_size: p.buffer_bytes.saturating_sub(reserved),
             shared_used: 0,
-            frames_max: dataplane_common::config::buffer_frames(p.buffer_bytes, p.cell_bytes),
+            frames_max: rocefab_contracts::config::buffer_frames(p.buffer_bytes, p.cell_bytes),
             frames_held: 0,
             pg: vec![[Pg::default(); NUM_TC]; p.ports],
             queue: vec![[0; NUM_TC]; p.ports],

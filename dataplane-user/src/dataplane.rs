@@ -48,10 +48,10 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use afxdp::{FrameDesc, Umem};
-use dataplane_common::config::{QosConfig, SwitchConfig, WatchdogAction};
 use dataplane_common::limits::NUM_TC;
-use dataplane_common::time::Dilation;
 use dataplane_common::XdpMeta;
+use rocefab_contracts::config::{QosConfig, SwitchConfig, WatchdogAction};
+use rocefab_contracts::time::Dilation;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 
@@ -274,7 +274,7 @@ pub struct DataPlane {
     nexthop_ports: Vec<u32>,
     buffer: SharedBuffer,
     /// WRED settings, for the per-band statistics at enqueue (the marking itself is in XDP).
-    wred: dataplane_common::config::WredConfig,
+    wred: rocefab_contracts::config::WredConfig,
     pfc_tx: PfcTx,
     pfc_rx: PfcRx,
     watchdog: Option<(Watchdog, u64)>,
@@ -358,7 +358,7 @@ impl DataPlane {
         // A lossy queue never holds more than its byte limit at the minimum frame; a lossless
         // one at most what the buffer holds.
         let lossy_cap =
-            ((cfg.queue_limit_bytes / dataplane_common::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
+            ((cfg.queue_limit_bytes / rocefab_contracts::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
         let lossless = cfg.qos.lossless_priorities;
         let caps: [usize; NUM_TC] =
             std::array::from_fn(|tc| if lossless & (1 << tc) != 0 { held_max.max(1) } else { lossy_cap.max(1) });

@@ -12,13 +12,13 @@
 //! divided by the switch's time dilation D, which `rocefab_time_dilation` exports.
 use std::sync::Arc;
 
-use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
 use dataplane_common::limits::NUM_TC;
-use dataplane_common::time::Dilation;
 use prometheus::{
     Counter, CounterVec, Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use rocefab_contracts::config::SwitchConfig;
+use rocefab_contracts::time::Dilation;
 
 use crate::stats::{Stat, SwitchStats};
 use crate::xsk::XskStatistics;
@@ -563,7 +563,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dataplane_common::config::{NextHopConfig, PortConfig};
+    use rocefab_contracts::config::{NextHopConfig, PortConfig};
 
     fn cfg() -> SwitchConfig {
         SwitchConfig {

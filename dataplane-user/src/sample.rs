@@ -14,8 +14,8 @@
 //! takes.
 use std::sync::Arc;
 
-use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
+use rocefab_contracts::config::SwitchConfig;
 pub use rocefab_contracts::sample::{PortSample, SwitchSample, Thresholds};
 
 use crate::stats::SwitchStats;
@@ -45,8 +45,8 @@ where
 /// not be read).
 pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
     let q = &cfg.qos;
-    let d =
-        dataplane_common::time::Dilation::new(cfg.time_dilation).unwrap_or(dataplane_common::time::Dilation::REAL_TIME);
+    let d = rocefab_contracts::time::Dilation::new(cfg.time_dilation)
+        .unwrap_or(rocefab_contracts::time::Dilation::REAL_TIME);
     let ports = cfg
         .ports
         .iter()
@@ -94,7 +94,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dataplane_common::config::{NextHopConfig, PortConfig};
+    use rocefab_contracts::config::{NextHopConfig, PortConfig};
 
     fn cfg() -> SwitchConfig {
         SwitchConfig {

@@ -16,7 +16,7 @@ pub const IFG: u64 = 12;
 /// Frame check sequence (added by the "NIC"; our frames are handed over without it).
 pub const FCS: u64 = 4;
 /// Minimum frame length without FCS (shorter frames are padded).
-pub const MIN_FRAME: u64 = dataplane_common::config::MIN_FRAME_BYTES;
+pub const MIN_FRAME: u64 = rocefab_contracts::config::MIN_FRAME_BYTES;
 /// Per-frame wire overhead on top of the frame bytes.
 pub const WIRE_OVERHEAD: u64 = PREAMBLE_SFD + IFG + FCS;
 /// Default bucket depth: three maximum-size (1500-byte MTU) frames on the wire, so four such

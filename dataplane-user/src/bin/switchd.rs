@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::{anyhow, bail, Context};
 use clap::Parser;
-use dataplane_common::config::SwitchConfig;
 use dataplane_user::capture;
 use dataplane_user::ctrl::{ControlEnd, DpEvent, OwnFrame};
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Doorbell, Signals};
@@ -43,6 +42,7 @@ use dataplane_user::sample::{self, XdpCounters};
 use dataplane_user::stats::SwitchStats;
 use dataplane_user::xsk::{self, XskStatsReader};
 use lldp_agent::metrics::LldpMetrics;
+use rocefab_contracts::config::SwitchConfig;
 
 #[derive(Debug, Parser)]
 #[command(name = "rocefab-switchd", version, about = "rocefab switch daemon (XDP + AF_XDP data plane)")]

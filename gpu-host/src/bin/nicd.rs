@@ -38,7 +38,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use dataplane_common::config::Mac;
 use dataplane_user::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
 use dataplane_user::daemon::link_running;
 use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
@@ -46,6 +45,7 @@ use gpu_host::nic::agent::{ifindex, AgentConfig, LldpSocket, PacketTap};
 use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
 use lldp_agent::{Expected, Identity, NodeReport, PortAgent, Rx};
+use rocefab_contracts::config::Mac;
 use tokio::io::unix::AsyncFd;
 
 #[derive(Debug, Parser)]

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::limits::NUM_TC;
+use dataplane_common::limits::NUM_TC;
 
 /// A MAC address, serialised as `"aa:bb:cc:dd:ee:ff"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -137,7 +137,7 @@ impl Default for LbConfig {
     }
 }
 
-/// One traffic class's egress choice ([`crate::lb::mode`]).
+/// One traffic class's egress choice ([`dataplane_common::lb::mode`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum LbMode {
@@ -155,9 +155,9 @@ pub enum LbMode {
 }
 
 impl LbMode {
-    /// The value the XDP program reads ([`crate::lb::mode`]).
+    /// The value the XDP program reads ([`dataplane_common::lb::mode`]).
     pub fn code(self) -> u8 {
-        use crate::lb::mode;
+        use dataplane_common::lb::mode;
         match self {
             LbMode::Ecmp => mode::ECMP,
             LbMode::Flowlet => mode::FLOWLET,
@@ -525,7 +525,7 @@ pub struct RouteConfig {
 }
 
 fn default_dscp_map() -> Vec<u8> {
-    crate::dscp::default_table().to_vec()
+    dataplane_common::dscp::default_table().to_vec()
 }
 fn default_queue_limit() -> u64 {
     // 1 MiB per queue: enough to build visible queues at 1 Gbit/s, small enough to tail-drop.
@@ -563,7 +563,7 @@ impl SwitchConfig {
 
     /// Checks internal references: port, next-hop and group ids, prefix lengths, map sizes.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        use crate::limits::*;
+        use dataplane_common::limits::*;
         let bad = |m: String| Err(ConfigError::Invalid(m));
         if self.ports.is_empty() || self.ports.len() > MAX_PORTS as usize {
             return bad(format!("{}: {} ports (1..={MAX_PORTS} allowed)", self.name, self.ports.len()));
