@@ -1,5 +1,5 @@
 //! Reads the eBPF toolchain pin, `dataplane-ebpf/rust-toolchain.toml`. One copy, included with
-//! `#[path]` by `dataplane-user/build.rs` and by `xtask` (a build script cannot depend on xtask).
+//! `#[path]` by `plumbing/build.rs` and by `xtask` (a build script cannot depend on xtask).
 use std::path::Path;
 
 /// The `channel` of a `rust-toolchain.toml`, which must be a dated nightly (`nightly-YYYY-MM-DD`).

@@ -635,6 +635,6 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
 static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
 
 /// Host builds (`cargo clippy --workspace`) get an empty binary; the real object is built for
-/// `bpfel-unknown-none` by `dataplane-user/build.rs`.
+/// `bpfel-unknown-none` by `plumbing/build.rs`.
 #[cfg(not(target_arch = "bpf"))]
 fn main() {}

@@ -25,7 +25,7 @@
 //! Pure logic: no clock, no allocation after [`SharedBuffer::new`].
 use dataplane_common::limits::NUM_TC;
 
-use crate::depths::DepthBoard;
+use rocefab_plumbing::depths::DepthBoard;
 
 /// The buffer's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,7 @@ impl SharedBuffer {
         }
     }
 
-    /// Publishes every queue's charge into `board` from now on (see [`crate::depths`]).
+    /// Publishes every queue's charge into `board` from now on (see [`rocefab_plumbing::depths`]).
     pub fn publish_to(&mut self, board: DepthBoard) {
         for (port, q) in self.queue.iter().enumerate() {
             for (tc, &bytes) in q.iter().enumerate() {

@@ -20,7 +20,7 @@ pub use rocefab_contracts::sample::{PortSample, SwitchSample, Thresholds};
 
 use crate::stats::SwitchStats;
 
-/// The XDP counters per port and counter id, as [`crate::loader::XdpSwitch::counters`] reads them.
+/// The XDP counters per port and counter id, as [`rocefab_plumbing::loader::XdpSwitch::counters`] reads them.
 pub type XdpCounters = Vec<[u64; counter::COUNT as usize]>;
 
 /// `GET /sample` for switch `cfg`: [`build`] from `stats` and `xdp()` (called once
@@ -41,7 +41,7 @@ where
 }
 
 /// The sample of switch `cfg` from its live statistics and the XDP counters (per port, per
-/// counter id, as [`crate::loader::XdpSwitch::counters`] returns them; `None` when they could
+/// counter id, as [`rocefab_plumbing::loader::XdpSwitch::counters`] returns them; `None` when they could
 /// not be read).
 pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
     let q = &cfg.qos;
@@ -195,7 +195,7 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let r = router(cfg(), stats, xdp);
-        std::thread::spawn(move || rt.block_on(crate::http::serve(l, r)));
+        std::thread::spawn(move || rt.block_on(rocefab_plumbing::http::serve(l, r)));
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
         s.write_all(b"GET /sample HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();

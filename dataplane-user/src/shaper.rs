@@ -9,26 +9,13 @@
 //! line rate. Time is injected (`now` in nanoseconds on any monotonic clock): no sleeps in tests.
 //! Serialisation times are exact in integer arithmetic (remainders carried), so there is no drift.
 
-/// Preamble + start-of-frame delimiter.
-pub const PREAMBLE_SFD: u64 = 8;
-/// Minimum inter-frame gap.
-pub const IFG: u64 = 12;
-/// Frame check sequence (added by the "NIC"; our frames are handed over without it).
-pub const FCS: u64 = 4;
+pub use rocefab_wire::ethernet::{wire_bytes, FCS, IFG, PREAMBLE_SFD, WIRE_OVERHEAD};
 /// Minimum frame length without FCS (shorter frames are padded).
 pub const MIN_FRAME: u64 = rocefab_contracts::config::MIN_FRAME_BYTES;
-/// Per-frame wire overhead on top of the frame bytes.
-pub const WIRE_OVERHEAD: u64 = PREAMBLE_SFD + IFG + FCS;
+const _: () = assert!(MIN_FRAME == rocefab_wire::ethernet::MIN_FRAME_LEN as u64);
 /// Default bucket depth: three maximum-size (1500-byte MTU) frames on the wire, so four such
 /// frames may leave back to back after an idle period.
 pub const DEFAULT_BURST_BYTES: u64 = 3 * (1514 + WIRE_OVERHEAD);
-
-/// Bytes a frame of `frame_len` (Ethernet header .. payload, no FCS) occupies on the wire.
-#[inline(always)]
-pub const fn wire_bytes(frame_len: u32) -> u64 {
-    let l = frame_len as u64;
-    (if l < MIN_FRAME { MIN_FRAME } else { l }) + WIRE_OVERHEAD
-}
 
 /// Pacing state of one egress port.
 #[derive(Debug, Clone)]
@@ -173,7 +160,7 @@ mod tests {
         // wakes exactly when the shaper asks for a while, then 40 µs late and sends every frame
         // whose time has come in one batch. The stamps are the schedule's, one frame time
         // apart; with the old rule (the pass's clock) the batch would share one stamp.
-        use crate::capture::{serialisation_ns, LineStamp};
+        use rocefab_plumbing::capture::{serialisation_ns, LineStamp};
         let mut s = Shaper::new(GBPS, DEFAULT_BURST_BYTES);
         let mut line = LineStamp::default();
         let ft = serialisation_ns(1500, GBPS);

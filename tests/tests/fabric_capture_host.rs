@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dataplane_user::capture::{Record, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 use host_util::{require_tool, Proc};
+use rocefab_plumbing::capture::{Record, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 use rocefab_tests::fabric::{fabric_namespaces, metric, rocefab_bin, run_dir, scrape, Fabric};
 use serde_json::Value;
 

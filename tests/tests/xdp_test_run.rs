@@ -12,9 +12,9 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use dataplane_common::{counter, ecmp_index, flow_hash, kind, Decision, XdpMeta};
-use dataplane_user::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
 use etherparse::{IpDscp, IpHeaders, IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, VlanId};
 use rocefab_contracts::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_plumbing::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
 use rocefab_tests::xdp::{ifindex, link_show, send_raw, VethPair, XskSocket};
 
 const SEED: u32 = 7;
@@ -589,7 +589,7 @@ const WRED_PORT: usize = 2;
 /// Runs `frame` with the published depth of (port 2, queue 3) at `depth`.
 fn run_at_depth(
     f: &mut Fixture,
-    board: &dataplane_user::depths::DepthBoard,
+    board: &rocefab_plumbing::depths::DepthBoard,
     depth: u64,
     frame: &[u8],
 ) -> TestRunOutput {

@@ -24,6 +24,23 @@ pub const HEADER_LEN: usize = 14;
 /// Minimum Ethernet frame length without the FCS.
 pub const MIN_FRAME_LEN: usize = 60;
 
+/// Preamble + start-of-frame delimiter (IEEE 802.3 clause 4/35).
+pub const PREAMBLE_SFD: u64 = 8;
+/// Minimum inter-frame gap.
+pub const IFG: u64 = 12;
+/// Frame check sequence (added by the "NIC"; our frames are handed over without it).
+pub const FCS: u64 = 4;
+/// Per-frame wire overhead on top of the frame bytes.
+pub const WIRE_OVERHEAD: u64 = PREAMBLE_SFD + IFG + FCS;
+
+/// Bytes a frame of `frame_len` (Ethernet header .. payload, no FCS) occupies on the wire:
+/// padded to [`MIN_FRAME_LEN`], plus preamble, SFD, FCS and the inter-frame gap.
+#[inline(always)]
+pub const fn wire_bytes(frame_len: u32) -> u64 {
+    let l = frame_len as u64;
+    (if l < MIN_FRAME_LEN as u64 { MIN_FRAME_LEN as u64 } else { l }) + WIRE_OVERHEAD
+}
+
 mod field {
     use core::ops::Range;
     pub const DST: Range<usize> = 0..6;

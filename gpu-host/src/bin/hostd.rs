@@ -36,7 +36,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use dataplane_user::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
 use gpu_host::nic::daemon::{self, Clock, Exit};
 use gpu_host::nic::engine::{path_mtu_for_link, Engine};
 use gpu_host::nic::job::{Job, Report};
@@ -44,6 +43,7 @@ use gpu_host::nic::metrics::Metrics;
 use gpu_host::nic::mirror::{self, MirrorError, MirrorProducer};
 use gpu_host::nic::xsk::XskPort;
 use gpu_host::segment::PathMtu;
+use rocefab_plumbing::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
 
 #[derive(Parser, Debug)]
 #[command(name = "rocefab-hostd", about = "rocefab GPU-host emulator: AF_XDP RoCEv2 NICs running one job")]
@@ -142,7 +142,7 @@ fn run(args: Args) -> Result<bool> {
         None => None,
     };
     if let Some(ns) = &args.netns {
-        dataplane_user::daemon::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
+        rocefab_plumbing::netns::enter(ns).with_context(|| format!("entering network namespace {ns}"))?;
     }
     let _server = match listener {
         Some(l) => Some(gpu_host::nic::metrics::serve(l, metrics.clone()).context("starting the metrics server")?),
@@ -154,7 +154,7 @@ fn run(args: Args) -> Result<bool> {
         let m = match n.path_mtu {
             Some(b) => PathMtu::from_bytes(b).map_err(|e| anyhow::anyhow!("{}: {e}", n.name))?,
             None => {
-                let l = dataplane_user::daemon::link_mtu(&n.name)
+                let l = rocefab_plumbing::link::link_mtu(&n.name)
                     .with_context(|| format!("SIOCGIFMTU on {} (is it in this namespace?)", n.name))?;
                 path_mtu_for_link(l, n.ip.is_ipv6())
                     .with_context(|| format!("{}: link MTU {l} is too small for RoCEv2 (needs ≥ 316)", n.name))?

@@ -110,10 +110,10 @@ impl Default for MonoClock {
 }
 
 /// Serialisation time (ns, rounded up) of a frame of `frame_len` bytes (no FCS) at `rate_bps`,
-/// with the preamble, FCS and inter-frame gap it takes on the wire ([`crate::shaper::wire_bytes`]).
+/// with the preamble, FCS and inter-frame gap it takes on the wire ([`rocefab_wire::ethernet::wire_bytes`]).
 #[inline]
 pub fn serialisation_ns(frame_len: u32, rate_bps: u64) -> u64 {
-    let bits_ns = crate::shaper::wire_bytes(frame_len) as u128 * 8 * 1_000_000_000;
+    let bits_ns = rocefab_wire::ethernet::wire_bytes(frame_len) as u128 * 8 * 1_000_000_000;
     let rate = rate_bps.max(1) as u128;
     bits_ns.div_ceil(rate) as u64
 }

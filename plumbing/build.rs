@@ -1,5 +1,5 @@
 //! Builds the XDP object (`dataplane-ebpf`, binary `rocefab-xdp`) for `bpfel-unknown-none` and
-//! copies it to `$OUT_DIR/rocefab-xdp`, where `src/loader.rs` embeds it with
+//! copies it to `$OUT_DIR/rocefab-xdp`, where `src/loader.rs` embeds it (only with the `bpf` feature: without it nothing is built) with
 //! `aya::include_bytes_aligned!`.
 //!
 //! This is aya-template's / `aya_build::build_ebpf`'s approach, written out because aya-build
@@ -30,9 +30,14 @@ fn main() {
 }
 
 fn run() -> Result<(), String> {
+    // Without the `bpf` feature (the CLI's build: netns, links, AF_PACKET only) there is no
+    // loader to embed the object, so neither the nightly nor bpf-linker is needed.
+    if env::var_os("CARGO_FEATURE_BPF").is_none() {
+        return Ok(());
+    }
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| format!("CARGO_MANIFEST_DIR: {e}"))?);
     let out_dir = PathBuf::from(env::var("OUT_DIR").map_err(|e| format!("OUT_DIR: {e}"))?);
-    let workspace = manifest_dir.parent().ok_or("dataplane-user has no parent directory")?.to_path_buf();
+    let workspace = manifest_dir.parent().ok_or("plumbing has no parent directory")?.to_path_buf();
     let dst = out_dir.join("rocefab-xdp");
 
     println!("cargo::rerun-if-env-changed=ROCEFAB_XDP_OBJECT");

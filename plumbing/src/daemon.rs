@@ -1,28 +1,21 @@
-//! Process-level pieces of `rocefab-switchd`: entering the switch's network namespace
-//! (setns(2) with `CLONE_NEWNET` on an `ip netns` bind mount under `/run/netns`), SIGTERM/SIGINT
+//! Process-level pieces every daemon (switchd, hostd, nicd) shares: `main` with logging, SIGTERM/SIGINT
 //! delivery through a signalfd(2), and the control side's async waits on that signalfd and on the
 //! data plane's eventfd ([`AsyncSignals`], [`Doorbell`]), registered with the tokio runtime
 //! through [`AsyncFd`]. `tokio::signal` would not do: it installs handlers, and a signal blocked
 //! with sigprocmask(2) (as it must be for a signalfd) never reaches them.
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use nix::sched::{setns, CloneFlags};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use crate::ctrl::EventFd;
+use crate::eventfd::EventFd;
 
 /// Errors of the daemon's process plumbing.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
-    #[error("network namespace {name:?}: opening {path}: {source}")]
-    NetnsOpen { name: String, path: PathBuf, source: std::io::Error },
-    #[error("network namespace {name:?}: setns(CLONE_NEWNET): {source}")]
-    Setns { name: String, source: nix::Error },
     #[error("blocking SIGTERM/SIGINT and creating a signalfd: {0}")]
     Signals(nix::Error),
 }
@@ -68,64 +61,6 @@ pub fn init_logging(log_file: Option<&std::path::Path>) -> std::io::Result<()> {
         None => b.with_writer(std::io::stderr).init(),
     }
     Ok(())
-}
-
-/// An `ifreq` ioctl (`SIOCGIF*`) on interface `name` of the calling thread's network namespace
-/// (sysfs would show the namespace /sys was mounted in, not the one the process entered).
-fn ifreq_get(name: &str, request: libc::c_ulong) -> std::io::Result<libc::ifreq> {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    if name.len() >= libc::IFNAMSIZ {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("interface name {name:?} is too long"),
-        ));
-    }
-    // SAFETY: plain socket(2) call; the descriptor is checked and then owned.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: ifreq is plain data; all-zero is valid.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
-        *d = s as libc::c_char;
-    }
-    // SAFETY: the SIOCGIF* requests read ifr_name and write one member of the ifreq we pass.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), request as _, &mut ifr) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(ifr)
-}
-
-/// The MTU of interface `name` (`SIOCGIFMTU`).
-pub fn link_mtu(name: &str) -> std::io::Result<u32> {
-    let ifr = ifreq_get(name, libc::SIOCGIFMTU)?;
-    // SAFETY: the kernel filled the mtu member of the union.
-    Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
-}
-
-/// Whether interface `name` is up with carrier (`IFF_UP` and `IFF_RUNNING`, `SIOCGIFFLAGS`);
-/// `None` if it does not exist.
-pub fn link_running(name: &str) -> Option<bool> {
-    let ifr = ifreq_get(name, libc::SIOCGIFFLAGS).ok()?;
-    // SAFETY: the kernel filled the flags member of the union.
-    let flags = i32::from(unsafe { ifr.ifr_ifru.ifru_flags });
-    Some(flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0)
-}
-
-/// Where `ip netns add NAME` keeps the namespace.
-pub fn netns_path(name: &str) -> PathBuf {
-    PathBuf::from("/run/netns").join(name)
-}
-
-/// Moves the calling thread into network namespace `name`. Call it before spawning threads so
-/// every later thread (and socket, and XDP attach) lives there.
-pub fn enter_netns(name: &str) -> Result<(), DaemonError> {
-    let path = netns_path(name);
-    let f = std::fs::File::open(&path).map_err(|source| DaemonError::NetnsOpen { name: name.into(), path, source })?;
-    setns(f.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|source| DaemonError::Setns { name: name.into(), source })
 }
 
 /// SIGTERM and SIGINT, blocked in the calling thread (and so in every thread spawned after) and
