@@ -115,3 +115,9 @@ mod tests {
             .is_err());
     }
 }
+
+/// Where `rocefab-nicd` keeps the shared-memory ring through which `rocefab-hostd` mirrors the
+/// frames of the host whose network namespace is `netns` (created by nicd, removed by `rocefab down`).
+pub fn nic_mirror_shm_path(netns: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/dev/shm/rocefab-{netns}-nicmirror"))
+}

@@ -497,7 +497,7 @@ fn locate_hostd() -> anyhow::Result<PathBuf> {
     };
     if !p.is_file() {
         bail!(
-            "GPU-host emulator {} not found (build it with `cargo build -p gpu-host`, or set ROCEFAB_HOSTD)",
+            "GPU-host emulator {} not found (build it with `cargo build -p host-daemons`, or set ROCEFAB_HOSTD)",
             p.display()
         );
     }

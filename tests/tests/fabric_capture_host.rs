@@ -11,7 +11,7 @@
 //!    (which counts them), otherwise the kernel gets them. Every one captured is inbound and
 //!    appears once, and none is missed at the job's end (at most one, see below).
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 mod host_util;
 
 use std::collections::BTreeMap;

@@ -19,7 +19,7 @@
 //! the switches' seeds send through it (walked hop by hop over the switch configs `rocefab up`
 //! wrote), and `rocefab uplinks` prints the same counters.
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 

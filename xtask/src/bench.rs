@@ -219,7 +219,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         ]);
         if a.fabric {
             // rocefab-hostd and rocefab-nicd.
-            c.args(["-p", "gpu-host"]);
+            c.args(["-p", "host-daemons"]);
         }
         crate::util::run(&mut c).context("building the benchmark binaries")?;
     }

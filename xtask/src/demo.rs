@@ -82,7 +82,7 @@ pub fn run_demo() -> anyhow::Result<()> {
         "-p",
         "dataplane-user",
         "-p",
-        "gpu-host",
+        "host-daemons",
     ]))?;
     let bin = root.join("target/release");
     let rocefab = bin.join("rocefab");

@@ -63,7 +63,7 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
                 "-p",
                 "dataplane-user",
                 "-p",
-                "gpu-host",
+                "host-daemons",
             ]))
             .and_then(|_| {
                 run_tests(

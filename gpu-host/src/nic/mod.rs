@@ -1,5 +1,6 @@
-//! The emulated RDMA NIC behind `rocefab-hostd`: one AF_XDP socket per GPU NIC veth, the
-//! RoCEv2 RC protocol engine on top, and the job / report formats a controller uses.
+//! The emulated RDMA NIC behind `rocefab-hostd`, as a pure model: the RoCEv2 RC protocol engine,
+//! and the job / report formats a controller uses. Its sockets, metrics exposition and data
+//! thread are the daemons' (`host-daemons`).
 //!
 //! | module       | what                                                              |
 //! |--------------|-------------------------------------------------------------------|
@@ -7,19 +8,11 @@
 //! | [`job`]      | job file (QPNs, PSNs, R_Keys exchanged out of band) and report     |
 //! | [`pattern`]  | deterministic data for end-to-end verification                     |
 //! | [`engine`]   | frames ⇄ `Sender`/`Receiver`/`NicPfc`, shaping, CNP, PFC (pure)     |
-//! | [`xsk`]      | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program         |
-//! | [`metrics`]  | Prometheus metrics per QP and per NIC, HTTP exposition           |
 //! | [`sample`]   | `GET /sample`: DCQCN rate, α, CNPs, pause state for the timeline  |
-//! | [`daemon`]   | the data thread: RX, timers, TX with explicit kicks, sleep when idle |
-//! | [`mirror`]   | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures |
-//! | [`agent`]    | `rocefab-nicd`: LLDP/DCBX agent per NIC, negotiated classes          |
+//! | [`agent`]    | `rocefab-nicd`'s config and the classes a NIC negotiates by DCBX    |
 pub mod agent;
 pub mod collective_job;
-pub mod daemon;
 pub mod engine;
 pub mod job;
-pub mod metrics;
-pub mod mirror;
 pub mod pattern;
 pub mod sample;
-pub mod xsk;

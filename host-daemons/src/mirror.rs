@@ -73,10 +73,9 @@ pub const NAME_BYTES: usize = 16;
 /// Smallest data area accepted.
 pub const MIN_CAPACITY: usize = 256;
 
-/// Where the mirror of the host whose namespace is `netns` lives.
-pub fn shm_path(netns: &str) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/rocefab-{netns}-nicmirror"))
-}
+/// Where the mirror of the host whose namespace is `netns` lives (a contract with the CLI,
+/// which removes it at `down`).
+pub use rocefab_contracts::capture::nic_mirror_shm_path as shm_path;
 
 /// Errors creating or opening a mirror ring.
 #[derive(Debug, thiserror::Error)]

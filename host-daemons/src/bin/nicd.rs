@@ -24,7 +24,7 @@
 //!   kernel (ARP, ICMP, LLDP, ...) and everything the kernel sends;
 //! - the AF_XDP path: what `rocefab-hostd` takes from and gives to its AF_XDP sockets, which
 //!   no packet tap sees, mirrored through a shared-memory ring this agent creates at start and
-//!   removes at exit (`gpu_host::nic::mirror`, whose docs explain why no frame is in both).
+//!   removes at exit (`host_daemons::mirror`, whose docs explain why no frame is in both).
 //!
 //! `rocefab_capture_mirrored_frames_total` counts the frames a capture got,
 //! `rocefab_capture_lost_frames_total` the ones it missed (a full tap, a full shared ring, or a
@@ -38,8 +38,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use gpu_host::nic::agent::{ifindex, AgentConfig, LldpSocket, PacketTap};
-use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
+use gpu_host::nic::agent::AgentConfig;
+use host_daemons::agent::{ifindex, LldpSocket, PacketTap};
+use host_daemons::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
 use lldp_agent::{Expected, Identity, NodeReport, PortAgent, Rx};
 use rocefab_contracts::config::Mac;

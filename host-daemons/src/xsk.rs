@@ -11,7 +11,7 @@
 //! Captures: frames taken from the RX ring and frames produced to the TX ring never pass the
 //! kernel's packet taps, so while `rocefab-nicd` captures a port ([`XskPort::mirror_port`]
 //! enabled in the [`MirrorProducer`]'s mask, checked once per batch) they are copied into the
-//! shared-memory mirror ring ([`super::mirror`]), each stamped on its own
+//! shared-memory mirror ring ([`crate::mirror`]), each stamped on its own
 //! ([`CaptureStamps`]): a received frame with the time the host XDP program saw it (the
 //! `rx_ns` of its `dataplane_common::XdpMeta`), a sent frame with the pass that sends it; both
 //! spaced at least one serialisation time at the NIC's line rate after the previous frame in
@@ -21,11 +21,11 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use afxdp::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
-use super::engine::Engine;
 use dataplane_common::{kind, XdpMeta};
+use gpu_host::nic::engine::Engine;
 use rocefab_plumbing::capture::{serialisation_ns, LineStamp, MonoClock};
 
-use super::mirror::{MirrorProducer, DIR_IN, DIR_OUT};
+use crate::mirror::{MirrorProducer, DIR_IN, DIR_OUT};
 
 /// Frames on the fill/RX side (also the fill, completion and RX ring sizes).
 pub const RX_FRAMES: u32 = 1024;

@@ -1,7 +1,7 @@
 //! The NIC data thread: polls every port's RX ring, runs the engine's timers, transmits what
 //! the engine releases (explicit TX kicks), and sleeps in `ppoll(2)` until the next frame or
 //! the engine's next deadline when there is nothing to do — never a busy spin when idle.
-//! Data leaves in bursts of shaper credit ([`super::engine::PACER_BURST_FRAMES`]), so a
+//! Data leaves in bursts of shaper credit ([`gpu_host::nic::engine::PACER_BURST_FRAMES`]), so a
 //! sender at line rate costs a wake-up per burst, not one per frame (on a 2-core machine
 //! running 8 emulators, context switches and their scheduling delays cost much of the job
 //! time). A receive hold-off (sleeping a few µs without watching the sockets after taking
@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use rocefab_plumbing::capture::MonoClock;
 
-use super::engine::Engine;
-use super::mirror::MirrorProducer;
-use super::xsk::{XskError, XskPort};
+use crate::mirror::MirrorProducer;
+use crate::xsk::{XskError, XskPort};
+use gpu_host::nic::engine::Engine;
 
 /// Longest sleep: the stop flag and the deadline are checked at least this often.
 pub const MAX_SLEEP_NS: u64 = 10_000_000;
@@ -61,7 +61,7 @@ pub enum Exit {
 /// Runs the data loop until the engine finishes, `deadline` (clock ns) passes or `stop` is set.
 /// `on_tick(engine, now)` runs at most every `tick` (metrics snapshots, progress), outside the
 /// per-packet path. With a `mirror`, every port being captured copies the frames it receives and
-/// sends into it ([`super::mirror`]; one atomic load per port and batch otherwise).
+/// sends into it ([`crate::mirror`]; one atomic load per port and batch otherwise).
 #[expect(clippy::too_many_arguments, reason = "the loop's inputs, each used once; a struct would only rename them")]
 pub fn run(
     engine: &mut Engine,

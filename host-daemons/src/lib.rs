@@ -1,0 +1,16 @@
+//! rocefab's GPU-host daemons on top of the pure NIC model (`gpu-host`) and the shared kernel
+//! plumbing (`rocefab-plumbing`): `rocefab-hostd`, the emulated RDMA NIC on AF_XDP, and
+//! `rocefab-nicd`, the NIC agent (LLDP/DCBX, captures).
+//!
+//! | module      | what                                                                  |
+//! |-------------|-----------------------------------------------------------------------|
+//! | [`xsk`]     | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program             |
+//! | [`metrics`] | Prometheus metrics per QP and per NIC, HTTP exposition                |
+//! | [`daemon`]  | the data thread: RX, timers, TX with explicit kicks, sleep when idle  |
+//! | [`mirror`]  | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures   |
+//! | [`agent`]   | nicd's sockets: LLDP and the capture tap on AF_PACKET                 |
+pub mod agent;
+pub mod daemon;
+pub mod metrics;
+pub mod mirror;
+pub mod xsk;
