@@ -3,14 +3,9 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-/// Moves the calling thread into network namespace `name` (the `ip netns` bind mount under
-/// `/run/netns`); setns(2) affects only this thread, so callers run it on a thread of its own.
-pub fn enter(name: &str) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let path = format!("/run/netns/{name}");
-    let f = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
-    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).with_context(|| format!("setns({path}, CLONE_NEWNET)"))
-}
+/// Moves the calling thread into network namespace `name` (the daemons' one netns entry,
+/// `rocefab-plumbing`); setns(2) affects only this thread, so callers run it on a thread of its own.
+pub use rocefab_plumbing::netns::enter;
 
 /// A command that failed.
 #[derive(Debug, thiserror::Error)]

@@ -5,13 +5,13 @@
 //!
 //! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
 //! [`rewrite`], [`stats`], [`metrics`], [`sample`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
-//! (the per-switch packet thread). Control side (tokio): [`lldp`] (the LLDP/DCBX agent of every port).
+//! (the per-switch packet thread).
+//! Its ports' LLDP/DCBX agents are `lldp_agent::NodeAgent`, shared with the NIC agent.
 
 pub mod buffer;
 pub mod ctrl;
 pub mod dataplane;
 pub mod decision;
-pub mod lldp;
 pub mod metrics;
 pub mod pfc;
 pub mod pfcwd;

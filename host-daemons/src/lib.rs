@@ -8,8 +8,6 @@
 //! | [`metrics`] | Prometheus metrics per QP and per NIC, HTTP exposition                |
 //! | [`daemon`]  | the data thread: RX, timers, TX with explicit kicks, sleep when idle  |
 //! | [`mirror`]  | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures   |
-//! | [`agent`]   | nicd's sockets: LLDP and the capture tap on AF_PACKET                 |
-pub mod agent;
 pub mod daemon;
 pub mod metrics;
 pub mod mirror;

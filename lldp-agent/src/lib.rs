@@ -7,9 +7,12 @@
 //! - [`dcb`]: DCBX (IEEE 802.1Qaz / 802.1Q-2018 clause 38): what a switch or NIC advertises,
 //!   willing negotiation, and mismatch checks.
 //! - [`metrics`]: the Prometheus families both daemons export.
+//! - [`node`]: the driver of a node's ports, shared by the switch daemon and the NIC agent.
 pub mod dcb;
 pub mod metrics;
+pub mod node;
 pub mod port;
 
 pub use dcb::{Dcb, Mismatch, Oper, PeerDcb};
+pub use node::{Kind, Link, NodeAgent};
 pub use port::{Expected, Identity, NodeReport, PortAgent, PortReport, Rx, Timing};

@@ -9,6 +9,7 @@
 pub mod eventfd;
 pub mod link;
 pub mod netns;
+pub mod packet;
 
 #[cfg(feature = "bpf")]
 pub mod depths;

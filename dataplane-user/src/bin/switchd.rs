@@ -32,12 +32,12 @@ use anyhow::{anyhow, bail, Context};
 use clap::Parser;
 use dataplane_user::ctrl::{ControlEnd, DpEvent, OwnFrame};
 use dataplane_user::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
-use dataplane_user::lldp::SwitchAgent;
 use dataplane_user::metrics::Metrics;
 use dataplane_user::sample::{self, XdpCounters};
 use dataplane_user::stats::SwitchStats;
 use dataplane_user::xsk::{self, XskStatsReader};
 use lldp_agent::metrics::LldpMetrics;
+use lldp_agent::{Link, NodeAgent};
 use rocefab_contracts::config::SwitchConfig;
 use rocefab_plumbing::capture;
 use rocefab_plumbing::daemon::{AsyncSignals, Doorbell, Signals};
@@ -62,7 +62,7 @@ struct Scrape {
     xdp: XdpSwitch,
     xsk_stats: XskStatsReader,
     /// The LLDP agent and its families (registered in `metrics`' registry), if it runs.
-    lldp: Option<(LldpMetrics, Arc<Mutex<SwitchAgent>>)>,
+    lldp: Option<(LldpMetrics, Arc<Mutex<NodeAgent>>)>,
     /// Port mirroring counters (`rocefab capture`), in `metrics`' registry.
     capture: (capture::CaptureMetrics, Arc<capture::Tap>),
 }
@@ -178,7 +178,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
         "start-up 5/5: switch up; metrics on http://{}/metrics",
         listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
     );
-    let agent = cfg.lldp.enabled.then(|| Arc::new(Mutex::new(SwitchAgent::new(&cfg))));
+    let agent = cfg.lldp.enabled.then(|| Arc::new(Mutex::new(NodeAgent::switch(&cfg))));
     let lldp = match &agent {
         Some(a) => {
             Some((LldpMetrics::new(metrics.registry(), &labels).context("registering LLDP metrics")?, a.clone()))
@@ -255,7 +255,7 @@ async fn control(
     router: axum::Router,
     signals: Signals,
     ctrl: Arc<Mutex<ControlEnd>>,
-    agent: Option<Arc<Mutex<SwitchAgent>>>,
+    agent: Option<Arc<Mutex<NodeAgent>>>,
     mut dp_gone: tokio::sync::oneshot::Receiver<Infallible>,
 ) -> anyhow::Result<()> {
     let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
@@ -291,12 +291,16 @@ async fn control(
 /// The LLDP agent's transmit side: hands every due LLDPDU to the data plane (which sends it
 /// through the port's control queue) and sleeps until the next one is due or a neighbour ages
 /// out. A full ring is logged and the frame is sent at the next interval.
-async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mutex<ControlEnd>) -> Infallible {
+async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<NodeAgent>, ctrl: &Mutex<ControlEnd>) -> Infallible {
     loop {
         let wait = {
             let mut a = lock(agent);
             let now = a.now();
-            a.watch_links(now, rocefab_plumbing::link::link_running);
+            a.watch_links(now, |name| {
+                let running = rocefab_plumbing::link::link_running(name);
+                // The switch's ports are attached by index once; present is all that matters here.
+                Link { ifindex: running.map(|_| 0), running: running.unwrap_or(false) }
+            });
             let frames = a.poll(now);
             let mut c = lock(ctrl);
             for (port, f) in frames {
@@ -318,7 +322,7 @@ async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mu
 /// until the data-plane thread has taken them off the ring (it sends them in the same pass).
 async fn shutdown_lldp(
     cfg: &SwitchConfig,
-    agent: &Mutex<SwitchAgent>,
+    agent: &Mutex<NodeAgent>,
     ctrl: &Mutex<ControlEnd>,
     dp_gone: &mut tokio::sync::oneshot::Receiver<Infallible>,
 ) {
@@ -358,7 +362,7 @@ async fn from_data_plane(
     cfg: &SwitchConfig,
     bell: &Doorbell,
     ctrl: &Mutex<ControlEnd>,
-    agent: Option<&Mutex<SwitchAgent>>,
+    agent: Option<&Mutex<NodeAgent>>,
 ) -> std::io::Result<Infallible> {
     let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
     let dilation = cfg.dilation().unwrap_or_default();

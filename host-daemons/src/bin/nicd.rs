@@ -19,7 +19,7 @@
 //! Captures ([`Capture`], a thread of its own, idle unless a capture runs) merge two sources
 //! into the capture tap:
 //!
-//! - the kernel path: one `AF_PACKET` socket per captured NIC ([`PacketTap`]), which sees every
+//! - the kernel path: one `AF_PACKET` socket per captured NIC ([`PacketSocket::tap`]), which sees every
 //!   frame when no job runs, and during a job the frames the host XDP program passes to the
 //!   kernel (ARP, ICMP, LLDP, ...) and everything the kernel sends;
 //! - the AF_XDP path: what `rocefab-hostd` takes from and gives to its AF_XDP sockets, which
@@ -39,15 +39,15 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use gpu_host::nic::agent::AgentConfig;
-use host_daemons::agent::{ifindex, LldpSocket, PacketTap};
 use host_daemons::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
-use lldp_agent::{Expected, Identity, NodeReport, PortAgent, Rx};
+use lldp_agent::{Expected, Identity, Kind, Link, NodeAgent, PortAgent};
 use rocefab_contracts::config::Mac;
 use rocefab_plumbing::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
 use rocefab_plumbing::daemon::{AsyncSignals, Signals};
 use rocefab_plumbing::link::link_running;
 use rocefab_plumbing::netns::enter as enter_netns;
+use rocefab_plumbing::packet::{ifindex, PacketSocket};
 use tokio::io::unix::AsyncFd;
 
 #[derive(Debug, Parser)]
@@ -61,86 +61,23 @@ struct Args {
     log_file: Option<PathBuf>,
 }
 
-/// One NIC's agent and the interface index it was last seen at.
-struct Nic {
-    agent: PortAgent,
-    ifindex: Option<i32>,
-    /// Link up with carrier at the last look.
-    running: bool,
-    /// Mismatches last logged, to log each change once.
-    logged: Vec<String>,
-}
-
-struct State {
-    host: String,
-    nics: Vec<Nic>,
-    epoch: Instant,
-}
-
-impl State {
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-    fn report(&self) -> NodeReport {
-        let now = self.now();
-        NodeReport {
-            node: self.host.clone(),
-            kind: "host".into(),
-            ports: self.nics.iter().map(|n| n.agent.report(now)).collect(),
-        }
-    }
-}
-
-/// Looks every NIC up again (fast start when one appears, changes index or its link comes up)
-/// and sends what is due.
-fn poll(st: &mut State, sock: &LldpSocket) -> u64 {
-    let now = st.now();
-    let mut next = now + 1_000_000_000;
-    for n in &mut st.nics {
-        let name = n.agent.identity().port.clone();
-        let idx = ifindex(&name);
-        let running = link_running(&name).unwrap_or(false);
-        if idx != n.ifindex {
-            if idx.is_some() {
-                tracing::info!(nic = %name, ifindex = ?idx, "interface appeared: LLDP fast start");
-                n.agent.link_up(now);
-            } else {
-                tracing::warn!(nic = %name, "interface gone from the namespace");
-            }
-            n.ifindex = idx;
-        } else if running && !n.running && idx.is_some() {
-            tracing::info!(nic = %name, "link up: LLDP fast start");
-            n.agent.link_up(now);
-        }
-        n.running = running;
-        if let Some(frame) = n.agent.poll(now) {
-            if let Some(i) = n.ifindex {
-                if let Err(e) = sock.send(i, &frame) {
-                    tracing::warn!(nic = %n.agent.identity().port, "sending LLDP: {e}");
-                }
+/// Looks every NIC up again (a fast start when one appears, changes index or its link comes
+/// up), sends what is due; returns when the agent next has work.
+fn poll(agent: &mut NodeAgent, sock: &PacketSocket) -> u64 {
+    let now = agent.now();
+    agent.watch_links(now, |name| Link { ifindex: ifindex(name), running: link_running(name).unwrap_or(false) });
+    for (port, frame) in agent.poll(now) {
+        if let Some(i) = agent.ifindex(port) {
+            if let Err(e) = sock.send_to(i, &frame) {
+                tracing::warn!(nic = agent.port_name(port).unwrap_or("?"), "sending LLDP: {e}");
             }
         }
-        next = next.min(n.agent.next_deadline());
     }
-    next
+    agent.next_deadline().min(now + 1_000_000_000)
 }
 
-/// Logs negotiation changes and mismatches once each.
-fn log_changes(st: &mut State) {
-    for n in &mut st.nics {
-        let (oper, mismatches) = n.agent.negotiate();
-        let now: Vec<String> = mismatches.iter().map(|m| m.to_string()).collect();
-        if now != n.logged {
-            for m in now.iter().filter(|m| !n.logged.contains(m)) {
-                tracing::warn!(host = %st.host, nic = %n.agent.identity().port, "DCBX mismatch: {m}");
-            }
-            n.logged = now;
-        }
-        tracing::debug!(nic = %n.agent.identity().port, pfc = oper.pfc_enable, "negotiated");
-    }
-}
-
-fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
+/// Gives every LLDP frame waiting on the socket to the NIC it arrived on.
+fn on_readable(agent: &mut NodeAgent, sock: &PacketSocket, buf: &mut [u8]) {
     loop {
         let (len, idx) = match sock.recv(buf) {
             Ok(r) => r,
@@ -150,36 +87,12 @@ fn on_readable(st: &mut State, sock: &LldpSocket, buf: &mut [u8]) {
                 return;
             }
         };
-        let now = st.now();
         // The index seen at the last poll; an interface that just (re)appeared is looked up by name.
-        let pos = st
-            .nics
-            .iter()
-            .position(|n| n.ifindex == Some(idx))
-            .or_else(|| st.nics.iter().position(|n| ifindex(&n.agent.identity().port) == Some(idx)));
-        let Some(n) = pos.map(|p| &mut st.nics[p]) else {
+        let Some(port) = agent.port_at(idx, ifindex) else {
             continue;
         };
-        let frame = &buf[..len.min(buf.len())];
-        let port = n.agent.identity().port.clone();
-        match n.agent.on_frame(frame, now) {
-            Rx::Neighbour { new: true } => {
-                let nb = n
-                    .agent
-                    .neighbour()
-                    .map(|x| format!("{} port {}", x.system_name.as_deref().unwrap_or(&x.chassis), x.port));
-                tracing::info!(nic = %port, neighbour = ?nb, "new LLDP neighbour");
-                let (oper, _) = n.agent.negotiate();
-                tracing::info!(nic = %port, pfc = %lldp_agent::dcb::prio_list(oper.pfc_enable), pfc_from = ?oper.pfc_from,
-                    app = %lldp_agent::dcb::app_list(&oper.app), "DCBX operational settings");
-            }
-            Rx::Neighbour { new: false } => {}
-            Rx::TableFull => {
-                tracing::warn!(nic = %port, max = n.agent.max_neighbours(), "neighbour table full: LLDPDU of a new neighbour discarded")
-            }
-            Rx::Shutdown => tracing::info!(nic = %port, "neighbour sent a shutdown LLDPDU"),
-            Rx::Malformed(why) => tracing::warn!(nic = %port, "malformed LLDPDU discarded: {why}"),
-        }
+        let now = agent.now();
+        agent.on_frame(port, &buf[..len.min(buf.len())], now);
     }
 }
 
@@ -200,7 +113,7 @@ struct Capture {
     tap: TapProducer,
     shm: Option<MirrorConsumer>,
     nics: Vec<String>,
-    socks: Vec<Option<PacketTap>>,
+    socks: Vec<Option<PacketSocket>>,
     /// Frames the kernel dropped for the capture sockets.
     kernel_lost: Arc<AtomicU64>,
     /// The mask the sources are set up for.
@@ -267,7 +180,7 @@ impl Capture {
         if generation != self.generation {
             // Backlog of the capture sockets from before this capture started.
             for s in self.socks.iter().flatten() {
-                while s.recv(&mut self.frame).is_ok() {}
+                while s.recv_captured(&mut self.frame).is_ok() {}
             }
         }
         self.generation = generation;
@@ -287,7 +200,7 @@ impl Capture {
                 Some(s) => {
                     self.kernel_lost.fetch_add(s.drops().unwrap_or(0), Ordering::Relaxed);
                 }
-                None => match ifindex(&self.nics[i]).map(PacketTap::open) {
+                None => match ifindex(&self.nics[i]).map(PacketSocket::tap) {
                     Some(Ok(s)) => self.socks[i] = Some(s),
                     Some(Err(e)) => tracing::warn!(nic = %self.nics[i], "capture socket: {e}"),
                     None => tracing::debug!(nic = %self.nics[i], "capture: no such interface (yet)"),
@@ -316,7 +229,7 @@ impl Capture {
         for i in 0..self.socks.len() {
             let Some(s) = &self.socks[i] else { continue };
             loop {
-                match s.recv(&mut self.frame) {
+                match s.recv_captured(&mut self.frame) {
                     Ok(c) => {
                         let ts = c.ts_ns.unwrap_or_else(unix_now_ns);
                         let dir = if c.outgoing { DIR_OUT } else { DIR_IN };
@@ -471,10 +384,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
         enter_netns(ns).with_context(|| format!("host {}: entering its network namespace", cfg.host))?;
     }
     let signals = Signals::block().context("signal setup")?;
-    let sock = LldpSocket::open().context("opening the AF_PACKET socket for LLDP")?;
+    let sock = PacketSocket::lldp().context("opening the AF_PACKET socket for LLDP")?;
     let t = lldp_agent::Timing::from(&cfg.lldp);
-    let epoch = Instant::now();
-    let mut nics = Vec::new();
+    let mut agents = Vec::new();
     for n in &cfg.nics {
         let mac: Mac = n.mac.parse().map_err(|e| anyhow::anyhow!("{}: mac {:?}: {e}", n.name, n.mac))?;
         let id = Identity {
@@ -487,9 +399,9 @@ fn run(args: &Args) -> anyhow::Result<()> {
         };
         let mut agent = PortAgent::new(t, id, n.dcb.clone(), 0);
         agent.expect(n.peer.as_deref().and_then(Expected::from_peer));
-        nics.push(Nic { agent, ifindex: None, running: false, logged: Vec::new() });
+        agents.push(agent);
     }
-    let state = Arc::new(Mutex::new(State { host: cfg.host.clone(), nics, epoch }));
+    let state = Arc::new(Mutex::new(NodeAgent::new(&cfg.host, Kind::Host, agents)));
     let registry = prometheus::Registry::new();
     let labels = HashMap::from([("host".to_string(), cfg.host.clone())]);
     let metrics = LldpMetrics::new(&registry, &labels).context("registering metrics")?;
@@ -541,7 +453,6 @@ fn run(args: &Args) -> anyhow::Result<()> {
             let next = {
                 let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
                 let next = poll(&mut st, sock.get_ref());
-                log_changes(&mut st);
                 next.saturating_sub(st.now())
             };
             let wait = Duration::from_nanos(next.clamp(1_000_000, 1_000_000_000));
@@ -564,10 +475,11 @@ fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
         let st = state.lock().unwrap_or_else(|p| p.into_inner());
-        for n in &st.nics {
-            if let Some(i) = ifindex(&n.agent.identity().port) {
-                if let Err(e) = sock.get_ref().send(i, &n.agent.shutdown_frame()) {
-                    tracing::warn!(nic = %n.agent.identity().port, "sending the shutdown LLDPDU: {e}");
+        for (port, frame) in st.shutdown_frames() {
+            let name = st.port_name(port).unwrap_or("?");
+            if let Some(i) = ifindex(name) {
+                if let Err(e) = sock.get_ref().send_to(i, &frame) {
+                    tracing::warn!(nic = name, "sending the shutdown LLDPDU: {e}");
                 }
             }
         }
