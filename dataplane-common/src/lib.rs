@@ -248,6 +248,30 @@ pub struct SwitchParams {
     pub clock_override_ns: u64,
 }
 
+/// Per-port, per-CPU counters of the host XDP program (`HOST_COUNTERS` per-CPU array, index
+/// `slot * host_counter::COUNT + id`).
+pub mod host_counter {
+    /// Frames seen on a known port.
+    pub const RX: u32 = 0;
+    /// RoCEv2 frames redirected to the port's socket.
+    pub const ROCE: u32 = 1;
+    /// MAC control (PAUSE / PFC) frames redirected.
+    pub const MAC_CONTROL: u32 = 2;
+    /// Frames passed to the kernel stack.
+    pub const PASS: u32 = 3;
+    /// RoCEv2 / MAC control frames dropped because no socket was bound in the slot.
+    pub const REDIRECT_FAILED: u32 = 4;
+    /// RoCEv2 frames dropped by `rocefab_test_drop_nth`.
+    pub const TEST_DROPPED: u32 = 5;
+    /// RoCEv2 frames seen by `rocefab_test_drop_nth` (the per-CPU sequence it counts in).
+    pub const TEST_SEEN: u32 = 6;
+    /// Number of counters per port.
+    pub const COUNT: u32 = 7;
+    /// Names by id (Prometheus label values, reports).
+    pub const NAMES: [&str; COUNT as usize] =
+        ["rx", "roce", "mac_control", "pass", "redirect_failed", "test_dropped", "test_seen"];
+}
+
 /// Per-port, per-CPU counters kept by the XDP program. `COUNTERS` per-CPU array,
 /// index = `port_index * counter::COUNT + counter id`.
 pub mod counter {

@@ -24,8 +24,8 @@
 //! counted per CPU, and counts the drops in `TEST_DROPPED`: a deterministic lossy link for the
 //! go-back-N tests. Both programs share the maps, so a NIC daemon drives either unchanged.
 //!
-//! Counter ids (`HOST_COUNTERS` index `slot * HOST_COUNTER_COUNT + id`) are mirrored by
-//! `rocefab_plumbing::host_loader::counter`.
+//! Counter ids (`HOST_COUNTERS` index `slot * host_counter::COUNT + id`) are
+//! `dataplane_common::host_counter`, which the loader reads too.
 use aya_ebpf::{
     bindings::xdp_action::{XDP_DROP, XDP_PASS},
     helpers::bpf_ktime_get_ns,
@@ -33,29 +33,9 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, XskMap},
     programs::XdpContext,
 };
-use dataplane_common::{ethertype, kind, limits::MAX_PORTS, Decision, XdpMeta};
+use dataplane_common::{ethertype, host_counter, kind, limits::MAX_PORTS, Decision, XdpMeta};
 
 use crate::{be16_at, ptr_at, ETH_HLEN, IPPROTO_UDP, IPV4_HLEN_MIN, IPV6_HLEN, UDP_HLEN, VLAN_HLEN};
-
-/// Per-port counter ids.
-pub mod host_counter {
-    /// Frames seen on a known port.
-    pub const RX: u32 = 0;
-    /// RoCEv2 frames redirected to the port's socket.
-    pub const ROCE: u32 = 1;
-    /// MAC control (PAUSE / PFC) frames redirected.
-    pub const MAC_CONTROL: u32 = 2;
-    /// Frames passed to the kernel stack.
-    pub const PASS: u32 = 3;
-    /// RoCEv2 / MAC control frames dropped because no socket was bound in the slot.
-    pub const REDIRECT_FAILED: u32 = 4;
-    /// RoCEv2 frames dropped by `rocefab_test_drop_nth`.
-    pub const TEST_DROPPED: u32 = 5;
-    /// RoCEv2 frames seen by `rocefab_test_drop_nth` (the per-CPU sequence it counts in).
-    pub const TEST_SEEN: u32 = 6;
-    /// Number of counters per port.
-    pub const COUNT: u32 = 7;
-}
 
 /// RoCEv2 UDP destination port (IBTA Annex A17.2).
 const ROCE_UDP_PORT: u16 = 4791;

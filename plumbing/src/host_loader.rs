@@ -35,20 +35,8 @@ pub mod maps {
     pub const DROP_NTH: &str = "HOST_DROP_NTH";
 }
 
-/// Per-port counter ids; mirror of `host_counter` in `dataplane-ebpf/src/host.rs`.
-pub mod counter {
-    pub const RX: u32 = 0;
-    pub const ROCE: u32 = 1;
-    pub const MAC_CONTROL: u32 = 2;
-    pub const PASS: u32 = 3;
-    pub const REDIRECT_FAILED: u32 = 4;
-    pub const TEST_DROPPED: u32 = 5;
-    pub const TEST_SEEN: u32 = 6;
-    pub const COUNT: u32 = 7;
-    /// Names by id (Prometheus label values, reports).
-    pub const NAMES: [&str; COUNT as usize] =
-        ["rx", "roce", "mac_control", "pass", "redirect_failed", "test_dropped", "test_seen"];
-}
+/// Per-port counter ids (the program's, from the shared ABI crate).
+pub use dataplane_common::host_counter as counter;
 
 /// Errors loading, attaching or using the host program.
 #[derive(Debug, thiserror::Error)]
