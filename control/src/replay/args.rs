@@ -60,33 +60,74 @@ pub struct ReplayArgs {
     pub json: bool,
 }
 
+/// Why an option value is refused (clap prints the message after the option).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgError {
+    #[error("{given:?} is not CAPTURE_IP=HOST:GPU (e.g. 10.1.1.2=host2:gpu1)")]
+    NotAMap { given: String },
+    #[error("{given:?}: {ip:?} is not an IP address")]
+    NotAnIp { given: String, ip: String },
+    #[error("{given:?}: {gpu:?} is not HOST:GPU (e.g. host2:gpu1)")]
+    NotAGpu { given: String, gpu: String },
+    #[error("{given:?} is not a number")]
+    NotANumber { given: String },
+    #[error("{given}: the speed factor must be above 0 and at most 1000000")]
+    SpeedOutOfRange { given: String },
+    /// Not a duration, as [`rocefab_units::parse_duration`] says.
+    #[error("{0}")]
+    NotADuration(String),
+    #[error("{given:?}: must be above 0 and at most 7 days")]
+    DurationOutOfRange { given: String },
+}
+
 /// Parses `CAPTURE_IP=HOST:GPU`.
-pub fn parse_map(s: &str) -> Result<(IpAddr, String), String> {
-    let (ip, gpu) =
-        s.split_once('=').ok_or_else(|| format!("{s:?} is not CAPTURE_IP=HOST:GPU (e.g. 10.1.1.2=host2:gpu1)"))?;
-    let ip: IpAddr = ip.trim().parse().map_err(|_| format!("{s:?}: {ip:?} is not an IP address"))?;
+pub fn parse_map(s: &str) -> Result<(IpAddr, String), ArgError> {
+    let (ip, gpu) = s.split_once('=').ok_or_else(|| ArgError::NotAMap { given: s.into() })?;
+    let ip: IpAddr = ip.trim().parse().map_err(|_| ArgError::NotAnIp { given: s.into(), ip: ip.into() })?;
     let gpu = gpu.trim();
     match gpu.split_once(':') {
         Some((h, g)) if !h.is_empty() && !g.is_empty() => Ok((ip, gpu.to_string())),
-        _ => Err(format!("{s:?}: {gpu:?} is not HOST:GPU (e.g. host2:gpu1)")),
+        _ => Err(ArgError::NotAGpu { given: s.into(), gpu: gpu.into() }),
     }
 }
 
 /// Parses a `--speed` factor: a finite number above 0 (at most 10^6).
-pub fn parse_speed_factor(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("{s:?} is not a number"))?;
+pub fn parse_speed_factor(s: &str) -> Result<f64, ArgError> {
+    let v: f64 = s.trim().parse().map_err(|_| ArgError::NotANumber { given: s.into() })?;
     if !(v > 0.0 && v <= 1e6) {
-        return Err(format!("{s}: the speed factor must be above 0 and at most 1000000"));
+        return Err(ArgError::SpeedOutOfRange { given: s.into() });
     }
     Ok(v)
 }
 
 /// Parses `500ms`, `90s`, `10m`, `1h` or a plain number of seconds (fractions allowed), with
 /// [`rocefab_units::parse_duration`]; above 0 and at most 7 days.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = rocefab_units::parse_duration(s, rocefab_units::Bare::Seconds)?;
+pub fn parse_duration(s: &str) -> Result<Duration, ArgError> {
+    let d = rocefab_units::parse_duration(s, rocefab_units::Bare::Seconds).map_err(ArgError::NotADuration)?;
     if d.is_zero() || d > Duration::from_secs(7 * 86400) {
-        return Err(format!("{s:?}: must be above 0 and at most 7 days"));
+        return Err(ArgError::DurationOutOfRange { given: s.into() });
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_values_say_what_is_wrong() {
+        let e = |r: Result<(IpAddr, String), ArgError>| r.unwrap_err().to_string();
+        assert_eq!(e(parse_map("10.1.1.2")), "\"10.1.1.2\" is not CAPTURE_IP=HOST:GPU (e.g. 10.1.1.2=host2:gpu1)");
+        assert_eq!(e(parse_map("x=host2:gpu1")), "\"x=host2:gpu1\": \"x\" is not an IP address");
+        assert_eq!(e(parse_map("10.1.1.2=host2")), "\"10.1.1.2=host2\": \"host2\" is not HOST:GPU (e.g. host2:gpu1)");
+        assert_eq!(parse_map(" 10.1.1.2 = host2:gpu1 "), Ok(("10.1.1.2".parse().unwrap(), "host2:gpu1".into())));
+        assert_eq!(
+            parse_speed_factor("0").unwrap_err().to_string(),
+            "0: the speed factor must be above 0 and at most 1000000"
+        );
+        assert_eq!(parse_speed_factor("fast").unwrap_err().to_string(), "\"fast\" is not a number");
+        assert_eq!(parse_duration("169h").unwrap_err().to_string(), "\"169h\": must be above 0 and at most 7 days");
+        assert!(matches!(parse_duration("8d"), Err(ArgError::NotADuration(_))));
+        assert_eq!(parse_duration("168h"), Ok(Duration::from_secs(7 * 86400)));
+    }
 }

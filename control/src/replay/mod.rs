@@ -84,7 +84,7 @@ use anyhow::{anyhow, bail, Context};
 use dataplane_common::time::Dilation;
 use rocefab_wire::pcap;
 
-pub use args::{parse_duration, parse_map, parse_speed_factor, ReplayArgs};
+pub use args::{parse_duration, parse_map, parse_speed_factor, ArgError, ReplayArgs};
 pub use classify::VlanTag;
 pub use mapping::{gpus_of, map_endpoints, Gpu, MapEntry, MapError, MapHow};
 pub use pacer::{pace, pace_with, PaceClock, SendError, SendLog, TimingError, WallClock};
