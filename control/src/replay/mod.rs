@@ -5,7 +5,7 @@
 //! 1. **Read** the capture ([`rocefab_wire::pcap`]: pcap or pcapng; Ethernet, Linux cooked or
 //!    raw-IP link types, whose missing Ethernet header is synthesised — the MACs are rewritten
 //!    anyway).
-//! 2. **Classify** every frame ([`prepare`]): a RoCEv2 frame is Ethernet (VLAN tags allowed) /
+//! 2. **Classify** every frame ([`prepare()`]): a RoCEv2 frame is Ethernet (VLAN tags allowed) /
 //!    IPv4 or IPv6 / UDP destination port 4791 / BTH ..., parsed by
 //!    [`rocefab_wire::roce::ParsedFrame::parse_captured`], VLAN tags walked by
 //!    [`rocefab_wire::ethernet::walk_vlan_tags`]. Anything else is skipped and counted with its
@@ -15,12 +15,13 @@
 //!    the first RoCEv2 frame) becomes the `--from` GPU; every other endpoint, in order of first
 //!    appearance, the next GPU in torchrun order (node rank × GPUs per host + local rank),
 //!    skipping `--from` and the GPUs `--map` took.
-//! 4. **Rewrite** the frames the sender sent ([`rewrite`]): MACs of the `--from` NIC and its
+//! 4. **Rewrite** the frames the sender sent ([`rewrite()`]): MACs of the `--from` NIC and its
 //!    gateway (the rail switch port), mapped addresses, TTL / hop limit 64, IPv4 header checksum,
-//!    UDP checksum 0 (IPv4; IPv6 recomputed when the capture had one; both with etherparse), and the RoCEv2 ICRC (IBTA
-//!    Annex A17.3.3, [`rocefab_wire::roce::icrc`]), which covers the addresses — recomputed only when the captured ICRC was
-//!    good, so a frame captured with a bad ICRC is injected with a bad one. DSCP/ECN, UDP ports
-//!    and everything above UDP stay as captured. VLAN tags are stripped and reported per tag
+//!    UDP checksum 0 (IPv4; IPv6 recomputed when the capture had one; both with etherparse), and
+//!    the RoCEv2 ICRC (IBTA Annex A17.3.3, [`rocefab_wire::roce::icrc`]), which covers the
+//!    addresses — recomputed only when the captured ICRC was good, so a frame captured with a
+//!    bad ICRC is injected with a bad one. DSCP/ECN, UDP ports and everything above UDP stay as
+//!    captured. VLAN tags are stripped and reported per tag
 //!    with the priority the frames take instead: the fabric's ports are untagged (the planner
 //!    configures no VLANs, and this kernel has no 802.1Q devices for a host to terminate a tag)
 //!    and its switches classify by DSCP (DSCP-based PFC, as SONiC's and NX-OS's RoCE
@@ -63,9 +64,10 @@
 //! both lengths) unless `--pad` pads it with zeros to its original length; its ICRC, which was
 //! not captured, is then computed over the padded frame.
 //!
-//! One file per concern: [`args`] (the command line), [`classify`], [`mapping`], [`rewrite`],
-//! [`prepare`](mod@prepare) (the three together over a capture), [`schedule`], [`pacer`],
-//! [`socket`] (the `AF_PACKET` socket alone), [`report`]; this file runs the command.
+//! One file per concern: `args.rs` (the command line), `classify.rs`, `mapping.rs`,
+//! `rewrite.rs`, `prepare.rs` (the three together over a capture), `schedule.rs`, `pacer.rs`,
+//! `socket.rs` (the `AF_PACKET` socket alone), `report.rs`; this file runs the command. Every
+//! public item is re-exported here, at the path it had when replay was one file.
 
 mod args;
 mod classify;
