@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 
 use crate::netns;
 use crate::plan::{compile, netns_name, Plan};
@@ -122,7 +122,7 @@ pub fn locate_nicd() -> anyhow::Result<PathBuf> {
     };
     if !p.is_file() {
         bail!(
-            "NIC agent {} not found (build it with `cargo build -p gpu-host`, set ROCEFAB_NICD, or set `lldp: {{ enabled: false }}`)",
+            "NIC agent {} not found (build it with `cargo build -p host-daemons`, set ROCEFAB_NICD, or set `lldp: {{ enabled: false }}`)",
             p.display()
         );
     }
@@ -583,7 +583,7 @@ fn teardown(st: &State) -> anyhow::Result<()> {
             problems.push(e.to_string());
         }
         // A NIC agent that was killed leaves its capture mirror ring behind.
-        let ring = gpu_host::nic::mirror::shm_path(ns);
+        let ring = host_daemons::mirror::shm_path(ns);
         if ring.exists() {
             if let Err(e) = std::fs::remove_file(&ring) {
                 problems.push(format!("remove {}: {e}", ring.display()));

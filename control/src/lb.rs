@@ -26,9 +26,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use dataplane_common::config::{LbConfig, LbMode, DEFAULT_FLOWLET_GAP_US};
 use dataplane_common::limits::NUM_TC;
-use dataplane_common::time::Dilation;
+use rocefab_contracts::config::{LbConfig, LbMode, DEFAULT_FLOWLET_GAP_US};
+use rocefab_contracts::time::Dilation;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use dataplane_common::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_contracts::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
 use gpu_host::nic::agent::{AgentConfig, AgentNic};
 

@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use dataplane_common::config::{QosConfig, WatchdogAction};
+use rocefab_contracts::config::{QosConfig, WatchdogAction};
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
@@ -334,7 +334,7 @@ impl RawQosFields {
                 if let Some(list) = &w.queues {
                     d.queues = bitmap(list, "wred.queues")?;
                 } else if d.queues == 0 {
-                    d.queues = dataplane_common::config::WredConfig::default().queues;
+                    d.queues = rocefab_contracts::config::WredConfig::default().queues;
                 }
                 if let Some(ByteSize(v)) = w.min {
                     d.min_bytes = v;

@@ -44,7 +44,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use dataplane_common::time::Dilation;
 use gpu_host::nic::agent::{classes_from, AgentConfig};
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
 use gpu_host::nic::engine::path_mtu_for_link;
@@ -53,6 +52,7 @@ use gpu_host::nic::job::{
 };
 use gpu_host::segment::SegmentMode;
 use lldp_agent::NodeReport;
+use rocefab_contracts::time::Dilation;
 use serde::Serialize;
 
 use crate::bottleneck;
@@ -497,7 +497,7 @@ fn locate_hostd() -> anyhow::Result<PathBuf> {
     };
     if !p.is_file() {
         bail!(
-            "GPU-host emulator {} not found (build it with `cargo build -p gpu-host`, or set ROCEFAB_HOSTD)",
+            "GPU-host emulator {} not found (build it with `cargo build -p host-daemons`, or set ROCEFAB_HOSTD)",
             p.display()
         );
     }

@@ -5,7 +5,7 @@
 //! configs (`<host>.nicd.json`) and logs (`<host>.nicd.log`).
 use std::path::{Path, PathBuf};
 
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use serde::{Deserialize, Serialize};
 
 /// Errors reading or writing run-directory state.

@@ -24,9 +24,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use dataplane_common::config::SwitchConfig;
 use gpu_host::nic::job::Job;
 use gpu_host::nic::sample::HostSample;
+use rocefab_contracts::config::SwitchConfig;
 use rocefab_contracts::sample::{SwitchSample, Thresholds};
 use serde::{Deserialize, Serialize};
 

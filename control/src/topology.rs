@@ -73,7 +73,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
@@ -689,7 +689,7 @@ pub struct Topology {
     /// Time dilation D: line rates, thresholds and timers above are emulated.
     pub time_dilation: Dilation,
     /// Effective load balancing of every switch, by index into `switches`.
-    pub load_balance: Vec<dataplane_common::config::LbConfig>,
+    pub load_balance: Vec<rocefab_contracts::config::LbConfig>,
     /// The DCQCN parameter set of every GPU NIC (reaction and notification point).
     pub dcqcn: gpu_host::dcqcn::DcqcnProfile,
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use control::fabric::render_plan;
 use control::plan::compile;
 use control::topology::Topology;
-use dataplane_common::config::LbMode;
+use rocefab_contracts::config::LbMode;
 
 const BASE: &str = "\
 fabric: t

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use control::plan::{compile, Plan, SwitchPlan};
 use control::topology::{HashSeed, Topology};
-use dataplane_common::config::{Mac, RouteConfig};
 use dataplane_common::{ecmp_index, flow_hash};
+use rocefab_contracts::config::{Mac, RouteConfig};
 
 fn plan(name: &str) -> Plan {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(name);

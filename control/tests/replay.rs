@@ -15,7 +15,7 @@ use control::replay::{
     Report, Schedule, SendLog, TimingError,
 };
 use control::topology::Topology;
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use rocefab_wire::pcap::{CapturedFrame, Format, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL};
 use rocefab_wire::roce::{self, bth, icrc, reth, IcrcStatus, Opcode, ParsedFrame, RoceFrame};
 

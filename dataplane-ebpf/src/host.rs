@@ -25,7 +25,7 @@
 //! go-back-N tests. Both programs share the maps, so a NIC daemon drives either unchanged.
 //!
 //! Counter ids (`HOST_COUNTERS` index `slot * HOST_COUNTER_COUNT + id`) are mirrored by
-//! `dataplane_user::host_loader::counter`.
+//! `rocefab_plumbing::host_loader::counter`.
 use aya_ebpf::{
     bindings::xdp_action::{XDP_DROP, XDP_PASS},
     helpers::bpf_ktime_get_ns,

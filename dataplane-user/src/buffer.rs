@@ -25,7 +25,7 @@
 //! Pure logic: no clock, no allocation after [`SharedBuffer::new`].
 use dataplane_common::limits::NUM_TC;
 
-use crate::depths::DepthBoard;
+use rocefab_plumbing::depths::DepthBoard;
 
 /// The buffer's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +97,7 @@ impl SharedBuffer {
             p,
             shared_size: p.buffer_bytes.saturating_sub(reserved),
             shared_used: 0,
-            frames_max: dataplane_common::config::buffer_frames(p.buffer_bytes, p.cell_bytes),
+            frames_max: rocefab_contracts::config::buffer_frames(p.buffer_bytes, p.cell_bytes),
             frames_held: 0,
             pg: vec![[Pg::default(); NUM_TC]; p.ports],
             queue: vec![[0; NUM_TC]; p.ports],
@@ -105,7 +105,7 @@ impl SharedBuffer {
         }
     }
 
-    /// Publishes every queue's charge into `board` from now on (see [`crate::depths`]).
+    /// Publishes every queue's charge into `board` from now on (see [`rocefab_plumbing::depths`]).
     pub fn publish_to(&mut self, board: DepthBoard) {
         for (port, q) in self.queue.iter().enumerate() {
             for (tc, &bytes) in q.iter().enumerate() {

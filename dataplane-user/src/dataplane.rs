@@ -37,7 +37,7 @@
 //!    deadline (shaped departure, pause expiry, PFC refresh, watchdog poll; ns resolution) — an
 //!    idle switch sleeps indefinitely and costs no CPU.
 //!
-//! While a capture mirrors a port ([`crate::capture`]), a received frame is stamped with the
+//! While a capture mirrors a port ([`rocefab_plumbing::capture`]), a received frame is stamped with the
 //! time the XDP program saw it (`rx_ns` of its [`XdpMeta`]) and a sent frame with its departure
 //! in the shaper's schedule ([`Shaper::departure`]), each spaced at least one serialisation time
 //! after the previous frame in that direction ([`LineStamp`]).
@@ -48,15 +48,14 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use afxdp::{FrameDesc, Umem};
-use dataplane_common::config::{QosConfig, SwitchConfig, WatchdogAction};
 use dataplane_common::limits::NUM_TC;
-use dataplane_common::time::Dilation;
 use dataplane_common::XdpMeta;
+use rocefab_contracts::config::{QosConfig, SwitchConfig, WatchdogAction};
+use rocefab_contracts::time::Dilation;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
-use crate::capture::{serialisation_ns, LineStamp, MonoClock, Tap, TapProducer, DIR_IN, DIR_OUT};
 use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
 use crate::pfc::{PfcRx, PfcTx};
@@ -67,6 +66,7 @@ use crate::sched::Scheduler;
 use crate::shaper::{Shaper, DEFAULT_BURST_BYTES};
 use crate::stats::SwitchStats;
 use crate::xsk::{XskPort, XskSet, RX_RING_SIZE, TX_RING_SIZE};
+use rocefab_plumbing::capture::{serialisation_ns, LineStamp, MonoClock, Tap, TapProducer, DIR_IN, DIR_OUT};
 
 /// Descriptors received per port per pass, transmitted per port per pass (one `sendto`), and
 /// reaped from a completion ring per call. Measured on the 2-core bench box: 256 was no faster
@@ -251,7 +251,7 @@ struct Port {
     /// When the last transmit step stopped because the shaper had no credit: the departure
     /// it was waiting for (a capture stamps the frames that then leave from the schedule).
     shaped_at: Option<u64>,
-    /// Capture stamps of the frames received and sent ([`crate::capture::LineStamp`]).
+    /// Capture stamps of the frames received and sent ([`rocefab_plumbing::capture::LineStamp`]).
     rx_stamp: LineStamp,
     tx_stamp: LineStamp,
 }
@@ -274,7 +274,7 @@ pub struct DataPlane {
     nexthop_ports: Vec<u32>,
     buffer: SharedBuffer,
     /// WRED settings, for the per-band statistics at enqueue (the marking itself is in XDP).
-    wred: dataplane_common::config::WredConfig,
+    wred: rocefab_contracts::config::WredConfig,
     pfc_tx: PfcTx,
     pfc_rx: PfcRx,
     watchdog: Option<(Watchdog, u64)>,
@@ -284,7 +284,7 @@ pub struct DataPlane {
     /// Paused priorities per port at the last pass (paused time is published while non-zero).
     pause_seen: Vec<u8>,
     ctrl: DataEnd,
-    /// Port mirroring for `rocefab capture` ([`crate::capture`]); off unless a capture runs.
+    /// Port mirroring for `rocefab capture` ([`rocefab_plumbing::capture`]); off unless a capture runs.
     tap: Option<TapProducer>,
     stop: Arc<OwnedFd>,
     scratch: Vec<FrameDesc>,
@@ -358,7 +358,7 @@ impl DataPlane {
         // A lossy queue never holds more than its byte limit at the minimum frame; a lossless
         // one at most what the buffer holds.
         let lossy_cap =
-            ((cfg.queue_limit_bytes / dataplane_common::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
+            ((cfg.queue_limit_bytes / rocefab_contracts::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
         let lossless = cfg.qos.lossless_priorities;
         let caps: [usize; NUM_TC] =
             std::array::from_fn(|tc| if lossless & (1 << tc) != 0 { held_max.max(1) } else { lossy_cap.max(1) });
@@ -429,12 +429,12 @@ impl DataPlane {
     }
 
     /// Publishes the queue depths into `board` (the XDP program's `DEPTHS` map) for WRED.
-    pub fn with_depths(mut self, board: crate::depths::DepthBoard) -> Self {
+    pub fn with_depths(mut self, board: rocefab_plumbing::depths::DepthBoard) -> Self {
         self.buffer.publish_to(board);
         self
     }
 
-    /// Mirrors ports into `tap` while the control side asks for it ([`crate::capture`]);
+    /// Mirrors ports into `tap` while the control side asks for it ([`rocefab_plumbing::capture`]);
     /// timestamps are the data-plane clock plus the Unix time of its origin, measured once here.
     pub fn with_tap(mut self, tap: TapProducer, shared: &Tap) -> Self {
         shared.set_epoch(self.clock.unix_offset_ns());
@@ -871,14 +871,14 @@ impl DataPlane {
     }
 
     /// On a WRED queue, counts an ECT/CE frame in the depth band its queue has as it arrives,
-    /// and whether it is CE ([`crate::depths`]): the marked fraction per band against the curve.
+    /// and whether it is CE ([`rocefab_plumbing::depths`]): the marked fraction per band against the curve.
     #[inline]
     fn count_wred_band(&self, egress: usize, tc: u8, ecn: u8) {
         let w = &self.wred;
         if w.queues & (1 << (tc & 7)) == 0 || ecn == dataplane_common::ecn::NOT_ECT {
             return;
         }
-        let band = crate::depths::band_of(self.buffer.queue_bytes(egress, tc), w.min_bytes, w.max_bytes);
+        let band = rocefab_plumbing::depths::band_of(self.buffer.queue_bytes(egress, tc), w.min_bytes, w.max_bytes);
         let q = &self.stats.ports[egress].queues[tc as usize & 7];
         q.wred_band_ect[band].inc();
         if ecn == dataplane_common::ecn::CE {

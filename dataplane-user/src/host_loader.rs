@@ -1,5 +1,5 @@
 //! Loads the GPU-host NIC XDP program (`rocefab_host_xdp`, or its fault-injecting twin
-//! `rocefab_test_drop_nth`) from the embedded object [`XDP_OBJECT`](crate::loader::XDP_OBJECT),
+//! `rocefab_test_drop_nth`) from the embedded object [`XDP_OBJECT`](rocefab_plumbing::loader::XDP_OBJECT),
 //! attaches it to a host's NIC veths and exposes AF_XDP socket registration, counters and
 //! `BPF_PROG_TEST_RUN`.
 //!
@@ -20,7 +20,7 @@ use aya::programs::xdp::XdpLinkId;
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::Ebpf;
 
-use crate::loader::{TestRunOutput, XDP_OBJECT};
+use rocefab_plumbing::loader::{TestRunOutput, XDP_OBJECT};
 
 /// The production host program.
 pub const PROGRAM_NAME: &str = "rocefab_host_xdp";
@@ -231,7 +231,7 @@ impl HostXdp {
     /// not carried out.
     pub fn test_run(&mut self, frame: &[u8], ingress_ifindex: u32) -> Result<TestRunOutput, HostLoaderError> {
         let prog = prog_mut(&mut self.ebpf, self.program)?;
-        crate::loader::xdp_test_run(prog, frame, ingress_ifindex)
+        rocefab_plumbing::loader::xdp_test_run(prog, frame, ingress_ifindex)
             .map_err(|source| HostLoaderError::TestRun { ifindex: ingress_ifindex, source: Box::new(source) })
     }
 }

@@ -8,8 +8,8 @@
 //! ([`crate::ctrl::ControlEnd::next_received`]).
 use std::time::Instant;
 
-use dataplane_common::config::SwitchConfig;
 use lldp_agent::{Dcb, Expected, Identity, NodeReport, PortAgent, Rx, Timing};
+use rocefab_contracts::config::SwitchConfig;
 
 /// The agents of every port of one switch.
 #[derive(Debug)]
@@ -140,7 +140,7 @@ impl SwitchAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dataplane_common::config::PortConfig;
+    use rocefab_contracts::config::PortConfig;
 
     fn cfg() -> SwitchConfig {
         let mut c: SwitchConfig = serde_json::from_str(

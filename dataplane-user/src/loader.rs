@@ -29,12 +29,12 @@ use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray, XskMap};
 use aya::programs::xdp::XdpLinkId;
 use aya::programs::{ProgramError, TestRun, TestRunOptions, Xdp, XdpMode};
 use aya::Ebpf;
-use dataplane_common::config::SwitchConfig;
 use dataplane_common::lb::{FlowKey, Flowlet};
 use dataplane_common::limits::MAX_GROUP_MEMBERS;
 use dataplane_common::{
     counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams, XdpMeta,
 };
+use rocefab_contracts::config::SwitchConfig;
 
 /// The XDP object built by `build.rs` (ELF, BTF included).
 pub static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rocefab-xdp"));
@@ -375,15 +375,15 @@ impl XdpSwitch {
     }
 
     /// A shared mapping of the `DEPTHS` map, where the data-plane thread publishes queue depths
-    /// for the program's WRED ([`crate::depths`]).
-    pub fn depth_board(&self) -> Result<crate::depths::DepthBoard, LoaderError> {
+    /// for the program's WRED ([`rocefab_plumbing::depths`]).
+    pub fn depth_board(&self) -> Result<rocefab_plumbing::depths::DepthBoard, LoaderError> {
         use std::os::fd::AsFd;
         let map = self.ebpf.map(maps::DEPTHS).ok_or(LoaderError::MissingMap(maps::DEPTHS))?;
         let data = match map {
             aya::maps::Map::Array(d) => d,
             _ => return Err(LoaderError::MissingMap(maps::DEPTHS)),
         };
-        crate::depths::DepthBoard::map(data.fd().as_fd()).map_err(LoaderError::MapDepths)
+        rocefab_plumbing::depths::DepthBoard::map(data.fd().as_fd()).map_err(LoaderError::MapDepths)
     }
 
     /// Port ifindexes in config order.
@@ -484,8 +484,8 @@ mod tests {
 
     #[test]
     fn params_carry_modes_and_the_dilated_gap() {
-        use dataplane_common::config::LbMode;
         use dataplane_common::lb::mode;
+        use rocefab_contracts::config::LbMode;
         let mut cfg: SwitchConfig = serde_json::from_str(
             r#"{"name":"s","role":"spine","netns":null,"hash_seed":9,"metrics_listen":"127.0.0.1:1",
                 "ports":[],"nexthops":[],"groups":[],"routes":[],"time_dilation":8000}"#,

@@ -1,5 +1,5 @@
 //! Prometheus exposition of a switch's statistics (text format 0.0.4,
-//! <https://prometheus.io/docs/instrumenting/exposition_formats/>), served by [`crate::http`].
+//! <https://prometheus.io/docs/instrumenting/exposition_formats/>), served by [`rocefab_plumbing::http`].
 //!
 //! The data-plane thread never touches the registry: it writes single-writer atomics
 //! ([`crate::stats`]); on each scrape [`Metrics::render`] copies them into label handles that
@@ -12,13 +12,13 @@
 //! divided by the switch's time dilation D, which `rocefab_time_dilation` exports.
 use std::sync::Arc;
 
-use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
 use dataplane_common::limits::NUM_TC;
-use dataplane_common::time::Dilation;
 use prometheus::{
     Counter, CounterVec, Encoder, Gauge, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use rocefab_contracts::config::SwitchConfig;
+use rocefab_contracts::time::Dilation;
 
 use crate::stats::{Stat, SwitchStats};
 use crate::xsk::XskStatistics;
@@ -146,9 +146,9 @@ fn wred_band_handles(
     if w.queues & (1 << tc) == 0 {
         return Vec::new();
     }
-    (0..crate::depths::BANDS)
+    (0..rocefab_plumbing::depths::BANDS)
         .map(|b| {
-            let (lo, hi) = crate::depths::band_range(b, w.min_bytes, w.max_bytes);
+            let (lo, hi) = rocefab_plumbing::depths::band_range(b, w.min_bytes, w.max_bytes);
             let (b, lo, hi) =
                 (b.to_string(), lo.to_string(), if hi == u64::MAX { "+Inf".to_string() } else { hi.to_string() });
             let l = [port, q, b.as_str(), lo.as_str(), hi.as_str()];
@@ -563,7 +563,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dataplane_common::config::{NextHopConfig, PortConfig};
+    use rocefab_contracts::config::{NextHopConfig, PortConfig};
 
     fn cfg() -> SwitchConfig {
         SwitchConfig {

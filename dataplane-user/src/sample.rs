@@ -14,13 +14,13 @@
 //! takes.
 use std::sync::Arc;
 
-use dataplane_common::config::SwitchConfig;
 use dataplane_common::counter;
+use rocefab_contracts::config::SwitchConfig;
 pub use rocefab_contracts::sample::{PortSample, SwitchSample, Thresholds};
 
 use crate::stats::SwitchStats;
 
-/// The XDP counters per port and counter id, as [`crate::loader::XdpSwitch::counters`] reads them.
+/// The XDP counters per port and counter id, as [`rocefab_plumbing::loader::XdpSwitch::counters`] reads them.
 pub type XdpCounters = Vec<[u64; counter::COUNT as usize]>;
 
 /// `GET /sample` for switch `cfg`: [`build`] from `stats` and `xdp()` (called once
@@ -41,12 +41,12 @@ where
 }
 
 /// The sample of switch `cfg` from its live statistics and the XDP counters (per port, per
-/// counter id, as [`crate::loader::XdpSwitch::counters`] returns them; `None` when they could
+/// counter id, as [`rocefab_plumbing::loader::XdpSwitch::counters`] returns them; `None` when they could
 /// not be read).
 pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
     let q = &cfg.qos;
-    let d =
-        dataplane_common::time::Dilation::new(cfg.time_dilation).unwrap_or(dataplane_common::time::Dilation::REAL_TIME);
+    let d = rocefab_contracts::time::Dilation::new(cfg.time_dilation)
+        .unwrap_or(rocefab_contracts::time::Dilation::REAL_TIME);
     let ports = cfg
         .ports
         .iter()
@@ -94,7 +94,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dataplane_common::config::{NextHopConfig, PortConfig};
+    use rocefab_contracts::config::{NextHopConfig, PortConfig};
 
     fn cfg() -> SwitchConfig {
         SwitchConfig {
@@ -195,7 +195,7 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let r = router(cfg(), stats, xdp);
-        std::thread::spawn(move || rt.block_on(crate::http::serve(l, r)));
+        std::thread::spawn(move || rt.block_on(rocefab_plumbing::http::serve(l, r)));
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
         s.write_all(b"GET /sample HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();

@@ -27,8 +27,8 @@
 //! reports the frame with [`Scheduler::sent`]. A pick that is not followed by a dequeue (the
 //! shaper said wait) changes nothing the next pick would not repeat: the same queue comes back
 //! without a second quantum. Nothing here allocates; a pick is O(8).
-use dataplane_common::config::QosConfig;
 use dataplane_common::limits::NUM_TC;
+use rocefab_contracts::config::QosConfig;
 
 use crate::queue::PortQueues;
 

@@ -16,7 +16,7 @@ pub const IFG: u64 = 12;
 /// Frame check sequence (added by the "NIC"; our frames are handed over without it).
 pub const FCS: u64 = 4;
 /// Minimum frame length without FCS (shorter frames are padded).
-pub const MIN_FRAME: u64 = dataplane_common::config::MIN_FRAME_BYTES;
+pub const MIN_FRAME: u64 = rocefab_contracts::config::MIN_FRAME_BYTES;
 /// Per-frame wire overhead on top of the frame bytes.
 pub const WIRE_OVERHEAD: u64 = PREAMBLE_SFD + IFG + FCS;
 /// Default bucket depth: three maximum-size (1500-byte MTU) frames on the wire, so four such
@@ -173,7 +173,7 @@ mod tests {
         // wakes exactly when the shaper asks for a while, then 40 µs late and sends every frame
         // whose time has come in one batch. The stamps are the schedule's, one frame time
         // apart; with the old rule (the pass's clock) the batch would share one stamp.
-        use crate::capture::{serialisation_ns, LineStamp};
+        use rocefab_plumbing::capture::{serialisation_ns, LineStamp};
         let mut s = Shaper::new(GBPS, DEFAULT_BURST_BYTES);
         let mut line = LineStamp::default();
         let ft = serialisation_ns(1500, GBPS);

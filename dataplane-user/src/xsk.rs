@@ -1,7 +1,7 @@
 //! AF_XDP sockets for a switch's ports, on the shared wrapper [`afxdp`] (copy mode, queue 0,
-//! `XDP_USE_NEED_WAKEUP`, libxdp's program load inhibited: our program ([`crate::loader`])
+//! `XDP_USE_NEED_WAKEUP`, libxdp's program load inhibited: our program ([`rocefab_plumbing::loader`])
 //! redirects into the `XSKS` map, which the daemon fills with
-//! [`XdpSwitch::register_xsk`](crate::loader::XdpSwitch::register_xsk)).
+//! [`XdpSwitch::register_xsk`](rocefab_plumbing::loader::XdpSwitch::register_xsk)).
 //!
 //! One UMEM is shared by every port (`XDP_SHARED_UMEM` across devices): a frame received on one
 //! port is transmitted from the same UMEM chunk on another, with no copy in userspace. Each port

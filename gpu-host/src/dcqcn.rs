@@ -79,7 +79,7 @@
 //! 55 µs increase timer recovers a cut within a few timer periods, where the firmware's 300 µs
 //! leaves a synchronised 7:1 incast at 400G idle for most of a 300 µs period after each cut.
 
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 
 /// NP-side default: at most one CNP per QP per 50 µs (emulated; × D on the wall clock).
 pub const DEFAULT_CNP_INTERVAL_NS: u64 = 50_000;

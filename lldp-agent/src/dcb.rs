@@ -11,7 +11,7 @@
 //!   and a difference is a [`Mismatch`].
 //! - [`check_consistency`]: a PFC configuration that disagrees with the Application Priority
 //!   table (RoCEv2 mapped to a priority that is not lossless).
-use dataplane_common::config::{QosConfig, SwitchConfig};
+use rocefab_contracts::config::{QosConfig, SwitchConfig};
 use rocefab_wire::dcbx::{
     AppEntry, AppPriority, AppSelector, DcbxTlv, EtsConfig, EtsRecommendation, EtsTables, PfcConfig, Tsa,
 };

@@ -65,9 +65,9 @@ pub struct Timing {
     pub fast_count: u32,
 }
 
-impl From<&dataplane_common::config::LldpConfig> for Timing {
+impl From<&rocefab_contracts::config::LldpConfig> for Timing {
     /// The timing a topology's `lldp:` section configures (ms and s to ns).
-    fn from(c: &dataplane_common::config::LldpConfig) -> Self {
+    fn from(c: &rocefab_contracts::config::LldpConfig) -> Self {
         Timing {
             tx_interval_ns: c.tx_interval_ms.saturating_mul(1_000_000),
             ttl_s: c.ttl_s,

@@ -3,7 +3,7 @@
 //! switch namespace sees none of it), the CLI writes pcapng with one interface per port and
 //! direction flags; tshark is the oracle.
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 mod host_util;
 
 use std::process::{Command, Stdio};

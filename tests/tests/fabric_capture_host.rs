@@ -11,7 +11,7 @@
 //!    (which counts them), otherwise the kernel gets them. Every one captured is inbound and
 //!    appears once, and none is missed at the job's end (at most one, see below).
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 mod host_util;
 
 use std::collections::BTreeMap;
@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dataplane_user::capture::{Record, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 use host_util::{require_tool, Proc};
+use rocefab_plumbing::capture::{Record, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 use rocefab_tests::fabric::{fabric_namespaces, metric, rocefab_bin, run_dir, scrape, Fabric};
 use serde_json::Value;
 

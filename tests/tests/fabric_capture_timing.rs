@@ -21,7 +21,7 @@
 //! On the old code (stamps per batch: the time the data path took the batch off the RX ring, or
 //! the time it kicked the TX batch) the burst's frames share stamps and the first check fails.
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`. Needs
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`. Needs
 //! tcpdump and tshark.
 mod host_util;
 

@@ -10,7 +10,7 @@
 //!    NIC veths are swapped by hand between hosts, and names the missing neighbour when a host's
 //!    agent is killed (aged out at its short TTL).
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 

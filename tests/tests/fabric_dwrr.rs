@@ -10,7 +10,7 @@
 //! at the same time: its queue never builds up and every one of its packets goes through while
 //! the other two drop.
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 mod host_util;
 
 use std::process::{Command, Stdio};

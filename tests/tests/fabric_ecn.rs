@@ -256,7 +256,7 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
         );
     }
     // The switch's own per-band counts agree: everything at and above max arrived CE.
-    let last = (dataplane_user::depths::BANDS - 1).to_string();
+    let last = (rocefab_plumbing::depths::BANDS - 1).to_string();
     let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
     let (e, c) = (
         metric(&after, "rocefab_wred_band_ect_packets_total", &bl),

@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dataplane_common::config::SwitchConfig;
 use host_util::{require_tool, start_capture_in, Proc, TempFile};
+use rocefab_contracts::config::SwitchConfig;
 use rocefab_tests::fabric::{http_get, metric, pids_with_cmdline, promtool_check, run_dir, scrape, Fabric};
 use serde_json::Value;
 

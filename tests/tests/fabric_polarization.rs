@@ -19,12 +19,12 @@
 //! the switches' seeds send through it (walked hop by hop over the switch configs `rocefab up`
 //! wrote), and `rocefab uplinks` prints the same counters.
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`.
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-use dataplane_common::config::SwitchConfig;
 use dataplane_common::{ecmp_index, flow_hash};
+use rocefab_contracts::config::SwitchConfig;
 use rocefab_tests::fabric::{metric, rocefab, run_dir, stderr, stdout, topology_copy, Fabric};
 
 /// Flows per sender (source ports 49152..49152+FLOWS) and packets per flow.

@@ -22,7 +22,7 @@
 //! CPUs are at least half idle (20 s at most), and up to three attempts are made, each checked
 //! in full; one must be under 1 %. Every attempt's numbers are printed.
 //!
-//! Run as root, serially, after `cargo build -p control -p dataplane-user -p gpu-host`. Needs
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`. Needs
 //! tcpdump and /usr/bin/python3 with scapy.
 mod host_util;
 

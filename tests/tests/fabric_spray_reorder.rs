@@ -14,7 +14,7 @@
 //! The fabric (`rf-hsr-*` namespaces) is brought down by the guard, also on failure.
 //!
 //! Build first, then run as root:
-//! `cargo build -p control -p dataplane-user -p gpu-host &&
+//! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_spray_reorder -- --test-threads=1`
 use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! stopped on drop). Needs root, tshark, tcpdump and /usr/bin/python3 with scapy.
 //!
 //! Build first, then run serially as root:
-//! `cargo build -p gpu-host && cargo test -p rocefab-tests --test host_rdma -- --test-threads=1`
+//! `cargo build -p host-daemons && cargo test -p rocefab-tests --test host_rdma -- --test-threads=1`
 mod host_util;
 
 use std::io::Write;

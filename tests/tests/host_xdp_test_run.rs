@@ -7,9 +7,9 @@
 //! Run as root: `cargo test -p rocefab-tests --test host_xdp_test_run -- --test-threads=1`.
 use std::net::Ipv4Addr;
 
-use dataplane_user::host_loader::{counter, load_for_test, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
-use dataplane_user::loader::xdp_action::{XDP_DROP, XDP_PASS, XDP_REDIRECT};
 use etherparse::PacketBuilder;
+use rocefab_plumbing::host_loader::{counter, load_for_test, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
+use rocefab_plumbing::loader::xdp_action::{XDP_DROP, XDP_PASS, XDP_REDIRECT};
 use rocefab_tests::xdp::{ifindex, VethPair, XskSocket};
 
 const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x01, 0x01];

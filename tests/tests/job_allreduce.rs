@@ -4,7 +4,7 @@
 //! (`rf-hjt-*` namespaces) is brought down by the guard, also on failure.
 //!
 //! Build first, then run as root:
-//! `cargo build -p control -p dataplane-user -p gpu-host &&
+//! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test job_allreduce -- --test-threads=1`
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -9,7 +9,7 @@
 //!
 //! Build first, then run as root (set `ROCEFAB_BIN_DIR` to this worktree's `target/debug` when
 //! the test crate's build may come from another checkout):
-//! `cargo build -p control -p dataplane-user -p gpu-host &&
+//! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test job_stall -- --test-threads=1`
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

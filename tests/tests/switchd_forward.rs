@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dataplane_common::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_contracts::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
 const H1: &str = "rf-sd-h1";
 const SW: &str = "rf-sd-sw";
@@ -161,7 +161,7 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
         ],
         qos: Default::default(),
         // These tests count every frame a port sends: no LLDP.
-        lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
+        lldp: rocefab_contracts::config::LldpConfig { enabled: false, ..Default::default() },
         chassis_mac: None,
         time_dilation: 1.0,
         load_balance: Default::default(),

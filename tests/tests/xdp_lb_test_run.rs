@@ -14,11 +14,11 @@
 //! Run as root: `cargo test -p rocefab-tests --test xdp_lb_test_run -- --test-threads=1`.
 use std::net::{IpAddr, Ipv4Addr};
 
-use dataplane_common::config::{LbMode, Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 use dataplane_common::lb::FlowKey;
 use dataplane_common::{counter, ecmp_index, flow_hash};
-use dataplane_user::loader::{load_for_test, xdp_action::XDP_REDIRECT, XdpSwitch};
 use etherparse::{IpDscp, IpNumber, Ipv4Header, PacketBuilder};
+use rocefab_contracts::config::{LbMode, Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_plumbing::loader::{load_for_test, xdp_action::XDP_REDIRECT, XdpSwitch};
 use rocefab_tests::xdp::{ifindex, VethPair, XskSocket};
 
 const SEED: u32 = 0x1b5eed;

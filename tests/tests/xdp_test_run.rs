@@ -11,10 +11,10 @@
 //! or as root `cargo test -p rocefab-tests --test xdp_test_run -- --test-threads=1`.
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use dataplane_common::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 use dataplane_common::{counter, ecmp_index, flow_hash, kind, Decision, XdpMeta};
-use dataplane_user::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
 use etherparse::{IpDscp, IpHeaders, IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, VlanId};
+use rocefab_contracts::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_plumbing::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
 use rocefab_tests::xdp::{ifindex, link_show, send_raw, VethPair, XskSocket};
 
 const SEED: u32 = 7;
@@ -37,13 +37,13 @@ const V6_SRC: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 3, 0, 0, 0, 1);
 fn config(tag: &str) -> SwitchConfig {
     let port = |name: String, mac: u8| PortConfig {
         name,
-        mac: dataplane_common::config::Mac([0x02, 0, 0, 0, 0, mac]),
+        mac: rocefab_contracts::config::Mac([0x02, 0, 0, 0, 0, mac]),
         line_rate_bps: 1_000_000_000,
         addresses: vec![],
         peer: String::new(),
     };
     let nh =
-        |port: u32, mac: u8| NextHopConfig { port, mac: dataplane_common::config::Mac([0x02, 0, 0, 0, 0x20, mac]) };
+        |port: u32, mac: u8| NextHopConfig { port, mac: rocefab_contracts::config::Mac([0x02, 0, 0, 0, 0x20, mac]) };
     let route = |prefix: IpAddr, len: u8, group: Option<u32>| RouteConfig { prefix, len, group };
     SwitchConfig {
         name: format!("rf-xdp-{tag}"),
@@ -589,7 +589,7 @@ const WRED_PORT: usize = 2;
 /// Runs `frame` with the published depth of (port 2, queue 3) at `depth`.
 fn run_at_depth(
     f: &mut Fixture,
-    board: &dataplane_user::depths::DepthBoard,
+    board: &rocefab_plumbing::depths::DepthBoard,
     depth: u64,
     frame: &[u8],
 ) -> TestRunOutput {

@@ -24,7 +24,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use dataplane_common::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_contracts::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
 mod fabric;
 mod proc;
@@ -445,7 +445,7 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
         ],
         qos: Default::default(),
         // The benchmark measures forwarding only.
-        lldp: dataplane_common::config::LldpConfig { enabled: false, ..Default::default() },
+        lldp: rocefab_contracts::config::LldpConfig { enabled: false, ..Default::default() },
         chassis_mac: None,
         time_dilation: 1.0,
         load_balance: Default::default(),

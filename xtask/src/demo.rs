@@ -264,7 +264,7 @@ fn peers(fabric: &str, daemons: &[(String, String)]) -> BTreeMap<(String, String
     let mut m = BTreeMap::new();
     for (sw, _) in daemons {
         let path = Path::new("/run/rocefab").join(fabric).join(format!("{sw}.json"));
-        if let Ok(cfg) = dataplane_common::config::SwitchConfig::load(&path) {
+        if let Ok(cfg) = rocefab_contracts::config::SwitchConfig::load(&path) {
             for p in cfg.ports {
                 m.insert((sw.clone(), p.name), p.peer);
             }

@@ -83,7 +83,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use rocefab_wire::pcap;
 
 pub use args::{parse_duration, parse_map, parse_speed_factor, ArgError, ReplayArgs};

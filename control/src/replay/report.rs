@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use serde::Serialize;
 
 use super::classify::VlanTag;

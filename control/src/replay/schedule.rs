@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 
 use super::args::ReplayArgs;
 

@@ -11,7 +11,7 @@
 //!
 //! Two threads. The data-plane thread (`dp-<switch>`) is a plain thread that never waits for the
 //! control side. The main thread runs the control side on a current-thread tokio runtime
-//! ([`control`]): the HTTP server ([`dataplane_user::http`]) on the pre-bound listener, the
+//! ([`control`]): the HTTP server ([`rocefab_plumbing::http`]) on the pre-bound listener, the
 //! signalfd, the data plane's bell, and the data-plane thread's end (a oneshot channel whose
 //! sender the thread drops when it returns or unwinds, so no polling).
 //!
@@ -30,19 +30,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use anyhow::{anyhow, bail, Context};
 use clap::Parser;
-use dataplane_common::config::SwitchConfig;
-use dataplane_user::capture;
 use dataplane_user::ctrl::{ControlEnd, DpEvent, OwnFrame};
-use dataplane_user::daemon::{enter_netns, AsyncSignals, Doorbell, Signals};
 use dataplane_user::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
-use dataplane_user::http;
 use dataplane_user::lldp::SwitchAgent;
-use dataplane_user::loader::XdpSwitch;
 use dataplane_user::metrics::Metrics;
 use dataplane_user::sample::{self, XdpCounters};
 use dataplane_user::stats::SwitchStats;
 use dataplane_user::xsk::{self, XskStatsReader};
 use lldp_agent::metrics::LldpMetrics;
+use rocefab_contracts::config::SwitchConfig;
+use rocefab_plumbing::capture;
+use rocefab_plumbing::daemon::{enter_netns, AsyncSignals, Doorbell, Signals};
+use rocefab_plumbing::http;
+use rocefab_plumbing::loader::XdpSwitch;
 
 #[derive(Debug, Parser)]
 #[command(name = "rocefab-switchd", version, about = "rocefab switch daemon (XDP + AF_XDP data plane)")]
@@ -295,7 +295,7 @@ async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<SwitchAgent>, ctrl: &Mu
         let wait = {
             let mut a = lock(agent);
             let now = a.now();
-            a.watch_links(now, dataplane_user::daemon::link_running);
+            a.watch_links(now, rocefab_plumbing::link::link_running);
             let frames = a.poll(now);
             let mut c = lock(ctrl);
             for (port, f) in frames {
@@ -393,5 +393,5 @@ async fn from_data_plane(
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    dataplane_user::daemon::main_with("rocefab-switchd", args.log_file.as_deref(), || run(&args))
+    rocefab_plumbing::daemon::main_with("rocefab-switchd", args.log_file.as_deref(), || run(&args))
 }

@@ -16,7 +16,7 @@
 //! does until it is destroyed.
 //!
 //! With `--netns`, the host's NIC agent (`rocefab-nicd`) may be capturing its NICs: hostd maps
-//! the agent's mirror ring (`gpu_host::nic::mirror`, `/dev/shm/rocefab-<netns>-nicmirror`) and
+//! the agent's mirror ring (`host_daemons::mirror`, `/dev/shm/rocefab-<netns>-nicmirror`) and
 //! the data thread copies the frames of captured NICs into it. Without the ring (no nicd, e.g.
 //! in tests) nothing is mirrored.
 //!
@@ -36,14 +36,14 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use dataplane_user::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
-use gpu_host::nic::daemon::{self, Clock, Exit};
 use gpu_host::nic::engine::{path_mtu_for_link, Engine};
 use gpu_host::nic::job::{Job, Report};
-use gpu_host::nic::metrics::Metrics;
-use gpu_host::nic::mirror::{self, MirrorError, MirrorProducer};
-use gpu_host::nic::xsk::XskPort;
 use gpu_host::segment::PathMtu;
+use host_daemons::daemon::{self, Clock, Exit};
+use host_daemons::metrics::Metrics;
+use host_daemons::mirror::{self, MirrorError, MirrorProducer};
+use host_daemons::xsk::XskPort;
+use rocefab_plumbing::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
 
 #[derive(Parser, Debug)]
 #[command(name = "rocefab-hostd", about = "rocefab GPU-host emulator: AF_XDP RoCEv2 NICs running one job")]
@@ -142,10 +142,10 @@ fn run(args: Args) -> Result<bool> {
         None => None,
     };
     if let Some(ns) = &args.netns {
-        dataplane_user::daemon::enter_netns(ns).with_context(|| format!("entering network namespace {ns}"))?;
+        rocefab_plumbing::netns::enter(ns).with_context(|| format!("entering network namespace {ns}"))?;
     }
     let _server = match listener {
-        Some(l) => Some(gpu_host::nic::metrics::serve(l, metrics.clone()).context("starting the metrics server")?),
+        Some(l) => Some(host_daemons::metrics::serve(l, metrics.clone()).context("starting the metrics server")?),
         None => None,
     };
 
@@ -154,7 +154,7 @@ fn run(args: Args) -> Result<bool> {
         let m = match n.path_mtu {
             Some(b) => PathMtu::from_bytes(b).map_err(|e| anyhow::anyhow!("{}: {e}", n.name))?,
             None => {
-                let l = dataplane_user::daemon::link_mtu(&n.name)
+                let l = rocefab_plumbing::link::link_mtu(&n.name)
                     .with_context(|| format!("SIOCGIFMTU on {} (is it in this namespace?)", n.name))?;
                 path_mtu_for_link(l, n.ip.is_ipv6())
                     .with_context(|| format!("{}: link MTU {l} is too small for RoCEv2 (needs ≥ 316)", n.name))?
@@ -181,7 +181,7 @@ fn run(args: Args) -> Result<bool> {
     let clock = Clock::new();
     let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
     for (i, p) in ports.iter_mut().enumerate() {
-        p.stamps = gpu_host::nic::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
+        p.stamps = host_daemons::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
     }
     tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
     {

@@ -12,7 +12,7 @@
 //! - `GET /lldp`: the neighbour table and negotiated settings as JSON (`lldp_agent::NodeReport`);
 //!   `GET /metrics`: Prometheus metrics;
 //! - `GET /capture?ports=gpu0,gpu1[&snaplen=N]`: what the NICs receive and send, as the stream of
-//!   `dataplane_user::capture` (port = the NIC's index in the configuration), for
+//!   `rocefab_plumbing::capture` (port = the NIC's index in the configuration), for
 //!   `rocefab capture`;
 //! - SIGTERM/SIGINT: a shutdown LLDPDU (TTL 0) on every NIC, then exit 0.
 //!
@@ -24,7 +24,7 @@
 //!   kernel (ARP, ICMP, LLDP, ...) and everything the kernel sends;
 //! - the AF_XDP path: what `rocefab-hostd` takes from and gives to its AF_XDP sockets, which
 //!   no packet tap sees, mirrored through a shared-memory ring this agent creates at start and
-//!   removes at exit (`gpu_host::nic::mirror`, whose docs explain why no frame is in both).
+//!   removes at exit (`host_daemons::mirror`, whose docs explain why no frame is in both).
 //!
 //! `rocefab_capture_mirrored_frames_total` counts the frames a capture got,
 //! `rocefab_capture_lost_frames_total` the ones it missed (a full tap, a full shared ring, or a
@@ -38,14 +38,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Parser;
-use dataplane_common::config::Mac;
-use dataplane_user::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
-use dataplane_user::daemon::link_running;
-use dataplane_user::daemon::{enter_netns, AsyncSignals, Signals};
-use gpu_host::nic::agent::{ifindex, AgentConfig, LldpSocket, PacketTap};
-use gpu_host::nic::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
+use host_daemons::agent::{ifindex, LldpSocket, PacketTap};
+use host_daemons::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
 use lldp_agent::metrics::LldpMetrics;
 use lldp_agent::{Expected, Identity, NodeReport, PortAgent, Rx};
+use rocefab_contracts::config::Mac;
+use rocefab_plumbing::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
+use rocefab_plumbing::daemon::{enter_netns, AsyncSignals, Signals};
+use rocefab_plumbing::link::link_running;
 use tokio::io::unix::AsyncFd;
 
 #[derive(Debug, Parser)]
@@ -508,7 +508,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
             String::from_utf8_lossy(&buf).into_owned()
         };
         let s2 = state.clone();
-        let router = dataplane_user::http::metrics_router(render)
+        let router = rocefab_plumbing::http::metrics_router(render)
             .route(
                 "/lldp",
                 axum::routing::get(move || {
@@ -528,7 +528,7 @@ fn run(args: &Args) -> anyhow::Result<()> {
                     }
                 },
             )));
-        let server = tokio::spawn(dataplane_user::http::serve(listener, router));
+        let server = tokio::spawn(rocefab_plumbing::http::serve(listener, router));
         // SAFETY: the socket's descriptor is owned by `sock`, which the AsyncFd owns until it is
         // dropped, so it stays open for as long as it is registered.
         let sock = unsafe { AsyncFd::register_with_interest(sock, tokio::io::Interest::READABLE) }.context("registering the LLDP socket")?;
@@ -575,5 +575,5 @@ fn run(args: &Args) -> anyhow::Result<()> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    dataplane_user::daemon::main_with("rocefab-nicd", args.log_file.as_deref(), || run(&args))
+    rocefab_plumbing::daemon::main_with("rocefab-nicd", args.log_file.as_deref(), || run(&args))
 }

@@ -17,8 +17,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use dataplane_common::config::LldpConfig;
 use lldp_agent::{Dcb, PortReport};
+use rocefab_contracts::config::LldpConfig;
 use serde::{Deserialize, Serialize};
 
 use super::job::NicClasses;

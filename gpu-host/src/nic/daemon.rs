@@ -10,7 +10,7 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use dataplane_user::capture::MonoClock;
+use rocefab_plumbing::capture::MonoClock;
 
 use super::engine::Engine;
 use super::mirror::MirrorProducer;

@@ -34,7 +34,7 @@
 use std::collections::VecDeque;
 use std::net::IpAddr;
 
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use rocefab_wire::mac_control::MacControlRepr;
 use rocefab_wire::roce::{
     self, aeth, bth, reth, udp_src_port_for_qp, IpEcn, Opcode as WireOpcode, ParsedFrame, RoceFrame,

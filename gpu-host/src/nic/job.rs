@@ -15,7 +15,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
-use dataplane_common::time::Dilation;
+use rocefab_contracts::time::Dilation;
 use serde::{Deserialize, Serialize};
 
 /// Errors reading or validating a job file.

@@ -1,7 +1,7 @@
 //! Prometheus metrics of one `rocefab-hostd` (per QP and per NIC), updated from report
 //! snapshots the data thread publishes every `snapshot_interval_ms` (100 ms by default; never
 //! from the per-packet path), and served (`GET /metrics`, text exposition format 0.0.4) by the
-//! daemons' shared HTTP server, [`dataplane_user::http`], on a control thread of its own, next to
+//! daemons' shared HTTP server, [`rocefab_plumbing::http`], on a control thread of its own, next to
 //! `GET /sample` (the latest snapshot as a [`HostSample`], JSON; 503 before the first).
 //!
 //! Times and rates are emulated, as in the [`Report`] (README "Emulated time"): wall-clock
@@ -232,7 +232,7 @@ impl Metrics {
 pub fn serve(listener: TcpListener, m: Arc<Metrics>) -> std::io::Result<std::thread::JoinHandle<()>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let render = m.clone();
-    let router = dataplane_user::http::metrics_router(move || render.render()).route(
+    let router = rocefab_plumbing::http::metrics_router(move || render.render()).route(
         "/sample",
         axum::routing::get(move || {
             let sample = m.sample();
@@ -246,7 +246,7 @@ pub fn serve(listener: TcpListener, m: Arc<Metrics>) -> std::io::Result<std::thr
         }),
     );
     std::thread::Builder::new().name("rocefab-ctl".into()).spawn(move || {
-        if let Err(e) = rt.block_on(dataplane_user::http::serve(listener, router)) {
+        if let Err(e) = rt.block_on(rocefab_plumbing::http::serve(listener, router)) {
             tracing::error!("metrics server: {e}");
         }
     })

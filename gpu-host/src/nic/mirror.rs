@@ -1,7 +1,7 @@
 //! The AF_XDP half of a GPU NIC capture (`rocefab capture <fabric> host1:gpu0`): a bounded
 //! single-producer single-consumer byte ring in shared memory, from `rocefab-hostd`'s data thread
 //! (producer) to `rocefab-nicd` (consumer), which merges it with what the kernel's packet taps
-//! see into the capture stream (`dataplane_user::capture`).
+//! see into the capture stream (`rocefab_plumbing::capture`).
 //!
 //! # Why a second source
 //!
@@ -44,7 +44,7 @@
 //!   (Release); the consumer reads `head` (Acquire), copies the records out, then publishes
 //!   `tail` (Release), which the producer reads (Acquire) before reusing that space. Each side
 //!   writes only its own position and the bytes the protocol gives it.
-//! - Records: the format of `dataplane_user::capture` ([`Record::header`], 24 bytes, then the
+//! - Records: the format of `rocefab_plumbing::capture` ([`Record::header`], 24 bytes, then the
 //!   frame), written in two parts when they wrap around the end of the data area.
 //! - A record that does not fit is counted in `lost` and dropped: the producer never waits.
 use std::fs::File;
@@ -56,7 +56,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-pub use dataplane_user::capture::{Record, DIR_IN, DIR_OUT, RECORD_HEADER};
+pub use rocefab_plumbing::capture::{Record, DIR_IN, DIR_OUT, RECORD_HEADER};
 
 /// "RFNICMIR".
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RFNICMIR");

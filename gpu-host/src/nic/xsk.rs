@@ -1,6 +1,6 @@
 //! AF_XDP sockets for the GPU NIC ports, on the shared wrapper [`afxdp`]: one UMEM and one
 //! socket per port, queue 0, copy mode (veth has no zero-copy), `XDP_USE_NEED_WAKEUP`, and
-//! libxdp's own program load inhibited — the host program (`dataplane_user::host_loader`)
+//! libxdp's own program load inhibited — the host program (`rocefab_plumbing::host_loader`)
 //! redirects into `HOST_XSKS`, filled by the daemon. The copy-mode TX budget stays at the
 //! kernel's default of 32 frames per kick.
 //!
@@ -15,7 +15,7 @@
 //! ([`CaptureStamps`]): a received frame with the time the host XDP program saw it (the
 //! `rx_ns` of its `dataplane_common::XdpMeta`), a sent frame with the pass that sends it; both
 //! spaced at least one serialisation time at the NIC's line rate after the previous frame in
-//! that direction (`dataplane_user::capture::LineStamp`).
+//! that direction (`rocefab_plumbing::capture::LineStamp`).
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
 
@@ -23,7 +23,7 @@ use afxdp::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
 use super::engine::Engine;
 use dataplane_common::{kind, XdpMeta};
-use dataplane_user::capture::{serialisation_ns, LineStamp, MonoClock};
+use rocefab_plumbing::capture::{serialisation_ns, LineStamp, MonoClock};
 
 use super::mirror::{MirrorProducer, DIR_IN, DIR_OUT};
 

@@ -20,7 +20,7 @@ pub fn sh(cmd: &str, args: &[&str]) -> String {
 /// The built `rocefab-hostd`; panics with a build hint when missing.
 pub fn hostd_bin() -> PathBuf {
     let p = rocefab_tests::fabric::bin_dir().join("rocefab-hostd");
-    assert!(p.is_file(), "{} not found: run `cargo build -p gpu-host` first", p.display());
+    assert!(p.is_file(), "{} not found: run `cargo build -p host-daemons` first", p.display());
     p
 }
 
