@@ -164,10 +164,19 @@ fn seed(topo: &Topology, name: &str) -> u32 {
 /// Compiles the plan. `metrics_base`: switch i's metrics listen on 127.0.0.1:(metrics_base + i),
 /// host h's NIC agent on 127.0.0.1:(metrics_base + switches + h − 1).
 pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
-    let f = &topo.fabric;
-    let nsw = topo.switches.len();
-    // Ports per switch, in link order (rail: host ports host-major, then uplinks; spine: downlinks).
-    let mut ports: Vec<Vec<usize>> = vec![Vec::new(); nsw]; // link indices
+    let ports = switch_ports(topo);
+    let links = link_plans(topo, &ports);
+    let hosts = host_plans(topo, &links, metrics_base);
+    let hops: Vec<Vec<Option<u32>>> = (0..topo.switches.len()).map(|d| topo.hops_to(d)).collect();
+    let switches =
+        (0..topo.switches.len()).map(|si| switch_plan(topo, si, &ports[si], &links, &hops, metrics_base)).collect();
+    Plan { fabric: topo.fabric.clone(), mtu: topo.mtu, hosts, switches, links }
+}
+
+/// Ports per switch as link indices, in link order (rail: host ports host-major, then uplinks;
+/// spine: downlinks, then uplinks).
+fn switch_ports(topo: &Topology) -> Vec<Vec<usize>> {
+    let mut ports: Vec<Vec<usize>> = vec![Vec::new(); topo.switches.len()];
     for (li, l) in topo.links.iter().enumerate() {
         for e in [&l.a, &l.b] {
             if let Endpoint::Switch(s) = e {
@@ -175,10 +184,15 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
             }
         }
     }
+    ports
+}
+
+/// The interfaces of every link: a GPU NIC on its rail subnet with the rail switch port as
+/// gateway `.254`, or the two ends of a /31 from `addressing.p2p`.
+fn link_plans(topo: &Topology, ports: &[Vec<usize>]) -> Vec<LinkPlan> {
+    let f = &topo.fabric;
     let port_of = |s: usize, li: usize| ports[s].iter().position(|&x| x == li).expect("link on switch");
     let sw_mac = |s: usize, p: usize| mac(f, KIND_SWITCH, s as u16 + 1, p as u8);
-
-    // Interfaces of every link.
     let mut links = Vec::new();
     let mut fabric_k = 0u32;
     for (li, l) in topo.links.iter().enumerate() {
@@ -222,8 +236,13 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
         };
         links.push(LinkPlan { a: ia, b: ib, line_rate_bps: l.line_rate.0, class: l.class.as_str() });
     }
+    links
+}
 
-    // Hosts.
+/// The hosts: each GPU NIC with its link's addresses, and the NIC agent's listen address.
+fn host_plans(topo: &Topology, links: &[LinkPlan], metrics_base: u16) -> Vec<HostPlan> {
+    let f = &topo.fabric;
+    let nsw = topo.switches.len();
     let mut hosts = Vec::new();
     for h in 1..=topo.hosts {
         let name = Topology::host_name(h);
@@ -250,138 +269,163 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
         let agent_listen = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port);
         hosts.push(HostPlan { netns: netns_name(f, &name), name, nics, agent_listen });
     }
-
-    // Switches.
-    let hops: Vec<Vec<Option<u32>>> = (0..nsw).map(|d| topo.hops_to(d)).collect();
-    let mut switches = Vec::new();
-    for (si, sw) in topo.switches.iter().enumerate() {
-        let mut cfg_ports = Vec::new();
-        let mut neighbors = Vec::new();
-        // (peer endpoint, port index, peer mac)
-        let mut peers: Vec<(Endpoint, u32, Mac, Ipv4Addr)> = Vec::new();
-        for (p, &li) in ports[si].iter().enumerate() {
-            let l = &links[li];
-            let tl = &topo.links[li];
-            let (me, peer, peer_ep) = if l.b.node == sw.name && tl.b == Endpoint::Switch(si) {
-                (&l.b, &l.a, tl.a.clone())
-            } else {
-                (&l.a, &l.b, tl.b.clone())
-            };
-            cfg_ports.push(PortConfig {
-                name: me.ifname.clone(),
-                mac: me.mac,
-                line_rate_bps: l.line_rate_bps,
-                addresses: vec![format!("{}/{}", me.addr, me.prefix_len)],
-                peer: format!("{}:{}", peer.node, peer.ifname),
-            });
-            neighbors.push(PortNeighbor {
-                port: me.ifname.clone(),
-                addr: peer.addr,
-                mac: peer.mac,
-                host_route: matches!(peer_ep, Endpoint::Gpu { .. }),
-            });
-            peers.push((peer_ep, p as u32, peer.mac, peer.addr));
-        }
-        let nexthops: Vec<NextHopConfig> =
-            peers.iter().map(|(_, p, m, _)| NextHopConfig { port: *p, mac: *m }).collect();
-        let mut groups: Vec<Vec<u32>> = Vec::new();
-        let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
-        let mut group = |members: Vec<u32>| -> u32 {
-            *group_ids.entry(members.clone()).or_insert_with(|| {
-                groups.push(members);
-                groups.len() as u32 - 1
-            })
-        };
-        let mut routes: Vec<RouteConfig> = Vec::new();
-        let route = |routes: &mut Vec<RouteConfig>, a: Ipv4Addr, len: u8, g: Option<u32>| {
-            routes.push(RouteConfig { prefix: IpAddr::V4(a), len, group: g });
-        };
-
-        // Reaching rail switch `d`: the ports to the neighbours one hop closer to it, up and
-        // down the tiers (never through another rail switch).
-        let toward = |d: usize| -> Vec<u32> {
-            let Some(mine) = hops[d][si] else { return Vec::new() };
-            peers
-                .iter()
-                .enumerate()
-                .filter(|(_, (e, ..))| match e {
-                    Endpoint::Switch(n) => {
-                        (*n == d || topo.switches[*n].role != Role::Rail) && hops[d][*n].is_some_and(|h| h + 1 == mine)
-                    }
-                    Endpoint::Gpu { .. } => false,
-                })
-                .map(|(i, _)| i as u32)
-                .collect()
-        };
-
-        // Directly attached GPUs.
-        for (i, (e, ..)) in peers.iter().enumerate() {
-            if let Endpoint::Gpu { .. } = e {
-                let g = group(vec![i as u32]);
-                route(&mut routes, peers[i].3, 32, Some(g));
-            }
-        }
-        // Rail subnets reached through the fabric: one route for the subnet when every remote
-        // GPU of the rail is reached through the same members (directly attached GPUs keep
-        // their /32s, which win by longest prefix), else a /32 per remote GPU.
-        for (&rail, &subnet) in &topo.rail_subnets {
-            let remote: Vec<(u32, Vec<u32>)> = (1..=topo.hosts)
-                .filter_map(|h| {
-                    let d = topo.rail_switch_for(rail, h).expect("validated");
-                    (d != si).then(|| (h, toward(d)))
-                })
-                .collect();
-            let Some((_, first)) = remote.first() else { continue };
-            if remote.iter().all(|(_, m)| m == first) {
-                if !first.is_empty() {
-                    let g = group(first.clone());
-                    route(&mut routes, subnet.addr, subnet.len, Some(g));
-                }
-            } else {
-                for (h, m) in remote.into_iter().filter(|(_, m)| !m.is_empty()) {
-                    let g = group(m);
-                    route(&mut routes, subnet.nth(h), 32, Some(g));
-                }
-            }
-        }
-        // Own addresses (one local route per distinct address).
-        let mut own: Vec<Ipv4Addr> = Vec::new();
-        for (p, &li) in ports[si].iter().enumerate() {
-            let l = &links[li];
-            let me = if cfg_ports[p].mac == l.a.mac { &l.a } else { &l.b };
-            if !own.contains(&me.addr) {
-                own.push(me.addr);
-            }
-        }
-        for a in own {
-            route(&mut routes, a, 32, None);
-        }
-
-        let netns = netns_name(f, &sw.name);
-        let config = SwitchConfig {
-            name: sw.name.clone(),
-            role: sw.role.as_str().to_string(),
-            netns: Some(netns.clone()),
-            hash_seed: seed(topo, &sw.name),
-            metrics_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), metrics_base.wrapping_add(si as u16)),
-            dscp_to_tc: topo.qos[si].dscp_to_tc.clone(),
-            queue_limit_bytes: topo.qos[si].queue_limit_bytes,
-            xdp_mode: topo.xdp_mode.as_str().to_string(),
-            ports: cfg_ports,
-            nexthops,
-            groups,
-            routes,
-            qos: topo.qos[si].qos.clone(),
-            lldp: topo.lldp.config.clone(),
-            chassis_mac: Some(chassis_mac(f, si)),
-            time_dilation: topo.time_dilation.factor(),
-            load_balance: topo.load_balance[si].clone(),
-        };
-        switches.push(SwitchPlan { name: sw.name.clone(), netns, config, neighbors });
-    }
-
-    Plan { fabric: f.clone(), mtu: topo.mtu, hosts, switches, links }
+    hosts
 }
+
+/// The neighbour behind a switch port: its endpoint, the port index, its MAC and address.
+type Peer = (Endpoint, u32, Mac, Ipv4Addr);
+
+/// Switch `si` (whose ports are the links `ports`): its daemon config and kernel neighbours.
+fn switch_plan(
+    topo: &Topology,
+    si: usize,
+    ports: &[usize],
+    links: &[LinkPlan],
+    hops: &[Vec<Option<u32>>],
+    metrics_base: u16,
+) -> SwitchPlan {
+    let f = &topo.fabric;
+    let sw = &topo.switches[si];
+    let mut cfg_ports = Vec::new();
+    let mut neighbors = Vec::new();
+    let mut peers: Vec<Peer> = Vec::new();
+    for (p, &li) in ports.iter().enumerate() {
+        let l = &links[li];
+        let tl = &topo.links[li];
+        let (me, peer, peer_ep) = if l.b.node == sw.name && tl.b == Endpoint::Switch(si) {
+            (&l.b, &l.a, tl.a.clone())
+        } else {
+            (&l.a, &l.b, tl.b.clone())
+        };
+        cfg_ports.push(PortConfig {
+            name: me.ifname.clone(),
+            mac: me.mac,
+            line_rate_bps: l.line_rate_bps,
+            addresses: vec![format!("{}/{}", me.addr, me.prefix_len)],
+            peer: format!("{}:{}", peer.node, peer.ifname),
+        });
+        neighbors.push(PortNeighbor {
+            port: me.ifname.clone(),
+            addr: peer.addr,
+            mac: peer.mac,
+            host_route: matches!(peer_ep, Endpoint::Gpu { .. }),
+        });
+        peers.push((peer_ep, p as u32, peer.mac, peer.addr));
+    }
+    let nexthops: Vec<NextHopConfig> = peers.iter().map(|(_, p, m, _)| NextHopConfig { port: *p, mac: *m }).collect();
+    let own = own_addresses(ports, links, &cfg_ports);
+    let (groups, routes) = routes(topo, si, &peers, hops, &own);
+    let netns = netns_name(f, &sw.name);
+    let config = SwitchConfig {
+        name: sw.name.clone(),
+        role: sw.role.as_str().to_string(),
+        netns: Some(netns.clone()),
+        hash_seed: seed(topo, &sw.name),
+        metrics_listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), metrics_base.wrapping_add(si as u16)),
+        dscp_to_tc: topo.qos[si].dscp_to_tc.clone(),
+        queue_limit_bytes: topo.qos[si].queue_limit_bytes,
+        xdp_mode: topo.xdp_mode.as_str().to_string(),
+        ports: cfg_ports,
+        nexthops,
+        groups,
+        routes,
+        qos: topo.qos[si].qos.clone(),
+        lldp: topo.lldp.config.clone(),
+        chassis_mac: Some(chassis_mac(f, si)),
+        time_dilation: topo.time_dilation.factor(),
+        load_balance: topo.load_balance[si].clone(),
+    };
+    SwitchPlan { name: sw.name.clone(), netns, config, neighbors }
+}
+
+/// The switch's own addresses, one per distinct address, in port order.
+fn own_addresses(ports: &[usize], links: &[LinkPlan], cfg_ports: &[PortConfig]) -> Vec<Ipv4Addr> {
+    let mut own: Vec<Ipv4Addr> = Vec::new();
+    for (p, &li) in ports.iter().enumerate() {
+        let l = &links[li];
+        let me = if cfg_ports[p].mac == l.a.mac { &l.a } else { &l.b };
+        if !own.contains(&me.addr) {
+            own.push(me.addr);
+        }
+    }
+    own
+}
+
+/// The ECMP groups (port lists, numbered in order of first use) and routes of switch `si`:
+/// a /32 per directly attached GPU, the rail subnets reached through the fabric, and a local
+/// route per own address.
+fn routes(
+    topo: &Topology,
+    si: usize,
+    peers: &[Peer],
+    hops: &[Vec<Option<u32>>],
+    own: &[Ipv4Addr],
+) -> (Vec<Vec<u32>>, Vec<RouteConfig>) {
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut group_ids: BTreeMap<Vec<u32>, u32> = BTreeMap::new();
+    let mut group = |members: Vec<u32>| -> u32 {
+        *group_ids.entry(members.clone()).or_insert_with(|| {
+            groups.push(members);
+            groups.len() as u32 - 1
+        })
+    };
+    let mut routes: Vec<RouteConfig> = Vec::new();
+    let route = |routes: &mut Vec<RouteConfig>, a: Ipv4Addr, len: u8, g: Option<u32>| {
+        routes.push(RouteConfig { prefix: IpAddr::V4(a), len, group: g });
+    };
+    // Directly attached GPUs.
+    for (i, (e, ..)) in peers.iter().enumerate() {
+        if let Endpoint::Gpu { .. } = e {
+            let g = group(vec![i as u32]);
+            route(&mut routes, peers[i].3, 32, Some(g));
+        }
+    }
+    // Rail subnets reached through the fabric: one route for the subnet when every remote
+    // GPU of the rail is reached through the same members (directly attached GPUs keep
+    // their /32s, which win by longest prefix), else a /32 per remote GPU.
+    for (&rail, &subnet) in &topo.rail_subnets {
+        let remote: Vec<(u32, Vec<u32>)> = (1..=topo.hosts)
+            .filter_map(|h| {
+                let d = topo.rail_switch_for(rail, h).expect("validated");
+                (d != si).then(|| (h, toward(topo, si, peers, hops, d)))
+            })
+            .collect();
+        let Some((_, first)) = remote.first() else { continue };
+        if remote.iter().all(|(_, m)| m == first) {
+            if !first.is_empty() {
+                let g = group(first.clone());
+                route(&mut routes, subnet.addr, subnet.len, Some(g));
+            }
+        } else {
+            for (h, m) in remote.into_iter().filter(|(_, m)| !m.is_empty()) {
+                let g = group(m);
+                route(&mut routes, subnet.nth(h), 32, Some(g));
+            }
+        }
+    }
+    for &a in own {
+        route(&mut routes, a, 32, None);
+    }
+    (groups, routes)
+}
+
+/// How switch `si` reaches rail switch `d`: the ports to the neighbours one hop closer to it,
+/// up and down the tiers (never through another rail switch).
+fn toward(topo: &Topology, si: usize, peers: &[Peer], hops: &[Vec<Option<u32>>], d: usize) -> Vec<u32> {
+    let Some(mine) = hops[d][si] else { return Vec::new() };
+    peers
+        .iter()
+        .enumerate()
+        .filter(|(_, (e, ..))| match e {
+            Endpoint::Switch(n) => {
+                (*n == d || topo.switches[*n].role != Role::Rail) && hops[d][*n].is_some_and(|h| h + 1 == mine)
+            }
+            Endpoint::Gpu { .. } => false,
+        })
+        .map(|(i, _)| i as u32)
+        .collect()
+}
+
 /// The NIC agent configuration (`<host>.nicd.json`) of one host: one agent per GPU NIC with its
 /// MAC, the switch port it is cabled to (`peer`, from `links`) and the fabric's `lldp.nic`
 /// settings.

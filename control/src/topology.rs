@@ -791,11 +791,72 @@ fn valid_name(s: &str) -> bool {
         && s.as_bytes()[0].is_ascii_lowercase()
 }
 
-fn validate(
-    raw: RawTopology,
-    path: &Path,
-    err: &dyn Fn(&str, String) -> TopologyError,
-) -> Result<Topology, TopologyError> {
+/// Reports an invalid field: its path in the file (`switches.rail[1].rails`) and the message.
+type ErrAt<'a> = &'a dyn Fn(&str, String) -> TopologyError;
+
+/// A pod as the file lists it: its hosts, rail switches, spines and the path of its fields
+/// (`switches` for a flat file, else `switches.pods[i]`).
+type PodRef<'r> = (HostRange, &'r [RawRailSwitch], &'r [RawSpine], String);
+
+fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, TopologyError> {
+    check_fabric(&raw, err)?;
+    let hosts = raw.hosts.count;
+    let gpus = raw.hosts.gpus_per_host;
+    let pods = pods_of(&raw.switches, hosts, err)?;
+    let (switches, fields) = switches_of(&pods, &raw.switches.super_spine, hosts, gpus, err)?;
+    let nrail = switches.iter().filter(|s| s.role == Role::Rail).count();
+    check_rail_coverage(&pods, &switches, &fields, nrail, hosts, gpus, err)?;
+    let (host_nic, switch_port) = naming_patterns(&raw.naming, err)?;
+    let mut links = host_links(&switches, nrail, hosts, gpus, raw.links.line_rate.host_rail);
+    rail_spine_links(&raw.links, &switches, &fields, &mut links, err)?;
+    spine_super_spine_links(&raw.links, &switches, &fields, &mut links, err)?;
+    for (i, o) in raw.links.overrides.iter().enumerate() {
+        apply_override(i, o, &switches, &host_nic, hosts, gpus, &mut links, err)?;
+    }
+    let port_counts = port_counts(&switches, &fields, &links, &switch_port, err)?;
+    check_nic_names(&host_nic, gpus, err)?;
+    let (rail_subnets, p2p) = addressing(&raw.addressing, gpus, &links, err)?;
+    let lldp = crate::lldp::resolve(&raw.lldp).map_err(|(f, m)| err(&f, m))?;
+    if let Some(p) = raw.metrics_port_base {
+        // One port per switch daemon, then one per host NIC agent.
+        let n = switches.len() + if lldp.nic_agents() { hosts as usize } else { 0 };
+        if p as usize + n > 65535 || p < 1024 {
+            return Err(err("metrics_port_base", format!("{p}: need {n} ports from it, within 1024..=65535")));
+        }
+    }
+
+    let qos = crate::qos::resolve(&raw.qos, &port_counts, raw.queue_limit_bytes).map_err(|(f, m)| err(&f, m))?;
+    let time_dilation = Dilation::new(raw.time_dilation).map_err(|e| err("time_dilation", e.to_string()))?;
+    let names: Vec<String> = switches.iter().map(|s| s.name.clone()).collect();
+    let load_balance = crate::lb::resolve(&raw.load_balance, &names).map_err(|(f, m)| err(&f, m))?;
+
+    Ok(Topology {
+        file: path.to_path_buf(),
+        fabric: raw.fabric,
+        description: raw.description,
+        mtu: raw.mtu,
+        hash_seed: raw.hash_seed,
+        hosts,
+        gpus_per_host: gpus,
+        switches,
+        pods: pods.iter().map(|(hosts, ..)| Pod { hosts: *hosts }).collect(),
+        links,
+        rail_subnets,
+        p2p,
+        host_nic_pattern: host_nic,
+        switch_port_pattern: switch_port,
+        metrics_port_base: raw.metrics_port_base,
+        xdp_mode: raw.xdp_mode,
+        qos,
+        lldp,
+        time_dilation,
+        load_balance,
+        dcqcn: raw.dcqcn.profile,
+    })
+}
+
+/// The fabric name and the NIC model.
+fn check_fabric(raw: &RawTopology, err: ErrAt<'_>) -> Result<(), TopologyError> {
     if !valid_name(&raw.fabric) || raw.fabric.len() > 12 {
         return Err(err(
             "fabric",
@@ -808,9 +869,13 @@ fn validate(
             "shared (one NIC for all GPUs of a host) is not supported yet; use per-gpu".into(),
         ));
     }
-    let hosts = raw.hosts.count;
-    let gpus = raw.hosts.gpus_per_host;
-    let sw = &raw.switches;
+    Ok(())
+}
+
+/// Every pod (a flat file is one pod of every host), checked: hosts that exist, no overlap,
+/// a rail switch in each, spines where there are several pods, every host in a pod and
+/// super-spines to join several pods.
+fn pods_of<'r>(sw: &'r RawSwitches, hosts: u32, err: ErrAt<'_>) -> Result<Vec<PodRef<'r>>, TopologyError> {
     let flat = !sw.rail.is_empty() || !sw.spine.is_empty();
     if !sw.pods.is_empty() && flat {
         return Err(err(
@@ -826,7 +891,7 @@ fn validate(
     }
     // Every pod as (hosts, rail switches, spines, field prefix); a flat file is one pod.
     let all_hosts = HostRange { first: 1, last: hosts };
-    let pods: Vec<(HostRange, &[RawRailSwitch], &[RawSpine], String)> = if sw.pods.is_empty() {
+    let pods: Vec<PodRef<'_>> = if sw.pods.is_empty() {
         vec![(all_hosts, &sw.rail, &sw.spine, "switches".to_string())]
     } else {
         sw.pods
@@ -869,9 +934,18 @@ fn validate(
             "several pods need super-spines (switches.super-spine) to reach each other".into(),
         ));
     }
+    Ok(pods)
+}
 
-    // Names. Switches are rail switches (pod by pod), then spines, then super-spines; `fields`
-    // holds each one's path in the file for error messages.
+/// The switches: rail switches (pod by pod), then spines, then super-spines, with each one's
+/// path in the file for error messages.
+fn switches_of(
+    pods: &[PodRef<'_>],
+    super_spines: &[RawSpine],
+    hosts: u32,
+    gpus: u32,
+    err: ErrAt<'_>,
+) -> Result<(Vec<Switch>, Vec<String>), TopologyError> {
     let mut names: BTreeSet<String> = BTreeSet::new();
     let mut switches = Vec::new();
     let mut fields: Vec<String> = Vec::new();
@@ -879,52 +953,10 @@ fn validate(
         for (i, r) in rails.iter().enumerate() {
             let at = format!("{prefix}.rail[{i}]");
             check_switch_name(&r.name, &format!("{at}.name"), &mut names, hosts, err)?;
-            let hr = r.hosts.unwrap_or(*pod_hosts);
-            if hr.last > hosts {
-                return Err(err(
-                    &format!("{at}.hosts"),
-                    format!("host {} does not exist (hosts 1..={hosts})", hr.last),
-                ));
-            }
-            if !(pod_hosts.contains(hr.first) && pod_hosts.contains(hr.last)) {
-                return Err(err(
-                    &format!("{at}.hosts"),
-                    format!(
-                        "hosts {}-{} are not all in pod {} (hosts {}-{})",
-                        hr.first,
-                        hr.last,
-                        pi + 1,
-                        pod_hosts.first,
-                        pod_hosts.last
-                    ),
-                ));
-            }
-            if r.rails.is_empty() {
-                return Err(err(&format!("{at}.rails"), format!("rail switch {} serves no rail", r.name)));
-            }
-            let mut seen = BTreeSet::new();
-            for &rail in &r.rails {
-                if rail == 0 || rail > gpus {
-                    return Err(err(
-                        &format!("{at}.rails"),
-                        format!("rail {rail} does not exist (hosts have {gpus} GPUs: rails 1..={gpus})"),
-                    ));
-                }
-                if !seen.insert(rail) {
-                    return Err(err(&format!("{at}.rails"), format!("rail {rail} listed twice")));
-                }
-            }
-            switches.push(Switch {
-                name: r.name.clone(),
-                role: Role::Rail,
-                rails: r.rails.clone(),
-                hosts: hr,
-                pod: Some(pi),
-            });
+            switches.push(rail_switch(r, &at, pi, *pod_hosts, hosts, gpus, err)?);
             fields.push(at);
         }
     }
-    let nrail = switches.len();
     for (pi, (pod_hosts, _, spines, prefix)) in pods.iter().enumerate() {
         for (i, s) in spines.iter().enumerate() {
             let at = format!("{prefix}.spine[{i}]");
@@ -939,7 +971,8 @@ fn validate(
             fields.push(at);
         }
     }
-    for (i, s) in sw.super_spine.iter().enumerate() {
+    let all_hosts = HostRange { first: 1, last: hosts };
+    for (i, s) in super_spines.iter().enumerate() {
         let at = format!("switches.super-spine[{i}]");
         check_switch_name(&s.name, &format!("{at}.name"), &mut names, hosts, err)?;
         switches.push(Switch {
@@ -951,8 +984,65 @@ fn validate(
         });
         fields.push(at);
     }
+    Ok((switches, fields))
+}
 
-    // Every (rail, host) served by exactly one rail switch.
+/// Rail switch `r` of pod `pi` (index), listed at `at`: its hosts within the pod's and its
+/// rails, each an existing rail listed once.
+fn rail_switch(
+    r: &RawRailSwitch,
+    at: &str,
+    pi: usize,
+    pod_hosts: HostRange,
+    hosts: u32,
+    gpus: u32,
+    err: ErrAt<'_>,
+) -> Result<Switch, TopologyError> {
+    let hr = r.hosts.unwrap_or(pod_hosts);
+    if hr.last > hosts {
+        return Err(err(&format!("{at}.hosts"), format!("host {} does not exist (hosts 1..={hosts})", hr.last)));
+    }
+    if !(pod_hosts.contains(hr.first) && pod_hosts.contains(hr.last)) {
+        return Err(err(
+            &format!("{at}.hosts"),
+            format!(
+                "hosts {}-{} are not all in pod {} (hosts {}-{})",
+                hr.first,
+                hr.last,
+                pi + 1,
+                pod_hosts.first,
+                pod_hosts.last
+            ),
+        ));
+    }
+    if r.rails.is_empty() {
+        return Err(err(&format!("{at}.rails"), format!("rail switch {} serves no rail", r.name)));
+    }
+    let mut seen = BTreeSet::new();
+    for &rail in &r.rails {
+        if rail == 0 || rail > gpus {
+            return Err(err(
+                &format!("{at}.rails"),
+                format!("rail {rail} does not exist (hosts have {gpus} GPUs: rails 1..={gpus})"),
+            ));
+        }
+        if !seen.insert(rail) {
+            return Err(err(&format!("{at}.rails"), format!("rail {rail} listed twice")));
+        }
+    }
+    Ok(Switch { name: r.name.clone(), role: Role::Rail, rails: r.rails.clone(), hosts: hr, pod: Some(pi) })
+}
+
+/// Every (rail, host) served by exactly one rail switch (the first `nrail` switches).
+fn check_rail_coverage(
+    pods: &[PodRef<'_>],
+    switches: &[Switch],
+    fields: &[String],
+    nrail: usize,
+    hosts: u32,
+    gpus: u32,
+    err: ErrAt<'_>,
+) -> Result<(), TopologyError> {
     for rail in 1..=gpus {
         for h in 1..=hosts {
             let serving: Vec<usize> =
@@ -975,21 +1065,34 @@ fn validate(
             }
         }
     }
+    Ok(())
+}
 
-    // Naming patterns.
-    let host_nic = raw.naming.host_nic.clone().unwrap_or_else(|| "gpu{gpu}".into());
-    let switch_port = raw.naming.switch_port.clone().unwrap_or_else(|| "eth{port}".into());
+/// The host NIC and switch port name patterns, defaulted and checked for their placeholder.
+fn naming_patterns(naming: &RawNaming, err: ErrAt<'_>) -> Result<(String, String), TopologyError> {
+    let host_nic = naming.host_nic.clone().unwrap_or_else(|| "gpu{gpu}".into());
+    let switch_port = naming.switch_port.clone().unwrap_or_else(|| "eth{port}".into());
     if !host_nic.contains("{gpu}") && !host_nic.contains("{rail}") {
         return Err(err("naming.host_nic", format!("{host_nic:?} must contain {{gpu}} or {{rail}}")));
     }
     if !switch_port.contains("{port}") {
         return Err(err("naming.switch_port", format!("{switch_port:?} must contain {{port}}")));
     }
+    Ok((host_nic, switch_port))
+}
 
-    // Links.
-    let rate_hr = raw.links.line_rate.host_rail;
-    let rate_rs = raw.links.line_rate.rail_spine;
-    let rate_ss = raw.links.line_rate.spine_super_spine;
+/// The switches of `role`, by index.
+fn of_role(sws: &[Switch], role: Role) -> impl Iterator<Item = usize> + '_ {
+    (0..sws.len()).filter(move |&i| sws[i].role == role)
+}
+
+/// The switch of `role` named `name`.
+fn find_switch(sws: &[Switch], name: &str, role: Role) -> Option<usize> {
+    of_role(sws, role).find(|&i| sws[i].name == name)
+}
+
+/// Host links, host-major in GPU order: every GPU NIC to the rail switch serving its rail.
+fn host_links(switches: &[Switch], nrail: usize, hosts: u32, gpus: u32, rate_hr: LineRate) -> Vec<Link> {
     let mut links = Vec::new();
     for h in 1..=hosts {
         for g in 0..gpus {
@@ -1004,13 +1107,22 @@ fn validate(
             });
         }
     }
-    let sws = &switches;
-    let of_role = move |role: Role| (0..sws.len()).filter(move |&i| sws[i].role == role);
-    let find = move |name: &str, role: Role| of_role(role).find(|&i| sws[i].name == name);
-    match &raw.links.rail_spine {
+    links
+}
+
+/// Rail↔spine links (a full mesh within each pod, or the listed ones); every spine needs one.
+fn rail_spine_links(
+    raw: &RawLinks,
+    switches: &[Switch],
+    fields: &[String],
+    links: &mut Vec<Link>,
+    err: ErrAt<'_>,
+) -> Result<(), TopologyError> {
+    let rate_rs = raw.line_rate.rail_spine;
+    match &raw.rail_spine {
         RailSpineCabling::Keyword(CablingKeyword::FullMesh) => {
-            for r in of_role(Role::Rail) {
-                for s in of_role(Role::Spine).filter(|&s| switches[s].pod == switches[r].pod) {
+            for r in of_role(switches, Role::Rail) {
+                for s in of_role(switches, Role::Spine).filter(|&s| switches[s].pod == switches[r].pod) {
                     links.push(Link {
                         a: Endpoint::Switch(r),
                         b: Endpoint::Switch(s),
@@ -1022,10 +1134,10 @@ fn validate(
         }
         RailSpineCabling::List(list) => {
             for (i, l) in list.iter().enumerate() {
-                let r = find(&l.rail, Role::Rail).ok_or_else(|| {
+                let r = find_switch(switches, &l.rail, Role::Rail).ok_or_else(|| {
                     err(&format!("links.rail_spine[{i}].rail"), format!("unknown rail switch {:?}", l.rail))
                 })?;
-                let s = find(&l.spine, Role::Spine).ok_or_else(|| {
+                let s = find_switch(switches, &l.spine, Role::Spine).ok_or_else(|| {
                     err(&format!("links.rail_spine[{i}].spine"), format!("unknown spine {:?}", l.spine))
                 })?;
                 if switches[r].pod != switches[s].pod {
@@ -1049,15 +1161,27 @@ fn validate(
             }
         }
     }
-    for s in of_role(Role::Spine) {
+    for s in of_role(switches, Role::Spine) {
         if !links.iter().any(|l| l.b == Endpoint::Switch(s)) {
             return Err(err(&format!("{}.name", fields[s]), format!("spine {} has no links", switches[s].name)));
         }
     }
-    match &raw.links.spine_super_spine {
+    Ok(())
+}
+
+/// Spine↔super-spine links (a full mesh, or the listed ones); every super-spine needs one.
+fn spine_super_spine_links(
+    raw: &RawLinks,
+    switches: &[Switch],
+    fields: &[String],
+    links: &mut Vec<Link>,
+    err: ErrAt<'_>,
+) -> Result<(), TopologyError> {
+    let rate_ss = raw.line_rate.spine_super_spine;
+    match &raw.spine_super_spine {
         SuperSpineCabling::Keyword(CablingKeyword::FullMesh) => {
-            for s in of_role(Role::Spine) {
-                for x in of_role(Role::SuperSpine) {
+            for s in of_role(switches, Role::Spine) {
+                for x in of_role(switches, Role::SuperSpine) {
                     links.push(Link {
                         a: Endpoint::Switch(s),
                         b: Endpoint::Switch(x),
@@ -1069,10 +1193,10 @@ fn validate(
         }
         SuperSpineCabling::List(list) => {
             for (i, l) in list.iter().enumerate() {
-                let s = find(&l.spine, Role::Spine).ok_or_else(|| {
+                let s = find_switch(switches, &l.spine, Role::Spine).ok_or_else(|| {
                     err(&format!("links.spine_super_spine[{i}].spine"), format!("unknown spine {:?}", l.spine))
                 })?;
-                let x = find(&l.super_spine, Role::SuperSpine).ok_or_else(|| {
+                let x = find_switch(switches, &l.super_spine, Role::SuperSpine).ok_or_else(|| {
                     err(
                         &format!("links.spine_super_spine[{i}].super-spine"),
                         format!("unknown super-spine {:?}", l.super_spine),
@@ -1089,61 +1213,82 @@ fn validate(
             }
         }
     }
-    for x in of_role(Role::SuperSpine) {
+    for x in of_role(switches, Role::SuperSpine) {
         if !links.iter().any(|l| l.b == Endpoint::Switch(x)) {
             return Err(err(&format!("{}.name", fields[x]), format!("super-spine {} has no links", switches[x].name)));
         }
     }
-    for (i, o) in raw.links.overrides.iter().enumerate() {
-        let field = format!("links.overrides[{i}].between");
-        let parse_end = |s: &str| -> Result<EndSel, TopologyError> {
-            if let Some(rest) = s.strip_prefix("host") {
-                let (hs, gs) = match rest.split_once(':') {
-                    Some((h, g)) => (h, Some(g)),
-                    None => (rest, None),
-                };
-                if let Ok(h) = hs.parse::<u32>() {
-                    if h == 0 || h > hosts {
-                        return Err(err(&field, format!("host{h} does not exist (hosts 1..={hosts})")));
-                    }
-                    let g = match gs {
-                        None => None,
-                        Some(g) => Some(
-                            (0..gpus)
-                                .find(|&x| {
-                                    host_nic.replace("{gpu}", &x.to_string()).replace("{rail}", &(x + 1).to_string())
-                                        == g
-                                })
-                                .ok_or_else(|| err(&field, format!("host{h} has no NIC {g:?}")))?,
-                        ),
-                    };
-                    return Ok(EndSel::Host { host: h, gpu: g });
+    Ok(())
+}
+
+/// `links.overrides[i]`: sets the line rate of every link between its two ends (at least one).
+#[expect(clippy::too_many_arguments, reason = "the validation state an override is checked against")]
+fn apply_override(
+    i: usize,
+    o: &RawOverride,
+    switches: &[Switch],
+    host_nic: &str,
+    hosts: u32,
+    gpus: u32,
+    links: &mut [Link],
+    err: ErrAt<'_>,
+) -> Result<(), TopologyError> {
+    let field = format!("links.overrides[{i}].between");
+    let parse_end = |s: &str| -> Result<EndSel, TopologyError> {
+        if let Some(rest) = s.strip_prefix("host") {
+            let (hs, gs) = match rest.split_once(':') {
+                Some((h, g)) => (h, Some(g)),
+                None => (rest, None),
+            };
+            if let Ok(h) = hs.parse::<u32>() {
+                if h == 0 || h > hosts {
+                    return Err(err(&field, format!("host{h} does not exist (hosts 1..={hosts})")));
                 }
-            }
-            let sw =
-                switches.iter().position(|x| x.name == s).ok_or_else(|| err(&field, format!("unknown node {s:?}")))?;
-            Ok(EndSel::Switch(sw))
-        };
-        let ea = parse_end(&o.between[0])?;
-        let eb = parse_end(&o.between[1])?;
-        let matches = |e: &EndSel, x: &Endpoint| match (e, x) {
-            (EndSel::Host { host: h, gpu: g }, Endpoint::Gpu { host, gpu }) => h == host && g.is_none_or(|g| g == *gpu),
-            (EndSel::Switch(s), Endpoint::Switch(i)) => s == i,
-            _ => false,
-        };
-        let mut n = 0;
-        for l in links.iter_mut() {
-            if (matches(&ea, &l.a) && matches(&eb, &l.b)) || (matches(&eb, &l.a) && matches(&ea, &l.b)) {
-                l.line_rate = o.line_rate;
-                n += 1;
+                let g = match gs {
+                    None => None,
+                    Some(g) => Some(
+                        (0..gpus)
+                            .find(|&x| {
+                                host_nic.replace("{gpu}", &x.to_string()).replace("{rail}", &(x + 1).to_string()) == g
+                            })
+                            .ok_or_else(|| err(&field, format!("host{h} has no NIC {g:?}")))?,
+                    ),
+                };
+                return Ok(EndSel::Host { host: h, gpu: g });
             }
         }
-        if n == 0 {
-            return Err(err(&field, format!("no link between {} and {}", o.between[0], o.between[1])));
+        let sw = switches.iter().position(|x| x.name == s).ok_or_else(|| err(&field, format!("unknown node {s:?}")))?;
+        Ok(EndSel::Switch(sw))
+    };
+    let ea = parse_end(&o.between[0])?;
+    let eb = parse_end(&o.between[1])?;
+    let matches = |e: &EndSel, x: &Endpoint| match (e, x) {
+        (EndSel::Host { host: h, gpu: g }, Endpoint::Gpu { host, gpu }) => h == host && g.is_none_or(|g| g == *gpu),
+        (EndSel::Switch(s), Endpoint::Switch(i)) => s == i,
+        _ => false,
+    };
+    let mut n = 0;
+    for l in links.iter_mut() {
+        if (matches(&ea, &l.a) && matches(&eb, &l.b)) || (matches(&eb, &l.a) && matches(&ea, &l.b)) {
+            l.line_rate = o.line_rate;
+            n += 1;
         }
     }
+    if n == 0 {
+        return Err(err(&field, format!("no link between {} and {}", o.between[0], o.between[1])));
+    }
+    Ok(())
+}
 
-    // Ports per switch and interface name lengths.
+/// Ports per switch (within the data plane's limit) with its name, and switch port names of at
+/// most 15 characters.
+fn port_counts(
+    switches: &[Switch],
+    fields: &[String],
+    links: &[Link],
+    switch_port: &str,
+    err: ErrAt<'_>,
+) -> Result<Vec<(String, usize)>, TopologyError> {
     let mut port_counts = Vec::with_capacity(switches.len());
     for (si, s) in switches.iter().enumerate() {
         let n = links.iter().filter(|l| l.a == Endpoint::Switch(si) || l.b == Endpoint::Switch(si)).count();
@@ -1160,20 +1305,34 @@ fn validate(
             return Err(err("naming.switch_port", format!("interface name {longest:?} is longer than 15 characters")));
         }
     }
+    Ok(port_counts)
+}
+
+/// Host NIC names of at most 15 characters.
+fn check_nic_names(host_nic: &str, gpus: u32, err: ErrAt<'_>) -> Result<(), TopologyError> {
     for g in 0..gpus {
         let nm = host_nic.replace("{gpu}", &g.to_string()).replace("{rail}", &(g + 1).to_string());
         if nm.len() > 15 {
             return Err(err("naming.host_nic", format!("interface name {nm:?} is longer than 15 characters")));
         }
     }
+    Ok(())
+}
 
-    // Addressing.
-    let base = raw.addressing.rail_base.unwrap_or(Ipv4Addr::new(10, 0, 0, 0));
+/// The rail subnets (given or from `rail_base`) and the point-to-point range, large enough for
+/// the fabric links and overlapping nothing.
+fn addressing(
+    a: &RawAddressing,
+    gpus: u32,
+    links: &[Link],
+    err: ErrAt<'_>,
+) -> Result<(BTreeMap<u32, Ipv4Net>, Ipv4Net), TopologyError> {
+    let base = a.rail_base.unwrap_or(Ipv4Addr::new(10, 0, 0, 0));
     if u32::from(base) & 0xff != 0 {
         return Err(err("addressing.rail_base", format!("{base} must end in .0")));
     }
     let mut rail_subnets = BTreeMap::new();
-    for (&r, net) in &raw.addressing.rails {
+    for (&r, net) in &a.rails {
         if r == 0 || r > gpus {
             return Err(err("addressing.rails", format!("rail {r} does not exist (rails 1..={gpus})")));
         }
@@ -1185,15 +1344,14 @@ fn validate(
         }
     }
     for r in 1..=gpus {
-        let net = raw
-            .addressing
+        let net = a
             .rails
             .get(&r)
             .copied()
             .unwrap_or(Ipv4Net { addr: Ipv4Addr::from(u32::from(base).wrapping_add(r << 8)), len: 24 });
         rail_subnets.insert(r, net);
     }
-    let p2p = raw.addressing.p2p.unwrap_or(Ipv4Net { addr: Ipv4Addr::new(10, 255, 0, 0), len: 16 });
+    let p2p = a.p2p.unwrap_or(Ipv4Net { addr: Ipv4Addr::new(10, 255, 0, 0), len: 16 });
     let nfabric = links.iter().filter(|l| l.class != LinkClass::HostRail).count() as u64;
     if p2p.size() < 2 * nfabric {
         return Err(err("addressing.p2p", format!("{p2p} is too small for {nfabric} /31 links")));
@@ -1207,43 +1365,7 @@ fn validate(
             }
         }
     }
-    let lldp = crate::lldp::resolve(&raw.lldp).map_err(|(f, m)| err(&f, m))?;
-    if let Some(p) = raw.metrics_port_base {
-        // One port per switch daemon, then one per host NIC agent.
-        let n = switches.len() + if lldp.nic_agents() { hosts as usize } else { 0 };
-        if p as usize + n > 65535 || p < 1024 {
-            return Err(err("metrics_port_base", format!("{p}: need {n} ports from it, within 1024..=65535")));
-        }
-    }
-
-    let qos = crate::qos::resolve(&raw.qos, &port_counts, raw.queue_limit_bytes).map_err(|(f, m)| err(&f, m))?;
-    let time_dilation = Dilation::new(raw.time_dilation).map_err(|e| err("time_dilation", e.to_string()))?;
-    let names: Vec<String> = switches.iter().map(|s| s.name.clone()).collect();
-    let load_balance = crate::lb::resolve(&raw.load_balance, &names).map_err(|(f, m)| err(&f, m))?;
-
-    Ok(Topology {
-        file: path.to_path_buf(),
-        fabric: raw.fabric,
-        description: raw.description,
-        mtu: raw.mtu,
-        hash_seed: raw.hash_seed,
-        hosts,
-        gpus_per_host: gpus,
-        switches,
-        pods: pods.iter().map(|(hosts, ..)| Pod { hosts: *hosts }).collect(),
-        links,
-        rail_subnets,
-        p2p,
-        host_nic_pattern: host_nic,
-        switch_port_pattern: switch_port,
-        metrics_port_base: raw.metrics_port_base,
-        xdp_mode: raw.xdp_mode,
-        qos,
-        lldp,
-        time_dilation,
-        load_balance,
-        dcqcn: raw.dcqcn.profile,
-    })
+    Ok((rail_subnets, p2p))
 }
 
 /// One side of `links.overrides[].between`: `hostN`, `hostN:<nic>` or a switch.
@@ -1257,7 +1379,7 @@ fn check_switch_name(
     field: &str,
     names: &mut BTreeSet<String>,
     hosts: u32,
-    err: &dyn Fn(&str, String) -> TopologyError,
+    err: ErrAt<'_>,
 ) -> Result<(), TopologyError> {
     if !valid_name(name) || name.len() > 16 {
         return Err(err(field, format!("{name:?}: expected 1..=16 lowercase letters/digits, starting with a letter")));

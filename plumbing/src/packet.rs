@@ -134,6 +134,12 @@ impl PacketSocket {
     /// Sends a complete Ethernet frame out of interface `ifindex` (its destination MAC is the
     /// link-layer address).
     pub fn send_to(&self, ifindex: i32, frame: &[u8]) -> io::Result<usize> {
+        if frame.len() < 14 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a frame of {} bytes has no Ethernet header", frame.len()),
+            ));
+        }
         let a = sockaddr(self.protocol, ifindex, frame);
         // SAFETY: `frame` and `a` are live for the call; the length arguments match them.
         let r = unsafe {
@@ -292,7 +298,10 @@ mod tests {
             let tap = PacketSocket::tap(lo).unwrap();
             assert_eq!(tap.bound_ifindex(), lo);
             let tx = PacketSocket::sender("lo").unwrap();
-            assert!(PacketSocket::sender("no-such-if0").unwrap_err().to_string().contains("no-such-if0"));
+            let e = PacketSocket::sender("no-such-if0").unwrap_err();
+            assert!(e.to_string().starts_with("interface no-such-if0: "), "{e}");
+            assert_eq!(PacketSocket::sender("a\0b").unwrap_err().kind(), io::ErrorKind::NotFound);
+            assert_eq!(tx.send_to(lo, &[0u8; 13]).unwrap_err().kind(), io::ErrorKind::InvalidInput);
             let f = lldp_frame([2, 0, 0, 0, 0, 1], 0xab);
             assert_eq!(tx.send_retrying(&f, Duration::from_millis(10)).unwrap(), f.len());
             let mut buf = [0u8; 256];

@@ -1,12 +1,21 @@
 //! Ethernet II framing shared by the L2 control protocols (IEEE 802.3 clause 3, IEEE 802.1Q
 //! priority code points), plus the small value types they share: [`MacAddr`], [`Priority`] and
-//! [`PrioritySet`].
+//! [`PrioritySet`], and the walk over a frame's VLAN tags to its inner EtherType
+//! ([`walk_vlan_tags`]: IEEE 802.1Q C-tags, IEEE 802.1ad S-tags, QinQ).
 //!
 //! ```text
 //!  0                   6                  12        14
 //! +-------------------+-------------------+---------+---------------- - -
 //! | destination MAC   | source MAC        |EtherType| payload ... (padded so the frame
 //! +-------------------+-------------------+---------+  is >= 60 bytes without FCS)
+//!
+//! A tagged frame (IEEE 802.1Q clause 9): each tag is a TPID where the EtherType was, then the
+//! tag control information, then the next TPID or the EtherType:
+//!  0                   6                  12        14        16        18
+//! +-------------------+-------------------+---------+---------+---------+------ - -
+//! | destination MAC   | source MAC        |  TPID   |   TCI   |EtherType| payload
+//! +-------------------+-------------------+---------+---------+---------+------ - -
+//!                                         TCI: PCP (3 bits) | DEI (1) | VID (12)
 //! ```
 //!
 //! Captures and AF_XDP buffers carry frames without the 4-byte FCS, so the minimum frame length
@@ -23,6 +32,11 @@ pub const ETHERTYPE_LLDP: u16 = 0x88cc;
 pub const HEADER_LEN: usize = 14;
 /// Minimum Ethernet frame length without the FCS.
 pub const MIN_FRAME_LEN: usize = 60;
+/// Length of one VLAN tag: TPID and TCI.
+pub const VLAN_TAG_LEN: usize = 4;
+/// Tag protocol identifiers [`walk_vlan_tags`] walks through: the IEEE 802.1Q C-tag (0x8100),
+/// the IEEE 802.1ad S-tag (0x88a8) and the pre-standard QinQ outer tag (0x9100).
+pub const VLAN_TPIDS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
 
 /// Preamble + start-of-frame delimiter (IEEE 802.3 clause 4/35).
 pub const PREAMBLE_SFD: u64 = 8;
@@ -79,6 +93,28 @@ pub enum Error {
     /// A MAC address string that is not six colon-separated hex octets.
     #[error("invalid MAC address {0:?}: expected six hex octets like 02:00:00:00:00:01")]
     InvalidMac(String),
+    /// A VLAN tag announced by the TPID before it is cut short.
+    #[error("VLAN tag {tag} truncated: {len} bytes, the tag needs {needed}")]
+    VlanTagTruncated {
+        /// Which tag (1 = the outermost).
+        tag: usize,
+        /// Bytes up to the end of the tag.
+        needed: usize,
+        /// Bytes available.
+        len: usize,
+    },
+}
+
+impl Error {
+    /// For the truncation errors ([`Error::Truncated`], [`Error::VlanTagTruncated`]): the bytes
+    /// the frame needed and those it had.
+    pub const fn truncation(&self) -> Option<(usize, usize)> {
+        match *self {
+            Error::Truncated { len } => Some((HEADER_LEN, len)),
+            Error::VlanTagTruncated { needed, len, .. } => Some((needed, len)),
+            _ => None,
+        }
+    }
 }
 
 /// A 48-bit IEEE 802 MAC address. Displays and serializes as `01:80:c2:00:00:01`.
@@ -309,6 +345,66 @@ impl fmt::Display for EthernetRepr {
     }
 }
 
+/// The tag control information (TCI) of an IEEE 802.1Q / 802.1ad VLAN tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VlanTci {
+    /// Priority code point.
+    pub pcp: Priority,
+    /// Drop eligible indicator.
+    pub dei: bool,
+    /// VLAN identifier (12 bits).
+    pub vid: u16,
+}
+
+impl VlanTci {
+    /// Splits the 16-bit TCI as it is on the wire.
+    pub const fn from_bits(tci: u16) -> VlanTci {
+        VlanTci { pcp: Priority::from_bits((tci >> 13) as u8), dei: tci & 0x1000 != 0, vid: tci & 0x0fff }
+    }
+
+    /// The 16-bit TCI (the VID's upper bits beyond 12 are dropped).
+    pub const fn bits(self) -> u16 {
+        ((self.pcp.0 as u16) << 13) | if self.dei { 0x1000 } else { 0 } | (self.vid & 0x0fff)
+    }
+}
+
+/// What follows the MACs of an Ethernet frame once its VLAN tags are walked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VlanWalk {
+    /// The EtherType after the last tag (the frame's EtherType when it has none).
+    pub ether_type: u16,
+    /// Offset of the payload that EtherType announces: [`HEADER_LEN`] + [`VLAN_TAG_LEN`] × tags.
+    pub payload_offset: usize,
+    /// The outermost tag's TCI, `None` for an untagged frame.
+    pub outer: Option<VlanTci>,
+    /// Tags on the frame (2 for QinQ).
+    pub tags: usize,
+}
+
+/// Walks the VLAN tags of an Ethernet frame (every TPID of [`VLAN_TPIDS`], as many as there
+/// are) to its inner EtherType. Errors: [`Error::Truncated`] when the frame is shorter than the
+/// Ethernet header, [`Error::VlanTagTruncated`] when a tag is cut short. Reads only the header
+/// and the tags, so a frame whose payload a capture cut is walked all the same.
+pub fn walk_vlan_tags(frame: &[u8]) -> Result<VlanWalk, Error> {
+    if frame.len() < HEADER_LEN {
+        return Err(Error::Truncated { len: frame.len() });
+    }
+    let mut et = u16::from_be_bytes([frame[field::ETHERTYPE.start], frame[field::ETHERTYPE.start + 1]]);
+    let mut w = VlanWalk { ether_type: et, payload_offset: HEADER_LEN, outer: None, tags: 0 };
+    while VLAN_TPIDS.contains(&et) {
+        let off = w.payload_offset;
+        let Some(tag) = frame.get(off..off + VLAN_TAG_LEN) else {
+            return Err(Error::VlanTagTruncated { tag: w.tags + 1, needed: off + VLAN_TAG_LEN, len: frame.len() });
+        };
+        w.outer.get_or_insert(VlanTci::from_bits(u16::from_be_bytes([tag[0], tag[1]])));
+        et = u16::from_be_bytes([tag[2], tag[3]]);
+        w.tags += 1;
+        w.payload_offset += VLAN_TAG_LEN;
+    }
+    w.ether_type = et;
+    Ok(w)
+}
+
 /// Length of a frame carrying `payload_len` bytes after the header, padded to the minimum.
 pub const fn padded_frame_len(payload_len: usize) -> usize {
     let n = HEADER_LEN + payload_len;
@@ -363,6 +459,114 @@ mod tests {
         assert_eq!(s.bits(), 0x18);
         assert_eq!(s.to_string(), "{3,4}");
         assert_eq!(serde_json::to_string(&s).unwrap(), "[3,4]");
+    }
+
+    /// An IPv4 frame (MACs 0x11 / 0x22, 26 payload bytes) with `tags` (TPID, TCI) in front of
+    /// its EtherType.
+    fn tagged(tags: &[(u16, u16)]) -> Vec<u8> {
+        let mut f = vec![0x11; 6];
+        f.extend_from_slice(&[0x22; 6]);
+        for (tpid, tci) in tags {
+            f.extend_from_slice(&tpid.to_be_bytes());
+            f.extend_from_slice(&tci.to_be_bytes());
+        }
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(&[0x45; 26]);
+        f
+    }
+
+    #[test]
+    fn vlan_walk_of_untagged_single_and_qinq_frames() {
+        let w = walk_vlan_tags(&tagged(&[])).unwrap();
+        assert_eq!(w, VlanWalk { ether_type: 0x0800, payload_offset: 14, outer: None, tags: 0 });
+        // 802.1Q, TCI 0x6065: PCP 3, DEI 0, VID 101.
+        let w = walk_vlan_tags(&tagged(&[(0x8100, 0x6065)])).unwrap();
+        let tci = VlanTci { pcp: Priority(3), dei: false, vid: 101 };
+        assert_eq!(w, VlanWalk { ether_type: 0x0800, payload_offset: 18, outer: Some(tci), tags: 1 });
+        // QinQ: 802.1ad S-tag (PCP 5, DEI 1, VID 0xabc) over a C-tag; the outer tag is reported.
+        let w = walk_vlan_tags(&tagged(&[(0x88a8, 0xbabc), (0x8100, 0x0001)])).unwrap();
+        let tci = VlanTci { pcp: Priority(5), dei: true, vid: 0xabc };
+        assert_eq!(w, VlanWalk { ether_type: 0x0800, payload_offset: 22, outer: Some(tci), tags: 2 });
+        // The pre-standard 0x9100 outer tag, and a tag whose EtherType is not IP.
+        let mut f = tagged(&[(0x9100, 0x0002), (0x8100, 0x0003)]);
+        f[20..22].copy_from_slice(&0x88ccu16.to_be_bytes());
+        let w = walk_vlan_tags(&f).unwrap();
+        assert_eq!((w.ether_type, w.payload_offset, w.tags, w.outer.map(|t| t.vid)), (0x88cc, 22, 2, Some(2)));
+        // Any EtherType that is no TPID ends the walk, 0x8808 (MAC control) included.
+        let mut f = tagged(&[]);
+        f[12..14].copy_from_slice(&0x8808u16.to_be_bytes());
+        assert_eq!(walk_vlan_tags(&f).unwrap().ether_type, 0x8808);
+    }
+
+    #[test]
+    fn vlan_walk_of_a_truncated_frame_names_the_tag_at_every_length() {
+        let f = tagged(&[(0x88a8, 0x0064), (0x8100, 0x00c8)]);
+        for len in 0..f.len() {
+            let got = walk_vlan_tags(&f[..len]);
+            let want = match len {
+                0..=13 => Err(Error::Truncated { len }),
+                14..=17 => Err(Error::VlanTagTruncated { tag: 1, needed: 18, len }),
+                18..=21 => Err(Error::VlanTagTruncated { tag: 2, needed: 22, len }),
+                _ => Ok(VlanWalk {
+                    ether_type: 0x0800,
+                    payload_offset: 22,
+                    outer: Some(VlanTci::from_bits(0x0064)),
+                    tags: 2,
+                }),
+            };
+            assert_eq!(got, want, "{len} bytes");
+            if let Err(e) = got {
+                let (needed, have) = e.truncation().unwrap();
+                assert_eq!(have, len);
+                assert!(needed > len, "{e}");
+            }
+        }
+        assert_eq!(
+            Error::VlanTagTruncated { tag: 2, needed: 22, len: 20 }.to_string(),
+            "VLAN tag 2 truncated: 20 bytes, the tag needs 22"
+        );
+        assert_eq!(Error::InvalidPriority(9).truncation(), None);
+    }
+
+    #[test]
+    fn vlan_tci_round_trips_its_bits() {
+        for tci in [0u16, 0x0fff, 0x1000, 0xe000, 0x6065, 0xffff] {
+            assert_eq!(VlanTci::from_bits(tci).bits(), tci);
+        }
+        assert_eq!(VlanTci::from_bits(0xf00d), VlanTci { pcp: Priority(7), dei: true, vid: 0x00d });
+    }
+
+    use proptest::prelude::{any, prop_assert_eq, Strategy};
+
+    proptest::proptest! {
+        /// The walk agrees with etherparse's slicer (an independent VLAN parser) on up to three
+        /// tags of any TPID and TCI: the inner EtherType, where its payload starts, the outer
+        /// tag's PCP / DEI / VID and the number of tags.
+        #[test]
+        fn vlan_walk_agrees_with_etherparse(
+            tags in proptest::collection::vec((0usize..3, any::<u16>()), 0..=3),
+            // Neither a TPID nor MACsec (0x88e5), another link extension of etherparse's.
+            et in any::<u16>().prop_filter("not a link extension", |e| !VLAN_TPIDS.contains(e) && *e != 0x88e5),
+        ) {
+            use etherparse::{LaxLinkExtSlice, LaxSlicedPacket};
+            let tags: Vec<(u16, u16)> = tags.iter().map(|&(i, tci)| (VLAN_TPIDS[i], tci)).collect();
+            let mut f = tagged(&tags);
+            let at = HEADER_LEN + VLAN_TAG_LEN * tags.len() - 2;
+            f[at..at + 2].copy_from_slice(&et.to_be_bytes());
+            let w = walk_vlan_tags(&f).unwrap();
+            let sp = LaxSlicedPacket::from_ethernet(&f).unwrap();
+            let p = sp.ether_payload().unwrap();
+            prop_assert_eq!(w.ether_type, p.ether_type.0);
+            prop_assert_eq!(w.payload_offset, f.len() - p.payload.len());
+            prop_assert_eq!(w.tags, sp.link_exts.len());
+            let outer = sp.link_exts.first().map(|e| match e {
+                LaxLinkExtSlice::Vlan(v) => {
+                    (v.priority_code_point().value(), v.drop_eligible_indicator(), v.vlan_identifier().value())
+                }
+                other => panic!("{other:?}"),
+            });
+            prop_assert_eq!(w.outer.map(|t| (t.pcp.value(), t.dei, t.vid)), outer);
+        }
     }
 
     #[test]

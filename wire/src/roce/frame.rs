@@ -21,6 +21,8 @@ use etherparse::{
     TransportSlice, UdpHeader,
 };
 
+use crate::ethernet::{self, VlanWalk};
+
 use super::{
     aeth, atomic_ack_eth, atomic_eth, bth, deth, grh, icrc, ieth, reth, Error, IcrcStatus, Layer, Opcode, Packet, Repr,
 };
@@ -468,37 +470,13 @@ impl<'a> ParsedFrame<'a> {
     }
 }
 
-/// VLAN tag EtherTypes (802.1Q, 802.1ad, the pre-standard 0x9100) walked to the inner EtherType.
-const VLAN_TPIDS: [u16; 3] = [0x8100, 0x88a8, 0x9100];
-
-/// What follows the MACs of an Ethernet frame.
-struct EtherInfo {
-    /// The EtherType after any VLAN tags.
-    ether_type: u16,
-    /// Offset of the payload it announces.
-    payload_offset: usize,
-    /// The first tag's (PCP, VID).
-    vlan: Option<(u8, u16)>,
-}
-
-/// Walks the VLAN tags of an Ethernet frame to its inner EtherType.
-fn inner_ether_type(frame: &[u8]) -> Result<EtherInfo, Error> {
-    if frame.len() < ETH_LEN {
-        return Err(Error::Truncated { layer: Layer::Ethernet, needed: ETH_LEN, available: frame.len() });
-    }
-    let mut et = u16::from_be_bytes([frame[12], frame[13]]);
-    let mut off = ETH_LEN;
-    let mut vlan = None;
-    while VLAN_TPIDS.contains(&et) {
-        let Some(tag) = frame.get(off..off + 4) else {
-            return Err(Error::Truncated { layer: Layer::Ethernet, needed: off + 4, available: frame.len() });
-        };
-        let tci = u16::from_be_bytes([tag[0], tag[1]]);
-        vlan.get_or_insert(((tci >> 13) as u8, tci & 0x0fff));
-        et = u16::from_be_bytes([tag[2], tag[3]]);
-        off += 4;
-    }
-    Ok(EtherInfo { ether_type: et, payload_offset: off, vlan })
+/// [`ethernet::walk_vlan_tags`] with its truncation errors as this module's
+/// [`Error::Truncated`] at the Ethernet layer.
+fn inner_ether_type(frame: &[u8]) -> Result<VlanWalk, Error> {
+    ethernet::walk_vlan_tags(frame).map_err(|e| {
+        let (needed, available) = e.truncation().unwrap_or((ETH_LEN, frame.len()));
+        Error::Truncated { layer: Layer::Ethernet, needed, available }
+    })
 }
 
 /// A parsed RoCE v1 frame: Ethernet (EtherType 0x8915, optionally VLAN-tagged) / GRH / the
@@ -522,7 +500,7 @@ pub struct ParsedV1Frame<'a> {
 impl<'a> ParsedV1Frame<'a> {
     /// Ethernet, VLAN tags and a whole GRH announcing a BTH: the GRH, and the Ethernet
     /// information with `payload_offset` moved to the InfiniBand part.
-    fn grh(frame: &'a [u8]) -> Result<(grh::Repr, EtherInfo), Error> {
+    fn grh(frame: &'a [u8]) -> Result<(grh::Repr, VlanWalk), Error> {
         let mut eth = inner_ether_type(frame)?;
         if eth.ether_type != super::ETHERTYPE_ROCE_V1 {
             return Err(Error::NotRoceV1(eth.ether_type));
@@ -539,7 +517,8 @@ impl<'a> ParsedV1Frame<'a> {
     /// it, such as Ethernet padding, are ignored); truncation at any layer is an error naming
     /// the layer and lengths. The ICRC is not verified ([`IcrcStatus::NotChecked`]).
     pub fn parse(frame: &'a [u8]) -> Result<Self, Error> {
-        let (grh, EtherInfo { payload_offset: ib_start, vlan, .. }) = Self::grh(frame)?;
+        let (grh, VlanWalk { payload_offset: ib_start, outer, .. }) = Self::grh(frame)?;
+        let vlan = outer.map(|t| (t.pcp.value(), t.vid));
         let ib_len = usize::from(grh.payload_len);
         let available = frame.len() - ib_start;
         if available < ib_len {
@@ -566,7 +545,8 @@ impl<'a> ParsedV1Frame<'a> {
         if frame.len() >= orig_len {
             return Self::parse(frame);
         }
-        let (grh, EtherInfo { payload_offset: ib_start, vlan, .. }) = Self::grh(frame)?;
+        let (grh, VlanWalk { payload_offset: ib_start, outer, .. }) = Self::grh(frame)?;
+        let vlan = outer.map(|t| (t.pcp.value(), t.vid));
         let ib_wire = usize::from(grh.payload_len);
         if ib_start + ib_wire > orig_len {
             return Err(Error::Truncated { layer: Layer::Grh, needed: ib_start + ib_wire, available: orig_len });
@@ -623,7 +603,7 @@ impl<'a> AnyFrame<'a> {
     /// [`ParsedFrame::parse`] (whose errors say why a frame is not RoCEv2).
     pub fn parse(frame: &'a [u8]) -> Result<Self, Error> {
         match inner_ether_type(frame) {
-            Ok(EtherInfo { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => ParsedV1Frame::parse(frame).map(AnyFrame::V1),
+            Ok(VlanWalk { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => ParsedV1Frame::parse(frame).map(AnyFrame::V1),
             _ => ParsedFrame::parse(frame).map(AnyFrame::V2),
         }
     }
@@ -632,7 +612,7 @@ impl<'a> AnyFrame<'a> {
     /// on the wire).
     pub fn parse_captured(frame: &'a [u8], orig_len: usize) -> Result<Self, Error> {
         match inner_ether_type(frame) {
-            Ok(EtherInfo { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => {
+            Ok(VlanWalk { ether_type: super::ETHERTYPE_ROCE_V1, .. }) => {
                 ParsedV1Frame::parse_captured(frame, orig_len).map(AnyFrame::V1)
             }
             _ => ParsedFrame::parse_captured(frame, orig_len).map(AnyFrame::V2),
