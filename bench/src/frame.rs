@@ -91,22 +91,9 @@ pub fn build_frames(spec: &FrameSpec) -> Result<Vec<Vec<u8>>, FrameError> {
     Ok(frames)
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
+/// Parses `aa:bb:cc:dd:ee:ff` ([`rocefab_wire::ethernet::MacAddr`], the one MAC parser).
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let mut out = [0u8; 6];
-    let mut n = 0;
-    for part in s.split(':') {
-        if n == 6 || part.len() != 2 {
-            return Err(format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"));
-        }
-        out[n] = u8::from_str_radix(part, 16)
-            .map_err(|_| format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"))?;
-        n += 1;
-    }
-    if n != 6 {
-        return Err(format!("invalid MAC address {s:?} (expected aa:bb:cc:dd:ee:ff)"));
-    }
-    Ok(out)
+    s.parse::<rocefab_wire::ethernet::MacAddr>().map(|m| m.0).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

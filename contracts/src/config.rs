@@ -11,54 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use dataplane_common::limits::NUM_TC;
 
-/// A MAC address, serialised as `"aa:bb:cc:dd:ee:ff"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub struct Mac(pub [u8; 6]);
-
-impl core::fmt::Display for Mac {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let m = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])
-    }
-}
-
-impl core::str::FromStr for Mac {
-    type Err = ConfigError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut out = [0u8; 6];
-        let mut n = 0;
-        for part in s.split(':') {
-            if n == 6 || part.len() != 2 {
-                return Err(ConfigError::BadMac(s.to_string()));
-            }
-            out[n] = u8::from_str_radix(part, 16).map_err(|_| ConfigError::BadMac(s.to_string()))?;
-            n += 1;
-        }
-        if n != 6 {
-            return Err(ConfigError::BadMac(s.to_string()));
-        }
-        Ok(Mac(out))
-    }
-}
-
-impl Serialize for Mac {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Mac {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+/// A MAC address, serialised as `"aa:bb:cc:dd:ee:ff"`: the one MAC type, `rocefab-wire`'s.
+pub use rocefab_wire::ethernet::MacAddr as Mac;
 
 /// Errors loading or validating a [`SwitchConfig`].
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("invalid MAC address {0:?} (expected aa:bb:cc:dd:ee:ff)")]
-    BadMac(String),
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error("{path}: line {line}, column {column}: {msg}")]

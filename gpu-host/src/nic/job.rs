@@ -382,23 +382,14 @@ fn default_rto() -> u64 {
     DEFAULT_RETRANSMIT_TIMEOUT_NS
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff`.
+/// Parses `aa:bb:cc:dd:ee:ff` ([`rocefab_wire::ethernet::MacAddr`], the one MAC parser).
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let mut out = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in out.iter_mut() {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    parts.next().is_none().then_some(out)
+    s.parse::<rocefab_wire::ethernet::MacAddr>().ok().map(|m| m.0)
 }
 
 /// Formats a MAC as `aa:bb:cc:dd:ee:ff`.
 pub fn format_mac(m: [u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    rocefab_wire::ethernet::MacAddr(m).to_string()
 }
 
 impl Job {
