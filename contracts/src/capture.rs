@@ -83,6 +83,12 @@ pub struct StreamHeader {
 /// [`StreamHeader::clock`] of records stamped with the wall clock's Unix time in ns.
 pub const WALL_CLOCK: &str = "wall clock";
 
+/// Where `rocefab-nicd` keeps the shared-memory ring through which `rocefab-hostd` mirrors the
+/// frames of the host whose network namespace is `netns` (created by nicd, removed by `rocefab down`).
+pub fn nic_mirror_shm_path(netns: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(format!("/dev/shm/rocefab-{netns}-nicmirror"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,10 +120,4 @@ mod tests {
         assert!(serde_json::from_str::<StreamHeader>(r#"{"node":"a","ports":[],"snaplen":1,"clock":"x","extra":1}"#)
             .is_err());
     }
-}
-
-/// Where `rocefab-nicd` keeps the shared-memory ring through which `rocefab-hostd` mirrors the
-/// frames of the host whose network namespace is `netns` (created by nicd, removed by `rocefab down`).
-pub fn nic_mirror_shm_path(netns: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(format!("/dev/shm/rocefab-{netns}-nicmirror"))
 }

@@ -72,8 +72,39 @@ pub fn run(a: &SetupArgs) -> anyhow::Result<()> {
     apt()?;
     let toolchain = pinned_toolchain(&file)?;
     pinned_nightly(&toolchain)?;
+    lint_components(&toolchain)?;
     bpf_linker(&toolchain)?;
     Ok(())
+}
+
+/// The stable toolchain's rustfmt and clippy (`cargo xtask test` checks formatting and lints; a
+/// `--profile minimal` rustup has neither) and the pinned nightly's clippy (the eBPF crate is
+/// linted with its own toolchain).
+fn lint_components(toolchain: &str) -> anyhow::Result<()> {
+    for (on, component) in [(None, "rustfmt"), (None, "clippy"), (Some(toolchain), "clippy")] {
+        if has_component(on, component) {
+            continue;
+        }
+        eprintln!("xtask setup: adding {component} to {}", on.unwrap_or("the stable toolchain"));
+        let mut c = Command::new("rustup");
+        c.args(["component", "add", component]);
+        if let Some(t) = on {
+            c.args(["--toolchain", t]);
+        }
+        sh(&mut c)?;
+    }
+    Ok(())
+}
+
+/// Whether `cargo [+toolchain] <fmt|clippy> --version` runs.
+fn has_component(toolchain: Option<&str>, component: &str) -> bool {
+    let sub = if component == "rustfmt" { "fmt" } else { component };
+    let mut c = Command::new("cargo");
+    if let Some(t) = toolchain {
+        c.arg(format!("+{t}")).env_remove("RUSTUP_TOOLCHAIN");
+    }
+    c.args([sub, "--version"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    c.status().is_ok_and(|s| s.success())
 }
 
 /// `--check`: every problem on its own line; an error if there is any.
@@ -88,6 +119,12 @@ pub fn check(file: &Path) -> anyhow::Result<()> {
         Ok(toolchain) => {
             if let Err(e) = toolchain_problems(&toolchain) {
                 problems.push(format!("{e:#}"));
+            }
+            for (on, component) in [(None, "rustfmt"), (None, "clippy"), (Some(toolchain.as_str()), "clippy")] {
+                if !has_component(on, component) {
+                    let on = on.unwrap_or("the stable toolchain");
+                    problems.push(format!("{component} is not installed for {on}; fix: cargo xtask setup"));
+                }
             }
         }
     }

@@ -2,12 +2,15 @@
 //!
 //! 0. the toolchain check (`cargo xtask setup --check`): the pinned eBPF nightly and bpf-linker
 //!    agree on their LLVM major, every Debian package is there,
-//! 1. unprivileged workspace tests (`cargo test` over the default members, criterion benches in
+//! 1. formatting and lints: `cargo fmt --check` (the workspace and the fuzz crate) and
+//!    `cargo clippy --workspace --all-targets -- -D warnings`, plus clippy on the eBPF crate with
+//!    its own pinned nightly for `bpfel-unknown-none`,
+//! 2. unprivileged workspace tests (`cargo test` over the default members, criterion benches in
 //!    test mode so they run once),
-//! 2. privileged tests (the `rocefab-tests` crate: BPF_PROG_TEST_RUN, namespace fabrics, external
+//! 3. privileged tests (the `rocefab-tests` crate: BPF_PROG_TEST_RUN, namespace fabrics, external
 //!    oracles) — run serially, as root; not being root is an error, never a skip,
-//! 3. every fuzz target for a bounded time,
-//! 4. a leak check: no `rf*` network namespace may survive the suite.
+//! 4. every fuzz target for a bounded time,
+//! 5. a leak check: no `rf*` network namespace may survive the suite.
 //!
 //! Every phase runs even if an earlier one failed; the summary lists each phase's outcome.
 use std::io::{BufRead, BufReader};
@@ -22,7 +25,7 @@ pub struct TestArgs {
     /// Seconds per fuzz target.
     #[arg(long, default_value_t = 10)]
     pub fuzz_seconds: u64,
-    /// Skip nothing by default; `--only unit|privileged|fuzz` runs a single phase (for development).
+    /// Skip nothing by default; `--only lint|unit|privileged|fuzz` runs a single phase (for development).
     #[arg(long)]
     pub only: Option<String>,
 }
@@ -40,6 +43,10 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
             .map(|_| "pinned eBPF nightly and bpf-linker on the same LLVM, packages present".to_string()),
     ));
 
+    if want("lint") {
+        results.push(("formatting (cargo fmt --check)", fmt_check(&root)));
+        results.push(("lints (cargo clippy -D warnings, workspace and eBPF crate)", clippy(&root)));
+    }
     if want("unit") {
         results.push((
             "unprivileged tests (cargo test)",
@@ -101,6 +108,36 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     }
     eprintln!("all {} test phases passed", results.len());
     Ok(())
+}
+
+/// `cargo fmt --check` over the workspace and the fuzz crate (its own workspace): the tree is
+/// formatted with the root `rustfmt.toml`.
+fn fmt_check(root: &std::path::Path) -> anyhow::Result<String> {
+    run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--check"]))?;
+    run(Command::new("cargo").current_dir(root.join("fuzz")).args(["fmt", "--check"]))?;
+    Ok("workspace and fuzz crate formatted".into())
+}
+
+/// Clippy with warnings as errors: the workspace on the stable toolchain (every target, the
+/// privileged tests' crate included), then the eBPF crate with its pinned nightly for
+/// `bpfel-unknown-none` (its own target dir, as plumbing's build script uses for the object).
+fn clippy(root: &std::path::Path) -> anyhow::Result<String> {
+    run(Command::new("cargo").current_dir(root).args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
+    let toolchain = crate::setup::pinned_toolchain(&root.join("dataplane-ebpf/rust-toolchain.toml"))?;
+    run(Command::new("cargo")
+        .current_dir(root)
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .arg(format!("+{toolchain}"))
+        .args(["clippy", "-p", "dataplane-ebpf", "--release", "--target", "bpfel-unknown-none", "-Z", "build-std=core"])
+        .args(["--target-dir", "target/bpf-clippy", "--", "-D", "warnings"]))?;
+    Ok(format!("no warning in the workspace nor in dataplane-ebpf ({toolchain})"))
 }
 
 /// Runs a `cargo test` command, streaming its output, and sums the `test result:` lines.
