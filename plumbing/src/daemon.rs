@@ -71,14 +71,43 @@ pub struct Signals {
 }
 
 impl Signals {
+    /// SIGTERM and SIGINT.
     pub fn block() -> Result<Self, DaemonError> {
+        Signals::block_set(&[Signal::SIGTERM, Signal::SIGINT])
+    }
+
+    /// `signals`, blocked in the calling thread (and every thread it spawns after), delivered
+    /// through one non-blocking signalfd: the one way every daemon takes signals.
+    pub fn block_set(signals: &[Signal]) -> Result<Self, DaemonError> {
         let mut set = SigSet::empty();
-        set.add(Signal::SIGTERM);
-        set.add(Signal::SIGINT);
+        for &s in signals {
+            set.add(s);
+        }
         set.thread_block().map_err(DaemonError::Signals)?;
         let fd =
             SignalFd::with_flags(&set, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC).map_err(DaemonError::Signals)?;
         Ok(Signals { fd })
+    }
+
+    /// For daemons whose threads poll flags instead of running tokio (`rocefab-hostd`'s data
+    /// thread): a thread that waits on the signalfd and calls `on` with each signal, in order.
+    /// It lives as long as the process.
+    pub fn spawn_handler(self, on: impl Fn(Signal) + Send + 'static) -> std::io::Result<std::thread::JoinHandle<()>> {
+        std::thread::Builder::new().name("signals".into()).spawn(move || loop {
+            let mut fds = [nix::poll::PollFd::new(self.fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => {
+                    tracing::error!("waiting on the signalfd: {e}");
+                    return;
+                }
+            }
+            while let Ok(Some(info)) = self.fd.read_signal() {
+                if let Ok(sig) = Signal::try_from(info.ssi_signo as i32) {
+                    on(sig);
+                }
+            }
+        })
     }
 }
 
@@ -184,6 +213,28 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// The handler thread inherits the block from the thread that spawned it; `pthread_kill`
+    /// aims each signal at it, so no other thread of the harness can take (and die of) them.
+    #[test]
+    fn a_handler_thread_sees_each_blocked_signal_in_order() {
+        use std::os::unix::thread::JoinHandleExt;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handler = std::thread::spawn(move || {
+            let signals = Signals::block_set(&[Signal::SIGUSR1, Signal::SIGUSR2]).unwrap();
+            signals.spawn_handler(move |s| tx.send(s).unwrap()).unwrap()
+        })
+        .join()
+        .unwrap();
+        let wait = std::time::Duration::from_millis(50);
+        assert!(rx.recv_timeout(wait).is_err(), "no signal yet");
+        let thread = handler.as_pthread_t();
+        for sig in [Signal::SIGUSR1, Signal::SIGUSR2] {
+            // SAFETY: `thread` is the live handler thread (it never ends); the signal is a plain int.
+            assert_eq!(unsafe { libc::pthread_kill(thread, sig as libc::c_int) }, 0);
+            assert_eq!(rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap(), sig);
+        }
     }
 
     #[test]

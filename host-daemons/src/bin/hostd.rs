@@ -43,6 +43,8 @@ use host_daemons::daemon::{self, Clock, Exit};
 use host_daemons::metrics::Metrics;
 use host_daemons::mirror::{self, MirrorError, MirrorProducer};
 use host_daemons::xsk::XskPort;
+use nix::sys::signal::Signal;
+use rocefab_plumbing::daemon::Signals;
 use rocefab_plumbing::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
 
 #[derive(Parser, Debug)]
@@ -74,8 +76,8 @@ static TIMED_OUT: AtomicBool = AtomicBool::new(false);
 /// prints the last snapshot instead.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
-extern "C" fn on_signal(sig: libc::c_int) {
-    if sig == libc::SIGUSR1 {
+fn on_signal(sig: Signal) {
+    if sig == Signal::SIGUSR1 {
         TIMED_OUT.store(true, Ordering::Relaxed);
     }
     STOP.store(true, Ordering::Relaxed);
@@ -124,10 +126,12 @@ fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorPr
 
 fn run(args: Args) -> Result<bool> {
     let job = Job::load(&args.job).context("loading the job")?;
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
-        // SAFETY: the handler only stores to atomics, which is async-signal-safe.
-        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
-    }
+    // Blocked before any other thread starts, so every thread inherits the block and the
+    // signals reach only the signalfd, whose thread raises the flags the data thread polls.
+    Signals::block_set(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGUSR1])
+        .context("signal setup")?
+        .spawn_handler(on_signal)
+        .context("starting the signal thread")?;
     // Wake-ups from ppoll as close to the deadline as the kernel can (default slack 50 µs).
     // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integer arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
