@@ -74,16 +74,7 @@ pub fn run_demo() -> anyhow::Result<()> {
     }
     let root = root();
     eprintln!("== building rocefab (release)");
-    run(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "-p",
-        "control",
-        "-p",
-        "dataplane-user",
-        "-p",
-        "host-daemons",
-    ]))?;
+    crate::util::build_fabric(true)?;
     let bin = root.join("target/release");
     let rocefab = bin.join("rocefab");
 

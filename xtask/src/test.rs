@@ -63,16 +63,7 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
             Err(anyhow::anyhow!("privileged tests need root (namespaces, XDP, BPF_PROG_TEST_RUN): run as root"))
         } else {
             // Build the binaries the tests drive, then the tests themselves; run them one at a time.
-            run(Command::new("cargo").current_dir(&root).args([
-                "build",
-                "-p",
-                "control",
-                "-p",
-                "dataplane-user",
-                "-p",
-                "host-daemons",
-            ]))
-            .and_then(|_| {
+            crate::util::build_fabric(false).and_then(|_| {
                 run_tests(
                     Command::new("cargo")
                         .current_dir(&root)

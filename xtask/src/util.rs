@@ -38,3 +38,20 @@ pub fn is_root() -> bool {
 extern "C" {
     fn geteuid() -> u32;
 }
+
+/// The packages whose binaries a fabric runs: `rocefab`, `rocefab-switchd`, `rocefab-hostd`
+/// and `rocefab-nicd`.
+pub const FABRIC_PACKAGES: [&str; 3] = ["control", "dataplane-user", "host-daemons"];
+
+/// `cargo build [--release] -p <each of FABRIC_PACKAGES>` in the workspace root.
+pub fn build_fabric(release: bool) -> anyhow::Result<()> {
+    let mut c = Command::new("cargo");
+    c.current_dir(root()).arg("build");
+    if release {
+        c.arg("--release");
+    }
+    for p in FABRIC_PACKAGES {
+        c.args(["-p", p]);
+    }
+    run(&mut c)
+}
