@@ -121,8 +121,13 @@ impl PacketSocket {
         let idx = ifindex(ifname).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotFound, format!("interface {ifname}: no such interface in this namespace"))
         })?;
+        PacketSocket::sender_on(idx)
+    }
+
+    /// [`PacketSocket::sender`] by interface index.
+    pub fn sender_on(ifindex: i32) -> io::Result<PacketSocket> {
         let mut sock = PacketSocket::open(0, false)?;
-        sock.ifindex = idx;
+        sock.ifindex = ifindex;
         Ok(sock)
     }
 

@@ -4,12 +4,15 @@
 //! Binaries come from `$ROCEFAB_BIN_DIR` (default `<workspace>/target/debug`): build them first
 //! with `cargo build -p control -p dataplane-user`.
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use rocefab_contracts::config::SwitchConfig;
+use serde_json::Value;
+
+use crate::scratch::{temp_dir, TempDir};
 
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
@@ -47,17 +50,21 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+/// stdout then stderr, for failure messages and for output that may go to either.
+pub fn text(o: &Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
+}
 
-/// Writes a copy of `topologies/<template>` with the fabric renamed to `name`, in a temp dir.
-pub fn topology_copy(template: &str, name: &str) -> PathBuf {
+/// Writes a copy of `topologies/<template>` with the fabric renamed to `name`, in a temp dir of
+/// its own (removed when the returned guard drops).
+fn topology_copy(template: &str, name: &str) -> (TempDir, PathBuf) {
     let src = std::fs::read_to_string(workspace().join("topologies").join(template)).expect("read topology");
     let renamed: Vec<String> =
         src.lines().map(|l| if l.starts_with("fabric:") { format!("fabric: {name}") } else { l.to_string() }).collect();
-    let dir = std::env::temp_dir().join(format!("rocefab-test-{name}"));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(template);
+    let dir = temp_dir(&format!("rocefab-test-{name}-"));
+    let p = dir.path().join(template);
     std::fs::write(&p, renamed.join("\n") + "\n").expect("write topology copy");
-    p
+    (dir, p)
 }
 
 /// Run directory of a fabric (`/run/rocefab/<name>`).
@@ -117,17 +124,9 @@ pub fn root_veths_of(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// HTTP GET of a metrics URL.
-pub fn scrape(addr: std::net::SocketAddr) -> String {
-    let mut s =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).unwrap();
-    let (head, body) = buf.split_once("\r\n\r\n").unwrap_or_else(|| panic!("{addr}: bad HTTP response"));
-    assert!(head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200"), "{addr}: {head}");
-    body.to_string()
+/// `GET /metrics` on `addr`: the scrape; panics unless the answer is a 200.
+pub fn scrape(addr: SocketAddr) -> String {
+    crate::http::get(addr, "/metrics").unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Sum of the samples of `name` whose labels include all of `labels`.
@@ -135,10 +134,12 @@ pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     rocefab_contracts::promtext::sum(text, name, labels)
 }
 
-/// A running fabric; `Drop` runs `rocefab down <name>`.
+/// A running fabric; `Drop` runs `rocefab down <name>`, then removes the directory of its
+/// topology file.
 pub struct Fabric {
     pub name: String,
     pub topology: PathBuf,
+    _dir: TempDir,
 }
 
 impl Fabric {
@@ -164,26 +165,29 @@ impl Fabric {
     /// Brings up the topology `yaml` (its `fabric:` must be `name`), written to a temp dir.
     pub fn up_yaml(name: &str, yaml: &str) -> Fabric {
         assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
-        let dir = std::env::temp_dir().join(format!("rocefab-test-{name}"));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let topology = dir.join(format!("{name}.yaml"));
+        let dir = temp_dir(&format!("rocefab-test-{name}-"));
+        let topology = dir.path().join(format!("{name}.yaml"));
         std::fs::write(&topology, yaml).expect("write topology");
-        let f = Fabric { name: name.to_string(), topology };
-        let o = rocefab(&["up", f.topology.to_str().unwrap()]);
-        assert!(o.status.success(), "rocefab up {name} failed:\n{}{}", stdout(&o), stderr(&o));
+        let f = Fabric { name: name.to_string(), topology, _dir: dir };
+        f.start();
         f
     }
 
-    /// Brings up a renamed copy of `template` whose text `edit` changed.
-    fn up_edited(template: &str, name: &str, edit: impl FnOnce(String) -> String) -> Fabric {
-        assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
-        let topology = topology_copy(template, name);
-        let text = std::fs::read_to_string(&topology).expect("topology copy");
-        std::fs::write(&topology, edit(text)).expect("write topology copy");
-        let f = Fabric { name: name.to_string(), topology };
-        let o = rocefab(&["up", f.topology.to_str().unwrap()]);
-        assert!(o.status.success(), "rocefab up {name} failed:\n{}{}", stdout(&o), stderr(&o));
+    /// Brings up a renamed copy of `template` whose text `edit` changed (`edit` may assert
+    /// that the template still has the shape it expects).
+    pub fn up_edited(template: &str, name: &str, edit: impl FnOnce(String) -> String) -> Fabric {
+        let f = Self::guard(template, name);
+        let text = std::fs::read_to_string(&f.topology).expect("topology copy");
+        std::fs::write(&f.topology, edit(text)).expect("write topology copy");
+        f.start();
         f
+    }
+
+    /// `rocefab up` of the topology; panics with its output when it fails (after `down`,
+    /// through `Drop`).
+    fn start(&self) {
+        let o = rocefab(&["up", self.topology.to_str().unwrap()]);
+        assert!(o.status.success(), "rocefab up {} failed:\n{}{}", self.name, stdout(&o), stderr(&o));
     }
 
     /// The network namespace of a node.
@@ -198,11 +202,13 @@ impl Fabric {
     }
 
     /// A guard for a fabric a test is about to bring up itself (e.g. expecting `up` to fail):
-    /// nothing is started here, but `Drop` runs `rocefab down <name>` and removes the directory
-    /// holding `topology`, so whatever a wrong `up` created is removed even if the test panics.
-    pub fn guard(name: &str, topology: PathBuf) -> Fabric {
+    /// `topology` is a renamed copy of `topologies/<template>` in a directory of its own, which
+    /// the test may change; nothing is started here, but `Drop` runs `rocefab down <name>` and
+    /// removes the directory, so whatever a wrong `up` created is removed even if the test panics.
+    pub fn guard(template: &str, name: &str) -> Fabric {
         assert!(fabric_namespaces(name).is_empty(), "namespaces of {name} exist before the test");
-        Fabric { name: name.to_string(), topology }
+        let (dir, topology) = topology_copy(template, name);
+        Fabric { name: name.to_string(), topology, _dir: dir }
     }
 
     /// Runs a command inside a node: `rocefab exec --fabric <name> <node> -- args`.
@@ -230,6 +236,23 @@ impl Fabric {
         scrape(self.config(switch).metrics_listen)
     }
 
+    /// The NIC agent configuration `rocefab up` wrote for `host` (`<host>.nicd.json`).
+    pub fn nicd_config(&self, host: &str) -> Value {
+        let p = run_dir(&self.name).join(format!("{host}.nicd.json"));
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// Where `host`'s NIC agent serves `/metrics`, `/lldp` and `/capture`.
+    pub fn nicd_addr(&self, host: &str) -> SocketAddr {
+        self.nicd_config(host)["listen"].as_str().expect("listen").parse().expect("listen address")
+    }
+
+    /// The sum of [`metric`] over the scrapes of `switches`.
+    pub fn metric_sum(&self, switches: &[&str], name: &str, labels: &[(&str, &str)]) -> f64 {
+        switches.iter().map(|s| metric(&self.metrics(s), name, labels)).sum()
+    }
+
     /// Polls `f` over the switch's metrics until it returns true or 10 s pass; returns the
     /// last scrape (the traffic crosses asynchronous daemons, so counters settle shortly after).
     pub fn wait_metrics(&self, switch: &str, f: impl Fn(&str) -> bool) -> String {
@@ -250,9 +273,7 @@ impl Drop for Fabric {
         if !o.status.success() && !stderr(&o).contains("is not running") {
             eprintln!("rocefab down {}: {}", self.name, stderr(&o));
         }
-        if let Some(d) = self.topology.parent() {
-            let _ = std::fs::remove_dir_all(d);
-        }
+        // `_dir` (the topology's directory) is removed after this.
     }
 }
 
@@ -273,23 +294,6 @@ pub fn promtool_check(what: &str, text: &str) {
     assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics on {what}: {said}");
 }
 
-/// HTTP GET of `path` (e.g. `/lldp`) on a daemon's listener; the body of a 200 answer, or an
-/// error saying what went wrong (connect, timeout, another status).
-pub fn http_get(addr: std::net::SocketAddr, path: &str) -> Result<String, String> {
-    let mut s =
-        TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| format!("connect {addr}: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(|e| format!("{addr}: {e}"))?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).map_err(|e| format!("{addr}{path}: {e}"))?;
-    let (head, body) = buf.split_once("\r\n\r\n").ok_or_else(|| format!("{addr}{path}: bad HTTP response"))?;
-    if head.starts_with("HTTP/1.1 200") || head.starts_with("HTTP/1.0 200") {
-        Ok(body.to_string())
-    } else {
-        Err(format!("{addr}{path}: {}", head.lines().next().unwrap_or("")))
-    }
-}
-
 /// Pids of the processes whose command line contains `needle` (e.g. a daemon's config path).
 pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
     let me = std::process::id();
@@ -306,6 +310,18 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
         }
     }
     v
+}
+
+/// The sum of the integer `field` (0 where absent) over the NICs named `nic` (`gpu1`) of a
+/// `rocefab run --json` report.
+pub fn nic_sum(report: &Value, nic: &str, field: &str) -> u64 {
+    report["nics"]
+        .as_array()
+        .expect("nics")
+        .iter()
+        .filter(|n| n["nic"] == nic)
+        .map(|n| n[field].as_u64().unwrap_or(0))
+        .sum()
 }
 
 /// `rocefab run <fabric> incast --size 4MiB --json` (every rank writes to rank 0 = host1:gpu0)

@@ -4,39 +4,20 @@
 //! direction flags; tshark is the oracle.
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-mod host_util;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use host_util::{start_rocefab_capture, stop_rocefab_capture, Proc};
+use rocefab_tests::capture::{start_rocefab_capture, stop_rocefab_capture};
 use rocefab_tests::fabric::{metric, rocefab_bin, stderr, Fabric};
-
-/// tshark's fields of every frame of a pcapng, one Vec per frame.
-fn tshark(path: &str, filter: &str, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut args = vec!["-r", path, "-Y", filter, "-T", "fields", "-E", "separator=|"];
-    for f in fields {
-        args.push("-e");
-        args.push(f);
-    }
-    let o = Command::new("tshark").args(&args).output().expect("tshark (Debian package tshark)");
-    assert!(o.status.success(), "tshark {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).lines().map(|l| l.split('|').map(str::to_string).collect()).collect()
-}
+use rocefab_tests::proc::Proc;
+use rocefab_tests::scratch::{file, temp_dir};
+use rocefab_tests::tshark::fields as tshark;
 
 #[test]
 fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() {
     let f = Fabric::up("rail-spine.yaml", "rfcp");
-    let dir = std::env::temp_dir().join("rocefab-test-rfcp-capture");
-    std::fs::create_dir_all(&dir).unwrap();
-    struct Rm(std::path::PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let _rm = Rm(dir.clone());
-    let out = dir.join("rail1.pcapng").display().to_string();
+    let dir = temp_dir("rocefab-test-rfcp-capture-");
+    let out = file(&dir, "rail1.pcapng");
     // rail1's port to host1:gpu0 (rank 0) carries its ring traffic both ways.
     let port = f.port_to("rail1", "host1:gpu0");
     let up = f.port_to("rail1", "spine1:eth1");

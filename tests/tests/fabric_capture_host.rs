@@ -12,10 +12,8 @@
 //!    appears once, and none is missed at the job's end (at most one, see below).
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-mod host_util;
-
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,9 +21,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use host_util::{require_tool, Proc};
 use rocefab_plumbing::capture::{Record, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 use rocefab_tests::fabric::{fabric_namespaces, metric, rocefab_bin, run_dir, scrape, Fabric};
+use rocefab_tests::http::{dechunk, timed_out, Stream};
+use rocefab_tests::proc::{require_tool, Proc};
 use serde_json::Value;
 
 const FABRIC: &str = "rfh1";
@@ -91,62 +90,22 @@ struct Capture {
     reader: Option<JoinHandle<Result<(), String>>>,
 }
 
-/// Takes the complete chunks of an HTTP/1.1 chunked body (RFC 9112 §7.1) off the front of
-/// `raw` into `body`; `Ok(true)` at the last chunk.
-fn dechunk(raw: &mut Vec<u8>, body: &mut Vec<u8>) -> Result<bool, String> {
-    loop {
-        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else { return Ok(false) };
-        let line = String::from_utf8_lossy(&raw[..eol]).into_owned();
-        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|e| format!("chunk size {line:?}: {e}"))?;
-        if size == 0 {
-            return Ok(true);
-        }
-        let end = eol + 2 + size + 2;
-        if raw.len() < end {
-            return Ok(false);
-        }
-        if &raw[end - 2..end] != b"\r\n" {
-            return Err("chunk not followed by CRLF".into());
-        }
-        body.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
-        raw.drain(..end);
-    }
-}
-
 impl Capture {
     /// Opens a capture of `ports` on the agent at `addr` (retrying while an earlier capture is
     /// still being released, 409) and waits for its header line.
     fn open(addr: SocketAddr, ports: &str) -> Capture {
         let end = Instant::now() + Duration::from_secs(15);
         loop {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
-                .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
-            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-            write!(s, "GET /capture?ports={ports} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-            let mut raw = Vec::new();
-            let head_end = loop {
-                if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break i + 4;
-                }
-                assert!(Instant::now() < end, "{addr}: no response head: {:?}", String::from_utf8_lossy(&raw));
-                let mut buf = [0u8; 4096];
-                match s.read(&mut buf) {
-                    Ok(0) => break raw.len(),
-                    Ok(n) => raw.extend_from_slice(&buf[..n]),
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-                    Err(e) => panic!("{addr}: {e}"),
-                }
-            };
-            let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+            let path = format!("/capture?ports={ports}");
+            let Stream { head, sock, raw } =
+                Stream::open(addr, &path, Duration::from_millis(200), end).unwrap_or_else(|e| panic!("{e:#}"));
             if head.starts_with("http/1.1 409") && Instant::now() < end {
                 std::thread::sleep(Duration::from_millis(200));
                 continue;
             }
             assert!(head.starts_with("http/1.1 200"), "{addr}/capture: {head}");
             assert!(head.contains("transfer-encoding: chunked"), "{addr}/capture is not chunked: {head}");
-            raw.drain(..head_end);
-            return Self::read_stream(s, raw, end);
+            return Self::read_stream(sock, raw, end);
         }
     }
 
@@ -166,7 +125,7 @@ impl Capture {
             match s.read(&mut buf) {
                 Ok(0) => panic!("capture stream closed before its header"),
                 Ok(n) => raw.extend_from_slice(&buf[..n]),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e) if timed_out(&e) => {}
                 Err(e) => panic!("capture stream: {e}"),
             }
         };
@@ -197,7 +156,7 @@ impl Capture {
                 match s.read(&mut buf) {
                     Ok(0) => return Ok(()),
                     Ok(n) => raw.extend_from_slice(&buf[..n]),
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    Err(e) if timed_out(&e) => {}
                     Err(_) if stop2.load(Ordering::Relaxed) => return Ok(()),
                     Err(e) => return Err(format!("capture stream: {e}")),
                 }
@@ -233,14 +192,6 @@ fn unix_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
-fn nicd_listen(f: &Fabric, host: &str) -> SocketAddr {
-    let path = run_dir(&f.name).join(format!("{host}.nicd.json"));
-    let cfg: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-            .unwrap();
-    cfg["listen"].as_str().expect("listen").parse().expect("listen address")
-}
-
 const IP_H1: Ip = [10, 0, 1, 1];
 const IP_H2: Ip = [10, 0, 1, 2];
 
@@ -274,7 +225,7 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     let shm = format!("/dev/shm/rocefab-rf-{FABRIC}-host1-nicmirror");
     let f = Fabric::up("rail-spine.yaml", FABRIC);
     assert!(std::path::Path::new(&shm).exists(), "nicd did not create its mirror ring {shm}");
-    let agent = nicd_listen(&f, "host1");
+    let agent = f.nicd_addr("host1");
 
     // 1. Kernel path: ping host2:gpu0 from host1:gpu0.
     let cap = Capture::open(agent, "gpu0");

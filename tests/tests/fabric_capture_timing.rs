@@ -23,15 +23,14 @@
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`. Needs
 //! tcpdump and tshark.
-mod host_util;
-
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use host_util::{require_tool, start_rocefab_capture, stop_rocefab_capture, Proc};
+use rocefab_tests::capture::{start_nano_capture_in, start_rocefab_capture, stop_rocefab_capture, stop_tcpdump};
 use rocefab_tests::fabric::{stderr, Fabric};
+use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::scratch::{file, temp_dir, TempDir};
+use rocefab_tests::tshark::{self, epoch_ns};
 
 /// Time dilation of the test fabric.
 const D: u64 = 10;
@@ -84,41 +83,10 @@ fn fabric(name: &str) -> Fabric {
     Fabric::up_yaml(name, &yaml)
 }
 
-/// A temporary directory, removed on drop (also when the test panics).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("rf-captime-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn file(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// tcpdump on `node`'s `dev` (ICMP only, nanosecond stamps), bounded by `timeout 60`; returns
 /// once it listens.
 fn start_tcpdump(f: &Fabric, node: &str, dev: &str, pcap: &str) -> Proc {
-    host_util::start_nano_capture_in(&f.netns(node), dev, pcap, "icmp")
-}
-
-fn stop_tcpdump(mut p: Proc) {
-    // SAFETY: kill(2) on our own child (`ip netns exec` exec'd `timeout`, which passes SIGINT on).
-    unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
-    let end = Instant::now() + Duration::from_secs(5);
-    while p.child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < end, "tcpdump did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    start_nano_capture_in(&f.netns(node), dev, pcap, "icmp")
 }
 
 /// One frame as tshark reads it.
@@ -134,60 +102,35 @@ struct Frame {
     iface: String,
 }
 
-/// "1764078000.123456789" → ns.
-fn epoch_ns(s: &str) -> u64 {
-    let (sec, frac) = s.split_once('.').unwrap_or((s, "0"));
-    let frac = format!("{frac:0<9}");
-    sec.parse::<u64>().unwrap() * 1_000_000_000 + frac[..9].parse::<u64>().unwrap()
-}
-
 /// Reads a capture with tshark. `switch_mac`: frames from it are outbound at the switch port
 /// (tcpdump's pcap has no direction); a pcapng from rocefab says the direction itself.
 fn read(path: &str, switch_mac: Option<&str>) -> Vec<Frame> {
-    let args = [
-        "-r",
-        path,
-        "-T",
-        "fields",
-        "-E",
-        "separator=|",
-        "-e",
+    let fields = [
         "frame.time_epoch",
-        "-e",
         "frame.len",
-        "-e",
         "frame.p2p_dir",
-        "-e",
         "eth.src",
-        "-e",
         "icmp.type",
-        "-e",
         "icmp.ident",
-        "-e",
         "icmp.seq",
-        "-e",
         "frame.interface_name",
-        "-e",
         "frame.cap_len",
     ];
-    let o = Command::new("tshark").args(args).output().expect("tshark (Debian package tshark)");
-    assert!(o.status.success(), "tshark {path}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| {
-            let f: Vec<&str> = l.split('|').collect();
+    tshark::fields(path, "", &fields)
+        .into_iter()
+        .map(|f| {
             let inbound = match switch_mac {
                 Some(m) => !f[3].eq_ignore_ascii_case(m),
                 None => f[2] == "1",
             };
             let first = |s: &str| s.split(',').next().unwrap().parse().unwrap_or(0);
-            let icmp = (!f[4].is_empty()).then(|| (f[4].parse().unwrap(), first(f[5]), first(f[6])));
+            let icmp = (!f[4].is_empty()).then(|| (f[4].parse().unwrap(), first(&f[5]), first(&f[6])));
             Frame {
-                ts_ns: epoch_ns(f[0]),
+                ts_ns: epoch_ns(&f[0]),
                 len: f[1].parse().unwrap(),
                 inbound,
                 icmp,
-                iface: f[7].to_string(),
+                iface: f[7].clone(),
                 caplen: f[8].parse().unwrap(),
             }
         })
@@ -268,7 +211,7 @@ struct Agreement {
 /// and returns how many of tcpdump's inbound stamps the line rate moved (did the sender
 /// burst?) and the agreement per direction (inbound, outbound).
 fn measure(f: &Fabric, dir: &TempDir, attempt: u32) -> (usize, [Agreement; 2]) {
-    let (ours, theirs) = (dir.file(&format!("rail1-{attempt}.pcapng")), dir.file(&format!("host1-{attempt}.pcap")));
+    let (ours, theirs) = (file(dir, &format!("rail1-{attempt}.pcapng")), file(dir, &format!("host1-{attempt}.pcap")));
     let port = f.port_to("rail1", "host1:gpu0");
     let switch_mac = f.config("rail1").ports.iter().find(|p| p.name == port).unwrap().mac.to_string();
     let td = start_tcpdump(f, "host1", "gpu0", &theirs);
@@ -276,7 +219,7 @@ fn measure(f: &Fabric, dir: &TempDir, attempt: u32) -> (usize, [Agreement; 2]) {
     echo_burst(f, 32, 96);
     std::thread::sleep(Duration::from_millis(300));
     let summary = stop_rocefab_capture(cap);
-    stop_tcpdump(td);
+    stop_tcpdump(td, Duration::from_secs(5));
     assert!(!summary.contains("lost"), "{summary}");
 
     let ours = read(&ours, None);
@@ -343,7 +286,7 @@ fn capture_stamps_are_per_frame_at_the_line_rate_and_match_tcpdump() {
     require_tool("tcpdump", &["--version"]);
     require_tool("tshark", &["--version"]);
     let f = fabric("rfct");
-    let dir = TempDir::new("t");
+    let dir = temp_dir("rf-captime-t-");
     // Neighbours resolved first, so the measured runs are ICMP only on both sides.
     ping(&f, 1, 2);
     // The burst must reach the switch faster than the line rate (else the line-rate rule is not
@@ -381,8 +324,8 @@ fn two_captures_of_one_switch_at_once_both_get_every_frame() {
     require_tool("tcpdump", &["--version"]);
     require_tool("tshark", &["--version"]);
     let f = fabric("rfcu");
-    let dir = TempDir::new("u");
-    let (a, b, t) = (dir.file("a.pcapng"), dir.file("b.pcapng"), dir.file("host1.pcap"));
+    let dir = temp_dir("rf-captime-u-");
+    let (a, b, t) = (file(&dir, "a.pcapng"), file(&dir, "b.pcapng"), file(&dir, "host1.pcap"));
     let p1 = f.port_to("rail1", "host1:gpu0");
     let p2 = f.port_to("rail1", "host2:gpu0");
     ping(&f, 1, 2);
@@ -397,7 +340,7 @@ fn two_captures_of_one_switch_at_once_both_get_every_frame() {
     ping(&f, 1, 8);
     std::thread::sleep(Duration::from_millis(300));
     let sa = stop_rocefab_capture(ca);
-    stop_tcpdump(td);
+    stop_tcpdump(td, Duration::from_secs(5));
     assert!(!sa.contains("lost") && !sb.contains("lost"), "{sa} / {sb}");
     type Key = (bool, (u8, u16, u16));
     let icmp = |v: Vec<Frame>, iface: &str| -> Vec<(Key, u64, u64)> {

@@ -11,10 +11,11 @@
 //!    agent is killed (aged out at its short TTL).
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{metric, rocefab, run_dir, scrape, stderr, stdout, topology_copy, Fabric};
+use rocefab_tests::fabric::{metric, nic_sum, pids_with_cmdline, rocefab, run_dir, scrape, stdout, text, Fabric};
+use rocefab_tests::proc::sh;
 
 /// `rocefab lldp <fabric> [args]`.
 fn lldp(f: &Fabric, args: &[&str]) -> Output {
@@ -33,10 +34,6 @@ fn check_until(f: &Fabric, done: impl Fn(&Output) -> bool) -> Output {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", stdout(o), stderr(o))
 }
 
 /// The neighbour tables of every node, from `rocefab lldp --json`.
@@ -60,25 +57,17 @@ fn port<'a>(t: &'a [serde_json::Value], node: &str, port: &str) -> &'a serde_jso
 /// `topologies/rail-spine-incast.yaml` renamed, with its `pfc: [3]` line replaced by `qos` and
 /// `lldp` appended, brought up.
 fn incast_fabric(name: &str, qos: &str, lldp: &str) -> Fabric {
-    let path = topology_copy("rail-spine-incast.yaml", name);
-    let t = std::fs::read_to_string(&path).unwrap();
-    assert!(t.contains("  pfc: [3]"), "rail-spine-incast.yaml changed");
-    std::fs::write(&path, t.replacen("  pfc: [3]", qos, 1) + lldp).unwrap();
-    let f = Fabric::guard(name, path.clone());
-    let o = rocefab(&["up", path.to_str().unwrap()]);
-    assert!(o.status.success(), "rocefab up {name}: {}", text(&o));
-    f
+    Fabric::up_edited("rail-spine-incast.yaml", name, |t| {
+        assert!(t.contains("  pfc: [3]"), "rail-spine-incast.yaml changed");
+        t.replacen("  pfc: [3]", qos, 1) + lldp
+    })
 }
 
 /// The switches' QoS of test 1: RoCEv2 at DSCP 26 on lossless priority 4.
 const QOS_PRIO4: &str = "  classes: { 26: 4, 48: 7 }\n  pfc: [4]";
 
 fn host_agent_metrics(f: &Fabric, host: &str) -> String {
-    let cfg: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(run_dir(&f.name).join(format!("{host}.nicd.json"))).expect("nicd config"),
-    )
-    .unwrap();
-    scrape(cfg["listen"].as_str().unwrap().parse().unwrap())
+    scrape(f.nicd_addr(host))
 }
 
 #[test]
@@ -123,19 +112,11 @@ fn willing_nics_adopt_the_switch_priorities_and_honour_their_pauses() {
     let m = f.metrics("rail1");
     assert!(metric(&m, "rocefab_queue_enqueued_packets_total", &[("port", &to_h1), ("queue", "4")]) > 1000.0);
     assert_eq!(metric(&m, "rocefab_queue_enqueued_packets_total", &[("port", &to_h1), ("queue", "3")]), 0.0);
-    let sum = |name: &str, labels: &[(&str, &str)]| -> f64 {
-        ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), name, labels)).sum()
-    };
+    let sum = |name: &str, labels: &[(&str, &str)]| f.metric_sum(&["rail1", "rail2", "spine1", "spine2"], name, labels);
     assert!(sum("rocefab_pfc_tx_frames_total", &[("priority", "4")]) > 0.0);
     assert_eq!(sum("rocefab_pfc_tx_frames_total", &[("priority", "3")]), 0.0);
     // The senders honoured the priority-4 pauses: paused time counted, nothing lost.
-    let paused: u64 = r["nics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["nic"] == "gpu1")
-        .map(|n| n["pfc_paused_ns"].as_u64().unwrap_or(0))
-        .sum();
+    let paused = nic_sum(&r, "gpu1", "pfc_paused_ns");
     assert!(paused > 0, "the sender NICs were never paused on priority 4: {}", r["nics"]);
     assert_eq!(sum("rocefab_headroom_overflow_total", &[]), 0.0);
     assert_eq!(sum("rocefab_queue_dropped_packets_total", &[]), 0.0);
@@ -168,30 +149,19 @@ fn willing_nics_adopt_the_switch_priorities_and_honour_their_pauses() {
 
 /// Moves interface `ifname` of namespace `from` to namespace `to` under the name `new_name`.
 fn move_if(from: &str, ifname: &str, to: &str, new_name: &str) {
-    let ip = |args: &[&str]| {
-        let o = Command::new("ip").args(args).output().unwrap();
-        assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    };
-    ip(&["-n", from, "link", "set", ifname, "down"]);
-    ip(&["-n", from, "link", "set", ifname, "name", new_name]);
-    ip(&["-n", from, "link", "set", new_name, "netns", to]);
+    sh("ip", &["-n", from, "link", "set", ifname, "down"]);
+    sh("ip", &["-n", from, "link", "set", ifname, "name", new_name]);
+    sh("ip", &["-n", from, "link", "set", new_name, "netns", to]);
 }
 
 fn set_up(ns: &str, ifname: &str) {
-    let o = Command::new("ip").args(["-n", ns, "link", "set", ifname, "up"]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    sh("ip", &["-n", ns, "link", "set", ifname, "up"]);
 }
 
 /// The pid of `host`'s `rocefab-nicd`.
 fn nicd_pid(f: &Fabric, host: &str) -> u32 {
     let needle = run_dir(&f.name).join(format!("{host}.nicd.json")).display().to_string();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        if std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle)) {
-            return pid;
-        }
-    }
-    panic!("no rocefab-nicd for {host}");
+    *pids_with_cmdline(&needle).first().unwrap_or_else(|| panic!("no rocefab-nicd for {host}"))
 }
 
 #[test]
@@ -207,8 +177,7 @@ fn check_passes_on_a_fresh_fabric_and_names_swapped_and_missing_links() {
     move_if(&h1, "gpu0", &h2, "swap1");
     move_if(&h2, "gpu0", &h1, "gpu0");
     set_up(&h1, "gpu0");
-    let o = Command::new("ip").args(["-n", &h2, "link", "set", "swap1", "name", "gpu0"]).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    sh("ip", &["-n", &h2, "link", "set", "swap1", "name", "gpu0"]);
     set_up(&h2, "gpu0");
     let p1 = f.port_to("rail1", "host1:gpu0");
     let p2 = f.port_to("rail1", "host2:gpu0");

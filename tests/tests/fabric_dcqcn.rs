@@ -23,10 +23,10 @@
 //! depends on which sender's first CNP comes late); with the default windows the senders' windows
 //! bound it.
 //! Needs root.
-use std::path::PathBuf;
 use std::process::Command;
 
 use rocefab_tests::fabric::{metric, rocefab_bin, Fabric};
+use rocefab_tests::scratch::TempFile;
 use serde_json::Value;
 
 /// Window of 4096 packets per QP: large enough that the incast can fill rail1's ingress groups
@@ -62,13 +62,6 @@ fn measured<T>(what: &str, mut run: impl FnMut(u32) -> (Value, T)) -> T {
     panic!("{what}: all {ATTEMPTS} runs were limited by this machine's CPUs, not by the model: {why:?}");
 }
 
-struct Out(PathBuf);
-impl Drop for Out {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// `rocefab run <fabric> incast --size 4MiB --json --window-packets 4096` plus `extra`; the
 /// JSON report.
 fn incast(f: &Fabric, extra: &[&str]) -> Value {
@@ -89,16 +82,13 @@ fn incast_with(f: &Fabric, window: &[&str], extra: &[&str]) -> Value {
 
 /// PFC frames every switch of the fabric sent, all ports and priorities.
 fn switch_pfc_frames(f: &Fabric) -> f64 {
-    ["rail1", "rail2", "spine1", "spine2"]
-        .iter()
-        .map(|s| metric(&f.metrics(s), "rocefab_pfc_tx_frames_total", &[]))
-        .sum()
+    f.metric_sum(&["rail1", "rail2", "spine1", "spine2"], "rocefab_pfc_tx_frames_total", &[])
 }
 
 #[test]
 fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_without_ecn() {
-    let svg = Out(std::env::temp_dir().join("rf-dcqcn-timeline.svg"));
-    let json = Out(std::env::temp_dir().join("rf-dcqcn-timeline.json"));
+    let svg = TempFile::new("rf-dcqcn-timeline.svg");
+    let json = TempFile::new("rf-dcqcn-timeline.json");
     let on = measured("ECN on", |_| {
         let f = Fabric::up("rail-spine-400g.yaml", "rfq");
         assert_eq!(f.config("rail1").time_dilation, 8000.0);
@@ -106,11 +96,11 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         let port = format!("rail1:{to_rank0}");
         let rep = incast(
             &f,
-            &["--timeline", svg.0.to_str().unwrap(), "--timeline", json.0.to_str().unwrap(), "--timeline-port", &port],
+            &["--timeline", svg.to_str().unwrap(), "--timeline", json.to_str().unwrap(), "--timeline-port", &port],
         );
         assert_eq!(rep["ok"], true, "{rep}");
         assert_eq!(rep["time_dilation"], 8000.0);
-        let tl: Value = serde_json::from_str(&std::fs::read_to_string(&json.0).expect("timeline JSON")).unwrap();
+        let tl: Value = serde_json::from_str(&std::fs::read_to_string(&*json).expect("timeline JSON")).unwrap();
         let t = &tl["timeline"];
         // The congestion happened: rail1's queue 3 towards rank 0 went past WRED min. (With
         // these windows rail2's uplinks can congest too when ECMP puts three of its four
@@ -160,7 +150,7 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         );
         assert_eq!(t["cnps"].as_array().unwrap().len(), 7);
         // The picture holds every series and threshold.
-        let text = std::fs::read_to_string(&svg.0).expect("timeline SVG");
+        let text = std::fs::read_to_string(&*svg).expect("timeline SVG");
         assert!(text.starts_with("<svg") || text.starts_with("<?xml"), "not an SVG");
         for label in ["WRED min", "WRED max", "xOFF", "xON", "rank 1 -&gt; rank 0", "rank 7 -&gt; rank 0"] {
             assert!(text.contains(label), "the SVG lacks {label:?}");

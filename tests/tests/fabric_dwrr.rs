@@ -11,13 +11,11 @@
 //! the other two drop.
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-mod host_util;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use host_util::Proc;
-use rocefab_tests::fabric::{metric, rocefab, rocefab_bin, stderr, topology_copy, Fabric};
+use rocefab_tests::fabric::{metric, rocefab_bin, Fabric};
+use rocefab_tests::proc::Proc;
 
 /// The bottleneck: rail1's port to host2:gpu0.
 const BOTTLENECK_BPS: f64 = 100e6;
@@ -41,21 +39,16 @@ const WINDOW: Duration = Duration::from_secs(3);
 
 /// rail-spine.yaml with host2:gpu0 behind a 100 Mbit/s link, the 70/30 shares and PFC off.
 fn dwrr_fabric(name: &str) -> Fabric {
-    let path = topology_copy("rail-spine.yaml", name);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(
-        text.contains("  rail_spine: full-mesh\n") && !text.contains("overrides:") && !text.contains("\nqos:"),
-        "rail-spine.yaml changed shape"
-    );
-    let text = text.replace(
-        "  rail_spine: full-mesh\n",
-        "  rail_spine: full-mesh\n  overrides:\n    - { between: [host2:gpu0, rail1], line_rate: 100Mbps }\n",
-    ) + "qos: { ets: { 0: 70, 3: 30 }, pfc: [] }\n";
-    std::fs::write(&path, text).unwrap();
-    let f = Fabric::guard(name, path.clone());
-    let o = rocefab(&["up", path.to_str().unwrap()]);
-    assert!(o.status.success(), "rocefab up {name}: {}", stderr(&o));
-    f
+    Fabric::up_edited("rail-spine.yaml", name, |text| {
+        assert!(
+            text.contains("  rail_spine: full-mesh\n") && !text.contains("overrides:") && !text.contains("\nqos:"),
+            "rail-spine.yaml changed shape"
+        );
+        text.replace(
+            "  rail_spine: full-mesh\n",
+            "  rail_spine: full-mesh\n  overrides:\n    - { between: [host2:gpu0, rail1], line_rate: 100Mbps }\n",
+        ) + "qos: { ets: { 0: 70, 3: 30 }, pfc: [] }\n"
+    })
 }
 
 /// A bounded `rocefab send` from `from` to host2:gpu0 (`count` packets at `pps`, at most

@@ -8,13 +8,14 @@
 //! pause and tcpdump at host2 records what arrives. A frame k found its queue holding the 1536-byte
 //! cell charges of the frames before it that were not dropped. scapy reads the capture: ECN
 //! codepoint and IPv4 header checksum of every datagram. Needs root, tcpdump, python3-scapy.
-mod host_util;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use host_util::*;
+use rocefab_tests::capture::start_capture_in;
 use rocefab_tests::fabric::{metric, Fabric};
+use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::scapy::Agent;
+use rocefab_tests::scratch::TempFile;
 
 const SRC: &str = "10.0.1.1";
 const DST: &str = "10.0.1.2";
@@ -135,7 +136,7 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
     let after = f.metrics("rail1");
     drop(cap);
 
-    let out = Command::new("/usr/bin/python3").args(["-c", READER]).arg(&pcap.0).output().expect("scapy reader");
+    let out = Command::new("/usr/bin/python3").args(["-c", READER]).arg(pcap.path()).output().expect("scapy reader");
     assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
     let mut cycles: Vec<Vec<Arrival>> = (0..CYCLES).map(|_| Vec::new()).collect();
     for l in String::from_utf8_lossy(&out.stdout).lines() {

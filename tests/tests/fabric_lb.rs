@@ -8,14 +8,13 @@
 //! bursts of `rocefab send`: the gaps are the stimulus (δ = 200 ms, gaps ≥ 400 ms, packets
 //! within a burst 50–200 µs apart); the decision itself is tested with an injected clock in
 //! `xdp_lb_test_run.rs`. Needs root (and python3-scapy for the PFC agent).
-mod host_util;
-
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use dataplane_common::{ecmp_index, flow_hash};
-use host_util::{require_tool, Agent};
 use rocefab_tests::fabric::{metric, Fabric};
+use rocefab_tests::proc::require_tool;
+use rocefab_tests::scapy::Agent;
 
 const SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
 const DST: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 3);

@@ -21,18 +21,18 @@
 //!   takes DCBX from the neighbour the topology cables it to.
 //! - `rocefab status --json`: every daemon's /metrics URL; its scrape_configs pass
 //!   `promtool check config` and every target's metrics pass `promtool check metrics`.
-mod host_util;
-
 use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use host_util::{require_tool, start_capture_in, Proc, TempFile};
 use rocefab_contracts::config::SwitchConfig;
-use rocefab_tests::fabric::{http_get, metric, pids_with_cmdline, promtool_check, run_dir, scrape, Fabric};
+use rocefab_tests::capture::start_capture_in;
+use rocefab_tests::fabric::{metric, pids_with_cmdline, promtool_check, run_dir, scrape, Fabric};
+use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::scratch::{temp_dir, TempDir, TempFile};
+use rocefab_tests::tshark::{self, num};
 use serde_json::Value;
 
 /// LLDPDUs every second and a short TTL, so frames flow during a short capture.
@@ -127,20 +127,9 @@ fn switch_port(f: &Fabric, sw: &str, peer: &str) -> Sender {
     }
 }
 
-/// The NIC agent configuration `rocefab up` wrote for `host`.
-fn nicd_config(f: &Fabric, host: &str) -> Value {
-    let p = run_dir(&f.name).join(format!("{host}.nicd.json"));
-    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn nicd_addr(f: &Fabric, host: &str) -> SocketAddr {
-    nicd_config(f, host)["listen"].as_str().expect("listen").parse().expect("listen address")
-}
-
 /// `host`'s NIC `nic` as an LLDP sender (chassis = the NIC's MAC, port = interface name).
 fn nic_port(f: &Fabric, host: &str, nic: &str) -> Sender {
-    let c = nicd_config(f, host);
+    let c = f.nicd_config(host);
     let n = c["nics"]
         .as_array()
         .expect("nics")
@@ -163,7 +152,7 @@ fn nic_port(f: &Fabric, host: &str, nic: &str) -> Sender {
 
 /// `GET /lldp` of a daemon, parsed.
 fn lldp_json(addr: SocketAddr) -> Value {
-    let body = http_get(addr, "/lldp").unwrap_or_else(|e| panic!("GET /lldp: {e}"));
+    let body = rocefab_tests::http::get(addr, "/lldp").unwrap_or_else(|e| panic!("GET /lldp: {e:#}"));
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{addr}/lldp: {e}: {body}"))
 }
 
@@ -205,7 +194,7 @@ impl AgentPort {
     fn nic(f: &Fabric, host: &str, nic: &str) -> AgentPort {
         AgentPort {
             what: format!("{host}:{nic}"),
-            addr: nicd_addr(f, host),
+            addr: f.nicd_addr(host),
             port: nic.into(),
             labels: vec![("host".into(), host.into()), ("port".into(), nic.into())],
         }
@@ -265,40 +254,10 @@ fn bits(b: u8) -> Vec<u8> {
 
 type Fields = HashMap<String, Vec<String>>;
 
-/// Captures LLDP on `nic` in `host`'s namespace for `secs` seconds with tshark.
-fn tshark_capture(f: &Fabric, host: &str, nic: &str, secs: u32, pcap: &Path) {
-    let o = Command::new("ip")
-        .args(["netns", "exec", &f.netns(host), "timeout", &(secs + 20).to_string(), "tshark", "-q", "-i", nic])
-        .args(["-f", "ether proto 0x88cc", "-a", &format!("duration:{secs}"), "-w"])
-        .arg(pcap)
-        .output()
-        .expect("run tshark");
-    assert!(o.status.success(), "tshark capture on {host}:{nic}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
 /// Every occurrence of every field, per frame.
-fn tshark_decode(pcap: &Path, fields: &[String]) -> Vec<Fields> {
-    let mut c = Command::new("tshark");
-    c.arg("-r").arg(pcap).args(["-T", "fields", "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=;"]);
-    for f in fields {
-        c.args(["-e", f]);
-    }
-    let o = c.output().expect("run tshark");
-    assert!(o.status.success(), "tshark -r {}: {}", pcap.display(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| {
-            let cols: Vec<&str> = l.split('\t').collect();
-            assert_eq!(cols.len(), fields.len(), "tshark line {l:?}");
-            fields
-                .iter()
-                .zip(cols)
-                .map(|(f, c)| {
-                    (f.clone(), if c.is_empty() { vec![] } else { c.split(';').map(str::to_string).collect() })
-                })
-                .collect()
-        })
-        .collect()
+fn tshark_decode(pcap: &std::path::Path, fields: &[String]) -> Vec<Fields> {
+    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+    tshark::occurrences(pcap, "", &names).into_iter().map(|frame| fields.iter().cloned().zip(frame).collect()).collect()
 }
 
 fn lldp_fields() -> Vec<String> {
@@ -346,14 +305,6 @@ fn one<'a>(fr: &'a Fields, field: &str) -> &'a str {
     match all(fr, field) {
         [v] => v,
         other => panic!("{field}: expected one value, got {other:?}\nframe: {fr:?}"),
-    }
-}
-
-/// tshark prints numbers in decimal or 0x-hex depending on the field.
-fn num(s: &str) -> u64 {
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).unwrap_or_else(|e| panic!("{s}: {e}")),
-        None => s.parse().unwrap_or_else(|e| panic!("{s:?}: {e}")),
     }
 }
 
@@ -420,7 +371,7 @@ fn tshark_both_directions(f: &Fabric) -> Dcbx {
     let nic_id = nic_port(f, "host1", "gpu0");
 
     let pcap = TempFile::new(&format!("rf-h-lldp-{}.pcapng", f.name));
-    tshark_capture(f, "host1", "gpu0", 3, &pcap);
+    tshark::capture_in(&f.netns("host1"), "gpu0", "ether proto 0x88cc", 3, &pcap);
     let frames = tshark_decode(&pcap, &lldp_fields());
     let from = |mac: &str| frames.iter().filter(|fr| one(fr, "eth.src") == mac).collect::<Vec<_>>();
     let (sw_frames, nic_frames) = (from(&sw_id.src_mac), from(&nic_id.src_mac));
@@ -485,7 +436,7 @@ fn tshark_decodes_switch_and_nic_lldpdus_field_by_field() {
     assert_eq!(want.app, BTreeSet::from([(SEL_UDP, UDP_ROCEV2, 3), (SEL_DSCP, 24, 3), (SEL_DSCP, 48, 7)]));
     assert_eq!((want.tsa, want.tc_bandwidth), ([2, 2, 2, 2, 2, 2, 2, 0], [50, 0, 0, 50, 0, 0, 0, 0]));
     // Both daemons' scrapes pass promtool.
-    promtool_check("rocefab-nicd host1", &scrape(nicd_addr(&f, "host1")));
+    promtool_check("rocefab-nicd host1", &scrape(f.nicd_addr("host1")));
     promtool_check("rocefab-switchd rail1", &f.metrics("rail1"));
 }
 
@@ -499,7 +450,7 @@ fn tshark_shows_the_nic_advertising_the_changed_qos_it_adopted() {
     assert_eq!(bits(want.pfc_enable), [4]);
     assert_eq!(want.app, BTreeSet::from([(SEL_UDP, UDP_ROCEV2, 4), (SEL_DSCP, 26, 4), (SEL_DSCP, 48, 7)]));
     assert_eq!(want.tc_bandwidth, [70, 0, 0, 0, 30, 0, 0, 0]);
-    let own = &nicd_config(&f, "host1")["nics"][0]["dcb"];
+    let own = &f.nicd_config("host1")["nics"][0]["dcb"];
     assert_eq!(own["pfc_enable"].as_u64(), Some(1 << 3), "the NIC's own PFC before negotiation");
 }
 
@@ -513,7 +464,7 @@ fn tshark_shows_the_nic_advertising_the_changed_qos_it_adopted() {
 struct Lldpad {
     proc: Option<Proc>,
     ns: String,
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Lldpad {
@@ -522,15 +473,13 @@ impl Lldpad {
     fn start(ns: &str, ifname: &str, tag: &str) -> Lldpad {
         // lldptool comes with lldpad (Debian package lldpad, `cargo xtask setup`).
         require_tool("lldpad", &["-v"]);
-        let dir = std::env::temp_dir().join(format!("rf-h-lldpad-{tag}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("lldpad dir");
-        let log = std::fs::File::create(dir.join("lldpad.log")).expect("lldpad log");
+        let dir = temp_dir(&format!("rf-h-lldpad-{tag}-"));
+        let log = std::fs::File::create(dir.path().join("lldpad.log")).expect("lldpad log");
         let proc = Proc::spawn(
             "lldpad",
             Command::new("ip")
                 .args(["netns", "exec", ns, "lldpad", "-p", "-f"])
-                .arg(dir.join("lldpad.conf"))
+                .arg(dir.path().join("lldpad.conf"))
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("log"))
                 .stderr(log),
@@ -585,7 +534,7 @@ impl Lldpad {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("lldpad.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("lldpad.log")).unwrap_or_default()
     }
 }
 
@@ -593,7 +542,7 @@ impl Drop for Lldpad {
     fn drop(&mut self) {
         // Proc's drop: SIGTERM, up to 3 s, SIGKILL, reap.
         drop(self.proc.take());
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // `dir` is removed after this.
         // lldpad keeps its state in a machine-wide shared-memory file; nothing else uses it here.
         let _ = std::fs::remove_file("/dev/shm/lldpad.state");
     }
@@ -1123,25 +1072,23 @@ fn a_stopped_nic_agent_sends_a_shutdown_lldpdu_and_the_switch_forgets_it_at_once
 struct Lldpd {
     proc: Option<Proc>,
     ns: String,
-    dir: PathBuf,
+    dir: TempDir,
 }
 
 impl Lldpd {
     fn start(ns: &str, ifname: &str, tag: &str) -> Lldpd {
         require_tool("lldpd", &["-v"]);
-        let dir = std::env::temp_dir().join(format!("rf-h-lldpd-{tag}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("lldpd dir");
-        std::fs::write(dir.join("lldpd.conf"), "configure lldp tx-interval 1\nconfigure lldp tx-hold 4\n")
+        let dir = temp_dir(&format!("rf-h-lldpd-{tag}-"));
+        std::fs::write(dir.path().join("lldpd.conf"), "configure lldp tx-interval 1\nconfigure lldp tx-hold 4\n")
             .expect("lldpd.conf");
-        let log = std::fs::File::create(dir.join("lldpd.log")).expect("lldpd log");
+        let log = std::fs::File::create(dir.path().join("lldpd.log")).expect("lldpd log");
         let proc = Proc::spawn(
             "lldpd",
             Command::new("ip")
                 .args(["netns", "exec", ns, "lldpd", "-d", "-I", ifname, "-C", ifname, "-u"])
-                .arg(dir.join("lldpd.sock"))
+                .arg(dir.path().join("lldpd.sock"))
                 .arg("-O")
-                .arg(dir.join("lldpd.conf"))
+                .arg(dir.path().join("lldpd.conf"))
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("log"))
                 .stderr(log),
@@ -1166,7 +1113,7 @@ impl Lldpd {
     fn cli(&self, args: &[&str]) -> (bool, String, String) {
         let o = Command::new("ip")
             .args(["netns", "exec", &self.ns, "lldpcli", "-u"])
-            .arg(self.dir.join("lldpd.sock"))
+            .arg(self.dir.path().join("lldpd.sock"))
             .args(args)
             .output()
             .expect("lldpcli");
@@ -1196,7 +1143,7 @@ impl Lldpd {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("lldpd.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("lldpd.log")).unwrap_or_default()
     }
 
     /// Its pid (the one `ip netns exec` became).
@@ -1213,7 +1160,7 @@ impl Lldpd {
 impl Drop for Lldpd {
     fn drop(&mut self) {
         self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // `dir` is removed after this.
     }
 }
 
@@ -1385,7 +1332,7 @@ fn status_lists_every_metrics_url_and_prometheus_accepts_the_config() {
         .iter()
         .map(|s| format!("http://{}/metrics", f.config(s).metrics_listen))
         .collect();
-    want.extend(["host1", "host2", "host3", "host4"].iter().map(|h| format!("http://{}/metrics", nicd_addr(&f, h))));
+    want.extend(["host1", "host2", "host3", "host4"].iter().map(|h| format!("http://{}/metrics", f.nicd_addr(h))));
     assert_eq!(urls, want);
     // Text form: every URL on a target line.
     let text = String::from_utf8_lossy(&rocefab_tests::fabric::rocefab(&["status", &f.name]).stdout).into_owned();
@@ -1398,8 +1345,8 @@ fn status_lists_every_metrics_url_and_prometheus_accepts_the_config() {
     // prometheus.yml from the JSON (JSON is YAML), checked by promtool.
     let cfg = TempFile::new("rf-h-lldp-rfla-prometheus.yml");
     let yml = serde_json::json!({ "global": { "scrape_interval": "15s" }, "scrape_configs": st["prometheus_static_configs"] });
-    std::fs::write(&cfg.0, serde_json::to_string_pretty(&yml).unwrap()).unwrap();
-    let o = Command::new("promtool").arg("check").arg("config").arg(&cfg.0).output().expect("promtool");
+    std::fs::write(cfg.path(), serde_json::to_string_pretty(&yml).unwrap()).unwrap();
+    let o = Command::new("promtool").arg("check").arg("config").arg(cfg.path()).output().expect("promtool");
     assert!(
         o.status.success(),
         "promtool check config: {}{}",

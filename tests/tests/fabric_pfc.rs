@@ -7,13 +7,15 @@
 //! Every test uses the same rail: host1:gpu0 → rail1 → host2:gpu0 (10.0.1.1 → 10.0.1.2), so
 //! the congested ingress group is rail1's port to host1 and the paused egress queue is rail1's
 //! port to host2, priority 3.
-mod host_util;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use host_util::*;
+use rocefab_tests::capture::start_capture_in;
 use rocefab_tests::fabric::{metric, Fabric};
+use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::scapy::Agent;
+use rocefab_tests::scratch::TempFile;
+use rocefab_tests::tshark::{fields as tshark_fields, num};
 
 const SRC: &str = "10.0.1.1";
 const DST: &str = "10.0.1.2";
@@ -518,13 +520,7 @@ fn malformed_mac_control_frames_are_counted_and_never_crash_the_switch() {
 /// incast bottleneck seven senders at ~0.1 Gbit/s each fill, and small PFC thresholds), with
 /// `edit` applied to its text.
 fn incast_fabric(name: &str, edit: impl Fn(String) -> String) -> Fabric {
-    let path = rocefab_tests::fabric::topology_copy("rail-spine-incast.yaml", name);
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, edit(text)).unwrap();
-    let f = Fabric::guard(name, path.clone());
-    let o = rocefab_tests::fabric::rocefab(&["up", path.to_str().unwrap()]);
-    assert!(o.status.success(), "rocefab up {name}: {}", rocefab_tests::fabric::stderr(&o));
-    f
+    Fabric::up_edited("rail-spine-incast.yaml", name, edit)
 }
 
 /// The incast on `f` (see [`rocefab_tests::fabric::run_incast`]) with the report parsed.
@@ -535,7 +531,7 @@ fn run_incast(f: &Fabric) -> (serde_json::Value, f64) {
 }
 
 fn sum_over_switches(f: &Fabric, name: &str, labels: &[(&str, &str)]) -> f64 {
-    ["rail1", "rail2", "spine1", "spine2"].iter().map(|s| metric(&f.metrics(s), name, labels)).sum()
+    f.metric_sum(&["rail1", "rail2", "spine1", "spine2"], name, labels)
 }
 
 /// Test 3, Cascade (book Fig. 11-4 to 11-6) on `rail-spine-incast.yaml`: a 7:1 lossless incast into
@@ -580,13 +576,7 @@ fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
     for h in 1..=4 {
         assert!(pfc("rail2", "tx", &format!("host{h}:gpu1")) >= 1.0, "rail2 sent no PFC to host{h}:gpu1");
     }
-    let paused: u64 = r["nics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|n| n["nic"] == "gpu1")
-        .map(|n| n["pfc_paused_ns"].as_u64().unwrap_or(0))
-        .sum();
+    let paused = rocefab_tests::fabric::nic_sum(&r, "gpu1", "pfc_paused_ns");
     assert!(paused > 0, "the sender NICs were never paused: {}", r["nics"]);
     assert_eq!(sum_over_switches(&f, "rocefab_headroom_overflow_total", &[]), 0.0);
     assert_eq!(sum_over_switches(&f, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);

@@ -25,7 +25,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use dataplane_common::{ecmp_index, flow_hash};
 use rocefab_contracts::config::SwitchConfig;
-use rocefab_tests::fabric::{metric, rocefab, run_dir, stderr, stdout, topology_copy, Fabric};
+use rocefab_tests::fabric::{metric, rocefab, run_dir, stderr, stdout, Fabric};
 
 /// Flows per sender (source ports 49152..49152+FLOWS) and packets per flow.
 const FLOWS: u16 = 512;
@@ -46,14 +46,10 @@ const SWITCHES: [&str; 12] = [
 
 /// Brings up a renamed copy of `template`, with `hash_seed: shared` replaced by `seed`.
 fn up(template: &str, name: &str, seed: &str) -> Fabric {
-    let path = topology_copy(template, name);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("\nhash_seed: shared "), "{template} changed shape");
-    std::fs::write(&path, text.replace("\nhash_seed: shared ", &format!("\nhash_seed: {seed} "))).unwrap();
-    let f = Fabric::guard(name, path.clone());
-    let o = rocefab(&["up", path.to_str().unwrap()]);
-    assert!(o.status.success(), "rocefab up {name}: {}{}", stdout(&o), stderr(&o));
-    f
+    Fabric::up_edited(template, name, |text| {
+        assert!(text.contains("\nhash_seed: shared "), "{template} changed shape");
+        text.replace("\nhash_seed: shared ", &format!("\nhash_seed: {seed} "))
+    })
 }
 
 /// Ports of `switch` towards the next tier up (`switch:port` → peer node).

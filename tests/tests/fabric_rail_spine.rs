@@ -177,9 +177,9 @@ fn second_up_errors() {
 #[test]
 fn bad_topology_creates_nothing() {
     let name = "rft6";
-    let p = topology_copy("rail-spine.yaml", name);
     // Runs `rocefab down` (and removes the topology copy) on drop, should `up` create anything.
-    let _guard = Fabric::guard(name, p.clone());
+    let guard = Fabric::guard("rail-spine.yaml", name);
+    let p = guard.topology.clone();
     let src = std::fs::read_to_string(&p).unwrap().replace("gpus_per_host: 2 ", "gpus_per_host: x ");
     std::fs::write(&p, &src).unwrap();
     let line = src.lines().position(|l| l.contains("gpus_per_host")).unwrap() + 1;
@@ -198,10 +198,10 @@ fn bad_topology_creates_nothing() {
 #[test]
 fn failed_up_cleans_up() {
     let name = "rft7";
-    let p = topology_copy("rail-spine.yaml", name);
     // Runs `rocefab down` on drop (should `up` leave anything behind) and removes the topology
     // copy's directory, which also holds the fake daemon.
-    let _guard = Fabric::guard(name, p.clone());
+    let guard = Fabric::guard("rail-spine.yaml", name);
+    let p = guard.topology.clone();
     let fake = p.parent().unwrap().join("rocefab-switchd");
     std::fs::write(&fake, "#!/bin/sh\necho 'cannot attach xdp: injected failure' >&2\nexit 3\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -220,8 +220,8 @@ fn failed_up_cleans_up() {
 #[test]
 fn daemon_killed_during_up_is_named() {
     let name = "rft7k";
-    let p = topology_copy("rail-spine.yaml", name);
-    let _guard = Fabric::guard(name, p.clone());
+    let guard = Fabric::guard("rail-spine.yaml", name);
+    let p = guard.topology.clone();
     let fake = p.parent().unwrap().join("rocefab-switchd");
     std::fs::write(
         &fake,

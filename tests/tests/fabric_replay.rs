@@ -24,14 +24,15 @@
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`. Needs
 //! tcpdump and /usr/bin/python3 with scapy.
-mod host_util;
-
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use host_util::{require_tool, Proc};
-use rocefab_tests::fabric::{fabric_namespaces, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::capture::{start_nano_capture_in, start_rocefab_capture, stop_rocefab_capture, stop_tcpdump};
+use rocefab_tests::fabric::{fabric_namespaces, rocefab, stderr, stdout, text, Fabric};
+use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::scratch::{temp_dir, TempDir};
+use rocefab_tests::tshark;
 use rocefab_wire::pcap::{read_all, write_all, CapturedFrame, Format};
 use rocefab_wire::roce::ParsedFrame;
 
@@ -46,34 +47,14 @@ fn tools() {
     require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.roce"]);
 }
 
-/// A temporary directory, removed on drop (also when the test panics).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("rf-replay-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", stdout(o), stderr(o))
+/// A scratch directory `rf-replay-<tag>-*`, removed on drop (also when the test panics).
+fn scratch(tag: &str) -> TempDir {
+    temp_dir(&format!("rf-replay-{tag}-"))
 }
 
 /// `rocefab frame <args> -w <tmp>`: the frames it wrote.
 fn frames(dir: &TempDir, args: &[&str]) -> Vec<Vec<u8>> {
-    let path = dir.file("frame.pcap");
+    let path = dir.path().join("frame.pcap");
     let mut a = vec!["frame"];
     a.extend_from_slice(args);
     a.extend_from_slice(&["-w", path.to_str().unwrap()]);
@@ -120,20 +101,17 @@ impl Gaps {
 /// tcpdump on host2:gpu1 (only RoCEv2), bounded by `timeout 60`; returns once it listens.
 fn start_receiver(f: &Fabric, pcap: &Path) -> Proc {
     let _ = std::fs::remove_file(pcap);
-    host_util::start_nano_capture_in(&f.netns("host2"), "gpu1", pcap.to_str().unwrap(), "udp port 4791")
+    start_nano_capture_in(&f.netns("host2"), "gpu1", pcap.to_str().unwrap(), "udp port 4791")
 }
 
 /// Waits (5 s at most) until the capture holds `expect` frames, stops tcpdump with SIGINT
 /// (5 s at most, then the guard kills it) and returns what it captured.
-fn stop_receiver(mut p: Proc, pcap: &Path, expect: usize) -> Vec<CapturedFrame> {
+fn stop_receiver(p: Proc, pcap: &Path, expect: usize) -> Vec<CapturedFrame> {
     let end = Instant::now() + Duration::from_secs(5);
     while Instant::now() < end && read_all(pcap).map_or(true, |v| v.len() < expect) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    // SAFETY: plain kill(2) on our own child (`ip netns exec` exec'd `timeout`, which passes
-    // SIGINT on to tcpdump).
-    unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
-    let code = p.wait(Duration::from_secs(5));
+    let code = stop_tcpdump(p, Duration::from_secs(5));
     assert_eq!(code, 0, "tcpdump exit status");
     read_all(pcap).unwrap_or_else(|e| panic!("{}: {e}", pcap.display()))
 }
@@ -152,29 +130,6 @@ fn timing_error(want: &[Duration], got: &[Duration]) -> (f64, f64, f64) {
     }
     let n = (want.len() - 1) as f64;
     (sum_err / n / 1e3, 100.0 * sum_err / sum_gap, max / 1e3)
-}
-
-/// (stored, computed) ICRC of every RoCEv2 frame of `pcap`, per scapy.contrib.roce.
-fn scapy_icrc(pcap: &Path) -> Vec<(String, String)> {
-    let script = r#"
-import sys
-from scapy.all import rdpcap, Ether, raw
-from scapy.contrib.roce import BTH
-for p in rdpcap(sys.argv[1]):
-    if BTH in p:
-        q = Ether(raw(p))
-        q[BTH].icrc = None
-        print(raw(p[BTH])[-4:].hex(), raw(q[BTH])[-4:].hex())
-"#;
-    let o = Command::new("/usr/bin/python3").args(["-c", script]).arg(pcap).output().expect("python3");
-    assert!(o.status.success(), "scapy: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| {
-            let (a, b) = l.split_once(' ').unwrap();
-            (a.to_string(), b.to_string())
-        })
-        .collect()
 }
 
 /// CPU time counters of /proc/stat's `cpu` line: (idle + iowait, total).
@@ -249,7 +204,7 @@ fn check_received(
         assert_eq!(ident(&g.data), ident(want), "the capture's frames in the capture's order");
         assert_eq!(p.ip.dscp, ParsedFrame::parse(want).unwrap().ip.dscp, "DSCP kept");
     }
-    let rows = scapy_icrc(pcap);
+    let rows = rocefab_tests::scapy::icrc(pcap);
     assert_eq!(rows.len(), injected.len(), "frames scapy dissects as RoCEv2");
     for (i, ((stored, computed), bad)) in rows.iter().zip(bad_icrc).enumerate() {
         if *bad {
@@ -277,7 +232,7 @@ fn replay(f: &Fabric, args: &[&str]) -> Output {
 fn replay_of_a_rocefab_frame_capture_arrives_rewritten_with_good_icrc_and_on_time() {
     tools();
     let f = Fabric::up("rail-spine.yaml", "rfr1");
-    let dir = TempDir::new("rfr1");
+    let dir = scratch("rfr1");
     let ab = ["--src-ip", A, "--dst-ip", B];
     let ba = ["--src-ip", B, "--dst-ip", A];
     let roce = |args: &[&str], addr: &[&str]| {
@@ -316,7 +271,7 @@ fn replay_of_a_rocefab_frame_capture_arrives_rewritten_with_good_icrc_and_on_tim
         stamped.push((t, frame.clone(), *inj));
         t += gaps.next();
     }
-    let cap = dir.file("a.pcap");
+    let cap = dir.path().join("a.pcap");
     write_all(&cap, Format::Pcap, stamped.iter().map(|(t, f, _)| (*t, f.as_slice()))).unwrap();
     let injected: Vec<&(Duration, Vec<u8>, bool)> = stamped.iter().filter(|s| s.2).collect();
     assert_eq!((seq.len(), injected.len()), (51, 45));
@@ -326,7 +281,7 @@ fn replay_of_a_rocefab_frame_capture_arrives_rewritten_with_good_icrc_and_on_tim
     let mut bad_icrc = vec![false; 45];
     bad_icrc[44] = true;
 
-    let got_pcap = dir.file("got.pcap");
+    let got_pcap = dir.path().join("got.pcap");
     let map = format!("{B}=host2:gpu1");
     until_on_time(
         |attempt, idle| {
@@ -418,8 +373,8 @@ print(len(pk))
 fn replay_of_a_scapy_pcapng_capture_skips_by_reason_and_paces_at_pps() {
     tools();
     let f = Fabric::up("rail-spine.yaml", "rfr2");
-    let dir = TempDir::new("rfr2");
-    let cap = dir.file("s.pcapng");
+    let dir = scratch("rfr2");
+    let cap = dir.path().join("s.pcapng");
     let o = Command::new("/usr/bin/python3").args(["-c", SCAPY_CAPTURE]).arg(&cap).output().expect("python3");
     assert!(o.status.success(), "scapy: {}", text(&o));
     assert_eq!(stdout(&o).trim(), "32");
@@ -432,7 +387,7 @@ fn replay_of_a_scapy_pcapng_capture_skips_by_reason_and_paces_at_pps() {
         .collect();
     assert_eq!(injected.len(), 25);
 
-    let got_pcap = dir.file("got.pcap");
+    let got_pcap = dir.path().join("got.pcap");
     let schedule: Vec<Duration> = (0..25).map(|i| Duration::from_millis(10 * i)).collect();
     until_on_time(
         |attempt, idle| {
@@ -514,13 +469,6 @@ fn check_pps_report(stdout: &str) {
 /// Time dilation of test 3.
 const D3: f64 = 1000.0;
 
-/// Unix ns of tshark's `frame.time_epoch` (`1700000000.123456789`).
-fn epoch_ns(s: &str) -> i128 {
-    let (secs, frac) = s.split_once('.').unwrap_or((s, "0"));
-    let frac = format!("{frac:0<9}");
-    secs.parse::<i128>().unwrap_or_else(|e| panic!("{s:?}: {e}")) * 1_000_000_000 + frac[..9].parse::<i128>().unwrap()
-}
-
 /// Test 3: at `time_dilation: 1000` a capture's timing is emulated time both ways: `rocefab replay`
 /// sends frames captured 10–20 µs apart 10–20 ms apart on the wall clock (tcpdump on
 /// host2:gpu1 is the wall-clock oracle) and reports in emulated time, and `rocefab capture` of
@@ -531,7 +479,7 @@ fn at_a_time_dilation_replay_stretches_the_schedule_and_capture_writes_emulated_
     tools();
     require_tool("tshark", &["--version"]);
     let f = Fabric::up_with("rail-spine.yaml", "rfr3", &format!("time_dilation: {D3}\n"));
-    let dir = TempDir::new("rfr3");
+    let dir = scratch("rfr3");
     // 21 Write Middle frames of 256 bytes: 314-byte frames take 2.5 ms per hop at 1 Gbit/s / 1000,
     // well inside the gaps.
     let wm = frames(
@@ -560,7 +508,7 @@ fn at_a_time_dilation_replay_stretches_the_schedule_and_capture_writes_emulated_
         stamped.push((t, frame.as_slice()));
         t += gaps.next() / 500;
     }
-    let cap = dir.file("emulated.pcap");
+    let cap = dir.path().join("emulated.pcap");
     write_all(&cap, Format::Pcap, stamped.iter().copied()).unwrap();
     let schedule: Vec<Duration> = stamped.iter().map(|s| s.0 - stamped[0].0).collect();
     let span_ns = schedule[20].as_nanos() as f64;
@@ -576,17 +524,17 @@ fn at_a_time_dilation_replay_stretches_the_schedule_and_capture_writes_emulated_
     assert_eq!(clock["clock"]["time_dilation"].as_f64(), Some(D3));
 
     let port = f.port_to("rail2", "host2:gpu1");
-    let got_pcap = dir.file("got.pcap");
-    let out = dir.file("rail2.pcapng").display().to_string();
+    let got_pcap = dir.path().join("got.pcap");
+    let out = dir.path().join("rail2.pcapng").display().to_string();
     let map = format!("{B}=host2:gpu1");
     until_on_time(
         |attempt, idle| {
             let _ = std::fs::remove_file(&out);
             let rx = start_receiver(&f, &got_pcap);
-            let capture = host_util::start_rocefab_capture(&out, &[&f.name, &format!("rail2:{port}")]);
+            let capture = start_rocefab_capture(&out, &[&f.name, &format!("rail2:{port}")]);
             let o = replay(&f, &[cap.to_str().unwrap(), "--map", &map, "--json"]);
             let got = stop_receiver(rx, &got_pcap, 21);
-            let summary = host_util::stop_rocefab_capture(capture);
+            let summary = stop_rocefab_capture(capture);
             assert!(o.status.success(), "rocefab replay: {}", text(&o));
 
             // The report is in emulated time and gives the wall clock's length and D.
@@ -616,7 +564,7 @@ fn at_a_time_dilation_replay_stretches_the_schedule_and_capture_writes_emulated_
             let (mean_us, pct, max_us) = check_received(&got, &got_pcap, &wm, &[false; 21], &wall_schedule);
 
             // The capture at rail2: the same frames, outbound, on the emulated clock.
-            let rows = host_util::tshark_fields(
+            let rows = tshark::fields(
                 Path::new(&out),
                 // (host2's kernel answers some with ICMP port unreachable, which quotes the UDP header.)
                 "udp.dstport == 4791 && !icmp",
@@ -632,7 +580,7 @@ fn at_a_time_dilation_replay_stretches_the_schedule_and_capture_writes_emulated_
                 assert!(r[3].contains("emulated time at time_dilation 1000: "), "interface description: {r:?}");
             }
             assert!(summary.contains("emulated at time_dilation 1000"), "{summary}");
-            let emu: Vec<i128> = rows.iter().map(|r| epoch_ns(&r[0])).collect();
+            let emu: Vec<i128> = rows.iter().map(|r| i128::from(tshark::epoch_ns(&r[0]))).collect();
             let wall_rx: Vec<i128> = got.iter().map(|g| g.timestamp.as_nanos() as i128).collect();
             // Gap by gap, the capture's emulated gaps are the receiver's wall gaps / D (both see the
             // same frame on the last hop; 3 µs emulated = 3 ms of wall-clock difference allowed).
@@ -668,7 +616,7 @@ fn at_a_time_dilation_replay_stretches_the_schedule_and_capture_writes_emulated_
 fn replay_reports_the_receivers_timing_as_tcpdump_sees_it_and_warns_on_gaps_too_small() {
     tools();
     let f = Fabric::up("rail-spine.yaml", "rfr4");
-    let dir = TempDir::new("rfr4");
+    let dir = scratch("rfr4");
     let wo = frames(
         &dir,
         &[
@@ -696,10 +644,10 @@ fn replay_reports_the_receivers_timing_as_tcpdump_sees_it_and_warns_on_gaps_too_
         stamped.push((t, frame.as_slice()));
         t += Duration::from_micros(30 + 3 * i as u64);
     }
-    let cap = dir.file("tight.pcap");
+    let cap = dir.path().join("tight.pcap");
     write_all(&cap, Format::Pcap, stamped.iter().copied()).unwrap();
     let schedule: Vec<Duration> = stamped.iter().map(|s| s.0 - stamped[0].0).collect();
-    let got_pcap = dir.file("got.pcap");
+    let got_pcap = dir.path().join("got.pcap");
     let map = format!("{B}=host2:gpu1");
     let mut lines = Vec::new();
     for attempt in 1..=2 {
@@ -794,7 +742,7 @@ fn replay_reports_the_receivers_timing_as_tcpdump_sees_it_and_warns_on_gaps_too_
             B,
         ],
     );
-    let rxe_cap = dir.file("rxe.pcap");
+    let rxe_cap = dir.path().join("rxe.pcap");
     write_all(
         &rxe_cap,
         Format::Pcap,

@@ -4,13 +4,15 @@
 //!
 //! Build first, then run serially as root:
 //! `cargo build -p host-daemons && cargo test -p rocefab-tests --test host_rdma -- --test-threads=1`
-mod host_util;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use host_util::*;
+use rocefab_tests::capture::{start_capture, wait_for_roce_frame};
+use rocefab_tests::host::{hostd_bin, nic, qp, report, start_hostd, BackToBack, Netns};
+use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::scratch::TempFile;
+use rocefab_tests::tshark::{fields as tshark_fields, num};
 use serde_json::json;
 
 /// Fails clearly unless tshark, tcpdump and /usr/bin/python3 with scapy's `module` are there.
@@ -318,37 +320,27 @@ fn host_bad_job_fails_with_an_error_naming_the_problem() {
         "nics": [{"name": "rf-h-nope", "mac": "02:00:00:00:00:01", "ip": "10.75.0.1", "line_rate_bps": GBPS}],
         "qps": []
     });
-    let path = std::env::temp_dir().join("rf-h-job-bad.json");
+    let path = TempFile::new("rf-h-job-bad.json");
     std::fs::write(&path, job.to_string()).unwrap();
-    let out =
-        Command::new("ip").args(["netns", "exec", &ns.0]).arg(hostd_bin()).arg("--job").arg(&path).output().unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0])
+        .arg(hostd_bin())
+        .arg("--job")
+        .arg(path.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("rf-h-nope") && e.contains("SIOCGIFMTU"), "{e}");
 
     std::fs::write(&path, r#"{"name":"x","nics":[],"qps":[],"extra":1}"#).unwrap();
-    let out = Command::new(hostd_bin()).arg("--job").arg(&path).output().unwrap();
+    let out = Command::new(hostd_bin()).arg("--job").arg(path.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("rf-h-job-bad.json") && e.contains("extra"), "{e}");
-    let _ = std::fs::remove_file(&path);
 }
 
-/// scapy, for each frame of a pcap: the stored ICRC and scapy's own computation (hex), one
-/// line each; then a WRITE Only (AckReq, CE-marked) built entirely by scapy, sent on argv[2].
-const SCAPY_ICRC: &str = r#"
-import sys, struct
-from scapy.all import rdpcap, Ether, IP, UDP, Raw, raw, conf
-from scapy.contrib.roce import BTH
-for p in rdpcap(sys.argv[1]):
-    if BTH not in p:
-        continue
-    stored = raw(p[BTH])[-4:]
-    q = Ether(raw(p))
-    q[BTH].icrc = None
-    print(stored.hex(), raw(q[BTH])[-4:].hex(), flush=True)
-"#;
-
+/// scapy: a WRITE Only (AckReq, CE-marked) built entirely by scapy, sent on argv[1].
 const SCAPY_WRITE: &str = r#"
 import sys, struct
 from scapy.all import Ether, IP, UDP, Raw, conf
@@ -496,15 +488,7 @@ fn host_capture_decodes_as_infiniband_and_icrc_matches_scapy() {
 /// through), each carries the ICRC scapy computes for it, and every ICRC tshark showed is one
 /// of them.
 fn check_icrc_with_scapy(pcap: &std::path::Path, frames: usize, tshark_crcs: &[u64]) {
-    let out = Command::new("/usr/bin/python3").args(["-c", SCAPY_ICRC]).arg(pcap).output().unwrap();
-    assert!(out.status.success(), "scapy: {}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next().unwrap().to_string(), it.next().unwrap().to_string())
-        })
-        .collect();
+    let lines = rocefab_tests::scapy::icrc(pcap);
     assert_eq!(lines.len(), frames, "frames scapy parsed as RoCEv2 (stored/computed ICRC): {lines:?}");
     for (stored, computed) in &lines {
         assert_eq!(stored, computed, "ICRC in the frame vs scapy's computation");

@@ -77,7 +77,7 @@ fn host_program_redirects_roce_and_mac_control_and_passes_the_rest() {
     let veth = VethPair::new("rf-h-x1a", "rf-h-x1b").unwrap();
     let idx = ifindex(&veth.a).unwrap();
     let mut h = load_for_test(&[idx], PROGRAM_NAME).expect("rocefab_host_xdp must pass the verifier");
-    let xsk = XskSocket::bind(idx).unwrap();
+    let xsk = XskSocket::bind(&veth.a).unwrap();
     h.register_xsk(0, xsk.fd()).unwrap();
 
     let cases: [(&str, Vec<u8>, u32); 8] = [
@@ -136,7 +136,7 @@ fn drop_nth_program_drops_every_nth_roce_frame_only() {
     let veth = VethPair::new("rf-h-x3a", "rf-h-x3b").unwrap();
     let idx = ifindex(&veth.a).unwrap();
     let mut h = load_for_test(&[idx], DROP_NTH_PROGRAM_NAME).expect("rocefab_test_drop_nth must pass the verifier");
-    let xsk = XskSocket::bind(idx).unwrap();
+    let xsk = XskSocket::bind(&veth.a).unwrap();
     h.register_xsk(0, xsk.fd()).unwrap();
 
     // N = 0: nothing dropped.

@@ -6,38 +6,18 @@
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test job_allreduce -- --test-threads=1`
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{pids_with_cmdline, rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
 const METRICS_BASE: u16 = 9780;
 
+/// host's `/metrics` on the loopback port, while it answers.
 fn get(port: u16) -> Option<String> {
-    let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
-    let mut t = String::new();
-    s.read_to_string(&mut t).ok()?;
-    Some(t)
-}
-
-/// Processes whose command line mentions `needle` (read from /proc, nothing is killed).
-fn procs_with(needle: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
-            let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            if c.contains(needle) && !c.contains("job_allreduce") {
-                out.push(c);
-            }
-        }
-    }
-    out
+    rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/metrics").ok()
 }
 
 /// Per-rank buffer of the AllReduce test: the size issue 4's "done when" names.
@@ -107,7 +87,7 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
     assert!(m.contains("rocefab_host_nic_pfc_paused_seconds_total{nic=\"gpu0\""), "{m}");
 
     // The job leaves no emulator behind.
-    let left = procs_with(&format!("/run/rocefab/{}/jobs", f.name));
+    let left = pids_with_cmdline(&format!("/run/rocefab/{}/jobs", f.name));
     assert!(left.is_empty(), "hostd processes left: {left:?}");
 }
 

@@ -24,7 +24,7 @@ const TIMEOUT_S: u64 = 20;
 const END_SLACK: Duration = Duration::from_secs(5);
 
 fn get(port: u16) -> Option<String> {
-    rocefab_tests::fabric::http_get(([127, 0, 0, 1], port).into(), "/metrics").ok()
+    rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/metrics").ok()
 }
 
 #[test]

@@ -1,12 +1,12 @@
 //! `promtool check metrics` (the Prometheus project's own linter) accepts what the live daemons
 //! serve: every switch of a rail-spine fabric after traffic, and a running `rocefab-hostd`.
 //! Needs root and promtool (Debian package `prometheus`).
-mod host_util;
-
 use std::time::{Duration, Instant};
 
-use host_util::*;
 use rocefab_tests::fabric::{metric, promtool_check, scrape, Fabric};
+use rocefab_tests::host::{hostd_bin, BackToBack};
+use rocefab_tests::proc::Proc;
+use rocefab_tests::scratch::TempFile;
 
 #[test]
 fn switch_metrics_pass_promtool() {
@@ -29,13 +29,13 @@ fn host_metrics_pass_promtool() {
     job["metrics_listen"] = "127.0.0.1:19479".into();
     // Started in the root namespace with --netns, so its metrics bind to the root's loopback
     // before it enters the host namespace (as `rocefab run` starts it).
-    let path = std::env::temp_dir().join("rf-h-job-pm-recv.json");
+    let path = TempFile::new("rf-h-job-pm-recv.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&job).unwrap()).unwrap();
     let mut recv = Proc::spawn(
         "rocefab-hostd pm-recv",
         std::process::Command::new(hostd_bin())
             .arg("--job")
-            .arg(&path)
+            .arg(path.path())
             .args(["--netns", &b.b.0])
             .stdout(std::process::Stdio::piped()),
     );

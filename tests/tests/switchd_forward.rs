@@ -5,15 +5,16 @@
 //! Needs root and the built binary: `cargo build -p dataplane-user` first; the binary is looked
 //! up in `$ROCEFAB_BIN_DIR` (default: the workspace's `target/debug`). Everything created is
 //! prefixed `rf-sd-` and removed by guards, also when an assertion fails.
-mod host_util;
-
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rocefab_contracts::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_tests::capture::start_capture_in;
+use rocefab_tests::fabric::bin_dir;
+use rocefab_tests::host::Netns;
+use rocefab_tests::scratch::{temp_dir, TempDir, TempFile};
 
 const H1: &str = "rf-sd-h1";
 const SW: &str = "rf-sd-sw";
@@ -31,21 +32,17 @@ fn sh(args: &[&str]) -> std::process::Output {
 }
 
 fn run(args: &[&str]) {
-    let o = sh(args);
-    assert!(o.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&o.stderr));
+    rocefab_tests::proc::sh(args[0], &args[1..]);
 }
 
-/// Deletes the test's namespaces (and with them the veths) on drop.
-struct Fabric;
+/// The test's namespaces (and with them the veths), deleted on drop.
+struct Fabric {
+    _ns: Vec<Netns>,
+}
 
 impl Fabric {
     fn up() -> Fabric {
-        Self::cleanup();
-        let f = Fabric;
-        for n in [H1, SW, H2] {
-            run(&["ip", "netns", "add", n]);
-            run(&["ip", "-n", n, "link", "set", "lo", "up"]);
-        }
+        let f = Fabric { _ns: [H1, SW, H2].into_iter().map(Netns::new).collect() };
         run(&["ip", "link", "add", "sd-h1", "netns", H1, "type", "veth", "peer", "name", "sw-p0", "netns", SW]);
         run(&["ip", "link", "add", "sd-h2", "netns", H2, "type", "veth", "peer", "name", "sw-p1", "netns", SW]);
         for (ns, dev, mac) in
@@ -65,18 +62,6 @@ impl Fabric {
             run(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"]);
         }
         f
-    }
-
-    fn cleanup() {
-        for n in [H1, SW, H2] {
-            let _ = Command::new("ip").args(["netns", "del", n]).stderr(Stdio::null()).status();
-        }
-    }
-}
-
-impl Drop for Fabric {
-    fn drop(&mut self) {
-        Self::cleanup();
     }
 }
 
@@ -114,12 +99,6 @@ impl Drop for Daemon {
             let _ = self.child.wait();
         }
     }
-}
-
-fn bin_dir() -> PathBuf {
-    std::env::var_os("ROCEFAB_BIN_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug"))
 }
 
 fn switchd() -> PathBuf {
@@ -168,27 +147,10 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
     }
 }
 
-/// A per-test scratch directory (`rf-sd-<tag>-<pid>` under the temp dir: config and daemon
-/// log), removed with its contents on drop, also when an assertion fails.
-struct WorkDir(PathBuf);
-
-impl std::ops::Deref for WorkDir {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn workdir(tag: &str) -> WorkDir {
-    let d = std::env::temp_dir().join(format!("rf-sd-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    WorkDir(d)
+/// A per-test scratch directory (`rf-sd-<tag>-*` under the temp dir: config and daemon log),
+/// removed with its contents on drop, also when an assertion fails.
+fn workdir(tag: &str) -> TempDir {
+    temp_dir(&format!("rf-sd-{tag}-"))
 }
 
 fn start(cfg: &SwitchConfig, dir: &Path) -> Daemon {
@@ -208,26 +170,15 @@ fn start(cfg: &SwitchConfig, dir: &Path) -> Daemon {
     Daemon { child, log }
 }
 
-fn scrape(port: u16) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
+/// The daemon's `/metrics` on the loopback.
+fn scrape(port: u16) -> anyhow::Result<String> {
+    rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/metrics")
 }
 
-/// Value of `name` whose labels include all of `labels` (0 if absent).
+/// [`rocefab_tests::fabric::metric`] (0 if absent) as a count: every name and label set asked
+/// for here is one series.
 fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> u64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (m, v) = l.rsplit_once(' ')?;
-            let (n, rest) = m.split_once('{').unwrap_or((m, ""));
-            (n == name && labels.iter().all(|(k, val)| rest.contains(&format!("{k}=\"{val}\""))))
-                .then(|| v.trim().parse::<f64>().unwrap() as u64)
-        })
-        .unwrap_or(0)
+    rocefab_tests::fabric::metric(text, name, labels) as u64
 }
 
 fn enqueued(text: &str, port: &str, q: &str) -> u64 {
@@ -266,7 +217,7 @@ fn switchd_forwards_pings_and_classifies_dscp() {
     let _fabric = Fabric::up();
     let dir = workdir("fwd");
     let mport = free_port();
-    let mut d = start(&config(mport, ["sw-p0", "sw-p1"]), &dir);
+    let mut d = start(&config(mport, ["sw-p0", "sw-p1"]), dir.path());
     let before = wait_for_metrics(&mut d, mport);
     assert!(before.contains("rocefab_xdp_route_miss_total"), "{before}");
     // The kernel's AF_XDP socket counters (XDP_STATISTICS) are exported for every port.
@@ -358,7 +309,7 @@ fn switchd_startup_error_names_the_interface() {
     let _fabric = Fabric::up();
     let dir = workdir("bad");
     let mport = free_port();
-    let mut d = start(&config(mport, ["sw-p0", "rf-sd-nope9"]), &dir);
+    let mut d = start(&config(mport, ["sw-p0", "rf-sd-nope9"]), dir.path());
     let st = d.wait_exit(Duration::from_secs(20));
     assert!(!st.success(), "daemon should fail on a missing interface");
     let log = d.log();
@@ -373,7 +324,7 @@ fn switchd_missing_namespace_and_config_fail_clearly() {
     let dir = workdir("ns");
     let mut cfg = config(free_port(), ["sw-p0", "sw-p1"]);
     cfg.netns = Some("rf-sd-does-not-exist".into());
-    let mut d = start(&cfg, &dir);
+    let mut d = start(&cfg, dir.path());
     assert!(!d.wait_exit(Duration::from_secs(10)).success());
     assert!(d.log().contains("/run/netns/rf-sd-does-not-exist"), "{}", d.log());
 
@@ -408,7 +359,7 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     cfg.queue_limit_bytes = 60_000;
     // PFC off: priority 3 is a lossy class here, so the queue limit drops at admission.
     cfg.qos.lossless_priorities = 0;
-    let mut d = start(&cfg, &dir);
+    let mut d = start(&cfg, dir.path());
     wait_for_metrics(&mut d, mport);
 
     // Idle: the data-plane thread sleeps (< 2 % of a CPU over 2 s, i.e. < 4 ticks at 100 Hz).
@@ -419,8 +370,8 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     assert!(idle < 4, "idle data-plane thread used {idle} ticks in 2 s");
 
     // What arrives at h2: the drain's pace as the receiver sees it (tcpdump, kernel clock).
-    let pcap = host_util::TempFile::new("rf-h-sd-shape.pcap");
-    let cap = host_util::start_capture_in(H2, "sd-h2", &pcap, "udp dst port 4791", 64, 1000, 30);
+    let pcap = TempFile::new("rf-h-sd-shape.pcap");
+    let cap = start_capture_in(H2, "sd-h2", &pcap, "udp dst port 4791", 64, 1000, 30);
 
     // 200 datagrams of 1000 bytes (1042-byte frames) in a few ms: far above 10 Mbit/s.
     const N: u64 = 200;
@@ -477,7 +428,7 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     // be late on a loaded 2-core box). A shaper 15 % slow is past that on the ~40-frame backlog;
     // the exact timing is tested with an injected clock in dataplane-user/src/shaper.rs.
     let arrivals: Vec<f64> =
-        host_util::tshark_fields(&pcap.0, "", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
+        rocefab_tests::tshark::fields(&pcap, "", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
     assert_eq!(arrivals.len() as u64, enq, "h2 received every frame the switch queued");
     let tail = &arrivals[arrivals.len() - backlog as usize..];
     let span = Duration::from_secs_f64(tail[tail.len() - 1] - tail[0]);

@@ -107,7 +107,7 @@ impl Fixture {
         let if0 = ifindex(&veth.a).unwrap();
         let if1 = ifindex(&veth.b).unwrap();
         let mut sw = load_for_test(&cfg, &[if0, if1, FAKE[0], FAKE[1]]).expect("load rocefab_xdp (verifier)");
-        let xsk = XskSocket::bind(if0).expect("bind AF_XDP socket");
+        let xsk = XskSocket::bind(&veth.a).expect("bind AF_XDP socket");
         sw.register_xsk(0, xsk.fd()).expect("register socket in XSKS");
         Fixture { sw, cfg, if0, _xsk: xsk, _veth: veth }
     }

@@ -104,8 +104,8 @@ impl Fixture {
         assert_eq!(sw.ifindexes(), &[if0, if1, FAKE_IFINDEX]);
         let mut xsks = Vec::new();
         if sockets {
-            for (port, ifi) in [(0u32, if0), (1, if1)] {
-                let s = XskSocket::bind(ifi).expect("bind AF_XDP socket");
+            for (port, name) in [(0u32, &veth.a), (1, &veth.b)] {
+                let s = XskSocket::bind(name).expect("bind AF_XDP socket");
                 sw.register_xsk(port, s.fd()).expect("register socket in XSKS");
                 xsks.push(s);
             }

@@ -1,0 +1,97 @@
+//! Child processes of the tests: a guard that stops (SIGTERM, then SIGKILL) and reaps its child
+//! on drop, also when a test panics; `sh` for commands that must succeed; `require_tool` for the
+//! oracles a test needs.
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Runs `cmd args`; panics with its stderr unless it succeeds; its stdout.
+pub fn sh(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("running {cmd}: {e}"));
+    assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Fails clearly when an oracle tool is missing.
+pub fn require_tool(path: &str, args: &[&str]) {
+    let ok = Command::new(path).args(args).output().map(|o| o.status.success()).unwrap_or(false);
+    assert!(ok, "{path} is required for this test (Debian packages: tshark, tcpdump, python3-scapy)");
+}
+
+/// A child process, killed (SIGTERM, then SIGKILL) and reaped on drop.
+pub struct Proc {
+    pub child: Child,
+    pub what: String,
+    lines: Option<mpsc::Receiver<String>>,
+}
+
+impl Proc {
+    pub fn spawn(what: &str, cmd: &mut Command) -> Proc {
+        let child = cmd.spawn().unwrap_or_else(|e| panic!("starting {what}: {e}"));
+        Proc { child, what: what.to_string(), lines: None }
+    }
+
+    fn lines(&mut self) -> &mpsc::Receiver<String> {
+        if self.lines.is_none() {
+            let out: ChildStdout = self.child.stdout.take().expect("stdout piped");
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                for l in BufReader::new(out).lines().map_while(Result::ok) {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+            });
+            self.lines = Some(rx);
+        }
+        self.lines.as_ref().unwrap()
+    }
+
+    /// The next stdout line within `timeout`.
+    pub fn line(&mut self, timeout: Duration) -> String {
+        let what = self.what.clone();
+        self.lines().recv_timeout(timeout).unwrap_or_else(|e| panic!("{what}: no output line within {timeout:?}: {e}"))
+    }
+
+    /// Waits for exit within `timeout`; returns the exit code.
+    pub fn wait(&mut self, timeout: Duration) -> i32 {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return s.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < end, "{} did not exit within {timeout:?}", self.what);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn terminate(&mut self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends SIGINT (tcpdump and `rocefab capture` finish their file on it; `ip netns exec`
+    /// exec'd `timeout`, which passes it on).
+    pub fn interrupt(&mut self) {
+        self.signal(libc::SIGINT);
+    }
+
+    fn signal(&mut self, sig: libc::c_int) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+            let end = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < end && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
