@@ -239,8 +239,7 @@ impl Engine {
             nic.c.rx_bad_icrc += 1;
             return;
         }
-        let bth = p.bth();
-        let Some(qi) = self.by_qpn.get(bth.dest_qp) else {
+        let Some(qi) = self.by_qpn.get(p.bth().dest_qp) else {
             nic.c.rx_unknown_qp += 1;
             return;
         };
@@ -249,72 +248,80 @@ impl Engine {
             nic.c.rx_unknown_qp += 1;
             return;
         }
-        match bth.opcode {
-            WireOpcode::Acknowledge => {
-                let (Some(sender), Some(a)) = (qp.sender.as_mut(), p.aeth()) else {
-                    nic.c.rx_ignored += 1;
-                    return;
-                };
-                let Some(syndrome) = AckSyndrome::from_aeth_syndrome(u8::from(a.syndrome)) else {
-                    nic.c.rx_ignored += 1;
-                    return;
-                };
-                let ack = AckPacket { syndrome, psn: Psn::new(bth.psn), msn: a.msn };
-                if let Err(e) = sender.on_ack(&ack, now) {
-                    qp.error.get_or_insert_with(|| e.to_string());
-                }
-                let mut freed = false;
-                while let Some(c) = sender.pop_completion() {
-                    qp.send_acked += u64::from(c.len);
-                    if let Some(ring) = qp.send_ring.as_mut() {
-                        freed |= ring.posted.pop_front().is_some();
-                    }
-                }
-                if qp.send_done.is_none() && qp.send_acked >= qp.send_total {
-                    qp.send_done = Some(now);
-                }
-                if freed && self.coll.is_some() {
-                    // A transfer waiting for room in the send ring may go now.
-                    self.progress();
-                }
-            }
+        let progress = match p.bth().opcode {
+            WireOpcode::Acknowledge => Self::on_ack(nic, qp, &p, now),
             WireOpcode::Cnp => {
                 nic.c.cnps_received += 1;
                 match qp.sender.as_mut() {
                     Some(s) => s.on_cnp(now),
                     None => nic.c.rx_ignored += 1,
                 }
+                false
             }
-            op => {
-                let (Some(opcode), Some(receiver)) = (Opcode::from_code(u8::from(op)), qp.receiver.as_mut()) else {
-                    nic.c.rx_ignored += 1;
-                    return;
-                };
-                let pkt = WritePacket {
-                    opcode,
-                    psn: Psn::new(bth.psn),
-                    ack_req: bth.ack_req,
-                    reth: p.reth().map(|r| Reth { va: r.va, rkey: r.r_key, len: r.dma_len }),
-                    payload_offset: 0,
-                    payload_len: p.payload.len() as u32,
-                };
-                let ce = p.ip.ecn == IpEcn::CongestionExperienced;
-                let out = receiver.on_packet(&pkt, p.payload, ce, now);
-                let message_done = matches!(out.event, crate::receiver::RxEvent::Placed { message_complete: true });
-                if let Some(ack) = out.ack {
-                    Self::push_ack(nic, qi, ack);
-                }
-                if out.cnp {
-                    Self::push_cnp(nic, qi);
-                }
-                if qp.recv_done.is_none() && receiver.counters().bytes_placed >= qp.recv_len {
-                    qp.recv_done = Some(now);
-                }
-                if message_done && self.coll.is_some() {
-                    self.progress();
-                }
+            _ => Self::on_request(nic, qi, qp, &p, now),
+        };
+        if progress && self.coll.is_some() {
+            self.progress();
+        }
+    }
+
+    /// An ACK/NAK `p` for requester QP `qp` on `nic`; whether it freed room in the QP's send
+    /// ring (a transfer waiting for room may go now).
+    fn on_ack(nic: &mut Nic, qp: &mut Qp, p: &ParsedFrame<'_>, now: u64) -> bool {
+        let (Some(sender), Some(a)) = (qp.sender.as_mut(), p.aeth()) else {
+            nic.c.rx_ignored += 1;
+            return false;
+        };
+        let Some(syndrome) = AckSyndrome::from_aeth_syndrome(u8::from(a.syndrome)) else {
+            nic.c.rx_ignored += 1;
+            return false;
+        };
+        let ack = AckPacket { syndrome, psn: Psn::new(p.bth().psn), msn: a.msn };
+        if let Err(e) = sender.on_ack(&ack, now) {
+            qp.error.get_or_insert_with(|| e.to_string());
+        }
+        let mut freed = false;
+        while let Some(c) = sender.pop_completion() {
+            qp.send_acked += u64::from(c.len);
+            if let Some(ring) = qp.send_ring.as_mut() {
+                freed |= ring.posted.pop_front().is_some();
             }
         }
+        if qp.send_done.is_none() && qp.send_acked >= qp.send_total {
+            qp.send_done = Some(now);
+        }
+        freed
+    }
+
+    /// A request packet `p` (RDMA WRITE) for responder QP `qp` (index `qi`) on `nic`: placed,
+    /// its ACK and CNP queued; whether it completed a message.
+    fn on_request(nic: &mut Nic, qi: usize, qp: &mut Qp, p: &ParsedFrame<'_>, now: u64) -> bool {
+        let bth = p.bth();
+        let (Some(opcode), Some(receiver)) = (Opcode::from_code(u8::from(bth.opcode)), qp.receiver.as_mut()) else {
+            nic.c.rx_ignored += 1;
+            return false;
+        };
+        let pkt = WritePacket {
+            opcode,
+            psn: Psn::new(bth.psn),
+            ack_req: bth.ack_req,
+            reth: p.reth().map(|r| Reth { va: r.va, rkey: r.r_key, len: r.dma_len }),
+            payload_offset: 0,
+            payload_len: p.payload.len() as u32,
+        };
+        let ce = p.ip.ecn == IpEcn::CongestionExperienced;
+        let out = receiver.on_packet(&pkt, p.payload, ce, now);
+        let message_done = matches!(out.event, crate::receiver::RxEvent::Placed { message_complete: true });
+        if let Some(ack) = out.ack {
+            Self::push_ack(nic, qi, ack);
+        }
+        if out.cnp {
+            Self::push_cnp(nic, qi);
+        }
+        if qp.recv_done.is_none() && receiver.counters().bytes_placed >= qp.recv_len {
+            qp.recv_done = Some(now);
+        }
+        message_done
     }
 
     /// Runs the timers (requester ACK timeout and DCQCN, responder ACK coalescing) at `now`.
