@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 use super::index::IndexTable;
 use super::pacer::NicPacer;
 use super::reduce::{Coll, CollectiveSpecError, SendRing};
-use super::{Engine, Nic, NicConfig, NicCounters, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
+// The engine's Dilation (one import to follow when the time types move crates).
+use super::{Dilation, Engine, Nic, NicConfig, NicCounters, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
 use crate::dcqcn::DcqcnProfile;
 use crate::nic::job::{self, Job, NicSpec, QpSpec, RecvSpec, SendSpec};
 use crate::nic::pattern;
@@ -16,7 +17,6 @@ use crate::psn::Psn;
 use crate::receiver::{MemoryRegion, Receiver, ReceiverConfig};
 use crate::segment::{PathMtu, SegmentMode, WriteMessage};
 use crate::sender::{Sender, SenderConfig};
-use dataplane_common::time::Dilation;
 use rocefab_wire::roce::udp_src_port_for_qp;
 
 /// Errors building an engine.
