@@ -157,6 +157,443 @@ fn wred_band_handles(
         .collect()
 }
 
+/// Registers metric families with a registry, each with the constant label `switch`.
+struct Families<'a> {
+    registry: &'a Registry,
+    switch: &'a str,
+}
+
+impl Families<'_> {
+    fn opts(&self, name: &str, help: &str) -> Opts {
+        Opts::new(name, help).const_label("switch", self.switch)
+    }
+
+    fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntCounterVec, MetricsError> {
+        register(self.registry, name, IntCounterVec::new(self.opts(name, help), labels))
+    }
+
+    fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<IntGaugeVec, MetricsError> {
+        register(self.registry, name, IntGaugeVec::new(self.opts(name, help), labels))
+    }
+}
+
+/// Per-port counters of the data path (label `port`).
+struct PortFamilies {
+    rx_packets: IntCounterVec,
+    rx_bytes: IntCounterVec,
+    tx_packets: IntCounterVec,
+    tx_bytes: IntCounterVec,
+    rx_invalid: IntCounterVec,
+    rx_lldp: IntCounterVec,
+    rx_lldp_dropped: IntCounterVec,
+    rx_mac_control: IntCounterVec,
+    rewrite_errors: IntCounterVec,
+    mc_bad: IntCounterVec,
+    own_empty: IntCounterVec,
+}
+
+impl PortFamilies {
+    fn register(f: &Families<'_>) -> Result<Self, MetricsError> {
+        let p = &["port"];
+        let rx_packets =
+            f.counter_vec("rocefab_port_rx_packets_total", "Frames received from the port's AF_XDP socket", p)?;
+        let rx_bytes =
+            f.counter_vec("rocefab_port_rx_bytes_total", "Ethernet bytes received from the port's AF_XDP socket", p)?;
+        let tx_packets =
+            f.counter_vec("rocefab_port_tx_packets_total", "Frames handed to the port's AF_XDP TX ring", p)?;
+        let tx_bytes =
+            f.counter_vec("rocefab_port_tx_bytes_total", "Ethernet bytes handed to the port's AF_XDP TX ring", p)?;
+        let rx_invalid = f.counter_vec(
+            "rocefab_port_rx_invalid_total",
+            "Received descriptors without a valid Decision in their XDP metadata (dropped)",
+            p,
+        )?;
+        let rx_lldp = f.counter_vec("rocefab_port_rx_lldp_total", "LLDP frames received by the daemon", p)?;
+        let rx_lldp_dropped = f.counter_vec(
+            "rocefab_port_rx_lldp_dropped_total",
+            "LLDP frames not handed to the LLDP agent (its ring was full or the frame too long)",
+            p,
+        )?;
+        let rx_mac_control = f.counter_vec(
+            "rocefab_port_rx_mac_control_total",
+            "MAC control (PAUSE/PFC) frames received by the daemon",
+            p,
+        )?;
+        let rewrite_errors = f.counter_vec(
+            "rocefab_port_rewrite_errors_total",
+            "Routed frames dropped because the L3 rewrite refused them",
+            p,
+        )?;
+        let mc_bad = f.counter_vec("rocefab_port_rx_mac_control_malformed_total", "MAC control frames that did not parse, were longer than a minimum-size frame, or had an unknown opcode (dropped)", p)?;
+        let own_empty = f.counter_vec(
+            "rocefab_port_own_frames_not_sent_total",
+            "Frames the switch originates (PFC) that found no reserved frame or a full control queue",
+            p,
+        )?;
+        Ok(PortFamilies {
+            rx_packets,
+            rx_bytes,
+            tx_packets,
+            tx_bytes,
+            rx_invalid,
+            rx_lldp,
+            rx_lldp_dropped,
+            rx_mac_control,
+            rewrite_errors,
+            mc_bad,
+            own_empty,
+        })
+    }
+
+    fn handles(
+        &self,
+        port: &str,
+        queues: Vec<QueueHandles>,
+        prio: Vec<PrioHandles>,
+        xdp: Vec<IntCounter>,
+        xsk: XskHandles,
+    ) -> PortHandles {
+        let l = [port];
+        PortHandles {
+            rx_packets: self.rx_packets.with_label_values(&l),
+            rx_bytes: self.rx_bytes.with_label_values(&l),
+            tx_packets: self.tx_packets.with_label_values(&l),
+            tx_bytes: self.tx_bytes.with_label_values(&l),
+            rx_invalid: self.rx_invalid.with_label_values(&l),
+            rx_lldp: self.rx_lldp.with_label_values(&l),
+            rx_lldp_dropped: self.rx_lldp_dropped.with_label_values(&l),
+            rx_mac_control: self.rx_mac_control.with_label_values(&l),
+            rewrite_errors: self.rewrite_errors.with_label_values(&l),
+            mac_control_malformed: self.mc_bad.with_label_values(&l),
+            own_pool_empty: self.own_empty.with_label_values(&l),
+            queues,
+            prio,
+            xdp,
+            xsk,
+        }
+    }
+}
+
+/// Per egress queue counters and depth gauges (labels `port`, `queue`).
+struct QueueFamilies {
+    enq_p: IntCounterVec,
+    enq_b: IntCounterVec,
+    deq_p: IntCounterVec,
+    deq_b: IntCounterVec,
+    drop_p: IntCounterVec,
+    drop_b: IntCounterVec,
+    depth_b: IntGaugeVec,
+    depth_p: IntGaugeVec,
+    depth_peak: IntGaugeVec,
+    depth_cell: IntGaugeVec,
+    depth_peak_cell: IntGaugeVec,
+    adm_drop: IntCounterVec,
+    wd_drop: IntCounterVec,
+}
+
+impl QueueFamilies {
+    fn register(f: &Families<'_>) -> Result<Self, MetricsError> {
+        let pq = &["port", "queue"];
+        let enq_p = f.counter_vec("rocefab_queue_enqueued_packets_total", "Frames enqueued on the egress queue", pq)?;
+        let enq_b = f.counter_vec("rocefab_queue_enqueued_bytes_total", "Bytes enqueued on the egress queue", pq)?;
+        let deq_p = f.counter_vec("rocefab_queue_dequeued_packets_total", "Frames dequeued for transmission", pq)?;
+        let deq_b = f.counter_vec("rocefab_queue_dequeued_bytes_total", "Bytes dequeued for transmission", pq)?;
+        let drop_p =
+            f.counter_vec("rocefab_queue_dropped_packets_total", "Frames tail-dropped at the queue limit", pq)?;
+        let drop_b = f.counter_vec("rocefab_queue_dropped_bytes_total", "Bytes tail-dropped at the queue limit", pq)?;
+        let depth_b = f.gauge_vec(
+            "rocefab_queue_depth_bytes",
+            "Current queue depth in frame bytes (Ethernet frames without FCS); WRED and the buffer thresholds act on rocefab_queue_depth_cell_bytes",
+            pq,
+        )?;
+        let depth_p = f.gauge_vec("rocefab_queue_depth_packets", "Current queue depth in frames", pq)?;
+        let depth_peak = f.gauge_vec(
+            "rocefab_queue_depth_peak_bytes",
+            "Highest queue depth in frame bytes since the daemon started",
+            pq,
+        )?;
+        let depth_cell = f.gauge_vec(
+            "rocefab_queue_depth_cell_bytes",
+            "Current queue depth as the shared buffer charges it: whole cells times the cell size (qos.cell, 256 bytes by default). WRED, the queue limit and xOFF/xON act on this unit",
+            pq,
+        )?;
+        let depth_peak_cell = f.gauge_vec(
+            "rocefab_queue_depth_peak_cell_bytes",
+            "Highest rocefab_queue_depth_cell_bytes since the daemon started",
+            pq,
+        )?;
+        let adm_drop = f.counter_vec(
+            "rocefab_queue_admission_dropped_packets_total",
+            "Frames dropped at admission by the shared buffer (lossy queue or shared pool full, or no UMEM frame left)",
+            pq,
+        )?;
+        let wd_drop = f.counter_vec(
+            "rocefab_pfcwd_dropped_packets_total",
+            "Frames the PFC watchdog dropped for a stormed queue (action drop)",
+            pq,
+        )?;
+        Ok(QueueFamilies {
+            enq_p,
+            enq_b,
+            deq_p,
+            deq_b,
+            drop_p,
+            drop_b,
+            depth_b,
+            depth_p,
+            depth_peak,
+            depth_cell,
+            depth_peak_cell,
+            adm_drop,
+            wd_drop,
+        })
+    }
+
+    fn handles(&self, l: [&str; 2], wred_bands: Vec<(IntCounter, IntCounter)>) -> QueueHandles {
+        QueueHandles {
+            enqueued_packets: self.enq_p.with_label_values(&l),
+            enqueued_bytes: self.enq_b.with_label_values(&l),
+            dequeued_packets: self.deq_p.with_label_values(&l),
+            dequeued_bytes: self.deq_b.with_label_values(&l),
+            dropped_packets: self.drop_p.with_label_values(&l),
+            dropped_bytes: self.drop_b.with_label_values(&l),
+            depth_bytes: self.depth_b.with_label_values(&l),
+            depth_peak_bytes: self.depth_peak.with_label_values(&l),
+            depth_packets: self.depth_p.with_label_values(&l),
+            depth_cell_bytes: self.depth_cell.with_label_values(&l),
+            depth_peak_cell_bytes: self.depth_peak_cell.with_label_values(&l),
+            admission_dropped: self.adm_drop.with_label_values(&l),
+            pfcwd_dropped: self.wd_drop.with_label_values(&l),
+            wred_bands,
+        }
+    }
+}
+
+/// WRED depth-band counters (labels `port`, `queue`, `band`, `depth_from_bytes`, `depth_to_bytes`).
+struct WredFamilies {
+    wred_ect: IntCounterVec,
+    wred_ce: IntCounterVec,
+}
+
+impl WredFamilies {
+    fn register(f: &Families<'_>) -> Result<Self, MetricsError> {
+        let pqb = &["port", "queue", "band", "depth_from_bytes", "depth_to_bytes"];
+        let wred_ect = f.counter_vec(
+            "rocefab_wred_band_ect_packets_total",
+            "ECT or CE packets enqueued on a WRED queue, by the queue depth they found at enqueue (band 0 below min, the last at and above max)",
+            pqb,
+        )?;
+        let wred_ce = f.counter_vec(
+            "rocefab_wred_band_ce_packets_total",
+            "Of rocefab_wred_band_ect_packets_total, the packets that were CE at enqueue (marked by this switch's WRED or upstream)",
+            pqb,
+        )?;
+        Ok(WredFamilies { wred_ect, wred_ce })
+    }
+}
+
+/// PFC and ingress priority-group metrics per (port, priority).
+struct PrioFamilies {
+    pfc_tx: IntCounterVec,
+    pfc_rx: IntCounterVec,
+    pfc_rx_ignored: IntCounterVec,
+    paused: CounterVec,
+    paused_now: IntGaugeVec,
+    pg_b: IntGaugeVec,
+    hr_over: IntCounterVec,
+    storms: IntCounterVec,
+    restores: IntCounterVec,
+}
+
+impl PrioFamilies {
+    fn register(f: &Families<'_>) -> Result<Self, MetricsError> {
+        let pp = &["port", "priority"];
+        let pfc_tx = f.counter_vec(
+            "rocefab_pfc_tx_frames_total",
+            "PFC frames sent out of the port for the priority (XOFF, refresh, XON)",
+            pp,
+        )?;
+        let pfc_rx = f.counter_vec(
+            "rocefab_pfc_rx_frames_total",
+            "PFC frames received on the port for the priority (802.3x PAUSE counts for every priority)",
+            pp,
+        )?;
+        let pfc_rx_ignored = f.counter_vec(
+            "rocefab_pfc_rx_ignored_frames_total",
+            "PFC frames received on the port with the priority's bit set, ignored because PFC is not enabled on the priority (not lossless)",
+            pp,
+        )?;
+        let paused = register(
+            f.registry,
+            "rocefab_pfc_paused_seconds_total",
+            CounterVec::new(
+                f.opts(
+                    "rocefab_pfc_paused_seconds_total",
+                    "Time the egress priority was paused by the peer's PFC, emulated seconds (wall seconds / rocefab_time_dilation)",
+                ),
+                pp,
+            ),
+        )?;
+        let paused_now = f.gauge_vec(
+            "rocefab_pfc_paused",
+            "1 while the peer's PFC pauses the egress priority (as of the data path's last pass), else 0",
+            pp,
+        )?;
+        let pg_b = f.gauge_vec(
+            "rocefab_ingress_pg_bytes",
+            "Bytes charged to the ingress priority group (port, priority)",
+            pp,
+        )?;
+        let hr_over = f.counter_vec(
+            "rocefab_headroom_overflow_total",
+            "Lossless frames lost because the ingress priority group's headroom was full",
+            pp,
+        )?;
+        let storms =
+            f.counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
+        let restores =
+            f.counter_vec("rocefab_pfcwd_restores_total", "Stormed egress queues the watchdog restored", pp)?;
+        Ok(PrioFamilies { pfc_tx, pfc_rx, pfc_rx_ignored, paused, paused_now, pg_b, hr_over, storms, restores })
+    }
+
+    fn handles(&self, l: [&str; 2]) -> PrioHandles {
+        PrioHandles {
+            pfc_tx: self.pfc_tx.with_label_values(&l),
+            pfc_rx: self.pfc_rx.with_label_values(&l),
+            pfc_rx_ignored: self.pfc_rx_ignored.with_label_values(&l),
+            paused_seconds: self.paused.with_label_values(&l),
+            paused_now: self.paused_now.with_label_values(&l),
+            pg_bytes: self.pg_b.with_label_values(&l),
+            headroom_overflow: self.hr_over.with_label_values(&l),
+            storms: self.storms.with_label_values(&l),
+            restores: self.restores.with_label_values(&l),
+        }
+    }
+}
+
+/// The kernel's AF_XDP socket counters per port (`XDP_STATISTICS`).
+struct XskFamilies {
+    xsk_rx_dropped: IntCounterVec,
+    xsk_rx_ring_full: IntCounterVec,
+    xsk_fill_empty: IntCounterVec,
+    xsk_rx_invalid: IntCounterVec,
+    xsk_tx_invalid: IntCounterVec,
+    xsk_tx_empty: IntCounterVec,
+}
+
+impl XskFamilies {
+    fn register(f: &Families<'_>) -> Result<Self, MetricsError> {
+        let p = &["port"];
+        let xsk_rx_dropped = f.counter_vec(
+            "rocefab_xsk_rx_dropped_total",
+            "Frames the kernel dropped on the port's AF_XDP socket for a reason other than a full RX \
+             ring, mostly an empty fill ring (XDP_STATISTICS rx_dropped)",
+            p,
+        )?;
+        let xsk_rx_ring_full = f.counter_vec(
+            "rocefab_xsk_rx_ring_full_total",
+            "Frames dropped because the port's AF_XDP RX ring was full (XDP_STATISTICS rx_ring_full)",
+            p,
+        )?;
+        let xsk_fill_empty = f.counter_vec(
+            "rocefab_xsk_fill_ring_empty_total",
+            "Times the kernel found the port's fill ring empty when it needed a buffer \
+             (XDP_STATISTICS rx_fill_ring_empty_descs)",
+            p,
+        )?;
+        let xsk_rx_invalid = f.counter_vec(
+            "rocefab_xsk_rx_invalid_descs_total",
+            "Invalid descriptors on the port's AF_XDP RX ring (XDP_STATISTICS rx_invalid_descs)",
+            p,
+        )?;
+        let xsk_tx_invalid = f.counter_vec(
+            "rocefab_xsk_tx_invalid_descs_total",
+            "Invalid descriptors on the port's AF_XDP TX ring (XDP_STATISTICS tx_invalid_descs)",
+            p,
+        )?;
+        let xsk_tx_empty = f.counter_vec(
+            "rocefab_xsk_tx_ring_empty_total",
+            "Times the kernel found the port's AF_XDP TX ring empty (XDP_STATISTICS tx_ring_empty_descs)",
+            p,
+        )?;
+        Ok(XskFamilies {
+            xsk_rx_dropped,
+            xsk_rx_ring_full,
+            xsk_fill_empty,
+            xsk_rx_invalid,
+            xsk_tx_invalid,
+            xsk_tx_empty,
+        })
+    }
+
+    fn handles(&self, port: &str) -> XskHandles {
+        let l = [port];
+        XskHandles {
+            rx_dropped: self.xsk_rx_dropped.with_label_values(&l),
+            rx_ring_full: self.xsk_rx_ring_full.with_label_values(&l),
+            fill_ring_empty: self.xsk_fill_empty.with_label_values(&l),
+            rx_invalid_descs: self.xsk_rx_invalid.with_label_values(&l),
+            tx_invalid_descs: self.xsk_tx_invalid.with_label_values(&l),
+            tx_ring_empty: self.xsk_tx_empty.with_label_values(&l),
+        }
+    }
+}
+
+/// One counter family per XDP program counter (label `port`), in [`counter::NAMES`] order.
+fn register_xdp(f: &Families<'_>) -> Result<Vec<IntCounterVec>, MetricsError> {
+    let p = &["port"];
+    counter::NAMES
+        .iter()
+        .map(|n| {
+            f.counter_vec(
+                &format!("rocefab_xdp_{n}_total"),
+                &format!("XDP program counter '{n}' (summed over CPUs)"),
+                p,
+            )
+        })
+        .collect()
+}
+
+/// The scrape side's own metrics: free UMEM frames, and the scrapes that could not read the
+/// XDP counters or the AF_XDP statistics.
+fn register_scrape_metrics(f: &Families<'_>) -> Result<(IntGauge, IntCounter, IntCounter), MetricsError> {
+    let free_frames = register(
+        f.registry,
+        "rocefab_umem_free_frames",
+        IntGauge::with_opts(f.opts("rocefab_umem_free_frames", "UMEM frames in the free pool")),
+    )?;
+    let xdp_read_errors = register(
+        f.registry,
+        "rocefab_xdp_map_read_errors_total",
+        IntCounter::with_opts(
+            f.opts("rocefab_xdp_map_read_errors_total", "Scrapes that could not read the XDP counters map"),
+        ),
+    )?;
+    let xsk_read_errors = register(
+        f.registry,
+        "rocefab_xsk_stats_read_errors_total",
+        IntCounter::with_opts(f.opts(
+            "rocefab_xsk_stats_read_errors_total",
+            "Scrapes that could not read the AF_XDP sockets' XDP_STATISTICS",
+        )),
+    )?;
+    Ok((free_frames, xdp_read_errors, xsk_read_errors))
+}
+
+/// `rocefab_time_dilation`, set to `dilation`'s factor.
+fn register_time_dilation(f: &Families<'_>, dilation: Dilation) -> Result<(), MetricsError> {
+    let time_dilation = register(
+        f.registry,
+        "rocefab_time_dilation",
+        Gauge::with_opts(f.opts(
+            "rocefab_time_dilation",
+            "Time dilation D of the fabric: rates run D times slower and timers D times longer than the emulated fabric's; every time metric is emulated (wall / D)",
+        )),
+    )?;
+    time_dilation.set(dilation.factor());
+    Ok(())
+}
+
 impl Metrics {
     /// The registry, for the control side's own families (LLDP agent, captures): they are
     /// rendered with the rest.
@@ -167,284 +604,33 @@ impl Metrics {
     /// Registers every metric for `cfg`'s ports (label `port` = interface name, `switch` = name).
     pub fn new(cfg: &SwitchConfig, stats: Arc<SwitchStats>) -> Result<Self, MetricsError> {
         let registry = Registry::new();
-        let opts = |name: &str, help: &str| Opts::new(name, help).const_label("switch", cfg.name.clone());
-        let counter_vec = |name: &str, help: &str, labels: &[&str]| -> Result<IntCounterVec, MetricsError> {
-            register(&registry, name, IntCounterVec::new(opts(name, help), labels))
-        };
-        let gauge_vec = |name: &str, help: &str, labels: &[&str]| -> Result<IntGaugeVec, MetricsError> {
-            register(&registry, name, IntGaugeVec::new(opts(name, help), labels))
-        };
-        let p = &["port"];
-        let pq = &["port", "queue"];
-        let pp = &["port", "priority"];
-        let rx_packets =
-            counter_vec("rocefab_port_rx_packets_total", "Frames received from the port's AF_XDP socket", p)?;
-        let rx_bytes =
-            counter_vec("rocefab_port_rx_bytes_total", "Ethernet bytes received from the port's AF_XDP socket", p)?;
-        let tx_packets = counter_vec("rocefab_port_tx_packets_total", "Frames handed to the port's AF_XDP TX ring", p)?;
-        let tx_bytes =
-            counter_vec("rocefab_port_tx_bytes_total", "Ethernet bytes handed to the port's AF_XDP TX ring", p)?;
-        let rx_invalid = counter_vec(
-            "rocefab_port_rx_invalid_total",
-            "Received descriptors without a valid Decision in their XDP metadata (dropped)",
-            p,
-        )?;
-        let rx_lldp = counter_vec("rocefab_port_rx_lldp_total", "LLDP frames received by the daemon", p)?;
-        let rx_lldp_dropped = counter_vec(
-            "rocefab_port_rx_lldp_dropped_total",
-            "LLDP frames not handed to the LLDP agent (its ring was full or the frame too long)",
-            p,
-        )?;
-        let rx_mac_control = counter_vec(
-            "rocefab_port_rx_mac_control_total",
-            "MAC control (PAUSE/PFC) frames received by the daemon",
-            p,
-        )?;
-        let rewrite_errors = counter_vec(
-            "rocefab_port_rewrite_errors_total",
-            "Routed frames dropped because the L3 rewrite refused them",
-            p,
-        )?;
-        let enq_p = counter_vec("rocefab_queue_enqueued_packets_total", "Frames enqueued on the egress queue", pq)?;
-        let enq_b = counter_vec("rocefab_queue_enqueued_bytes_total", "Bytes enqueued on the egress queue", pq)?;
-        let deq_p = counter_vec("rocefab_queue_dequeued_packets_total", "Frames dequeued for transmission", pq)?;
-        let deq_b = counter_vec("rocefab_queue_dequeued_bytes_total", "Bytes dequeued for transmission", pq)?;
-        let drop_p = counter_vec("rocefab_queue_dropped_packets_total", "Frames tail-dropped at the queue limit", pq)?;
-        let drop_b = counter_vec("rocefab_queue_dropped_bytes_total", "Bytes tail-dropped at the queue limit", pq)?;
-        let depth_b = gauge_vec(
-            "rocefab_queue_depth_bytes",
-            "Current queue depth in frame bytes (Ethernet frames without FCS); WRED and the buffer thresholds act on rocefab_queue_depth_cell_bytes",
-            pq,
-        )?;
-        let depth_p = gauge_vec("rocefab_queue_depth_packets", "Current queue depth in frames", pq)?;
-        let depth_peak = gauge_vec(
-            "rocefab_queue_depth_peak_bytes",
-            "Highest queue depth in frame bytes since the daemon started",
-            pq,
-        )?;
-        let depth_cell = gauge_vec(
-            "rocefab_queue_depth_cell_bytes",
-            "Current queue depth as the shared buffer charges it: whole cells times the cell size (qos.cell, 256 bytes by default). WRED, the queue limit and xOFF/xON act on this unit",
-            pq,
-        )?;
-        let depth_peak_cell = gauge_vec(
-            "rocefab_queue_depth_peak_cell_bytes",
-            "Highest rocefab_queue_depth_cell_bytes since the daemon started",
-            pq,
-        )?;
-        let adm_drop = counter_vec(
-            "rocefab_queue_admission_dropped_packets_total",
-            "Frames dropped at admission by the shared buffer (lossy queue or shared pool full, or no UMEM frame left)",
-            pq,
-        )?;
-        let wd_drop = counter_vec(
-            "rocefab_pfcwd_dropped_packets_total",
-            "Frames the PFC watchdog dropped for a stormed queue (action drop)",
-            pq,
-        )?;
-        let pqb = &["port", "queue", "band", "depth_from_bytes", "depth_to_bytes"];
-        let wred_ect = counter_vec(
-            "rocefab_wred_band_ect_packets_total",
-            "ECT or CE packets enqueued on a WRED queue, by the queue depth they found at enqueue (band 0 below min, the last at and above max)",
-            pqb,
-        )?;
-        let wred_ce = counter_vec(
-            "rocefab_wred_band_ce_packets_total",
-            "Of rocefab_wred_band_ect_packets_total, the packets that were CE at enqueue (marked by this switch's WRED or upstream)",
-            pqb,
-        )?;
-        let pfc_tx = counter_vec(
-            "rocefab_pfc_tx_frames_total",
-            "PFC frames sent out of the port for the priority (XOFF, refresh, XON)",
-            pp,
-        )?;
-        let pfc_rx = counter_vec(
-            "rocefab_pfc_rx_frames_total",
-            "PFC frames received on the port for the priority (802.3x PAUSE counts for every priority)",
-            pp,
-        )?;
-        let pfc_rx_ignored = counter_vec(
-            "rocefab_pfc_rx_ignored_frames_total",
-            "PFC frames received on the port with the priority's bit set, ignored because PFC is not enabled on the priority (not lossless)",
-            pp,
-        )?;
-        let paused = register(
-            &registry,
-            "rocefab_pfc_paused_seconds_total",
-            CounterVec::new(
-                opts(
-                    "rocefab_pfc_paused_seconds_total",
-                    "Time the egress priority was paused by the peer's PFC, emulated seconds (wall seconds / rocefab_time_dilation)",
-                ),
-                pp,
-            ),
-        )?;
-        let paused_now = gauge_vec(
-            "rocefab_pfc_paused",
-            "1 while the peer's PFC pauses the egress priority (as of the data path's last pass), else 0",
-            pp,
-        )?;
-        let pg_b =
-            gauge_vec("rocefab_ingress_pg_bytes", "Bytes charged to the ingress priority group (port, priority)", pp)?;
-        let hr_over = counter_vec(
-            "rocefab_headroom_overflow_total",
-            "Lossless frames lost because the ingress priority group's headroom was full",
-            pp,
-        )?;
-        let storms =
-            counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
-        let restores = counter_vec("rocefab_pfcwd_restores_total", "Stormed egress queues the watchdog restored", pp)?;
-        let mc_bad = counter_vec("rocefab_port_rx_mac_control_malformed_total", "MAC control frames that did not parse, were longer than a minimum-size frame, or had an unknown opcode (dropped)", p)?;
-        let own_empty = counter_vec(
-            "rocefab_port_own_frames_not_sent_total",
-            "Frames the switch originates (PFC) that found no reserved frame or a full control queue",
-            p,
-        )?;
-        let xdp: Vec<IntCounterVec> = counter::NAMES
-            .iter()
-            .map(|n| {
-                counter_vec(
-                    &format!("rocefab_xdp_{n}_total"),
-                    &format!("XDP program counter '{n}' (summed over CPUs)"),
-                    p,
-                )
-            })
-            .collect::<Result<_, _>>()?;
-        let xsk_rx_dropped = counter_vec(
-            "rocefab_xsk_rx_dropped_total",
-            "Frames the kernel dropped on the port's AF_XDP socket for a reason other than a full RX \
-             ring, mostly an empty fill ring (XDP_STATISTICS rx_dropped)",
-            p,
-        )?;
-        let xsk_rx_ring_full = counter_vec(
-            "rocefab_xsk_rx_ring_full_total",
-            "Frames dropped because the port's AF_XDP RX ring was full (XDP_STATISTICS rx_ring_full)",
-            p,
-        )?;
-        let xsk_fill_empty = counter_vec(
-            "rocefab_xsk_fill_ring_empty_total",
-            "Times the kernel found the port's fill ring empty when it needed a buffer \
-             (XDP_STATISTICS rx_fill_ring_empty_descs)",
-            p,
-        )?;
-        let xsk_rx_invalid = counter_vec(
-            "rocefab_xsk_rx_invalid_descs_total",
-            "Invalid descriptors on the port's AF_XDP RX ring (XDP_STATISTICS rx_invalid_descs)",
-            p,
-        )?;
-        let xsk_tx_invalid = counter_vec(
-            "rocefab_xsk_tx_invalid_descs_total",
-            "Invalid descriptors on the port's AF_XDP TX ring (XDP_STATISTICS tx_invalid_descs)",
-            p,
-        )?;
-        let xsk_tx_empty = counter_vec(
-            "rocefab_xsk_tx_ring_empty_total",
-            "Times the kernel found the port's AF_XDP TX ring empty (XDP_STATISTICS tx_ring_empty_descs)",
-            p,
-        )?;
-
+        let f = Families { registry: &registry, switch: &cfg.name };
+        let port = PortFamilies::register(&f)?;
+        let queue = QueueFamilies::register(&f)?;
+        let wred = WredFamilies::register(&f)?;
+        let prio = PrioFamilies::register(&f)?;
+        let xdp = register_xdp(&f)?;
+        let xsk = XskFamilies::register(&f)?;
         let ports = cfg
             .ports
             .iter()
-            .map(|port| {
-                let l = [port.name.as_str()];
-                PortHandles {
-                    rx_packets: rx_packets.with_label_values(&l),
-                    rx_bytes: rx_bytes.with_label_values(&l),
-                    tx_packets: tx_packets.with_label_values(&l),
-                    tx_bytes: tx_bytes.with_label_values(&l),
-                    rx_invalid: rx_invalid.with_label_values(&l),
-                    rx_lldp: rx_lldp.with_label_values(&l),
-                    rx_lldp_dropped: rx_lldp_dropped.with_label_values(&l),
-                    rx_mac_control: rx_mac_control.with_label_values(&l),
-                    rewrite_errors: rewrite_errors.with_label_values(&l),
-                    mac_control_malformed: mc_bad.with_label_values(&l),
-                    own_pool_empty: own_empty.with_label_values(&l),
-                    prio: (0..NUM_TC)
-                        .map(|q| {
-                            let q = q.to_string();
-                            let l = [port.name.as_str(), q.as_str()];
-                            PrioHandles {
-                                pfc_tx: pfc_tx.with_label_values(&l),
-                                pfc_rx: pfc_rx.with_label_values(&l),
-                                pfc_rx_ignored: pfc_rx_ignored.with_label_values(&l),
-                                paused_seconds: paused.with_label_values(&l),
-                                paused_now: paused_now.with_label_values(&l),
-                                pg_bytes: pg_b.with_label_values(&l),
-                                headroom_overflow: hr_over.with_label_values(&l),
-                                storms: storms.with_label_values(&l),
-                                restores: restores.with_label_values(&l),
-                            }
-                        })
-                        .collect(),
-                    queues: (0..NUM_TC)
-                        .map(|q| {
-                            let q = q.to_string();
-                            let l = [port.name.as_str(), q.as_str()];
-                            QueueHandles {
-                                enqueued_packets: enq_p.with_label_values(&l),
-                                enqueued_bytes: enq_b.with_label_values(&l),
-                                dequeued_packets: deq_p.with_label_values(&l),
-                                dequeued_bytes: deq_b.with_label_values(&l),
-                                dropped_packets: drop_p.with_label_values(&l),
-                                dropped_bytes: drop_b.with_label_values(&l),
-                                depth_bytes: depth_b.with_label_values(&l),
-                                depth_peak_bytes: depth_peak.with_label_values(&l),
-                                depth_packets: depth_p.with_label_values(&l),
-                                depth_cell_bytes: depth_cell.with_label_values(&l),
-                                depth_peak_cell_bytes: depth_peak_cell.with_label_values(&l),
-                                admission_dropped: adm_drop.with_label_values(&l),
-                                pfcwd_dropped: wd_drop.with_label_values(&l),
-                                wred_bands: wred_band_handles(cfg, port.name.as_str(), &q, &wred_ect, &wred_ce),
-                            }
-                        })
-                        .collect(),
-                    xdp: xdp.iter().map(|v| v.with_label_values(&l)).collect(),
-                    xsk: XskHandles {
-                        rx_dropped: xsk_rx_dropped.with_label_values(&l),
-                        rx_ring_full: xsk_rx_ring_full.with_label_values(&l),
-                        fill_ring_empty: xsk_fill_empty.with_label_values(&l),
-                        rx_invalid_descs: xsk_rx_invalid.with_label_values(&l),
-                        tx_invalid_descs: xsk_tx_invalid.with_label_values(&l),
-                        tx_ring_empty: xsk_tx_empty.with_label_values(&l),
-                    },
-                }
+            .map(|p| {
+                let name = p.name.as_str();
+                let queues = (0..NUM_TC)
+                    .map(|q| {
+                        let q = q.to_string();
+                        let bands = wred_band_handles(cfg, name, &q, &wred.wred_ect, &wred.wred_ce);
+                        queue.handles([name, q.as_str()], bands)
+                    })
+                    .collect();
+                let prios = (0..NUM_TC).map(|q| prio.handles([name, q.to_string().as_str()])).collect();
+                let xdp = xdp.iter().map(|v| v.with_label_values(&[name])).collect();
+                port.handles(name, queues, prios, xdp, xsk.handles(name))
             })
             .collect();
-
-        let free_frames = register(
-            &registry,
-            "rocefab_umem_free_frames",
-            IntGauge::with_opts(opts("rocefab_umem_free_frames", "UMEM frames in the free pool")),
-        )?;
-        let xdp_read_errors = register(
-            &registry,
-            "rocefab_xdp_map_read_errors_total",
-            IntCounter::with_opts(opts(
-                "rocefab_xdp_map_read_errors_total",
-                "Scrapes that could not read the XDP counters map",
-            )),
-        )?;
-        let xsk_read_errors = register(
-            &registry,
-            "rocefab_xsk_stats_read_errors_total",
-            IntCounter::with_opts(opts(
-                "rocefab_xsk_stats_read_errors_total",
-                "Scrapes that could not read the AF_XDP sockets' XDP_STATISTICS",
-            )),
-        )?;
-
+        let (free_frames, xdp_read_errors, xsk_read_errors) = register_scrape_metrics(&f)?;
         let dilation = cfg.dilation().unwrap_or_default();
-        let time_dilation = register(
-            &registry,
-            "rocefab_time_dilation",
-            Gauge::with_opts(opts(
-                "rocefab_time_dilation",
-                "Time dilation D of the fabric: rates run D times slower and timers D times longer than the emulated fabric's; every time metric is emulated (wall / D)",
-            )),
-        )?;
-        time_dilation.set(dilation.factor());
-
+        register_time_dilation(&f, dilation)?;
         let switch = cfg.name.replace('\\', "\\\\").replace('"', "\\\"");
         Ok(Metrics { registry, stats, ports, free_frames, xdp_read_errors, xsk_read_errors, switch, dilation })
     }

@@ -203,6 +203,43 @@ fn expectations(kind: Kind, s: &Schedule, r: u32, seed: impl Fn(u32) -> u64) -> 
 
 /// Builds one job per host for `kind` with `bytes_per_rank` of input per rank.
 pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOptions) -> Result<Built, BuildError> {
+    let gpus = check_inputs(hosts, bytes_per_rank)?;
+    let layout = RankLayout::new(hosts.len() as u32, gpus)?;
+    let n = layout.world_size();
+    let elems = usize::try_from(bytes_per_rank / ELEM).map_err(|_| BuildError::Invalid("size too large".into()))?;
+    let sched = schedule(kind, n, elems)?;
+    let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
+    let place = |r: u32| locate(&layout, hosts, r);
+
+    let (conns, slot) = connections(&sched, opts.window_packets);
+    check_deps(&sched)?;
+    let mut jobs: Vec<Job> = hosts.iter().enumerate().map(|(i, h)| host_job(kind, i, h, opts)).collect();
+    for r in 0..n {
+        let (host, _) = place(r)?;
+        let c = jobs[host].collective.as_mut().expect("set above");
+        c.ranks.push(RankSpec {
+            rank: r,
+            bytes: sched.buffer_elems as u64 * ELEM,
+            input_bytes: bytes_per_rank,
+            seed: seed(r),
+        });
+        c.expect.extend(expectations(kind, &sched, r, seed));
+    }
+    for (ci, c) in conns.iter().enumerate() {
+        add_qp_pair(&mut jobs, hosts, ci, c, opts, place)?;
+    }
+    for (id, t) in sched.transfers.iter().enumerate() {
+        add_transfer(&mut jobs, id, t, slot[id].map(|(ci, staging)| (&conns[ci], staging)), place)?;
+    }
+    for j in &jobs {
+        j.validate().map_err(|e| BuildError::Invalid(e.to_string()))?;
+    }
+    Ok(Built { layout, schedule: sched, conns, jobs })
+}
+
+/// Every host has GPUs (as many as the others) and NICs, and the size is whole elements:
+/// the GPUs per host.
+fn check_inputs(hosts: &[HostDesc], bytes_per_rank: u64) -> Result<u32, BuildError> {
     if hosts.is_empty() || hosts.iter().any(|h| h.nics.is_empty() || h.gpus == 0) {
         return Err(BuildError::Invalid("every host needs at least one GPU and one NIC".into()));
     }
@@ -213,18 +250,20 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     if bytes_per_rank == 0 || !bytes_per_rank.is_multiple_of(ELEM) {
         return Err(BuildError::Invalid(format!("size {bytes_per_rank} must be a positive multiple of {ELEM} bytes")));
     }
-    let layout = RankLayout::new(hosts.len() as u32, gpus)?;
-    let n = layout.world_size();
-    let elems = usize::try_from(bytes_per_rank / ELEM).map_err(|_| BuildError::Invalid("size too large".into()))?;
-    let sched = schedule(kind, n, elems)?;
-    let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
-    let place = |r: u32| -> Result<(usize, usize), BuildError> {
-        let (node, local) = layout.locate(r)?;
-        let h = &hosts[node as usize];
-        Ok((node as usize, local as usize % h.nics.len()))
-    };
+    Ok(gpus)
+}
 
-    // Connections in order of first use; staging slots per transfer in id order.
+/// Rank `r`'s (host index, NIC index) in `hosts`.
+fn locate(layout: &RankLayout, hosts: &[HostDesc], r: u32) -> Result<(usize, usize), BuildError> {
+    let (node, local) = layout.locate(r)?;
+    let h = &hosts[node as usize];
+    Ok((node as usize, local as usize % h.nics.len()))
+}
+
+/// The connections of `sched` in order of first use, and per transfer id its (connection,
+/// staging offset), `None` for a local transfer. Staging slots are given in id order per
+/// connection (the order its transfers are posted), in a ring of [`staging_ring_bytes`].
+fn connections(sched: &Schedule, window_packets: u32) -> (Vec<Conn>, Vec<Option<(usize, u64)>>) {
     let mut conns: Vec<Conn> = Vec::new();
     let mut slot: Vec<Option<(usize, u64)>> = vec![None; sched.transfers.len()];
     for (id, t) in sched.transfers.iter().enumerate() {
@@ -253,7 +292,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     }
     // Staging slots, in id order per connection (the order its transfers are posted).
     for c in &mut conns {
-        c.staging_bytes = staging_ring_bytes(c.bytes, c.staging_bytes, opts.window_packets);
+        c.staging_bytes = staging_ring_bytes(c.bytes, c.staging_bytes, window_packets);
     }
     let mut next = vec![0u64; conns.len()];
     for (id, t) in sched.transfers.iter().enumerate() {
@@ -265,7 +304,11 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
         *at = next[*ci];
         next[*ci] += len;
     }
-    // Dependencies must be satisfied on the sender's host (received there or local).
+    (conns, slot)
+}
+
+/// Dependencies must be satisfied on the sender's host (received there or local).
+fn check_deps(sched: &Schedule) -> Result<(), BuildError> {
     for (id, t) in sched.transfers.iter().enumerate() {
         for &d in &t.deps {
             if sched.transfers[d].dst_rank != t.src_rank {
@@ -276,142 +319,145 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
             }
         }
     }
+    Ok(())
+}
 
-    let mut jobs: Vec<Job> = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, h)| Job {
-            name: format!("{}-{}", opts.job_name, h.name),
-            timeout_ms: opts.timeout_ms,
-            xdp_mode: "driver".into(),
-            drop_nth: 0,
-            metrics_listen: opts.metrics_port_base.map(|b| std::net::SocketAddr::from(([127, 0, 0, 1], b + i as u16))),
-            // The QPs stay up after the report until the controller, holding every report,
-            // stops the hosts (or the job's own timeout passes): a peer whose final ACK was
-            // lost gets it again instead of exhausting its retries against a host that has gone.
-            linger_ms: opts.timeout_ms,
-            time_dilation: opts.time_dilation,
-            dcqcn: opts.dcqcn,
-            snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,
-            nics: h
-                .nics
-                .iter()
-                .map(|n| NicSpec {
-                    name: n.name.clone(),
-                    mac: n.mac.clone(),
-                    ip: n.ip,
-                    line_rate_bps: n.line_rate_bps,
-                    path_mtu: None,
-                    write_only: opts.segment == SegmentMode::WriteOnlyPerPacket,
-                    dcqcn: true,
-                    classes: n.classes,
-                })
-                .collect(),
-            qps: Vec::new(),
-            collective: Some(CollectiveSpec { kind: kind.name().into(), ..Default::default() }),
-        })
-        .collect();
-    for r in 0..n {
-        let (host, _) = place(r)?;
-        let c = jobs[host].collective.as_mut().expect("set above");
-        c.ranks.push(RankSpec {
-            rank: r,
-            bytes: sched.buffer_elems as u64 * ELEM,
-            input_bytes: bytes_per_rank,
-            seed: seed(r),
-        });
-        c.expect.extend(expectations(kind, &sched, r, seed));
+/// The job of host `i`, `h`: its NICs and an empty collective of `kind`.
+fn host_job(kind: Kind, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
+    Job {
+        name: format!("{}-{}", opts.job_name, h.name),
+        timeout_ms: opts.timeout_ms,
+        xdp_mode: "driver".into(),
+        drop_nth: 0,
+        metrics_listen: opts.metrics_port_base.map(|b| std::net::SocketAddr::from(([127, 0, 0, 1], b + i as u16))),
+        // The QPs stay up after the report until the controller, holding every report,
+        // stops the hosts (or the job's own timeout passes): a peer whose final ACK was
+        // lost gets it again instead of exhausting its retries against a host that has gone.
+        linger_ms: opts.timeout_ms,
+        time_dilation: opts.time_dilation,
+        dcqcn: opts.dcqcn,
+        snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,
+        nics: h
+            .nics
+            .iter()
+            .map(|n| NicSpec {
+                name: n.name.clone(),
+                mac: n.mac.clone(),
+                ip: n.ip,
+                line_rate_bps: n.line_rate_bps,
+                path_mtu: None,
+                write_only: opts.segment == SegmentMode::WriteOnlyPerPacket,
+                dcqcn: true,
+                classes: n.classes,
+            })
+            .collect(),
+        qps: Vec::new(),
+        collective: Some(CollectiveSpec { kind: kind.name().into(), ..Default::default() }),
     }
-    for (ci, c) in conns.iter().enumerate() {
-        let (sh, sn) = place(c.src_rank)?;
-        let (dh, dn) = place(c.dst_rank)?;
-        let psn = fnv(ci as u64 ^ opts.seed_base) & 0x00ff_ffff;
-        let rkey = 0x1000 + ci as u32;
-        let (snic, dnic) = (&hosts[sh].nics[sn], &hosts[dh].nics[dn]);
-        if snic.ip.is_ipv4() != dnic.ip.is_ipv4() {
-            return Err(BuildError::Invalid(format!(
-                "ranks {} and {} use different IP families",
-                c.src_rank, c.dst_rank
-            )));
-        }
-        let label = format!("rank {} -> rank {}", c.src_rank, c.dst_rank);
-        jobs[sh].qps.push(QpSpec {
-            qpn: c.src_qpn,
-            nic: sn,
-            peer_qpn: c.dst_qpn,
-            peer_ip: dnic.ip,
-            next_hop_mac: snic.gateway_mac.clone(),
-            send: Some(SendSpec {
-                psn,
-                remote_va: STAGING_VA,
-                rkey,
-                len: 0,
-                seed: 0,
-                message_bytes: DEFAULT_MESSAGE_BYTES,
-                window_packets: opts.window_packets,
-                retransmit_timeout_ns: opts.retransmit_timeout_ns,
-            }),
-            recv: None,
-            label: label.clone(),
-        });
-        jobs[dh].qps.push(QpSpec {
-            qpn: c.dst_qpn,
-            nic: dn,
-            peer_qpn: c.src_qpn,
-            peer_ip: snic.ip,
-            next_hop_mac: dnic.gateway_mac.clone(),
-            send: None,
-            recv: Some(RecvSpec { psn, va: STAGING_VA, rkey, len: c.staging_bytes, expect_seed: None }),
-            label,
-        });
+}
+
+/// Connection `ci`, `c`: its requester QP in the source rank's job and its responder QP in
+/// the destination rank's (`place`: a rank's host and NIC).
+fn add_qp_pair(
+    jobs: &mut [Job],
+    hosts: &[HostDesc],
+    ci: usize,
+    c: &Conn,
+    opts: &BuildOptions,
+    place: impl Fn(u32) -> Result<(usize, usize), BuildError>,
+) -> Result<(), BuildError> {
+    let (sh, sn) = place(c.src_rank)?;
+    let (dh, dn) = place(c.dst_rank)?;
+    let psn = fnv(ci as u64 ^ opts.seed_base) & 0x00ff_ffff;
+    let rkey = 0x1000 + ci as u32;
+    let (snic, dnic) = (&hosts[sh].nics[sn], &hosts[dh].nics[dn]);
+    if snic.ip.is_ipv4() != dnic.ip.is_ipv4() {
+        return Err(BuildError::Invalid(format!("ranks {} and {} use different IP families", c.src_rank, c.dst_rank)));
     }
-    for (id, t) in sched.transfers.iter().enumerate() {
-        let bytes = |r: &std::ops::Range<usize>| (r.start as u64 * ELEM, r.len() as u64 * ELEM);
-        let (src_off, len) = bytes(&t.src);
-        let (dst_off, _) = bytes(&t.dst);
-        let op = match t.op {
-            Op::Sum => CollOp::Sum,
-            Op::Copy => CollOp::Copy,
-        };
-        let (sh, _) = place(t.src_rank)?;
-        match slot[id] {
-            None => jobs[sh].collective.as_mut().expect("set").locals.push(CollLocal {
+    let label = format!("rank {} -> rank {}", c.src_rank, c.dst_rank);
+    jobs[sh].qps.push(QpSpec {
+        qpn: c.src_qpn,
+        nic: sn,
+        peer_qpn: c.dst_qpn,
+        peer_ip: dnic.ip,
+        next_hop_mac: snic.gateway_mac.clone(),
+        send: Some(SendSpec {
+            psn,
+            remote_va: STAGING_VA,
+            rkey,
+            len: 0,
+            seed: 0,
+            message_bytes: DEFAULT_MESSAGE_BYTES,
+            window_packets: opts.window_packets,
+            retransmit_timeout_ns: opts.retransmit_timeout_ns,
+        }),
+        recv: None,
+        label: label.clone(),
+    });
+    jobs[dh].qps.push(QpSpec {
+        qpn: c.dst_qpn,
+        nic: dn,
+        peer_qpn: c.src_qpn,
+        peer_ip: snic.ip,
+        next_hop_mac: dnic.gateway_mac.clone(),
+        send: None,
+        recv: Some(RecvSpec { psn, va: STAGING_VA, rkey, len: c.staging_bytes, expect_seed: None }),
+        label,
+    });
+    Ok(())
+}
+
+/// Transfer `id`, `t`, into the jobs: a local transfer on its rank's host, else a send on the
+/// source's host and a receive on the destination's over connection `conn` at its staging
+/// offset.
+fn add_transfer(
+    jobs: &mut [Job],
+    id: usize,
+    t: &Transfer,
+    conn: Option<(&Conn, u64)>,
+    place: impl Fn(u32) -> Result<(usize, usize), BuildError>,
+) -> Result<(), BuildError> {
+    let bytes = |r: &std::ops::Range<usize>| (r.start as u64 * ELEM, r.len() as u64 * ELEM);
+    let (src_off, len) = bytes(&t.src);
+    let (dst_off, _) = bytes(&t.dst);
+    let op = match t.op {
+        Op::Sum => CollOp::Sum,
+        Op::Copy => CollOp::Copy,
+    };
+    let (sh, _) = place(t.src_rank)?;
+    match conn {
+        None => jobs[sh].collective.as_mut().expect("set").locals.push(CollLocal {
+            id,
+            rank: t.src_rank,
+            src_offset: src_off,
+            dst_offset: dst_off,
+            len,
+            op,
+            deps: t.deps.clone(),
+        }),
+        Some((c, staging)) => {
+            jobs[sh].collective.as_mut().expect("set").sends.push(CollSend {
                 id,
+                qpn: c.src_qpn,
                 rank: t.src_rank,
                 src_offset: src_off,
+                len,
+                remote_va: STAGING_VA + staging,
+                deps: t.deps.clone(),
+            });
+            let (dh, _) = place(t.dst_rank)?;
+            jobs[dh].collective.as_mut().expect("set").recvs.push(CollRecv {
+                id,
+                qpn: c.dst_qpn,
+                rank: t.dst_rank,
+                staging_offset: staging,
                 dst_offset: dst_off,
                 len,
                 op,
-                deps: t.deps.clone(),
-            }),
-            Some((ci, staging)) => {
-                let c = &conns[ci];
-                jobs[sh].collective.as_mut().expect("set").sends.push(CollSend {
-                    id,
-                    qpn: c.src_qpn,
-                    rank: t.src_rank,
-                    src_offset: src_off,
-                    len,
-                    remote_va: STAGING_VA + staging,
-                    deps: t.deps.clone(),
-                });
-                let (dh, _) = place(t.dst_rank)?;
-                jobs[dh].collective.as_mut().expect("set").recvs.push(CollRecv {
-                    id,
-                    qpn: c.dst_qpn,
-                    rank: t.dst_rank,
-                    staging_offset: staging,
-                    dst_offset: dst_off,
-                    len,
-                    op,
-                });
-            }
+            });
         }
     }
-    for j in &jobs {
-        j.validate().map_err(|e| BuildError::Invalid(e.to_string()))?;
-    }
-    Ok(Built { layout, schedule: sched, conns, jobs })
+    Ok(())
 }
 
 /// Ring AllReduce steps for a person: "RS step s: rank r → r+1 chunk c" lines.

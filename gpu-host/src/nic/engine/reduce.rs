@@ -1,0 +1,421 @@
+//! The collective on one host: the rank buffers, the transfers of its [`CollectiveSpec`] queued
+//! per QP in id order, and the reduction that runs them forward (ring AllReduce = ReduceScatter
+//! then AllGather, incast, all-to-all, broadcast; [`super::super::collective_job`] builds the
+//! spec). A received transfer is applied (u32 wrapping sum or copy) the moment its whole PSN
+//! range completed; a send is posted once the transfers it depends on are done; the final
+//! buffers are verified against the closed-form expectation of every rank.
+use std::collections::VecDeque;
+
+use super::index::IndexTable;
+use super::Qp;
+use crate::nic::job::{self, CollOp, CollectiveSpec};
+use crate::nic::pattern;
+use crate::segment::{packet_count, WriteMessage};
+
+/// Errors in a job's collective section.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectiveSpecError {
+    #[error("collective: rank {0} listed twice")]
+    RankListedTwice(u32),
+    #[error("collective: transfer ids must be below {MAX_TRANSFER_ID}")]
+    TransferIdTooLarge,
+    #[error("collective: rank {0} is not one of this host's ranks")]
+    ForeignRank(u32),
+    #[error("qp {0}: collective QP missing")]
+    QpMissing(u32),
+}
+
+/// it is posted (so a retransmission sends what was posted, whatever the rank buffer holds
+/// later) and are free again once it completed; RC completes in posting order. A transfer
+/// never straddles the end. Sized like the responders' staging rings (two transfers and two
+/// windows), it keeps a 64-rank AllReduce's requesters at 1.5 MiB each instead of the
+/// 31.5 MiB that appending every transfer needs.
+#[derive(Debug)]
+pub(super) struct SendRing {
+    /// Ring size in bytes (the length of the QP's `send_buf`).
+    pub(super) cap: u64,
+    /// (start, len) of the posted transfers that have not completed, oldest first.
+    pub(super) posted: VecDeque<(u64, u64)>,
+}
+
+impl SendRing {
+    /// Where a transfer of `len` bytes fits now, if anywhere.
+    pub(super) fn place(&self, len: u64) -> Option<u64> {
+        let (Some(&(tail, _)), Some(&(start, l))) = (self.posted.front(), self.posted.back()) else {
+            return (len <= self.cap).then_some(0);
+        };
+        let head = start + l;
+        if head > tail {
+            // In use: tail..head.
+            if head + len <= self.cap {
+                Some(head)
+            } else {
+                (len <= tail).then_some(0)
+            }
+        } else {
+            // In use: tail..cap and 0..head.
+            (head + len <= tail).then_some(head)
+        }
+    }
+}
+
+/// Collective state: rank buffers and the progress of the transfers (see
+/// [`CollectiveSpec`]).
+pub(super) struct Coll {
+    pub(super) spec: CollectiveSpec,
+    pub(super) bufs: Vec<Vec<u8>>,
+    pub(super) rank_idx: IndexTable,
+    /// Completed transfers, by transfer id.
+    pub(super) done: Vec<bool>,
+    /// (qp index, indices into `spec.sends` in id order, next to post).
+    pub(super) sendq: Vec<(usize, Vec<usize>, usize)>,
+    /// (qp index, transfers in id order, applied so far).
+    pub(super) recvq: Vec<(usize, Vec<RecvStep>, usize)>,
+    pub(super) locals_done: Vec<bool>,
+}
+
+impl Coll {
+    pub(super) fn complete(&self) -> bool {
+        self.sendq.iter().all(|(_, l, n)| *n == l.len())
+            && self.recvq.iter().all(|(_, l, n)| *n == l.len())
+            && self.locals_done.iter().all(|d| *d)
+    }
+}
+
+/// Whether transfer `id` completed (`done` indexed by transfer id).
+pub(super) fn is_done(done: &[bool], id: usize) -> bool {
+    done.get(id).copied().unwrap_or(false)
+}
+
+/// Largest transfer id a collective may use (its completion flags are a dense table).
+const MAX_TRANSFER_ID: usize = 1 << 24;
+
+impl Coll {
+    /// The state of `spec` on a host whose QPs `by_qpn` indexes; `path_mtu_of(qp)` is the path
+    /// MTU (bytes) of QP index `qp`'s NIC. Rank buffers hold their input pattern.
+    pub(super) fn new(
+        spec: &CollectiveSpec,
+        by_qpn: &IndexTable,
+        path_mtu_of: impl Fn(usize) -> u32,
+    ) -> Result<Coll, CollectiveSpecError> {
+        let bufs = spec
+            .ranks
+            .iter()
+            .map(|r| {
+                let mut b = pattern::generate(r.input_bytes as usize, r.seed);
+                b.resize(r.bytes as usize, 0);
+                b
+            })
+            .collect();
+        let rank_idx = IndexTable::new(&spec.ranks.iter().map(|r| r.rank).collect::<Vec<_>>())
+            .map_err(CollectiveSpecError::RankListedTwice)?;
+        let max_id = check_transfers(spec, &rank_idx)?;
+        let recvq = recv_steps(spec, by_qpn, path_mtu_of)?;
+        Ok(Coll {
+            sendq: queue_by_qp(by_qpn, spec.sends.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)))?,
+            recvq,
+            locals_done: vec![false; spec.locals.len()],
+            spec: spec.clone(),
+            bufs,
+            rank_idx,
+            done: vec![false; max_id.map_or(0, |m| m + 1)],
+        })
+    }
+
+    /// Runs the collective forward: applies every completed incoming write to its rank
+    /// buffer, runs ready local transfers and posts every send whose dependencies are done.
+    /// Allocates only when a send is posted (its data is copied into the QP's send buffer, so
+    /// later changes to the rank buffer cannot alter a retransmission).
+    pub(super) fn progress(&mut self, qps: &mut [Qp]) {
+        loop {
+            let mut changed = self.apply_received(qps);
+            changed |= self.run_locals();
+            changed |= self.post_sends(qps);
+            if !changed {
+                break;
+            }
+        }
+    }
+
+    /// Applies every incoming transfer whose PSN range completed; whether any was.
+    fn apply_received(&mut self, qps: &[Qp]) -> bool {
+        let mut changed = false;
+        for (qi, list, applied) in self.recvq.iter_mut() {
+            let qp = &qps[*qi];
+            let (Some(rx), Some(spec)) = (qp.receiver.as_ref(), qp.spec.recv.as_ref()) else { continue };
+            // Completion by PSN range: with out-of-order placement a transfer's packets may
+            // all be placed while an earlier one still misses some.
+            let completed = rx.counters().packets_completed;
+            while *applied < list.len() && list[*applied].1 <= completed {
+                let r = &self.spec.recvs[list[*applied].0];
+                let Some(region) = rx.region(spec.rkey) else { break };
+                let src = &region.data[r.staging_offset as usize..(r.staging_offset + r.len) as usize];
+                let b = &mut self.bufs[self.rank_idx.get(r.rank).expect("collective rank")];
+                apply_op(r.op, src, &mut b[r.dst_offset as usize..(r.dst_offset + r.len) as usize]);
+                self.done[r.id] = true;
+                *applied += 1;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Runs every local transfer whose dependencies are done; whether any ran.
+    fn run_locals(&mut self) -> bool {
+        let mut changed = false;
+        for (i, l) in self.spec.locals.iter().enumerate() {
+            if self.locals_done[i] || !l.deps.iter().all(|&d| is_done(&self.done, d)) {
+                continue;
+            }
+            let b = &mut self.bufs[self.rank_idx.get(l.rank).expect("collective rank")];
+            let src = b[l.src_offset as usize..(l.src_offset + l.len) as usize].to_vec();
+            apply_op(l.op, &src, &mut b[l.dst_offset as usize..(l.dst_offset + l.len) as usize]);
+            self.locals_done[i] = true;
+            self.done[l.id] = true;
+            changed = true;
+        }
+        changed
+    }
+
+    /// Posts every send whose dependencies are done (and that fits its send ring); whether any
+    /// was posted.
+    fn post_sends(&mut self, qps: &mut [Qp]) -> bool {
+        let mut changed = false;
+        for (qi, list, next) in self.sendq.iter_mut() {
+            while *next < list.len() {
+                let x = &self.spec.sends[list[*next]];
+                if !x.deps.iter().all(|&d| is_done(&self.done, d)) {
+                    break;
+                }
+                let qp = &mut qps[*qi];
+                let b = &self.bufs[self.rank_idx.get(x.rank).expect("collective rank")];
+                let src = &b[x.src_offset as usize..(x.src_offset + x.len) as usize];
+                let off = match qp.send_ring.as_mut() {
+                    Some(ring) => {
+                        // Posted once earlier transfers complete and free their bytes.
+                        let Some(at) = ring.place(x.len) else { break };
+                        ring.posted.push_back((at, x.len));
+                        qp.send_buf[at as usize..(at + x.len) as usize].copy_from_slice(src);
+                        at
+                    }
+                    None => {
+                        let off = qp.send_buf.len() as u64;
+                        qp.send_buf.extend_from_slice(src);
+                        off
+                    }
+                };
+                let rkey = qp.spec.send.as_ref().map_or(0, |s| s.rkey);
+                let msg = WriteMessage { remote_va: x.remote_va, rkey, len: x.len as u32 };
+                if let Some(s) = qp.sender.as_mut() {
+                    if let Err(e) = s.post_write(x.id as u64, off, msg) {
+                        qp.error.get_or_insert_with(|| format!("posting collective transfer {}: {e}", x.id));
+                    }
+                }
+                *next += 1;
+                changed = true;
+            }
+        }
+        changed
+    }
+}
+
+/// The largest transfer id of `spec`, after checking that ids fit the dense completion table
+/// and that every transfer and expectation names one of the host's ranks (`rank_idx`).
+fn check_transfers(spec: &CollectiveSpec, rank_idx: &IndexTable) -> Result<Option<usize>, CollectiveSpecError> {
+    let c = spec;
+    let max_id =
+        c.sends.iter().map(|x| x.id).chain(c.recvs.iter().map(|x| x.id)).chain(c.locals.iter().map(|x| x.id)).max();
+    if max_id.is_some_and(|m| m >= MAX_TRANSFER_ID) {
+        return Err(CollectiveSpecError::TransferIdTooLarge);
+    }
+    let used =
+        c.sends.iter().map(|x| x.rank).chain(c.recvs.iter().map(|x| x.rank)).chain(c.locals.iter().map(|x| x.rank));
+    if let Some(r) = used.chain(c.expect.iter().map(|e| e.rank)).find(|&r| rank_idx.get(r).is_none()) {
+        return Err(CollectiveSpecError::ForeignRank(r));
+    }
+    Ok(max_id)
+}
+
+/// Transfers `(qpn, id, index)` grouped by QP index: (qp index, indices in id order, 0).
+fn queue_by_qp(
+    by_qpn: &IndexTable,
+    transfers: impl Iterator<Item = (u32, usize, usize)>,
+) -> Result<Vec<(usize, Vec<usize>, usize)>, CollectiveSpecError> {
+    let mut by: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
+    for (qpn, id, idx) in transfers {
+        let qi = by_qpn.get(qpn).ok_or(CollectiveSpecError::QpMissing(qpn))?;
+        match by.iter_mut().find(|(q, _)| *q == qi) {
+            Some((_, l)) => l.push((id, idx)),
+            None => by.push((qi, vec![(id, idx)])),
+        }
+    }
+    Ok(by
+        .into_iter()
+        .map(|(q, mut l)| {
+            l.sort();
+            (q, l.into_iter().map(|(_, i)| i).collect(), 0)
+        })
+        .collect())
+}
+
+/// The incoming transfers per responder QP with the packet count at which each completes.
+/// A transfer is one message of len / PMTU packets in either segment mode, so the k-th
+/// transfer on a responder QP ends where the packet counts of 1..=k add up.
+fn recv_steps(
+    spec: &CollectiveSpec,
+    by_qpn: &IndexTable,
+    path_mtu_of: impl Fn(usize) -> u32,
+) -> Result<Vec<(usize, Vec<RecvStep>, usize)>, CollectiveSpecError> {
+    let c = spec;
+    Ok(queue_by_qp(by_qpn, c.recvs.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)))?
+        .into_iter()
+        .map(|(qi, list, n)| {
+            let mtu = path_mtu_of(qi);
+            let mut end = 0u64;
+            let list = list
+                .into_iter()
+                .map(|i| {
+                    end += u64::from(packet_count(c.recvs[i].len as u32, mtu));
+                    (i, end)
+                })
+                .collect();
+            (qi, list, n)
+        })
+        .collect())
+}
+
+/// An incoming collective transfer: its index into `spec.recvs`, and the number of packets its
+/// responder QP has completed once the transfer's whole PSN range arrived.
+type RecvStep = (usize, u64);
+
+/// Applies `op` from `src` into `dst` (u32 little-endian elements; equal lengths).
+fn apply_op(op: CollOp, src: &[u8], dst: &mut [u8]) {
+    match op {
+        CollOp::Copy => dst.copy_from_slice(src),
+        CollOp::Sum => {
+            for (d, s) in dst.chunks_exact_mut(4).zip(src.chunks_exact(4)) {
+                let v = u32::from_le_bytes([d[0], d[1], d[2], d[3]])
+                    .wrapping_add(u32::from_le_bytes([s[0], s[1], s[2], s[3]]));
+                d.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// Words per verification chunk: 64 KiB of expected sums, which stay in the L2 cache while
+/// every rank that shares them is compared.
+const VERIFY_CHUNK_WORDS: usize = 16 * 1024;
+
+/// For every expectation of `expect`, the first byte offset (4-aligned) in its rank's buffer
+/// (`bufs`, indexed through `rank_idx`) whose u32 word differs from the expected sum of
+/// patterns, `None` when every word matches. Each word is compared exactly (a single wrong
+/// byte is found); what makes it cheap is computing the expected words once per distinct
+/// (range, terms) — an AllReduce's ranks all expect the same sum — chunk by chunk with
+/// [`pattern::add_words32`], and splitting the chunks over the machine's cores.
+pub(super) fn verify_collective(
+    expect: &[job::ExpectSpec],
+    bufs: &[Vec<u8>],
+    rank_idx: &IndexTable,
+) -> Vec<Option<u64>> {
+    let mut groups: Vec<(&job::ExpectSpec, Vec<usize>)> = Vec::new();
+    for (i, e) in expect.iter().enumerate() {
+        match groups.iter_mut().find(|(g, _)| g.offset == e.offset && g.len == e.len && g.terms == e.terms) {
+            Some((_, users)) => users.push(i),
+            None => groups.push((e, vec![i])),
+        }
+    }
+    let words_of = |e: &job::ExpectSpec| usize::try_from(e.len.div_ceil(4)).unwrap_or(usize::MAX);
+    let total: usize = groups.iter().map(|(g, _)| words_of(g).div_ceil(VERIFY_CHUNK_WORDS)).sum();
+    let parts = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(total.max(1));
+    // Part `part` of `parts` checks that share of every group's chunks.
+    let run = |part: usize| -> Vec<Option<u64>> {
+        let mut first = vec![None; expect.len()];
+        let mut acc = vec![0u32; VERIFY_CHUNK_WORDS];
+        for (g, users) in &groups {
+            let words = words_of(g);
+            let chunks = words.div_ceil(VERIFY_CHUNK_WORDS);
+            for k in chunks * part / parts..chunks * (part + 1) / parts {
+                if users.iter().all(|&u| first[u].is_some()) {
+                    break;
+                }
+                let w0 = k * VERIFY_CHUNK_WORDS;
+                let acc = &mut acc[..VERIFY_CHUNK_WORDS.min(words - w0)];
+                acc.fill(0);
+                for &(seed, po) in &g.terms {
+                    pattern::add_words32(acc, seed, po + 4 * w0 as u64);
+                }
+                let start = g.offset + 4 * w0 as u64;
+                for &u in users {
+                    if first[u].is_some() {
+                        continue;
+                    }
+                    let buf = rank_idx.get(expect[u].rank).and_then(|i| bufs.get(i)).map_or(&[][..], |b| &b[..]);
+                    first[u] = first_difference(buf, start, acc);
+                }
+            }
+        }
+        first
+    };
+    let mut first = run(0);
+    std::thread::scope(|s| {
+        let run = &run;
+        let others: Vec<_> = (1..parts)
+            .map(|p| {
+                std::thread::Builder::new().name("rocefab-verify".into()).spawn_scoped(s, move || run(p)).map_err(|_| p)
+            })
+            .collect();
+        for h in others {
+            // A part whose thread could not start runs here.
+            let theirs = match h {
+                Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
+                Err(p) => run(p),
+            };
+            for (m, t) in first.iter_mut().zip(theirs) {
+                *m = match (*m, t) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+    });
+    first
+}
+
+/// The byte offset of the first u32 (little-endian) of `buf` from `start` on that differs from
+/// `want`, or that `buf` does not hold.
+fn first_difference(buf: &[u8], start: u64, want: &[u32]) -> Option<u64> {
+    let s = usize::try_from(start).ok()?;
+    let have = buf.get(s..).unwrap_or(&[]);
+    let same =
+        have.chunks_exact(4).zip(want).take_while(|(h, w)| u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == **w).count();
+    (same < want.len()).then(|| start + 4 * same as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_rings_place_transfers_without_overlap_or_straddling() {
+        let mut r = SendRing { cap: 100, posted: VecDeque::new() };
+        assert_eq!(r.place(101), None, "larger than the ring");
+        let post = |r: &mut SendRing, len| {
+            let at = r.place(len);
+            if let Some(at) = at {
+                r.posted.push_back((at, len));
+            }
+            at
+        };
+        assert_eq!(post(&mut r, 40), Some(0));
+        assert_eq!(post(&mut r, 40), Some(40));
+        assert_eq!(post(&mut r, 30), None, "20 bytes left at the end, 0 at the start");
+        r.posted.pop_front();
+        assert_eq!(post(&mut r, 30), Some(0), "wraps to the freed start");
+        assert_eq!(post(&mut r, 11), None, "only 10 bytes between head 30 and tail 40");
+        assert_eq!(post(&mut r, 10), Some(30));
+        r.posted.pop_front();
+        assert_eq!(post(&mut r, 60), Some(40), "tail 0..40 in use, 40..100 free");
+        r.posted.clear();
+        assert_eq!(post(&mut r, 100), Some(0), "an empty ring starts at 0");
+    }
+}

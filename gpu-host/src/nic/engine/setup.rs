@@ -1,0 +1,396 @@
+//! Building an [`Engine`] from a [`Job`]: the NICs (classes, PFC, pacer), the QPs (requesters
+//! with their buffers and posted writes, responders with their regions) and the collective,
+//! with the job's emulated rates and timers put on the wall clock at its time dilation D
+//! (README "Emulated time": rates / D, timers × D).
+use std::collections::VecDeque;
+
+use super::index::IndexTable;
+use super::pacer::NicPacer;
+use super::reduce::{Coll, CollectiveSpecError, SendRing};
+// The engine's Dilation (one import to follow when the time types move crates).
+use super::{Dilation, Engine, Nic, NicConfig, NicCounters, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
+use crate::dcqcn::DcqcnProfile;
+use crate::nic::job::{self, Job, NicSpec, QpSpec, RecvSpec, SendSpec};
+use crate::nic::pattern;
+use crate::pfc::NicPfc;
+use crate::psn::Psn;
+use crate::receiver::{MemoryRegion, Receiver, ReceiverConfig};
+use crate::segment::{PathMtu, SegmentMode, WriteMessage};
+use crate::sender::{Sender, SenderConfig};
+use rocefab_wire::roce::udp_src_port_for_qp;
+
+/// Errors building an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("nic {nic} ({name}): {what}")]
+    Nic { nic: usize, name: String, what: String },
+    #[error("qp {qpn}: {what}")]
+    Qp { qpn: u32, what: String },
+    #[error("{0}")]
+    Job(String),
+    #[error(transparent)]
+    Collective(#[from] CollectiveSpecError),
+}
+
+/// A requester's configuration on the wall clock for a NIC of emulated `line_rate_bps` and an
+/// emulated local ACK timeout, at time dilation `d`: the rates / D, the timeout and DCQCN's
+/// timers × D (the DCQCN parameters are `profile`'s cited emulated ones, see [`crate::dcqcn`]).
+pub fn sender_config(
+    line_rate_bps: u64,
+    retransmit_timeout_ns: u64,
+    d: Dilation,
+    profile: DcqcnProfile,
+) -> SenderConfig {
+    let mut cfg = SenderConfig::new(d.rate(line_rate_bps));
+    cfg.retransmit_timeout_ns = d.duration(retransmit_timeout_ns).max(1);
+    cfg.dcqcn = Some(profile.rp(line_rate_bps).dilated(d));
+    cfg
+}
+
+/// A responder's configuration on the wall clock at time dilation `d`: the NP's CNP interval
+/// (`profile`'s, emulated) and the ACK coalescing delay × D; with `write_only`, out-of-order placement
+/// with a reordering window of a quarter of its requesters' local ACK timeout
+/// `local_ack_timeout_ns` (emulated; by default [`job::default_retransmit_timeout_ns`], at
+/// least 100 ms of wall clock, so the window is at least 25 ms and scheduling delays of a
+/// loaded machine are not mistaken for loss; a longer timeout widens it alike).
+pub fn receiver_config(
+    mtu: PathMtu,
+    write_only: bool,
+    d: Dilation,
+    profile: DcqcnProfile,
+    local_ack_timeout_ns: u64,
+) -> ReceiverConfig {
+    let mut cfg = ReceiverConfig::new(mtu);
+    cfg.cnp_interval_ns = d.duration(profile.cnp_interval_ns());
+    cfg.ack_delay_ns = cfg.ack_delay_ns.map(|t| d.duration(t));
+    cfg.out_of_order = write_only;
+    cfg.reorder_window_ns = Some(d.duration(local_ack_timeout_ns / 4));
+    cfg
+}
+
+/// The largest IB path MTU whose RoCEv2 packets fit a link MTU (IP packet size).
+pub fn path_mtu_for_link(link_mtu: u32, ipv6: bool) -> Option<PathMtu> {
+    let overhead = ROCE_IPV4_OVERHEAD + if ipv6 { 20 } else { 0 };
+    [PathMtu::Mtu4096, PathMtu::Mtu2048, PathMtu::Mtu1024, PathMtu::Mtu512, PathMtu::Mtu256]
+        .into_iter()
+        .find(|m| m.bytes() + overhead <= link_mtu)
+}
+
+/// A zeroed buffer of `len` bytes with room for `capacity`, every page of it already
+/// touched. `vec![0; n]` maps lazily zeroed pages, so the kernel would clear each page on its
+/// first write during the job (page faults in the per-packet placement and in the collective's
+/// send-buffer appends: ~30% of the host emulator's CPU on a 64 MiB AllReduce). The value
+/// passes through `black_box` so the allocation cannot be folded into `calloc`.
+fn prefaulted(len: usize, capacity: usize) -> Vec<u8> {
+    let capacity = capacity.max(len);
+    let mut v = Vec::with_capacity(capacity);
+    v.resize(capacity, std::hint::black_box(0u8));
+    v.truncate(len);
+    v
+}
+
+impl Engine {
+    /// Builds the engine for `job` at `now`; `path_mtus[i]` is NIC `i`'s path MTU (from the job
+    /// or the link MTU). Requester buffers are filled with their pattern and every write posted.
+    pub fn from_job(job: &Job, path_mtus: &[PathMtu], now: u64) -> Result<Engine, EngineError> {
+        let d = job.dilation().map_err(|x| EngineError::Job(x.to_string()))?;
+        let local_ack_timeout_ns = local_ack_timeout_ns(job, d);
+        let mut nics = Vec::with_capacity(job.nics.len());
+        for (i, n) in job.nics.iter().enumerate() {
+            nics.push(build_nic(i, n, path_mtus.get(i).copied(), d, now)?);
+        }
+        let mut qps = Vec::with_capacity(job.qps.len());
+        let by_qpn = IndexTable::new(&job.qps.iter().map(|q| q.qpn).collect::<Vec<_>>())
+            .map_err(|qpn| EngineError::Qp { qpn, what: "duplicate qpn".into() })?;
+        for q in &job.qps {
+            let e = qp_error(q.qpn);
+            let nic = nics.get(q.nic).ok_or_else(|| e(format!("nic {} does not exist", q.nic)))?;
+            let mut qp = new_qp(q)?;
+            if let Some(s) = &q.send {
+                attach_requester(&mut qp, job, s, nic, d, now)?;
+            }
+            if let Some(r) = &q.recv {
+                attach_responder(&mut qp, job, r, nic, d, local_ack_timeout_ns, now)?;
+            }
+            nics[q.nic].qps.push(qps.len());
+            qps.push(qp);
+        }
+        let coll = job
+            .collective
+            .as_ref()
+            .map(|c| Coll::new(c, &by_qpn, |qi| nics[qps[qi].nic].cfg.path_mtu.bytes()))
+            .transpose()?;
+        let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d };
+        e.progress();
+        Ok(e)
+    }
+}
+
+/// The requesters' local ACK timeout, which the responders' reordering window follows: the
+/// longest this job's requesters use (`rocefab run` gives every host the same), else the
+/// default.
+fn local_ack_timeout_ns(job: &Job, d: Dilation) -> u64 {
+    job.qps
+        .iter()
+        .filter_map(|q| q.send.as_ref().map(|s| s.retransmit_timeout_ns))
+        .max()
+        .unwrap_or_else(|| job::default_retransmit_timeout_ns(d))
+}
+
+/// NIC `i` of the job, `n`, with path MTU `path_mtu` (`None`: not given) on the wall clock at
+/// dilation `d`.
+fn build_nic(i: usize, n: &NicSpec, path_mtu: Option<PathMtu>, d: Dilation, now: u64) -> Result<Nic, EngineError> {
+    let e = |what: String| EngineError::Nic { nic: i, name: n.name.clone(), what };
+    let mac = job::parse_mac(&n.mac).ok_or_else(|| e(format!("bad mac {:?}", n.mac)))?;
+    let path_mtu = path_mtu.ok_or_else(|| e("no path MTU given".into()))?;
+    let cfg = NicConfig {
+        name: n.name.clone(),
+        mac,
+        ip: n.ip,
+        line_rate_bps: d.rate(n.line_rate_bps),
+        emulated_line_rate_bps: n.line_rate_bps,
+        path_mtu,
+        write_only: n.write_only,
+        dcqcn: n.dcqcn,
+        classes: n.classes,
+    };
+    n.classes.validate().map_err(|x| e(format!("{}: classes: {x}", n.name)))?;
+    let pfc = NicPfc::new(cfg.line_rate_bps, n.classes.pfc_enable).map_err(|x| e(x.to_string()))?;
+    let pacer = NicPacer::new(cfg.line_rate_bps, path_mtu, now);
+    Ok(Nic {
+        cfg,
+        pfc,
+        pacer,
+        acks: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
+        cnps: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
+        qps: Vec::new(),
+        rr: 0,
+        c: NicCounters::default(),
+    })
+}
+
+/// The error of QP `qpn` saying `what`.
+fn qp_error(qpn: u32) -> impl Fn(String) -> EngineError {
+    move |what| EngineError::Qp { qpn, what }
+}
+
+/// QP `q` without its requester or responder.
+fn new_qp(q: &QpSpec) -> Result<Qp, EngineError> {
+    let e = qp_error(q.qpn);
+    let peer_mac =
+        job::parse_mac(&q.next_hop_mac).ok_or_else(|| e(format!("bad next_hop_mac {:?}", q.next_hop_mac)))?;
+    Ok(Qp {
+        spec: q.clone(),
+        nic: q.nic,
+        peer_mac,
+        sport: udp_src_port_for_qp(q.qpn, q.peer_qpn),
+        sender: None,
+        send_buf: Vec::new(),
+        send_ring: None,
+        send_total: 0,
+        send_acked: 0,
+        send_done: None,
+        receiver: None,
+        recv_len: 0,
+        recv_done: None,
+        error: None,
+    })
+}
+
+/// Gives `qp` its requester for `s` on `nic`: the sender on the wall clock, its send buffer
+/// (the pattern, room for the collective's transfers or a ring for them) and `s`'s writes
+/// posted.
+fn attach_requester(qp: &mut Qp, job: &Job, s: &SendSpec, nic: &Nic, d: Dilation, now: u64) -> Result<(), EngineError> {
+    let e = qp_error(qp.spec.qpn);
+    let mut sender = Sender::new(requester_config(s, nic, d, job.dcqcn), now).map_err(|x| e(x.to_string()))?;
+    let len = usize::try_from(s.len).map_err(|_| e("send.len too large".into()))?;
+    let qpn = qp.spec.qpn;
+    let coll_sends = || job.collective.iter().flat_map(|c| c.sends.iter()).filter(move |x| x.qpn == qpn);
+    let coll_bytes: u64 = coll_sends().map(|x| x.len).sum();
+    qp.send_total = s.len + coll_bytes;
+    if s.len == 0 && coll_bytes > 0 {
+        let largest = coll_sends().map(|x| x.len).max().unwrap_or(0);
+        let window = u64::from(s.window_packets) * u64::from(nic.cfg.path_mtu.bytes());
+        let cap = coll_bytes.min(2 * (largest + window));
+        let cap_len = usize::try_from(cap).map_err(|_| e("send bytes too large".into()))?;
+        qp.send_buf = prefaulted(cap_len, cap_len);
+        qp.send_ring = Some(SendRing { cap, posted: VecDeque::new() });
+    } else {
+        // Room for every collective transfer appended later, faulted in now.
+        let total = usize::try_from(qp.send_total).map_err(|_| e("send bytes too large".into()))?;
+        qp.send_buf = prefaulted(0, total);
+        qp.send_buf.extend_from_slice(&pattern::generate(len, s.seed));
+    }
+    let mut off = 0u64;
+    let mut wr = 0u64;
+    while off < s.len {
+        let n = (s.len - off).min(s.message_bytes);
+        let msg = WriteMessage { remote_va: s.remote_va + off, rkey: s.rkey, len: n as u32 };
+        sender.post_write(wr, off, msg).map_err(|x| e(format!("posting write {wr}: {x}")))?;
+        off += n;
+        wr += 1;
+    }
+    if qp.send_total == 0 {
+        qp.send_done = Some(now);
+    }
+    qp.sender = Some(sender);
+    Ok(())
+}
+
+/// The wall-clock configuration of a requester for `s` on `nic` at dilation `d`.
+fn requester_config(s: &SendSpec, nic: &Nic, d: Dilation, profile: DcqcnProfile) -> SenderConfig {
+    let mut cfg = sender_config(nic.cfg.emulated_line_rate_bps, s.retransmit_timeout_ns, d, profile);
+    cfg.mtu = nic.cfg.path_mtu;
+    cfg.mode = if nic.cfg.write_only { SegmentMode::WriteOnlyPerPacket } else { SegmentMode::FirstMiddleLast };
+    cfg.initial_psn = Psn::new(s.psn);
+    cfg.max_outstanding_packets = s.window_packets;
+    // The QP's own limiter allows the NIC shaper's burst, so at line rate it never
+    // splits a burst the NIC may send.
+    cfg.burst_bytes = cfg.burst_bytes.max(nic.pacer.burst());
+    if !nic.cfg.dcqcn {
+        cfg.dcqcn = None;
+    }
+    if nic.cfg.ip.is_ipv6() {
+        cfg.per_packet_overhead_bytes += 20;
+    }
+    cfg
+}
+
+/// Gives `qp` its responder for `r` on `nic`: the receiver on the wall clock with its region,
+/// and the bytes it waits for (a collective's responder receives every transfer into its
+/// staging region, which may be a ring smaller than their sum, `collective_job`).
+fn attach_responder(
+    qp: &mut Qp,
+    job: &Job,
+    r: &RecvSpec,
+    nic: &Nic,
+    d: Dilation,
+    local_ack_timeout_ns: u64,
+    now: u64,
+) -> Result<(), EngineError> {
+    let e = qp_error(qp.spec.qpn);
+    let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d, job.dcqcn, local_ack_timeout_ns);
+    cfg.initial_psn = Psn::new(r.psn);
+    let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
+    let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
+    qp.receiver = Some(Receiver::new(cfg, vec![mr]).map_err(|x| e(x.to_string()))?);
+    let coll_recvs = job.collective.iter().flat_map(|c| c.recvs.iter()).filter(|x| x.qpn == qp.spec.qpn);
+    qp.recv_len = if coll_recvs.clone().next().is_some() { coll_recvs.map(|x| x.len).sum() } else { r.len };
+    if qp.recv_len == 0 {
+        qp.recv_done = Some(now);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::engine::testkit::{jobs, run_with_delay};
+
+    #[test]
+    fn the_reordering_window_is_a_quarter_of_the_jobs_local_ack_timeout() {
+        let (ja, mut jb) = jobs(20_000, 10_000_000_000, false);
+        // A responder-only job: a quarter of the default timeout (100 ms at D 1).
+        let b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
+        assert_eq!(b.receiver(33).unwrap().config().reorder_window_ns, Some(25_000_000));
+        // With a requester of its own at 2 s (`rocefab run --retransmit-timeout-ms 2000` gives
+        // every host the same), its responders wait 500 ms before they call a hole a loss.
+        let mut send = ja.qps[0].clone();
+        send.qpn = 34;
+        send.send.as_mut().unwrap().retransmit_timeout_ns = 2_000_000_000;
+        jb.qps.push(send);
+        let b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
+        assert_eq!(b.receiver(33).unwrap().config().reorder_window_ns, Some(500_000_000));
+    }
+
+    #[test]
+    fn dilated_jobs_run_on_the_wall_clock_at_rate_over_d_and_report_emulated_time() {
+        let d = 1000.0;
+        let dil = Dilation::new(d).unwrap();
+        let (mut ja, mut jb) = jobs(400_000, 10_000_000_000, true);
+        (ja.time_dilation, jb.time_dilation) = (d, d);
+        let a = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
+        // The requester on the wall clock: rates / D, timers × D, built from emulated params.
+        let c = a.sender(17).unwrap().config();
+        assert_eq!(c.line_rate_bps, 10_000_000);
+        assert_eq!(c.retransmit_timeout_ns, 2_000_000_000, "2 ms emulated × 1000");
+        let emulated = crate::dcqcn::DcqcnConfig::with_line_rate(10_000_000_000);
+        assert_eq!(c.dcqcn, Some(emulated.dilated(dil)));
+        let dc = c.dcqcn.unwrap();
+        assert_eq!((dc.min_rate_bps, dc.rate_ai_bps), (emulated.min_rate_bps / 1000, emulated.rate_ai_bps / 1000));
+        assert_eq!(dc.rate_increase_period_ns, emulated.rate_increase_period_ns * 1000);
+        let r = receiver_config(
+            PathMtu::Mtu1024,
+            false,
+            dil,
+            DcqcnProfile::default(),
+            job::default_retransmit_timeout_ns(dil),
+        );
+        assert_eq!(r.cnp_interval_ns, crate::dcqcn::DEFAULT_CNP_INTERVAL_NS * 1000);
+        // The job's profile reaches both ends: ConnectX's 300 µs timer and 4 µs CNP interval.
+        ja.dcqcn = DcqcnProfile::Connectx;
+        let cx = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
+        assert_eq!(cx.sender(17).unwrap().config().dcqcn, Some(DcqcnProfile::Connectx.rp(10_000_000_000).dilated(dil)));
+        assert_eq!(
+            receiver_config(
+                PathMtu::Mtu1024,
+                false,
+                dil,
+                DcqcnProfile::Connectx,
+                job::default_retransmit_timeout_ns(dil)
+            )
+            .cnp_interval_ns,
+            4_000 * 1000
+        );
+        assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
+
+        // The same transfer at D = 1 and D = 1000: the wall clock stretches by D, the reports
+        // (emulated) agree; the test wire's 5 µs (emulated) delay is stretched like the rest.
+        let report = |d: f64| {
+            let (mut ja, mut jb) = jobs(400_000, 10_000_000_000, true);
+            (ja.time_dilation, jb.time_dilation) = (d, d);
+            let mut a = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
+            let mut b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
+            let end =
+                run_with_delay(dil_of(d).duration(5_000), &mut a, &mut b, 0, u64::MAX / 2, |_, _, _| true, |_, _| {});
+            (a.report("a", end), b.report("b", end), a.finish_time().unwrap())
+        };
+        fn dil_of(d: f64) -> Dilation {
+            Dilation::new(d).unwrap()
+        }
+        let (ra1, rb1, wall1) = report(1.0);
+        let (ra, rb, wall) = report(d);
+        assert!(ra.ok && rb.ok && ra1.ok && rb1.ok, "{ra:?} {rb:?}");
+        assert_eq!((ra.time_dilation, ra1.time_dilation), (d, 1.0));
+        let near = |x: f64, y: f64| (x - y).abs() <= 0.02 * y;
+        assert!(near(wall as f64, wall1 as f64 * d), "wall-clock finish {wall} vs {wall1} × {d}");
+        assert!(near(ra.elapsed_ns as f64, ra1.elapsed_ns as f64), "{} vs {}", ra.elapsed_ns, ra1.elapsed_ns);
+        let (t, t1) = (ra.qps[0].send_done_ns.unwrap(), ra1.qps[0].send_done_ns.unwrap());
+        assert!(near(t as f64, t1 as f64), "{t} vs {t1}");
+        let (g, g1) = (ra.qps[0].goodput_bps.unwrap(), ra1.qps[0].goodput_bps.unwrap());
+        assert!(near(g, g1), "goodput {g} vs {g1}");
+        assert!(g > 1e9, "emulated goodput near the 10 Gb/s line rate: {g}");
+        assert_eq!(ra.qps[0].rate_bps, ra1.qps[0].rate_bps, "line rate, no CNP: 10 Gb/s emulated");
+        assert_eq!(ra.nics[0].line_rate_bps, 10_000_000_000);
+        assert!(near(rb.qps[0].recv_done_ns.unwrap() as f64, rb1.qps[0].recv_done_ns.unwrap() as f64));
+    }
+
+    #[test]
+    fn prefaulted_buffers_are_zeroed_with_the_requested_room() {
+        let v = prefaulted(3, 10_000);
+        assert_eq!(v, [0, 0, 0]);
+        assert!(v.capacity() >= 10_000);
+        let w = prefaulted(5000, 10);
+        assert!(w.len() == 5000 && w.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn link_mtu_picks_the_largest_fitting_path_mtu() {
+        assert_eq!(path_mtu_for_link(1500, false), Some(PathMtu::Mtu1024));
+        assert_eq!(path_mtu_for_link(3500, false), Some(PathMtu::Mtu2048));
+        assert_eq!(path_mtu_for_link(2108, false), Some(PathMtu::Mtu2048));
+        assert_eq!(path_mtu_for_link(2107, false), Some(PathMtu::Mtu1024));
+        assert_eq!(path_mtu_for_link(9000, true), Some(PathMtu::Mtu4096));
+        assert_eq!(path_mtu_for_link(300, false), None);
+    }
+}
