@@ -5,6 +5,10 @@
 
 pub mod capture;
 pub mod config;
+pub mod dcqcn;
+pub mod host_sample;
+pub mod job;
 pub mod promtext;
+pub mod rdma;
 pub mod sample;
 pub mod time;

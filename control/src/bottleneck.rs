@@ -18,7 +18,7 @@
 //! AllReduce whose every hop crosses rails, two flows per uplink), and it, not the machine,
 //! explains receivers and senders below their NICs' rate. A machine too slow for the dilated
 //! rates keeps every link below it.
-use gpu_host::nic::job::Report;
+use rocefab_contracts::job::Report;
 use rocefab_contracts::sample::SwitchSample;
 
 /// CPU busy fraction at which the machine counts as saturated.
@@ -227,7 +227,7 @@ pub fn warnings(m: &Measured) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_host::nic::job::{NicReport, QpReport};
+    use rocefab_contracts::job::{NicReport, QpReport};
 
     const G400: f64 = 400e9;
 

@@ -24,10 +24,10 @@
 //! milliseconds and the TTL in whole seconds. Errors name the key (`lldp.nic.roce_dscp`).
 use std::fmt;
 
-use gpu_host::nic::job::NicClasses;
 use lldp_agent::dcb::prio_list;
 use lldp_agent::Dcb;
 use rocefab_contracts::config::LldpConfig;
+use rocefab_contracts::job::NicClasses;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 

@@ -19,7 +19,7 @@
 //!
 //! Every wait has a deadline from `--timeout` (wall clock from the command's start): readiness,
 //! the reports, then [`REPORT_GRACE`] for hosts asked to report at the deadline (SIGUSR1: the
-//! report lists what every unfinished QP and rank waited for, [`gpu_host::nic::job::QpStall`]),
+//! report lists what every unfinished QP and rank waited for, [`rocefab_contracts::job::QpStall`]),
 //! and bounded SIGTERM/SIGKILL waits to reap every hostd. A host that fails first (errored QP,
 //! unverified data, crash) ends the job at once: its peers could only wait for it.
 //!
@@ -47,11 +47,11 @@ use anyhow::{anyhow, bail, Context};
 use gpu_host::nic::agent::{classes_from, AgentConfig};
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
 use gpu_host::nic::engine::path_mtu_for_link;
-use gpu_host::nic::job::{
+use lldp_agent::NodeReport;
+use rocefab_contracts::job::{
     default_retransmit_timeout_ns, window_packets_for, NicClasses, QpStall, Report, DEFAULT_WINDOW_PACKETS,
 };
-use gpu_host::segment::SegmentMode;
-use lldp_agent::NodeReport;
+use rocefab_contracts::rdma::SegmentMode;
 use rocefab_contracts::time::Dilation;
 use serde::Serialize;
 
@@ -245,7 +245,7 @@ pub struct RunReport {
     pub stalls: Vec<StallLine>,
 }
 
-/// An unfinished QP of one host ([`gpu_host::nic::job::QpStall`]).
+/// An unfinished QP of one host ([`rocefab_contracts::job::QpStall`]).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct StallLine {
     pub host: String,
@@ -669,7 +669,7 @@ impl Drop for Hostds {
 }
 
 /// The default window in packets for a fabric whose links have `link_mtu`: 128 KiB of
-/// payload at the path MTU the hosts will use ([`gpu_host::nic::job::DEFAULT_WINDOW_BYTES`]).
+/// payload at the path MTU the hosts will use ([`rocefab_contracts::job::DEFAULT_WINDOW_BYTES`]).
 pub fn default_window_packets(link_mtu: u32, ipv6: bool) -> u32 {
     path_mtu_for_link(link_mtu, ipv6).map_or(DEFAULT_WINDOW_PACKETS, window_packets_for)
 }
@@ -756,7 +756,7 @@ struct FabricHosts {
     mtu: u32,
     /// The time dilation the fabric came up with.
     dilation: Dilation,
-    dcqcn: gpu_host::dcqcn::DcqcnProfile,
+    dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
 }
 
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
@@ -1010,7 +1010,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_host::nic::job::{NicReport, QpReport, RankReport};
+    use rocefab_contracts::job::{NicReport, QpReport, RankReport};
 
     #[test]
     fn metrics_port_base_help_says_host1_gets_the_base() {

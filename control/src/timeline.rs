@@ -4,7 +4,7 @@
 //!
 //! Three parts:
 //! - [`Sampler`]: a thread that polls every switch daemon's and every host's `GET /sample`
-//!   ([`rocefab_contracts::sample`], [`gpu_host::nic::sample`]) at a fixed wall-clock interval and
+//!   ([`rocefab_contracts::sample`], [`rocefab_contracts::host_sample`]) at a fixed wall-clock interval and
 //!   stamps each answer with its own monotonic clock. It stops when the job ends and never runs
 //!   longer than its limit (the job timeout); it keeps at most [`MAX_ROUNDS`] rounds, halving
 //!   its rate (dropping every other round) when it reaches them.
@@ -24,9 +24,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use gpu_host::nic::job::Job;
-use gpu_host::nic::sample::HostSample;
 use rocefab_contracts::config::SwitchConfig;
+use rocefab_contracts::host_sample::HostSample;
+use rocefab_contracts::job::Job;
 use rocefab_contracts::sample::{SwitchSample, Thresholds};
 use serde::{Deserialize, Serialize};
 
@@ -650,13 +650,13 @@ impl Timeline {
     fn sender_series(&mut self, s: &Samples, d: f64) {
         for hi in 0..s.hosts.len() {
             for (qpn, name) in senders(s, hi) {
-                let seq: Vec<(u64, &gpu_host::nic::sample::QpSample)> = s
+                let seq: Vec<(u64, &rocefab_contracts::host_sample::QpSample)> = s
                     .rounds
                     .iter()
                     .filter_map(|r| r.hosts.get(hi)?.as_ref())
                     .filter_map(|h| Some((h.t_ns, h.sample.qps.iter().find(|q| q.qpn == qpn)?)))
                     .collect();
-                let pts = |f: &dyn Fn(&gpu_host::nic::sample::QpSample) -> f64| -> Vec<Point> {
+                let pts = |f: &dyn Fn(&rocefab_contracts::host_sample::QpSample) -> f64| -> Vec<Point> {
                     seq.iter().map(|(t, q)| Point { t_us: us(*t, d), v: f(q) }).collect()
                 };
                 // hostd reports its DCQCN rate in emulated bit/s already (its job carries D).
@@ -1029,7 +1029,7 @@ impl RunTimeline {
         let interval = interval.max(Duration::from_millis(1));
         let snapshot_ms = u64::try_from(interval.as_millis())
             .unwrap_or(u64::MAX)
-            .clamp(1, gpu_host::nic::job::DEFAULT_SNAPSHOT_INTERVAL_MS);
+            .clamp(1, rocefab_contracts::job::DEFAULT_SNAPSHOT_INTERVAL_MS);
         let mut host_sources = Vec::new();
         for (name, job) in hosts.iter().zip(jobs.iter_mut()) {
             job.snapshot_interval_ms = snapshot_ms;
@@ -1104,7 +1104,7 @@ pub fn write_output(path: &Path, file: &TimelineFile) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_host::nic::sample::{NicSample, QpSample};
+    use rocefab_contracts::host_sample::{NicSample, QpSample};
     use rocefab_contracts::sample::PortSample;
 
     const MS: u64 = 1_000_000;

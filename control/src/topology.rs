@@ -141,7 +141,7 @@ struct RawTopology {
 #[serde(deny_unknown_fields)]
 struct RawDcqcn {
     #[serde(default)]
-    profile: gpu_host::dcqcn::DcqcnProfile,
+    profile: rocefab_contracts::dcqcn::DcqcnProfile,
 }
 
 fn default_time_dilation() -> f64 {
@@ -691,7 +691,7 @@ pub struct Topology {
     /// Effective load balancing of every switch, by index into `switches`.
     pub load_balance: Vec<rocefab_contracts::config::LbConfig>,
     /// The DCQCN parameter set of every GPU NIC (reaction and notification point).
-    pub dcqcn: gpu_host::dcqcn::DcqcnProfile,
+    pub dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
 }
 
 impl Topology {

@@ -8,9 +8,9 @@ use control::fabric::render_plan;
 use control::lldp_show::{check_links, render_check, render_node, LinkEnd, LinkStatus};
 use control::plan::compile;
 use control::topology::Topology;
-use gpu_host::nic::job::NicClasses;
 use lldp_agent::{Dcb, Identity, NodeReport, PortAgent, Timing};
 use rocefab_contracts::config::LldpConfig;
+use rocefab_contracts::job::NicClasses;
 
 const GOOD: &str = "\
 fabric: t

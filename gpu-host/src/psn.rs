@@ -10,12 +10,7 @@
 
 use core::fmt;
 
-/// Number of bits in a PSN.
-pub const PSN_BITS: u32 = 24;
-/// Mask of the valid PSN bits.
-pub const PSN_MASK: u32 = (1 << PSN_BITS) - 1;
-/// Half the PSN space: a PSN less than this far forward is "ahead".
-pub const PSN_HALF: u32 = 1 << (PSN_BITS - 1);
+pub use rocefab_contracts::rdma::{PSN_BITS, PSN_HALF, PSN_MASK};
 
 /// A 24-bit packet sequence number.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]

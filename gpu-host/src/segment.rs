@@ -9,13 +9,11 @@
 
 use crate::desc::{Opcode, Reth, WritePacket};
 use crate::psn::{Psn, PSN_HALF};
+pub use rocefab_contracts::rdma::{InvalidMtu, PathMtu, SegmentMode};
 
 /// Errors building a segmenter.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum SegmentError {
-    /// The path MTU is not one of 256/512/1024/2048/4096.
-    #[error("invalid path MTU {0}: must be 256, 512, 1024, 2048 or 4096")]
-    InvalidMtu(u32),
     /// `remote_va + len` overflows the 64-bit address space.
     #[error("remote VA {va:#x} + length {len} overflows 64 bits")]
     VaOverflow {
@@ -32,56 +30,6 @@ pub enum SegmentError {
         /// Packets needed.
         packets: u32,
     },
-}
-
-/// InfiniBand path MTU (IBTA Vol. 1 §7.7.8: 256, 512, 1024, 2048 or 4096 bytes of payload).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PathMtu {
-    /// 256 bytes.
-    Mtu256,
-    /// 512 bytes.
-    Mtu512,
-    /// 1024 bytes.
-    Mtu1024,
-    /// 2048 bytes.
-    Mtu2048,
-    /// 4096 bytes.
-    Mtu4096,
-}
-
-impl PathMtu {
-    /// Payload bytes per packet.
-    pub const fn bytes(self) -> u32 {
-        match self {
-            PathMtu::Mtu256 => 256,
-            PathMtu::Mtu512 => 512,
-            PathMtu::Mtu1024 => 1024,
-            PathMtu::Mtu2048 => 2048,
-            PathMtu::Mtu4096 => 4096,
-        }
-    }
-
-    /// Parses a byte count.
-    pub const fn from_bytes(b: u32) -> Result<PathMtu, SegmentError> {
-        match b {
-            256 => Ok(PathMtu::Mtu256),
-            512 => Ok(PathMtu::Mtu512),
-            1024 => Ok(PathMtu::Mtu1024),
-            2048 => Ok(PathMtu::Mtu2048),
-            4096 => Ok(PathMtu::Mtu4096),
-            other => Err(SegmentError::InvalidMtu(other)),
-        }
-    }
-}
-
-/// How a message is cut into opcodes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum SegmentMode {
-    /// Standard RC: First / Middle… / Last, or Only for a single packet.
-    #[default]
-    FirstMiddleLast,
-    /// Every packet is a WRITE Only with its own RETH (spray-safe).
-    WriteOnlyPerPacket,
 }
 
 /// The remote side of one RDMA WRITE work request.
@@ -295,7 +243,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_inputs() {
-        assert_eq!(PathMtu::from_bytes(1500), Err(SegmentError::InvalidMtu(1500)));
+        assert_eq!(PathMtu::from_bytes(1500), Err(InvalidMtu(1500)));
         assert_eq!(PathMtu::from_bytes(4096), Ok(PathMtu::Mtu4096));
         let e = Segmenter::new(
             WriteMessage { remote_va: u64::MAX - 10, rkey: 1, len: 11 },

@@ -9,11 +9,11 @@
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gpu_host::nic::sample::HostSample;
+use rocefab_contracts::host_sample::HostSample;
 
 use prometheus::{Counter, CounterVec, Encoder, Gauge, GaugeVec, IntCounterVec, Opts, Registry, TextEncoder};
 
-use gpu_host::nic::job::{Job, Report};
+use rocefab_contracts::job::{Job, Report};
 
 const QP_LABELS: [&str; 4] = ["qpn", "peer_qpn", "nic", "label"];
 
@@ -35,7 +35,7 @@ pub struct Metrics {
     sample: Mutex<Option<HostSample>>,
 }
 
-fn qp_value(q: &gpu_host::nic::job::QpReport, name: &str) -> u64 {
+fn qp_value(q: &rocefab_contracts::job::QpReport, name: &str) -> u64 {
     match name {
         "packets_sent" => q.packets_sent,
         "retransmitted_packets" => q.retransmitted_packets,
@@ -56,7 +56,7 @@ fn qp_value(q: &gpu_host::nic::job::QpReport, name: &str) -> u64 {
     }
 }
 
-fn nic_value(n: &gpu_host::nic::job::NicReport, name: &str) -> u64 {
+fn nic_value(n: &rocefab_contracts::job::NicReport, name: &str) -> u64 {
     match name {
         "tx_frames" => n.tx_frames,
         "tx_bytes" => n.tx_bytes,
@@ -255,7 +255,7 @@ pub fn serve(listener: TcpListener, m: Arc<Metrics>) -> std::io::Result<std::thr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_host::nic::job::{NicReport, QpReport};
+    use rocefab_contracts::job::{NicReport, QpReport};
 
     #[test]
     fn snapshots_become_monotonic_labelled_metrics() {

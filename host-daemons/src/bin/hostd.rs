@@ -3,7 +3,7 @@
 //! attaches the host XDP program to every NIC veth, opens one AF_XDP socket per NIC, runs the
 //! RoCEv2 RC engine on a dedicated data thread until every QP has finished (or the timeout),
 //! and prints one JSON report on stdout (after a `{"ready":...}` line once the sockets are up).
-//! Prometheus metrics (and `GET /sample`, [`gpu_host::nic::sample`]) are served on `metrics_listen`
+//! Prometheus metrics (and `GET /sample`, [`rocefab_contracts::host_sample`]) are served on `metrics_listen`
 //! when the job sets it.
 //!
 //! Emulated time: the job's line rates and timers are emulated with a `time_dilation` D; the
@@ -37,13 +37,13 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use gpu_host::nic::engine::{path_mtu_for_link, Engine};
-use gpu_host::nic::job::{Job, Report};
 use gpu_host::segment::PathMtu;
 use host_daemons::daemon::{self, Clock, Exit};
 use host_daemons::metrics::Metrics;
 use host_daemons::mirror::{self, MirrorError, MirrorProducer};
 use host_daemons::xsk::XskPort;
 use nix::sys::signal::Signal;
+use rocefab_contracts::job::{Job, Report};
 use rocefab_plumbing::daemon::Signals;
 use rocefab_plumbing::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
 
