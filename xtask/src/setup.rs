@@ -77,21 +77,30 @@ pub fn run(a: &SetupArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The stable toolchain's rustfmt and clippy (`cargo xtask test` checks formatting and lints; a
-/// `--profile minimal` rustup has neither) and the pinned nightly's clippy (the eBPF crate is
-/// linted with its own toolchain).
+/// The toolchain `cargo xtask test` formats and lints with, pinned: a newer rustfmt formats
+/// differently and a newer clippy brings new lints, so a floating `stable` would turn a fresh
+/// machine's `-D warnings` red without a change in the tree (1.99's clippy did). The workspace
+/// still builds with the machine's stable, 1.95 or newer (`rust-version`).
+pub const LINT_TOOLCHAIN: &str = "1.95.0";
+
+/// [`LINT_TOOLCHAIN`] with rustfmt and clippy, and the pinned nightly's clippy (the eBPF crate
+/// is linted with its own toolchain).
 fn lint_components(toolchain: &str) -> anyhow::Result<()> {
-    for (on, component) in [(None, "rustfmt"), (None, "clippy"), (Some(toolchain), "clippy")] {
-        if has_component(on, component) {
-            continue;
-        }
-        eprintln!("xtask setup: adding {component} to {}", on.unwrap_or("the stable toolchain"));
-        let mut c = Command::new("rustup");
-        c.args(["component", "add", component]);
-        if let Some(t) = on {
-            c.args(["--toolchain", t]);
-        }
-        sh(&mut c)?;
+    if !has_component(Some(LINT_TOOLCHAIN), "rustfmt") || !has_component(Some(LINT_TOOLCHAIN), "clippy") {
+        eprintln!("xtask setup: installing {LINT_TOOLCHAIN} with rustfmt and clippy (formatting and lints)");
+        sh(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            LINT_TOOLCHAIN,
+            "--profile",
+            "minimal",
+            "--component",
+            "rustfmt,clippy",
+        ]))?;
+    }
+    if !has_component(Some(toolchain), "clippy") {
+        eprintln!("xtask setup: adding clippy to {toolchain}");
+        sh(Command::new("rustup").args(["component", "add", "clippy", "--toolchain", toolchain]))?;
     }
     Ok(())
 }
@@ -120,9 +129,10 @@ pub fn check(file: &Path) -> anyhow::Result<()> {
             if let Err(e) = toolchain_problems(&toolchain) {
                 problems.push(format!("{e:#}"));
             }
-            for (on, component) in [(None, "rustfmt"), (None, "clippy"), (Some(toolchain.as_str()), "clippy")] {
-                if !has_component(on, component) {
-                    let on = on.unwrap_or("the stable toolchain");
+            for (on, component) in
+                [(LINT_TOOLCHAIN, "rustfmt"), (LINT_TOOLCHAIN, "clippy"), (toolchain.as_str(), "clippy")]
+            {
+                if !has_component(Some(on), component) {
                     problems.push(format!("{component} is not installed for {on}; fix: cargo xtask setup"));
                 }
             }

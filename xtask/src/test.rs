@@ -104,31 +104,31 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
 /// `cargo fmt --check` over the workspace and the fuzz crate (its own workspace): the tree is
 /// formatted with the root `rustfmt.toml`.
 fn fmt_check(root: &std::path::Path) -> anyhow::Result<String> {
-    run(Command::new("cargo").current_dir(root).args(["fmt", "--all", "--check"]))?;
-    run(Command::new("cargo").current_dir(root.join("fuzz")).args(["fmt", "--check"]))?;
-    Ok("workspace and fuzz crate formatted".into())
+    let lint = crate::setup::LINT_TOOLCHAIN;
+    run(pinned(lint).current_dir(root).args(["fmt", "--all", "--check"]))?;
+    run(pinned(lint).current_dir(root.join("fuzz")).args(["fmt", "--check"]))?;
+    Ok(format!("workspace and fuzz crate formatted (rustfmt of {lint})"))
 }
 
-/// Clippy with warnings as errors: the workspace on the stable toolchain (every target, the
+/// `cargo +toolchain`, whatever toolchain the xtask itself runs under.
+fn pinned(toolchain: &str) -> Command {
+    let mut c = Command::new("cargo");
+    c.env_remove("RUSTUP_TOOLCHAIN").arg(format!("+{toolchain}"));
+    c
+}
+
+/// Clippy with warnings as errors: the workspace on the pinned lint toolchain (every target, the
 /// privileged tests' crate included), then the eBPF crate with its pinned nightly for
 /// `bpfel-unknown-none` (its own target dir, as plumbing's build script uses for the object).
 fn clippy(root: &std::path::Path) -> anyhow::Result<String> {
-    run(Command::new("cargo").current_dir(root).args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    let lint = crate::setup::LINT_TOOLCHAIN;
+    run(pinned(lint).current_dir(root).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     let toolchain = crate::setup::pinned_toolchain(&root.join("dataplane-ebpf/rust-toolchain.toml"))?;
-    run(Command::new("cargo")
+    run(pinned(&toolchain)
         .current_dir(root)
-        .env_remove("RUSTUP_TOOLCHAIN")
-        .arg(format!("+{toolchain}"))
         .args(["clippy", "-p", "dataplane-ebpf", "--release", "--target", "bpfel-unknown-none", "-Z", "build-std=core"])
         .args(["--target-dir", "target/bpf-clippy", "--", "-D", "warnings"]))?;
-    Ok(format!("no warning in the workspace nor in dataplane-ebpf ({toolchain})"))
+    Ok(format!("no warning in the workspace (clippy of {lint}) nor in dataplane-ebpf ({toolchain})"))
 }
 
 /// Runs a `cargo test` command, streaming its output, and sums the `test result:` lines.
