@@ -722,30 +722,18 @@ pub fn prometheus_static_configs(targets: &[MetricsTarget]) -> serde_json::Value
 pub fn render_daemons(st: &State, live: impl Fn(&DaemonState) -> String) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
+    let row = |o: &mut String, d: &DaemonState| {
+        let (metrics, lldp) = (d.url("/metrics"), d.url("/lldp"));
+        let _ = writeln!(o, "  {:<10} {:<18} {metrics}  lldp {lldp}  log {}", d.switch, live(d), d.log.display());
+    };
     let _ = writeln!(o, "switch daemons:");
     for d in st.daemons.iter().filter(|d| !d.is_host()) {
-        let _ = writeln!(
-            o,
-            "  {:<10} {:<18} {}  lldp {}  log {}",
-            d.switch,
-            live(d),
-            d.url("/metrics"),
-            d.url("/lldp"),
-            d.log.display()
-        );
+        row(&mut o, d);
     }
     if st.daemons.iter().any(|d| d.is_host()) {
         let _ = writeln!(o, "NIC agents (LLDP/DCBX):");
         for d in st.daemons.iter().filter(|d| d.is_host()) {
-            let _ = writeln!(
-                o,
-                "  {:<10} {:<18} {}  lldp {}  log {}",
-                d.switch,
-                live(d),
-                d.url("/metrics"),
-                d.url("/lldp"),
-                d.log.display()
-            );
+            row(&mut o, d);
         }
     }
     let targets = metrics_targets(st);
