@@ -462,7 +462,19 @@ pub struct PortConfig {
     /// What is on the other end (`host1:gpu0`, `spine1:eth3`), for metrics labels and status.
     #[serde(default)]
     pub peer: String,
+    /// Emulated delay (ns) between a frame leaving this port's scheduler and the peer seeing it:
+    /// the switch's forwarding latency, the cable's propagation delay and, toward a NIC, the
+    /// NIC's receive pipeline. PFC frames and every other frame the switch sends take it too.
+    #[serde(default)]
+    pub tx_delay_ns: u64,
+    /// Emulated delay (ns) between the peer sending a frame and this switch seeing it, applied
+    /// here when the peer does not apply it itself (a NIC: its transmit pipeline and the cable).
+    #[serde(default)]
+    pub rx_delay_ns: u64,
 }
+
+/// Longest per-port delay a switch accepts (emulated): 10 ms, two thousand kilometres of fibre.
+pub const MAX_PORT_DELAY_NS: u64 = 10_000_000;
 
 /// A next hop: leave through `port`, rewrite the destination MAC to `mac`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -542,6 +554,14 @@ impl SwitchConfig {
             if p.line_rate_bps == 0 {
                 return bad(format!("{}: port {i} ({}) has line_rate_bps 0", self.name, p.name));
             }
+            for (field, v) in [("tx_delay_ns", p.tx_delay_ns), ("rx_delay_ns", p.rx_delay_ns)] {
+                if v > MAX_PORT_DELAY_NS {
+                    return bad(format!(
+                        "{}: port {i} ({}) has {field} {v} (at most {MAX_PORT_DELAY_NS} ns)",
+                        self.name, p.name
+                    ));
+                }
+            }
         }
         if self.nexthops.len() > MAX_NEXTHOPS as usize || self.groups.len() > MAX_GROUPS as usize {
             return bad(format!("{}: too many next hops or groups", self.name));
@@ -613,6 +633,8 @@ mod tests {
                 line_rate_bps: 1_000_000_000,
                 addresses: vec!["10.0.1.254/24".into()],
                 peer: "host1:gpu0".into(),
+                tx_delay_ns: 1_600,
+                rx_delay_ns: 1_000,
             }],
             nexthops: vec![NextHopConfig { port: 0, mac: "02:00:00:00:01:01".parse().unwrap() }],
             groups: vec![vec![0]],
@@ -657,6 +679,22 @@ mod tests {
         c.load_balance.flowlet_gap_us = 0;
         let e = c.validate().unwrap_err().to_string();
         assert!(e.contains("rail1: load_balance.flowlet_gap_us is 0"), "{e}");
+        let mut c = sample();
+        c.ports[0].rx_delay_ns = MAX_PORT_DELAY_NS + 1;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("rail1: port 0 (p0) has rx_delay_ns 10000001 (at most 10000000 ns)"), "{e}");
+        c.ports[0].rx_delay_ns = MAX_PORT_DELAY_NS;
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn port_delays_default_to_none_in_older_configs() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        let port = v["ports"][0].as_object_mut().unwrap();
+        port.remove("tx_delay_ns");
+        port.remove("rx_delay_ns");
+        let c: SwitchConfig = serde_json::from_value(v).unwrap();
+        assert_eq!((c.ports[0].tx_delay_ns, c.ports[0].rx_delay_ns), (0, 0));
     }
 
     #[test]

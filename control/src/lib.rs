@@ -11,6 +11,7 @@ pub mod lldp;
 pub mod lldp_show;
 pub mod netns;
 pub mod pcap_show;
+pub mod ping;
 pub mod pipe;
 pub mod plan;
 pub mod qos;

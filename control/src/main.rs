@@ -29,6 +29,9 @@ enum Cmd {
     /// capture's timing (addresses mapped onto the fabric's GPUs, checksums and ICRC redone).
     #[command(override_usage = "rocefab replay [FABRIC] --from <HOST:GPU> <CAPTURE> [OPTIONS]")]
     Replay(control::replay::ReplayArgs),
+    /// Ping one GPU NIC from another and compare the round trip, in emulated time, with the
+    /// cable and pipeline latencies the topology configures along the path.
+    Ping(control::ping::PingArgs),
 }
 
 #[derive(Subcommand)]
@@ -60,6 +63,7 @@ fn main() {
         Cmd::Run(a) => control::run::run(a),
         Cmd::Lldp(a) => control::lldp_show::run(a),
         Cmd::Replay(a) => control::replay::run(a),
+        Cmd::Ping(a) => control::ping::run(a),
         Cmd::Capture(a) => control::capture::run(a),
     });
     match res {

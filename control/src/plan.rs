@@ -79,6 +79,8 @@ pub struct LinkPlan {
     pub line_rate_bps: u64,
     /// `host-rail`, `rail-spine` or `spine-super-spine`.
     pub class: &'static str,
+    /// The cable's propagation delay, emulated ns.
+    pub delay_ns: u64,
 }
 
 /// A GPU NIC in a host namespace with its policy routing.
@@ -234,7 +236,13 @@ fn link_plans(topo: &Topology, ports: &[Vec<usize>]) -> Vec<LinkPlan> {
             }
             _ => unreachable!("links are gpu-switch or switch-switch"),
         };
-        links.push(LinkPlan { a: ia, b: ib, line_rate_bps: l.line_rate.0, class: l.class.as_str() });
+        links.push(LinkPlan {
+            a: ia,
+            b: ib,
+            line_rate_bps: l.line_rate.0,
+            class: l.class.as_str(),
+            delay_ns: l.delay_ns,
+        });
     }
     links
 }
@@ -272,6 +280,18 @@ fn host_plans(topo: &Topology, links: &[LinkPlan], metrics_base: u16) -> Vec<Hos
     hosts
 }
 
+/// The delays a switch port applies (emulated ns; README "Emulated time"): to frames it sends,
+/// the switch's forwarding latency, the cable and, toward a NIC, the NIC's receive pipeline; to
+/// frames it receives from a NIC, the NIC's transmit pipeline and the cable (a NIC does not
+/// delay its own frames; a switch peer delays them on its own egress).
+pub fn port_delays(topo: &Topology, cable_ns: u64, peer_is_nic: bool) -> (u64, u64) {
+    if peer_is_nic {
+        (topo.switch_latency_ns + cable_ns + topo.nic_latency_ns, topo.nic_latency_ns + cable_ns)
+    } else {
+        (topo.switch_latency_ns + cable_ns, 0)
+    }
+}
+
 /// The neighbour behind a switch port: its endpoint, the port index, its MAC and address.
 type Peer = (Endpoint, u32, Mac, Ipv4Addr);
 
@@ -297,12 +317,15 @@ fn switch_plan(
         } else {
             (&l.a, &l.b, tl.b.clone())
         };
+        let (tx_delay_ns, rx_delay_ns) = port_delays(topo, l.delay_ns, matches!(peer_ep, Endpoint::Gpu { .. }));
         cfg_ports.push(PortConfig {
             name: me.ifname.clone(),
             mac: me.mac,
             line_rate_bps: l.line_rate_bps,
             addresses: vec![format!("{}/{}", me.addr, me.prefix_len)],
             peer: format!("{}:{}", peer.node, peer.ifname),
+            tx_delay_ns,
+            rx_delay_ns,
         });
         neighbors.push(PortNeighbor {
             port: me.ifname.clone(),

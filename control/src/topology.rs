@@ -19,8 +19,10 @@
 //! links:
 //!   line_rate: { host_rail: 1Gbps, rail_spine: 1Gbps }   # defaults per link class
 //!   rail_spine: full-mesh     # or a list: [{ rail: rail1, spine: spine1, line_rate: 10Gbps }]
-//!   overrides:                # per-link line rates; `hostN` or `hostN:gpuG`, switch names
-//!     - { between: [rail1, spine2], line_rate: 100Mbps }
+//!   delay: { host_rail: 1us, rail_spine: 200m }   # cable propagation per link class: a
+//!                             # duration or a length in metres (5 ns/m); default none
+//!   overrides:                # per-link line rates and delays; `hostN` or `hostN:gpuG`, switch names
+//!     - { between: [rail1, spine2], line_rate: 100Mbps, delay: 2us }
 //! addressing:                 # all optional
 //!   rail_base: 10.0.0.0       # rail r → (rail_base + r·256)/24, GPU .<host>, gateway .254
 //!   rails: { 2: 192.168.2.0/24 }   # per-rail subnet override (prefix length ≤ 24)
@@ -32,6 +34,8 @@
 //! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
 //! load_balance: { mode: ecmp, flowlet_gap: 50us }      # egress choice, see crate::lb
 //! dcqcn: { profile: ns3-hpcc }  # GPU NICs' DCQCN parameters: ns3-hpcc (default) | connectx | dcqcn-paper
+//! latency: { switch: 600ns, nic: 100ns }   # forwarding latency of every switch, pipeline latency
+//!                             # of every NIC each way (emulated; default none)
 //! ```
 //!
 //! A multi-pod fabric (book Fig. 13-9: pods of rail switches and spines joined by super-spines,
@@ -134,6 +138,9 @@ struct RawTopology {
     /// The GPU NICs' DCQCN parameter set.
     #[serde(default)]
     dcqcn: RawDcqcn,
+    /// Switch and NIC pipeline latencies (emulated).
+    #[serde(default)]
+    latency: RawLatency,
 }
 
 /// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper }`.
@@ -264,6 +271,8 @@ struct RawLinks {
     #[serde(default)]
     line_rate: RawLineRates,
     #[serde(default)]
+    delay: RawDelays,
+    #[serde(default)]
     rail_spine: RailSpineCabling,
     #[serde(default)]
     spine_super_spine: SuperSpineCabling,
@@ -343,11 +352,48 @@ struct RawSpineSuperSpineLink {
     line_rate: Option<LineRate>,
 }
 
+/// `links.delay`: the cables' propagation delay per link class (default: none).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawDelays {
+    #[serde(default)]
+    host_rail: Delay,
+    #[serde(default)]
+    rail_spine: Delay,
+    #[serde(default)]
+    spine_super_spine: Delay,
+}
+
+impl RawDelays {
+    fn of(&self, class: LinkClass) -> Delay {
+        match class {
+            LinkClass::HostRail => self.host_rail,
+            LinkClass::RailSpine => self.rail_spine,
+            LinkClass::SpineSuperSpine => self.spine_super_spine,
+        }
+    }
+}
+
+/// `latency:` the pipelines a frame crosses besides the cables (emulated, default none).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLatency {
+    /// Every switch's forwarding latency (ingress to egress, e.g. 600ns cut-through).
+    #[serde(default)]
+    switch: Delay,
+    /// Every GPU NIC's pipeline latency, each way (transmit and receive).
+    #[serde(default)]
+    nic: Delay,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawOverride {
     between: [String; 2],
-    line_rate: LineRate,
+    #[serde(default)]
+    line_rate: Option<LineRate>,
+    #[serde(default)]
+    delay: Option<Delay>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -372,6 +418,64 @@ struct RawNaming {
 
 // ---------------------------------------------------------------------------------------------
 // Value types with their own parsers
+
+/// A delay in emulated ns: a duration (`1us`, `600ns`, `1.5us`) or a cable length in metres
+/// (`200m`: light in fibre, 5 ns/m).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Delay(pub u64);
+
+/// Propagation delay of light in fibre, ns per metre (refractive index ~1.5).
+pub const FIBRE_NS_PER_M: u64 = 5;
+
+impl Delay {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        // `m` alone is metres here (a link delay of minutes is not a thing), `ms` milliseconds.
+        if let Some(num) = t.strip_suffix('m').filter(|n| !n.ends_with('m')) {
+            if let Ok(m) = num.trim().parse::<f64>() {
+                if !(0.0..=2_000_000.0).contains(&m) {
+                    return Err(format!("{s:?}: a cable of 0..=2000 km, in metres"));
+                }
+                return Ok(Delay((m * FIBRE_NS_PER_M as f64).round() as u64));
+            }
+        }
+        let d = rocefab_units::parse_duration(t, rocefab_units::Bare::Refuse)
+            .map_err(|e| format!("{e} (a delay is a duration such as 1us or 600ns, or a cable length such as 200m)"))?;
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        if ns > rocefab_contracts::config::MAX_PORT_DELAY_NS {
+            return Err(format!("{s:?}: at most 10ms"));
+        }
+        Ok(Delay(ns))
+    }
+}
+
+impl fmt::Display for Delay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&rocefab_units::fmt_ns(self.0 as f64))
+    }
+}
+
+impl<'de> Deserialize<'de> for Delay {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Delay;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a delay such as 1us or 600ns, or a cable length such as 200m")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Delay, E> {
+                if v == 0 {
+                    return Ok(Delay(0));
+                }
+                Err(E::custom(format!("{v}: a delay needs a unit (ns, us, ms) or m for a cable length")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Delay, E> {
+                Delay::parse(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 /// A line rate in bits per second; written `1Gbps`, `100Mbps`, `2.5Gbps`, `400G` or an integer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -657,6 +761,8 @@ pub struct Link {
     pub b: Endpoint,
     pub class: LinkClass,
     pub line_rate: LineRate,
+    /// Propagation delay of the cable in emulated ns (`links.delay`, README "Emulated time").
+    pub delay_ns: u64,
 }
 
 /// A validated topology.
@@ -692,6 +798,9 @@ pub struct Topology {
     pub load_balance: Vec<rocefab_contracts::config::LbConfig>,
     /// The DCQCN parameter set of every GPU NIC (reaction and notification point).
     pub dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
+    /// Every switch's forwarding latency and every NIC's pipeline latency (each way), emulated ns.
+    pub switch_latency_ns: u64,
+    pub nic_latency_ns: u64,
 }
 
 impl Topology {
@@ -810,6 +919,9 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
     let mut links = host_links(&switches, nrail, hosts, gpus, raw.links.line_rate.host_rail);
     rail_spine_links(&raw.links, &switches, &fields, &mut links, err)?;
     spine_super_spine_links(&raw.links, &switches, &fields, &mut links, err)?;
+    for l in &mut links {
+        l.delay_ns = raw.links.delay.of(l.class).0;
+    }
     for (i, o) in raw.links.overrides.iter().enumerate() {
         apply_override(i, o, &switches, &host_nic, hosts, gpus, &mut links, err)?;
     }
@@ -852,6 +964,8 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         time_dilation,
         load_balance,
         dcqcn: raw.dcqcn.profile,
+        switch_latency_ns: raw.latency.switch.0,
+        nic_latency_ns: raw.latency.nic.0,
     })
 }
 
@@ -1104,6 +1218,7 @@ fn host_links(switches: &[Switch], nrail: usize, hosts: u32, gpus: u32, rate_hr:
                 b: Endpoint::Switch(sw),
                 class: LinkClass::HostRail,
                 line_rate: rate_hr,
+                delay_ns: 0,
             });
         }
     }
@@ -1128,6 +1243,7 @@ fn rail_spine_links(
                         b: Endpoint::Switch(s),
                         class: LinkClass::RailSpine,
                         line_rate: rate_rs,
+                        delay_ns: 0,
                     });
                 }
             }
@@ -1157,7 +1273,13 @@ fn rail_spine_links(
                         format!("duplicate link {} - {}", l.rail, l.spine),
                     ));
                 }
-                links.push(Link { a, b, class: LinkClass::RailSpine, line_rate: l.line_rate.unwrap_or(rate_rs) });
+                links.push(Link {
+                    a,
+                    b,
+                    class: LinkClass::RailSpine,
+                    line_rate: l.line_rate.unwrap_or(rate_rs),
+                    delay_ns: 0,
+                });
             }
         }
     }
@@ -1187,6 +1309,7 @@ fn spine_super_spine_links(
                         b: Endpoint::Switch(x),
                         class: LinkClass::SpineSuperSpine,
                         line_rate: rate_ss,
+                        delay_ns: 0,
                     });
                 }
             }
@@ -1209,7 +1332,13 @@ fn spine_super_spine_links(
                         format!("duplicate link {} - {}", l.spine, l.super_spine),
                     ));
                 }
-                links.push(Link { a, b, class: LinkClass::SpineSuperSpine, line_rate: l.line_rate.unwrap_or(rate_ss) });
+                links.push(Link {
+                    a,
+                    b,
+                    class: LinkClass::SpineSuperSpine,
+                    line_rate: l.line_rate.unwrap_or(rate_ss),
+                    delay_ns: 0,
+                });
             }
         }
     }
@@ -1233,6 +1362,9 @@ fn apply_override(
     links: &mut [Link],
     err: ErrAt<'_>,
 ) -> Result<(), TopologyError> {
+    if o.line_rate.is_none() && o.delay.is_none() {
+        return Err(err(&format!("links.overrides[{i}]"), "sets nothing: give line_rate, delay or both".into()));
+    }
     let field = format!("links.overrides[{i}].between");
     let parse_end = |s: &str| -> Result<EndSel, TopologyError> {
         if let Some(rest) = s.strip_prefix("host") {
@@ -1270,7 +1402,12 @@ fn apply_override(
     let mut n = 0;
     for l in links.iter_mut() {
         if (matches(&ea, &l.a) && matches(&eb, &l.b)) || (matches(&eb, &l.a) && matches(&ea, &l.b)) {
-            l.line_rate = o.line_rate;
+            if let Some(r) = o.line_rate {
+                l.line_rate = r;
+            }
+            if let Some(d) = o.delay {
+                l.delay_ns = d.0;
+            }
             n += 1;
         }
     }

@@ -47,7 +47,7 @@
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
-use afxdp::{FrameDesc, Umem};
+use afxdp::{FrameDesc, TxQueue, Umem};
 use dataplane_common::limits::NUM_TC;
 use dataplane_common::XdpMeta;
 use rocefab_contracts::config::{QosConfig, SwitchConfig, WatchdogAction};
@@ -58,6 +58,7 @@ use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
 use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
+use crate::delay::DelayLine;
 use crate::pfc::{PfcRx, PfcTx};
 use crate::pfcwd::{Watchdog, WdAction, WdEvent, WdParams};
 use crate::queue::{Fifo, PortQueues, PortStatsRef};
@@ -141,6 +142,10 @@ pub struct DataPlaneConfig {
     pub qos: QosConfig,
     /// Time dilation D, to report measured times in emulated units.
     pub dilation: Dilation,
+    /// Per port, the wall-clock delay (emulated × D) of frames leaving it and arriving on it
+    /// ([`crate::delay`]); 0: none.
+    pub tx_delay_ns: Vec<u64>,
+    pub rx_delay_ns: Vec<u64>,
 }
 
 impl DataPlaneConfig {
@@ -162,6 +167,8 @@ impl DataPlaneConfig {
             burst_bytes: DEFAULT_BURST_BYTES,
             qos,
             dilation: d,
+            tx_delay_ns: cfg.ports.iter().map(|p| d.duration(p.tx_delay_ns)).collect(),
+            rx_delay_ns: cfg.ports.iter().map(|p| d.duration(p.rx_delay_ns)).collect(),
         }
     }
 
@@ -181,9 +188,24 @@ impl DataPlaneConfig {
     }
 
     /// UMEM frames the data path needs on top of the rings: every frame the configured buffer
-    /// can hold at the smallest frame, plus the reserved pool for frames the switch originates.
+    /// can hold at the smallest frame, the reserved pool for frames the switch originates, and
+    /// what the ports' delay lines hold.
     pub fn buffer_frames(&self) -> u64 {
-        SharedBuffer::new(self.buffer_params()).frames_needed() + self.own_reserve() as u64
+        SharedBuffer::new(self.buffer_params()).frames_needed() + self.own_reserve() as u64 + self.delay_frames() as u64
+    }
+
+    /// Frames the delay lines of every port hold at most ([`DelayLine::capacity_for`]).
+    pub fn delay_frames(&self) -> usize {
+        (0..self.port_macs.len()).map(|i| self.tx_line_capacity(i) + self.rx_line_capacity(i)).sum()
+    }
+
+    fn tx_line_capacity(&self, port: usize) -> usize {
+        let slack = 2 * BATCH + (self.burst_bytes / crate::delay::MIN_WIRE_FRAME_BYTES) as usize;
+        DelayLine::<FrameDesc>::capacity_for(self.line_rates_bps[port], self.tx_delay_ns[port], slack)
+    }
+
+    fn rx_line_capacity(&self, port: usize) -> usize {
+        DelayLine::<FrameDesc>::capacity_for(self.line_rates_bps[port], self.rx_delay_ns[port], 2 * BATCH)
     }
 
     /// Frames reserved for PFC and control-side frames: a control queue's worth per port.
@@ -254,6 +276,11 @@ struct Port {
     /// Capture stamps of the frames received and sent ([`rocefab_plumbing::capture::LineStamp`]).
     rx_stamp: LineStamp,
     tx_stamp: LineStamp,
+    /// Frames sent and not yet at the peer (the cable and the pipelines, [`crate::delay`]);
+    /// unused (and empty) when the port has no delay.
+    tx_line: DelayLine<FrameDesc>,
+    /// Frames the peer sent that are not yet here; unused when the peer delays them itself.
+    rx_line: DelayLine<FrameDesc>,
 }
 
 /// The data path of one switch. Build with [`DataPlane::new`], run with [`DataPlane::run`] on a
@@ -338,7 +365,12 @@ impl DataPlane {
         ctrl: DataEnd,
     ) -> Result<Self, DataPlaneError> {
         let n = cfg.port_macs.len();
-        if xsk.ports.len() != n || cfg.line_rates_bps.len() != n || stats.ports.len() != n {
+        if xsk.ports.len() != n
+            || cfg.line_rates_bps.len() != n
+            || stats.ports.len() != n
+            || cfg.tx_delay_ns.len() != n
+            || cfg.rx_delay_ns.len() != n
+        {
             return Err(DataPlaneError::PortCount { ports: n, given: xsk.ports.len() });
         }
         // SAFETY: plain eventfd(2) call; the returned descriptor is checked and then owned.
@@ -351,7 +383,7 @@ impl DataPlane {
         let total_frames = xsk.frames.len();
         let buffer = SharedBuffer::new(cfg.buffer_params());
         let held_max = buffer.frames_needed() as usize;
-        let need = crate::xsk::frame_count(n, 0) as usize + held_max + cfg.own_reserve();
+        let need = crate::xsk::frame_count(n, 0) as usize + held_max + cfg.own_reserve() + cfg.delay_frames();
         if xsk.frames.len() < need {
             return Err(DataPlaneError::Frames { have: total_frames, need });
         }
@@ -378,6 +410,8 @@ impl DataPlane {
                 shaped_at: None,
                 rx_stamp: LineStamp::default(),
                 tx_stamp: LineStamp::default(),
+                tx_line: DelayLine::new(cfg.tx_delay_ns[i], cfg.tx_line_capacity(i)),
+                rx_line: DelayLine::new(cfg.rx_delay_ns[i], cfg.rx_line_capacity(i)),
             })
             .collect();
         let mut pollfds: Vec<libc::pollfd> =
@@ -480,6 +514,7 @@ impl DataPlane {
             work += self.take_control_frames();
             for p in 0..self.ports.len() {
                 work += self.receive(p, now);
+                work += self.arrive(p, now);
             }
             self.refresh_pauses(now);
             let mut wake = self.publish_pauses(now);
@@ -492,6 +527,9 @@ impl DataPlane {
                     TxState::Idle => {}
                     TxState::Busy => busy = true,
                     TxState::WaitUntil(t) => wake = wake.min(t),
+                }
+                if let Some(t) = self.ports[p].rx_line.next_due() {
+                    wake = wake.min(t);
                 }
             }
             self.stats.free_frames.set(self.free.len() as u64);
@@ -758,116 +796,174 @@ impl DataPlane {
         }
     }
 
-    /// Receives one batch on port `p`; returns how many descriptors it took.
+    /// Receives one batch on port `p`; returns how many descriptors it took. On a port whose
+    /// peer's frames are delayed here ([`crate::delay`]) the frames go onto its receive line,
+    /// stamped with when the XDP program saw them, and [`Self::arrive`] takes them when due.
     fn receive(&mut self, p: usize, now: u64) -> usize {
+        if self.ports[p].rx_line.delay_ns() > 0 {
+            return self.receive_onto_line(p, now);
+        }
         // SAFETY: the RX ring returns descriptors of frames of our UMEM that we gave to the fill
         // ring; from now on we own them.
         let n = unsafe { self.ports[p].xsk.rx.consume(&mut self.scratch) };
         if n == 0 {
             return 0;
         }
-        let nports = self.ports.len();
         for d in &self.scratch[..n.min(PREFETCH_AHEAD)] {
             prefetch_frame(&self.umem, d);
         }
+        let mirror = self.mirrored(p);
         let mut rx_bytes = 0u64;
-        let mirror = p < 64 && self.tap.as_ref().is_some_and(|t| t.mask() & (1u64 << p) != 0);
         for i in 0..n {
             if i + PREFETCH_AHEAD < n {
                 prefetch_frame(&self.umem, &self.scratch[i + PREFETCH_AHEAD]);
             }
-            let mut d = self.scratch[i];
-            let rx_stats = &self.stats.ports[p];
-            // SAFETY: `d` is ours (just received) and is a frame of our UMEM.
-            let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
-            let decision = meta.map(|m| [m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
-            let verdict = {
-                // SAFETY: `d` is ours (just received) and no other reference to its frame exists.
-                let mut data = unsafe { self.umem.data_mut(&mut d) };
-                let buf = data.contents_mut();
-                let len = buf.len();
-                rx_bytes += len as u64;
-                if mirror {
-                    if let Some(t) = self.tap.as_mut() {
-                        // When the XDP program saw the frame, not when this batch was taken.
-                        let seen =
-                            meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns));
-                        let port = &mut self.ports[p];
-                        let ts = port.rx_stamp.stamp(seen, serialisation_ns(len as u32, port.shaper.rate_bps()));
-                        t.mirror(p as u16, DIR_IN, ts, buf);
-                    }
-                }
-                match classify(decision, len, nports, &self.nexthop_ports) {
-                    Rx::Forward { egress_port, tc, nexthop } => {
-                        match rewrite_l3(buf, self.ports[egress_port].mac, self.nexthop_macs[nexthop]) {
-                            Ok(ecn) => Verdict::Forward(egress_port, tc, len as u32, ecn),
-                            Err(_) => {
-                                rx_stats.rewrite_errors.inc();
-                                Verdict::Drop
-                            }
-                        }
-                    }
-                    Rx::Lldp => {
-                        rx_stats.rx_lldp.inc();
-                        // The LLDP/DCBX agent on the control side takes it (a bounded copy).
-                        if !self.ctrl.hand_up(p as u16, buf) {
-                            rx_stats.rx_lldp_dropped.inc();
-                        }
-                        Verdict::Drop
-                    }
-                    Rx::MacControl => {
-                        rx_stats.rx_mac_control.inc();
-                        // MAC control frames are minimum-size frames (802.3 clause 31): a longer
-                        // one is not a valid PAUSE/PFC and is not acted on.
-                        let parsed =
-                            if len > MAC_CONTROL_MAX_FRAME { None } else { MacControlRepr::parse_frame(buf).ok() };
-                        match parsed {
-                            Some((_, MacControlRepr::Pfc(pfc))) => Verdict::Pfc(pfc.enabled.0, pfc.quanta),
-                            Some((_, MacControlRepr::Pause { quanta })) => Verdict::Pause(quanta),
-                            Some((_, MacControlRepr::Unknown { .. })) | None => {
-                                rx_stats.rx_mac_control_malformed.inc();
-                                Verdict::Drop
-                            }
-                        }
-                    }
-                    Rx::Invalid(_) => {
-                        rx_stats.rx_invalid.inc();
-                        Verdict::Drop
-                    }
-                }
-            };
-            match verdict {
-                Verdict::Forward(egress, tc, len, ecn) => {
-                    self.count_wred_band(egress, tc, ecn);
-                    self.admit(p, egress, tc, d, len, now)
-                }
-                Verdict::Pfc(enabled, quanta) => {
-                    // Priorities without PFC (not lossless) come back: counted, not acted on.
-                    let ignored = self.pfc_rx.on_pfc(p, enabled, quanta, now);
-                    for prio in 0..NUM_TC {
-                        if enabled & (1 << prio) != 0 {
-                            self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
-                        }
-                        if ignored & (1 << prio) != 0 {
-                            self.stats.ports[p].prio[prio].pfc_rx_ignored_frames.inc();
-                        }
-                    }
-                    self.free.push(d);
-                }
-                Verdict::Pause(quanta) => {
-                    self.pfc_rx.on_pause(p, quanta, now);
-                    for prio in 0..NUM_TC {
-                        self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
-                    }
-                    self.free.push(d);
-                }
-                Verdict::Drop => self.free.push(d),
-            }
+            rx_bytes += self.take_frame(p, self.scratch[i], now, None, mirror) as u64;
         }
         let rx_stats = &self.stats.ports[p];
         rx_stats.rx_packets.add(n as u64);
         rx_stats.rx_bytes.add(rx_bytes);
         n
+    }
+
+    /// Moves received frames onto port `p`'s receive line, due one delay after the XDP program
+    /// saw them. Takes no more than the line has room for (the rest waits in the RX ring).
+    fn receive_onto_line(&mut self, p: usize, now: u64) -> usize {
+        let room = self.ports[p].rx_line.room().min(BATCH);
+        if room == 0 {
+            return 0;
+        }
+        // SAFETY: as in `receive`: the descriptors are ours from now on.
+        let n = unsafe { self.ports[p].xsk.rx.consume(&mut self.scratch[..room]) };
+        for i in 0..n {
+            let d = self.scratch[i];
+            // SAFETY: `d` is ours (just received) and is a frame of our UMEM.
+            let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
+            let seen = meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns));
+            // Room was checked: the push cannot fail; never leak the frame if it does.
+            if let Err(d) = self.ports[p].rx_line.push(d, seen) {
+                self.free.push(d);
+            }
+        }
+        n
+    }
+
+    /// Takes the frames on port `p`'s receive line that are due; returns how many.
+    fn arrive(&mut self, p: usize, now: u64) -> usize {
+        if self.ports[p].rx_line.is_empty() {
+            return 0;
+        }
+        let mirror = self.mirrored(p);
+        let (mut n, mut rx_bytes) = (0u64, 0u64);
+        while let Some((d, due)) = self.ports[p].rx_line.pop_due(now) {
+            rx_bytes += self.take_frame(p, d, now, Some(due), mirror) as u64;
+            n += 1;
+        }
+        let rx_stats = &self.stats.ports[p];
+        rx_stats.rx_packets.add(n);
+        rx_stats.rx_bytes.add(rx_bytes);
+        n as usize
+    }
+
+    /// Is port `p` mirrored into a running capture?
+    #[inline]
+    fn mirrored(&self, p: usize) -> bool {
+        p < 64 && self.tap.as_ref().is_some_and(|t| t.mask() & (1u64 << p) != 0)
+    }
+
+    /// Acts on one frame that arrived on port `p` (at `arrived`, for a delayed port: the end of
+    /// its receive line; else when the XDP program saw it): forwards, hands up or drops it;
+    /// returns its length.
+    #[inline]
+    fn take_frame(&mut self, p: usize, mut d: FrameDesc, now: u64, arrived: Option<u64>, mirror: bool) -> u32 {
+        let nports = self.ports.len();
+        let rx_stats = &self.stats.ports[p];
+        // SAFETY: `d` is ours (received) and is a frame of our UMEM.
+        let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
+        let decision = meta.map(|m| [m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
+        let (len, verdict) = {
+            // SAFETY: `d` is ours and no other reference to its frame exists.
+            let mut data = unsafe { self.umem.data_mut(&mut d) };
+            let buf = data.contents_mut();
+            let len = buf.len();
+            if mirror {
+                if let Some(t) = self.tap.as_mut() {
+                    // When the frame reached the port, not when this batch was taken.
+                    let seen = arrived.unwrap_or_else(|| {
+                        meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns))
+                    });
+                    let port = &mut self.ports[p];
+                    let ts = port.rx_stamp.stamp(seen, serialisation_ns(len as u32, port.shaper.rate_bps()));
+                    t.mirror(p as u16, DIR_IN, ts, buf);
+                }
+            }
+            let verdict = match classify(decision, len, nports, &self.nexthop_ports) {
+                Rx::Forward { egress_port, tc, nexthop } => {
+                    match rewrite_l3(buf, self.ports[egress_port].mac, self.nexthop_macs[nexthop]) {
+                        Ok(ecn) => Verdict::Forward(egress_port, tc, len as u32, ecn),
+                        Err(_) => {
+                            rx_stats.rewrite_errors.inc();
+                            Verdict::Drop
+                        }
+                    }
+                }
+                Rx::Lldp => {
+                    rx_stats.rx_lldp.inc();
+                    // The LLDP/DCBX agent on the control side takes it (a bounded copy).
+                    if !self.ctrl.hand_up(p as u16, buf) {
+                        rx_stats.rx_lldp_dropped.inc();
+                    }
+                    Verdict::Drop
+                }
+                Rx::MacControl => {
+                    rx_stats.rx_mac_control.inc();
+                    // MAC control frames are minimum-size frames (802.3 clause 31): a longer
+                    // one is not a valid PAUSE/PFC and is not acted on.
+                    let parsed = if len > MAC_CONTROL_MAX_FRAME { None } else { MacControlRepr::parse_frame(buf).ok() };
+                    match parsed {
+                        Some((_, MacControlRepr::Pfc(pfc))) => Verdict::Pfc(pfc.enabled.0, pfc.quanta),
+                        Some((_, MacControlRepr::Pause { quanta })) => Verdict::Pause(quanta),
+                        Some((_, MacControlRepr::Unknown { .. })) | None => {
+                            rx_stats.rx_mac_control_malformed.inc();
+                            Verdict::Drop
+                        }
+                    }
+                }
+                Rx::Invalid(_) => {
+                    rx_stats.rx_invalid.inc();
+                    Verdict::Drop
+                }
+            };
+            (len as u32, verdict)
+        };
+        match verdict {
+            Verdict::Forward(egress, tc, len, ecn) => {
+                self.count_wred_band(egress, tc, ecn);
+                self.admit(p, egress, tc, d, len, now)
+            }
+            Verdict::Pfc(enabled, quanta) => {
+                // Priorities without PFC (not lossless) come back: counted, not acted on.
+                let ignored = self.pfc_rx.on_pfc(p, enabled, quanta, now);
+                for prio in 0..NUM_TC {
+                    if enabled & (1 << prio) != 0 {
+                        self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
+                    }
+                    if ignored & (1 << prio) != 0 {
+                        self.stats.ports[p].prio[prio].pfc_rx_ignored_frames.inc();
+                    }
+                }
+                self.free.push(d);
+            }
+            Verdict::Pause(quanta) => {
+                self.pfc_rx.on_pause(p, quanta, now);
+                for prio in 0..NUM_TC {
+                    self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
+                }
+                self.free.push(d);
+            }
+            Verdict::Drop => self.free.push(d),
+        }
+        len
     }
 
     /// On a WRED queue, counts an ECT/CE frame in the depth band its queue has as it arrives,
@@ -946,9 +1042,14 @@ impl DataPlane {
         let mut departs = [0u64; BATCH];
         let port = &mut self.ports[p];
         let not_before = port.shaped_at.take().map_or(now, |t| t.min(now));
+        // A delayed port's frames go onto its transmit line, and from there to the TX ring
+        // when they are due; an undelayed port's straight to the ring.
+        let delayed = port.tx_line.delay_ns() > 0;
         let tx = &mut port.xsk.tx;
-        let ring_free = tx.nb_free_exact();
-        let room = (ring_free as usize).min((TX_RING_SIZE - port.tx_inflight.min(TX_RING_SIZE)) as usize).min(BATCH);
+        let ring_room = |tx: &mut TxQueue, inflight: u32| {
+            (tx.nb_free_exact() as usize).min((TX_RING_SIZE - inflight.min(TX_RING_SIZE)) as usize).min(BATCH)
+        };
+        let room = if delayed { port.tx_line.room().min(BATCH) } else { ring_room(tx, port.tx_inflight) };
         let mut n = 0;
         let mut tx_bytes = 0u64;
         let mut shaped_until = None;
@@ -988,15 +1089,29 @@ impl DataPlane {
             tx_bytes += len as u64;
         }
         if n > 0 {
-            // SAFETY: the descriptors were dequeued (owned by us, frames of our UMEM) and their
-            // lengths were set when they were enqueued; `room` ≤ free ring slots so the
-            // all-or-nothing reserve succeeds.
-            let done = unsafe { tx.produce(&self.scratch[..n]) };
-            if done != n {
-                // Cannot happen given `room`; never leak the frames if it does.
-                self.free.extend_from_slice(&self.scratch[..n]);
+            let taken = if delayed {
+                // Each frame is due at the peer one delay after its departure in the shaper's
+                // schedule; `room` ≤ free line slots.
+                for (&d, &dep) in self.scratch[..n].iter().zip(&departs[..n]) {
+                    if let Err(d) = port.tx_line.push(d, dep) {
+                        self.free.push(d);
+                    }
+                }
+                true
             } else {
-                port.tx_inflight += n as u32;
+                // SAFETY: the descriptors were dequeued (owned by us, frames of our UMEM) and
+                // their lengths were set when they were enqueued; `room` ≤ free ring slots so
+                // the all-or-nothing reserve succeeds.
+                let done = unsafe { tx.produce(&self.scratch[..n]) };
+                if done != n {
+                    // Cannot happen given `room`; never leak the frames if it does.
+                    self.free.extend_from_slice(&self.scratch[..n]);
+                } else {
+                    port.tx_inflight += n as u32;
+                }
+                done == n
+            };
+            if taken {
                 self.stats.ports[p].tx_packets.add(n as u64);
                 self.stats.ports[p].tx_bytes.add(tx_bytes);
                 if let Some(t) = self.tap.as_mut().filter(|_| mirror) {
@@ -1009,6 +1124,26 @@ impl DataPlane {
                         let ts = port.tx_stamp.stamp(dep, serialisation_ns(frame.len() as u32, rate));
                         t.mirror(p as u16, DIR_OUT, ts, frame);
                     }
+                }
+            }
+        }
+        if delayed {
+            // The frames at the end of the line go onto the TX ring: the peer sees them now.
+            let room = ring_room(tx, port.tx_inflight);
+            let mut k = 0;
+            while k < room {
+                let Some((d, _)) = port.tx_line.pop_due(now) else { break };
+                self.scratch[k] = d;
+                k += 1;
+            }
+            if k > 0 {
+                // SAFETY: frames of our UMEM that left the scheduler (lengths set at enqueue);
+                // `room` ≤ free ring slots.
+                let done = unsafe { tx.produce(&self.scratch[..k]) };
+                if done != k {
+                    self.free.extend_from_slice(&self.scratch[..k]);
+                } else {
+                    port.tx_inflight += k as u32;
                 }
             }
         }
@@ -1051,9 +1186,9 @@ impl DataPlane {
         if !port.own.is_empty() && nrel > 0 {
             return Ok(TxState::Busy); // an XON was just queued
         }
-        let mut wake = u64::MAX;
+        let mut wake = port.tx_line.next_due().unwrap_or(u64::MAX);
         if let Some(t) = shaped_until {
-            wake = t;
+            wake = wake.min(t);
         }
         if queued && !sendable {
             // Everything queued is paused: wake when the pause expires.
@@ -1120,6 +1255,9 @@ impl DataPlane {
                 dropped += 1;
             });
             while let Some((OwnFrame { d, .. }, _)) = port.own.pop() {
+                free.push(d);
+            }
+            while let Some(d) = port.tx_line.pop_any().or_else(|| port.rx_line.pop_any()) {
                 free.push(d);
             }
         }

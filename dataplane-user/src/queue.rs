@@ -59,6 +59,12 @@ impl<D: Copy + Default> Fifo<D> {
         Ok(())
     }
 
+    /// The descriptor at the head.
+    #[inline]
+    pub fn head(&self) -> Option<&D> {
+        (self.len > 0).then(|| &self.slots[self.head].0)
+    }
+
     /// Length of the frame at the head.
     #[inline]
     pub fn head_len(&self) -> Option<u32> {

@@ -114,6 +114,8 @@ mod tests {
                     line_rate_bps: 1_000_000_000,
                     addresses: vec![],
                     peer: peer.to_string(),
+                    tx_delay_ns: 0,
+                    rx_delay_ns: 0,
                 })
                 .collect(),
             nexthops: vec![NextHopConfig { port: 1, mac: "02:00:00:00:00:02".parse().unwrap() }],

@@ -239,6 +239,8 @@ mod tests {
                 line_rate_bps: 1_000_000_000,
                 addresses: vec![],
                 peer: "host1:gpu0".into(),
+                tx_delay_ns: 0,
+                rx_delay_ns: 0,
             });
         }
         c

@@ -118,6 +118,8 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
         line_rate_bps: 1_000_000_000,
         addresses: vec![],
         peer: peer.into(),
+        tx_delay_ns: 0,
+        rx_delay_ns: 0,
     };
     SwitchConfig {
         name: "sdsw".into(),

@@ -45,6 +45,8 @@ fn config(tag: &str) -> SwitchConfig {
         line_rate_bps: 1_000_000_000,
         addresses: vec![],
         peer: String::new(),
+        tx_delay_ns: 0,
+        rx_delay_ns: 0,
     };
     let nh = |port: u32| NextHopConfig { port, mac: Mac([0x02, 0, 0, 0, 0x21, port as u8]) };
     let route = |a: Ipv4Addr, group| RouteConfig { prefix: IpAddr::V4(a), len: 24, group: Some(group) };

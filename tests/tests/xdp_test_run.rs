@@ -41,6 +41,8 @@ fn config(tag: &str) -> SwitchConfig {
         line_rate_bps: 1_000_000_000,
         addresses: vec![],
         peer: String::new(),
+        tx_delay_ns: 0,
+        rx_delay_ns: 0,
     };
     let nh =
         |port: u32, mac: u8| NextHopConfig { port, mac: rocefab_contracts::config::Mac([0x02, 0, 0, 0, 0x20, mac]) };

@@ -428,6 +428,8 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
                 line_rate_bps: 100_000_000_000,
                 addresses: vec![format!("{DUT_IN_IP}/24")],
                 peer: format!("{NS_GEN}:{GEN_IF}"),
+                tx_delay_ns: 0,
+                rx_delay_ns: 0,
             },
             PortConfig {
                 name: DUT_OUT.into(),
@@ -435,6 +437,8 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
                 line_rate_bps: 100_000_000_000,
                 addresses: vec![format!("{DUT_OUT_IP}/24")],
                 peer: format!("{NS_SINK}:{SINK_IF}"),
+                tx_delay_ns: 0,
+                rx_delay_ns: 0,
             },
         ],
         nexthops: vec![NextHopConfig { port: 0, mac: Mac(GEN_MAC) }, NextHopConfig { port: 1, mac: Mac(SINK_MAC) }],

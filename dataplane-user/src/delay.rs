@@ -1,0 +1,147 @@
+//! Delay lines: the cable and the pipelines between two ports, in emulated time (README
+//! "Emulated time", DESIGN "Latency").
+//!
+//! A frame that leaves a port spends the link's propagation delay on the cable (plus the
+//! switch's forwarding latency and, toward a NIC, the NIC's pipeline) before the peer sees it.
+//! The data path models that with one departure-time queue per port and direction: a frame
+//! enters the line with the time it is due (its departure in the shaper's schedule, or its
+//! arrival as the XDP program stamped it, plus the delay on the wall clock, i.e. the emulated
+//! delay × D) and leaves it at that time. The delay of a line is constant, so due times are in
+//! entry order and a FIFO is the whole timer wheel: ordering per link is kept by construction,
+//! and nothing sleeps per frame (the data-plane thread wakes at the head's due time).
+//!
+//! Every frame on a line holds its UMEM frame (it is on the cable, not in the switch's buffer:
+//! it carries no buffer charge). A line holds at most what the link can carry during its delay,
+//! counted at the smallest frame ([`DelayLine::capacity_for`]); the switch's UMEM has that
+//! many frames more per line. A full egress line makes the scheduler wait (the frame stays
+//! queued, as behind a busy serialiser); a full ingress line leaves frames in the kernel's RX
+//! ring until the line drains.
+use crate::queue::Fifo;
+
+/// Bytes a minimum-size frame occupies on the wire: 64 bytes with FCS, preamble and SFD 8,
+/// inter-frame gap 12 (IEEE 802.3 clause 4).
+pub const MIN_WIRE_FRAME_BYTES: u64 = 84;
+
+/// A frame on a delay line: its descriptor and when it is due (ns on the data-plane clock).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OnLine<D> {
+    pub d: D,
+    pub due: u64,
+}
+
+/// One direction of one port's delay.
+#[derive(Debug)]
+pub struct DelayLine<D> {
+    delay_ns: u64,
+    fifo: Fifo<OnLine<D>>,
+}
+
+impl<D: Copy + Default> DelayLine<D> {
+    /// A line of `delay_ns` (wall clock) that holds `capacity` frames.
+    pub fn new(delay_ns: u64, capacity: usize) -> Self {
+        DelayLine { delay_ns, fifo: Fifo::new(capacity, u64::MAX) }
+    }
+
+    /// Frames a line of `delay_ns` at `rate_bps` (both on the wall clock, so the product is the
+    /// emulated bandwidth-delay product: D cancels) can hold at the smallest frame, plus `slack`
+    /// frames for a pass's batch and the shaper's burst; 0 for no delay.
+    pub fn capacity_for(rate_bps: u64, delay_ns: u64, slack: usize) -> usize {
+        if delay_ns == 0 {
+            return 0;
+        }
+        let bytes = (rate_bps as u128 * delay_ns as u128).div_ceil(8_000_000_000);
+        (bytes.div_ceil(MIN_WIRE_FRAME_BYTES as u128) as usize).saturating_add(slack).max(1)
+    }
+
+    /// The line's delay on the wall clock (ns); 0 means frames do not use the line.
+    #[inline]
+    pub fn delay_ns(&self) -> u64 {
+        self.delay_ns
+    }
+
+    /// Puts a frame that entered the line at `at` on it; hands it back when the line is full.
+    #[inline]
+    pub fn push(&mut self, d: D, at: u64) -> Result<(), D> {
+        let due = at.saturating_add(self.delay_ns);
+        self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)
+    }
+
+    /// When the head frame is due, if there is one.
+    #[inline]
+    pub fn next_due(&self) -> Option<u64> {
+        self.fifo.head().map(|o| o.due)
+    }
+
+    /// Takes the head frame if it is due at `now`: the frame and its due time.
+    #[inline]
+    pub fn pop_due(&mut self, now: u64) -> Option<(D, u64)> {
+        match self.fifo.head() {
+            Some(o) if o.due <= now => self.fifo.pop().map(|(o, _)| (o.d, o.due)),
+            _ => None,
+        }
+    }
+
+    /// Takes the head frame whatever its due time (shutdown).
+    pub fn pop_any(&mut self) -> Option<D> {
+        self.fifo.pop().map(|(o, _)| o.d)
+    }
+
+    pub fn len(&self) -> usize {
+        self.fifo.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.fifo.is_empty()
+    }
+    pub fn is_full(&self) -> bool {
+        self.fifo.len() == self.fifo.capacity()
+    }
+    /// Free slots.
+    pub fn room(&self) -> usize {
+        self.fifo.capacity() - self.fifo.len()
+    }
+    pub fn capacity(&self) -> usize {
+        self.fifo.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capacity_is_the_bandwidth_delay_product_at_the_smallest_frame() {
+        assert_eq!(DelayLine::<u32>::capacity_for(400_000_000_000, 0, 64), 0, "no delay, no line");
+        // 400G x 1 us = 50,000 bytes = 596 minimum frames (595.2 rounded up), + 64 slack.
+        assert_eq!(DelayLine::<u32>::capacity_for(400_000_000_000, 1_000, 64), 596 + 64);
+        // At D 8000 the wall rate is / D and the wall delay x D: the same line.
+        assert_eq!(DelayLine::<u32>::capacity_for(50_000_000, 8_000_000, 64), 596 + 64);
+        // A tiny product still holds a frame.
+        assert_eq!(DelayLine::<u32>::capacity_for(1_000, 1, 0), 1);
+    }
+
+    #[test]
+    fn frames_leave_one_delay_after_they_entered_in_entry_order() {
+        let mut l = DelayLine::new(1_000, 4);
+        l.push(1u32, 10).unwrap();
+        l.push(2, 10).unwrap();
+        l.push(3, 500).unwrap();
+        assert_eq!(l.next_due(), Some(1_010));
+        assert_eq!(l.pop_due(1_009), None, "not before its due time");
+        assert_eq!(l.pop_due(1_010), Some((1, 1_010)));
+        assert_eq!(l.pop_due(5_000), Some((2, 1_010)));
+        assert_eq!(l.next_due(), Some(1_500));
+        assert_eq!(l.pop_due(5_000), Some((3, 1_500)));
+        assert_eq!((l.pop_due(u64::MAX), l.next_due()), (None, None));
+    }
+
+    #[test]
+    fn a_full_line_hands_the_frame_back() {
+        let mut l = DelayLine::new(10, 2);
+        l.push(1u32, 0).unwrap();
+        l.push(2, 0).unwrap();
+        assert!(l.is_full() && l.room() == 0);
+        assert_eq!(l.push(3, 0), Err(3));
+        assert_eq!(l.pop_any(), Some(1));
+        assert_eq!(l.room(), 1);
+    }
+}
