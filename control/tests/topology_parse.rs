@@ -458,3 +458,36 @@ fn rail_spine_400g_is_the_real_fabric_at_d_8000() {
     assert_eq!(sw.time_dilation, 8000.0);
     assert!(sw.ports.iter().all(|p| p.line_rate_bps >= 400_000_000_000));
 }
+
+#[test]
+fn link_delays_come_per_class_from_cable_lengths_or_durations_and_overrides() {
+    let src = format!(
+        "{GOOD}links:\n  delay: {{ host_rail: 200m, rail_spine: 1.5us }}\n  overrides:\n    \
+         - {{ between: [host2:gpu1, rail2], delay: 3us }}\n    - {{ between: [rail1, spine1], line_rate: 10Gbps }}\n\
+         latency: {{ switch: 600ns, nic: 100ns }}\n"
+    );
+    let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();
+    let delay = |a: Endpoint, b: Endpoint| t.links.iter().find(|l| l.a == a && l.b == b).unwrap().delay_ns;
+    // 200 m of fibre at 5 ns/m.
+    assert_eq!(delay(Endpoint::Gpu { host: 1, gpu: 0 }, Endpoint::Switch(0)), 1_000);
+    assert_eq!(delay(Endpoint::Gpu { host: 2, gpu: 1 }, Endpoint::Switch(1)), 3_000, "override");
+    assert_eq!(delay(Endpoint::Switch(0), Endpoint::Switch(2)), 1_500, "a rate override keeps the class delay");
+    assert_eq!((t.switch_latency_ns, t.nic_latency_ns), (600, 100));
+    // Nothing stated: no delay anywhere.
+    let t = Topology::parse(GOOD, Path::new("t.yaml")).unwrap();
+    assert!(t.links.iter().all(|l| l.delay_ns == 0) && t.switch_latency_ns == 0 && t.nic_latency_ns == 0);
+}
+
+#[test]
+fn bad_delays_are_named() {
+    let e = err(&format!("{GOOD}links:\n  delay: {{ host_rail: 5 }}\n"));
+    assert!(e.contains("bad.yaml:15: links.delay.host_rail") && e.contains("needs a unit"), "{e}");
+    let e = err(&format!("{GOOD}links:\n  delay: {{ rail_spine: 1 parsec }}\n"));
+    assert!(e.contains("links.delay.rail_spine") && e.contains("unknown time unit"), "{e}");
+    let e = err(&format!("{GOOD}links:\n  delay: {{ rail_spine: 20ms }}\n"));
+    assert!(e.contains("at most 10ms"), "{e}");
+    let e = err(&format!("{GOOD}latency: {{ switch: fast }}\n"));
+    assert!(e.contains("latency.switch"), "{e}");
+    let e = err(&format!("{GOOD}links:\n  overrides:\n    - {{ between: [rail1, spine1] }}\n"));
+    assert!(e.contains("links.overrides[0]") && e.contains("sets nothing"), "{e}");
+}

@@ -230,6 +230,9 @@ struct Held {
     d: FrameDesc,
     ingress: u8,
     admit: Admit,
+    /// When the frame reached the switch (data-plane clock), for a delayed egress port's
+    /// departure ([`Shaper::sent_at`]); else 0.
+    at: u64,
 }
 
 /// Gives a held frame's buffer charges back and publishes its ingress group's occupancy;
@@ -837,9 +840,7 @@ impl DataPlane {
         let n = unsafe { self.ports[p].xsk.rx.consume(&mut self.scratch[..room]) };
         for i in 0..n {
             let d = self.scratch[i];
-            // SAFETY: `d` is ours (just received) and is a frame of our UMEM.
-            let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
-            let seen = meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns));
+            let seen = self.arrival(&d, now);
             // Room was checked: the push cannot fail; never leak the frame if it does.
             if let Err(d) = self.ports[p].rx_line.push(d, seen) {
                 self.free.push(d);
@@ -863,6 +864,14 @@ impl DataPlane {
         rx_stats.rx_packets.add(n);
         rx_stats.rx_bytes.add(rx_bytes);
         n as usize
+    }
+
+    /// When the XDP program saw frame `d` (data-plane clock), or `now` without its metadata.
+    #[inline]
+    fn arrival(&self, d: &FrameDesc, now: u64) -> u64 {
+        // SAFETY: `d` is a received frame of our UMEM that we own.
+        let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) };
+        meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns).min(now))
     }
 
     /// Is port `p` mirrored into a running capture?
@@ -939,11 +948,18 @@ impl DataPlane {
         match verdict {
             Verdict::Forward(egress, tc, len, ecn) => {
                 self.count_wred_band(egress, tc, ecn);
-                self.admit(p, egress, tc, d, len, now)
+                // A delayed egress times the frame from its arrival, not from this pass.
+                let at = if self.ports[egress].tx_line.delay_ns() == 0 {
+                    0
+                } else {
+                    arrived.unwrap_or_else(|| self.arrival(&d, now))
+                };
+                self.admit(p, egress, tc, d, len, now, at)
             }
             Verdict::Pfc(enabled, quanta) => {
-                // Priorities without PFC (not lossless) come back: counted, not acted on.
-                let ignored = self.pfc_rx.on_pfc(p, enabled, quanta, now);
+                // Priorities without PFC (not lossless) come back: counted, not acted on. A
+                // delayed frame acts from when it arrived (the end of its line).
+                let ignored = self.pfc_rx.on_pfc(p, enabled, quanta, arrived.unwrap_or(now));
                 for prio in 0..NUM_TC {
                     if enabled & (1 << prio) != 0 {
                         self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
@@ -955,7 +971,7 @@ impl DataPlane {
                 self.free.push(d);
             }
             Verdict::Pause(quanta) => {
-                self.pfc_rx.on_pause(p, quanta, now);
+                self.pfc_rx.on_pause(p, quanta, arrived.unwrap_or(now));
                 for prio in 0..NUM_TC {
                     self.stats.ports[p].prio[prio].pfc_rx_frames.inc();
                 }
@@ -984,7 +1000,8 @@ impl DataPlane {
 
     /// Admission of a forwarded frame into the shared buffer and its egress queue.
     #[inline]
-    fn admit(&mut self, ingress: usize, egress: usize, tc: u8, d: FrameDesc, len: u32, now: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn admit(&mut self, ingress: usize, egress: usize, tc: u8, d: FrameDesc, len: u32, now: u64, at: u64) {
         if let Some((wd, _)) = &self.watchdog {
             if wd.drops(egress, tc) || wd.drops(ingress, tc) {
                 self.stats.ports[egress].queues[tc as usize].pfcwd_dropped_packets.inc();
@@ -999,7 +1016,7 @@ impl DataPlane {
                 let q = &self.stats.ports[egress].queues[tc as usize & 7];
                 q.depth_cell_bytes.set(cells);
                 q.peak_depth_cell_bytes.raise(cells);
-                let h = Held { d, ingress: ingress as u8, admit };
+                let h = Held { d, ingress: ingress as u8, admit, at };
                 if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
                     // Cannot happen (queues hold what the buffer admits); never leak the frame.
                     release_held(&mut self.buffer, &self.stats, &h, egress, tc, len);
@@ -1059,8 +1076,13 @@ impl DataPlane {
         let mut nstamps = 0;
         while n < room {
             let Some((o, len)) = port.own.pop() else { break };
-            departs[n] = port.shaper.departure(not_before);
-            port.shaper.sent(now, len);
+            if delayed {
+                departs[n] = port.shaper.departure(now);
+                port.shaper.sent_at(departs[n], len);
+            } else {
+                departs[n] = port.shaper.departure(not_before);
+                port.shaper.sent(now, len);
+            }
             if o.xoff_ns != 0 && nstamps < xoff_stamps.len() {
                 xoff_stamps[nstamps] = o.xoff_ns;
                 nstamps += 1;
@@ -1078,8 +1100,15 @@ impl DataPlane {
             }
             let Some((h, len)) = port.queues.dequeue(tc) else { break };
             port.sched.sent(&port.queues, tc, len);
-            departs[n] = port.shaper.departure(not_before);
-            port.shaper.sent(now, len);
+            if delayed {
+                // Exactly timed: from the frame's arrival or the previous frame's end.
+                let eligible = h.at.max(self.pfc_rx.resumed_at(p, tc as u8)).min(now);
+                departs[n] = port.shaper.departure(eligible);
+                port.shaper.sent_at(departs[n], len);
+            } else {
+                departs[n] = port.shaper.departure(not_before);
+                port.shaper.sent(now, len);
+            }
             if let Some(ev) = release_held(&mut self.buffer, &self.stats, &h, p, tc as u8, len) {
                 released[nrel] = Some(ev);
                 nrel += 1;

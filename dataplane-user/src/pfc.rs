@@ -170,6 +170,13 @@ impl PfcRx {
         std::array::from_fn(|p| self.prio[port][p].last_rx)
     }
 
+    /// When the last pause of `prio` on `port` ended or ends (its XON or its expiry; 0 if it was
+    /// never paused): a frame of that priority cannot have left before it.
+    #[inline]
+    pub fn resumed_at(&self, port: usize, prio: u8) -> u64 {
+        self.prio[port][(prio & 7) as usize].until
+    }
+
     /// Start of the current pause of (port, prio), if paused at `now_ns`.
     pub fn paused_since(&self, port: usize, prio: u8, now_ns: u64) -> Option<u64> {
         let r = &self.prio[port][(prio & 7) as usize];

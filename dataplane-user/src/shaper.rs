@@ -72,6 +72,26 @@ impl Shaper {
             self.next = floor;
             self.rem = 0;
         }
+        self.advance(frame_len);
+    }
+
+    /// Accounts a frame of `frame_len` bytes that starts at `start` on a link whose frames are
+    /// timed exactly (a port with a delay line, [`crate::delay`]): no burst credit, the next
+    /// frame starts no earlier than this one's end. `start` is [`Shaper::departure`] of the
+    /// frame's arrival, so an idle link sends a frame when it arrived, not when the data-plane
+    /// thread got to it.
+    #[inline]
+    pub fn sent_at(&mut self, start: u64, frame_len: u32) {
+        if self.next < start {
+            self.next = start;
+            self.rem = 0;
+        }
+        self.advance(frame_len);
+    }
+
+    /// Moves the schedule on by one frame's serialisation time.
+    #[inline]
+    fn advance(&mut self, frame_len: u32) {
         // ns = bits * 1e9 / rate, remainder carried in units of 1/rate ns. Any real frame and
         // rate fit in 64 bits (a 9 KB frame is 7.4e13 bit·ns, rem < rate); the u128 path (a
         // library call) is only the fallback for absurd values.
@@ -104,6 +124,23 @@ mod tests {
     use std::sync::Arc;
 
     const GBPS: u64 = 1_000_000_000;
+
+    #[test]
+    fn timed_frames_start_at_arrival_or_when_the_previous_one_ends() {
+        let mut s = Shaper::new(GBPS, DEFAULT_BURST_BYTES);
+        let ft = s.frame_time_ns(1514); // 1538 wire bytes: 12,304 ns at 1 Gb/s
+        assert_eq!(ft, 12_304);
+        // An idle link: the frame leaves when it arrived (here before the pass that sends it).
+        assert_eq!(s.departure(5_000_000), 5_000_000);
+        s.sent_at(5_000_000, 1514);
+        // The next one, arrived meanwhile, waits for the first to end: no burst credit.
+        assert_eq!(s.departure(5_000_100), 5_000_000 + ft);
+        s.sent_at(5_000_000 + ft, 1514);
+        assert_eq!(s.poll(5_000_000 + 2 * ft - 1), Err(5_000_000 + 2 * ft));
+        // After an idle stretch no credit built up either: one frame at arrival, then spaced.
+        s.sent_at(9_000_000, 1514);
+        assert_eq!(s.departure(9_000_000), 9_000_000 + ft);
+    }
 
     #[test]
     fn wire_overhead() {
