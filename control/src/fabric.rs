@@ -189,6 +189,9 @@ fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
 
 fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
     let topo = Topology::load(path)?;
+    for w in &topo.warnings {
+        eprintln!("warning: {}: {w}", path.display());
+    }
     require_root()?;
     let fabric = topo.fabric.clone();
     if rundir::state_path(&fabric).exists() {
@@ -886,6 +889,9 @@ fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
 
 fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
     let topo = Topology::load(path)?;
+    for w in &topo.warnings {
+        eprintln!("warning: {}: {w}", path.display());
+    }
     let plan = compile(&topo, topo.metrics_port_base.unwrap_or(9400));
     if json {
         let cfgs: Vec<_> = plan.switches.iter().map(|s| &s.config).collect();
@@ -905,6 +911,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
     o += &describe_dilation(topo.time_dilation, plan);
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
+    o += &describe_latency(topo);
     let agents = topo.lldp.nic_agents();
     for h in &plan.hosts {
         if agents {
@@ -955,9 +962,18 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         let _ = writeln!(o, "  qos {}", crate::qos::describe(&topo.qos[si]));
         let _ = writeln!(o, "  load balance {}", crate::lb::describe(&topo.load_balance[si], topo.time_dilation));
         for (i, p) in s.config.ports.iter().enumerate() {
+            let delays = if p.tx_delay_ns == 0 && p.rx_delay_ns == 0 {
+                String::new()
+            } else {
+                format!(
+                    "  delay out {} in {}",
+                    rocefab_units::fmt_ns(p.tx_delay_ns as f64),
+                    rocefab_units::fmt_ns(p.rx_delay_ns as f64)
+                )
+            };
             let _ = writeln!(
                 o,
-                "  port {i:<2} {:<6} {} {:<16} {:>8} -> {}",
+                "  port {i:<2} {:<6} {} {:<16} {:>8} -> {}{delays}",
                 p.name,
                 p.mac,
                 p.addresses.join(","),
@@ -978,6 +994,28 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         }
     }
     o
+}
+
+/// The latency line of `rocefab plan` (none without any delay): cables per class, switch and
+/// NIC pipelines, emulated, and what they are on the wall clock.
+pub fn describe_latency(topo: &Topology) -> String {
+    use rocefab_units::fmt_ns;
+    let mut classes: Vec<(&str, u64)> = Vec::new();
+    for l in &topo.links {
+        if !classes.contains(&(l.class.as_str(), l.delay_ns)) {
+            classes.push((l.class.as_str(), l.delay_ns));
+        }
+    }
+    if classes.iter().all(|c| c.1 == 0) && topo.switch_latency_ns == 0 && topo.nic_latency_ns == 0 {
+        return String::new();
+    }
+    let cables: Vec<String> = classes.iter().map(|(c, ns)| format!("{c} {}", fmt_ns(*ns as f64))).collect();
+    format!(
+        "latency (emulated, x D on the wall clock): cables {}; switch forwarding {}; NIC pipeline {} each way\n",
+        cables.join(", "),
+        fmt_ns(topo.switch_latency_ns as f64),
+        fmt_ns(topo.nic_latency_ns as f64)
+    )
 }
 
 /// The time-dilation lines of `rocefab plan`: D, and the wall-clock rate of every distinct

@@ -68,7 +68,7 @@ pub struct RawQosFields {
     #[serde(default)]
     xon: Option<ByteSize>,
     #[serde(default)]
-    headroom: Option<ByteSize>,
+    headroom: Option<Headroom>,
     #[serde(default)]
     queue_limit: Option<ByteSize>,
     #[serde(default)]
@@ -168,6 +168,85 @@ pub fn parse_duration_us_max(s: &str, max_us: u64, max_name: &str) -> Result<u64
     Ok(us as u64)
 }
 
+/// `headroom: auto` or a size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headroom {
+    /// What the switch's links need ([`headroom_needed`]).
+    Auto,
+    Bytes(u64),
+}
+
+impl<'de> Deserialize<'de> for Headroom {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Headroom;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("auto, or a size such as 512000 or 150KB")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Headroom, E> {
+                Ok(Headroom::Bytes(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Headroom, E> {
+                Err(E::custom(format!("{v}: a size cannot be negative")))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Headroom, E> {
+                if s == "auto" {
+                    return Ok(Headroom::Auto);
+                }
+                parse_byte_size(s).map(Headroom::Bytes).map_err(|e| E::custom(format!("{e}, or auto")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One switch port as PFC headroom sees it: the link's emulated rate and cable delay, and
+/// whether a GPU NIC is at the other end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortLink {
+    pub rate_bps: u64,
+    pub cable_ns: u64,
+    pub peer_is_nic: bool,
+}
+
+/// The fabric-wide inputs of [`headroom_needed`]: the Ethernet MTU and the pipelines' latencies
+/// (emulated ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Latencies {
+    pub mtu: u32,
+    pub switch_ns: u64,
+    pub nic_ns: u64,
+}
+
+/// The PFC headroom one (port, lossless priority) needs, as switch vendors size it (NVIDIA's
+/// and Arista's buffer guides after IEEE 802.1Qbb Annex N): what the link carries from the
+/// moment the ingress group crosses xOFF until the peer's last frame arrives — twice the
+/// cable's propagation delay (the pause goes, the data keeps coming) plus the pipelines the
+/// pause and the data cross in rocefab's model ([`crate::plan::port_delays`]: this switch's
+/// forwarding latency and the peer's response: its NIC pipelines, or its own forwarding
+/// latency), times the line rate — plus two largest frames: the one this switch is sending
+/// when the pause is ready (the PFC frame waits for it) and the one the peer has started when
+/// the pause arrives. Frames are charged in whole cells, so bytes are counted as full-size
+/// frames rounded up to cells. The most any port of the switch needs; 0 without lossless
+/// ports. The daemons' own reaction (the PFC reaction histogram) comes on top: at D ≥ 1000 it is
+/// tens of ns emulated.
+pub fn headroom_needed(ports: &[PortLink], lat: &Latencies, cell_bytes: u32) -> u64 {
+    // Ethernet header 14 + FCS 4 around the largest IP packet.
+    let frame = lat.mtu as u64 + 18;
+    let charged = if cell_bytes == 0 { frame } else { frame.div_ceil(cell_bytes as u64) * cell_bytes as u64 };
+    ports
+        .iter()
+        .map(|p| {
+            let response = if p.peer_is_nic { lat.switch_ns + 2 * lat.nic_ns } else { 2 * lat.switch_ns };
+            let round_ns = 2 * p.cable_ns + response;
+            let bytes = (p.rate_bps as u128 * round_ns as u128).div_ceil(8_000_000_000) as u64;
+            (bytes.div_ceil(frame) + 2) * charged
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -223,6 +302,10 @@ pub struct SwitchQos {
     /// DSCP → traffic class, 64 entries.
     pub dscp_to_tc: Vec<u8>,
     pub queue_limit_bytes: u64,
+    /// `headroom: auto`: the headroom is [`SwitchQos::headroom_needed`].
+    pub headroom_auto: bool,
+    /// What the switch's links need ([`headroom_needed`]).
+    pub headroom_needed: u64,
 }
 
 impl Default for SwitchQos {
@@ -231,6 +314,8 @@ impl Default for SwitchQos {
             qos: QosConfig::default(),
             dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
             queue_limit_bytes: DEFAULT_QUEUE_LIMIT,
+            headroom_auto: false,
+            headroom_needed: 0,
         }
     }
 }
@@ -297,7 +382,14 @@ impl RawQosFields {
         set(self.buffer, &mut q.buffer_bytes);
         set(self.xoff, &mut q.xoff_bytes);
         set(self.xon, &mut q.xon_bytes);
-        set(self.headroom, &mut q.headroom_bytes);
+        match self.headroom {
+            Some(Headroom::Auto) => base.headroom_auto = true,
+            Some(Headroom::Bytes(b)) => {
+                q.headroom_bytes = b;
+                base.headroom_auto = false;
+            }
+            None => {}
+        }
         set(self.queue_limit, &mut base.queue_limit_bytes);
         if let Some(ByteSize(c)) = self.cell {
             base.qos.cell_bytes = u32::try_from(c).map_err(|_| ("cell", format!("{c} bytes is not a cell size")))?;
@@ -397,6 +489,18 @@ pub fn resolve(
     switches: &[(String, usize)],
     legacy_queue_limit: Option<u64>,
 ) -> Result<Vec<SwitchQos>, (String, String)> {
+    resolve_with_links(raw, switches, legacy_queue_limit, &[], &Latencies::default())
+}
+
+/// [`resolve`] for switches whose ports are `links` (by switch, in port order): `headroom: auto`
+/// takes [`headroom_needed`] of them.
+pub fn resolve_with_links(
+    raw: &RawQos,
+    switches: &[(String, usize)],
+    legacy_queue_limit: Option<u64>,
+    links: &[Vec<PortLink>],
+    lat: &Latencies,
+) -> Result<Vec<SwitchQos>, (String, String)> {
     for (name, o) in &raw.switches {
         if !switches.iter().any(|(n, _)| n == name) {
             return Err((format!("qos.switches.{name}"), format!("no switch named {name:?}")));
@@ -409,10 +513,16 @@ pub fn resolve(
         SwitchQos { queue_limit_bytes: legacy_queue_limit.unwrap_or(DEFAULT_QUEUE_LIMIT), ..Default::default() };
     raw.apply(&mut fabric).map_err(|(k, m)| (format!("qos.{k}"), m))?;
     let mut out = Vec::with_capacity(switches.len());
-    for (name, ports) in switches {
+    for (i, (name, ports)) in switches.iter().enumerate() {
         let mut eff = fabric.clone();
         if let Some(o) = raw.switches.get(name) {
             o.apply(&mut eff).map_err(|(k, m)| (format!("qos.switches.{name}.{k}"), m))?;
+        }
+        if eff.qos.lossless_priorities != 0 {
+            eff.headroom_needed = headroom_needed(links.get(i).map_or(&[], |l| l.as_slice()), lat, eff.qos.cell_bytes);
+        }
+        if eff.headroom_auto {
+            eff.qos.headroom_bytes = eff.headroom_needed;
         }
         eff.qos
             .check(*ports, eff.queue_limit_bytes)
@@ -467,8 +577,15 @@ pub fn describe(q: &SwitchQos) -> String {
             r.seed
         )
     };
+    let headroom = if q.headroom_auto {
+        format!("{} B (auto: what the links need in flight)", c.headroom_bytes)
+    } else if c.lossless_priorities != 0 {
+        format!("{} B (the links need {} B)", c.headroom_bytes, q.headroom_needed)
+    } else {
+        format!("{} B", c.headroom_bytes)
+    };
     format!(
-        "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {} B; lossy queue limit {} B; pause quanta {}; watchdog {wd}; wred/ecn {wred}",
+        "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {headroom}; lossy queue limit {} B; pause quanta {}; watchdog {wd}; wred/ecn {wred}",
         if classes.is_empty() { "none".to_string() } else { classes.join(", ") },
         prios(c.lossless_priorities),
         prios(c.strict_priorities),
@@ -476,7 +593,6 @@ pub fn describe(q: &SwitchQos) -> String {
         c.buffer_bytes,
         c.xoff_bytes,
         c.xon_bytes,
-        c.headroom_bytes,
         q.queue_limit_bytes,
         c.pause_quanta,
     )
@@ -485,6 +601,75 @@ pub fn describe(q: &SwitchQos) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headroom_is_twice_the_cable_plus_the_pipelines_at_line_rate_plus_two_frames_in_cells() {
+        let lat = Latencies { mtu: 9000, switch_ns: 600, nic_ns: 100 };
+        let nic = PortLink { rate_bps: 400_000_000_000, cable_ns: 1_000, peer_is_nic: true };
+        // 400G x (2 x 1000 + 600 + 2 x 100) ns = 140,000 bytes; frames of 9018 bytes: 16 of
+        // them (15.5 rounded up) + 2, each charged 36 cells of 256 (9216 bytes).
+        assert_eq!(headroom_needed(&[nic], &lat, 256), 18 * 9216);
+        // Frame bytes when cells are off.
+        assert_eq!(headroom_needed(&[nic], &lat, 0), 18 * 9018);
+        // A switch peer: its forwarding latency instead of the NIC pipelines: 400G x 3200 ns =
+        // 160,000 bytes = 18 frames (17.7) + 2.
+        let sw = PortLink { rate_bps: 400_000_000_000, cable_ns: 1_000, peer_is_nic: false };
+        assert_eq!(headroom_needed(&[sw], &lat, 256), 20 * 9216);
+        // The switch needs what its most demanding port needs.
+        assert_eq!(headroom_needed(&[nic, sw], &lat, 256), 20 * 9216);
+        // No delay anywhere: the two frames at both ends only.
+        let none = Latencies { mtu: 1500, ..Default::default() };
+        let p = PortLink { cable_ns: 0, ..nic };
+        assert_eq!(headroom_needed(&[p], &none, 256), 2 * 1536);
+        assert_eq!(headroom_needed(&[], &lat, 256), 0);
+    }
+
+    #[test]
+    fn headroom_auto_takes_what_the_links_need_and_a_size_overrides_it() {
+        let sw = [("rail1".to_string(), 1usize), ("rail2".to_string(), 1)];
+        let lat = Latencies { mtu: 1500, switch_ns: 1_000, nic_ns: 0 };
+        let links = vec![
+            vec![PortLink { rate_bps: 100_000_000_000, cable_ns: 5_000, peer_is_nic: true }],
+            vec![PortLink { rate_bps: 100_000_000_000, cable_ns: 0, peer_is_nic: true }],
+        ];
+        // rail1: 100G x 11 us = 137,500 bytes = 91 frames of 1518 (90.6) + 2, in 1536-byte cells.
+        let q = resolve_with_links(
+            &parse(
+                "headroom: auto
+",
+            ),
+            &sw,
+            None,
+            &links,
+            &lat,
+        )
+        .unwrap();
+        assert_eq!((q[0].headroom_auto, q[0].qos.headroom_bytes), (true, 93 * 1536));
+        // rail2: 100G x 1 us (its forwarding latency) = 12,500 bytes = 9 frames (8.2) + 2.
+        assert_eq!(q[1].qos.headroom_bytes, (9 + 2) * 1536);
+        assert!(
+            describe(&q[0]).contains("headroom 142848 B (auto: what the links need in flight)"),
+            "{}",
+            describe(&q[0])
+        );
+        // A per-switch size replaces auto; what the links need is still known (for the warning).
+        let raw = parse(
+            "headroom: auto
+switches:
+  rail2: { headroom: 4KB }
+",
+        );
+        let q = resolve_with_links(&raw, &sw, None, &links, &lat).unwrap();
+        assert_eq!((q[1].headroom_auto, q[1].qos.headroom_bytes, q[1].headroom_needed), (false, 4000, (9 + 2) * 1536));
+        assert!(describe(&q[1]).contains("headroom 4000 B (the links need"), "{}", describe(&q[1]));
+        let e = yaml_serde::from_str::<RawQos>(
+            "headroom: lots
+",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("or auto"), "{e}");
+    }
 
     fn parse(src: &str) -> RawQos {
         yaml_serde::from_str(src).unwrap()

@@ -801,6 +801,9 @@ pub struct Topology {
     /// Every switch's forwarding latency and every NIC's pipeline latency (each way), emulated ns.
     pub switch_latency_ns: u64,
     pub nic_latency_ns: u64,
+    /// What is allowed but probably not meant (a headroom below what the links need), one line
+    /// each; `rocefab plan` and `up` print them.
+    pub warnings: Vec<String>,
 }
 
 impl Topology {
@@ -937,7 +940,16 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         }
     }
 
-    let qos = crate::qos::resolve(&raw.qos, &port_counts, raw.queue_limit_bytes).map_err(|(f, m)| err(&f, m))?;
+    let lat = crate::qos::Latencies { mtu: raw.mtu, switch_ns: raw.latency.switch.0, nic_ns: raw.latency.nic.0 };
+    let qos = crate::qos::resolve_with_links(
+        &raw.qos,
+        &port_counts,
+        raw.queue_limit_bytes,
+        &port_links(switches.len(), &links),
+        &lat,
+    )
+    .map_err(|(f, m)| err(&f, m))?;
+    let warnings = headroom_warnings(&switches, &qos);
     let time_dilation = Dilation::new(raw.time_dilation).map_err(|e| err("time_dilation", e.to_string()))?;
     let names: Vec<String> = switches.iter().map(|s| s.name.clone()).collect();
     let load_balance = crate::lb::resolve(&raw.load_balance, &names).map_err(|(f, m)| err(&f, m))?;
@@ -966,6 +978,7 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         dcqcn: raw.dcqcn.profile,
         switch_latency_ns: raw.latency.switch.0,
         nic_latency_ns: raw.latency.nic.0,
+        warnings,
     })
 }
 
@@ -1443,6 +1456,47 @@ fn port_counts(
         }
     }
     Ok(port_counts)
+}
+
+/// Every switch's ports (in port order: the order of `links`) as PFC headroom sees them.
+fn port_links(nswitches: usize, links: &[Link]) -> Vec<Vec<crate::qos::PortLink>> {
+    (0..nswitches)
+        .map(|si| {
+            links
+                .iter()
+                .filter_map(|l| {
+                    let peer = if l.a == Endpoint::Switch(si) {
+                        &l.b
+                    } else if l.b == Endpoint::Switch(si) {
+                        &l.a
+                    } else {
+                        return None;
+                    };
+                    Some(crate::qos::PortLink {
+                        rate_bps: l.line_rate.0,
+                        cable_ns: l.delay_ns,
+                        peer_is_nic: matches!(peer, Endpoint::Gpu { .. }),
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A configured headroom below what a switch's links need is allowed (a test of what happens
+/// then) but said.
+fn headroom_warnings(switches: &[Switch], qos: &[crate::qos::SwitchQos]) -> Vec<String> {
+    switches
+        .iter()
+        .zip(qos)
+        .filter(|(_, q)| !q.headroom_auto && q.qos.headroom_bytes < q.headroom_needed)
+        .map(|(s, q)| {
+            format!(
+                "qos.headroom: {}: {} B is below the {} B its links need in flight while a pause takes effect                  (headroom: auto); lossless frames may be lost as headroom overflows",
+                s.name, q.qos.headroom_bytes, q.headroom_needed
+            )
+        })
+        .collect()
 }
 
 /// Host NIC names of at most 15 characters.

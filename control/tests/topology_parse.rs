@@ -491,3 +491,19 @@ fn bad_delays_are_named() {
     let e = err(&format!("{GOOD}links:\n  overrides:\n    - {{ between: [rail1, spine1] }}\n"));
     assert!(e.contains("links.overrides[0]") && e.contains("sets nothing"), "{e}");
 }
+
+#[test]
+fn a_headroom_below_what_the_links_need_is_a_warning_and_auto_is_not() {
+    let links = "links:\n  line_rate: { host_rail: 400Gbps, rail_spine: 400Gbps }\n  delay: { host_rail: 1us, rail_spine: 1us }\n";
+    let t = Topology::parse(&format!("{GOOD}{links}qos: {{ headroom: 20KB }}\n"), Path::new("t.yaml")).unwrap();
+    assert_eq!(t.warnings.len(), 3, "every switch: {:?}", t.warnings);
+    assert!(t.warnings[0].starts_with("qos.headroom: rail1: 20000 B is below the "), "{:?}", t.warnings);
+    let t = Topology::parse(&format!("{GOOD}{links}qos: {{ headroom: auto }}\n"), Path::new("t.yaml")).unwrap();
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    assert!(t
+        .qos
+        .iter()
+        .all(|q| q.headroom_auto && q.qos.headroom_bytes == q.headroom_needed && q.headroom_needed > 20_000));
+    // The default headroom (512 KB) covers these links: no warning.
+    assert!(Topology::parse(&format!("{GOOD}{links}"), Path::new("t.yaml")).unwrap().warnings.is_empty());
+}
