@@ -841,8 +841,11 @@ impl DataPlane {
         for i in 0..n {
             let d = self.scratch[i];
             let seen = self.arrival(&d, now);
+            let wire = rocefab_wire::ethernet::wire_bytes(d.lengths().data() as u32) as u32;
+            let port = &mut self.ports[p];
+            let rate = port.shaper.rate_bps();
             // Room was checked: the push cannot fail; never leak the frame if it does.
-            if let Err(d) = self.ports[p].rx_line.push(d, seen) {
+            if let Err(d) = port.rx_line.push_serialised(d, seen, wire, rate) {
                 self.free.push(d);
             }
         }

@@ -34,12 +34,16 @@ pub struct OnLine<D> {
 pub struct DelayLine<D> {
     delay_ns: u64,
     fifo: Fifo<OnLine<D>>,
+    /// When the last frame pushed with [`DelayLine::push_serialised`] has fully arrived.
+    busy_until: u64,
+    /// Sub-ns remainder of the serialisation times, in units of 1/rate ns.
+    rem: u64,
 }
 
 impl<D: Copy + Default> DelayLine<D> {
     /// A line of `delay_ns` (wall clock) that holds `capacity` frames.
     pub fn new(delay_ns: u64, capacity: usize) -> Self {
-        DelayLine { delay_ns, fifo: Fifo::new(capacity, u64::MAX) }
+        DelayLine { delay_ns, fifo: Fifo::new(capacity, u64::MAX), busy_until: 0, rem: 0 }
     }
 
     /// Frames a line of `delay_ns` at `rate_bps` (both on the wall clock, so the product is the
@@ -64,6 +68,22 @@ impl<D: Copy + Default> DelayLine<D> {
     pub fn push(&mut self, d: D, at: u64) -> Result<(), D> {
         let due = at.saturating_add(self.delay_ns);
         self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)
+    }
+
+    /// Puts a frame of `wire_bytes` (frame, FCS, preamble and gap) that entered the line at `at`
+    /// on a cable of `rate_bps`: it is due one delay later, but not before the previous frame
+    /// has crossed the cable (a cable carries no more than its line rate, whatever burst the
+    /// sender's kernel handed over at once). Hands the frame back when the line is full.
+    #[inline]
+    pub fn push_serialised(&mut self, d: D, at: u64, wire_bytes: u32, rate_bps: u64) -> Result<(), D> {
+        let due = at.saturating_add(self.delay_ns).max(self.busy_until);
+        self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)?;
+        if rate_bps > 0 {
+            let num = wire_bytes as u64 * 8 * 1_000_000_000 + self.rem;
+            self.busy_until = due + num / rate_bps;
+            self.rem = num % rate_bps;
+        }
+        Ok(())
     }
 
     /// When the head frame is due, if there is one.
@@ -132,6 +152,21 @@ mod tests {
         assert_eq!(l.next_due(), Some(1_500));
         assert_eq!(l.pop_due(5_000), Some((3, 1_500)));
         assert_eq!((l.pop_due(u64::MAX), l.next_due()), (None, None));
+    }
+
+    #[test]
+    fn a_burst_handed_over_at_once_arrives_at_line_rate() {
+        // 1 Gb/s: a 1538-byte wire frame takes 12,304 ns.
+        let mut l = DelayLine::new(1_000, 8);
+        for k in 0..3u32 {
+            l.push_serialised(k, 500, 1538, 1_000_000_000).unwrap();
+        }
+        assert_eq!(l.pop_due(u64::MAX), Some((0, 1_500)));
+        assert_eq!(l.pop_due(u64::MAX), Some((1, 1_500 + 12_304)));
+        assert_eq!(l.pop_due(u64::MAX), Some((2, 1_500 + 2 * 12_304)));
+        // A frame after a gap arrives one delay after it was sent.
+        l.push_serialised(3, 100_000, 84, 1_000_000_000).unwrap();
+        assert_eq!(l.pop_due(u64::MAX), Some((3, 101_000)));
     }
 
     #[test]
