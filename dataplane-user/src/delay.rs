@@ -78,10 +78,9 @@ impl<D: Copy + Default> DelayLine<D> {
     pub fn push_serialised(&mut self, d: D, at: u64, wire_bytes: u32, rate_bps: u64) -> Result<(), D> {
         let due = at.saturating_add(self.delay_ns).max(self.busy_until);
         self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)?;
-        if rate_bps > 0 {
-            let num = wire_bytes as u64 * 8 * 1_000_000_000 + self.rem;
-            self.busy_until = due + num / rate_bps;
-            self.rem = num % rate_bps;
+        let num = wire_bytes as u64 * 8 * 1_000_000_000 + self.rem;
+        if let (Some(ns), Some(rem)) = (num.checked_div(rate_bps), num.checked_rem(rate_bps)) {
+            (self.busy_until, self.rem) = (due + ns, rem);
         }
         Ok(())
     }
