@@ -12,7 +12,8 @@
 //!   cell: 256                 # accounting cell in bytes; 0 counts frame bytes
 //!   xoff: 3200000             # per ingress priority group (port, lossless priority)
 //!   xon: 120000
-//!   headroom: 512000          # reserved per (port, lossless priority)
+//!   headroom: 512000          # reserved per (port, lossless priority); `auto`: what the links
+//!                             # need in flight while a pause takes effect ([`headroom_needed`])
 //!   queue_limit: 1MiB         # egress limit of a lossy queue
 //!   pause_quanta: 65535       # quanta of the PFC frames the switch sends
 //!   watchdog: { action: drop, detect: 200ms, restore: 200ms, poll: 10ms }   # or `watchdog: off`
