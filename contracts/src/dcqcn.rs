@@ -15,14 +15,18 @@ pub enum DcqcnProfile {
     Ns3Hpcc,
     /// NVIDIA ConnectX firmware defaults (module docs, "The NIC's profile").
     Connectx,
-    /// The DCQCN paper's timers as the HPCC repository's `dcqcn_paper` setting runs them
-    /// (module docs, "The paper's timers").
+    /// The DCQCN paper's values and equations (Zhu et al., SIGCOMM 2015): F = 5, B = 10 MB,
+    /// T = K = 55 µs, g = 1/256, `Rt = Rc` on every cut, no rate floor (gpu-host `dcqcn`
+    /// module docs, "The paper's profile").
     DcqcnPaper,
+    /// The DCQCN of the htsim packet simulator (`ultraethernet/uet-htsim`, `htsim/sim/dcqcn.cpp`
+    /// defaults; gpu-host `dcqcn` module docs, "The htsim profile").
+    Htsim,
 }
 
 impl DcqcnProfile {
     /// The names the topology accepts.
-    pub const NAMES: &'static str = "ns3-hpcc, connectx, dcqcn-paper";
+    pub const NAMES: &'static str = "ns3-hpcc, connectx, dcqcn-paper, htsim";
 
     /// RP parameters of this profile for a port of `line_rate_bps` (emulated).
     pub fn rp(self, line_rate_bps: u64) -> DcqcnConfig {
@@ -41,23 +45,35 @@ impl DcqcnProfile {
                 rate_hai_bps: 50_000_000,
                 clamp_target_rate: false,
             },
-            DcqcnProfile::DcqcnPaper => {
-                // `ai = 5 * bw / 25` Mb/s with bw in Gbit/s: 0.2 Mb/s per Gbit/s of NIC rate.
-                let per_25g = |mbps: u64| (mbps as u128 * 1_000_000 * line_rate_bps as u128 / 25_000_000_000) as u64;
-                DcqcnConfig {
-                    line_rate_bps,
-                    min_rate_bps: 1_000_000_000,
-                    g: 1.0 / 256.0,
-                    alpha_init: 1.0,
-                    alpha_update_period_ns: 50_000,
-                    rate_increase_period_ns: 55_000,
-                    byte_counter_bytes: 32_767 * 64,
-                    fast_recovery_steps: 1,
-                    rate_ai_bps: per_25g(5),
-                    rate_hai_bps: per_25g(50),
-                    clamp_target_rate: false,
-                }
-            }
+            DcqcnProfile::DcqcnPaper => DcqcnConfig {
+                line_rate_bps,
+                // No floor: the paper states none.
+                min_rate_bps: 0,
+                g: 1.0 / 256.0,
+                alpha_init: 1.0,
+                alpha_update_period_ns: 55_000,
+                rate_increase_period_ns: 55_000,
+                byte_counter_bytes: 10_000_000,
+                fast_recovery_steps: 5,
+                // R_AI 40 Mbit/s on the paper's 40 Gbit/s NICs: line rate / 1000; R_HAI ten
+                // times R_AI, QCN's ratio (5 and 50 Mbit/s).
+                rate_ai_bps: line_rate_bps / 1000,
+                rate_hai_bps: line_rate_bps / 100,
+                clamp_target_rate: true,
+            },
+            DcqcnProfile::Htsim => DcqcnConfig {
+                line_rate_bps,
+                min_rate_bps: 0,
+                g: 1.0 / 256.0,
+                alpha_init: 1.0,
+                alpha_update_period_ns: 55_000,
+                rate_increase_period_ns: 55_000,
+                byte_counter_bytes: 10_000_000,
+                fast_recovery_steps: 5,
+                rate_ai_bps: line_rate_bps / 20,
+                rate_hai_bps: line_rate_bps / 10,
+                clamp_target_rate: true,
+            },
         }
     }
 
@@ -66,7 +82,7 @@ impl DcqcnProfile {
         match self {
             DcqcnProfile::Ns3Hpcc => DEFAULT_CNP_INTERVAL_NS,
             DcqcnProfile::Connectx => 4_000,
-            DcqcnProfile::DcqcnPaper => 50_000,
+            DcqcnProfile::DcqcnPaper | DcqcnProfile::Htsim => 50_000,
         }
     }
 }
@@ -77,6 +93,7 @@ impl core::fmt::Display for DcqcnProfile {
             DcqcnProfile::Ns3Hpcc => "ns3-hpcc",
             DcqcnProfile::Connectx => "connectx",
             DcqcnProfile::DcqcnPaper => "dcqcn-paper",
+            DcqcnProfile::Htsim => "htsim",
         })
     }
 }
@@ -86,7 +103,7 @@ impl core::fmt::Display for DcqcnProfile {
 pub struct DcqcnConfig {
     /// Line rate of the NIC port (upper bound of `Rc` and `Rt`), bits/s.
     pub line_rate_bps: u64,
-    /// Lower bound of `Rc`, bits/s (`MinRate`, 100 Mb/s).
+    /// Lower bound of `Rc`, bits/s (`MinRate`, 100 Mb/s); 0: no floor.
     pub min_rate_bps: u64,
     /// EWMA gain g (`EwmaGain`, 1/16).
     pub g: f64,
@@ -133,7 +150,8 @@ impl DcqcnConfig {
     pub fn dilated(self, d: Dilation) -> DcqcnConfig {
         DcqcnConfig {
             line_rate_bps: d.rate(self.line_rate_bps),
-            min_rate_bps: d.rate(self.min_rate_bps),
+            // No floor stays no floor (`rate` would make it 1 bit/s).
+            min_rate_bps: if self.min_rate_bps == 0 { 0 } else { d.rate(self.min_rate_bps) },
             alpha_update_period_ns: d.duration(self.alpha_update_period_ns),
             rate_increase_period_ns: d.duration(self.rate_increase_period_ns),
             rate_ai_bps: d.rate(self.rate_ai_bps),
@@ -147,8 +165,8 @@ impl DcqcnConfig {
         if self.line_rate_bps == 0 {
             return Err(DcqcnError::Invalid("line_rate_bps must be > 0"));
         }
-        if self.min_rate_bps == 0 || self.min_rate_bps > self.line_rate_bps {
-            return Err(DcqcnError::Invalid("min_rate_bps must be in 1..=line_rate_bps"));
+        if self.min_rate_bps > self.line_rate_bps {
+            return Err(DcqcnError::Invalid("min_rate_bps must be in 0..=line_rate_bps"));
         }
         if !(self.g > 0.0 && self.g <= 1.0) {
             return Err(DcqcnError::Invalid("g must be in (0, 1]"));

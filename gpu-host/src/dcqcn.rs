@@ -4,21 +4,24 @@
 //! * [`NotificationPoint`] (NP, receiver NIC): at most one CNP per QP per interval when
 //!   CE-marked packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow).
 //! * [`ReactionPoint`] (RP, sender NIC), per QP, pure and clock-injected:
-//!   - on CNP: `Rt = Rc; Rc = Rc·(1 − α/2); α = (1 − g)·α + g` (the cut uses α before the
-//!     update), and the rate-increase timer, byte counter and their stage counts are reset.
-//!     `Rt = Rc` (the target clamp) happens only when the rate rose since the last cut (a timer
-//!     or byte-counter increase event), unless `clamp_target_rate` is set: a burst of CNPs with
-//!     no recovery in between keeps the target the QP had before the burst, as the reference
-//!     implementations below do by default;
-//!   - α decay: every `K` without a CNP, `α = (1 − g)·α`;
+//!   - on CNP (§3.1, Eq. 1): `Rt = Rc; Rc = Rc·(1 − α/2); α = (1 − g)·α + g` (the cut uses α
+//!     before the update), and the rate-increase timer, byte counter and their stage counts are
+//!     reset. With `clamp_target_rate` (the paper's equations: the `dcqcn-paper` and `htsim`
+//!     profiles) `Rt = Rc` on every cut. Without it (`ClampTargetRate` false, the `ns3-hpcc` and
+//!     `connectx` profiles, as the NIC firmware and ns-3 do by default) `Rt = Rc` only when the
+//!     rate rose since the last cut (a timer or byte-counter increase event): a burst of CNPs
+//!     with no recovery in between keeps the target the QP had before the burst;
+//!   - α decay (§3.1, Eq. 2): every `K` without a CNP, `α = (1 − g)·α`;
 //!   - rate increase events come from a timer (period `T`) and a byte counter (every `B`
-//!     bytes). With `t`, `b` the numbers of timer / byte-counter events since the last cut:
-//!     `max(t, b) < F` → fast recovery `Rc = (Rt + Rc)/2`;
+//!     bytes), as in QCN (IEEE 802.1Qau). With `t`, `b` the numbers of timer / byte-counter
+//!     events since the last cut:
+//!     `max(t, b) < F` → fast recovery `Rc = (Rt + Rc)/2` (Eq. 3);
 //!     `min(t, b) > F` → hyper increase `Rt += i·R_HAI` with `i = min(t, b) − F`, then
-//!     `Rc = (Rt + Rc)/2`; otherwise additive increase `Rt += R_AI`, `Rc = (Rt + Rc)/2`.
-//!     The stage test uses the counts *before* the event that triggered it, as the public
-//!     reference implementations below do, so exactly `F` fast-recovery steps happen;
-//!   - `Rc` never drops below the minimum rate, `Rt` and `Rc` never exceed line rate.
+//!     `Rc = (Rt + Rc)/2`; otherwise additive increase `Rt += R_AI`, `Rc = (Rt + Rc)/2` (Eq. 4).
+//!     The stage test uses the counts *before* the event that triggered it, so exactly `F`
+//!     fast-recovery steps happen (the paper: "for F = 5 successive iterations");
+//!   - `Rc` never drops below the minimum rate (0: no floor), `Rt` and `Rc` never exceed line
+//!     rate.
 //!
 //! # Where the default parameters come from (cited, not invented)
 //!
@@ -67,18 +70,79 @@
 //! cuts at most once per period: the NP's 4 µs spacing already bounds them) and
 //! `RPG_MIN_DEC_FAC` (50 %: no cut here exceeds α/2 ≤ 50 %).
 //!
-//! # The paper's timers ([`DcqcnProfile::DcqcnPaper`])
+//! # The paper's profile ([`DcqcnProfile::DcqcnPaper`])
 //!
-//! The same HPCC repository runs DCQCN in two settings, `simulation/run.py` `--cc dcqcn` (the
-//! NIC-like 1 µs / 4 µs / 300 µs timers above) and `--cc dcqcn_paper`, the timers of the DCQCN
-//! paper: `ALPHA_RESUME_INTERVAL` 50 µs (K), `RATE_DECREASE_INTERVAL` 50 µs (the RP cuts at most
-//! once per 50 µs; here the NP's CNP interval, as the paper's N), `RP_TIMER` 55 µs (T),
-//! `EWMA_GAIN` 1/256, `FAST_RECOVERY_TIMES` 1, `RATE_AI` 5 Mb/s and `RATE_HAI` 50 Mb/s per
-//! 25 Gbit/s of NIC rate (`ai = 5 * bw / 25`, `hai = 50 * bw / 25`), `MIN_RATE` 1000 Mb/s,
-//! `CLAMP_TARGET_RATE` 0; α starts at 1 (`cnp_received_mlx`) and B is Isekai's, as above. Its
-//! 55 µs increase timer recovers a cut within a few timer periods, where the firmware's 300 µs
-//! leaves a synchronised 7:1 incast at 400G idle for most of a 300 µs period after each cut.
-
+//! Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015: the
+//! equations of §3.1 exactly (Eq. 1 on every CNP, so `Rt = Rc` on every cut:
+//! `clamp_target_rate`; Eq. 2 for α; Eq. 3 and 4 and the QCN hyper increase for recovery) and
+//! the values the paper gives:
+//!
+//! | our field                   | value              | where in the paper                                   |
+//! |-----------------------------|--------------------|------------------------------------------------------|
+//! | `alpha_init`                | 1                  | §3.1, RP algorithm (α starts at 1)                    |
+//! | `g`                         | 1/256              | §3.1 / §4 parameter table                             |
+//! | `alpha_update_period_ns` K  | 55 µs              | §3.1 ("our implementation uses K = 55 µs")            |
+//! | `fast_recovery_steps` F     | 5                  | §3.1 ("F = 5 successive iterations")                  |
+//! | `rate_increase_period_ns` T | 55 µs              | §4, the recommended timer                             |
+//! | `byte_counter_bytes` B      | 10 MB (10⁷ bytes)  | §4, the recommended byte counter                      |
+//! | `rate_ai_bps` R_AI          | line rate / 1000   | §4: 40 Mbit/s on the paper's 40 Gbit/s NICs, scaled   |
+//! | `rate_hai_bps` R_HAI        | 10 × R_AI          | not given; QCN's (802.1Qau) R_HAI / R_AI = 50 / 5     |
+//! | `min_rate_bps`              | none (0)           | the paper states no floor                             |
+//! | CNP interval N              | 50 µs              | §3.1, NP algorithm (at most one CNP per 50 µs a flow) |
+//!
+//! The paper's text could not be read where this was written; F, B, T, g and N are as the htsim
+//! DCQCN model states them (below: `dcqcn.cpp` lines 19–26, with the comment "g = 1/256"), and
+//! R_AI, B, T, F, g, N and K as a public implementation of the paper's §4 fluid model sets them.
+//! R_AI scales with the line rate (the paper's 40 Mbit/s is 1/1000 of its 40 Gbit/s NICs; at
+//! 400 Gbit/s it is 400 Mbit/s). Rt reset on every cut is what makes the recovery of a burst of
+//! cuts (400 → 200 → 100 → 50 → 25 Gbit/s) climb back towards the last rate before the last cut
+//! (50 Gbit/s), not to the rate before the burst.
+//!
+//! How the other profiles differ from the paper:
+//!
+//! * `ns3-hpcc` (the default): g = 1/16 (paper 1/256), T = 1.5 ms (55 µs), B = 2 MB (10 MB),
+//!   R_AI 5 Mbit/s and R_HAI 50 Mbit/s at any line rate, a 100 Mbit/s floor, and `Rt = Rc` only
+//!   when the rate rose since the last cut; K, F and N are the paper's.
+//! * `connectx`: F = 1 (5), T = 300 µs, K = 1 µs with g = 5/1024 (α updated as the firmware
+//!   does), α starting at 1023/1024, B = 2 MB, R_AI 5 / R_HAI 50 Mbit/s, a 1 Mbit/s floor, a CNP
+//!   per 4 µs (50 µs), and `Rt = Rc` only after a rise.
+//! * `htsim`: below; its parameters and its reset of `Rt` on every cut are the paper's except
+//!   R_AI and R_HAI.
+//!
+//! # The htsim profile ([`DcqcnProfile::Htsim`])
+//!
+//! The DCQCN of the htsim packet simulator, so a side-by-side comparison runs identical
+//! parameters. Broadcom's `csg-htsim` (read at commit 841d9e7) has no DCQCN: its RoCE source
+//! (`sim/roce.cpp`) sends at a fixed packet spacing and ignores ECN, and `network.h` only names a
+//! CNP packet type. The Ultra Ethernet Consortium's htsim, `ultraethernet/uet-htsim` (commit
+//! 40ccb05, a descendant of the same simulator), has one: `htsim/sim/dcqcn.cpp`, whose defaults
+//! are
+//!
+//! | our field                   | value            | `htsim/sim/dcqcn.cpp`                                          |
+//! |-----------------------------|------------------|----------------------------------------------------------------|
+//! | CNP interval N              | 50 µs            | line 19, `DCQCNSink::_cnp_interval = timeFromUs(50.0)`         |
+//! | `rate_increase_period_ns` T | 55 µs            | line 20, `DCQCNSrc::_cc_update_period = timeFromUs(55.0)`      |
+//! | `alpha_update_period_ns` K  | 55 µs            | line 128, the α decay also runs on `_cc_update_period`         |
+//! | `alpha_init`                | 1                | line 22, `DCQCNSrc::_alpha = 1`                                |
+//! | `g`                         | 1/256            | line 23, `DCQCNSrc::_g = .00390625`                            |
+//! | `byte_counter_bytes` B      | 10⁷ bytes        | line 24, `DCQCNSrc::_B = 10000000`                             |
+//! | `fast_recovery_steps` F     | 5                | line 26, `DCQCNSrc::_F = 5`                                    |
+//! | `rate_ai_bps` R_AI          | line rate / 20   | line 42, `_RAI = rate / 20`                                    |
+//! | `rate_hai_bps` R_HAI        | line rate / 10   | line 43, `_RHAI = rate / 10`                                   |
+//! | `clamp_target_rate`         | true             | line 55, `_RT = _RC` on every CNP                              |
+//! | `min_rate_bps`              | none (0)         | no floor in `processCNP` (lines 54–76) or `increaseRate`       |
+//!
+//! Where its mechanism differs from this RP (not modelled here; each matters only at the edges
+//! noted): its stage test runs on the counts *after* the event (`max(T, BC) <= F`,
+//! `min(T, BC) > F`, lines 84–98), which is the same fast-recovery rule and differs only once
+//! both counts passed F (hyper increase one event earlier, with `i` one larger); its α is a
+//! `static` member (`dcqcn.h` line 44), shared by every source of the simulation, where each QP
+//! here has its own; its α decay compares against `_last_alpha_update`, which only a CNP sets (lines
+//! 72–73, 128–131), so once K has passed without a CNP it decays at every send event, not once
+//! per K; timers are checked when the source sends (`doNextEvent`); and its NP
+//! (lines 204–226) also sends a CNP when the interval ends if a marked packet arrived during it,
+//! where this NP waits for the next marked packet.
+//!
 pub use rocefab_contracts::dcqcn::{DcqcnConfig, DcqcnError, DcqcnProfile, DEFAULT_CNP_INTERVAL_NS};
 
 /// Which increase phase an increase event ran.
@@ -654,16 +718,114 @@ mod tests {
     }
 
     #[test]
-    fn dcqcn_paper_profile_maps_the_hpcc_run_py_setting() {
-        // 400 Gbit/s NIC: ai = 5 · 400 / 25 = 80 Mb/s, hai = 800 Mb/s.
+    fn dcqcn_paper_profile_takes_the_papers_values() {
+        // 400 Gbit/s NIC: R_AI = 40 Mbit/s × 400 / 40 = 400 Mbit/s, R_HAI ten times that.
         let c = DcqcnProfile::DcqcnPaper.rp(400_000_000_000);
         c.validate().unwrap();
-        assert_eq!((c.alpha_update_period_ns, c.rate_increase_period_ns, c.fast_recovery_steps), (50 * US, 55 * US, 1));
-        assert_eq!((c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps), (80_000_000, 800_000_000, 1_000_000_000));
-        assert_eq!((c.g, c.alpha_init, c.clamp_target_rate), (1.0 / 256.0, 1.0, false));
-        assert_eq!(DcqcnProfile::DcqcnPaper.rp(25_000_000_000).rate_ai_bps, 5_000_000);
+        assert_eq!((c.alpha_update_period_ns, c.rate_increase_period_ns, c.fast_recovery_steps), (55 * US, 55 * US, 5));
+        assert_eq!((c.byte_counter_bytes, c.rate_ai_bps, c.rate_hai_bps), (10_000_000, 400_000_000, 4_000_000_000));
+        assert_eq!((c.g, c.alpha_init, c.clamp_target_rate, c.min_rate_bps), (1.0 / 256.0, 1.0, true, 0));
+        assert_eq!(DcqcnProfile::DcqcnPaper.rp(40_000_000_000).rate_ai_bps, 40_000_000, "the paper's 40G value");
         assert_eq!(DcqcnProfile::DcqcnPaper.cnp_interval_ns(), 50 * US);
         assert_eq!(serde_json::from_str::<DcqcnProfile>("\"dcqcn-paper\"").unwrap(), DcqcnProfile::DcqcnPaper);
         assert_eq!(DcqcnProfile::DcqcnPaper.to_string(), "dcqcn-paper");
+        // No floor survives dilation as no floor.
+        let wall = c.dilated(Dilation::new(8000.0).unwrap());
+        assert_eq!((wall.min_rate_bps, wall.rate_ai_bps), (0, 50_000));
+        wall.validate().unwrap();
+    }
+
+    /// Asserts `r`'s (Rt, Rc) in Gbit/s against hand-computed values.
+    fn at(r: &ReactionPoint, rt: f64, rc: f64, what: &str) {
+        let (grt, grc) = (r.target_rate_f64() / 1e9, r.rate_f64() / 1e9);
+        assert!(close(grt, rt) && close(grc, rc), "{what}: (Rt, Rc) = ({grt}, {grc}) Gbit/s, expected ({rt}, {rc})");
+    }
+
+    #[test]
+    fn paper_profile_trajectory_follows_the_papers_equations() {
+        // The start-up transient at 400 Gbit/s: four CNPs 10 µs apart (no α decay, no
+        // timer in between). Eq. 1 with α = 1: Rt = Rc, Rc = Rc/2, α = (1 − g) + g = 1.
+        let mut r = ReactionPoint::new(DcqcnProfile::DcqcnPaper.rp(400_000_000_000)).unwrap();
+        at(&r, 400.0, 400.0, "line rate");
+        for (k, (rt, rc)) in [(400.0, 200.0), (200.0, 100.0), (100.0, 50.0), (50.0, 25.0)].into_iter().enumerate() {
+            r.on_cnp(k as u64 * 10 * US);
+            at(&r, rt, rc, "cut");
+            assert_eq!(r.alpha(), 1.0);
+        }
+        // Timer events every T = 55 µs from the last cut (30 µs): F = 5 fast-recovery steps
+        // towards Rt = 50 (Eq. 3), not towards the 400 before the burst.
+        for (k, rc) in [37.5, 43.75, 46.875, 48.4375, 49.21875].into_iter().enumerate() {
+            r.poll((30 + 55 * (k as u64 + 1)) * US);
+            at(&r, 50.0, rc, "fast recovery");
+        }
+        // α decayed once per K = 55 µs (Eq. 2) at 85, 140, 195, 250 and 305 µs.
+        assert!(close(r.alpha(), (255.0f64 / 256.0).powi(5)), "α {}", r.alpha());
+        // The sixth timer event (t = 5 before it): additive increase, R_AI = 0.4 Gbit/s (Eq. 4).
+        r.poll(360 * US);
+        at(&r, 50.4, 49.809375, "additive (timer)");
+        // Byte-counter events (B = 10 MB) with t = 6: b = 0..5 before each, additive.
+        let expected = [
+            (50.8, 50.3046875),
+            (51.2, 50.75234375),
+            (51.6, 51.176171875),
+            (52.0, 51.5880859375),
+            (52.4, 51.99404296875),
+            (52.8, 52.397021484375),
+        ];
+        for (rt, rc) in expected {
+            r.on_bytes_sent(10_000_000, 360 * US);
+            at(&r, rt, rc, "additive (bytes)");
+        }
+        assert_eq!(r.stages(), (6, 6));
+        // t = 6, b = 6: hyper increase with i = min(t, b) − F = 1, R_HAI = 4 Gbit/s.
+        r.on_bytes_sent(10_000_000, 360 * US);
+        at(&r, 56.8, 54.5985107421875, "hyper i = 1 (bytes)");
+        // Timer at 415 µs with t = 6, b = 7: i = 1; then a byte event with t = 7, b = 7: i = 2.
+        r.poll(415 * US);
+        at(&r, 60.8, 57.69925537109375, "hyper i = 1 (timer)");
+        r.on_bytes_sent(10_000_000, 415 * US);
+        at(&r, 68.8, 63.249627685546875, "hyper i = 2 (bytes)");
+        let c = r.counters();
+        assert_eq!((c.cnps, c.fast_recovery, c.additive_increase, c.hyper_increase), (4, 5, 7, 3));
+        // A cut at 420 µs, after seven α decays (85 … 415 µs): Rt = Rc, Rc cut by α/2, then α
+        // rises by g.
+        let a7 = (255.0f64 / 256.0).powi(7);
+        r.on_cnp(420 * US);
+        at(&r, 63.249627685546875, 63.249627685546875 * (1.0 - a7 / 2.0), "cut after recovery");
+        assert!(close(r.alpha(), a7 * 255.0 / 256.0 + 1.0 / 256.0), "α {}", r.alpha());
+    }
+
+    #[test]
+    fn paper_profile_has_no_rate_floor() {
+        // Twelve cuts with α = 1 halve 400 Gbit/s twelve times: 97.66 Mbit/s, below the 1 Gbit/s
+        // and 100 Mbit/s floors of the other settings; Rt follows Rc down.
+        let mut r = ReactionPoint::new(DcqcnProfile::DcqcnPaper.rp(400_000_000_000)).unwrap();
+        for k in 0..12 {
+            r.on_cnp(k * US);
+        }
+        assert_eq!(r.rate_f64(), 400e9 / 4096.0);
+        assert_eq!(r.target_rate_f64(), 400e9 / 2048.0);
+    }
+
+    #[test]
+    fn htsim_profile_takes_the_simulators_defaults() {
+        let c = DcqcnProfile::Htsim.rp(100_000_000_000);
+        c.validate().unwrap();
+        assert_eq!((c.alpha_update_period_ns, c.rate_increase_period_ns, c.fast_recovery_steps), (55 * US, 55 * US, 5));
+        assert_eq!((c.byte_counter_bytes, c.rate_ai_bps, c.rate_hai_bps), (10_000_000, 5_000_000_000, 10_000_000_000));
+        assert_eq!((c.g, c.alpha_init, c.clamp_target_rate, c.min_rate_bps), (1.0 / 256.0, 1.0, true, 0));
+        assert_eq!(DcqcnProfile::Htsim.cnp_interval_ns(), 50 * US);
+        assert_eq!(serde_json::from_str::<DcqcnProfile>("\"htsim\"").unwrap(), DcqcnProfile::Htsim);
+        // Two cuts, five fast-recovery steps, one additive step of line rate / 20.
+        let mut r = ReactionPoint::new(c).unwrap();
+        r.on_cnp(0);
+        r.on_cnp(US);
+        at(&r, 50.0, 25.0, "two cuts");
+        for (k, rc) in [37.5, 43.75, 46.875, 48.4375, 49.21875].into_iter().enumerate() {
+            r.poll(US + 55 * US * (k as u64 + 1));
+            at(&r, 50.0, rc, "fast recovery");
+        }
+        r.poll(US + 55 * US * 6);
+        at(&r, 55.0, 52.109375, "additive");
     }
 }

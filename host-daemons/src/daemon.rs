@@ -1,11 +1,11 @@
 //! The NIC data thread: polls every port's RX ring, runs the engine's timers, transmits what
 //! the engine releases (explicit TX kicks), and sleeps in `ppoll(2)` until the next frame or
 //! the engine's next deadline when there is nothing to do — never a busy spin when idle.
-//! Data leaves in bursts of shaper credit ([`gpu_host::nic::engine::PACER_BURST_FRAMES`]), so a
-//! sender at line rate costs a wake-up per burst, not one per frame (on a 2-core machine
-//! running 8 emulators, context switches and their scheduling delays cost much of the job
-//! time). A receive hold-off (sleeping a few µs without watching the sockets after taking
-//! frames) was measured too and did not help: received frames are handled at once.
+//! A NIC sends a frame no earlier than one serialisation time after the previous one (the
+//! engine's pacer gathers no credit while paused or idle), so a sender at line rate wakes the
+//! thread once per frame, at [`Engine::next_deadline`]. A receive hold-off (sleeping a few µs
+//! without watching the sockets after taking frames) was measured too and did not help:
+//! received frames are handled at once.
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

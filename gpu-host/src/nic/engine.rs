@@ -9,9 +9,11 @@
 //! * Classes: each NIC's DSCPs and PFC priorities come from its [`job::NicClasses`] (what the
 //!   host's DCBX agent negotiated; default DSCP 24 → priority 3 for data, 48 → 7 for CNPs).
 //! * Transmit: per NIC, CNPs (DSCP 48, priority 7) first, then ACK/NAKs (DSCP 24, priority 3),
-//!   then data packets of the NIC's requester QPs round robin. A NIC shaper charges every frame
-//!   with its wire size (frame + FCS + preamble + inter-frame gap) at the NIC line rate; each
-//!   QP's own limiter carries its DCQCN rate.
+//!   then data packets of the NIC's requester QPs round robin. The NIC's transmitter
+//!   ([`pacer`]) charges every frame with its wire size (frame + FCS + preamble + inter-frame
+//!   gap) at the NIC line rate: a frame leaves one serialisation time after the previous one at
+//!   the earliest, and no credit builds up while paused or idle; each QP's own limiter carries
+//!   its DCQCN rate.
 //! * Data frames: RDMA WRITE First/Middle/Last (or Only per packet), DSCP 24, ECN ECT(0), UDP
 //!   source port = per-QP entropy ([`udp_src_port_for_qp`]), ICRC computed by the wire crate.
 //! * Write-Only mode ([`job::NicSpec::write_only`]): requesters send every packet as a WRITE
@@ -36,7 +38,7 @@
 //! |------------|------------------------------------------------------------------------|
 //! | this one   | the [`Engine`]: NICs and QPs, frames in and out, timers, completion    |
 //! | [`setup`]  | [`Engine::from_job`]: NICs, QPs and the collective on the wall clock   |
-//! | [`pacer`]  | the NIC shaper at line rate and the burst credit data waits for        |
+//! | [`pacer`]  | the NIC transmitter at line rate: one frame per serialisation time     |
 //! | [`reduce`] | the collective: rank buffers, transfers per QP, reduction, verification |
 //! | [`report`] | [`Engine::report`] and [`Engine::stalls`]                              |
 //! | [`index`]  | keys (QPNs, ranks) to dense indices without hashing                    |
@@ -67,7 +69,7 @@ use index::IndexTable;
 use pacer::NicPacer;
 use reduce::{Coll, SendRing};
 
-pub use pacer::{PACER_BURST_FRAMES, WIRE_OVERHEAD_BYTES};
+pub use pacer::WIRE_OVERHEAD_BYTES;
 pub use reduce::CollectiveSpecError;
 pub use setup::{path_mtu_for_link, receiver_config, sender_config, EngineError};
 
@@ -423,9 +425,9 @@ impl Engine {
             if let Some(r) = nic.pfc.next_resume(now) {
                 at(r);
             }
+            // The wire is free again one serialisation time after the last frame left: data and
+            // control frames alike wait for that, and no earlier wake-up could send anything.
             let ready = nic.pacer.ready_at(now);
-            // Data waits until a burst's worth of credit has built up (control frames do not).
-            let burst_ready = nic.pacer.burst_ready_at(now);
             let cl = nic.cfg.classes;
             if (!nic.cnps.is_empty() && paused & (1 << cl.cnp_priority) == 0)
                 || (!nic.acks.is_empty() && paused & (1 << cl.data_priority) == 0)
@@ -445,7 +447,7 @@ impl Engine {
                 // during the job and while a finished host lingers.
                 if paused & (1 << cl.data_priority) == 0 && qp.send_done.is_none() {
                     if let Some(s) = qp.sender.as_mut().and_then(|s| s.next_event_time(now)) {
-                        at(s.max(burst_ready));
+                        at(s.max(ready));
                     }
                 }
             }

@@ -1,51 +1,29 @@
-//! The NIC pacer: one token bucket per NIC at its (wall-clock) line rate that charges every
-//! frame its wire size (frame + FCS + preamble + inter-frame gap, IEEE 802.3 clause 4), so the
-//! frames leave no faster than the link could carry them. Control frames go whenever the
-//! bucket allows; data waits for a burst's worth of credit ([`NicPacer::burst_ready_at`]) so
-//! the data thread wakes once per burst, not once per frame.
-use super::ROCE_IPV4_OVERHEAD;
-use crate::segment::PathMtu;
+//! The NIC pacer: the NIC's transmitter at its (wall-clock) line rate. Every frame is charged
+//! its wire size (frame + FCS + preamble + inter-frame gap, IEEE 802.3 clause 4), and a frame
+//! leaves no earlier than one serialisation time of the previous frame after the previous one
+//! left: the transmitter is busy for exactly that long, and an idle or paused transmitter
+//! gathers no credit (a real NIC cannot send faster than its line rate to make up for time it
+//! did not send). So after a PFC pause or an idle period one frame leaves at once, the next one
+//! serialisation time later, and over any window the bytes sent are at most line rate × window
+//! plus one frame. The data thread wakes once per frame when it has data to send
+//! ([`super::Engine::next_deadline`]).
 use crate::sender::RateLimiter;
 
 /// Bytes on the wire per frame beyond what AF_XDP carries: FCS 4 + preamble/SFD 8 + IFG 12.
 pub const WIRE_OVERHEAD_BYTES: u32 = 24;
-/// Frames the NIC shaper may release back to back. The data thread wakes for transmission only
-/// when this many frames' worth of credit has built up (see [`super::Engine::next_deadline`]), so a
-/// sender at line rate costs one wake-up and one TX kick per burst instead of one per frame;
-/// the long-run rate stays the line rate. 16 frames of 1 KiB MTU are ~17 KB (~140 µs at
-/// 1 Gb/s): far below a switch queue (1 MiB by default).
-pub const PACER_BURST_FRAMES: u32 = 16;
 
-/// Wire bytes of the largest data frame at `path_mtu`: payload, IPv6-sized RoCEv2 headers,
-/// Ethernet header and [`WIRE_OVERHEAD_BYTES`].
-fn full_frame_bytes(path_mtu: PathMtu) -> u32 {
-    path_mtu.bytes() + ROCE_IPV4_OVERHEAD + 20 + 14 + WIRE_OVERHEAD_BYTES
-}
-
-/// A NIC's shaper and the credit its data thread waits for.
+/// A NIC's transmitter: when the frame on the wire has been serialised.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct NicPacer {
+    /// A token bucket of depth zero: the balance is never positive, a frame may start when it is
+    /// zero (the previous frame's serialisation is over) and its wire bytes take it negative.
     shaper: RateLimiter,
-    /// Shaper credit (bytes) the data thread waits for before waking to send data.
-    wake_credit: u32,
-    /// Wire bytes of a full frame.
-    frame: u32,
 }
 
 impl NicPacer {
-    /// A full shaper at `line_rate_bps` for frames of `path_mtu` at `now`. A burst of full
-    /// frames lets the daemon batch wake-ups and TX kicks without exceeding the line rate over
-    /// any longer interval.
-    pub(super) fn new(line_rate_bps: u64, path_mtu: PathMtu, now: u64) -> NicPacer {
-        let frame = full_frame_bytes(path_mtu);
-        let burst = PACER_BURST_FRAMES * frame;
-        let shaper = RateLimiter::new(line_rate_bps, line_rate_bps, burst, now);
-        NicPacer { shaper, wake_credit: burst - frame, frame }
-    }
-
-    /// The shaper's burst in bytes (the wake-up credit plus one frame).
-    pub(super) fn burst(&self) -> u32 {
-        self.wake_credit + self.frame
+    /// An idle transmitter at `line_rate_bps` at `now`.
+    pub(super) fn new(line_rate_bps: u64, now: u64) -> NicPacer {
+        NicPacer { shaper: RateLimiter::new(line_rate_bps, line_rate_bps, 0, now) }
     }
 
     /// May a frame leave at `now`?
@@ -53,17 +31,10 @@ impl NicPacer {
         self.shaper.ready(now)
     }
 
-    /// Earliest time ≥ `now` at which a frame may leave.
+    /// Earliest time ≥ `now` at which a frame may leave: `now`, or when the previous frame's
+    /// serialisation ends.
     pub(super) fn ready_at(&mut self, now: u64) -> u64 {
         self.shaper.ready_at(now)
-    }
-
-    /// Earliest time ≥ `now` at which a burst's worth of credit has built up: data waits for
-    /// it (control frames do not). Charging a copy of the shaper with the credit gives that time.
-    pub(super) fn burst_ready_at(&self, now: u64) -> u64 {
-        let mut p = self.shaper;
-        p.consume(self.wake_credit, now);
-        p.ready_at(now)
     }
 
     /// Charges a frame of `len` bytes (as AF_XDP carries it) sent at `now` with its wire size.
@@ -72,65 +43,130 @@ impl NicPacer {
     }
 }
 
+/// Serialisation time in ns of `wire_bytes` at `rate_bps`, rounded up.
+#[cfg(test)]
+fn serialisation_ns(wire_bytes: u64, rate_bps: u64) -> u64 {
+    (wire_bytes * 8 * 1_000_000_000).div_ceil(rate_bps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::desc::{AckPacket, AckSyndrome};
     use crate::nic::engine::testkit::engines;
+    use crate::nic::engine::Engine;
+    use rocefab_wire::ethernet::{MacAddr, PrioritySet};
+    use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 
     #[test]
-    fn the_pacer_releases_a_burst_of_full_frames_then_waits_for_wire_time() {
-        // 1 Gb/s, MTU 1024: a full frame is 1024 + 60 + 20 + 14 + 24 = 1142 wire bytes; the
-        // burst is 16 of them. Middle frames of 1082 bytes are 1106 on the wire (8848 ns).
-        let mut p = NicPacer::new(1_000_000_000, PathMtu::Mtu1024, 0);
-        assert_eq!(p.burst(), 16 * 1142);
-        assert_eq!(p.burst_ready_at(0), 0, "a full shaper holds a burst");
-        for k in 0..17 {
-            assert!(p.ready(0), "frame {k} of a burst");
-            p.charge_frame(1082, 0);
-        }
-        // 16 × 1142 − 17 × 1106 = −530 bytes: 4240 ns at 1 Gb/s until the next frame.
-        assert!(!p.ready(0));
-        assert_eq!(p.ready_at(0), 4_240);
-        // Data waits for 15 more full frames of credit: (530 + 15 × 1142) × 8 ns.
-        assert_eq!(p.burst_ready_at(0), (530 + 15 * 1142) * 8);
-        assert!(!p.ready(4_239) && p.ready(4_240));
-        assert_eq!(p.burst_ready_at(4_240), (530 + 15 * 1142) * 8, "the credit builds on the wall clock");
+    fn a_frame_leaves_one_serialisation_time_after_the_previous_one_and_idle_gathers_no_credit() {
+        // 1 Gb/s: a Middle frame of 1082 bytes is 1106 on the wire, 8848 ns.
+        let mut p = NicPacer::new(1_000_000_000, 0);
+        assert!(p.ready(0), "an idle transmitter sends at once");
+        p.charge_frame(1082, 0);
+        assert_eq!(p.ready_at(0), 8_848);
+        assert!(!p.ready(0) && !p.ready(8_847), "the wire is busy for the whole frame");
+        assert!(p.ready(8_848));
+        // Idle for 10 ms: the frame sent then still blocks the next one for its own wire time.
+        p.charge_frame(1082, 10_000_000);
+        assert!(!p.ready(10_000_000), "10 ms idle gathered no credit for a second frame");
+        assert_eq!(p.ready_at(10_000_000), 10_008_848);
+        // Sent late (the thread woke 3 µs after the wire went free): the next frame waits a
+        // whole serialisation time from when this one left, not from when it could have.
+        p.charge_frame(1082, 10_011_848);
+        assert_eq!(p.ready_at(10_011_848), 10_020_696);
+        // A small frame (an ACK of 62 bytes, 86 on the wire) holds the wire 688 ns.
+        p.charge_frame(62, 10_020_696);
+        assert_eq!(p.ready_at(10_020_696), 10_021_384);
     }
 
-    #[test]
-    fn data_wake_ups_wait_for_a_burst_of_shaper_credit_and_keep_line_rate() {
-        // 1 Gb/s, MTU 1024: a Middle frame is 14 + 20 + 8 + 12 + 1024 + 4 = 1082 bytes, plus
-        // 24 bytes of FCS, preamble and gap on the wire: 1106 bytes, 8848 ns.
-        let (mut a, _) = engines(4_000_000, 1_000_000_000, false);
-        let frame_ns = 8_848u64;
+    /// Drives requester `a` (its window acknowledged as it goes) from 0 to `end` on an
+    /// injected clock, waking exactly at [`Engine::next_deadline`] or when the next of `frames`
+    /// (time, MAC control frame), in time order, arrives. Returns every data frame's (send
+    /// time, wire bytes) and the number of wake-ups.
+    fn drive_sender(a: &mut Engine, end: u64, frames: &[(u64, Vec<u8>)]) -> (Vec<(u64, u64)>, u64) {
         let mut buf = vec![0u8; 9000];
         let mut now = 0;
-        let mut sent = 0u64;
-        let mut wakes = 0u64;
-        while now < 20_000_000 {
-            let mut burst = 0;
-            while a.next_tx(0, &mut buf, now).is_some() {
-                burst += 1;
-            }
-            assert!(burst <= PACER_BURST_FRAMES as u64 + 1, "burst {burst} at {now}");
-            sent += burst;
+        let mut sent = Vec::new();
+        let mut wakes = 0;
+        let mut next_frame = 0;
+        while now < end {
             wakes += 1;
-            let next = a.next_deadline(now).unwrap();
-            if wakes > 2 {
-                // Steady state: the next wake-up is a burst away, not one frame.
-                assert!(next - now >= (PACER_BURST_FRAMES as u64 - 2) * frame_ns, "woke after {} ns", next - now);
+            while next_frame < frames.len() && frames[next_frame].0 <= now {
+                a.on_frame(0, &frames[next_frame].1, now);
+                next_frame += 1;
             }
-            now = next.max(now + 1);
+            a.poll(now);
+            while let Some(n) = a.next_tx(0, &mut buf, now) {
+                sent.push((now, n as u64 + u64::from(WIRE_OVERHEAD_BYTES)));
+            }
             // The window (32 packets) would close: ACK everything sent so far.
             let qp = a.by_qpn.get(17).unwrap();
             let s = a.qps[qp].sender.as_mut().unwrap();
             let una = s.snd_nxt().sub(1);
             s.on_ack(&AckPacket { syndrome: AckSyndrome::Ack, psn: una, msn: 0 }, now).unwrap();
+            let next = a.next_deadline(now).unwrap_or(u64::MAX).min(frames.get(next_frame).map_or(u64::MAX, |f| f.0));
+            if next == u64::MAX {
+                break;
+            }
+            now = next.max(now + 1);
         }
-        // Line rate over the run: at most one burst above 20 ms / 8848 ns.
-        let max = 20_000_000 / frame_ns + PACER_BURST_FRAMES as u64 + 1;
-        assert!(sent <= max && sent >= max - 2 * PACER_BURST_FRAMES as u64, "sent {sent}, line rate allows {max}");
-        assert!(wakes * (PACER_BURST_FRAMES as u64 - 2) <= sent, "{wakes} wake-ups for {sent} frames");
+        (sent, wakes)
+    }
+
+    /// Bytes sent over every window between two sends never exceed line rate × window + one
+    /// frame, and no two frames leave less than the first one's serialisation time apart.
+    fn assert_line_rate(sent: &[(u64, u64)], rate: u64) {
+        for w in sent.windows(2) {
+            let ((t0, b0), (t1, _)) = (w[0], w[1]);
+            assert!(t1 - t0 >= serialisation_ns(b0, rate) - 1, "frames at {t0} and {t1}: {b0} wire bytes need more");
+        }
+        for i in 0..sent.len() {
+            let mut bytes = 0u64;
+            for &(t, b) in &sent[i..] {
+                bytes += b;
+                let window = t - sent[i].0;
+                let allowed = u128::from(rate) * u128::from(window) / 1_000_000_000 / 8 + u128::from(b);
+                assert!(
+                    u128::from(bytes) <= allowed,
+                    "{bytes} bytes in {window} ns from {}: line rate allows {allowed}",
+                    sent[i].0
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_paced_sender_wakes_per_frame_and_keeps_line_rate_over_every_window() {
+        // 1 Gb/s, MTU 1024: a Middle frame is 14 + 20 + 8 + 12 + 1024 + 4 = 1082 bytes, plus
+        // 24 bytes of FCS, preamble and gap on the wire: 1106 bytes, 8848 ns.
+        let (mut a, _) = engines(4_000_000, 1_000_000_000, false);
+        let (sent, wakes) = drive_sender(&mut a, 20_000_000, &[]);
+        assert_line_rate(&sent, 1_000_000_000);
+        // Woken exactly when the wire is free, the sender runs at line rate: 20 ms / 8848 ns,
+        // less the first frames' RETH (16 bytes more on a First).
+        let frames = sent.len() as u64;
+        assert!((20_000_000 / 8_848 - 1..=20_000_000 / 8_848 + 1).contains(&frames), "sent {frames} frames");
+        assert!(sent.windows(2).all(|w| w[1].0 > w[0].0), "one frame per wake-up");
+        assert!(wakes <= frames + 2, "{wakes} wake-ups for {frames} frames");
+    }
+
+    #[test]
+    fn after_a_pause_one_frame_leaves_then_the_next_a_serialisation_time_later() {
+        // A PFC pause of 0xffff quanta (33.5 ms at 1 Gb/s) at 1 ms, resumed by quanta 0 at
+        // 11 ms: the sender was paused 10 ms, which a credit-gathering shaper would have let it
+        // send as a burst at XON.
+        let (mut a, _) = engines(4_000_000, 1_000_000_000, false);
+        let src = MacAddr([2, 0, 0, 0, 0, 0x0b]);
+        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(src);
+        let resume = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0)).to_frame(src);
+        let (sent, _) = drive_sender(&mut a, 20_000_000, &[(1_000_000, pause.to_vec()), (11_000_000, resume.to_vec())]);
+        let gap = sent.windows(2).find(|w| w[1].0 - w[0].0 > 1_000_000).expect("the pause shows as a gap");
+        let xon = gap[1].0;
+        assert_eq!(xon, 11_000_000, "resumed by quanta 0");
+        let after: Vec<u64> = sent.iter().map(|s| s.0).filter(|&t| t >= xon).take(5).collect();
+        assert_eq!(after.iter().filter(|&&t| t == xon).count(), 1, "one frame at XON: {after:?}");
+        assert!(after.windows(2).all(|w| w[1] - w[0] >= 8_848 - 1), "then one per wire time: {after:?}");
+        assert_line_rate(&sent, 1_000_000_000);
     }
 }

@@ -156,7 +156,7 @@ fn build_nic(i: usize, n: &NicSpec, path_mtu: Option<PathMtu>, d: Dilation, now:
     };
     n.classes.validate().map_err(|x| e(format!("{}: classes: {x}", n.name)))?;
     let pfc = NicPfc::new(cfg.line_rate_bps, n.classes.pfc_enable).map_err(|x| e(x.to_string()))?;
-    let pacer = NicPacer::new(cfg.line_rate_bps, path_mtu, now);
+    let pacer = NicPacer::new(cfg.line_rate_bps, now);
     Ok(Nic {
         cfg,
         pfc,
@@ -244,9 +244,6 @@ fn requester_config(s: &SendSpec, nic: &Nic, d: Dilation, profile: DcqcnProfile)
     cfg.mode = if nic.cfg.write_only { SegmentMode::WriteOnlyPerPacket } else { SegmentMode::FirstMiddleLast };
     cfg.initial_psn = Psn::new(s.psn);
     cfg.max_outstanding_packets = s.window_packets;
-    // The QP's own limiter allows the NIC shaper's burst, so at line rate it never
-    // splits a burst the NIC may send.
-    cfg.burst_bytes = cfg.burst_bytes.max(nic.pacer.burst());
     if !nic.cfg.dcqcn {
         cfg.dcqcn = None;
     }
