@@ -228,21 +228,27 @@ pub struct Latencies {
 /// forwarding latency and the peer's response: its NIC pipelines, or its own forwarding
 /// latency), times the line rate — plus two largest frames: the one this switch is sending
 /// when the pause is ready (the PFC frame waits for it) and the one the peer has started when
-/// the pause arrives. Frames are charged in whole cells, so bytes are counted as full-size
-/// frames rounded up to cells. The most any port of the switch needs; 0 without lossless
+/// the pause arrives. Frames are charged in whole cells, so the bytes in flight are counted as
+/// frames rounded up to cells: full-size frames, or the NICs' RoCEv2 frames at their path MTU,
+/// whichever wastes more. The most any port of the switch needs; 0 without lossless
 /// ports. The daemons' own reaction (the PFC reaction histogram) comes on top: at D ≥ 1000 it is
 /// tens of ns emulated.
 pub fn headroom_needed(ports: &[PortLink], lat: &Latencies, cell_bytes: u32) -> u64 {
-    // Ethernet header 14 + FCS 4 around the largest IP packet.
-    let frame = lat.mtu as u64 + 18;
-    let charged = if cell_bytes == 0 { frame } else { frame.div_ceil(cell_bytes as u64) * cell_bytes as u64 };
+    // Ethernet header 14 + FCS 4 around the largest IP packet, and the RoCEv2 frames the NICs
+    // send at their path MTU (a Middle packet: IP 20, UDP 8, BTH 12, ICRC 4): the smaller frame
+    // may waste more of its last cell.
+    let largest = lat.mtu as u64 + 18;
+    let roce = gpu_host::nic::engine::path_mtu_for_link(lat.mtu, false).map(|m| m.bytes() as u64 + 62);
+    let charged = |f: u64| if cell_bytes == 0 { f } else { f.div_ceil(cell_bytes as u64) * cell_bytes as u64 };
     ports
         .iter()
         .map(|p| {
             let response = if p.peer_is_nic { lat.switch_ns + 2 * lat.nic_ns } else { 2 * lat.switch_ns };
             let round_ns = 2 * p.cable_ns + response;
             let bytes = (p.rate_bps as u128 * round_ns as u128).div_ceil(8_000_000_000) as u64;
-            (bytes.div_ceil(frame) + 2) * charged
+            let in_flight =
+                [Some(largest), roce].into_iter().flatten().map(|f| bytes.div_ceil(f) * charged(f)).max().unwrap_or(0);
+            in_flight + 2 * charged(largest)
         })
         .max()
         .unwrap_or(0)
@@ -607,17 +613,18 @@ mod tests {
     fn headroom_is_twice_the_cable_plus_the_pipelines_at_line_rate_plus_two_frames_in_cells() {
         let lat = Latencies { mtu: 9000, switch_ns: 600, nic_ns: 100 };
         let nic = PortLink { rate_bps: 400_000_000_000, cable_ns: 1_000, peer_is_nic: true };
-        // 400G x (2 x 1000 + 600 + 2 x 100) ns = 140,000 bytes; frames of 9018 bytes: 16 of
-        // them (15.5 rounded up) + 2, each charged 36 cells of 256 (9216 bytes).
-        assert_eq!(headroom_needed(&[nic], &lat, 256), 18 * 9216);
+        // 400G x (2 x 1000 + 600 + 2 x 100) ns = 140,000 bytes: 16 frames of 9018 bytes (15.5)
+        // charged 36 cells of 256 each (147,456), or 34 RoCE frames at path MTU 4096 (4158
+        // bytes, 33.7) charged 17 cells each (147,968, the more); + 2 full frames.
+        assert_eq!(headroom_needed(&[nic], &lat, 256), 34 * 17 * 256 + 2 * 9216);
         // Frame bytes when cells are off.
         assert_eq!(headroom_needed(&[nic], &lat, 0), 18 * 9018);
         // A switch peer: its forwarding latency instead of the NIC pipelines: 400G x 3200 ns =
-        // 160,000 bytes = 18 frames (17.7) + 2.
+        // 160,000 bytes = 39 RoCE frames (38.5) + 2 full frames.
         let sw = PortLink { rate_bps: 400_000_000_000, cable_ns: 1_000, peer_is_nic: false };
-        assert_eq!(headroom_needed(&[sw], &lat, 256), 20 * 9216);
+        assert_eq!(headroom_needed(&[sw], &lat, 256), 39 * 17 * 256 + 2 * 9216);
         // The switch needs what its most demanding port needs.
-        assert_eq!(headroom_needed(&[nic, sw], &lat, 256), 20 * 9216);
+        assert_eq!(headroom_needed(&[nic, sw], &lat, 256), 39 * 17 * 256 + 2 * 9216);
         // No delay anywhere: the two frames at both ends only.
         let none = Latencies { mtu: 1500, ..Default::default() };
         let p = PortLink { cable_ns: 0, ..nic };
@@ -633,42 +640,23 @@ mod tests {
             vec![PortLink { rate_bps: 100_000_000_000, cable_ns: 5_000, peer_is_nic: true }],
             vec![PortLink { rate_bps: 100_000_000_000, cable_ns: 0, peer_is_nic: true }],
         ];
-        // rail1: 100G x 11 us = 137,500 bytes = 91 frames of 1518 (90.6) + 2, in 1536-byte cells.
-        let q = resolve_with_links(
-            &parse(
-                "headroom: auto
-",
-            ),
-            &sw,
-            None,
-            &links,
-            &lat,
-        )
-        .unwrap();
-        assert_eq!((q[0].headroom_auto, q[0].qos.headroom_bytes), (true, 93 * 1536));
-        // rail2: 100G x 1 us (its forwarding latency) = 12,500 bytes = 9 frames (8.2) + 2.
-        assert_eq!(q[1].qos.headroom_bytes, (9 + 2) * 1536);
-        assert!(
-            describe(&q[0]).contains("headroom 142848 B (auto: what the links need in flight)"),
-            "{}",
-            describe(&q[0])
-        );
+        // rail1: 100G x 11 us = 137,500 bytes = 127 RoCE frames at path MTU 1024 (1086 bytes,
+        // 126.6) charged 5 cells each, + 2 full frames (1518 bytes, 6 cells).
+        let q = resolve_with_links(&parse("headroom: auto\n"), &sw, None, &links, &lat).unwrap();
+        assert_eq!((q[0].headroom_auto, q[0].qos.headroom_bytes), (true, 127 * 1280 + 2 * 1536));
+        // rail2: 100G x 1 us (its forwarding latency) = 12,500 bytes = 12 RoCE frames (11.5) + 2.
+        assert_eq!(q[1].qos.headroom_bytes, 12 * 1280 + 2 * 1536);
+        let text = describe(&q[0]);
+        assert!(text.contains("headroom 165632 B (auto: what the links need in flight)"), "{text}");
         // A per-switch size replaces auto; what the links need is still known (for the warning).
-        let raw = parse(
-            "headroom: auto
-switches:
-  rail2: { headroom: 4KB }
-",
-        );
+        let raw = parse("headroom: auto\nswitches:\n  rail2: { headroom: 4KB }\n");
         let q = resolve_with_links(&raw, &sw, None, &links, &lat).unwrap();
-        assert_eq!((q[1].headroom_auto, q[1].qos.headroom_bytes, q[1].headroom_needed), (false, 4000, (9 + 2) * 1536));
+        assert_eq!(
+            (q[1].headroom_auto, q[1].qos.headroom_bytes, q[1].headroom_needed),
+            (false, 4000, 12 * 1280 + 2 * 1536)
+        );
         assert!(describe(&q[1]).contains("headroom 4000 B (the links need"), "{}", describe(&q[1]));
-        let e = yaml_serde::from_str::<RawQos>(
-            "headroom: lots
-",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = yaml_serde::from_str::<RawQos>("headroom: lots\n").unwrap_err().to_string();
         assert!(e.contains("or auto"), "{e}");
     }
 

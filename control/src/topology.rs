@@ -1492,7 +1492,8 @@ fn headroom_warnings(switches: &[Switch], qos: &[crate::qos::SwitchQos]) -> Vec<
         .filter(|(_, q)| !q.headroom_auto && q.qos.headroom_bytes < q.headroom_needed)
         .map(|(s, q)| {
             format!(
-                "qos.headroom: {}: {} B is below the {} B its links need in flight while a pause takes effect                  (headroom: auto); lossless frames may be lost as headroom overflows",
+                "qos.headroom: {}: {} B is below the {} B its links need in flight while a pause takes effect \
+                 (headroom: auto); lossless frames may be lost as headroom overflows",
                 s.name, q.qos.headroom_bytes, q.headroom_needed
             )
         })

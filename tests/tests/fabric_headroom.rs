@@ -1,0 +1,109 @@
+//! Issue 23 (fidelity): PFC headroom sized from the links (`qos.headroom: auto`).
+//!
+//! One 100G switch with four single-GPU hosts, 1 µs cables and 1 µs forwarding latency at time
+//! dilation 1000, lossless priority 3 with a small xOFF, ECN off: a 3:1 incast keeps every
+//! sender's ingress priority group above xOFF.
+//! - `headroom_auto_holds_what_is_in_flight_while_the_pause_travels`: with `headroom: auto`
+//!   (`rocefab plan` prints the size: 2 × cable + the pipelines at line rate plus two frames,
+//!   in cells) the switch paused its senders and lost nothing lossless: no headroom overflow,
+//!   the incast verified without a retransmission.
+//! - `a_headroom_below_the_links_need_overflows`: the same incast with a tenth of that
+//!   headroom (which `rocefab up` warns about) overflows: what arrives after xOFF while the
+//!   pause is on the cable is real, and it is what the auto size covers.
+//!
+//! The fabrics (`rf-hha-*`, `rf-hhs-*`) are brought down by their guards, also on failure.
+//! Build first, then run as root:
+//! `cargo build -p control -p dataplane-user -p host-daemons &&
+//!  cargo test -p rocefab-tests --test fabric_headroom -- --test-threads=1`
+use rocefab_tests::fabric::{metric, rocefab, stderr, stdout, Fabric};
+use serde_json::Value;
+
+fn topology(name: &str, headroom: &str) -> String {
+    format!(
+        "fabric: {name}
+mtu: 1500
+time_dilation: 1000
+hosts: {{ count: 4, gpus_per_host: 1, nic: per-gpu }}
+switches:
+  rail:
+    - {{ name: rail1, rails: [1] }}
+links:
+  line_rate: {{ host_rail: 100Gbps }}
+  delay: {{ host_rail: 1us }}
+latency: {{ switch: 1us }}
+qos:
+  pfc: [3]
+  xoff: 30KB
+  xon: 15KB
+  headroom: {headroom}
+  watchdog: off
+  wred: off
+"
+    )
+}
+
+/// The switch's headroom as `rocefab plan` states it.
+fn planned_headroom(f: &Fabric) -> u64 {
+    let o = rocefab(&["plan", f.topology.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let at = text.find("headroom ").unwrap_or_else(|| panic!("no headroom in the plan:\n{text}"));
+    text[at + 9..].split(' ').next().unwrap().parse().unwrap()
+}
+
+fn incast(f: &Fabric) -> Value {
+    let o = rocefab(&[
+        "run",
+        &f.name,
+        "incast",
+        "--size",
+        "2MiB",
+        "--json",
+        "--timeout",
+        "90",
+        "--metrics-port-base",
+        "9850",
+    ]);
+    let r: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}\n{}", stdout(&o), stderr(&o)));
+    r
+}
+
+#[test]
+fn headroom_auto_holds_what_is_in_flight_while_the_pause_travels() {
+    let f = Fabric::up_yaml("hha", &topology("hha", "auto"));
+    // 100G x (2 x 1 us cable + 1 us forwarding) = 37,500 bytes: 35 RoCE frames at path MTU
+    // 1024 (1086 bytes, 34.5) in 5 cells of 256 each, + 2 full frames (1518 bytes, 6 cells).
+    let headroom = planned_headroom(&f);
+    assert_eq!(headroom, 35 * 1280 + 2 * 1536, "plan");
+    assert_eq!(f.config("rail1").qos.headroom_bytes, headroom, "the switch runs with it");
+    let r = incast(&f);
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(4)), "verified: {r:#}");
+    let m = f.metrics("rail1");
+    let sent = metric(&m, "rocefab_pfc_tx_frames_total", &[("priority", "3")]);
+    assert!(sent > 0.0, "the incast congested the switch: PFC pauses were sent\n{m}");
+    let overflow = metric(&m, "rocefab_headroom_overflow_total", &[]);
+    assert_eq!(overflow, 0.0, "nothing lossless lost with headroom: auto");
+    assert_eq!(r["retransmitted_packets"], 0, "{r:#}");
+}
+
+#[test]
+fn a_headroom_below_the_links_need_overflows() {
+    let small = (35 * 1280 + 2 * 1536) / 10;
+    let f = Fabric::up_yaml("hhs", &topology("hhs", &small.to_string()));
+    let o = rocefab(&["plan", f.topology.to_str().unwrap()]);
+    assert!(
+        stderr(&o).contains(&format!(
+            "qos.headroom: rail1: {small} B is below the {} B its links need",
+            35 * 1280 + 2 * 1536
+        )),
+        "warning: {}",
+        stderr(&o)
+    );
+    let _ = incast(&f);
+    let m = f.metrics("rail1");
+    let sent = metric(&m, "rocefab_pfc_tx_frames_total", &[("priority", "3")]);
+    assert!(sent > 0.0, "the incast congested the switch\n{m}");
+    let overflow = metric(&m, "rocefab_headroom_overflow_total", &[]);
+    assert!(overflow > 0.0, "a tenth of the needed headroom overflows while pauses travel\n{m}");
+}
