@@ -51,6 +51,36 @@ fn the_pure_models_link_no_kernel_plumbing() {
 }
 
 #[test]
+fn the_contracts_sit_below_the_models_and_the_agent() {
+    // The NIC agent's configuration and its DCBX settings are contract types: contracts needs
+    // neither the LLDP agent nor the NIC model to describe them.
+    let t = tree("rocefab-contracts");
+    assert!(t.iter().any(|l| crate_name(l) == "rocefab-wire"), "cargo tree looks wrong: {t:?}");
+    let above: Vec<&String> =
+        t.iter().filter(|l| ["lldp-agent", "gpu-host", "control"].contains(&crate_name(l))).collect();
+    assert!(above.is_empty(), "rocefab-contracts depends on {above:?}");
+}
+
+#[test]
+fn the_nic_agent_config_the_cli_writes_is_the_contract_type() {
+    use std::any::TypeId;
+    // The old paths are re-exports of the contract types, not copies that could drift apart.
+    assert_eq!(
+        TypeId::of::<gpu_host::nic::agent::AgentConfig>(),
+        TypeId::of::<rocefab_contracts::agent::AgentConfig>()
+    );
+    assert_eq!(TypeId::of::<gpu_host::nic::agent::AgentNic>(), TypeId::of::<rocefab_contracts::agent::AgentNic>());
+    assert_eq!(TypeId::of::<lldp_agent::Dcb>(), TypeId::of::<rocefab_contracts::dcb::Dcb>());
+    // What `rocefab up` writes for a host (control's plan) is that type.
+    let _: fn(
+        &control::plan::HostPlan,
+        &[control::plan::LinkPlan],
+        &control::lldp::LldpSettings,
+        std::net::SocketAddr,
+    ) -> rocefab_contracts::agent::AgentConfig = control::plan::agent_config;
+}
+
+#[test]
 fn the_host_daemons_do_not_depend_on_the_switch() {
     let t = tree("host-daemons");
     assert!(t.iter().any(|l| crate_name(l) == "rocefab-plumbing"), "{t:?}");
