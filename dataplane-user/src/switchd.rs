@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::ctrl::{ControlEnd, DpEvent, OwnFrame};
-use crate::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
+use crate::dataplane::{DataPlane, DataPlaneConfig, StopHandle, CTRL_EVENTS, CTRL_FRAMES};
 use crate::metrics::Metrics;
 use crate::sample::{self, XdpCounters};
 use crate::stats::SwitchStats;
@@ -125,26 +125,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         XdpSwitch::load(&cfg).with_context(|| format!("switch {}: loading and attaching the XDP program", cfg.name))?;
     let names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
     let dp_cfg = DataPlaneConfig::from_switch(&cfg);
-    // The UMEM holds the rings plus the configured buffer at the smallest frame, plus the
-    // reserved pool for frames the switch originates.
-    let buffer_frames = u32::try_from(dp_cfg.buffer_frames()).with_context(|| {
-        format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes)
-    })?;
-    let umem_frames = xsk::frame_count(names.len(), buffer_frames);
-    tracing::info!(
-        switch = %cfg.name,
-        "start-up 3/5: creating the UMEM ({umem_frames} frames x {} B = {} MiB, pinned) and {} AF_XDP socket(s)",
-        afxdp::FRAME_SIZE,
-        (umem_frames * u64::from(afxdp::FRAME_SIZE)) >> 20,
-        names.len()
-    );
-    let sockets =
-        xsk::open(&names, buffer_frames).with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
-    for (i, p) in sockets.ports.iter().enumerate() {
-        xdp.register_xsk(i as u32, p.fd())
-            .with_context(|| format!("switch {}: registering the AF_XDP socket of port {}", cfg.name, p.name))?;
-    }
-    let xsk_stats = sockets.stats_reader().with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
+    let (sockets, xsk_stats) = open_sockets(&cfg, &mut xdp, &names, &dp_cfg)?;
     tracing::info!(switch = %cfg.name, "start-up 4/5: AF_XDP sockets registered; building metrics and the data plane");
     let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
     let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
@@ -162,16 +143,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         tap.clone(),
     );
     let stop = dp.stop_handle();
-    // Dropped when the thread's closure returns or unwinds: the control side learns of the end
-    // at once, without polling.
-    let (dp_alive, dp_gone) = tokio::sync::oneshot::channel::<Infallible>();
-    let thread = std::thread::Builder::new()
-        .name(format!("dp-{}", cfg.name))
-        .spawn(move || {
-            let _alive = dp_alive;
-            dp.run()
-        })
-        .context("spawning the data-plane thread")?;
+    let (thread, dp_gone) = spawn_data_plane(&cfg, dp)?;
     tracing::info!(
         switch = %cfg.name,
         netns = ?cfg.netns,
@@ -188,28 +160,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         None => None,
     };
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
-    let router = {
-        let render = scrape.clone();
-        let mut r = http::metrics_router(move || lock(&render).render()).merge(capture::router(
-            cfg.name.clone(),
-            names.clone(),
-            capture::slot(tap_consumer),
-        ));
-        // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
-        let xdp = scrape.clone();
-        r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));
-        if let Some(a) = &agent {
-            let a = a.clone();
-            r = r.route(
-                "/lldp",
-                axum::routing::get(move || {
-                    let report = lock(&a).report();
-                    async move { axum::Json(report) }
-                }),
-            );
-        }
-        r
-    };
+    let router = router(&cfg, &scrape, &names, tap_consumer, &stats, agent.as_ref());
 
     // 5. The control side, until a signal, the data-plane thread's end or a failure.
     let failure = tokio::runtime::Builder::new_current_thread()
@@ -223,6 +174,100 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             r
         })
         .err();
+    shut_down(&cfg, stop, thread, scrape, failure)
+}
+
+/// The data-plane thread (`dp-<switch>`), and a receiver that resolves when it has ended: the
+/// sender is dropped when the thread's closure returns or unwinds, so the control side learns
+/// of the end at once, without polling.
+fn spawn_data_plane(
+    cfg: &SwitchConfig,
+    dp: DataPlane,
+) -> anyhow::Result<(DataPlaneThread, tokio::sync::oneshot::Receiver<Infallible>)> {
+    let (dp_alive, dp_gone) = tokio::sync::oneshot::channel::<Infallible>();
+    let thread = std::thread::Builder::new()
+        .name(format!("dp-{}", cfg.name))
+        .spawn(move || {
+            let _alive = dp_alive;
+            dp.run()
+        })
+        .context("spawning the data-plane thread")?;
+    Ok((thread, dp_gone))
+}
+
+type DataPlaneThread = std::thread::JoinHandle<Result<(), crate::dataplane::DataPlaneError>>;
+
+/// Start-up step 3: the UMEM and one AF_XDP socket per port (`names`), each registered in the
+/// XDP program's socket map; and the reader of their kernel statistics.
+fn open_sockets(
+    cfg: &SwitchConfig,
+    xdp: &mut XdpSwitch,
+    names: &[String],
+    dp_cfg: &DataPlaneConfig,
+) -> anyhow::Result<(xsk::XskSet, XskStatsReader)> {
+    // The UMEM holds the rings plus the configured buffer at the smallest frame, plus the
+    // reserved pool for frames the switch originates.
+    let buffer_frames = u32::try_from(dp_cfg.buffer_frames()).with_context(|| {
+        format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes)
+    })?;
+    let umem_frames = xsk::frame_count(names.len(), buffer_frames);
+    tracing::info!(
+        switch = %cfg.name,
+        "start-up 3/5: creating the UMEM ({umem_frames} frames x {} B = {} MiB, pinned) and {} AF_XDP socket(s)",
+        afxdp::FRAME_SIZE,
+        (umem_frames * u64::from(afxdp::FRAME_SIZE)) >> 20,
+        names.len()
+    );
+    let sockets =
+        xsk::open(names, buffer_frames).with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
+    for (i, p) in sockets.ports.iter().enumerate() {
+        xdp.register_xsk(i as u32, p.fd())
+            .with_context(|| format!("switch {}: registering the AF_XDP socket of port {}", cfg.name, p.name))?;
+    }
+    let xsk_stats = sockets.stats_reader().with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
+    Ok((sockets, xsk_stats))
+}
+
+/// The HTTP routes: `/metrics`, the capture stream, `/sample` and, when the agent runs, `/lldp`.
+fn router(
+    cfg: &SwitchConfig,
+    scrape: &Arc<Mutex<Scrape>>,
+    names: &[String],
+    tap_consumer: capture::TapConsumer,
+    stats: &Arc<SwitchStats>,
+    agent: Option<&Arc<Mutex<NodeAgent>>>,
+) -> axum::Router {
+    let render = scrape.clone();
+    let mut r = http::metrics_router(move || lock(&render).render()).merge(capture::router(
+        cfg.name.clone(),
+        names.to_vec(),
+        capture::slot(tap_consumer),
+    ));
+    // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
+    let xdp = scrape.clone();
+    r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));
+    if let Some(a) = agent {
+        let a = a.clone();
+        r = r.route(
+            "/lldp",
+            axum::routing::get(move || {
+                let report = lock(&a).report();
+                async move { axum::Json(report) }
+            }),
+        );
+    }
+    r
+}
+
+/// After the control side: stops and joins the data-plane thread, detaches XDP, and says why
+/// the daemon ends (the control side's `failure`, else the thread's result).
+fn shut_down(
+    cfg: &SwitchConfig,
+    stop: StopHandle,
+    thread: DataPlaneThread,
+    scrape: Arc<Mutex<Scrape>>,
+    failure: Option<anyhow::Error>,
+) -> anyhow::Result<()> {
     stop.stop();
     let joined = thread.join();
     match Arc::try_unwrap(scrape) {

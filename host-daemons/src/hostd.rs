@@ -133,33 +133,75 @@ fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorPr
 /// Runs the job of `args` (module docs): `true` when the report says `ok`.
 pub fn run(args: Args) -> Result<bool> {
     let job = Job::load(&args.job).context("loading the job")?;
-    // Blocked before any other thread starts, so every thread inherits the block and the
-    // signals reach only the signalfd, whose thread raises the flags the data thread polls.
+    block_signals()?;
+    let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
+    let _server = serve_metrics(&job, args.netns.as_deref(), &metrics)?;
+    let mtus = path_mtus(&job)?;
+    let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
+    let (xdp, mut ports) = open_nics(&job, program)?;
+    let mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
+
+    let clock = Clock::new();
+    let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
+    for (i, p) in ports.iter_mut().enumerate() {
+        p.stamps = crate::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
+    }
+    tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
+    announce_ready(&job, program, &mtus)?;
+    if args.wait_go {
+        wait_for_go()?;
+    }
+    let deadline = clock.now().saturating_add(job.timeout_ms.saturating_mul(1_000_000));
+    engine.set_start(clock.now());
+    tracing::info!(job = %job.name, nics = ports.len(), qps = job.qps.len(), program, "running");
+
+    // The latest snapshot, for a data thread that does not stop when told to.
+    let last = Arc::new(std::sync::Mutex::new(None::<Report>));
+    let nic = DataThread { engine, ports, mirror, clock, deadline };
+    let (report_rx, data) = nic.spawn(&job, metrics.clone(), last.clone())?;
+    let (report, exit, data) = wait_for_report(&report_rx, data, &last, &job)?;
+    finish(report, exit, xdp, data, &metrics, &job, args.report.as_deref())
+}
+
+/// Blocks SIGINT, SIGTERM and SIGUSR1 before any other thread starts, so every thread inherits
+/// the block and the signals reach only the signalfd, whose thread raises the flags the data
+/// thread polls; and asks for wake-ups from ppoll as close to the deadline as the kernel can
+/// (default slack 50 µs).
+fn block_signals() -> Result<()> {
     Signals::block_set(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGUSR1])
         .context("signal setup")?
         .spawn_handler(on_signal)
         .context("starting the signal thread")?;
-    // Wake-ups from ppoll as close to the deadline as the kernel can (default slack 50 µs).
     // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integer arguments.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+    Ok(())
+}
 
-    let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
-    // The metrics listener is bound in the namespace we were started in (so the controller can
-    // scrape it from there), before entering the host's; its server thread starts after.
+/// Binds the metrics listener (when the job sets one) in the namespace we were started in (so
+/// the controller can scrape it from there), enters the host's namespace `netns`, then starts
+/// the server thread.
+fn serve_metrics(
+    job: &Job,
+    netns: Option<&str>,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<std::thread::JoinHandle<()>>> {
     let listener = match job.metrics_listen {
         Some(addr) => {
             Some(std::net::TcpListener::bind(addr).with_context(|| format!("binding the metrics listener {addr}"))?)
         }
         None => None,
     };
-    if let Some(ns) = &args.netns {
+    if let Some(ns) = netns {
         rocefab_plumbing::netns::enter(ns).with_context(|| format!("entering network namespace {ns}"))?;
     }
-    let _server = match listener {
-        Some(l) => Some(crate::metrics::serve(l, metrics.clone()).context("starting the metrics server")?),
-        None => None,
-    };
+    match listener {
+        Some(l) => Ok(Some(crate::metrics::serve(l, metrics.clone()).context("starting the metrics server")?)),
+        None => Ok(None),
+    }
+}
 
+/// Each NIC's path MTU: the job's, or the largest RoCEv2 MTU its link MTU carries.
+fn path_mtus(job: &Job) -> Result<Vec<PathMtu>> {
     let mut mtus = Vec::new();
     for n in &job.nics {
         let m = match n.path_mtu {
@@ -173,10 +215,14 @@ pub fn run(args: Args) -> Result<bool> {
         };
         mtus.push(m);
     }
+    Ok(mtus)
+}
+
+/// Loads the host XDP program `program`, opens and registers one AF_XDP socket per NIC, then
+/// attaches the program: sockets are registered before it is attached, so a frame it redirects
+/// never finds a missing socket (it would be dropped, e.g. a PFC pause at the start of the job).
+fn open_nics(job: &Job, program: &str) -> Result<(HostXdp, Vec<XskPort>)> {
     let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
-    let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
-    // Sockets are registered before the program is attached: a frame it redirects never finds
-    // a missing socket (it would be dropped, e.g. a PFC pause at the start of the job).
     let mut xdp = HostXdp::load_detached(&names, program).context("loading the host XDP program")?;
     xdp.set_drop_nth(job.drop_nth).context("setting drop_nth")?;
     let mut ports = Vec::new();
@@ -186,89 +232,116 @@ pub fn run(args: Args) -> Result<bool> {
         ports.push(p);
     }
     xdp.attach(&job.xdp_mode).context("attaching the host XDP program")?;
+    Ok((xdp, ports))
+}
 
-    let mut mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
+/// The `{"ready":...}` line on stdout, once the sockets are up.
+fn announce_ready(job: &Job, program: &str, mtus: &[PathMtu]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{}",
+        serde_json::json!({"ready": true, "job": job.name, "program": program,
+        "path_mtu": mtus.iter().map(|m| m.bytes()).collect::<Vec<_>>()})
+    )?;
+    out.flush()?;
+    Ok(())
+}
 
-    let clock = Clock::new();
-    let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
-    for (i, p) in ports.iter_mut().enumerate() {
-        p.stamps = crate::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
+/// Waits for the controller's start line on stdin (`--wait-go`).
+fn wait_for_go() -> Result<()> {
+    let mut line = String::new();
+    let n = std::io::stdin().read_line(&mut line).context("waiting for the start line on stdin")?;
+    if n == 0 {
+        bail!("stdin closed before the start line (the controller went away)");
     }
-    tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
-    {
-        let mut out = std::io::stdout().lock();
-        writeln!(
-            out,
-            "{}",
-            serde_json::json!({"ready": true, "job": job.name, "program": program,
-            "path_mtu": mtus.iter().map(|m| m.bytes()).collect::<Vec<_>>()})
-        )?;
-        out.flush()?;
+    if STOP.load(Ordering::Relaxed) {
+        bail!("stopped before the start");
     }
-    if args.wait_go {
-        let mut line = String::new();
-        let n = std::io::stdin().read_line(&mut line).context("waiting for the start line on stdin")?;
-        if n == 0 {
-            bail!("stdin closed before the start line (the controller went away)");
-        }
-        if STOP.load(Ordering::Relaxed) {
-            bail!("stopped before the start");
-        }
-    }
-    let deadline = clock.now().saturating_add(job.timeout_ms.saturating_mul(1_000_000));
-    engine.set_start(clock.now());
-    tracing::info!(job = %job.name, nics = names.len(), qps = job.qps.len(), program, "running");
+    Ok(())
+}
 
-    // The data thread owns the engine and the sockets; the main thread only waits (and the
-    // metrics server reads snapshots published every `snapshot_interval_ms`). Once the job has
-    // ended the data thread verifies and reports, then, when the job finished and `linger_ms`
-    // asks for it, keeps the QPs up (daemon::serve) until SIGTERM/SIGINT or the linger time.
-    let job_name = job.name.clone();
-    let m2 = metrics.clone();
-    let linger_ns = job.linger_ms.saturating_mul(1_000_000);
-    let (report_tx, report_rx) = std::sync::mpsc::channel::<(Report, Exit)>();
-    // The latest snapshot, for a data thread that does not stop when told to.
-    let last = Arc::new(std::sync::Mutex::new(None::<Report>));
-    let last2 = last.clone();
-    let data = std::thread::Builder::new()
-        .name("rocefab-nic".into())
-        .spawn(move || -> Result<()> {
-            let (exit, end) = daemon::run(
-                &mut engine,
-                &mut ports,
-                mirror.as_mut(),
-                &clock,
-                deadline,
-                &STOP,
-                Duration::from_millis(job.snapshot_interval_ms),
-                |e, now| {
-                    let r = e.report_with(&job_name, now, false);
-                    m2.update(&r);
-                    *last2.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
-                },
-            )?;
-            let verify_start = clock.now();
-            let mut report = engine.report(&job_name, end);
-            tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
-            for (nic, port) in report.nics.iter_mut().zip(&ports) {
-                if let Ok((dropped, ring_full, fill_empty)) = port.stats() {
-                    nic.xdp.insert("xsk_rx_dropped".into(), dropped);
-                    nic.xdp.insert("xsk_rx_ring_full".into(), ring_full);
-                    nic.xdp.insert("xsk_rx_fill_ring_empty".into(), fill_empty);
+/// What the data thread owns: the engine, the sockets and the mirror ring.
+struct DataThread {
+    engine: Engine,
+    ports: Vec<XskPort>,
+    mirror: Option<MirrorProducer>,
+    clock: Clock,
+    /// When the job times out (`clock` ns).
+    deadline: u64,
+}
+
+type DataHandle = std::thread::JoinHandle<Result<()>>;
+
+impl DataThread {
+    /// Starts the data thread; the main thread only waits (and the metrics server reads
+    /// snapshots published every `snapshot_interval_ms`, the latest also in `last`). Once the
+    /// job has ended the data thread verifies and reports on the channel returned, then, when the
+    /// job finished and `linger_ms` asks for it, keeps the QPs up (daemon::serve) until
+    /// SIGTERM/SIGINT or the linger time.
+    fn spawn(
+        self,
+        job: &Job,
+        metrics: Arc<Metrics>,
+        last: Arc<std::sync::Mutex<Option<Report>>>,
+    ) -> Result<(std::sync::mpsc::Receiver<(Report, Exit)>, DataHandle)> {
+        let DataThread { mut engine, mut ports, mut mirror, clock, deadline } = self;
+        let job_name = job.name.clone();
+        let snapshot_interval = Duration::from_millis(job.snapshot_interval_ms);
+        let linger_ns = job.linger_ms.saturating_mul(1_000_000);
+        let (report_tx, report_rx) = std::sync::mpsc::channel::<(Report, Exit)>();
+        let data = std::thread::Builder::new()
+            .name("rocefab-nic".into())
+            .spawn(move || -> Result<()> {
+                let (exit, end) = daemon::run(
+                    &mut engine,
+                    &mut ports,
+                    mirror.as_mut(),
+                    &clock,
+                    deadline,
+                    &STOP,
+                    snapshot_interval,
+                    |e, now| {
+                        let r = e.report_with(&job_name, now, false);
+                        metrics.update(&r);
+                        *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
+                    },
+                )?;
+                let verify_start = clock.now();
+                let mut report = engine.report(&job_name, end);
+                tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
+                for (nic, port) in report.nics.iter_mut().zip(&ports) {
+                    if let Ok((dropped, ring_full, fill_empty)) = port.stats() {
+                        nic.xdp.insert("xsk_rx_dropped".into(), dropped);
+                        nic.xdp.insert("xsk_rx_ring_full".into(), ring_full);
+                        nic.xdp.insert("xsk_rx_fill_ring_empty".into(), fill_empty);
+                    }
                 }
-            }
-            let _ = report_tx.send((report, exit));
-            if exit == Exit::Finished && linger_ns > 0 {
-                let until = clock.now().saturating_add(linger_ns);
-                daemon::serve(&mut engine, &mut ports, mirror.as_mut(), &clock, until, &SERVE_STOP)?;
-            }
-            Ok(())
-        })
-        .context("spawning the data thread")?;
+                let _ = report_tx.send((report, exit));
+                if exit == Exit::Finished && linger_ns > 0 {
+                    let until = clock.now().saturating_add(linger_ns);
+                    daemon::serve(&mut engine, &mut ports, mirror.as_mut(), &clock, until, &SERVE_STOP)?;
+                }
+                Ok(())
+            })
+            .context("spawning the data thread")?;
+        Ok((report_rx, data))
+    }
+}
+
+/// The data thread's report and why its loop ended. When a stop signal came and the thread
+/// has not reported within [`STOP_GRACE`], prints its last snapshot ([`stuck_report`]) and
+/// exits the process with status 1 without it.
+fn wait_for_report(
+    report_rx: &std::sync::mpsc::Receiver<(Report, Exit)>,
+    data: DataHandle,
+    last: &std::sync::Mutex<Option<Report>>,
+    job: &Job,
+) -> Result<(Report, Exit, DataHandle)> {
     let mut stop_seen: Option<std::time::Instant> = None;
-    let (mut report, exit) = loop {
+    loop {
         match report_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(x) => break x,
+            Ok((report, exit)) => return Ok((report, exit, data)),
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                 // The data thread ended without a report: its error says why.
                 data.join().map_err(|_| anyhow::anyhow!("the data thread panicked"))??;
@@ -289,21 +362,33 @@ pub fn run(args: Args) -> Result<bool> {
             tracing::error!("the data thread did not stop; exiting without it");
             std::process::exit(1);
         }
-    };
+    }
+}
+
+/// Completes the report (XDP counters, why the job ended), prints it (and writes it to
+/// `report_path`), then ends the linger: on SIGTERM/SIGINT or its deadline the program is
+/// detached first (frames from then on reach the kernel and its packet taps), then the data
+/// thread takes what its RX rings still hold and stops, so no frame is left unread in between.
+fn finish(
+    mut report: Report,
+    exit: Exit,
+    xdp: HostXdp,
+    data: DataHandle,
+    metrics: &Metrics,
+    job: &Job,
+    report_path: Option<&std::path::Path>,
+) -> Result<bool> {
     let counters = xdp.counters().context("reading host XDP counters")?;
     add_xdp_counters(&mut report, &counters);
     settle_report(&mut report, exit, TIMED_OUT.load(Ordering::Relaxed), job.timeout_ms);
     metrics.update(&report);
 
     let text = serde_json::to_string(&report)?;
-    if let Some(p) = &args.report {
+    if let Some(p) = report_path {
         std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?;
     }
     println!("{text}");
     std::io::stdout().flush()?;
-    // Serving (linger) ends on SIGTERM/SIGINT or its deadline. The program is detached first
-    // (frames from then on reach the kernel and its packet taps), then the data thread takes
-    // what its RX rings still hold and stops: no frame is left unread in between.
     while !data.is_finished() && !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -136,87 +136,130 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let state = Arc::new(Mutex::new(NodeAgent::new(&cfg.host, Kind::Host, agents)));
     let registry = prometheus::Registry::new();
     let labels = HashMap::from([("host".to_string(), cfg.host.clone())]);
-    let metrics = LldpMetrics::new(&registry, &labels).context("registering metrics")?;
-    let capture_metrics = capture::CaptureMetrics::new(&registry, &labels).context("registering metrics")?;
+    let lldp = LldpMetrics::new(&registry, &labels).context("registering metrics")?;
+    let capture = capture::CaptureMetrics::new(&registry, &labels).context("registering metrics")?;
     // Started after entering the namespace: the capture sockets must see the host's NICs.
     let (slot, capture_stats, wake, _capture_thread) = capture_thread::start(&cfg)?;
-    let nic_names: Vec<String> = cfg.nics.iter().map(|n| n.name.clone()).collect();
+    let scrape = Scrape { registry, lldp, capture, capture_stats };
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
     rt.block_on(async {
-        let s1 = state.clone();
-        let render = move || {
-            let r = s1.lock().unwrap_or_else(|p| p.into_inner()).report();
-            metrics.update(&r.ports);
-            capture_metrics.update(capture_stats.tap.mirrored(), capture_stats.lost());
-            let mut buf = Vec::new();
-            let _ = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &registry.gather(), &mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        };
-        let s2 = state.clone();
-        let router = rocefab_plumbing::http::metrics_router(render)
-            .route(
-                "/lldp",
-                axum::routing::get(move || {
-                    let r = s2.lock().unwrap_or_else(|p| p.into_inner()).report();
-                    async move { axum::Json(r) }
-                }),
-            )
-            .merge(capture::router(cfg.host.clone(), nic_names, slot).layer(axum::middleware::from_fn(
-                move |req: axum::extract::Request, next: axum::middleware::Next| {
-                    let wake = wake.clone();
-                    async move {
-                        // The handler starts the tap; the stream header goes out only once the
-                        // capture sockets are open.
-                        let resp = next.run(req).await;
-                        wake.started().await;
-                        resp
-                    }
-                },
-            )));
-        let server = tokio::spawn(rocefab_plumbing::http::serve(listener, router));
+        let server = tokio::spawn(rocefab_plumbing::http::serve(listener, router(&cfg, &state, scrape, slot, wake)));
         // SAFETY: the socket's descriptor is owned by `sock`, which the AsyncFd owns until it is
         // dropped, so it stays open for as long as it is registered.
-        let sock = unsafe { AsyncFd::register_with_interest(sock, tokio::io::Interest::READABLE) }.context("registering the LLDP socket")?;
+        let sock = unsafe { AsyncFd::register_with_interest(sock, tokio::io::Interest::READABLE) }
+            .context("registering the LLDP socket")?;
         let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
         tracing::info!(host = %cfg.host, nics = cfg.nics.len(), "NIC agent up; neighbour table on http://{}/lldp", cfg.listen);
-        let mut buf = vec![0u8; 9216];
-        loop {
-            let next = {
-                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-                let next = poll(&mut st, sock.get_ref());
-                next.saturating_sub(st.now())
-            };
-            let wait = Duration::from_nanos(next.clamp(1_000_000, 1_000_000_000));
-            tokio::select! {
-                r = sock.readable() => {
-                    let mut g = r.context("LLDP socket")?;
-                    let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-                    on_readable(&mut st, sock.get_ref(), &mut buf);
-                    g.clear_ready();
-                }
-                sig = signals.recv() => {
-                    let sig = sig.context("reading the signalfd")?;
-                    tracing::info!("received {sig}: sending shutdown LLDPDUs");
-                    break;
-                }
-                _ = tokio::time::sleep(wait) => {}
-            }
-            if server.is_finished() {
-                anyhow::bail!("the HTTP server stopped");
-            }
-        }
-        let st = state.lock().unwrap_or_else(|p| p.into_inner());
-        for (port, frame) in st.shutdown_frames() {
-            let name = st.port_name(port).unwrap_or("?");
-            if let Some(i) = ifindex(name) {
-                if let Err(e) = sock.get_ref().send_to(i, &frame) {
-                    tracing::warn!(nic = name, "sending the shutdown LLDPDU: {e}");
-                }
-            }
-        }
+        lldp_loop(&state, &sock, &signals, &server).await?;
+        send_shutdown_lldpdus(&state.lock().unwrap_or_else(|p| p.into_inner()), sock.get_ref());
         Ok(())
     })
+}
+
+/// What `/metrics` reads besides the agents: the registry and the families in it.
+struct Scrape {
+    registry: prometheus::Registry,
+    lldp: LldpMetrics,
+    capture: capture::CaptureMetrics,
+    capture_stats: capture_thread::CaptureStats,
+}
+
+impl Scrape {
+    /// The Prometheus text of the agents' neighbour table (`report`) and the captures.
+    fn render(&self, report: &lldp_agent::NodeReport) -> String {
+        self.lldp.update(&report.ports);
+        self.capture.update(self.capture_stats.tap.mirrored(), self.capture_stats.lost());
+        let mut buf = Vec::new();
+        let _ = prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &self.registry.gather(), &mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}
+
+/// The HTTP routes: `/metrics`, `/lldp` and the capture stream of the NICs (whose stream
+/// header goes out only once the capture thread has its sources open).
+fn router(
+    cfg: &AgentConfig,
+    state: &Arc<Mutex<NodeAgent>>,
+    scrape: Scrape,
+    slot: capture::Slot,
+    wake: capture_thread::CaptureWake,
+) -> axum::Router {
+    let s1 = state.clone();
+    let render = move || {
+        let r = s1.lock().unwrap_or_else(|p| p.into_inner()).report();
+        scrape.render(&r)
+    };
+    let s2 = state.clone();
+    let nic_names: Vec<String> = cfg.nics.iter().map(|n| n.name.clone()).collect();
+    rocefab_plumbing::http::metrics_router(render)
+        .route(
+            "/lldp",
+            axum::routing::get(move || {
+                let r = s2.lock().unwrap_or_else(|p| p.into_inner()).report();
+                async move { axum::Json(r) }
+            }),
+        )
+        .merge(capture::router(cfg.host.clone(), nic_names, slot).layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let wake = wake.clone();
+                async move {
+                    // The handler starts the tap; the stream header goes out only once the
+                    // capture sockets are open.
+                    let resp = next.run(req).await;
+                    wake.started().await;
+                    resp
+                }
+            },
+        )))
+}
+
+/// The agents' loop: sends what is due, takes what arrives, until SIGTERM/SIGINT (`Ok`) or the
+/// HTTP server stops (an error).
+async fn lldp_loop(
+    state: &Mutex<NodeAgent>,
+    sock: &AsyncFd<PacketSocket>,
+    signals: &AsyncSignals,
+    server: &tokio::task::JoinHandle<std::io::Result<()>>,
+) -> anyhow::Result<()> {
+    let mut buf = vec![0u8; 9216];
+    loop {
+        let next = {
+            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+            let next = poll(&mut st, sock.get_ref());
+            next.saturating_sub(st.now())
+        };
+        let wait = Duration::from_nanos(next.clamp(1_000_000, 1_000_000_000));
+        tokio::select! {
+            r = sock.readable() => {
+                let mut g = r.context("LLDP socket")?;
+                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+                on_readable(&mut st, sock.get_ref(), &mut buf);
+                g.clear_ready();
+            }
+            sig = signals.recv() => {
+                let sig = sig.context("reading the signalfd")?;
+                tracing::info!("received {sig}: sending shutdown LLDPDUs");
+                return Ok(());
+            }
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if server.is_finished() {
+            anyhow::bail!("the HTTP server stopped");
+        }
+    }
+}
+
+/// A TTL-0 LLDPDU out of every NIC (IEEE 802.1AB 9.2.7.7.2).
+fn send_shutdown_lldpdus(agent: &NodeAgent, sock: &PacketSocket) {
+    for (port, frame) in agent.shutdown_frames() {
+        let name = agent.port_name(port).unwrap_or("?");
+        if let Some(i) = ifindex(name) {
+            if let Err(e) = sock.send_to(i, &frame) {
+                tracing::warn!(nic = name, "sending the shutdown LLDPDU: {e}");
+            }
+        }
+    }
 }
 
 #[cfg(test)]
