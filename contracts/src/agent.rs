@@ -49,15 +49,11 @@ pub struct AgentNic {
 mod tests {
     use super::*;
 
+    /// A NIC as `rocefab up` writes it (no `peer`: the field is optional).
     fn nic() -> AgentNic {
-        AgentNic {
-            name: "gpu0".into(),
-            mac: "02:00:00:00:01:01".into(),
-            dcb: Dcb::nic(true, 1 << 3, 24, 3, 48, 7),
-            data_dscp: 24,
-            cnp_dscp: 48,
-            peer: None,
-        }
+        let dcb = serde_json::to_value(Dcb::nic(true, 1 << 3, 24, 3, 48, 7)).unwrap();
+        let v = serde_json::json!({"name": "gpu0", "mac": "02:00:00:00:01:01", "dcb": dcb, "data_dscp": 24, "cnp_dscp": 48});
+        serde_json::from_value(v).unwrap()
     }
 
     #[test]
