@@ -51,14 +51,23 @@ fn the_pure_models_link_no_kernel_plumbing() {
 }
 
 #[test]
-fn the_contracts_sit_below_the_models_and_the_agent() {
-    // The NIC agent's configuration and its DCBX settings are contract types: contracts needs
-    // neither the LLDP agent nor the NIC model to describe them.
-    let t = tree("rocefab-contracts");
-    assert!(t.iter().any(|l| crate_name(l) == "rocefab-wire"), "cargo tree looks wrong: {t:?}");
-    let above: Vec<&String> =
-        t.iter().filter(|l| ["lldp-agent", "gpu-host", "control"].contains(&crate_name(l))).collect();
-    assert!(above.is_empty(), "rocefab-contracts depends on {above:?}");
+fn the_contracts_are_plain_serde_types() {
+    // What daemons and CLI exchange (configs, the NIC agent's config and its DCBX settings, jobs,
+    // reports, streams) needs serde, the frame vocabulary and the eBPF ABI constants, nothing
+    // else: no agent, model, runtime or metrics crate.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = Command::new(env!("CARGO"))
+        .current_dir(root)
+        .args(["tree", "-p", "rocefab-contracts", "--edges", "normal,build", "--depth", "1", "--prefix", "none"])
+        .args(["--format", "{p}"])
+        .output()
+        .expect("running cargo tree");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let mut direct: Vec<&str> = text.lines().map(crate_name).filter(|n| *n != "rocefab-contracts").collect();
+    direct.sort_unstable();
+    direct.dedup();
+    assert_eq!(direct, ["dataplane-common", "rocefab-wire", "serde", "serde_json", "thiserror"]);
 }
 
 #[test]
