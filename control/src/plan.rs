@@ -24,7 +24,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use rocefab_contracts::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
 
-use gpu_host::nic::agent::{AgentConfig, AgentNic};
+use rocefab_contracts::agent::{AgentConfig, AgentNic};
 
 use crate::lldp::LldpSettings;
 use crate::topology::{Endpoint, HashSeed, Ipv4Net, Role, Topology};

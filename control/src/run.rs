@@ -44,10 +44,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use gpu_host::nic::agent::{classes_from, AgentConfig};
+use gpu_host::nic::agent::classes_from;
 use gpu_host::nic::collective_job::{self, BuildOptions, HostDesc, HostNic, Kind};
 use gpu_host::nic::engine::path_mtu_for_link;
 use lldp_agent::NodeReport;
+use rocefab_contracts::agent::AgentConfig;
 use rocefab_contracts::job::{
     default_retransmit_timeout_ns, window_packets_for, NicClasses, QpStall, Report, DEFAULT_WINDOW_PACKETS,
 };

@@ -1620,68 +1620,91 @@ fn segments(path: &str) -> Vec<Seg<'_>> {
 /// sequences (`- key: v`) and keys inside one-line flow mappings (`- { rail: r1, spine: s1 }`).
 pub fn line_of(src: &str, path: &str) -> usize {
     let lines: Vec<&str> = src.lines().collect();
-    let indent = |l: &str| l.len() - l.trim_start().len();
-    let content = |l: &str| {
-        let t = l.split(" #").next().unwrap_or(l);
-        !t.trim().is_empty() && !t.trim_start().starts_with('#')
-    };
-    // Search window: lines [start, end), parent indentation `parent` (children are deeper).
-    let mut start = 0usize;
-    let mut parent: isize = -1;
+    let mut at = YamlCursor { start: 0, parent: -1, item_line: None };
     let mut best = 0usize;
-    // When positioned on a sequence item line, keys may be on that same line after "- ".
-    let mut item_line: Option<usize> = None;
     for seg in segments(path) {
-        let is_item = |l: &str| l.trim_start().starts_with("- ") || l.trim_start() == "-";
-        // First line after `start` that leaves the current block.
-        let end = (start + 1..lines.len())
-            .find(|&i| {
-                let l = lines[i];
-                let d = indent(l) as isize;
-                content(l) && (d < parent || (d == parent && !(matches!(seg, Seg::Index(_)) && is_item(l))))
-            })
-            .unwrap_or(lines.len());
-        match seg {
-            Seg::Key(k) => {
-                let pat = format!("{k}:");
-                let found = (start..end).find(|&i| {
-                    let l = lines[i];
-                    if !content(l) {
-                        return false;
-                    }
-                    let t = l.trim_start().trim_start_matches("- ").trim_start();
-                    if t.starts_with(&pat) && (Some(i) == item_line || indent(l) as isize > parent) {
-                        return true;
-                    }
-                    // A key inside a one-line flow mapping.
-                    l.contains('{')
-                        && [format!("{{ {pat}"), format!("{{{pat}"), format!(", {pat}")]
-                            .iter()
-                            .any(|p| l.contains(p.as_str()))
-                });
-                let Some(i) = found else { break };
-                best = i;
-                let l = lines[i];
-                parent = l.find(&pat).unwrap_or(indent(l)) as isize;
-                start = i;
-                item_line = None;
-            }
-            Seg::Index(n) => {
-                let Some(first) = (start + 1..end).find(|&i| content(lines[i]) && is_item(lines[i])) else {
-                    break; // a flow sequence: stay on the key's line
-                };
-                let col = indent(lines[first]);
-                let nth =
-                    (first..end).filter(|&i| content(lines[i]) && indent(lines[i]) == col && is_item(lines[i])).nth(n);
-                let Some(i) = nth else { break };
-                best = i;
-                start = i;
-                parent = col as isize;
-                item_line = Some(i);
-            }
-        }
+        let end = at.block_end(&lines, matches!(seg, Seg::Index(_)));
+        let found = match seg {
+            Seg::Key(k) => at.key(&lines, end, k),
+            Seg::Index(n) => at.item(&lines, end, n),
+        };
+        // Not found (or a flow sequence: stay on the key's line).
+        let Some(i) = found else { break };
+        best = i;
     }
     best + 1
+}
+
+/// Where [`line_of`] stands in the YAML: the search window starts at line `start`, children of
+/// the current node are indented deeper than `parent`, and when it stands on a sequence item
+/// line, that line's keys after "- " are children too.
+struct YamlCursor {
+    start: usize,
+    parent: isize,
+    item_line: Option<usize>,
+}
+
+impl YamlCursor {
+    /// The first line after `start` that leaves the current block (a sequence item at the
+    /// parent's indentation stays in it when an index is looked for).
+    fn block_end(&self, lines: &[&str], index_next: bool) -> usize {
+        (self.start + 1..lines.len())
+            .find(|&i| {
+                let l = lines[i];
+                let d = yaml_indent(l) as isize;
+                yaml_content(l) && (d < self.parent || (d == self.parent && !(index_next && yaml_item(l))))
+            })
+            .unwrap_or(lines.len())
+    }
+
+    /// Moves to the line of key `k` in lines `start..end` (a block key that is a child of the
+    /// current node, or a key inside a one-line flow mapping).
+    fn key(&mut self, lines: &[&str], end: usize, k: &str) -> Option<usize> {
+        let pat = format!("{k}:");
+        let i = (self.start..end).find(|&i| {
+            let l = lines[i];
+            if !yaml_content(l) {
+                return false;
+            }
+            let t = l.trim_start().trim_start_matches("- ").trim_start();
+            if t.starts_with(&pat) && (Some(i) == self.item_line || yaml_indent(l) as isize > self.parent) {
+                return true;
+            }
+            // A key inside a one-line flow mapping.
+            l.contains('{')
+                && [format!("{{ {pat}"), format!("{{{pat}"), format!(", {pat}")].iter().any(|p| l.contains(p.as_str()))
+        })?;
+        let l = lines[i];
+        *self = YamlCursor { start: i, parent: l.find(&pat).unwrap_or(yaml_indent(l)) as isize, item_line: None };
+        Some(i)
+    }
+
+    /// Moves to the line of the `n`th block sequence item in lines `start + 1..end`; `None` when
+    /// there is none (e.g. a flow sequence).
+    fn item(&mut self, lines: &[&str], end: usize, n: usize) -> Option<usize> {
+        let first = (self.start + 1..end).find(|&i| yaml_content(lines[i]) && yaml_item(lines[i]))?;
+        let col = yaml_indent(lines[first]);
+        let i = (first..end)
+            .filter(|&i| yaml_content(lines[i]) && yaml_indent(lines[i]) == col && yaml_item(lines[i]))
+            .nth(n)?;
+        *self = YamlCursor { start: i, parent: col as isize, item_line: Some(i) };
+        Some(i)
+    }
+}
+
+fn yaml_indent(l: &str) -> usize {
+    l.len() - l.trim_start().len()
+}
+
+/// Not blank and not only a comment.
+fn yaml_content(l: &str) -> bool {
+    let t = l.split(" #").next().unwrap_or(l);
+    !t.trim().is_empty() && !t.trim_start().starts_with('#')
+}
+
+/// A block sequence item (`- ...` or a lone `-`).
+fn yaml_item(l: &str) -> bool {
+    l.trim_start().starts_with("- ") || l.trim_start() == "-"
 }
 
 #[cfg(test)]

@@ -51,6 +51,45 @@ fn the_pure_models_link_no_kernel_plumbing() {
 }
 
 #[test]
+fn the_contracts_are_plain_serde_types() {
+    // What daemons and CLI exchange (configs, the NIC agent's config and its DCBX settings, jobs,
+    // reports, streams) needs serde, the frame vocabulary and the eBPF ABI constants, nothing
+    // else: no agent, model, runtime or metrics crate.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = Command::new(env!("CARGO"))
+        .current_dir(root)
+        .args(["tree", "-p", "rocefab-contracts", "--edges", "normal,build", "--depth", "1", "--prefix", "none"])
+        .args(["--format", "{p}"])
+        .output()
+        .expect("running cargo tree");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let mut direct: Vec<&str> = text.lines().map(crate_name).filter(|n| *n != "rocefab-contracts").collect();
+    direct.sort_unstable();
+    direct.dedup();
+    assert_eq!(direct, ["dataplane-common", "rocefab-wire", "serde", "serde_json", "thiserror"]);
+}
+
+#[test]
+fn the_nic_agent_config_the_cli_writes_is_the_contract_type() {
+    use std::any::TypeId;
+    // The old paths are re-exports of the contract types, not copies that could drift apart.
+    assert_eq!(
+        TypeId::of::<gpu_host::nic::agent::AgentConfig>(),
+        TypeId::of::<rocefab_contracts::agent::AgentConfig>()
+    );
+    assert_eq!(TypeId::of::<gpu_host::nic::agent::AgentNic>(), TypeId::of::<rocefab_contracts::agent::AgentNic>());
+    assert_eq!(TypeId::of::<lldp_agent::Dcb>(), TypeId::of::<rocefab_contracts::dcb::Dcb>());
+    // What `rocefab up` writes for a host (control's plan) is that type.
+    let _: fn(
+        &control::plan::HostPlan,
+        &[control::plan::LinkPlan],
+        &control::lldp::LldpSettings,
+        std::net::SocketAddr,
+    ) -> rocefab_contracts::agent::AgentConfig = control::plan::agent_config;
+}
+
+#[test]
 fn the_host_daemons_do_not_depend_on_the_switch() {
     let t = tree("host-daemons");
     assert!(t.iter().any(|l| crate_name(l) == "rocefab-plumbing"), "{t:?}");

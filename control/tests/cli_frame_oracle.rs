@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use rocefab_test_support::tshark::num;
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocefab");
@@ -34,28 +35,14 @@ fn frame(kind: &str, args: &[&str], out: &Path) {
 
 /// Values of `fields` for every frame (occurrences joined by ',').
 fn tshark(file: &Path, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(file).args(["-T", "fields", "-E", "separator=|", "-E", "aggregator=,"]);
-    cmd.args(["--disable-protocol", "rpcordma"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let o = cmd.output().unwrap_or_else(|e| panic!("cannot run tshark (needed for this test): {e}"));
-    assert!(o.status.success(), "tshark: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap().lines().map(|l| l.split('|').map(str::to_owned).collect()).collect()
+    let frames = rocefab_test_support::tshark::read(file).disable("rpcordma").all(fields);
+    frames.into_iter().map(|f| f.into_iter().map(|occurrences| occurrences.join(",")).collect()).collect()
 }
 
 fn show_json(file: &Path, extra: &[&str]) -> Vec<Value> {
     let mut a = vec!["pcap", "show", "--json", file.to_str().unwrap()];
     a.extend_from_slice(extra);
     rocefab_ok(&a).lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
-}
-
-fn num(s: &str) -> u64 {
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16).unwrap(),
-        None => s.parse().unwrap_or_else(|e| panic!("{s:?}: {e}")),
-    }
 }
 
 fn pause_ns(quanta: u64, bps: u64) -> u64 {

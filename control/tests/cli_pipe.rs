@@ -6,6 +6,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use rocefab_test_support::tshark;
+
 const BIN: &str = env!("CARGO_BIN_EXE_rocefab");
 
 fn workspace() -> PathBuf {
@@ -69,18 +71,8 @@ fn frame_to_stdout_is_a_pcap_tshark_reads() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let shark = Command::new("tshark")
-        .args(["-r", "-", "-T", "fields", "-e", "macc.opcode", "-e", "macc.cbfc.enbv"])
-        .stdin(gen.stdout.take().unwrap())
-        .output()
-        .expect("tshark (installed by cargo xtask setup)");
+    let rows = tshark::read_stdin(gen.stdout.take().unwrap()).first(&["macc.opcode", "macc.cbfc.enbv"]);
     assert!(gen.wait().unwrap().success());
-    let out = String::from_utf8_lossy(&shark.stdout);
-    assert_eq!(
-        out.lines().collect::<Vec<_>>(),
-        ["0x0101\t0x0008", "0x0101\t0x0008"],
-        "{}",
-        String::from_utf8_lossy(&shark.stderr)
-    );
+    assert_eq!(rows, vec![vec!["0x0101", "0x0008"]; 2]);
     assert!(!Path::new("-").exists(), "no file named '-' was written");
 }

@@ -5,7 +5,8 @@
 //!
 //! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
 //! [`rewrite`], [`delay`], [`stats`], [`metrics`], [`sample`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
-//! (the per-switch packet thread).
+//! (the per-switch packet thread), [`switchd`] (the daemon: start-up, control side, shutdown;
+//! the `rocefab-switchd` binary only parses its arguments and calls it).
 //! Its ports' LLDP/DCBX agents are `lldp_agent::NodeAgent`, shared with the NIC agent.
 
 pub mod buffer;
@@ -22,4 +23,5 @@ pub mod sample;
 pub mod sched;
 pub mod shaper;
 pub mod stats;
+pub mod switchd;
 pub mod xsk;

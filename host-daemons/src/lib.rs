@@ -8,7 +8,13 @@
 //! | [`metrics`] | Prometheus metrics per QP and per NIC, HTTP exposition                |
 //! | [`daemon`]  | the data thread: RX, timers, TX with explicit kicks, sleep when idle  |
 //! | [`mirror`]  | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures   |
+//! | [`hostd`]   | `rocefab-hostd`: start-up, the job, the report, the linger            |
+//! | [`nicd`]    | `rocefab-nicd`: the NICs' LLDP/DCBX agents, HTTP, the capture thread   |
+//!
+//! The binaries only parse their arguments and call [`hostd::run`] and [`nicd::run`].
 pub mod daemon;
+pub mod hostd;
 pub mod metrics;
 pub mod mirror;
+pub mod nicd;
 pub mod xsk;

@@ -1,175 +1,56 @@
-//! Data Center Bridging settings as DCBX (IEEE 802.1Qaz, now IEEE 802.1Q-2018 clause 38 and
-//! annex D) carries them, what a port advertises, and how a willing port adopts its peer's.
+//! DCBX (IEEE 802.1Qaz, now IEEE 802.1Q-2018 clause 38 and annex D): how a port advertises its
+//! Data Center Bridging settings and how a willing port adopts its peer's. The settings
+//! themselves ([`Dcb`], [`Ets`], [`App`]) are contract types (`rocefab_contracts::dcb`, the NIC
+//! agent's configuration embeds them), re-exported here; this module adds what the agent does
+//! with them.
 //!
-//! - [`Dcb`]: one side's ETS, PFC and Application Priority settings, in the units of the TLVs.
-//! - [`Dcb::from_switch`]: the effective QoS of a switch (its DSCP map, lossless and strict
-//!   priorities, ETS shares) as its ports advertise it.
+//! - [`DcbxTlvs::tlvs`]: the DCBX TLVs advertising a [`Dcb`].
 //! - [`negotiate`]: the operational settings of a port given its own and the peer's, with the
 //!   willing rules of IEEE 802.1Q-2018 38.4 (ETS, 38.5 PFC, 38.6 Application Priority): a
 //!   willing port takes a non-willing peer's configuration; when both are willing, the port
 //!   with the numerically lower chassis MAC keeps its own; when neither is, both keep their own
-//!   and a difference is a [`Mismatch`].
-//! - [`check_consistency`]: a PFC configuration that disagrees with the Application Priority
-//!   table (RoCEv2 mapped to a priority that is not lossless).
-use rocefab_contracts::config::{QosConfig, SwitchConfig};
+//!   and a difference is a [`Mismatch`], as is a PFC configuration that disagrees with the
+//!   Application Priority table (RoCEv2 mapped to a priority that is not lossless).
+use rocefab_contracts::dcb::roce_priority as app_roce_priority;
+pub use rocefab_contracts::dcb::{
+    App, Dcb, Ets, ROCEV2_UDP_PORT, SEL_DSCP, SEL_PORT, SEL_UDP, TSA_CBS, TSA_ETS, TSA_STRICT,
+};
 use rocefab_wire::dcbx::{
     AppEntry, AppPriority, AppSelector, DcbxTlv, EtsConfig, EtsRecommendation, EtsTables, PfcConfig, Tsa,
 };
 use rocefab_wire::ethernet::{Priority, PrioritySet};
 use serde::{Deserialize, Serialize};
 
-/// UDP destination port of RoCEv2 (IANA), the protocol of the RoCEv2 APP entry.
-pub const ROCEV2_UDP_PORT: u16 = 4791;
-/// Selector value of a DSCP APP entry (IEEE 802.1Q-2018 table D-9).
-pub const SEL_DSCP: u8 = 5;
-/// Selector value of a UDP/DCCP port APP entry.
-pub const SEL_UDP: u8 = 3;
-/// TSA values (IEEE 802.1Q-2018 table 8-6).
-pub const TSA_STRICT: u8 = 0;
-pub const TSA_CBS: u8 = 1;
-pub const TSA_ETS: u8 = 2;
-
-/// One Application Priority entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct App {
-    /// 1 EtherType, 2 TCP/SCTP port, 3 UDP/DCCP port, 4 TCP/SCTP/UDP/DCCP port, 5 DSCP.
-    pub selector: u8,
-    /// EtherType, port or DSCP value.
-    pub protocol: u16,
-    /// Priority 0..=7.
-    pub priority: u8,
-}
-
-impl App {
-    pub fn dscp(dscp: u8, priority: u8) -> App {
-        App { selector: SEL_DSCP, protocol: u16::from(dscp), priority }
-    }
-    pub fn rocev2(priority: u8) -> App {
-        App { selector: SEL_UDP, protocol: ROCEV2_UDP_PORT, priority }
-    }
-    fn to_wire(self) -> AppEntry {
-        AppEntry {
-            priority: Priority::from_bits(self.priority),
-            selector: AppSelector::from(self.selector),
-            protocol: self.protocol,
-        }
-    }
-    fn from_wire(e: &AppEntry) -> App {
-        App { selector: u8::from(e.selector), protocol: e.protocol, priority: e.priority.value() }
+fn app_to_wire(a: App) -> AppEntry {
+    AppEntry {
+        priority: Priority::from_bits(a.priority),
+        selector: AppSelector::from(a.selector),
+        protocol: a.protocol,
     }
 }
 
-impl std::fmt::Display for App {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.selector {
-            SEL_DSCP => write!(f, "dscp {}->{}", self.protocol, self.priority),
-            SEL_UDP => write!(f, "udp {}->{}", self.protocol, self.priority),
-            s => write!(f, "sel{s} {}->{}", self.protocol, self.priority),
-        }
-    }
+fn app_from_wire(e: &AppEntry) -> App {
+    App { selector: u8::from(e.selector), protocol: e.protocol, priority: e.priority.value() }
 }
 
-/// ETS tables as one side advertises them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Ets {
-    /// Traffic class of each priority 0..=7.
-    pub prio_tc: [u8; 8],
-    /// Bandwidth percent of each traffic class (ETS classes; 0 for strict ones).
-    pub tc_bandwidth: [u8; 8],
-    /// Transmission selection algorithm of each traffic class (0 strict, 1 CBS, 2 ETS).
-    pub tsa: [u8; 8],
+fn ets_to_wire(e: Ets) -> EtsTables {
+    EtsTables { prio_tc: e.prio_tc, tc_bandwidth: e.tc_bandwidth, tsa: e.tsa.map(Tsa::from) }
 }
 
-impl Ets {
-    /// Priority p in traffic class p, every class strict priority.
-    pub fn strict_identity() -> Ets {
-        Ets { prio_tc: [0, 1, 2, 3, 4, 5, 6, 7], tc_bandwidth: [0; 8], tsa: [TSA_STRICT; 8] }
-    }
-    /// A switch's scheduler: priority p in traffic class p; strict queues TSA strict, every other
-    /// queue TSA ETS with its share of `ets_percent` (0 when it has none).
-    pub fn from_qos(q: &QosConfig) -> Ets {
-        let strict = |tc: usize| q.strict_priorities & (1 << tc) != 0;
-        Ets {
-            prio_tc: [0, 1, 2, 3, 4, 5, 6, 7],
-            tc_bandwidth: std::array::from_fn(|tc| if strict(tc) { 0 } else { q.ets_percent[tc] }),
-            tsa: std::array::from_fn(|tc| if strict(tc) { TSA_STRICT } else { TSA_ETS }),
-        }
-    }
-    fn to_wire(self) -> EtsTables {
-        EtsTables { prio_tc: self.prio_tc, tc_bandwidth: self.tc_bandwidth, tsa: self.tsa.map(Tsa::from) }
-    }
-    fn from_wire(t: &EtsTables) -> Ets {
-        Ets { prio_tc: t.prio_tc, tc_bandwidth: t.tc_bandwidth, tsa: t.tsa.map(u8::from) }
-    }
+fn ets_from_wire(t: &EtsTables) -> Ets {
+    Ets { prio_tc: t.prio_tc, tc_bandwidth: t.tc_bandwidth, tsa: t.tsa.map(u8::from) }
 }
 
-/// The DCB settings one side of a link advertises (or runs).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Dcb {
-    /// Willing to accept the peer's ETS, PFC and APP configuration.
-    pub willing: bool,
-    pub ets: Ets,
-    /// Bit p: PFC enabled on priority p.
-    pub pfc_enable: u8,
-    /// Priorities that may be PFC-enabled at once.
-    pub pfc_cap: u8,
-    /// Application Priority table, sorted.
-    pub app: Vec<App>,
-}
-
-impl Dcb {
-    /// What a switch's ports advertise: its effective QoS, not willing.
-    ///
-    /// - ETS: priority p → traffic class p (the switch queues a frame in the queue numbered like
-    ///   its priority), and the scheduler's real configuration: the strict queues with TSA strict
-    ///   priority (0) and bandwidth 0, the queues with a share (`qos.ets`) with TSA ETS (2) and
-    ///   their percent. A queue that is neither is advertised as ETS with 0 %: that is what it
-    ///   is guaranteed (it is served only when no weighted queue can send), and the bandwidth
-    ///   table still sums to 100 as the ETS TLVs (802.1Q-2018 D.2.9, D.2.10) require.
-    /// - PFC: the lossless priorities.
-    /// - APP: every DSCP the switch maps to a non-zero priority (DSCP 24 → 3, DSCP 48 → 7 by
-    ///   default), and RoCEv2 (UDP 4791) → the lowest lossless priority, or the priority of DSCP
-    ///   24 when PFC is off.
-    pub fn from_switch(cfg: &SwitchConfig) -> Dcb {
-        let mut app: Vec<App> = cfg
-            .dscp_to_tc
-            .iter()
-            .enumerate()
-            .filter(|&(_, &tc)| tc != 0 && tc <= 7)
-            .map(|(d, &tc)| App::dscp(d as u8, tc))
-            .collect();
-        let lossless = cfg.qos.lossless_priorities;
-        let roce = if lossless != 0 {
-            Some(lossless.trailing_zeros() as u8)
-        } else {
-            cfg.dscp_to_tc.get(24).copied().filter(|&p| p != 0 && p <= 7)
-        };
-        if let Some(p) = roce {
-            app.push(App::rocev2(p));
-        }
-        app.sort();
-        Dcb { willing: false, ets: Ets::from_qos(&cfg.qos), pfc_enable: lossless, pfc_cap: 8, app }
-    }
-
-    /// A NIC's own settings before negotiation: PFC on `pfc_enable`, RoCEv2 at DSCP
-    /// `roce_dscp` → `roce_priority`, CNPs at DSCP `cnp_dscp` → `cnp_priority`; ETS the
-    /// fabric's default scheduler (queue 7 strict, 0 and 3 at 50/50), so a NIC that is not
-    /// willing agrees with a switch left at its defaults.
-    pub fn nic(willing: bool, pfc_enable: u8, roce_dscp: u8, roce_priority: u8, cnp_dscp: u8, cnp_priority: u8) -> Dcb {
-        let mut app =
-            vec![App::rocev2(roce_priority), App::dscp(roce_dscp, roce_priority), App::dscp(cnp_dscp, cnp_priority)];
-        app.sort();
-        app.dedup();
-        Dcb { willing, ets: Ets::from_qos(&QosConfig::default()), pfc_enable, pfc_cap: 8, app }
-    }
-
+/// The DCBX TLVs of a side's settings (an extension of the contract type [`Dcb`]).
+pub trait DcbxTlvs {
     /// The DCBX TLVs advertising these settings: ETS Configuration, ETS Recommendation, PFC
     /// Configuration, Application Priority.
-    pub fn tlvs(&self) -> Vec<DcbxTlv> {
-        let tables = self.ets.to_wire();
+    fn tlvs(&self) -> Vec<DcbxTlv>;
+}
+
+impl DcbxTlvs for Dcb {
+    fn tlvs(&self) -> Vec<DcbxTlv> {
+        let tables = ets_to_wire(self.ets);
         vec![
             DcbxTlv::EtsConfiguration(EtsConfig { willing: self.willing, cbs: false, max_tcs: 8, tables }),
             DcbxTlv::EtsRecommendation(EtsRecommendation { tables }),
@@ -179,18 +60,9 @@ impl Dcb {
                 pfc_cap: self.pfc_cap,
                 enabled: PrioritySet(self.pfc_enable),
             }),
-            DcbxTlv::ApplicationPriority(AppPriority { entries: self.app.iter().map(|a| a.to_wire()).collect() }),
+            DcbxTlv::ApplicationPriority(AppPriority { entries: self.app.iter().map(|&a| app_to_wire(a)).collect() }),
         ]
     }
-
-    /// The RoCEv2 priority of the APP table (the UDP 4791 entry).
-    pub fn roce_priority(&self) -> Option<u8> {
-        app_roce_priority(&self.app)
-    }
-}
-
-fn app_roce_priority(app: &[App]) -> Option<u8> {
-    app.iter().find(|a| (a.selector == SEL_UDP || a.selector == 4) && a.protocol == ROCEV2_UDP_PORT).map(|a| a.priority)
 }
 
 /// What a peer advertised, TLV by TLV (a peer may leave any of them out).
@@ -219,9 +91,9 @@ impl PeerDcb {
             match t {
                 DcbxTlv::EtsConfiguration(c) => {
                     p.ets_willing = Some(c.willing);
-                    p.ets = Some(Ets::from_wire(&c.tables));
+                    p.ets = Some(ets_from_wire(&c.tables));
                 }
-                DcbxTlv::EtsRecommendation(r) => p.ets_recommendation = Some(Ets::from_wire(&r.tables)),
+                DcbxTlv::EtsRecommendation(r) => p.ets_recommendation = Some(ets_from_wire(&r.tables)),
                 DcbxTlv::PfcConfiguration(c) => {
                     p.pfc_willing = Some(c.willing);
                     p.pfc_enable = Some(c.enabled.0);
@@ -229,7 +101,7 @@ impl PeerDcb {
                     p.pfc_mbc = Some(c.mbc);
                 }
                 DcbxTlv::ApplicationPriority(a) => {
-                    let mut v: Vec<App> = a.entries.iter().map(App::from_wire).collect();
+                    let mut v: Vec<App> = a.entries.iter().map(app_from_wire).collect();
                     v.sort();
                     p.app = Some(v);
                 }
@@ -440,6 +312,7 @@ pub fn negotiate(local: &Dcb, local_mac: [u8; 6], peer: Option<(&PeerDcb, Option
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocefab_contracts::config::SwitchConfig;
 
     const SW: [u8; 6] = [2, 0, 0, 0, 1, 1];
     const NIC: [u8; 6] = [2, 0, 0, 0, 2, 2];

@@ -27,7 +27,7 @@ use rocefab_wire::ethernet::MacAddr;
 use rocefab_wire::lldp::{ChassisId, LldpduRepr, PortId, SystemCapabilities, Tlv};
 use serde::{Deserialize, Serialize};
 
-use crate::dcb::{negotiate, Dcb, Mismatch, Oper, PeerDcb};
+use crate::dcb::{negotiate, Dcb, DcbxTlvs, Mismatch, Oper, PeerDcb};
 
 /// Longest Port ID, System Name or Port Description text (IEEE 802.1AB 8.5: 255 octets; the
 /// Port ID's subtype octet is part of its 256).

@@ -1,7 +1,8 @@
 //! Helpers for the privileged integration tests, in one place: fabrics and their daemons
 //! ([`fabric`]), GPU-host namespaces and jobs ([`host`]), child processes ([`proc`]), captures
-//! ([`capture`]), the oracles ([`tshark`], [`scapy`]), the daemons' HTTP endpoints ([`http`]),
-//! scratch files ([`scratch`]) and the XDP test-run fixtures ([`xdp`]).
+//! ([`capture`]), the oracles ([`tshark`], from `rocefab-test-support`, and [`scapy`]), the
+//! daemons' HTTP endpoints ([`http`]), scratch files ([`scratch`]) and the XDP test-run fixtures
+//! ([`xdp`]).
 
 pub mod capture;
 pub mod fabric;
@@ -10,5 +11,7 @@ pub mod http;
 pub mod proc;
 pub mod scapy;
 pub mod scratch;
-pub mod tshark;
 pub mod xdp;
+
+/// tshark, the decoding oracle: the one wrapper, shared with wire's and control's tests.
+pub use rocefab_test_support::tshark;

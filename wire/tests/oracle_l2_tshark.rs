@@ -26,34 +26,8 @@ fn tempdir() -> tempfile::TempDir {
 
 /// Decodes `path` with tshark and returns, per frame, each requested field's occurrences.
 fn tshark(path: &Path, fields: &[&str]) -> Vec<Fields> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(path).args(["-T", "fields", "-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=;"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = match cmd.output() {
-        Ok(o) => o,
-        Err(e) => panic!(
-            "cannot run tshark ({e}): install the Debian package `tshark` (Wireshark CLI) for the L2 oracle tests"
-        ),
-    };
-    assert!(out.status.success(), "tshark failed on {}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let cols: Vec<&str> = line.split('\t').collect();
-            assert_eq!(cols.len(), fields.len(), "tshark line {line:?}");
-            fields
-                .iter()
-                .zip(cols)
-                .map(|(f, c)| {
-                    let v = if c.is_empty() { vec![] } else { c.split(';').map(str::to_string).collect() };
-                    (f.to_string(), v)
-                })
-                .collect()
-        })
-        .collect()
+    let frames = rocefab_test_support::tshark::read(path).all(fields);
+    frames.into_iter().map(|f| fields.iter().map(|n| n.to_string()).zip(f).collect()).collect()
 }
 
 /// Single value of `field` in `frame`, failing with context if absent or repeated.

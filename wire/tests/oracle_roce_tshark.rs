@@ -7,10 +7,10 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapWriter};
+use rocefab_test_support::tshark::{self as oracle, num};
 use rocefab_wire::roce::{self, aeth, bth, reth, Opcode, Repr, RoceFrame};
 
 struct TempFile(PathBuf);
@@ -53,25 +53,9 @@ const FIELDS: &[&str] = &[
 ];
 
 fn tshark(path: &PathBuf) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(path).args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
     // The RPC-over-RDMA heuristic claims some SEND payloads, fails on them and then stops the
     // dissection before the ICRC; our payloads are opaque bytes.
-    cmd.args(["--disable-protocol", "rpcordma"]);
-    for f in FIELDS {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run tshark (needed for this oracle): {e}"));
-    assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('|').map(str::to_owned).collect()).collect()
-}
-
-fn num(s: &str) -> u64 {
-    if let Some(h) = s.strip_prefix("0x") {
-        u64::from_str_radix(h, 16).unwrap_or_else(|e| panic!("{s}: {e}"))
-    } else {
-        s.parse().unwrap_or_else(|e| panic!("{s:?}: {e}"))
-    }
+    oracle::read(path).disable("rpcordma").first(FIELDS)
 }
 
 fn col<'a>(row: &'a [String], name: &str) -> &'a str {
@@ -275,17 +259,9 @@ const EXT_FIELDS: &[&str] = &[
 ];
 
 fn tshark_fields(path: &PathBuf, fields: &[&str]) -> Vec<Vec<String>> {
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(path).args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"]);
     // As above for RPC-over-RDMA; the Mellanox EoIB heuristic likewise claims UD payloads and
     // throws on an empty one.
-    cmd.args(["--disable-protocol", "rpcordma", "--disable-protocol", "infiniband.eoib"]);
-    for f in fields {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run tshark (needed for this oracle): {e}"));
-    assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('|').map(str::to_owned).collect()).collect()
+    oracle::read(path).disable("rpcordma").disable("infiniband.eoib").first(fields)
 }
 
 fn ext_col<'a>(row: &'a [String], name: &str) -> &'a str {

@@ -4,51 +4,12 @@
 //! controller reads the negotiated values ([`classes_from`]) from the agent's `GET /lldp` and
 //! gives them to the NIC emulator of a job ([`super::job::NicClasses`]): the DSCP it marks
 //! RoCEv2 with, its priorities, and the PFC enable vector (the priorities whose PFC pauses it
-//! honours). The daemon with its sockets is `host-daemons`' `rocefab-nicd`.
-use std::net::SocketAddr;
-
-use lldp_agent::{Dcb, PortReport};
-use rocefab_contracts::config::LldpConfig;
-use serde::{Deserialize, Serialize};
+//! honours). The agent's configuration is a contract type (`rocefab_contracts::agent`),
+//! re-exported here; the daemon with its sockets is `host-daemons`' `rocefab-nicd`.
+use lldp_agent::PortReport;
+pub use rocefab_contracts::agent::{AgentConfig, AgentNic};
 
 use super::job::NicClasses;
-
-/// `rocefab-nicd`'s configuration, written by `rocefab up`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentConfig {
-    /// Host name (the LLDP System Name).
-    pub host: String,
-    /// Network namespace of the host (entered after binding the HTTP listener).
-    pub netns: Option<String>,
-    /// `GET /lldp` and `/metrics` listen address, bound in the namespace the agent starts in.
-    pub listen: SocketAddr,
-    /// LLDP timing.
-    #[serde(default)]
-    pub lldp: LldpConfig,
-    pub nics: Vec<AgentNic>,
-}
-
-/// One GPU NIC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AgentNic {
-    /// Interface name in the host namespace.
-    pub name: String,
-    /// The NIC's MAC (Chassis ID and source MAC).
-    pub mac: String,
-    /// What the NIC advertises before (or without) adopting a peer's settings.
-    pub dcb: Dcb,
-    /// DSCP the NIC marks RoCEv2 with when the APP table allows it (24).
-    pub data_dscp: u8,
-    /// DSCP of its CNPs (48).
-    pub cnp_dscp: u8,
-    /// The switch port the topology cables the NIC to (`rail1:eth1`): when the NIC hears
-    /// several LLDP agents, it takes DCBX from this one (System Name and Port ID) if it is
-    /// among them, else from the one heard first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peer: Option<String>,
-}
 
 /// The classes a NIC runs with after negotiation: RoCEv2 at the APP table's UDP 4791 priority
 /// with a DSCP the table maps to it (`nic.data_dscp` when it does), CNPs at `nic.cnp_dscp` with
@@ -74,7 +35,7 @@ pub fn classes_from(nic: &AgentNic, report: &PortReport) -> NicClasses {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lldp_agent::{Identity, PortAgent, Timing};
+    use lldp_agent::{Dcb, Identity, PortAgent, Timing};
 
     fn nic() -> AgentNic {
         AgentNic {
@@ -128,18 +89,5 @@ mod tests {
             c,
             NicClasses { data_dscp: 26, data_priority: 4, cnp_dscp: 48, cnp_priority: 6, pfc_enable: 1 << 4 }
         );
-    }
-
-    #[test]
-    fn config_round_trips() {
-        let c = AgentConfig {
-            host: "host1".into(),
-            netns: Some("rf-x-host1".into()),
-            listen: "127.0.0.1:9500".parse().unwrap(),
-            lldp: LldpConfig::default(),
-            nics: vec![nic()],
-        };
-        let s = serde_json::to_string(&c).unwrap();
-        assert_eq!(serde_json::from_str::<AgentConfig>(&s).unwrap(), c);
     }
 }

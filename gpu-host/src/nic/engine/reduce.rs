@@ -317,45 +317,10 @@ pub(super) fn verify_collective(
     bufs: &[Vec<u8>],
     rank_idx: &IndexTable,
 ) -> Vec<Option<u64>> {
-    let mut groups: Vec<(&job::ExpectSpec, Vec<usize>)> = Vec::new();
-    for (i, e) in expect.iter().enumerate() {
-        match groups.iter_mut().find(|(g, _)| g.offset == e.offset && g.len == e.len && g.terms == e.terms) {
-            Some((_, users)) => users.push(i),
-            None => groups.push((e, vec![i])),
-        }
-    }
-    let words_of = |e: &job::ExpectSpec| usize::try_from(e.len.div_ceil(4)).unwrap_or(usize::MAX);
-    let total: usize = groups.iter().map(|(g, _)| words_of(g).div_ceil(VERIFY_CHUNK_WORDS)).sum();
+    let groups = expectation_groups(expect);
+    let total: usize = groups.iter().map(|g| g.words().div_ceil(VERIFY_CHUNK_WORDS)).sum();
     let parts = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8).min(total.max(1));
-    // Part `part` of `parts` checks that share of every group's chunks.
-    let run = |part: usize| -> Vec<Option<u64>> {
-        let mut first = vec![None; expect.len()];
-        let mut acc = vec![0u32; VERIFY_CHUNK_WORDS];
-        for (g, users) in &groups {
-            let words = words_of(g);
-            let chunks = words.div_ceil(VERIFY_CHUNK_WORDS);
-            for k in chunks * part / parts..chunks * (part + 1) / parts {
-                if users.iter().all(|&u| first[u].is_some()) {
-                    break;
-                }
-                let w0 = k * VERIFY_CHUNK_WORDS;
-                let acc = &mut acc[..VERIFY_CHUNK_WORDS.min(words - w0)];
-                acc.fill(0);
-                for &(seed, po) in &g.terms {
-                    pattern::add_words32(acc, seed, po + 4 * w0 as u64);
-                }
-                let start = g.offset + 4 * w0 as u64;
-                for &u in users {
-                    if first[u].is_some() {
-                        continue;
-                    }
-                    let buf = rank_idx.get(expect[u].rank).and_then(|i| bufs.get(i)).map_or(&[][..], |b| &b[..]);
-                    first[u] = first_difference(buf, start, acc);
-                }
-            }
-        }
-        first
-    };
+    let run = |part: usize| verify_part(&groups, expect, bufs, rank_idx, part, parts);
     let mut first = run(0);
     std::thread::scope(|s| {
         let run = &run;
@@ -370,15 +335,85 @@ pub(super) fn verify_collective(
                 Ok(h) => h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)),
                 Err(p) => run(p),
             };
-            for (m, t) in first.iter_mut().zip(theirs) {
-                *m = match (*m, t) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
+            merge_first_differences(&mut first, theirs);
         }
     });
     first
+}
+
+/// Expectations that expect the same words (same range, same terms), checked together: the
+/// expected sums of a chunk are computed once for all of them.
+struct ExpectGroup<'a> {
+    spec: &'a job::ExpectSpec,
+    /// Indices in `expect` of the expectations of this group.
+    users: Vec<usize>,
+}
+
+impl ExpectGroup<'_> {
+    fn words(&self) -> usize {
+        usize::try_from(self.spec.len.div_ceil(4)).unwrap_or(usize::MAX)
+    }
+}
+
+/// `expect` grouped by (offset, length, terms), in order of first appearance.
+fn expectation_groups(expect: &[job::ExpectSpec]) -> Vec<ExpectGroup<'_>> {
+    let mut groups: Vec<ExpectGroup<'_>> = Vec::new();
+    for (i, e) in expect.iter().enumerate() {
+        match groups.iter_mut().find(|g| g.spec.offset == e.offset && g.spec.len == e.len && g.spec.terms == e.terms) {
+            Some(g) => g.users.push(i),
+            None => groups.push(ExpectGroup { spec: e, users: vec![i] }),
+        }
+    }
+    groups
+}
+
+/// Part `part` of `parts` of [`verify_collective`]: that share of every group's chunks, each
+/// chunk's expected words computed once and compared with every user's buffer that has not
+/// already differed.
+fn verify_part(
+    groups: &[ExpectGroup<'_>],
+    expect: &[job::ExpectSpec],
+    bufs: &[Vec<u8>],
+    rank_idx: &IndexTable,
+    part: usize,
+    parts: usize,
+) -> Vec<Option<u64>> {
+    let mut first = vec![None; expect.len()];
+    let mut acc = vec![0u32; VERIFY_CHUNK_WORDS];
+    for g in groups {
+        let words = g.words();
+        let chunks = words.div_ceil(VERIFY_CHUNK_WORDS);
+        for k in chunks * part / parts..chunks * (part + 1) / parts {
+            if g.users.iter().all(|&u| first[u].is_some()) {
+                break;
+            }
+            let w0 = k * VERIFY_CHUNK_WORDS;
+            let acc = &mut acc[..VERIFY_CHUNK_WORDS.min(words - w0)];
+            acc.fill(0);
+            for &(seed, po) in &g.spec.terms {
+                pattern::add_words32(acc, seed, po + 4 * w0 as u64);
+            }
+            let start = g.spec.offset + 4 * w0 as u64;
+            for &u in &g.users {
+                if first[u].is_some() {
+                    continue;
+                }
+                let buf = rank_idx.get(expect[u].rank).and_then(|i| bufs.get(i)).map_or(&[][..], |b| &b[..]);
+                first[u] = first_difference(buf, start, acc);
+            }
+        }
+    }
+    first
+}
+
+/// Merges another part's first differences into `first`: the lower offset of the two.
+fn merge_first_differences(first: &mut [Option<u64>], theirs: Vec<Option<u64>>) {
+    for (m, t) in first.iter_mut().zip(theirs) {
+        *m = match (*m, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
 }
 
 /// The byte offset of the first u32 (little-endian) of `buf` from `start` on that differs from
@@ -417,5 +452,50 @@ mod tests {
         assert_eq!(post(&mut r, 60), Some(40), "tail 0..40 in use, 40..100 free");
         r.posted.clear();
         assert_eq!(post(&mut r, 100), Some(0), "an empty ring starts at 0");
+    }
+
+    /// Two ranks' buffers holding the sum of two patterns over 2.5 chunks (a partial last one)
+    /// from byte 8, as an AllReduce's ranks do.
+    fn summed(len: u64, terms: &[(u64, u64)]) -> Vec<u8> {
+        let mut acc = vec![0u32; usize::try_from(len / 4).unwrap()];
+        for &(seed, po) in terms {
+            pattern::add_words32(&mut acc, seed, po);
+        }
+        let mut b = vec![0u8; 8];
+        b.extend(acc.iter().flat_map(|w| w.to_le_bytes()));
+        b
+    }
+
+    #[test]
+    fn verification_finds_the_first_wrong_word_of_each_rank_in_any_part() {
+        let len = (VERIFY_CHUNK_WORDS as u64 * 5 / 2) * 4;
+        let terms = vec![(7, 0), (9, 64)];
+        let e = |rank| job::ExpectSpec { rank, offset: 8, len, terms: terms.clone() };
+        let expect = vec![e(0), e(1), job::ExpectSpec { rank: 2, offset: 8, len: 4, terms: vec![(1, 0)] }];
+        let groups = expectation_groups(&expect);
+        assert_eq!(groups.iter().map(|g| g.users.clone()).collect::<Vec<_>>(), [vec![0, 1], vec![2]]);
+        assert_eq!(groups[0].words(), VERIFY_CHUNK_WORDS * 5 / 2);
+        let good = summed(len, &terms);
+        let mut bad = good.clone();
+        // Rank 1: one byte wrong in the last (partial) chunk and one in the second.
+        let late = 8 + 4 * (VERIFY_CHUNK_WORDS * 2 + 3) + 2;
+        let early = 8 + 4 * (VERIFY_CHUNK_WORDS + 1);
+        bad[late] ^= 1;
+        bad[early] ^= 0x80;
+        let rank2 = summed(4, &[(1, 0)]);
+        let bufs = vec![good, bad, rank2[..10].to_vec()];
+        let idx = IndexTable::new(&[0, 1, 2]).unwrap();
+        let want = vec![None, Some(early as u64), Some(8)];
+        assert_eq!(verify_collective(&expect, &bufs, &idx), want, "rank 2's buffer ends inside its word");
+        // However the chunks are split, the merged parts find the same first differences.
+        for parts in 1..=4 {
+            let mut first = verify_part(&groups, &expect, &bufs, &idx, 0, parts);
+            for p in 1..parts {
+                merge_first_differences(&mut first, verify_part(&groups, &expect, &bufs, &idx, p, parts));
+            }
+            assert_eq!(first, want, "{parts} parts");
+        }
+        // A part that only sees the late chunk reports the late byte's word.
+        assert_eq!(verify_part(&groups, &expect, &bufs, &idx, 2, 3)[1], Some((late & !3) as u64));
     }
 }

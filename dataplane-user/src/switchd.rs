@@ -1,0 +1,556 @@
+//! The switch daemon, `rocefab-switchd --config <switch.json> [--log-file <file>]` (its binary
+//! only parses the arguments and calls [`run`]). One switch of the emulated fabric: binds the Prometheus listener (in the namespace it was
+//! started in), enters the switch's network namespace, loads and attaches the XDP program,
+//! opens one AF_XDP socket per port, and runs the data-plane thread until SIGTERM/SIGINT; then
+//! stops the thread, closes the sockets, detaches XDP and exits 0. Startup failures exit 1 with
+//! a message naming what failed.
+//!
+//! HTTP routes: `/metrics` (Prometheus), `/sample` (JSON for the DCQCN timeline,
+//! [`crate::sample`]), `/lldp` (neighbours, when the agent runs), the capture stream.
+//!
+//! Two threads. The data-plane thread (`dp-<switch>`) is a plain thread that never waits for the
+//! control side. The main thread runs the control side on a current-thread tokio runtime
+//! ([`control`]): the HTTP server ([`rocefab_plumbing::http`]) on the pre-bound listener, the
+//! signalfd, the data plane's bell, and the data-plane thread's end (a oneshot channel whose
+//! sender the thread drops when it returns or unwinds, so no polling).
+//!
+//! The control side's end of the rings, [`ControlEnd`], lives in an `Arc<Mutex<ControlEnd>>`
+//! made in [`run`] and handed to [`control`]; every control task that talks to the data plane
+//! holds a clone and locks it only around non-blocking ring operations, never across an `.await`.
+//! The data plane's bell (`ControlEnd::from_dp`) has exactly one waiter, [`from_data_plane`]
+//! (an fd registers with the runtime once), which empties what the bell announces. What a scrape
+//! reads (the metric registry, the XDP counters map, the sockets' statistics) is behind another
+//! mutex, [`Scrape`], which the data-plane thread never takes.
+use std::convert::Infallible;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::ctrl::{ControlEnd, DpEvent, OwnFrame};
+use crate::dataplane::{DataPlane, DataPlaneConfig, StopHandle, CTRL_EVENTS, CTRL_FRAMES};
+use crate::metrics::Metrics;
+use crate::sample::{self, XdpCounters};
+use crate::stats::SwitchStats;
+use crate::xsk::{self, XskStatsReader};
+use anyhow::{anyhow, bail, Context};
+use clap::Parser;
+use lldp_agent::metrics::LldpMetrics;
+use lldp_agent::{Link, NodeAgent};
+use rocefab_contracts::config::SwitchConfig;
+use rocefab_contracts::time::Dilation;
+use rocefab_plumbing::capture;
+use rocefab_plumbing::daemon::{AsyncSignals, Doorbell, Signals};
+use rocefab_plumbing::http;
+use rocefab_plumbing::loader::XdpSwitch;
+use rocefab_plumbing::netns::enter as enter_netns;
+
+/// `rocefab-switchd`'s command line.
+#[derive(Debug, Parser)]
+#[command(name = "rocefab-switchd", version, about = "rocefab switch daemon (XDP + AF_XDP data plane)")]
+pub struct Args {
+    /// Switch configuration (JSON, as written by `rocefab up`).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Append logs to this file instead of stderr.
+    #[arg(long)]
+    pub log_file: Option<PathBuf>,
+}
+
+/// Everything a scrape reads besides the data plane's atomics.
+struct Scrape {
+    metrics: Metrics,
+    xdp: XdpSwitch,
+    xsk_stats: XskStatsReader,
+    /// The LLDP agent and its families (registered in `metrics`' registry), if it runs.
+    lldp: Option<(LldpMetrics, Arc<Mutex<NodeAgent>>)>,
+    /// Port mirroring counters (`rocefab capture`), in `metrics`' registry.
+    capture: (capture::CaptureMetrics, Arc<capture::Tap>),
+}
+
+impl Scrape {
+    /// The XDP program's per-CPU counters summed per port; `None` (logged) when unreadable.
+    fn xdp_counters(&self) -> Option<XdpCounters> {
+        match self.xdp.counters() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!("reading XDP counters: {e}");
+                None
+            }
+        }
+    }
+
+    fn render(&self) -> String {
+        let xdp_counters = self.xdp_counters();
+        let xsk_counters = match self.xsk_stats.read() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!("reading AF_XDP socket statistics: {e}");
+                None
+            }
+        };
+        let (capture, tap) = &self.capture;
+        capture.update(tap.mirrored(), tap.lost());
+        if let Some((m, agent)) = &self.lldp {
+            m.update(&lock(agent).report().ports);
+        }
+        self.metrics.render(xdp_counters.as_deref(), xsk_counters.as_deref())
+    }
+}
+
+/// Locks `m`; a panic elsewhere while it was held leaves nothing half-updated that matters here.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The daemon: start-up, the control side until a signal or the data-plane thread's end, then
+/// the shutdown (module docs).
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let cfg =
+        SwitchConfig::load(&args.config).with_context(|| format!("loading switch config {}", args.config.display()))?;
+    // 1. Metrics listener first, in the namespace we were started in (root: reachable on lo).
+    let listener = TcpListener::bind(cfg.metrics_listen)
+        .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
+    // Each start-up step is logged as it begins, so a slow or killed start shows where it was.
+    tracing::info!(switch = %cfg.name, "start-up 1/5: metrics listener bound on {}", cfg.metrics_listen);
+    // 2. Then the switch namespace, before any thread exists.
+    if let Some(ns) = &cfg.netns {
+        enter_netns(ns).with_context(|| format!("switch {}: entering its network namespace", cfg.name))?;
+    }
+    // 3. Signals go to the signalfd (blocked here, so in every thread spawned later).
+    let signals = Signals::block().context("signal setup")?;
+    tracing::info!(switch = %cfg.name, netns = ?cfg.netns, "start-up 2/5: loading and attaching the XDP program on {} port(s)", cfg.ports.len());
+
+    // 4. XDP program and maps; dropping `xdp` on any error below detaches it again.
+    let mut xdp =
+        XdpSwitch::load(&cfg).with_context(|| format!("switch {}: loading and attaching the XDP program", cfg.name))?;
+    let names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+    let dp_cfg = DataPlaneConfig::from_switch(&cfg);
+    let (sockets, xsk_stats) = open_sockets(&cfg, &mut xdp, &names, &dp_cfg)?;
+    tracing::info!(switch = %cfg.name, "start-up 4/5: AF_XDP sockets registered; building metrics and the data plane");
+    let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
+    let metrics = Metrics::new(&cfg, stats.clone()).context("building metrics")?;
+    let (ctrl, dp_end) = crate::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
+    let ctrl = Arc::new(Mutex::new(ctrl));
+    let (tap_producer, tap_consumer, tap) = capture::tap(capture::RING_BYTES);
+    let depths = xdp.depth_board().with_context(|| format!("switch {}: queue depths for WRED", cfg.name))?;
+    let dp = DataPlane::new(sockets, &dp_cfg, stats.clone(), dp_end)
+        .context("data plane setup")?
+        .with_tap(tap_producer, &tap)
+        .with_depths(depths);
+    let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
+    let capture_metrics = (
+        capture::CaptureMetrics::new(metrics.registry(), &labels).context("registering capture metrics")?,
+        tap.clone(),
+    );
+    let stop = dp.stop_handle();
+    let (thread, dp_gone) = spawn_data_plane(&cfg, dp)?;
+    tracing::info!(
+        switch = %cfg.name,
+        netns = ?cfg.netns,
+        ports = ?names,
+        ifindexes = ?xdp.ifindexes(),
+        "start-up 5/5: switch up; metrics on http://{}/metrics",
+        listener.local_addr().map(|a| a.to_string()).unwrap_or_default()
+    );
+    let agent = cfg.lldp.enabled.then(|| Arc::new(Mutex::new(NodeAgent::switch(&cfg))));
+    let lldp = match &agent {
+        Some(a) => {
+            Some((LldpMetrics::new(metrics.registry(), &labels).context("registering LLDP metrics")?, a.clone()))
+        }
+        None => None,
+    };
+    let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
+    let router = router(&cfg, &scrape, &names, tap_consumer, &stats, agent.as_ref());
+
+    // 5. The control side, until a signal, the data-plane thread's end or a failure.
+    let failure = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the control side's tokio runtime")
+        .and_then(|rt| {
+            let r = rt.block_on(control(&cfg, listener, router, signals, ctrl, agent, dp_gone));
+            // Dropping the runtime ends the server's connection tasks and their hold on `scrape`.
+            drop(rt);
+            r
+        })
+        .err();
+    shut_down(&cfg, stop, thread, scrape, failure)
+}
+
+/// The data-plane thread (`dp-<switch>`), and a receiver that resolves when it has ended: the
+/// sender is dropped when the thread's closure returns or unwinds, so the control side learns
+/// of the end at once, without polling.
+fn spawn_data_plane(
+    cfg: &SwitchConfig,
+    dp: DataPlane,
+) -> anyhow::Result<(DataPlaneThread, tokio::sync::oneshot::Receiver<Infallible>)> {
+    let (dp_alive, dp_gone) = tokio::sync::oneshot::channel::<Infallible>();
+    let thread = std::thread::Builder::new()
+        .name(format!("dp-{}", cfg.name))
+        .spawn(move || {
+            let _alive = dp_alive;
+            dp.run()
+        })
+        .context("spawning the data-plane thread")?;
+    Ok((thread, dp_gone))
+}
+
+type DataPlaneThread = std::thread::JoinHandle<Result<(), crate::dataplane::DataPlaneError>>;
+
+/// Start-up step 3: the UMEM and one AF_XDP socket per port (`names`), each registered in the
+/// XDP program's socket map; and the reader of their kernel statistics.
+fn open_sockets(
+    cfg: &SwitchConfig,
+    xdp: &mut XdpSwitch,
+    names: &[String],
+    dp_cfg: &DataPlaneConfig,
+) -> anyhow::Result<(xsk::XskSet, XskStatsReader)> {
+    // The UMEM holds the rings plus the configured buffer at the smallest frame, plus the
+    // reserved pool for frames the switch originates.
+    let buffer_frames = u32::try_from(dp_cfg.buffer_frames()).with_context(|| {
+        format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes)
+    })?;
+    let umem_frames = xsk::frame_count(names.len(), buffer_frames);
+    tracing::info!(
+        switch = %cfg.name,
+        "start-up 3/5: creating the UMEM ({umem_frames} frames x {} B = {} MiB, pinned) and {} AF_XDP socket(s)",
+        afxdp::FRAME_SIZE,
+        (umem_frames * u64::from(afxdp::FRAME_SIZE)) >> 20,
+        names.len()
+    );
+    let sockets =
+        xsk::open(names, buffer_frames).with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
+    for (i, p) in sockets.ports.iter().enumerate() {
+        xdp.register_xsk(i as u32, p.fd())
+            .with_context(|| format!("switch {}: registering the AF_XDP socket of port {}", cfg.name, p.name))?;
+    }
+    let xsk_stats = sockets.stats_reader().with_context(|| format!("switch {}: AF_XDP statistics reader", cfg.name))?;
+    Ok((sockets, xsk_stats))
+}
+
+/// The HTTP routes: `/metrics`, the capture stream, `/sample` and, when the agent runs, `/lldp`.
+fn router(
+    cfg: &SwitchConfig,
+    scrape: &Arc<Mutex<Scrape>>,
+    names: &[String],
+    tap_consumer: capture::TapConsumer,
+    stats: &Arc<SwitchStats>,
+    agent: Option<&Arc<Mutex<NodeAgent>>>,
+) -> axum::Router {
+    let render = scrape.clone();
+    let mut r = http::metrics_router(move || lock(&render).render()).merge(capture::router(
+        cfg.name.clone(),
+        names.to_vec(),
+        capture::slot(tap_consumer),
+    ));
+    // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
+    let xdp = scrape.clone();
+    r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));
+    if let Some(a) = agent {
+        let a = a.clone();
+        r = r.route(
+            "/lldp",
+            axum::routing::get(move || {
+                let report = lock(&a).report();
+                async move { axum::Json(report) }
+            }),
+        );
+    }
+    r
+}
+
+/// After the control side: stops and joins the data-plane thread, detaches XDP, and says why
+/// the daemon ends (the control side's `failure`, else the thread's result).
+fn shut_down(
+    cfg: &SwitchConfig,
+    stop: StopHandle,
+    thread: DataPlaneThread,
+    scrape: Arc<Mutex<Scrape>>,
+    failure: Option<anyhow::Error>,
+) -> anyhow::Result<()> {
+    stop.stop();
+    let joined = thread.join();
+    match Arc::try_unwrap(scrape) {
+        Ok(scrape) => {
+            let Scrape { xdp, xsk_stats, .. } = scrape.into_inner().unwrap_or_else(PoisonError::into_inner);
+            drop(xsk_stats);
+            xdp.detach();
+        }
+        // Cannot happen once the runtime is gone; dropping the last handle detaches anyway.
+        Err(_) => tracing::warn!("scrape state still shared at exit; XDP detaches when it is dropped"),
+    }
+    tracing::info!(switch = %cfg.name, "XDP detached, exiting");
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    match joined {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e).context("data-plane thread failed"),
+        Err(_) => bail!("data-plane thread panicked"),
+    }
+}
+
+/// The control side (run on the main thread's current-thread runtime): serves HTTP on
+/// `listener`, logs the data plane's events, and returns on SIGTERM/SIGINT or when the data-plane
+/// thread has ended (`dp_gone` resolves; the caller joins it and reports why), or with an error.
+///
+/// `ctrl` is the control side's end of the rings to the data plane; a task that sends frames
+/// (`ControlEnd::send`) takes a clone of it, next to [`from_data_plane`]'s.
+async fn control(
+    cfg: &SwitchConfig,
+    listener: TcpListener,
+    router: axum::Router,
+    signals: Signals,
+    ctrl: Arc<Mutex<ControlEnd>>,
+    agent: Option<Arc<Mutex<NodeAgent>>>,
+    mut dp_gone: tokio::sync::oneshot::Receiver<Infallible>,
+) -> anyhow::Result<()> {
+    let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
+    let from_dp = Doorbell::new(lock(&ctrl).from_dp.clone()).context("registering the data plane's event bell")?;
+    let lldp = async {
+        match &agent {
+            Some(a) => lldp_transmit(cfg, a, &ctrl).await,
+            None => std::future::pending().await,
+        }
+    };
+    let signalled = tokio::select! {
+        sig = signals.recv() => {
+            let sig = sig.context("reading the signalfd")?;
+            tracing::info!("received {sig}, shutting down");
+            true
+        }
+        _ = lldp => false,
+        r = from_data_plane(cfg, &from_dp, &ctrl, agent.as_deref()) => {
+            let Err(e) = r;
+            return Err(e).context("waiting for data-plane events");
+        }
+        _ = &mut dp_gone => false,
+        r = http::serve(listener, router) => {
+            return Err(r.err().map_or_else(|| anyhow!("stopped"), anyhow::Error::new)).context("metrics server");
+        }
+    };
+    if let (true, Some(a)) = (signalled, &agent) {
+        shutdown_lldp(cfg, a, &ctrl, &mut dp_gone).await;
+    }
+    Ok(())
+}
+
+/// The LLDP agent's transmit side: hands every due LLDPDU to the data plane (which sends it
+/// through the port's control queue) and sleeps until the next one is due or a neighbour ages
+/// out. A full ring is logged and the frame is sent at the next interval.
+async fn lldp_transmit(cfg: &SwitchConfig, agent: &Mutex<NodeAgent>, ctrl: &Mutex<ControlEnd>) -> Infallible {
+    loop {
+        let wait = lldp_tick(cfg, agent, ctrl, |name| {
+            let running = rocefab_plumbing::link::link_running(name);
+            // The switch's ports are attached by index once; present is all that matters here.
+            Link { ifindex: running.map(|_| 0), running: running.unwrap_or(false) }
+        });
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// One round of [`lldp_transmit`]: looks at the ports' links (`look`), queues every LLDPDU due
+/// now on the control ring, and returns how long to sleep (until the agent's next deadline,
+/// between 1 ms and 1 s).
+fn lldp_tick(
+    cfg: &SwitchConfig,
+    agent: &Mutex<NodeAgent>,
+    ctrl: &Mutex<ControlEnd>,
+    look: impl Fn(&str) -> Link,
+) -> std::time::Duration {
+    let mut a = lock(agent);
+    let now = a.now();
+    a.watch_links(now, look);
+    let frames = a.poll(now);
+    let mut c = lock(ctrl);
+    for (port, f) in frames {
+        let Some(own) = OwnFrame::new(port as u16, &f) else {
+            tracing::warn!(switch = %cfg.name, port, len = f.len(), "LLDPDU longer than a control frame; not sent");
+            continue;
+        };
+        if c.send(own).is_err() {
+            tracing::warn!(switch = %cfg.name, port, "control ring full; LLDPDU not sent");
+        }
+    }
+    let wait = a.next_deadline().saturating_sub(a.now());
+    std::time::Duration::from_nanos(wait.clamp(1_000_000, 1_000_000_000))
+}
+
+/// On shutdown: a TTL-0 LLDPDU out of every port (IEEE 802.1AB 9.2.7.7.2), then a bounded wait
+/// until the data-plane thread has taken them off the ring (it sends them in the same pass).
+async fn shutdown_lldp(
+    cfg: &SwitchConfig,
+    agent: &Mutex<NodeAgent>,
+    ctrl: &Mutex<ControlEnd>,
+    dp_gone: &mut tokio::sync::oneshot::Receiver<Infallible>,
+) {
+    let frames = lock(agent).shutdown_frames();
+    let capacity = {
+        let mut c = lock(ctrl);
+        let capacity = c.frame_slots();
+        for (port, f) in frames {
+            if let Some(own) = OwnFrame::new(port as u16, &f) {
+                if c.send(own).is_err() {
+                    tracing::warn!(switch = %cfg.name, port, "control ring full; shutdown LLDPDU not sent");
+                }
+            }
+        }
+        capacity
+    };
+    let drained = async {
+        while lock(ctrl).frame_slots() < capacity {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        // One more pass of the data-plane thread moves them from its control queue to TX.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    tokio::select! {
+        _ = drained => {}
+        _ = dp_gone => {}
+        _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {
+            tracing::warn!(switch = %cfg.name, "shutdown LLDPDUs still queued after 500 ms");
+        }
+    }
+}
+
+/// The one waiter on the data plane's bell (an fd registers with the runtime once): at each
+/// ring, logs every event the data plane reported and gives the LLDP frames the ports received
+/// to the agent.
+async fn from_data_plane(
+    cfg: &SwitchConfig,
+    bell: &Doorbell,
+    ctrl: &Mutex<ControlEnd>,
+    agent: Option<&Mutex<NodeAgent>>,
+) -> std::io::Result<Infallible> {
+    let dilation = cfg.dilation().unwrap_or_default();
+    loop {
+        bell.rung().await?;
+        take_from_data_plane(cfg, dilation, &mut lock(ctrl), agent);
+    }
+}
+
+/// Empties what the data plane handed up: LLDP frames go to the agent (`None`: disabled, logged
+/// at debug), events are logged.
+fn take_from_data_plane(
+    cfg: &SwitchConfig,
+    dilation: Dilation,
+    ctrl: &mut ControlEnd,
+    agent: Option<&Mutex<NodeAgent>>,
+) {
+    let port = |i: usize| cfg.ports.get(i).map_or("?", |p| p.name.as_str());
+    while let Some(f) = ctrl.next_received() {
+        match agent {
+            Some(a) => {
+                let mut a = lock(a);
+                let now = a.now();
+                a.on_frame(usize::from(f.port), f.bytes(), now);
+            }
+            None => {
+                tracing::debug!(switch = %cfg.name, port = port(usize::from(f.port)), "LLDP frame received; agent disabled")
+            }
+        }
+    }
+    while let Some(e) = ctrl.next_event() {
+        match e {
+            DpEvent::Storm { port: p, prio, paused_for_ns } => tracing::warn!(
+                switch = %cfg.name, port = port(p), priority = prio,
+                "PFC watchdog: storm detected, queue paused for {:.3} ms emulated (action {:?})",
+                dilation.to_emulated_ns(paused_for_ns) as f64 / 1e6, cfg.qos.watchdog.action
+            ),
+            DpEvent::Restore { port: p, prio } => tracing::warn!(
+                switch = %cfg.name, port = port(p), priority = prio, "PFC watchdog: queue restored"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctrl::DataEnd;
+    use lldp_agent::{Dcb, Identity, PortAgent, Timing};
+    use std::time::Duration;
+
+    fn cfg() -> SwitchConfig {
+        serde_json::from_str(
+            r#"{"name":"rail1","role":"rail","netns":null,"hash_seed":1,"metrics_listen":"127.0.0.1:0",
+                "queue_limit_bytes":1048576,"xdp_mode":"skb","nexthops":[],"groups":[],"routes":[],
+                "ports":[{"name":"eth0","mac":"02:00:00:00:00:01","line_rate_bps":1000000000,"peer":"host1:gpu0"},
+                         {"name":"eth1","mac":"02:00:00:00:00:02","line_rate_bps":1000000000,"peer":"host2:gpu0"}]}"#,
+        )
+        .unwrap()
+    }
+
+    fn rings(frames: usize) -> (Mutex<ControlEnd>, DataEnd) {
+        let (c, d) = crate::ctrl::channel(frames, 8).unwrap();
+        (Mutex::new(c), d)
+    }
+
+    fn up(_: &str) -> Link {
+        Link { ifindex: Some(0), running: true }
+    }
+
+    /// (port, source MAC, EtherType) of every frame the data plane would send.
+    fn sent(dp: &mut DataEnd) -> Vec<(u16, [u8; 6], u16)> {
+        std::iter::from_fn(|| dp.next_frame())
+            .map(|f| {
+                let b = f.bytes();
+                (f.port, b[6..12].try_into().unwrap(), u16::from_be_bytes([b[12], b[13]]))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn each_port_queues_its_fast_start_lldpdu_once_then_sleeps_until_the_next() {
+        let cfg = cfg();
+        let agent = Mutex::new(NodeAgent::switch(&cfg));
+        let (ctrl, mut dp) = rings(8);
+        let wait = lldp_tick(&cfg, &agent, &ctrl, up);
+        let mac = |last| [2, 0, 0, 0, 0, last];
+        assert_eq!(sent(&mut dp), [(0, mac(1), 0x88cc), (1, mac(2), 0x88cc)]);
+        // Fast start sends the next LLDPDU a second later (IEEE 802.1AB msgFastTx 1 s).
+        assert!(wait > Duration::from_millis(900) && wait <= Duration::from_secs(1), "{wait:?}");
+        let again = lldp_tick(&cfg, &agent, &ctrl, up);
+        assert!(sent(&mut dp).is_empty(), "nothing is due yet");
+        assert!(again <= wait && again >= Duration::from_millis(1), "{again:?}");
+    }
+
+    #[test]
+    fn a_full_control_ring_drops_an_lldpdu_instead_of_waiting() {
+        let cfg = cfg();
+        let agent = Mutex::new(NodeAgent::switch(&cfg));
+        let (ctrl, mut dp) = rings(1);
+        lldp_tick(&cfg, &agent, &ctrl, up);
+        assert_eq!(sent(&mut dp).iter().map(|f| f.0).collect::<Vec<_>>(), [0], "one slot: port 1's frame is dropped");
+    }
+
+    #[test]
+    fn frames_the_data_plane_hands_up_reach_the_agent_and_events_are_taken() {
+        let cfg = cfg();
+        let agent = Mutex::new(NodeAgent::switch(&cfg));
+        let (ctrl, mut dp) = rings(8);
+        let id = Identity {
+            chassis_mac: [2, 0, 0, 0, 1, 1],
+            mac: [2, 0, 0, 0, 1, 1],
+            port: "gpu0".into(),
+            system_name: "host1".into(),
+            port_description: "host1 gpu0".into(),
+            bridge: false,
+        };
+        let nic = PortAgent::new(Timing::default(), id, Dcb::nic(true, 1 << 3, 24, 3, 48, 7), 0);
+        assert!(dp.hand_up(1, &nic.frame(120)));
+        dp.report(DpEvent::Restore { port: 1, prio: 3 });
+        let dilation = cfg.dilation().unwrap();
+        take_from_data_plane(&cfg, dilation, &mut lock(&ctrl), Some(&agent));
+        let report = lock(&agent).report();
+        let heard = |p: usize| report.ports[p].neighbour.as_ref().and_then(|n| n.info.system_name.clone());
+        assert_eq!((heard(0), heard(1)), (None, Some("host1".to_string())));
+        let mut c = lock(&ctrl);
+        assert!(c.next_received().is_none() && c.next_event().is_none(), "both rings emptied");
+        // Without an agent the frame is taken off the ring all the same.
+        drop(c);
+        assert!(dp.hand_up(0, &nic.frame(120)));
+        take_from_data_plane(&cfg, dilation, &mut lock(&ctrl), None);
+        assert!(lock(&ctrl).next_received().is_none());
+    }
+}

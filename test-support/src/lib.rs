@@ -1,0 +1,8 @@
+//! Helpers shared by rocefab's tests that need no kernel plumbing, so any crate's tests can use
+//! them (wire's and control's oracle tests as well as the privileged `rocefab-tests`, which
+//! re-exports them): std only, no eBPF build, no aya, no runtime.
+//!
+//! - [`tshark`]: tshark (Wireshark's CLI) as the decoding oracle: fields of the frames of a
+//!   capture, a bounded live capture in a namespace, and the number formats it prints.
+
+pub mod tshark;
