@@ -52,8 +52,18 @@ pub struct PortSample {
     /// Highest `depth_cell_bytes` since the daemon started.
     #[serde(default)]
     pub peak_depth_cell_bytes: [u64; NUM_TC],
+    /// Time integral of `depth_cell_bytes` from the daemon's start to [`SwitchSample::clock_ns`],
+    /// byte × emulated ns: exact (added at every enqueue and dequeue on the data-plane clock).
+    /// The time-weighted average depth between two samples is the difference of this over the
+    /// difference of `clock_ns` ([`average_depth`]).
+    #[serde(default)]
+    pub depth_area_byte_ns: [f64; NUM_TC],
     /// PFC frames sent out of this port with the priority's bit set (XOFF, refresh, XON).
     pub pfc_tx_frames: [u64; NUM_TC],
+    /// Pause onsets of this ingress port per priority: XOFFs sent because its priority group
+    /// crossed xOFF (not paused → paused at the peer); refreshes and XONs are not counted.
+    #[serde(default)]
+    pub pause_onsets: [u64; NUM_TC],
     /// PFC frames received on this port with the priority's bit set.
     pub pfc_rx_frames: [u64; NUM_TC],
     /// The peer pauses this egress priority now.
@@ -64,6 +74,47 @@ pub struct PortSample {
     pub ecn_marked: u64,
     /// Packets that arrived on this port and the XDP program dropped by WRED (Not-ECT).
     pub wred_dropped: u64,
+    /// Packets marked CE as they left this port's queues (`wred.at: dequeue`).
+    #[serde(default)]
+    pub ecn_marked_dequeue: u64,
+    /// Not-ECT packets WRED dropped as they left this port's queues (`wred.at: dequeue`).
+    #[serde(default)]
+    pub wred_dropped_dequeue: u64,
+    /// TX stalls of this port since the daemon started: it had frames queued that the peer did
+    /// not pause and sent nothing for longer than a few frame times (the machine's doing, not
+    /// the model's).
+    #[serde(default)]
+    pub stalls: u64,
+    /// Their total time, emulated ns.
+    #[serde(default)]
+    pub stalled_ns: u64,
+    /// The longest since the daemon started.
+    #[serde(default)]
+    pub longest_stall: Option<StallSample>,
+    /// The latest stalls, oldest first (a bounded log: `stalls` says how many there were).
+    #[serde(default)]
+    pub recent_stalls: Vec<StallSample>,
+    /// The frame time a stall is measured against: the serialisation time of the largest frame
+    /// the port had sent (at least a 1514-byte one), emulated ns; a stall is longer than four.
+    #[serde(default)]
+    pub stall_frame_ns: u64,
+}
+
+/// One TX stall of a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallSample {
+    /// When it began, emulated ns on the switch's clock ([`SwitchSample::clock_ns`]).
+    pub at_ns: u64,
+    /// How long the port sent nothing, emulated ns.
+    pub ns: u64,
+}
+
+/// The time-weighted average depth of queue `tc` of port `port` between two samples of the
+/// same switch (`before`, `after`), bytes; `None` when no time passed or the port is missing.
+pub fn average_depth(before: &SwitchSample, after: &SwitchSample, port: usize, tc: usize) -> Option<f64> {
+    let (a, b) = (before.ports.get(port)?, after.ports.get(port)?);
+    let dt = after.clock_ns.checked_sub(before.clock_ns).filter(|&t| t > 0)?;
+    Some((b.depth_area_byte_ns[tc] - a.depth_area_byte_ns[tc]).max(0.0) / dt as f64)
 }
 
 /// A switch's `GET /sample` answer.
@@ -76,5 +127,9 @@ pub struct SwitchSample {
     /// The XDP counters could not be read for this sample (`ecn_marked` and `wred_dropped` are 0).
     #[serde(default)]
     pub xdp_unread: bool,
+    /// The switch's data-plane clock when the sample was taken, emulated ns since the daemon
+    /// started (the time base of [`PortSample::depth_area_byte_ns`] and the stalls).
+    #[serde(default)]
+    pub clock_ns: u64,
     pub ports: Vec<PortSample>,
 }

@@ -4,7 +4,7 @@
 //! (`rocefab-plumbing`).
 //!
 //! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
-//! [`rewrite`], [`stats`], [`metrics`], [`sample`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
+//! [`rewrite`], [`ecn`], [`stall`], [`stats`], [`metrics`], [`sample`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
 //! (the per-switch packet thread).
 //! Its ports' LLDP/DCBX agents are `lldp_agent::NodeAgent`, shared with the NIC agent.
 
@@ -12,6 +12,7 @@ pub mod buffer;
 pub mod ctrl;
 pub mod dataplane;
 pub mod decision;
+pub mod ecn;
 pub mod metrics;
 pub mod pfc;
 pub mod pfcwd;
@@ -20,5 +21,6 @@ pub mod rewrite;
 pub mod sample;
 pub mod sched;
 pub mod shaper;
+pub mod stall;
 pub mod stats;
 pub mod xsk;
