@@ -1126,7 +1126,14 @@ mod tests {
     }
 
     fn switch(name: &str, d: f64, ports: Vec<PortSample>) -> SwitchSample {
-        SwitchSample { switch: name.into(), time_dilation: d, thresholds: thresholds(), xdp_unread: false, clock_ns: 0, ports }
+        SwitchSample {
+            switch: name.into(),
+            time_dilation: d,
+            thresholds: thresholds(),
+            xdp_unread: false,
+            clock_ns: 0,
+            ports,
+        }
     }
 
     fn host(qps: Vec<QpSample>, nics: Vec<NicSample>) -> HostSample {

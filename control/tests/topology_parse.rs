@@ -380,9 +380,18 @@ fn qos_errors_name_file_line_field() {
     assert!(e.starts_with("topologies/bad.yaml:16: qos.xon: rail1: 2000000 bytes is not below xoff"), "{e}");
     let e = err(&with("  xoff: 1MB\n  wred: { max: 900KB }\n  switches:\n    spine1:\n      xon: 1MB\n"));
     assert!(e.starts_with("topologies/bad.yaml:19: qos.switches.spine1.xon: spine1: "), "{e}");
-    let e = err(&with("  xoff: 1MB\n"));
+    // WRED max above xOFF breaks the rule of thumb: a warning, not an error (issue 23).
+    let t = Topology::parse(&with("  xoff: 1MB\n"), Path::new("topologies/bad.yaml")).unwrap();
     assert!(
-        e.starts_with("topologies/bad.yaml:14: qos.wred.max: rail1: 3000000 bytes is not below xoff (1000000 bytes)"),
+        t.qos[0].warnings[0].starts_with("qos.wred.max: rail1: 3000000 bytes is not below xoff (1000000 bytes)"),
+        "{:?}",
+        t.qos[0].warnings
+    );
+    let e = err(&with("  wred: { min: 2MB, max: 1MB }\n"));
+    assert!(
+        e.starts_with(
+            "topologies/bad.yaml:15: qos.wred.min: rail1: 2000000 bytes: must be above 0 and at most wred.max"
+        ),
         "{e}"
     );
     let e = err(&with("  headroom: 8MiB\n"));
