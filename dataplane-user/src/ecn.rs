@@ -187,7 +187,7 @@ mod tests {
         assert_eq!(set_ce(&mut out), Mark::Marked);
         let s = SlicedPacket::from_ethernet(&out).unwrap();
         let Some(etherparse::NetSlice::Ipv6(ip)) = s.net else { panic!() };
-        assert_eq!(u8::from(ip.header().traffic_class()) & 3, 0b11);
+        assert_eq!(ip.header().traffic_class() & 3, 0b11);
         // Truncated at every length, ARP, an IPv4 EtherType with a v6 header: never a panic.
         let full = v4(0b10, false);
         for n in 0..34 {

@@ -89,7 +89,7 @@ impl<const N: usize> SeqLock<N> {
             let w: [u64; N] = std::array::from_fn(|i| self.words[i].load(Relaxed));
             fence(Acquire);
             let s2 = self.seq.load(Relaxed);
-            if s1 == s2 && s1 % 2 == 0 {
+            if s1 == s2 && s1.is_multiple_of(2) {
                 return w;
             }
             tries += 1;
