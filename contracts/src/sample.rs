@@ -52,8 +52,18 @@ pub struct PortSample {
     /// Highest `depth_cell_bytes` since the daemon started.
     #[serde(default)]
     pub peak_depth_cell_bytes: [u64; NUM_TC],
+    /// Time integral of `depth_cell_bytes` from the daemon's start to [`SwitchSample::clock_ns`],
+    /// byte × emulated ns: exact (added at every enqueue and dequeue on the data-plane clock).
+    /// The time-weighted average depth between two samples is the difference of this over the
+    /// difference of `clock_ns` ([`average_depth`]).
+    #[serde(default)]
+    pub depth_area_byte_ns: [f64; NUM_TC],
     /// PFC frames sent out of this port with the priority's bit set (XOFF, refresh, XON).
     pub pfc_tx_frames: [u64; NUM_TC],
+    /// Pause onsets of this ingress port per priority: XOFFs sent because its priority group
+    /// crossed xOFF (not paused → paused at the peer); refreshes and XONs are not counted.
+    #[serde(default)]
+    pub pause_onsets: [u64; NUM_TC],
     /// PFC frames received on this port with the priority's bit set.
     pub pfc_rx_frames: [u64; NUM_TC],
     /// The peer pauses this egress priority now.
@@ -64,6 +74,47 @@ pub struct PortSample {
     pub ecn_marked: u64,
     /// Packets that arrived on this port and the XDP program dropped by WRED (Not-ECT).
     pub wred_dropped: u64,
+    /// Packets marked CE as they left this port's queues (`wred.at: dequeue`).
+    #[serde(default)]
+    pub ecn_marked_dequeue: u64,
+    /// Not-ECT packets WRED dropped as they left this port's queues (`wred.at: dequeue`).
+    #[serde(default)]
+    pub wred_dropped_dequeue: u64,
+    /// TX stalls of this port since the daemon started: it had frames queued that the peer did
+    /// not pause and sent nothing for longer than a few frame times (the machine's doing, not
+    /// the model's).
+    #[serde(default)]
+    pub stalls: u64,
+    /// Their total time, emulated ns.
+    #[serde(default)]
+    pub stalled_ns: u64,
+    /// The longest since the daemon started.
+    #[serde(default)]
+    pub longest_stall: Option<StallSample>,
+    /// The latest stalls, oldest first (a bounded log: `stalls` says how many there were).
+    #[serde(default)]
+    pub recent_stalls: Vec<StallSample>,
+    /// The frame time a stall is measured against: the serialisation time of the largest frame
+    /// the port had sent (at least a 1514-byte one), emulated ns; a stall is longer than four.
+    #[serde(default)]
+    pub stall_frame_ns: u64,
+}
+
+/// One TX stall of a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StallSample {
+    /// When it began, emulated ns on the switch's clock ([`SwitchSample::clock_ns`]).
+    pub at_ns: u64,
+    /// How long the port sent nothing, emulated ns.
+    pub ns: u64,
+}
+
+/// The time-weighted average depth of queue `tc` of port `port` between two samples of the
+/// same switch (`before`, `after`), bytes; `None` when no time passed or the port is missing.
+pub fn average_depth(before: &SwitchSample, after: &SwitchSample, port: usize, tc: usize) -> Option<f64> {
+    let (a, b) = (before.ports.get(port)?, after.ports.get(port)?);
+    let dt = after.clock_ns.checked_sub(before.clock_ns).filter(|&t| t > 0)?;
+    Some((b.depth_area_byte_ns[tc] - a.depth_area_byte_ns[tc]).max(0.0) / dt as f64)
 }
 
 /// A switch's `GET /sample` answer.
@@ -76,5 +127,208 @@ pub struct SwitchSample {
     /// The XDP counters could not be read for this sample (`ecn_marked` and `wred_dropped` are 0).
     #[serde(default)]
     pub xdp_unread: bool,
+    /// The switch's data-plane clock when the sample was taken, emulated ns since the daemon
+    /// started (the time base of [`PortSample::depth_area_byte_ns`] and the stalls).
+    #[serde(default)]
+    pub clock_ns: u64,
     pub ports: Vec<PortSample>,
+}
+
+/// One egress queue's use between two samples of its switch (a job): its time-weighted average
+/// depth and its peak, in the buffer's accounting ([`PortSample::depth_cell_bytes`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QueueUse {
+    pub switch: String,
+    pub port: String,
+    pub peer: String,
+    pub tc: u8,
+    /// Time-weighted average depth over the interval, bytes (exact: [`average_depth`]).
+    pub average_depth_bytes: f64,
+    /// Highest depth during the interval, bytes: the daemon's watermark when it rose during the
+    /// interval, else the larger of the depths at its ends (a lower bound; `peak_known` false).
+    pub peak_depth_bytes: u64,
+    pub peak_known: bool,
+}
+
+/// One ingress port priority's PFC between two samples: pause onsets and PFC frames sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PfcUse {
+    pub switch: String,
+    pub port: String,
+    pub peer: String,
+    pub priority: u8,
+    /// XOFFs sent on crossing xOFF (not paused → paused at the peer).
+    pub pause_onsets: u64,
+    /// PFC frames sent (XOFF, refreshes, XON).
+    pub pfc_frames: u64,
+}
+
+/// The pairs (switch, port index) present in both `before` and `after`, by switch name and port name.
+fn port_pairs<'a>(
+    before: &'a [SwitchSample],
+    after: &'a [SwitchSample],
+) -> impl Iterator<Item = (&'a SwitchSample, &'a SwitchSample, usize, &'a PortSample, &'a PortSample)> {
+    after.iter().filter_map(move |a| Some((before.iter().find(|b| b.switch == a.switch)?, a))).flat_map(|(b, a)| {
+        a.ports.iter().enumerate().filter_map(move |(i, pa)| {
+            let pb = b.ports.iter().find(|p| p.name == pa.name)?;
+            Some((b, a, i, pb, pa))
+        })
+    })
+}
+
+/// Every egress queue that held anything between `before` and `after` (samples of the same
+/// switches): average and peak depth.
+pub fn queue_use(before: &[SwitchSample], after: &[SwitchSample]) -> Vec<QueueUse> {
+    let mut out = Vec::new();
+    for (b, a, _, pb, pa) in port_pairs(before, after) {
+        let dt = a.clock_ns.saturating_sub(b.clock_ns);
+        for tc in 0..NUM_TC {
+            let area = (pa.depth_area_byte_ns[tc] - pb.depth_area_byte_ns[tc]).max(0.0);
+            let rose = pa.peak_depth_cell_bytes[tc] > pb.peak_depth_cell_bytes[tc];
+            let peak =
+                if rose { pa.peak_depth_cell_bytes[tc] } else { pa.depth_cell_bytes[tc].max(pb.depth_cell_bytes[tc]) };
+            if area == 0.0 && peak == 0 {
+                continue;
+            }
+            out.push(QueueUse {
+                switch: a.switch.clone(),
+                port: pa.name.clone(),
+                peer: pa.peer.clone(),
+                tc: tc as u8,
+                average_depth_bytes: if dt == 0 { 0.0 } else { area / dt as f64 },
+                peak_depth_bytes: peak,
+                peak_known: rose || pb.peak_depth_cell_bytes[tc] == 0,
+            });
+        }
+    }
+    out
+}
+
+/// Every ingress port priority that sent PFC between `before` and `after`.
+pub fn pfc_use(before: &[SwitchSample], after: &[SwitchSample]) -> Vec<PfcUse> {
+    let mut out = Vec::new();
+    for (_, a, _, pb, pa) in port_pairs(before, after) {
+        for p in 0..NUM_TC {
+            let frames = pa.pfc_tx_frames[p].saturating_sub(pb.pfc_tx_frames[p]);
+            let onsets = pa.pause_onsets[p].saturating_sub(pb.pause_onsets[p]);
+            if frames == 0 && onsets == 0 {
+                continue;
+            }
+            out.push(PfcUse {
+                switch: a.switch.clone(),
+                port: pa.name.clone(),
+                peer: pa.peer.clone(),
+                priority: p as u8,
+                pause_onsets: onsets,
+                pfc_frames: frames,
+            });
+        }
+    }
+    out
+}
+
+/// A port's TX stalls between two samples of its switch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortStalls {
+    /// `switch:port (to peer)`.
+    pub name: String,
+    /// Stalls in the interval.
+    pub count: u64,
+    /// Their total time, emulated ns.
+    pub stalled_ns: u64,
+    /// The longest the samples still name that began in the interval: when, emulated ns after
+    /// the first sample, and how long (`None` when the bounded log no longer holds one).
+    pub longest_at_ns: Option<u64>,
+    pub longest_ns: u64,
+    /// The frame time stalls are measured against, emulated ns.
+    pub frame_ns: u64,
+}
+
+/// Every port that stalled between `before` and `after`.
+pub fn port_stalls(before: &[SwitchSample], after: &[SwitchSample]) -> Vec<PortStalls> {
+    let mut out = Vec::new();
+    for (b, a, _, pb, pa) in port_pairs(before, after) {
+        let count = pa.stalls.saturating_sub(pb.stalls);
+        if count == 0 {
+            continue;
+        }
+        let within = |s: &&StallSample| s.at_ns >= b.clock_ns && s.at_ns <= a.clock_ns;
+        let longest = pa.recent_stalls.iter().chain(pa.longest_stall.iter()).filter(within).max_by_key(|s| s.ns);
+        out.push(PortStalls {
+            name: format!("{}:{} (to {})", a.switch, pa.name, pa.peer),
+            count,
+            stalled_ns: pa.stalled_ns.saturating_sub(pb.stalled_ns),
+            longest_at_ns: longest.map(|s| s.at_ns - b.clock_ns),
+            longest_ns: longest.map_or(0, |s| s.ns),
+            frame_ns: pa.stall_frame_ns,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sw(clock_ns: u64, port: PortSample) -> SwitchSample {
+        SwitchSample { switch: "rail1".into(), clock_ns, ports: vec![port], ..Default::default() }
+    }
+
+    #[test]
+    fn job_queues_pfc_and_stalls_are_the_differences_of_two_samples() {
+        let mut p = PortSample { name: "eth1".into(), peer: "host1:gpu0".into(), ..Default::default() };
+        p.depth_area_byte_ns[3] = 1e9;
+        p.peak_depth_cell_bytes[3] = 40_000;
+        p.pfc_tx_frames[3] = 10;
+        p.pause_onsets[3] = 4;
+        p.stalls = 3;
+        p.stalled_ns = 900;
+        p.longest_stall = Some(StallSample { at_ns: 100, ns: 800 });
+        let before = vec![sw(1_000_000, p.clone())];
+        // 100 µs later: 2e9 byte·ns more (an average of 20 KB), the peak rose to 90 KB, 6 onsets
+        // and 30 PFC frames, two stalls of which the longest (500 ns) began 40 µs in.
+        p.depth_area_byte_ns[3] = 3e9;
+        p.peak_depth_cell_bytes[3] = 90_000;
+        p.depth_cell_bytes[3] = 1_024;
+        p.pfc_tx_frames[3] = 40;
+        p.pause_onsets[3] = 10;
+        p.stalls = 5;
+        p.stalled_ns = 1_600;
+        p.stall_frame_ns = 42;
+        p.recent_stalls = vec![
+            StallSample { at_ns: 100, ns: 800 },
+            StallSample { at_ns: 1_040_000, ns: 500 },
+            StallSample { at_ns: 1_050_000, ns: 200 },
+        ];
+        let after = vec![sw(1_100_000, p.clone())];
+        let q = queue_use(&before, &after);
+        assert_eq!(q.len(), 1);
+        assert_eq!(
+            (q[0].tc, q[0].average_depth_bytes, q[0].peak_depth_bytes, q[0].peak_known),
+            (3, 20_000.0, 90_000, true)
+        );
+        assert_eq!(average_depth(&before[0], &after[0], 0, 3), Some(20_000.0));
+        let f = pfc_use(&before, &after);
+        assert_eq!((f.len(), f[0].priority, f[0].pause_onsets, f[0].pfc_frames), (1, 3, 6, 30));
+        let s = port_stalls(&before, &after);
+        assert_eq!(
+            s,
+            [PortStalls {
+                name: "rail1:eth1 (to host1:gpu0)".into(),
+                count: 2,
+                stalled_ns: 700,
+                longest_at_ns: Some(40_000),
+                longest_ns: 500,
+                frame_ns: 42
+            }]
+        );
+        // A watermark that did not rise: the peak is only bounded by the ends' depths.
+        let mut flat = p.clone();
+        flat.depth_area_byte_ns[3] = 4e9;
+        let q = queue_use(&after, &[sw(1_200_000, flat)]);
+        assert_eq!((q[0].average_depth_bytes, q[0].peak_depth_bytes, q[0].peak_known), (10_000.0, 1_024, false));
+        // Nothing happened: nothing listed; no time: no average.
+        assert!(pfc_use(&after, &after).is_empty() && port_stalls(&after, &after).is_empty());
+        assert_eq!(average_depth(&after[0], &after[0], 0, 3), None);
+    }
 }

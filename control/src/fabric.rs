@@ -187,11 +187,16 @@ fn choose_metrics_base(topo: &Topology) -> anyhow::Result<u16> {
     bail!("no free block of {n} daemon ports in 9400..11400")
 }
 
+/// Prints the topology's warnings (settings that work but break a rule of thumb) to stderr.
+fn print_warnings(topo: &Topology) {
+    for w in topo.qos.iter().flat_map(|q| &q.warnings) {
+        eprintln!("warning: {}: {w}", topo.file.display());
+    }
+}
+
 fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
     let topo = Topology::load(path)?;
-    for w in &topo.warnings {
-        eprintln!("warning: {}: {w}", path.display());
-    }
+    print_warnings(&topo);
     require_root()?;
     let fabric = topo.fabric.clone();
     if rundir::state_path(&fabric).exists() {
@@ -889,9 +894,7 @@ fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
 
 fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
     let topo = Topology::load(path)?;
-    for w in &topo.warnings {
-        eprintln!("warning: {}: {w}", path.display());
-    }
+    print_warnings(&topo);
     let plan = compile(&topo, topo.metrics_port_base.unwrap_or(9400));
     if json {
         let cfgs: Vec<_> = plan.switches.iter().map(|s| &s.config).collect();

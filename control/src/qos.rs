@@ -17,7 +17,7 @@
 //!   queue_limit: 1MiB         # egress limit of a lossy queue
 //!   pause_quanta: 65535       # quanta of the PFC frames the switch sends
 //!   watchdog: { action: drop, detect: 200ms, restore: 200ms, poll: 10ms }   # or `watchdog: off`
-//!   wred: { queues: [3], min: 150KB, max: 3000KB, probability: 7, seed: 24301 }   # or `wred: off`
+//!   wred: { queues: [3], min: 150KB, max: 3000KB, probability: 7, seed: 24301, at: enqueue }   # or `wred: off`
 //!   switches:                 # per-switch overrides of any key above
 //!     spine1: { xoff: 1MB }
 //! ```
@@ -25,7 +25,14 @@
 //! Sizes are bytes, or a number with B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of
 //! 1024). Times are a number with us, ms or s. The effective settings of every switch are checked
 //! against its port count at load ([`QosConfig::check`]): xON below xOFF, the headroom and
-//! thresholds inside the buffer, ETS shares of 1..=100 % on non-strict queues summing to 100.
+//! thresholds inside the buffer, ETS shares of 1..=100 % on non-strict queues summing to 100,
+//! WRED min at most max (equal: a marking step). Thresholds outside the rule of thumb
+//! xON < WRED min < WRED max < xOFF are allowed and reported as warnings
+//! ([`QosConfig::warnings`], [`SwitchQos::warnings`]).
+//!
+//! `wred.at` is where packets are marked: `enqueue` (the XDP program, on the depth a packet
+//! finds) or `dequeue` (the data-plane thread, on the depth it leaves behind, as ns-3 and htsim
+//! mark).
 //!
 //! `ets` is NX-OS's "bandwidth remaining percent": what the strict queues leave is shared by
 //! deficit-weighted round robin in these proportions; a queue neither strict nor listed gets
@@ -116,6 +123,9 @@ struct RawWredFields {
     probability: Option<u32>,
     #[serde(default)]
     seed: Option<u32>,
+    /// `enqueue` or `dequeue`.
+    #[serde(default)]
+    at: Option<rocefab_contracts::config::WredAt>,
 }
 
 impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for OffOr<T> {
@@ -313,6 +323,9 @@ pub struct SwitchQos {
     pub headroom_auto: bool,
     /// What the switch's links need ([`headroom_needed`]).
     pub headroom_needed: u64,
+    /// Settings that work but break a rule of thumb ([`QosConfig::warnings`]), as `field path:
+    /// switch: why`, printed at load.
+    pub warnings: Vec<String>,
 }
 
 impl Default for SwitchQos {
@@ -323,6 +336,7 @@ impl Default for SwitchQos {
             queue_limit_bytes: DEFAULT_QUEUE_LIMIT,
             headroom_auto: false,
             headroom_needed: 0,
+            warnings: Vec::new(),
         }
     }
 }
@@ -450,6 +464,9 @@ impl RawQosFields {
                 if let Some(s) = w.seed {
                     d.seed = s;
                 }
+                if let Some(a) = w.at {
+                    d.at = a;
+                }
             }
         }
         Ok(())
@@ -534,6 +551,21 @@ pub fn resolve_with_links(
         eff.qos
             .check(*ports, eff.queue_limit_bytes)
             .map_err(|p| (field_path(raw, name, p.field), format!("{name}: {}", p.msg)))?;
+        eff.warnings = eff
+            .qos
+            .warnings()
+            .iter()
+            .map(|p| format!("{}: {name}: {}", field_path(raw, name, p.field), p.msg))
+            .collect();
+        if !eff.headroom_auto && eff.qos.headroom_bytes < eff.headroom_needed {
+            eff.warnings.push(format!(
+                "{}: {name}: {} B is below the {} B its links need in flight while a pause takes effect \
+                 (headroom: auto); lossless frames may be lost as headroom overflows",
+                field_path(raw, name, "headroom"),
+                eff.qos.headroom_bytes,
+                eff.headroom_needed
+            ));
+        }
         out.push(eff);
     }
     Ok(out)
@@ -576,12 +608,16 @@ pub fn describe(q: &SwitchQos) -> String {
         "off".to_string()
     } else {
         format!(
-            "queues {}: min {} B, max {} B, {} % at max, seed {}",
+            "queues {}: min {} B, max {} B, {} % at max, seed {}, marked at {}",
             prios(r.queues),
             r.min_bytes,
             r.max_bytes,
             r.probability_percent,
-            r.seed
+            r.seed,
+            match r.at {
+                rocefab_contracts::config::WredAt::Enqueue => "enqueue",
+                rocefab_contracts::config::WredAt::Dequeue => "dequeue",
+            }
         )
     };
     let headroom = if q.headroom_auto {
@@ -730,14 +766,42 @@ mod tests {
             describe(&q[0])
         );
         assert!(describe(&q[1]).contains("wred/ecn off"), "{}", describe(&q[1]));
-        // xON < min < max < xOFF on a lossless queue, named by the key that broke it.
+        // xON < min < max < xOFF on a lossless queue is a rule of thumb: breaking it is a
+        // warning at load, named by the key that broke it (it was an error before issue 23).
+        let warned = |yaml: &str| resolve(&parse(yaml), &sw, None).unwrap();
+        let q = warned("xoff: 2MB\n");
+        assert_eq!(q[0].warnings.len(), 1, "{:?}", q[0].warnings);
+        assert!(
+            q[0].warnings[0].starts_with("qos.wred.max: rail1: 3000000 bytes is not below xoff (2000000 bytes)"),
+            "{:?}",
+            q[0].warnings
+        );
+        assert!(q[1].warnings[0].starts_with("qos.wred.max: spine1: "), "{:?}", q[1].warnings);
+        let q = warned("xoff: 2MB\nswitches:\n  spine1: { wred: off }\n");
+        assert_eq!(q[1].warnings, Vec::<String>::new(), "spine1 has wred off");
+        let q = warned("wred: { min: 100KB }\n");
+        assert!(
+            q[0].warnings[0].starts_with("qos.wred.min: rail1: ")
+                && q[0].warnings[0].contains("not above xon (120000 bytes)"),
+            "{:?}",
+            q[0].warnings
+        );
+        let q = warned("switches:\n  spine1: { xoff: 1MB, wred: { max: 2MB, at: dequeue } }\n");
+        assert_eq!(q[0].warnings, Vec::<String>::new());
+        assert_eq!(q[1].qos.wred.at, rocefab_contracts::config::WredAt::Dequeue);
+        assert_eq!(q[0].qos.wred.at, rocefab_contracts::config::WredAt::Enqueue);
+        assert!(describe(&q[1]).contains("marked at dequeue"), "{}", describe(&q[1]));
+        assert!(
+            q[1].warnings[0]
+                .starts_with("qos.switches.spine1.wred.max: spine1: 2000000 bytes is not below xoff (1000000 bytes)"),
+            "{:?}",
+            q[1].warnings
+        );
+        // An ECN step (min = max) is consistent.
+        assert_eq!(warned("wred: { min: 1MB, max: 1MB }\n")[0].warnings, Vec::<String>::new());
+        let e = yaml_serde::from_str::<RawQos>("wred: { at: ingress }\n").unwrap_err().to_string();
+        assert!(e.contains("unknown variant `ingress`, expected `enqueue` or `dequeue`"), "{e}");
         let err = |yaml: &str| resolve(&parse(yaml), &sw, None).unwrap_err();
-        let (f, m) = err("xoff: 2MB\n");
-        assert_eq!(f, "qos.wred.max");
-        assert!(m.contains("3000000 bytes is not below xoff (2000000 bytes)"), "{m}");
-        let (f, m) = err("wred: { min: 100KB }\n");
-        assert_eq!(f, "qos.wred.min");
-        assert!(m.contains("not above xon (120000 bytes)"), "{m}");
         let (f, _) = err("wred: { min: 2MB, max: 1MB }\n");
         assert_eq!(f, "qos.wred.min");
         let (f, m) = err("wred: { probability: 101 }\n");
@@ -745,8 +809,12 @@ mod tests {
         assert!(m.contains("101 %"), "{m}");
         let (f, _) = err("wred: { queues: [8] }\n");
         assert_eq!(f, "qos.wred.queues");
-        let (f, _) = err("switches:\n  spine1: { xoff: 1MB }\n");
-        assert_eq!(f, "qos.wred.max", "the fabric-level key, not set by spine1");
+        let q = warned("switches:\n  spine1: { xoff: 1MB }\n");
+        assert!(
+            q[1].warnings[0].starts_with("qos.wred.max: spine1: "),
+            "the fabric-level key, not set by spine1: {:?}",
+            q[1].warnings
+        );
         // A lossy WRED queue needs no PFC thresholds.
         assert!(resolve(&parse("pfc: []\nxoff: 64KB\n"), &sw, None).is_ok());
     }

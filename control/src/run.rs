@@ -244,6 +244,15 @@ pub struct RunReport {
     pub timed_out: bool,
     /// What every QP that had not finished was waiting for when its host reported.
     pub stalls: Vec<StallLine>,
+    /// Every switch egress queue that held anything during the job: its time-weighted average
+    /// depth and its peak, bytes (emulated time; the buffer's cells).
+    pub queues: Vec<rocefab_contracts::sample::QueueUse>,
+    /// Every switch ingress port priority that sent PFC during the job: pause onsets (xOFF
+    /// crossings) and PFC frames (refreshes and XONs included).
+    pub pfc: Vec<rocefab_contracts::sample::PfcUse>,
+    /// Switch ports that had frames queued and sent nothing for more than four frame times
+    /// during the job (the machine's doing), emulated.
+    pub tx_stalls: Vec<rocefab_contracts::sample::PortStalls>,
 }
 
 /// An unfinished QP of one host ([`rocefab_contracts::job::QpStall`]).
@@ -288,6 +297,9 @@ pub fn summarize(
         warnings: Vec::new(),
         timed_out: false,
         stalls: Vec::new(),
+        queues: Vec::new(),
+        pfc: Vec::new(),
+        tx_stalls: Vec::new(),
     };
     for (host, h) in hosts {
         r.verified_ranks += h.ranks.iter().filter(|k| k.verified == Some(true)).count() as u32;
@@ -414,6 +426,30 @@ pub fn render_table(r: &RunReport) -> String {
             n.pfc_frames_received,
             n.pfc_paused_ns as f64 / 1e6
         );
+    }
+    if !r.queues.is_empty() {
+        s += &format!("\n{:<32} {:>5} {:>14} {:>14}\n", "SWITCH QUEUE", "TC", "AVG DEPTH B", "PEAK DEPTH B");
+        for q in &r.queues {
+            s += &format!(
+                "{:<32} {:>5} {:>14.0} {:>14}\n",
+                format!("{}:{} (to {})", q.switch, q.port, q.peer),
+                q.tc,
+                q.average_depth_bytes,
+                format!("{}{}", if q.peak_known { "" } else { "≥" }, q.peak_depth_bytes)
+            );
+        }
+    }
+    if !r.pfc.is_empty() {
+        s += &format!("\n{:<32} {:>5} {:>14} {:>14}\n", "SWITCH INGRESS PORT", "PRIO", "PAUSE ONSETS", "PFC FRAMES");
+        for f in &r.pfc {
+            s += &format!(
+                "{:<32} {:>5} {:>14} {:>14}\n",
+                format!("{}:{} (to {})", f.switch, f.port, f.peer),
+                f.priority,
+                f.pause_onsets,
+                f.pfc_frames
+            );
+        }
     }
     if !r.metrics.is_empty() {
         s += &format!("\nmetrics (while the job ran): {}\n", r.metrics.join(" "));
@@ -972,12 +1008,17 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
     // their retries), but then only from the CPUs: its senders were held by whatever stalled.
     let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len();
+    rep.queues = rocefab_contracts::sample::queue_use(&switches_before, &switches_after);
+    rep.pfc = rocefab_contracts::sample::pfc_use(&switches_before, &switches_after);
+    rep.tx_stalls = rocefab_contracts::sample::port_stalls(&switches_before, &switches_after);
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
         cpu_busy,
         nics: bottleneck::nic_use(&reports),
         senders_busy_throughout: kind != Kind::Broadcast && ended_normally,
         links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
+        stalls: rep.tx_stalls.clone(),
+        job_ns: rep.completion_ns,
     });
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
     let (out, err) = render_output(&rep, a.json)?;

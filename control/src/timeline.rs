@@ -275,6 +275,11 @@ pub struct Bottleneck {
     /// How busy the bottleneck's link was while every sender still had data to send.
     #[serde(default)]
     pub utilisation: Option<Utilisation>,
+    /// Time-weighted average depth over the run (first to last sample of its switch), bytes in
+    /// whole buffer cells, exact between the samples (the switch integrates depth × time at
+    /// every enqueue and dequeue).
+    #[serde(default)]
+    pub average_depth_bytes: Option<f64>,
 }
 
 /// The bottleneck link's use during the congested phase: from the first sample after the port
@@ -340,6 +345,14 @@ pub struct Timeline {
     pub alpha: Vec<Series>,
     /// (e) PFC pause lanes.
     pub pause_lanes: Vec<PauseLane>,
+    /// Every switch egress queue that held anything during the run (first to last sample of
+    /// each switch): time-weighted average and peak depth.
+    #[serde(default)]
+    pub queues: Vec<rocefab_contracts::sample::QueueUse>,
+    /// Every switch ingress port priority that sent PFC during the run: pause onsets and PFC
+    /// frames.
+    #[serde(default)]
+    pub pfc: Vec<rocefab_contracts::sample::PfcUse>,
 }
 
 /// The `.json` output.
@@ -600,7 +613,22 @@ impl Timeline {
             rates: Vec::new(),
             alpha: Vec::new(),
             pause_lanes: Vec::new(),
+            queues: Vec::new(),
+            pfc: Vec::new(),
         };
+        // Each switch's first and last answer: the run's queue and PFC counts.
+        let ends = |last: bool| -> Vec<SwitchSample> {
+            (0..s.switches.len())
+                .filter_map(|si| {
+                    let mut seq = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref());
+                    let x = if last { seq.next_back() } else { seq.next() };
+                    x.map(|x| x.sample.clone())
+                })
+                .collect()
+        };
+        let (first, last) = (ends(false), ends(true));
+        t.queues = rocefab_contracts::sample::queue_use(&first, &last);
+        t.pfc = rocefab_contracts::sample::pfc_use(&first, &last);
         if let Some((si, pi, tc, peak)) = bottleneck(s, port)? {
             let mut seq = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref());
             for x in seq.clone() {
@@ -618,6 +646,15 @@ impl Timeline {
                 tc: tc as u8,
                 peak_depth_bytes: peak,
                 utilisation: utilisation(s, si, pi, d),
+                average_depth_bytes: t
+                    .queues
+                    .iter()
+                    .find(|q| {
+                        q.switch == s.switches[si]
+                            && Some(q.port.as_str()) == p.map(|p| p.name.as_str())
+                            && q.tc as usize == tc
+                    })
+                    .map(|q| q.average_depth_bytes),
             });
         }
         t.counter_deltas(s, d);
@@ -636,8 +673,11 @@ impl Timeline {
                     continue;
                 }
                 for (pa, pb) in a.sample.ports.iter().zip(&b.sample.ports) {
-                    ecn += pb.ecn_marked.saturating_sub(pa.ecn_marked);
-                    wred += pb.wred_dropped.saturating_sub(pa.wred_dropped);
+                    // At enqueue the XDP program marks (per ingress port), at dequeue the daemon.
+                    ecn += pb.ecn_marked.saturating_sub(pa.ecn_marked)
+                        + pb.ecn_marked_dequeue.saturating_sub(pa.ecn_marked_dequeue);
+                    wred += pb.wred_dropped.saturating_sub(pa.wred_dropped)
+                        + pb.wred_dropped_dequeue.saturating_sub(pa.wred_dropped_dequeue);
                 }
             }
             let t_us = us(w[1].t_ns, d);
@@ -1126,7 +1166,14 @@ mod tests {
     }
 
     fn switch(name: &str, d: f64, ports: Vec<PortSample>) -> SwitchSample {
-        SwitchSample { switch: name.into(), time_dilation: d, thresholds: thresholds(), xdp_unread: false, ports }
+        SwitchSample {
+            switch: name.into(),
+            time_dilation: d,
+            thresholds: thresholds(),
+            xdp_unread: false,
+            clock_ns: 0,
+            ports,
+        }
     }
 
     fn host(qps: Vec<QpSample>, nics: Vec<NicSample>) -> HostSample {
@@ -1170,7 +1217,11 @@ mod tests {
                 b.depth_bytes[3] = depth[i] / 256 * 250;
                 b.peak_depth_bytes[3] = b.peak_depth_cell_bytes[3] / 256 * 250;
                 b.ecn_marked = ecn[i];
+                // The depth-time integral (the daemons report it in emulated byte·ns).
+                b.depth_area_byte_ns[3] = [0.0, 6e11, 1.6e12, 2.2e12][i] / d;
                 let mut s = port("eth0", "rail1:eth2");
+                s.pfc_tx_frames[3] = 3 * i as u64;
+                s.pause_onsets[3] = i as u64;
                 s.paused[3] = paused[i];
                 // The daemons report paused time in emulated ns: wall ÷ D.
                 s.paused_ns[3] = (paused_ns[i] as f64 / d) as u64;
@@ -1186,8 +1237,20 @@ mod tests {
                 Round {
                     t_ns: t,
                     switches: vec![
-                        Some(Stamped { t_ns: t + MS, sample: switch("rail1", d, vec![a, b]) }),
-                        Some(Stamped { t_ns: t + MS, sample: switch("spine1", d, vec![s]) }),
+                        Some(Stamped {
+                            t_ns: t + MS,
+                            sample: SwitchSample {
+                                clock_ns: ((t + MS) as f64 / d) as u64,
+                                ..switch("rail1", d, vec![a, b])
+                            },
+                        }),
+                        Some(Stamped {
+                            t_ns: t + MS,
+                            sample: SwitchSample {
+                                clock_ns: ((t + MS) as f64 / d) as u64,
+                                ..switch("spine1", d, vec![s])
+                            },
+                        }),
                     ],
                     hosts: vec![Some(Stamped {
                         t_ns: t + 2 * MS,
@@ -1234,6 +1297,21 @@ mod tests {
         assert_eq!(t.rates[0].points[2], Point { t_us: 22e3, v: 5e8 });
         assert_eq!(t.alpha[0].points[3].v, 0.30000000000000004);
         assert_eq!((t.interval_us, t.end_us), (10e3, 32e3));
+        // Average depth over the run: 2.2e12 byte·ns over 30 ms; the peak beside it.
+        let avg = 2.2e12 / 30e6;
+        assert!((b.average_depth_bytes.unwrap() - avg).abs() < 1e-6, "{:?}", b.average_depth_bytes);
+        let q = t.queues.iter().find(|q| q.switch == "rail1" && q.port == "eth1" && q.tc == 3).unwrap();
+        assert_eq!((q.peak_depth_bytes, q.peak_known), (200_000, true));
+        // Pause onsets apart from PFC frames, per ingress port priority.
+        assert_eq!(t.pfc.len(), 1);
+        assert_eq!(
+            (t.pfc[0].switch.as_str(), t.pfc[0].port.as_str(), t.pfc[0].pause_onsets, t.pfc[0].pfc_frames),
+            ("spine1", "eth0", 3, 9)
+        );
+        // The same in emulated time at D 1000: the same average, the same counts.
+        let t2 = Timeline::build(&samples(1000.0), "f", "incast", 1000.0, None).unwrap();
+        let avg2 = t2.bottleneck.unwrap().average_depth_bytes.unwrap();
+        assert!((avg2 - avg).abs() / avg < 1e-6, "{avg2} vs {avg}");
     }
 
     /// Six rounds 10 ms (wall) apart at D 1000 (10 µs emulated), one bottleneck port at

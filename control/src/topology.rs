@@ -801,9 +801,6 @@ pub struct Topology {
     /// Every switch's forwarding latency and every NIC's pipeline latency (each way), emulated ns.
     pub switch_latency_ns: u64,
     pub nic_latency_ns: u64,
-    /// What is allowed but probably not meant (a headroom below what the links need), one line
-    /// each; `rocefab plan` and `up` print them.
-    pub warnings: Vec<String>,
 }
 
 impl Topology {
@@ -949,7 +946,6 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         &lat,
     )
     .map_err(|(f, m)| err(&f, m))?;
-    let warnings = headroom_warnings(&switches, &qos);
     let time_dilation = Dilation::new(raw.time_dilation).map_err(|e| err("time_dilation", e.to_string()))?;
     let names: Vec<String> = switches.iter().map(|s| s.name.clone()).collect();
     let load_balance = crate::lb::resolve(&raw.load_balance, &names).map_err(|(f, m)| err(&f, m))?;
@@ -978,7 +974,6 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         dcqcn: raw.dcqcn.profile,
         switch_latency_ns: raw.latency.switch.0,
         nic_latency_ns: raw.latency.nic.0,
-        warnings,
     })
 }
 
@@ -1479,23 +1474,6 @@ fn port_links(nswitches: usize, links: &[Link]) -> Vec<Vec<crate::qos::PortLink>
                     })
                 })
                 .collect()
-        })
-        .collect()
-}
-
-/// A configured headroom below what a switch's links need is allowed (a test of what happens
-/// then) but said.
-fn headroom_warnings(switches: &[Switch], qos: &[crate::qos::SwitchQos]) -> Vec<String> {
-    switches
-        .iter()
-        .zip(qos)
-        .filter(|(_, q)| !q.headroom_auto && q.qos.headroom_bytes < q.headroom_needed)
-        .map(|(s, q)| {
-            format!(
-                "qos.headroom: {}: {} B is below the {} B its links need in flight while a pause takes effect \
-                 (headroom: auto); lossless frames may be lost as headroom overflows",
-                s.name, q.qos.headroom_bytes, q.headroom_needed
-            )
         })
         .collect()
 }

@@ -380,9 +380,18 @@ fn qos_errors_name_file_line_field() {
     assert!(e.starts_with("topologies/bad.yaml:16: qos.xon: rail1: 2000000 bytes is not below xoff"), "{e}");
     let e = err(&with("  xoff: 1MB\n  wred: { max: 900KB }\n  switches:\n    spine1:\n      xon: 1MB\n"));
     assert!(e.starts_with("topologies/bad.yaml:19: qos.switches.spine1.xon: spine1: "), "{e}");
-    let e = err(&with("  xoff: 1MB\n"));
+    // WRED max above xOFF breaks the rule of thumb: a warning, not an error (issue 23).
+    let t = Topology::parse(&with("  xoff: 1MB\n"), Path::new("topologies/bad.yaml")).unwrap();
     assert!(
-        e.starts_with("topologies/bad.yaml:14: qos.wred.max: rail1: 3000000 bytes is not below xoff (1000000 bytes)"),
+        t.qos[0].warnings[0].starts_with("qos.wred.max: rail1: 3000000 bytes is not below xoff (1000000 bytes)"),
+        "{:?}",
+        t.qos[0].warnings
+    );
+    let e = err(&with("  wred: { min: 2MB, max: 1MB }\n"));
+    assert!(
+        e.starts_with(
+            "topologies/bad.yaml:15: qos.wred.min: rail1: 2000000 bytes: must be above 0 and at most wred.max"
+        ),
         "{e}"
     );
     let e = err(&with("  headroom: 8MiB\n"));
@@ -495,15 +504,16 @@ fn bad_delays_are_named() {
 #[test]
 fn a_headroom_below_what_the_links_need_is_a_warning_and_auto_is_not() {
     let links = "links:\n  line_rate: { host_rail: 400Gbps, rail_spine: 400Gbps }\n  delay: { host_rail: 1us, rail_spine: 1us }\n";
+    let warnings = |t: &Topology| t.qos.iter().flat_map(|q| q.warnings.clone()).collect::<Vec<_>>();
     let t = Topology::parse(&format!("{GOOD}{links}qos: {{ headroom: 20KB }}\n"), Path::new("t.yaml")).unwrap();
-    assert_eq!(t.warnings.len(), 3, "every switch: {:?}", t.warnings);
-    assert!(t.warnings[0].starts_with("qos.headroom: rail1: 20000 B is below the "), "{:?}", t.warnings);
+    assert_eq!(warnings(&t).len(), 3, "every switch: {:?}", warnings(&t));
+    assert!(warnings(&t)[0].starts_with("qos.headroom: rail1: 20000 B is below the "), "{:?}", warnings(&t));
     let t = Topology::parse(&format!("{GOOD}{links}qos: {{ headroom: auto }}\n"), Path::new("t.yaml")).unwrap();
-    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    assert!(warnings(&t).is_empty(), "{:?}", warnings(&t));
     assert!(t
         .qos
         .iter()
         .all(|q| q.headroom_auto && q.qos.headroom_bytes == q.headroom_needed && q.headroom_needed > 20_000));
     // The default headroom (512 KB) covers these links: no warning.
-    assert!(Topology::parse(&format!("{GOOD}{links}"), Path::new("t.yaml")).unwrap().warnings.is_empty());
+    assert!(warnings(&Topology::parse(&format!("{GOOD}{links}"), Path::new("t.yaml")).unwrap()).is_empty());
 }

@@ -50,7 +50,7 @@ use std::sync::Arc;
 use afxdp::{FrameDesc, TxQueue, Umem};
 use dataplane_common::limits::NUM_TC;
 use dataplane_common::XdpMeta;
-use rocefab_contracts::config::{QosConfig, SwitchConfig, WatchdogAction};
+use rocefab_contracts::config::{QosConfig, SwitchConfig, WatchdogAction, WredAt};
 use rocefab_contracts::time::Dilation;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
@@ -65,6 +65,7 @@ use crate::queue::{Fifo, PortQueues, PortStatsRef};
 use crate::rewrite::rewrite_l3;
 use crate::sched::Scheduler;
 use crate::shaper::{Shaper, DEFAULT_BURST_BYTES};
+use crate::stall::StallWatch;
 use crate::stats::SwitchStats;
 use crate::xsk::{XskPort, XskSet, RX_RING_SIZE, TX_RING_SIZE};
 use rocefab_plumbing::capture::{serialisation_ns, LineStamp, MonoClock, Tap, TapProducer, DIR_IN, DIR_OUT};
@@ -245,12 +246,64 @@ fn release_held(
     egress: usize,
     tc: u8,
     len: u32,
+    now: u64,
 ) -> Option<PgEvent> {
     let ingress = h.ingress as usize;
     let ev = buffer.release(ingress, tc, egress, tc, len, h.admit);
     stats.ports[ingress].prio[tc as usize].pg_bytes.set(buffer.pg_bytes(ingress, tc));
-    stats.ports[egress].queues[tc as usize & 7].depth_cell_bytes.set(buffer.queue_bytes(egress, tc));
+    publish_depth(stats, egress, tc, buffer.queue_bytes(egress, tc), now);
     ev
+}
+
+/// Publishes the depth of egress queue (`egress`, `tc`) as the buffer charges it, and adds the
+/// depth it had since its last change to the queue's depth-time integral (the pass clock `now`).
+#[inline(always)]
+fn publish_depth(stats: &SwitchStats, egress: usize, tc: u8, cells: u64, now: u64) {
+    let q = &stats.ports[egress].queues[tc as usize & 7];
+    q.depth_cell_bytes.set(cells);
+    q.depth_cell_area.set(now, cells);
+}
+
+/// Logs a TX stall of port `p` ([`crate::stall`]).
+#[cold]
+fn note_stall(stats: &SwitchStats, p: usize, (stall, frame_ns): (crate::stats::Stall, u64)) {
+    stats.ports[p].stalls.log(stall, frame_ns);
+}
+
+/// WRED at dequeue (`wred.at: dequeue`) on a frame leaving queue (`p`, `tc`) with `depth` bytes
+/// left behind ([`crate::ecn::mark_at_dequeue`]); counts what it did. False when the frame is
+/// to be dropped (Not-ECT).
+#[inline]
+#[expect(clippy::too_many_arguments, reason = "the data path's disjoint borrows, passed apart")]
+fn mark_dequeued(
+    umem: &Umem,
+    stats: &SwitchStats,
+    p: usize,
+    tc: usize,
+    d: &mut FrameDesc,
+    depth: u64,
+    params: &dataplane_common::WredParams,
+    rng: &mut u32,
+) -> bool {
+    if params.queues & (1 << (tc & 7)) == 0 {
+        return true;
+    }
+    *rng = dataplane_common::xorshift32(*rng);
+    // SAFETY: `d` was just dequeued: a frame of our UMEM that nothing else references until it
+    // is produced on the TX ring.
+    let mut data = unsafe { umem.data_mut(d) };
+    let q = &stats.ports[p].queues[tc];
+    match crate::ecn::mark_at_dequeue(data.contents_mut(), depth, params, *rng) {
+        crate::ecn::Mark::Pass => true,
+        crate::ecn::Mark::Marked => {
+            q.ecn_marked_dequeue.inc();
+            true
+        }
+        crate::ecn::Mark::Drop => {
+            q.wred_dropped_dequeue.inc();
+            false
+        }
+    }
 }
 
 /// A frame the switch originates, queued on a port's control queue.
@@ -284,6 +337,8 @@ struct Port {
     tx_line: DelayLine<FrameDesc>,
     /// Frames the peer sent that are not yet here; unused when the peer delays them itself.
     rx_line: DelayLine<FrameDesc>,
+    /// TX stalls: frames queued and not paused, nothing sent ([`crate::stall`]).
+    stall: StallWatch,
 }
 
 /// The data path of one switch. Build with [`DataPlane::new`], run with [`DataPlane::run`] on a
@@ -303,8 +358,12 @@ pub struct DataPlane {
     nexthop_macs: Vec<[u8; 6]>,
     nexthop_ports: Vec<u32>,
     buffer: SharedBuffer,
-    /// WRED settings, for the per-band statistics at enqueue (the marking itself is in XDP).
+    /// WRED settings, for the per-band statistics at enqueue (the marking itself is in XDP,
+    /// unless `wred.at` is dequeue).
     wred: rocefab_contracts::config::WredConfig,
+    /// `wred.at: dequeue`: the curve, and the xorshift32 state of the draws
+    /// ([`crate::ecn::mark_at_dequeue`]); `None` when the XDP program marks at enqueue.
+    wred_dequeue: Option<(dataplane_common::WredParams, u32)>,
     pfc_tx: PfcTx,
     pfc_rx: PfcRx,
     watchdog: Option<(Watchdog, u64)>,
@@ -415,6 +474,7 @@ impl DataPlane {
                 tx_stamp: LineStamp::default(),
                 tx_line: DelayLine::new(cfg.tx_delay_ns[i], cfg.tx_line_capacity(i)),
                 rx_line: DelayLine::new(cfg.rx_delay_ns[i], cfg.rx_line_capacity(i)),
+                stall: StallWatch::default(),
             })
             .collect();
         let mut pollfds: Vec<libc::pollfd> =
@@ -443,7 +503,8 @@ impl DataPlane {
             ports,
             free,
             own_free,
-            clock: MonoClock::new(),
+            // The statistics' clock, so that the control side reads their times on it.
+            clock: stats.clock,
             tap: None,
             own_reserve,
             total_frames,
@@ -452,6 +513,8 @@ impl DataPlane {
             nexthop_ports: cfg.nexthop_ports.clone(),
             buffer,
             wred: q.wred.clone(),
+            wred_dequeue: (q.wred.at == WredAt::Dequeue && q.wred.queues != 0)
+                .then(|| (crate::ecn::params_of(&q.wred), q.wred.seed.max(1))),
             pfc_tx: PfcTx::new(n, q.pause_quanta, &cfg.line_rates_bps),
             pfc_rx: PfcRx::new(n, &cfg.line_rates_bps, q.lossless_priorities),
             watchdog,
@@ -657,13 +720,15 @@ impl DataPlane {
 
     /// Sends an 802.1Qbb PFC frame for `prio` out of `port` with `quanta` (0 = XON);
     /// `xoff_ns` is the xOFF crossing it answers (0 for refreshes and XONs).
-    fn send_pfc(&mut self, port: usize, prio: u8, quanta: u16, xoff_ns: u64) {
+    /// True when it was queued.
+    fn send_pfc(&mut self, port: usize, prio: u8, quanta: u16, xoff_ns: u64) -> bool {
         let mac = self.ports[port].mac;
         let repr = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << prio), quanta));
         let sent = self.emit_own(port, &repr.to_frame(MacAddr(mac)), xoff_ns);
         if sent {
             self.stats.ports[port].prio[prio as usize].pfc_tx_frames.inc();
         }
+        sent
     }
 
     /// Acts on a priority-group event of the shared buffer.
@@ -671,11 +736,15 @@ impl DataPlane {
         match ev {
             PgEvent::Xoff { port, prio } => {
                 let q = self.pfc_tx.on_xoff(port, prio, now);
-                self.send_pfc(port, prio, q, now.max(1));
+                // A pause onset: the group crossed xOFF, the priority goes from not paused to
+                // paused at the peer (refreshes and XONs are PFC frames, not onsets).
+                if self.send_pfc(port, prio, q, now.max(1)) {
+                    self.stats.ports[port].prio[prio as usize].pause_onsets.inc();
+                }
             }
             PgEvent::Xon { port, prio } => {
                 self.pfc_tx.on_xon(port, prio, now);
-                self.send_pfc(port, prio, 0, 0);
+                let _ = self.send_pfc(port, prio, 0, 0);
             }
         }
     }
@@ -695,7 +764,7 @@ impl DataPlane {
             }
         });
         for &(port, prio, q) in &due[..n] {
-            self.send_pfc(port, prio, q, 0);
+            let _ = self.send_pfc(port, prio, q, 0);
         }
     }
 
@@ -777,7 +846,7 @@ impl DataPlane {
                     let mut events = [None; 8];
                     let mut ne = 0;
                     queues.drain_queue(prio as usize, |h, len| {
-                        if let Some(ev) = release_held(buffer, stats, &h, port, prio, len) {
+                        if let Some(ev) = release_held(buffer, stats, &h, port, prio, len, now) {
                             if ne < events.len() {
                                 events[ne] = Some(ev);
                                 ne += 1;
@@ -1016,13 +1085,16 @@ impl DataPlane {
             Ok((admit, ev)) => {
                 // The depth the thresholds act on (cells), beside the frame bytes the queue sets.
                 let cells = self.buffer.queue_bytes(egress, tc);
-                let q = &self.stats.ports[egress].queues[tc as usize & 7];
-                q.depth_cell_bytes.set(cells);
-                q.peak_depth_cell_bytes.raise(cells);
+                publish_depth(&self.stats, egress, tc, cells, now);
+                self.stats.ports[egress].queues[tc as usize & 7].peak_depth_cell_bytes.raise(cells);
+                if self.ports[egress].queues.nonempty() == 0 {
+                    // However long since the port last sent, it was not stalled: it had nothing.
+                    self.ports[egress].stall.idle();
+                }
                 let h = Held { d, ingress: ingress as u8, admit, at };
                 if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
                     // Cannot happen (queues hold what the buffer admits); never leak the frame.
-                    release_held(&mut self.buffer, &self.stats, &h, egress, tc, len);
+                    release_held(&mut self.buffer, &self.stats, &h, egress, tc, len, now);
                     self.free.push(h.d);
                 }
                 self.stats.ports[ingress].prio[tc as usize].pg_bytes.set(self.buffer.pg_bytes(ingress, tc));
@@ -1094,6 +1166,7 @@ impl DataPlane {
             n += 1;
             tx_bytes += len as u64;
         }
+        port.stall.step(now, port.queues.nonempty() & !paused != 0);
         while n < room {
             let Some(tc) = port.sched.pick_unpaused(&port.queues, paused) else { break };
             if let Err(t) = port.shaper.poll(now) {
@@ -1101,20 +1174,32 @@ impl DataPlane {
                 port.shaped_at = Some(t);
                 break;
             }
-            let Some((h, len)) = port.queues.dequeue(tc) else { break };
+            let Some((mut h, len)) = port.queues.dequeue(tc) else { break };
             port.sched.sent(&port.queues, tc, len);
+            if let Some(stall) = port.stall.dequeued(now, len, port.shaper.rate_bps()) {
+                note_stall(&self.stats, p, stall);
+            }
+            if let Some(ev) = release_held(&mut self.buffer, &self.stats, &h, p, tc as u8, len, now) {
+                released[nrel] = Some(ev);
+                nrel += 1;
+            }
+            if let Some((params, rng)) = self.wred_dequeue.as_mut() {
+                let depth = self.buffer.queue_bytes(p, tc as u8);
+                if !mark_dequeued(&self.umem, &self.stats, p, tc, &mut h.d, depth, params, rng) {
+                    // A Not-ECT frame WRED drops: it never takes the shaper's time.
+                    self.free.push(h.d);
+                    continue;
+                }
+            }
             if delayed {
-                // Exactly timed: from the frame's arrival or the previous frame's end.
+                // Exactly timed: from the frame's arrival, the end of its priority's pause or
+                // the previous frame's end, whichever is latest.
                 let eligible = h.at.max(self.pfc_rx.resumed_at(p, tc as u8)).min(now);
                 departs[n] = port.shaper.departure(eligible);
                 port.shaper.sent_at(departs[n], len);
             } else {
                 departs[n] = port.shaper.departure(not_before);
                 port.shaper.sent(now, len);
-            }
-            if let Some(ev) = release_held(&mut self.buffer, &self.stats, &h, p, tc as u8, len) {
-                released[nrel] = Some(ev);
-                nrel += 1;
             }
             self.scratch[n] = h.d;
             n += 1;

@@ -4,9 +4,9 @@
 //! (`rocefab-plumbing`).
 //!
 //! Pure, unprivileged, unit-tested logic: [`decision`], [`queue`], [`sched`], [`shaper`],
-//! [`rewrite`], [`delay`], [`stats`], [`metrics`], [`sample`]. Kernel-facing: [`xsk`] (AF_XDP sockets), [`dataplane`]
-//! (the per-switch packet thread), [`switchd`] (the daemon: start-up, control side, shutdown;
-//! the `rocefab-switchd` binary only parses its arguments and calls it).
+//! [`rewrite`], [`delay`], [`ecn`], [`stall`], [`stats`], [`metrics`], [`sample`]. Kernel-facing: [`xsk`] (AF_XDP
+//! sockets), [`dataplane`] (the per-switch packet thread), [`switchd`] (the daemon: start-up, control side,
+//! shutdown; the `rocefab-switchd` binary only parses its arguments and calls it).
 //! Its ports' LLDP/DCBX agents are `lldp_agent::NodeAgent`, shared with the NIC agent.
 
 pub mod buffer;
@@ -14,6 +14,7 @@ pub mod ctrl;
 pub mod dataplane;
 pub mod decision;
 pub mod delay;
+pub mod ecn;
 pub mod metrics;
 pub mod pfc;
 pub mod pfcwd;
@@ -22,6 +23,7 @@ pub mod rewrite;
 pub mod sample;
 pub mod sched;
 pub mod shaper;
+pub mod stall;
 pub mod stats;
 pub mod switchd;
 pub mod xsk;

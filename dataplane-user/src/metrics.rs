@@ -42,6 +42,9 @@ struct QueueHandles {
     depth_packets: IntGauge,
     depth_cell_bytes: IntGauge,
     depth_peak_cell_bytes: IntGauge,
+    depth_area: Counter,
+    ecn_marked_dequeue: IntCounter,
+    wred_dropped_dequeue: IntCounter,
     admission_dropped: IntCounter,
     pfcwd_dropped: IntCounter,
     /// Per depth band, (ECT enqueued, CE among them): WRED queues only.
@@ -51,6 +54,7 @@ struct QueueHandles {
 /// PFC and priority-group handles of one (port, priority).
 struct PrioHandles {
     pfc_tx: IntCounter,
+    pause_onsets: IntCounter,
     pfc_rx: IntCounter,
     pfc_rx_ignored: IntCounter,
     paused_seconds: Counter,
@@ -74,6 +78,9 @@ struct PortHandles {
     rewrite_errors: IntCounter,
     mac_control_malformed: IntCounter,
     own_pool_empty: IntCounter,
+    stalls: IntCounter,
+    stalled_seconds: Counter,
+    longest_stall_seconds: Gauge,
     queues: Vec<QueueHandles>,
     prio: Vec<PrioHandles>,
     xdp: Vec<IntCounter>,
@@ -123,6 +130,14 @@ fn register<C: prometheus::core::Collector + Clone + 'static>(
 }
 
 fn sync(c: &IntCounter, v: u64) {
+    let cur = c.get();
+    if v > cur {
+        c.inc_by(v - cur);
+    }
+}
+
+/// Brings a float counter up to `v`.
+fn sync_f64(c: &Counter, v: f64) {
     let cur = c.get();
     if v > cur {
         c.inc_by(v - cur);
@@ -190,6 +205,9 @@ struct PortFamilies {
     rewrite_errors: IntCounterVec,
     mc_bad: IntCounterVec,
     own_empty: IntCounterVec,
+    stalls: IntCounterVec,
+    stalled: CounterVec,
+    longest_stall: prometheus::GaugeVec,
 }
 
 impl PortFamilies {
@@ -230,7 +248,37 @@ impl PortFamilies {
             "Frames the switch originates (PFC) that found no reserved frame or a full control queue",
             p,
         )?;
+        let stalls = f.counter_vec(
+            "rocefab_port_tx_stalls_total",
+            "Times the port had frames queued that the peer did not pause and sent nothing for longer than four frame times (the machine's doing: the data path did not run or the kernel did not take the TX ring)",
+            p,
+        )?;
+        let stalled = register(
+            f.registry,
+            "rocefab_port_tx_stalled_seconds_total",
+            CounterVec::new(
+                f.opts(
+                    "rocefab_port_tx_stalled_seconds_total",
+                    "Total time of the port's TX stalls (rocefab_port_tx_stalls_total), emulated seconds (wall / rocefab_time_dilation)",
+                ),
+                p,
+            ),
+        )?;
+        let longest_stall = register(
+            f.registry,
+            "rocefab_port_tx_longest_stall_seconds",
+            prometheus::GaugeVec::new(
+                f.opts(
+                    "rocefab_port_tx_longest_stall_seconds",
+                    "The port's longest TX stall since the daemon started, emulated seconds",
+                ),
+                p,
+            ),
+        )?;
         Ok(PortFamilies {
+            stalls,
+            stalled,
+            longest_stall,
             rx_packets,
             rx_bytes,
             tx_packets,
@@ -266,6 +314,9 @@ impl PortFamilies {
             rewrite_errors: self.rewrite_errors.with_label_values(&l),
             mac_control_malformed: self.mc_bad.with_label_values(&l),
             own_pool_empty: self.own_empty.with_label_values(&l),
+            stalls: self.stalls.with_label_values(&l),
+            stalled_seconds: self.stalled.with_label_values(&l),
+            longest_stall_seconds: self.longest_stall.with_label_values(&l),
             queues,
             prio,
             xdp,
@@ -287,6 +338,9 @@ struct QueueFamilies {
     depth_peak: IntGaugeVec,
     depth_cell: IntGaugeVec,
     depth_peak_cell: IntGaugeVec,
+    depth_area: CounterVec,
+    ecn_deq: IntCounterVec,
+    wred_deq: IntCounterVec,
     adm_drop: IntCounterVec,
     wd_drop: IntCounterVec,
 }
@@ -322,6 +376,27 @@ impl QueueFamilies {
             "Highest rocefab_queue_depth_cell_bytes since the daemon started",
             pq,
         )?;
+        let depth_area = register(
+            f.registry,
+            "rocefab_queue_depth_cell_byte_seconds_total",
+            CounterVec::new(
+                f.opts(
+                    "rocefab_queue_depth_cell_byte_seconds_total",
+                    "Time integral of rocefab_queue_depth_cell_bytes, bytes x emulated seconds (exact: added at every enqueue and dequeue); its increase over an interval divided by the interval in emulated seconds is the time-weighted average depth",
+                ),
+                pq,
+            ),
+        )?;
+        let ecn_deq = f.counter_vec(
+            "rocefab_queue_ecn_marked_dequeue_packets_total",
+            "Frames WRED marked CE as they left the queue (wred.at: dequeue; marks at enqueue are rocefab_xdp_ecn_marked_total, per ingress port)",
+            pq,
+        )?;
+        let wred_deq = f.counter_vec(
+            "rocefab_queue_wred_dropped_dequeue_packets_total",
+            "Not-ECT frames WRED dropped as they left the queue (wred.at: dequeue)",
+            pq,
+        )?;
         let adm_drop = f.counter_vec(
             "rocefab_queue_admission_dropped_packets_total",
             "Frames dropped at admission by the shared buffer (lossy queue or shared pool full, or no UMEM frame left)",
@@ -344,6 +419,9 @@ impl QueueFamilies {
             depth_peak,
             depth_cell,
             depth_peak_cell,
+            depth_area,
+            ecn_deq,
+            wred_deq,
             adm_drop,
             wd_drop,
         })
@@ -362,6 +440,9 @@ impl QueueFamilies {
             depth_packets: self.depth_p.with_label_values(&l),
             depth_cell_bytes: self.depth_cell.with_label_values(&l),
             depth_peak_cell_bytes: self.depth_peak_cell.with_label_values(&l),
+            depth_area: self.depth_area.with_label_values(&l),
+            ecn_marked_dequeue: self.ecn_deq.with_label_values(&l),
+            wred_dropped_dequeue: self.wred_deq.with_label_values(&l),
             admission_dropped: self.adm_drop.with_label_values(&l),
             pfcwd_dropped: self.wd_drop.with_label_values(&l),
             wred_bands,
@@ -395,6 +476,7 @@ impl WredFamilies {
 /// PFC and ingress priority-group metrics per (port, priority).
 struct PrioFamilies {
     pfc_tx: IntCounterVec,
+    onsets: IntCounterVec,
     pfc_rx: IntCounterVec,
     pfc_rx_ignored: IntCounterVec,
     paused: CounterVec,
@@ -411,6 +493,11 @@ impl PrioFamilies {
         let pfc_tx = f.counter_vec(
             "rocefab_pfc_tx_frames_total",
             "PFC frames sent out of the port for the priority (XOFF, refresh, XON)",
+            pp,
+        )?;
+        let onsets = f.counter_vec(
+            "rocefab_pfc_pause_onsets_total",
+            "Pause onsets of the ingress port's priority: XOFFs sent because its priority group crossed xOFF (not paused to paused at the peer); refreshes and XONs are counted in rocefab_pfc_tx_frames_total only",
             pp,
         )?;
         let pfc_rx = f.counter_vec(
@@ -453,12 +540,13 @@ impl PrioFamilies {
             f.counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
         let restores =
             f.counter_vec("rocefab_pfcwd_restores_total", "Stormed egress queues the watchdog restored", pp)?;
-        Ok(PrioFamilies { pfc_tx, pfc_rx, pfc_rx_ignored, paused, paused_now, pg_b, hr_over, storms, restores })
+        Ok(PrioFamilies { pfc_tx, onsets, pfc_rx, pfc_rx_ignored, paused, paused_now, pg_b, hr_over, storms, restores })
     }
 
     fn handles(&self, l: [&str; 2]) -> PrioHandles {
         PrioHandles {
             pfc_tx: self.pfc_tx.with_label_values(&l),
+            pause_onsets: self.onsets.with_label_values(&l),
             pfc_rx: self.pfc_rx.with_label_values(&l),
             pfc_rx_ignored: self.pfc_rx_ignored.with_label_values(&l),
             paused_seconds: self.paused.with_label_values(&l),
@@ -639,7 +727,13 @@ impl Metrics {
     /// when the map could not be read) and `xsk` (per port socket; `None` when `XDP_STATISTICS`
     /// could not be read) and returns the text exposition.
     pub fn render(&self, xdp: Option<&[[u64; counter::COUNT as usize]]>, xsk: Option<&[XskStatistics]>) -> String {
+        let now = self.stats.clock.now();
+        let d = self.dilation.factor();
         for (h, s) in self.ports.iter().zip(&self.stats.ports) {
+            let st = s.stalls.read();
+            sync(&h.stalls, st.count);
+            sync_f64(&h.stalled_seconds, st.total_ns as f64 / 1e9 / d);
+            h.longest_stall_seconds.set(st.longest.ns as f64 / 1e9 / d);
             sync_stat(&h.rx_packets, &s.rx_packets);
             sync_stat(&h.rx_bytes, &s.rx_bytes);
             sync_stat(&h.tx_packets, &s.tx_packets);
@@ -655,6 +749,7 @@ impl Metrics {
             for (prio, (ph, ps)) in h.prio.iter().zip(&s.prio).enumerate() {
                 ph.paused_now.set(((paused_mask >> prio) & 1) as i64);
                 sync_stat(&ph.pfc_tx, &ps.pfc_tx_frames);
+                sync_stat(&ph.pause_onsets, &ps.pause_onsets);
                 sync_stat(&ph.pfc_rx, &ps.pfc_rx_frames);
                 sync_stat(&ph.pfc_rx_ignored, &ps.pfc_rx_ignored_frames);
                 let secs = self.dilation.to_emulated_secs(ps.paused_ns.get() as f64 / 1e9);
@@ -679,6 +774,9 @@ impl Metrics {
                 qh.depth_packets.set(qs.depth_packets.get() as i64);
                 qh.depth_cell_bytes.set(qs.depth_cell_bytes.get() as i64);
                 qh.depth_peak_cell_bytes.set(qs.peak_depth_cell_bytes.get() as i64);
+                sync_f64(&qh.depth_area, qs.depth_cell_area.area_at(now).0 as f64 / 1e9 / d);
+                sync_stat(&qh.ecn_marked_dequeue, &qs.ecn_marked_dequeue);
+                sync_stat(&qh.wred_dropped_dequeue, &qs.wred_dropped_dequeue);
                 sync_stat(&qh.admission_dropped, &qs.admission_dropped_packets);
                 sync_stat(&qh.pfcwd_dropped, &qs.pfcwd_dropped_packets);
                 for ((ect, ce), (se, sc)) in qh.wred_bands.iter().zip(qs.wred_band_ect.iter().zip(&qs.wred_band_ce)) {
@@ -861,6 +959,40 @@ mod tests {
         assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"0.000015\"} 1\n"), "{t}");
         assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"+Inf\"} 2\n"), "{t}");
         assert!(t.contains("rocefab_pfc_reaction_seconds_count{switch=\"sw1\"} 2\n"), "{t}");
+    }
+
+    #[test]
+    fn onsets_depth_integral_dequeue_marks_and_stalls_are_exported() {
+        let stats = Arc::new(SwitchStats::new(2));
+        let mut c = cfg();
+        c.time_dilation = 1000.0;
+        let m = Metrics::new(&c, stats.clone()).unwrap();
+        stats.ports[0].prio[3].pfc_tx_frames.add(7);
+        stats.ports[0].prio[3].pause_onsets.add(3);
+        // 1 MB for 2 ms of wall clock, then empty: 2000 byte·s wall, 2 byte·s emulated at D 1000.
+        let a = &stats.ports[1].queues[3].depth_cell_area;
+        a.set(1_000_000, 1_000_000);
+        a.set(3_000_000, 0);
+        stats.ports[1].queues[3].ecn_marked_dequeue.add(4);
+        stats.ports[1].queues[3].wred_dropped_dequeue.add(1);
+        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 5, ns: 3_000_000 }, 1_000);
+        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 9, ns: 1_000_000 }, 1_000);
+        let t = m.render(None, None);
+        let pp = [("port", "eth0"), ("priority", "3")];
+        assert_eq!(value(&t, "rocefab_pfc_pause_onsets_total", &pp), Some(3.0));
+        assert_eq!(value(&t, "rocefab_pfc_tx_frames_total", &pp), Some(7.0));
+        let pq = [("port", "eth1"), ("queue", "3")];
+        let area = value(&t, "rocefab_queue_depth_cell_byte_seconds_total", &pq).unwrap();
+        assert!((area - 2.0).abs() < 1e-9, "{area}");
+        assert_eq!(value(&t, "rocefab_queue_ecn_marked_dequeue_packets_total", &pq), Some(4.0));
+        assert_eq!(value(&t, "rocefab_queue_wred_dropped_dequeue_packets_total", &pq), Some(1.0));
+        let p = [("port", "eth1")];
+        assert_eq!(value(&t, "rocefab_port_tx_stalls_total", &p), Some(2.0));
+        let stalled = value(&t, "rocefab_port_tx_stalled_seconds_total", &p).unwrap();
+        assert!((stalled - 4e-6).abs() < 1e-15, "{stalled}");
+        let longest = value(&t, "rocefab_port_tx_longest_stall_seconds", &p).unwrap();
+        assert!((longest - 3e-6).abs() < 1e-15, "{longest}");
+        assert_eq!(value(&t, "rocefab_port_tx_stalls_total", &[("port", "eth0")]), Some(0.0));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use dataplane_common::counter;
 use rocefab_contracts::config::SwitchConfig;
-pub use rocefab_contracts::sample::{PortSample, SwitchSample, Thresholds};
+pub use rocefab_contracts::sample::{PortSample, StallSample, SwitchSample, Thresholds};
 
 use crate::stats::SwitchStats;
 
@@ -47,6 +47,10 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
     let q = &cfg.qos;
     let d = rocefab_contracts::time::Dilation::new(cfg.time_dilation)
         .unwrap_or(rocefab_contracts::time::Dilation::REAL_TIME);
+    // One clock reading for every queue's integral: they all end at the same time.
+    let now = stats.clock.now();
+    let emulated_stall =
+        |s: crate::stats::Stall| StallSample { at_ns: d.to_emulated_ns(s.at_ns), ns: d.to_emulated_ns(s.ns) };
     let ports = cfg
         .ports
         .iter()
@@ -55,6 +59,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
         .map(|(i, (pc, ps))| {
             let mask = ps.paused_mask.get();
             let row = xdp.and_then(|x| x.get(i));
+            let stalls = ps.stalls.read();
             PortSample {
                 name: pc.name.clone(),
                 peer: pc.peer.clone(),
@@ -65,12 +70,23 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
                 peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
                 depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_cell_bytes.get()),
                 peak_depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_cell_bytes.get()),
+                depth_area_byte_ns: std::array::from_fn(|tc| {
+                    ps.queues[tc].depth_cell_area.area_at(now).0 as f64 / d.factor()
+                }),
+                pause_onsets: std::array::from_fn(|p| ps.prio[p].pause_onsets.get()),
                 pfc_tx_frames: std::array::from_fn(|p| ps.prio[p].pfc_tx_frames.get()),
                 pfc_rx_frames: std::array::from_fn(|p| ps.prio[p].pfc_rx_frames.get()),
                 paused: std::array::from_fn(|p| mask & (1 << p) != 0),
                 paused_ns: std::array::from_fn(|p| d.to_emulated_ns(ps.prio[p].paused_ns.get())),
                 ecn_marked: row.map_or(0, |r| r[counter::ECN_MARKED as usize]),
                 wred_dropped: row.map_or(0, |r| r[counter::WRED_DROPPED as usize]),
+                ecn_marked_dequeue: ps.queues.iter().map(|q| q.ecn_marked_dequeue.get()).sum(),
+                wred_dropped_dequeue: ps.queues.iter().map(|q| q.wred_dropped_dequeue.get()).sum(),
+                stalls: stalls.count,
+                stalled_ns: d.to_emulated_ns(stalls.total_ns),
+                longest_stall: (stalls.count > 0).then(|| emulated_stall(stalls.longest)),
+                recent_stalls: stalls.latest.iter().map(|&s| emulated_stall(s)).collect(),
+                stall_frame_ns: d.to_emulated_ns(stalls.frame_ns),
             }
         })
         .collect();
@@ -87,6 +103,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
             cell_bytes: q.cell_bytes,
         },
         xdp_unread: xdp.is_none(),
+        clock_ns: d.to_emulated_ns(now),
         ports,
     }
 }
@@ -181,6 +198,47 @@ mod tests {
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"ecn_marked\":17"), "{text}");
         assert_eq!(serde_json::from_str::<SwitchSample>(&text).unwrap(), s);
+    }
+
+    /// The depth-time integral, pause onsets and stalls, in emulated units (D = 1000).
+    #[test]
+    fn sample_carries_the_depth_integral_onsets_and_stalls_in_emulated_time() {
+        let cfg = cfg();
+        // A data-plane clock that started 10 ms (wall) ago: 10 µs emulated.
+        let origin = rocefab_plumbing::capture::monotonic_ns() - 10_000_000;
+        let stats = SwitchStats::with_clock(2, rocefab_plumbing::capture::MonoClock::with_origin(origin));
+        // A profile that ends empty: its integral does not depend on when the sample is taken.
+        let a = &stats.ports[1].queues[3].depth_cell_area;
+        a.set(1_000_000, 2_048);
+        a.set(3_000_000, 8_192);
+        a.set(4_000_000, 0);
+        let p = &stats.ports[0].prio[3];
+        p.pfc_tx_frames.add(9);
+        p.pause_onsets.add(2);
+        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 7_000_000, ns: 2_000_000 }, 49_216);
+        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 9_000_000, ns: 500_000 }, 49_216);
+        stats.ports[1].queues[3].ecn_marked_dequeue.add(5);
+        stats.ports[1].queues[0].wred_dropped_dequeue.add(1);
+        let before = build(&cfg, &stats, None);
+        let s = build(&cfg, &stats, None);
+        // Wall byte·ns / D: (2048 × 2 ms + 8192 × 1 ms) / 1000.
+        let area = (2_048.0 * 2e6 + 8_192.0 * 1e6) / 1_000.0;
+        assert_eq!(s.ports[1].depth_area_byte_ns[3], area);
+        assert_eq!(s.ports[1].depth_area_byte_ns[2], 0.0);
+        assert!(s.clock_ns >= before.clock_ns && before.clock_ns >= 10_000, "{} {}", s.clock_ns, before.clock_ns);
+        let p0 = &s.ports[0];
+        assert_eq!((p0.pfc_tx_frames[3], p0.pause_onsets[3], p0.pause_onsets[0]), (9, 2, 0));
+        let p1 = &s.ports[1];
+        assert_eq!((p1.stalls, p1.stalled_ns, p1.stall_frame_ns), (2, 2_500, 49));
+        assert_eq!(p1.longest_stall, Some(StallSample { at_ns: 7_000, ns: 2_000 }));
+        assert_eq!(p1.recent_stalls, [StallSample { at_ns: 7_000, ns: 2_000 }, StallSample { at_ns: 9_000, ns: 500 }]);
+        assert_eq!((p1.ecn_marked_dequeue, p1.wred_dropped_dequeue), (5, 1));
+        assert_eq!((s.ports[0].stalls, s.ports[0].longest_stall), (0, None));
+        // The average over the whole profile, from a sample at the clock's origin.
+        let origin = SwitchSample { clock_ns: 0, ports: vec![PortSample::default(); 2], ..s.clone() };
+        let at_4ms = SwitchSample { clock_ns: 4_000, ..s.clone() };
+        let avg = rocefab_contracts::sample::average_depth(&origin, &at_4ms, 1, 3).unwrap();
+        assert_eq!(avg, (2_048.0 * 2.0 + 8_192.0) / 4.0);
     }
 
     #[test]

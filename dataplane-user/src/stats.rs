@@ -4,7 +4,13 @@
 //! Every value is an [`AtomicU64`] written by exactly one thread with a plain load + store
 //! (`Relaxed`), which compiles to an ordinary memory add on x86: no lock prefix, no lock shared
 //! with the control side, nothing allocated per packet. Readers see each value tear-free.
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+//!
+//! Values that must be read together (a queue's depth-time integral with the time and depth it
+//! was taken at, a port's stall log) sit behind a [`SeqLock`]: the writer never waits, a reader
+//! retries while a write is under way.
+use std::sync::atomic::{fence, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+
+use rocefab_plumbing::capture::MonoClock;
 
 use dataplane_common::limits::NUM_TC;
 
@@ -44,6 +50,150 @@ impl Stat {
     }
 }
 
+/// `N` words written together by one thread and read consistently by any other (a sequence
+/// lock: the writer makes the sequence odd, stores, makes it even; a reader retries when the
+/// sequence was odd or changed while it read). The writer never blocks; nothing is allocated.
+#[derive(Debug)]
+pub struct SeqLock<const N: usize> {
+    seq: AtomicU64,
+    words: [AtomicU64; N],
+}
+
+impl<const N: usize> Default for SeqLock<N> {
+    fn default() -> Self {
+        SeqLock { seq: AtomicU64::new(0), words: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
+}
+
+impl<const N: usize> SeqLock<N> {
+    /// Single writer: `f` changes the current words, which are then published together.
+    #[inline(always)]
+    pub fn update(&self, f: impl FnOnce(&mut [u64; N])) {
+        // The single writer always sees its own last stores.
+        let mut w: [u64; N] = std::array::from_fn(|i| self.words[i].load(Relaxed));
+        f(&mut w);
+        let s = self.seq.load(Relaxed);
+        self.seq.store(s.wrapping_add(1), Relaxed);
+        fence(Release);
+        for (a, v) in self.words.iter().zip(w) {
+            a.store(v, Relaxed);
+        }
+        self.seq.store(s.wrapping_add(2), Release);
+    }
+
+    /// A consistent copy of the words (retries while the writer is in the middle of an update).
+    pub fn read(&self) -> [u64; N] {
+        let mut tries = 0u32;
+        loop {
+            let s1 = self.seq.load(Acquire);
+            let w: [u64; N] = std::array::from_fn(|i| self.words[i].load(Relaxed));
+            fence(Acquire);
+            let s2 = self.seq.load(Relaxed);
+            if s1 == s2 && s1.is_multiple_of(2) {
+                return w;
+            }
+            tries += 1;
+            if tries > 16 {
+                // The writer was preempted mid-update: let it run.
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// The time integral of a queue's depth (depth × time, exact: added at every change of the
+/// depth with the data-plane pass clock), for the time-weighted average depth over any
+/// interval: the difference of two readings of [`DepthArea::area_at`] over the time between them.
+/// Words: area (low, high 64 bits, byte·ns of the data-plane clock), the time of the last
+/// change (ns), the depth since then (bytes).
+#[derive(Debug, Default)]
+pub struct DepthArea(SeqLock<4>);
+
+impl DepthArea {
+    /// Single writer: the depth becomes `depth` bytes at `now_ns` (the pass clock, never
+    /// decreasing); the depth it had since the last change is added for the time in between.
+    #[inline(always)]
+    pub fn set(&self, now_ns: u64, depth: u64) {
+        self.0.update(|w| {
+            let dt = now_ns.saturating_sub(w[2]);
+            let area = (u128::from(w[1]) << 64 | u128::from(w[0])).wrapping_add(u128::from(w[3]) * u128::from(dt));
+            *w = [area as u64, (area >> 64) as u64, w[2].max(now_ns), depth];
+        });
+    }
+
+    /// The integral from the clock's origin to `now_ns` (byte·ns; `now_ns` at or after the last
+    /// change: the depth since then counts up to it), and the depth now.
+    pub fn area_at(&self, now_ns: u64) -> (u128, u64) {
+        let w = self.0.read();
+        let area = u128::from(w[1]) << 64 | u128::from(w[0]);
+        (area + u128::from(w[3]) * u128::from(now_ns.saturating_sub(w[2])), w[3])
+    }
+}
+
+/// How many of a port's latest stalls its [`StallLog`] keeps.
+pub const STALL_LOG_LEN: usize = 8;
+
+/// One TX stall of a port: it had frames queued that the peer did not pause and sent nothing
+/// from `at_ns` for `ns` (data-plane clock, wall ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stall {
+    pub at_ns: u64,
+    pub ns: u64,
+}
+
+/// A port's TX stalls ([`crate::stall`]): how many, their total time, the longest, and the
+/// latest [`STALL_LOG_LEN`] (when and how long). Words: count, total ns, longest (at, ns),
+/// the frame time the threshold counts in (ns), then the ring of (at, ns).
+#[derive(Debug, Default)]
+pub struct StallLog(SeqLock<{ 5 + 2 * STALL_LOG_LEN }>);
+
+/// What a [`StallLog`] holds, read consistently.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StallRecord {
+    pub count: u64,
+    pub total_ns: u64,
+    pub longest: Stall,
+    /// Serialisation time of the largest frame the port had sent when the last stall was
+    /// logged, wall ns: a stall is logged when it is longer than
+    /// [`crate::stall::STALL_FRAME_TIMES`] of these.
+    pub frame_ns: u64,
+    /// The latest stalls, oldest first (at most [`STALL_LOG_LEN`]).
+    pub latest: Vec<Stall>,
+}
+
+impl StallLog {
+    /// Single writer: logs a stall (`frame_ns`: the frame time its threshold counted in).
+    pub fn log(&self, s: Stall, frame_ns: u64) {
+        self.0.update(|w| {
+            let slot = 5 + 2 * (w[0] as usize % STALL_LOG_LEN);
+            w[slot] = s.at_ns;
+            w[slot + 1] = s.ns;
+            w[0] += 1;
+            w[1] = w[1].wrapping_add(s.ns);
+            if s.ns > w[3] {
+                (w[2], w[3]) = (s.at_ns, s.ns);
+            }
+            w[4] = frame_ns;
+        });
+    }
+
+    /// A consistent copy (allocates: control side only).
+    pub fn read(&self) -> StallRecord {
+        let w = self.0.read();
+        let count = w[0];
+        let kept = (count as usize).min(STALL_LOG_LEN);
+        let latest = (0..kept)
+            .map(|k| {
+                let i = (count as usize - kept + k) % STALL_LOG_LEN;
+                Stall { at_ns: w[5 + 2 * i], ns: w[6 + 2 * i] }
+            })
+            .collect();
+        StallRecord { count, total_ns: w[1], longest: Stall { at_ns: w[2], ns: w[3] }, frame_ns: w[4], latest }
+    }
+}
+
 /// Counters of one egress queue.
 #[derive(Debug, Default)]
 pub struct QueueStats {
@@ -65,6 +215,13 @@ pub struct QueueStats {
     pub depth_cell_bytes: Stat,
     /// Highest `depth_cell_bytes` since the daemon started (raised on admission).
     pub peak_depth_cell_bytes: Stat,
+    /// Time integral of `depth_cell_bytes` (updated with it, at admission and release).
+    pub depth_cell_area: DepthArea,
+    /// Frames WRED marked CE as they were dequeued (`wred.at: dequeue`; the XDP program counts
+    /// the marks at enqueue, per ingress port).
+    pub ecn_marked_dequeue: Stat,
+    /// Not-ECT frames WRED dropped as they were dequeued (`wred.at: dequeue`).
+    pub wred_dropped_dequeue: Stat,
     /// Dropped at admission by the shared buffer (lossy: queue or shared pool full, or no UMEM
     /// frame left for the configured buffer).
     pub admission_dropped_packets: Stat,
@@ -83,6 +240,9 @@ pub struct QueueStats {
 pub struct PrioStats {
     /// PFC frames sent out of this port with this priority's bit set (XOFF, refresh and XON).
     pub pfc_tx_frames: Stat,
+    /// Pause onsets: XOFFs sent because the ingress group crossed xOFF (the priority goes from
+    /// not paused to paused at the peer). Not refreshes, not XONs.
+    pub pause_onsets: Stat,
     /// PFC frames received on this port with this priority's bit set (802.3x PAUSE counts for
     /// every priority).
     pub pfc_rx_frames: Stat,
@@ -126,6 +286,9 @@ pub struct PortStats {
     /// Bit p set: the peer's PFC pauses egress priority p of this port now (gauge, written by
     /// the data-plane thread where it publishes paused time).
     pub paused_mask: Stat,
+    /// Times the port had frames queued that the peer did not pause and sent nothing for
+    /// longer than a few frame times ([`crate::stall`]).
+    pub stalls: StallLog,
     /// Per traffic class egress queues of this port.
     pub queues: [QueueStats; NUM_TC],
     /// Per priority PFC and priority-group counters.
@@ -140,14 +303,22 @@ pub struct SwitchStats {
     pub free_frames: Stat,
     /// PFC reaction time: an ingress group crossing xOFF → its PFC frame handed to the wire.
     pub pfc_reaction: Histogram,
+    /// The data-plane clock: every time above (stall starts, [`DepthArea`] changes) is ns on it.
+    pub clock: MonoClock,
 }
 
 impl SwitchStats {
     pub fn new(ports: usize) -> Self {
+        Self::with_clock(ports, MonoClock::new())
+    }
+
+    /// Statistics whose data-plane clock is `clock` (tests inject one).
+    pub fn with_clock(ports: usize, clock: MonoClock) -> Self {
         SwitchStats {
             ports: (0..ports).map(|_| PortStats::default()).collect(),
             free_frames: Stat::default(),
             pfc_reaction: Histogram::default(),
+            clock,
         }
     }
 }
@@ -199,6 +370,86 @@ impl Histogram {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A known depth-time profile, times injected (ns on the pass clock): the integral is the
+    /// sum of depth × duration of every step, the average that over the interval.
+    #[test]
+    fn depth_area_integrates_a_known_profile_exactly() {
+        let a = DepthArea::default();
+        assert_eq!(a.area_at(1_000), (0, 0));
+        // 0 until 100, 1000 B until 300, 4000 B until 350 (two changes in the same pass at 300:
+        // 2500 then 4000, the first lasting 0 ns), 500 B until 1000, then empty.
+        a.set(100, 1_000);
+        a.set(300, 2_500);
+        a.set(300, 4_000);
+        a.set(350, 500);
+        a.set(1_000, 0);
+        let area = 1_000 * 200 + 4_000 * 50 + 500 * 650;
+        assert_eq!(a.area_at(1_000), (area, 0));
+        assert_eq!(a.area_at(5_000), (area, 0), "an empty queue adds nothing");
+        // Over [0, 1000] the time-weighted average is 725 B (the peak is 4000 B).
+        assert_eq!(a.area_at(1_000).0 as f64 / 1_000.0, 725.0);
+        // A depth still standing counts up to the reading's time.
+        a.set(2_000, 10_000);
+        assert_eq!(a.area_at(2_500), (area + 10_000 * 500, 10_000));
+        // Between two readings: the average over that interval only.
+        let (a1, _) = a.area_at(2_100);
+        let (a2, _) = a.area_at(2_600);
+        assert_eq!((a2 - a1) / 500, 10_000);
+    }
+
+    #[test]
+    fn depth_area_does_not_overflow_64_bits() {
+        // 16 MiB standing for 10^6 s of wall clock: 1.7e22 byte·ns, beyond u64.
+        let a = DepthArea::default();
+        a.set(0, 16 << 20);
+        let t = 1_000_000 * 1_000_000_000u64;
+        a.set(t, 0);
+        assert_eq!(a.area_at(t).0, (16u128 << 20) * u128::from(t));
+    }
+
+    /// A reader never sees a half-written update: the writer keeps every word equal.
+    #[test]
+    fn seqlock_reads_are_consistent_under_a_concurrent_writer() {
+        let l = std::sync::Arc::new(SeqLock::<6>::default());
+        let w = l.clone();
+        let writer = std::thread::spawn(move || {
+            for k in 1..=200_000u64 {
+                w.update(|x| *x = [k; 6]);
+            }
+        });
+        let mut last = 0;
+        while !writer.is_finished() {
+            let r = l.read();
+            assert!(r.iter().all(|&v| v == r[0]), "torn read {r:?}");
+            assert!(r[0] >= last, "went back from {last} to {}", r[0]);
+            last = r[0];
+        }
+        writer.join().unwrap();
+        assert_eq!(l.read(), [200_000; 6]);
+    }
+
+    #[test]
+    fn stall_log_keeps_the_count_total_longest_and_latest() {
+        let log = StallLog::default();
+        assert_eq!(log.read(), StallRecord::default());
+        for i in 0..11u64 {
+            // The longest is the 4th (i = 3).
+            let ns = if i == 3 { 900 } else { 100 + i };
+            log.log(Stall { at_ns: 1_000 * i, ns }, 50);
+        }
+        let r = log.read();
+        assert_eq!((r.count, r.frame_ns), (11, 50));
+        assert_eq!(r.total_ns, 900 + (0..11).filter(|&i| i != 3).map(|i| 100 + i).sum::<u64>());
+        assert_eq!(r.longest, Stall { at_ns: 3_000, ns: 900 });
+        // The last eight, oldest first.
+        assert_eq!(r.latest.len(), STALL_LOG_LEN);
+        assert_eq!(
+            r.latest.iter().map(|s| s.at_ns).collect::<Vec<_>>(),
+            (3..11).map(|i| 1_000 * i).collect::<Vec<_>>()
+        );
+        assert_eq!(r.latest[0].ns, 900);
+    }
 
     #[test]
     fn histogram_buckets_and_quantiles() {

@@ -273,8 +273,10 @@ impl XdpSwitch {
         map.set(0, params, 0).map_err(err(maps::PARAMS, format!("{params:?}")))?;
 
         let w = &cfg.qos.wred;
+        // `wred.at: dequeue`: the data-plane thread marks; the XDP program marks nothing.
+        let at_enqueue = w.at == rocefab_contracts::config::WredAt::Enqueue;
         let wred = WredParams {
-            queues: u32::from(w.queues),
+            queues: if at_enqueue { u32::from(w.queues) } else { 0 },
             min_bytes: w.min_bytes.min(u64::from(u32::MAX)) as u32,
             max_bytes: w.max_bytes.min(u64::from(u32::MAX)) as u32,
             pmax_q32: WredParams::pmax_from_percent(w.probability_percent),

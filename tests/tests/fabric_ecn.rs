@@ -266,3 +266,37 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
     assert!(e > 0.0 && e == c, "rail1 counted {e} ECT and {c} CE frames at and above max");
     assert_eq!(metric(&after, "rocefab_headroom_overflow_total", &[]), 0.0);
 }
+
+/// Issue 23: WRED/ECN marking selectable per switch (`wred.at`). The 7:1 incast of
+/// `rail-spine-incast.yaml` (PFC on, WRED from 20 KB to 60 KB, 100 % at max)
+/// congests rail1's queue towards host1:gpu0 in both modes; marks must happen in both: at
+/// enqueue the XDP program marks (`rocefab_xdp_ecn_marked_total`) and the data-plane thread
+/// does not; at dequeue the thread marks (`rocefab_queue_ecn_marked_dequeue_packets_total` on
+/// that queue) and the XDP program does not. In both, the receiving NIC saw CE and sent CNPs.
+#[test]
+fn ecn_marks_happen_on_a_congested_port_at_enqueue_and_at_dequeue() {
+    for at in ["enqueue", "dequeue"] {
+        let f = Fabric::up_edited("rail-spine-incast.yaml", "rfe", |t| {
+            assert!(t.contains("  wred: off"), "rail-spine-incast.yaml changed");
+            t.replacen("  wred: off", &format!("  wred: {{ min: 20KB, max: 60KB, probability: 100, at: {at} }}"), 1)
+        });
+        let (out, _) = rocefab_tests::fabric::run_incast(&f, 3);
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(r["ok"], true, "{at}: {r}");
+        let port = f.port_to("rail1", "host1:gpu0");
+        let q = [("port", port.as_str()), ("queue", "3")];
+        let rail1 = f.metrics("rail1");
+        let peak = metric(&rail1, "rocefab_queue_depth_peak_cell_bytes", &q);
+        assert!(peak >= 60_000.0, "{at}: rail1's queue towards host1:gpu0 peaked at {peak} B, below WRED max");
+        let switches = ["rail1", "rail2", "spine1", "spine2"];
+        let xdp = f.metric_sum(&switches, "rocefab_xdp_ecn_marked_total", &[]);
+        let deq = f.metric_sum(&switches, "rocefab_queue_ecn_marked_dequeue_packets_total", &[]);
+        let deq_bottleneck = metric(&rail1, "rocefab_queue_ecn_marked_dequeue_packets_total", &q);
+        eprintln!("wred at {at}: XDP marks {xdp}, dequeue marks {deq} ({deq_bottleneck} on rail1:{port}), peak {peak} B, CNPs sent {}", r["cnps_sent"]);
+        match at {
+            "enqueue" => assert!(xdp > 0.0 && deq == 0.0, "at enqueue: XDP {xdp}, dequeue {deq}"),
+            _ => assert!(xdp == 0.0 && deq_bottleneck > 0.0, "at dequeue: XDP {xdp}, dequeue {deq_bottleneck}"),
+        }
+        assert!(r["cnps_sent"].as_u64().unwrap() > 0, "{at}: the receiver sent no CNP: {r}");
+    }
+}

@@ -595,3 +595,101 @@ fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
     assert!(sum_over_switches(&f, "rocefab_queue_admission_dropped_packets_total", &[("queue", "3")]) > 0.0);
     assert_eq!(sum_over_switches(&f, "rocefab_pfc_tx_frames_total", &[]), 0.0);
 }
+
+/// Issue 23, "count what simulators count", on the 7:1 incast of `rail-spine-incast.yaml` (D 1):
+/// first that the bottleneck congested (rail1's ingress groups past xOFF, its queue towards
+/// host1:gpu0 built up); then, from `rocefab run --json`, that every ingress priority that sent
+/// PFC counted pause onsets (xOFF crossings) apart from PFC frames (refreshes and XONs too):
+/// onsets ≤ frames, some onsets; and that the bottleneck queue's time-weighted average lies
+/// between 0 and its peak, the peak at least every depth the test sampled, and the exact average
+/// of the switch's depth-time integral (`rocefab_queue_depth_cell_byte_seconds_total`) over the
+/// polling window agrees with the depths sampled every few ms over that window.
+#[test]
+fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside_its_peak() {
+    let f = incast_fabric("rfo", |t| t);
+    let port = f.port_to("rail1", "host1:gpu0");
+    let q = [("port", port.as_str()), ("queue", "3")];
+    let mut child = Command::new(rocefab_tests::fabric::rocefab_bin())
+        .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000"])
+        .args(["--timeout", "60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("rocefab run");
+    // (wall time, depth, depth-time integral) of rail1's queue 3 towards host1:gpu0.
+    let mut polls: Vec<(Instant, f64, f64)> = Vec::new();
+    let mut max_pg: f64 = 0.0;
+    let end = Instant::now() + Duration::from_secs(70);
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("rocefab run did not finish");
+        }
+        let t = f.metrics("rail1");
+        let at = Instant::now();
+        for l in t.lines().filter(|l| l.starts_with("rocefab_ingress_pg_bytes{") && l.contains("priority=\"3\"")) {
+            max_pg = max_pg.max(l.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()).unwrap_or(0.0));
+        }
+        polls.push((
+            at,
+            metric(&t, "rocefab_queue_depth_cell_bytes", &q),
+            metric(&t, "rocefab_queue_depth_cell_byte_seconds_total", &q),
+        ));
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(r["ok"], true, "{r}");
+    // Congestion happened.
+    assert!(
+        max_pg >= 64_000.0,
+        "never congested: rail1's largest priority-3 ingress group held {max_pg} B (xOFF 64 kB)"
+    );
+    let sampled_peak = polls.iter().map(|p| p.1).fold(0.0, f64::max);
+    assert!(sampled_peak > 0.0, "rail1's queue towards host1:gpu0 never held a byte in {} polls", polls.len());
+
+    // Pause onsets apart from PFC frames, per ingress port priority.
+    let pfc = r["pfc"].as_array().expect("pfc in the report");
+    assert!(!pfc.is_empty(), "no switch sent PFC: {r}");
+    for e in pfc {
+        let (onsets, frames) = (e["pause_onsets"].as_u64().unwrap(), e["pfc_frames"].as_u64().unwrap());
+        assert!(onsets <= frames, "more onsets than PFC frames: {e}");
+    }
+    let rail1_onsets: u64 =
+        pfc.iter().filter(|e| e["switch"] == "rail1").map(|e| e["pause_onsets"].as_u64().unwrap()).sum();
+    let rail1_frames: u64 =
+        pfc.iter().filter(|e| e["switch"] == "rail1").map(|e| e["pfc_frames"].as_u64().unwrap()).sum();
+    assert!(rail1_onsets > 0, "rail1 crossed xOFF but counted no pause onset: {pfc:?}");
+    // Every onset is an XOFF, and every pause the job started ended with an XON once the groups
+    // drained: more PFC frames than onsets.
+    assert!(rail1_frames > rail1_onsets, "rail1: {rail1_frames} PFC frames for {rail1_onsets} onsets: no XON?");
+    let m = f.metrics("rail1");
+    let onset_metric = metric(&m, "rocefab_pfc_pause_onsets_total", &[("priority", "3")]);
+    assert!(onset_metric >= rail1_onsets as f64, "/metrics {onset_metric} < the job's {rail1_onsets}");
+
+    // The average queue beside its peak.
+    let queues = r["queues"].as_array().expect("queues in the report");
+    let b = queues
+        .iter()
+        .find(|e| e["switch"] == "rail1" && e["port"] == port.as_str() && e["tc"] == 3)
+        .unwrap_or_else(|| panic!("no rail1:{port} queue 3 in {queues:?}"));
+    let (avg, peak) = (b["average_depth_bytes"].as_f64().unwrap(), b["peak_depth_bytes"].as_f64().unwrap());
+    assert_eq!(b["peak_known"], true, "{b}");
+    assert!(avg > 0.0 && avg < peak, "average {avg} B not within (0, peak {peak} B)");
+    assert!(peak >= sampled_peak, "peak {peak} B below a sampled depth {sampled_peak} B");
+    // Over the polling window: the integral's average against the sampled depths' (each depth
+    // held until the next poll). Polls are a few ms apart, the queue changes every frame time
+    // (~0.1 ms at 100 Mbit/s): a sampled mean over hundreds of polls is close, not exact.
+    let (first, last) = (polls.first().unwrap(), polls.last().unwrap());
+    let window = last.0.duration_since(first.0).as_secs_f64();
+    let exact = (last.2 - first.2) / window;
+    let sampled: f64 =
+        polls.windows(2).map(|w| w[0].1 * w[1].0.duration_since(w[0].0).as_secs_f64()).sum::<f64>() / window;
+    eprintln!(
+        "rail1:{port} queue 3: job average {avg:.0} B, peak {peak:.0} B; polling window {window:.2} s ({} polls): integral {exact:.0} B, sampled {sampled:.0} B; rail1 {rail1_onsets} onsets, {rail1_frames} PFC frames",
+        polls.len()
+    );
+    assert!(polls.len() >= 50, "only {} polls", polls.len());
+    assert!(exact > 0.0 && exact <= peak, "window average {exact} B");
+    assert!((exact - sampled).abs() <= 0.25 * exact, "integral {exact:.0} B vs sampled {sampled:.0} B");
+}
