@@ -1099,7 +1099,9 @@ impl DataPlane {
                 }
                 self.stats.ports[ingress].prio[tc as usize].pg_bytes.set(self.buffer.pg_bytes(ingress, tc));
                 if let Some(ev) = ev {
-                    self.on_pg_event(ev, now);
+                    // The group crossed xOFF when this frame arrived (known exactly on delayed
+                    // ports): a late pass does not delay the pause.
+                    self.on_pg_event(ev, if at != 0 { at.min(now) } else { now });
                 }
             }
             Err(Reject::HeadroomOverflow) => {
@@ -1152,7 +1154,8 @@ impl DataPlane {
         while n < room {
             let Some((o, len)) = port.own.pop() else { break };
             if delayed {
-                departs[n] = port.shaper.departure(now);
+                // An XOFF leaves from the crossing it answers; other frames from this pass.
+                departs[n] = port.shaper.departure(if o.xoff_ns != 0 { o.xoff_ns.min(now) } else { now });
                 port.shaper.sent_at(departs[n], len);
             } else {
                 departs[n] = port.shaper.departure(not_before);
