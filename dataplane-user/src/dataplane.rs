@@ -58,6 +58,7 @@ use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
 use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
+use crate::frames::FramePool;
 use crate::pfc::{PfcRx, PfcTx};
 use crate::pfcwd::{Watchdog, WdAction, WdEvent, WdParams};
 use crate::queue::{Fifo, PortQueues, PortStatsRef};
@@ -261,7 +262,10 @@ struct Port {
 pub struct DataPlane {
     umem: Umem,
     ports: Vec<Port>,
-    free: Vec<FrameDesc>,
+    /// Free frames, and the descriptor chains of multi-buffer packets ([`crate::frames`]).
+    free: FramePool,
+    /// A multi-buffer packet in one piece, for a capture.
+    frame_buf: Box<[u8]>,
     /// The reserved pool for frames the switch originates; refilled first from completions.
     own_free: Vec<FrameDesc>,
     /// The data-plane clock (every `now` is ns since its origin; CLOCK_MONOTONIC, as the XDP
@@ -349,6 +353,7 @@ impl DataPlane {
         // SAFETY: `efd` is a fresh descriptor nothing else owns.
         let stop = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let total_frames = xsk.frames.len();
+        let multi_buffer = xsk.multi_buffer;
         let buffer = SharedBuffer::new(cfg.buffer_params());
         let held_max = buffer.frames_needed() as usize;
         let need = crate::xsk::frame_count(n, 0) as usize + held_max + cfg.own_reserve();
@@ -404,7 +409,8 @@ impl DataPlane {
         Ok(DataPlane {
             umem: xsk.umem,
             ports,
-            free,
+            free: FramePool::new(free, total_frames, multi_buffer),
+            frame_buf: vec![0; afxdp::chain::MAX_FRAME_BYTES].into_boxed_slice(),
             own_free,
             clock: MonoClock::new(),
             tap: None,
@@ -761,8 +767,9 @@ impl DataPlane {
     /// Receives one batch on port `p`; returns how many descriptors it took.
     fn receive(&mut self, p: usize, now: u64) -> usize {
         // SAFETY: the RX ring returns descriptors of frames of our UMEM that we gave to the fill
-        // ring; from now on we own them.
-        let n = unsafe { self.ports[p].xsk.rx.consume(&mut self.scratch) };
+        // ring; from now on we own them (a multi-buffer packet as its head, [`crate::frames`]).
+        let (n, too_long) = unsafe { self.ports[p].xsk.receive(&mut self.scratch, &mut self.free) };
+        self.stats.ports[p].rx_invalid.add(too_long);
         if n == 0 {
             return 0;
         }
@@ -781,11 +788,12 @@ impl DataPlane {
             // SAFETY: `d` is ours (just received) and is a frame of our UMEM.
             let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
             let decision = meta.map(|m| [m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
+            // The whole packet's bytes; its headers are in `buf` (the first descriptor).
+            let (len, head) = (self.free.packet_len(&d), d);
             let verdict = {
                 // SAFETY: `d` is ours (just received) and no other reference to its frame exists.
                 let mut data = unsafe { self.umem.data_mut(&mut d) };
                 let buf = data.contents_mut();
-                let len = buf.len();
                 rx_bytes += len as u64;
                 if mirror {
                     if let Some(t) = self.tap.as_mut() {
@@ -794,7 +802,9 @@ impl DataPlane {
                             meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns));
                         let port = &mut self.ports[p];
                         let ts = port.rx_stamp.stamp(seen, serialisation_ns(len as u32, port.shaper.rate_bps()));
-                        t.mirror(p as u16, DIR_IN, ts, buf);
+                        // SAFETY: the packet is ours (just received), `buf` is its first part.
+                        let whole = unsafe { self.free.whole_frame(&self.umem, &head, buf, &mut self.frame_buf) };
+                        t.mirror(p as u16, DIR_IN, ts, whole);
                     }
                 }
                 match classify(decision, len, nports, &self.nexthop_ports) {
@@ -956,6 +966,8 @@ impl DataPlane {
         // are counted by the shaper so the link rate still holds).
         let mut xoff_stamps = [0u64; 8];
         let mut nstamps = 0;
+        // Descriptors one packet may take, and those beyond the first sent (multi-buffer).
+        let (segs_max, mut extra_segs) = (self.free.max_segments(), 0);
         while n < room {
             let Some((o, len)) = port.own.pop() else { break };
             departs[n] = port.shaper.departure(not_before);
@@ -968,7 +980,7 @@ impl DataPlane {
             n += 1;
             tx_bytes += len as u64;
         }
-        while n < room {
+        while n + segs_max <= room {
             let Some(tc) = port.sched.pick_unpaused(&port.queues, paused) else { break };
             if let Err(t) = port.shaper.poll(now) {
                 shaped_until = Some(t);
@@ -983,8 +995,13 @@ impl DataPlane {
                 released[nrel] = Some(ev);
                 nrel += 1;
             }
-            self.scratch[n] = h.d;
-            n += 1;
+            match self.free.expand(h.d, &mut self.scratch[n..room]) {
+                Some(k) => {
+                    n += k;
+                    extra_segs += k - 1;
+                }
+                None => self.free.push(h.d), // cannot happen: `segs_max` slots were free
+            }
             tx_bytes += len as u64;
         }
         if n > 0 {
@@ -997,15 +1014,21 @@ impl DataPlane {
                 self.free.extend_from_slice(&self.scratch[..n]);
             } else {
                 port.tx_inflight += n as u32;
-                self.stats.ports[p].tx_packets.add(n as u64);
+                self.stats.ports[p].tx_packets.add((n - extra_segs) as u64);
                 self.stats.ports[p].tx_bytes.add(tx_bytes);
                 if let Some(t) = self.tap.as_mut().filter(|_| mirror) {
                     let rate = port.shaper.rate_bps();
+                    let mut continued = false;
                     for (d, &dep) in self.scratch[..n].iter().zip(&departs[..n]) {
+                        if std::mem::replace(&mut continued, afxdp::chain::Segment::continues(d)) {
+                            continue; // a later descriptor of the packet mirrored before it
+                        }
                         // SAFETY: the frame was just produced on TX; the kernel only reads it
                         // (copy mode copies it out), and we only read it too.
                         let data = unsafe { self.umem.data(d) };
-                        let frame = data.contents();
+                        // SAFETY: as above, for every descriptor of the packet.
+                        let frame =
+                            unsafe { self.free.whole_frame(&self.umem, d, data.contents(), &mut self.frame_buf) };
                         let ts = port.tx_stamp.stamp(dep, serialisation_ns(frame.len() as u32, rate));
                         t.mirror(p as u16, DIR_OUT, ts, frame);
                     }
@@ -1045,7 +1068,7 @@ impl DataPlane {
         if unsent_after > 0 && unsent_after < unsent_before {
             return Ok(TxState::Busy); // the kick made progress: keep kicking
         }
-        if sendable && n == room && room == BATCH {
+        if sendable && n + segs_max > room && room == BATCH {
             return Ok(TxState::Busy);
         }
         if !port.own.is_empty() && nrel > 0 {

@@ -12,6 +12,7 @@ pub mod buffer;
 pub mod ctrl;
 pub mod dataplane;
 pub mod decision;
+pub mod frames;
 pub mod metrics;
 pub mod pfc;
 pub mod pfcwd;
