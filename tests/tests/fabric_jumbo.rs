@@ -116,3 +116,28 @@ fn roce_4096_frames_cross_a_jumbo_fabric_end_to_end() {
     let bad = icrc.iter().filter(|(stored, computed)| stored != computed).count();
     assert_eq!(bad, 0, "frames with a wrong ICRC, of {}", icrc.len());
 }
+
+/// The 7:1 lossless incast of `fabric_pfc.rs` (rail-spine-incast.yaml) at MTU 9216: the
+/// switches account 4154/4170-byte frames of two chunks each in their buffer (bytes and
+/// cells), xOFF is crossed and PFC cascades back to the senders, nothing lossless is dropped
+/// or retransmitted, and the job verifies.
+#[test]
+fn jumbo_incast_crosses_xoff_sends_pfc_and_loses_nothing() {
+    let f = Fabric::up_replacing("rail-spine-incast.yaml", "rfjp", "mtu: 1500", "mtu: 9216");
+    let (out, max_pg) = rocefab_tests::fabric::run_incast(&f, 3);
+    let r: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("rocefab run --json: {e}: {out}"));
+    assert_eq!(r["ok"], true, "{r}");
+    assert_eq!(r["verified_ranks"], 8, "{r}");
+    assert!(max_pg >= 64_000.0, "rail1's largest priority-3 ingress group held {max_pg} bytes (xOFF 64 kB)");
+    let switches = ["rail1", "rail2", "spine1", "spine2"];
+    assert!(f.metric_sum(&["rail1"], "rocefab_pfc_tx_frames_total", &[("priority", "3")]) >= 1.0, "rail1 sent no PFC");
+    for h in 1..=4 {
+        let port = f.port_to("rail2", &format!("host{h}:gpu1"));
+        let m = metric(&f.metrics("rail2"), "rocefab_pfc_tx_frames_total", &[("port", &port), ("priority", "3")]);
+        assert!(m >= 1.0, "rail2 sent no PFC to host{h}:gpu1 (the cascade did not reach the senders)");
+    }
+    assert_eq!(f.metric_sum(&switches, "rocefab_headroom_overflow_total", &[]), 0.0);
+    assert_eq!(f.metric_sum(&switches, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);
+    assert_eq!(f.metric_sum(&switches, "rocefab_port_rx_invalid_total", &[]), 0.0);
+    assert_eq!(r["retransmitted_packets"], 0, "{r}");
+}
