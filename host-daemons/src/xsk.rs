@@ -388,9 +388,10 @@ impl XskPort {
         self.tx.nb_free_exact() < TX_FRAMES
     }
 
-    /// No free TX frame is left (the caller should wait briefly for completions).
+    /// Too few free TX frames are left for the longest frame (one; [`MAX_SEGMENTS`] on a
+    /// multi-buffer port): the caller should wait briefly for completions.
     pub fn tx_starved(&self) -> bool {
-        self.free.is_empty()
+        self.free.len() < if self.multi_buffer { MAX_SEGMENTS } else { 1 }
     }
 
     /// Socket statistics (`XDP_STATISTICS`): (rx_dropped, rx_ring_full, rx_fill_ring_empty).

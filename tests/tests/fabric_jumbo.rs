@@ -141,3 +141,50 @@ fn jumbo_incast_crosses_xoff_sends_pfc_and_loses_nothing() {
     assert_eq!(f.metric_sum(&switches, "rocefab_port_rx_invalid_total", &[]), 0.0);
     assert_eq!(r["retransmitted_packets"], 0, "{r}");
 }
+
+/// Why jumbo frames take descriptor chains (`XDP_USE_SG`) rather than bigger UMEM chunks: the
+/// kernel refuses an `XDP_UMEM_REG` whose `chunk_size` exceeds a page (`EINVAL`), and takes a
+/// 4096-byte one (measured on Linux 6.18; the same call on hugepage-backed memory was refused
+/// as well when tried by hand).
+#[test]
+fn kernel_refuses_umem_chunks_larger_than_a_page() {
+    fn umem_reg(chunk: u32) -> std::io::Result<()> {
+        let len = 16 * chunk as usize;
+        // Declared before the socket, so it outlives it (the kernel pins it on success).
+        let mem = vec![0u8; len + 4096];
+        // SAFETY: plain socket(2); the descriptor is checked and then owned.
+        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "socket(AF_XDP): {}", std::io::Error::last_os_error());
+        // SAFETY: `fd` is fresh and owned here.
+        let _fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        let addr = (mem.as_ptr() as usize).next_multiple_of(4096);
+        let reg = libc::xdp_umem_reg {
+            addr: addr as u64,
+            len: len as u64,
+            chunk_size: chunk,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        // SAFETY: `reg` is a live xdp_umem_reg and its size is passed; the kernel pins `mem`
+        // (alive until the socket closes at the end of this function).
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_XDP,
+                libc::XDP_UMEM_REG,
+                (&reg as *const libc::xdp_umem_reg).cast(),
+                std::mem::size_of::<libc::xdp_umem_reg>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    umem_reg(afxdp::FRAME_SIZE).expect("a 4096-byte chunk is accepted");
+    for chunk in [8192, 16384] {
+        let e = umem_reg(chunk).expect_err("chunks larger than a page are refused");
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "chunk {chunk}: {e}");
+    }
+}
