@@ -13,6 +13,7 @@ pub mod ctrl;
 pub mod dataplane;
 pub mod decision;
 pub mod delay;
+pub mod frames;
 pub mod metrics;
 pub mod pfc;
 pub mod pfcwd;
