@@ -9,6 +9,11 @@
 //! receives starts after the 256-byte XDP headroom of its chunk, with the XDP metadata (if the
 //! program wrote any) right in front of it ([`metadata`]).
 //!
+//! A link whose MTU makes frames longer than one chunk ([`chain::needs_multi_buffer`]: above
+//! 3822 bytes; rocefab's jumbo links are 9216) binds its sockets with `XDP_USE_SG` and moves
+//! each such frame as a chain of descriptors ([`chain`]): the kernel refuses chunks larger than
+//! a page.
+//!
 //! In copy mode every TX frame is sent inside a `sendto` kick, at most `max_tx_budget`
 //! descriptors per call (32 by default); [`Socket::open`] can raise it with
 //! `XDP_MAX_TX_SKB_BUDGET` (Linux ≥ 6.17; older kernels keep 32 and the caller kicks again).
@@ -19,6 +24,8 @@
 //! while the data path owns the rings.
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+
+pub mod chain;
 
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 pub use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
@@ -39,6 +46,13 @@ pub enum Error {
     RingSize(u32),
     #[error("creating AF_XDP socket on queue 0: {reason}")]
     Socket { reason: String },
+    #[error(
+        "creating AF_XDP socket on queue 0 with XDP_USE_SG (AF_XDP multi-buffer, needed for frames \
+         longer than one {FRAME_SIZE}-byte UMEM chunk: link MTU above {max_single} bytes): {reason}; the \
+         kernel needs Linux >= 6.6 for it (links up to MTU 3500 do without)",
+        max_single = chain::RX_FRAME_BYTES - chain::ETH_TAGGED_HLEN
+    )]
+    MultiBufferSocket { reason: String },
     #[error("invalid interface name")]
     BadName,
     #[error("queue 0 already has a socket with this UMEM (libxdp returned no fill/completion rings)")]
@@ -86,7 +100,9 @@ impl Socket {
     /// Binds a socket to queue 0 of interface `ifname` (current netns) on `umem`, with RX and TX
     /// rings of `rx_size` and `tx_size` entries (powers of two). With `raise_tx_budget` the
     /// copy-mode TX budget is raised to `tx_size` where the kernel allows it
-    /// ([`DEFAULT_TX_BUDGET`] otherwise).
+    /// ([`DEFAULT_TX_BUDGET`] otherwise). With `multi_buffer` the socket is bound with
+    /// `XDP_USE_SG` (frames longer than a chunk come and go as descriptor chains, [`chain`]);
+    /// sockets sharing a UMEM take the first one's choice (the kernel keeps it in the UMEM).
     ///
     /// # Safety
     ///
@@ -98,17 +114,28 @@ impl Socket {
         rx_size: u32,
         tx_size: u32,
         raise_tx_budget: bool,
+        multi_buffer: bool,
     ) -> Result<Socket, Error> {
+        let mut bind = BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP;
+        if multi_buffer {
+            bind |= BindFlags::XDP_USE_SG;
+        }
         let cfg = SocketConfig::builder()
             .rx_queue_size(queue_size(rx_size)?)
             .tx_queue_size(queue_size(tx_size)?)
             .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
-            .bind_flags(BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP)
+            .bind_flags(bind)
             .build();
         let name = ifname.parse().map_err(|_| Error::BadName)?;
         // SAFETY: the caller guarantees the descriptors and the UMEM's lifetime.
-        let (tx, rx, rings) =
-            unsafe { xsk_rs::Socket::new(cfg, umem, &name, 0) }.map_err(|e| Error::Socket { reason: describe(&e) })?;
+        let (tx, rx, rings) = unsafe { xsk_rs::Socket::new(cfg, umem, &name, 0) }.map_err(|e| {
+            let reason = describe(&e);
+            if multi_buffer {
+                Error::MultiBufferSocket { reason }
+            } else {
+                Error::Socket { reason }
+            }
+        })?;
         let (fill, comp) = rings.ok_or(Error::NoRings)?;
         let mut tx_budget = DEFAULT_TX_BUDGET;
         if raise_tx_budget {

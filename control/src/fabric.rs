@@ -910,8 +910,14 @@ fn print_plan(path: &Path, json: bool) -> anyhow::Result<()> {
 pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let _ =
-        writeln!(o, "fabric {} ({} hosts x {} GPUs, mtu {})", plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu);
+    // The RoCE path MTU the NICs choose from the link MTU (IPv4 RoCEv2 headers must fit too).
+    let path_mtu = gpu_host::nic::engine::path_mtu_for_link(plan.mtu, false)
+        .map_or_else(|| "none (links too small for RoCE)".to_string(), |m| m.bytes().to_string());
+    let _ = writeln!(
+        o,
+        "fabric {} ({} hosts x {} GPUs, mtu {}, RoCE path mtu {path_mtu})",
+        plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu
+    );
     o += &describe_dilation(topo.time_dilation, plan);
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
     o += &describe_latency(topo);

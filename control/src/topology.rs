@@ -3,7 +3,8 @@
 //!
 //! ```yaml
 //! fabric: rs                  # [a-z0-9], 1..=12 chars; namespaces are rf-<fabric>-<node>
-//! mtu: 1500                   # every link (68..=3500: veth XDP driver mode limit)
+//! mtu: 1500                   # every link, 68..=9216; above 3822 (e.g. 9216, RoCE path MTU 4096)
+//!                             # frames span UMEM chunks: XDP multi-buffer + AF_XDP XDP_USE_SG
 //! hash_seed: per-switch       # per-switch (default) | shared | <u32> (one explicit shared seed)
 //! hosts:
 //!   count: 4                  # host1..host4
@@ -679,8 +680,13 @@ fn de_gpus<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
 fn de_host_count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     bounded(d, 1, 253)
 }
+/// The largest link MTU: the lossless class's 9216-byte jumbo MTU (the book's fabric, ch. 11),
+/// which carries RoCE at path MTU 4096. The daemons move a frame of it as three 4 KiB UMEM
+/// chunks (`afxdp::chain::MAX_LINK_MTU`, the same number).
+pub const MAX_MTU: u64 = 9216;
+
 fn de_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    bounded(d, 68, 3500)
+    bounded(d, 68, MAX_MTU)
 }
 
 // ---------------------------------------------------------------------------------------------

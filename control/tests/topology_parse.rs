@@ -308,10 +308,16 @@ fn bad_fabric_name() {
 }
 
 #[test]
-fn mtu_too_large_for_veth_xdp() {
-    let e = err(&format!("mtu: 9000\n{GOOD}"));
+fn mtu_above_the_jumbo_mtu_is_rejected() {
+    // Up to 3500 one UMEM chunk per frame, above it XDP multi-buffer and AF_XDP XDP_USE_SG, up
+    // to the lossless class's jumbo 9216 (three chunks a frame); nothing longer.
+    let e = err(&format!("mtu: 9217\n{GOOD}"));
     assert!(e.starts_with("topologies/bad.yaml:1: mtu: "), "{e}");
-    assert!(e.contains("68..=3500"), "{e}");
+    assert!(e.contains("68..=9216"), "{e}");
+    for mtu in [68, 3500, 9000, 9216] {
+        let t = Topology::parse(&format!("mtu: {mtu}\n{GOOD}"), Path::new("t.yaml")).unwrap();
+        assert_eq!(t.mtu, mtu);
+    }
 }
 
 #[test]

@@ -5,6 +5,10 @@
 //! frame that reaches a host port; the host's kernel stack keeps everything else (ARP, ICMP,
 //! IPv6 ND, ...), so `ping` and neighbour resolution keep working on the same interface.
 //!
+//! Both are `xdp.frags` programs (`BPF_F_XDP_HAS_FRAGS`): veth refuses a link MTU above about
+//! 3500 bytes to a program without it. A longer frame arrives with its headers in the first
+//! buffer, which is all the program reads.
+//!
 //! Per frame (all header access bounds-checked against `data_end` with [`ptr_at`]):
 //!
 //! 1. Port slot from `HOST_PORTS` (key: ingress ifindex). Unknown ifindex → `XDP_PASS`.
@@ -72,12 +76,12 @@ fn count(slot: u32, id: u32) -> u64 {
     }
 }
 
-#[xdp]
+#[xdp(frags)]
 pub fn rocefab_host_xdp(ctx: XdpContext) -> u32 {
     host(&ctx, false)
 }
 
-#[xdp]
+#[xdp(frags)]
 pub fn rocefab_test_drop_nth(ctx: XdpContext) -> u32 {
     host(&ctx, true)
 }

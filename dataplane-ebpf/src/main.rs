@@ -11,7 +11,10 @@
 //!    - 0x8808 MAC control (IEEE 802.3 Annex 31B PAUSE, IEEE 802.1Qbb PFC) → kind `MAC_CONTROL`;
 //!    - 0x0800 IPv4 (RFC 791) / 0x86dd IPv6 (RFC 8200) → step 4;
 //!    - anything else (ARP, …) → `XDP_PASS`, counter `PASS`.
-//! 4. IP: version, IHL ≥ 5 and total/payload length checked against the frame; DSCP (RFC 2474) →
+//! 4. IP: version, IHL ≥ 5 and total/payload length checked against the frame (all of its
+//!    buffers: the program is `xdp.frags`, so a frame longer than a page — RoCE at path MTU 4096
+//!    over a 9216-byte link MTU — arrives as a first buffer holding every header plus
+//!    fragments; [`frame_len`]); DSCP (RFC 2474) →
 //!    traffic class via `DSCP_TC`; L4 ports for UDP/TCP (0 for other protocols and fragments).
 //!    Multicast / broadcast / IPv6 link-local destinations → `XDP_PASS` (ND, IGMP, … belong to
 //!    the switch's own stack).
@@ -71,7 +74,7 @@ use aya_ebpf::{
         xdp_action::{XDP_DROP, XDP_PASS},
         BPF_F_MMAPABLE,
     },
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_xdp_adjust_meta},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_xdp_adjust_meta, bpf_xdp_get_buff_len},
     macros::{map, xdp},
     maps::{lpm_trie::Key, Array, HashMap, LpmTrie, LruHashMap, PerCpuArray, XskMap},
     programs::XdpContext,
@@ -162,6 +165,17 @@ fn ptr_at<T>(ctx: &XdpContext, offset: usize) -> Result<*const T, ()> {
     Ok((start + offset) as *const T)
 }
 
+/// The frame's length in bytes, all of its buffers: a multi-buffer frame (`xdp.frags`, an
+/// Ethernet MTU above what one page holds) has only its first buffer between `data` and
+/// `data_end`, the rest in fragments the program never reads (`bpf_xdp_get_buff_len`, Linux
+/// 5.18). Only lengths are checked against it; every header access stays in the first buffer
+/// through [`ptr_at`].
+#[inline(always)]
+fn frame_len(ctx: &XdpContext) -> usize {
+    // SAFETY: `ctx.ctx` is the program's `xdp_md`; the helper only reads the buffer's lengths.
+    unsafe { bpf_xdp_get_buff_len(ctx.ctx) as usize }
+}
+
 /// Reads a big-endian u16 at `offset`.
 #[inline(always)]
 fn be16_at(ctx: &XdpContext, offset: usize) -> Result<u16, ()> {
@@ -180,7 +194,7 @@ fn count(port: u32, id: u32) {
     }
 }
 
-#[xdp]
+#[xdp(frags)]
 pub fn rocefab_xdp(ctx: XdpContext) -> u32 {
     // SAFETY: `ctx.ctx` is the `xdp_md` the kernel passed to the program, valid for the call.
     let ifindex = unsafe { (*ctx.ctx).ingress_ifindex };
@@ -290,7 +304,7 @@ fn ipv4(ctx: &XdpContext, port: u32, l3: usize) -> Result<u32, ()> {
     }
     let total_len = u16::from_be_bytes([h[2], h[3]]) as usize;
     // The whole datagram must be in the frame (trailing Ethernet padding is allowed).
-    if total_len < ihl || ctx.data() + l3 + total_len > ctx.data_end() {
+    if total_len < ihl || l3 + total_len > frame_len(ctx) {
         return Err(());
     }
     // The options, if any, must be present too (covered by total_len ≥ ihl, checked again for
@@ -333,7 +347,7 @@ fn ipv6(ctx: &XdpContext, port: u32, l3: usize) -> Result<u32, ()> {
         return Err(());
     }
     let payload_len = u16::from_be_bytes([h[4], h[5]]) as usize;
-    if ctx.data() + l3 + IPV6_HLEN + payload_len > ctx.data_end() {
+    if l3 + IPV6_HLEN + payload_len > frame_len(ctx) {
         return Err(());
     }
     let traffic_class = (h[0] << 4) | (h[1] >> 4);

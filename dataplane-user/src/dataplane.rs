@@ -59,6 +59,7 @@ use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
 use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
 use crate::delay::DelayLine;
+use crate::frames::FramePool;
 use crate::pfc::{PfcRx, PfcTx};
 use crate::pfcwd::{Watchdog, WdAction, WdEvent, WdParams};
 use crate::queue::{Fifo, PortQueues, PortStatsRef};
@@ -346,7 +347,12 @@ struct Port {
 pub struct DataPlane {
     umem: Umem,
     ports: Vec<Port>,
-    free: Vec<FrameDesc>,
+    /// Free frames, and the descriptor chains of multi-buffer packets ([`crate::frames`]).
+    free: FramePool,
+    /// A multi-buffer packet in one piece, for a capture.
+    frame_buf: Box<[u8]>,
+    /// The descriptors of a TX batch of packets (a multi-buffer packet takes several).
+    tx_segs: Vec<FrameDesc>,
     /// The reserved pool for frames the switch originates; refilled first from completions.
     own_free: Vec<FrameDesc>,
     /// The data-plane clock (every `now` is ns since its origin; CLOCK_MONOTONIC, as the XDP
@@ -443,6 +449,7 @@ impl DataPlane {
         // SAFETY: `efd` is a fresh descriptor nothing else owns.
         let stop = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
         let total_frames = xsk.frames.len();
+        let multi_buffer = xsk.multi_buffer;
         let buffer = SharedBuffer::new(cfg.buffer_params());
         let held_max = buffer.frames_needed() as usize;
         let need = crate::xsk::frame_count(n, 0) as usize + held_max + cfg.own_reserve() + cfg.delay_frames();
@@ -501,7 +508,9 @@ impl DataPlane {
         Ok(DataPlane {
             umem: xsk.umem,
             ports,
-            free,
+            free: FramePool::new(free, total_frames, multi_buffer),
+            frame_buf: vec![0; afxdp::chain::MAX_FRAME_BYTES].into_boxed_slice(),
+            tx_segs: vec![FrameDesc::default(); BATCH * afxdp::chain::MAX_SEGMENTS],
             own_free,
             // The statistics' clock, so that the control side reads their times on it.
             clock: stats.clock,
@@ -876,8 +885,9 @@ impl DataPlane {
             return self.receive_onto_line(p, now);
         }
         // SAFETY: the RX ring returns descriptors of frames of our UMEM that we gave to the fill
-        // ring; from now on we own them.
-        let n = unsafe { self.ports[p].xsk.rx.consume(&mut self.scratch) };
+        // ring; from now on we own them (a multi-buffer packet as its head, [`crate::frames`]).
+        let (n, too_long) = unsafe { self.ports[p].xsk.receive(&mut self.scratch, &mut self.free) };
+        self.stats.ports[p].rx_invalid.add(too_long);
         if n == 0 {
             return 0;
         }
@@ -905,12 +915,13 @@ impl DataPlane {
         if room == 0 {
             return 0;
         }
-        // SAFETY: as in `receive`: the descriptors are ours from now on.
-        let n = unsafe { self.ports[p].xsk.rx.consume(&mut self.scratch[..room]) };
+        // SAFETY: as in `receive`: the descriptors are ours from now on (packets as their heads).
+        let (n, too_long) = unsafe { self.ports[p].xsk.receive(&mut self.scratch[..room], &mut self.free) };
+        self.stats.ports[p].rx_invalid.add(too_long);
         for i in 0..n {
             let d = self.scratch[i];
             let seen = self.arrival(&d, now);
-            let wire = rocefab_wire::ethernet::wire_bytes(d.lengths().data() as u32) as u32;
+            let wire = rocefab_wire::ethernet::wire_bytes(self.free.packet_len(&d) as u32) as u32;
             let port = &mut self.ports[p];
             let rate = port.shaper.rate_bps();
             // Room was checked: the push cannot fail; never leak the frame if it does.
@@ -962,11 +973,12 @@ impl DataPlane {
         // SAFETY: `d` is ours (received) and is a frame of our UMEM.
         let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
         let decision = meta.map(|m| [m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
+        // The whole packet's bytes; its headers are in `buf` (the first descriptor).
+        let (len, head) = (self.free.packet_len(&d), d);
         let (len, verdict) = {
             // SAFETY: `d` is ours and no other reference to its frame exists.
             let mut data = unsafe { self.umem.data_mut(&mut d) };
             let buf = data.contents_mut();
-            let len = buf.len();
             if mirror {
                 if let Some(t) = self.tap.as_mut() {
                     // When the frame reached the port, not when this batch was taken.
@@ -975,7 +987,9 @@ impl DataPlane {
                     });
                     let port = &mut self.ports[p];
                     let ts = port.rx_stamp.stamp(seen, serialisation_ns(len as u32, port.shaper.rate_bps()));
-                    t.mirror(p as u16, DIR_IN, ts, buf);
+                    // SAFETY: the packet is ours (received), `buf` is its first part.
+                    let whole = unsafe { self.free.whole_frame(&self.umem, &head, buf, &mut self.frame_buf) };
+                    t.mirror(p as u16, DIR_IN, ts, whole);
                 }
             }
             let verdict = match classify(decision, len, nports, &self.nexthop_ports) {
@@ -1143,7 +1157,10 @@ impl DataPlane {
         let ring_room = |tx: &mut TxQueue, inflight: u32| {
             (tx.nb_free_exact() as usize).min((TX_RING_SIZE - inflight.min(TX_RING_SIZE)) as usize).min(BATCH)
         };
-        let room = if delayed { port.tx_line.room().min(BATCH) } else { ring_room(tx, port.tx_inflight) };
+        // Packets (a multi-buffer one takes up to `segs` ring slots); the batch's most.
+        let segs = self.free.max_segments();
+        let batch = if delayed { BATCH } else { BATCH / segs };
+        let room = if delayed { port.tx_line.room().min(BATCH) } else { ring_room(tx, port.tx_inflight) / segs };
         let mut n = 0;
         let mut tx_bytes = 0u64;
         let mut shaped_until = None;
@@ -1219,17 +1236,20 @@ impl DataPlane {
                 }
                 true
             } else {
+                let k = self.free.expand_all(&self.scratch[..n], &mut self.tx_segs);
                 // SAFETY: the descriptors were dequeued (owned by us, frames of our UMEM) and
-                // their lengths were set when they were enqueued; `room` ≤ free ring slots so
-                // the all-or-nothing reserve succeeds.
-                let done = unsafe { tx.produce(&self.scratch[..n]) };
-                if done != n {
+                // their lengths were set when they were enqueued; `room` × `segs` ≤ free ring
+                // slots so the all-or-nothing reserve succeeds.
+                let done = unsafe { tx.produce(&self.tx_segs[..k]) };
+                if done != k {
                     // Cannot happen given `room`; never leak the frames if it does.
-                    self.free.extend_from_slice(&self.scratch[..n]);
+                    for &d in &self.scratch[..n] {
+                        self.free.push(d);
+                    }
                 } else {
-                    port.tx_inflight += n as u32;
+                    port.tx_inflight += k as u32;
                 }
-                done == n
+                done == k
             };
             if taken {
                 self.stats.ports[p].tx_packets.add(n as u64);
@@ -1240,7 +1260,9 @@ impl DataPlane {
                         // SAFETY: the frame was just produced on TX; the kernel only reads it
                         // (copy mode copies it out), and we only read it too.
                         let data = unsafe { self.umem.data(d) };
-                        let frame = data.contents();
+                        // SAFETY: as above, for every descriptor of the packet.
+                        let frame =
+                            unsafe { self.free.whole_frame(&self.umem, d, data.contents(), &mut self.frame_buf) };
                         let ts = port.tx_stamp.stamp(dep, serialisation_ns(frame.len() as u32, rate));
                         t.mirror(p as u16, DIR_OUT, ts, frame);
                     }
@@ -1249,7 +1271,7 @@ impl DataPlane {
         }
         if delayed {
             // The frames at the end of the line go onto the TX ring: the peer sees them now.
-            let room = ring_room(tx, port.tx_inflight);
+            let room = ring_room(tx, port.tx_inflight) / segs;
             let mut k = 0;
             while k < room {
                 let Some((d, _)) = port.tx_line.pop_due(now) else { break };
@@ -1257,13 +1279,16 @@ impl DataPlane {
                 k += 1;
             }
             if k > 0 {
+                let m = self.free.expand_all(&self.scratch[..k], &mut self.tx_segs);
                 // SAFETY: frames of our UMEM that left the scheduler (lengths set at enqueue);
-                // `room` ≤ free ring slots.
-                let done = unsafe { tx.produce(&self.scratch[..k]) };
-                if done != k {
-                    self.free.extend_from_slice(&self.scratch[..k]);
+                // `room` × `segs` ≤ free ring slots.
+                let done = unsafe { tx.produce(&self.tx_segs[..m]) };
+                if done != m {
+                    for &d in &self.scratch[..k] {
+                        self.free.push(d);
+                    }
                 } else {
-                    port.tx_inflight += k as u32;
+                    port.tx_inflight += m as u32;
                 }
             }
         }
@@ -1300,7 +1325,7 @@ impl DataPlane {
         if unsent_after > 0 && unsent_after < unsent_before {
             return Ok(TxState::Busy); // the kick made progress: keep kicking
         }
-        if sendable && n == room && room == BATCH {
+        if sendable && n == room && room == batch {
             return Ok(TxState::Busy);
         }
         if !port.own.is_empty() && nrel > 0 {

@@ -15,6 +15,7 @@ pub mod dataplane;
 pub mod decision;
 pub mod delay;
 pub mod ecn;
+pub mod frames;
 pub mod metrics;
 pub mod pfc;
 pub mod pfcwd;

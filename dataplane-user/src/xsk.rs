@@ -9,14 +9,22 @@
 //! Each socket's copy-mode TX budget is raised from 32 to the TX ring size
 //! (`XDP_MAX_TX_SKB_BUDGET`, Linux ≥ 6.17; older kernels keep 32 and the data plane kicks again).
 //!
+//! A switch whose links carry frames longer than one UMEM chunk (MTU above 3822 bytes, e.g. the
+//! 9216-byte jumbo MTU of the lossless class) binds every socket with `XDP_USE_SG`
+//! ([`afxdp::chain`]); [`XskPort::receive`] then reassembles each packet's descriptors into a
+//! chain named by its head ([`crate::frames`]).
+//!
 //! The kernel's per-socket drop counters are read by the control side through
 //! [`XskStatsReader`], which holds duplicates of the socket descriptors: `getsockopt` touches
 //! no ring, so it never races with the data-plane thread.
 use std::num::NonZeroU32;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
+use afxdp::chain::{needs_multi_buffer, Gather, Gathered};
 pub use afxdp::{xdp_statistics, XskStatistics};
 use afxdp::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem, DEFAULT_TX_BUDGET};
+
+use crate::frames::FramePool;
 
 /// Size of each port's RX ring and fill ring: how many frames the kernel can take for a port
 /// while the data-plane thread is busy elsewhere (2048 frames ≈ 1.2 ms at 1.7 Mpps).
@@ -33,6 +41,8 @@ pub enum XskError {
     Socket { port: usize, name: String, source: afxdp::Error },
     #[error("frame count {0} is out of range")]
     FrameCount(u64),
+    #[error("port {port} ({name:?}): reading the link MTU (SIOCGIFMTU): {source}")]
+    Mtu { port: usize, name: String, source: std::io::Error },
     #[error("port {port} ({name:?}): duplicating the AF_XDP socket descriptor: {source}")]
     Dup { port: usize, name: String, source: std::io::Error },
 }
@@ -62,12 +72,60 @@ pub struct XskPort {
     pub comp: CompQueue,
     /// Descriptors one TX kick sends in copy mode (the kernel's `max_tx_budget`).
     pub tx_budget: u32,
+    /// The packet whose descriptors the last RX batch left half read (multi-buffer only).
+    gather: Gather<FrameDesc>,
 }
 
 impl XskPort {
     /// The socket's file descriptor (for the XSKS map and for `poll`).
     pub fn fd(&self) -> RawFd {
         self.rx.fd().as_raw_fd()
+    }
+
+    /// Takes up to `out.len()` descriptors from the RX ring and leaves in `out[..n]` the heads
+    /// of the packets they complete (each descriptor, without multi-buffer); returns `n` and
+    /// how many packets were too long to keep (more descriptors than any rocefab link's MTU
+    /// makes: given back to `pool`, for the caller to count).
+    ///
+    /// # Safety
+    ///
+    /// `pool` must be the pool of this port's UMEM; the descriptors become the caller's.
+    #[inline]
+    pub unsafe fn receive(&mut self, out: &mut [FrameDesc], pool: &mut FramePool) -> (usize, u64) {
+        // SAFETY: the RX ring returns descriptors of frames of our UMEM that we gave to the fill
+        // ring; from now on we own them.
+        let n = unsafe { self.rx.consume(out) };
+        if pool.max_segments() == 1 {
+            return (n, 0);
+        }
+        let (mut heads, mut too_long) = (0, 0);
+        for i in 0..n {
+            let d = out[i];
+            let mut spilled = [FrameDesc::default(); 4];
+            let mut ns = 0;
+            let g = self.gather.push(pool.chains(), d, |s| {
+                if ns < spilled.len() {
+                    spilled[ns] = s;
+                    ns += 1;
+                }
+            });
+            for s in &spilled[..ns] {
+                pool.push(*s);
+            }
+            match g {
+                Gathered::Partial => {}
+                // `heads` ≤ `i`: the slot was read already.
+                Gathered::Packet(h) => {
+                    out[heads] = h;
+                    heads += 1;
+                }
+                Gathered::TooLong { head, .. } => {
+                    pool.push(head);
+                    too_long += 1;
+                }
+            }
+        }
+        (heads, too_long)
     }
 }
 
@@ -77,6 +135,8 @@ pub struct XskSet {
     pub umem: Umem,
     pub ports: Vec<XskPort>,
     pub frames: Vec<FrameDesc>,
+    /// The sockets are bound with `XDP_USE_SG`: some port's MTU makes frames longer than a chunk.
+    pub multi_buffer: bool,
 }
 
 impl XskSet {
@@ -108,8 +168,19 @@ pub fn frame_count(ports: usize, buffer_frames: u32) -> u64 {
 const _: () = assert!(RX_RING_SIZE.is_power_of_two() && TX_RING_SIZE.is_power_of_two());
 const _: () = assert!(TX_RING_SIZE >= DEFAULT_TX_BUDGET);
 
-/// Creates the UMEM and one socket per interface in `names` (in the current netns).
+/// Creates the UMEM and one socket per interface in `names` (in the current netns); every
+/// socket multi-buffer (`XDP_USE_SG`) when some interface's MTU needs it (the kernel keeps the
+/// choice per UMEM, so the ports sharing one cannot differ).
 pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
+    let mut multi_buffer = false;
+    for (port, name) in names.iter().enumerate() {
+        let mtu = rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu {
+            port,
+            name: name.clone(),
+            source,
+        })?;
+        multi_buffer |= needs_multi_buffer(mtu);
+    }
     let frames = frame_count(names.len(), buffer_frames);
     let frames_u32 = u32::try_from(frames).ok().and_then(NonZeroU32::new).ok_or(XskError::FrameCount(frames))?;
     let (umem, descs) = afxdp::umem(frames_u32, RX_RING_SIZE, TX_RING_SIZE).map_err(XskError::Umem)?;
@@ -117,7 +188,7 @@ pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
     for (port, name) in names.iter().enumerate() {
         // SAFETY: the UMEM outlives the sockets (each socket keeps a handle on it), and every
         // frame descriptor we later hand to these rings comes from `descs` of this same UMEM.
-        let s = unsafe { afxdp::Socket::open(&umem, name, RX_RING_SIZE, TX_RING_SIZE, true) }
+        let s = unsafe { afxdp::Socket::open(&umem, name, RX_RING_SIZE, TX_RING_SIZE, true, multi_buffer) }
             .map_err(|source| XskError::Socket { port, name: name.clone(), source })?;
         ports.push(XskPort {
             name: name.clone(),
@@ -126,9 +197,10 @@ pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
             fill: s.fill,
             comp: s.comp,
             tx_budget: s.tx_budget,
+            gather: Gather::default(),
         });
     }
-    Ok(XskSet { umem, ports, frames: descs })
+    Ok(XskSet { umem, ports, frames: descs, multi_buffer })
 }
 
 #[cfg(test)]

@@ -4,6 +4,13 @@
 //! redirects into `HOST_XSKS`, filled by the daemon. The copy-mode TX budget stays at the
 //! kernel's default of 32 frames per kick.
 //!
+//! A port whose link MTU makes frames longer than one UMEM chunk (MTU above 3822 bytes: the
+//! 9216-byte jumbo MTU that carries RoCE at path MTU 4096) binds with `XDP_USE_SG`
+//! ([`afxdp::chain`]): a received packet of several descriptors is copied into one buffer for
+//! the engine, and a frame the engine writes (into a buffer) leaves as a chain of descriptors
+//! with `XDP_PKT_CONTD` on all but the last. A port without it moves one descriptor per frame,
+//! written and read in place.
+//!
 //! UMEM frames are split once: [`RX_FRAMES`] circulate between the fill and RX rings, the
 //! rest are the TX pool, returned through the completion ring. Frames come back from the
 //! completion ring with length 0; every TX frame is rewritten in full before it is produced.
@@ -19,6 +26,7 @@
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
 
+use afxdp::chain::{needs_multi_buffer, Segment, MAX_FRAME_BYTES, MAX_SEGMENTS};
 use afxdp::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
 use dataplane_common::{kind, XdpMeta};
@@ -41,6 +49,8 @@ pub enum XskError {
     Open { name: String, source: afxdp::Error },
     #[error("{name}: fill ring accepted {got} of {want} frames")]
     Fill { name: String, got: usize, want: usize },
+    #[error("{name}: reading the link MTU (SIOCGIFMTU): {source}")]
+    Mtu { name: String, source: std::io::Error },
     #[error("{name}: {what}: {source}")]
     Io { name: String, what: &'static str, source: std::io::Error },
 }
@@ -63,6 +73,20 @@ pub struct XskPort {
     pub mirror_port: Option<u16>,
     /// How captured frames are stamped.
     pub stamps: CaptureStamps,
+    /// Multi-buffer (`XDP_USE_SG`): frames longer than a chunk, gathered and split through
+    /// `rx_buf` / `tx_buf`.
+    multi_buffer: bool,
+    /// A received multi-descriptor packet so far (`rx_len` bytes; `rx_over`: longer than the
+    /// buffer, dropped when it ends).
+    rx_buf: Box<[u8]>,
+    rx_len: usize,
+    rx_over: bool,
+    /// The XDP metadata in front of that packet's first descriptor (for a capture's stamp).
+    rx_meta: Option<[u8; XdpMeta::LEN]>,
+    /// Where the engine writes a frame before it is split into descriptors.
+    tx_buf: Box<[u8]>,
+    /// Received packets dropped for being longer than any link MTU rocefab allows.
+    pub rx_too_long: u64,
 }
 
 /// The clock and line rate a port's captured frames are stamped with.
@@ -117,12 +141,16 @@ impl XskPort {
     /// fill ring.
     pub fn open(name: &str) -> Result<XskPort, XskError> {
         let open_err = |source| XskError::Open { name: name.into(), source };
+        let mtu =
+            rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu { name: name.into(), source })?;
+        let multi_buffer = needs_multi_buffer(mtu);
         let frames = NonZeroU32::new(RX_FRAMES + TX_FRAMES).expect("non-zero");
         let (umem, mut descs) = afxdp::umem(frames, RX_FRAMES, TX_FRAMES).map_err(open_err)?;
         // SAFETY: the UMEM is new and used by this socket only; every descriptor given to the
         // rings comes from `descs` of this UMEM, and the UMEM lives as long as the port.
         let afxdp::Socket { rx, tx, mut fill, comp, .. } =
-            unsafe { afxdp::Socket::open(&umem, name, RX_FRAMES, TX_FRAMES, false) }.map_err(open_err)?;
+            unsafe { afxdp::Socket::open(&umem, name, RX_FRAMES, TX_FRAMES, false, multi_buffer) }.map_err(open_err)?;
+        let buf = || vec![0u8; if multi_buffer { MAX_FRAME_BYTES } else { 0 }].into_boxed_slice();
         let free = descs.split_off(RX_FRAMES as usize);
         // SAFETY: fresh frames of this UMEM that are in no ring.
         let got = unsafe { fill.produce(&descs) };
@@ -144,6 +172,13 @@ impl XskPort {
             mirror_port: None,
             // Until the daemon gives the loop's clock and the NIC's rate.
             stamps: CaptureStamps::new(MonoClock::new(), u64::MAX),
+            multi_buffer,
+            rx_buf: buf(),
+            rx_len: 0,
+            rx_over: false,
+            rx_meta: None,
+            tx_buf: buf(),
+            rx_too_long: 0,
         })
     }
 
@@ -176,13 +211,45 @@ impl XskPort {
             // SAFETY: the frame was just consumed from the RX ring, so the kernel no longer
             // writes it until we put it back on the fill ring below.
             let data = unsafe { self.umem.data(d) };
+            let first = self.rx_len == 0 && !self.rx_over;
+            let frame = if first && !d.continues() {
+                data.contents()
+            } else {
+                // A descriptor of a multi-buffer packet: gather it.
+                if first {
+                    // SAFETY: as above: a frame of this UMEM we own until it goes back to the
+                    // fill ring. The metadata is in front of the packet's first descriptor.
+                    self.rx_meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) };
+                }
+                let part = data.contents();
+                match self.rx_buf.get_mut(self.rx_len..self.rx_len + part.len()) {
+                    Some(b) => {
+                        b.copy_from_slice(part);
+                        self.rx_len += part.len();
+                    }
+                    None => self.rx_over = true,
+                }
+                if d.continues() {
+                    continue;
+                }
+                let len = std::mem::take(&mut self.rx_len);
+                if std::mem::take(&mut self.rx_over) {
+                    self.rx_too_long += 1;
+                    continue;
+                }
+                &self.rx_buf[..len]
+            };
             if let Some((m, port)) = capture.as_mut() {
-                // SAFETY: as above: a frame of this UMEM we own until it goes back to the fill ring.
-                let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) };
-                let ts = self.stamps.received(meta, now, data.contents().len());
-                m.push(*port, DIR_IN, ts, data.contents());
+                let meta = if first {
+                    // SAFETY: as above: a frame of this UMEM we own until it goes back to the fill ring.
+                    unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) }
+                } else {
+                    self.rx_meta
+                };
+                let ts = self.stamps.received(meta, now, frame.len());
+                m.push(*port, DIR_IN, ts, frame);
             }
-            engine.on_frame(nic, data.contents(), now);
+            engine.on_frame(nic, frame, now);
         }
         if n > 0 {
             let mut put = 0;
@@ -218,6 +285,9 @@ impl XskPort {
         self.tx_outstanding -= c.min(self.tx_outstanding);
         let mut capture = self.capturing(mirror);
         self.batch.clear();
+        if self.multi_buffer {
+            return self.transmit_chained(engine, nic, now, capture);
+        }
         while self.batch.len() < BATCH {
             let Some(mut d) = self.free.pop() else { break };
             // SAFETY: `d` is a free TX frame of this UMEM (in no ring): we may write it.
@@ -240,23 +310,65 @@ impl XskPort {
                 }
             }
         }
+        self.produce_batch().map(|()| self.batch.len())
+    }
+
+    /// Produces `batch` on the TX ring and kicks (or kicks for what the ring still holds).
+    fn produce_batch(&mut self) -> Result<(), XskError> {
         if self.batch.is_empty() {
             // Copy mode sends at most 32 frames per kick (the kernel's TX_BATCH_SIZE); frames
             // still in the TX ring need another kick, or they would wait for the next send.
             if self.tx_pending() {
                 self.kick()?;
             }
-            return Ok(0);
+            return Ok(());
         }
         let mut put = 0;
         while put < self.batch.len() {
-            // SAFETY: frames of this UMEM written above; the TX ring (TX_FRAMES) can hold
-            // every frame of the TX pool.
+            // SAFETY: frames of this UMEM written by the caller; the TX ring (TX_FRAMES) can
+            // hold every frame of the TX pool.
             put += unsafe { self.tx.produce(&self.batch[put..]) };
         }
         self.tx_outstanding += put;
-        self.kick()?;
-        Ok(put)
+        self.kick()
+    }
+
+    /// [`XskPort::transmit`] on a multi-buffer port: the engine writes each frame into
+    /// `tx_buf`, which is split into as many descriptors as it takes (`XDP_PKT_CONTD` on all but
+    /// the last). Returns the frames sent.
+    fn transmit_chained(
+        &mut self,
+        engine: &mut Engine,
+        nic: usize,
+        now: u64,
+        mut capture: Option<(&mut MirrorProducer, u16)>,
+    ) -> Result<usize, XskError> {
+        let mut frames = 0;
+        // Room for the longest frame in descriptors, in the batch and in the pool.
+        while self.batch.len() + MAX_SEGMENTS <= BATCH && self.free.len() >= MAX_SEGMENTS {
+            let Some(n) = engine.next_tx(nic, &mut self.tx_buf, now) else { break };
+            let frame = &self.tx_buf[..n.min(self.tx_buf.len())];
+            if let Some((m, port)) = capture.as_mut() {
+                let ts = self.stamps.sent(now, frame.len());
+                m.push(*port, DIR_OUT, ts, frame);
+            }
+            let mut rest = frame;
+            while !rest.is_empty() {
+                let Some(mut d) = self.free.pop() else { break };
+                // SAFETY: `d` is a free TX frame of this UMEM (in no ring): we may write it.
+                let mut data = unsafe { self.umem.data_mut(&mut d) };
+                let mut cur = data.cursor();
+                let take = rest.len().min(cur.buf_len());
+                cur.set_pos(0);
+                // A chunk holds `take` bytes: the write is never short.
+                let _ = std::io::Write::write_all(&mut cur, &rest[..take]);
+                rest = &rest[take..];
+                d.set_continues(!rest.is_empty());
+                self.batch.push(d);
+            }
+            frames += 1;
+        }
+        self.produce_batch().map(|()| frames)
     }
 
     fn kick(&self) -> Result<(), XskError> {
@@ -276,9 +388,10 @@ impl XskPort {
         self.tx.nb_free_exact() < TX_FRAMES
     }
 
-    /// No free TX frame is left (the caller should wait briefly for completions).
+    /// Too few free TX frames are left for the longest frame (one; [`MAX_SEGMENTS`] on a
+    /// multi-buffer port): the caller should wait briefly for completions.
     pub fn tx_starved(&self) -> bool {
-        self.free.is_empty()
+        self.free.len() < if self.multi_buffer { MAX_SEGMENTS } else { 1 }
     }
 
     /// Socket statistics (`XDP_STATISTICS`): (rx_dropped, rx_ring_full, rx_fill_ring_empty).

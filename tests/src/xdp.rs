@@ -72,7 +72,7 @@ impl XskSocket {
         let (umem, _descs) = afxdp::umem(frames, RING, RING).context("AF_XDP UMEM")?;
         // SAFETY: no frame descriptor is ever handed to this socket's rings, and the UMEM is kept
         // beside the socket and dropped after it.
-        let socket = unsafe { afxdp::Socket::open(&umem, ifname, RING, RING, false) }
+        let socket = unsafe { afxdp::Socket::open(&umem, ifname, RING, RING, false, false) }
             .with_context(|| format!("bind AF_XDP socket to {ifname} queue 0"))?;
         Ok(XskSocket { socket, _umem: umem })
     }

@@ -172,7 +172,13 @@ impl Default for Udp {
 }
 
 fn build(ip: IpHeaders, u: &Udp) -> Vec<u8> {
-    let payload = [0xabu8; 10];
+    build_len(ip, u, 10)
+}
+
+/// A frame of `payload_len` UDP payload bytes (0xab, then a counter from byte 16 on, so a
+/// changed tail shows).
+fn build_len(ip: IpHeaders, u: &Udp, payload_len: usize) -> Vec<u8> {
+    let payload: Vec<u8> = (0..payload_len).map(|i| if i < 16 { 0xab } else { (i % 251) as u8 }).collect();
     let mut out = Vec::new();
     let eth = PacketBuilder::ethernet2(HOST_MAC, SWITCH_MAC);
     match u.vlan {
@@ -688,4 +694,73 @@ fn wred_ramp_marks_at_the_curve_with_a_seeded_generator() {
         assert_eq!(a, pattern("wr3", 77, frac), "the same seed marks the same packets");
         assert_ne!(a, pattern("wr4", 78, frac), "another seed marks others");
     }
+}
+
+/// RoCEv2 at path MTU 4096: BTH (12) + RETH (16) + 4096 bytes of payload + ICRC (4) in UDP.
+const ROCE_4096_UDP_PAYLOAD: usize = 12 + 16 + 4096 + 4;
+
+#[test]
+fn jumbo_roce_frames_are_parsed_from_their_first_buffer_forwarded_and_marked() {
+    // A 4170-byte frame is longer than one page less the XDP headroom: BPF_PROG_TEST_RUN gives
+    // an `xdp.frags` program its first ~3.5 KB linear and the rest as a fragment, as veth does
+    // on a 9216-byte link (a program without frags support is refused such a frame, and the
+    // IP length check must count every buffer, not `data_end - data`).
+    let mut f = Fixture::new("jb");
+    let board = f.sw.depth_board().expect("mmap DEPTHS");
+    let w = f.cfg.qos.wred.clone();
+    let v4 = |ecn: u8, vlan: Option<u16>| {
+        let mut h = Ipv4Header::new(0, 64, IpNumber::UDP, V4_SRC.octets(), V4_GROUP0.octets()).unwrap();
+        h.dscp = IpDscp::try_new(24).unwrap();
+        h.ecn = etherparse::IpEcn::try_new(ecn).unwrap();
+        build_len(
+            IpHeaders::Ipv4(h, Default::default()),
+            &Udp { ecn, vlan, ..Default::default() },
+            ROCE_4096_UDP_PAYLOAD,
+        )
+    };
+    let frame = v4(2, None);
+    assert_eq!(frame.len(), 4170);
+    // Below WRED min: redirected unchanged, every byte of every buffer.
+    let out = run_at_depth(&mut f, &board, 0, &frame);
+    let d = assert_redirect(&out, &frame);
+    assert_eq!((d.kind, d.tc, d.egress_port), (kind::FORWARD, 3, 2));
+    let tagged = v4(2, Some(100));
+    let out = run_at_depth(&mut f, &board, 0, &tagged);
+    assert_redirect(&out, &tagged);
+    // Above max: ECT(0) → CE in the first buffer, checksum fixed, the fragment untouched.
+    let out = run_at_depth(&mut f, &board, w.max_bytes, &frame);
+    assert_eq!(out.action, XDP_REDIRECT);
+    assert_eq!(ecn_v4(&out), 3);
+    assert_eq!(out.data.len(), frame.len());
+    let diff: Vec<usize> = (0..frame.len()).filter(|&i| out.data[i] != frame[i]).collect();
+    assert!(diff.contains(&15) && diff.iter().all(|i| [15, 24, 25].contains(i)), "only TOS and the checksum: {diff:?}");
+    // IPv6 at the same size.
+    let h = Ipv6Header {
+        traffic_class: 24 << 2 | 2,
+        flow_label: Default::default(),
+        payload_length: 0,
+        next_header: IpNumber::UDP,
+        hop_limit: 64,
+        source: V6_SRC.octets(),
+        destination: V6_GROUP1.octets(),
+    };
+    let v6 = build_len(IpHeaders::Ipv6(h, Default::default()), &Udp::default(), ROCE_4096_UDP_PAYLOAD);
+    let out = run_at_depth(&mut f, &board, 0, &v6);
+    assert_redirect(&out, &v6);
+    // A 9216-byte IP packet (the link MTU) is forwarded too.
+    let mut h = Ipv4Header::new(0, 64, IpNumber::UDP, V4_SRC.octets(), V4_GROUP0.octets()).unwrap();
+    h.dscp = IpDscp::try_new(24).unwrap();
+    let max = build_len(IpHeaders::Ipv4(h, Default::default()), &Udp::default(), 9216 - 28);
+    assert_eq!(max.len(), 9230);
+    let out = run_at_depth(&mut f, &board, 0, &max);
+    assert_redirect(&out, &max);
+    // An IPv4 total length beyond the whole frame is still malformed.
+    let mut bad = frame.clone();
+    bad[16..18].copy_from_slice(&(4170u16 - 14 + 1).to_be_bytes());
+    let out = f.run(&bad);
+    assert_eq!(out.action, XDP_DROP);
+    f.assert_counters(
+        0,
+        &[(counter::RX, 6), (counter::FORWARDED, 5), (counter::ECN_MARKED, 1), (counter::MALFORMED, 1)],
+    );
 }

@@ -388,6 +388,7 @@ mod tests {
         assert_eq!(path_mtu_for_link(2108, false), Some(PathMtu::Mtu2048));
         assert_eq!(path_mtu_for_link(2107, false), Some(PathMtu::Mtu1024));
         assert_eq!(path_mtu_for_link(9000, true), Some(PathMtu::Mtu4096));
+        assert_eq!(path_mtu_for_link(9216, false), Some(PathMtu::Mtu4096));
         assert_eq!(path_mtu_for_link(300, false), None);
     }
 }
