@@ -22,11 +22,15 @@ pub enum DcqcnProfile {
     /// The DCQCN of the htsim packet simulator (`ultraethernet/uet-htsim`, `htsim/sim/dcqcn.cpp`
     /// defaults; gpu-host `dcqcn` module docs, "The htsim profile").
     Htsim,
+    /// The HPCC repository's ns-3 simulations run with `simulation/run.py --cc dcqcn_paper`
+    /// (what `dcqcn-paper` named before issue 23; gpu-host `dcqcn` module docs, "The HPCC
+    /// `dcqcn_paper` setting").
+    HpccDcqcnPaper,
 }
 
 impl DcqcnProfile {
     /// The names the topology accepts.
-    pub const NAMES: &'static str = "ns3-hpcc, connectx, dcqcn-paper, htsim";
+    pub const NAMES: &'static str = "ns3-hpcc, connectx, dcqcn-paper, htsim, hpcc-dcqcn-paper";
 
     /// RP parameters of this profile for a port of `line_rate_bps` (emulated).
     pub fn rp(self, line_rate_bps: u64) -> DcqcnConfig {
@@ -74,6 +78,23 @@ impl DcqcnProfile {
                 rate_hai_bps: line_rate_bps / 10,
                 clamp_target_rate: true,
             },
+            DcqcnProfile::HpccDcqcnPaper => {
+                // `ai = 5 * bw / 25` Mb/s with bw in Gbit/s: 0.2 Mb/s per Gbit/s of NIC rate.
+                let per_25g = |mbps: u64| (mbps as u128 * 1_000_000 * line_rate_bps as u128 / 25_000_000_000) as u64;
+                DcqcnConfig {
+                    line_rate_bps,
+                    min_rate_bps: 1_000_000_000,
+                    g: 1.0 / 256.0,
+                    alpha_init: 1.0,
+                    alpha_update_period_ns: 50_000,
+                    rate_increase_period_ns: 55_000,
+                    byte_counter_bytes: 32_767 * 64,
+                    fast_recovery_steps: 1,
+                    rate_ai_bps: per_25g(5),
+                    rate_hai_bps: per_25g(50),
+                    clamp_target_rate: false,
+                }
+            }
         }
     }
 
@@ -82,7 +103,7 @@ impl DcqcnProfile {
         match self {
             DcqcnProfile::Ns3Hpcc => DEFAULT_CNP_INTERVAL_NS,
             DcqcnProfile::Connectx => 4_000,
-            DcqcnProfile::DcqcnPaper | DcqcnProfile::Htsim => 50_000,
+            DcqcnProfile::DcqcnPaper | DcqcnProfile::Htsim | DcqcnProfile::HpccDcqcnPaper => 50_000,
         }
     }
 }
@@ -94,6 +115,7 @@ impl core::fmt::Display for DcqcnProfile {
             DcqcnProfile::Connectx => "connectx",
             DcqcnProfile::DcqcnPaper => "dcqcn-paper",
             DcqcnProfile::Htsim => "htsim",
+            DcqcnProfile::HpccDcqcnPaper => "hpcc-dcqcn-paper",
         })
     }
 }

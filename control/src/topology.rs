@@ -34,7 +34,7 @@
 //! lldp: { tx_interval: 30s, nic: { willing: true } }   # LLDP/DCBX, see crate::lldp
 //! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
 //! load_balance: { mode: ecmp, flowlet_gap: 50us }      # egress choice, see crate::lb
-//! dcqcn: { profile: ns3-hpcc }  # GPU NICs' DCQCN parameters: ns3-hpcc (default) | connectx | dcqcn-paper | htsim
+//! dcqcn: { profile: ns3-hpcc }  # GPU NICs' DCQCN parameters: ns3-hpcc (default) | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper
 //! latency: { switch: 600ns, nic: 100ns }   # forwarding latency of every switch, pipeline latency
 //!                             # of every NIC each way (emulated; default none)
 //! ```
@@ -144,7 +144,7 @@ struct RawTopology {
     latency: RawLatency,
 }
 
-/// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim }`.
+/// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper }`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDcqcn {

@@ -143,6 +143,19 @@
 //! (lines 204–226) also sends a CNP when the interval ends if a marked packet arrived during it,
 //! where this NP waits for the next marked packet.
 //!
+//! # The HPCC `dcqcn_paper` setting ([`DcqcnProfile::HpccDcqcnPaper`])
+//!
+//! The same HPCC repository runs DCQCN in two settings, `simulation/run.py` `--cc dcqcn` (the
+//! NIC-like 1 µs / 4 µs / 300 µs timers) and `--cc dcqcn_paper`, which takes some of the
+//! paper's timers: `ALPHA_RESUME_INTERVAL` 50 µs (K), `RATE_DECREASE_INTERVAL` 50 µs (the RP
+//! cuts at most once per 50 µs; here the NP's CNP interval), `RP_TIMER` 55 µs (T), `EWMA_GAIN`
+//! 1/256, `FAST_RECOVERY_TIMES` 1, `RATE_AI` 5 Mb/s and `RATE_HAI` 50 Mb/s per 25 Gbit/s of NIC
+//! rate (`ai = 5 * bw / 25`, `hai = 50 * bw / 25`), `MIN_RATE` 1000 Mb/s, `CLAMP_TARGET_RATE` 0;
+//! α starts at 1 (`cnp_received_mlx`) and B is Isekai's, as above. This was `dcqcn-paper` before
+//! issue 23; it differs from the paper in F = 1 (5), K = 50 µs (55), B = 2 MB (10 MB), R_AI
+//! 200 kbit/s per Gbit/s of line rate (1 Mbit/s per Gbit/s), a 1 Gbit/s floor (none) and `Rt = Rc`
+//! only after a rise (every cut).
+//!
 pub use rocefab_contracts::dcqcn::{DcqcnConfig, DcqcnError, DcqcnProfile, DEFAULT_CNP_INTERVAL_NS};
 
 /// Which increase phase an increase event ran.
@@ -805,6 +818,21 @@ mod tests {
         }
         assert_eq!(r.rate_f64(), 400e9 / 4096.0);
         assert_eq!(r.target_rate_f64(), 400e9 / 2048.0);
+    }
+
+    #[test]
+    fn hpcc_dcqcn_paper_profile_maps_the_hpcc_run_py_setting() {
+        // 400 Gbit/s NIC: ai = 5 · 400 / 25 = 80 Mb/s, hai = 800 Mb/s.
+        let c = DcqcnProfile::HpccDcqcnPaper.rp(400_000_000_000);
+        c.validate().unwrap();
+        assert_eq!((c.alpha_update_period_ns, c.rate_increase_period_ns, c.fast_recovery_steps), (50 * US, 55 * US, 1));
+        assert_eq!((c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps), (80_000_000, 800_000_000, 1_000_000_000));
+        assert_eq!((c.g, c.alpha_init, c.clamp_target_rate), (1.0 / 256.0, 1.0, false));
+        assert_eq!(DcqcnProfile::HpccDcqcnPaper.rp(25_000_000_000).rate_ai_bps, 5_000_000);
+        assert_eq!(DcqcnProfile::HpccDcqcnPaper.cnp_interval_ns(), 50 * US);
+        let parsed = serde_json::from_str::<DcqcnProfile>("\"hpcc-dcqcn-paper\"").unwrap();
+        assert_eq!(parsed, DcqcnProfile::HpccDcqcnPaper);
+        assert_eq!(DcqcnProfile::HpccDcqcnPaper.to_string(), "hpcc-dcqcn-paper");
     }
 
     #[test]

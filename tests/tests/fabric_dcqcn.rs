@@ -1,5 +1,5 @@
 //! DCQCN end to end on `topologies/rail-spine-400g.yaml` (400G hosts, 800G spines, time dilation
-//! 8000, the `dcqcn-paper` DCQCN profile; issue 9): a 7:1 lossless incast into host1:gpu0 with
+//! 8000, the `hpcc-dcqcn-paper` DCQCN profile; issue 9): a 7:1 lossless incast into host1:gpu0 with
 //! WRED/ECN on. The bottleneck queue
 //! (rail1 towards host1:gpu0) must first reach WRED min; then rail1's XDP marks CE, rank 0's NIC
 //! answers with CNPs at DSCP 48 that cross the switches in strict queue 7, and every sender's
