@@ -14,8 +14,8 @@
 //!   its predecessor by design).
 //!
 //! * a switch port stalled: it had frames queued that the peer did not pause and sent nothing for
-//!   [`STALL_FRAMES`] frame times or more, and at least [`STALL_JOB_FRACTION`] of the job, or its
-//!   stalls added up to [`STALL_TOTAL_FRACTION`] of the job, in emulated time (the switch daemon logs every stall longer than four frame times,
+//!   [`STALL_FRAMES`] frame times or more, and at least [`STALL_JOB_FRACTION`] of the job, in
+//!   emulated time (the switch daemon logs every stall longer than four frame times,
 //!   `dataplane_user::stall`): nothing in the model does that, whatever the machine's average
 //!   CPU load (a daemon descheduled for a few ms on a busy machine is 71-230 µs at D 8000-16000).
 //!   Reported with the port, when and how long, even when a link ran at its line rate.
@@ -43,11 +43,11 @@ pub const STALL_FRAMES: u64 = 16;
 /// cannot move the job's completion time by more than that; the issue-23 runs' 71 µs stall was
 /// 2.6 % of an 8 × 16 MiB incast at 400G, 2.7 ms).
 pub const STALL_JOB_FRACTION: f64 = 0.02;
-/// Stalls of one port adding up to this fraction of the job are reported however short each was:
-/// on this machine the 400G incast's completion time grew with its bottleneck's stalled time
-/// (722-723 µs at 1.3-3.1 % stalled, 770 µs at 9.5 %, 876 µs at 20.8 %, 966 µs at 27.5 %; five
-/// runs on 2026-11-25 with other builds running).
-pub const STALL_TOTAL_FRACTION: f64 = 0.05;
+// Short stalls adding up are not a sign on their own: a gap of five frame times on a port with
+// three frames of shaper credit costs two, yet counts five, and the 400G DCQCN incast of
+// tests/tests/fabric_dcqcn.rs kept its bottleneck 97-98 % busy while its ports' stalls added up
+// to 12-27 % of the job (2026-11-25, loaded machine): a total rule at 5 % called every such run
+// machine-bound. The stalls are in `rocefab run --json` (`tx_stalls`) either way.
 
 /// Aggregate CPU time of the machine (the `cpu` line of `/proc/stat`), in clock ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,10 +204,7 @@ pub fn warnings(m: &Measured) -> Vec<String> {
     let mut stalled: Vec<&PortStalls> = m
         .stalls
         .iter()
-        .filter(|s| {
-            let long = s.longest_ns >= (STALL_FRAMES * s.frame_ns).max((STALL_JOB_FRACTION * job) as u64).max(1);
-            long || (m.job_ns > 0 && s.stalled_ns as f64 >= STALL_TOTAL_FRACTION * job)
-        })
+        .filter(|s| s.longest_ns >= (STALL_FRAMES * s.frame_ns).max((STALL_JOB_FRACTION * job) as u64).max(1))
         .collect();
     stalled.sort_by_key(|s| std::cmp::Reverse(s.stalled_ns));
     if let Some(w) = stalled.first() {
@@ -579,10 +576,8 @@ mod tests {
         assert_eq!(warnings(&m(vec![short(16 * 42, 16 * 42)], 0)).len(), 1);
         assert!(warnings(&m(vec![short(39_999, 39_999)], job)).is_empty(), "under 2 % of 2 ms");
         assert_eq!(warnings(&m(vec![short(40_000, 40_000)], job)).len(), 1);
-        // Many short stalls adding up to 5 % of the job: reported (the 400G incast's completion
-        // time grew with its bottleneck's stalled time); 4.99 % is not.
-        assert_eq!(warnings(&m(vec![short(8_000, 100_000)], job)).len(), 1);
-        assert!(warnings(&m(vec![short(8_000, 99_999)], job)).is_empty());
+        // Many short stalls adding up to a lot: not a sign on their own.
+        assert!(warnings(&m(vec![short(8_000, 500_000)], job)).is_empty());
         assert!(warnings(&m(vec![], job)).is_empty());
     }
 }
