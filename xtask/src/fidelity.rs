@@ -300,6 +300,10 @@ pub fn table(v: &Variant, d: &Docs, sim: Option<&Value>, outcome: Option<&str>) 
         }
         Some(_) => {}
     }
+    let sim_numbers = sim.is_some_and(|r| METRICS.iter().any(|m| r.get(m.sim).and_then(Value::as_f64).is_some()));
+    if outcome.is_some() && !sim_numbers {
+        return s; // nothing to tabulate on either side
+    }
     s += "\n| metric | unit | rocefab | htsim | rocefab / htsim |\n|---|---|---:|---:|---:|\n";
     for m in METRICS {
         let r = if outcome.is_some() { None } else { m.rocefab.value(d) };
@@ -726,6 +730,10 @@ mod tests {
         let t = table(&v(Mode::Dcqcn), &Docs::default(), Some(&sim), Some("rocefab up failed: qos.wred.max"));
         assert!(t.contains("rocefab: not run: rocefab up failed: qos.wred.max"), "{t}");
         assert_eq!(t.lines().filter(|l| l.contains("| not run |")).count(), METRICS.len(), "{t}");
+        // neither side has numbers: the reasons only, no table of dashes
+        let unfinished = json!({"complete": false, "note": "not finished"});
+        let t = table(&v(Mode::Dcqcn), &Docs::default(), Some(&unfinished), Some("rocefab up failed"));
+        assert!(t.contains("htsim: did not finish (not finished)") && !t.contains("| metric |"), "{t}");
         // no simulator row, or one that did not finish
         let t = table(&v(Mode::Pfc), &d, None, None);
         assert!(t.contains("htsim: no row for this variant"), "{t}");
