@@ -8,7 +8,9 @@
 //! clock, `wred: off` for PFC-only), brings the fabric up, runs
 //! `rocefab run fid incast --size S --json --timeline <file>.json` for each size (2, 16 MiB),
 //! brings it down, and prints every metric beside the simulator's with the ratio. Every step is
-//! bounded in wall-clock time; the fabric goes down also when a step fails.
+//! bounded in wall-clock time (`rocefab up`/`down` 60 s, a run 60 s + 4x its transfer at the wall
+//! rate), and all of them together by `--limit-min` (25); the fabric goes down also when a step
+//! fails.
 //!
 //! Which field of rocefab's JSON feeds each metric is [`METRICS`], and nowhere else: a metric
 //! rocefab does not report yet is printed as "not reported", never estimated.
@@ -33,8 +35,10 @@ const OUT_DIR: &str = "target/fidelity";
 /// `qos.wred` of DCQCN+PFC mode: step ECN at 25 packets of 4096 B (marks every ECT packet once
 /// the queue holds more than 102400 B; WRED needs min < max).
 const STEP_ECN: &str = "{ queues: [3], min: 102400, max: 102401, probability: 100 }";
-/// Wall-clock bound of `rocefab up` and of `rocefab down`.
-const UP_LIMIT: Duration = Duration::from_secs(180);
+/// Wall-clock bound of `rocefab up` and of `rocefab down` (each took under 10 s here).
+const UP_LIMIT: Duration = Duration::from_secs(60);
+/// The least time left that still starts a step.
+const MIN_STEP: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct FidelityArgs {
@@ -69,6 +73,10 @@ pub struct FidelityArgs {
     /// Only print the table from the reports a previous run left in target/fidelity/.
     #[arg(long)]
     pub table_only: bool,
+    /// Wall-clock limit of all runs together, minutes: a step that would end after it is not
+    /// started (its variants say so) and every step's own bound is cut to what is left.
+    #[arg(long, default_value_t = 25)]
+    pub limit_min: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -488,7 +496,8 @@ pub fn run(a: &FidelityArgs) -> anyhow::Result<()> {
             }
         };
         let started = Instant::now();
-        run_all(a, &root, &dir, &bin, &all)?;
+        let deadline = started + Duration::from_secs(a.limit_min.saturating_mul(60));
+        run_all(a, &root, &dir, &bin, &all, deadline)?;
         eprintln!("== all variants: {:.0} s of wall clock", started.elapsed().as_secs_f64());
     }
     println!("## rocefab against htsim ({})\n", sim_path.display());
@@ -500,7 +509,20 @@ pub fn run(a: &FidelityArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_all(a: &FidelityArgs, root: &Path, dir: &Path, bin: &Path, all: &[Variant]) -> anyhow::Result<()> {
+/// `limit`, cut to what is left before `deadline`; None when that is under [`MIN_STEP`].
+pub fn step_limit(limit: Duration, deadline: Instant, now: Instant) -> Option<Duration> {
+    let left = deadline.saturating_duration_since(now);
+    (left >= MIN_STEP).then(|| limit.min(left))
+}
+
+fn run_all(
+    a: &FidelityArgs,
+    root: &Path,
+    dir: &Path,
+    bin: &Path,
+    all: &[Variant],
+    deadline: Instant,
+) -> anyhow::Result<()> {
     let rocefab = bin.join("rocefab");
     if !rocefab.is_file() {
         bail!("{} not found (build it, or drop --bin-dir to build release binaries)", rocefab.display());
@@ -525,10 +547,20 @@ fn run_all(a: &FidelityArgs, root: &Path, dir: &Path, bin: &Path, all: &[Variant
         let topo = dir.join(format!("{}-n{}-{}g.yaml", first.mode.sim_name(), first.senders, first.rate_gbps));
         std::fs::write(&topo, variant_topology(&base, &first, d, &a.dcqcn_profile)?)
             .with_context(|| format!("writing {}", topo.display()))?;
+        // every step ends UP_LIMIT before the deadline, leaving room for the `rocefab down`
+        let now = Instant::now();
+        let steps_by = deadline.checked_sub(UP_LIMIT).unwrap_or(now);
+        let Some(up_limit) = step_limit(UP_LIMIT, steps_by, now) else {
+            for v in &group {
+                let o = format!("the --limit-min {} min of all runs was reached first", a.limit_min);
+                std::fs::write(outcome_path(dir, v), o)?;
+            }
+            continue;
+        };
         eprintln!("== rocefab up {} (time dilation {d})", topo.display());
         let up = run_bounded(
             Command::new(&rocefab).arg("up").arg(&topo).env("ROCEFAB_SWITCHD", bin.join("rocefab-switchd")),
-            UP_LIMIT,
+            up_limit,
         );
         let guard = Down { rocefab: &rocefab };
         let up_error = match up {
@@ -539,7 +571,10 @@ fn run_all(a: &FidelityArgs, root: &Path, dir: &Path, bin: &Path, all: &[Variant
         for v in &group {
             let outcome = match &up_error {
                 Some(e) => Some(e.clone()),
-                None => run_variant(a, &rocefab, dir, v)?,
+                None => match step_limit(run_limit(v, a.wall_mbps), steps_by, Instant::now()) {
+                    Some(limit) => run_variant(a, &rocefab, dir, v, limit)?,
+                    None => Some(format!("the --limit-min {} min of all runs was reached first", a.limit_min)),
+                },
             };
             if let Some(o) = outcome {
                 eprintln!("{}: not run: {o}", v.title());
@@ -552,8 +587,13 @@ fn run_all(a: &FidelityArgs, root: &Path, dir: &Path, bin: &Path, all: &[Variant
 }
 
 /// One `rocefab run`; Some(why) when it gave no report.
-fn run_variant(a: &FidelityArgs, rocefab: &Path, dir: &Path, v: &Variant) -> anyhow::Result<Option<String>> {
-    let limit = run_limit(v, a.wall_mbps);
+fn run_variant(
+    a: &FidelityArgs,
+    rocefab: &Path,
+    dir: &Path,
+    v: &Variant,
+    limit: Duration,
+) -> anyhow::Result<Option<String>> {
     let timeline = timeline_path(dir, v);
     eprintln!(
         "== rocefab run {FABRIC} incast --size {}MiB ({}; at most {} s)",
@@ -623,6 +663,7 @@ mod tests {
             bin_dir: None,
             sim: SIM_RESULTS.into(),
             table_only: true,
+            limit_min: 25,
         };
         let all = variants(&a);
         assert_eq!(all.len(), 16);
@@ -655,6 +696,16 @@ mod tests {
         // a key the file lacks is an error naming it
         let e = variant_topology("fabric: x\n", &v(Mode::Pfc), 1, "p").unwrap_err().to_string();
         assert!(e.contains("`  count:`"), "{e}");
+    }
+
+    #[test]
+    fn steps_are_cut_to_the_time_left_and_not_started_without_it() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(step_limit(s(60), now + s(600), now), Some(s(60)));
+        assert_eq!(step_limit(s(60), now + s(30), now), Some(s(30)));
+        assert_eq!(step_limit(s(60), now + s(9), now), None);
+        assert_eq!(step_limit(s(60), now, now + s(5)), None);
     }
 
     #[test]
