@@ -1,8 +1,9 @@
-//! `cargo xtask <setup|test|demo|bench|fuzz>`: everything that runs the project.
+//! `cargo xtask <setup|test|demo|bench|fuzz|fidelity>`: everything that runs the project.
 use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod fidelity;
 mod fuzz;
 mod setup;
 mod test;
@@ -28,6 +29,9 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Run every cargo-fuzz target for a bounded time.
     Fuzz(fuzz::FuzzArgs),
+    /// Run the canonical single-switch N->1 incast (PFC-only, DCQCN+PFC) and print it beside
+    /// the htsim results in sim/htsim/ (issue 23).
+    Fidelity(fidelity::FidelityArgs),
 }
 
 fn main() {
@@ -38,6 +42,7 @@ fn main() {
         Cmd::Demo => setup::run(&Default::default()).and_then(|_| demo::run_demo()),
         Cmd::Bench(a) => setup::run(&Default::default()).and_then(|_| bench::run(&a)),
         Cmd::Fuzz(a) => setup::run(&Default::default()).and_then(|_| fuzz::run(&a)),
+        Cmd::Fidelity(a) => fidelity::run(&a),
     };
     if let Err(e) = res {
         eprintln!("xtask: {e:#}");
