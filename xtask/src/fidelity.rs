@@ -34,7 +34,7 @@ const SIM_RESULTS: &str = "sim/htsim/results.json";
 const OUT_DIR: &str = "target/fidelity";
 /// `qos.wred` of DCQCN+PFC mode: step ECN at 25 packets of 4096 B (marks every ECT packet once
 /// the queue holds more than 102400 B; WRED needs min < max).
-const STEP_ECN: &str = "{ queues: [3], min: 102400, max: 102401, probability: 100 }";
+const STEP_ECN: &str = "{ queues: [3], min: 102400, max: 102401, probability: 100, at: dequeue }";
 /// Wall-clock bound of `rocefab up` and of `rocefab down` (each took under 10 s here).
 const UP_LIMIT: Duration = Duration::from_secs(60);
 /// The least time left that still starts a step.
@@ -58,8 +58,9 @@ pub struct FidelityArgs {
     /// D = line rate / this (400G: D 8000 at the default 50).
     #[arg(long, default_value_t = 50)]
     pub wall_mbps: u64,
-    /// The sender NICs' DCQCN profile (`dcqcn:` of the topology).
-    #[arg(long, default_value = "dcqcn-paper")]
+    /// The sender NICs' DCQCN profile (`dcqcn:` of the topology): `htsim` has the simulator's
+    /// parameters.
+    #[arg(long, default_value = "htsim")]
     pub dcqcn_profile: String,
     /// Requester ACK timeout, emulated ms (htsim's RoCE source: 5 ms minimum RTO).
     #[arg(long, default_value_t = 5)]
@@ -187,9 +188,15 @@ pub const METRICS: &[Metric] = &[
         unit: "KB",
         scale: 1e3,
         sim: "avg_queue_bytes",
-        rocefab: Source::NotReported,
+        rocefab: Source::Timeline("/timeline/bottleneck/average_depth_bytes"),
     },
-    Metric { name: "pause onsets", unit: "", scale: 1.0, sim: "pause_onsets", rocefab: Source::NotReported },
+    Metric {
+        name: "pause onsets",
+        unit: "",
+        scale: 1.0,
+        sim: "pause_onsets",
+        rocefab: Source::RunSum("/pfc", "/pause_onsets"),
+    },
     Metric {
         name: "PFC frames (to the senders)",
         unit: "",
@@ -691,7 +698,10 @@ mod tests {
         let changed = base.lines().zip(t.lines()).filter(|(a, b)| a != b).count();
         assert_eq!(changed, 4);
         let d = variant_topology(&base, &v(Mode::Dcqcn), 8000, "dcqcn-paper").unwrap();
-        assert!(d.contains("\n  wred: { queues: [3], min: 102400, max: 102401, probability: 100 }\n"), "{d}");
+        assert!(
+            d.contains("\n  wred: { queues: [3], min: 102400, max: 102401, probability: 100, at: dequeue }\n"),
+            "{d}"
+        );
         assert_eq!(d.lines().filter(|l| l.trim_start().starts_with("wred:")).count(), 1, "{d}");
         // a key the file lacks is an error naming it
         let e = variant_topology("fabric: x\n", &v(Mode::Pfc), 1, "p").unwrap_err().to_string();
