@@ -139,8 +139,6 @@ pub struct Docs {
 
 /// Where rocefab's value of a metric comes from.
 pub enum Source {
-    /// rocefab's JSON does not carry it (yet).
-    NotReported,
     /// A number at a JSON pointer in the run report.
     Run(&'static str),
     /// A number at a JSON pointer in the timeline file.
@@ -254,7 +252,6 @@ impl Source {
     /// rocefab's value, or None where its JSON does not carry it.
     pub fn value(&self, d: &Docs) -> Option<f64> {
         match self {
-            Source::NotReported => None,
             Source::Run(p) => num(d.run.as_ref(), p),
             Source::Timeline(p) => num(d.timeline.as_ref(), p),
             Source::RunSum(a, f) => sum(d.run.as_ref(), a, f),
@@ -766,7 +763,7 @@ mod tests {
         assert!(frames > 0.0, "a 4:1 incast pauses its senders");
         assert_eq!(by("PFC frames (to the senders)"), Some(frames));
         assert_eq!(by("CNPs"), run["cnps_received"].as_f64());
-        // not in rocefab's JSON today: no number at all
+        // not in this capture (taken before rocefab reported them): no number at all
         assert_eq!(by("avg bottleneck queue (time-weighted)"), None);
         assert_eq!(by("pause onsets"), None);
     }
