@@ -577,12 +577,17 @@ mod tests {
         }
     }
 
-    /// The embedded object is the real program: a BPF ELF with the XDP section holding
-    /// `rocefab_xdp`, BTF, and every map the loader opens. Catches a broken or placeholder build.
+    /// The embedded object is the real program: a BPF ELF with the multi-buffer XDP section
+    /// (`xdp.frags`: jumbo frames arrive in several buffers) holding `rocefab_xdp`, BTF, and every
+    /// map the loader opens. Catches a broken or placeholder build.
     #[test]
     fn embedded_object_has_program_and_maps() {
         let elf = Elf::parse(XDP_OBJECT);
-        assert!(elf.symbols_in("xdp").iter().any(|s| s == PROGRAM_NAME), "{PROGRAM_NAME} not in section xdp");
+        assert!(!elf.has_section("xdp"), "a program without frags support refuses jumbo frames");
+        assert!(
+            elf.symbols_in("xdp.frags").iter().any(|s| s == PROGRAM_NAME),
+            "{PROGRAM_NAME} not in section xdp.frags"
+        );
         let map_syms = elf.symbols_in("maps");
         for m in maps::ALL {
             assert!(map_syms.iter().any(|s| s == m), "map {m} missing; maps section has {map_syms:?}");
