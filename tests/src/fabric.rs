@@ -368,3 +368,32 @@ pub fn run_incast(f: &Fabric, priority: u8) -> (String, f64) {
     run.0.stdout.as_mut().expect("stdout piped").read_to_string(&mut out).expect("reading the report");
     (out, max_pg)
 }
+
+/// `rail-spine.yaml`'s text as the delay tests run it: 100G links, 2 µs host cables, 5 µs
+/// rail-spine cables, 1 µs switch forwarding latency, 500 ns NIC pipelines, time dilation 1000.
+pub fn delayed_rail_spine(text: String) -> String {
+    let from = "  rail_spine: full-mesh";
+    assert!(text.lines().any(|l| l == from), "rail-spine.yaml has no line {from:?}");
+    let text =
+        text.replace("host_rail: 1Gbps", "host_rail: 100Gbps").replace("rail_spine: 1Gbps", "rail_spine: 100Gbps");
+    text.replace(from, &format!("{from}\n  delay: {{ host_rail: 2us, rail_spine: 5us }}"))
+        + "time_dilation: 1000\nlatency: { switch: 1us, nic: 500ns }\n"
+}
+
+/// A 1 MiB Write-Only ring AllReduce on the 8 ranks of `f` (`extra` appended to `rocefab run`):
+/// asserts every rank verified and no packet out of order, NAKed or retransmitted; the report.
+pub fn allreduce_in_order(f: &Fabric, extra: &[&str]) -> Value {
+    let mut args = vec!["run", &f.name, "allreduce", "--size", "1MiB", "--segment", "write-only", "--json"];
+    args.extend_from_slice(&["--timeout", "120"]);
+    args.extend_from_slice(extra);
+    let o = rocefab(&args);
+    assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "verified: {r:#}");
+    assert_eq!(
+        (r["out_of_order_packets"].as_u64(), r["naks_sent"].as_u64(), r["retransmitted_packets"].as_u64()),
+        (Some(0), Some(0), Some(0)),
+        "each flow's order kept: {r:#}"
+    );
+    r
+}

@@ -16,19 +16,11 @@
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_delay -- --test-threads=1`
-use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{allreduce_in_order, delayed_rail_spine, rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
-const DELAYS: &str = "time_dilation: 1000\nlatency: { switch: 1us, nic: 500ns }\n";
-
 fn delayed_fabric(name: &str) -> Fabric {
-    Fabric::up_edited("rail-spine.yaml", name, |text| {
-        let from = "  rail_spine: full-mesh";
-        assert!(text.lines().any(|l| l == from), "rail-spine.yaml has no line {from:?}");
-        let text =
-            text.replace("host_rail: 1Gbps", "host_rail: 100Gbps").replace("rail_spine: 1Gbps", "rail_spine: 100Gbps");
-        text.replace(from, &format!("{from}\n  delay: {{ host_rail: 2us, rail_spine: 5us }}")) + DELAYS
-    })
+    Fabric::up_edited("rail-spine.yaml", name, delayed_rail_spine)
 }
 
 fn ping(f: &Fabric, from: &str, to: &str) -> Value {
@@ -69,28 +61,7 @@ fn idle_ping_rtt_is_the_configured_path_within_10_percent() {
 #[test]
 fn delayed_links_keep_every_flows_order() {
     let f = delayed_fabric("hdo");
-    let o = rocefab(&[
-        "run",
-        &f.name,
-        "allreduce",
-        "--size",
-        "1MiB",
-        "--segment",
-        "write-only",
-        "--json",
-        "--timeout",
-        "120",
-        "--metrics-port-base",
-        "9830",
-    ]);
-    assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
-    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "verified: {r:#}");
-    assert_eq!(
-        (r["out_of_order_packets"].as_u64(), r["naks_sent"].as_u64(), r["retransmitted_packets"].as_u64()),
-        (Some(0), Some(0), Some(0)),
-        "delay lines keep each flow's order: {r:#}"
-    );
+    let r = allreduce_in_order(&f, &["--metrics-port-base", "9830"]);
     // Every QP of the ring moved its share (half of them cross rails, through a spine).
     let qps = r["qps"].as_array().unwrap();
     assert_eq!(qps.len(), 8, "{r:#}");

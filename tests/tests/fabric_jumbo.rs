@@ -12,7 +12,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use rocefab_tests::capture::{start_rocefab_capture, stop_rocefab_capture};
-use rocefab_tests::fabric::{metric, rocefab, rocefab_bin, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{
+    allreduce_in_order, delayed_rail_spine, metric, rocefab, rocefab_bin, stderr, stdout, Fabric,
+};
 use rocefab_tests::scratch::{file, temp_dir};
 use rocefab_tests::tshark::fields as tshark;
 use serde_json::Value;
@@ -195,35 +197,10 @@ fn kernel_refuses_umem_chunks_larger_than_a_page() {
 #[test]
 fn jumbo_frames_cross_delayed_links_in_order() {
     let f = Fabric::up_edited("rail-spine.yaml", "rfjd", |text| {
-        let from = "  rail_spine: full-mesh";
-        assert!(text.lines().any(|l| l == from) && text.contains("mtu: 1500\n"), "rail-spine.yaml changed");
-        let text = text
-            .replace("mtu: 1500\n", "mtu: 9216\n")
-            .replace("host_rail: 1Gbps", "host_rail: 100Gbps")
-            .replace("rail_spine: 1Gbps", "rail_spine: 100Gbps");
-        text.replace(from, &format!("{from}\n  delay: {{ host_rail: 2us, rail_spine: 5us }}"))
-            + "time_dilation: 1000\nlatency: { switch: 1us, nic: 500ns }\n"
+        assert!(text.contains("mtu: 1500\n"), "rail-spine.yaml changed");
+        delayed_rail_spine(text.replace("mtu: 1500\n", "mtu: 9216\n"))
     });
-    let o = rocefab(&[
-        "run",
-        &f.name,
-        "allreduce",
-        "--size",
-        "1MiB",
-        "--segment",
-        "write-only",
-        "--json",
-        "--timeout",
-        "120",
-    ]);
-    assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
-    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "verified: {r:#}");
-    assert_eq!(
-        (r["out_of_order_packets"].as_u64(), r["naks_sent"].as_u64(), r["retransmitted_packets"].as_u64()),
-        (Some(0), Some(0), Some(0)),
-        "{r:#}"
-    );
+    allreduce_in_order(&f, &[]);
     let switches = ["rail1", "rail2", "spine1", "spine2"];
     assert_eq!(f.metric_sum(&switches, "rocefab_port_rx_invalid_total", &[]), 0.0);
 }
