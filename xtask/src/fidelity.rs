@@ -65,6 +65,14 @@ pub struct FidelityArgs {
     /// Requester ACK timeout, emulated ms (htsim's RoCE source: 5 ms minimum RTO).
     #[arg(long, default_value_t = 5)]
     pub retransmit_timeout_ms: u64,
+    /// Requester window of every QP, packets. Default: the whole transfer, as in the
+    /// simulators (htsim's `RoceSrc` paces at its rate with no window: `roce.cpp` sends while
+    /// `_highest_sent * MSS <= size`). `rocefab run`'s own default, 128 KiB (32 packets at path
+    /// MTU 4096), is less than a 400G sender's share of the path in this scenario (2 x 1 us of
+    /// cable both ways at 400G is 200 KB before any queue) and would cap the queue by the
+    /// window instead of by PFC.
+    #[arg(long)]
+    pub window_packets: Option<u32>,
     /// Use the rocefab binaries in this directory instead of building them (release).
     #[arg(long)]
     pub bin_dir: Option<PathBuf>,
@@ -590,6 +598,14 @@ fn run_all(
     Ok(())
 }
 
+/// RoCE payload bytes per packet in the scenario (path MTU 4096).
+const PATH_MTU: u64 = 4096;
+
+/// The requester window of variant `v`: `--window-packets`, else the whole transfer.
+pub fn window_packets(a: &FidelityArgs, v: &Variant) -> u32 {
+    a.window_packets.unwrap_or_else(|| u32::try_from(v.size_bytes.div_ceil(PATH_MTU)).unwrap_or(u32::MAX).max(1))
+}
+
 /// One `rocefab run`; Some(why) when it gave no report.
 fn run_variant(
     a: &FidelityArgs,
@@ -613,6 +629,8 @@ fn run_variant(
             .arg((limit.as_secs().saturating_sub(10)).to_string())
             .arg("--retransmit-timeout-ms")
             .arg(a.retransmit_timeout_ms.to_string())
+            .arg("--window-packets")
+            .arg(window_packets(a, v).to_string())
             .arg("--timeline")
             .arg(&timeline),
         limit,
@@ -664,6 +682,7 @@ mod tests {
             wall_mbps: 50,
             dcqcn_profile: "dcqcn-paper".into(),
             retransmit_timeout_ms: 5,
+            window_packets: None,
             bin_dir: None,
             sim: SIM_RESULTS.into(),
             table_only: true,
@@ -680,6 +699,10 @@ mod tests {
         // 8 x 16 MiB at 50 Mbit/s: 21.5 s of transfer, x4, + 60 s
         let big = Variant { mode: Mode::Pfc, senders: 8, size_bytes: 16 << 20, rate_gbps: 400 };
         assert_eq!(run_limit(&big, 50), Duration::from_secs(60 + 86));
+        // No window by default, as in the simulators: the whole transfer at path MTU 4096.
+        assert_eq!(window_packets(&a, &big), 4096);
+        assert_eq!(window_packets(&a, &all[0]), 512);
+        assert_eq!(window_packets(&FidelityArgs { window_packets: Some(32), ..a.clone() }, &big), 32);
     }
 
     #[test]
