@@ -59,7 +59,7 @@ def main():
         "size_bytes": a.size, "line_rate_gbps": a.gbps, "mtu_payload_bytes": 4096,
         "wire_bytes_per_data_packet": WIRE_PER_DATA_PACKET, "link_delay_us": 1,
         "xoff_bytes": 61440, "xon_bytes": 49152,
-        "ecn_k_bytes": 102400 if a.mode == "dcqcn" else 0,
+        "ecn_k_bytes": 102400 if a.mode.startswith("dcqcn") else 0,
     }
 
     # Flow completions (third.cc qp_finish): sip dip sport dport size start_ns fct_ns standalone_ns

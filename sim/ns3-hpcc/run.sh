@@ -27,7 +27,7 @@ mkdir -p "$work"
 
 # The scenario (README.md): 16 hosts on one switch, 1 us links, 4096-byte payloads, PFC
 # xOFF/xON 61440/49152 B static, step ECN at 102 KB (DCQCN mode only), run.py's "dcqcn" RP.
-for mode in pfc dcqcn; do
+for mode in ${MODES:-pfc dcqcn dcqcn-typeid}; do
     for gbps in 100 400; do
         for n in 4 8; do
             for mib in 2 16; do
@@ -60,14 +60,20 @@ done
 python3 - "$work" "$here" "$commit" <<'PY'
 import csv, glob, json, os, sys
 work, here, commit = sys.argv[1:]
-order = {"pfc": 0, "dcqcn": 1}
+order = {"pfc": 0, "dcqcn": 1, "dcqcn-typeid": 2}
 rows = [json.load(open(p)) for p in glob.glob(os.path.join(work, "*.json"))]
 rows.sort(key=lambda r: (order[r["mode"]], r["line_rate_gbps"], r["senders"], r["size_bytes"]))
 for r in rows:
     r["ns3_hpcc_commit"] = commit
-with open(os.path.join(here, "results.json"), "w") as f:
-    json.dump(rows, f, indent=1)
-    f.write("\n")
+# results.json: the 16 variants of the fidelity table (PFC-only; DCQCN+PFC with run.py's
+# "dcqcn" setting). results-dcqcn-typeid.json: DCQCN+PFC with RdmaHw's attribute defaults,
+# the values rocefab's ns3-hpcc profile cites (README.md).
+for name, keep in (("results.json", ("pfc", "dcqcn")), ("results-dcqcn-typeid.json", ("dcqcn-typeid",))):
+    sel = [r for r in rows if r["mode"] in keep]
+    if sel:
+        with open(os.path.join(here, name), "w") as f:
+            json.dump(sel, f, indent=1)
+            f.write("\n")
 cols = ["mode", "line_rate_gbps", "senders", "size_bytes", "complete", "jct_ns", "aggregate_goodput_bps",
         "jain", "max_queue_bytes", "avg_queue_bytes", "max_queue_bytes_incl_tx", "avg_queue_bytes_incl_tx",
         "pause_onsets", "pfc_frames", "ecn_marks", "cnps", "retransmitted_packets", "note"]
