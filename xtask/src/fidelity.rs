@@ -30,7 +30,7 @@ const TOPOLOGY: &str = "topologies/fidelity-incast.yaml";
 const FABRIC: &str = "fid";
 /// The simulator's results (`sim/htsim/run.sh` writes them).
 const SIM_RESULTS: &str = "sim/htsim/results.json";
-/// Where the variant topologies, the run reports and the timelines go.
+/// Where the variant topologies, the run reports and the timelines go by default.
 const OUT_DIR: &str = "target/fidelity";
 /// `qos.wred` of DCQCN+PFC mode: step ECN at 25 packets of 4096 B (marks every ECT packet once
 /// the queue holds more than 102400 B; WRED needs min < max).
@@ -79,7 +79,11 @@ pub struct FidelityArgs {
     /// The simulator's results file.
     #[arg(long, default_value = SIM_RESULTS)]
     pub sim: PathBuf,
-    /// Only print the table from the reports a previous run left in target/fidelity/.
+    /// Where the variant topologies, run reports and timelines go (relative to the repository).
+    /// Runs with another DCQCN profile keep theirs apart with a directory of their own.
+    #[arg(long, default_value = OUT_DIR)]
+    pub out_dir: PathBuf,
+    /// Only print the table from the reports a previous run left in `--out-dir`.
     #[arg(long)]
     pub table_only: bool,
     /// Wall-clock limit of all runs together, minutes: a step that would end after it is not
@@ -295,6 +299,11 @@ fn show(x: Option<f64>, scale: f64) -> String {
     }
 }
 
+/// The simulator's name in its results (`"simulator"` of a row: htsim, ns3-hpcc).
+fn sim_name(row: Option<&Value>) -> &str {
+    row.and_then(|r| r.get("simulator")).and_then(Value::as_str).unwrap_or("simulator")
+}
+
 /// The side-by-side table of one variant (markdown). `outcome` is why rocefab has no numbers
 /// (a fabric that did not come up, a run that failed), if so.
 pub fn table(v: &Variant, d: &Docs, sim: Option<&Value>, outcome: Option<&str>) -> String {
@@ -312,11 +321,12 @@ pub fn table(v: &Variant, d: &Docs, sim: Option<&Value>, outcome: Option<&str>) 
     if let Some(o) = outcome {
         s += &format!("rocefab: not run: {o}\n");
     }
+    let name = sim_name(sim);
     match sim {
-        None => s += "htsim: no row for this variant in the results file\n",
+        None => s += "the simulator: no row for this variant in the results file\n",
         Some(r) if r.get("complete").and_then(Value::as_bool) == Some(false) => {
             let note = r.get("note").and_then(Value::as_str).unwrap_or("no reason given");
-            s += &format!("htsim: did not finish ({note})\n");
+            s += &format!("{name}: did not finish ({note})\n");
         }
         Some(_) => {}
     }
@@ -324,13 +334,19 @@ pub fn table(v: &Variant, d: &Docs, sim: Option<&Value>, outcome: Option<&str>) 
     if outcome.is_some() && !sim_numbers {
         return s; // nothing to tabulate on either side
     }
-    s += "\n| metric | unit | rocefab | htsim | rocefab / htsim |\n|---|---|---:|---:|---:|\n";
+    s += &format!("\n| metric | unit | rocefab | {name} | rocefab / {name} |\n|---|---|---:|---:|---:|\n");
     for m in METRICS {
         let r = if outcome.is_some() { None } else { m.rocefab.value(d) };
         let h = sim.and_then(|x| x.get(m.sim)).and_then(Value::as_f64);
         let ratio = match (r, h) {
             (Some(r), Some(h)) if h != 0.0 => format!("{:.2}", r / h),
-            (Some(r), Some(_)) => if r == 0.0 { "both 0" } else { "htsim 0" }.into(),
+            (Some(r), Some(_)) => {
+                if r == 0.0 {
+                    "both 0".into()
+                } else {
+                    format!("{name} 0")
+                }
+            }
             _ => "-".into(),
         };
         let rs = if outcome.is_some() { "not run".into() } else { show(r, m.scale) };
@@ -484,7 +500,7 @@ fn load_docs(dir: &Path, v: &Variant) -> Docs {
 
 pub fn run(a: &FidelityArgs) -> anyhow::Result<()> {
     let root = root();
-    let dir = root.join(OUT_DIR);
+    let dir = root.join(&a.out_dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let sim_path = if a.sim.is_absolute() { a.sim.clone() } else { root.join(&a.sim) };
     let sim: Vec<Value> = match std::fs::read_to_string(&sim_path) {
@@ -512,7 +528,7 @@ pub fn run(a: &FidelityArgs) -> anyhow::Result<()> {
         run_all(a, &root, &dir, &bin, &all, deadline)?;
         eprintln!("== all variants: {:.0} s of wall clock", started.elapsed().as_secs_f64());
     }
-    println!("## rocefab against htsim ({})\n", sim_path.display());
+    println!("## rocefab against {} ({})\n", sim_name(sim.first()), sim_path.display());
     for v in &all {
         let outcome = std::fs::read_to_string(outcome_path(&dir, v)).ok();
         let docs = load_docs(&dir, v);
@@ -683,6 +699,7 @@ mod tests {
             dcqcn_profile: "dcqcn-paper".into(),
             retransmit_timeout_ms: 5,
             window_packets: None,
+            out_dir: OUT_DIR.into(),
             bin_dir: None,
             sim: SIM_RESULTS.into(),
             table_only: true,
@@ -812,13 +829,19 @@ mod tests {
         assert!(t.contains("rocefab: not run: rocefab up failed: qos.wred.max"), "{t}");
         assert_eq!(t.lines().filter(|l| l.contains("| not run |")).count(), METRICS.len(), "{t}");
         // neither side has numbers: the reasons only, no table of dashes
-        let unfinished = json!({"complete": false, "note": "not finished"});
+        let unfinished = json!({"simulator": "htsim", "complete": false, "note": "not finished"});
         let t = table(&v(Mode::Dcqcn), &Docs::default(), Some(&unfinished), Some("rocefab up failed"));
         assert!(t.contains("htsim: did not finish (not finished)") && !t.contains("| metric |"), "{t}");
         // no simulator row, or one that did not finish
         let t = table(&v(Mode::Pfc), &d, None, None);
-        assert!(t.contains("htsim: no row for this variant"), "{t}");
-        let unfinished = json!({"complete": false, "note": "not finished after 120 s of wall clock"});
+        assert!(t.contains("the simulator: no row for this variant"), "{t}");
+        // the simulator's name comes from its row
+        let ns3 = json!({"simulator": "ns3-hpcc", "jct_ns": jct, "cnps": 0});
+        let t = table(&v(Mode::Pfc), &d, Some(&ns3), None);
+        assert!(t.contains("| metric | unit | rocefab | ns3-hpcc | rocefab / ns3-hpcc |"), "{t}");
+        assert!(t.lines().any(|l| l.starts_with("| JCT |") && l.ends_with("| 1.00 |")), "{t}");
+        let unfinished =
+            json!({"simulator": "htsim", "complete": false, "note": "not finished after 120 s of wall clock"});
         let t = table(&v(Mode::Pfc), &d, Some(&unfinished), None);
         assert!(t.contains("htsim: did not finish (not finished after 120 s of wall clock)"), "{t}");
         assert!(t.contains("| JCT | us | 200.5 | - | - |"), "{t}");
