@@ -20,6 +20,7 @@ use rocefab_contracts::time::Dilation;
 
 use crate::netns;
 use crate::plan::{compile, netns_name, Plan};
+use crate::progress::Phase;
 use crate::rundir::{self, DaemonState, EmulatedClock, LinkState, State, KIND_HOST, KIND_SWITCH};
 use crate::send::{send_from_netns, SendArgs};
 use crate::topology::{LineRate, Role, Topology};
@@ -30,9 +31,11 @@ pub enum FabricCmd {
     /// Bring a fabric up from a topology file (root).
     Up {
         topology: PathBuf,
-        /// Seconds to wait for every switch daemon's metrics and every NIC agent's /lldp.
-        #[arg(long, default_value_t = 20)]
-        timeout: u64,
+        /// Seconds to wait for every switch daemon's metrics and every NIC agent's /lldp, from
+        /// when the first daemon starts. Default: 20 s plus 1 s per daemon (they start at once
+        /// and share the machine's cores).
+        #[arg(long)]
+        timeout: Option<u64>,
     },
     /// Tear a fabric down: daemons, namespaces, veths, run directory (root).
     Down {
@@ -72,7 +75,7 @@ pub enum FabricCmd {
 
 pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
     match cmd {
-        FabricCmd::Up { topology, timeout } => up(topology, Duration::from_secs(*timeout)),
+        FabricCmd::Up { topology, timeout } => up(topology, timeout.map(Duration::from_secs)),
         FabricCmd::Down { fabric } => down(fabric.as_deref()),
         FabricCmd::Status { fabric, json } => status(fabric.as_deref(), *json),
         FabricCmd::Exec { fabric, node, cmd } => {
@@ -194,7 +197,12 @@ fn print_warnings(topo: &Topology) {
     }
 }
 
-fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
+/// How long `up` waits for its daemons by default: 20 s, plus 1 s per daemon.
+pub fn default_up_timeout(switches: usize, agents: usize) -> Duration {
+    Duration::from_secs(20 + (switches + agents) as u64)
+}
+
+fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     let topo = Topology::load(path)?;
     print_warnings(&topo);
     require_root()?;
@@ -222,6 +230,8 @@ fn up(path: &Path, timeout: Duration) -> anyhow::Result<()> {
     };
     st.save()?;
     let daemons = Daemons { switchd: &switchd, nicd: nicd.as_deref(), lldp: &topo.lldp };
+    let agents = if nicd.is_some() { plan.hosts.len() } else { 0 };
+    let timeout = timeout.unwrap_or_else(|| default_up_timeout(plan.switches.len(), agents));
     if let Err(e) = build(&plan, &mut st, &daemons, timeout) {
         let cleanup = teardown(&st);
         let mut msg = format!("{e:#}");
@@ -250,29 +260,40 @@ struct Daemons<'a> {
     lldp: &'a crate::lldp::LldpSettings,
 }
 
+/// Namespaces set up at once: each is a thread (in-process sysctls and offloads) and at
+/// most one `ip -batch` process.
+const SETUP_WIDTH: usize = 8;
+
 fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> anyhow::Result<()> {
-    // 1. Namespaces (recorded first), IPv6 off so no ND/MLD chatter crosses the switches.
+    // 1. Namespaces (recorded first), IPv6 off so no ND/MLD chatter crosses the switches; set
+    //    in-process (a thread per namespace) before any interface exists, so `default` applies.
     st.namespaces = plan.namespaces();
     st.save()?;
+    let phase = Phase::start("namespaces", st.namespaces.len());
     let adds: Vec<String> = st.namespaces.iter().map(|n| format!("netns add {n}")).collect();
     netns::ip_batch(None, &adds)?;
-    for h in &plan.hosts {
-        let mut kv: Vec<String> = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+    let host_kv = {
+        let mut kv: Vec<String> =
+            ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"].map(String::from).into();
         for scope in ["all", "default"] {
             kv.push(format!("net.ipv4.conf.{scope}.rp_filter=0"));
             kv.push(format!("net.ipv4.conf.{scope}.arp_ignore=1"));
             kv.push(format!("net.ipv4.conf.{scope}.arp_announce=2"));
         }
-        netns::sysctls(&h.netns, &kv)?;
-    }
-    for s in &plan.switches {
-        let kv = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv4.ip_forward=0"]
-            .map(String::from);
-        netns::sysctls(&s.netns, &kv)?;
-    }
+        kv
+    };
+    let switch_kv: Vec<String> =
+        ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1", "net.ipv4.ip_forward=0"]
+            .map(String::from)
+            .into();
+    let jobs: Vec<(&str, &[String])> = plan
+        .hosts
+        .iter()
+        .map(|h| (h.netns.as_str(), host_kv.as_slice()))
+        .chain(plan.switches.iter().map(|s| (s.netns.as_str(), switch_kv.as_slice())))
+        .collect();
+    netns::each_in_netns(&jobs, SETUP_WIDTH, |j| j.0, |j| netns::sysctls_here(j.0, j.1), || phase.step())?;
+    phase.finish("created");
 
     // 2. veth pairs, each end created directly in its namespace with its final name and MAC.
     st.links = plan
@@ -288,6 +309,7 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
         })
         .collect();
     st.save()?;
+    let phase = Phase::start("links", plan.links.len());
     let mtu = plan.mtu;
     let veths: Vec<String> = plan
         .links
@@ -300,53 +322,29 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
         })
         .collect();
     netns::ip_batch(None, &veths)?;
+    phase.all_done();
+    phase.finish("created");
 
-    // 3. Hosts: addresses, per-NIC source policy routing (`from <gpu addr> lookup 100+rail`),
-    //    static gateway neighbours.
-    for h in &plan.hosts {
-        let mut b = vec!["link set lo up".to_string()];
-        for n in &h.nics {
-            let (i, a, t) = (&n.ifname, n.addr, n.table);
-            b.push(format!("link set {i} up"));
-            // The rail switch routes (a /32 per GPU) and does no L2 flooding or ARP between
-            // GPUs, so even the own rail subnet goes via the gateway: no prefix route.
-            let (gw, net) = (n.gateway, n.subnet);
-            b.push(format!("addr add {a}/{} dev {i} noprefixroute", net.len));
-            b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink"));
-            b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink table {t}"));
-            b.push(format!("route replace default via {gw} dev {i} src {a} onlink table {t}"));
-            b.push(format!("rule add from {a} lookup {t} pref {t}"));
-            b.push(format!("neigh replace {} lladdr {} dev {i} nud permanent", n.gateway, n.gateway_mac));
-        }
-        netns::ip_batch(Some(&h.netns), &b)?;
-        netns::offloads_off(&h.netns, &h.nics.iter().map(|n| n.ifname.clone()).collect::<Vec<_>>())?;
-    }
+    // 3. Addresses, routes, neighbours and offloads of every namespace, several at once.
+    let mut jobs: Vec<(&str, Vec<String>, Vec<String>)> = plan.hosts.iter().map(host_setup).collect();
+    jobs.extend(plan.switches.iter().map(switch_setup));
+    let phase = Phase::start("addresses", jobs.len());
+    netns::each_in_netns(
+        &jobs,
+        SETUP_WIDTH,
+        |j| j.0,
+        |(ns, batch, ifs)| {
+            netns::ip_batch(Some(ns), batch)?;
+            netns::offloads_off_here(ns, ifs)
+        },
+        || phase.step(),
+    )?;
+    phase.finish("namespaces configured");
 
-    // 4. Switches: port addresses (informational; the kernel only sees `local` traffic), /32
-    //    routes to GPUs on shared rail subnets, static neighbours.
-    for s in &plan.switches {
-        let mut b = vec!["link set lo up".to_string()];
-        for p in &s.config.ports {
-            b.push(format!("link set {} up", p.name));
-        }
-        for (p, nb) in s.config.ports.iter().zip(&s.neighbors) {
-            for a in &p.addresses {
-                let extra = if nb.host_route { " noprefixroute" } else { "" };
-                b.push(format!("addr add {a} dev {}{extra}", p.name));
-            }
-            if nb.host_route {
-                let src = p.addresses.first().and_then(|a| a.split('/').next()).unwrap_or_default();
-                b.push(format!("route replace {}/32 dev {} src {src}", nb.addr, p.name));
-            }
-            b.push(format!("neigh replace {} lladdr {} dev {} nud permanent", nb.addr, nb.mac, p.name));
-        }
-        netns::ip_batch(Some(&s.netns), &b)?;
-        netns::offloads_off(&s.netns, &s.config.ports.iter().map(|p| p.name.clone()).collect::<Vec<_>>())?;
-    }
-
-    // 5. Switch daemons, each recorded before it is spawned; then wait for their metrics.
+    // 4. Switch daemons, each recorded before it is spawned; then wait for their metrics.
     let dir = rundir::dir(&plan.fabric);
     let deadline = Instant::now() + timeout;
+    let phase = Phase::start("switch daemons", plan.switches.len());
     for s in &plan.switches {
         let config = dir.join(format!("{}.json", s.name));
         let log = dir.join(format!("{}.log", s.name));
@@ -362,12 +360,19 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
         };
         start_daemon(st, d, daemons.switchd).with_context(|| format!("starting the daemon of {}", s.name))?;
     }
-    for d in st.daemons.iter().filter(|d| !d.is_host()) {
-        wait_ready(d, &d.metrics_url, "rocefab-switchd", deadline, timeout)?;
-    }
+    wait_all_ready(
+        st.daemons.iter().filter(|d| !d.is_host()),
+        |d| d.metrics_url.clone(),
+        "rocefab-switchd",
+        deadline,
+        timeout,
+        &phase,
+    )?;
+    phase.finish("ready");
 
-    // 6. One NIC agent per host (LLDP/DCBX on its GPU NICs), after the switches; wait for /lldp.
+    // 5. One NIC agent per host (LLDP/DCBX on its GPU NICs), after the switches; wait for /lldp.
     if let Some(nicd) = daemons.nicd {
+        let phase = Phase::start("NIC agents", plan.hosts.len());
         for h in &plan.hosts {
             let config = dir.join(format!("{}.nicd.json", h.name));
             let log = dir.join(format!("{}.nicd.log", h.name));
@@ -385,9 +390,72 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
             };
             start_daemon(st, d, nicd).with_context(|| format!("starting the NIC agent of {}", h.name))?;
         }
-        for d in st.daemons.iter().filter(|d| d.is_host()) {
-            wait_ready(d, &d.url("/lldp"), "rocefab-nicd", deadline, timeout)?;
+        wait_all_ready(
+            st.daemons.iter().filter(|d| d.is_host()),
+            |d| d.url("/lldp"),
+            "rocefab-nicd",
+            deadline,
+            timeout,
+            &phase,
+        )?;
+        phase.finish("ready");
+    }
+    Ok(())
+}
+
+/// A host namespace's `ip -batch` lines (addresses, per-NIC source policy routing `from <gpu
+/// addr> lookup 100+rail`, static gateway neighbours) and the interfaces whose offloads go off.
+fn host_setup(h: &crate::plan::HostPlan) -> (&str, Vec<String>, Vec<String>) {
+    let mut b = vec!["link set lo up".to_string()];
+    for n in &h.nics {
+        let (i, a, t) = (&n.ifname, n.addr, n.table);
+        b.push(format!("link set {i} up"));
+        // The rail switch routes (a /32 per GPU) and does no L2 flooding or ARP between
+        // GPUs, so even the own rail subnet goes via the gateway: no prefix route.
+        let (gw, net) = (n.gateway, n.subnet);
+        b.push(format!("addr add {a}/{} dev {i} noprefixroute", net.len));
+        b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink"));
+        b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink table {t}"));
+        b.push(format!("route replace default via {gw} dev {i} src {a} onlink table {t}"));
+        b.push(format!("rule add from {a} lookup {t} pref {t}"));
+        b.push(format!("neigh replace {} lladdr {} dev {i} nud permanent", n.gateway, n.gateway_mac));
+    }
+    (&h.netns, b, h.nics.iter().map(|n| n.ifname.clone()).collect())
+}
+
+/// A switch namespace's `ip -batch` lines: port addresses (informational; the kernel only sees
+/// `local` traffic), /32 routes to GPUs on shared rail subnets, static neighbours.
+fn switch_setup(s: &crate::plan::SwitchPlan) -> (&str, Vec<String>, Vec<String>) {
+    let mut b = vec!["link set lo up".to_string()];
+    for p in &s.config.ports {
+        b.push(format!("link set {} up", p.name));
+    }
+    for (p, nb) in s.config.ports.iter().zip(&s.neighbors) {
+        for a in &p.addresses {
+            let extra = if nb.host_route { " noprefixroute" } else { "" };
+            b.push(format!("addr add {a} dev {}{extra}", p.name));
         }
+        if nb.host_route {
+            let src = p.addresses.first().and_then(|a| a.split('/').next()).unwrap_or_default();
+            b.push(format!("route replace {}/32 dev {} src {src}", nb.addr, p.name));
+        }
+        b.push(format!("neigh replace {} lladdr {} dev {} nud permanent", nb.addr, nb.mac, p.name));
+    }
+    (&s.netns, b, s.config.ports.iter().map(|p| p.name.clone()).collect())
+}
+
+/// Waits for every daemon in `ds` ([`wait_ready`]), stepping `phase` as each answers.
+fn wait_all_ready<'a>(
+    ds: impl Iterator<Item = &'a DaemonState>,
+    url: impl Fn(&DaemonState) -> String,
+    what: &str,
+    deadline: Instant,
+    timeout: Duration,
+    phase: &Phase,
+) -> anyhow::Result<()> {
+    for d in ds {
+        wait_ready(d, &url(d), what, deadline, timeout)?;
+        phase.step();
     }
     Ok(())
 }

@@ -14,6 +14,7 @@ pub mod pcap_show;
 pub mod ping;
 pub mod pipe;
 pub mod plan;
+pub mod progress;
 pub mod qos;
 pub mod replay;
 pub mod replay_rx;

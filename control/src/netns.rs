@@ -1,5 +1,7 @@
-//! Network namespaces, veths, addresses and routes through iproute2 (`ip`, `ip -batch`),
-//! `ethtool` and `sysctl`. Every failure names the command and carries its stderr.
+//! Network namespaces, veths, addresses and routes through iproute2 (`ip`, `ip -batch`); per
+//! namespace sysctls (/proc/sys) and interface offloads (SIOCETHTOOL) in-process, on a thread
+//! inside the namespace ([`each_in_netns`]), not a `sysctl` or `ethtool` process per step.
+//! Every failure names the command or namespace and carries its error.
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -113,25 +115,146 @@ pub fn delete(ns: &str) -> Result<(), CmdError> {
     run("ip", &["netns", "del", ns]).map(|_| ())
 }
 
-/// Turns off TX checksum offload, GRO, TSO and GSO on interfaces of one namespace, so frames
-/// forwarded by the userspace switch keep valid checksums and MTU-sized segments.
-pub fn offloads_off(ns: &str, ifnames: &[String]) -> Result<(), CmdError> {
-    for i in ifnames {
-        exec_in(ns, "ethtool", &["-K", i, "tx", "off", "gro", "off", "tso", "off", "gso", "off"])?;
+/// What went wrong inside one namespace (in-process set-up: sysctls, offloads).
+#[derive(Debug, thiserror::Error)]
+pub enum NsError {
+    #[error("namespace {ns}: {source}")]
+    Enter { ns: String, source: rocefab_plumbing::netns::NetnsError },
+    #[error("namespace {ns}: sysctl {key}: {source}")]
+    Sysctl { ns: String, key: String, source: std::io::Error },
+    #[error("namespace {ns}: sysctl {kv:?} is not key=value")]
+    SysctlSyntax { ns: String, kv: String },
+    #[error("namespace {ns}: {source}")]
+    Offloads { ns: String, source: std::io::Error },
+    #[error(transparent)]
+    Cmd(#[from] CmdError),
+    #[error("namespace {ns}: its set-up thread panicked")]
+    Panicked { ns: String },
+}
+
+/// Runs `f(item)` for every item, each on a thread of its own inside namespace `ns_of(item)`
+/// (setns(2) moves only that thread), at most `width` at a time; the first error in item
+/// order, after every started thread has ended. `done` is called after each item.
+pub fn each_in_netns<I: Sync>(
+    items: &[I],
+    width: usize,
+    ns_of: impl Fn(&I) -> &str + Sync,
+    f: impl Fn(&I) -> Result<(), NsError> + Sync,
+    done: impl Fn() + Sync,
+) -> Result<(), NsError> {
+    let mut first = None;
+    for chunk in items.chunks(width.max(1)) {
+        let results: Vec<Result<(), NsError>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|it| {
+                    let (ns_of, f, done) = (&ns_of, &f, &done);
+                    sc.spawn(move || {
+                        let ns = ns_of(it);
+                        enter(ns).map_err(|source| NsError::Enter { ns: ns.to_string(), source })?;
+                        let r = f(it);
+                        done();
+                        r
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .zip(chunk)
+                .map(|(h, it)| h.join().unwrap_or_else(|_| Err(NsError::Panicked { ns: ns_of(it).to_string() })))
+                .collect()
+        });
+        if let Some(e) = results.into_iter().find_map(Result::err) {
+            first.get_or_insert(e);
+            break;
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Writes sysctls (`key=value`, dotted keys) through /proc/sys, on the calling thread, which
+/// must be inside namespace `ns` ([`each_in_netns`]): /proc/sys/net shows the network namespace
+/// of the task that opens it. What `sysctl -w` does, without a process per namespace.
+pub fn sysctls_here(ns: &str, kv: &[String]) -> Result<(), NsError> {
+    for s in kv {
+        let (key, value) =
+            s.split_once('=').ok_or_else(|| NsError::SysctlSyntax { ns: ns.to_string(), kv: s.clone() })?;
+        let path = format!("/proc/sys/{}", key.trim().replace('.', "/"));
+        std::fs::write(&path, value.trim()).map_err(|source| NsError::Sysctl {
+            ns: ns.to_string(),
+            key: key.to_string(),
+            source,
+        })?;
     }
     Ok(())
 }
 
-/// Sets sysctls (`key=value`) inside a namespace, one `sysctl` process.
-pub fn sysctls(ns: &str, kv: &[String]) -> Result<(), CmdError> {
-    let mut args: Vec<&str> = vec!["-q", "-w"];
-    args.extend(kv.iter().map(|s| s.as_str()));
-    exec_in(ns, "sysctl", &args).map(|_| ())
+/// Turns TX checksumming, TSO, GSO and GRO off on `ifnames`, on the calling thread, which must
+/// be inside namespace `ns` ([`each_in_netns`]).
+pub fn offloads_off_here(ns: &str, ifnames: &[String]) -> Result<(), NsError> {
+    for i in ifnames {
+        rocefab_plumbing::link::offloads_off(i).map_err(|source| NsError::Offloads { ns: ns.to_string(), source })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_netns_set_up_reaches_each_namespace_and_reports_the_first_failure() {
+        assert!(nix::unistd::Uid::effective().is_root(), "needs root (ip netns add): run as root");
+        let names: Vec<String> = (0..5).map(|i| format!("rf-nstest-{}-{i}", std::process::id())).collect();
+        struct Cleanup<'a>(&'a [String]);
+        impl Drop for Cleanup<'_> {
+            fn drop(&mut self) {
+                for n in self.0 {
+                    let _ = run("ip", &["netns", "del", n]);
+                }
+            }
+        }
+        let _cleanup = Cleanup(&names);
+        for n in &names {
+            run("ip", &["netns", "add", n]).unwrap();
+            run("ip", &["-n", n, "link", "add", "rfo0", "type", "veth", "peer", "name", "rfo1"]).unwrap();
+        }
+        let count = std::sync::atomic::AtomicUsize::new(0);
+        let kv = |i: usize| vec![format!("net.ipv4.conf.all.arp_ignore={}", 1 + i % 2)];
+        each_in_netns(
+            &names,
+            2,
+            |n| n,
+            |n| {
+                let i: usize = n.rsplit('-').next().unwrap().parse().unwrap();
+                sysctls_here(n, &kv(i))?;
+                offloads_off_here(n, &["rfo0".to_string()])
+            },
+            || {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            },
+        )
+        .unwrap();
+        assert_eq!(count.into_inner(), 5);
+        for (i, n) in names.iter().enumerate() {
+            // Each namespace has its own value (read back by `sysctl` and `ethtool` inside it).
+            let v = run("ip", &["netns", "exec", n, "sysctl", "-n", "net.ipv4.conf.all.arp_ignore"]).unwrap();
+            assert_eq!(v.trim(), (1 + i % 2).to_string(), "{n}");
+            let k = run("ip", &["netns", "exec", n, "ethtool", "-k", "rfo0"]).unwrap();
+            assert!(k.contains("tx-checksumming: off") && k.contains("generic-receive-offload: off"), "{k}");
+            let k = run("ip", &["netns", "exec", n, "ethtool", "-k", "rfo1"]).unwrap();
+            assert!(k.contains("tx-checksumming: on"), "the peer is left alone: {k}");
+        }
+        // A missing interface and a bad sysctl name the namespace and what failed.
+        let e = each_in_netns(&names, 3, |n| n, |n| offloads_off_here(n, &["nope0".to_string()]), || {}).unwrap_err();
+        assert!(e.to_string().starts_with(&format!("namespace {}: nope0: ethtool", names[0])), "{e}");
+        let e = sysctls_here("x", &["net.ipv4.no_such_key=1".to_string()]).unwrap_err().to_string();
+        assert!(e.starts_with("namespace x: sysctl net.ipv4.no_such_key: "), "{e}");
+        let e = sysctls_here("x", &["novalue".to_string()]).unwrap_err().to_string();
+        assert_eq!(e, "namespace x: sysctl \"novalue\" is not key=value");
+        let e = each_in_netns(&["rf-no-such-ns".to_string()], 1, |n| n, |_| Ok(()), || {}).unwrap_err();
+        assert!(e.to_string().starts_with("namespace rf-no-such-ns: "), "{e}");
+    }
 
     #[test]
     fn batch_error_names_the_failing_line() {
