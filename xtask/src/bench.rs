@@ -29,6 +29,7 @@ use rocefab_contracts::config::{Mac, NextHopConfig, PortConfig, RouteConfig, Swi
 mod fabric;
 mod proc;
 mod reaction;
+mod scale;
 mod topo;
 
 use proc::{check_interrupt, Child};
@@ -106,6 +107,28 @@ pub struct BenchArgs {
     /// length of each throughput run.
     #[arg(long)]
     pub fabric: bool,
+    /// Instead of one switch: bring up fabrics of the book's size (`--scale-topologies`) one
+    /// after the other and report time to up, the daemons' memory, idle CPU and wake-ups,
+    /// `rocefab lldp --check`, a ping, a verified 1 MiB AllReduce and an all-to-all, time to
+    /// down and namespaces left; then the lowest of `--scale-dilations` at which a 400G version
+    /// of the last topology runs the AllReduce without the machine-bound warning.
+    #[arg(long)]
+    pub scale: bool,
+    /// --scale: topologies (names in topologies/, without .yaml).
+    #[arg(long, value_delimiter = ',', default_value = "pod-64gpu,multi-pod-512gpu")]
+    pub scale_topologies: Vec<String>,
+    /// --scale: how long the idle fabric's CPU and wake-ups are measured.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub scale_idle: Duration,
+    /// --scale: bytes per rank pair of the all-to-all.
+    #[arg(long, default_value = "64KiB", value_parser = size_arg)]
+    pub scale_alltoall_size: String,
+    /// --scale: time dilations to try, lowest first, for the 400G AllReduce.
+    #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000,8000,16000")]
+    pub scale_dilations: Vec<u64>,
+    /// --scale: skip the search for the lowest time dilation.
+    #[arg(long)]
+    pub scale_no_dilation: bool,
     /// --fabric: skip the AllReduce on pod-64gpu (~1 min).
     #[arg(long)]
     pub no_allreduce: bool,
@@ -217,7 +240,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             "-p",
             "control",
         ]);
-        if a.fabric {
+        if a.fabric || a.scale {
             // rocefab-hostd and rocefab-nicd.
             c.args(["-p", "host-daemons"]);
         }
@@ -235,6 +258,20 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&run_dir.0).with_context(|| format!("creating {}", run_dir.0.display()))?;
 
     let ctx = Ctx { args: a, bench_bin: ctx_bins.0, switchd_bin: ctx_bins.1, run_dir: &run_dir.0 };
+    if a.scale {
+        let rocefab = target.join("release/rocefab");
+        if !rocefab.exists() {
+            bail!("{} is missing (run without --no-build)", rocefab.display());
+        }
+        let sa = scale::ScaleArgs {
+            topologies: &a.scale_topologies,
+            idle: a.scale_idle,
+            alltoall_size: &a.scale_alltoall_size,
+            dilations: if a.scale_no_dilation { &[] } else { &a.scale_dilations },
+            json: a.json,
+        };
+        return scale::run(&rocefab, ctx.run_dir, &sa);
+    }
     if a.fabric {
         let rocefab = target.join("release/rocefab");
         if !rocefab.exists() {

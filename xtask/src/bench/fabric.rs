@@ -216,7 +216,7 @@ fn kernel_cpu_ns() -> anyhow::Result<u64> {
 
 /// Runs `cmd` in its own process group, collecting its output; on timeout, or on Ctrl-C when
 /// `interruptible` (cleanup commands are not), the group gets SIGTERM, then SIGKILL 5 s later.
-fn output_within(mut cmd: Command, timeout: Duration, interruptible: bool) -> anyhow::Result<Output> {
+pub(super) fn output_within(mut cmd: Command, timeout: Duration, interruptible: bool) -> anyhow::Result<Output> {
     let shown = format!("{cmd:?}");
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // SAFETY: setpgid is async-signal-safe and touches no parent memory.
@@ -450,13 +450,13 @@ fn cleanup_stale(rocefab: &Path) -> anyhow::Result<()> {
 }
 
 /// A fabric brought up with `rocefab up`; dropping it runs `rocefab down`.
-struct RocefabFabric {
-    bin: PathBuf,
-    name: String,
+pub(super) struct RocefabFabric {
+    pub(super) bin: PathBuf,
+    pub(super) name: String,
 }
 
 impl RocefabFabric {
-    fn up(bin: &Path, name: &str, topology: &Path, timeout: Duration) -> anyhow::Result<RocefabFabric> {
+    pub(super) fn up(bin: &Path, name: &str, topology: &Path, timeout: Duration) -> anyhow::Result<RocefabFabric> {
         // The guard first: a failing `up` may leave a partial fabric, which `down` removes.
         let f = RocefabFabric { bin: bin.into(), name: name.into() };
         let mut c = Command::new(bin);
@@ -466,7 +466,7 @@ impl RocefabFabric {
         Ok(f)
     }
 
-    fn down(&self) -> anyhow::Result<()> {
+    pub(super) fn down(&self) -> anyhow::Result<()> {
         let mut c = Command::new(&self.bin);
         c.args(["down", &self.name]);
         run_ok(c, Duration::from_secs(120), false).map(|_| ())
@@ -502,7 +502,7 @@ impl Drop for RocefabFabric {
 }
 
 /// `template` with its `fabric:` and `mtu:` lines replaced, written into `dir`.
-fn topology_copy(template: &Path, dir: &Path, name: &str, mtu: Option<u32>) -> anyhow::Result<PathBuf> {
+pub(super) fn topology_copy(template: &Path, dir: &Path, name: &str, mtu: Option<u32>) -> anyhow::Result<PathBuf> {
     let src = std::fs::read_to_string(template).with_context(|| format!("reading {}", template.display()))?;
     let text: Vec<String> = src
         .lines()

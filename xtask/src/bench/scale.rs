@@ -1,0 +1,511 @@
+//! `cargo xtask bench --scale`: how a fabric of the book's size fits one machine (issue 24).
+//! For each topology (default `pod-64gpu` and `multi-pod-512gpu`, each as a renamed copy) it
+//! brings the fabric up and measures: time to up (and `rocefab up`'s phase lines), the memory
+//! of all its daemons (RSS, of which anonymous and shared, plus the drop of the machine's
+//! MemAvailable, which also counts pinned UMEM and kernel objects), their threads, their CPU
+//! and wake-ups (context switches) over `--scale-idle` of an idle fabric, `rocefab lldp --check`,
+//! a ping from the first GPU to the last (across pods in a multi-pod fabric), a 1 MiB AllReduce
+//! over every rank (verified) and an all-to-all (JCT, and the wall time outside it as a share
+//! of the JCT), time to down and the namespaces left. `--scale-dilation` then searches the
+//! lowest time dilation at which a 400G version of the last topology runs the AllReduce
+//! without the machine-bound warning. Every step is bounded in wall time; a failing step is
+//! reported and the rest goes on; the fabric always goes down.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use super::fabric::{output_within, topology_copy, RocefabFabric};
+use super::proc::{check_interrupt, process_cpu_ns, sleep};
+
+/// Targets of issue 24 for the 512-GPU fabric.
+pub const TARGET_UP_S: f64 = 30.0;
+pub const TARGET_MEM_GIB: f64 = 6.0;
+pub const TARGET_IDLE_PCT: f64 = 5.0;
+pub const TARGET_OUTSIDE: f64 = 0.20;
+pub const TARGET_DOWN_S: f64 = 10.0;
+
+/// One collective's outcome.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Job {
+    pub ok: bool,
+    pub verified: Option<bool>,
+    pub ranks: u64,
+    /// Job completion time on the wall clock (emulated JCT x D), s.
+    pub jct_s: f64,
+    /// `rocefab run`'s own wall time, s.
+    pub wall_s: f64,
+    /// (wall - JCT) / JCT.
+    pub outside_over_jct: f64,
+    pub machine_bound: bool,
+    pub error: Option<String>,
+}
+
+/// The measurements of one topology.
+#[derive(Debug, Default, Serialize)]
+pub struct Row {
+    pub topology: String,
+    pub switches: u64,
+    pub hosts: u64,
+    pub links: u64,
+    pub up_s: Option<f64>,
+    pub up_phases: Vec<String>,
+    pub daemons: u64,
+    pub threads: u64,
+    pub rss_mib: f64,
+    pub rss_anon_mib: f64,
+    pub rss_shmem_mib: f64,
+    pub mem_available_drop_mib: f64,
+    /// CPU of all daemons over the idle window, % of one core.
+    pub idle_cpu_pct: Option<f64>,
+    /// Context switches of all daemons' threads per second while idle (their wake-ups).
+    pub idle_wakeups_per_s: Option<f64>,
+    pub lldp_check_ok: Option<bool>,
+    pub ping: Option<String>,
+    pub ping_ok: Option<bool>,
+    pub allreduce: Option<Job>,
+    pub alltoall: Option<Job>,
+    pub down_s: Option<f64>,
+    pub namespaces_left: Option<u64>,
+    pub errors: Vec<String>,
+}
+
+/// The whole report (`--json`).
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub rows: Vec<Row>,
+    /// The lowest time dilation tried at which the 400G AllReduce was not machine-bound.
+    pub min_dilation_400g: Option<u64>,
+    pub dilation_tries: Vec<(u64, String)>,
+}
+
+pub struct ScaleArgs<'a> {
+    pub topologies: &'a [String],
+    pub idle: Duration,
+    pub alltoall_size: &'a str,
+    pub dilations: &'a [u64],
+    pub json: bool,
+}
+
+fn read_status(pid: u32) -> Option<(u64, u64, u64, u64)> {
+    let t = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = |k: &str| {
+        t.lines().find(|l| l.starts_with(k)).and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok()).unwrap_or(0)
+    };
+    Some((kb("VmRSS:"), kb("RssAnon:"), kb("RssShmem:"), kb("Threads:")))
+}
+
+/// Context switches of every thread of `pid`.
+fn ctx_switches(pid: u32) -> u64 {
+    let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
+    d.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .map(|t| {
+            t.lines()
+                .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+pub fn mem_available_kib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Pids of every daemon of fabric `name` (their command line names its run directory).
+fn daemon_pids(name: &str) -> Vec<u32> {
+    let needle = format!("/run/rocefab/{name}/");
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&raw);
+        if cmdline.split('\0').next().is_some_and(|a| a.contains("/rocefab-")) && cmdline.contains(&needle) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// `rocefab <args>`.
+fn rocefab_cmd(rocefab: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(rocefab);
+    c.args(args);
+    c
+}
+
+fn namespaces_of(name: &str) -> u64 {
+    let out = Command::new("ip").args(["netns", "list"]).output().map(|o| o.stdout).unwrap_or_default();
+    let prefix = format!("rf-{name}-");
+    String::from_utf8_lossy(&out).lines().filter(|l| l.starts_with(&prefix)).count() as u64
+}
+
+/// `rocefab run <fabric> <kind> --size <size> --json`.
+fn job(rocefab: &Path, fabric: &str, kind: &str, size: &str, timeout: Duration) -> Job {
+    let mut c = Command::new(rocefab);
+    c.args(["run", fabric, kind, "--size", size, "--json", "--timeout", &timeout.as_secs().to_string()]);
+    let t0 = Instant::now();
+    let o = match output_within(c, timeout + Duration::from_secs(60), true) {
+        Ok(o) => o,
+        Err(e) => return Job { error: Some(format!("{e:#}")), ..Job::default() },
+    };
+    let wall_s = t0.elapsed().as_secs_f64();
+    let v: serde_json::Value = match serde_json::from_slice(&o.stdout) {
+        Ok(v) => v,
+        Err(_) => {
+            let err = String::from_utf8_lossy(&o.stderr).trim().to_string();
+            return Job { wall_s, error: Some(format!("no JSON report ({}): {err}", o.status)), ..Job::default() };
+        }
+    };
+    job_from_report(&v, wall_s)
+}
+
+/// A [`Job`] from `rocefab run --json`'s report and the command's wall time.
+pub fn job_from_report(v: &serde_json::Value, wall_s: f64) -> Job {
+    let d = v["time_dilation"].as_f64().unwrap_or(1.0).max(1.0);
+    let jct_s = v["completion_ns"].as_f64().unwrap_or(0.0) * d / 1e9;
+    let ranks = v["ranks"].as_u64().unwrap_or(0);
+    let verified = v["verified_ranks"].as_u64().map(|n| n == ranks && ranks > 0);
+    let errors = v["errors"].as_array().map(|e| e.len()).unwrap_or(0);
+    Job {
+        ok: v["ok"].as_bool() == Some(true),
+        verified,
+        ranks,
+        jct_s,
+        wall_s,
+        outside_over_jct: if jct_s > 0.0 { (wall_s - jct_s) / jct_s } else { f64::NAN },
+        machine_bound: v["warnings"].as_array().is_some_and(|w| !w.is_empty()),
+        error: (errors > 0).then(|| v["errors"].to_string()),
+    }
+}
+
+fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &ScaleArgs<'_>) -> anyhow::Result<Row> {
+    let root = crate::util::root();
+    let template = root.join("topologies").join(format!("{topology}.yaml"));
+    let name = format!("bsc{idx}");
+    let topo = topology_copy(&template, run_dir, &name, None)?;
+    let mut row = Row { topology: topology.to_string(), ..Row::default() };
+    let before = mem_available_kib();
+    let guard = RocefabFabric { bin: rocefab.to_path_buf(), name: name.clone() };
+    eprintln!("xtask bench --scale: rocefab up {topology} ...");
+    let t0 = Instant::now();
+    let up = output_within(rocefab_cmd(rocefab, &["up", &topo.to_string_lossy()]), Duration::from_secs(600), true)?;
+    let up_s = t0.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&up.stderr).to_string();
+    row.up_phases = stderr.lines().filter(|l| l.starts_with("up: ")).map(String::from).collect();
+    if !up.status.success() {
+        row.errors.push(format!("rocefab up: {}", stderr.trim()));
+        drop(guard);
+        return Ok(row);
+    }
+    row.up_s = Some(up_s);
+    (row.hosts, row.switches, row.links) = up_counts(&String::from_utf8_lossy(&up.stdout));
+    let pids = daemon_pids(&name);
+    row.daemons = pids.len() as u64;
+    for &p in &pids {
+        if let Some((rss, anon, shmem, threads)) = read_status(p) {
+            row.rss_mib += rss as f64 / 1024.0;
+            row.rss_anon_mib += anon as f64 / 1024.0;
+            row.rss_shmem_mib += shmem as f64 / 1024.0;
+            row.threads += threads;
+        }
+    }
+    row.mem_available_drop_mib = before.saturating_sub(mem_available_kib()) as f64 / 1024.0;
+    // Idle: let the start-up's LLDP fast start pass first.
+    sleep(Duration::from_secs(5))?;
+    let cpu0: u64 = pids.iter().filter_map(|&p| process_cpu_ns(p).ok()).sum();
+    let cs0: u64 = pids.iter().map(|&p| ctx_switches(p)).sum();
+    let t = Instant::now();
+    sleep(a.idle)?;
+    let secs = t.elapsed().as_secs_f64();
+    let cpu1: u64 = pids.iter().filter_map(|&p| process_cpu_ns(p).ok()).sum();
+    let cs1: u64 = pids.iter().map(|&p| ctx_switches(p)).sum();
+    row.idle_cpu_pct = Some(cpu1.saturating_sub(cpu0) as f64 / 1e9 / secs * 100.0);
+    row.idle_wakeups_per_s = Some(cs1.saturating_sub(cs0) as f64 / secs);
+    check_interrupt()?;
+    eprintln!("xtask bench --scale: {topology}: lldp --check, ping, AllReduce, all-to-all ...");
+    let lldp = output_within(
+        rocefab_cmd(rocefab, &["lldp", &name, "--check", "--timeout", "10"]),
+        Duration::from_secs(300),
+        true,
+    )?;
+    row.lldp_check_ok = Some(lldp.status.success());
+    if !lldp.status.success() {
+        row.errors
+            .push(format!("lldp --check: {}", String::from_utf8_lossy(&lldp.stdout).lines().last().unwrap_or("")));
+    }
+    let last = format!("host{}:gpu0", row.hosts.max(1));
+    let ping = output_within(
+        rocefab_cmd(rocefab, &["ping", &name, "host1:gpu0", &last, "-c", "5"]),
+        Duration::from_secs(120),
+        true,
+    )?;
+    row.ping_ok = Some(ping.status.success());
+    row.ping = String::from_utf8_lossy(&ping.stdout).lines().last().map(|l| format!("host1:gpu0 -> {last}: {l}"));
+    row.allreduce = Some(job(rocefab, &name, "allreduce", "1MiB", Duration::from_secs(900)));
+    check_interrupt()?;
+    row.alltoall = Some(job(rocefab, &name, "alltoall", a.alltoall_size, Duration::from_secs(900)));
+    check_interrupt()?;
+    eprintln!("xtask bench --scale: rocefab down {topology} ...");
+    let t0 = Instant::now();
+    let down = guard.down();
+    row.down_s = Some(t0.elapsed().as_secs_f64());
+    std::mem::forget(guard);
+    if let Err(e) = down {
+        row.errors.push(format!("rocefab down: {e:#}"));
+    }
+    row.namespaces_left = Some(namespaces_of(&name));
+    Ok(row)
+}
+
+/// `template` at 400G (every `line_rate` class x 400 of its 1 Gbit/s scale) and time dilation `d`.
+pub fn at_400g(template: &str, d: u64) -> String {
+    let mut out = Vec::new();
+    for l in template.lines() {
+        let t = l.trim_start();
+        let line = if let Some(rest) = t.strip_prefix("time_dilation:") {
+            let _ = rest;
+            format!("time_dilation: {d}")
+        } else if let Some((k, v)) = t.split_once(':').filter(|(k, _)| {
+            ["host_rail", "rail_spine", "spine_super_spine"].contains(&k.trim()) && l.starts_with("    ")
+        }) {
+            match v
+                .trim()
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.strip_suffix("Gbps"))
+                .and_then(|g| g.parse::<u64>().ok())
+            {
+                Some(g) => format!("{}{}: {}Gbps", &l[..l.len() - t.len()], k.trim(), g * 400),
+                None => l.to_string(),
+            }
+        } else {
+            l.to_string()
+        };
+        out.push(line);
+    }
+    if !out.iter().any(|l| l.starts_with("time_dilation:")) {
+        let at = out.iter().position(|l| l.starts_with("mtu:")).map_or(0, |i| i + 1);
+        out.insert(at, format!("time_dilation: {d}"));
+    }
+    out.join("\n") + "\n"
+}
+
+pub fn run(rocefab: &Path, run_dir: &Path, a: &ScaleArgs<'_>) -> anyhow::Result<()> {
+    if a.topologies.is_empty() {
+        bail!("--scale-topologies is empty");
+    }
+    let mut report = Report::default();
+    for (i, t) in a.topologies.iter().enumerate() {
+        match measure(rocefab, run_dir, t, i + 1, a) {
+            Ok(r) => report.rows.push(r),
+            Err(e) => {
+                check_interrupt()?;
+                report.rows.push(Row { topology: t.clone(), errors: vec![format!("{e:#}")], ..Row::default() });
+            }
+        }
+    }
+    if let Some(t) = a.topologies.last().filter(|_| !a.dilations.is_empty()) {
+        let template = std::fs::read_to_string(crate::util::root().join("topologies").join(format!("{t}.yaml")))?;
+        for &d in a.dilations {
+            check_interrupt()?;
+            eprintln!("xtask bench --scale: {t} at 400G, time dilation {d}: AllReduce ...");
+            let name = "bscd";
+            let text = at_400g(&template, d)
+                .replace(&format!("fabric: {}", fabric_name(&template)), &format!("fabric: {name}"));
+            let p: PathBuf = run_dir.join(format!("{name}.yaml"));
+            std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+            let outcome = (|| -> anyhow::Result<Job> {
+                let _f = RocefabFabric::up(rocefab, name, &p, Duration::from_secs(300))?;
+                Ok(job(rocefab, name, "allreduce", "1MiB", Duration::from_secs(1800)))
+            })();
+            let (ok, what) = match outcome {
+                Ok(j) if j.ok && j.verified == Some(true) && !j.machine_bound => {
+                    (true, format!("ok, JCT {:.3} s wall", j.jct_s))
+                }
+                Ok(j) if j.machine_bound => (false, "machine-bound".to_string()),
+                Ok(j) => (false, format!("job failed: {}", j.error.unwrap_or_default())),
+                Err(e) => (false, format!("{e:#}")),
+            };
+            report.dilation_tries.push((d, what));
+            if ok {
+                report.min_dilation_400g = Some(d);
+                break;
+            }
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(())
+}
+
+/// (hosts, switches, links) from `rocefab up`'s last line (`fabric x is up: 8 hosts, 6
+/// switches, 72 links, 8 NIC agents; ...`).
+pub fn up_counts(stdout: &str) -> (u64, u64, u64) {
+    let line = stdout.lines().find(|l| l.contains(" is up: ")).unwrap_or("");
+    let count = |what: &str| {
+        line.split([':', ',', ';'])
+            .map(str::trim)
+            .find_map(|p| p.strip_suffix(what)?.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (count("hosts"), count("switches"), count("links"))
+}
+
+fn fabric_name(template: &str) -> String {
+    template.lines().find_map(|l| l.strip_prefix("fabric:")).map(|s| s.trim().to_string()).unwrap_or_default()
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// The table (one column per topology).
+pub fn render(r: &Report) -> String {
+    let mut s = String::from("| measure |");
+    for row in &r.rows {
+        s += &format!(" {} |", row.topology);
+    }
+    s += " target (512 GPUs) |\n|---|";
+    s += &"---|".repeat(r.rows.len() + 1);
+    s += "\n";
+    let job = |j: &Option<Job>, f: &dyn Fn(&Job) -> String| j.as_ref().map_or("-".into(), f);
+    let lines: Vec<(&str, Box<dyn Fn(&Row) -> String>, String)> = vec![
+        (
+            "switches / hosts / links",
+            Box::new(|w: &Row| format!("{} / {} / {}", w.switches, w.hosts, w.links)),
+            String::new(),
+        ),
+        ("time to up, s", Box::new(|w: &Row| opt(w.up_s, 1)), format!("< {TARGET_UP_S}")),
+        ("daemons (threads)", Box::new(|w: &Row| format!("{} ({})", w.daemons, w.threads)), String::new()),
+        (
+            "daemons' memory: RSS (anon + shared), GiB",
+            Box::new(|w: &Row| {
+                format!("{:.2} ({:.2} + {:.2})", w.rss_mib / 1024.0, w.rss_anon_mib / 1024.0, w.rss_shmem_mib / 1024.0)
+            }),
+            format!("< {TARGET_MEM_GIB}"),
+        ),
+        (
+            "MemAvailable drop at up, GiB",
+            Box::new(|w: &Row| format!("{:.2}", w.mem_available_drop_mib / 1024.0)),
+            String::new(),
+        ),
+        ("idle CPU, % of one core", Box::new(|w: &Row| opt(w.idle_cpu_pct, 1)), format!("< {TARGET_IDLE_PCT}")),
+        ("idle wake-ups (context switches) / s", Box::new(|w: &Row| opt(w.idle_wakeups_per_s, 0)), String::new()),
+        (
+            "rocefab lldp --check",
+            Box::new(|w: &Row| w.lldp_check_ok.map_or("-".into(), |o| if o { "ok" } else { "FAILED" }.into())),
+            "ok".into(),
+        ),
+        (
+            "ping first GPU -> last GPU",
+            Box::new(|w: &Row| w.ping_ok.map_or("-".into(), |o| if o { "ok" } else { "FAILED" }.into())),
+            "ok".into(),
+        ),
+        (
+            "AllReduce 1 MiB: verified, JCT s",
+            Box::new(move |w: &Row| {
+                job(&w.allreduce, &|j| {
+                    format!(
+                        "{} ranks {}, {:.2}",
+                        j.ranks,
+                        if j.verified == Some(true) { "verified" } else { "NOT verified" },
+                        j.jct_s
+                    )
+                })
+            }),
+            "verified".into(),
+        ),
+        (
+            "AllReduce: wall outside the JCT / JCT",
+            Box::new(move |w: &Row| job(&w.allreduce, &|j| format!("{:.2}", j.outside_over_jct))),
+            format!("< {TARGET_OUTSIDE}"),
+        ),
+        (
+            "all-to-all: JCT s, outside / JCT",
+            Box::new(move |w: &Row| {
+                job(&w.alltoall, &|j| {
+                    format!("{} {:.2}, {:.2}", if j.ok { "ok" } else { "FAILED" }, j.jct_s, j.outside_over_jct)
+                })
+            }),
+            String::new(),
+        ),
+        ("time to down, s", Box::new(|w: &Row| opt(w.down_s, 1)), format!("< {TARGET_DOWN_S}")),
+        ("namespaces left", Box::new(|w: &Row| w.namespaces_left.map_or("-".into(), |n| n.to_string())), "0".into()),
+    ];
+    for (name, f, target) in &lines {
+        s += &format!("| {name} |");
+        for row in &r.rows {
+            s += &format!(" {} |", f(row));
+        }
+        s += &format!(" {target} |\n");
+    }
+    for row in &r.rows {
+        for p in &row.up_phases {
+            s += &format!("\n{}: {p}", row.topology);
+        }
+        for e in &row.errors {
+            s += &format!("\n{}: error: {e}", row.topology);
+        }
+    }
+    s += "\n";
+    for (d, what) in &r.dilation_tries {
+        s += &format!("400G AllReduce at time dilation {d}: {what}\n");
+    }
+    if !r.dilation_tries.is_empty() {
+        s += &format!(
+            "lowest time dilation not machine-bound (400G): {}\n",
+            r.min_dilation_400g.map_or("none of those tried".into(), |d| d.to_string())
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_400g_copy_scales_every_link_class_and_sets_the_dilation() {
+        let t = "fabric: x\nmtu: 1500\nlinks:\n  line_rate:\n    host_rail: 1Gbps\n    rail_spine: 8Gbps\n    spine_super_spine: 8Gbps  # c\n  rail_spine: full-mesh\n";
+        let c = at_400g(t, 2000);
+        assert!(c.contains("\nmtu: 1500\ntime_dilation: 2000\n"), "{c}");
+        assert!(
+            c.contains("    host_rail: 400Gbps\n    rail_spine: 3200Gbps\n    spine_super_spine: 3200Gbps\n"),
+            "{c}"
+        );
+        assert!(c.contains("  rail_spine: full-mesh\n"), "{c}");
+        let c = at_400g("fabric: x\ntime_dilation: 16\n", 500);
+        assert_eq!(c, "fabric: x\ntime_dilation: 500\n");
+    }
+
+    #[test]
+    fn up_counts_read_the_up_line() {
+        let l = "fabric pod is up: 8 hosts, 6 switches, 72 links, 8 NIC agents; `rocefab status pod` for details\n";
+        assert_eq!(up_counts(l), (8, 6, 72));
+        assert_eq!(up_counts(""), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_job_report_gives_verification_and_the_time_outside_the_jct() {
+        let v = serde_json::json!({"ok": true, "ranks": 512, "verified_ranks": 512, "completion_ns": 2.0e9,
+                                    "time_dilation": 1.0, "warnings": [], "errors": []});
+        let j = job_from_report(&v, 2.2);
+        assert!(j.ok && j.verified == Some(true) && !j.machine_bound && j.error.is_none());
+        assert!((j.outside_over_jct - 0.1).abs() < 1e-9, "{j:?}");
+        let v = serde_json::json!({"ok": false, "ranks": 4, "verified_ranks": 3, "completion_ns": 1.0e6,
+                                    "time_dilation": 1000.0, "warnings": ["the machine ..."], "errors": ["x"]});
+        let j = job_from_report(&v, 2.0);
+        assert!(!j.ok && j.verified == Some(false) && j.machine_bound && j.error.is_some());
+        assert!((j.jct_s - 1.0).abs() < 1e-9 && (j.outside_over_jct - 1.0).abs() < 1e-9, "{j:?}");
+    }
+}
