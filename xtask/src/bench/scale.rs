@@ -269,19 +269,12 @@ pub fn at_400g(template: &str, d: u64) -> String {
     let mut out = Vec::new();
     for l in template.lines() {
         let t = l.trim_start();
-        let line = if let Some(rest) = t.strip_prefix("time_dilation:") {
-            let _ = rest;
+        let line = if t.starts_with("time_dilation:") {
             format!("time_dilation: {d}")
         } else if let Some((k, v)) = t.split_once(':').filter(|(k, _)| {
             ["host_rail", "rail_spine", "spine_super_spine"].contains(&k.trim()) && l.starts_with("    ")
         }) {
-            match v
-                .trim()
-                .split_whitespace()
-                .next()
-                .and_then(|x| x.strip_suffix("Gbps"))
-                .and_then(|g| g.parse::<u64>().ok())
-            {
+            match v.split_whitespace().next().and_then(|x| x.strip_suffix("Gbps")).and_then(|g| g.parse::<u64>().ok()) {
                 Some(g) => format!("{}{}: {}Gbps", &l[..l.len() - t.len()], k.trim(), g * 400),
                 None => l.to_string(),
             }
@@ -369,6 +362,9 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.digits$}"))
 }
 
+/// A table line: its name, how a topology's value is shown, the target.
+type Line = (&'static str, Box<dyn Fn(&Row) -> String>, String);
+
 /// The table (one column per topology).
 pub fn render(r: &Report) -> String {
     let mut s = String::from("| measure |");
@@ -379,7 +375,7 @@ pub fn render(r: &Report) -> String {
     s += &"---|".repeat(r.rows.len() + 1);
     s += "\n";
     let job = |j: &Option<Job>, f: &dyn Fn(&Job) -> String| j.as_ref().map_or("-".into(), f);
-    let lines: Vec<(&str, Box<dyn Fn(&Row) -> String>, String)> = vec![
+    let lines: Vec<Line> = vec![
         (
             "switches / hosts / links",
             Box::new(|w: &Row| format!("{} / {} / {}", w.switches, w.hosts, w.links)),
