@@ -199,7 +199,8 @@ fn set_tx_budget(fd: RawFd, budget: u32) -> std::io::Result<()> {
 /// given back to a ring).
 #[inline(always)]
 pub unsafe fn metadata<const N: usize>(umem: &Umem, chunk: u32, d: &FrameDesc) -> Option<[u8; N]> {
-    if (d.addr() % chunk.max(1) as usize) < N {
+    // Chunks are powers of two (the kernel's rule for aligned UMEMs): a mask, not a division.
+    if (d.addr() & (chunk as usize).wrapping_sub(1)) < N {
         return None;
     }
     // SAFETY: the caller owns the frame, so the kernel does not write its chunk now.
