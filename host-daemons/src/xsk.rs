@@ -11,10 +11,10 @@
 //! with `XDP_PKT_CONTD` on all but the last. A port without it moves one descriptor per frame,
 //! written and read in place.
 //!
-//! The UMEM is sized from the NIC's wall-clock line rate (emulated / D) and its link MTU, as a
+//! The UMEM is sized from the link MTU, as a
 //! switch's is ([`rocefab_contracts::memory::nic_memory`]): 2 KiB chunks where the MTU fits
-//! them, rings of the packets that arrive in a bounded wake-up latency (256 entries for 400G at
-//! D 8000, at most [`rocefab_contracts::memory::NIC_MAX_RING`]). Its frames are split once: one
+//! them; the rings stay at [`rocefab_contracts::memory::NIC_MAX_RING`] (a smaller ring lost
+//! frames when the process was descheduled, see there). Its frames are split once: one
 //! RX ring's worth circulates between the fill and RX rings, the rest are the TX pool, returned
 //! through the completion ring. Frames come back from the
 //! completion ring with length 0; every TX frame is rewritten in full before it is produced.
