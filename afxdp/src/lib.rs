@@ -5,9 +5,11 @@
 //! Every socket is bound on queue 0 in copy mode (veth has no zero-copy) with
 //! `XDP_USE_NEED_WAKEUP`, and libxdp is told not to load its own XDP program
 //! (`XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD`): our programs redirect into their own XSK maps, which
-//! the daemons fill. UMEM chunks are [`FRAME_SIZE`] bytes, aligned; a frame the kernel
-//! receives starts after the 256-byte XDP headroom of its chunk, with the XDP metadata (if the
-//! program wrote any) right in front of it ([`metadata`]).
+//! the daemons fill. UMEM chunks are aligned, of the size the caller picks: [`SMALL_CHUNK`]
+//! (2 KiB, the kernel's smallest) where the link MTU fits it, [`FRAME_SIZE`] (4 KiB, a page, the
+//! largest) otherwise (`rocefab_contracts::memory::chunk_bytes`). A frame the kernel receives
+//! starts after the 256-byte XDP headroom of its chunk, with the XDP metadata (if the program
+//! wrote any) right in front of it ([`metadata`]).
 //!
 //! A link whose MTU makes frames longer than one chunk ([`chain::needs_multi_buffer`]: above
 //! 3822 bytes; rocefab's jumbo links are 9216) binds its sockets with `XDP_USE_SG` and moves
@@ -30,8 +32,12 @@ pub mod chain;
 use xsk_rs::config::{BindFlags, FrameSize, LibxdpFlags, QueueSize, SocketConfig, UmemConfig};
 pub use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem};
 
-/// UMEM chunk size: XDP headroom (256, XDP metadata at its end) + frames up to ~3.8 KB.
+/// The largest UMEM chunk (a page): XDP headroom (256, XDP metadata at its end) + frames up to
+/// ~3.8 KB; multi-buffer chains ([`chain`]) are made of these.
 pub const FRAME_SIZE: u32 = 4096;
+/// The smallest UMEM chunk the kernel accepts (`XDP_UMEM_MIN_CHUNK_SIZE`): frames up to 1776
+/// bytes after the headroom and the metadata (link MTU up to 1758).
+pub const SMALL_CHUNK: u32 = 2048;
 /// Copy-mode TX budget of the kernel when `XDP_MAX_TX_SKB_BUDGET` is unavailable.
 pub const DEFAULT_TX_BUDGET: u32 = 32;
 /// `XDP_MAX_TX_SKB_BUDGET` from `include/uapi/linux/if_xdp.h` (not in the libc crate yet).
@@ -40,8 +46,10 @@ const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 /// Errors creating a UMEM or a socket.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("creating UMEM of {frames} frames x {FRAME_SIZE} bytes: {reason}")]
-    Umem { frames: u32, reason: String },
+    #[error("creating UMEM of {frames} frames x {chunk} bytes: {reason}")]
+    Umem { frames: u32, chunk: u32, reason: String },
+    #[error("UMEM chunk of {0} bytes: rocefab uses {SMALL_CHUNK} or {FRAME_SIZE}")]
+    ChunkSize(u32),
     #[error("ring size {0} is not a power of two")]
     RingSize(u32),
     #[error("creating AF_XDP socket on queue 0: {reason}")]
@@ -70,13 +78,16 @@ fn queue_size(n: u32) -> Result<QueueSize, Error> {
     QueueSize::new(n).map_err(|_| Error::RingSize(n))
 }
 
-/// Creates a UMEM of `frames` chunks of [`FRAME_SIZE`] bytes with fill and completion rings
-/// of `fill_size` and `comp_size` entries (powers of two); returns it with a descriptor of
-/// every chunk (all free).
-pub fn umem(frames: NonZeroU32, fill_size: u32, comp_size: u32) -> Result<(Umem, Vec<FrameDesc>), Error> {
-    let umem_err = |reason: String| Error::Umem { frames: frames.get(), reason };
+/// Creates a UMEM of `frames` chunks of `chunk` bytes ([`SMALL_CHUNK`] or [`FRAME_SIZE`]) with
+/// fill and completion rings of `fill_size` and `comp_size` entries (powers of two); returns it
+/// with a descriptor of every chunk (all free).
+pub fn umem(frames: NonZeroU32, chunk: u32, fill_size: u32, comp_size: u32) -> Result<(Umem, Vec<FrameDesc>), Error> {
+    if chunk != SMALL_CHUNK && chunk != FRAME_SIZE {
+        return Err(Error::ChunkSize(chunk));
+    }
+    let umem_err = |reason: String| Error::Umem { frames: frames.get(), chunk, reason };
     let cfg = UmemConfig::builder()
-        .frame_size(FrameSize::new(FRAME_SIZE).expect("FRAME_SIZE >= 2048"))
+        .frame_size(FrameSize::new(chunk).map_err(|e| umem_err(e.to_string()))?)
         .fill_queue_size(queue_size(fill_size)?)
         .comp_queue_size(queue_size(comp_size)?)
         .build()
@@ -173,7 +184,8 @@ fn set_tx_budget(fd: RawFd, budget: u32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The `N` bytes of XDP metadata in front of the received frame `d`: copy-mode AF_XDP copies
+/// The `N` bytes of XDP metadata in front of the received frame `d` of a UMEM of `chunk`-byte
+/// chunks: copy-mode AF_XDP copies
 /// the metadata an XDP program wrote (`bpf_xdp_adjust_meta`) into the UMEM chunk right before
 /// the frame, and the RX descriptor addresses the frame. `None` when the frame starts less than
 /// `N` bytes into its chunk (no room for metadata, so none was written).
@@ -186,8 +198,9 @@ fn set_tx_budget(fd: RawFd, budget: u32) -> std::io::Result<()> {
 /// `d` must describe a frame of `umem` that the caller owns (taken from the RX ring and not yet
 /// given back to a ring).
 #[inline(always)]
-pub unsafe fn metadata<const N: usize>(umem: &Umem, d: &FrameDesc) -> Option<[u8; N]> {
-    if (d.addr() % FRAME_SIZE as usize) < N {
+pub unsafe fn metadata<const N: usize>(umem: &Umem, chunk: u32, d: &FrameDesc) -> Option<[u8; N]> {
+    // Chunks are powers of two (the kernel's rule for aligned UMEMs): a mask, not a division.
+    if (d.addr() & (chunk as usize).wrapping_sub(1)) < N {
         return None;
     }
     // SAFETY: the caller owns the frame, so the kernel does not write its chunk now.

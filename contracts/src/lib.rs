@@ -13,6 +13,7 @@ pub mod dcb;
 pub mod dcqcn;
 pub mod host_sample;
 pub mod job;
+pub mod memory;
 pub mod promtext;
 pub mod rdma;
 pub mod sample;

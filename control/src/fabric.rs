@@ -221,6 +221,11 @@ fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     for s in &plan.switches {
         s.config.validate().with_context(|| format!("generated config of {}", s.name))?;
     }
+    // Before anything is created: the daemons' memory against what the machine has.
+    let memory = crate::memory::FabricMemory::of(&plan, topo.time_dilation, nicd.is_some());
+    let largest = memory.switches.iter().map(|(_, m)| m.umem_bytes()).max().unwrap_or(0);
+    crate::memory::check_fits(&fabric, memory.need_bytes(), largest, crate::memory::available()?)
+        .map_err(|line| anyhow!("rocefab up {}: {line}", path.display()))?;
     let mut st = State {
         fabric: fabric.clone(),
         topology: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
@@ -990,6 +995,8 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
     o += &describe_latency(topo);
     let agents = topo.lldp.nic_agents();
+    let memory = crate::memory::FabricMemory::of(plan, topo.time_dilation, agents);
+    o += &crate::memory::describe_fabric(&memory);
     for h in &plan.hosts {
         if agents {
             let _ = writeln!(o, "  {} NIC agent {}", h.name, h.agent_listen);
@@ -1037,6 +1044,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
             s.name, s.config.role, s.config.hash_seed, s.config.metrics_listen
         );
         let _ = writeln!(o, "  qos {}", crate::qos::describe(&topo.qos[si]));
+        let _ = writeln!(o, "  {}", crate::memory::describe_switch(&memory.switches[si].1));
         let _ = writeln!(o, "  load balance {}", crate::lb::describe(&topo.load_balance[si], topo.time_dilation));
         for (i, p) in s.config.ports.iter().enumerate() {
             let delays = if p.tx_delay_ns == 0 && p.rx_delay_ns == 0 {

@@ -9,6 +9,7 @@ pub mod frame;
 pub mod lb;
 pub mod lldp;
 pub mod lldp_show;
+pub mod memory;
 pub mod netns;
 pub mod pcap_show;
 pub mod ping;

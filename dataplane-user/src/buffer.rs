@@ -15,9 +15,13 @@
 //! way a lossless frame is lost. A group reaching xOFF (or spilling into headroom) emits
 //! [`PgEvent::Xoff`] once; falling below xON afterwards emits [`PgEvent::Xon`] once.
 //!
-//! The pool also counts held frames against [`SharedBuffer::frames_needed`], the UMEM frames the
-//! configured buffer needs at the smallest frame, so running out of frames is an admission drop
-//! ([`Reject::PoolFull`]) and never a silent fill-ring starvation.
+//! The buffer also counts the UMEM chunks its frames hold, against two budgets sized at a
+//! realistic frame mix rather than the smallest frame ([`rocefab_contracts::memory`]): the shared
+//! pool's and the headroom's. A lossy frame that finds no chunk of the shared budget is dropped
+//! at admission ([`Reject::NoFrame`], counted per queue), never a silent fill-ring starvation; a
+//! lossless frame that finds none goes to its group's headroom, as when the shared bytes run out
+//! (so its group sends PFC), and is lost only when the headroom's bytes or chunks are exhausted
+//! ([`Reject::HeadroomOverflow`]).
 //!
 //! Every change of a queue's charge is stored into the [`DepthBoard`] given by
 //! [`SharedBuffer::publish_to`], where the XDP program's WRED reads it.
@@ -41,6 +45,10 @@ pub struct BufferParams {
     pub headroom_bytes: u64,
     /// Egress limit of lossy queues.
     pub queue_limit_bytes: u64,
+    /// UMEM chunk size (a frame longer than one 4 KiB chunk holds several).
+    pub chunk_bytes: u32,
+    /// UMEM chunks for frames charged to the shared pool, and to the headroom.
+    pub frames: rocefab_contracts::memory::BufferChunks,
 }
 
 /// Where an admitted frame was charged.
@@ -56,8 +64,10 @@ pub enum Admit {
 pub enum Reject {
     /// Lossy: its egress queue is at its limit.
     QueueFull,
-    /// Lossy: the shared pool is full; or (any class) no UMEM frame is left for the buffer.
+    /// Lossy: the shared pool is full.
     PoolFull,
+    /// Lossy: every UMEM chunk of the shared pool's budget is held.
+    NoFrame,
     /// Lossless: past xOFF and the group's headroom is full.
     HeadroomOverflow,
 }
@@ -82,8 +92,10 @@ pub struct SharedBuffer {
     p: BufferParams,
     shared_size: u64,
     shared_used: u64,
-    frames_max: u64,
-    frames_held: u64,
+    /// Chunk budgets and the chunks held against them.
+    frames: rocefab_contracts::memory::BufferChunks,
+    shared_frames: u64,
+    headroom_frames: u64,
     pg: Vec<[Pg; NUM_TC]>,
     queue: Vec<[u64; NUM_TC]>,
     /// Where every change of a queue's charge is published for the XDP program's WRED.
@@ -97,8 +109,9 @@ impl SharedBuffer {
             p,
             shared_size: p.buffer_bytes.saturating_sub(reserved),
             shared_used: 0,
-            frames_max: rocefab_contracts::config::buffer_frames(p.buffer_bytes, p.cell_bytes),
-            frames_held: 0,
+            frames: p.frames,
+            shared_frames: 0,
+            headroom_frames: 0,
             pg: vec![[Pg::default(); NUM_TC]; p.ports],
             queue: vec![[0; NUM_TC]; p.ports],
             board: None,
@@ -125,6 +138,12 @@ impl SharedBuffer {
         }
     }
 
+    /// UMEM chunks a frame of `frame_len` bytes holds.
+    #[inline(always)]
+    fn chunks_of(&self, frame_len: u32) -> u64 {
+        u64::from(rocefab_contracts::memory::chunks_per_frame(frame_len, self.p.chunk_bytes))
+    }
+
     #[inline]
     fn is_lossless(&self, prio: u8) -> bool {
         self.p.lossless & (1 << (prio & 7)) != 0
@@ -142,15 +161,14 @@ impl SharedBuffer {
     ) -> Result<(Admit, Option<PgEvent>), Reject> {
         let (prio, tc) = (prio & 7, tc & 7);
         let c = self.charge_of(frame_len);
-        if self.frames_held >= self.frames_max {
-            return Err(Reject::PoolFull);
-        }
+        let k = self.chunks_of(frame_len);
         let pool_room = self.shared_used + c <= self.shared_size;
+        let frame_room = self.shared_frames + k <= self.frames.shared;
         let admit = if self.is_lossless(prio) {
             let pg = &self.pg[ingress][prio as usize];
-            if pool_room && pg.shared + pg.headroom < self.p.xoff_bytes {
+            if pool_room && frame_room && pg.shared + pg.headroom < self.p.xoff_bytes {
                 Admit::Shared
-            } else if pg.headroom + c <= self.p.headroom_bytes {
+            } else if pg.headroom + c <= self.p.headroom_bytes && self.headroom_frames + k <= self.frames.headroom {
                 Admit::Headroom
             } else {
                 return Err(Reject::HeadroomOverflow);
@@ -162,9 +180,15 @@ impl SharedBuffer {
             if !pool_room {
                 return Err(Reject::PoolFull);
             }
+            if !frame_room {
+                return Err(Reject::NoFrame);
+            }
             Admit::Shared
         };
-        self.frames_held += 1;
+        match admit {
+            Admit::Shared => self.shared_frames += k,
+            Admit::Headroom => self.headroom_frames += k,
+        }
         self.queue[egress][tc as usize] += c;
         if let Some(b) = &self.board {
             b.publish(egress, tc, self.queue[egress][tc as usize]);
@@ -201,7 +225,11 @@ impl SharedBuffer {
     ) -> Option<PgEvent> {
         let (prio, tc) = (prio & 7, tc & 7);
         let c = self.charge_of(frame_len);
-        self.frames_held = self.frames_held.saturating_sub(1);
+        let k = self.chunks_of(frame_len);
+        match admit {
+            Admit::Shared => self.shared_frames = self.shared_frames.saturating_sub(k),
+            Admit::Headroom => self.headroom_frames = self.headroom_frames.saturating_sub(k),
+        }
         let q = &mut self.queue[egress][tc as usize];
         *q = q.saturating_sub(c);
         if let Some(b) = &self.board {
@@ -243,18 +271,20 @@ impl SharedBuffer {
     pub fn is_xoff(&self, port: usize, prio: u8) -> bool {
         self.pg[port][(prio & 7) as usize].xoff
     }
+    /// UMEM chunks the held frames take (shared pool and headroom).
     pub fn frames_held(&self) -> u64 {
-        self.frames_held
+        self.shared_frames + self.headroom_frames
     }
-    /// UMEM frames the configured buffer needs when every frame is the smallest (60 bytes).
+    /// UMEM chunks the buffer may hold ([`rocefab_contracts::memory::buffer_chunks`]).
     pub fn frames_needed(&self) -> u64 {
-        self.frames_max
+        self.frames.total()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocefab_contracts::memory::BufferChunks;
 
     fn params() -> BufferParams {
         BufferParams {
@@ -266,6 +296,9 @@ mod tests {
             xon_bytes: 5_000,
             headroom_bytes: 10_000,
             queue_limit_bytes: 30_000,
+            chunk_bytes: 2048,
+            // Chunks enough for the bytes at the smallest frame: only the bytes limit.
+            frames: BufferChunks { shared: 100_000, headroom: 100_000 },
         }
     }
 
@@ -288,7 +321,7 @@ mod tests {
     fn headroom_is_reserved_per_port_and_lossless_priority() {
         let b = SharedBuffer::new(params());
         assert_eq!(b.shared_size(), 100_000 - 3 * 10_000);
-        assert_eq!(b.frames_needed(), 100_000u64.div_ceil(60));
+        assert_eq!(b.frames_needed(), 200_000);
         let two = SharedBuffer::new(BufferParams { lossless: 0b1000_1000, ..params() });
         assert_eq!(two.shared_size(), 100_000 - 6 * 10_000);
     }
@@ -300,7 +333,6 @@ mod tests {
         assert_eq!(b.charge_of(256), 256);
         assert_eq!(b.charge_of(257), 512);
         assert_eq!(b.charge_of(1514), 1536);
-        assert_eq!(b.frames_needed(), 100_000u64.div_ceil(256));
         assert_eq!(SharedBuffer::new(params()).charge_of(1514), 1514);
     }
 
@@ -380,21 +412,65 @@ mod tests {
     }
 
     #[test]
-    fn out_of_frames_is_an_admission_drop() {
-        let mut b =
-            SharedBuffer::new(BufferParams { buffer_bytes: 600, headroom_bytes: 0, xoff_bytes: 10_000, ..params() });
-        assert_eq!(b.frames_needed(), 10);
+    fn out_of_frames_is_a_lossy_admission_drop() {
+        // Ten chunks for the shared pool: the bytes have room for far more frames.
+        let mut b = SharedBuffer::new(BufferParams { frames: BufferChunks { shared: 10, headroom: 4 }, ..params() });
+        assert_eq!(b.frames_needed(), 14);
         for _ in 0..10 {
             b.admit(0, 0, 1, 0, 60).unwrap();
         }
-        assert_eq!(b.admit(0, 0, 1, 0, 60), Err(Reject::PoolFull));
-        assert_eq!(b.admit(0, 3, 1, 3, 60), Err(Reject::PoolFull));
+        assert_eq!(b.frames_held(), 10);
+        assert_eq!(b.admit(0, 0, 1, 0, 60), Err(Reject::NoFrame));
+        assert_eq!(b.admit(1, 0, 2, 0, 60), Err(Reject::NoFrame), "every lossy queue");
+        // The bytes are not what ran out, and nothing was charged for the dropped frames.
+        assert_eq!((b.shared_used(), b.queue_bytes(1, 0), b.queue_bytes(2, 0)), (600, 600, 0));
+        // A released frame gives its chunk back.
+        b.release(0, 0, 1, 0, 60, Admit::Shared);
+        assert!(b.admit(1, 0, 2, 0, 60).is_ok());
+    }
+
+    #[test]
+    fn out_of_frames_sends_a_lossless_frame_to_headroom_with_xoff() {
+        let mut b = SharedBuffer::new(BufferParams { frames: BufferChunks { shared: 10, headroom: 4 }, ..params() });
+        for _ in 0..10 {
+            b.admit(0, 0, 1, 0, 60).unwrap(); // lossy traffic holds every shared chunk
+        }
+        // Far below xOFF in bytes, but no shared chunk: the headroom takes it and the group
+        // sends PFC, as when the shared pool's bytes run out.
+        assert_eq!(b.admit(2, 3, 0, 3, 60), Ok((Admit::Headroom, Some(PgEvent::Xoff { port: 2, prio: 3 }))));
+        assert_eq!(b.admit(2, 3, 0, 3, 60), Ok((Admit::Headroom, None)));
+        assert_eq!(b.admit(1, 3, 0, 3, 60).map(|r| r.0), Ok(Admit::Headroom));
+        assert_eq!(b.admit(1, 3, 0, 3, 60).map(|r| r.0), Ok(Admit::Headroom));
+        // Only past the headroom's chunks is a lossless frame lost: a headroom overflow.
+        assert_eq!(b.admit(2, 3, 0, 3, 60), Err(Reject::HeadroomOverflow));
+        assert_eq!(b.frames_held(), 14);
+        // The group is below xON (5000 bytes) as soon as a frame leaves: XON once.
+        assert_eq!(b.release(2, 3, 0, 3, 60, Admit::Headroom), Some(PgEvent::Xon { port: 2, prio: 3 }));
+        assert_eq!(b.release(2, 3, 0, 3, 60, Admit::Headroom), None);
+        assert_eq!(b.admit(2, 3, 0, 3, 60).map(|r| r.0), Ok(Admit::Headroom));
+    }
+
+    #[test]
+    fn a_multi_buffer_frame_holds_every_chunk_it_takes() {
+        let frames = BufferChunks { shared: 5, headroom: 0 };
+        let mut b = SharedBuffer::new(BufferParams { chunk_bytes: 4096, frames, ..params() });
+        // 4170 bytes: two 4 KiB chunks (3840 bytes each after the XDP headroom); 9234: three.
+        b.admit(0, 0, 1, 0, 4170).unwrap();
+        assert_eq!(b.frames_held(), 2);
+        b.admit(0, 0, 2, 0, 1000).unwrap();
+        b.admit(0, 0, 2, 0, 1000).unwrap();
+        assert_eq!(b.frames_held(), 4);
+        assert_eq!(b.admit(0, 0, 2, 0, 4170), Err(Reject::NoFrame));
+        b.release(0, 0, 1, 0, 4170, Admit::Shared);
+        assert_eq!(b.frames_held(), 2);
+        assert_eq!(b.admit(0, 0, 1, 0, 9234), Ok((Admit::Shared, None)));
+        assert_eq!(b.frames_held(), 5);
     }
 
     proptest::proptest! {
         #[test]
         fn random_admit_release_keeps_the_books(ops in proptest::collection::vec((0usize..3, 0u8..8, 0usize..3, 60u32..1600, proptest::bool::ANY), 1..400)) {
-            let p = BufferParams { cell_bytes: 128, ..params() };
+            let p = BufferParams { cell_bytes: 128, frames: BufferChunks { shared: 40, headroom: 10 }, ..params() };
             let mut b = SharedBuffer::new(p);
             let mut held: Vec<(usize, u8, usize, u32, Admit)> = vec![];
             for (ing, prio, eg, len, release) in ops {
@@ -405,6 +481,7 @@ mod tests {
                     held.push((ing, prio, eg, len, a));
                 }
                 proptest::prop_assert!(b.shared_used() <= b.shared_size());
+                proptest::prop_assert!(b.frames_held() <= b.frames_needed());
                 for port in 0..3 {
                     proptest::prop_assert!(b.headroom_used(port, 3) <= p.headroom_bytes);
                     for q in 0..8u8 {

@@ -68,13 +68,14 @@ use crate::sched::Scheduler;
 use crate::shaper::{Shaper, DEFAULT_BURST_BYTES};
 use crate::stall::StallWatch;
 use crate::stats::SwitchStats;
-use crate::xsk::{XskPort, XskSet, RX_RING_SIZE, TX_RING_SIZE};
+use crate::xsk::{XskPort, XskSet};
+use rocefab_contracts::memory::{switch_memory, SwitchMemory};
 use rocefab_plumbing::capture::{serialisation_ns, LineStamp, MonoClock, Tap, TapProducer, DIR_IN, DIR_OUT};
 
 /// Descriptors received per port per pass, transmitted per port per pass (one `sendto`), and
 /// reaped from a completion ring per call. Measured on the 2-core bench box: 256 was no faster
 /// than 64 (the frames of a bigger batch fall out of L1 before the kernel copies them on TX).
-pub const BATCH: usize = 64;
+pub const BATCH: usize = rocefab_contracts::memory::BATCH;
 /// Poll interval while transmitted frames wait for completion.
 const COMPLETION_POLL_NS: u64 = 50_000;
 /// After this long without completions, wait longer between checks (a stuck peer must not
@@ -110,8 +111,8 @@ pub enum DataPlaneError {
     Kick { port: usize, name: String, source: std::io::Error },
     #[error("{ports} ports but {given} sockets")]
     PortCount { ports: usize, given: usize },
-    #[error("UMEM has {have} frames, the rings and the configured buffer need {need}")]
-    Frames { have: usize, need: usize },
+    #[error("UMEM has {have} frames of {chunk} bytes, the rings and the configured buffer need {need} of {want}")]
+    Frames { have: usize, chunk: u32, need: usize, want: u32 },
 }
 
 /// Wakes the data-plane thread and makes it exit.
@@ -148,12 +149,16 @@ pub struct DataPlaneConfig {
     /// ([`crate::delay`]); 0: none.
     pub tx_delay_ns: Vec<u64>,
     pub rx_delay_ns: Vec<u64>,
+    /// The UMEM, rings and queues of this switch ([`rocefab_contracts::memory::switch_memory`]:
+    /// the function `rocefab plan` prints).
+    pub memory: SwitchMemory,
 }
 
 impl DataPlaneConfig {
-    /// The data path's parameters for `cfg` (emulated units and D): rates divided by D,
-    /// the watchdog's detect, restore and poll times multiplied by D; bytes unchanged.
-    pub fn from_switch(cfg: &SwitchConfig) -> Self {
+    /// The data path's parameters for `cfg` (emulated units and D) on links of `link_mtu`
+    /// bytes: rates divided by D, the watchdog's detect, restore and poll times multiplied by D;
+    /// bytes unchanged.
+    pub fn from_switch(cfg: &SwitchConfig, link_mtu: u32) -> Self {
         // `SwitchConfig::validate` (run by `load`) refuses a bad factor.
         let d = cfg.dilation().unwrap_or_default();
         let mut qos = cfg.qos.clone();
@@ -171,6 +176,7 @@ impl DataPlaneConfig {
             dilation: d,
             tx_delay_ns: cfg.ports.iter().map(|p| d.duration(p.tx_delay_ns)).collect(),
             rx_delay_ns: cfg.ports.iter().map(|p| d.duration(p.rx_delay_ns)).collect(),
+            memory: switch_memory(cfg, link_mtu),
         }
     }
 
@@ -186,28 +192,19 @@ impl DataPlaneConfig {
             xon_bytes: q.xon_bytes,
             headroom_bytes: q.headroom_bytes,
             queue_limit_bytes: self.queue_limit_bytes,
+            chunk_bytes: self.memory.chunk_bytes,
+            frames: self.memory.buffer,
         }
     }
 
-    /// UMEM frames the data path needs on top of the rings: every frame the configured buffer
-    /// can hold at the smallest frame, the reserved pool for frames the switch originates, and
-    /// what the ports' delay lines hold.
-    pub fn buffer_frames(&self) -> u64 {
-        SharedBuffer::new(self.buffer_params()).frames_needed() + self.own_reserve() as u64 + self.delay_frames() as u64
-    }
-
-    /// Frames the delay lines of every port hold at most ([`DelayLine::capacity_for`]).
-    pub fn delay_frames(&self) -> usize {
-        (0..self.port_macs.len()).map(|i| self.tx_line_capacity(i) + self.rx_line_capacity(i)).sum()
-    }
-
     fn tx_line_capacity(&self, port: usize) -> usize {
-        let slack = 2 * BATCH + (self.burst_bytes / crate::delay::MIN_WIRE_FRAME_BYTES) as usize;
+        let slack = rocefab_contracts::memory::TX_LINE_SLACK;
         DelayLine::<FrameDesc>::capacity_for(self.line_rates_bps[port], self.tx_delay_ns[port], slack)
     }
 
     fn rx_line_capacity(&self, port: usize) -> usize {
-        DelayLine::<FrameDesc>::capacity_for(self.line_rates_bps[port], self.rx_delay_ns[port], 2 * BATCH)
+        let slack = rocefab_contracts::memory::RX_LINE_SLACK;
+        DelayLine::<FrameDesc>::capacity_for(self.line_rates_bps[port], self.rx_delay_ns[port], slack)
     }
 
     /// Frames reserved for PFC and control-side frames: a control queue's worth per port.
@@ -221,7 +218,13 @@ const MAC_CONTROL_MAX_FRAME: usize = 64;
 
 /// Frames a port's control queue holds (PFC and LLDP are rare: one per priority per pause
 /// interval, one per LLDP interval).
-pub const OWN_QUEUE_LEN: usize = 32;
+pub const OWN_QUEUE_LEN: usize = rocefab_contracts::memory::OWN_QUEUE_LEN;
+// The plan's figures assume the data path's shaper burst and queue slot size.
+const _: () = assert!(DEFAULT_BURST_BYTES == rocefab_contracts::memory::SHAPER_BURST_BYTES);
+const _: () = assert!(
+    std::mem::size_of::<(Held, u32)>() as u64 <= rocefab_contracts::memory::QUEUE_SLOT_BYTES,
+    "a queue slot is larger than rocefab plan counts"
+);
 /// Channel sizes between control side and data plane.
 pub const CTRL_FRAMES: usize = 64;
 pub const CTRL_EVENTS: usize = 256;
@@ -263,6 +266,24 @@ fn publish_depth(stats: &SwitchStats, egress: usize, tc: u8, cells: u64, now: u6
     let q = &stats.ports[egress].queues[tc as usize & 7];
     q.depth_cell_bytes.set(cells);
     q.depth_cell_area.set(now, cells);
+}
+
+/// Counts a frame the shared buffer did not admit: a headroom overflow on its ingress group, any
+/// other reason as an admission drop of its egress queue (out of UMEM frames also on its own).
+#[inline]
+pub(crate) fn count_reject(stats: &SwitchStats, ingress: usize, egress: usize, tc: u8, len: u32, r: Reject) {
+    let tc = tc as usize & 7;
+    if r == Reject::HeadroomOverflow {
+        stats.ports[ingress].prio[tc].headroom_overflow.inc();
+        return;
+    }
+    let q = &stats.ports[egress].queues[tc];
+    q.admission_dropped_packets.inc();
+    if r == Reject::NoFrame {
+        q.no_frame_dropped_packets.inc();
+    }
+    q.dropped_packets.inc();
+    q.dropped_bytes.add(u64::from(len));
 }
 
 /// Logs a TX stall of port `p` ([`crate::stall`]).
@@ -346,6 +367,10 @@ struct Port {
 /// dedicated thread, stop with the [`StopHandle`].
 pub struct DataPlane {
     umem: Umem,
+    /// UMEM chunk size, and every port's RX (fill) and TX (completion) ring entries.
+    chunk_bytes: u32,
+    rx_ring: u32,
+    tx_ring: u32,
     ports: Vec<Port>,
     /// Free frames, and the descriptor chains of multi-buffer packets ([`crate::frames`]).
     free: FramePool,
@@ -424,8 +449,7 @@ enum TxState {
 }
 
 impl DataPlane {
-    /// `xsk` must hold at least [`DataPlaneConfig::buffer_frames`] frames beyond its rings
-    /// ([`crate::xsk::open`] with that count).
+    /// `xsk` must be the UMEM and sockets of `cfg.memory` ([`crate::xsk::open`]).
     pub fn new(
         xsk: XskSet,
         cfg: &DataPlaneConfig,
@@ -451,18 +475,21 @@ impl DataPlane {
         let total_frames = xsk.frames.len();
         let multi_buffer = xsk.multi_buffer;
         let buffer = SharedBuffer::new(cfg.buffer_params());
-        let held_max = buffer.frames_needed() as usize;
-        let need = crate::xsk::frame_count(n, 0) as usize + held_max + cfg.own_reserve() + cfg.delay_frames();
-        if xsk.frames.len() < need {
-            return Err(DataPlaneError::Frames { have: total_frames, need });
+        let mem = &cfg.memory;
+        let need = mem.umem_chunks as usize;
+        if xsk.frames.len() < need || xsk.chunk_bytes != mem.chunk_bytes {
+            return Err(DataPlaneError::Frames {
+                have: total_frames,
+                chunk: xsk.chunk_bytes,
+                need,
+                want: mem.chunk_bytes,
+            });
         }
-        // A lossy queue never holds more than its byte limit at the minimum frame; a lossless
-        // one at most what the buffer holds.
-        let lossy_cap =
-            ((cfg.queue_limit_bytes / rocefab_contracts::config::MIN_FRAME_BYTES) as usize + 1).min(held_max);
+        // A lossy queue never holds more than its byte limit at the smallest charge; a
+        // lossless one at most what the buffer's frames allow.
         let lossless = cfg.qos.lossless_priorities;
         let caps: [usize; NUM_TC] =
-            std::array::from_fn(|tc| if lossless & (1 << tc) != 0 { held_max.max(1) } else { lossy_cap.max(1) });
+            rocefab_contracts::memory::queue_capacities(&cfg.qos, cfg.queue_limit_bytes, &mem.buffer);
         let ports: Vec<Port> = xsk
             .ports
             .into_iter()
@@ -507,6 +534,9 @@ impl DataPlane {
         });
         Ok(DataPlane {
             umem: xsk.umem,
+            chunk_bytes: xsk.chunk_bytes,
+            rx_ring: xsk.rx_ring,
+            tx_ring: xsk.tx_ring,
             ports,
             free: FramePool::new(free, total_frames, multi_buffer),
             frame_buf: vec![0; afxdp::chain::MAX_FRAME_BYTES].into_boxed_slice(),
@@ -666,7 +696,7 @@ impl DataPlane {
     /// Tops up the port's fill ring from the free pool.
     fn refill(&mut self, p: usize) {
         let fill = &mut self.ports[p].xsk.fill;
-        let want = fill.nb_free(RX_RING_SIZE) as usize;
+        let want = fill.nb_free(self.rx_ring) as usize;
         let n = want.min(self.free.len());
         if n == 0 {
             return;
@@ -953,7 +983,7 @@ impl DataPlane {
     #[inline]
     fn arrival(&self, d: &FrameDesc, now: u64) -> u64 {
         // SAFETY: `d` is a received frame of our UMEM that we own.
-        let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) };
+        let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, self.chunk_bytes, d) };
         meta.and_then(|m| XdpMeta::from_bytes(&m)).map_or(now, |m| self.clock.from_ktime(m.rx_ns).min(now))
     }
 
@@ -971,7 +1001,7 @@ impl DataPlane {
         let nports = self.ports.len();
         let rx_stats = &self.stats.ports[p];
         // SAFETY: `d` is ours (received) and is a frame of our UMEM.
-        let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, &d) };
+        let meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, self.chunk_bytes, &d) };
         let decision = meta.map(|m| [m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]);
         // The whole packet's bytes; its headers are in `buf` (the first descriptor).
         let (len, head) = (self.free.packet_len(&d), d);
@@ -1118,15 +1148,8 @@ impl DataPlane {
                     self.on_pg_event(ev, if at != 0 { at.min(now) } else { now });
                 }
             }
-            Err(Reject::HeadroomOverflow) => {
-                self.stats.ports[ingress].prio[tc as usize].headroom_overflow.inc();
-                self.free.push(d);
-            }
-            Err(Reject::QueueFull | Reject::PoolFull) => {
-                let q = &self.stats.ports[egress].queues[tc as usize];
-                q.admission_dropped_packets.inc();
-                q.dropped_packets.inc();
-                q.dropped_bytes.add(len as u64);
+            Err(r) => {
+                count_reject(&self.stats, ingress, egress, tc, len, r);
                 self.free.push(d);
             }
         }
@@ -1154,8 +1177,9 @@ impl DataPlane {
         // when they are due; an undelayed port's straight to the ring.
         let delayed = port.tx_line.delay_ns() > 0;
         let tx = &mut port.xsk.tx;
+        let tx_ring = self.tx_ring;
         let ring_room = |tx: &mut TxQueue, inflight: u32| {
-            (tx.nb_free_exact() as usize).min((TX_RING_SIZE - inflight.min(TX_RING_SIZE)) as usize).min(BATCH)
+            (tx.nb_free_exact() as usize).min((tx_ring - inflight.min(tx_ring)) as usize).min(BATCH)
         };
         // Packets (a multi-buffer one takes up to `segs` ring slots); the batch's most.
         let segs = self.free.max_segments();
@@ -1292,13 +1316,13 @@ impl DataPlane {
                 }
             }
         }
-        let unsent_before = TX_RING_SIZE - tx.nb_free_exact();
+        let unsent_before = tx_ring - tx.nb_free_exact();
         // Copy mode only transmits inside sendto() and keeps the need_wakeup flag set for good;
         // a zero-copy driver clears it while its NAPI is draining the ring.
         if unsent_before > 0 && tx.needs_wakeup() {
             tx.wakeup().map_err(|source| DataPlaneError::Kick { port: p, name: port.xsk.name.clone(), source })?;
         }
-        let unsent_after = TX_RING_SIZE - tx.nb_free_exact();
+        let unsent_after = tx_ring - tx.nb_free_exact();
         if nstamps > 0 {
             // PFC reaction time: xOFF crossing (the pass's clock reading, at or before the
             // crossing) → the frame produced on the TX ring and kicked; in emulated time.
@@ -1440,11 +1464,11 @@ mod tests {
 
     #[test]
     fn from_switch_applies_the_time_dilation_at_the_wall_clock_edge() {
-        let real = DataPlaneConfig::from_switch(&switch(1.0));
+        let real = DataPlaneConfig::from_switch(&switch(1.0), 1500);
         assert_eq!(real.line_rates_bps, [400_000_000_000, 800_000_000_000]);
         assert_eq!(real.qos, QosConfig::default());
         let d = 8000.0;
-        let slow = DataPlaneConfig::from_switch(&switch(d));
+        let slow = DataPlaneConfig::from_switch(&switch(d), 1500);
         let emulated = QosConfig::default();
         // Shapers: rates / D.
         assert_eq!(slow.line_rates_bps, [50_000_000, 100_000_000]);

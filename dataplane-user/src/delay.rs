@@ -20,7 +20,7 @@ use crate::queue::Fifo;
 
 /// Bytes a minimum-size frame occupies on the wire: 64 bytes with FCS, preamble and SFD 8,
 /// inter-frame gap 12 (IEEE 802.3 clause 4).
-pub const MIN_WIRE_FRAME_BYTES: u64 = 84;
+pub const MIN_WIRE_FRAME_BYTES: u64 = rocefab_contracts::memory::MIN_WIRE_FRAME_BYTES;
 
 /// A frame on a delay line: its descriptor and when it is due (ns on the data-plane clock).
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,11 +50,7 @@ impl<D: Copy + Default> DelayLine<D> {
     /// emulated bandwidth-delay product: D cancels) can hold at the smallest frame, plus `slack`
     /// frames for a pass's batch and the shaper's burst; 0 for no delay.
     pub fn capacity_for(rate_bps: u64, delay_ns: u64, slack: usize) -> usize {
-        if delay_ns == 0 {
-            return 0;
-        }
-        let bytes = (rate_bps as u128 * delay_ns as u128).div_ceil(8_000_000_000);
-        (bytes.div_ceil(MIN_WIRE_FRAME_BYTES as u128) as usize).saturating_add(slack).max(1)
+        rocefab_contracts::memory::delay_line_capacity(rate_bps, delay_ns, slack)
     }
 
     /// The line's delay on the wall clock (ns); 0 means frames do not use the line.

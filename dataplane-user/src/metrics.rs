@@ -46,6 +46,7 @@ struct QueueHandles {
     ecn_marked_dequeue: IntCounter,
     wred_dropped_dequeue: IntCounter,
     admission_dropped: IntCounter,
+    no_frame_dropped: IntCounter,
     pfcwd_dropped: IntCounter,
     /// Per depth band, (ECT enqueued, CE among them): WRED queues only.
     wred_bands: Vec<(IntCounter, IntCounter)>,
@@ -342,6 +343,7 @@ struct QueueFamilies {
     ecn_deq: IntCounterVec,
     wred_deq: IntCounterVec,
     adm_drop: IntCounterVec,
+    no_frame_drop: IntCounterVec,
     wd_drop: IntCounterVec,
 }
 
@@ -402,6 +404,13 @@ impl QueueFamilies {
             "Frames dropped at admission by the shared buffer (lossy queue or shared pool full, or no UMEM frame left)",
             pq,
         )?;
+        let no_frame_drop = f.counter_vec(
+            "rocefab_queue_no_frame_dropped_packets_total",
+            "Lossy frames dropped at admission because every UMEM frame of the shared buffer was held \
+             (the UMEM holds the buffer at a realistic frame mix, not at its smallest frame); also counted \
+             in rocefab_queue_admission_dropped_packets_total",
+            pq,
+        )?;
         let wd_drop = f.counter_vec(
             "rocefab_pfcwd_dropped_packets_total",
             "Frames the PFC watchdog dropped for a stormed queue (action drop)",
@@ -423,6 +432,7 @@ impl QueueFamilies {
             ecn_deq,
             wred_deq,
             adm_drop,
+            no_frame_drop,
             wd_drop,
         })
     }
@@ -444,6 +454,7 @@ impl QueueFamilies {
             ecn_marked_dequeue: self.ecn_deq.with_label_values(&l),
             wred_dropped_dequeue: self.wred_deq.with_label_values(&l),
             admission_dropped: self.adm_drop.with_label_values(&l),
+            no_frame_dropped: self.no_frame_drop.with_label_values(&l),
             pfcwd_dropped: self.wd_drop.with_label_values(&l),
             wred_bands,
         }
@@ -778,6 +789,7 @@ impl Metrics {
                 sync_stat(&qh.ecn_marked_dequeue, &qs.ecn_marked_dequeue);
                 sync_stat(&qh.wred_dropped_dequeue, &qs.wred_dropped_dequeue);
                 sync_stat(&qh.admission_dropped, &qs.admission_dropped_packets);
+                sync_stat(&qh.no_frame_dropped, &qs.no_frame_dropped_packets);
                 sync_stat(&qh.pfcwd_dropped, &qs.pfcwd_dropped_packets);
                 for ((ect, ce), (se, sc)) in qh.wred_bands.iter().zip(qs.wred_band_ect.iter().zip(&qs.wred_band_ce)) {
                     sync_stat(ect, se);
@@ -930,6 +942,55 @@ mod tests {
         assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0")]), Some(12.0));
         let t = m.render(None, Some(&[XskStatistics::default(); 2]));
         assert_eq!(value(&t, "rocefab_xdp_map_read_errors_total", &[]), Some(1.0));
+    }
+
+    #[test]
+    fn an_exhausted_frame_pool_is_an_admission_drop_of_the_queue() {
+        use crate::buffer::{Admit, BufferParams, Reject, SharedBuffer};
+        use rocefab_contracts::memory::BufferChunks;
+        let stats = Arc::new(SwitchStats::new(2));
+        let m = Metrics::new(&cfg(), stats.clone()).unwrap();
+        // A buffer with bytes for thousands of frames but UMEM frames for four.
+        let mut b = SharedBuffer::new(BufferParams {
+            ports: 2,
+            buffer_bytes: 1 << 20,
+            cell_bytes: 256,
+            lossless: 1 << 3,
+            xoff_bytes: 500_000,
+            xon_bytes: 100_000,
+            headroom_bytes: 100_000,
+            queue_limit_bytes: 1 << 20,
+            chunk_bytes: 2048,
+            frames: BufferChunks { shared: 4, headroom: 2 },
+        });
+        // What the data path does with every frame it forwards ([`crate::dataplane`] admit).
+        let offer = |b: &mut SharedBuffer, tc: u8| match b.admit(0, tc, 1, tc, 1000) {
+            Ok((a, _)) => Some(a),
+            Err(r) => {
+                crate::dataplane::count_reject(&stats, 0, 1, tc, 1000, r);
+                None
+            }
+        };
+        for _ in 0..4 {
+            assert_eq!(offer(&mut b, 0), Some(Admit::Shared));
+        }
+        for _ in 0..3 {
+            assert_eq!(offer(&mut b, 0), None); // lossy: out of frames, dropped at admission
+        }
+        // Lossless: the headroom's two frames, then a headroom overflow (not a pool drop).
+        assert_eq!(offer(&mut b, 3), Some(Admit::Headroom));
+        assert_eq!(offer(&mut b, 3), Some(Admit::Headroom));
+        assert_eq!(offer(&mut b, 3), None);
+        assert_eq!(b.admit(0, 0, 1, 0, 1000), Err(Reject::NoFrame));
+        let t = m.render(None, None);
+        let q0 = [("switch", "sw1"), ("port", "eth1"), ("queue", "0")];
+        let q3 = [("switch", "sw1"), ("port", "eth1"), ("queue", "3")];
+        assert_eq!(value(&t, "rocefab_queue_no_frame_dropped_packets_total", &q0), Some(3.0));
+        assert_eq!(value(&t, "rocefab_queue_admission_dropped_packets_total", &q0), Some(3.0));
+        assert_eq!(value(&t, "rocefab_queue_dropped_bytes_total", &q0), Some(3000.0));
+        assert_eq!(value(&t, "rocefab_queue_no_frame_dropped_packets_total", &q3), Some(0.0));
+        assert_eq!(value(&t, "rocefab_headroom_overflow_total", &[("port", "eth0"), ("priority", "3")]), Some(1.0));
+        assert!(t.contains("# HELP rocefab_queue_no_frame_dropped_packets_total Lossy frames dropped at admission because every UMEM frame"));
     }
 
     /// `promtool check metrics` (Debian package `prometheus`, installed by `cargo xtask setup`)

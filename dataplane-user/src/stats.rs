@@ -225,6 +225,8 @@ pub struct QueueStats {
     /// Dropped at admission by the shared buffer (lossy: queue or shared pool full, or no UMEM
     /// frame left for the configured buffer).
     pub admission_dropped_packets: Stat,
+    /// Of those, dropped because every UMEM frame of the buffer's shared budget was held.
+    pub no_frame_dropped_packets: Stat,
     /// Dropped by the PFC watchdog (action drop) while this queue was stormed.
     pub pfcwd_dropped_packets: Stat,
     /// WRED queues: ECT or CE packets enqueued, per depth band the packet found at enqueue

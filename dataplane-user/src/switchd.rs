@@ -124,7 +124,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let mut xdp =
         XdpSwitch::load(&cfg).with_context(|| format!("switch {}: loading and attaching the XDP program", cfg.name))?;
     let names: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
-    let dp_cfg = DataPlaneConfig::from_switch(&cfg);
+    let link_mtu = xsk::link_mtu(&names).with_context(|| format!("switch {}: reading the link MTUs", cfg.name))?;
+    let dp_cfg = DataPlaneConfig::from_switch(&cfg, link_mtu);
     let (sockets, xsk_stats) = open_sockets(&cfg, &mut xdp, &names, &dp_cfg)?;
     tracing::info!(switch = %cfg.name, "start-up 4/5: AF_XDP sockets registered; building metrics and the data plane");
     let stats = Arc::new(SwitchStats::new(cfg.ports.len()));
@@ -205,21 +206,25 @@ fn open_sockets(
     names: &[String],
     dp_cfg: &DataPlaneConfig,
 ) -> anyhow::Result<(xsk::XskSet, XskStatsReader)> {
-    // The UMEM holds the rings plus the configured buffer at the smallest frame, plus the
-    // reserved pool for frames the switch originates.
-    let buffer_frames = u32::try_from(dp_cfg.buffer_frames()).with_context(|| {
-        format!("switch {}: buffer of {} bytes needs too many frames", cfg.name, cfg.qos.buffer_bytes)
-    })?;
-    let umem_frames = xsk::frame_count(names.len(), buffer_frames);
+    // The UMEM holds the rings, the buffer at a realistic frame mix, the reserved pool for
+    // frames the switch originates and the delay lines (`rocefab plan` prints the same sum).
+    let m = &dp_cfg.memory;
     tracing::info!(
         switch = %cfg.name,
-        "start-up 3/5: creating the UMEM ({umem_frames} frames x {} B = {} MiB, pinned) and {} AF_XDP socket(s)",
-        afxdp::FRAME_SIZE,
-        (umem_frames * u64::from(afxdp::FRAME_SIZE)) >> 20,
+        "start-up 3/5: creating the UMEM ({} chunks x {} B = {} MiB, pinned: rings {} RX / {} TX per port = {}, buffer {} + headroom {}, own {}, delay lines {}) and {} AF_XDP socket(s)",
+        m.umem_chunks,
+        m.chunk_bytes,
+        m.umem_bytes() >> 20,
+        m.rx_ring,
+        m.tx_ring,
+        m.ring_chunks,
+        m.buffer.shared,
+        m.buffer.headroom,
+        m.own_chunks,
+        m.delay_chunks,
         names.len()
     );
-    let sockets =
-        xsk::open(names, buffer_frames).with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
+    let sockets = xsk::open(names, m).with_context(|| format!("switch {}: creating AF_XDP sockets", cfg.name))?;
     for (i, p) in sockets.ports.iter().enumerate() {
         xdp.register_xsk(i as u32, p.fd())
             .with_context(|| format!("switch {}: registering the AF_XDP socket of port {}", cfg.name, p.name))?;

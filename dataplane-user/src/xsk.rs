@@ -23,14 +23,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use afxdp::chain::{needs_multi_buffer, Gather, Gathered};
 pub use afxdp::{xdp_statistics, XskStatistics};
 use afxdp::{CompQueue, FillQueue, FrameDesc, RxQueue, TxQueue, Umem, DEFAULT_TX_BUDGET};
+use rocefab_contracts::memory::{SwitchMemory, MIN_RING};
 
 use crate::frames::FramePool;
-
-/// Size of each port's RX ring and fill ring: how many frames the kernel can take for a port
-/// while the data-plane thread is busy elsewhere (2048 frames ≈ 1.2 ms at 1.7 Mpps).
-pub const RX_RING_SIZE: u32 = 2048;
-/// Size of each port's TX ring and completion ring.
-pub const TX_RING_SIZE: u32 = 1024;
 
 /// Errors creating the UMEM or the sockets.
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +34,10 @@ pub enum XskError {
     Umem(afxdp::Error),
     #[error("port {port} ({name:?}): {source}")]
     Socket { port: usize, name: String, source: afxdp::Error },
-    #[error("frame count {0} is out of range")]
+    #[error("UMEM of {0} chunks is out of range (at most 2^32 - 1)")]
     FrameCount(u64),
+    #[error("port {port} ({name:?}) has link MTU {mtu}, more than the {sized} bytes the switch's UMEM was sized for")]
+    MtuAboveSizing { port: usize, name: String, mtu: u32, sized: u32 },
     #[error("port {port} ({name:?}): reading the link MTU (SIOCGIFMTU): {source}")]
     Mtu { port: usize, name: String, source: std::io::Error },
     #[error("port {port} ({name:?}): duplicating the AF_XDP socket descriptor: {source}")]
@@ -133,6 +130,11 @@ impl XskPort {
 #[derive(Debug)]
 pub struct XskSet {
     pub umem: Umem,
+    /// UMEM chunk size (2 KiB or 4 KiB, [`rocefab_contracts::memory::chunk_bytes`]).
+    pub chunk_bytes: u32,
+    /// Entries of every port's RX and fill rings, and of its TX and completion rings.
+    pub rx_ring: u32,
+    pub tx_ring: u32,
     pub ports: Vec<XskPort>,
     pub frames: Vec<FrameDesc>,
     /// The sockets are bound with `XDP_USE_SG`: some port's MTU makes frames longer than a chunk.
@@ -157,21 +159,29 @@ impl XskSet {
     }
 }
 
-/// Number of UMEM frames for `ports` ports: each port's fill ring, RX ring and TX ring may hold
-/// a full ring of frames, plus `buffer_frames` for the egress queues (the shared buffer at its
-/// smallest frame and the reserved pool). So the fill rings never starve while frames are held.
-pub fn frame_count(ports: usize, buffer_frames: u32) -> u64 {
-    ports as u64 * (2 * RX_RING_SIZE as u64 + TX_RING_SIZE as u64) + buffer_frames as u64
+// The kernel accepts a TX budget in [32, TX ring entries]; every ring is at least MIN_RING.
+const _: () = assert!(MIN_RING >= DEFAULT_TX_BUDGET && MIN_RING.is_power_of_two());
+
+/// The largest link MTU among the interfaces `names` (current netns): what the UMEM's chunks
+/// are sized for ([`rocefab_contracts::memory::switch_memory`]).
+pub fn link_mtu(names: &[String]) -> Result<u32, XskError> {
+    let mut max = 0;
+    for (port, name) in names.iter().enumerate() {
+        let mtu = rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu {
+            port,
+            name: name.clone(),
+            source,
+        })?;
+        max = max.max(mtu);
+    }
+    Ok(max)
 }
 
-// Rings are powers of two, and the kernel accepts a budget in [32, TX ring entries].
-const _: () = assert!(RX_RING_SIZE.is_power_of_two() && TX_RING_SIZE.is_power_of_two());
-const _: () = assert!(TX_RING_SIZE >= DEFAULT_TX_BUDGET);
-
-/// Creates the UMEM and one socket per interface in `names` (in the current netns); every
-/// socket multi-buffer (`XDP_USE_SG`) when some interface's MTU needs it (the kernel keeps the
-/// choice per UMEM, so the ports sharing one cannot differ).
-pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
+/// Creates the UMEM of `mem` (its chunks, rings and frame count) and one socket per interface
+/// in `names` (in the current netns); every socket multi-buffer (`XDP_USE_SG`) when some
+/// interface's MTU needs it (the kernel keeps the choice per UMEM, so the ports sharing one
+/// cannot differ). A link MTU above the one `mem` was sized for is an error.
+pub fn open(names: &[String], mem: &SwitchMemory) -> Result<XskSet, XskError> {
     let mut multi_buffer = false;
     for (port, name) in names.iter().enumerate() {
         let mtu = rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu {
@@ -179,16 +189,19 @@ pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
             name: name.clone(),
             source,
         })?;
+        if mtu > mem.link_mtu {
+            return Err(XskError::MtuAboveSizing { port, name: name.clone(), mtu, sized: mem.link_mtu });
+        }
         multi_buffer |= needs_multi_buffer(mtu);
     }
-    let frames = frame_count(names.len(), buffer_frames);
+    let frames = mem.umem_chunks;
     let frames_u32 = u32::try_from(frames).ok().and_then(NonZeroU32::new).ok_or(XskError::FrameCount(frames))?;
-    let (umem, descs) = afxdp::umem(frames_u32, RX_RING_SIZE, TX_RING_SIZE).map_err(XskError::Umem)?;
+    let (umem, descs) = afxdp::umem(frames_u32, mem.chunk_bytes, mem.rx_ring, mem.tx_ring).map_err(XskError::Umem)?;
     let mut ports = Vec::with_capacity(names.len());
     for (port, name) in names.iter().enumerate() {
         // SAFETY: the UMEM outlives the sockets (each socket keeps a handle on it), and every
         // frame descriptor we later hand to these rings comes from `descs` of this same UMEM.
-        let s = unsafe { afxdp::Socket::open(&umem, name, RX_RING_SIZE, TX_RING_SIZE, true, multi_buffer) }
+        let s = unsafe { afxdp::Socket::open(&umem, name, mem.rx_ring, mem.tx_ring, true, multi_buffer) }
             .map_err(|source| XskError::Socket { port, name: name.clone(), source })?;
         ports.push(XskPort {
             name: name.clone(),
@@ -200,17 +213,13 @@ pub fn open(names: &[String], buffer_frames: u32) -> Result<XskSet, XskError> {
             gather: Gather::default(),
         });
     }
-    Ok(XskSet { umem, ports, frames: descs, multi_buffer })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frame_budget_covers_every_ring() {
-        // Each port's fill, RX and TX rings can be full at once, plus the queueing buffer.
-        assert_eq!(frame_count(2, 4096), 2 * (2 * RX_RING_SIZE + TX_RING_SIZE) as u64 + 4096);
-        assert_eq!(frame_count(0, 7), 7);
-    }
+    Ok(XskSet {
+        umem,
+        chunk_bytes: mem.chunk_bytes,
+        rx_ring: mem.rx_ring,
+        tx_ring: mem.tx_ring,
+        ports,
+        frames: descs,
+        multi_buffer,
+    })
 }

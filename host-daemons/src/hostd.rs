@@ -225,9 +225,11 @@ fn open_nics(job: &Job, program: &str) -> Result<(HostXdp, Vec<XskPort>)> {
     let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
     let mut xdp = HostXdp::load_detached(&names, program).context("loading the host XDP program")?;
     xdp.set_drop_nth(job.drop_nth).context("setting drop_nth")?;
+    let d = job.dilation()?;
     let mut ports = Vec::new();
     for (i, n) in names.iter().enumerate() {
-        let p = XskPort::open(n).with_context(|| format!("opening the AF_XDP socket of {n}"))?;
+        let wall_rate = d.rate(job.nics[i].line_rate_bps);
+        let p = XskPort::open(n, wall_rate).with_context(|| format!("opening the AF_XDP socket of {n}"))?;
         xdp.register_xsk(i as u32, p.fd()).with_context(|| format!("registering the socket of {n}"))?;
         ports.push(p);
     }

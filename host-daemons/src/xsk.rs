@@ -11,8 +11,12 @@
 //! with `XDP_PKT_CONTD` on all but the last. A port without it moves one descriptor per frame,
 //! written and read in place.
 //!
-//! UMEM frames are split once: [`RX_FRAMES`] circulate between the fill and RX rings, the
-//! rest are the TX pool, returned through the completion ring. Frames come back from the
+//! The UMEM is sized from the link MTU, as a
+//! switch's is ([`rocefab_contracts::memory::nic_memory`]): 2 KiB chunks where the MTU fits
+//! them; the rings stay at [`rocefab_contracts::memory::NIC_MAX_RING`] (a smaller ring lost
+//! frames when the process was descheduled, see there). Its frames are split once: one
+//! RX ring's worth circulates between the fill and RX rings, the rest are the TX pool, returned
+//! through the completion ring. Frames come back from the
 //! completion ring with length 0; every TX frame is rewritten in full before it is produced.
 //!
 //! Captures: frames taken from the RX ring and frames produced to the TX ring never pass the
@@ -35,10 +39,6 @@ use rocefab_plumbing::capture::{serialisation_ns, LineStamp, MonoClock};
 
 use crate::mirror::{MirrorProducer, DIR_IN, DIR_OUT};
 
-/// Frames on the fill/RX side (also the fill, completion and RX ring sizes).
-pub const RX_FRAMES: u32 = 1024;
-/// Frames in the TX pool (also the TX ring size).
-pub const TX_FRAMES: u32 = 1024;
 /// Most frames handled per ring operation.
 pub const BATCH: usize = 64;
 
@@ -59,6 +59,10 @@ pub enum XskError {
 pub struct XskPort {
     pub name: String,
     umem: Umem,
+    /// UMEM chunk size, and TX ring entries (the TX pool; the RX side's frames are the fill
+    /// ring's).
+    chunk_bytes: u32,
+    tx_ring: u32,
     rx: RxQueue,
     tx: TxQueue,
     fill: FillQueue,
@@ -137,21 +141,23 @@ impl std::fmt::Debug for XskPort {
 }
 
 impl XskPort {
-    /// Creates the UMEM and the socket on queue 0 of `name` (current netns) and stocks the
-    /// fill ring.
-    pub fn open(name: &str) -> Result<XskPort, XskError> {
+    /// Creates the UMEM and the socket on queue 0 of `name` (current netns), for a NIC of
+    /// `wall_rate_bps` (its line rate / D), and stocks the fill ring.
+    pub fn open(name: &str, wall_rate_bps: u64) -> Result<XskPort, XskError> {
         let open_err = |source| XskError::Open { name: name.into(), source };
         let mtu =
             rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu { name: name.into(), source })?;
         let multi_buffer = needs_multi_buffer(mtu);
-        let frames = NonZeroU32::new(RX_FRAMES + TX_FRAMES).expect("non-zero");
-        let (umem, mut descs) = afxdp::umem(frames, RX_FRAMES, TX_FRAMES).map_err(open_err)?;
+        let mem = rocefab_contracts::memory::nic_memory(wall_rate_bps, mtu);
+        let (rx_ring, tx_ring) = (mem.rx_ring, mem.tx_ring);
+        let frames = NonZeroU32::new(rx_ring + tx_ring).expect("non-zero");
+        let (umem, mut descs) = afxdp::umem(frames, mem.chunk_bytes, rx_ring, tx_ring).map_err(open_err)?;
         // SAFETY: the UMEM is new and used by this socket only; every descriptor given to the
         // rings comes from `descs` of this UMEM, and the UMEM lives as long as the port.
         let afxdp::Socket { rx, tx, mut fill, comp, .. } =
-            unsafe { afxdp::Socket::open(&umem, name, RX_FRAMES, TX_FRAMES, false, multi_buffer) }.map_err(open_err)?;
+            unsafe { afxdp::Socket::open(&umem, name, rx_ring, tx_ring, false, multi_buffer) }.map_err(open_err)?;
         let buf = || vec![0u8; if multi_buffer { MAX_FRAME_BYTES } else { 0 }].into_boxed_slice();
-        let free = descs.split_off(RX_FRAMES as usize);
+        let free = descs.split_off(rx_ring as usize);
         // SAFETY: fresh frames of this UMEM that are in no ring.
         let got = unsafe { fill.produce(&descs) };
         if got != descs.len() {
@@ -160,13 +166,15 @@ impl XskPort {
         Ok(XskPort {
             name: name.into(),
             umem,
+            chunk_bytes: mem.chunk_bytes,
+            tx_ring,
             rx,
             tx,
             fill,
             comp,
             free,
             rx_descs: vec![FrameDesc::default(); BATCH],
-            comp_descs: vec![FrameDesc::default(); TX_FRAMES as usize],
+            comp_descs: vec![FrameDesc::default(); tx_ring as usize],
             batch: Vec::with_capacity(BATCH),
             tx_outstanding: 0,
             mirror_port: None,
@@ -219,7 +227,7 @@ impl XskPort {
                 if first {
                     // SAFETY: as above: a frame of this UMEM we own until it goes back to the
                     // fill ring. The metadata is in front of the packet's first descriptor.
-                    self.rx_meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) };
+                    self.rx_meta = unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, self.chunk_bytes, d) };
                 }
                 let part = data.contents();
                 match self.rx_buf.get_mut(self.rx_len..self.rx_len + part.len()) {
@@ -242,7 +250,7 @@ impl XskPort {
             if let Some((m, port)) = capture.as_mut() {
                 let meta = if first {
                     // SAFETY: as above: a frame of this UMEM we own until it goes back to the fill ring.
-                    unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, d) }
+                    unsafe { afxdp::metadata::<{ XdpMeta::LEN }>(&self.umem, self.chunk_bytes, d) }
                 } else {
                     self.rx_meta
                 };
@@ -255,7 +263,7 @@ impl XskPort {
             let mut put = 0;
             while put < n {
                 // SAFETY: frames of this UMEM we own (consumed above); the fill ring has room
-                // for all RX_FRAMES frames.
+                // for all `rx_ring` frames.
                 put += unsafe { self.fill.produce(&self.rx_descs[put..n]) };
             }
             if self.fill.needs_wakeup() {
@@ -325,7 +333,7 @@ impl XskPort {
         }
         let mut put = 0;
         while put < self.batch.len() {
-            // SAFETY: frames of this UMEM written by the caller; the TX ring (TX_FRAMES) can
+            // SAFETY: frames of this UMEM written by the caller; the TX ring (`tx_ring`) can
             // hold every frame of the TX pool.
             put += unsafe { self.tx.produce(&self.batch[put..]) };
         }
@@ -385,7 +393,7 @@ impl XskPort {
 
     /// Frames are still in the TX ring, not yet taken by the kernel.
     pub fn tx_pending(&mut self) -> bool {
-        self.tx.nb_free_exact() < TX_FRAMES
+        self.tx.nb_free_exact() < self.tx_ring
     }
 
     /// Too few free TX frames are left for the longest frame (one; [`MAX_SEGMENTS`] on a

@@ -69,7 +69,7 @@ impl XskSocket {
         const CHUNKS: u32 = 16;
         const RING: u32 = 16;
         let frames = std::num::NonZeroU32::new(CHUNKS).expect("non-zero");
-        let (umem, _descs) = afxdp::umem(frames, RING, RING).context("AF_XDP UMEM")?;
+        let (umem, _descs) = afxdp::umem(frames, afxdp::FRAME_SIZE, RING, RING).context("AF_XDP UMEM")?;
         // SAFETY: no frame descriptor is ever handed to this socket's rings, and the UMEM is kept
         // beside the socket and dropped after it.
         let socket = unsafe { afxdp::Socket::open(&umem, ifname, RING, RING, false, false) }
