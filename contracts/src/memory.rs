@@ -190,6 +190,8 @@ pub struct SwitchMemory {
     pub delay_chunks: u64,
     /// Chunks of the UMEM: the sum of the above.
     pub umem_chunks: u64,
+    /// Slots of each egress queue of a port, by traffic class ([`queue_capacities`]).
+    pub queue_caps: [usize; 8],
     /// Slots of the egress queues (allocated at start, never again).
     pub queue_slots: u64,
 }
@@ -218,12 +220,24 @@ impl SwitchMemory {
     }
 }
 
+/// The traffic classes a switch's frames can be queued in (bit per class): every class its
+/// DSCP map names, and class 0 (non-IP frames and unmapped DSCPs). The XDP program classifies
+/// by the same map, so no frame reaches another class's queue.
+pub fn used_classes(dscp_to_tc: &[u8]) -> u8 {
+    dscp_to_tc.iter().filter(|&&tc| tc < 8).fold(1, |m, &tc| m | 1 << tc)
+}
+
 /// Capacity of each egress queue (per traffic class) of a switch: a lossy queue holds at most
-/// its byte limit in smallest charges, a lossless one whatever the buffer's frames allow.
-pub fn queue_capacities(cfg_qos: &QosConfig, queue_limit_bytes: u64, buffer: &BufferChunks) -> [usize; 8] {
+/// its byte limit in smallest charges, a lossless one whatever the buffer's frames allow; a
+/// class no frame can be classified into (`used`, [`used_classes`]) one slot.
+pub fn queue_capacities(cfg_qos: &QosConfig, queue_limit_bytes: u64, buffer: &BufferChunks, used: u8) -> [usize; 8] {
     let held = buffer.total().max(1) as usize;
     let lossy = ((queue_limit_bytes / charge(MIN_FRAME_BYTES, cfg_qos.cell_bytes)) as usize + 1).min(held);
-    std::array::from_fn(|tc| if cfg_qos.lossless_priorities & (1 << tc) != 0 { held } else { lossy.max(1) })
+    std::array::from_fn(|tc| match (used & (1 << tc) != 0, cfg_qos.lossless_priorities & (1 << tc) != 0) {
+        (false, _) => 1,
+        (true, true) => held,
+        (true, false) => lossy.max(1),
+    })
 }
 
 /// The memory of the switch `cfg` whose links have an MTU of `link_mtu` bytes: what
@@ -247,7 +261,7 @@ pub fn switch_memory(cfg: &SwitchConfig, link_mtu: u32) -> SwitchMemory {
                 + delay_line_capacity(rate, d.duration(p.rx_delay_ns), RX_LINE_SLACK)) as u64
         })
         .sum();
-    let caps = queue_capacities(&cfg.qos, cfg.queue_limit_bytes, &buffer);
+    let caps = queue_capacities(&cfg.qos, cfg.queue_limit_bytes, &buffer, used_classes(&cfg.dscp_to_tc));
     let queue_slots = ports as u64 * caps.iter().map(|&c| c as u64).sum::<u64>();
     SwitchMemory {
         ports,
@@ -261,6 +275,7 @@ pub fn switch_memory(cfg: &SwitchConfig, link_mtu: u32) -> SwitchMemory {
         own_chunks,
         delay_chunks,
         umem_chunks: ring_chunks + buffer.total() + own_chunks + delay_chunks,
+        queue_caps: caps,
         queue_slots,
     }
 }
@@ -368,6 +383,27 @@ mod tests {
         let lossy = QosConfig { lossless_priorities: 0, ..QosConfig::default() };
         assert_eq!(buffer_chunks(&lossy, 18, 1500).headroom, 0);
         assert_eq!(buffer_chunks(&lossy, 18, 1500).shared, (16u64 << 20).div_ceil(896));
+    }
+
+    #[test]
+    fn only_the_classes_the_dscp_map_names_get_queue_slots() {
+        let mut dscp = vec![0u8; 64];
+        assert_eq!(used_classes(&dscp), 0b0000_0001);
+        (dscp[24], dscp[48]) = (3, 7);
+        assert_eq!(used_classes(&dscp), 0b1000_1001);
+        let mut cfg = switch(8, 1_000_000_000, 1.0);
+        cfg.qos.lossless_priorities = 1 << 3;
+        let all = switch_memory(&cfg, 1500);
+        // Every DSCP in class 0: class 0 holds its byte limit, the other seven one slot each.
+        assert_eq!(all.queue_caps[1..], [1; 7]);
+        cfg.dscp_to_tc = dscp;
+        let m = switch_memory(&cfg, 1500);
+        let held = m.buffer.total() as usize;
+        assert_eq!(m.queue_caps[3], held, "the lossless class may hold the whole buffer");
+        assert_eq!(m.queue_caps[0], m.queue_caps[7]);
+        assert!(m.queue_caps[0] > 1 && m.queue_caps[0] < held, "{:?}", m.queue_caps);
+        assert_eq!([m.queue_caps[1], m.queue_caps[2], m.queue_caps[4], m.queue_caps[5], m.queue_caps[6]], [1; 5]);
+        assert_eq!(m.queue_slots, 8 * m.queue_caps.iter().map(|&c| c as u64).sum::<u64>());
     }
 
     fn switch(ports: usize, rate: u64, d: f64) -> SwitchConfig {

@@ -642,6 +642,7 @@ fn teardown(st: &State) -> anyhow::Result<()> {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let mut problems = Vec::new();
+    let started = Instant::now();
     let mut pids = BTreeSet::new();
     for d in &st.daemons {
         pids.extend(daemon_pids(d));
@@ -657,12 +658,22 @@ fn teardown(st: &State) -> anyhow::Result<()> {
         tracing::warn!("daemon pid {p} ignored SIGTERM; killing it");
         let _ = kill(Pid::from_raw(p as i32), Signal::SIGKILL);
     }
+    eprintln!("{}", crate::progress::line_of("down", "daemons", pids.len() as u64, "stopped", started.elapsed()));
+    let started = Instant::now();
     let mut all: BTreeSet<String> = st.namespaces.iter().cloned().collect();
     all.extend(fabric_namespaces(&st.fabric));
-    for ns in &all {
-        if let Err(e) = netns::delete(ns) {
-            problems.push(e.to_string());
+    // One `ip -batch` for all (the kernel frees each namespace's devices asynchronously); on a
+    // failure, one by one, so every namespace that can go goes and each failure is named.
+    let dels: Vec<String> = all.iter().filter(|ns| netns::exists(ns)).map(|ns| format!("netns del {ns}")).collect();
+    if netns::ip_batch(None, &dels).is_err() {
+        for ns in &all {
+            if let Err(e) = netns::delete(ns) {
+                problems.push(e.to_string());
+            }
         }
+    }
+    eprintln!("{}", crate::progress::line_of("down", "namespaces", all.len() as u64, "deleted", started.elapsed()));
+    for ns in &all {
         // A NIC agent that was killed leaves its capture mirror ring behind.
         let ring = rocefab_contracts::capture::nic_mirror_shm_path(ns);
         if ring.exists() {

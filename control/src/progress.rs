@@ -43,9 +43,14 @@ impl Phase {
     }
 }
 
-/// The line a finished phase leaves on stderr.
+/// The line a finished phase of `up` leaves on stderr.
 pub fn line(name: &str, n: u64, what: &str, took: Duration) -> String {
-    format!("up: {name} {n} {what} in {:.1} s", took.as_secs_f64())
+    line_of("up", name, n, what, took)
+}
+
+/// The line a finished phase of `command` (`up`, `down`) leaves on stderr.
+pub fn line_of(command: &str, name: &str, n: u64, what: &str, took: Duration) -> String {
+    format!("{command}: {name} {n} {what} in {:.1} s", took.as_secs_f64())
 }
 
 /// Reads a phase line back: (phase, count, seconds).

@@ -486,10 +486,10 @@ impl DataPlane {
             });
         }
         // A lossy queue never holds more than its byte limit at the smallest charge; a
-        // lossless one at most what the buffer's frames allow.
+        // lossless one at most what the buffer's frames allow; a class the DSCP map never
+        // names one slot (`rocefab_contracts::memory::queue_capacities`).
         let lossless = cfg.qos.lossless_priorities;
-        let caps: [usize; NUM_TC] =
-            rocefab_contracts::memory::queue_capacities(&cfg.qos, cfg.queue_limit_bytes, &mem.buffer);
+        let caps: [usize; NUM_TC] = mem.queue_caps;
         let ports: Vec<Port> = xsk
             .ports
             .into_iter()

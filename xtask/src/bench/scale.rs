@@ -452,6 +452,12 @@ pub fn render(r: &Report) -> String {
         for e in &row.errors {
             s += &format!("\n{}: error: {e}", row.topology);
         }
+        for (what, j) in [("AllReduce", &row.allreduce), ("all-to-all", &row.alltoall)] {
+            if let Some(e) = j.as_ref().and_then(|j| j.error.as_ref()) {
+                let short: String = e.chars().take(400).collect();
+                s += &format!("\n{}: {what}: {short}", row.topology);
+            }
+        }
     }
     s += "\n";
     for (d, what) in &r.dilation_tries {
