@@ -10,7 +10,11 @@ pub const DEFAULT_CNP_INTERVAL_NS: u64 = 50_000;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DcqcnProfile {
-    /// The ns-3 HPCC model's defaults and the paper's 50 µs CNP interval (module docs).
+    /// `RdmaHw::GetTypeId`'s attribute defaults in the HPCC repository's ns-3 model (`rdma-hw.cc`)
+    /// with the paper's mechanism, a 2 MB byte counter and the paper's 50 µs CNP interval. No
+    /// configuration in that repository runs these values (`third.cc` overwrites every one from
+    /// its config file, and `run.py --cc dcqcn` writes others: [`DcqcnProfile::HpccDcqcn`]);
+    /// gpu-host `dcqcn` module docs.
     #[default]
     Ns3Hpcc,
     /// NVIDIA ConnectX firmware defaults (module docs, "The NIC's profile").
@@ -26,11 +30,16 @@ pub enum DcqcnProfile {
     /// (what `dcqcn-paper` named before issue 23; gpu-host `dcqcn` module docs, "The HPCC
     /// `dcqcn_paper` setting").
     HpccDcqcnPaper,
+    /// The HPCC repository's ns-3 simulations run with `simulation/run.py --cc dcqcn`, values and
+    /// mechanism (CC mode 1, "Mellanox's version" in `rdma-hw.cc`): no byte counter, one R_HAI
+    /// per hyper-increase event, a cut at most once per 4 µs, α once per 1 µs period, a CNP for
+    /// every CE-marked packet (gpu-host `dcqcn` module docs, "The HPCC `dcqcn` setting").
+    HpccDcqcn,
 }
 
 impl DcqcnProfile {
     /// The names the topology accepts.
-    pub const NAMES: &'static str = "ns3-hpcc, connectx, dcqcn-paper, htsim, hpcc-dcqcn-paper";
+    pub const NAMES: &'static str = "ns3-hpcc, connectx, dcqcn-paper, htsim, hpcc-dcqcn-paper, hpcc-dcqcn";
 
     /// RP parameters of this profile for a port of `line_rate_bps` (emulated).
     pub fn rp(self, line_rate_bps: u64) -> DcqcnConfig {
@@ -48,6 +57,9 @@ impl DcqcnProfile {
                 rate_ai_bps: 5_000_000,
                 rate_hai_bps: 50_000_000,
                 clamp_target_rate: false,
+                rate_decrease_interval_ns: 0,
+                alpha_update: AlphaUpdate::PerCnp,
+                hyper_increase: HyperIncrease::Scaled,
             },
             DcqcnProfile::DcqcnPaper => DcqcnConfig {
                 line_rate_bps,
@@ -64,6 +76,9 @@ impl DcqcnProfile {
                 rate_ai_bps: line_rate_bps / 1000,
                 rate_hai_bps: line_rate_bps / 100,
                 clamp_target_rate: true,
+                rate_decrease_interval_ns: 0,
+                alpha_update: AlphaUpdate::PerCnp,
+                hyper_increase: HyperIncrease::Scaled,
             },
             DcqcnProfile::Htsim => DcqcnConfig {
                 line_rate_bps,
@@ -77,10 +92,12 @@ impl DcqcnProfile {
                 rate_ai_bps: line_rate_bps / 20,
                 rate_hai_bps: line_rate_bps / 10,
                 clamp_target_rate: true,
+                rate_decrease_interval_ns: 0,
+                alpha_update: AlphaUpdate::PerCnp,
+                hyper_increase: HyperIncrease::Scaled,
             },
             DcqcnProfile::HpccDcqcnPaper => {
                 // `ai = 5 * bw / 25` Mb/s with bw in Gbit/s: 0.2 Mb/s per Gbit/s of NIC rate.
-                let per_25g = |mbps: u64| (mbps as u128 * 1_000_000 * line_rate_bps as u128 / 25_000_000_000) as u64;
                 DcqcnConfig {
                     line_rate_bps,
                     min_rate_bps: 1_000_000_000,
@@ -90,18 +107,51 @@ impl DcqcnProfile {
                     rate_increase_period_ns: 55_000,
                     byte_counter_bytes: 32_767 * 64,
                     fast_recovery_steps: 1,
-                    rate_ai_bps: per_25g(5),
-                    rate_hai_bps: per_25g(50),
+                    rate_ai_bps: per_25g(line_rate_bps, 5),
+                    rate_hai_bps: per_25g(line_rate_bps, 50),
                     clamp_target_rate: false,
+                    rate_decrease_interval_ns: 0,
+                    alpha_update: AlphaUpdate::PerCnp,
+                    hyper_increase: HyperIncrease::Scaled,
                 }
             }
+            DcqcnProfile::HpccDcqcn => DcqcnConfig {
+                line_rate_bps,
+                // run.py:28 `MIN_RATE 1000Mb/s`.
+                min_rate_bps: 1_000_000_000,
+                // run.py:104 `g=0.00390625`.
+                g: 1.0 / 256.0,
+                // cnp_received_mlx sets α = 1 on the first CNP (rdma-hw.cc:643).
+                alpha_init: 1.0,
+                // run.py:104 `t_alpha=1` (µs).
+                alpha_update_period_ns: 1_000,
+                // run.py:104 `t_inc=300` (µs).
+                rate_increase_period_ns: 300_000,
+                // None: RateIncEventTimerMlx is the only increase event (rdma-hw.cc:683-739).
+                byte_counter_bytes: 0,
+                // run.py:25 `FAST_RECOVERY_TIMES 1`.
+                fast_recovery_steps: 1,
+                // run.py:100-101 `ai = 5 * bw / 25`, `hai = 50 * bw / 25` (Mb/s, bw in Gbit/s).
+                rate_ai_bps: per_25g(line_rate_bps, 5),
+                rate_hai_bps: per_25g(line_rate_bps, 50),
+                // run.py:22 `CLAMP_TARGET_RATE 0`.
+                clamp_target_rate: false,
+                // run.py:104 `t_dec=4` (µs): CheckRateDecreaseMlx (rdma-hw.cc:655-681).
+                rate_decrease_interval_ns: 4_000,
+                // UpdateAlphaMlx (rdma-hw.cc:618-636).
+                alpha_update: AlphaUpdate::PerPeriod,
+                // HyperIncreaseMlx adds m_rhai once (rdma-hw.cc:724-739).
+                hyper_increase: HyperIncrease::Fixed,
+            },
         }
     }
 
-    /// The NP's CNP interval per QP, emulated ns.
+    /// The NP's CNP interval per QP, emulated ns; 0: a CNP for every CE-marked packet.
     pub fn cnp_interval_ns(self) -> u64 {
         match self {
             DcqcnProfile::Ns3Hpcc => DEFAULT_CNP_INTERVAL_NS,
+            // ns-3 sets the CNP flag on the ACK of every CE-marked packet (rdma-hw.cc:321-322).
+            DcqcnProfile::HpccDcqcn => 0,
             DcqcnProfile::Connectx => 4_000,
             DcqcnProfile::DcqcnPaper | DcqcnProfile::Htsim | DcqcnProfile::HpccDcqcnPaper => 50_000,
         }
@@ -116,8 +166,38 @@ impl core::fmt::Display for DcqcnProfile {
             DcqcnProfile::DcqcnPaper => "dcqcn-paper",
             DcqcnProfile::Htsim => "htsim",
             DcqcnProfile::HpccDcqcnPaper => "hpcc-dcqcn-paper",
+            DcqcnProfile::HpccDcqcn => "hpcc-dcqcn",
         })
     }
+}
+
+/// `mbps` Mb/s per 25 Gbit/s of `line_rate_bps`, as the HPCC repository's `run.py:100-101`
+/// computes R_AI and R_HAI (`5 * bw / 25`, `50 * bw / 25` Mb/s, `bw` the line rate in Gbit/s).
+fn per_25g(line_rate_bps: u64, mbps: u64) -> u64 {
+    (mbps as u128 * 1_000_000 * line_rate_bps as u128 / 25_000_000_000) as u64
+}
+
+/// How α follows the CNPs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AlphaUpdate {
+    /// The paper's Eq. 1 and 2: `α = (1 − g)·α + g` on every CNP (with the cut), and
+    /// `α = (1 − g)·α` every K without a CNP, the K period restarting at each CNP.
+    #[default]
+    PerCnp,
+    /// ns-3's `UpdateAlphaMlx` (`rdma-hw.cc:618-636`): once per K, on a fixed grid from the QP's
+    /// first CNP, `α = (1 − g)·α + g` if a CNP arrived in the period, else `α = (1 − g)·α`; the
+    /// first CNP sets α to `alpha_init` and does not count for its period (`:641-644`).
+    PerPeriod,
+}
+
+/// How much a hyper-increase event adds to `Rt`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HyperIncrease {
+    /// QCN's and the paper's: `Rt += i·R_HAI`, `i = min(t, b) − F`.
+    #[default]
+    Scaled,
+    /// ns-3's `HyperIncreaseMlx` (`rdma-hw.cc:724-739`): `Rt += R_HAI` once per event.
+    Fixed,
 }
 
 /// RP parameters. See the module docs for the source of every default.
@@ -135,7 +215,8 @@ pub struct DcqcnConfig {
     pub alpha_update_period_ns: u64,
     /// T: rate-increase timer period (`RPTimer`, 1500 µs).
     pub rate_increase_period_ns: u64,
-    /// B: bytes per byte-counter event (Isekai `byte_reset` 32767 × 64 B).
+    /// B: bytes per byte-counter event (Isekai `byte_reset` 32767 × 64 B); 0: no byte counter,
+    /// the timer's stage count alone selects the increase phase (ns-3's `RateIncEventMlx`).
     pub byte_counter_bytes: u64,
     /// F: number of fast-recovery stages (`FastRecoveryTimes`, 5).
     pub fast_recovery_steps: u32,
@@ -146,6 +227,16 @@ pub struct DcqcnConfig {
     /// Set `Rt = Rc` on every cut (the paper's equations); `false` (`ClampTargetRate`): only
     /// when the rate rose since the last cut.
     pub clamp_target_rate: bool,
+    /// 0: every CNP cuts at once (the paper). Otherwise ns-3's `CheckRateDecreaseMlx`
+    /// (`RateDecreaseInterval`, `rdma-hw.cc:655-681`): a CNP only records that it arrived; every
+    /// this many ns, on a fixed grid from the QP's first CNP, the RP cuts once if a CNP arrived
+    /// since the last check. The first CNP starts the grid and does not cut (`RateOnFirstCnp`
+    /// 1.0, `:638-651`); the first cut comes at the first check.
+    pub rate_decrease_interval_ns: u64,
+    /// How α follows the CNPs.
+    pub alpha_update: AlphaUpdate,
+    /// How much a hyper-increase event adds to `Rt`.
+    pub hyper_increase: HyperIncrease,
 }
 
 impl DcqcnConfig {
@@ -163,12 +254,16 @@ impl DcqcnConfig {
             rate_ai_bps: 5_000_000,
             rate_hai_bps: 50_000_000,
             clamp_target_rate: false,
+            rate_decrease_interval_ns: 0,
+            alpha_update: AlphaUpdate::PerCnp,
+            hyper_increase: HyperIncrease::Scaled,
         }
     }
 
     /// These parameters (emulated units) on the wall clock of a fabric slowed down by `d`
     /// (README "Emulated time"): line rate, minimum rate, R_AI and R_HAI divided by D, the α
-    /// and rate-increase timers (K, T) multiplied by D; B stays bytes, g, α and F are unitless.
+    /// rate-increase and rate-decrease timers (K, T, the decrease interval) multiplied by D; B
+    /// stays bytes, g, α and F are unitless.
     pub fn dilated(self, d: Dilation) -> DcqcnConfig {
         DcqcnConfig {
             line_rate_bps: d.rate(self.line_rate_bps),
@@ -176,6 +271,8 @@ impl DcqcnConfig {
             min_rate_bps: if self.min_rate_bps == 0 { 0 } else { d.rate(self.min_rate_bps) },
             alpha_update_period_ns: d.duration(self.alpha_update_period_ns),
             rate_increase_period_ns: d.duration(self.rate_increase_period_ns),
+            // 0 (a cut on every CNP) stays 0.
+            rate_decrease_interval_ns: d.duration(self.rate_decrease_interval_ns),
             rate_ai_bps: d.rate(self.rate_ai_bps),
             rate_hai_bps: d.rate(self.rate_hai_bps),
             ..self
@@ -198,9 +295,6 @@ impl DcqcnConfig {
         }
         if self.alpha_update_period_ns == 0 || self.rate_increase_period_ns == 0 {
             return Err(DcqcnError::Invalid("timer periods must be > 0"));
-        }
-        if self.byte_counter_bytes == 0 {
-            return Err(DcqcnError::Invalid("byte_counter_bytes must be > 0"));
         }
         Ok(())
     }

@@ -34,7 +34,7 @@
 //! lldp: { tx_interval: 30s, nic: { willing: true } }   # LLDP/DCBX, see crate::lldp
 //! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
 //! load_balance: { mode: ecmp, flowlet_gap: 50us }      # egress choice, see crate::lb
-//! dcqcn: { profile: ns3-hpcc }  # GPU NICs' DCQCN parameters: ns3-hpcc (default) | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper
+//! dcqcn: { profile: ns3-hpcc }  # GPU NICs' DCQCN parameters: ns3-hpcc (default) | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper | hpcc-dcqcn
 //! latency: { switch: 600ns, nic: 100ns }   # forwarding latency of every switch, pipeline latency
 //!                             # of every NIC each way (emulated; default none)
 //! ```
@@ -144,7 +144,7 @@ struct RawTopology {
     latency: RawLatency,
 }
 
-/// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper }`.
+/// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper | hpcc-dcqcn }`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDcqcn {
@@ -1694,6 +1694,21 @@ fn yaml_item(l: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_dcqcn_profile_name_parses() {
+        let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/fidelity-incast.yaml"))
+            .unwrap();
+        let line = src.lines().find(|l| l.starts_with("dcqcn:")).unwrap();
+        for name in rocefab_contracts::dcqcn::DcqcnProfile::NAMES.split(", ") {
+            let text = src.replace(line, &format!("dcqcn: {{ profile: {name} }}"));
+            let topo = Topology::parse(&text, Path::new("t.yaml")).unwrap();
+            assert_eq!(topo.dcqcn.to_string(), name);
+        }
+        let text = src.replace(line, "dcqcn: { profile: hpcc-dcqcn }");
+        let topo = Topology::parse(&text, Path::new("t.yaml")).unwrap();
+        assert_eq!(topo.dcqcn, rocefab_contracts::dcqcn::DcqcnProfile::HpccDcqcn);
+    }
 
     #[test]
     fn line_rate_parsing() {

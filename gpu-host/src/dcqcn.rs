@@ -2,7 +2,8 @@
 //! Deployments", ACM SIGCOMM 2015, §3 "The DCQCN algorithm").
 //!
 //! * [`NotificationPoint`] (NP, receiver NIC): at most one CNP per QP per interval when
-//!   CE-marked packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow).
+//!   CE-marked packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow);
+//!   interval 0 sends one for every CE-marked packet (ns-3 HPCC's NP: `hpcc-dcqcn`).
 //! * [`ReactionPoint`] (RP, sender NIC), per QP, pure and clock-injected:
 //!   - on CNP (§3.1, Eq. 1): `Rt = Rc; Rc = Rc·(1 − α/2); α = (1 − g)·α + g` (the cut uses α
 //!     before the update), and the rate-increase timer, byte counter and their stage counts are
@@ -23,12 +24,33 @@
 //!   - `Rc` never drops below the minimum rate (0: no floor), `Rt` and `Rc` never exceed line
 //!     rate.
 //!
+//! Four options select ns-3 HPCC's mechanism instead (`DcqcnConfig`; every profile but
+//! `hpcc-dcqcn` keeps the paper's, described above):
+//!   - `byte_counter_bytes` 0: no byte counter; the timer's stage count `t` alone selects the
+//!     phase (`t < F` fast recovery, `t = F` additive, `t > F` hyper);
+//!   - [`HyperIncrease::Fixed`]: a hyper-increase event adds `R_HAI` once, not `i·R_HAI`;
+//!   - `rate_decrease_interval_ns` > 0: a CNP only records that it arrived; on a grid of that
+//!     period from the QP's first CNP the RP cuts once if a CNP arrived since the last check
+//!     (the increase timer restarting at the check). The first CNP starts the grid and does not
+//!     cut. At equal times the increase timer runs before the check, as ns-3 orders them, so
+//!     such a check clamps `Rt`;
+//!   - [`AlphaUpdate::PerPeriod`]: α changes only at the boundaries of a K grid from the first
+//!     CNP: `+g` (`α = (1 − g)·α + g`) if a CNP arrived in the period, else a decay; the first
+//!     CNP sets α = `alpha_init` and does not count; a cut uses the α of the last boundary.
+//!
 //! # Where the default parameters come from (cited, not invented)
 //!
-//! The paper gives the equations; the numeric defaults are those of the public ns-3 DCQCN
-//! model in the HPCC repository, `alibaba-edu/High-Precision-Congestion-Control`, file
-//! `simulation/src/point-to-point/model/rdma-hw.cc`, `RdmaHw::GetTypeId` attributes
-//! (commit 0b41ed27 as read):
+//! The paper gives the equations; the numeric defaults (the `ns3-hpcc` profile) are the
+//! attribute defaults of the ns-3 DCQCN model in the HPCC repository,
+//! `alibaba-edu/High-Precision-Congestion-Control`, file
+//! `simulation/src/point-to-point/model/rdma-hw.cc`, `RdmaHw::GetTypeId` (commit 0b41ed27 as
+//! read). They are not what that repository's simulations run: `scratch/third.cc` sets every
+//! one of them from its config file (`third.cc:861-882`), and `simulation/run.py --cc dcqcn`
+//! writes g 1/256, K 1 µs, T 300 µs, F 1, R_AI and R_HAI per 25 Gbit/s and a 1 Gbit/s floor
+//! (the `hpcc-dcqcn` profile below; `sim/ns3-hpcc/README.md` runs both sets). Nor is the
+//! mechanism ns-3's: `ns3-hpcc` runs the paper's (a byte counter, `i·R_HAI`, a cut and an α
+//! rise on every CNP, a 50 µs NP interval), where ns-3 has the four differences the
+//! `hpcc-dcqcn` options model.
 //!
 //! | our field                  | rdma-hw.cc attribute (member)                       | default   |
 //! |----------------------------|-----------------------------------------------------|-----------|
@@ -53,7 +75,8 @@
 //! `isekai/host/rdma/rdma_roce_cc_dcqcn.h`, `RdmaCcDcqcnOptions::byte_reset = 32767`, applied
 //! in `rdma_roce_cc_dcqcn.cc` `SentBytes` as `byte_reset * 64` bytes, i.e. 2 097 088 bytes;
 //! the header cites the Mellanox "DCQCN parameters" community article for these values).
-//! The NP interval (50 µs) is the paper's CNP generation interval and rocefab's default.
+//! The NP interval (50 µs) is the paper's CNP generation interval and rocefab's default; ns-3
+//! HPCC's NP has none (it flags the ACK of every CE-marked packet, `rdma-hw.cc:321-322`).
 //!
 //! # The NIC's profile ([`DcqcnProfile::Connectx`])
 //!
@@ -103,6 +126,7 @@
 //! * `ns3-hpcc` (the default): g = 1/16 (paper 1/256), T = 1.5 ms (55 µs), B = 2 MB (10 MB),
 //!   R_AI 5 Mbit/s and R_HAI 50 Mbit/s at any line rate, a 100 Mbit/s floor, and `Rt = Rc` only
 //!   when the rate rose since the last cut; K, F and N are the paper's.
+//! * `hpcc-dcqcn`: below; ns-3's mechanism as well as its values.
 //! * `connectx`: F = 1 (5), T = 300 µs, K = 1 µs with g = 5/1024 (α updated as the firmware
 //!   does), α starting at 1023/1024, B = 2 MB, R_AI 5 / R_HAI 50 Mbit/s, a 1 Mbit/s floor, a CNP
 //!   per 4 µs (50 µs), and `Rt = Rc` only after a rise.
@@ -156,7 +180,41 @@
 //! 200 kbit/s per Gbit/s of line rate (1 Mbit/s per Gbit/s), a 1 Gbit/s floor (none) and `Rt = Rc`
 //! only after a rise (every cut).
 //!
-pub use rocefab_contracts::dcqcn::{DcqcnConfig, DcqcnError, DcqcnProfile, DEFAULT_CNP_INTERVAL_NS};
+//! # The HPCC `dcqcn` setting ([`DcqcnProfile::HpccDcqcn`])
+//!
+//! What the HPCC repository's ns-3 simulations run with `simulation/run.py --cc dcqcn` (pinned
+//! at commit 9f4be2a9, whose `rdma-hw.cc` CC code is that of 0b41ed27), values and mechanism,
+//! so that rocefab and `sim/ns3-hpcc/results.json`'s DCQCN rows run identical parameters:
+//!
+//! | our field                     | value                     | where                                                  |
+//! |-------------------------------|---------------------------|--------------------------------------------------------|
+//! | `g`                           | 1/256                     | `run.py:104` `g=0.00390625` (`EWMA_GAIN`)              |
+//! | `alpha_update_period_ns` K    | 1 µs                      | `run.py:104` `t_alpha=1` (`ALPHA_RESUME_INTERVAL`)     |
+//! | `rate_increase_period_ns` T   | 300 µs                    | `run.py:104` `t_inc=300` (`RP_TIMER`)                  |
+//! | `rate_decrease_interval_ns`   | 4 µs                      | `run.py:104` `t_dec=4` (`RATE_DECREASE_INTERVAL`)      |
+//! | `fast_recovery_steps` F       | 1                         | `run.py:25` `FAST_RECOVERY_TIMES 1`                    |
+//! | `rate_ai_bps` R_AI            | 5 Mb/s per 25 Gbit/s      | `run.py:100` `ai = 5 * bw / 25`: 20 / 80 Mb/s at 100 / 400G |
+//! | `rate_hai_bps` R_HAI          | 50 Mb/s per 25 Gbit/s     | `run.py:101` `hai = 50 * bw / 25`: 200 / 800 Mb/s      |
+//! | `min_rate_bps`                | 1 Gbit/s                  | `run.py:28` `MIN_RATE 1000Mb/s`                        |
+//! | `clamp_target_rate`           | false                     | `run.py:22` `CLAMP_TARGET_RATE 0`; `rdma-hw.cc:661-667` clamps iff a timer stage ran |
+//! | `alpha_init`                  | 1                         | `rdma-hw.cc:643`, on the first CNP                     |
+//! | `byte_counter_bytes` B        | 0: none                   | `rdma-hw.cc:683-739`: increase events come from `RateIncEventTimerMlx` only |
+//! | `hyper_increase`              | `Fixed`                   | `rdma-hw.cc:690-695, 732`: stage > F adds `m_rhai` once |
+//! | `alpha_update`                | `PerPeriod`               | `rdma-hw.cc:618-636` (`UpdateAlphaMlx`), `:641-646` (first CNP) |
+//! | first CNP                     | no cut, starts the grids  | `rdma-hw.cc:641-651`, `RateOnFirstCnp` 1.0 (`:62-66`, not set by `third.cc`) |
+//! | CNP interval (NP)             | 0: every CE-marked packet | `rdma-hw.cc:306-309, 321-322`: the ACK of each CE packet carries the CNP flag |
+//!
+//! The NP is modelled with interval 0 (the NP's `now − last ≥ interval` test then passes for
+//! every CE-marked packet), so the receiver sends one CNP frame per CE-marked packet where
+//! ns-3 sets a flag on that packet's ACK; the RP's 4 µs decrease interval then bounds the cuts
+//! as in ns-3. Two details are not modelled: ns-3 offsets the decrease grid by 1 ns from the α
+//! grid so that α updates first (here: α first at equal times), and its increase timer keeps
+//! running at line rate where this RP stops it (no effect on the rates; the stage count it
+//! would keep raising only decides whether the next cut clamps, and it clamps here too).
+//!
+pub use rocefab_contracts::dcqcn::{
+    AlphaUpdate, DcqcnConfig, DcqcnError, DcqcnProfile, HyperIncrease, DEFAULT_CNP_INTERVAL_NS,
+};
 
 /// Which increase phase an increase event ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,14 +223,14 @@ pub enum IncreasePhase {
     FastRecovery,
     /// `Rt += R_AI; Rc = (Rt + Rc)/2`.
     Additive,
-    /// `Rt += i·R_HAI; Rc = (Rt + Rc)/2`.
+    /// `Rt += i·R_HAI` (or `R_HAI` with [`HyperIncrease::Fixed`]); `Rc = (Rt + Rc)/2`.
     Hyper,
 }
 
 /// RP counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RpCounters {
-    /// CNPs processed (each one cuts the rate).
+    /// CNPs processed.
     pub cnps: u64,
     /// α decay steps applied.
     pub alpha_decays: u64,
@@ -182,6 +240,8 @@ pub struct RpCounters {
     pub additive_increase: u64,
     /// Hyper-increase events.
     pub hyper_increase: u64,
+    /// Rate cuts (with `rate_decrease_interval_ns` 0, one per CNP).
+    pub cuts: u64,
     /// Timer expirations that produced an increase event.
     pub timer_events: u64,
     /// Byte-counter expirations that produced an increase event.
@@ -195,8 +255,16 @@ pub struct ReactionPoint {
     rc: f64,
     rt: f64,
     alpha: f64,
-    /// A CNP has been seen: α timer runs.
+    /// A CNP has been seen.
     cnp_seen: bool,
+    /// The α timer runs (per-CNP α: from the first cut; per-period α: from the first CNP).
+    alpha_running: bool,
+    /// Per-period α: a CNP arrived in the current K period.
+    alpha_cnp_arrived: bool,
+    /// Rate-decrease interval: a CNP arrived since the last check.
+    decrease_pending: bool,
+    /// Rate-decrease interval: the next check on the grid from the first CNP.
+    next_decrease_check: u64,
     /// Rate below line rate (or target below): increase machinery runs.
     recovering: bool,
     next_alpha_update: u64,
@@ -218,6 +286,10 @@ impl ReactionPoint {
             rt: line,
             alpha: cfg.alpha_init,
             cnp_seen: false,
+            alpha_running: false,
+            alpha_cnp_arrived: false,
+            decrease_pending: false,
+            next_decrease_check: 0,
             recovering: false,
             next_alpha_update: 0,
             next_rate_timer: 0,
@@ -263,39 +335,76 @@ impl ReactionPoint {
         (self.timer_stage, self.byte_stage)
     }
 
-    /// Earliest time at which [`ReactionPoint::poll`] has work to do.
+    /// Earliest time at which [`ReactionPoint::poll`] has work to do. With per-period α the
+    /// α grid is not a deadline: α only matters at a cut, and `poll` brings it up to date
+    /// first ([`ReactionPoint::alpha`] may lag until the next `poll`).
     pub fn next_deadline(&self) -> Option<u64> {
-        let a = self.cnp_seen.then_some(self.next_alpha_update);
+        let a = (self.alpha_running && self.cfg.alpha_update == AlphaUpdate::PerCnp).then_some(self.next_alpha_update);
         let r = self.recovering.then_some(self.next_rate_timer);
-        match (a, r) {
-            (Some(a), Some(r)) => Some(a.min(r)),
-            (a, r) => a.or(r),
-        }
+        let d = self.decrease_pending.then_some(self.next_decrease_check);
+        [a, r, d].into_iter().flatten().min()
     }
 
-    /// A CNP arrived for this QP at `now`.
+    /// A CNP arrived for this QP at `now`: a cut at once, or, with a rate-decrease interval,
+    /// at the next check.
     pub fn on_cnp(&mut self, now: u64) {
         self.poll(now);
         self.counters.cnps += 1;
+        let first = !self.cnp_seen;
+        self.cnp_seen = true;
+        if self.cfg.alpha_update == AlphaUpdate::PerPeriod {
+            if first {
+                // cnp_received_mlx: α = 1, the α grid starts, this CNP does not count for it.
+                self.alpha = self.cfg.alpha_init;
+                self.alpha_running = true;
+                self.next_alpha_update = now.saturating_add(self.cfg.alpha_update_period_ns);
+            } else {
+                self.alpha_cnp_arrived = true;
+            }
+        }
+        let interval = self.cfg.rate_decrease_interval_ns;
+        if interval == 0 {
+            self.cut(now);
+            return;
+        }
+        self.decrease_pending = true;
+        if first {
+            // The grid starts at the first CNP, which does not cut (RateOnFirstCnp 1.0).
+            self.next_decrease_check = now.saturating_add(interval);
+        } else if self.next_decrease_check < now {
+            // Checks without a CNP since the last one changed nothing: skip to the first one
+            // at or after `now`.
+            let behind = now - self.next_decrease_check;
+            self.next_decrease_check += behind.div_ceil(interval) * interval;
+        }
+        // A check falling exactly at `now` sees this CNP.
+        self.poll(now);
+    }
+
+    /// Cuts the rate at `now` (Eq. 1; with per-CNP α, α rises with the cut).
+    fn cut(&mut self, now: u64) {
+        self.counters.cuts += 1;
         if self.cfg.clamp_target_rate || self.timer_stage > 0 || self.byte_stage > 0 {
             self.rt = self.rc;
         }
         let min = self.cfg.min_rate_bps as f64;
         self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(min);
-        self.alpha = (1.0 - self.cfg.g) * self.alpha + self.cfg.g;
-        self.cnp_seen = true;
+        if self.cfg.alpha_update == AlphaUpdate::PerCnp {
+            self.alpha = (1.0 - self.cfg.g) * self.alpha + self.cfg.g;
+            self.alpha_running = true;
+            self.next_alpha_update = now.saturating_add(self.cfg.alpha_update_period_ns);
+        }
         self.recovering = true;
-        self.next_alpha_update = now.saturating_add(self.cfg.alpha_update_period_ns);
         self.next_rate_timer = now.saturating_add(self.cfg.rate_increase_period_ns);
         self.timer_stage = 0;
         self.byte_stage = 0;
         self.bytes_acc = 0;
     }
 
-    /// `n` bytes were transmitted at `now` (drives the byte counter).
+    /// `n` bytes were transmitted at `now` (drives the byte counter, if there is one).
     pub fn on_bytes_sent(&mut self, n: u64, now: u64) {
         self.poll(now);
-        if !self.recovering {
+        if !self.recovering || self.cfg.byte_counter_bytes == 0 {
             return;
         }
         self.bytes_acc += n;
@@ -307,31 +416,43 @@ impl ReactionPoint {
         }
     }
 
-    /// Runs the α-decay and rate-increase timers that expired at or before `now`, in time
-    /// order. Returns the rate after processing.
+    /// Runs the α, rate-increase and rate-decrease timers that expired at or before `now`, in
+    /// time order (at equal times: α, then the increase timer, then the decrease check, as
+    /// ns-3 orders them). Returns the rate after processing.
     pub fn poll(&mut self, now: u64) -> u64 {
         loop {
-            let alpha_due = self.cnp_seen && self.next_alpha_update <= now;
-            let rate_due = self.recovering && self.next_rate_timer <= now;
-            if !alpha_due && !rate_due {
-                break;
-            }
-            if alpha_due && (!rate_due || self.next_alpha_update <= self.next_rate_timer) {
-                if !rate_due {
-                    // Only α events remain before `now`: apply them all in closed form.
+            let alpha_at = (self.alpha_running && self.next_alpha_update <= now).then_some(self.next_alpha_update);
+            let rate_at = (self.recovering && self.next_rate_timer <= now).then_some(self.next_rate_timer);
+            let dec_at = (self.decrease_pending && self.next_decrease_check <= now).then_some(self.next_decrease_check);
+            let other = rate_at.into_iter().chain(dec_at).min();
+            match (alpha_at, rate_at, dec_at) {
+                (Some(a), _, _) if other.is_none_or(|o| a <= o) => {
                     let k = self.cfg.alpha_update_period_ns;
-                    let n = (now - self.next_alpha_update) / k + 1;
-                    self.decay_alpha(n);
-                    self.next_alpha_update += n * k;
-                } else {
-                    self.decay_alpha(1);
-                    self.next_alpha_update += self.cfg.alpha_update_period_ns;
+                    if self.alpha_cnp_arrived {
+                        // Per-period α with a CNP in the period just ended.
+                        self.alpha = (1.0 - self.cfg.g) * self.alpha + self.cfg.g;
+                        self.alpha_cnp_arrived = false;
+                        self.next_alpha_update += k;
+                    } else {
+                        // Decays only, up to the next other event (or `now`): closed form.
+                        let until = other.unwrap_or(now);
+                        let n = (until - a) / k + 1;
+                        self.decay_alpha(n);
+                        self.next_alpha_update += n * k;
+                    }
                 }
-            } else {
-                self.next_rate_timer += self.cfg.rate_increase_period_ns;
-                self.counters.timer_events += 1;
-                self.increase();
-                self.timer_stage = self.timer_stage.saturating_add(1);
+                (_, Some(r), _) if dec_at.is_none_or(|d| r <= d) => {
+                    self.next_rate_timer += self.cfg.rate_increase_period_ns;
+                    self.counters.timer_events += 1;
+                    self.increase();
+                    self.timer_stage = self.timer_stage.saturating_add(1);
+                }
+                (_, _, Some(d)) => {
+                    self.decrease_pending = false;
+                    self.next_decrease_check += self.cfg.rate_decrease_interval_ns;
+                    self.cut(d);
+                }
+                _ => break,
             }
         }
         self.rate()
@@ -345,7 +466,9 @@ impl ReactionPoint {
 
     fn increase(&mut self) {
         let f = self.cfg.fast_recovery_steps;
-        let (t, b) = (self.timer_stage, self.byte_stage);
+        let t = self.timer_stage;
+        // Without a byte counter the timer's count alone selects the phase.
+        let b = if self.cfg.byte_counter_bytes == 0 { t } else { self.byte_stage };
         let line = self.cfg.line_rate_bps as f64;
         let phase = if t.max(b) < f {
             IncreasePhase::FastRecovery
@@ -362,7 +485,10 @@ impl ReactionPoint {
             }
             IncreasePhase::Hyper => {
                 self.counters.hyper_increase += 1;
-                let i = f64::from(t.min(b) - f);
+                let i = match self.cfg.hyper_increase {
+                    HyperIncrease::Scaled => f64::from(t.min(b) - f),
+                    HyperIncrease::Fixed => 1.0,
+                };
                 self.rt += i * self.cfg.rate_hai_bps as f64;
             }
         }
@@ -387,7 +513,7 @@ pub struct NotificationPoint {
 }
 
 impl NotificationPoint {
-    /// An NP that sends at most one CNP per `interval_ns`.
+    /// An NP that sends at most one CNP per `interval_ns` (0: one for every CE-marked packet).
     pub const fn new(interval_ns: u64) -> NotificationPoint {
         NotificationPoint { interval_ns, last_cnp: None, ce_packets: 0, cnps: 0 }
     }
@@ -833,6 +959,283 @@ mod tests {
         let parsed = serde_json::from_str::<DcqcnProfile>("\"hpcc-dcqcn-paper\"").unwrap();
         assert_eq!(parsed, DcqcnProfile::HpccDcqcnPaper);
         assert_eq!(DcqcnProfile::HpccDcqcnPaper.to_string(), "hpcc-dcqcn-paper");
+    }
+
+    /// The paper's mechanism with one ns-3 option changed, at 100 Gbit/s with round numbers:
+    /// F = 1, T = 300 µs, K = 1 µs, g = 1/256, R_AI 20 Mb/s, R_HAI 200 Mb/s, a 1 Gbit/s floor.
+    fn ns3_like(f: impl FnOnce(&mut DcqcnConfig)) -> ReactionPoint {
+        let mut c = DcqcnConfig::with_line_rate(LINE);
+        (c.g, c.alpha_update_period_ns, c.rate_increase_period_ns, c.fast_recovery_steps) =
+            (1.0 / 256.0, US, 300 * US, 1);
+        (c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps) = (20_000_000, 200_000_000, 1_000_000_000);
+        f(&mut c);
+        ReactionPoint::new(c).unwrap()
+    }
+
+    #[test]
+    fn without_a_byte_counter_the_timer_count_alone_selects_the_phase() {
+        // ns-3's RateIncEventMlx: stage < F fast recovery, = F additive, > F hyper, counting
+        // timer events only; bytes sent change nothing.
+        let mut r = ns3_like(|c| c.byte_counter_bytes = 0);
+        r.on_cnp(0);
+        r.on_cnp(1);
+        at(&r, 100.0, 25.0, "two cuts (α = 1), Rt kept: no rise in between");
+        r.on_bytes_sent(1 << 40, 2);
+        assert_eq!((r.counters().byte_events, r.stages()), (0, (0, 0)));
+        // t = 0: fast recovery, Rc = (100 + 25)/2.
+        r.poll(1 + 300 * US);
+        at(&r, 100.0, 62.5, "fast recovery");
+        // A cut after a rise clamps Rt = Rc (α = 1 still: K decays are 1/256 each, 300 of them).
+        let a = (255.0f64 / 256.0).powi(300) * 255.0 / 256.0 + 1.0 / 256.0;
+        r.on_cnp(1 + 300 * US);
+        let a_cut = (255.0f64 / 256.0).powi(300);
+        let rc = 62.5 * (1.0 - a_cut / 2.0);
+        at(&r, 62.5, rc, "clamped cut");
+        assert!(close(r.alpha(), a), "α {}", r.alpha());
+        // t = 0 fast recovery, t = 1 = F additive (+0.02), t = 2 and 3 hyper with i = t − F
+        // (the default, scaled): +0.2, then +0.4 Gbit/s.
+        let t0 = 1 + 300 * US;
+        let mut rc = rc;
+        for (k, rt) in [(1u64, 62.5), (2, 62.52), (3, 62.72), (4, 63.12)] {
+            r.poll(t0 + k * 300 * US);
+            rc = (rt + rc) / 2.0;
+            at(&r, rt, rc, "timer-only stages");
+        }
+        let c = r.counters();
+        assert_eq!((c.fast_recovery, c.additive_increase, c.hyper_increase, c.byte_events), (2, 1, 2, 0));
+    }
+
+    #[test]
+    fn fixed_hyper_increase_adds_r_hai_once_per_event() {
+        // ns-3's HyperIncreaseMlx: Rt += R_HAI, whatever the stage count.
+        let mut r = ns3_like(|c| {
+            c.byte_counter_bytes = 0;
+            c.hyper_increase = HyperIncrease::Fixed;
+            c.clamp_target_rate = true;
+        });
+        r.on_cnp(0);
+        at(&r, 100.0, 50.0, "cut");
+        r.on_cnp(1);
+        at(&r, 50.0, 25.0, "clamping cut");
+        // FR, AI (+0.02), then four hyper events of +0.2 each (scaled would add 0.2, 0.4, 0.6, 0.8).
+        let mut rc = 25.0;
+        for (k, rt) in [(1u64, 50.0), (2, 50.02), (3, 50.22), (4, 50.42), (5, 50.62), (6, 50.82)] {
+            r.poll(1 + k * 300 * US);
+            rc = (rt + rc) / 2.0;
+            at(&r, rt, rc, "fixed hyper");
+        }
+        assert_eq!(r.counters().hyper_increase, 4);
+        // Rt stays capped at line rate.
+        r.poll(1_000_000_000_000);
+        assert_eq!(r.rate(), LINE);
+        assert!(r.target_rate_f64() <= LINE as f64);
+    }
+
+    #[test]
+    fn decrease_interval_cuts_at_most_once_per_interval_from_the_first_cnp() {
+        // ns-3's cnp_received_mlx / CheckRateDecreaseMlx with RateDecreaseInterval 4 µs: the first
+        // CNP (10 µs) cuts nothing and starts the 4 µs grid (14, 18, 22 … µs); each check cuts
+        // once if a CNP arrived since the previous one. α here is per CNP, applied at the cut,
+        // and K is long enough (1 s) for α not to decay in between.
+        let mut r = ns3_like(|c| {
+            c.rate_decrease_interval_ns = 4 * US;
+            c.alpha_update_period_ns = 1_000_000 * US;
+        });
+        assert_eq!(r.next_deadline(), None);
+        r.on_cnp(10 * US);
+        at(&r, 100.0, 100.0, "first CNP: no cut");
+        assert_eq!(r.next_deadline(), Some(14 * US));
+        r.on_cnp(12 * US);
+        r.on_cnp(13 * US);
+        r.poll(14 * US - 1);
+        at(&r, 100.0, 100.0, "no cut before the check");
+        r.poll(14 * US);
+        at(&r, 100.0, 50.0, "one cut at 14 µs for three CNPs");
+        assert_eq!((r.counters().cnps, r.counters().cuts), (3, 1));
+        // Nothing pending: no decrease deadline, only the rate timer's (α's is 1 s away).
+        assert_eq!(r.next_deadline(), Some(314 * US));
+        r.poll(17 * US);
+        // A CNP at 25 µs: the checks at 18 and 22 µs found none; the next is at 26 µs.
+        r.on_cnp(25 * US);
+        assert_eq!(r.counters().cuts, 1);
+        assert!(r.next_deadline().unwrap() <= 26 * US);
+        let a = r.alpha();
+        r.poll(26 * US);
+        at(&r, 100.0, 50.0 * (1.0 - a / 2.0), "cut on the 4 µs grid");
+        assert_eq!(r.counters().cuts, 2);
+        // A CNP exactly at a check time is seen by that check.
+        let (a, rc) = (r.alpha(), r.rate_f64());
+        r.on_cnp(30 * US);
+        assert!(close(r.rate_f64(), rc * (1.0 - a / 2.0)), "cut at 30 µs");
+        // The increase timer restarts at the check time, 30 µs: fast recovery at 330 µs.
+        let rc = r.rate_f64();
+        r.poll(330 * US - 1);
+        assert!(close(r.rate_f64(), rc));
+        r.poll(330 * US);
+        assert!(close(r.rate_f64(), (LINE as f64 + rc) / 2.0));
+    }
+
+    #[test]
+    fn increase_timer_runs_before_a_decrease_check_at_the_same_time() {
+        // ns-3 schedules both on the grid of the first CNP; the increase timer (scheduled 300 µs
+        // earlier) runs first, so the check that follows sees a rise and clamps Rt.
+        let mut r = ns3_like(|c| c.rate_decrease_interval_ns = 4 * US);
+        r.on_cnp(0);
+        r.poll(4 * US);
+        at(&r, 100.0, 50.0, "first cut at 4 µs");
+        r.on_cnp(303 * US);
+        r.poll(304 * US);
+        // 304 µs: fast recovery to 75, then the cut with α decayed 300 times from its
+        // post-cut value: Rt = 75 (clamped).
+        let a = ((255.0f64 / 256.0) + 1.0 / 256.0) * (255.0f64 / 256.0).powi(300);
+        at(&r, 75.0, 75.0 * (1.0 - a / 2.0), "increase, then clamping cut");
+    }
+
+    #[test]
+    fn per_period_alpha_rises_once_per_period_with_a_cnp() {
+        // ns-3's UpdateAlphaMlx, K = 1 µs, g = 1/256: the first CNP (10 µs) sets α = 1 and does
+        // not count; at each µs boundary α = (1 − g)α + g if a CNP arrived in the period, else
+        // (1 − g)α, however many CNPs the period had.
+        let g = 1.0 / 256.0;
+        let mut r = ns3_like(|c| {
+            c.alpha_update = AlphaUpdate::PerPeriod;
+            c.alpha_init = 0.5;
+        });
+        r.on_cnp(10 * US + 100);
+        // Eq. 1 at the cut, with α = alpha_init and no α rise.
+        at(&r, 100.0, 75.0, "cut with α = 0.5");
+        assert_eq!(r.alpha(), 0.5);
+        // The α grid is not a deadline: only the rate timer's.
+        assert_eq!(r.next_deadline(), Some(10 * US + 100 + 300 * US));
+        // Periods [10.1, 11.1) and [11.1, 12.1) without a CNP; three CNPs in [12.1, 13.1).
+        for t in [12_500, 12_600, 13_000] {
+            r.on_cnp(t);
+        }
+        r.poll(13 * US + 100);
+        let a = 0.5 * (1.0 - g) * (1.0 - g) * (1.0 - g) + g;
+        assert!(close(r.alpha(), a), "α {} vs {a}", r.alpha());
+        // Ten empty periods in one poll.
+        r.poll(23 * US + 100);
+        let a = a * (1.0 - g).powi(10);
+        assert!(close(r.alpha(), a), "α {} vs {a}", r.alpha());
+        // Concrete: 0.5 · (255/256)³ + 1/256 = 0.49804 …, × (255/256)¹⁰.
+        assert!((r.alpha() - 0.478_952_343_532_780_4).abs() < 1e-12, "α {}", r.alpha());
+        // Per-period α with cuts on every CNP: the cut uses the α of the last boundary.
+        let rc = r.rate_f64();
+        r.on_cnp(23 * US + 600);
+        assert!(close(r.rate_f64(), rc * (1.0 - a / 2.0)));
+        assert!(close(r.alpha(), a), "α rises at the period's end, not at the CNP");
+        r.poll(24 * US + 100);
+        assert!(close(r.alpha(), (1.0 - g) * a + g));
+    }
+
+    #[test]
+    fn np_with_interval_zero_sends_a_cnp_for_every_ce_packet() {
+        // ns-3 sets the CNP flag on the ACK of every CE-marked packet (rdma-hw.cc:321-322).
+        let mut np = NotificationPoint::new(0);
+        for t in [0, 0, 1, 331, 331, 662] {
+            assert!(np.on_ce(t), "t = {t}");
+        }
+        assert_eq!((np.cnps(), np.ce_packets()), (6, 6));
+        assert_eq!(DcqcnProfile::HpccDcqcn.cnp_interval_ns(), 0);
+    }
+
+    #[test]
+    fn hpcc_dcqcn_profile_maps_the_hpcc_run_py_dcqcn_setting() {
+        // run.py --cc dcqcn: ai = 5 · bw / 25, hai = 50 · bw / 25 Mb/s.
+        for (rate, ai, hai) in [(100_000_000_000, 20_000_000, 200_000_000), (400_000_000_000, 80_000_000, 800_000_000)]
+        {
+            let c = DcqcnProfile::HpccDcqcn.rp(rate);
+            c.validate().unwrap();
+            assert_eq!((c.rate_ai_bps, c.rate_hai_bps, c.min_rate_bps), (ai, hai, 1_000_000_000));
+            assert_eq!(
+                (
+                    c.alpha_update_period_ns,
+                    c.rate_increase_period_ns,
+                    c.rate_decrease_interval_ns,
+                    c.fast_recovery_steps
+                ),
+                (US, 300 * US, 4 * US, 1)
+            );
+            assert_eq!((c.g, c.alpha_init, c.clamp_target_rate, c.byte_counter_bytes), (1.0 / 256.0, 1.0, false, 0));
+            assert_eq!((c.alpha_update, c.hyper_increase), (AlphaUpdate::PerPeriod, HyperIncrease::Fixed));
+        }
+        let parsed = serde_json::from_str::<DcqcnProfile>("\"hpcc-dcqcn\"").unwrap();
+        assert_eq!(parsed, DcqcnProfile::HpccDcqcn);
+        assert_eq!(DcqcnProfile::HpccDcqcn.to_string(), "hpcc-dcqcn");
+        // Every other profile keeps the paper's mechanism.
+        for p in [
+            DcqcnProfile::Ns3Hpcc,
+            DcqcnProfile::Connectx,
+            DcqcnProfile::DcqcnPaper,
+            DcqcnProfile::Htsim,
+            DcqcnProfile::HpccDcqcnPaper,
+        ] {
+            let c = p.rp(LINE);
+            assert_eq!(
+                (c.rate_decrease_interval_ns, c.alpha_update, c.hyper_increase),
+                (0, AlphaUpdate::PerCnp, HyperIncrease::Scaled),
+                "{p}"
+            );
+            assert!(c.byte_counter_bytes > 0 && p.cnp_interval_ns() > 0, "{p}");
+        }
+        // The decrease interval stretches with the other timers.
+        let wall = DcqcnProfile::HpccDcqcn.rp(400_000_000_000).dilated(Dilation::new(8000.0).unwrap());
+        assert_eq!(
+            (wall.rate_decrease_interval_ns, wall.alpha_update_period_ns, wall.byte_counter_bytes),
+            (32_000_000, 8_000_000, 0)
+        );
+    }
+
+    #[test]
+    fn hpcc_dcqcn_profile_trajectory_follows_ns3s_equations() {
+        // 100 Gbit/s, the profile as ns-3 runs it. CNPs (ACKs with the CNP flag) at 10, 12.5,
+        // 15.5, 16.5, 320.5 µs; α boundaries every µs from 10 µs, decrease checks every 4 µs.
+        let g = 1.0 / 256.0;
+        let d = |a: f64| a * (1.0 - g);
+        let u = |a: f64| a * (1.0 - g) + g;
+        let mut r = ReactionPoint::new(DcqcnProfile::HpccDcqcn.rp(LINE)).unwrap();
+        r.on_cnp(10 * US);
+        at(&r, 100.0, 100.0, "first CNP: α = 1, no cut");
+        r.on_cnp(12 * US + 500);
+        // α: 11 decay, 12 decay, 13 rise (the CNP at 12.5), 14 decay; the check at 14 cuts with
+        // it; Rt stays 100 (no rise since the QP started).
+        let a14 = d(u(d(d(1.0))));
+        assert!((a14 - 0.988_357_305_759_564).abs() < 1e-12);
+        r.poll(14 * US);
+        at(&r, 100.0, 50.582_134_712_021_8, "cut at 14 µs");
+        // Two CNPs in the next 4 µs: one cut at 18 with α rising at 16 and 17.
+        r.on_cnp(15 * US + 500);
+        r.on_cnp(16 * US + 500);
+        r.poll(18 * US);
+        let a18 = d(u(u(d(a14))));
+        assert!((a18 - 0.980_771_257_495_785_3).abs() < 1e-12);
+        at(&r, 100.0, 25.777_382_777_856_38, "cut at 18 µs");
+        // No CNP: no cut at 22 µs.
+        r.poll(22 * US);
+        assert_eq!(r.counters().cuts, 2);
+        // Fast recovery at 318 µs (T from the cut at 18): Rc = (100 + 25.78)/2.
+        r.poll(318 * US);
+        let rc = (100.0 + 25.777_382_777_856_38) / 2.0;
+        at(&r, 100.0, rc, "fast recovery");
+        // A CNP at 320.5 µs, cut at the check at 322 µs: Rt = Rc (a timer stage ran), α has
+        // decayed 302 times since 18 µs, risen at 321.
+        r.on_cnp(320 * US + 500);
+        r.poll(322 * US);
+        let a322 = d(u(a18 * (1.0 - g).powi(302)));
+        let rc = rc * (1.0 - a322 / 2.0);
+        at(&r, 62.888_691_388_928_19, rc, "clamped cut at 322 µs");
+        // Timer from 322 µs: fast recovery (stage 0 < F = 1), additive +0.02 (stage 1), then
+        // +0.2 per event (stage 2, 3, …), Rc halfway to Rt each time.
+        let mut rc = rc;
+        let rt0 = 62.888_691_388_928_19;
+        for (k, rt) in [(1u64, rt0), (2, rt0 + 0.02), (3, rt0 + 0.22), (4, rt0 + 0.42)] {
+            r.poll(22 * US + (k + 1) * 300 * US);
+            rc = (rt + rc) / 2.0;
+            at(&r, rt, rc, "increase");
+        }
+        let c = r.counters();
+        assert_eq!((c.cnps, c.cuts, c.fast_recovery, c.additive_increase, c.hyper_increase), (5, 3, 2, 1, 2));
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub struct ReceiverConfig {
     pub ack_on_ack_req: bool,
     /// ACK at once at the end of every message (Last/Only).
     pub ack_on_message_end: bool,
-    /// Minimum time between two CNPs of this QP, ns.
+    /// Minimum time between two CNPs of this QP, ns; 0: a CNP for every CE-marked packet.
     pub cnp_interval_ns: u64,
     /// Coalescing delay: an unacknowledged placed packet is ACKed by [`Receiver::poll`] at
     /// most this long after it arrived (`None`: only the packet-count / AckReq rules).

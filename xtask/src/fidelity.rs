@@ -58,8 +58,8 @@ pub struct FidelityArgs {
     /// D = line rate / this (400G: D 8000 at the default 50).
     #[arg(long, default_value_t = 50)]
     pub wall_mbps: u64,
-    /// The sender NICs' DCQCN profile (`dcqcn:` of the topology): `htsim` has the simulator's
-    /// parameters.
+    /// The sender NICs' DCQCN profile (`dcqcn:` of the topology): `htsim` has htsim's
+    /// parameters, `hpcc-dcqcn` ns-3 HPCC's (`run.py --cc dcqcn`, as `sim/ns3-hpcc` runs it).
     #[arg(long, default_value = "htsim")]
     pub dcqcn_profile: String,
     /// Requester ACK timeout, emulated ms (htsim's RoCE source: 5 ms minimum RTO).

@@ -339,6 +339,15 @@ mod tests {
             .cnp_interval_ns,
             4_000 * 1000
         );
+        // ns-3 HPCC's NP: a CNP for every CE-marked packet, interval 0 at any dilation.
+        let hp = receiver_config(
+            PathMtu::Mtu1024,
+            false,
+            dil,
+            DcqcnProfile::HpccDcqcn,
+            job::default_retransmit_timeout_ns(dil),
+        );
+        assert_eq!(hp.cnp_interval_ns, 0);
         assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
 
         // The same transfer at D = 1 and D = 1000: the wall clock stretches by D, the reports
