@@ -41,7 +41,11 @@ fn a_128_gpu_multi_pod_fabric_comes_up_and_runs_a_verified_allreduce_across_pods
     assert_eq!(r["ok"], true, "{r:#}");
     assert_eq!(r["ranks"], 128, "16 hosts x 8 GPUs");
     assert_eq!(r["verified_ranks"], 128, "every rank holds the element-wise sum of all inputs");
-    assert_eq!(r["retransmitted_packets"], 0, "{r:#}");
+    // A lossless fabric loses nothing while the machine keeps up; when two cores could not
+    // (frames left in a full AF_XDP ring), the run must say it was machine-bound.
+    let machine_bound =
+        r["warnings"].as_array().is_some_and(|w| w.iter().any(|w| w.as_str().unwrap_or("").contains("the machine")));
+    assert!(r["retransmitted_packets"] == 0 || machine_bound, "losses without a machine-bound warning: {r:#}");
     // The ring crosses pods (rank 63 -> 64 and 127 -> 0 at least): the super-spines carried it.
     let across = f.metric_sum(&["ss1", "ss2"], "rocefab_port_tx_bytes_total", &[]) - before;
     assert!(across > 2.0 * 1024.0 * 1024.0 / 128.0, "super-spines sent only {across} bytes");
