@@ -868,6 +868,15 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         dcqcn,
     };
     let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
+    // Refuse a job whose processes would not fit the machine before starting any of them (an
+    // all-to-all over 512 ranks has 523,264 QP ends: the OOM killer would pick for us).
+    // A NIC's UMEM depends on the MTU only (its rings are fixed: `nic_memory`).
+    let nic_umem = rocefab_contracts::memory::nic_memory(0, link_mtu).umem_bytes();
+    let need = crate::memory::job_need(&built.jobs, nic_umem);
+    let qp_ends = built.jobs.iter().map(|j| j.qps.len()).sum();
+    let available = crate::memory::available()?.mem_available;
+    crate::memory::check_job_fits(&format!("{} on {}", kind.name(), a.fabric), qp_ends, need, available)
+        .map_err(anyhow::Error::msg)?;
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
     let interval = Duration::from_millis(a.timeline_interval_ms);
     let timeline = crate::timeline::RunTimeline::prepare(
