@@ -165,16 +165,18 @@ const _: () = assert!(MIN_RING >= DEFAULT_TX_BUDGET && MIN_RING.is_power_of_two(
 /// The largest link MTU among the interfaces `names` (current netns): what the UMEM's chunks
 /// are sized for ([`rocefab_contracts::memory::switch_memory`]).
 pub fn link_mtu(names: &[String]) -> Result<u32, XskError> {
-    let mut max = 0;
-    for (port, name) in names.iter().enumerate() {
-        let mtu = rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu {
-            port,
-            name: name.clone(),
-            source,
-        })?;
-        max = max.max(mtu);
-    }
-    Ok(max)
+    Ok(port_mtus(names)?.into_iter().max().unwrap_or(0))
+}
+
+/// The MTU of each interface in `names` (current netns), in port order.
+fn port_mtus(names: &[String]) -> Result<Vec<u32>, XskError> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(port, name)| {
+            rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu { port, name: name.clone(), source })
+        })
+        .collect()
 }
 
 /// Creates the UMEM of `mem` (its chunks, rings and frame count) and one socket per interface
@@ -183,12 +185,7 @@ pub fn link_mtu(names: &[String]) -> Result<u32, XskError> {
 /// cannot differ). A link MTU above the one `mem` was sized for is an error.
 pub fn open(names: &[String], mem: &SwitchMemory) -> Result<XskSet, XskError> {
     let mut multi_buffer = false;
-    for (port, name) in names.iter().enumerate() {
-        let mtu = rocefab_plumbing::link::link_mtu(name).map_err(|source| XskError::Mtu {
-            port,
-            name: name.clone(),
-            source,
-        })?;
+    for (port, (name, mtu)) in names.iter().zip(port_mtus(names)?).enumerate() {
         if mtu > mem.link_mtu {
             return Err(XskError::MtuAboveSizing { port, name: name.clone(), mtu, sized: mem.link_mtu });
         }

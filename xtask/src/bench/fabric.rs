@@ -476,20 +476,9 @@ impl RocefabFabric {
         format!("rf-{}-{node}", self.name)
     }
 
-    /// Pids of the fabric's switch daemons (their command line names its run directory).
+    /// Pids of the fabric's switch daemons.
     fn switchd_pids(&self) -> Vec<u32> {
-        let needle = format!("/run/rocefab/{}/", self.name);
-        let mut v = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&raw);
-            let argv0 = cmdline.split('\0').next().unwrap_or("");
-            if argv0.ends_with("/rocefab-switchd") && cmdline.contains(&needle) {
-                v.push(pid);
-            }
-        }
-        v
+        daemon_pids(&self.name, "/rocefab-switchd")
     }
 }
 
@@ -499,6 +488,24 @@ impl Drop for RocefabFabric {
             eprintln!("xtask bench: cleanup: rocefab down {}: {e:#}", self.name);
         }
     }
+}
+
+/// Pids of fabric `name`'s daemons whose program path ends with `program` (`/rocefab-switchd`;
+/// `/rocefab-` for every daemon): their command line names the fabric's run directory.
+pub(super) fn daemon_pids(name: &str, program: &str) -> Vec<u32> {
+    let needle = format!("/run/rocefab/{name}/");
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&raw);
+        let argv0 = cmdline.split('\0').next().unwrap_or("");
+        let matches = if program.ends_with('-') { argv0.contains(program) } else { argv0.ends_with(program) };
+        if matches && cmdline.contains(&needle) {
+            v.push(pid);
+        }
+    }
+    v
 }
 
 /// `template` with its `fabric:` and `mtu:` lines replaced, written into `dir`.

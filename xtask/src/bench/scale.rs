@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use super::fabric::{output_within, topology_copy, RocefabFabric};
+use super::fabric::{daemon_pids, output_within, topology_copy, RocefabFabric};
 use super::proc::{check_interrupt, process_cpu_ns, sleep};
 
 /// Targets of issue 24 for the 512-GPU fabric.
@@ -118,21 +118,6 @@ pub fn mem_available_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// Pids of every daemon of fabric `name` (their command line names its run directory).
-fn daemon_pids(name: &str) -> Vec<u32> {
-    let needle = format!("/run/rocefab/{name}/");
-    let mut v = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&raw);
-        if cmdline.split('\0').next().is_some_and(|a| a.contains("/rocefab-")) && cmdline.contains(&needle) {
-            v.push(pid);
-        }
-    }
-    v
-}
-
 /// `rocefab <args>`.
 fn rocefab_cmd(rocefab: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(rocefab);
@@ -206,7 +191,7 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
     }
     row.up_s = Some(up_s);
     (row.hosts, row.switches, row.links) = up_counts(&String::from_utf8_lossy(&up.stdout));
-    let pids = daemon_pids(&name);
+    let pids = daemon_pids(&name, "/rocefab-");
     row.daemons = pids.len() as u64;
     for &p in &pids {
         if let Some((rss, anon, shmem, threads)) = read_status(p) {
