@@ -83,6 +83,8 @@ pub enum PgEvent {
 struct Pg {
     shared: u64,
     headroom: u64,
+    /// UMEM chunks of the group's frames charged to its headroom.
+    headroom_chunks: u64,
     xoff: bool,
 }
 
@@ -199,7 +201,10 @@ impl SharedBuffer {
                 self.shared_used += c;
                 pg.shared += c;
             }
-            Admit::Headroom => pg.headroom += c,
+            Admit::Headroom => {
+                pg.headroom += c;
+                pg.headroom_chunks += k;
+            }
         }
         let mut ev = None;
         if self.p.lossless & (1 << prio) != 0
@@ -213,36 +218,33 @@ impl SharedBuffer {
     }
 
     /// Releases the charges of a frame that left (transmitted, or dropped after admission).
+    ///
+    /// Its group's headroom is given back first, whichever part the frame was charged to when
+    /// it arrived, as ns-3's shared-buffer MMU does (`SwitchMmu::RemoveFromIngressAdmission` in
+    /// the HPCC repository: `from_hdrm = min(hdrm_bytes, psize)`): the headroom holds the
+    /// group's overshoot past xOFF, and an egress FIFO sends the group's older (shared) frames
+    /// first, so charging each frame back to where it came in would leave one pause's overshoot
+    /// in the headroom while the next pause fills it again, and lose a lossless frame to a
+    /// headroom sized for one pause.
     #[inline]
-    pub fn release(
-        &mut self,
-        ingress: usize,
-        prio: u8,
-        egress: usize,
-        tc: u8,
-        frame_len: u32,
-        admit: Admit,
-    ) -> Option<PgEvent> {
+    pub fn release(&mut self, ingress: usize, prio: u8, egress: usize, tc: u8, frame_len: u32) -> Option<PgEvent> {
         let (prio, tc) = (prio & 7, tc & 7);
         let c = self.charge_of(frame_len);
         let k = self.chunks_of(frame_len);
-        match admit {
-            Admit::Shared => self.shared_frames = self.shared_frames.saturating_sub(k),
-            Admit::Headroom => self.headroom_frames = self.headroom_frames.saturating_sub(k),
-        }
         let q = &mut self.queue[egress][tc as usize];
         *q = q.saturating_sub(c);
         if let Some(b) = &self.board {
             b.publish(egress, tc, *q);
         }
         let pg = &mut self.pg[ingress][prio as usize];
-        match admit {
-            Admit::Headroom => pg.headroom = pg.headroom.saturating_sub(c),
-            Admit::Shared => {
-                pg.shared = pg.shared.saturating_sub(c);
-                self.shared_used = self.shared_used.saturating_sub(c);
-            }
-        }
+        let from_headroom = pg.headroom.min(c);
+        let chunks_from_headroom = pg.headroom_chunks.min(k);
+        pg.headroom -= from_headroom;
+        pg.headroom_chunks -= chunks_from_headroom;
+        pg.shared = pg.shared.saturating_sub(c - from_headroom);
+        self.shared_used = self.shared_used.saturating_sub(c - from_headroom);
+        self.headroom_frames = self.headroom_frames.saturating_sub(chunks_from_headroom);
+        self.shared_frames = self.shared_frames.saturating_sub(k - chunks_from_headroom);
         if pg.xoff && pg.shared + pg.headroom < self.p.xon_bytes {
             pg.xoff = false;
             return Some(PgEvent::Xon { port: ingress, prio });
@@ -306,14 +308,14 @@ mod tests {
     fn every_charge_change_is_published() {
         let mut b = SharedBuffer::new(params());
         b.publish_to(DepthBoard::heap());
-        let (a1, _) = b.admit(0, 3, 2, 3, 1000).unwrap();
-        let (a2, _) = b.admit(1, 3, 2, 3, 500).unwrap();
+        b.admit(0, 3, 2, 3, 1000).unwrap();
+        b.admit(1, 3, 2, 3, 500).unwrap();
         let board = b.board.as_ref().unwrap();
         assert_eq!(board.get(2, 3), 1500);
         assert_eq!(board.get(2, 3), b.queue_bytes(2, 3));
-        b.release(0, 3, 2, 3, 1000, a1);
+        b.release(0, 3, 2, 3, 1000);
         assert_eq!(b.board.as_ref().unwrap().get(2, 3), 500);
-        b.release(1, 3, 2, 3, 500, a2);
+        b.release(1, 3, 2, 3, 500);
         assert_eq!(b.board.as_ref().unwrap().get(2, 3), 0);
     }
 
@@ -363,19 +365,65 @@ mod tests {
         assert_eq!(b.queue_bytes(2, 3), 30_000);
         // Another ingress group is unaffected.
         assert!(matches!(b.admit(1, 3, 2, 3, 1000), Ok((Admit::Shared, None))));
-        b.release(1, 3, 2, 3, 1000, Admit::Shared);
+        b.release(1, 3, 2, 3, 1000);
         // Drain: the XON comes once, when the group falls below xON.
         let mut xon = vec![];
-        for (i, a) in admitted.iter().enumerate() {
-            if let Some(ev) = b.release(0, 3, 2, 3, 1000, *a) {
+        for i in 0..admitted.len() {
+            if let Some(ev) = b.release(0, 3, 2, 3, 1000) {
                 xon.push((i, ev));
             }
         }
         assert_eq!(xon.len(), 1);
         assert_eq!(xon[0].1, PgEvent::Xon { port: 0, prio: 3 });
-        // Released in order: shared first (20), then headroom; below 5000 B after 26 releases.
+        // The headroom is given back first, then the shared bytes; below 5000 B after 26 releases.
         assert_eq!(xon[0].0, 25);
         assert_eq!((b.pg_bytes(0, 3), b.shared_used(), b.queue_bytes(2, 3), b.frames_held()), (0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_pause_overshoot_leaves_the_headroom_before_the_next_pause_fills_it() {
+        // One ingress group, a FIFO egress: 20 frames to xOFF, 10 overshoot into the headroom
+        // (the most it holds), then the 26 oldest leave (the XON) while the last 4 of the
+        // overshoot are still queued, and the sender fills the group to xOFF and overshoots by
+        // 10 again. The headroom is given back first, so the second overshoot fits: charging
+        // each frame back to where it came in would have 4 000 B of the first overshoot left in
+        // the headroom and lose 4 lossless frames.
+        let mut b = SharedBuffer::new(params());
+        let mut queued = std::collections::VecDeque::new();
+        for _ in 0..30 {
+            queued.push_back(b.admit(0, 3, 2, 3, 1000).unwrap().0);
+        }
+        assert_eq!(queued.iter().filter(|a| **a == Admit::Headroom).count(), 10);
+        let mut xon = None;
+        for i in 0..26 {
+            queued.pop_front();
+            if let Some(ev) = b.release(0, 3, 2, 3, 1000) {
+                xon = Some((i, ev));
+            }
+        }
+        assert_eq!(xon, Some((25, PgEvent::Xon { port: 0, prio: 3 })));
+        assert_eq!((b.pg_bytes(0, 3), b.headroom_used(0, 3)), (4_000, 0), "the headroom went first");
+        let (mut shared, mut headroom, mut xoff) = (0, 0, vec![]);
+        for _ in 0..26 {
+            match b.admit(0, 3, 2, 3, 1000) {
+                Ok((Admit::Shared, ev)) => {
+                    shared += 1;
+                    xoff.extend(ev);
+                }
+                Ok((Admit::Headroom, ev)) => {
+                    headroom += 1;
+                    xoff.extend(ev);
+                }
+                Err(e) => panic!("lost a lossless frame: {e:?}"),
+            }
+        }
+        assert_eq!((shared, headroom), (16, 10));
+        assert_eq!(xoff, vec![PgEvent::Xoff { port: 0, prio: 3 }]);
+        assert_eq!(b.admit(0, 3, 2, 3, 1000), Err(Reject::HeadroomOverflow), "and the headroom is full again");
+        for _ in 0..30 {
+            b.release(0, 3, 2, 3, 1000);
+        }
+        assert_eq!((b.pg_bytes(0, 3), b.shared_used(), b.frames_held()), (0, 0, 0));
     }
 
     #[test]
@@ -425,7 +473,7 @@ mod tests {
         // The bytes are not what ran out, and nothing was charged for the dropped frames.
         assert_eq!((b.shared_used(), b.queue_bytes(1, 0), b.queue_bytes(2, 0)), (600, 600, 0));
         // A released frame gives its chunk back.
-        b.release(0, 0, 1, 0, 60, Admit::Shared);
+        b.release(0, 0, 1, 0, 60);
         assert!(b.admit(1, 0, 2, 0, 60).is_ok());
     }
 
@@ -445,8 +493,8 @@ mod tests {
         assert_eq!(b.admit(2, 3, 0, 3, 60), Err(Reject::HeadroomOverflow));
         assert_eq!(b.frames_held(), 14);
         // The group is below xON (5000 bytes) as soon as a frame leaves: XON once.
-        assert_eq!(b.release(2, 3, 0, 3, 60, Admit::Headroom), Some(PgEvent::Xon { port: 2, prio: 3 }));
-        assert_eq!(b.release(2, 3, 0, 3, 60, Admit::Headroom), None);
+        assert_eq!(b.release(2, 3, 0, 3, 60), Some(PgEvent::Xon { port: 2, prio: 3 }));
+        assert_eq!(b.release(2, 3, 0, 3, 60), None);
         assert_eq!(b.admit(2, 3, 0, 3, 60).map(|r| r.0), Ok(Admit::Headroom));
     }
 
@@ -461,7 +509,7 @@ mod tests {
         b.admit(0, 0, 2, 0, 1000).unwrap();
         assert_eq!(b.frames_held(), 4);
         assert_eq!(b.admit(0, 0, 2, 0, 4170), Err(Reject::NoFrame));
-        b.release(0, 0, 1, 0, 4170, Admit::Shared);
+        b.release(0, 0, 1, 0, 4170);
         assert_eq!(b.frames_held(), 2);
         assert_eq!(b.admit(0, 0, 1, 0, 9234), Ok((Admit::Shared, None)));
         assert_eq!(b.frames_held(), 5);
@@ -472,13 +520,13 @@ mod tests {
         fn random_admit_release_keeps_the_books(ops in proptest::collection::vec((0usize..3, 0u8..8, 0usize..3, 60u32..1600, proptest::bool::ANY), 1..400)) {
             let p = BufferParams { cell_bytes: 128, frames: BufferChunks { shared: 40, headroom: 10 }, ..params() };
             let mut b = SharedBuffer::new(p);
-            let mut held: Vec<(usize, u8, usize, u32, Admit)> = vec![];
+            let mut held: Vec<(usize, u8, usize, u32)> = vec![];
             for (ing, prio, eg, len, release) in ops {
                 if release && !held.is_empty() {
-                    let (i, pr, e, l, a) = held.remove(ing % held.len());
-                    b.release(i, pr, e, pr, l, a);
-                } else if let Ok((a, _)) = b.admit(ing, prio, eg, prio, len) {
-                    held.push((ing, prio, eg, len, a));
+                    let (i, pr, e, l) = held.remove(ing % held.len());
+                    b.release(i, pr, e, pr, l);
+                } else if b.admit(ing, prio, eg, prio, len).is_ok() {
+                    held.push((ing, prio, eg, len));
                 }
                 proptest::prop_assert!(b.shared_used() <= b.shared_size());
                 proptest::prop_assert!(b.frames_held() <= b.frames_needed());
@@ -491,8 +539,8 @@ mod tests {
                     }
                 }
             }
-            for (i, pr, e, l, a) in held.drain(..) {
-                b.release(i, pr, e, pr, l, a);
+            for (i, pr, e, l) in held.drain(..) {
+                b.release(i, pr, e, pr, l);
             }
             proptest::prop_assert_eq!((b.shared_used(), b.frames_held()), (0, 0));
             for port in 0..3 {

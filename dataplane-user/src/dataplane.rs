@@ -55,7 +55,7 @@ use rocefab_contracts::time::Dilation;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 
-use crate::buffer::{Admit, BufferParams, PgEvent, Reject, SharedBuffer};
+use crate::buffer::{BufferParams, PgEvent, Reject, SharedBuffer};
 use crate::ctrl::{DataEnd, DpEvent};
 use crate::decision::{classify, Rx};
 use crate::delay::DelayLine;
@@ -234,7 +234,6 @@ pub const CTRL_EVENTS: usize = 256;
 struct Held {
     d: FrameDesc,
     ingress: u8,
-    admit: Admit,
     /// When the frame reached the switch (data-plane clock), for a delayed egress port's
     /// departure ([`Shaper::sent_at`]); else 0.
     at: u64,
@@ -253,7 +252,7 @@ fn release_held(
     now: u64,
 ) -> Option<PgEvent> {
     let ingress = h.ingress as usize;
-    let ev = buffer.release(ingress, tc, egress, tc, len, h.admit);
+    let ev = buffer.release(ingress, tc, egress, tc, len);
     stats.ports[ingress].prio[tc as usize].pg_bytes.set(buffer.pg_bytes(ingress, tc));
     publish_depth(stats, egress, tc, buffer.queue_bytes(egress, tc), now);
     ev
@@ -1126,7 +1125,7 @@ impl DataPlane {
             }
         }
         match self.buffer.admit(ingress, tc, egress, tc, len) {
-            Ok((admit, ev)) => {
+            Ok((_, ev)) => {
                 // The depth the thresholds act on (cells), beside the frame bytes the queue sets.
                 let cells = self.buffer.queue_bytes(egress, tc);
                 publish_depth(&self.stats, egress, tc, cells, now);
@@ -1135,7 +1134,7 @@ impl DataPlane {
                     // However long since the port last sent, it was not stalled: it had nothing.
                     self.ports[egress].stall.idle();
                 }
-                let h = Held { d, ingress: ingress as u8, admit, at };
+                let h = Held { d, ingress: ingress as u8, at };
                 if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
                     // Cannot happen (queues hold what the buffer admits); never leak the frame.
                     release_held(&mut self.buffer, &self.stats, &h, egress, tc, len, now);
@@ -1171,6 +1170,7 @@ impl DataPlane {
         // Departure times in the shaper's schedule, for a capture: frames that waited for the
         // shaper leave when it said they could, others when this pass sends them.
         let mut departs = [0u64; BATCH];
+        let mut lens = [0u32; BATCH];
         let port = &mut self.ports[p];
         let not_before = port.shaped_at.take().map_or(now, |t| t.min(now));
         // A delayed port's frames go onto its transmit line, and from there to the TX ring
@@ -1207,6 +1207,7 @@ impl DataPlane {
                 nstamps += 1;
             }
             self.scratch[n] = o.d;
+            lens[n] = len;
             n += 1;
             tx_bytes += len as u64;
         }
@@ -1246,15 +1247,19 @@ impl DataPlane {
                 port.shaper.sent(now, len);
             }
             self.scratch[n] = h.d;
+            lens[n] = len;
             n += 1;
             tx_bytes += len as u64;
         }
         if n > 0 {
             let taken = if delayed {
-                // Each frame is due at the peer one delay after its departure in the shaper's
-                // schedule; `room` ≤ free line slots.
-                for (&d, &dep) in self.scratch[..n].iter().zip(&departs[..n]) {
-                    if let Err(d) = port.tx_line.push(d, dep) {
+                // Each frame is due at the peer when its last bit is there: one delay and its
+                // serialisation after its departure in the shaper's schedule; `room` ≤ free
+                // line slots.
+                let rate = port.shaper.rate_bps();
+                for (i, (&d, &dep)) in self.scratch[..n].iter().zip(&departs[..n]).enumerate() {
+                    let wire = rocefab_wire::ethernet::wire_bytes(lens[i]) as u32;
+                    if let Err(d) = port.tx_line.push_serialised(d, dep, wire, rate) {
                         self.free.push(d);
                     }
                 }

@@ -4,11 +4,14 @@
 //! A frame that leaves a port spends the link's propagation delay on the cable (plus the
 //! switch's forwarding latency and, toward a NIC, the NIC's pipeline) before the peer sees it.
 //! The data path models that with one departure-time queue per port and direction: a frame
-//! enters the line with the time it is due (its departure in the shaper's schedule, or its
-//! arrival as the XDP program stamped it, plus the delay on the wall clock, i.e. the emulated
-//! delay × D) and leaves it at that time. The delay of a line is constant, so due times are in
-//! entry order and a FIFO is the whole timer wheel: ordering per link is kept by construction,
-//! and nothing sleeps per frame (the data-plane thread wakes at the head's due time).
+//! enters the line with the time it is due and leaves it at that time. It is due when its last
+//! bit reaches the peer: its first bit left at its departure in the shaper's schedule (or when
+//! the XDP program saw the NIC's frame), not before the previous frame's last bit, and arrives
+//! the delay later (on the wall clock, i.e. the emulated delay × D); its last bit one
+//! serialisation time after that. The peer, switch or NIC, acts on a whole frame (store and
+//! forward, as htsim and ns-3 model it). Due times are in entry order, so a FIFO is the whole
+//! timer wheel: ordering per link is kept by construction, and nothing sleeps per frame (the
+//! data-plane thread wakes at the head's due time).
 //!
 //! Every frame on a line holds its UMEM frame (it is on the cable, not in the switch's buffer:
 //! it carries no buffer charge). A line holds at most what the link can carry during its delay,
@@ -34,7 +37,8 @@ pub struct OnLine<D> {
 pub struct DelayLine<D> {
     delay_ns: u64,
     fifo: Fifo<OnLine<D>>,
-    /// When the last frame pushed with [`DelayLine::push_serialised`] has fully arrived.
+    /// When the last frame pushed with [`DelayLine::push_serialised`] has fully arrived (its due
+    /// time).
     busy_until: u64,
     /// Sub-ns remainder of the serialisation times, in units of 1/rate ns.
     rem: u64,
@@ -66,18 +70,24 @@ impl<D: Copy + Default> DelayLine<D> {
         self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)
     }
 
-    /// Puts a frame of `wire_bytes` (frame, FCS, preamble and gap) that entered the line at `at`
-    /// on a cable of `rate_bps`: it is due one delay later, but not before the previous frame
-    /// has crossed the cable (a cable carries no more than its line rate, whatever burst the
-    /// sender's kernel handed over at once). Hands the frame back when the line is full.
+    /// Puts a frame of `wire_bytes` (frame, FCS, preamble and gap) whose first bit entered the
+    /// line at `at` on a cable of `rate_bps`: it is due when its last bit reaches the peer, one
+    /// delay plus its serialisation time later (the peer, switch or NIC, acts on a frame once it
+    /// has all of it: store and forward, as both packet simulators model it), and its first bit
+    /// not before the previous frame's last (a cable carries no more than its line rate,
+    /// whatever burst the sender's kernel handed over at once). Hands the frame back when the
+    /// line is full.
     #[inline]
     pub fn push_serialised(&mut self, d: D, at: u64, wire_bytes: u32, rate_bps: u64) -> Result<(), D> {
-        let due = at.saturating_add(self.delay_ns).max(self.busy_until);
-        self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)?;
+        let first_bit = at.saturating_add(self.delay_ns).max(self.busy_until);
         let num = wire_bytes as u64 * 8 * 1_000_000_000 + self.rem;
-        if let (Some(ns), Some(rem)) = (num.checked_div(rate_bps), num.checked_rem(rate_bps)) {
-            (self.busy_until, self.rem) = (due + ns, rem);
-        }
+        let (ser, rem) = match (num.checked_div(rate_bps), num.checked_rem(rate_bps)) {
+            (Some(ns), Some(rem)) => (ns, rem),
+            _ => (0, 0),
+        };
+        let due = first_bit.saturating_add(ser);
+        self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)?;
+        (self.busy_until, self.rem) = (due, rem);
         Ok(())
     }
 
@@ -150,18 +160,36 @@ mod tests {
     }
 
     #[test]
-    fn a_burst_handed_over_at_once_arrives_at_line_rate() {
-        // 1 Gb/s: a 1538-byte wire frame takes 12,304 ns.
+    fn a_burst_handed_over_at_once_arrives_at_line_rate_each_frame_at_its_last_bit() {
+        // 1 Gb/s: a 1538-byte wire frame takes 12,304 ns; each is due when its last bit is in.
         let mut l = DelayLine::new(1_000, 8);
         for k in 0..3u32 {
             l.push_serialised(k, 500, 1538, 1_000_000_000).unwrap();
         }
-        assert_eq!(l.pop_due(u64::MAX), Some((0, 1_500)));
-        assert_eq!(l.pop_due(u64::MAX), Some((1, 1_500 + 12_304)));
-        assert_eq!(l.pop_due(u64::MAX), Some((2, 1_500 + 2 * 12_304)));
-        // A frame after a gap arrives one delay after it was sent.
+        assert_eq!(l.pop_due(u64::MAX), Some((0, 1_500 + 12_304)));
+        assert_eq!(l.pop_due(u64::MAX), Some((1, 1_500 + 2 * 12_304)));
+        assert_eq!(l.pop_due(u64::MAX), Some((2, 1_500 + 3 * 12_304)));
+        // A frame after a gap arrives one delay and its own serialisation (672 ns) after it was
+        // sent.
         l.push_serialised(3, 100_000, 84, 1_000_000_000).unwrap();
-        assert_eq!(l.pop_due(u64::MAX), Some((3, 101_000)));
+        assert_eq!(l.pop_due(u64::MAX), Some((3, 101_672)));
+        // A frame sent while the previous one is still arriving starts behind it.
+        l.push_serialised(4, 100_100, 84, 1_000_000_000).unwrap();
+        assert_eq!(l.pop_due(u64::MAX), Some((4, 101_672 + 672)));
+    }
+
+    #[test]
+    fn sub_nanosecond_serialisation_times_add_up() {
+        // 400 Gb/s: an 84-byte wire frame is 1.68 ns; a thousand back to back take 1,680 ns.
+        let mut l = DelayLine::new(1_000, 1_000);
+        for k in 0..1_000u32 {
+            l.push_serialised(k, 0, 84, 400_000_000_000).unwrap();
+        }
+        let mut last = 0;
+        while let Some((_, due)) = l.pop_due(u64::MAX) {
+            last = due;
+        }
+        assert_eq!(last, 1_000 + 1_680);
     }
 
     #[test]
