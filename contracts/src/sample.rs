@@ -142,7 +142,8 @@ pub struct QueueUse {
     pub port: String,
     pub peer: String,
     pub tc: u8,
-    /// Time-weighted average depth over the interval, bytes (exact: [`average_depth`]).
+    /// Time-weighted average depth over the job (or the interval, [`queue_use`]), bytes (exact:
+    /// from the daemon's depth-time integral).
     pub average_depth_bytes: f64,
     /// Highest depth during the interval, bytes: the daemon's watermark when it rose during the
     /// interval, else the larger of the depths at its ends (a lower bound; `peak_known` false).
@@ -178,10 +179,16 @@ fn port_pairs<'a>(
 
 /// Every egress queue that held anything between `before` and `after` (samples of the same
 /// switches): average and peak depth.
-pub fn queue_use(before: &[SwitchSample], after: &[SwitchSample]) -> Vec<QueueUse> {
+///
+/// The average is over `window_ns` when given (a job's completion time, emulated ns, as the
+/// packet simulators average over [0, JCT]: the samples are taken before the job starts and
+/// after its last report, so their interval is longer by the start-up and the wind-down, when
+/// the job's queues are empty), else over the samples' interval; never over more than that.
+pub fn queue_use(before: &[SwitchSample], after: &[SwitchSample], window_ns: Option<u64>) -> Vec<QueueUse> {
     let mut out = Vec::new();
     for (b, a, _, pb, pa) in port_pairs(before, after) {
-        let dt = a.clock_ns.saturating_sub(b.clock_ns);
+        let interval = a.clock_ns.saturating_sub(b.clock_ns);
+        let dt = window_ns.filter(|&w| w > 0).map_or(interval, |w| w.min(interval));
         for tc in 0..NUM_TC {
             let area = (pa.depth_area_byte_ns[tc] - pb.depth_area_byte_ns[tc]).max(0.0);
             let rose = pa.peak_depth_cell_bytes[tc] > pb.peak_depth_cell_bytes[tc];
@@ -301,13 +308,18 @@ mod tests {
             StallSample { at_ns: 1_050_000, ns: 200 },
         ];
         let after = vec![sw(1_100_000, p.clone())];
-        let q = queue_use(&before, &after);
+        let q = queue_use(&before, &after, None);
         assert_eq!(q.len(), 1);
         assert_eq!(
             (q[0].tc, q[0].average_depth_bytes, q[0].peak_depth_bytes, q[0].peak_known),
             (3, 20_000.0, 90_000, true)
         );
         assert_eq!(average_depth(&before[0], &after[0], 0, 3), Some(20_000.0));
+        // Over a job of 80 µs inside those 100 µs (empty queues outside it): 25 KB; a window
+        // longer than the samples' interval is cut to it.
+        assert_eq!(queue_use(&before, &after, Some(80_000))[0].average_depth_bytes, 25_000.0);
+        assert_eq!(queue_use(&before, &after, Some(500_000))[0].average_depth_bytes, 20_000.0);
+        assert_eq!(queue_use(&before, &after, Some(0))[0].average_depth_bytes, 20_000.0);
         let f = pfc_use(&before, &after);
         assert_eq!((f.len(), f[0].priority, f[0].pause_onsets, f[0].pfc_frames), (1, 3, 6, 30));
         let s = port_stalls(&before, &after);
@@ -325,7 +337,7 @@ mod tests {
         // A watermark that did not rise: the peak is only bounded by the ends' depths.
         let mut flat = p.clone();
         flat.depth_area_byte_ns[3] = 4e9;
-        let q = queue_use(&after, &[sw(1_200_000, flat)]);
+        let q = queue_use(&after, &[sw(1_200_000, flat)], None);
         assert_eq!((q[0].average_depth_bytes, q[0].peak_depth_bytes, q[0].peak_known), (10_000.0, 1_024, false));
         // Nothing happened: nothing listed; no time: no average.
         assert!(pfc_use(&after, &after).is_empty() && port_stalls(&after, &after).is_empty());

@@ -1001,7 +1001,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let unreaped = procs.stop();
     drop(procs);
     if let Some(r) = recording {
-        for l in r.finish()? {
+        let job_ns = reports.iter().map(|(_, h)| h.elapsed_ns).max();
+        for l in r.finish(job_ns)? {
             eprintln!("{l}");
         }
     }
@@ -1017,7 +1018,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
     // their retries), but then only from the CPUs: its senders were held by whatever stalled.
     let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len();
-    rep.queues = rocefab_contracts::sample::queue_use(&switches_before, &switches_after);
+    rep.queues = rocefab_contracts::sample::queue_use(&switches_before, &switches_after, Some(rep.completion_ns));
     rep.pfc = rocefab_contracts::sample::pfc_use(&switches_before, &switches_after);
     rep.tx_stalls = rocefab_contracts::sample::port_stalls(&switches_before, &switches_after);
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {

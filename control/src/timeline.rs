@@ -275,9 +275,9 @@ pub struct Bottleneck {
     /// How busy the bottleneck's link was while every sender still had data to send.
     #[serde(default)]
     pub utilisation: Option<Utilisation>,
-    /// Time-weighted average depth over the run (first to last sample of its switch), bytes in
-    /// whole buffer cells, exact between the samples (the switch integrates depth × time at
-    /// every enqueue and dequeue).
+    /// Time-weighted average depth over the job's completion time (or, without one, from the
+    /// first to the last sample of its switch), bytes in whole buffer cells, exact (the switch
+    /// integrates depth × time at every enqueue and dequeue).
     #[serde(default)]
     pub average_depth_bytes: Option<f64>,
 }
@@ -576,13 +576,16 @@ fn pause_intervals(obs: &LaneObs) -> Vec<(u64, u64)> {
 }
 
 impl Timeline {
-    /// Derives the timeline from `s` for time dilation `d` (≤ 0 or not finite is taken as 1).
+    /// Derives the timeline from `s` for time dilation `d` (≤ 0 or not finite is taken as 1);
+    /// queue averages are over `job_ns` (the job's completion time, emulated) when given
+    /// ([`rocefab_contracts::sample::queue_use`]).
     pub fn build(
         s: &Samples,
         fabric: &str,
         collective: &str,
         d: f64,
         port: Option<&PortChoice>,
+        job_ns: Option<u64>,
     ) -> Result<Timeline, TimelineError> {
         let d = if d.is_finite() && d > 0.0 { d } else { 1.0 };
         let end_ns = s
@@ -627,7 +630,7 @@ impl Timeline {
                 .collect()
         };
         let (first, last) = (ends(false), ends(true));
-        t.queues = rocefab_contracts::sample::queue_use(&first, &last);
+        t.queues = rocefab_contracts::sample::queue_use(&first, &last, job_ns);
         t.pfc = rocefab_contracts::sample::pfc_use(&first, &last);
         if let Some((si, pi, tc, peak)) = bottleneck(s, port)? {
             let mut seq = s.rounds.iter().filter_map(|r| r.switches.get(si)?.as_ref());
@@ -1099,11 +1102,12 @@ impl RunTimeline {
 
 impl Recording {
     /// Stops sampling and writes every output; returns a line per file written (and one per
-    /// scrape problem).
-    pub fn finish(self) -> anyhow::Result<Vec<String>> {
+    /// scrape problem). `job_ns`: the job's completion time (emulated), the window of the
+    /// queue averages.
+    pub fn finish(self, job_ns: Option<u64>) -> anyhow::Result<Vec<String>> {
         let samples = self.sampler.finish();
         let p = &self.plan;
-        let t = Timeline::build(&samples, &p.fabric, &p.collective, samples.time_dilation(), p.port.as_ref())?;
+        let t = Timeline::build(&samples, &p.fabric, &p.collective, samples.time_dilation(), p.port.as_ref(), job_ns)?;
         let mut lines = Vec::new();
         if samples.failed * 10 > samples.requests {
             lines.push(format!(
@@ -1274,7 +1278,7 @@ mod tests {
     fn series_deltas_and_bottleneck_at_d_1() {
         let s = samples(1.0);
         assert_eq!(s.time_dilation(), 1.0);
-        let t = Timeline::build(&s, "f", "incast", 1.0, None).unwrap();
+        let t = Timeline::build(&s, "f", "incast", 1.0, None, None).unwrap();
         let b = t.bottleneck.as_ref().unwrap();
         assert_eq!(
             (b.switch.as_str(), b.port.as_str(), b.peer.as_str(), b.tc, b.peak_depth_bytes),
@@ -1309,9 +1313,16 @@ mod tests {
             ("spine1", "eth0", 3, 9)
         );
         // The same in emulated time at D 1000: the same average, the same counts.
-        let t2 = Timeline::build(&samples(1000.0), "f", "incast", 1000.0, None).unwrap();
+        let t2 = Timeline::build(&samples(1000.0), "f", "incast", 1000.0, None, None).unwrap();
         let avg2 = t2.bottleneck.unwrap().average_depth_bytes.unwrap();
         assert!((avg2 - avg).abs() / avg < 1e-6, "{avg2} vs {avg}");
+        // Over a job of 22 ms (its completion time), as the simulators average over [0, JCT]:
+        // the same area over the shorter window, for the bottleneck and its queue alike.
+        let t3 = Timeline::build(&samples(1.0), "f", "incast", 1.0, None, Some(22_000_000)).unwrap();
+        let avg3 = 2.2e12 / 22e6;
+        assert!((t3.bottleneck.unwrap().average_depth_bytes.unwrap() - avg3).abs() < 1e-6);
+        let q3 = t3.queues.iter().find(|q| q.switch == "rail1" && q.port == "eth1" && q.tc == 3).unwrap();
+        assert!((q3.average_depth_bytes - avg3).abs() < 1e-6);
     }
 
     /// Six rounds 10 ms (wall) apart at D 1000 (10 µs emulated), one bottleneck port at
@@ -1360,7 +1371,7 @@ mod tests {
     fn utilisation_counts_wire_bytes_while_every_sender_has_data_left() {
         let port = PortChoice { switch: "rail1".into(), port: "eth1".into() };
         let util = |frames| {
-            Timeline::build(&utilisation_samples(frames), "f", "incast", 1000.0, Some(&port))
+            Timeline::build(&utilisation_samples(frames), "f", "incast", 1000.0, Some(&port), None)
                 .unwrap()
                 .bottleneck
                 .unwrap()
@@ -1380,10 +1391,10 @@ mod tests {
 
     #[test]
     fn dilation_scales_time_and_rates_not_bytes_or_counts() {
-        let t1 = Timeline::build(&samples(1.0), "f", "incast", 1.0, None).unwrap();
+        let t1 = Timeline::build(&samples(1.0), "f", "incast", 1.0, None, None).unwrap();
         let s = samples(1000.0);
         assert_eq!(s.time_dilation(), 1000.0);
-        let t = Timeline::build(&s, "f", "incast", s.time_dilation(), None).unwrap();
+        let t = Timeline::build(&s, "f", "incast", s.time_dilation(), None, None).unwrap();
         assert_eq!(t.time_dilation, 1000.0);
         assert_eq!(t.depth[2], Point { t_us: 21.0, v: 200e3 }, "21 ms of wall time is 21 µs emulated; bytes stay");
         assert_eq!(
@@ -1399,12 +1410,12 @@ mod tests {
         assert_eq!((t.interval_us, t.end_us), (10.0, 32.0));
         assert_eq!(t.pause_lanes[0].paused_us, 16.0);
         // Not finite or not positive: real time.
-        assert_eq!(Timeline::build(&s, "f", "incast", 0.0, None).unwrap().time_dilation, 1.0);
+        assert_eq!(Timeline::build(&s, "f", "incast", 0.0, None, None).unwrap().time_dilation, 1.0);
     }
 
     #[test]
     fn pause_lanes_cover_paused_intervals_only() {
-        let t = Timeline::build(&samples(1.0), "f", "incast", 1.0, None).unwrap();
+        let t = Timeline::build(&samples(1.0), "f", "incast", 1.0, None, None).unwrap();
         let names: Vec<&str> = t.pause_lanes.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["spine1:eth0 prio 3", "host2:gpu0"], "lanes only where something was paused");
         let sp = &t.pause_lanes[0];
@@ -1442,19 +1453,19 @@ mod tests {
     fn chosen_port_and_unknown_port() {
         let s = samples(1.0);
         let c: PortChoice = "rail1:eth0".parse().unwrap();
-        let t = Timeline::build(&s, "f", "incast", 1.0, Some(&c)).unwrap();
+        let t = Timeline::build(&s, "f", "incast", 1.0, Some(&c), None).unwrap();
         let b = t.bottleneck.unwrap();
         // The watermark of queue 0 (900 KB) predates the run: the run's peak is 1 KB.
         assert_eq!((b.port.as_str(), b.tc, b.peak_depth_bytes), ("eth0", 0, 1_000));
         let c: PortChoice = "spine1:eth0".parse().unwrap();
-        let b = Timeline::build(&s, "f", "incast", 1.0, Some(&c)).unwrap().bottleneck.unwrap();
+        let b = Timeline::build(&s, "f", "incast", 1.0, Some(&c), None).unwrap().bottleneck.unwrap();
         assert_eq!(
             (b.switch.as_str(), b.tc, b.peak_depth_bytes),
             ("spine1", 3, 0),
             "an empty port shows its WRED queue"
         );
         let c: PortChoice = "rail1:eth9".parse().unwrap();
-        let e = Timeline::build(&s, "f", "incast", 1.0, Some(&c)).unwrap_err().to_string();
+        let e = Timeline::build(&s, "f", "incast", 1.0, Some(&c), None).unwrap_err().to_string();
         assert!(e.contains("rail1:eth9") && e.contains("known: rail1:eth0, rail1:eth1, spine1:eth0"), "{e}");
         assert!("rail1".parse::<PortChoice>().unwrap_err().to_string().contains("expected switch:port"));
     }
@@ -1468,7 +1479,7 @@ mod tests {
                 x.sample.ports[0].peak_depth_cell_bytes[3] = 2_500_000;
             }
         }
-        let b = Timeline::build(&s, "f", "incast", 1.0, None).unwrap().bottleneck.unwrap();
+        let b = Timeline::build(&s, "f", "incast", 1.0, None, None).unwrap().bottleneck.unwrap();
         assert_eq!((b.switch.as_str(), b.port.as_str(), b.peak_depth_bytes), ("spine1", "eth0", 2_500_000));
     }
 
@@ -1477,12 +1488,12 @@ mod tests {
         let mut s = samples(1.0);
         s.rounds[1].switches[0] = None;
         s.rounds[2].hosts[0] = None;
-        let t = Timeline::build(&s, "f", "incast", 1.0, None).unwrap();
+        let t = Timeline::build(&s, "f", "incast", 1.0, None, None).unwrap();
         assert_eq!(t.depth.len(), 3);
         // Round 1 → 2 misses rail1: only spine1's (zero) delta counts there.
         assert_eq!(t.ecn_marks.iter().map(|p| p.v).collect::<Vec<_>>(), vec![0.0, 0.0, 15.0]);
         assert_eq!(t.cnps[0].points.iter().map(|p| p.v).collect::<Vec<_>>(), vec![2.0, 5.0]);
-        let empty = Timeline::build(&Samples::default(), "f", "incast", 1.0, None).unwrap();
+        let empty = Timeline::build(&Samples::default(), "f", "incast", 1.0, None, None).unwrap();
         assert!(empty.bottleneck.is_none() && empty.depth.is_empty() && empty.pause_lanes.is_empty());
         render_svg(&empty).unwrap();
     }
@@ -1494,7 +1505,7 @@ mod tests {
 
     #[test]
     fn svg_names_every_series_and_threshold() {
-        let t = Timeline::build(&samples(1000.0), "pod1", "incast", 1000.0, None).unwrap();
+        let t = Timeline::build(&samples(1000.0), "pod1", "incast", 1000.0, None, None).unwrap();
         let svg = render_svg(&t).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
         for want in [
@@ -1516,14 +1527,15 @@ mod tests {
         }
         assert!(svg.contains("<text"), "text is SVG text, no font needed");
         // Long runs are drawn in ms.
-        let t = Timeline::build(&samples(1.0), "pod1", "incast", 1.0, None).unwrap();
+        let t = Timeline::build(&samples(1.0), "pod1", "incast", 1.0, None, None).unwrap();
         assert!(render_svg(&t).unwrap().contains("emulated time (ms)"));
     }
 
     #[test]
     fn json_round_trip() {
         let s = samples(1000.0);
-        let file = TimelineFile { timeline: Timeline::build(&s, "f", "alltoall", 1000.0, None).unwrap(), samples: s };
+        let file =
+            TimelineFile { timeline: Timeline::build(&s, "f", "alltoall", 1000.0, None, None).unwrap(), samples: s };
         let text = serde_json::to_string_pretty(&file).unwrap();
         assert_eq!(serde_json::from_str::<TimelineFile>(&text).unwrap(), file);
         for key in [
