@@ -7,11 +7,16 @@
 //!   (`rocefab plan` prints the size: 2 × cable + the pipelines at line rate plus two frames,
 //!   in cells) the switch paused its senders and lost nothing lossless: no headroom overflow,
 //!   the incast verified without a retransmission.
+//! - `headroom_auto_holds_pause_after_pause_of_a_4096_byte_incast`: the canonical fidelity
+//!   incast (RoCE at 4096, xOFF/xON 15/12 packets, N = 4 at 100G, D 2000): pause cycles follow
+//!   each other faster than one cycle's overshoot leaves the egress FIFO, and the headroom sized
+//!   for one overshoot holds them all, because the buffer gives a group's headroom back first
+//!   (charged back to where each frame came in, the overshoots piled up: 1-2 overflows a port).
 //! - `a_headroom_below_the_links_need_overflows`: the same incast with a tenth of that
 //!   headroom (which `rocefab up` warns about) overflows: what arrives after xOFF while the
 //!   pause is on the cable is real, and it is what the auto size covers.
 //!
-//! The fabrics (`rf-hha-*`, `rf-hhs-*`) are brought down by their guards, also on failure.
+//! The fabrics (`rf-hha-*`, `rf-hhj-*`, `rf-hhs-*`) are brought down by their guards, also on failure.
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_headroom -- --test-threads=1`
@@ -84,6 +89,61 @@ fn headroom_auto_holds_what_is_in_flight_while_the_pause_travels() {
     assert!(sent > 0.0, "the incast congested the switch: PFC pauses were sent\n{m}");
     let overflow = metric(&m, "rocefab_headroom_overflow_total", &[]);
     assert_eq!(overflow, 0.0, "nothing lossless lost with headroom: auto");
+    assert_eq!(r["retransmitted_packets"], 0, "{r:#}");
+}
+
+#[test]
+fn headroom_auto_holds_pause_after_pause_of_a_4096_byte_incast() {
+    let f = Fabric::up_yaml(
+        "hhj",
+        "fabric: hhj
+mtu: 9216
+time_dilation: 2000
+hosts: { count: 5, gpus_per_host: 1, nic: per-gpu }
+switches:
+  rail:
+    - { name: sw1, rails: [1] }
+links:
+  line_rate: { host_rail: 100Gbps }
+  delay: { host_rail: 1us }
+qos:
+  classes: { 24: 3, 48: 7 }
+  pfc: [3]
+  buffer: 8MiB
+  cell: 0
+  xoff: 61440
+  xon: 49152
+  headroom: auto
+  watchdog: off
+  wred: off
+",
+    );
+    let o = rocefab(&[
+        "run",
+        &f.name,
+        "incast",
+        "--size",
+        "2MiB",
+        "--json",
+        "--timeout",
+        "90",
+        "--window-packets",
+        "4096",
+        "--metrics-port-base",
+        "9850",
+    ]);
+    let r: Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}\n{}", stdout(&o), stderr(&o)));
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(5)), "verified: {r:#}");
+    let m = f.metrics("sw1");
+    // Congestion first: each of the four senders was paused again and again (about 25 cycles
+    // each at this size), so overshoots had every chance to pile up.
+    for port in ["eth2", "eth3", "eth4", "eth5"] {
+        let onsets = metric(&m, "rocefab_pfc_pause_onsets_total", &[("port", port), ("priority", "3")]);
+        assert!(onsets >= 15.0, "{port}: {onsets} pause onsets\n{m}");
+    }
+    let overflow = metric(&m, "rocefab_headroom_overflow_total", &[]);
+    assert_eq!(overflow, 0.0, "nothing lossless lost with headroom: auto\n{m}");
     assert_eq!(r["retransmitted_packets"], 0, "{r:#}");
 }
 
