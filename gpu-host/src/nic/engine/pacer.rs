@@ -6,7 +6,10 @@
 //! did not send). So after a PFC pause or an idle period one frame leaves at once, the next one
 //! serialisation time later, and over any window the bytes sent are at most line rate × window
 //! plus one frame. The data thread wakes once per frame when it has data to send
-//! ([`super::Engine::next_deadline`]).
+//! ([`super::Engine::next_deadline`]); a wake-up late by at most a frame time (and
+//! [`crate::sender::LATE_WAKE_NS`]) is not idle time, the frame is timed from when the wire
+//! went free ([`RateLimiter`]), and the switch port's receive line still delivers no faster than
+//! the line rate.
 use crate::sender::RateLimiter;
 
 /// Bytes on the wire per frame beyond what AF_XDP carries: FCS 4 + preamble/SFD 8 + IFG 12.
@@ -71,13 +74,18 @@ mod tests {
         p.charge_frame(1082, 10_000_000);
         assert!(!p.ready(10_000_000), "10 ms idle gathered no credit for a second frame");
         assert_eq!(p.ready_at(10_000_000), 10_008_848);
-        // Sent late (the thread woke 3 µs after the wire went free): the next frame waits a
-        // whole serialisation time from when this one left, not from when it could have.
+        // Sent late (the thread woke 3 µs after the wire went free, less than a frame time and
+        // than LATE_WAKE_NS): a late wake-up is not idle time, the frame is timed from when the
+        // wire went free, so wake-up latency does not slow a backlogged NIC.
+        assert!(p.ready(10_011_848));
         p.charge_frame(1082, 10_011_848);
-        assert_eq!(p.ready_at(10_011_848), 10_020_696);
+        assert_eq!(p.ready_at(10_011_848), 10_017_696);
+        // Later than a frame time after the wire went free: idle, timed from when it left.
+        p.charge_frame(1082, 10_027_000);
+        assert_eq!(p.ready_at(10_027_000), 10_035_848);
         // A small frame (an ACK of 62 bytes, 86 on the wire) holds the wire 688 ns.
-        p.charge_frame(62, 10_020_696);
-        assert_eq!(p.ready_at(10_020_696), 10_021_384);
+        p.charge_frame(62, 10_035_848);
+        assert_eq!(p.ready_at(10_035_848), 10_036_536);
     }
 
     /// Drives requester `a` (its window acknowledged as it goes) from 0 to `end` on an
@@ -85,6 +93,17 @@ mod tests {
     /// (time, MAC control frame), in time order, arrives. Returns every data frame's (send
     /// time, wire bytes) and the number of wake-ups.
     fn drive_sender(a: &mut Engine, end: u64, frames: &[(u64, Vec<u8>)]) -> (Vec<(u64, u64)>, u64) {
+        drive_sender_cut(a, end, frames, None)
+    }
+
+    /// [`drive_sender`], and a CNP cuts the requester's DCQCN rate at `cnp_at` (the time of one
+    /// of `frames`, handled just before that frame).
+    fn drive_sender_cut(
+        a: &mut Engine,
+        end: u64,
+        frames: &[(u64, Vec<u8>)],
+        cnp_at: Option<u64>,
+    ) -> (Vec<(u64, u64)>, u64) {
         let mut buf = vec![0u8; 9000];
         let mut now = 0;
         let mut sent = Vec::new();
@@ -93,6 +112,10 @@ mod tests {
         while now < end {
             wakes += 1;
             while next_frame < frames.len() && frames[next_frame].0 <= now {
+                if cnp_at == Some(frames[next_frame].0) {
+                    let qp = a.by_qpn.get(17).unwrap();
+                    a.qps[qp].sender.as_mut().unwrap().on_cnp(now);
+                }
                 a.on_frame(0, &frames[next_frame].1, now);
                 next_frame += 1;
             }
@@ -168,5 +191,30 @@ mod tests {
         assert_eq!(after.iter().filter(|&&t| t == xon).count(), 1, "one frame at XON: {after:?}");
         assert!(after.windows(2).all(|w| w[1] - w[0] >= 8_848 - 1), "then one per wire time: {after:?}");
         assert_line_rate(&sent, 1_000_000_000);
+    }
+
+    #[test]
+    fn after_a_pause_a_qp_cut_by_dcqcn_sends_one_frame_then_at_its_own_rate() {
+        // As above, and a CNP halves the QP's DCQCN rate at XON: its limiter, like the NIC's
+        // pacer, gathered no credit while paused (ns-3's per-QP m_nextAvail), so one frame
+        // leaves at XON and the next ones at the QP's 500 Mbit/s, 17.3 µs apart, not a burst at
+        // line rate until a bucket is spent.
+        let (mut a, _) = engines(4_000_000, 1_000_000_000, true);
+        let src = MacAddr([2, 0, 0, 0, 0, 0x0b]);
+        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(src);
+        let resume = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0)).to_frame(src);
+        let (sent, _) = drive_sender_cut(
+            &mut a,
+            20_000_000,
+            &[(1_000_000, pause.to_vec()), (11_000_000, resume.to_vec())],
+            Some(11_000_000),
+        );
+        let qp = a.by_qpn.get(17).unwrap();
+        let rate = a.qps[qp].sender.as_ref().unwrap().rate_bps();
+        assert!(rate >= 500_000_000, "the cut took the rate to half, and it only recovers: {rate}");
+        let after: Vec<u64> = sent.iter().map(|s| s.0).filter(|&t| t >= 11_000_000).take(3).collect();
+        assert_eq!(after[0], 11_000_000, "one frame at XON: {after:?}");
+        // A Middle packet is charged 1024 + 62 bytes at 500 Mbit/s: 17,376 ns.
+        assert!(after.windows(2).all(|w| w[1] - w[0] >= 17_000), "then at the QP's rate: {after:?}");
     }
 }

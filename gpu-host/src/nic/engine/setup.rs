@@ -42,6 +42,10 @@ pub fn sender_config(
     profile: DcqcnProfile,
 ) -> SenderConfig {
     let mut cfg = SenderConfig::new(d.rate(line_rate_bps));
+    // The QP's DCQCN limiter gathers no credit, as the NIC's pacer: after a pause or an idle
+    // spell one packet leaves at once and the next at the QP's rate (ns-3 HPCC's per-QP
+    // `m_nextAvail`, `rdma-hw.cc`), not a bucket's worth at line rate right after a cut.
+    cfg.burst_bytes = 0;
     cfg.retransmit_timeout_ns = d.duration(retransmit_timeout_ns).max(1);
     cfg.dcqcn = Some(profile.rp(line_rate_bps).dilated(d));
     cfg
