@@ -134,6 +134,13 @@ impl SenderConfig {
 /// A token bucket / pacer in bits per second with an injected clock. Tokens may go
 /// negative by one packet (a packet is sent whenever the balance is non-negative), so any
 /// packet size works with any depth and the long-run rate is exact.
+///
+/// A bucket of depth zero is a pacer that gathers no credit while idle: a packet leaves when the
+/// previous one's time at the rate is over. Its caller's thread wakes a little after that, and
+/// a late wake-up is not idle time: a packet sent at most [`LATE_WAKE_NS`] (and at most the
+/// previous packet's time) after the balance reached zero is charged from then, so wake-up
+/// latency does not slow a backlogged sender (it did: 4154-byte frames 87 ns apart at 400G and
+/// D 8000 instead of 83.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimiter {
     rate_bps: u64,
@@ -142,9 +149,15 @@ pub struct RateLimiter {
     tokens: i128,
     cap: i128,
     last: u64,
+    /// The last packet's time at the rate (ns): how late a wake-up may be forgiven.
+    last_packet_ns: u64,
 }
 
 const UNITS_PER_BIT: i128 = 1_000_000_000;
+
+/// The most wake-up latency (ns on the caller's clock, wall) a depth-zero [`RateLimiter`]
+/// forgives a backlogged sender.
+pub const LATE_WAKE_NS: u64 = 100_000;
 
 impl RateLimiter {
     /// A full bucket of `burst_bytes` at `rate_bps` (clamped to `1..=max_rate_bps`).
@@ -156,6 +169,7 @@ impl RateLimiter {
             tokens: cap,
             cap,
             last: now,
+            last_packet_ns: 0,
         }
     }
 
@@ -166,7 +180,18 @@ impl RateLimiter {
 
     fn refill(&mut self, now: u64) {
         if now > self.last {
-            let add = i128::from(now - self.last) * i128::from(self.rate_bps);
+            let rate = i128::from(self.rate_bps);
+            let add = i128::from(now - self.last) * rate;
+            if self.cap == 0 && self.tokens + add > 0 {
+                // The balance reached zero at `zero`: a wake-up at most LATE_WAKE_NS (and one
+                // packet time) after it keeps the clock there; anything later was idle.
+                let zero = self.last + u64::try_from((-self.tokens + rate - 1) / rate).unwrap_or(u64::MAX);
+                if now - zero.min(now) <= LATE_WAKE_NS.min(self.last_packet_ns) {
+                    self.tokens = 0;
+                    self.last = zero.max(self.last);
+                    return;
+                }
+            }
             self.tokens = (self.tokens + add).min(self.cap);
             self.last = now;
         }
@@ -200,7 +225,9 @@ impl RateLimiter {
     /// Charges `bytes` sent at `now`.
     pub fn consume(&mut self, bytes: u32, now: u64) {
         self.refill(now);
-        self.tokens -= i128::from(bytes) * 8 * UNITS_PER_BIT;
+        let bits = i128::from(bytes) * 8 * UNITS_PER_BIT;
+        self.tokens -= bits;
+        self.last_packet_ns = u64::try_from(bits / i128::from(self.rate_bps)).unwrap_or(u64::MAX);
     }
 }
 

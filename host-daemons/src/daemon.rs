@@ -103,6 +103,18 @@ pub fn serve(
     Ok(now)
 }
 
+/// Makes this thread's timed sleeps end when asked (1 ns of timer slack) rather than up to the
+/// default 50 µs later: a paced NIC sleeps until its next frame's departure, and every µs it
+/// wakes late is a µs its transmitter does not send (it gathers no credit), so the default
+/// slack alone would cost a line-rate sender at 50 Mbit/s of wall clock several per cent.
+fn set_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes a value and no pointers; it changes only this thread.
+    let r = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    if r != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "prctl(PR_SET_TIMERSLACK, 1) failed: sleeps may end up to 50 µs late");
+    }
+}
+
 /// The data loop of [`run`] (`until_finished`) and [`serve`]; also returns how many passes it
 /// made.
 #[expect(clippy::too_many_arguments, reason = "run's inputs and the mode")]
@@ -118,6 +130,7 @@ fn drive(
     until_finished: bool,
 ) -> Result<(Exit, u64, u64), XskError> {
     let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
+    set_timer_slack();
     let mut next_tick = 0u64;
     let mut fds: Vec<libc::pollfd> =
         ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }).collect();
