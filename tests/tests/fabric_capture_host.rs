@@ -287,7 +287,22 @@ fn nic_capture_sees_the_kernel_path_and_the_af_xdp_path_once_each() {
     let mut run = Proc::spawn(
         "rocefab run incast",
         Command::new(rocefab_bin())
-            .args(["run", &f.name, "incast", "--size", "1MiB", "--json", "--timeout", "60"])
+            // A 2 s retransmit timeout, as fabric_capture.rs: at D 1 with two captures and a
+            // scapy loop beside it, a loaded 2-core machine can hold an ACK past the 100 ms
+            // default seven times in a row (a fresh-clone CI run lost a QP to it); this test
+            // is about what the captures see, not the machine's speed.
+            .args([
+                "run",
+                &f.name,
+                "incast",
+                "--size",
+                "1MiB",
+                "--json",
+                "--timeout",
+                "60",
+                "--retransmit-timeout-ms",
+                "2000",
+            ])
             .stdout(Stdio::piped()),
     );
     let code = run.wait(Duration::from_secs(120));
