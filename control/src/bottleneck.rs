@@ -11,7 +11,7 @@
 //!   [`PAUSED_LITTLE`] of its sending time, no retransmission) achieved less than
 //!   [`SENDER_SLOW`] of its line rate while its QPs were sending — judged only for collectives
 //!   whose senders have data from the start (not a chain broadcast, where a rank waits for
-//!   its predecessor by design).
+//!   its predecessor by design, nor a latency-bound ring AllReduce, [`ring_step_is_latency_bound`]).
 //!
 //! * a switch port stalled: it had frames queued that the peer did not pause and sent nothing for
 //!   [`STALL_FRAMES`] frame times or more, and at least [`STALL_JOB_FRACTION`] of the job, in
@@ -133,6 +133,23 @@ pub fn link_use(before: &[SwitchSample], after: &[SwitchSample], job_ns: u64) ->
         }
     }
     out
+}
+
+/// Packets a ring AllReduce step must carry for its senders to be busy throughout: a step's
+/// chunk crosses its path store and forward, one packet time per switch (up to five, through
+/// the super-spines) before the next step can start, so with fewer packets than this the model
+/// itself keeps senders idle for much of each step (16 packets behind 5 packet times of path:
+/// 76 % busy).
+pub const BUSY_STEP_PACKETS: u64 = 16;
+
+/// Is a ring AllReduce of `size_bytes` over `ranks` latency-bound, so that its senders idle
+/// between steps by the model's design (their rate over the job says nothing about the
+/// machine)? True when a step's chunk (`size / ranks`) is fewer than [`BUSY_STEP_PACKETS`]
+/// packets of `path_mtu_bytes`. The 1 MiB AllReduce of 512 ranks (2 KiB, 2 packets at path MTU
+/// 1024) is; that of 64 ranks (16 KiB, 16 packets) is not.
+pub fn ring_step_is_latency_bound(size_bytes: u64, ranks: u64, path_mtu_bytes: u64) -> bool {
+    let chunk = size_bytes / ranks.max(1);
+    chunk.div_ceil(path_mtu_bytes.max(1)) < BUSY_STEP_PACKETS
 }
 
 /// What a run measured.
@@ -401,6 +418,17 @@ mod tests {
             job_ns: 0,
         };
         assert!(warnings(&chain).is_empty());
+    }
+
+    #[test]
+    fn a_ring_step_of_few_packets_is_latency_bound() {
+        // 1 MiB over 512 ranks at path MTU 1024: 2 KiB steps, 2 packets.
+        assert!(ring_step_is_latency_bound(1 << 20, 512, 1024));
+        // Over 64 ranks: 16 KiB, 16 packets: the senders are busy.
+        assert!(!ring_step_is_latency_bound(1 << 20, 64, 1024));
+        // 15 packets are not enough; at path MTU 4096 the 64-rank step is 4 packets.
+        assert!(ring_step_is_latency_bound(15 * 1024, 1, 1024));
+        assert!(ring_step_is_latency_bound(1 << 20, 64, 4096));
     }
 
     #[test]

@@ -1025,7 +1025,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         time_dilation: dilation.factor(),
         cpu_busy,
         nics: bottleneck::nic_use(&reports),
-        senders_busy_throughout: kind != Kind::Broadcast && ended_normally,
+        senders_busy_throughout: kind != Kind::Broadcast
+            && !(kind == Kind::AllReduce
+                && bottleneck::ring_step_is_latency_bound(
+                    a.size,
+                    built.layout.world_size() as u64,
+                    path_mtu_for_link(link_mtu, ipv6).map_or(1024, |m| m.bytes() as u64),
+                ))
+            && ended_normally,
         links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
         stalls: rep.tx_stalls.clone(),
         job_ns: rep.completion_ns,
