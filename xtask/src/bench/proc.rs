@@ -227,7 +227,7 @@ pub fn process_cpu_ns(pid: u32) -> anyhow::Result<u64> {
     Ok(ticks * 1_000_000_000 / clock_ticks())
 }
 
-fn clock_ticks() -> u64 {
+pub(super) fn clock_ticks() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {

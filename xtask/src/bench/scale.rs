@@ -40,7 +40,43 @@ pub struct Job {
     /// (wall - JCT) / JCT.
     pub outside_over_jct: f64,
     pub machine_bound: bool,
+    /// The run's first machine-bound warning, if any.
+    pub warning: Option<String>,
     pub error: Option<String>,
+}
+
+/// Where a busy fabric (during the AllReduce) spends CPU time and wake-ups: the switch daemons,
+/// the NIC agents, and the rest of the machine (the job's `rocefab-hostd` processes, `rocefab
+/// run` and anything else), from the daemons' `/proc/<pid>` and the machine's `/proc/stat`.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Busy {
+    pub wall_s: f64,
+    /// CPU seconds per wall second (2.0 = both cores of this machine busy).
+    pub cpu_switches: f64,
+    pub cpu_nic_agents: f64,
+    pub cpu_rest: f64,
+    /// Context switches per wall second.
+    pub wakeups_switches: f64,
+    pub wakeups_nic_agents: f64,
+    pub wakeups_rest: f64,
+}
+
+/// The machine's CPU time (ns, every CPU, not idle or iowait) and context switches so far.
+fn machine_cpu_and_ctxt() -> (u64, u64) {
+    let t = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let field = |k: &str| t.lines().find(|l| l.starts_with(k)).map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>());
+    let cpu = field("cpu ").map_or(0, |f| {
+        let n: Vec<u64> = f.iter().filter_map(|x| x.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal ...: all but idle (3) and iowait (4).
+        n.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, v)| v).sum::<u64>()
+    });
+    let ctxt = field("ctxt").and_then(|f| f.first()?.parse().ok()).unwrap_or(0);
+    (cpu * 1_000_000_000 / super::proc::clock_ticks(), ctxt)
+}
+
+/// CPU ns and context switches of `pids` together.
+fn pids_cpu_and_ctxt(pids: &[u32]) -> (u64, u64) {
+    (pids.iter().filter_map(|&p| process_cpu_ns(p).ok()).sum(), pids.iter().map(|&p| ctx_switches(p)).sum())
 }
 
 /// The measurements of one topology.
@@ -62,6 +98,8 @@ pub struct Row {
     pub idle_cpu_pct: Option<f64>,
     /// Context switches of all daemons' threads per second while idle (their wake-ups).
     pub idle_wakeups_per_s: Option<f64>,
+    /// During the AllReduce: where the machine's CPU time and wake-ups went.
+    pub busy: Option<Busy>,
     pub lldp_check_ok: Option<bool>,
     pub ping: Option<String>,
     pub ping_ok: Option<bool>,
@@ -166,6 +204,7 @@ pub fn job_from_report(v: &serde_json::Value, wall_s: f64) -> Job {
         wall_s,
         outside_over_jct: if jct_s > 0.0 { (wall_s - jct_s) / jct_s } else { f64::NAN },
         machine_bound: v["warnings"].as_array().is_some_and(|w| !w.is_empty()),
+        warning: v["warnings"].as_array().and_then(|w| w.first()).and_then(|w| w.as_str()).map(str::to_string),
         error: (errors > 0).then(|| v["errors"].to_string()),
     }
 }
@@ -233,7 +272,24 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
     )?;
     row.ping_ok = Some(ping.status.success());
     row.ping = String::from_utf8_lossy(&ping.stdout).lines().last().map(|l| format!("host1:gpu0 -> {last}: {l}"));
+    let (switchds, nicds) = (daemon_pids(&name, "/rocefab-switchd"), daemon_pids(&name, "/rocefab-nicd"));
+    let (m0, s0, n0) = (machine_cpu_and_ctxt(), pids_cpu_and_ctxt(&switchds), pids_cpu_and_ctxt(&nicds));
+    let t = Instant::now();
     row.allreduce = Some(job(rocefab, &name, "allreduce", "1MiB", Duration::from_secs(900)));
+    let wall_s = t.elapsed().as_secs_f64();
+    let (m1, s1, n1) = (machine_cpu_and_ctxt(), pids_cpu_and_ctxt(&switchds), pids_cpu_and_ctxt(&nicds));
+    let d = |a: u64, b: u64| b.saturating_sub(a) as f64;
+    let (sc, nc, mc) = (d(s0.0, s1.0), d(n0.0, n1.0), d(m0.0, m1.0));
+    let (sw, nw, mw) = (d(s0.1, s1.1), d(n0.1, n1.1), d(m0.1, m1.1));
+    row.busy = Some(Busy {
+        wall_s,
+        cpu_switches: sc / 1e9 / wall_s,
+        cpu_nic_agents: nc / 1e9 / wall_s,
+        cpu_rest: (mc - sc - nc).max(0.0) / 1e9 / wall_s,
+        wakeups_switches: sw / wall_s,
+        wakeups_nic_agents: nw / wall_s,
+        wakeups_rest: (mw - sw - nw).max(0.0) / wall_s,
+    });
     check_interrupt()?;
     row.alltoall = Some(job(rocefab, &name, "alltoall", a.alltoall_size, Duration::from_secs(900)));
     check_interrupt()?;
@@ -307,7 +363,15 @@ pub fn run(rocefab: &Path, run_dir: &Path, a: &ScaleArgs<'_>) -> anyhow::Result<
                 Ok(j) if j.ok && j.verified == Some(true) && !j.machine_bound => {
                     (true, format!("ok, JCT {:.3} s wall", j.jct_s))
                 }
-                Ok(j) if j.machine_bound => (false, "machine-bound".to_string()),
+                Ok(j) if j.machine_bound => (
+                    false,
+                    format!(
+                        "machine-bound (JCT {:.3} s wall, verified {}): {}",
+                        j.jct_s,
+                        j.verified == Some(true),
+                        j.warning.unwrap_or_default()
+                    ),
+                ),
                 Ok(j) => (false, format!("job failed: {}", j.error.unwrap_or_default())),
                 Err(e) => (false, format!("{e:#}")),
             };
@@ -383,6 +447,24 @@ pub fn render(r: &Report) -> String {
         ("idle CPU, % of one core", Box::new(|w: &Row| opt(w.idle_cpu_pct, 1)), format!("< {TARGET_IDLE_PCT}")),
         ("idle wake-ups (context switches) / s", Box::new(|w: &Row| opt(w.idle_wakeups_per_s, 0)), String::new()),
         (
+            "during the AllReduce: CPUs busy (switches + NIC agents + job and rest)",
+            Box::new(|w: &Row| {
+                w.busy.as_ref().map_or("-".into(), |b| {
+                    format!("{:.2} + {:.2} + {:.2} cores", b.cpu_switches, b.cpu_nic_agents, b.cpu_rest)
+                })
+            }),
+            String::new(),
+        ),
+        (
+            "during the AllReduce: wake-ups / s (switches + NIC agents + job and rest)",
+            Box::new(|w: &Row| {
+                w.busy.as_ref().map_or("-".into(), |b| {
+                    format!("{:.0} + {:.0} + {:.0}", b.wakeups_switches, b.wakeups_nic_agents, b.wakeups_rest)
+                })
+            }),
+            String::new(),
+        ),
+        (
             "rocefab lldp --check",
             Box::new(|w: &Row| w.lldp_check_ok.map_or("-".into(), |o| if o { "ok" } else { "FAILED" }.into())),
             "ok".into(),
@@ -415,7 +497,12 @@ pub fn render(r: &Report) -> String {
             "all-to-all: JCT s, outside / JCT",
             Box::new(move |w: &Row| {
                 job(&w.alltoall, &|j| {
-                    format!("{} {:.2}, {:.2}", if j.ok { "ok" } else { "FAILED" }, j.jct_s, j.outside_over_jct)
+                    if j.error.as_deref().is_some_and(|e| e.contains(" needs about ")) {
+                        // `rocefab run` refused it before starting anything: it would not fit.
+                        "refused: does not fit memory".to_string()
+                    } else {
+                        format!("{} {:.2}, {:.2}", if j.ok { "ok" } else { "FAILED" }, j.jct_s, j.outside_over_jct)
+                    }
                 })
             }),
             String::new(),
@@ -493,6 +580,23 @@ mod tests {
                                     "time_dilation": 1000.0, "warnings": ["the machine ..."], "errors": ["x"]});
         let j = job_from_report(&v, 2.0);
         assert!(!j.ok && j.verified == Some(false) && j.machine_bound && j.error.is_some());
+        assert_eq!(j.warning.as_deref(), Some("the machine ..."));
         assert!((j.jct_s - 1.0).abs() < 1e-9 && (j.outside_over_jct - 1.0).abs() < 1e-9, "{j:?}");
+    }
+
+    #[test]
+    fn a_collective_refused_for_memory_is_shown_as_refused_not_failed() {
+        let refused = Job {
+            error: Some("no JSON report (exit status: 1): rocefab: alltoall on x needs about 15.01 GiB ...".into()),
+            ..Job::default()
+        };
+        let failed = Job { error: Some("no JSON report (exit status: 1): boom".into()), ..Job::default() };
+        let row = |j: Job| Report {
+            rows: vec![Row { topology: "t".into(), alltoall: Some(j), ..Row::default() }],
+            ..Report::default()
+        };
+        let (refused, failed) = (render(&row(refused)), render(&row(failed)));
+        assert!(refused.contains("| refused: does not fit memory |") && !refused.contains("FAILED"), "{refused}");
+        assert!(failed.contains("FAILED"), "{failed}");
     }
 }
