@@ -161,6 +161,9 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
     let mut not_ect = [(0u32, 0u32, 0f64, 0f64); 6];
     // Frames within EDGE_FRAMES past max: (frames, hits).
     let mut edge = (0u32, 0u32);
+    // ECT frames the model puts at or above max (the edge included), to compare with the
+    // switch's own count of the ECT frames its XDP program found there.
+    let mut model_top_ect = 0u32;
     let band = |d: f64| {
         if d < min {
             0
@@ -190,6 +193,9 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
                 (false, None) => true, // dropped where an ECT one would have been marked
                 (false, Some(e)) => panic!("cycle {c}: Not-ECT seq {seq} arrived with ECN {e}: never marked"),
             };
+            if depth >= max && is_ect {
+                model_top_ect += 1;
+            }
             if depth >= max && depth < max + EDGE_FRAMES * CHARGE as f64 {
                 edge.0 += 1;
                 edge.1 += u32::from(hit);
@@ -220,10 +226,33 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
         edge.1
     );
     eprintln!("{report}");
+    // The switch's own per-band counts: every ECT frame its XDP program found at or above max
+    // arrived CE, whatever the machine did.
+    let last = (rocefab_plumbing::depths::BANDS - 1).to_string();
+    let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
+    let (xdp_top_ect, xdp_top_ce) = (
+        metric(&after, "rocefab_wred_band_ect_packets_total", &bl),
+        metric(&after, "rocefab_wred_band_ce_packets_total", &bl),
+    );
+    assert!(
+        xdp_top_ect > 0.0 && xdp_top_ect == xdp_top_ce,
+        "rail1 counted {xdp_top_ect} ECT and {xdp_top_ce} CE frames at and above max"
+    );
+    // The model assumes the data-plane thread enqueued each frame before XDP saw the next (200
+    // µs apart). When a loaded machine held the thread longer, XDP read a depth some frames
+    // behind and found fewer ECT frames above max than the model puts there (seen in two CI
+    // runs: 9 and 28 of ~165 unmarked); that many frames, and no more, may miss above max.
+    let lag = (f64::from(model_top_ect) - xdp_top_ect).max(0.0) as u32;
+    if lag > 0 {
+        eprintln!("the published depth lagged: XDP found {xdp_top_ect} ECT frames at or above max where the model puts {model_top_ect}");
+    }
     for rows in [&ect, &not_ect] {
         assert!(rows[0].0 > 40 && rows[5].0 > 40, "too few frames below min / above max:\n{report}");
         assert_eq!(rows[0].1, 0, "marked or dropped below WRED min:\n{report}");
-        assert_eq!(rows[5].1, rows[5].0, "above WRED max everything is marked (ECT) or dropped (Not-ECT):\n{report}");
+        assert!(
+            rows[5].0 - rows[5].1 <= lag,
+            "above WRED max everything is marked (ECT) or dropped (Not-ECT), but for {lag} frames the published depth lagged behind:\n{report}"
+        );
         for r in &rows[1..5] {
             // Binomial sum: 4.5σ, at least 3 frames of slack for the smallest bands (the shape
             // of the curve; its slope is bounded over the whole ramp below).
@@ -256,14 +285,6 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
             r.2
         );
     }
-    // The switch's own per-band counts agree: everything at and above max arrived CE.
-    let last = (rocefab_plumbing::depths::BANDS - 1).to_string();
-    let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
-    let (e, c) = (
-        metric(&after, "rocefab_wred_band_ect_packets_total", &bl),
-        metric(&after, "rocefab_wred_band_ce_packets_total", &bl),
-    );
-    assert!(e > 0.0 && e == c, "rail1 counted {e} ECT and {c} CE frames at and above max");
     assert_eq!(metric(&after, "rocefab_headroom_overflow_total", &[]), 0.0);
 }
 

@@ -64,7 +64,8 @@ pub struct Busy {
 /// The machine's CPU time (ns, every CPU, not idle or iowait) and context switches so far.
 fn machine_cpu_and_ctxt() -> (u64, u64) {
     let t = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let field = |k: &str| t.lines().find(|l| l.starts_with(k)).map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>());
+    let field =
+        |k: &str| t.lines().find(|l| l.starts_with(k)).map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>());
     let cpu = field("cpu ").map_or(0, |f| {
         let n: Vec<u64> = f.iter().filter_map(|x| x.parse().ok()).collect();
         // user nice system idle iowait irq softirq steal ...: all but idle (3) and iowait (4).
