@@ -1000,15 +1000,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // lingers, all at once, then reap.
     let unreaped = procs.stop();
     drop(procs);
-    if let Some(r) = recording {
-        let job_ns = reports.iter().map(|(_, h)| h.elapsed_ns).max();
-        for l in r.finish(job_ns)? {
-            eprintln!("{l}");
-        }
-    }
     // The addresses the jobs were given, so the report and the hosts agree.
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
     let mut rep = summarize(&a.fabric, kind, a.segment, a.size, built.layout.world_size(), &reports, metrics);
+    if let Some(r) = recording {
+        for l in r.finish(Some(rep.completion_ns))? {
+            eprintln!("{l}");
+        }
+    }
     rep.hosts = hosts.len();
     rep.timed_out = timed_out;
     rep.errors.extend(missing);

@@ -63,13 +63,6 @@ impl<D: Copy + Default> DelayLine<D> {
         self.delay_ns
     }
 
-    /// Puts a frame that entered the line at `at` on it; hands it back when the line is full.
-    #[inline]
-    pub fn push(&mut self, d: D, at: u64) -> Result<(), D> {
-        let due = at.saturating_add(self.delay_ns);
-        self.fifo.push(OnLine { d, due }, 0).map_err(|(o, _)| o.d)
-    }
-
     /// Puts a frame of `wire_bytes` (frame, FCS, preamble and gap) whose first bit entered the
     /// line at `at` on a cable of `rate_bps`: it is due when its last bit reaches the peer, one
     /// delay plus its serialisation time later (the peer, switch or NIC, acts on a frame once it
@@ -133,6 +126,11 @@ impl<D: Copy + Default> DelayLine<D> {
 mod tests {
     use super::*;
 
+    /// A frame that takes no time on the wire (an unbounded rate): due one delay after `at`.
+    fn push<D: Copy + Default>(l: &mut DelayLine<D>, d: D, at: u64) -> Result<(), D> {
+        l.push_serialised(d, at, 84, u64::MAX)
+    }
+
     #[test]
     fn capacity_is_the_bandwidth_delay_product_at_the_smallest_frame() {
         assert_eq!(DelayLine::<u32>::capacity_for(400_000_000_000, 0, 64), 0, "no delay, no line");
@@ -147,9 +145,9 @@ mod tests {
     #[test]
     fn frames_leave_one_delay_after_they_entered_in_entry_order() {
         let mut l = DelayLine::new(1_000, 4);
-        l.push(1u32, 10).unwrap();
-        l.push(2, 10).unwrap();
-        l.push(3, 500).unwrap();
+        push(&mut l, 1u32, 10).unwrap();
+        push(&mut l, 2, 10).unwrap();
+        push(&mut l, 3, 500).unwrap();
         assert_eq!(l.next_due(), Some(1_010));
         assert_eq!(l.pop_due(1_009), None, "not before its due time");
         assert_eq!(l.pop_due(1_010), Some((1, 1_010)));
@@ -195,10 +193,10 @@ mod tests {
     #[test]
     fn a_full_line_hands_the_frame_back() {
         let mut l = DelayLine::new(10, 2);
-        l.push(1u32, 0).unwrap();
-        l.push(2, 0).unwrap();
+        push(&mut l, 1u32, 0).unwrap();
+        push(&mut l, 2, 0).unwrap();
         assert!(l.is_full() && l.room() == 0);
-        assert_eq!(l.push(3, 0), Err(3));
+        assert_eq!(push(&mut l, 3, 0), Err(3));
         assert_eq!(l.pop_any(), Some(1));
         assert_eq!(l.room(), 1);
     }

@@ -185,10 +185,11 @@ impl RateLimiter {
             if self.cap == 0 && self.tokens + add > 0 {
                 // The balance reached zero at `zero`: a wake-up at most LATE_WAKE_NS (and one
                 // packet time) after it keeps the clock there; anything later was idle.
+                // (Rounded up, `zero` may be `now` itself, never later.)
                 let zero = self.last + u64::try_from((-self.tokens + rate - 1) / rate).unwrap_or(u64::MAX);
-                if now - zero.min(now) <= LATE_WAKE_NS.min(self.last_packet_ns) {
+                if now.saturating_sub(zero) <= LATE_WAKE_NS.min(self.last_packet_ns) {
                     self.tokens = 0;
-                    self.last = zero.max(self.last);
+                    self.last = zero.min(now);
                     return;
                 }
             }

@@ -61,18 +61,15 @@ pub struct Busy {
     pub wakeups_rest: f64,
 }
 
-/// The machine's CPU time (ns, every CPU, not idle or iowait) and context switches so far.
+/// The machine's busy CPU time (ns, every CPU, not idle or iowait: [`super::proc::cpu_times`])
+/// and its context switches so far (`ctxt` of /proc/stat).
 fn machine_cpu_and_ctxt() -> (u64, u64) {
-    let t = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let field =
-        |k: &str| t.lines().find(|l| l.starts_with(k)).map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>());
-    let cpu = field("cpu ").map_or(0, |f| {
-        let n: Vec<u64> = f.iter().filter_map(|x| x.parse().ok()).collect();
-        // user nice system idle iowait irq softirq steal ...: all but idle (3) and iowait (4).
-        n.iter().enumerate().filter(|(i, _)| *i != 3 && *i != 4).map(|(_, v)| v).sum::<u64>()
-    });
-    let ctxt = field("ctxt").and_then(|f| f.first()?.parse().ok()).unwrap_or(0);
-    (cpu * 1_000_000_000 / super::proc::clock_ticks(), ctxt)
+    let busy: u64 = super::proc::cpu_times().unwrap_or_default().iter().map(|(b, _)| b).sum();
+    let ctxt = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.starts_with("ctxt "))?.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0);
+    (busy * 1_000_000_000 / super::proc::clock_ticks(), ctxt)
 }
 
 /// CPU ns and context switches of `pids` together.

@@ -174,16 +174,21 @@ mod tests {
         assert!(wakes <= frames + 2, "{wakes} wake-ups for {frames} frames");
     }
 
+    /// A PFC pause of priority 3 for 0xffff quanta and its resume (quanta 0), from the switch.
+    fn pause_and_resume() -> (Vec<u8>, Vec<u8>) {
+        let src = MacAddr([2, 0, 0, 0, 0, 0x0b]);
+        let frame = |q| MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), q)).to_frame(src).to_vec();
+        (frame(0xffff), frame(0))
+    }
+
     #[test]
     fn after_a_pause_one_frame_leaves_then_the_next_a_serialisation_time_later() {
         // A PFC pause of 0xffff quanta (33.5 ms at 1 Gb/s) at 1 ms, resumed by quanta 0 at
         // 11 ms: the sender was paused 10 ms, which a credit-gathering shaper would have let it
         // send as a burst at XON.
         let (mut a, _) = engines(4_000_000, 1_000_000_000, false);
-        let src = MacAddr([2, 0, 0, 0, 0, 0x0b]);
-        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(src);
-        let resume = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0)).to_frame(src);
-        let (sent, _) = drive_sender(&mut a, 20_000_000, &[(1_000_000, pause.to_vec()), (11_000_000, resume.to_vec())]);
+        let (pause, resume) = pause_and_resume();
+        let (sent, _) = drive_sender(&mut a, 20_000_000, &[(1_000_000, pause), (11_000_000, resume)]);
         let gap = sent.windows(2).find(|w| w[1].0 - w[0].0 > 1_000_000).expect("the pause shows as a gap");
         let xon = gap[1].0;
         assert_eq!(xon, 11_000_000, "resumed by quanta 0");
@@ -200,15 +205,9 @@ mod tests {
         // leaves at XON and the next ones at the QP's 500 Mbit/s, 17.3 µs apart, not a burst at
         // line rate until a bucket is spent.
         let (mut a, _) = engines(4_000_000, 1_000_000_000, true);
-        let src = MacAddr([2, 0, 0, 0, 0, 0x0b]);
-        let pause = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0xffff)).to_frame(src);
-        let resume = MacControlRepr::Pfc(PfcRepr::pause(PrioritySet(1 << 3), 0)).to_frame(src);
-        let (sent, _) = drive_sender_cut(
-            &mut a,
-            20_000_000,
-            &[(1_000_000, pause.to_vec()), (11_000_000, resume.to_vec())],
-            Some(11_000_000),
-        );
+        let (pause, resume) = pause_and_resume();
+        let (sent, _) =
+            drive_sender_cut(&mut a, 20_000_000, &[(1_000_000, pause), (11_000_000, resume)], Some(11_000_000));
         let qp = a.by_qpn.get(17).unwrap();
         let rate = a.qps[qp].sender.as_ref().unwrap().rate_bps();
         assert!(rate >= 500_000_000, "the cut took the rate to half, and it only recovers: {rate}");
