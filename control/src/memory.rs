@@ -171,18 +171,24 @@ pub fn check_fits(fabric: &str, need: u64, pinned_per_daemon: u64, available: Av
     Ok(())
 }
 
-/// What one QP end costs a `rocefab-hostd` beyond its NICs' UMEMs and the QP's receive region
-/// (its sender, receiver, DCQCN and index state), measured: pod-64gpu's all-to-all (8 hosts,
-/// 8,064 QP ends) took the 8 job processes from 384 MiB to a 577 MiB peak, 24.5 KB an end.
-pub const QP_END_BYTES: u64 = 24 << 10;
+/// What one QP end costs a `rocefab-hostd` beyond its NICs' UMEMs and its data buffers
+/// ([`gpu_host::nic::engine::data_bytes`]): its sender, receiver, DCQCN and index state, its
+/// job spec, report snapshots and metric row. Measured: pod-64gpu's 64 KiB all-to-all (8 hosts,
+/// 8,064 QP ends) took the 8 job processes from 384 MiB (themselves and their UMEMs) to a
+/// 450 MiB peak, of which 16 MiB data: 6.6 KB an end.
+pub const QP_END_BYTES: u64 = 8 << 10;
 
 /// The memory a collective's job processes need: per host `rocefab-hostd` itself, its NICs'
-/// UMEMs (`nic_umem_bytes` each), the responder regions and [`QP_END_BYTES`] per QP end.
-pub fn job_need(jobs: &[rocefab_contracts::job::Job], nic_umem_bytes: u64) -> u64 {
+/// UMEMs (`nic_umem_bytes` each), the data its engine allocates at path MTU `path_mtu` bytes
+/// (send buffers, responder regions, rank buffers: [`gpu_host::nic::engine::data_bytes`]) and
+/// [`QP_END_BYTES`] per QP end.
+pub fn job_need(jobs: &[rocefab_contracts::job::Job], nic_umem_bytes: u64, path_mtu: u32) -> u64 {
     jobs.iter()
         .map(|j| {
-            let regions: u64 = j.qps.iter().filter_map(|q| q.recv.as_ref()).map(|r| r.len).sum();
-            HOSTD_BASE_BYTES + j.nics.len() as u64 * nic_umem_bytes + regions + j.qps.len() as u64 * QP_END_BYTES
+            HOSTD_BASE_BYTES
+                + j.nics.len() as u64 * nic_umem_bytes
+                + gpu_host::nic::engine::data_bytes(j, path_mtu)
+                + j.qps.len() as u64 * QP_END_BYTES
         })
         .sum()
 }
@@ -193,7 +199,7 @@ pub fn check_job_fits(what: &str, qp_ends: usize, need: u64, available: u64) -> 
         return Ok(());
     }
     Err(format!(
-        "{what} needs about {} for its job processes ({qp_ends} QP ends at {} each, responder regions, NIC UMEMs) but only {} is available (MemAvailable in /proc/meminfo); use a smaller collective or fewer ranks",
+        "{what} needs about {} for its job processes ({qp_ends} QP ends at {} each, their buffers, NIC UMEMs) but only {} is available (MemAvailable in /proc/meminfo); use a smaller collective or fewer ranks",
         human_bytes(need),
         human_bytes(QP_END_BYTES),
         human_bytes(available)
@@ -251,7 +257,7 @@ mod tests {
         assert_eq!(check_job_fits("alltoall", 10, 1 << 30, 2 << 30), Ok(()));
         let e = check_job_fits("alltoall on mp512", 523_264, 13 << 30, 9 << 30).unwrap_err();
         assert!(
-            e.starts_with("alltoall on mp512 needs about 13.00 GiB for its job processes (523264 QP ends at 24"),
+            e.starts_with("alltoall on mp512 needs about 13.00 GiB for its job processes (523264 QP ends at 8"),
             "{e}"
         );
         assert!(e.contains("only 9.00 GiB is available") && !e.contains('\n'), "{e}");

@@ -301,6 +301,10 @@ pub fn summarize(
         pfc: Vec::new(),
         tx_stalls: Vec::new(),
     };
+    // Every QP by (qpn, peer qpn), for finding a requester's peer responder (a 512-rank
+    // all-to-all has 523,264 QP ends: a search per requester took minutes).
+    let by_pair: std::collections::HashMap<(u32, u32), &rocefab_contracts::job::QpReport> =
+        hosts.iter().flat_map(|(_, o)| o.qps.iter()).map(|o| ((o.qpn, o.peer_qpn), o)).collect();
     for (host, h) in hosts {
         r.verified_ranks += h.ranks.iter().filter(|k| k.verified == Some(true)).count() as u32;
         if let Some(e) = &h.error {
@@ -317,8 +321,7 @@ pub fn summarize(
         r.stalls.extend(h.stalls.iter().map(|s| StallLine { host: host.clone(), qp: s.clone() }));
         for q in h.qps.iter().filter(|q| q.send_bytes > 0) {
             // The peer responder's CNPs for this connection.
-            let peer =
-                hosts.iter().flat_map(|(_, o)| o.qps.iter()).find(|o| o.qpn == q.peer_qpn && o.peer_qpn == q.qpn);
+            let peer = by_pair.get(&(q.peer_qpn, q.qpn)).copied();
             r.qps.push(QpLine {
                 host: host.clone(),
                 nic: q.nic.clone(),
@@ -459,12 +462,21 @@ pub fn render_table(r: &RunReport) -> String {
             "\n{} QPs had not finished when their hosts reported (emulated time since the start):\n",
             r.stalls.len()
         );
-        for st in &r.stalls {
+        for st in r.stalls.iter().take(STALLS_SHOWN) {
             s += &format!("{}: {}\n", st.host, st.qp.describe());
         }
+        if r.stalls.len() > STALLS_SHOWN {
+            s += &format!(
+                "and {} more QPs (every one is in `--json` and in the run's report.json)\n",
+                r.stalls.len() - STALLS_SHOWN
+            );
+        }
     }
-    for e in &r.errors {
+    for e in r.errors.iter().take(STALLS_SHOWN) {
         s += &format!("error: {e}\n");
+    }
+    if r.errors.len() > STALLS_SHOWN {
+        s += &format!("and {} more errors (in `--json` and the run's report.json)\n", r.errors.len() - STALLS_SHOWN);
     }
     for w in &r.warnings {
         s += &format!("warning: {w}\n");
@@ -845,6 +857,22 @@ fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
     Ok(FabricHosts { hosts, netns, mtu: plan.mtu, dilation: st.clock()?.dilation(), dcqcn: topo.dcqcn })
 }
 
+/// How many unfinished QPs and errors the text report lists before "and N more".
+const STALLS_SHOWN: usize = 64;
+
+/// How many of a failed job's errors its final error line names.
+const ERRORS_SHOWN: usize = 8;
+
+/// The first [`ERRORS_SHOWN`] of `errors` joined with "; ", then how many more (a 512-rank
+/// all-to-all that fails may have hundreds; the JSON report keeps every one).
+fn first_errors(errors: &[String]) -> String {
+    let mut s = errors.iter().take(ERRORS_SHOWN).map(String::as_str).collect::<Vec<_>>().join("; ");
+    if errors.len() > ERRORS_SHOWN {
+        s.push_str(&format!("; and {} more (`--json` lists them all)", errors.len() - ERRORS_SHOWN));
+    }
+    s
+}
+
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // Every step below that waits (readiness, the job, the reports) ends by this deadline.
     let started = Instant::now();
@@ -872,7 +900,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // all-to-all over 512 ranks has 523,264 QP ends: the OOM killer would pick for us).
     // A NIC's UMEM depends on the MTU only (its rings are fixed: `nic_memory`).
     let nic_umem = rocefab_contracts::memory::nic_memory(0, link_mtu).umem_bytes();
-    let need = crate::memory::job_need(&built.jobs, nic_umem);
+    let path_mtu = gpu_host::nic::engine::path_mtu_for_link(link_mtu, ipv6).map_or(link_mtu, |m| m.bytes());
+    let need = crate::memory::job_need(&built.jobs, nic_umem, path_mtu);
     let qp_ends = built.jobs.iter().map(|j| j.qps.len()).sum();
     let available = crate::memory::available()?.mem_available;
     crate::memory::check_job_fits(&format!("{} on {}", kind.name(), a.fabric), qp_ends, need, available)
@@ -894,8 +923,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let mut procs = Hostds::new();
     for ((h, ns), job) in hosts.iter().zip(&netns).zip(&built.jobs) {
         let path = dir.join(format!("{}.json", h.name));
-        std::fs::write(&path, serde_json::to_vec_pretty(job)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, serde_json::to_vec(job)?).with_context(|| format!("writing {}", path.display()))?;
         let log = dir.join(format!("{}.log", h.name));
         let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let child = Command::new(&hostd)
@@ -1060,7 +1088,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         );
     }
     if !rep.ok {
-        bail!("{} did not complete with verified data: {}", kind.name(), rep.errors.join("; "));
+        bail!("{} did not complete with verified data: {}", kind.name(), first_errors(&rep.errors));
     }
     Ok(())
 }
@@ -1068,6 +1096,16 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_jobs_error_line_names_the_first_errors_and_counts_the_rest() {
+        let errors: Vec<String> = (0..20).map(|i| format!("host{i}: retry count exceeded")).collect();
+        let line = first_errors(&errors);
+        assert!(line.starts_with("host0: retry count exceeded; host1: "), "{line}");
+        assert!(line.contains("host7: retry count exceeded; and 12 more (`--json` lists them all)"), "{line}");
+        assert!(!line.contains("host8:"), "{line}");
+        assert_eq!(first_errors(&errors[..2]), "host0: retry count exceeded; host1: retry count exceeded");
+    }
     use rocefab_contracts::job::{NicReport, QpReport, RankReport};
 
     #[test]

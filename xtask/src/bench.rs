@@ -120,7 +120,7 @@ pub struct BenchArgs {
     /// --scale: how long the idle fabric's CPU and wake-ups are measured.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub scale_idle: Duration,
-    /// --scale: bytes per rank pair of the all-to-all.
+    /// --scale: input bytes per rank of the all-to-all (split over its peers).
     #[arg(long, default_value = "64KiB", value_parser = size_arg)]
     pub scale_alltoall_size: String,
     /// --scale: time dilations to try, lowest first, for the 400G AllReduce.

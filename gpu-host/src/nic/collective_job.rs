@@ -231,10 +231,19 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     for (id, t) in sched.transfers.iter().enumerate() {
         add_transfer(&mut jobs, id, t, slot[id].map(|(ci, staging)| (&conns[ci], staging)), place)?;
     }
-    for j in &jobs {
+    for j in &mut jobs {
+        j.snapshot_interval_ms = snapshot_interval_ms(j.qps.len());
         j.validate().map_err(|e| BuildError::Invalid(e.to_string()))?;
     }
     Ok(Built { layout, schedule: sched, conns, jobs })
+}
+
+/// How often a host of `qps` QP ends publishes a snapshot (its metrics, `GET /sample`), ms:
+/// [`super::job::DEFAULT_SNAPSHOT_INTERVAL_MS`], and 50 µs a QP beyond 2,000 QPs. A snapshot
+/// walks every QP on the data thread; on a 2-core machine running 64 hosts of a 512-rank
+/// all-to-all (8,176 QPs each), snapshots every 100 ms took more CPU than the hosts had.
+pub fn snapshot_interval_ms(qps: usize) -> u64 {
+    super::job::DEFAULT_SNAPSHOT_INTERVAL_MS.max(qps as u64 / 20)
 }
 
 /// Every host has GPUs (as many as the others) and NICs, and the size is whole elements:
@@ -265,14 +274,16 @@ fn locate(layout: &RankLayout, hosts: &[HostDesc], r: u32) -> Result<(usize, usi
 /// connection (the order its transfers are posted), in a ring of [`staging_ring_bytes`].
 fn connections(sched: &Schedule, window_packets: u32) -> (Vec<Conn>, Vec<Option<(usize, u64)>>) {
     let mut conns: Vec<Conn> = Vec::new();
+    // (src rank, dst rank) -> index in `conns`: a 512-rank all-to-all has 261,632 of them.
+    let mut by_pair: std::collections::HashMap<(u32, u32), usize> = std::collections::HashMap::new();
     let mut slot: Vec<Option<(usize, u64)>> = vec![None; sched.transfers.len()];
     for (id, t) in sched.transfers.iter().enumerate() {
         if t.is_local() {
             continue;
         }
         let len = t.elems() as u64 * ELEM;
-        let ci = match conns.iter().position(|c| c.src_rank == t.src_rank && c.dst_rank == t.dst_rank) {
-            Some(i) => i,
+        let ci = match by_pair.get(&(t.src_rank, t.dst_rank)) {
+            Some(&i) => i,
             None => {
                 let i = conns.len() as u32;
                 conns.push(Conn {
@@ -283,6 +294,7 @@ fn connections(sched: &Schedule, window_packets: u32) -> (Vec<Conn>, Vec<Option<
                     bytes: 0,
                     staging_bytes: 0,
                 });
+                by_pair.insert((t.src_rank, t.dst_rank), i as usize);
                 i as usize
             }
         };

@@ -71,7 +71,7 @@ use reduce::{Coll, SendRing};
 
 pub use pacer::WIRE_OVERHEAD_BYTES;
 pub use reduce::CollectiveSpecError;
-pub use setup::{path_mtu_for_link, receiver_config, sender_config, EngineError};
+pub use setup::{data_bytes, path_mtu_for_link, receiver_config, sender_config, EngineError};
 
 /// Capacity of each per-NIC control queue (ACK/NAK and CNP).
 pub const CTRL_QUEUE_CAPACITY: usize = 4096;
@@ -250,20 +250,23 @@ impl Engine {
             nic.c.rx_unknown_qp += 1;
             return;
         }
-        let progress = match p.bth().opcode {
-            WireOpcode::Acknowledge => Self::on_ack(nic, qp, &p, now),
+        let (received, acked) = match p.bth().opcode {
+            WireOpcode::Acknowledge => (false, Self::on_ack(nic, qp, &p, now)),
             WireOpcode::Cnp => {
                 nic.c.cnps_received += 1;
                 match qp.sender.as_mut() {
                     Some(s) => s.on_cnp(now),
                     None => nic.c.rx_ignored += 1,
                 }
-                false
+                (false, false)
             }
-            _ => Self::on_request(nic, qi, qp, &p, now),
+            _ => (Self::on_request(nic, qi, qp, &p, now), false),
         };
-        if progress && self.coll.is_some() {
-            self.progress();
+        if received || acked {
+            if let Some(c) = self.coll.as_mut() {
+                c.touch_qp(qi, received, acked);
+                c.progress(&mut self.qps);
+            }
         }
     }
 

@@ -61,6 +61,12 @@ impl SendRing {
 
 /// Collective state: rank buffers and the progress of the transfers (see
 /// [`CollectiveSpec`]).
+///
+/// Progress is incremental: a frame makes only its own QP's queues "dirty" (a received
+/// message may complete that QP's next transfer; an ACK may free room in its send ring), a
+/// completed transfer makes dirty the send queues that wait for it, and only dirty queues are
+/// looked at. A host of a 512-rank all-to-all has 8,176 of them: walking all on every frame
+/// took most of a loaded host's CPU.
 pub(super) struct Coll {
     pub(super) spec: CollectiveSpec,
     pub(super) bufs: Vec<Vec<u8>>,
@@ -72,13 +78,75 @@ pub(super) struct Coll {
     /// (qp index, transfers in id order, applied so far).
     pub(super) recvq: Vec<(usize, Vec<RecvStep>, usize)>,
     pub(super) locals_done: Vec<bool>,
+    /// Per QP index, its entry in `sendq` / `recvq` ([`NONE`] if none).
+    send_of_qp: Vec<u32>,
+    recv_of_qp: Vec<u32>,
+    /// Per transfer id, the `sendq` entries with a send that depends on it.
+    dependents: Vec<Vec<u32>>,
+    /// Queues to look at, each at most once (`*_queued`); capacity for all, so marking never
+    /// allocates.
+    dirty_send: Vec<u32>,
+    send_queued: Vec<bool>,
+    dirty_recv: Vec<u32>,
+    recv_queued: Vec<bool>,
+    /// A transfer completed since the local transfers were last looked at.
+    locals_dirty: bool,
+    /// Queues and local transfers not yet through.
+    sends_left: usize,
+    recvs_left: usize,
+    locals_left: usize,
 }
+
+/// No queue.
+const NONE: u32 = u32::MAX;
 
 impl Coll {
     pub(super) fn complete(&self) -> bool {
-        self.sendq.iter().all(|(_, l, n)| *n == l.len())
-            && self.recvq.iter().all(|(_, l, n)| *n == l.len())
-            && self.locals_done.iter().all(|d| *d)
+        self.sends_left == 0 && self.recvs_left == 0 && self.locals_left == 0
+    }
+
+    /// Marks QP index `qi`'s receive queue (a message completed on it) and send queue (room
+    /// may have been freed in its ring) to be looked at by the next [`Coll::progress`].
+    pub(super) fn touch_qp(&mut self, qi: usize, received: bool, acked: bool) {
+        if received {
+            if let Some(&k) = self.recv_of_qp.get(qi).filter(|&&k| k != NONE) {
+                mark(&mut self.dirty_recv, &mut self.recv_queued, k);
+            }
+        }
+        if acked {
+            if let Some(&k) = self.send_of_qp.get(qi).filter(|&&k| k != NONE) {
+                mark(&mut self.dirty_send, &mut self.send_queued, k);
+            }
+        }
+    }
+
+    /// Marks every queue (at the start).
+    fn touch_all(&mut self) {
+        for k in 0..self.recvq.len() as u32 {
+            mark(&mut self.dirty_recv, &mut self.recv_queued, k);
+        }
+        for k in 0..self.sendq.len() as u32 {
+            mark(&mut self.dirty_send, &mut self.send_queued, k);
+        }
+        self.locals_dirty = true;
+    }
+
+    /// Transfer `id` is done: the send queues waiting for it are looked at again.
+    fn transfer_done(&mut self, id: usize) {
+        self.done[id] = true;
+        if let Some(ks) = self.dependents.get(id) {
+            for &k in ks {
+                mark(&mut self.dirty_send, &mut self.send_queued, k);
+            }
+        }
+        self.locals_dirty = true;
+    }
+}
+
+/// Queues `k` on `dirty` unless `queued[k]`.
+fn mark(dirty: &mut Vec<u32>, queued: &mut [bool], k: u32) {
+    if !std::mem::replace(&mut queued[k as usize], true) {
+        dirty.push(k);
     }
 }
 
@@ -91,11 +159,12 @@ pub(super) fn is_done(done: &[bool], id: usize) -> bool {
 const MAX_TRANSFER_ID: usize = 1 << 24;
 
 impl Coll {
-    /// The state of `spec` on a host whose QPs `by_qpn` indexes; `path_mtu_of(qp)` is the path
+    /// The state of `spec` on a host whose `qps` QPs `by_qpn` indexes; `path_mtu_of(qp)` is the path
     /// MTU (bytes) of QP index `qp`'s NIC. Rank buffers hold their input pattern.
     pub(super) fn new(
         spec: &CollectiveSpec,
         by_qpn: &IndexTable,
+        qps: usize,
         path_mtu_of: impl Fn(usize) -> u32,
     ) -> Result<Coll, CollectiveSpecError> {
         let bufs = spec
@@ -111,51 +180,105 @@ impl Coll {
             .map_err(CollectiveSpecError::RankListedTwice)?;
         let max_id = check_transfers(spec, &rank_idx)?;
         let recvq = recv_steps(spec, by_qpn, path_mtu_of)?;
-        Ok(Coll {
-            sendq: queue_by_qp(by_qpn, spec.sends.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)))?,
+        let sendq = queue_by_qp(by_qpn, spec.sends.iter().enumerate().map(|(i, x)| (x.qpn, x.id, i)))?;
+        let ids = max_id.map_or(0, |m| m + 1);
+        let mut send_of_qp = vec![NONE; qps];
+        let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); ids];
+        for (k, (qi, list, _)) in sendq.iter().enumerate() {
+            send_of_qp[*qi] = k as u32;
+            for &si in list {
+                for &d in &spec.sends[si].deps {
+                    if let Some(v) = dependents.get_mut(d) {
+                        if v.last() != Some(&(k as u32)) {
+                            v.push(k as u32);
+                        }
+                    }
+                }
+            }
+        }
+        let mut recv_of_qp = vec![NONE; qps];
+        for (k, (qi, _, _)) in recvq.iter().enumerate() {
+            recv_of_qp[*qi] = k as u32;
+        }
+        let mut c = Coll {
+            dirty_send: Vec::with_capacity(sendq.len()),
+            send_queued: vec![false; sendq.len()],
+            dirty_recv: Vec::with_capacity(recvq.len()),
+            recv_queued: vec![false; recvq.len()],
+            sends_left: sendq.iter().filter(|(_, l, _)| !l.is_empty()).count(),
+            recvs_left: recvq.iter().filter(|(_, l, _)| !l.is_empty()).count(),
+            locals_left: spec.locals.len(),
+            locals_dirty: true,
+            send_of_qp,
+            recv_of_qp,
+            dependents,
+            sendq,
             recvq,
             locals_done: vec![false; spec.locals.len()],
             spec: spec.clone(),
             bufs,
             rank_idx,
-            done: vec![false; max_id.map_or(0, |m| m + 1)],
-        })
+            done: vec![false; ids],
+        };
+        c.touch_all();
+        Ok(c)
     }
 
-    /// Runs the collective forward: applies every completed incoming write to its rank
-    /// buffer, runs ready local transfers and posts every send whose dependencies are done.
-    /// Allocates only when a send is posted (its data is copied into the QP's send buffer, so
-    /// later changes to the rank buffer cannot alter a retransmission).
+    /// Runs the collective forward from the queues marked since the last call
+    /// ([`Coll::touch_qp`]): applies every completed incoming write to its rank buffer, runs
+    /// ready local transfers and posts every send whose dependencies are done. Allocates only
+    /// when a send is posted (its data is copied into the QP's send buffer, so later changes to
+    /// the rank buffer cannot alter a retransmission).
     pub(super) fn progress(&mut self, qps: &mut [Qp]) {
         loop {
-            let mut changed = self.apply_received(qps);
-            changed |= self.run_locals();
-            changed |= self.post_sends(qps);
-            if !changed {
+            let mut changed = false;
+            while let Some(k) = self.dirty_recv.pop() {
+                self.recv_queued[k as usize] = false;
+                changed |= self.apply_received(qps, k as usize);
+            }
+            if self.locals_dirty && self.locals_left > 0 {
+                self.locals_dirty = false;
+                changed |= self.run_locals();
+            }
+            while let Some(k) = self.dirty_send.pop() {
+                self.send_queued[k as usize] = false;
+                changed |= self.post_sends(qps, k as usize);
+            }
+            if !changed && self.dirty_recv.is_empty() && self.dirty_send.is_empty() {
                 break;
             }
         }
     }
 
-    /// Applies every incoming transfer whose PSN range completed; whether any was.
-    fn apply_received(&mut self, qps: &[Qp]) -> bool {
+    /// Applies every transfer of receive queue `k` whose PSN range completed; whether any was.
+    fn apply_received(&mut self, qps: &[Qp], k: usize) -> bool {
         let mut changed = false;
-        for (qi, list, applied) in self.recvq.iter_mut() {
-            let qp = &qps[*qi];
-            let (Some(rx), Some(spec)) = (qp.receiver.as_ref(), qp.spec.recv.as_ref()) else { continue };
-            // Completion by PSN range: with out-of-order placement a transfer's packets may
-            // all be placed while an earlier one still misses some.
-            let completed = rx.counters().packets_completed;
-            while *applied < list.len() && list[*applied].1 <= completed {
-                let r = &self.spec.recvs[list[*applied].0];
-                let Some(region) = rx.region(spec.rkey) else { break };
-                let src = &region.data[r.staging_offset as usize..(r.staging_offset + r.len) as usize];
-                let b = &mut self.bufs[self.rank_idx.get(r.rank).expect("collective rank")];
-                apply_op(r.op, src, &mut b[r.dst_offset as usize..(r.dst_offset + r.len) as usize]);
-                self.done[r.id] = true;
-                *applied += 1;
-                changed = true;
+        let (qi, ref list, applied) = self.recvq[k];
+        let qp = &qps[qi];
+        let (Some(rx), Some(spec)) = (qp.receiver.as_ref(), qp.spec.recv.as_ref()) else { return false };
+        // Completion by PSN range: with out-of-order placement a transfer's packets may all be
+        // placed while an earlier one still misses some.
+        let completed = rx.counters().packets_completed;
+        let mut next = applied;
+        while next < list.len() && list[next].1 <= completed {
+            let r = &self.spec.recvs[list[next].0];
+            let Some(region) = rx.region(spec.rkey) else { break };
+            let src = &region.data[r.staging_offset as usize..(r.staging_offset + r.len) as usize];
+            let b = &mut self.bufs[self.rank_idx.get(r.rank).expect("collective rank")];
+            apply_op(r.op, src, &mut b[r.dst_offset as usize..(r.dst_offset + r.len) as usize]);
+            next += 1;
+        }
+        if next > applied {
+            let len = list.len();
+            for i in applied..next {
+                let id = self.spec.recvs[self.recvq[k].1[i].0].id;
+                self.transfer_done(id);
             }
+            self.recvq[k].2 = next;
+            if next == len {
+                self.recvs_left -= 1;
+            }
+            changed = true;
         }
         changed
     }
@@ -163,57 +286,65 @@ impl Coll {
     /// Runs every local transfer whose dependencies are done; whether any ran.
     fn run_locals(&mut self) -> bool {
         let mut changed = false;
-        for (i, l) in self.spec.locals.iter().enumerate() {
+        for i in 0..self.spec.locals.len() {
+            let l = &self.spec.locals[i];
             if self.locals_done[i] || !l.deps.iter().all(|&d| is_done(&self.done, d)) {
                 continue;
             }
             let b = &mut self.bufs[self.rank_idx.get(l.rank).expect("collective rank")];
             let src = b[l.src_offset as usize..(l.src_offset + l.len) as usize].to_vec();
             apply_op(l.op, &src, &mut b[l.dst_offset as usize..(l.dst_offset + l.len) as usize]);
+            let id = l.id;
             self.locals_done[i] = true;
-            self.done[l.id] = true;
+            self.locals_left -= 1;
+            self.transfer_done(id);
             changed = true;
         }
         changed
     }
 
-    /// Posts every send whose dependencies are done (and that fits its send ring); whether any
-    /// was posted.
-    fn post_sends(&mut self, qps: &mut [Qp]) -> bool {
+    /// Posts every send of send queue `k` whose dependencies are done (and that fits its send
+    /// ring), in order; whether any was posted.
+    fn post_sends(&mut self, qps: &mut [Qp], k: usize) -> bool {
         let mut changed = false;
-        for (qi, list, next) in self.sendq.iter_mut() {
-            while *next < list.len() {
-                let x = &self.spec.sends[list[*next]];
-                if !x.deps.iter().all(|&d| is_done(&self.done, d)) {
-                    break;
-                }
-                let qp = &mut qps[*qi];
-                let b = &self.bufs[self.rank_idx.get(x.rank).expect("collective rank")];
-                let src = &b[x.src_offset as usize..(x.src_offset + x.len) as usize];
-                let off = match qp.send_ring.as_mut() {
-                    Some(ring) => {
-                        // Posted once earlier transfers complete and free their bytes.
-                        let Some(at) = ring.place(x.len) else { break };
-                        ring.posted.push_back((at, x.len));
-                        qp.send_buf[at as usize..(at + x.len) as usize].copy_from_slice(src);
-                        at
-                    }
-                    None => {
-                        let off = qp.send_buf.len() as u64;
-                        qp.send_buf.extend_from_slice(src);
-                        off
-                    }
-                };
-                let rkey = qp.spec.send.as_ref().map_or(0, |s| s.rkey);
-                let msg = WriteMessage { remote_va: x.remote_va, rkey, len: x.len as u32 };
-                if let Some(s) = qp.sender.as_mut() {
-                    if let Err(e) = s.post_write(x.id as u64, off, msg) {
-                        qp.error.get_or_insert_with(|| format!("posting collective transfer {}: {e}", x.id));
-                    }
-                }
-                *next += 1;
-                changed = true;
+        let (qi, ref list, mut next) = self.sendq[k];
+        while next < list.len() {
+            let x = &self.spec.sends[list[next]];
+            if !x.deps.iter().all(|&d| is_done(&self.done, d)) {
+                break;
             }
+            let qp = &mut qps[qi];
+            let b = &self.bufs[self.rank_idx.get(x.rank).expect("collective rank")];
+            let src = &b[x.src_offset as usize..(x.src_offset + x.len) as usize];
+            let off = match qp.send_ring.as_mut() {
+                Some(ring) => {
+                    // Posted once earlier transfers complete and free their bytes.
+                    let Some(at) = ring.place(x.len) else { break };
+                    ring.posted.push_back((at, x.len));
+                    qp.send_buf[at as usize..(at + x.len) as usize].copy_from_slice(src);
+                    at
+                }
+                None => {
+                    let off = qp.send_buf.len() as u64;
+                    qp.send_buf.extend_from_slice(src);
+                    off
+                }
+            };
+            let rkey = qp.spec.send.as_ref().map_or(0, |s| s.rkey);
+            let msg = WriteMessage { remote_va: x.remote_va, rkey, len: x.len as u32 };
+            if let Some(s) = qp.sender.as_mut() {
+                if let Err(e) = s.post_write(x.id as u64, off, msg) {
+                    qp.error.get_or_insert_with(|| format!("posting collective transfer {}: {e}", x.id));
+                }
+            }
+            next += 1;
+            changed = true;
+        }
+        if changed {
+            if next == list.len() {
+                self.sends_left -= 1;
+            }
+            self.sendq[k].2 = next;
         }
         changed
     }

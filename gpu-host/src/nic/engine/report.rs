@@ -15,8 +15,12 @@ impl Engine {
     }
 
     /// The report at `now`; `verify` compares responder regions with their pattern (costly
-    /// for large regions: periodic snapshots skip it).
+    /// for large regions: periodic snapshots skip it). Without `verify` (a periodic snapshot),
+    /// an engine of more than [`SNAPSHOT_DETAIL_QPS`] QPs also leaves out what its unfinished
+    /// QPs and ranks wait for: listing them costs more than a loaded host's data thread has
+    /// between snapshots (a host of a 512-rank all-to-all has 8,176 QPs).
     pub fn report_with(&self, job: &str, now: u64, verify: bool) -> Report {
+        let detail = verify || self.qps.len() <= SNAPSHOT_DETAIL_QPS;
         let d = self.dilation;
         let mut ok = true;
         let qps = self
@@ -29,12 +33,12 @@ impl Engine {
             })
             .collect();
         let nics = self.nics.iter().map(|n| self.nic_report(n, now)).collect();
-        let (ranks, ranks_ok) = self.rank_reports(verify);
+        let (ranks, ranks_ok) = self.rank_reports(verify, detail);
         ok &= ranks_ok;
         let end =
             if self.coll.as_ref().is_some_and(|c| !c.complete()) { now } else { self.finish_time().unwrap_or(now) };
         let elapsed_ns = d.to_emulated_ns(end - self.start);
-        let stalls = self.stalls(now);
+        let stalls = if detail { self.stalls(now) } else { Vec::new() };
         Report {
             job: job.to_string(),
             time_dilation: d.factor(),
@@ -134,7 +138,7 @@ impl Engine {
 
     /// The collective's per-rank reports (none without a collective), and whether it is
     /// complete and, when `verify`, every rank's buffer matches its expectations.
-    fn rank_reports(&self, verify: bool) -> (Vec<RankReport>, bool) {
+    fn rank_reports(&self, verify: bool, waiting_for: bool) -> (Vec<RankReport>, bool) {
         let mut ok = true;
         let mut ranks = Vec::new();
         if let Some(c) = &self.coll {
@@ -142,7 +146,7 @@ impl Engine {
             ok &= complete;
             let first = verify.then(|| verify_collective(&c.spec.expect, &c.bufs, &c.rank_idx));
             for r in &c.spec.ranks {
-                let waiting_for = (!complete).then(|| self.rank_waiting_for(c, r.rank));
+                let waiting_for = (waiting_for && !complete).then(|| self.rank_waiting_for(c, r.rank));
                 let mut rr = RankReport { rank: r.rank, complete, verified: None, first_mismatch: None, waiting_for };
                 if let Some(first) = &first {
                     // The rank's first failing expectation, in the job's order.
@@ -254,7 +258,8 @@ impl Engine {
         }
     }
 
-    /// What rank `rank` of an incomplete collective waits for: its first transfer not yet
+    /// What rank `rank` of an incomplete collective waits for (at most [`WAITING_FOR_SHOWN`]
+    /// items, then how many more): its first transfer not yet
     /// received (with how many of its packets arrived) and its first write not yet posted.
     fn rank_waiting_for(&self, c: &Coll, rank: u32) -> String {
         let mut parts = Vec::new();
@@ -302,9 +307,21 @@ impl Engine {
         if parts.is_empty() {
             parts.push("nothing of its own: its transfers are done, other ranks of the host are not".into());
         }
+        // A rank of a large all-to-all may wait on hundreds of QPs: name the first few.
+        let more = parts.len().saturating_sub(WAITING_FOR_SHOWN);
+        parts.truncate(WAITING_FOR_SHOWN);
+        if more > 0 {
+            parts.push(format!("and {more} more"));
+        }
         parts.join("; ")
     }
 }
+
+/// The most QPs for which a periodic snapshot lists stalls and what ranks wait for.
+pub const SNAPSHOT_DETAIL_QPS: usize = 1024;
+
+/// How many transfers a rank's `waiting_for` names before "and N more".
+const WAITING_FOR_SHOWN: usize = 4;
 
 #[cfg(test)]
 mod tests {

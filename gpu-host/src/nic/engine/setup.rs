@@ -2,7 +2,7 @@
 //! with their buffers and posted writes, responders with their regions) and the collective,
 //! with the job's emulated rates and timers put on the wall clock at its time dilation D
 //! (README "Emulated time": rates / D, timers × D).
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use super::index::IndexTable;
 use super::pacer::NicPacer;
@@ -106,15 +106,16 @@ impl Engine {
         let mut qps = Vec::with_capacity(job.qps.len());
         let by_qpn = IndexTable::new(&job.qps.iter().map(|q| q.qpn).collect::<Vec<_>>())
             .map_err(|qpn| EngineError::Qp { qpn, what: "duplicate qpn".into() })?;
+        let coll = CollBytes::of(job);
         for q in &job.qps {
             let e = qp_error(q.qpn);
             let nic = nics.get(q.nic).ok_or_else(|| e(format!("nic {} does not exist", q.nic)))?;
             let mut qp = new_qp(q)?;
             if let Some(s) = &q.send {
-                attach_requester(&mut qp, job, s, nic, d, now)?;
+                attach_requester(&mut qp, job, s, coll.sends.get(&q.qpn).copied(), nic, d, now)?;
             }
             if let Some(r) = &q.recv {
-                attach_responder(&mut qp, job, r, nic, d, local_ack_timeout_ns, now)?;
+                attach_responder(&mut qp, job, r, coll.recvs.get(&q.qpn).copied(), nic, d, local_ack_timeout_ns, now)?;
             }
             nics[q.nic].qps.push(qps.len());
             qps.push(qp);
@@ -122,7 +123,7 @@ impl Engine {
         let coll = job
             .collective
             .as_ref()
-            .map(|c| Coll::new(c, &by_qpn, |qi| nics[qps[qi].nic].cfg.path_mtu.bytes()))
+            .map(|c| Coll::new(c, &by_qpn, qps.len(), |qi| nics[qps[qi].nic].cfg.path_mtu.bytes()))
             .transpose()?;
         let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d };
         e.progress();
@@ -201,28 +202,93 @@ fn new_qp(q: &QpSpec) -> Result<Qp, EngineError> {
     })
 }
 
+/// A requester's collective transfers: their bytes in all and the largest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SendBytes {
+    total: u64,
+    largest: u64,
+}
+
+/// Per QP number, what the job's collective sends on it and receives on it (bytes).
+struct CollBytes {
+    sends: HashMap<u32, SendBytes>,
+    recvs: HashMap<u32, u64>,
+}
+
+impl CollBytes {
+    fn of(job: &Job) -> CollBytes {
+        let mut sends: HashMap<u32, SendBytes> = HashMap::new();
+        let mut recvs: HashMap<u32, u64> = HashMap::new();
+        if let Some(c) = &job.collective {
+            for x in &c.sends {
+                let b = sends.entry(x.qpn).or_default();
+                b.total += x.len;
+                b.largest = b.largest.max(x.len);
+            }
+            for x in &c.recvs {
+                *recvs.entry(x.qpn).or_default() += x.len;
+            }
+        }
+        CollBytes { sends, recvs }
+    }
+}
+
+/// The bytes of requester `s`'s send buffer on a NIC of path MTU `path_mtu` (bytes): a
+/// collective-only requester copies each transfer into a ring of twice its largest transfer and
+/// window (never more than their sum), any other holds its own data and every collective
+/// transfer after it.
+fn send_buffer_bytes(s: &SendSpec, coll: Option<SendBytes>, path_mtu: u32) -> u64 {
+    let c = coll.unwrap_or_default();
+    if s.len == 0 && c.total > 0 {
+        let window = u64::from(s.window_packets) * u64::from(path_mtu);
+        c.total.min(2 * (c.largest + window))
+    } else {
+        s.len + c.total
+    }
+}
+
+/// The data an engine for `job` allocates, in bytes, when every NIC has path MTU `path_mtu`
+/// (bytes): the requesters' send buffers, the responders' regions and the collective's rank
+/// buffers, as [`Engine::from_job`] sizes them. The controller adds it to a job's memory need.
+pub fn data_bytes(job: &Job, path_mtu: u32) -> u64 {
+    let coll = CollBytes::of(job);
+    let qps: u64 = job
+        .qps
+        .iter()
+        .map(|q| {
+            q.send.as_ref().map_or(0, |s| send_buffer_bytes(s, coll.sends.get(&q.qpn).copied(), path_mtu))
+                + q.recv.as_ref().map_or(0, |r| r.len)
+        })
+        .sum();
+    let ranks: u64 = job.collective.iter().flat_map(|c| c.ranks.iter()).map(|r| r.bytes.max(r.input_bytes)).sum();
+    qps + ranks
+}
+
 /// Gives `qp` its requester for `s` on `nic`: the sender on the wall clock, its send buffer
 /// (the pattern, room for the collective's transfers or a ring for them) and `s`'s writes
 /// posted.
-fn attach_requester(qp: &mut Qp, job: &Job, s: &SendSpec, nic: &Nic, d: Dilation, now: u64) -> Result<(), EngineError> {
+fn attach_requester(
+    qp: &mut Qp,
+    job: &Job,
+    s: &SendSpec,
+    coll: Option<SendBytes>,
+    nic: &Nic,
+    d: Dilation,
+    now: u64,
+) -> Result<(), EngineError> {
     let e = qp_error(qp.spec.qpn);
     let mut sender = Sender::new(requester_config(s, nic, d, job.dcqcn), now).map_err(|x| e(x.to_string()))?;
     let len = usize::try_from(s.len).map_err(|_| e("send.len too large".into()))?;
-    let qpn = qp.spec.qpn;
-    let coll_sends = || job.collective.iter().flat_map(|c| c.sends.iter()).filter(move |x| x.qpn == qpn);
-    let coll_bytes: u64 = coll_sends().map(|x| x.len).sum();
+    let coll_bytes = coll.map_or(0, |c| c.total);
     qp.send_total = s.len + coll_bytes;
+    let cap = send_buffer_bytes(s, coll, nic.cfg.path_mtu.bytes());
+    let cap_len = usize::try_from(cap).map_err(|_| e("send bytes too large".into()))?;
     if s.len == 0 && coll_bytes > 0 {
-        let largest = coll_sends().map(|x| x.len).max().unwrap_or(0);
-        let window = u64::from(s.window_packets) * u64::from(nic.cfg.path_mtu.bytes());
-        let cap = coll_bytes.min(2 * (largest + window));
-        let cap_len = usize::try_from(cap).map_err(|_| e("send bytes too large".into()))?;
         qp.send_buf = prefaulted(cap_len, cap_len);
         qp.send_ring = Some(SendRing { cap, posted: VecDeque::new() });
     } else {
         // Room for every collective transfer appended later, faulted in now.
-        let total = usize::try_from(qp.send_total).map_err(|_| e("send bytes too large".into()))?;
-        qp.send_buf = prefaulted(0, total);
+        qp.send_buf = prefaulted(0, cap_len);
         qp.send_buf.extend_from_slice(&pattern::generate(len, s.seed));
     }
     let mut off = 0u64;
@@ -260,10 +326,12 @@ fn requester_config(s: &SendSpec, nic: &Nic, d: Dilation, profile: DcqcnProfile)
 /// Gives `qp` its responder for `r` on `nic`: the receiver on the wall clock with its region,
 /// and the bytes it waits for (a collective's responder receives every transfer into its
 /// staging region, which may be a ring smaller than their sum, `collective_job`).
+#[allow(clippy::too_many_arguments)]
 fn attach_responder(
     qp: &mut Qp,
     job: &Job,
     r: &RecvSpec,
+    coll_recv_bytes: Option<u64>,
     nic: &Nic,
     d: Dilation,
     local_ack_timeout_ns: u64,
@@ -275,8 +343,7 @@ fn attach_responder(
     let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
     let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
     qp.receiver = Some(Receiver::new(cfg, vec![mr]).map_err(|x| e(x.to_string()))?);
-    let coll_recvs = job.collective.iter().flat_map(|c| c.recvs.iter()).filter(|x| x.qpn == qp.spec.qpn);
-    qp.recv_len = if coll_recvs.clone().next().is_some() { coll_recvs.map(|x| x.len).sum() } else { r.len };
+    qp.recv_len = coll_recv_bytes.unwrap_or(r.len);
     if qp.recv_len == 0 {
         qp.recv_done = Some(now);
     }
