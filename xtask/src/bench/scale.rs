@@ -168,7 +168,8 @@ fn namespaces_of(name: &str) -> u64 {
 }
 
 /// `rocefab run <fabric> <kind> --size <size> --json`.
-/// The all-to-all's local ACK timeout, emulated ms (`rocefab run --retransmit-timeout-ms`).
+/// The local ACK timeout of the bench's AllReduce and all-to-all, emulated ms (`rocefab run
+/// --retransmit-timeout-ms`): 10 s of wall clock at D 100.
 const ALLTOALL_RETRANSMIT_TIMEOUT_MS: &str = "100";
 
 fn job(rocefab: &Path, fabric: &str, kind: &str, size: &str, timeout: Duration, extra: &[&str]) -> Job {
@@ -277,7 +278,17 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
     let (switchds, nicds) = (daemon_pids(&name, "/rocefab-switchd"), daemon_pids(&name, "/rocefab-nicd"));
     let (m0, s0, n0) = (machine_cpu_and_ctxt(), pids_cpu_and_ctxt(&switchds), pids_cpu_and_ctxt(&nicds));
     let t = Instant::now();
-    row.allreduce = Some(job(rocefab, &name, "allreduce", "1MiB", Duration::from_secs(900), &[]));
+    // The same local ACK timeout as the all-to-all's: at D 100 the default (100 ms of wall
+    // clock) is shorter than a saturated 2-core machine may leave a host's data thread waiting,
+    // and one QP out of retries lost a bench's 512-rank AllReduce (2026-11-27).
+    row.allreduce = Some(job(
+        rocefab,
+        &name,
+        "allreduce",
+        "1MiB",
+        Duration::from_secs(900),
+        &["--retransmit-timeout-ms", ALLTOALL_RETRANSMIT_TIMEOUT_MS],
+    ));
     let wall_s = t.elapsed().as_secs_f64();
     let (m1, s1, n1) = (machine_cpu_and_ctxt(), pids_cpu_and_ctxt(&switchds), pids_cpu_and_ctxt(&nicds));
     let d = |a: u64, b: u64| b.saturating_sub(a) as f64;
