@@ -999,8 +999,15 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         .map_or_else(|| "none (links too small for RoCE)".to_string(), |m| m.bytes().to_string());
     let _ = writeln!(
         o,
-        "fabric {} ({} hosts x {} GPUs, mtu {}, RoCE path mtu {path_mtu})",
-        plan.fabric, topo.hosts, topo.gpus_per_host, plan.mtu
+        "fabric {} ({} hosts x {} GPUs{}, mtu {}, RoCE path mtu {path_mtu})",
+        plan.fabric,
+        topo.hosts,
+        topo.gpus_per_host,
+        match topo.nic_model {
+            crate::topology::NicModel::PerGpu => "",
+            crate::topology::NicModel::Shared => " sharing one NIC",
+        },
+        plan.mtu
     );
     o += &describe_dilation(topo.time_dilation, plan);
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);

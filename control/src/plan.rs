@@ -255,7 +255,7 @@ fn host_plans(topo: &Topology, links: &[LinkPlan], metrics_base: u16) -> Vec<Hos
     for h in 1..=topo.hosts {
         let name = Topology::host_name(h);
         let mut nics = Vec::new();
-        for g in 0..topo.gpus_per_host {
+        for g in 0..topo.nics_per_host() {
             let rail = g + 1;
             let lp = links
                 .iter()

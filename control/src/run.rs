@@ -180,6 +180,8 @@ pub struct QpLine {
     pub host: String,
     pub nic: String,
     pub qpn: u32,
+    /// The responder's QP number (the BTH destination QP of this connection's data).
+    pub peer_qpn: u32,
     pub label: String,
     pub bytes: u64,
     pub goodput_bps: Option<f64>,
@@ -326,6 +328,7 @@ pub fn summarize(
                 host: host.clone(),
                 nic: q.nic.clone(),
                 qpn: q.qpn,
+                peer_qpn: q.peer_qpn,
                 label: q.label.clone(),
                 bytes: q.send_completed_bytes,
                 goodput_bps: q.goodput_bps,

@@ -9,7 +9,8 @@
 //! hosts:
 //!   count: 4                  # host1..host4
 //!   gpus_per_host: 2          # gpu0..gpu1; local rank g is on rail g+1
-//!   nic: per-gpu              # single-port NIC per GPU (`shared` is not supported yet)
+//!   nic: per-gpu              # per-gpu: a single-port NIC per GPU (Fig. 13-2); shared: one NIC
+//!                             # for all GPUs of a host, on rail 1, named nic0 (Fig. 13-1)
 //! switches:
 //!   rail:                     # leaves; a rail switch may serve several rails (port groups)
 //!     - { name: rail1, rails: [1] }              # optional `hosts: 1-2` (default: all hosts)
@@ -219,8 +220,19 @@ pub enum NicModel {
     /// One single-port NIC per GPU (book Fig. 13-2).
     #[default]
     PerGpu,
-    /// All GPUs share one NIC (book Fig. 13-1). Not supported yet.
+    /// All GPUs share one single-port NIC on rail 1 (book Fig. 13-1: one NIC behind a PCIe
+    /// switch): its line rate, pacer, PFC pause and DCQCN serve every GPU's QPs.
     Shared,
+}
+
+impl NicModel {
+    /// NICs per host for `gpus` GPUs.
+    pub fn nics(self, gpus: u32) -> u32 {
+        match self {
+            NicModel::PerGpu => gpus,
+            NicModel::Shared => 1,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -781,6 +793,8 @@ pub struct Topology {
     pub hash_seed: HashSeed,
     pub hosts: u32,
     pub gpus_per_host: u32,
+    /// How GPUs reach the network; [`Topology::nics_per_host`] NICs per host.
+    pub nic_model: NicModel,
     /// Rail switches first (file order, pod by pod), then spines (likewise), then super-spines.
     pub switches: Vec<Switch>,
     /// Pods in file order (one for a file without `switches.pods`).
@@ -815,6 +829,10 @@ impl Topology {
         format!("host{h}")
     }
     /// NIC name of GPU `g` (0-based local rank) inside its host namespace.
+    /// NICs per host (NIC `g` on rail `g + 1`).
+    pub fn nics_per_host(&self) -> u32 {
+        self.nic_model.nics(self.gpus_per_host)
+    }
     pub fn nic_name(&self, g: u32) -> String {
         self.host_nic_pattern.replace("{gpu}", &g.to_string()).replace("{rail}", &(g + 1).to_string())
     }
@@ -916,12 +934,14 @@ type PodRef<'r> = (HostRange, &'r [RawRailSwitch], &'r [RawSpine], String);
 fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, TopologyError> {
     check_fabric(&raw, err)?;
     let hosts = raw.hosts.count;
-    let gpus = raw.hosts.gpus_per_host;
+    let gpus_per_host = raw.hosts.gpus_per_host;
+    // From here on `gpus` counts NICs (rails): one per GPU, or one for a shared NIC.
+    let gpus = raw.hosts.nic.nics(gpus_per_host);
     let pods = pods_of(&raw.switches, hosts, err)?;
     let (switches, fields) = switches_of(&pods, &raw.switches.super_spine, hosts, gpus, err)?;
     let nrail = switches.iter().filter(|s| s.role == Role::Rail).count();
     check_rail_coverage(&pods, &switches, &fields, nrail, hosts, gpus, err)?;
-    let (host_nic, switch_port) = naming_patterns(&raw.naming, err)?;
+    let (host_nic, switch_port) = naming_patterns(&raw.naming, raw.hosts.nic, err)?;
     let mut links = host_links(&switches, nrail, hosts, gpus, raw.links.line_rate.host_rail);
     rail_spine_links(&raw.links, &switches, &fields, &mut links, err)?;
     spine_super_spine_links(&raw.links, &switches, &fields, &mut links, err)?;
@@ -963,7 +983,8 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         mtu: raw.mtu,
         hash_seed: raw.hash_seed,
         hosts,
-        gpus_per_host: gpus,
+        gpus_per_host,
+        nic_model: raw.hosts.nic,
         switches,
         pods: pods.iter().map(|(hosts, ..)| Pod { hosts: *hosts }).collect(),
         links,
@@ -989,12 +1010,6 @@ fn check_fabric(raw: &RawTopology, err: ErrAt<'_>) -> Result<(), TopologyError> 
         return Err(err(
             "fabric",
             format!("{:?}: expected 1..=12 lowercase letters/digits, starting with a letter", raw.fabric),
-        ));
-    }
-    if raw.hosts.nic == NicModel::Shared {
-        return Err(err(
-            "hosts.nic",
-            "shared (one NIC for all GPUs of a host) is not supported yet; use per-gpu".into(),
         ));
     }
     Ok(())
@@ -1151,7 +1166,11 @@ fn rail_switch(
         if rail == 0 || rail > gpus {
             return Err(err(
                 &format!("{at}.rails"),
-                format!("rail {rail} does not exist (hosts have {gpus} GPUs: rails 1..={gpus})"),
+                if gpus == 1 {
+                    format!("rail {rail} does not exist (hosts have one NIC: rail 1 only)")
+                } else {
+                    format!("rail {rail} does not exist (hosts have {gpus} GPUs: rails 1..={gpus})")
+                },
             ));
         }
         if !seen.insert(rail) {
@@ -1197,8 +1216,12 @@ fn check_rail_coverage(
 }
 
 /// The host NIC and switch port name patterns, defaulted and checked for their placeholder.
-fn naming_patterns(naming: &RawNaming, err: ErrAt<'_>) -> Result<(String, String), TopologyError> {
-    let host_nic = naming.host_nic.clone().unwrap_or_else(|| "gpu{gpu}".into());
+fn naming_patterns(naming: &RawNaming, nic: NicModel, err: ErrAt<'_>) -> Result<(String, String), TopologyError> {
+    let default = match nic {
+        NicModel::PerGpu => "gpu{gpu}",
+        NicModel::Shared => "nic{gpu}",
+    };
+    let host_nic = naming.host_nic.clone().unwrap_or_else(|| default.into());
     let switch_port = naming.switch_port.clone().unwrap_or_else(|| "eth{port}".into());
     if !host_nic.contains("{gpu}") && !host_nic.contains("{rail}") {
         return Err(err("naming.host_nic", format!("{host_nic:?} must contain {{gpu}} or {{rail}}")));

@@ -102,10 +102,29 @@ fn unknown_field_is_rejected() {
 }
 
 #[test]
-fn shared_nic_not_supported() {
+fn a_shared_nic_is_one_nic_per_host_on_rail_1() {
+    let t = Topology::load(&shipped("shared-nic.yaml")).unwrap();
+    assert_eq!((t.hosts, t.gpus_per_host, t.nics_per_host()), (4, 8, 1));
+    let host_links: Vec<_> =
+        t.links.iter().filter(|l| l.class == LinkClass::HostRail).map(|l| (l.a.clone(), l.b.clone())).collect();
+    assert_eq!(
+        host_links,
+        [
+            (Endpoint::Gpu { host: 1, gpu: 0 }, Endpoint::Switch(0)),
+            (Endpoint::Gpu { host: 2, gpu: 0 }, Endpoint::Switch(0)),
+            (Endpoint::Gpu { host: 3, gpu: 0 }, Endpoint::Switch(1)),
+            (Endpoint::Gpu { host: 4, gpu: 0 }, Endpoint::Switch(1)),
+        ]
+    );
+    assert_eq!(t.nic_name(0), "nic0");
+    assert_eq!(t.rail_subnets.keys().copied().collect::<Vec<_>>(), [1]);
+}
+
+#[test]
+fn a_shared_nic_has_no_second_rail() {
     let e = err(&GOOD.replace("nic: per-gpu", "nic: shared"));
-    assert!(e.starts_with("topologies/bad.yaml:5: hosts.nic: "), "{e}");
-    assert!(e.contains("not supported yet"), "{e}");
+    assert!(e.starts_with("topologies/bad.yaml:11: switches.rail[1].rails: "), "{e}");
+    assert!(e.contains("rail 2 does not exist (hosts have one NIC: rail 1 only)"), "{e}");
 }
 
 #[test]
