@@ -497,7 +497,7 @@ impl Job {
         let in_buf =
             |r: u32, off: u64, len: u64| rank(r).is_some_and(|x| off.checked_add(len).is_some_and(|e| e <= x.bytes));
         for s in &c.sends {
-            if !qps.get(&s.qpn).is_some_and(|q| q.send.is_some()) {
+            if qps.get(&s.qpn).is_none_or(|q| q.send.is_none()) {
                 return bad(format!("collective send {}: qpn {} is not a local requester QP", s.id, s.qpn));
             }
             if !in_buf(s.rank, s.src_offset, s.len) {

@@ -216,7 +216,7 @@ fn link_plans(topo: &Topology, ports: &[Vec<usize>]) -> Vec<LinkPlan> {
                     netns: netns_name(f, &topo.switches[*s].name),
                     ifname: topo.port_name(p + 1),
                     mac: sw_mac(*s, p),
-                    addr: subnet.nth(254),
+                    addr: subnet.gateway(),
                     prefix_len: subnet.len,
                 };
                 (a, b)
@@ -405,11 +405,18 @@ fn routes(
     }
     // Rail subnets reached through the fabric: one route for the subnet when every remote
     // GPU of the rail is reached through the same members (directly attached GPUs keep
-    // their /32s, which win by longest prefix), else a /32 per remote GPU.
+    // their /32s, which win by longest prefix), else a /32 per remote GPU. With per-switch
+    // rail subnets a group of rails served together is one subnet here: its summary /24.
+    let mut nets: Vec<(Vec<u32>, Ipv4Net)> = topo.rail_summaries.clone();
     for (&rail, &subnet) in &topo.rail_subnets {
+        if !nets.iter().any(|(rails, _)| rails.contains(&rail)) {
+            nets.push((vec![rail], subnet));
+        }
+    }
+    for (rails, subnet) in nets {
         let remote: Vec<(u32, Vec<u32>)> = (1..=topo.hosts)
             .filter_map(|h| {
-                let d = topo.rail_switch_for(rail, h).expect("validated");
+                let d = topo.rail_switch_for(rails[0], h).expect("validated");
                 (d != si).then(|| (h, toward(topo, si, peers, hops, d)))
             })
             .collect();
@@ -422,7 +429,9 @@ fn routes(
         } else {
             for (h, m) in remote.into_iter().filter(|(_, m)| !m.is_empty()) {
                 let g = group(m);
-                route(&mut routes, subnet.nth(h), 32, Some(g));
+                for r in &rails {
+                    route(&mut routes, topo.rail_subnets[r].nth(h), 32, Some(g));
+                }
             }
         }
     }

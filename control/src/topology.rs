@@ -28,6 +28,11 @@
 //! addressing:                 # all optional
 //!   rail_base: 10.0.0.0       # rail r → (rail_base + r·256)/24, GPU .<host>, gateway .254
 //!   rails: { 2: 192.168.2.0/24 }   # per-rail subnet override (prefix length ≤ 24)
+//!   rail_subnets: per-rail    # per-rail (default): a /24 per rail; per-switch: the rails a
+//!                             # switch serves (rails: [1, 2]) share the k-th /24 from rail_base,
+//!                             # a /25 each for two (book Fig. 13-11: 10.0.1.0/25, 10.0.1.128/25),
+//!                             # /26 for up to four, /27 for eight, gateway the last address;
+//!                             # the spines route the summary /24
 //!   p2p: 10.255.0.0/16        # /31 per switch-to-switch link
 //! naming: { host_nic: "gpu{gpu}", switch_port: "eth{port}" }   # ≤ 15 chars once expanded
 //! metrics_port_base: 9400     # optional; default: first free block from 9400 (switches, then
@@ -211,6 +216,18 @@ struct RawHosts {
     gpus_per_host: u32,
     #[serde(default)]
     nic: NicModel,
+}
+
+/// How rail subnets are laid out (`addressing.rail_subnets`).
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RailSubnets {
+    /// Rail r is (rail_base + r·256)/24.
+    #[default]
+    PerRail,
+    /// The k-th group of rails served together (`rails: [1, 2]`) is (rail_base + k·256)/24, split
+    /// evenly among its rails; routes toward it are that /24 (the summary).
+    PerSwitch,
 }
 
 /// How GPUs reach the network.
@@ -414,6 +431,11 @@ struct RawOverride {
 struct RawAddressing {
     #[serde(default)]
     rail_base: Option<Ipv4Addr>,
+    /// `per-rail` (default): a /24 per rail. `per-switch`: the rails a rail switch serves share
+    /// one /24, split evenly (book Fig. 13-11: two rails, a /25 each), advertised toward the
+    /// spines as that /24.
+    #[serde(default)]
+    rail_subnets: RailSubnets,
     #[serde(default)]
     rails: BTreeMap<u32, Ipv4Net>,
     #[serde(default)]
@@ -567,6 +589,11 @@ impl Ipv4Net {
     }
     pub fn size(&self) -> u64 {
         1u64 << (32 - self.len)
+    }
+    /// The rail switch's address in a rail subnet: the last usable one (.254 of a /24, .126
+    /// of 10.0.1.0/25, .254 of 10.0.1.128/25).
+    pub fn gateway(&self) -> Ipv4Addr {
+        self.nth((self.size() - 2) as u32)
     }
     /// The address at `offset` inside the prefix.
     pub fn nth(&self, offset: u32) -> Ipv4Addr {
@@ -803,6 +830,9 @@ pub struct Topology {
     pub links: Vec<Link>,
     /// Subnet of rail r at key r (1-based).
     pub rail_subnets: BTreeMap<u32, Ipv4Net>,
+    /// With `addressing.rail_subnets: per-switch`: each group of rails served together and the
+    /// /24 that summarises their subnets (empty otherwise).
+    pub rail_summaries: Vec<(Vec<u32>, Ipv4Net)>,
     pub p2p: Ipv4Net,
     pub host_nic_pattern: String,
     pub switch_port_pattern: String,
@@ -953,7 +983,7 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
     }
     let port_counts = port_counts(&switches, &fields, &links, &switch_port, err)?;
     check_nic_names(&host_nic, gpus, err)?;
-    let (rail_subnets, p2p) = addressing(&raw.addressing, gpus, &links, err)?;
+    let (rail_subnets, rail_summaries, p2p) = addressing(&raw.addressing, gpus, hosts, &switches, &links, err)?;
     let lldp = crate::lldp::resolve(&raw.lldp).map_err(|(f, m)| err(&f, m))?;
     if let Some(p) = raw.metrics_port_base {
         // One port per switch daemon, then one per host NIC agent.
@@ -989,6 +1019,7 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         pods: pods.iter().map(|(hosts, ..)| Pod { hosts: *hosts }).collect(),
         links,
         rail_subnets,
+        rail_summaries,
         p2p,
         host_nic_pattern: host_nic,
         switch_port_pattern: switch_port,
@@ -1520,18 +1551,27 @@ fn check_nic_names(host_nic: &str, gpus: u32, err: ErrAt<'_>) -> Result<(), Topo
 
 /// The rail subnets (given or from `rail_base`) and the point-to-point range, large enough for
 /// the fabric links and overlapping nothing.
+#[allow(clippy::type_complexity)]
 fn addressing(
     a: &RawAddressing,
     gpus: u32,
+    hosts: u32,
+    switches: &[Switch],
     links: &[Link],
     err: ErrAt<'_>,
-) -> Result<(BTreeMap<u32, Ipv4Net>, Ipv4Net), TopologyError> {
+) -> Result<(BTreeMap<u32, Ipv4Net>, Vec<(Vec<u32>, Ipv4Net)>, Ipv4Net), TopologyError> {
     let base = a.rail_base.unwrap_or(Ipv4Addr::new(10, 0, 0, 0));
     if u32::from(base) & 0xff != 0 {
         return Err(err("addressing.rail_base", format!("{base} must end in .0")));
     }
     let mut rail_subnets = BTreeMap::new();
     for (&r, net) in &a.rails {
+        if a.rail_subnets == RailSubnets::PerSwitch {
+            return Err(err(
+                "addressing.rails",
+                "per-rail subnets cannot be given with rail_subnets: per-switch (it derives them)".into(),
+            ));
+        }
         if r == 0 || r > gpus {
             return Err(err("addressing.rails", format!("rail {r} does not exist (rails 1..={gpus})")));
         }
@@ -1542,7 +1582,55 @@ fn addressing(
             ));
         }
     }
+    let mut rail_summaries = Vec::new();
+    if a.rail_subnets == RailSubnets::PerSwitch {
+        // The groups of rails served together, ordered by their first rail.
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        for sw in switches.iter().filter(|s| s.role == Role::Rail) {
+            let mut g = sw.rails.clone();
+            g.sort_unstable();
+            if groups.contains(&g) {
+                continue;
+            }
+            if let Some(o) = groups.iter().find(|o| o.iter().any(|r| g.contains(r))) {
+                return Err(err(
+                    "addressing.rail_subnets",
+                    format!(
+                        "per-switch: {} serves rails {g:?} but another rail switch serves {o:?}; every switch serving a rail must serve the same rails",
+                        sw.name
+                    ),
+                ));
+            }
+            groups.push(g);
+        }
+        groups.sort();
+        for (k, g) in groups.iter().enumerate() {
+            let summary = Ipv4Net { addr: Ipv4Addr::from(u32::from(base).wrapping_add((k as u32 + 1) << 8)), len: 24 };
+            // 2 rails: /25, 3-4: /26, 5-8: /27.
+            let bits = (g.len() as u32).next_power_of_two().trailing_zeros() as u8;
+            let part = Ipv4Net { addr: summary.addr, len: 24 + bits };
+            // Hosts at .1..=.hosts, the gateway and the broadcast address last.
+            if u64::from(hosts) + 3 > part.size() {
+                return Err(err(
+                    "addressing.rail_subnets",
+                    format!(
+                        "per-switch: rails {g:?} share {summary} as /{} subnets of {} addresses: {hosts} hosts, the gateway and the broadcast address do not fit",
+                        part.len,
+                        part.size()
+                    ),
+                ));
+            }
+            for (i, &r) in g.iter().enumerate() {
+                let addr = Ipv4Addr::from(u32::from(summary.addr) + i as u32 * part.size() as u32);
+                rail_subnets.insert(r, Ipv4Net { addr, len: part.len });
+            }
+            rail_summaries.push((g.clone(), summary));
+        }
+    }
     for r in 1..=gpus {
+        if rail_subnets.contains_key(&r) {
+            continue;
+        }
         let net = a
             .rails
             .get(&r)
@@ -1564,7 +1652,7 @@ fn addressing(
             }
         }
     }
-    Ok((rail_subnets, p2p))
+    Ok((rail_subnets, rail_summaries, p2p))
 }
 
 /// One side of `links.overrides[].between`: `hostN`, `hostN:<nic>` or a switch.

@@ -420,3 +420,35 @@ fn uplink_table_lists_each_ecmp_stage() {
         ]
     );
 }
+
+#[test]
+fn dual_rail_per_switch_subnets_are_halves_of_a_summarised_24() {
+    let p = plan("dual-rail-switch.yaml");
+    // Rail 1 and rail 2 of railsw1 split 10.0.1.0/24; each /25's gateway is its last address.
+    let h3 = p.host("host3").unwrap();
+    let addrs: Vec<String> = h3.nics.iter().map(|n| format!("{}/{} gw {}", n.addr, n.subnet.len, n.gateway)).collect();
+    assert_eq!(
+        addrs,
+        [
+            "10.0.1.3/25 gw 10.0.1.126",
+            "10.0.1.131/25 gw 10.0.1.254",
+            "10.0.2.3/25 gw 10.0.2.126",
+            "10.0.2.131/25 gw 10.0.2.254"
+        ]
+    );
+    let r1 = p.switch("railsw1").unwrap();
+    let port = r1.config.ports.iter().find(|p| p.peer == "host3:gpu1").unwrap();
+    assert_eq!(port.addresses, ["10.0.1.254/25"]);
+    // The spines route each leaf's /24, not its two /25s.
+    for s in ["spine1", "spine2"] {
+        let s = p.switch(s).unwrap();
+        let remote: Vec<(IpAddr, u8)> =
+            s.config.routes.iter().filter(|r| r.group.is_some()).map(|r| (r.prefix, r.len)).collect();
+        assert_eq!(remote, [(ip("10.0.1.0"), 24), (ip("10.0.2.0"), 24)], "{}", s.name);
+        let m = members(s, route(s, "10.0.1.0", 24));
+        assert!(m.len() == 1 && m[0].0.starts_with("railsw1:"), "{}: {m:?}", s.name);
+    }
+    // railsw1 reaches railsw2's rails by the summary through both spines.
+    assert_eq!(members(r1, route(r1, "10.0.2.0", 24)).len(), 2);
+    assert!(!r1.config.routes.iter().any(|r| r.len == 25));
+}

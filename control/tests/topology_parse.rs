@@ -542,3 +542,27 @@ fn a_headroom_below_what_the_links_need_is_a_warning_and_auto_is_not() {
     // The default headroom (512 KB) covers these links: no warning.
     assert!(warnings(&Topology::parse(&format!("{GOOD}{links}"), Path::new("t.yaml")).unwrap()).is_empty());
 }
+
+#[test]
+fn per_switch_rail_subnets_need_whole_rail_groups_and_room_for_the_hosts() {
+    // railsw1 serves rails 1 and 2 of hosts 1-2, but hosts 3-4 have a switch per rail.
+    let mixed = "fabric: t\nhosts:\n  count: 4\n  gpus_per_host: 2\nswitches:\n  rail:\n    - { name: a, rails: [1, 2], hosts: 1-2 }\n    - { name: b, rails: [1], hosts: 3-4 }\n    - { name: c, rails: [2], hosts: 3-4 }\n  spine:\n    - { name: s1 }\naddressing:\n  rail_subnets: per-switch\n";
+    let e = err(mixed);
+    assert!(e.starts_with("topologies/bad.yaml:13: addressing.rail_subnets: per-switch: b serves rails [1] but another rail switch serves [1, 2]"), "{e}");
+    assert!(e.contains("every switch serving a rail must serve the same rails"), "{e}");
+    // 8 rails per switch: a /27 each (32 addresses): 30 hosts, a gateway and a broadcast address
+    // do not fit.
+    let many = "fabric: t\nhosts:\n  count: 30\n  gpus_per_host: 8\nswitches:\n  rail:\n    - { name: r1, rails: [1, 2, 3, 4, 5, 6, 7, 8], hosts: 1-7 }\n    - { name: r2, rails: [1, 2, 3, 4, 5, 6, 7, 8], hosts: 8-14 }\n    - { name: r3, rails: [1, 2, 3, 4, 5, 6, 7, 8], hosts: 15-21 }\n    - { name: r4, rails: [1, 2, 3, 4, 5, 6, 7, 8], hosts: 22-28 }\n    - { name: r5, rails: [1, 2, 3, 4, 5, 6, 7, 8], hosts: 29-30 }\n  spine:\n    - { name: s1 }\naddressing:\n  rail_subnets: per-switch\n";
+    let e = err(many);
+    assert!(e.starts_with("topologies/bad.yaml:15: addressing.rail_subnets: "), "{e}");
+    assert!(
+        e.contains("share 10.0.1.0/24 as /27 subnets of 32 addresses: 30 hosts, the gateway and the broadcast address do not fit"),
+        "{e}"
+    );
+    let fits = many.replace("count: 30", "count: 29").replace("29-30", "29-29") + "qos: { buffer: 64MiB }\n";
+    let t = Topology::parse(&fits, Path::new("t.yaml")).unwrap();
+    assert_eq!(t.rail_subnets[&8].to_string(), "10.0.1.224/27");
+    assert_eq!(t.rail_subnets[&8].gateway().to_string(), "10.0.1.254");
+    let e = err(&format!("{}\n  rails: {{ 2: 192.168.2.0/24 }}\n", many.trim_end()));
+    assert!(e.contains("cannot be given with rail_subnets: per-switch"), "{e}");
+}
