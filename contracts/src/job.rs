@@ -111,6 +111,20 @@ pub struct Job {
     /// The DCQCN parameter set of every NIC's RP and NP (emulated units, × D as above).
     #[serde(default)]
     pub dcqcn: crate::dcqcn::DcqcnProfile,
+    /// The host's NVLink (emulated): collective transfers between two of its ranks
+    /// ([`CollLocal::dst_rank`]) take it instead of the network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink: Option<NvlinkSpec>,
+}
+
+/// An emulated NVLink between the GPUs of one host: each GPU sends one transfer at a time at
+/// `bandwidth_bps`, and a transfer lands `latency_ns` after its last byte left (emulated; the
+/// engine puts both on the wall clock at the job's time dilation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NvlinkSpec {
+    pub bandwidth_bps: u64,
+    pub latency_ns: u64,
 }
 
 fn default_time_dilation() -> f64 {
@@ -201,6 +215,7 @@ pub struct CollRecv {
 #[serde(deny_unknown_fields)]
 pub struct CollLocal {
     pub id: usize,
+    /// The rank whose buffer is read.
     pub rank: u32,
     pub src_offset: u64,
     pub dst_offset: u64,
@@ -208,6 +223,10 @@ pub struct CollLocal {
     pub op: CollOp,
     #[serde(default)]
     pub deps: Vec<usize>,
+    /// Another rank of the host that receives the bytes over the job's NVLink ([`NvlinkSpec`]);
+    /// `None`: within `rank`, at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_rank: Option<u32>,
 }
 
 /// Rank `rank`'s bytes `offset..offset+len` must equal, as u32 little-endian elements, the
@@ -418,6 +437,9 @@ impl Job {
         if self.snapshot_interval_ms == 0 {
             return bad("snapshot_interval_ms must be at least 1".into());
         }
+        if self.nvlink.is_some_and(|n| n.bandwidth_bps == 0) {
+            return bad("nvlink.bandwidth_bps must be > 0".into());
+        }
         if self.xdp_mode != "driver" && self.xdp_mode != "skb" {
             return bad(format!("xdp_mode {:?}: expected \"driver\" or \"skb\"", self.xdp_mode));
         }
@@ -523,8 +545,18 @@ impl Job {
             ids.insert(r.id);
         }
         for l in &c.locals {
-            if !in_buf(l.rank, l.src_offset, l.len) || !in_buf(l.rank, l.dst_offset, l.len) || l.len % 4 != 0 {
-                return bad(format!("collective local {}: ranges outside rank {}'s buffer", l.id, l.rank));
+            let dst = l.dst_rank.unwrap_or(l.rank);
+            if dst != l.rank && self.nvlink.is_none() {
+                return bad(format!(
+                    "collective local {}: rank {} -> rank {dst} crosses NVLink but the job has no nvlink",
+                    l.id, l.rank
+                ));
+            }
+            if !in_buf(l.rank, l.src_offset, l.len) || !in_buf(dst, l.dst_offset, l.len) || l.len % 4 != 0 {
+                return bad(format!(
+                    "collective local {}: ranges outside rank {}'s or rank {dst}'s buffer",
+                    l.id, l.rank
+                ));
             }
             ids.insert(l.id);
         }
@@ -654,6 +686,9 @@ pub struct Report {
     /// every QP finished): the diagnosis of a job that timed out or was stopped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<QpStall>,
+    /// Bytes the collective moved between the host's GPUs over NVLink (no network frames).
+    #[serde(default)]
+    pub nvlink_bytes: u64,
 }
 
 /// An unfinished QP's state when the report was made: what it was waiting for. PSNs are the

@@ -234,6 +234,8 @@ pub struct RunReport {
     pub cnps_sent: u64,
     pub cnps_received: u64,
     pub pfc_paused_ns: u64,
+    /// Bytes the collective moved between GPUs of a host over NVLink (no network frames).
+    pub nvlink_bytes: u64,
     pub metrics: Vec<String>,
     pub qps: Vec<QpLine>,
     pub nics: Vec<NicLine>,
@@ -291,6 +293,7 @@ pub fn summarize(
         cnps_sent: 0,
         cnps_received: 0,
         pfc_paused_ns: 0,
+        nvlink_bytes: hosts.iter().map(|(_, h)| h.nvlink_bytes).sum(),
         metrics,
         qps: Vec::new(),
         nics: Vec::new(),
@@ -398,6 +401,12 @@ pub fn render_table(r: &RunReport) -> String {
         r.cnps_received,
         r.pfc_paused_ns as f64 / 1e6
     );
+    if r.nvlink_bytes > 0 {
+        s.insert_str(
+            s.len() - 1,
+            &format!("NVLink bytes {} (inside the hosts, no network frames)\n", human(r.nvlink_bytes)),
+        );
+    }
     s += &format!(
         "{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>6} {:>8} {:>9} {:>9}\n",
         "HOST", "NIC", "QPN", "CONNECTION", "BYTES", "GOODPUT Gb/s", "RETX", "NAK", "OOO", "CNP RX", "CNP TX"
@@ -850,7 +859,7 @@ fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        hosts.push(HostDesc { name: h.name.clone(), gpus: topo.gpus_per_host, nics });
+        hosts.push(HostDesc { name: h.name.clone(), gpus: topo.gpus_per_host, nics, nvlink: topo.nvlink });
         netns.push(h.netns.clone());
     }
     if hosts.is_empty() {
@@ -1153,6 +1162,7 @@ mod tests {
             time_dilation: 8000.0,
             ok,
             error: None,
+            nvlink_bytes: 0,
             elapsed_ns: 2_000_000_000 + u64::from(qpn),
             qps: vec![
                 QpReport {

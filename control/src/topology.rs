@@ -11,6 +11,8 @@
 //!   gpus_per_host: 2          # gpu0..gpu1; local rank g is on rail g+1
 //!   nic: per-gpu              # per-gpu: a single-port NIC per GPU (Fig. 13-2); shared: one NIC
 //!                             # for all GPUs of a host, on rail 1, named nic0 (Fig. 13-1)
+//!   nvlink: { bandwidth: 3600Gbps, latency: 1us }   # optional: collectives move data between
+//!                             # a host's GPUs over NVLink (per GPU, one direction; no frames)
 //! switches:
 //!   rail:                     # leaves; a rail switch may serve several rails (port groups)
 //!     - { name: rail1, rails: [1] }              # optional `hosts: 1-2` (default: all hosts)
@@ -216,6 +218,18 @@ struct RawHosts {
     gpus_per_host: u32,
     #[serde(default)]
     nic: NicModel,
+    /// The GPUs' NVLink (emulated): transfers between two GPUs of a host take it.
+    #[serde(default)]
+    nvlink: Option<RawNvlink>,
+}
+
+/// `hosts.nvlink`: each GPU's NVLink bandwidth (one direction) and its latency.
+#[derive(Debug, Deserialize, Clone, Copy)]
+#[serde(deny_unknown_fields)]
+struct RawNvlink {
+    bandwidth: LineRate,
+    #[serde(default)]
+    latency: Delay,
 }
 
 /// How rail subnets are laid out (`addressing.rail_subnets`).
@@ -822,6 +836,8 @@ pub struct Topology {
     pub gpus_per_host: u32,
     /// How GPUs reach the network; [`Topology::nics_per_host`] NICs per host.
     pub nic_model: NicModel,
+    /// The GPUs' NVLink inside each host, if any (emulated).
+    pub nvlink: Option<rocefab_contracts::job::NvlinkSpec>,
     /// Rail switches first (file order, pod by pod), then spines (likewise), then super-spines.
     pub switches: Vec<Switch>,
     /// Pods in file order (one for a file without `switches.pods`).
@@ -1015,6 +1031,10 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         hosts,
         gpus_per_host,
         nic_model: raw.hosts.nic,
+        nvlink: raw
+            .hosts
+            .nvlink
+            .map(|n| rocefab_contracts::job::NvlinkSpec { bandwidth_bps: n.bandwidth.0, latency_ns: n.latency.0 }),
         switches,
         pods: pods.iter().map(|(hosts, ..)| Pod { hosts: *hosts }).collect(),
         links,
@@ -1037,6 +1057,9 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
 
 /// The fabric name and the NIC model.
 fn check_fabric(raw: &RawTopology, err: ErrAt<'_>) -> Result<(), TopologyError> {
+    if raw.hosts.nvlink.is_some_and(|n| n.bandwidth.0 == 0) {
+        return Err(err("hosts.nvlink.bandwidth", "must be above 0".into()));
+    }
     if !valid_name(&raw.fabric) || raw.fabric.len() > 12 {
         return Err(err(
             "fabric",

@@ -76,6 +76,9 @@ pub struct HostDesc {
     pub name: String,
     pub gpus: u32,
     pub nics: Vec<HostNic>,
+    /// The GPUs' NVLink, if any: transfers between two ranks of the host take it (no QP, no
+    /// network frame).
+    pub nvlink: Option<super::job::NvlinkSpec>,
 }
 
 /// Options.
@@ -211,7 +214,12 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
     let place = |r: u32| locate(&layout, hosts, r);
 
-    let (conns, slot) = connections(&sched, opts.window_packets);
+    // Transfers between two ranks of a host with NVLink take it: no connection.
+    let on_nvlink = |t: &Transfer| {
+        let (Ok((a, _)), Ok((b, _))) = (layout.locate(t.src_rank), layout.locate(t.dst_rank)) else { return false };
+        t.src_rank != t.dst_rank && a == b && hosts[a as usize].nvlink.is_some()
+    };
+    let (conns, slot) = connections(&sched, opts.window_packets, on_nvlink);
     check_deps(&sched)?;
     let mut jobs: Vec<Job> = hosts.iter().enumerate().map(|(i, h)| host_job(kind, i, h, opts)).collect();
     for r in 0..n {
@@ -270,15 +278,19 @@ fn locate(layout: &RankLayout, hosts: &[HostDesc], r: u32) -> Result<(usize, usi
 }
 
 /// The connections of `sched` in order of first use, and per transfer id its (connection,
-/// staging offset), `None` for a local transfer. Staging slots are given in id order per
+/// staging offset), `None` for a local transfer or one `on_nvlink`. Staging slots are given in id order per
 /// connection (the order its transfers are posted), in a ring of [`staging_ring_bytes`].
-fn connections(sched: &Schedule, window_packets: u32) -> (Vec<Conn>, Vec<Option<(usize, u64)>>) {
+fn connections(
+    sched: &Schedule,
+    window_packets: u32,
+    on_nvlink: impl Fn(&Transfer) -> bool,
+) -> (Vec<Conn>, Vec<Option<(usize, u64)>>) {
     let mut conns: Vec<Conn> = Vec::new();
     // (src rank, dst rank) -> index in `conns`: a 512-rank all-to-all has 261,632 of them.
     let mut by_pair: std::collections::HashMap<(u32, u32), usize> = std::collections::HashMap::new();
     let mut slot: Vec<Option<(usize, u64)>> = vec![None; sched.transfers.len()];
     for (id, t) in sched.transfers.iter().enumerate() {
-        if t.is_local() {
+        if t.is_local() || on_nvlink(t) {
             continue;
         }
         let len = t.elems() as u64 * ELEM;
@@ -348,6 +360,7 @@ fn host_job(kind: Kind, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
         linger_ms: opts.timeout_ms,
         time_dilation: opts.time_dilation,
         dcqcn: opts.dcqcn,
+        nvlink: h.nvlink,
         snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,
         nics: h
             .nics
@@ -446,6 +459,7 @@ fn add_transfer(
             len,
             op,
             deps: t.deps.clone(),
+            dst_rank: (t.dst_rank != t.src_rank).then_some(t.dst_rank),
         }),
         Some((c, staging)) => {
             jobs[sh].collective.as_mut().expect("set").sends.push(CollSend {
@@ -494,6 +508,7 @@ mod tests {
     fn hosts(n: usize, gpus: u32) -> Vec<HostDesc> {
         (0..n)
             .map(|h| HostDesc {
+                nvlink: None,
                 name: format!("host{}", h + 1),
                 gpus,
                 nics: (0..gpus)
@@ -654,6 +669,54 @@ mod tests {
             assert!(r.ok, "{kind:?}: {r:#?}");
             assert!(r.ranks.iter().all(|k| k.verified == Some(true)), "{kind:?}: {:?}", r.ranks);
         }
+    }
+
+    /// With NVLink, transfers between two GPUs of a host take it: no QP joins two of its ranks,
+    /// every collective still verifies, and the bytes it moved are the intra-host transfers'.
+    #[test]
+    fn nvlink_carries_the_transfers_inside_a_host() {
+        let nvlink = crate::nic::job::NvlinkSpec { bandwidth_bps: 100_000_000_000, latency_ns: 2_000 };
+        for (kind, bytes) in [(Kind::AllToAll, 64_000u64), (Kind::AllReduce, 40_000), (Kind::Broadcast, 8_000)] {
+            let mut hs = hosts(2, 4);
+            for h in &mut hs {
+                h.nvlink = Some(nvlink);
+            }
+            let b = build(kind, &hs, bytes, &BuildOptions::default()).unwrap();
+            let host_of = |r: u32| r / 4;
+            assert!(b.conns.iter().all(|c| host_of(c.src_rank) != host_of(c.dst_rank)), "{kind:?}: {:?}", b.conns);
+            let intra: u64 = b
+                .schedule
+                .transfers
+                .iter()
+                .filter(|t| t.src_rank != t.dst_rank && host_of(t.src_rank) == host_of(t.dst_rank))
+                .map(|t| t.elems() as u64 * ELEM)
+                .sum();
+            assert!(intra > 0, "{kind:?} has transfers inside a host");
+            let reports = run(&b);
+            assert!(all_verified(&reports), "{kind:?}: {reports:#?}");
+            assert_eq!(reports.iter().map(|r| r.nvlink_bytes).sum::<u64>(), intra, "{kind:?}");
+        }
+    }
+
+    /// An NVLink transfer lands one serialisation (len / bandwidth) and the latency after it
+    /// starts, and a GPU's transfers queue behind each other on its link.
+    #[test]
+    fn an_nvlink_transfer_takes_its_serialisation_and_latency() {
+        // Two GPUs of one host, 1 Gbit/s NVLink, 10 µs: an all-to-all of 2 x 4000 bytes sends
+        // 2000 bytes each way: 16 µs + 10 µs.
+        let mut hs = hosts(1, 2);
+        hs[0].nvlink = Some(crate::nic::job::NvlinkSpec { bandwidth_bps: 1_000_000_000, latency_ns: 10_000 });
+        let b = build(Kind::AllToAll, &hs, 4_000, &BuildOptions::default()).unwrap();
+        assert!(b.conns.is_empty() && b.jobs[0].qps.is_empty());
+        let mut e = Engine::from_job(&b.jobs[0], &[PathMtu::Mtu1024; 2], 0).unwrap();
+        assert_eq!(e.next_deadline(0), Some(26_000));
+        e.poll(25_999);
+        assert!(!e.finished());
+        e.poll(26_000);
+        assert!(e.finished());
+        let r = e.report("j", 26_000);
+        assert!(r.ok && r.ranks.iter().all(|k| k.verified == Some(true)), "{r:#?}");
+        assert_eq!((r.nvlink_bytes, r.elapsed_ns), (4_000, 26_000));
     }
 
     #[test]

@@ -157,9 +157,9 @@ pub struct Engine {
 
 impl Engine {
     /// Runs the collective, if any, forward ([`Coll::progress`]).
-    fn progress(&mut self) {
+    fn progress(&mut self, now: u64) {
         if let Some(c) = self.coll.as_mut() {
-            c.progress(&mut self.qps);
+            c.progress(&mut self.qps, now);
         }
     }
 
@@ -265,7 +265,7 @@ impl Engine {
         if received || acked {
             if let Some(c) = self.coll.as_mut() {
                 c.touch_qp(qi, received, acked);
-                c.progress(&mut self.qps);
+                c.progress(&mut self.qps, now);
             }
         }
     }
@@ -331,6 +331,9 @@ impl Engine {
 
     /// Runs the timers (requester ACK timeout and DCQCN, responder ACK coalescing) at `now`.
     pub fn poll(&mut self, now: u64) {
+        if self.coll.as_ref().and_then(|c| c.next_nvlink()).is_some_and(|at| at <= now) {
+            self.progress(now);
+        }
         for (qi, qp) in self.qps.iter_mut().enumerate() {
             if let Some(s) = qp.sender.as_mut() {
                 if qp.error.is_none() {
@@ -423,6 +426,9 @@ impl Engine {
     pub fn next_deadline(&mut self, now: u64) -> Option<u64> {
         let mut t: Option<u64> = None;
         let mut at = |x: u64| t = Some(t.map_or(x, |t| t.min(x)));
+        if let Some(x) = self.coll.as_ref().and_then(|c| c.next_nvlink()) {
+            at(x);
+        }
         for nic in &mut self.nics {
             let paused = nic.pfc.paused_mask(now);
             if let Some(r) = nic.pfc.next_resume(now) {
@@ -482,7 +488,7 @@ impl Engine {
 
     /// When the last QP finished, if all did.
     pub fn finish_time(&self) -> Option<u64> {
-        let mut t = self.start;
+        let mut t = self.start.max(self.coll.as_ref().map_or(0, |c| c.nvlink_last));
         for q in &self.qps {
             if q.sender.is_some() {
                 t = t.max(q.send_done?);

@@ -95,6 +95,17 @@ pub(super) struct Coll {
     sends_left: usize,
     recvs_left: usize,
     locals_left: usize,
+    /// The host's NVLink on the wall clock: (bandwidth bit/s, latency ns).
+    nvlink: Option<(u64, u64)>,
+    /// Per local rank (by `rank_idx`), when its NVLink is free again (wall ns).
+    nvlink_free: Vec<u64>,
+    /// NVLink transfers under way: (when they land, index into `spec.locals`).
+    nvlink_pending: Vec<(u64, usize)>,
+    locals_started: Vec<bool>,
+    /// Bytes moved over NVLink.
+    pub(super) nvlink_bytes: u64,
+    /// When the last NVLink transfer landed (wall ns): the collective's end if no QP ends later.
+    pub(super) nvlink_last: u64,
 }
 
 /// No queue.
@@ -159,12 +170,14 @@ pub(super) fn is_done(done: &[bool], id: usize) -> bool {
 const MAX_TRANSFER_ID: usize = 1 << 24;
 
 impl Coll {
-    /// The state of `spec` on a host whose `qps` QPs `by_qpn` indexes; `path_mtu_of(qp)` is the path
+    /// The state of `spec` on a host whose `qps` QPs `by_qpn` indexes, with NVLink `nvlink`
+    /// (wall-clock bandwidth bit/s and latency ns); `path_mtu_of(qp)` is the path
     /// MTU (bytes) of QP index `qp`'s NIC. Rank buffers hold their input pattern.
     pub(super) fn new(
         spec: &CollectiveSpec,
         by_qpn: &IndexTable,
         qps: usize,
+        nvlink: Option<(u64, u64)>,
         path_mtu_of: impl Fn(usize) -> u32,
     ) -> Result<Coll, CollectiveSpecError> {
         let bufs = spec
@@ -215,6 +228,12 @@ impl Coll {
             sendq,
             recvq,
             locals_done: vec![false; spec.locals.len()],
+            nvlink,
+            nvlink_free: vec![0; spec.ranks.len()],
+            nvlink_pending: Vec::with_capacity(spec.locals.len()),
+            locals_started: vec![false; spec.locals.len()],
+            nvlink_bytes: 0,
+            nvlink_last: 0,
             spec: spec.clone(),
             bufs,
             rank_idx,
@@ -229,16 +248,16 @@ impl Coll {
     /// ready local transfers and posts every send whose dependencies are done. Allocates only
     /// when a send is posted (its data is copied into the QP's send buffer, so later changes to
     /// the rank buffer cannot alter a retransmission).
-    pub(super) fn progress(&mut self, qps: &mut [Qp]) {
+    pub(super) fn progress(&mut self, qps: &mut [Qp], now: u64) {
         loop {
-            let mut changed = false;
+            let mut changed = self.land_nvlink(now);
             while let Some(k) = self.dirty_recv.pop() {
                 self.recv_queued[k as usize] = false;
                 changed |= self.apply_received(qps, k as usize);
             }
             if self.locals_dirty && self.locals_left > 0 {
                 self.locals_dirty = false;
-                changed |= self.run_locals();
+                changed |= self.run_locals(now);
             }
             while let Some(k) = self.dirty_send.pop() {
                 self.send_queued[k as usize] = false;
@@ -283,12 +302,24 @@ impl Coll {
         changed
     }
 
-    /// Runs every local transfer whose dependencies are done; whether any ran.
-    fn run_locals(&mut self) -> bool {
+    /// Runs every local transfer whose dependencies are done (one within a rank at once, one to
+    /// another rank onto its source GPU's NVLink); whether any completed.
+    fn run_locals(&mut self, now: u64) -> bool {
         let mut changed = false;
         for i in 0..self.spec.locals.len() {
             let l = &self.spec.locals[i];
-            if self.locals_done[i] || !l.deps.iter().all(|&d| is_done(&self.done, d)) {
+            if self.locals_started[i] || !l.deps.iter().all(|&d| is_done(&self.done, d)) {
+                continue;
+            }
+            self.locals_started[i] = true;
+            if let Some(dst) = l.dst_rank.filter(|&d| d != l.rank) {
+                let (bw, latency) = self.nvlink.expect("validated: NVLink transfers need the job's nvlink");
+                let src = self.rank_idx.get(l.rank).expect("collective rank");
+                let _ = dst;
+                let start = now.max(self.nvlink_free[src]);
+                let busy = (u128::from(l.len) * 8 * 1_000_000_000).div_ceil(u128::from(bw)) as u64;
+                self.nvlink_free[src] = start + busy;
+                self.nvlink_pending.push((start + busy + latency, i));
                 continue;
             }
             let b = &mut self.bufs[self.rank_idx.get(l.rank).expect("collective rank")];
@@ -301,6 +332,48 @@ impl Coll {
             changed = true;
         }
         changed
+    }
+
+    /// Lands every NVLink transfer due at `now` in its destination rank's buffer; whether any.
+    fn land_nvlink(&mut self, now: u64) -> bool {
+        let mut changed = false;
+        let mut k = 0;
+        while k < self.nvlink_pending.len() {
+            let (at, i) = self.nvlink_pending[k];
+            if at > now {
+                k += 1;
+                continue;
+            }
+            self.nvlink_pending.swap_remove(k);
+            let l = &self.spec.locals[i];
+            let a = self.rank_idx.get(l.rank).expect("collective rank");
+            let b = self.rank_idx.get(l.dst_rank.expect("an NVLink transfer")).expect("collective rank");
+            let (src, dst) = if a < b {
+                let (x, y) = self.bufs.split_at_mut(b);
+                (&x[a], &mut y[0])
+            } else {
+                let (x, y) = self.bufs.split_at_mut(a);
+                (&y[0], &mut x[b])
+            };
+            apply_op(
+                l.op,
+                &src[l.src_offset as usize..(l.src_offset + l.len) as usize],
+                &mut dst[l.dst_offset as usize..(l.dst_offset + l.len) as usize],
+            );
+            let (id, len) = (l.id, l.len);
+            self.nvlink_bytes += len;
+            self.nvlink_last = self.nvlink_last.max(at);
+            self.locals_done[i] = true;
+            self.locals_left -= 1;
+            self.transfer_done(id);
+            changed = true;
+        }
+        changed
+    }
+
+    /// When the next NVLink transfer lands (wall ns), if one is under way.
+    pub(super) fn next_nvlink(&self) -> Option<u64> {
+        self.nvlink_pending.iter().map(|&(at, _)| at).min()
     }
 
     /// Posts every send of send queue `k` whose dependencies are done (and that fits its send

@@ -49,6 +49,7 @@ impl Engine {
             nics,
             ranks,
             stalls,
+            nvlink_bytes: self.coll.as_ref().map_or(0, |c| c.nvlink_bytes),
         }
     }
 

@@ -123,10 +123,13 @@ impl Engine {
         let coll = job
             .collective
             .as_ref()
-            .map(|c| Coll::new(c, &by_qpn, qps.len(), |qi| nics[qps[qi].nic].cfg.path_mtu.bytes()))
+            .map(|c| {
+                let nvlink = job.nvlink.map(|n| (d.rate(n.bandwidth_bps).max(1), d.duration(n.latency_ns)));
+                Coll::new(c, &by_qpn, qps.len(), nvlink, |qi| nics[qps[qi].nic].cfg.path_mtu.bytes())
+            })
             .transpose()?;
         let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d };
-        e.progress();
+        e.progress(now);
         Ok(e)
     }
 }
