@@ -859,7 +859,13 @@ fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
                 })
             })
             .collect::<anyhow::Result<Vec<_>>>()?;
-        hosts.push(HostDesc { name: h.name.clone(), gpus: topo.gpus_per_host, nics, nvlink: topo.nvlink });
+        hosts.push(HostDesc {
+            name: h.name.clone(),
+            gpus: topo.gpus_per_host,
+            nics,
+            nvlink: topo.nvlink,
+            pxn: topo.pxn,
+        });
         netns.push(h.netns.clone());
     }
     if hosts.is_empty() {

@@ -13,6 +13,8 @@
 //!                             # for all GPUs of a host, on rail 1, named nic0 (Fig. 13-1)
 //!   nvlink: { bandwidth: 3600Gbps, latency: 1us }   # optional: collectives move data between
 //!                             # a host's GPUs over NVLink (per GPU, one direction; no frames)
+//!   pxn: false                # true: a send to another rail crosses NVLink to the local GPU on
+//!                             # the destination's rail, then its NIC (NCCL PXN; rail-only fabrics)
 //! switches:
 //!   rail:                     # leaves; a rail switch may serve several rails (port groups)
 //!     - { name: rail1, rails: [1] }              # optional `hosts: 1-2` (default: all hosts)
@@ -221,6 +223,9 @@ struct RawHosts {
     /// The GPUs' NVLink (emulated): transfers between two GPUs of a host take it.
     #[serde(default)]
     nvlink: Option<RawNvlink>,
+    /// PXN: a send to another rail crosses NVLink to the local GPU on that rail first.
+    #[serde(default)]
+    pxn: bool,
 }
 
 /// `hosts.nvlink`: each GPU's NVLink bandwidth (one direction) and its latency.
@@ -838,6 +843,8 @@ pub struct Topology {
     pub nic_model: NicModel,
     /// The GPUs' NVLink inside each host, if any (emulated).
     pub nvlink: Option<rocefab_contracts::job::NvlinkSpec>,
+    /// PXN (`hosts.pxn`): cross-rail sends relay over NVLink to the GPU on the destination's rail.
+    pub pxn: bool,
     /// Rail switches first (file order, pod by pod), then spines (likewise), then super-spines.
     pub switches: Vec<Switch>,
     /// Pods in file order (one for a file without `switches.pods`).
@@ -1031,6 +1038,7 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         hosts,
         gpus_per_host,
         nic_model: raw.hosts.nic,
+        pxn: raw.hosts.pxn,
         nvlink: raw
             .hosts
             .nvlink
@@ -1059,6 +1067,15 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
 fn check_fabric(raw: &RawTopology, err: ErrAt<'_>) -> Result<(), TopologyError> {
     if raw.hosts.nvlink.is_some_and(|n| n.bandwidth.0 == 0) {
         return Err(err("hosts.nvlink.bandwidth", "must be above 0".into()));
+    }
+    if raw.hosts.pxn && raw.hosts.nvlink.is_none() {
+        return Err(err(
+            "hosts.pxn",
+            "PXN relays a send over NVLink to the GPU on the destination's rail: set hosts.nvlink".into(),
+        ));
+    }
+    if raw.hosts.pxn && raw.hosts.nic == NicModel::Shared {
+        return Err(err("hosts.pxn", "PXN needs a NIC per GPU (hosts.nic: per-gpu), not a shared NIC".into()));
     }
     if !valid_name(&raw.fabric) || raw.fabric.len() > 12 {
         return Err(err(

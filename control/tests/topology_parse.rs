@@ -566,3 +566,17 @@ fn per_switch_rail_subnets_need_whole_rail_groups_and_room_for_the_hosts() {
     let e = err(&format!("{}\n  rails: {{ 2: 192.168.2.0/24 }}\n", many.trim_end()));
     assert!(e.contains("cannot be given with rail_subnets: per-switch"), "{e}");
 }
+
+#[test]
+fn pxn_needs_nvlink_and_a_nic_per_gpu() {
+    let t = Topology::load(&shipped("rail-only-pxn.yaml")).unwrap();
+    assert!(t.pxn);
+    assert_eq!(t.nvlink.map(|n| (n.bandwidth_bps, n.latency_ns)), Some((3_600_000_000_000, 1_000)));
+    let e = err(&GOOD.replace("  nic: per-gpu\n", "  nic: per-gpu\n  pxn: true\n"));
+    assert!(e.starts_with("topologies/bad.yaml:6: hosts.pxn: "), "{e}");
+    assert!(e.contains("set hosts.nvlink"), "{e}");
+    let e = err(&GOOD.replace("  nic: per-gpu\n", "  nic: shared\n  nvlink: { bandwidth: 100Gbps }\n  pxn: true\n"));
+    assert!(e.contains("hosts.pxn: PXN needs a NIC per GPU"), "{e}");
+    let e = err(&GOOD.replace("  nic: per-gpu\n", "  nic: per-gpu\n  nvlink: { bandwidth: 0Gbps }\n"));
+    assert!(e.contains("hosts.nvlink.bandwidth"), "{e}");
+}

@@ -79,6 +79,10 @@ pub struct HostDesc {
     /// The GPUs' NVLink, if any: transfers between two ranks of the host take it (no QP, no
     /// network frame).
     pub nvlink: Option<super::job::NvlinkSpec>,
+    /// PXN (NCCL's PCI x NVLink, for rail-only fabrics): a send to a GPU of another host on
+    /// another rail first crosses NVLink to the local GPU on the destination's rail, which sends
+    /// it over its own NIC. Needs `nvlink` and a NIC per GPU.
+    pub pxn: bool,
 }
 
 /// Options.
@@ -210,7 +214,14 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     let layout = RankLayout::new(hosts.len() as u32, gpus)?;
     let n = layout.world_size();
     let elems = usize::try_from(bytes_per_rank / ELEM).map_err(|_| BuildError::Invalid("size too large".into()))?;
-    let sched = schedule(kind, n, elems)?;
+    let mut sched = schedule(kind, n, elems)?;
+    if hosts.iter().any(|h| h.pxn) {
+        if hosts.iter().any(|h| h.nvlink.is_none() || h.nics.len() as u32 != gpus) {
+            return Err(BuildError::Invalid("PXN needs NVLink and a NIC per GPU on every host".into()));
+        }
+        relay_through_pxn(&mut sched, &layout);
+    }
+    let sched = sched;
     let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
     let place = |r: u32| locate(&layout, hosts, r);
 
@@ -252,6 +263,46 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
 /// all-to-all (8,176 QPs each), snapshots every 100 ms took more CPU than the hosts had.
 pub fn snapshot_interval_ms(qps: usize) -> u64 {
     super::job::DEFAULT_SNAPSHOT_INTERVAL_MS.max(qps as u64 / 20)
+}
+
+/// Rewrites every transfer from rank a to a rank b of another host on another rail (local index)
+/// as NCCL's PXN does: a copy over NVLink from a to a' (a's host, b's local index) into a staging
+/// range appended to a' 's buffer, then the network transfer a' -> b from there (keeping the
+/// original id, so what depended on it still does). Rank buffers grow by the largest staging
+/// any relay needs.
+fn relay_through_pxn(sched: &mut Schedule, layout: &RankLayout) {
+    let base = sched.buffer_elems;
+    let mut staged = vec![0usize; sched.ranks as usize];
+    let n = sched.transfers.len();
+    for id in 0..n {
+        let t = &sched.transfers[id];
+        let (Ok((ha, la)), Ok((hb, lb))) = (layout.locate(t.src_rank), layout.locate(t.dst_rank)) else { continue };
+        if ha == hb || la == lb {
+            continue;
+        }
+        let relay = ha * layout.procs_per_node + lb;
+        let at = base + staged[relay as usize];
+        staged[relay as usize] += t.elems();
+        let stage = at..at + t.elems();
+        let hop = Transfer {
+            phase: t.phase,
+            step: t.step,
+            src_rank: t.src_rank,
+            dst_rank: relay,
+            chunk: t.chunk,
+            src: t.src.clone(),
+            dst: stage.clone(),
+            op: Op::Copy,
+            deps: t.deps.clone(),
+        };
+        let hop_id = sched.transfers.len();
+        sched.transfers.push(hop);
+        let t = &mut sched.transfers[id];
+        t.src_rank = relay;
+        t.src = stage;
+        t.deps = vec![hop_id];
+    }
+    sched.buffer_elems = base + staged.iter().copied().max().unwrap_or(0);
 }
 
 /// Every host has GPUs (as many as the others) and NICs, and the size is whole elements:
@@ -509,6 +560,7 @@ mod tests {
         (0..n)
             .map(|h| HostDesc {
                 nvlink: None,
+                pxn: false,
                 name: format!("host{}", h + 1),
                 gpus,
                 nics: (0..gpus)
@@ -696,6 +748,33 @@ mod tests {
             assert!(all_verified(&reports), "{kind:?}: {reports:#?}");
             assert_eq!(reports.iter().map(|r| r.nvlink_bytes).sum::<u64>(), intra, "{kind:?}");
         }
+    }
+
+    /// PXN: with a NIC per GPU and NVLink, no connection joins two rails (local indices), yet
+    /// every collective verifies: cross-rail sends cross NVLink to the GPU on the destination's
+    /// rail first.
+    #[test]
+    fn pxn_keeps_every_connection_on_one_rail() {
+        let nvlink = crate::nic::job::NvlinkSpec { bandwidth_bps: 100_000_000_000, latency_ns: 1_000 };
+        for (kind, bytes) in [(Kind::AllToAll, 96_000u64), (Kind::AllReduce, 48_000), (Kind::Broadcast, 12_000)] {
+            let mut hs = hosts(3, 4);
+            for h in &mut hs {
+                (h.nvlink, h.pxn) = (Some(nvlink), true);
+            }
+            let b = build(kind, &hs, bytes, &BuildOptions::default()).unwrap();
+            assert!(!b.conns.is_empty(), "{kind:?}");
+            for c in &b.conns {
+                assert_eq!(c.src_rank % 4, c.dst_rank % 4, "{kind:?}: a connection across rails: {c:?}");
+            }
+            let reports = run(&b);
+            assert!(all_verified(&reports), "{kind:?}: {reports:#?}");
+            assert!(reports.iter().map(|r| r.nvlink_bytes).sum::<u64>() > 0, "{kind:?}");
+        }
+        // PXN without NVLink is refused.
+        let mut hs = hosts(2, 2);
+        hs[0].pxn = true;
+        let e = build(Kind::AllToAll, &hs, 1024, &BuildOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("PXN needs NVLink"), "{e}");
     }
 
     /// An NVLink transfer lands one serialisation (len / bandwidth) and the latency after it

@@ -313,12 +313,26 @@ impl Coll {
             }
             self.locals_started[i] = true;
             if let Some(dst) = l.dst_rank.filter(|&d| d != l.rank) {
+                // The bytes are read now (as a network send copies them when it is posted) and
+                // written to the destination, which no transfer reads before this one is done.
                 let (bw, latency) = self.nvlink.expect("validated: NVLink transfers need the job's nvlink");
-                let src = self.rank_idx.get(l.rank).expect("collective rank");
-                let _ = dst;
-                let start = now.max(self.nvlink_free[src]);
+                let a = self.rank_idx.get(l.rank).expect("collective rank");
+                let b = self.rank_idx.get(dst).expect("collective rank");
+                let (src, dstb) = if a < b {
+                    let (x, y) = self.bufs.split_at_mut(b);
+                    (&x[a], &mut y[0])
+                } else {
+                    let (x, y) = self.bufs.split_at_mut(a);
+                    (&y[0], &mut x[b])
+                };
+                apply_op(
+                    l.op,
+                    &src[l.src_offset as usize..(l.src_offset + l.len) as usize],
+                    &mut dstb[l.dst_offset as usize..(l.dst_offset + l.len) as usize],
+                );
+                let start = now.max(self.nvlink_free[a]);
                 let busy = (u128::from(l.len) * 8 * 1_000_000_000).div_ceil(u128::from(bw)) as u64;
-                self.nvlink_free[src] = start + busy;
+                self.nvlink_free[a] = start + busy;
                 self.nvlink_pending.push((start + busy + latency, i));
                 continue;
             }
@@ -334,7 +348,8 @@ impl Coll {
         changed
     }
 
-    /// Lands every NVLink transfer due at `now` in its destination rank's buffer; whether any.
+    /// Completes every NVLink transfer that has landed by `now` (its bytes are in place since it
+    /// started); whether any.
     fn land_nvlink(&mut self, now: u64) -> bool {
         let mut changed = false;
         let mut k = 0;
@@ -346,20 +361,6 @@ impl Coll {
             }
             self.nvlink_pending.swap_remove(k);
             let l = &self.spec.locals[i];
-            let a = self.rank_idx.get(l.rank).expect("collective rank");
-            let b = self.rank_idx.get(l.dst_rank.expect("an NVLink transfer")).expect("collective rank");
-            let (src, dst) = if a < b {
-                let (x, y) = self.bufs.split_at_mut(b);
-                (&x[a], &mut y[0])
-            } else {
-                let (x, y) = self.bufs.split_at_mut(a);
-                (&y[0], &mut x[b])
-            };
-            apply_op(
-                l.op,
-                &src[l.src_offset as usize..(l.src_offset + l.len) as usize],
-                &mut dst[l.dst_offset as usize..(l.dst_offset + l.len) as usize],
-            );
             let (id, len) = (l.id, l.len);
             self.nvlink_bytes += len;
             self.nvlink_last = self.nvlink_last.max(at);

@@ -1,0 +1,39 @@
+//! Privileged: PXN on a rail-only fabric (book ch. 13, "Cross-Rail Communication over NVLink"),
+//! `topologies/rail-only-pxn.yaml`: 4 hosts x 4 GPUs, a switch per rail, no spines.
+//!
+//! With `hosts.pxn`, a verified 16-rank all-to-all and ring AllReduce run although no switch
+//! joins two rails: a send to another rail crosses NVLink to the local GPU on the destination's
+//! rail first (the report counts NVLink bytes), and no rail switch sees a frame for another rail
+//! (their XDP route-miss counters stay at 0). Without PXN the same all-to-all's cross-rail frames
+//! have no route: the switches count them as route misses and the job fails.
+//!
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
+use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use serde_json::Value;
+
+const RAILS: [&str; 4] = ["rail1", "rail2", "rail3", "rail4"];
+
+fn run(f: &Fabric, kind: &str) -> (bool, Value, String) {
+    let o = rocefab(&["run", &f.name, kind, "--size", "256KiB", "--json", "--timeout", "60"]);
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or(Value::Null);
+    (o.status.success(), r, stderr(&o))
+}
+
+#[test]
+fn pxn_carries_cross_rail_traffic_over_nvlink_and_the_right_rail() {
+    let f = Fabric::up("rail-only-pxn.yaml", "rfpx");
+    for kind in ["alltoall", "allreduce"] {
+        let (ok, r, err) = run(&f, kind);
+        assert!(ok, "{kind}: {err}\n{r:#}");
+        assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(16)), "{kind}: {r:#}");
+        assert!(r["nvlink_bytes"].as_u64().unwrap() > 0, "{kind}: {r:#}");
+    }
+    assert_eq!(f.metric_sum(&RAILS, "rocefab_xdp_route_miss_total", &[]), 0.0, "a frame for another rail");
+    drop(f);
+
+    // Without PXN the cross-rail sends have nowhere to go.
+    let f = Fabric::up_replacing("rail-only-pxn.yaml", "rfpy", "  pxn: true", "  pxn: false");
+    let (ok, r, err) = run(&f, "alltoall");
+    assert!(!ok && r["ok"] != true, "a rail-only all-to-all without PXN verified: {r:#}");
+    assert!(f.metric_sum(&RAILS, "rocefab_xdp_route_miss_total", &[]) > 0.0, "no route misses: {err}");
+}
