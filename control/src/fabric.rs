@@ -1004,9 +1004,16 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         topo.hosts,
         topo.gpus_per_host,
         match topo.nic_model {
-            crate::topology::NicModel::PerGpu => "",
-            crate::topology::NicModel::Shared => " sharing one NIC",
-        },
+            crate::topology::NicModel::PerGpu => String::new(),
+            crate::topology::NicModel::Shared => " sharing one NIC".to_string(),
+        } + &topo.nvlink.map_or(String::new(), |n| {
+            format!(
+                ", NVLink {} {} ns{}",
+                crate::topology::LineRate(n.bandwidth_bps),
+                n.latency_ns,
+                if topo.pxn { ", PXN" } else { "" }
+            )
+        }),
         plan.mtu
     );
     o += &describe_dilation(topo.time_dilation, plan);

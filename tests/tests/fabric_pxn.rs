@@ -22,6 +22,8 @@ fn run(f: &Fabric, kind: &str) -> (bool, Value, String) {
 #[test]
 fn pxn_carries_cross_rail_traffic_over_nvlink_and_the_right_rail() {
     let f = Fabric::up("rail-only-pxn.yaml", "rfpx");
+    let plan = rocefab(&["plan", f.topology.to_str().unwrap()]);
+    assert!(stdout(&plan).contains("4 hosts x 4 GPUs, NVLink 3.6Tbps 1000 ns, PXN,"), "{}", stdout(&plan));
     for kind in ["alltoall", "allreduce"] {
         let (ok, r, err) = run(&f, kind);
         assert!(ok, "{kind}: {err}\n{r:#}");
