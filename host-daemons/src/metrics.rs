@@ -30,6 +30,7 @@ pub struct Metrics {
     elapsed: Gauge,
     ok: Gauge,
     snapshots: Counter,
+    nvlink: prometheus::IntCounter,
     /// The latest snapshot as `GET /sample` serves it.
     sample: Mutex<Option<HostSample>>,
 }
@@ -254,6 +255,11 @@ impl Metrics {
         )?;
         let ok = Gauge::new("job_ok", "1 once every QP finished with verified data")?;
         let snapshots = Counter::new("snapshots_total", "report snapshots taken by the data thread")?;
+        let nvlink = prometheus::IntCounter::new(
+            "nvlink_bytes_total",
+            "bytes the collective moved between this host's GPUs over NVLink (no network frames)",
+        )?;
+        registry.register(Box::new(nvlink.clone()))?;
         registry.register(Box::new(elapsed.clone()))?;
         registry.register(Box::new(ok.clone()))?;
         registry.register(Box::new(snapshots.clone()))?;
@@ -274,6 +280,7 @@ impl Metrics {
             elapsed,
             ok,
             snapshots,
+            nvlink,
             sample: Mutex::new(None),
         })
     }
@@ -293,6 +300,7 @@ impl Metrics {
             }
         }
         self.elapsed.set(r.elapsed_ns as f64 / 1e9);
+        self.nvlink.inc_by(r.nvlink_bytes.saturating_sub(self.nvlink.get()));
         self.ok.set(if r.ok { 1.0 } else { 0.0 });
         self.snapshots.inc();
         *self.sample.lock().unwrap_or_else(PoisonError::into_inner) = Some(HostSample::from_report(r));
@@ -364,6 +372,7 @@ mod tests {
             out_of_order: 11,
             ..Default::default()
         });
+        r.nvlink_bytes = 4096;
         r.nics.push(NicReport {
             name: "gpu0".into(),
             pfc_paused_ns_prio3: 1_500_000_000,
@@ -391,6 +400,7 @@ mod tests {
         );
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
+        assert!(t.contains("rocefab_host_nvlink_bytes_total{job=\"j1\"} 4096\n"), "{t}");
         assert!(
             t.contains(
                 r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#
