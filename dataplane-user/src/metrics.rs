@@ -998,7 +998,6 @@ mod tests {
     /// `tests/tests/promtool_live.rs`.
     #[test]
     fn promtool_accepts_the_exposition() {
-        use std::io::Write;
         let stats = Arc::new(SwitchStats::new(2));
         let m = Metrics::new(&cfg(), stats.clone()).unwrap();
         stats.ports[0].queues[3].enqueued_packets.add(1);
@@ -1006,17 +1005,7 @@ mod tests {
         stats.pfc_reaction.observe(40_000_000);
         let xdp = vec![[1u64; counter::COUNT as usize]; 2];
         let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
-        let mut child = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("promtool is needed (Debian package prometheus; cargo xtask setup installs it)");
-        child.stdin.take().unwrap().write_all(t.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+        rocefab_test_support::promtool::promtool_check("a switch daemon's scrape", &t);
         assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"0.000015\"} 1\n"), "{t}");
         assert!(t.contains("rocefab_pfc_reaction_seconds_bucket{switch=\"sw1\",le=\"+Inf\"} 2\n"), "{t}");
         assert!(t.contains("rocefab_pfc_reaction_seconds_count{switch=\"sw1\"} 2\n"), "{t}");

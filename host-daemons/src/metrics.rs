@@ -420,7 +420,6 @@ mod tests {
     /// metrics` (installed by `cargo xtask setup`) accepts the hand-rendered families.
     #[test]
     fn qp_rows_are_escaped_follow_the_report_and_pass_promtool() {
-        use std::io::Write;
         let job: Job = serde_json::from_str(r#"{"name":"j\"4","nics":[],"qps":[]}"#).unwrap();
         let m = Metrics::new(&job).unwrap();
         let mut r = Report { job: "j\"4".into(), ..Default::default() };
@@ -441,17 +440,7 @@ mod tests {
         assert!(t.contains(r#"rocefab_host_qp_goodput_bytes_per_second{label="rank 0 \"a\\b\"\nx",nic="gpu0",peer_qpn="0",qpn="8",job="j\"4"} 2"#), "{t}");
         assert_eq!(t.matches("rocefab_host_qp_goodput_bytes_per_second{").count(), 1, "{t}");
         assert_eq!(t.matches("# TYPE rocefab_host_qp_packets_sent_total counter\n").count(), 1, "{t}");
-        let mut child = std::process::Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("promtool is needed (Debian package prometheus; cargo xtask setup installs it)");
-        child.stdin.take().unwrap().write_all(t.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics: {said}");
+        rocefab_test_support::promtool::promtool_check("a host's scrape", &t);
         // A QP gone from the report is gone from the scrape.
         r.qps.remove(0);
         m.update(&r);

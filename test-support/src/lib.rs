@@ -4,5 +4,7 @@
 //!
 //! - [`tshark`]: tshark (Wireshark's CLI) as the decoding oracle: fields of the frames of a
 //!   capture, a bounded live capture in a namespace, and the number formats it prints.
+//! - [`promtool`]: `promtool check metrics` on a Prometheus scrape.
 
+pub mod promtool;
 pub mod tshark;

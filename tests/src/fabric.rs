@@ -3,7 +3,7 @@
 //!
 //! Binaries come from `$ROCEFAB_BIN_DIR` (default `<workspace>/target/debug`): build them first
 //! with `cargo build -p control -p dataplane-user`.
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -277,22 +277,7 @@ impl Drop for Fabric {
     }
 }
 
-/// Runs `promtool check metrics` (Debian package `prometheus`) on a scrape; panics with what
-/// promtool said when it finds anything (lint problems are printed, and exit non-zero).
-pub fn promtool_check(what: &str, text: &str) {
-    use std::process::Stdio;
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("promtool is required (Debian package prometheus, cargo xtask setup): {e}"));
-    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("writing to promtool");
-    let out = child.wait_with_output().expect("promtool");
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics on {what}: {said}");
-}
+pub use rocefab_test_support::promtool::promtool_check;
 
 /// Pids of the processes whose command line contains `needle` (e.g. a daemon's config path).
 pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
