@@ -1006,6 +1006,7 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         match topo.nic_model {
             crate::topology::NicModel::PerGpu => String::new(),
             crate::topology::NicModel::Shared => " sharing one NIC".to_string(),
+            crate::topology::NicModel::DualPort => " with dual-port NICs".to_string(),
         } + &topo.nvlink.map_or(String::new(), |n| {
             format!(
                 ", NVLink {} {} ns{}",

@@ -865,6 +865,7 @@ fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
             nics,
             nvlink: topo.nvlink,
             pxn: topo.pxn,
+            ports: topo.nic_model.ports(),
         });
         netns.push(h.netns.clone());
     }

@@ -10,7 +10,9 @@
 //!   count: 4                  # host1..host4
 //!   gpus_per_host: 2          # gpu0..gpu1; local rank g is on rail g+1
 //!   nic: per-gpu              # per-gpu: a single-port NIC per GPU (Fig. 13-2); shared: one NIC
-//!                             # for all GPUs of a host, on rail 1, named nic0 (Fig. 13-1)
+//!                             # for all GPUs of a host, on rail 1, named nic0 (Fig. 13-1);
+//!                             # dual-port: two ports per GPU NIC, gpu<g>p0/p1, to the first and
+//!                             # second switch listing its rail, QPs alternating (Fig. 13-5)
 //!   nvlink: { bandwidth: 3600Gbps, latency: 1us }   # optional: collectives move data between
 //!                             # a host's GPUs over NVLink (per GPU, one direction; no frames)
 //!   pxn: false                # true: a send to another rail crosses NVLink to the local GPU on
@@ -259,15 +261,35 @@ pub enum NicModel {
     /// All GPUs share one single-port NIC on rail 1 (book Fig. 13-1: one NIC behind a PCIe
     /// switch): its line rate, pacer, PFC pause and DCQCN serve every GPU's QPs.
     Shared,
+    /// A dual-port NIC per GPU (book Fig. 13-5, dual-rail): port 0 to the first switch listing
+    /// the GPU's rail, port 1 to the second, each port its own interface and subnet; a GPU's
+    /// QPs alternate between the ports.
+    DualPort,
 }
 
 impl NicModel {
-    /// NICs per host for `gpus` GPUs.
+    /// NIC ports per host for `gpus` GPUs (each an interface, a link and a "rail side").
     pub fn nics(self, gpus: u32) -> u32 {
         match self {
             NicModel::PerGpu => gpus,
             NicModel::Shared => 1,
+            NicModel::DualPort => 2 * gpus,
         }
+    }
+    /// Ports per NIC.
+    pub fn ports(self) -> u32 {
+        match self {
+            NicModel::DualPort => 2,
+            _ => 1,
+        }
+    }
+    /// The name of NIC port `n` of a host from the pattern (`{gpu}`, `{rail}`, `{port}`).
+    pub fn nic_name(self, pattern: &str, n: u32) -> String {
+        let (gpu, port) = (n / self.ports(), n % self.ports());
+        pattern
+            .replace("{gpu}", &gpu.to_string())
+            .replace("{rail}", &(gpu + 1).to_string())
+            .replace("{port}", &port.to_string())
     }
 }
 
@@ -887,7 +909,7 @@ impl Topology {
         self.nic_model.nics(self.gpus_per_host)
     }
     pub fn nic_name(&self, g: u32) -> String {
-        self.host_nic_pattern.replace("{gpu}", &g.to_string()).replace("{rail}", &(g + 1).to_string())
+        self.nic_model.nic_name(&self.host_nic_pattern, g)
     }
     /// Port name `n` (1-based) inside a switch namespace.
     pub fn port_name(&self, n: usize) -> String {
@@ -990,9 +1012,15 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
     let gpus_per_host = raw.hosts.gpus_per_host;
     // From here on `gpus` counts NICs (rails): one per GPU, or one for a shared NIC.
     let gpus = raw.hosts.nic.nics(gpus_per_host);
+    // The rails the file names: a GPU's (or the shared NIC's, rail 1).
+    let file_rails = if raw.hosts.nic == NicModel::Shared { 1 } else { gpus_per_host };
     let pods = pods_of(&raw.switches, hosts, err)?;
-    let (switches, fields) = switches_of(&pods, &raw.switches.super_spine, hosts, gpus, err)?;
+    let (mut switches, fields) = switches_of(&pods, &raw.switches.super_spine, hosts, file_rails, err)?;
     let nrail = switches.iter().filter(|s| s.role == Role::Rail).count();
+    if raw.hosts.nic == NicModel::DualPort {
+        // Each port is a rail of its own from here on: rail r's port p is rail 2(r-1)+p+1.
+        dual_port_rails(&pods, &mut switches, &fields, nrail, hosts, file_rails, err)?;
+    }
     check_rail_coverage(&pods, &switches, &fields, nrail, hosts, gpus, err)?;
     let (host_nic, switch_port) = naming_patterns(&raw.naming, raw.hosts.nic, err)?;
     let mut links = host_links(&switches, nrail, hosts, gpus, raw.links.line_rate.host_rail);
@@ -1002,10 +1030,10 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         l.delay_ns = raw.links.delay.of(l.class).0;
     }
     for (i, o) in raw.links.overrides.iter().enumerate() {
-        apply_override(i, o, &switches, &host_nic, hosts, gpus, &mut links, err)?;
+        apply_override(i, o, &switches, &host_nic, raw.hosts.nic, hosts, gpus, &mut links, err)?;
     }
     let port_counts = port_counts(&switches, &fields, &links, &switch_port, err)?;
-    check_nic_names(&host_nic, gpus, err)?;
+    check_nic_names(&host_nic, raw.hosts.nic, gpus, err)?;
     let (rail_subnets, rail_summaries, p2p) = addressing(&raw.addressing, gpus, hosts, &switches, &links, err)?;
     let lldp = crate::lldp::resolve(&raw.lldp).map_err(|(f, m)| err(&f, m))?;
     if let Some(p) = raw.metrics_port_base {
@@ -1251,6 +1279,52 @@ fn rail_switch(
     Ok(Switch { name: r.name.clone(), role: Role::Rail, rails: r.rails.clone(), hosts: hr, pod: Some(pi) })
 }
 
+/// With dual-port NICs: every (rail, host) is served by exactly two rail switches, the first
+/// in file order on port 0 and the second on port 1 for all the hosts they serve; each
+/// switch's rails become the port-rails it serves (rail r, port p: 2(r-1)+p+1).
+fn dual_port_rails(
+    pods: &[PodRef<'_>],
+    switches: &mut [Switch],
+    fields: &[String],
+    nrail: usize,
+    hosts: u32,
+    rails: u32,
+    err: ErrAt<'_>,
+) -> Result<(), TopologyError> {
+    let mut side: BTreeMap<(usize, u32), u32> = BTreeMap::new();
+    for rail in 1..=rails {
+        for h in 1..=hosts {
+            let serving: Vec<usize> =
+                (0..nrail).filter(|&i| switches[i].rails.contains(&rail) && switches[i].hosts.contains(h)).collect();
+            if serving.len() != 2 {
+                let prefix = &pods.iter().find(|(hr, ..)| hr.contains(h)).expect("every host is in a pod").3;
+                return Err(err(
+                    &format!("{prefix}.rail"),
+                    format!(
+                        "rail {rail} of host{h} has {} switches; nic: dual-port cables each GPU's two ports to two switches of its rail",
+                        serving.len()
+                    ),
+                ));
+            }
+            for (p, &i) in serving.iter().enumerate() {
+                if let Some(&q) = side.get(&(i, rail)) {
+                    if q != p as u32 {
+                        return Err(err(
+                            &format!("{}.rails", fields[i]),
+                            format!("{} would take port {q} of rail {rail} for some hosts and port {p} for host{h}: list the switches of a rail in the same order for every host", switches[i].name),
+                        ));
+                    }
+                }
+                side.insert((i, rail), p as u32);
+            }
+        }
+    }
+    for (i, sw) in switches.iter_mut().enumerate().take(nrail) {
+        sw.rails = sw.rails.iter().map(|&r| 2 * (r - 1) + side[&(i, r)] + 1).collect();
+    }
+    Ok(())
+}
+
 /// Every (rail, host) served by exactly one rail switch (the first `nrail` switches).
 fn check_rail_coverage(
     pods: &[PodRef<'_>],
@@ -1291,8 +1365,12 @@ fn naming_patterns(naming: &RawNaming, nic: NicModel, err: ErrAt<'_>) -> Result<
     let default = match nic {
         NicModel::PerGpu => "gpu{gpu}",
         NicModel::Shared => "nic{gpu}",
+        NicModel::DualPort => "gpu{gpu}p{port}",
     };
     let host_nic = naming.host_nic.clone().unwrap_or_else(|| default.into());
+    if nic == NicModel::DualPort && !host_nic.contains("{port}") {
+        return Err(err("naming.host_nic", format!("{host_nic:?} must contain {{port}} with nic: dual-port")));
+    }
     let switch_port = naming.switch_port.clone().unwrap_or_else(|| "eth{port}".into());
     if !host_nic.contains("{gpu}") && !host_nic.contains("{rail}") {
         return Err(err("naming.host_nic", format!("{host_nic:?} must contain {{gpu}} or {{rail}}")));
@@ -1465,6 +1543,7 @@ fn apply_override(
     o: &RawOverride,
     switches: &[Switch],
     host_nic: &str,
+    nic: NicModel,
     hosts: u32,
     gpus: u32,
     links: &mut [Link],
@@ -1488,9 +1567,7 @@ fn apply_override(
                     None => None,
                     Some(g) => Some(
                         (0..gpus)
-                            .find(|&x| {
-                                host_nic.replace("{gpu}", &x.to_string()).replace("{rail}", &(x + 1).to_string()) == g
-                            })
+                            .find(|&x| nic.nic_name(host_nic, x) == g)
                             .ok_or_else(|| err(&field, format!("host{h} has no NIC {g:?}")))?,
                     ),
                 };
@@ -1579,9 +1656,9 @@ fn port_links(nswitches: usize, links: &[Link]) -> Vec<Vec<crate::qos::PortLink>
 }
 
 /// Host NIC names of at most 15 characters.
-fn check_nic_names(host_nic: &str, gpus: u32, err: ErrAt<'_>) -> Result<(), TopologyError> {
+fn check_nic_names(host_nic: &str, nic: NicModel, gpus: u32, err: ErrAt<'_>) -> Result<(), TopologyError> {
     for g in 0..gpus {
-        let nm = host_nic.replace("{gpu}", &g.to_string()).replace("{rail}", &(g + 1).to_string());
+        let nm = nic.nic_name(host_nic, g);
         if nm.len() > 15 {
             return Err(err("naming.host_nic", format!("interface name {nm:?} is longer than 15 characters")));
         }

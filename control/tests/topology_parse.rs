@@ -580,3 +580,32 @@ fn pxn_needs_nvlink_and_a_nic_per_gpu() {
     let e = err(&GOOD.replace("  nic: per-gpu\n", "  nic: per-gpu\n  nvlink: { bandwidth: 0Gbps }\n"));
     assert!(e.contains("hosts.nvlink.bandwidth"), "{e}");
 }
+
+#[test]
+fn a_dual_port_nic_has_a_port_on_each_switch_of_its_rail() {
+    let t = Topology::load(&shipped("dual-port.yaml")).unwrap();
+    assert_eq!((t.gpus_per_host, t.nics_per_host()), (2, 4));
+    let names: Vec<String> = (0..4).map(|n| t.nic_name(n)).collect();
+    assert_eq!(names, ["gpu0p0", "gpu0p1", "gpu1p0", "gpu1p1"]);
+    // host2's four ports, to rail1a, rail1b, rail2a, rail2b.
+    let ports: Vec<(Endpoint, Endpoint)> = t
+        .links
+        .iter()
+        .filter(|l| l.class == LinkClass::HostRail && matches!(l.a, Endpoint::Gpu { host: 2, .. }))
+        .map(|l| (l.a.clone(), l.b.clone()))
+        .collect();
+    assert_eq!(
+        ports,
+        (0..4).map(|n| (Endpoint::Gpu { host: 2, gpu: n }, Endpoint::Switch(n as usize))).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        t.rail_subnets.values().map(|n| n.to_string()).collect::<Vec<_>>(),
+        ["10.0.1.0/24", "10.0.2.0/24", "10.0.3.0/24", "10.0.4.0/24"]
+    );
+    // A dual-port NIC with one switch on its rail.
+    let src = std::fs::read_to_string(shipped("dual-port.yaml")).unwrap();
+    let e = err(&src.replace("    - { name: rail1b, rails: [1] }\n", ""));
+    assert!(e.contains("switches.rail: rail 1 of host1 has 1 switches; nic: dual-port cables each GPU's two ports to two switches of its rail"), "{e}");
+    let e = err(&src.replace("fabric: dp\n", "fabric: dp\nnaming: { host_nic: \"g{gpu}\" }\n"));
+    assert!(e.contains("naming.host_nic: \"g{gpu}\" must contain {port} with nic: dual-port"), "{e}");
+}

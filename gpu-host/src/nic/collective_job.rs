@@ -83,6 +83,9 @@ pub struct HostDesc {
     /// another rail first crosses NVLink to the local GPU on the destination's rail, which sends
     /// it over its own NIC. Needs `nvlink` and a NIC per GPU.
     pub pxn: bool,
+    /// Ports per GPU NIC: 1, or 2 for a dual-port NIC (`nics` then lists GPU g's ports at
+    /// 2g and 2g+1, and a GPU's k-th connection takes port k % 2 at both ends).
+    pub ports: u32,
 }
 
 /// Options.
@@ -216,7 +219,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     let elems = usize::try_from(bytes_per_rank / ELEM).map_err(|_| BuildError::Invalid("size too large".into()))?;
     let mut sched = schedule(kind, n, elems)?;
     if hosts.iter().any(|h| h.pxn) {
-        if hosts.iter().any(|h| h.nvlink.is_none() || h.nics.len() as u32 != gpus) {
+        if hosts.iter().any(|h| h.nvlink.is_none() || h.nics.len() as u32 != gpus * h.ports.max(1)) {
             return Err(BuildError::Invalid("PXN needs NVLink and a NIC per GPU on every host".into()));
         }
         relay_through_pxn(&mut sched, &layout);
@@ -244,8 +247,14 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
         });
         c.expect.extend(expectations(kind, &sched, r, seed));
     }
+    // A dual-port NIC spreads a GPU's connections: its k-th connection takes port k % 2 (at both
+    // ends, so a connection stays on one side of a dual-rail fabric).
+    let mut per_src = vec![0usize; n as usize];
     for (ci, c) in conns.iter().enumerate() {
-        add_qp_pair(&mut jobs, hosts, ci, c, opts, place)?;
+        let k = &mut per_src[c.src_rank as usize];
+        let port = *k % hosts[place(c.src_rank)?.0].ports.max(1) as usize;
+        *k += 1;
+        add_qp_pair(&mut jobs, hosts, ci, c, port, opts, place)?;
     }
     for (id, t) in sched.transfers.iter().enumerate() {
         add_transfer(&mut jobs, id, t, slot[id].map(|(ci, staging)| (&conns[ci], staging)), place)?;
@@ -321,11 +330,12 @@ fn check_inputs(hosts: &[HostDesc], bytes_per_rank: u64) -> Result<u32, BuildErr
     Ok(gpus)
 }
 
-/// Rank `r`'s (host index, NIC index) in `hosts`.
+/// Rank `r`'s (host index, NIC index: its first port) in `hosts`.
 fn locate(layout: &RankLayout, hosts: &[HostDesc], r: u32) -> Result<(usize, usize), BuildError> {
     let (node, local) = layout.locate(r)?;
     let h = &hosts[node as usize];
-    Ok((node as usize, local as usize % h.nics.len()))
+    let ports = h.ports.max(1) as usize;
+    Ok((node as usize, (local as usize % (h.nics.len() / ports).max(1)) * ports))
 }
 
 /// The connections of `sched` in order of first use, and per transfer id its (connection,
@@ -433,17 +443,20 @@ fn host_job(kind: Kind, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
 }
 
 /// Connection `ci`, `c`: its requester QP in the source rank's job and its responder QP in
-/// the destination rank's (`place`: a rank's host and NIC).
+/// the destination rank's (`place`: a rank's host and first NIC port; `port` is added at both ends).
+#[allow(clippy::too_many_arguments)]
 fn add_qp_pair(
     jobs: &mut [Job],
     hosts: &[HostDesc],
     ci: usize,
     c: &Conn,
+    port: usize,
     opts: &BuildOptions,
     place: impl Fn(u32) -> Result<(usize, usize), BuildError>,
 ) -> Result<(), BuildError> {
     let (sh, sn) = place(c.src_rank)?;
     let (dh, dn) = place(c.dst_rank)?;
+    let (sn, dn) = (sn + port, dn + port);
     let psn = fnv(ci as u64 ^ opts.seed_base) & 0x00ff_ffff;
     let rkey = 0x1000 + ci as u32;
     let (snic, dnic) = (&hosts[sh].nics[sn], &hosts[dh].nics[dn]);
@@ -561,6 +574,7 @@ mod tests {
             .map(|h| HostDesc {
                 nvlink: None,
                 pxn: false,
+                ports: 1,
                 name: format!("host{}", h + 1),
                 gpus,
                 nics: (0..gpus)
@@ -775,6 +789,50 @@ mod tests {
         hs[0].pxn = true;
         let e = build(Kind::AllToAll, &hs, 1024, &BuildOptions::default()).unwrap_err();
         assert!(e.to_string().contains("PXN needs NVLink"), "{e}");
+    }
+
+    /// Dual-port NICs: a GPU's connections alternate between its two ports, both ends on the
+    /// same port index, and the collectives verify.
+    #[test]
+    fn dual_port_nics_alternate_a_gpus_connections_between_its_ports() {
+        for kind in [Kind::AllToAll, Kind::AllReduce] {
+            let mut hs = hosts(2, 4);
+            for h in &mut hs {
+                h.ports = 2;
+                // Port p of GPU g: NIC 2g + p, its own address.
+                h.nics = h
+                    .nics
+                    .iter()
+                    .flat_map(|n| {
+                        (0..2u8).map(move |p| {
+                            let mut n = n.clone();
+                            n.name = format!("{}p{p}", n.name);
+                            if let IpAddr::V4(a) = n.ip {
+                                let o = a.octets();
+                                n.ip = std::net::Ipv4Addr::new(o[0], o[1] + 100 * p, o[2], o[3]).into();
+                            }
+                            n
+                        })
+                    })
+                    .collect();
+            }
+            let b = build(kind, &hs, 64_000, &BuildOptions::default()).unwrap();
+            let mut per_port = BTreeMap::new();
+            for j in &b.jobs {
+                for q in j.qps.iter().filter(|q| q.send.is_some()) {
+                    *per_port.entry((j.name.clone(), q.nic)).or_insert(0u32) += 1;
+                    let local_port = q.nic % 2;
+                    let peer = b.jobs.iter().flat_map(|o| o.qps.iter()).find(|o| o.qpn == q.peer_qpn).unwrap();
+                    assert_eq!(peer.nic % 2, local_port, "{kind:?}: qp {:#x} changes port", q.qpn);
+                }
+            }
+            if kind == Kind::AllToAll {
+                // 7 connections per GPU: 4 on port 0, 3 on port 1.
+                assert!(per_port.values().all(|&n| n == 4 || n == 3), "{per_port:?}");
+                assert_eq!(per_port.len(), 2 * 8);
+            }
+            assert!(all_verified(&run(&b)), "{kind:?}");
+        }
     }
 
     /// An NVLink transfer lands one serialisation (len / bandwidth) and the latency after it
