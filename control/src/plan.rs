@@ -407,13 +407,7 @@ fn routes(
     // GPU of the rail is reached through the same members (directly attached GPUs keep
     // their /32s, which win by longest prefix), else a /32 per remote GPU. With per-switch
     // rail subnets a group of rails served together is one subnet here: its summary /24.
-    let mut nets: Vec<(Vec<u32>, Ipv4Net)> = topo.rail_summaries.clone();
-    for (&rail, &subnet) in &topo.rail_subnets {
-        if !nets.iter().any(|(rails, _)| rails.contains(&rail)) {
-            nets.push((vec![rail], subnet));
-        }
-    }
-    for (rails, subnet) in nets {
+    for (rails, subnet) in &topo.rail_groups {
         let remote: Vec<(u32, Vec<u32>)> = (1..=topo.hosts)
             .filter_map(|h| {
                 let d = topo.rail_switch_for(rails[0], h).expect("validated");
@@ -429,7 +423,7 @@ fn routes(
         } else {
             for (h, m) in remote.into_iter().filter(|(_, m)| !m.is_empty()) {
                 let g = group(m);
-                for r in &rails {
+                for r in rails {
                     route(&mut routes, topo.rail_subnets[r].nth(h), 32, Some(g));
                 }
             }

@@ -390,7 +390,7 @@ pub fn render_table(r: &RunReport) -> String {
         r.time_dilation
     );
     s += &format!(
-        "job completion time {}, verified ranks {}/{}, retransmitted packets {}, NAKs {}, out-of-order arrivals {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n\n",
+        "job completion time {}, verified ranks {}/{}, retransmitted packets {}, NAKs {}, out-of-order arrivals {}, CNPs sent {} / received {}, PFC pause {:.3} ms\n",
         duration(r.completion_ns),
         r.verified_ranks,
         r.ranks,
@@ -402,11 +402,9 @@ pub fn render_table(r: &RunReport) -> String {
         r.pfc_paused_ns as f64 / 1e6
     );
     if r.nvlink_bytes > 0 {
-        s.insert_str(
-            s.len() - 1,
-            &format!("NVLink bytes {} (inside the hosts, no network frames)\n", human(r.nvlink_bytes)),
-        );
+        s += &format!("NVLink bytes {} (inside the hosts, no network frames)\n", human(r.nvlink_bytes));
     }
+    s += "\n";
     s += &format!(
         "{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>6} {:>8} {:>9} {:>9}\n",
         "HOST", "NIC", "QPN", "CONNECTION", "BYTES", "GOODPUT Gb/s", "RETX", "NAK", "OOO", "CNP RX", "CNP TX"
@@ -1115,6 +1113,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocefab_contracts::job::{NicReport, QpReport, RankReport};
 
     #[test]
     fn a_failed_jobs_error_line_names_the_first_errors_and_counts_the_rest() {
@@ -1125,7 +1124,6 @@ mod tests {
         assert!(!line.contains("host8:"), "{line}");
         assert_eq!(first_errors(&errors[..2]), "host0: retry count exceeded; host1: retry count exceeded");
     }
-    use rocefab_contracts::job::{NicReport, QpReport, RankReport};
 
     #[test]
     fn metrics_port_base_help_says_host1_gets_the_base() {

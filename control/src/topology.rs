@@ -875,9 +875,10 @@ pub struct Topology {
     pub links: Vec<Link>,
     /// Subnet of rail r at key r (1-based).
     pub rail_subnets: BTreeMap<u32, Ipv4Net>,
-    /// With `addressing.rail_subnets: per-switch`: each group of rails served together and the
-    /// /24 that summarises their subnets (empty otherwise).
-    pub rail_summaries: Vec<(Vec<u32>, Ipv4Net)>,
+    /// The rail subnets as the fabric routes them: each rail and its subnet, or with
+    /// `addressing.rail_subnets: per-switch` each group of rails served together and the /24
+    /// that summarises their subnets.
+    pub rail_groups: Vec<(Vec<u32>, Ipv4Net)>,
     pub p2p: Ipv4Net,
     pub host_nic_pattern: String,
     pub switch_port_pattern: String,
@@ -1034,7 +1035,7 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
     }
     let port_counts = port_counts(&switches, &fields, &links, &switch_port, err)?;
     check_nic_names(&host_nic, raw.hosts.nic, gpus, err)?;
-    let (rail_subnets, rail_summaries, p2p) = addressing(&raw.addressing, gpus, hosts, &switches, &links, err)?;
+    let (rail_subnets, rail_groups, p2p) = addressing(&raw.addressing, gpus, hosts, &switches, &links, err)?;
     let lldp = crate::lldp::resolve(&raw.lldp).map_err(|(f, m)| err(&f, m))?;
     if let Some(p) = raw.metrics_port_base {
         // One port per switch daemon, then one per host NIC agent.
@@ -1075,7 +1076,7 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         pods: pods.iter().map(|(hosts, ..)| Pod { hosts: *hosts }).collect(),
         links,
         rail_subnets,
-        rail_summaries,
+        rail_groups,
         p2p,
         host_nic_pattern: host_nic,
         switch_port_pattern: switch_port,
@@ -1279,6 +1280,16 @@ fn rail_switch(
     Ok(Switch { name: r.name.clone(), role: Role::Rail, rails: r.rails.clone(), hosts: hr, pod: Some(pi) })
 }
 
+/// The rail switches (of the first `nrail`) serving `rail` for host `h`, in file order.
+fn serving(switches: &[Switch], nrail: usize, rail: u32, h: u32) -> Vec<usize> {
+    (0..nrail).filter(|&i| switches[i].rails.contains(&rail) && switches[i].hosts.contains(h)).collect()
+}
+
+/// The field path of host `h`'s pod (`switches` or `switches.pods[i]`).
+fn pod_field<'p>(pods: &'p [PodRef<'_>], h: u32) -> &'p str {
+    &pods.iter().find(|(hr, ..)| hr.contains(h)).expect("every host is in a pod").3
+}
+
 /// With dual-port NICs: every (rail, host) is served by exactly two rail switches, the first
 /// in file order on port 0 and the second on port 1 for all the hosts they serve; each
 /// switch's rails become the port-rails it serves (rail r, port p: 2(r-1)+p+1).
@@ -1294,12 +1305,10 @@ fn dual_port_rails(
     let mut side: BTreeMap<(usize, u32), u32> = BTreeMap::new();
     for rail in 1..=rails {
         for h in 1..=hosts {
-            let serving: Vec<usize> =
-                (0..nrail).filter(|&i| switches[i].rails.contains(&rail) && switches[i].hosts.contains(h)).collect();
+            let serving = serving(switches, nrail, rail, h);
             if serving.len() != 2 {
-                let prefix = &pods.iter().find(|(hr, ..)| hr.contains(h)).expect("every host is in a pod").3;
                 return Err(err(
-                    &format!("{prefix}.rail"),
+                    &format!("{}.rail", pod_field(pods, h)),
                     format!(
                         "rail {rail} of host{h} has {} switches; nic: dual-port cables each GPU's two ports to two switches of its rail",
                         serving.len()
@@ -1337,12 +1346,11 @@ fn check_rail_coverage(
 ) -> Result<(), TopologyError> {
     for rail in 1..=gpus {
         for h in 1..=hosts {
-            let serving: Vec<usize> =
-                (0..nrail).filter(|&i| switches[i].rails.contains(&rail) && switches[i].hosts.contains(h)).collect();
+            let serving = serving(switches, nrail, rail, h);
             match serving.len() {
                 0 => {
-                    let prefix = &pods.iter().find(|(hr, ..)| hr.contains(h)).expect("every host is in a pod").3;
-                    return Err(err(&format!("{prefix}.rail"), format!("rail {rail} has no switch (for host{h})")));
+                    let at = format!("{}.rail", pod_field(pods, h));
+                    return Err(err(&at, format!("rail {rail} has no switch (for host{h})")));
                 }
                 1 => {}
                 _ => {
@@ -1699,7 +1707,7 @@ fn addressing(
             ));
         }
     }
-    let mut rail_summaries = Vec::new();
+    let mut rail_groups = Vec::new();
     if a.rail_subnets == RailSubnets::PerSwitch {
         // The groups of rails served together, ordered by their first rail.
         let mut groups: Vec<Vec<u32>> = Vec::new();
@@ -1741,7 +1749,7 @@ fn addressing(
                 let addr = Ipv4Addr::from(u32::from(summary.addr) + i as u32 * part.size() as u32);
                 rail_subnets.insert(r, Ipv4Net { addr, len: part.len });
             }
-            rail_summaries.push((g.clone(), summary));
+            rail_groups.push((g.clone(), summary));
         }
     }
     for r in 1..=gpus {
@@ -1754,6 +1762,7 @@ fn addressing(
             .copied()
             .unwrap_or(Ipv4Net { addr: Ipv4Addr::from(u32::from(base).wrapping_add(r << 8)), len: 24 });
         rail_subnets.insert(r, net);
+        rail_groups.push((vec![r], net));
     }
     let p2p = a.p2p.unwrap_or(Ipv4Net { addr: Ipv4Addr::new(10, 255, 0, 0), len: 16 });
     let nfabric = links.iter().filter(|l| l.class != LinkClass::HostRail).count() as u64;
@@ -1769,7 +1778,7 @@ fn addressing(
             }
         }
     }
-    Ok((rail_subnets, rail_summaries, p2p))
+    Ok((rail_subnets, rail_groups, p2p))
 }
 
 /// One side of `links.overrides[].between`: `hostN`, `hostN:<nic>` or a switch.

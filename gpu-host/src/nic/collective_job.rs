@@ -219,12 +219,11 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     let elems = usize::try_from(bytes_per_rank / ELEM).map_err(|_| BuildError::Invalid("size too large".into()))?;
     let mut sched = schedule(kind, n, elems)?;
     if hosts.iter().any(|h| h.pxn) {
-        if hosts.iter().any(|h| h.nvlink.is_none() || h.nics.len() as u32 != gpus * h.ports.max(1)) {
+        if hosts.iter().any(|h| h.nvlink.is_none() || h.nics.len() as u32 != gpus * h.ports) {
             return Err(BuildError::Invalid("PXN needs NVLink and a NIC per GPU on every host".into()));
         }
         relay_through_pxn(&mut sched, &layout);
     }
-    let sched = sched;
     let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
     let place = |r: u32| locate(&layout, hosts, r);
 
@@ -252,7 +251,7 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     let mut per_src = vec![0usize; n as usize];
     for (ci, c) in conns.iter().enumerate() {
         let k = &mut per_src[c.src_rank as usize];
-        let port = *k % hosts[place(c.src_rank)?.0].ports.max(1) as usize;
+        let port = *k % hosts[place(c.src_rank)?.0].ports as usize;
         *k += 1;
         add_qp_pair(&mut jobs, hosts, ci, c, port, opts, place)?;
     }
@@ -320,6 +319,9 @@ fn check_inputs(hosts: &[HostDesc], bytes_per_rank: u64) -> Result<u32, BuildErr
     if hosts.is_empty() || hosts.iter().any(|h| h.nics.is_empty() || h.gpus == 0) {
         return Err(BuildError::Invalid("every host needs at least one GPU and one NIC".into()));
     }
+    if hosts.iter().any(|h| h.ports == 0 || h.nics.len() % h.ports as usize != 0) {
+        return Err(BuildError::Invalid("a host's NIC ports must be whole NICs of `ports` ports".into()));
+    }
     let gpus = hosts[0].gpus;
     if hosts.iter().any(|h| h.gpus != gpus) {
         return Err(BuildError::Invalid("hosts differ in GPU count (torchrun needs equal --nproc-per-node)".into()));
@@ -334,8 +336,8 @@ fn check_inputs(hosts: &[HostDesc], bytes_per_rank: u64) -> Result<u32, BuildErr
 fn locate(layout: &RankLayout, hosts: &[HostDesc], r: u32) -> Result<(usize, usize), BuildError> {
     let (node, local) = layout.locate(r)?;
     let h = &hosts[node as usize];
-    let ports = h.ports.max(1) as usize;
-    Ok((node as usize, (local as usize % (h.nics.len() / ports).max(1)) * ports))
+    let ports = h.ports as usize;
+    Ok((node as usize, (local as usize % (h.nics.len() / ports)) * ports))
 }
 
 /// The connections of `sched` in order of first use, and per transfer id its (connection,
@@ -839,21 +841,25 @@ mod tests {
     /// starts, and a GPU's transfers queue behind each other on its link.
     #[test]
     fn an_nvlink_transfer_takes_its_serialisation_and_latency() {
-        // Two GPUs of one host, 1 Gbit/s NVLink, 10 µs: an all-to-all of 2 x 4000 bytes sends
-        // 2000 bytes each way: 16 µs + 10 µs.
-        let mut hs = hosts(1, 2);
+        // Three GPUs of one host, 1 Gbit/s NVLink, 10 µs: an all-to-all of 3 x 6000 bytes sends
+        // 2000 bytes from each GPU to each other: a GPU's first lands at 16 µs + 10 µs, its second,
+        // queued behind it on the GPU's link, at 32 µs + 10 µs.
+        let mut hs = hosts(1, 3);
         hs[0].nvlink = Some(crate::nic::job::NvlinkSpec { bandwidth_bps: 1_000_000_000, latency_ns: 10_000 });
-        let b = build(Kind::AllToAll, &hs, 4_000, &BuildOptions::default()).unwrap();
+        let b = build(Kind::AllToAll, &hs, 6_000, &BuildOptions::default()).unwrap();
         assert!(b.conns.is_empty() && b.jobs[0].qps.is_empty());
-        let mut e = Engine::from_job(&b.jobs[0], &[PathMtu::Mtu1024; 2], 0).unwrap();
+        let mut e = Engine::from_job(&b.jobs[0], &[PathMtu::Mtu1024; 3], 0).unwrap();
         assert_eq!(e.next_deadline(0), Some(26_000));
-        e.poll(25_999);
-        assert!(!e.finished());
         e.poll(26_000);
+        assert!(!e.finished());
+        assert_eq!(e.next_deadline(26_000), Some(42_000));
+        e.poll(41_999);
+        assert!(!e.finished());
+        e.poll(42_000);
         assert!(e.finished());
-        let r = e.report("j", 26_000);
+        let r = e.report("j", 42_000);
         assert!(r.ok && r.ranks.iter().all(|k| k.verified == Some(true)), "{r:#?}");
-        assert_eq!((r.nvlink_bytes, r.elapsed_ns), (4_000, 26_000));
+        assert_eq!((r.nvlink_bytes, r.elapsed_ns), (12_000, 42_000));
     }
 
     #[test]

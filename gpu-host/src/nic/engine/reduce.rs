@@ -4,7 +4,8 @@
 //! spec). A received transfer is applied (u32 wrapping sum or copy) the moment its whole PSN
 //! range completed; a send is posted once the transfers it depends on are done; the final
 //! buffers are verified against the closed-form expectation of every rank.
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use super::index::IndexTable;
 use super::Qp;
@@ -77,20 +78,21 @@ pub(super) struct Coll {
     pub(super) sendq: Vec<(usize, Vec<usize>, usize)>,
     /// (qp index, transfers in id order, applied so far).
     pub(super) recvq: Vec<(usize, Vec<RecvStep>, usize)>,
-    pub(super) locals_done: Vec<bool>,
     /// Per QP index, its entry in `sendq` / `recvq` ([`NONE`] if none).
     send_of_qp: Vec<u32>,
     recv_of_qp: Vec<u32>,
-    /// Per transfer id, the `sendq` entries with a send that depends on it.
+    /// Per transfer id, the `sendq` entries with a send that depends on it, and the local
+    /// transfers (indices into `spec.locals`) that do.
     dependents: Vec<Vec<u32>>,
+    local_dependents: Vec<Vec<u32>>,
     /// Queues to look at, each at most once (`*_queued`); capacity for all, so marking never
     /// allocates.
     dirty_send: Vec<u32>,
     send_queued: Vec<bool>,
     dirty_recv: Vec<u32>,
     recv_queued: Vec<bool>,
-    /// A transfer completed since the local transfers were last looked at.
-    locals_dirty: bool,
+    dirty_local: Vec<u32>,
+    local_queued: Vec<bool>,
     /// Queues and local transfers not yet through.
     sends_left: usize,
     recvs_left: usize,
@@ -99,8 +101,9 @@ pub(super) struct Coll {
     nvlink: Option<(u64, u64)>,
     /// Per local rank (by `rank_idx`), when its NVLink is free again (wall ns).
     nvlink_free: Vec<u64>,
-    /// NVLink transfers under way: (when they land, index into `spec.locals`).
-    nvlink_pending: Vec<(u64, usize)>,
+    /// NVLink transfers under way, earliest landing first: (when they land, index into
+    /// `spec.locals`).
+    nvlink_pending: BinaryHeap<Reverse<(u64, usize)>>,
     locals_started: Vec<bool>,
     /// Bytes moved over NVLink.
     pub(super) nvlink_bytes: u64,
@@ -139,18 +142,21 @@ impl Coll {
         for k in 0..self.sendq.len() as u32 {
             mark(&mut self.dirty_send, &mut self.send_queued, k);
         }
-        self.locals_dirty = true;
+        for k in 0..self.spec.locals.len() as u32 {
+            mark(&mut self.dirty_local, &mut self.local_queued, k);
+        }
     }
 
-    /// Transfer `id` is done: the send queues waiting for it are looked at again.
+    /// Transfer `id` is done: the send queues and local transfers waiting for it are looked at
+    /// again.
     fn transfer_done(&mut self, id: usize) {
         self.done[id] = true;
-        if let Some(ks) = self.dependents.get(id) {
-            for &k in ks {
-                mark(&mut self.dirty_send, &mut self.send_queued, k);
-            }
+        for &k in &self.dependents[id] {
+            mark(&mut self.dirty_send, &mut self.send_queued, k);
         }
-        self.locals_dirty = true;
+        for &k in &self.local_dependents[id] {
+            mark(&mut self.dirty_local, &mut self.local_queued, k);
+        }
     }
 }
 
@@ -209,6 +215,14 @@ impl Coll {
                 }
             }
         }
+        let mut local_dependents: Vec<Vec<u32>> = vec![Vec::new(); ids];
+        for (i, l) in spec.locals.iter().enumerate() {
+            for &d in &l.deps {
+                if let Some(v) = local_dependents.get_mut(d) {
+                    v.push(i as u32);
+                }
+            }
+        }
         let mut recv_of_qp = vec![NONE; qps];
         for (k, (qi, _, _)) in recvq.iter().enumerate() {
             recv_of_qp[*qi] = k as u32;
@@ -221,16 +235,17 @@ impl Coll {
             sends_left: sendq.iter().filter(|(_, l, _)| !l.is_empty()).count(),
             recvs_left: recvq.iter().filter(|(_, l, _)| !l.is_empty()).count(),
             locals_left: spec.locals.len(),
-            locals_dirty: true,
+            dirty_local: Vec::with_capacity(spec.locals.len()),
+            local_queued: vec![false; spec.locals.len()],
             send_of_qp,
             recv_of_qp,
             dependents,
+            local_dependents,
             sendq,
             recvq,
-            locals_done: vec![false; spec.locals.len()],
             nvlink,
             nvlink_free: vec![0; spec.ranks.len()],
-            nvlink_pending: Vec::with_capacity(spec.locals.len()),
+            nvlink_pending: BinaryHeap::with_capacity(spec.locals.len()),
             locals_started: vec![false; spec.locals.len()],
             nvlink_bytes: 0,
             nvlink_last: 0,
@@ -255,15 +270,15 @@ impl Coll {
                 self.recv_queued[k as usize] = false;
                 changed |= self.apply_received(qps, k as usize);
             }
-            if self.locals_dirty && self.locals_left > 0 {
-                self.locals_dirty = false;
-                changed |= self.run_locals(now);
+            while let Some(k) = self.dirty_local.pop() {
+                self.local_queued[k as usize] = false;
+                changed |= self.run_local(k as usize, now);
             }
             while let Some(k) = self.dirty_send.pop() {
                 self.send_queued[k as usize] = false;
                 changed |= self.post_sends(qps, k as usize);
             }
-            if !changed && self.dirty_recv.is_empty() && self.dirty_send.is_empty() {
+            if !changed && self.dirty_recv.is_empty() && self.dirty_send.is_empty() && self.dirty_local.is_empty() {
                 break;
             }
         }
@@ -302,69 +317,57 @@ impl Coll {
         changed
     }
 
-    /// Runs every local transfer whose dependencies are done (one within a rank at once, one to
-    /// another rank onto its source GPU's NVLink); whether any completed.
-    fn run_locals(&mut self, now: u64) -> bool {
-        let mut changed = false;
-        for i in 0..self.spec.locals.len() {
-            let l = &self.spec.locals[i];
-            if self.locals_started[i] || !l.deps.iter().all(|&d| is_done(&self.done, d)) {
-                continue;
-            }
-            self.locals_started[i] = true;
-            if let Some(dst) = l.dst_rank.filter(|&d| d != l.rank) {
-                // The bytes are read now (as a network send copies them when it is posted) and
-                // written to the destination, which no transfer reads before this one is done.
-                let (bw, latency) = self.nvlink.expect("validated: NVLink transfers need the job's nvlink");
-                let a = self.rank_idx.get(l.rank).expect("collective rank");
-                let b = self.rank_idx.get(dst).expect("collective rank");
-                let (src, dstb) = if a < b {
-                    let (x, y) = self.bufs.split_at_mut(b);
-                    (&x[a], &mut y[0])
-                } else {
-                    let (x, y) = self.bufs.split_at_mut(a);
-                    (&y[0], &mut x[b])
-                };
-                apply_op(
-                    l.op,
-                    &src[l.src_offset as usize..(l.src_offset + l.len) as usize],
-                    &mut dstb[l.dst_offset as usize..(l.dst_offset + l.len) as usize],
-                );
-                let start = now.max(self.nvlink_free[a]);
-                let busy = (u128::from(l.len) * 8 * 1_000_000_000).div_ceil(u128::from(bw)) as u64;
-                self.nvlink_free[a] = start + busy;
-                self.nvlink_pending.push((start + busy + latency, i));
-                continue;
-            }
-            let b = &mut self.bufs[self.rank_idx.get(l.rank).expect("collective rank")];
+    /// Runs local transfer `i` if its dependencies are done and it has not run: one within a
+    /// rank at once, one to another rank onto its source GPU's NVLink; whether it completed.
+    fn run_local(&mut self, i: usize, now: u64) -> bool {
+        let l = &self.spec.locals[i];
+        if self.locals_started[i] || !l.deps.iter().all(|&d| is_done(&self.done, d)) {
+            return false;
+        }
+        self.locals_started[i] = true;
+        let a = self.rank_idx.get(l.rank).expect("collective rank");
+        let Some(dst) = l.dst_rank.filter(|&d| d != l.rank) else {
+            let b = &mut self.bufs[a];
             let src = b[l.src_offset as usize..(l.src_offset + l.len) as usize].to_vec();
             apply_op(l.op, &src, &mut b[l.dst_offset as usize..(l.dst_offset + l.len) as usize]);
             let id = l.id;
-            self.locals_done[i] = true;
             self.locals_left -= 1;
             self.transfer_done(id);
-            changed = true;
-        }
-        changed
+            return true;
+        };
+        // The bytes are read now (as a network send copies them when it is posted) and written
+        // to the destination, which no transfer reads before this one is done.
+        let (bw, latency) = self.nvlink.expect("validated: NVLink transfers need the job's nvlink");
+        let b = self.rank_idx.get(dst).expect("collective rank");
+        let (src, dstb) = if a < b {
+            let (x, y) = self.bufs.split_at_mut(b);
+            (&x[a], &mut y[0])
+        } else {
+            let (x, y) = self.bufs.split_at_mut(a);
+            (&y[0], &mut x[b])
+        };
+        apply_op(
+            l.op,
+            &src[l.src_offset as usize..(l.src_offset + l.len) as usize],
+            &mut dstb[l.dst_offset as usize..(l.dst_offset + l.len) as usize],
+        );
+        let start = now.max(self.nvlink_free[a]);
+        let busy = (u128::from(l.len) * 8 * 1_000_000_000).div_ceil(u128::from(bw)) as u64;
+        self.nvlink_free[a] = start + busy;
+        self.nvlink_pending.push(Reverse((start + busy + latency, i)));
+        false
     }
 
     /// Completes every NVLink transfer that has landed by `now` (its bytes are in place since it
     /// started); whether any.
     fn land_nvlink(&mut self, now: u64) -> bool {
         let mut changed = false;
-        let mut k = 0;
-        while k < self.nvlink_pending.len() {
-            let (at, i) = self.nvlink_pending[k];
-            if at > now {
-                k += 1;
-                continue;
-            }
-            self.nvlink_pending.swap_remove(k);
+        while let Some(&Reverse((at, i))) = self.nvlink_pending.peek().filter(|Reverse((at, _))| *at <= now) {
+            self.nvlink_pending.pop();
             let l = &self.spec.locals[i];
             let (id, len) = (l.id, l.len);
             self.nvlink_bytes += len;
             self.nvlink_last = self.nvlink_last.max(at);
-            self.locals_done[i] = true;
             self.locals_left -= 1;
             self.transfer_done(id);
             changed = true;
@@ -374,7 +377,7 @@ impl Coll {
 
     /// When the next NVLink transfer lands (wall ns), if one is under way.
     pub(super) fn next_nvlink(&self) -> Option<u64> {
-        self.nvlink_pending.iter().map(|&(at, _)| at).min()
+        self.nvlink_pending.peek().map(|Reverse((at, _))| *at)
     }
 
     /// Posts every send of send queue `k` whose dependencies are done (and that fits its send

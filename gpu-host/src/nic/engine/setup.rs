@@ -263,7 +263,7 @@ pub fn data_bytes(job: &Job, path_mtu: u32) -> u64 {
                 + q.recv.as_ref().map_or(0, |r| r.len)
         })
         .sum();
-    let ranks: u64 = job.collective.iter().flat_map(|c| c.ranks.iter()).map(|r| r.bytes.max(r.input_bytes)).sum();
+    let ranks: u64 = job.collective.iter().flat_map(|c| c.ranks.iter()).map(|r| r.bytes).sum();
     qps + ranks
 }
 
