@@ -227,6 +227,18 @@ pub struct CollLocal {
     /// `None`: within `rank`, at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_rank: Option<u32>,
+    /// Emulated ns the transfer occupies its rank before it completes (a training job's compute
+    /// gap); only within a rank (`dst_rank` `None`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hold_ns: u64,
+    /// The report gives the time this transfer completed, with the host's counters then
+    /// ([`Report::milestones`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub milestone: bool,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 /// Rank `rank`'s bytes `offset..offset+len` must equal, as u32 little-endian elements, the
@@ -552,6 +564,9 @@ impl Job {
                     l.id, l.rank
                 ));
             }
+            if dst != l.rank && l.hold_ns > 0 {
+                return bad(format!("collective local {}: a hold (compute gap) stays on its rank", l.id));
+            }
             if !in_buf(l.rank, l.src_offset, l.len) || !in_buf(dst, l.dst_offset, l.len) || l.len % 4 != 0 {
                 return bad(format!(
                     "collective local {}: ranges outside rank {}'s or rank {dst}'s buffer",
@@ -689,6 +704,25 @@ pub struct Report {
     /// Bytes the collective moved between the host's GPUs over NVLink (no network frames).
     #[serde(default)]
     pub nvlink_bytes: u64,
+    /// When each local transfer marked [`CollLocal::milestone`] completed, in completion order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub milestones: Vec<MilestoneReport>,
+}
+
+/// A milestone transfer's completion: its id, when (emulated ns since the job's start) and the
+/// host's cumulative counters at that moment (so a training job reports them per iteration).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MilestoneReport {
+    pub id: usize,
+    pub at_ns: u64,
+    /// Bytes the host's NICs sent (frames, all QPs).
+    pub tx_bytes: u64,
+    /// Packets the host's requesters sent again (go-back-N).
+    pub retransmitted_packets: u64,
+    /// CNPs the host's NICs received.
+    pub cnps_received: u64,
+    /// PFC frames the host's NICs received.
+    pub pfc_frames_received: u64,
 }
 
 /// An unfinished QP's state when the report was made: what it was waiting for. PSNs are the

@@ -131,8 +131,12 @@ pub enum Phase {
     Incast,
     /// All-to-all personalised exchange.
     AllToAll,
-    /// Chain broadcast.
+    /// Chain or tree broadcast.
     Broadcast,
+    /// A training job's compute gap on one rank (a local hold, no data).
+    Compute,
+    /// A point a training job reports the time of (a local no-op after what it waits for).
+    Milestone,
 }
 
 /// One send: `src_rank` writes its `src` element range into `dst_rank`'s `dst` range.
@@ -156,6 +160,9 @@ pub struct Transfer {
     pub op: Op,
     /// Transfers that must complete before this one may start.
     pub deps: Vec<usize>,
+    /// Emulated ns a local transfer occupies its rank before it completes (a training job's
+    /// compute gap, [`crate::training`]); 0 for data transfers.
+    pub hold_ns: u64,
 }
 
 impl Transfer {
@@ -234,6 +241,7 @@ impl Schedule {
                     dst: range,
                     op,
                     deps,
+                    hold_ns: 0,
                 });
             }
         }
@@ -257,6 +265,7 @@ impl Schedule {
                 dst: 0..elems,
                 op: Op::Sum,
                 deps: vec![],
+                hold_ns: 0,
             })
             .collect();
         Ok(Schedule { ranks, elems, buffer_elems: elems, output: 0..elems, transfers })
@@ -289,6 +298,7 @@ impl Schedule {
                     dst: out(chunk_range(elems, ranks, i)),
                     op: Op::Copy,
                     deps: vec![],
+                    hold_ns: 0,
                 });
             }
         }
@@ -318,6 +328,7 @@ impl Schedule {
                     dst: range,
                     op: Op::Copy,
                     deps,
+                    hold_ns: 0,
                 });
             }
         }

@@ -27,6 +27,7 @@ pub mod psn;
 pub mod receiver;
 pub mod segment;
 pub mod sender;
+pub mod training;
 
 /// Nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;

@@ -217,7 +217,58 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     let layout = RankLayout::new(hosts.len() as u32, gpus)?;
     let n = layout.world_size();
     let elems = usize::try_from(bytes_per_rank / ELEM).map_err(|_| BuildError::Invalid("size too large".into()))?;
-    let mut sched = schedule(kind, n, elems)?;
+    let sched = schedule(kind, n, elems)?;
+    let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
+    assemble(kind.name(), sched, layout, hosts, opts, &[], |s, r| expectations(kind, s, r, seed))
+}
+
+/// A training job ([`crate::training`]) over `hosts`: the jobs, and the schedule's milestones
+/// (each marked in its host's job, so the reports say when it was reached). Every rank's
+/// buffer (parameters, then one gradient region per iteration) starts as its pattern.
+pub fn build_training(
+    spec: &crate::training::TrainingSpec,
+    hosts: &[HostDesc],
+    opts: &BuildOptions,
+) -> Result<(Built, crate::training::Training), BuildError> {
+    let gpus = check_inputs(hosts, ELEM)?;
+    let layout = RankLayout::new(hosts.len() as u32, gpus)?;
+    if spec.layout != layout {
+        return Err(BuildError::Invalid(format!(
+            "the training spec's layout {:?} is not the fabric's ({} hosts x {gpus} GPUs)",
+            spec.layout,
+            hosts.len()
+        )));
+    }
+    let training = spec.build()?;
+    let n = layout.world_size();
+    let seed = |r: u32| opts.seed_base.wrapping_add(u64::from(r));
+    let p = spec.params as u64 * ELEM;
+    let expect = |_: &Schedule, r: u32| {
+        let mut e = vec![ExpectSpec { rank: r, offset: 0, len: p, terms: vec![(seed(0), 0)] }];
+        for it in 1..=u64::from(spec.iterations) {
+            e.push(ExpectSpec { rank: r, offset: it * p, len: p, terms: (0..n).map(|k| (seed(k), it * p)).collect() });
+        }
+        e
+    };
+    let marks: Vec<usize> = training.milestones.iter().map(|m| m.id).collect();
+    let built = assemble("train", training.schedule.clone(), layout, hosts, opts, &marks, expect)?;
+    Ok((built, training))
+}
+
+/// One job per host running `sched` over `hosts` (ranks numbered by `layout`; every rank's input
+/// is its whole schedule input `sched.elems`, pattern seed_base + rank), with `expect(sched, r)`
+/// as rank r's expected contents and the local transfers in `milestones` marked as such.
+fn assemble(
+    name: &str,
+    mut sched: Schedule,
+    layout: RankLayout,
+    hosts: &[HostDesc],
+    opts: &BuildOptions,
+    milestones: &[usize],
+    expect: impl Fn(&Schedule, u32) -> Vec<ExpectSpec>,
+) -> Result<Built, BuildError> {
+    let n = layout.world_size();
+    let gpus = layout.procs_per_node;
     if hosts.iter().any(|h| h.pxn) {
         if hosts.iter().any(|h| h.nvlink.is_none() || h.nics.len() as u32 != gpus * h.ports) {
             return Err(BuildError::Invalid("PXN needs NVLink and a NIC per GPU on every host".into()));
@@ -234,17 +285,17 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     };
     let (conns, slot) = connections(&sched, opts.window_packets, on_nvlink);
     check_deps(&sched)?;
-    let mut jobs: Vec<Job> = hosts.iter().enumerate().map(|(i, h)| host_job(kind, i, h, opts)).collect();
+    let mut jobs: Vec<Job> = hosts.iter().enumerate().map(|(i, h)| host_job(name, i, h, opts)).collect();
     for r in 0..n {
         let (host, _) = place(r)?;
         let c = jobs[host].collective.as_mut().expect("set above");
         c.ranks.push(RankSpec {
             rank: r,
             bytes: sched.buffer_elems as u64 * ELEM,
-            input_bytes: bytes_per_rank,
+            input_bytes: sched.elems as u64 * ELEM,
             seed: seed(r),
         });
-        c.expect.extend(expectations(kind, &sched, r, seed));
+        c.expect.extend(expect(&sched, r));
     }
     // A dual-port NIC spreads a GPU's connections: its k-th connection takes port k % 2 (at both
     // ends, so a connection stays on one side of a dual-rail fabric).
@@ -258,7 +309,13 @@ pub fn build(kind: Kind, hosts: &[HostDesc], bytes_per_rank: u64, opts: &BuildOp
     for (id, t) in sched.transfers.iter().enumerate() {
         add_transfer(&mut jobs, id, t, slot[id].map(|(ci, staging)| (&conns[ci], staging)), place)?;
     }
+    let marked: std::collections::HashSet<usize> = milestones.iter().copied().collect();
     for j in &mut jobs {
+        if !marked.is_empty() {
+            for l in &mut j.collective.as_mut().expect("set above").locals {
+                l.milestone = marked.contains(&l.id);
+            }
+        }
         j.snapshot_interval_ms = snapshot_interval_ms(j.qps.len());
         j.validate().map_err(|e| BuildError::Invalid(e.to_string()))?;
     }
@@ -302,6 +359,7 @@ fn relay_through_pxn(sched: &mut Schedule, layout: &RankLayout) {
             dst: stage.clone(),
             op: Op::Copy,
             deps: t.deps.clone(),
+            hold_ns: 0,
         };
         let hop_id = sched.transfers.len();
         sched.transfers.push(hop);
@@ -409,8 +467,8 @@ fn check_deps(sched: &Schedule) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// The job of host `i`, `h`: its NICs and an empty collective of `kind`.
-fn host_job(kind: Kind, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
+/// The job of host `i`, `h`: its NICs and an empty collective named `kind`.
+fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
     Job {
         name: format!("{}-{}", opts.job_name, h.name),
         timeout_ms: opts.timeout_ms,
@@ -440,7 +498,7 @@ fn host_job(kind: Kind, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
             })
             .collect(),
         qps: Vec::new(),
-        collective: Some(CollectiveSpec { kind: kind.name().into(), ..Default::default() }),
+        collective: Some(CollectiveSpec { kind: kind.into(), ..Default::default() }),
     }
 }
 
@@ -526,6 +584,8 @@ fn add_transfer(
             op,
             deps: t.deps.clone(),
             dst_rank: (t.dst_rank != t.src_rank).then_some(t.dst_rank),
+            hold_ns: t.hold_ns,
+            milestone: false,
         }),
         Some((c, staging)) => {
             jobs[sh].collective.as_mut().expect("set").sends.push(CollSend {
@@ -560,6 +620,8 @@ pub fn describe(t: &Transfer) -> String {
         Phase::Incast => "incast",
         Phase::AllToAll => "all-to-all",
         Phase::Broadcast => "broadcast",
+        Phase::Compute => "compute",
+        Phase::Milestone => "milestone",
     };
     format!("{phase} step {}: rank {} -> rank {} chunk {}", t.step, t.src_rank, t.dst_rank, t.chunk)
 }
@@ -860,6 +922,85 @@ mod tests {
         let r = e.report("j", 42_000);
         assert!(r.ok && r.ranks.iter().all(|k| k.verified == Some(true)), "{r:#?}");
         assert_eq!((r.nvlink_bytes, r.elapsed_ns), (12_000, 42_000));
+    }
+
+    /// A training job on two hosts of two GPUs: the reports' milestones, by id.
+    fn train(
+        compute_ns: u64,
+        rings: crate::training::RingOrder,
+    ) -> (crate::training::Training, Vec<crate::nic::job::Report>) {
+        use crate::training::{BroadcastAlgo, TrainingSpec};
+        let spec = TrainingSpec {
+            layout: RankLayout::new(2, 2).unwrap(),
+            params: 16_384,
+            iterations: 2,
+            bucket: 4096,
+            compute_ns,
+            broadcast: BroadcastAlgo::Tree,
+            rings,
+        };
+        let (b, tr) = build_training(&spec, &hosts(2, 2), &BuildOptions::default()).unwrap();
+        assert_eq!(
+            b.jobs.iter().flat_map(|j| &j.collective.as_ref().unwrap().locals).filter(|l| l.milestone).count(),
+            tr.milestones.len()
+        );
+        (tr, run(&b))
+    }
+
+    #[test]
+    fn a_training_job_verifies_holds_its_compute_gaps_and_overlaps_buckets_with_compute() {
+        use crate::training::{Mark, RingOrder};
+        for rings in [RingOrder::Ranks, RingOrder::RailAligned] {
+            let (tr, reports) = train(400_000, rings);
+            assert!(all_verified(&reports), "{rings:?}");
+            let at: BTreeMap<usize, u64> =
+                reports.iter().flat_map(|r| r.milestones.iter().map(|m| (m.id, m.at_ns))).collect();
+            assert_eq!(at.len(), 4 * (1 + 2 * 4 + 2), "every milestone of every rank, once");
+            // Each compute hold takes its quarter of the gap, to the ns (the engines' clock is
+            // the test's).
+            for m in &tr.milestones {
+                if let Mark::BucketReady { iteration, bucket } = m.mark {
+                    let prev = tr
+                        .milestones
+                        .iter()
+                        .find(|p| {
+                            p.rank == m.rank
+                                && match (bucket, p.mark) {
+                                    (0, Mark::BroadcastDone) => iteration == 1,
+                                    (0, Mark::IterationDone { iteration: i }) => i + 1 == iteration,
+                                    (b, Mark::BucketReady { iteration: i, bucket: pb }) => {
+                                        i == iteration && pb + 1 == b
+                                    }
+                                    _ => false,
+                                }
+                        })
+                        .unwrap();
+                    assert_eq!(at[&m.id] - at[&prev.id], 100_000, "{m:?}");
+                }
+            }
+            let (bcast, its) = tr.times(|id| at.get(&id).copied()).unwrap();
+            assert!(bcast > 0 && its.len() == 2);
+            for it in &its {
+                assert_eq!(it.compute_ns, 400_000);
+                assert!(it.exposed_ns > 0 && it.exposed_ns < it.comm_ns, "{it:?}");
+                assert!(it.end_ns - it.start_ns >= it.compute_ns + it.exposed_ns);
+            }
+            // Counters grow along a host's milestones.
+            for r in &reports {
+                assert!(r.milestones.windows(2).all(|w| w[0].tx_bytes <= w[1].tx_bytes && w[0].at_ns <= w[1].at_ns));
+                assert!(r.milestones.last().unwrap().tx_bytes > 0);
+            }
+        }
+        // Without compute to hide behind, all of the AllReduce is exposed; with a long gap only
+        // the last bucket's is.
+        let exposed = |c| {
+            let (tr, reports) = train(c, RingOrder::Ranks);
+            let at: BTreeMap<usize, u64> =
+                reports.iter().flat_map(|r| r.milestones.iter().map(|m| (m.id, m.at_ns))).collect();
+            tr.times(|id| at.get(&id).copied()).unwrap().1[1].exposed_ns
+        };
+        let (none, hidden) = (exposed(0), exposed(4_000_000));
+        assert!(hidden * 2 < none, "exposed {hidden} ns with a 4 ms gap, {none} ns without");
     }
 
     #[test]

@@ -153,6 +153,9 @@ pub struct Engine {
     start: u64,
     coll: Option<Coll>,
     dilation: Dilation,
+    /// Milestones reached (wall-clock `at_ns`; the report converts), with the host's counters
+    /// then; capacity for all, so recording never allocates.
+    milestones: Vec<job::MilestoneReport>,
 }
 
 impl Engine {
@@ -160,6 +163,27 @@ impl Engine {
     fn progress(&mut self, now: u64) {
         if let Some(c) = self.coll.as_mut() {
             c.progress(&mut self.qps, now);
+        }
+        self.record_milestones();
+    }
+
+    /// Records the milestones the collective reached since the last call, with the host's
+    /// counters (a sum over its NICs and QPs: milestones are a few per rank and iteration).
+    fn record_milestones(&mut self) {
+        let Some(c) = self.coll.as_mut() else { return };
+        if c.milestones_hit.is_empty() {
+            return;
+        }
+        let mut m = job::MilestoneReport::default();
+        for n in &self.nics {
+            m.tx_bytes += n.c.tx_bytes;
+            m.cnps_received += n.c.cnps_received;
+            m.pfc_frames_received += n.pfc.frames_received();
+        }
+        m.retransmitted_packets =
+            self.qps.iter().filter_map(|q| q.sender.as_ref()).map(|s| s.counters().retransmitted_packets).sum();
+        for (id, at) in c.milestones_hit.drain(..) {
+            self.milestones.push(job::MilestoneReport { id, at_ns: at, ..m });
         }
     }
 
@@ -267,6 +291,7 @@ impl Engine {
                 c.touch_qp(qi, received, acked);
                 c.progress(&mut self.qps, now);
             }
+            self.record_milestones();
         }
     }
 

@@ -109,6 +109,10 @@ pub(super) struct Coll {
     pub(super) nvlink_bytes: u64,
     /// When the last NVLink transfer landed (wall ns): the collective's end if no QP ends later.
     pub(super) nvlink_last: u64,
+    /// Per local transfer, its hold on the wall clock (a compute gap × D).
+    hold_wall: Vec<u64>,
+    /// Milestone locals completed since the engine last took them: (transfer id, wall ns).
+    pub(super) milestones_hit: Vec<(usize, u64)>,
 }
 
 /// No queue.
@@ -184,6 +188,7 @@ impl Coll {
         by_qpn: &IndexTable,
         qps: usize,
         nvlink: Option<(u64, u64)>,
+        hold_wall: impl Fn(u64) -> u64,
         path_mtu_of: impl Fn(usize) -> u32,
     ) -> Result<Coll, CollectiveSpecError> {
         let bufs = spec
@@ -249,6 +254,8 @@ impl Coll {
             locals_started: vec![false; spec.locals.len()],
             nvlink_bytes: 0,
             nvlink_last: 0,
+            hold_wall: spec.locals.iter().map(|l| hold_wall(l.hold_ns)).collect(),
+            milestones_hit: Vec::with_capacity(spec.locals.iter().filter(|l| l.milestone).count()),
             spec: spec.clone(),
             bufs,
             rank_idx,
@@ -328,11 +335,16 @@ impl Coll {
         let a = self.rank_idx.get(l.rank).expect("collective rank");
         let Some(dst) = l.dst_rank.filter(|&d| d != l.rank) else {
             let b = &mut self.bufs[a];
-            let src = b[l.src_offset as usize..(l.src_offset + l.len) as usize].to_vec();
-            apply_op(l.op, &src, &mut b[l.dst_offset as usize..(l.dst_offset + l.len) as usize]);
-            let id = l.id;
-            self.locals_left -= 1;
-            self.transfer_done(id);
+            if l.len > 0 {
+                let src = b[l.src_offset as usize..(l.src_offset + l.len) as usize].to_vec();
+                apply_op(l.op, &src, &mut b[l.dst_offset as usize..(l.dst_offset + l.len) as usize]);
+            }
+            if self.hold_wall[i] > 0 {
+                // A compute gap: the rank is busy until it ends.
+                self.nvlink_pending.push(Reverse((now + self.hold_wall[i], i)));
+                return false;
+            }
+            self.local_done(i, now);
             return true;
         };
         // The bytes are read now (as a network send copies them when it is posted) and written
@@ -365,17 +377,28 @@ impl Coll {
         while let Some(&Reverse((at, i))) = self.nvlink_pending.peek().filter(|Reverse((at, _))| *at <= now) {
             self.nvlink_pending.pop();
             let l = &self.spec.locals[i];
-            let (id, len) = (l.id, l.len);
-            self.nvlink_bytes += len;
+            if l.dst_rank.is_some_and(|d| d != l.rank) {
+                self.nvlink_bytes += l.len;
+            }
             self.nvlink_last = self.nvlink_last.max(at);
-            self.locals_left -= 1;
-            self.transfer_done(id);
+            self.local_done(i, at);
             changed = true;
         }
         changed
     }
 
-    /// When the next NVLink transfer lands (wall ns), if one is under way.
+    /// Local transfer `i` completed at `at` (wall ns).
+    fn local_done(&mut self, i: usize, at: u64) {
+        let l = &self.spec.locals[i];
+        let id = l.id;
+        if l.milestone {
+            self.milestones_hit.push((id, at));
+        }
+        self.locals_left -= 1;
+        self.transfer_done(id);
+    }
+
+    /// When the next NVLink transfer or compute hold ends (wall ns), if one is under way.
     pub(super) fn next_nvlink(&self) -> Option<u64> {
         self.nvlink_pending.peek().map(|Reverse((at, _))| *at)
     }

@@ -3,7 +3,7 @@
 //! ([`QpStall`]) when a job stalls.
 use super::reduce::{is_done, verify_collective, Coll};
 use super::{Engine, Nic, Qp};
-use crate::nic::job::{NicReport, QpReport, QpStall, RankReport, Report};
+use crate::nic::job::{MilestoneReport, NicReport, QpReport, QpStall, RankReport, Report};
 use crate::nic::pattern;
 use crate::receiver::Receiver;
 use crate::sender::Sender;
@@ -50,6 +50,11 @@ impl Engine {
             ranks,
             stalls,
             nvlink_bytes: self.coll.as_ref().map_or(0, |c| c.nvlink_bytes),
+            milestones: self
+                .milestones
+                .iter()
+                .map(|m| MilestoneReport { at_ns: d.to_emulated_ns(m.at_ns.saturating_sub(self.start)), ..*m })
+                .collect(),
         }
     }
 

@@ -125,10 +125,12 @@ impl Engine {
             .as_ref()
             .map(|c| {
                 let nvlink = job.nvlink.map(|n| (d.rate(n.bandwidth_bps).max(1), d.duration(n.latency_ns)));
-                Coll::new(c, &by_qpn, qps.len(), nvlink, |qi| nics[qps[qi].nic].cfg.path_mtu.bytes())
+                Coll::new(c, &by_qpn, qps.len(), nvlink, |h| d.duration(h), |qi| nics[qps[qi].nic].cfg.path_mtu.bytes())
             })
             .transpose()?;
-        let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d };
+        let milestones =
+            Vec::with_capacity(job.collective.as_ref().map_or(0, |c| c.locals.iter().filter(|l| l.milestone).count()));
+        let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d, milestones };
         e.progress(now);
         Ok(e)
     }
