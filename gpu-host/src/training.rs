@@ -273,8 +273,8 @@ impl Training {
         let out = (1..=iterations)
             .map(|i| {
                 let mut it = IterationTimes { iteration: i as u32, start_ns: u64::MAX, ..Default::default() };
-                for r in 0..ranks {
-                    let (start, (end, first, last)) = (t[i - 1][r].0, t[i][r]);
+                for (prev, &(end, first, last)) in t[i - 1].iter().zip(&t[i]) {
+                    let start = prev.0;
                     it.start_ns = it.start_ns.min(start);
                     it.end_ns = it.end_ns.max(end);
                     it.compute_ns = it.compute_ns.max(last.saturating_sub(start));
