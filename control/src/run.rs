@@ -270,7 +270,7 @@ pub struct StallLine {
 /// Builds the report from the hosts' reports (`(host name, report)`).
 pub fn summarize(
     fabric: &str,
-    kind: Kind,
+    collective: &str,
     segment: Segment,
     size: u64,
     ranks: u32,
@@ -279,7 +279,7 @@ pub fn summarize(
 ) -> RunReport {
     let mut r = RunReport {
         fabric: fabric.into(),
-        collective: kind.name().into(),
+        collective: collective.into(),
         size_bytes: size,
         ranks,
         hosts: hosts.len(),
@@ -890,60 +890,60 @@ fn first_errors(errors: &[String]) -> String {
     s
 }
 
-pub fn run(a: &RunArgs) -> anyhow::Result<()> {
-    // Every step below that waits (readiness, the job, the reports) ends by this deadline.
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(a.timeout);
-    let kind = a.collective.kind();
-    let FabricHosts { hosts, netns, mtu: link_mtu, dilation, dcqcn } = hosts_of(&a.fabric)?;
-    let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
-    let window_packets = a.window_packets.unwrap_or_else(|| default_window_packets(link_mtu, ipv6));
-    let hostd = locate_hostd()?;
-    let opts = BuildOptions {
-        job_name: format!("{}-{}", a.fabric, kind.name()),
-        timeout_ms: a.timeout.saturating_mul(1000),
-        seed_base: a.seed,
-        metrics_port_base: Some(a.metrics_port_base),
-        window_packets,
-        retransmit_timeout_ns: a
-            .retransmit_timeout_ms
-            .map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
-        time_dilation: dilation.factor(),
-        segment: a.segment.mode(),
-        dcqcn,
-    };
-    let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
-    // Refuse a job whose processes would not fit the machine before starting any of them (an
-    // all-to-all over 512 ranks has 523,264 QP ends: the OOM killer would pick for us).
-    // A NIC's UMEM depends on the MTU only (its rings are fixed: `nic_memory`).
-    let nic_umem = rocefab_contracts::memory::nic_memory(0, link_mtu).umem_bytes();
-    let path_mtu = gpu_host::nic::engine::path_mtu_for_link(link_mtu, ipv6).map_or(link_mtu, |m| m.bytes());
-    let need = crate::memory::job_need(&built.jobs, nic_umem, path_mtu);
-    let qp_ends = built.jobs.iter().map(|j| j.qps.len()).sum();
-    let available = crate::memory::available()?.mem_available;
-    crate::memory::check_job_fits(&format!("{} on {}", kind.name(), a.fabric), qp_ends, need, available)
-        .map_err(anyhow::Error::msg)?;
-    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
-    let interval = Duration::from_millis(a.timeline_interval_ms);
-    let timeline = crate::timeline::RunTimeline::prepare(
-        &a.fabric,
-        kind.name(),
-        &a.timeline,
-        a.timeline_port.as_deref(),
-        interval,
-        &names,
-        &mut built.jobs,
-    )?;
-    let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+/// Where and what [`execute`] runs.
+pub(crate) struct Launch<'a> {
+    /// The job's name in messages (`allreduce`, `train`).
+    pub what: &'a str,
+    pub fabric: &'a str,
+    /// Where the job files, logs and reports go.
+    pub dir: &'a Path,
+    pub hosts: &'a [HostDesc],
+    /// Each host's namespace, in `hosts` order.
+    pub netns: &'a [String],
+    /// Each host's job, in `hosts` order.
+    pub jobs: &'a [rocefab_contracts::job::Job],
+    /// When the command started and when every wait ends (`--timeout`).
+    pub started: Instant,
+    pub deadline: Instant,
+    pub timeout_s: u64,
+    /// No progress lines on stderr (`--json`).
+    pub quiet: bool,
+}
+
+/// What [`execute`] gives back.
+pub(crate) struct Executed {
+    /// Every report that came, by host.
+    pub reports: Vec<(String, Report)>,
+    pub timed_out: bool,
+    /// The host that failed first and stopped the job, if one did.
+    pub first_failure: Option<String>,
+    /// Hosts that did not report, the first failure, processes not reaped.
+    pub errors: Vec<String>,
+    pub cpu_busy: Option<f64>,
+    pub switches_before: Vec<rocefab_contracts::sample::SwitchSample>,
+    pub switches_after: Vec<rocefab_contracts::sample::SwitchSample>,
+    pub recording: Option<crate::timeline::Recording>,
+}
+
+/// Runs `l.jobs` on their hosts: a `rocefab-hostd` per host, started together once all are
+/// ready and `before_go` returned, their reports collected by the deadline (hosts still running
+/// then report what they wait for), every process reaped.
+pub(crate) fn execute(
+    l: &Launch,
+    hostd: &Path,
+    timeline: Option<crate::timeline::RunTimeline>,
+    before_go: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<Executed> {
+    let (dir, started, deadline) = (l.dir, l.started, l.deadline);
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let mut procs = Hostds::new();
-    for ((h, ns), job) in hosts.iter().zip(&netns).zip(&built.jobs) {
+    for ((h, ns), job) in l.hosts.iter().zip(l.netns).zip(l.jobs) {
         let path = dir.join(format!("{}.json", h.name));
         std::fs::write(&path, serde_json::to_vec(job)?).with_context(|| format!("writing {}", path.display()))?;
         let log = dir.join(format!("{}.log", h.name));
         let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(&hostd)
+        let child = Command::new(hostd)
             .arg("--job")
             .arg(&path)
             .args(["--netns", ns, "--wait-go"])
@@ -969,20 +969,22 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     }
     if !not_ready.is_empty() {
         let what = if Instant::now() >= deadline {
-            format!("timed out after {} s (--timeout) before the job started", a.timeout)
+            format!("timed out after {} s (--timeout) before the job started", l.timeout_s)
         } else {
             "hosts did not get ready".into()
         };
-        bail!("{} {what}: {}", kind.name(), not_ready.join("; "));
+        bail!("{} {what}: {}", l.what, not_ready.join("; "));
     }
-    if !a.json {
-        eprintln!("{} ranks on {} hosts ready; starting {}", built.layout.world_size(), procs.procs.len(), kind.name());
-        for l in hosts.iter().filter_map(classes_line) {
-            eprintln!("{l}");
+    before_go()?;
+    if !l.quiet {
+        let ranks: u32 = l.hosts.iter().map(|h| h.gpus).sum();
+        eprintln!("{ranks} ranks on {} hosts ready; starting {}", procs.procs.len(), l.what);
+        for line in l.hosts.iter().filter_map(classes_line) {
+            eprintln!("{line}");
         }
     }
     let cpu_before = read_cpu_times();
-    let switches_before = switch_samples(&a.fabric, deadline);
+    let switches_before = switch_samples(l.fabric, deadline);
     let limit = deadline.saturating_duration_since(Instant::now()) + REPORT_GRACE;
     let recording = timeline.map(|t| t.start(limit)).transpose()?;
     for p in &mut procs.procs {
@@ -1040,14 +1042,79 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     }
     let cpu_busy =
         read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
-    let switches_after = switch_samples(&a.fabric, deadline + REPORT_GRACE);
+    let switches_after = switch_samples(l.fabric, deadline + REPORT_GRACE);
     // Every host has reported (or timed out), so no peer waits for an ACK any more: end the
     // lingers, all at once, then reap.
     let unreaped = procs.stop();
     drop(procs);
+    let mut errors = missing;
+    errors.extend(first_failure.clone());
+    errors.extend(unreaped);
+    Ok(Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording })
+}
+
+pub fn run(a: &RunArgs) -> anyhow::Result<()> {
+    // Every step below that waits (readiness, the job, the reports) ends by this deadline.
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(a.timeout);
+    let kind = a.collective.kind();
+    let FabricHosts { hosts, netns, mtu: link_mtu, dilation, dcqcn } = hosts_of(&a.fabric)?;
+    let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
+    let window_packets = a.window_packets.unwrap_or_else(|| default_window_packets(link_mtu, ipv6));
+    let hostd = locate_hostd()?;
+    let opts = BuildOptions {
+        job_name: format!("{}-{}", a.fabric, kind.name()),
+        timeout_ms: a.timeout.saturating_mul(1000),
+        seed_base: a.seed,
+        metrics_port_base: Some(a.metrics_port_base),
+        window_packets,
+        retransmit_timeout_ns: a
+            .retransmit_timeout_ms
+            .map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
+        time_dilation: dilation.factor(),
+        segment: a.segment.mode(),
+        dcqcn,
+    };
+    let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
+    // Refuse a job whose processes would not fit the machine before starting any of them (an
+    // all-to-all over 512 ranks has 523,264 QP ends: the OOM killer would pick for us).
+    // A NIC's UMEM depends on the MTU only (its rings are fixed: `nic_memory`).
+    let nic_umem = rocefab_contracts::memory::nic_memory(0, link_mtu).umem_bytes();
+    let path_mtu = gpu_host::nic::engine::path_mtu_for_link(link_mtu, ipv6).map_or(link_mtu, |m| m.bytes());
+    let need = crate::memory::job_need(&built.jobs, nic_umem, path_mtu);
+    let qp_ends = built.jobs.iter().map(|j| j.qps.len()).sum();
+    let available = crate::memory::available()?.mem_available;
+    crate::memory::check_job_fits(&format!("{} on {}", kind.name(), a.fabric), qp_ends, need, available)
+        .map_err(anyhow::Error::msg)?;
+    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    let interval = Duration::from_millis(a.timeline_interval_ms);
+    let timeline = crate::timeline::RunTimeline::prepare(
+        &a.fabric,
+        kind.name(),
+        &a.timeline,
+        a.timeline_port.as_deref(),
+        interval,
+        &names,
+        &mut built.jobs,
+    )?;
+    let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
+    let launch = Launch {
+        what: kind.name(),
+        dir: &dir,
+        hosts: &hosts,
+        netns: &netns,
+        jobs: &built.jobs,
+        started,
+        deadline,
+        timeout_s: a.timeout,
+        quiet: a.json,
+        fabric: &a.fabric,
+    };
+    let Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording } =
+        execute(&launch, &hostd, timeline, || Ok(()))?;
     // The addresses the jobs were given, so the report and the hosts agree.
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
-    let mut rep = summarize(&a.fabric, kind, a.segment, a.size, built.layout.world_size(), &reports, metrics);
+    let mut rep = summarize(&a.fabric, kind.name(), a.segment, a.size, built.layout.world_size(), &reports, metrics);
     if let Some(r) = recording {
         for l in r.finish(Some(rep.completion_ns))? {
             eprintln!("{l}");
@@ -1055,9 +1122,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     }
     rep.hosts = hosts.len();
     rep.timed_out = timed_out;
-    rep.errors.extend(missing);
-    rep.errors.extend(first_failure.clone());
-    rep.errors.extend(unreaped);
+    rep.errors.extend(errors);
     rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
     // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
     // their retries), but then only from the CPUs: its senders were held by whatever stalled.
@@ -1208,7 +1273,7 @@ mod tests {
         };
         let hosts =
             vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, true))];
-        let r = summarize("f", Kind::AllReduce, Segment::WriteOnly, 64, 2, &hosts, vec![]);
+        let r = summarize("f", Kind::AllReduce.name(), Segment::WriteOnly, 64, 2, &hosts, vec![]);
         assert!(r.ok && r.verified_ranks == 2, "{r:?}");
         assert_eq!(r.completion_ns, 2_000_000_000 + 0x102);
         assert_eq!((r.retransmitted_packets, r.cnps_sent, r.cnps_received, r.pfc_paused_ns), (6, 8, 4, 2_000_000));
@@ -1236,7 +1301,7 @@ mod tests {
 
         let bad =
             vec![("host1".to_string(), host(0x100, 0x103, true)), ("host2".to_string(), host(0x102, 0x101, false))];
-        let r = summarize("f", Kind::AllReduce, Segment::FirstMiddleLast, 64, 2, &bad, vec![]);
+        let r = summarize("f", Kind::AllReduce.name(), Segment::FirstMiddleLast, 64, 2, &bad, vec![]);
         assert!(!r.ok);
         assert!(
             r.errors.iter().any(|e| e.contains("host2: rank 258 not verified (first wrong byte Some(8))")),
@@ -1276,8 +1341,15 @@ mod tests {
             stalls: vec![stall],
             ..Default::default()
         };
-        let mut r =
-            summarize("f", Kind::Incast, Segment::FirstMiddleLast, 64, 2, &[("host2".to_string(), host)], vec![]);
+        let mut r = summarize(
+            "f",
+            Kind::Incast.name(),
+            Segment::FirstMiddleLast,
+            64,
+            2,
+            &[("host2".to_string(), host)],
+            vec![],
+        );
         r.timed_out = true;
         assert!(!r.ok);
         assert_eq!(r.stalls.len(), 1);
@@ -1375,7 +1447,7 @@ mod tests {
     /// `cargo xtask demo` printed the machine-bound warning twice: on stderr and in the table.
     #[test]
     fn each_warning_is_printed_once() {
-        let mut r = summarize("f", Kind::AllReduce, Segment::FirstMiddleLast, 64, 0, &[], vec![]);
+        let mut r = summarize("f", Kind::AllReduce.name(), Segment::FirstMiddleLast, 64, 0, &[], vec![]);
         r.warnings = vec!["the machine, not the model, was the bottleneck: raise time_dilation".into()];
         let count = |(out, err): (String, Vec<String>)| (out + &err.join("\n")).matches("was the bottleneck").count();
         assert_eq!(count(render_output(&r, false).unwrap()), 1, "table");

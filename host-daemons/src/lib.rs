@@ -1,6 +1,7 @@
 //! rocefab's GPU-host daemons on top of the pure NIC model (`gpu-host`) and the shared kernel
 //! plumbing (`rocefab-plumbing`): `rocefab-hostd`, the emulated RDMA NIC on AF_XDP, and
-//! `rocefab-nicd`, the NIC agent (LLDP/DCBX, captures).
+//! `rocefab-nicd`, the NIC agent (LLDP/DCBX, captures), and `rocefab-rank`, a training job's
+//! process per GPU.
 //!
 //! | module      | what                                                                  |
 //! |-------------|-----------------------------------------------------------------------|
@@ -10,6 +11,7 @@
 //! | [`mirror`]  | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures   |
 //! | [`hostd`]   | `rocefab-hostd`: start-up, the job, the report, the linger            |
 //! | [`nicd`]    | `rocefab-nicd`: the NICs' LLDP/DCBX agents, HTTP, the capture thread   |
+//! | [`rank`]    | `rocefab-rank`: a torchrun-style training process's TCP rendezvous     |
 //!
 //! The binaries only parse their arguments and call [`hostd::run`] and [`nicd::run`].
 pub mod daemon;
@@ -17,4 +19,5 @@ pub mod hostd;
 pub mod metrics;
 pub mod mirror;
 pub mod nicd;
+pub mod rank;
 pub mod xsk;
