@@ -1233,6 +1233,7 @@ mod tests {
             ok,
             error: None,
             nvlink_bytes: 0,
+            milestones: Vec::new(),
             elapsed_ns: 2_000_000_000 + u64::from(qpn),
             qps: vec![
                 QpReport {
