@@ -47,6 +47,16 @@ pub const MIN_DEFAULT_RETRANSMIT_TIMEOUT_NS: u64 = 1_000_000;
 pub fn default_retransmit_timeout_ns(d: Dilation) -> u64 {
     d.to_emulated_ns(DEFAULT_RETRANSMIT_TIMEOUT_NS).max(MIN_DEFAULT_RETRANSMIT_TIMEOUT_NS)
 }
+
+/// [`default_retransmit_timeout_ns`], but at least four times what a requester's window of
+/// `window_bytes` takes to serialise at the slowest NIC's emulated `line_rate_bps`: a timeout
+/// shorter than one window's serialisation fires before the window's first ACK can return when
+/// the QP shares its link, and go-back-N then resends the window for ever (seen at 1 Gbit/s and
+/// D = 100: 1 ms against a 128 KiB window's 1.05 ms, every ring QP out of retries).
+pub fn default_retransmit_timeout_for(d: Dilation, window_bytes: u64, line_rate_bps: u64) -> u64 {
+    let window_ns = (u128::from(window_bytes) * 8 * 1_000_000_000 / u128::from(line_rate_bps.max(1))) as u64;
+    default_retransmit_timeout_ns(d).max(window_ns.saturating_mul(4))
+}
 /// Default requester window in packets.
 pub const DEFAULT_WINDOW_PACKETS: u32 = 128;
 /// Default requester window in payload bytes for jobs built for a fabric (`rocefab run`):
@@ -837,6 +847,17 @@ pub struct RankReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_timeout_outlasts_four_windows_on_slow_links() {
+        let d = |x: f64| Dilation::new(x).unwrap();
+        // 1 Gbit/s, D = 100: 128 KiB takes 1.049 ms, so 4.194 ms instead of 1 ms.
+        assert_eq!(default_retransmit_timeout_for(d(100.0), 131_072, 1_000_000_000), 4_194_304);
+        // 400G at D = 8000: the window is 2.6 µs; the 1 ms floor stays.
+        assert_eq!(default_retransmit_timeout_for(d(8000.0), 131_072, 400_000_000_000), 1_000_000);
+        // Real time: 100 ms of wall clock stays.
+        assert_eq!(default_retransmit_timeout_for(d(1.0), 131_072, 1_000_000_000), 100_000_000);
+    }
 
     fn job() -> Job {
         serde_json::from_str(

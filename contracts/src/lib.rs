@@ -16,5 +16,6 @@ pub mod job;
 pub mod memory;
 pub mod promtext;
 pub mod rdma;
+pub mod rendezvous;
 pub mod sample;
 pub mod time;

@@ -221,6 +221,10 @@ fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     for s in &plan.switches {
         s.config.validate().with_context(|| format!("generated config of {}", s.name))?;
     }
+    let nodes: Vec<String> =
+        plan.hosts.iter().map(|h| h.name.clone()).chain(plan.switches.iter().map(|s| s.name.clone())).collect();
+    let backend: Vec<std::net::IpAddr> = plan.hosts.iter().flat_map(|h| h.nics.iter().map(|n| n.addr.into())).collect();
+    crate::frontend::check(&fabric, &nodes, &backend).map_err(|e| anyhow!("rocefab up {}: {e}", path.display()))?;
     // Before anything is created: the daemons' memory against what the machine has.
     let memory = crate::memory::FabricMemory::of(&plan, topo.time_dilation, nicd.is_some());
     let largest = memory.switches.iter().map(|(_, m)| m.umem_bytes()).max().unwrap_or(0);
@@ -272,7 +276,10 @@ const SETUP_WIDTH: usize = 8;
 fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> anyhow::Result<()> {
     // 1. Namespaces (recorded first), IPv6 off so no ND/MLD chatter crosses the switches; set
     //    in-process (a thread per namespace) before any interface exists, so `default` applies.
+    //    The frontend bridge's namespace too (crate::frontend).
+    let fe = crate::frontend::netns(&plan.fabric);
     st.namespaces = plan.namespaces();
+    st.namespaces.push(fe.clone());
     st.save()?;
     let phase = Phase::start("namespaces", st.namespaces.len());
     let adds: Vec<String> = st.namespaces.iter().map(|n| format!("netns add {n}")).collect();
@@ -296,6 +303,7 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
         .iter()
         .map(|h| (h.netns.as_str(), host_kv.as_slice()))
         .chain(plan.switches.iter().map(|s| (s.netns.as_str(), switch_kv.as_slice())))
+        .chain([(fe.as_str(), &switch_kv[..2])])
         .collect();
     netns::each_in_netns(&jobs, SETUP_WIDTH, |j| j.0, |j| netns::sysctls_here(j.0, j.1), || phase.step())?;
     phase.finish("created");
@@ -316,6 +324,7 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
     st.save()?;
     let phase = Phase::start("links", plan.links.len());
     let mtu = plan.mtu;
+    let host_ns: Vec<String> = plan.hosts.iter().map(|h| h.netns.clone()).collect();
     let veths: Vec<String> = plan
         .links
         .iter()
@@ -325,14 +334,25 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
                 l.a.ifname, l.a.netns, l.a.mac, l.b.ifname, l.b.netns, l.b.mac
             )
         })
+        .chain(crate::frontend::veth_lines(&fe, &host_ns))
         .collect();
     netns::ip_batch(None, &veths)?;
     phase.all_done();
     phase.finish("created");
 
     // 3. Addresses, routes, neighbours and offloads of every namespace, several at once.
-    let mut jobs: Vec<(&str, Vec<String>, Vec<String>)> = plan.hosts.iter().map(host_setup).collect();
+    let mut jobs: Vec<(&str, Vec<String>, Vec<String>)> = plan
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let (ns, mut b, ifs) = host_setup(h);
+            b.extend(crate::frontend::host_lines(i));
+            (ns, b, ifs)
+        })
+        .collect();
     jobs.extend(plan.switches.iter().map(switch_setup));
+    jobs.push((fe.as_str(), crate::frontend::bridge_lines(plan.hosts.len()), Vec::new()));
     let phase = Phase::start("addresses", jobs.len());
     netns::each_in_netns(
         &jobs,

@@ -20,6 +20,9 @@ enum Cmd {
     Pcap(PcapCmd),
     /// Run a collective (incast, alltoall, allreduce, broadcast) on a running fabric.
     Run(control::run::RunArgs),
+    /// A data-parallel training job: torchrun-style processes rendezvous over TCP on a frontend
+    /// network, broadcast the parameters, then compute and AllReduce gradient buckets.
+    Train(control::train::TrainArgs),
     /// LLDP neighbours and DCBX of every switch port and GPU NIC; `--check` compares them with
     /// the topology's cabling.
     Lldp(control::lldp_show::LldpArgs),
@@ -61,6 +64,7 @@ fn main() {
         Cmd::Frame(a) => control::frame::run(a),
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
         Cmd::Run(a) => control::run::run(a),
+        Cmd::Train(a) => control::train::run(a),
         Cmd::Lldp(a) => control::lldp_show::run(a),
         Cmd::Replay(a) => control::replay::run(a),
         Cmd::Ping(a) => control::ping::run(a),

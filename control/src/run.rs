@@ -50,7 +50,7 @@ use gpu_host::nic::engine::path_mtu_for_link;
 use lldp_agent::NodeReport;
 use rocefab_contracts::agent::AgentConfig;
 use rocefab_contracts::job::{
-    default_retransmit_timeout_ns, window_packets_for, NicClasses, QpStall, Report, DEFAULT_WINDOW_PACKETS,
+    default_retransmit_timeout_for, window_packets_for, NicClasses, QpStall, Report, DEFAULT_WINDOW_PACKETS,
 };
 use rocefab_contracts::rdma::SegmentMode;
 use rocefab_contracts::time::Dilation;
@@ -148,7 +148,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub window_packets: Option<u32>,
     /// Local ACK timeout of every requester, in emulated milliseconds. Default: 100 ms of wall
-    /// clock but at least 1 ms emulated, i.e. max(100 ms, 1 ms × time_dilation) on the wall clock.
+    /// clock but at least 1 ms emulated, i.e. max(100 ms, 1 ms × time_dilation) on the wall clock,
+    /// and at least four times a window's serialisation at the slowest NIC's line rate.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub retransmit_timeout_ms: Option<u64>,
     /// Sample the switches and hosts while the job runs and draw the DCQCN timeline (book
@@ -506,7 +507,7 @@ pub fn render_output(r: &RunReport, json: bool) -> anyhow::Result<(String, Vec<S
 }
 
 /// A duration with a unit that keeps 4 significant digits: `2.551 s`, `1.069 ms`, `645.3 µs`.
-fn duration(ns: u64) -> String {
+pub(crate) fn duration(ns: u64) -> String {
     let ns = ns as f64;
     if ns >= 1e9 {
         format!("{:.3} s", ns / 1e9)
@@ -517,7 +518,7 @@ fn duration(ns: u64) -> String {
     }
 }
 
-fn human(b: u64) -> String {
+pub(crate) fn human(b: u64) -> String {
     match b {
         b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}GiB", b >> 30),
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}MiB", b >> 20),
@@ -547,7 +548,7 @@ fn read_cpu_times() -> Option<bottleneck::CpuTimes> {
     bottleneck::parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
 }
 
-fn locate_hostd() -> anyhow::Result<PathBuf> {
+pub(crate) fn locate_hostd() -> anyhow::Result<PathBuf> {
     let p = match std::env::var_os("ROCEFAB_HOSTD") {
         Some(p) => PathBuf::from(p),
         None => {
@@ -571,16 +572,17 @@ pub const REPORT_GRACE: Duration = Duration::from_secs(3);
 /// How long hostds have to exit after SIGTERM, and again after SIGKILL.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
-/// One started hostd.
-struct Hostd {
-    host: String,
+/// One started hostd (or another per-host process of a job: `prog`).
+pub(crate) struct Hostd {
+    pub host: String,
+    prog: &'static str,
     child: Child,
     stdin: Option<ChildStdin>,
     log: PathBuf,
     /// Lines read from its stdout so far (the ready line, then the report).
-    lines: Vec<String>,
+    pub lines: Vec<String>,
     /// Its stdout ended.
-    eof: bool,
+    pub eof: bool,
 }
 
 impl Hostd {
@@ -599,11 +601,12 @@ impl Hostd {
     }
 
     /// Why it has fewer lines than expected: it exited (how), or it is still running.
-    fn silence(&mut self, waiting: &str) -> String {
+    pub fn silence(&mut self, waiting: &str) -> String {
+        let prog = self.prog;
         let how = match self.child.try_wait() {
-            Ok(Some(st)) => format!("rocefab-hostd exited ({}) {waiting}", describe_exit(st)),
-            _ if self.eof => format!("rocefab-hostd closed its output {waiting}"),
-            _ => format!("rocefab-hostd gave no answer {waiting}"),
+            Ok(Some(st)) => format!("{prog} exited ({}) {waiting}", describe_exit(st)),
+            _ if self.eof => format!("{prog} closed its output {waiting}"),
+            _ => format!("{prog} gave no answer {waiting}"),
         };
         format!("{}: {how} ({})", self.host, self.log_tail())
     }
@@ -623,20 +626,26 @@ fn describe_exit(st: std::process::ExitStatus) -> String {
 /// Every hostd of a job, with their stdout lines merged into one channel (so waiting for all
 /// of them has one deadline). Stopped and reaped, all at once and within bounded time, when
 /// dropped.
-struct Hostds {
-    procs: Vec<Hostd>,
+pub(crate) struct Hostds {
+    prog: &'static str,
+    pub procs: Vec<Hostd>,
     rx: mpsc::Receiver<(usize, Option<String>)>,
     tx: mpsc::Sender<(usize, Option<String>)>,
 }
 
 impl Hostds {
     fn new() -> Hostds {
+        Hostds::named("rocefab-hostd")
+    }
+
+    /// No processes yet; `prog` names them in messages.
+    pub fn named(prog: &'static str) -> Hostds {
         let (tx, rx) = mpsc::channel();
-        Hostds { procs: Vec::new(), rx, tx }
+        Hostds { prog, procs: Vec::new(), rx, tx }
     }
 
     /// Takes over a spawned hostd; a thread forwards its stdout lines (then `None` at EOF).
-    fn push(&mut self, host: String, mut child: Child, log: PathBuf) {
+    pub fn push(&mut self, host: String, mut child: Child, log: PathBuf) {
         let i = self.procs.len();
         let out = child.stdout.take().expect("piped");
         let tx = self.tx.clone();
@@ -649,7 +658,7 @@ impl Hostds {
             let _ = tx.send((i, None));
         });
         let stdin = child.stdin.take();
-        self.procs.push(Hostd { host, child, stdin, log, lines: Vec::new(), eof: false });
+        self.procs.push(Hostd { host, prog: self.prog, child, stdin, log, lines: Vec::new(), eof: false });
     }
 
     /// Collects lines until every hostd has `n` of them or has closed its stdout, or `until`.
@@ -659,7 +668,7 @@ impl Hostds {
 
     /// [`Hostds::wait_lines`], returning early with the index of the first hostd that `failed`
     /// says failed (given its `n`-th line), or that closed its stdout with fewer lines.
-    fn wait_lines_or_failure(&mut self, n: usize, until: Instant, failed: impl Fn(&str) -> bool) -> Option<usize> {
+    pub fn wait_lines_or_failure(&mut self, n: usize, until: Instant, failed: impl Fn(&str) -> bool) -> Option<usize> {
         while self.procs.iter().any(|p| p.lines.len() < n && !p.eof) {
             let left = until.saturating_duration_since(Instant::now());
             match self.rx.recv_timeout(left) {
@@ -685,7 +694,7 @@ impl Hostds {
 
     /// Stops every hostd still running (SIGTERM, then SIGKILL after [`EXIT_GRACE`]) and reaps
     /// them; returns a line for each that would not go.
-    fn stop(&mut self) -> Vec<String> {
+    pub fn stop(&mut self) -> Vec<String> {
         for p in &mut self.procs {
             // A hostd still waiting for its start line ends on EOF (SIGTERM does not interrupt
             // that read).
@@ -705,8 +714,9 @@ impl Hostds {
                         p.signal(s);
                     }
                     left.push(format!(
-                        "{}: rocefab-hostd (pid {}) did not exit after SIGTERM and SIGKILL",
+                        "{}: {} (pid {}) did not exit after SIGTERM and SIGKILL",
                         p.host,
+                        p.prog,
                         p.child.id()
                     ));
                 }
@@ -806,21 +816,21 @@ pub fn classes_line(h: &HostDesc) -> Option<String> {
 }
 
 /// What a job needs to know of the running fabric's hosts.
-struct FabricHosts {
+pub(crate) struct FabricHosts {
     /// In topology order (= torchrun node rank).
-    hosts: Vec<HostDesc>,
+    pub hosts: Vec<HostDesc>,
     /// Each host's network namespace, in the same order.
-    netns: Vec<String>,
+    pub netns: Vec<String>,
     /// The fabric's link MTU.
-    mtu: u32,
+    pub mtu: u32,
     /// The time dilation the fabric came up with.
-    dilation: Dilation,
-    dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
+    pub dilation: Dilation,
+    pub dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
 }
 
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
 /// answer.
-fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
+pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
     let st = State::load(fabric)
         .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
@@ -1053,39 +1063,81 @@ pub(crate) fn execute(
     Ok(Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording })
 }
 
+/// The options every job on a fabric shares (`rocefab run`, `rocefab train`).
+#[derive(Clone, Debug)]
+pub(crate) struct JobSettings {
+    pub timeout: u64,
+    pub metrics_port_base: u16,
+    pub seed: u64,
+    pub window_packets: Option<u32>,
+    pub retransmit_timeout_ms: Option<u64>,
+    pub segment: Segment,
+    /// The NICs run DCQCN.
+    pub dcqcn_on: bool,
+}
+
+impl RunArgs {
+    fn settings(&self) -> JobSettings {
+        JobSettings {
+            timeout: self.timeout,
+            metrics_port_base: self.metrics_port_base,
+            seed: self.seed,
+            window_packets: self.window_packets,
+            retransmit_timeout_ms: self.retransmit_timeout_ms,
+            segment: self.segment,
+            dcqcn_on: true,
+        }
+    }
+}
+
+/// The build options of job `name` on the fabric `f` with `s`.
+pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobSettings) -> BuildOptions {
+    let ipv6 = f.hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
+    let window_packets = s.window_packets.unwrap_or_else(|| default_window_packets(f.mtu, ipv6));
+    let path_mtu = path_mtu_for_link(f.mtu, ipv6).map_or(1024, |m| m.bytes() as u64);
+    let slowest = f.hosts.iter().flat_map(|h| h.nics.iter()).map(|n| n.line_rate_bps).min().unwrap_or(1);
+    BuildOptions {
+        job_name: name.into(),
+        timeout_ms: s.timeout.saturating_mul(1000),
+        seed_base: s.seed,
+        metrics_port_base: Some(s.metrics_port_base),
+        window_packets,
+        retransmit_timeout_ns: s.retransmit_timeout_ms.map_or_else(
+            || default_retransmit_timeout_for(f.dilation, u64::from(window_packets) * path_mtu, slowest),
+            |ms| ms.saturating_mul(1_000_000),
+        ),
+        time_dilation: f.dilation.factor(),
+        segment: s.segment.mode(),
+        dcqcn: f.dcqcn,
+        dcqcn_on: s.dcqcn_on,
+    }
+}
+
+/// Refuses a job whose processes would not fit the machine before starting any of them (an
+/// all-to-all over 512 ranks has 523,264 QP ends: the OOM killer would pick for us).
+pub(crate) fn check_memory(what: &str, f: &FabricHosts, jobs: &[rocefab_contracts::job::Job]) -> anyhow::Result<()> {
+    let ipv6 = f.hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
+    // A NIC's UMEM depends on the MTU only (its rings are fixed: `nic_memory`).
+    let nic_umem = rocefab_contracts::memory::nic_memory(0, f.mtu).umem_bytes();
+    let path_mtu = gpu_host::nic::engine::path_mtu_for_link(f.mtu, ipv6).map_or(f.mtu, |m| m.bytes());
+    let need = crate::memory::job_need(jobs, nic_umem, path_mtu);
+    let qp_ends = jobs.iter().map(|j| j.qps.len()).sum();
+    let available = crate::memory::available()?.mem_available;
+    crate::memory::check_job_fits(what, qp_ends, need, available).map_err(anyhow::Error::msg)
+}
+
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // Every step below that waits (readiness, the job, the reports) ends by this deadline.
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.timeout);
     let kind = a.collective.kind();
-    let FabricHosts { hosts, netns, mtu: link_mtu, dilation, dcqcn } = hosts_of(&a.fabric)?;
-    let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
-    let window_packets = a.window_packets.unwrap_or_else(|| default_window_packets(link_mtu, ipv6));
+    let fh = hosts_of(&a.fabric)?;
     let hostd = locate_hostd()?;
-    let opts = BuildOptions {
-        job_name: format!("{}-{}", a.fabric, kind.name()),
-        timeout_ms: a.timeout.saturating_mul(1000),
-        seed_base: a.seed,
-        metrics_port_base: Some(a.metrics_port_base),
-        window_packets,
-        retransmit_timeout_ns: a
-            .retransmit_timeout_ms
-            .map_or_else(|| default_retransmit_timeout_ns(dilation), |ms| ms.saturating_mul(1_000_000)),
-        time_dilation: dilation.factor(),
-        segment: a.segment.mode(),
-        dcqcn,
-    };
-    let mut built = collective_job::build(kind, &hosts, a.size, &opts).context("building the collective")?;
-    // Refuse a job whose processes would not fit the machine before starting any of them (an
-    // all-to-all over 512 ranks has 523,264 QP ends: the OOM killer would pick for us).
-    // A NIC's UMEM depends on the MTU only (its rings are fixed: `nic_memory`).
-    let nic_umem = rocefab_contracts::memory::nic_memory(0, link_mtu).umem_bytes();
-    let path_mtu = gpu_host::nic::engine::path_mtu_for_link(link_mtu, ipv6).map_or(link_mtu, |m| m.bytes());
-    let need = crate::memory::job_need(&built.jobs, nic_umem, path_mtu);
-    let qp_ends = built.jobs.iter().map(|j| j.qps.len()).sum();
-    let available = crate::memory::available()?.mem_available;
-    crate::memory::check_job_fits(&format!("{} on {}", kind.name(), a.fabric), qp_ends, need, available)
-        .map_err(anyhow::Error::msg)?;
+    let opts = build_options(&format!("{}-{}", a.fabric, kind.name()), &fh, &a.settings());
+    let mut built = collective_job::build(kind, &fh.hosts, a.size, &opts).context("building the collective")?;
+    check_memory(&format!("{} on {}", kind.name(), a.fabric), &fh, &built.jobs)?;
+    let FabricHosts { hosts, netns, mtu: link_mtu, dilation, .. } = fh;
+    let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
     let interval = Duration::from_millis(a.timeline_interval_ms);
     let timeline = crate::timeline::RunTimeline::prepare(

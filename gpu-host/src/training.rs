@@ -220,7 +220,8 @@ impl TrainingSpec {
 }
 
 /// One iteration's times (emulated ns since the job's start), over all ranks: the step ends when
-/// the slowest rank has its gradients reduced (data parallelism is synchronous).
+/// the slowest rank has its gradients reduced (data parallelism is synchronous), and the ring can
+/// move a bucket only once every rank has it ready.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IterationTimes {
     pub iteration: u32,
@@ -228,12 +229,12 @@ pub struct IterationTimes {
     pub start_ns: u64,
     /// When the last rank had its gradients reduced.
     pub end_ns: u64,
-    /// Longest compute gap of a rank (start to its last bucket ready).
+    /// Longest compute gap as a rank ran it (its start to its last bucket ready).
     pub compute_ns: u64,
-    /// Longest communication window of a rank: its first bucket ready to its gradients reduced
-    /// (it overlaps the rest of the compute).
+    /// The communication window: from the first bucket being ready on every rank to the end.
     pub comm_ns: u64,
-    /// Longest exposed communication: a rank's compute end to its gradients reduced.
+    /// Exposed communication: from the last rank's compute end to the end (what the overlap with
+    /// compute did not hide).
     pub exposed_ns: u64,
 }
 
@@ -273,14 +274,17 @@ impl Training {
         let out = (1..=iterations)
             .map(|i| {
                 let mut it = IterationTimes { iteration: i as u32, start_ns: u64::MAX, ..Default::default() };
+                let (mut first_all, mut last_all) = (0, 0);
                 for (prev, &(end, first, last)) in t[i - 1].iter().zip(&t[i]) {
                     let start = prev.0;
                     it.start_ns = it.start_ns.min(start);
                     it.end_ns = it.end_ns.max(end);
                     it.compute_ns = it.compute_ns.max(last.saturating_sub(start));
-                    it.comm_ns = it.comm_ns.max(end.saturating_sub(first));
-                    it.exposed_ns = it.exposed_ns.max(end.saturating_sub(last));
+                    first_all = first_all.max(first);
+                    last_all = last_all.max(last);
                 }
+                it.comm_ns = it.end_ns.saturating_sub(first_all);
+                it.exposed_ns = it.end_ns.saturating_sub(last_all);
                 it
             })
             .collect();

@@ -12,7 +12,7 @@
 //! (NCCL's bootstrap allgather). Each rank prints one JSON line ([`Joined`]) and keeps its
 //! socket until its standard input closes (the job's end), then exits.
 //!
-//! The protocol is one JSON object per line ([`Hello`], [`Welcome`]); a malformed or duplicate
+//! The protocol is one JSON object per line ([`Hello`], [`Welcome`], in `rocefab_contracts::rendezvous`); a malformed or duplicate
 //! hello, a rank outside the world or a missing peer by the deadline ends the master with an
 //! error naming it.
 use std::io::{BufRead, BufReader, Read, Write};
@@ -20,10 +20,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use serde::{Deserialize, Serialize};
+use rocefab_contracts::rendezvous::{Hello, Joined, Welcome};
 
-/// Bytes of the communicator's unique ID (`NCCL_UNIQUE_ID_BYTES`).
-pub const UNIQUE_ID_BYTES: usize = 128;
+pub use rocefab_contracts::rendezvous::UNIQUE_ID_BYTES;
 
 /// `rocefab-rank` arguments (torchrun's environment, or flags).
 #[derive(clap::Parser, Debug, Clone)]
@@ -50,36 +49,6 @@ pub struct Args {
     /// Give up on the rendezvous after this many ms (wall clock).
     #[arg(long, default_value_t = 60_000)]
     pub timeout_ms: u64,
-}
-
-/// A rank's hello to the master.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Hello {
-    pub rank: u32,
-    pub local_rank: u32,
-    pub node_rank: u32,
-    pub backend: Vec<std::net::IpAddr>,
-}
-
-/// The master's answer to every rank.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Welcome {
-    /// The communicator's unique ID, hex.
-    pub unique_id: String,
-    /// Every rank's hello (the master's own first), by rank.
-    pub world: Vec<Hello>,
-}
-
-/// What a rank prints once it has the ID.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Joined {
-    pub rank: u32,
-    pub unique_id: String,
-    pub world: Vec<Hello>,
-    /// Wall-clock ns from the process's start to having the ID.
-    pub rendezvous_ns: u64,
 }
 
 /// Runs the rank: rendezvous, print [`Joined`], wait for standard input to close.
@@ -176,7 +145,7 @@ pub fn master(
 /// A worker's side: connect to the master (retrying until `deadline`) and say hello.
 pub fn worker(addr: SocketAddr, me: &Hello, deadline: Instant) -> anyhow::Result<TcpStream> {
     let mut s = loop {
-        match TcpStream::connect_timeout(&addr, Duration::from_millis(500)) {
+        match TcpStream::connect_timeout(&addr, Duration::from_secs(3)) {
             Ok(s) => break s,
             Err(e) if Instant::now() < deadline => {
                 tracing::debug!("rank {}: {addr}: {e}; retrying", me.rank);

@@ -128,7 +128,7 @@ fn ecmp_spreads_flows_over_both_spines() {
 fn down_removes_everything_even_after_a_crash() {
     let name = "rft4";
     let f = Fabric::up("rail-spine.yaml", name);
-    assert_eq!(fabric_namespaces(name).len(), 8);
+    assert_eq!(fabric_namespaces(name).len(), 9, "4 hosts, 4 switches and the frontend bridge");
     let pids = daemon_pids(name);
     assert_eq!(pids.len(), 8, "one daemon per switch and one NIC agent per host: {pids:?}");
     // Crash one switch daemon.

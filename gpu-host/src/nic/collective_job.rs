@@ -107,6 +107,8 @@ pub struct BuildOptions {
     pub segment: SegmentMode,
     /// The DCQCN parameter set of every NIC.
     pub dcqcn: crate::dcqcn::DcqcnProfile,
+    /// Whether the NICs run DCQCN at all (off: line rate whatever the CNPs say).
+    pub dcqcn_on: bool,
 }
 
 impl Default for BuildOptions {
@@ -121,6 +123,7 @@ impl Default for BuildOptions {
             time_dilation: 1.0,
             segment: SegmentMode::FirstMiddleLast,
             dcqcn: Default::default(),
+            dcqcn_on: true,
         }
     }
 }
@@ -493,7 +496,7 @@ fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
                 line_rate_bps: n.line_rate_bps,
                 path_mtu: None,
                 write_only: opts.segment == SegmentMode::WriteOnlyPerPacket,
-                dcqcn: true,
+                dcqcn: opts.dcqcn_on,
                 classes: n.classes,
             })
             .collect(),
