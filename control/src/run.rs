@@ -835,18 +835,35 @@ pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
         .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
     let topo = Topology::load(&st.topology)?;
     let plan = compile(&topo, 0);
-    let mut hosts = Vec::new();
-    let mut netns = Vec::new();
     let configured = topo.lldp.nic.classes();
-    for h in &plan.hosts {
+    let hosts = host_descs(&topo, &plan, |h| {
         let (classes, warning) = host_classes(&st, h, configured);
         if let Some(w) = warning {
             eprintln!("{w}");
         }
+        classes
+    })?;
+    let netns = plan.hosts.iter().map(|h| h.netns.clone()).collect();
+    if hosts.is_empty() {
+        bail!("fabric {fabric} has no hosts");
+    }
+    // The switches run at the dilation of `up`, whatever the topology file says now.
+    Ok(FabricHosts { hosts, netns, mtu: plan.mtu, dilation: st.clock()?.dilation(), dcqcn: topo.dcqcn })
+}
+
+/// The jobs' view of the plan's hosts, in topology order (= torchrun node rank): NICs with their
+/// link rates and `classes(host)` (one per NIC), GPUs, NVLink, PXN, ports per NIC.
+pub fn host_descs(
+    topo: &Topology,
+    plan: &crate::plan::Plan,
+    mut classes: impl FnMut(&HostPlan) -> Vec<NicClasses>,
+) -> anyhow::Result<Vec<HostDesc>> {
+    let mut hosts = Vec::new();
+    for h in &plan.hosts {
         let nics = h
             .nics
             .iter()
-            .zip(classes)
+            .zip(classes(h))
             .map(|(n, classes)| {
                 let rate = plan
                     .links
@@ -875,13 +892,8 @@ pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
             pxn: topo.pxn,
             ports: topo.nic_model.ports(),
         });
-        netns.push(h.netns.clone());
     }
-    if hosts.is_empty() {
-        bail!("fabric {fabric} has no hosts");
-    }
-    // The switches run at the dilation of `up`, whatever the topology file says now.
-    Ok(FabricHosts { hosts, netns, mtu: plan.mtu, dilation: st.clock()?.dilation(), dcqcn: topo.dcqcn })
+    Ok(hosts)
 }
 
 /// How many unfinished QPs and errors the text report lists before "and N more".
