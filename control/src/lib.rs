@@ -5,6 +5,7 @@
 pub mod bottleneck;
 pub mod capture;
 pub mod fabric;
+pub mod fail;
 pub mod frame;
 pub mod frontend;
 pub mod lb;

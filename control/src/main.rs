@@ -23,6 +23,14 @@ enum Cmd {
     /// A data-parallel training job: torchrun-style processes rendezvous over TCP on a frontend
     /// network, broadcast the parameters, then compute and AllReduce gradient buckets.
     Train(control::train::TrainArgs),
+    /// Make something fail on a running fabric (a link: both ends down at once).
+    #[command(subcommand)]
+    Fail(control::fail::FailCmd),
+    /// Undo a failure (a link back up).
+    #[command(subcommand)]
+    Restore(control::fail::RestoreCmd),
+    /// The fabric's event log: failures and restores, in emulated and wall-clock time.
+    Events(control::fail::EventsArgs),
     /// LLDP neighbours and DCBX of every switch port and GPU NIC; `--check` compares them with
     /// the topology's cabling.
     Lldp(control::lldp_show::LldpArgs),
@@ -65,6 +73,9 @@ fn main() {
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
         Cmd::Run(a) => control::run::run(a),
         Cmd::Train(a) => control::train::run(a),
+        Cmd::Fail(c) => control::fail::fail(c),
+        Cmd::Restore(c) => control::fail::restore(c),
+        Cmd::Events(a) => control::fail::events(a),
         Cmd::Lldp(a) => control::lldp_show::run(a),
         Cmd::Replay(a) => control::replay::run(a),
         Cmd::Ping(a) => control::ping::run(a),

@@ -19,7 +19,7 @@
 //!   subnet via the downlinks to the spines of the serving switch's pod that reach it. In
 //!   general, the group towards a rail switch is every neighbour one hop closer to it on an
 //!   up/down path ([`Topology::hops_to`]). Own addresses are `local`.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use rocefab_contracts::config::{Mac, NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
@@ -166,12 +166,21 @@ fn seed(topo: &Topology, name: &str) -> u32 {
 /// Compiles the plan. `metrics_base`: switch i's metrics listen on 127.0.0.1:(metrics_base + i),
 /// host h's NIC agent on 127.0.0.1:(metrics_base + switches + h − 1).
 pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
+    compile_without(topo, metrics_base, &BTreeSet::new())
+}
+
+/// [`compile`] with the links whose indices (into `topo.links`, = `Plan::links`) are in `failed`
+/// cut: the same ports, next hops and addresses, the routes and ECMP groups static routing has
+/// without them (a switch does not route through a cut link, nor through a neighbour that lost
+/// its way to the destination).
+pub fn compile_without(topo: &Topology, metrics_base: u16, failed: &BTreeSet<usize>) -> Plan {
     let ports = switch_ports(topo);
     let links = link_plans(topo, &ports);
     let hosts = host_plans(topo, &links, metrics_base);
-    let hops: Vec<Vec<Option<u32>>> = (0..topo.switches.len()).map(|d| topo.hops_to(d)).collect();
-    let switches =
-        (0..topo.switches.len()).map(|si| switch_plan(topo, si, &ports[si], &links, &hops, metrics_base)).collect();
+    let hops: Vec<Vec<Option<u32>>> = (0..topo.switches.len()).map(|d| topo.hops_to_without(d, failed)).collect();
+    let switches = (0..topo.switches.len())
+        .map(|si| switch_plan(topo, si, &ports[si], &links, &hops, metrics_base, failed))
+        .collect();
     Plan { fabric: topo.fabric.clone(), mtu: topo.mtu, hosts, switches, links }
 }
 
@@ -293,7 +302,8 @@ pub fn port_delays(topo: &Topology, cable_ns: u64, peer_is_nic: bool) -> (u64, u
 }
 
 /// The neighbour behind a switch port: its endpoint, the port index, its MAC and address.
-type Peer = (Endpoint, u32, Mac, Ipv4Addr);
+/// A port's far end: endpoint, port index, its MAC and address, and whether its link is cut.
+type Peer = (Endpoint, u32, Mac, Ipv4Addr, bool);
 
 /// Switch `si` (whose ports are the links `ports`): its daemon config and kernel neighbours.
 fn switch_plan(
@@ -303,6 +313,7 @@ fn switch_plan(
     links: &[LinkPlan],
     hops: &[Vec<Option<u32>>],
     metrics_base: u16,
+    failed: &BTreeSet<usize>,
 ) -> SwitchPlan {
     let f = &topo.fabric;
     let sw = &topo.switches[si];
@@ -333,9 +344,9 @@ fn switch_plan(
             mac: peer.mac,
             host_route: matches!(peer_ep, Endpoint::Gpu { .. }),
         });
-        peers.push((peer_ep, p as u32, peer.mac, peer.addr));
+        peers.push((peer_ep, p as u32, peer.mac, peer.addr, failed.contains(&li)));
     }
-    let nexthops: Vec<NextHopConfig> = peers.iter().map(|(_, p, m, _)| NextHopConfig { port: *p, mac: *m }).collect();
+    let nexthops: Vec<NextHopConfig> = peers.iter().map(|(_, p, m, ..)| NextHopConfig { port: *p, mac: *m }).collect();
     let own = own_addresses(ports, links, &cfg_ports);
     let (groups, routes) = routes(topo, si, &peers, hops, &own);
     let netns = netns_name(f, &sw.name);
@@ -396,9 +407,9 @@ fn routes(
     let route = |routes: &mut Vec<RouteConfig>, a: Ipv4Addr, len: u8, g: Option<u32>| {
         routes.push(RouteConfig { prefix: IpAddr::V4(a), len, group: g });
     };
-    // Directly attached GPUs.
-    for (i, (e, ..)) in peers.iter().enumerate() {
-        if let Endpoint::Gpu { .. } = e {
+    // Directly attached GPUs (not over a cut cable).
+    for (i, (e, _, _, _, cut)) in peers.iter().enumerate() {
+        if let (Endpoint::Gpu { .. }, false) = (e, cut) {
             let g = group(vec![i as u32]);
             route(&mut routes, peers[i].3, 32, Some(g));
         }
@@ -442,9 +453,9 @@ fn toward(topo: &Topology, si: usize, peers: &[Peer], hops: &[Vec<Option<u32>>],
     peers
         .iter()
         .enumerate()
-        .filter(|(_, (e, ..))| match e {
+        .filter(|(_, (e, _, _, _, cut))| match e {
             Endpoint::Switch(n) => {
-                (*n == d || topo.switches[*n].role != Role::Rail) && hops[d][*n].is_some_and(|h| h + 1 == mine)
+                !cut && (*n == d || topo.switches[*n].role != Role::Rail) && hops[d][*n].is_some_and(|h| h + 1 == mine)
             }
             Endpoint::Gpu { .. } => false,
         })

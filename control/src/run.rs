@@ -258,6 +258,8 @@ pub struct RunReport {
     /// Switch ports that had frames queued and sent nothing for more than four frame times
     /// during the job (the machine's doing), emulated.
     pub tx_stalls: Vec<rocefab_contracts::sample::PortStalls>,
+    /// The fabric's events (failures, restores: `rocefab events`) while the job ran.
+    pub events: Vec<String>,
 }
 
 /// An unfinished QP of one host ([`rocefab_contracts::job::QpStall`]).
@@ -306,6 +308,7 @@ pub fn summarize(
         queues: Vec::new(),
         pfc: Vec::new(),
         tx_stalls: Vec::new(),
+        events: Vec::new(),
     };
     // Every QP by (qpn, peer qpn), for finding a requester's peer responder (a 512-rank
     // all-to-all has 523,264 QP ends: a search per requester took minutes).
@@ -488,6 +491,9 @@ pub fn render_table(r: &RunReport) -> String {
     }
     if r.errors.len() > STALLS_SHOWN {
         s += &format!("and {} more errors (in `--json` and the run's report.json)\n", r.errors.len() - STALLS_SHOWN);
+    }
+    for e in &r.events {
+        s += &format!("event during the job: {e}\n");
     }
     for w in &r.warnings {
         s += &format!("warning: {w}\n");
@@ -1191,6 +1197,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
     // their retries), but then only from the CPUs: its senders were held by whatever stalled.
     let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len();
+    rep.events = crate::fail::events_between(
+        &a.fabric,
+        rundir::unix_now_ns().saturating_sub(started.elapsed().as_nanos() as u64),
+        rundir::unix_now_ns(),
+    );
     rep.queues = rocefab_contracts::sample::queue_use(&switches_before, &switches_after, Some(rep.completion_ns));
     rep.pfc = rocefab_contracts::sample::pfc_use(&switches_before, &switches_after);
     rep.tx_stalls = rocefab_contracts::sample::port_stalls(&switches_before, &switches_after);

@@ -91,6 +91,9 @@ pub struct State {
     /// before captures and replays converted to emulated time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<EmulatedClock>,
+    /// Links cut by `rocefab fail link` and not restored, by index into `links`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_links: Vec<usize>,
 }
 
 /// A fabric's emulated clock (README "Emulated time"): at time dilation D, the wall-clock
@@ -237,6 +240,7 @@ mod tests {
             }],
             daemons: vec![],
             clock: Some(EmulatedClock { time_dilation: 8000.0, zero_unix_ns: 1_700_000_000_000_000_000 }),
+            failed_links: vec![0],
         };
         st.save().unwrap();
         assert_eq!(State::load("t1").unwrap(), st);

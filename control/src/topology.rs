@@ -931,6 +931,11 @@ impl Topology {
     /// super-spines carry transit traffic, never another rail switch. Next hops towards `d`
     /// are the neighbours one hop closer (the ECMP group).
     pub fn hops_to(&self, d: usize) -> Vec<Option<u32>> {
+        self.hops_to_without(d, &std::collections::BTreeSet::new())
+    }
+
+    /// [`Topology::hops_to`] with the links whose indices are in `failed` cut.
+    pub fn hops_to_without(&self, d: usize, failed: &std::collections::BTreeSet<usize>) -> Vec<Option<u32>> {
         let mut dist = vec![None; self.switches.len()];
         dist[d] = Some(0);
         let mut queue = std::collections::VecDeque::from([d]);
@@ -939,7 +944,7 @@ impl Topology {
                 continue;
             }
             let here = dist[n].expect("queued nodes have a distance");
-            for l in &self.links {
+            for (_, l) in self.links.iter().enumerate().filter(|(i, _)| !failed.contains(i)) {
                 let m = match (&l.a, &l.b) {
                     (Endpoint::Switch(a), Endpoint::Switch(b)) if *a == n => *b,
                     (Endpoint::Switch(a), Endpoint::Switch(b)) if *b == n => *a,

@@ -471,6 +471,8 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     let mut net = run::summarize(&a.fabric, "train", a.segment, a.model_params * ELEM, world, &reports, metrics);
     net.hosts = fh.hosts.len();
     net.timed_out = timed_out;
+    let now = rundir::unix_now_ns();
+    net.events = crate::fail::events_between(&a.fabric, now.saturating_sub(started.elapsed().as_nanos() as u64), now);
     net.errors.extend(errors);
     net.ok &= net.errors.is_empty() && reports.len() == fh.hosts.len();
     let at: std::collections::HashMap<usize, u64> =

@@ -452,3 +452,46 @@ fn dual_rail_per_switch_subnets_are_halves_of_a_summarised_24() {
     assert_eq!(members(r1, route(r1, "10.0.2.0", 24)).len(), 2);
     assert!(!r1.config.routes.iter().any(|r| r.len == 25));
 }
+
+/// Static routing without a cut link (`rocefab fail link`): rail-spine with rail1 -- spine1 cut.
+/// rail1 reaches rail2's subnet through spine2 only, spine1 has no route to rail1's subnet any
+/// more, and rail2, which cannot see the cut, still stops sending rail1's traffic to spine1 (the
+/// neighbour that lost its way). Cutting a GPU's cable takes its /32 away. Ports, next hops
+/// and addresses stay as they were.
+#[test]
+fn a_cut_link_leaves_every_route_that_needed_it() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml");
+    let topo = Topology::load(&p).unwrap();
+    let whole = compile(&topo, 9400);
+    let li = whole
+        .links
+        .iter()
+        .position(|l| {
+            let ends = [l.a.node.as_str(), l.b.node.as_str()];
+            ends.contains(&"rail1") && ends.contains(&"spine1")
+        })
+        .unwrap();
+    let cut = control::plan::compile_without(&topo, 9400, &[li].into_iter().collect());
+    let peers = |s: &SwitchPlan, prefix: &str, len: u8| -> Vec<String> {
+        let mut v: Vec<String> = members(s, route(s, prefix, len)).into_iter().map(|(p, _)| p).collect();
+        v.sort();
+        v
+    };
+    let (r1, r2, s1) = (cut.switch("rail1").unwrap(), cut.switch("rail2").unwrap(), cut.switch("spine1").unwrap());
+    assert_eq!(peers(whole.switch("rail1").unwrap(), "10.0.2.0", 24).len(), 2);
+    assert_eq!(peers(r1, "10.0.2.0", 24), ["spine2:eth1"]);
+    assert_eq!(peers(r2, "10.0.1.0", 24), ["spine2:eth2"]);
+    assert!(!s1.config.routes.iter().any(|r| r.prefix == ip("10.0.1.0") && r.len == 24), "{:?}", s1.config.routes);
+    assert_eq!(peers(s1, "10.0.2.0", 24), ["rail2:eth5"]);
+    for (a, b) in whole.switches.iter().zip(&cut.switches) {
+        assert_eq!((&a.config.ports, &a.config.nexthops), (&b.config.ports, &b.config.nexthops), "{}", a.name);
+    }
+    // A GPU's cable: its /32 at the rail switch goes.
+    let gi = whole.links.iter().position(|l| l.a.node == "host2" || l.b.node == "host2").unwrap();
+    let cut = control::plan::compile_without(&topo, 9400, &[gi].into_iter().collect());
+    let l = &whole.links[gi];
+    let (host_end, sw) = if l.a.node == "host2" { (&l.a, &l.b.node) } else { (&l.b, &l.a.node) };
+    let host2 = whole.host("host2").unwrap().nics.iter().find(|n| n.ifname == host_end.ifname).unwrap().addr;
+    assert!(whole.switch(sw).unwrap().config.routes.iter().any(|r| r.prefix == IpAddr::V4(host2) && r.len == 32));
+    assert!(!cut.switch(sw).unwrap().config.routes.iter().any(|r| r.prefix == IpAddr::V4(host2) && r.len == 32));
+}

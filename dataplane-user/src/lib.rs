@@ -10,6 +10,7 @@
 //! Its ports' LLDP/DCBX agents are `lldp_agent::NodeAgent`, shared with the NIC agent.
 
 pub mod buffer;
+pub mod carrier;
 pub mod ctrl;
 pub mod dataplane;
 pub mod decision;

@@ -160,8 +160,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let carrier = CarrierMetrics::new(metrics.registry(), &labels, &names).context("registering carrier metrics")?;
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
-    let router = router(&cfg, &scrape, &names, tap_consumer, &stats, agent.as_ref());
+    let routing = Arc::new(Mutex::new(Routing {
+        carrier: crate::carrier::Carrier::new(&cfg),
+        routes: cfg.routes.clone(),
+        nexthops: cfg.nexthops.len(),
+        updates: carrier.route_updates.clone(),
+    }));
+    let router = router(&cfg, &scrape, &names, tap_consumer, &stats, agent.as_ref())
+        .merge(routes_router(&cfg, &scrape, &routing));
+    let links = watch_carrier(&cfg, &scrape, &routing, &names, &carrier);
 
     // 5. The control side, until a signal, the data-plane thread's end or a failure.
     let failure = tokio::runtime::Builder::new_current_thread()
@@ -169,7 +178,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .build()
         .context("building the control side's tokio runtime")
         .and_then(|rt| {
-            let r = rt.block_on(control(&cfg, listener, router, signals, ctrl, agent, dp_gone));
+            let r = rt.block_on(control(&cfg, listener, router, signals, ctrl, agent, dp_gone, links));
             // Dropping the runtime ends the server's connection tasks and their hold on `scrape`.
             drop(rt);
             r
@@ -301,6 +310,7 @@ fn shut_down(
 ///
 /// `ctrl` is the control side's end of the rings to the data plane; a task that sends frames
 /// (`ControlEnd::send`) takes a clone of it, next to [`from_data_plane`]'s.
+#[allow(clippy::too_many_arguments)]
 async fn control(
     cfg: &SwitchConfig,
     listener: TcpListener,
@@ -309,6 +319,7 @@ async fn control(
     ctrl: Arc<Mutex<ControlEnd>>,
     agent: Option<Arc<Mutex<NodeAgent>>>,
     mut dp_gone: tokio::sync::oneshot::Receiver<Infallible>,
+    links: impl std::future::Future<Output = anyhow::Result<Infallible>>,
 ) -> anyhow::Result<()> {
     let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
     let from_dp = Doorbell::new(lock(&ctrl).from_dp.clone()).context("registering the data plane's event bell")?;
@@ -330,12 +341,177 @@ async fn control(
             return Err(e).context("waiting for data-plane events");
         }
         _ = &mut dp_gone => false,
+        r = links => {
+            let Err(e) = r;
+            return Err(e).context("watching the ports' carrier");
+        }
         r = http::serve(listener, router) => {
             return Err(r.err().map_or_else(|| anyhow!("stopped"), anyhow::Error::new)).context("metrics server");
         }
     };
     if let (true, Some(a)) = (signalled, &agent) {
         shutdown_lldp(cfg, a, &ctrl, &mut dp_gone).await;
+    }
+    Ok(())
+}
+
+/// The families of static routing's link watch ([`crate::carrier`]).
+struct CarrierMetrics {
+    route_updates: prometheus::IntCounter,
+    carrier: prometheus::IntGaugeVec,
+}
+
+impl CarrierMetrics {
+    fn new(
+        registry: &prometheus::Registry,
+        labels: &std::collections::HashMap<String, String>,
+        ports: &[String],
+    ) -> prometheus::Result<CarrierMetrics> {
+        let route_updates = prometheus::IntCounter::with_opts(
+            prometheus::Opts::new(
+                "rocefab_route_updates_total",
+                "ECMP groups the switch rewrote in its XDP maps (a member's carrier went or came)",
+            )
+            .const_labels(labels.clone()),
+        )?;
+        registry.register(Box::new(route_updates.clone()))?;
+        let carrier = prometheus::IntGaugeVec::new(
+            prometheus::Opts::new("rocefab_port_carrier", "1 while the port is up with carrier, else 0")
+                .const_labels(labels.clone()),
+            &["port"],
+        )?;
+        registry.register(Box::new(carrier.clone()))?;
+        for p in ports {
+            carrier.with_label_values(&[p.as_str()]).set(1);
+        }
+        Ok(CarrierMetrics { route_updates, carrier })
+    }
+}
+
+/// The switch's routing as its XDP maps hold it: the groups as routed with the carrier filter
+/// ([`crate::carrier::Carrier`]) and the routes.
+struct Routing {
+    carrier: crate::carrier::Carrier,
+    routes: Vec<rocefab_contracts::config::RouteConfig>,
+    /// Next hops of the configuration (pushed groups must name them).
+    nexthops: usize,
+    updates: prometheus::IntCounter,
+}
+
+/// What `PUT /routes` takes: the switch's ECMP groups and routes as the fabric's static route
+/// computation has them now (`rocefab fail link` recomputes them without a cut link).
+#[derive(serde::Deserialize, serde::Serialize)]
+struct RoutesBody {
+    groups: Vec<Vec<u32>>,
+    routes: Vec<rocefab_contracts::config::RouteConfig>,
+}
+
+/// `PUT /routes` ([`RoutesBody`]; 400 naming what is wrong) and `GET /routes` (what the maps
+/// hold: the routes and each group's live members).
+fn routes_router(cfg: &SwitchConfig, scrape: &Arc<Mutex<Scrape>>, routing: &Arc<Mutex<Routing>>) -> axum::Router {
+    use axum::http::StatusCode;
+    let (s, r, name) = (scrape.clone(), routing.clone(), cfg.name.clone());
+    let put = move |axum::Json(b): axum::Json<RoutesBody>| {
+        let res = apply_routes(&name, &s, &r, b);
+        async move {
+            match res {
+                Ok(n) => (StatusCode::OK, format!("{n} groups and routes written\n")),
+                Err(e) => (StatusCode::BAD_REQUEST, format!("{e:#}\n")),
+            }
+        }
+    };
+    let r = routing.clone();
+    let get = move || {
+        let g = lock(&r);
+        let body = RoutesBody { groups: g.carrier.live().to_vec(), routes: g.routes.clone() };
+        async move { axum::Json(body) }
+    };
+    axum::Router::new().route("/routes", axum::routing::put(put).get(get))
+}
+
+/// Writes pushed groups (with the carrier filter) and routes into the XDP maps; how many
+/// groups and routes were written.
+fn apply_routes(name: &str, scrape: &Mutex<Scrape>, routing: &Mutex<Routing>, b: RoutesBody) -> anyhow::Result<usize> {
+    let mut r = lock(routing);
+    if let Some((g, m)) = b.groups.iter().enumerate().find(|(_, m)| {
+        m.len() > dataplane_common::limits::MAX_GROUP_MEMBERS || m.iter().any(|&nh| nh as usize >= r.nexthops)
+    }) {
+        bail!(
+            "group {g} {m:?}: more than {} members or a next hop beyond the {} configured",
+            dataplane_common::limits::MAX_GROUP_MEMBERS,
+            r.nexthops
+        );
+    }
+    if b.groups.len() > dataplane_common::limits::MAX_GROUPS as usize {
+        bail!("{} groups, at most {}", b.groups.len(), dataplane_common::limits::MAX_GROUPS);
+    }
+    if let Some(x) = b.routes.iter().find(|x| x.group.is_some_and(|g| g as usize >= b.groups.len())) {
+        bail!("route {}/{} names group {:?} of {}", x.prefix, x.len, x.group, b.groups.len());
+    }
+    let live = r.carrier.set_groups(b.groups);
+    let mut s = lock(scrape);
+    for (g, members) in &live {
+        s.xdp.set_group(*g, members).with_context(|| format!("writing ECMP group {g}"))?;
+    }
+    s.xdp.replace_routes(&r.routes, &b.routes).context("writing the routes")?;
+    let n = live.len() + b.routes.len();
+    tracing::info!(switch = %name, groups = live.len(), routes = b.routes.len(), "routes replaced");
+    r.routes = b.routes;
+    r.updates.inc();
+    Ok(n)
+}
+
+/// Static routing's link watch ([`crate::carrier`]): at start and on every link notification of
+/// the switch's namespace (RTM_NEWLINK/RTM_DELLINK, rtnetlink), reads the ports' carrier and
+/// rewrites the ECMP groups whose live members changed. Returns only on an error.
+async fn watch_carrier(
+    cfg: &SwitchConfig,
+    scrape: &Mutex<Scrape>,
+    routing: &Mutex<Routing>,
+    names: &[String],
+    m: &CarrierMetrics,
+) -> anyhow::Result<Infallible> {
+    use futures_util::StreamExt;
+    use rtnetlink::sys::AsyncSocket;
+    let (mut conn, _handle, mut messages) = rtnetlink::new_connection().context("opening a netlink socket")?;
+    conn.socket_mut()
+        .socket_mut()
+        .bind(&rtnetlink::sys::SocketAddr::new(0, rtnetlink::constants::RTMGRP_LINK))
+        .context("subscribing to link notifications")?;
+    tokio::spawn(conn);
+    loop {
+        apply_carrier(cfg, scrape, routing, names, m)?;
+        if messages.next().await.is_none() {
+            bail!("the netlink socket closed");
+        }
+    }
+}
+
+/// One look of [`watch_carrier`]: the ports' carrier now, and the groups that changed written.
+fn apply_carrier(
+    cfg: &SwitchConfig,
+    scrape: &Mutex<Scrape>,
+    routing: &Mutex<Routing>,
+    names: &[String],
+    m: &CarrierMetrics,
+) -> anyhow::Result<()> {
+    let up: Vec<bool> = names.iter().map(|n| rocefab_plumbing::link::link_running(n).unwrap_or(false)).collect();
+    let mut r = lock(routing);
+    for (p, (&now, name)) in up.iter().zip(names).enumerate() {
+        if now != r.carrier.is_up(p) {
+            tracing::info!(switch = %cfg.name, port = %name, carrier = now, "port carrier changed");
+            m.carrier.with_label_values(&[name.as_str()]).set(i64::from(now));
+        }
+    }
+    // Routing, then the maps (as `apply_routes` takes them).
+    let changed = r.carrier.update(&up);
+    if !changed.is_empty() {
+        let mut s = lock(scrape);
+        for (g, members) in changed {
+            s.xdp.set_group(g, &members).with_context(|| format!("rewriting ECMP group {g}"))?;
+            tracing::info!(switch = %cfg.name, group = g, ?members, "ECMP group rewritten");
+            m.route_updates.inc();
+        }
     }
     Ok(())
 }

@@ -148,9 +148,19 @@ impl NodeAgent {
         }
     }
 
-    /// Frames due at `now`, as (port index, frame); ages neighbours out.
+    /// Frames due at `now`, as (port index, frame); ages neighbours out. A port whose link was
+    /// last seen without carrier sends nothing (IEEE 802.1AB 9.2.9: transmission needs
+    /// `portEnabled`); its timers run on, and the link's return starts a fast start.
     pub fn poll(&mut self, now: u64) -> Vec<(usize, Vec<u8>)> {
-        let out = self.ports.iter_mut().enumerate().filter_map(|(i, p)| p.agent.poll(now).map(|f| (i, f))).collect();
+        let out = self
+            .ports
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let f = p.agent.poll(now)?;
+                p.seen.is_none_or(|s| s.running).then_some((i, f))
+            })
+            .collect();
         for i in 0..self.ports.len() {
             self.log_mismatches(i);
         }
@@ -286,9 +296,13 @@ mod tests {
         assert_eq!(a.next_deadline(), idle, "the first look only records the state");
         a.watch_links(7_000_000_000, |p| Link { ifindex: Some(7), running: p != "eth1" });
         assert_eq!(a.next_deadline(), idle, "carrier lost: nothing to send");
-        a.watch_links(8_000_000_000, |_| up(7));
-        assert_eq!(a.next_deadline(), 8_000_000_000, "eth1 came back up: an LLDPDU at once");
-        let due = a.poll(8_000_000_000);
+        // Its interval comes while the carrier is away: only eth0 sends.
+        let due = a.poll(idle);
+        assert_eq!(due.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![0], "no LLDPDU without carrier");
+        let back = idle + 1_000_000_000;
+        a.watch_links(back, |_| up(7));
+        assert_eq!(a.next_deadline(), back, "eth1 came back up: an LLDPDU at once");
+        let due = a.poll(back);
         assert_eq!(due.iter().map(|(p, _)| *p).collect::<Vec<_>>(), vec![1]);
     }
 

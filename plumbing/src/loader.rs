@@ -34,7 +34,7 @@ use dataplane_common::limits::MAX_GROUP_MEMBERS;
 use dataplane_common::{
     counter, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams, WredParams, XdpMeta,
 };
-use rocefab_contracts::config::SwitchConfig;
+use rocefab_contracts::config::{RouteConfig, SwitchConfig};
 
 /// The XDP object built by `build.rs` (ELF, BTF included).
 pub static XDP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/rocefab-xdp"));
@@ -287,27 +287,46 @@ impl XdpSwitch {
         wred_map.set(0, wred, 0).map_err(err(maps::WRED, format!("{wred:?}")))?;
 
         for r in &cfg.routes {
-            let value = RouteValue { group: r.group.unwrap_or(RouteValue::LOCAL) };
-            let what = || format!("route {}/{}", r.prefix, r.len);
-            match r.prefix {
-                IpAddr::V4(a) => {
-                    if r.len > 32 {
-                        return Err(LoaderError::BadRoute { prefix: r.prefix, len: r.len, why: "prefix length > 32" });
-                    }
-                    let net = mask(a.octets(), r.len);
-                    let mut t: LpmTrie<&mut MapData, [u8; 4], RouteValue> = typed_map(&mut self.ebpf, maps::ROUTES_V4)?;
-                    t.insert(&Key::new(r.len.into(), net), value, 0).map_err(err(maps::ROUTES_V4, what()))?;
+            self.route(r, true)?;
+        }
+        Ok(())
+    }
+
+    /// Inserts (`add`) or deletes route `r` in the LPM tries.
+    fn route(&mut self, r: &RouteConfig, add: bool) -> Result<(), LoaderError> {
+        let value = RouteValue { group: r.group.unwrap_or(RouteValue::LOCAL) };
+        let what = || format!("route {}/{}", r.prefix, r.len);
+        let map_err =
+            |map: &'static str| move |source| LoaderError::Map { map, what: what(), source: Box::new(source) };
+        match r.prefix {
+            IpAddr::V4(a) => {
+                if r.len > 32 {
+                    return Err(LoaderError::BadRoute { prefix: r.prefix, len: r.len, why: "prefix length > 32" });
                 }
-                IpAddr::V6(a) => {
-                    if r.len > 128 {
-                        return Err(LoaderError::BadRoute { prefix: r.prefix, len: r.len, why: "prefix length > 128" });
-                    }
-                    let net = mask(a.octets(), r.len);
-                    let mut t: LpmTrie<&mut MapData, [u8; 16], RouteValue> =
-                        typed_map(&mut self.ebpf, maps::ROUTES_V6)?;
-                    t.insert(&Key::new(r.len.into(), net), value, 0).map_err(err(maps::ROUTES_V6, what()))?;
-                }
+                let key = Key::new(r.len.into(), mask(a.octets(), r.len));
+                let mut t: LpmTrie<&mut MapData, [u8; 4], RouteValue> = typed_map(&mut self.ebpf, maps::ROUTES_V4)?;
+                if add { t.insert(&key, value, 0) } else { t.remove(&key) }.map_err(map_err(maps::ROUTES_V4))
             }
+            IpAddr::V6(a) => {
+                if r.len > 128 {
+                    return Err(LoaderError::BadRoute { prefix: r.prefix, len: r.len, why: "prefix length > 128" });
+                }
+                let key = Key::new(r.len.into(), mask(a.octets(), r.len));
+                let mut t: LpmTrie<&mut MapData, [u8; 16], RouteValue> = typed_map(&mut self.ebpf, maps::ROUTES_V6)?;
+                if add { t.insert(&key, value, 0) } else { t.remove(&key) }.map_err(map_err(maps::ROUTES_V6))
+            }
+        }
+    }
+
+    /// Replaces the routes `old` (what the maps hold) with `new`: first every new route is
+    /// written (a prefix in both takes its new group at once), then the old prefixes that are not
+    /// in `new` go. The groups `new` names must be written first ([`XdpSwitch::set_group`]).
+    pub fn replace_routes(&mut self, old: &[RouteConfig], new: &[RouteConfig]) -> Result<(), LoaderError> {
+        for r in new {
+            self.route(r, true)?;
+        }
+        for r in old.iter().filter(|o| !new.iter().any(|n| n.prefix == o.prefix && n.len == o.len)) {
+            self.route(r, false)?;
         }
         Ok(())
     }
@@ -340,6 +359,22 @@ impl XdpSwitch {
                 Err(LoaderError::Map { map: maps::FLOWLETS, what: format!("{key:?}"), source: Box::new(source) })
             }
         }
+    }
+
+    /// Rewrites ECMP group `g` with `members` (next-hop ids; none: the group's routes drop as
+    /// route misses). A packet the program is forwarding meanwhile sees the old or the new group.
+    pub fn set_group(&mut self, g: u32, members: &[u32]) -> Result<(), LoaderError> {
+        if members.len() > MAX_GROUP_MEMBERS {
+            return Err(LoaderError::BadGroup { group: g as usize, members: members.len() });
+        }
+        let mut groups: Array<&mut MapData, NextHopGroup> = typed_map(&mut self.ebpf, maps::GROUPS)?;
+        let mut v = NextHopGroup { count: members.len() as u32, ..Default::default() };
+        v.members[..members.len()].copy_from_slice(members);
+        groups.set(g, v, 0).map_err(|source| LoaderError::Map {
+            map: maps::GROUPS,
+            what: format!("group {g} {members:?}"),
+            source: Box::new(source),
+        })
     }
 
     /// Puts an AF_XDP socket fd into `XSKS` at the port's index.

@@ -1,0 +1,467 @@
+//! Failures on a running fabric (book ch. 10-11: what a cut link does to a training job), and the
+//! fabric's event log.
+//!
+//! * `rocefab fail link [FABRIC] <NODE:PORT> [--for DURATION]` cuts a cable: both ends of the veth
+//!   go down at once (no frame crosses in either direction, the carrier goes at both switches).
+//!   With static routing each switch's link watch (`dataplane-user`'s `carrier`) removes the port
+//!   from its ECMP groups as soon as the kernel reports the carrier loss; the command waits until
+//!   both ends' switches have (their `rocefab_port_carrier` gauge reads 0) and says how long that
+//!   took. `--for` restores the link after that long (emulated time, so D × it of wall clock).
+//! * `rocefab restore link [FABRIC] <NODE:PORT>` puts the cable back; the groups take the port
+//!   back when the carrier returns.
+//! * `rocefab events [FABRIC] [--json]`: every failure and restore, with its emulated time (the
+//!   fabric's clock, README "Emulated time") and its wall-clock time. The log is
+//!   `<run dir>/events.jsonl`, one JSON object per line.
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use serde::{Deserialize, Serialize};
+
+use crate::rundir::{self, LinkState, State};
+
+/// `rocefab fail ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum FailCmd {
+    /// Cut a link: both ends down at once; `--for` restores it after that long (emulated).
+    #[command(override_usage = "rocefab fail link [FABRIC] <NODE:PORT> [--for DURATION]")]
+    Link(LinkArgs),
+    /// A GPU NIC misbehaves: `--pfc-storm` (it sends PFC pauses without pause, as a stuck NIC
+    /// does) or `--down` (its port goes down, as `fail link` of its cable).
+    #[command(
+        override_usage = "rocefab fail nic [FABRIC] <HOST:NIC> (--pfc-storm --for DURATION [--priority P] | --down [--for DURATION])"
+    )]
+    Nic(NicArgs),
+}
+
+/// `rocefab fail nic`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct NicArgs {
+    /// `[FABRIC] HOST:NIC`, e.g. `host2:gpu0`.
+    #[arg(num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
+    /// Send PFC frames pausing `--priority` for the longest time (65535 quanta), refreshed at
+    /// half that time, for `--for` (required: the storm is bounded).
+    #[arg(long, conflicts_with = "down", requires = "for_ns")]
+    pub pfc_storm: bool,
+    /// The priority the storm pauses.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub priority: u8,
+    /// Take the NIC's port down (both ends of its cable).
+    #[arg(long)]
+    pub down: bool,
+    /// How long, emulated (`500ms`, `2s`).
+    #[arg(long = "for", value_parser = parse_emulated)]
+    pub for_ns: Option<u64>,
+}
+
+/// `rocefab restore ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum RestoreCmd {
+    /// Put a cut link back.
+    #[command(override_usage = "rocefab restore link [FABRIC] <NODE:PORT>")]
+    Link(LinkArgs),
+}
+
+/// A link, by one of its ends.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LinkArgs {
+    /// `[FABRIC] NODE:PORT`: the fabric (optional when one is running) and either end of the
+    /// link, e.g. `rail1:eth5` or `host2:gpu0`.
+    #[arg(num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
+    /// Restore the link after this long, emulated (`20ms`, `2s`); without it the link stays
+    /// down until `rocefab restore link`.
+    #[arg(long = "for", value_parser = parse_emulated)]
+    pub for_ns: Option<u64>,
+}
+
+/// `rocefab events`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct EventsArgs {
+    /// The fabric (optional when one is running).
+    pub fabric: Option<String>,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_emulated(s: &str) -> Result<u64, String> {
+    rocefab_units::parse_duration(s, rocefab_units::Bare::Refuse).map(|d| d.as_nanos() as u64)
+}
+
+/// One line of the event log.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Event {
+    /// Emulated ns since `rocefab up` began (the fabric's clock).
+    pub emulated_ns: u64,
+    /// Wall-clock Unix time, ns.
+    pub wall_unix_ns: u64,
+    /// `link down`, `link up`.
+    pub event: String,
+    /// What it concerns (`rail1:eth5 -- spine1:eth1`).
+    pub target: String,
+    /// What was measured or why.
+    pub detail: String,
+}
+
+/// The log's path.
+pub fn log_path(fabric: &str) -> std::path::PathBuf {
+    rundir::dir(fabric).join("events.jsonl")
+}
+
+/// Appends an event at the wall-clock Unix time `wall` to `fabric`'s log.
+pub fn record(st: &State, wall: u64, event: &str, target: &str, detail: String) -> anyhow::Result<Event> {
+    let clock = st.clock()?;
+    let e = Event {
+        emulated_ns: clock.emulated_unix_ns(wall).saturating_sub(clock.zero_unix_ns),
+        wall_unix_ns: wall,
+        event: event.into(),
+        target: target.into(),
+        detail,
+    };
+    append(&log_path(&st.fabric), &e)?;
+    Ok(e)
+}
+
+/// Appends `e` to the log at `p`.
+fn append(p: &std::path::Path, e: &Event) -> anyhow::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .with_context(|| format!("opening {}", p.display()))?;
+    writeln!(f, "{}", serde_json::to_string(e)?).with_context(|| format!("writing {}", p.display()))
+}
+
+/// The log of `fabric`, oldest first.
+pub fn read_log(fabric: &str) -> anyhow::Result<Vec<Event>> {
+    read_log_at(&log_path(fabric))
+}
+
+/// The log at `p` (none yet: empty); a line that is not an event is an error naming its line.
+fn read_log_at(p: &std::path::Path) -> anyhow::Result<Vec<Event>> {
+    let text = match std::fs::read_to_string(p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", p.display())),
+    };
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: not an event", p.display(), i + 1)))
+        .collect()
+}
+
+/// The events of `fabric` whose wall-clock time lies in `from..=to` (Unix ns), as lines for a
+/// report (`[12.5 ms emulated] link down rail1:eth3 -- spine1:eth1`); unreadable log: nothing.
+pub fn events_between(fabric: &str, from: u64, to: u64) -> Vec<String> {
+    read_log(fabric)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| (from..=to).contains(&e.wall_unix_ns))
+        .map(|e| format!("{} {} {}", at(e), e.event, e.target))
+        .collect()
+}
+
+/// The fabric, the link named by `args` (`[FABRIC] NODE:PORT`) and its index.
+fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
+    let (fabric, end) = match args {
+        [end] => (crate::fabric::pick_fabric(None)?, end.clone()),
+        [f, end] => (f.clone(), end.clone()),
+        _ => bail!("expected [FABRIC] NODE:PORT"),
+    };
+    let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
+    if !end.contains(':') {
+        bail!("{end:?}: name a link by one of its ends, as NODE:PORT (e.g. rail1:eth5)");
+    }
+    let index = st.links.iter().position(|l| l.a == end || l.b == end).ok_or_else(|| {
+        let node = end.split(':').next().unwrap_or_default();
+        let ports: Vec<&str> = st
+            .links
+            .iter()
+            .flat_map(|l| [l.a.as_str(), l.b.as_str()])
+            .filter(|e| e.split(':').next() == Some(node))
+            .collect();
+        anyhow!("fabric {fabric} has no link {end} (links of {node}: {})", ports.join(", "))
+    })?;
+    let link = st.links[index].clone();
+    Ok((st, link, index))
+}
+
+/// Static routing's recomputation: the fabric's routes and ECMP groups without the cut links
+/// (`st.failed_links`), pushed to every switch (`PUT /routes`), as the controller of a static
+/// fabric does. A switch that only lost a member to carrier fixes that itself; one that routes
+/// through a neighbour that lost its way (rail2 sending rail1's traffic to a spine cut from
+/// rail1) needs this. How long it took, wall clock.
+fn push_routes(st: &State) -> anyhow::Result<Duration> {
+    let t0 = Instant::now();
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    let failed = st.failed_links.iter().copied().collect();
+    let plan = crate::plan::compile_without(&topo, 0, &failed);
+    for sw in &plan.switches {
+        let d = st
+            .daemons
+            .iter()
+            .find(|d| !d.is_host() && d.node() == sw.name)
+            .ok_or_else(|| anyhow!("fabric {}: no daemon for switch {}", st.fabric, sw.name))?;
+        let body = serde_json::json!({ "groups": sw.config.groups, "routes": sw.config.routes });
+        crate::fabric::http_request(
+            "PUT",
+            &d.url("/routes"),
+            Some(&serde_json::to_vec(&body)?),
+            Duration::from_secs(5),
+        )
+        .with_context(|| format!("pushing the routes to {}", sw.name))?;
+    }
+    Ok(t0.elapsed())
+}
+
+/// Sets both ends of `l` down or up (`ip link set`, one command per namespace, back to back).
+fn set_link(l: &LinkState, up: bool) -> anyhow::Result<()> {
+    let state = if up { "up" } else { "down" };
+    for (ns, end) in [(&l.a_netns, &l.a), (&l.b_netns, &l.b)] {
+        let ifname = end.split_once(':').map_or(end.as_str(), |x| x.1);
+        crate::netns::ip_batch(Some(ns), &[format!("link set dev {ifname} {state}")])
+            .with_context(|| format!("setting {end} {state}"))?;
+    }
+    Ok(())
+}
+
+/// Polls the switches at the ends of `l` until each reports the carrier of its port as `up`
+/// (`rocefab_port_carrier`), within `limit`; how long each took, by end (hosts have no switch
+/// daemon and are left out).
+fn wait_carrier(st: &State, l: &LinkState, up: bool, limit: Duration) -> Vec<(String, Option<Duration>)> {
+    let t0 = Instant::now();
+    let ends: Vec<(String, String, String)> = [&l.a, &l.b]
+        .into_iter()
+        .filter_map(|end| {
+            let (node, port) = end.split_once(':')?;
+            let d = st.daemons.iter().find(|d| !d.is_host() && d.node() == node)?;
+            Some((end.clone(), port.to_string(), d.metrics_url.clone()))
+        })
+        .collect();
+    let mut seen: Vec<Option<Duration>> = vec![None; ends.len()];
+    while seen.iter().any(Option::is_none) && t0.elapsed() < limit {
+        for (i, (_, port, url)) in ends.iter().enumerate() {
+            if seen[i].is_some() {
+                continue;
+            }
+            let Ok(text) = crate::fabric::scrape(url, Duration::from_millis(500)) else { continue };
+            let v = crate::fabric::port_counter(&text, "rocefab_port_carrier", port);
+            if (v == 1) == up {
+                seen[i] = Some(t0.elapsed());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    ends.into_iter().map(|e| e.0).zip(seen).collect()
+}
+
+/// `rocefab fail ...`.
+pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
+    match cmd {
+        FailCmd::Nic(a) if a.down => fail(&FailCmd::Link(LinkArgs { args: a.args.clone(), for_ns: a.for_ns })),
+        FailCmd::Nic(a) if a.pfc_storm => pfc_storm(a),
+        FailCmd::Nic(_) => bail!("rocefab fail nic: say how it fails: --pfc-storm --for DURATION, or --down"),
+        FailCmd::Link(a) => {
+            let (mut st, l, index) = find_link(&a.args)?;
+            let target = format!("{} -- {}", l.a, l.b);
+            let wall = rundir::unix_now_ns();
+            set_link(&l, false)?;
+            let seen = wait_carrier(&st, &l, false, Duration::from_secs(5));
+            if !st.failed_links.contains(&index) {
+                st.failed_links.push(index);
+                st.save()?;
+            }
+            let pushed = push_routes(&st)?;
+            let detail = format!(
+                "{}; routes without it pushed to every switch in {:.1} ms",
+                describe("carrier loss", &seen),
+                pushed.as_secs_f64() * 1e3
+            );
+            let e = record(&st, wall, "link down", &target, detail.clone())?;
+            println!("{} link {target} down; {detail}", at(&e));
+            if let Some(ns) = a.for_ns {
+                let wall_for = st.clock()?.dilation().duration(ns);
+                std::thread::sleep(Duration::from_nanos(wall_for));
+                restore_link(&mut st, &l, index)?;
+            }
+            if seen.iter().any(|(_, t)| t.is_none()) {
+                bail!("link {target}: a switch did not report the carrier loss within 5 s ({detail})");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Longest PFC pause, quanta.
+const STORM_QUANTA: u16 = 0xffff;
+
+/// `rocefab fail nic --pfc-storm`: PFC frames pausing one priority for 65535 quanta from the
+/// NIC's port, every half pause (at the link's emulated rate, × D on the wall clock, at most
+/// 10 ms apart), for `--for`. The switch port's PFC watchdog is what should notice.
+fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
+    let (st, l, _) = find_link(&a.args)?;
+    let end = if a.args.len() == 2 { &a.args[1] } else { &a.args[0] };
+    let (host, nic) = end.split_once(':').ok_or_else(|| anyhow!("{end:?}: name a NIC as HOST:NIC"))?;
+    let (ns, _) = if l.a == *end { (&l.a_netns, &l.b) } else { (&l.b_netns, &l.a) };
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    let plan = crate::plan::compile(&topo, 0);
+    let mac = plan
+        .host(host)
+        .and_then(|h| h.nics.iter().find(|n| n.ifname == nic))
+        .map(|n| n.mac)
+        .ok_or_else(|| anyhow!("fabric {}: {end} is not a GPU NIC", st.fabric))?;
+    let d = st.clock()?.dilation();
+    let pause_ns = u64::from(STORM_QUANTA) * 512 * 1_000_000_000 / l.line_rate_bps.max(1);
+    let period =
+        Duration::from_nanos(d.duration(pause_ns / 2)).clamp(Duration::from_micros(100), Duration::from_millis(10));
+    let wall_for = Duration::from_nanos(d.duration(a.for_ns.expect("clap requires --for")));
+    let prio = rocefab_wire::ethernet::Priority::try_new(a.priority).map_err(|e| anyhow!("--priority: {e}"))?;
+    let mut set = rocefab_wire::ethernet::PrioritySet::EMPTY;
+    set.insert(prio);
+    let frame =
+        rocefab_wire::mac_control::MacControlRepr::Pfc(rocefab_wire::mac_control::PfcRepr::pause(set, STORM_QUANTA))
+            .to_frame(mac);
+    let target = end.to_string();
+    let detail = format!(
+        "PFC pause priority {} for {STORM_QUANTA} quanta every {:.2} ms (wall) for {}",
+        a.priority,
+        period.as_secs_f64() * 1e3,
+        crate::run::duration(a.for_ns.unwrap_or(0))
+    );
+    let e = record(&st, rundir::unix_now_ns(), "pfc storm start", &target, detail.clone())?;
+    println!("{} PFC storm from {target}: {detail}", at(&e));
+    let (ns, ifname) = (ns.clone(), nic.to_string());
+    let sent = std::thread::spawn(move || -> anyhow::Result<u64> {
+        crate::netns::enter(&ns)?;
+        let sock = rocefab_plumbing::packet::PacketSocket::sender(&ifname)
+            .with_context(|| format!("a packet socket on {ifname} in {ns}"))?;
+        let (t0, mut sent) = (Instant::now(), 0u64);
+        while t0.elapsed() < wall_for {
+            sock.send_retrying(&frame, Duration::from_millis(10)).with_context(|| format!("sending on {ifname}"))?;
+            sent += 1;
+            std::thread::sleep(period.min(wall_for.saturating_sub(t0.elapsed())));
+        }
+        Ok(sent)
+    })
+    .join()
+    .map_err(|_| anyhow!("the storm thread panicked"))??;
+    let e = record(&st, rundir::unix_now_ns(), "pfc storm end", &target, format!("{sent} PFC frames sent"))?;
+    println!("{} PFC storm from {target} over: {sent} PFC frames sent", at(&e));
+    Ok(())
+}
+
+/// `rocefab restore ...`.
+pub fn restore(cmd: &RestoreCmd) -> anyhow::Result<()> {
+    match cmd {
+        RestoreCmd::Link(a) => {
+            let (mut st, l, index) = find_link(&a.args)?;
+            restore_link(&mut st, &l, index)
+        }
+    }
+}
+
+fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<()> {
+    let target = format!("{} -- {}", l.a, l.b);
+    let wall = rundir::unix_now_ns();
+    set_link(l, true)?;
+    let seen = wait_carrier(st, l, true, Duration::from_secs(5));
+    st.failed_links.retain(|&i| i != index);
+    st.save()?;
+    let pushed = push_routes(st)?;
+    let detail = format!(
+        "{}; routes with it pushed to every switch in {:.1} ms",
+        describe("carrier", &seen),
+        pushed.as_secs_f64() * 1e3
+    );
+    let e = record(st, wall, "link up", &target, detail.clone())?;
+    println!("{} link {target} up; {detail}", at(&e));
+    if seen.iter().any(|(_, t)| t.is_none()) {
+        bail!("link {target}: a switch did not report the carrier within 5 s ({detail})");
+    }
+    Ok(())
+}
+
+/// `rail1:eth5 saw the carrier loss after 1.2 ms, spine1:eth1 after 1.4 ms (wall clock)`.
+fn describe(what: &str, seen: &[(String, Option<Duration>)]) -> String {
+    if seen.is_empty() {
+        return "no switch at either end".into();
+    }
+    let parts: Vec<String> = seen
+        .iter()
+        .map(|(end, t)| match t {
+            Some(t) => format!("{end} saw the {what} after {:.1} ms", t.as_secs_f64() * 1e3),
+            None => format!("{end} did not report the {what}"),
+        })
+        .collect();
+    format!("{} (wall clock)", parts.join(", "))
+}
+
+fn at(e: &Event) -> String {
+    format!("[{} emulated]", crate::run::duration(e.emulated_ns))
+}
+
+/// `rocefab events`.
+pub fn events(a: &EventsArgs) -> anyhow::Result<()> {
+    let fabric = crate::fabric::pick_fabric(a.fabric.as_deref())?;
+    let log = read_log(&fabric)?;
+    let mut out = std::io::stdout().lock();
+    if log.is_empty() && !a.json {
+        writeln!(out, "fabric {fabric}: no events")?;
+    }
+    for e in &log {
+        if a.json {
+            writeln!(out, "{}", serde_json::to_string(e)?)?;
+        } else {
+            writeln!(
+                out,
+                "{:>14} emulated  {}  {:<10} {}  {}",
+                crate::run::duration(e.emulated_ns),
+                rundir::rfc3339(e.wall_unix_ns),
+                e.event,
+                e.target,
+                e.detail
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_appends_reads_back_and_names_a_bad_line() {
+        let dir = std::env::temp_dir().join(format!("rocefab-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("events.jsonl");
+        let _ = std::fs::remove_file(&p);
+        assert!(read_log_at(&p).unwrap().is_empty(), "no log yet: no events");
+        let e = |ns, what: &str| Event {
+            emulated_ns: ns,
+            wall_unix_ns: 1_000 + ns,
+            event: what.into(),
+            target: "rail1:eth3 -- spine1:eth1".into(),
+            detail: "x".into(),
+        };
+        append(&p, &e(5, "link down")).unwrap();
+        append(&p, &e(9, "link up")).unwrap();
+        assert_eq!(read_log_at(&p).unwrap(), vec![e(5, "link down"), e(9, "link up")]);
+        std::fs::write(&p, format!("{}\nnot json\n", serde_json::to_string(&e(1, "link down")).unwrap())).unwrap();
+        let err = read_log_at(&p).unwrap_err();
+        assert!(format!("{err:#}").contains("events.jsonl:2: not an event"), "{err:#}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn carrier_times_read_as_a_sentence() {
+        let seen =
+            vec![("rail1:eth3".to_string(), Some(Duration::from_micros(1_250))), ("spine1:eth1".to_string(), None)];
+        assert_eq!(
+            describe("carrier loss", &seen),
+            "rail1:eth3 saw the carrier loss after 1.2 ms, spine1:eth1 did not report the carrier loss (wall clock)"
+        );
+    }
+}
