@@ -498,6 +498,47 @@ fn start_daemon(st: &mut State, d: DaemonState, binary: &Path) -> anyhow::Result
 
 /// Waits until `url` answers 200, failing with the log's tail if the daemon exits or the
 /// deadline passes.
+/// Stops switch `name`'s daemon (SIGTERM, then SIGKILL after 5 s); its pid is forgotten.
+pub fn stop_switch_daemon(st: &mut State, name: &str) -> anyhow::Result<()> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let d = st
+        .daemons
+        .iter_mut()
+        .find(|d| !d.is_host() && d.node() == name)
+        .ok_or_else(|| anyhow!("fabric {}: no switch {name}", st.fabric))?;
+    if let Some(pid) = d.pid.take() {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+        let end = Instant::now() + Duration::from_secs(5);
+        while pid_alive(pid) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if pid_alive(pid) {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+    }
+    st.save()?;
+    Ok(())
+}
+
+/// Starts switch `name`'s daemon again with its configuration and waits until it serves its
+/// metrics (30 s).
+pub fn start_switch_daemon(st: &mut State, name: &str) -> anyhow::Result<()> {
+    let switchd = locate_switchd()?;
+    let i = st
+        .daemons
+        .iter()
+        .position(|d| !d.is_host() && d.node() == name)
+        .ok_or_else(|| anyhow!("fabric {}: no switch {name}", st.fabric))?;
+    let (config, log) = (st.daemons[i].config.clone(), st.daemons[i].log.clone());
+    let pid = spawn_daemon(&switchd, &config, &log)?;
+    st.daemons[i].pid = Some(pid);
+    st.save()?;
+    let d = &st.daemons[i];
+    let timeout = Duration::from_secs(30);
+    wait_ready(d, &d.metrics_url, "rocefab-switchd", Instant::now() + timeout, timeout)
+}
+
 fn wait_ready(d: &DaemonState, url: &str, what: &str, deadline: Instant, timeout: Duration) -> anyhow::Result<()> {
     let pid = d.pid.expect("spawned");
     loop {

@@ -32,6 +32,21 @@ pub enum FailCmd {
         override_usage = "rocefab fail nic [FABRIC] <HOST:NIC> (--pfc-storm --for DURATION [--priority P] | --down [--for DURATION])"
     )]
     Nic(NicArgs),
+    /// A switch goes away: its daemon stops and every cable to it goes dark; `--for` brings it
+    /// back after that long (emulated).
+    #[command(override_usage = "rocefab fail switch [FABRIC] <SWITCH> [--for DURATION]")]
+    Switch(SwitchArgs),
+}
+
+/// `rocefab fail switch`, `rocefab restore switch`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SwitchArgs {
+    /// `[FABRIC] SWITCH`.
+    #[arg(num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
+    /// Restore it after this long, emulated.
+    #[arg(long = "for", value_parser = parse_emulated)]
+    pub for_ns: Option<u64>,
 }
 
 /// `rocefab fail nic`.
@@ -61,6 +76,9 @@ pub enum RestoreCmd {
     /// Put a cut link back.
     #[command(override_usage = "rocefab restore link [FABRIC] <NODE:PORT>")]
     Link(LinkArgs),
+    /// Bring a failed switch back: its cables, its daemon, the routes through it.
+    #[command(override_usage = "rocefab restore switch [FABRIC] <SWITCH>")]
+    Switch(SwitchArgs),
 }
 
 /// A link, by one of its ends.
@@ -188,6 +206,86 @@ fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
     Ok((st, link, index))
 }
 
+/// Every link cut: failed links and the links of failed switches (indices into `st.links`).
+fn cut_links(st: &State) -> std::collections::BTreeSet<usize> {
+    let of_switch = |i: usize| {
+        let l = &st.links[i];
+        [&l.a, &l.b].iter().any(|e| e.split(':').next().is_some_and(|n| st.failed_switches.iter().any(|s| s == n)))
+    };
+    st.failed_links.iter().copied().chain((0..st.links.len()).filter(|&i| of_switch(i))).collect()
+}
+
+/// The fabric and the switch named by `args` (`[FABRIC] SWITCH`).
+fn find_switch(args: &[String]) -> anyhow::Result<(State, String)> {
+    let (fabric, name) = match args {
+        [n] => (crate::fabric::pick_fabric(None)?, n.clone()),
+        [f, n] => (f.clone(), n.clone()),
+        _ => bail!("expected [FABRIC] SWITCH"),
+    };
+    let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
+    if !st.daemons.iter().any(|d| !d.is_host() && d.node() == name) {
+        let all: Vec<&str> = st.daemons.iter().filter(|d| !d.is_host()).map(|d| d.node()).collect();
+        bail!("fabric {fabric} has no switch {name:?} (switches: {})", all.join(", "));
+    }
+    Ok((st, name))
+}
+
+/// The links of switch `name`.
+fn links_of<'a>(st: &'a State, name: &str) -> Vec<&'a LinkState> {
+    st.links.iter().filter(|l| [&l.a, &l.b].iter().any(|e| e.split(':').next() == Some(name))).collect()
+}
+
+/// `rocefab fail switch`: its cables dark (every neighbour sees the carrier go), its daemon
+/// stopped, the routes recomputed without it and pushed to every other switch.
+fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
+    let (mut st, name) = find_switch(&a.args)?;
+    if st.failed_switches.contains(&name) {
+        bail!("switch {name} has already failed; `rocefab restore switch {name}` brings it back");
+    }
+    let wall = rundir::unix_now_ns();
+    let links: Vec<LinkState> = links_of(&st, &name).into_iter().cloned().collect();
+    for l in &links {
+        set_link(l, false)?;
+    }
+    crate::fabric::stop_switch_daemon(&mut st, &name)?;
+    st.failed_switches.push(name.clone());
+    st.save()?;
+    let pushed = push_routes(&st)?;
+    let detail = format!(
+        "daemon stopped, {} links dark; routes without it pushed to every other switch in {:.1} ms",
+        links.len(),
+        pushed.as_secs_f64() * 1e3
+    );
+    let e = record(&st, wall, "switch down", &name, detail.clone())?;
+    println!("{} switch {name} down: {detail}", at(&e));
+    if let Some(ns) = a.for_ns {
+        std::thread::sleep(Duration::from_nanos(st.clock()?.dilation().duration(ns)));
+        restore_switch(&mut st, &name)?;
+    }
+    Ok(())
+}
+
+/// `rocefab restore switch`: its cables back, its daemon started with its configuration, then
+/// the routes with it pushed to every switch (it too gets the fabric's routes of now).
+fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
+    if !st.failed_switches.iter().any(|s| s == name) {
+        bail!("switch {name} has not failed");
+    }
+    let wall = rundir::unix_now_ns();
+    let links: Vec<LinkState> = links_of(st, name).into_iter().cloned().collect();
+    for l in links.iter().filter(|l| !st.failed_links.iter().any(|&i| st.links[i] == **l)) {
+        set_link(l, true)?;
+    }
+    crate::fabric::start_switch_daemon(st, name)?;
+    st.failed_switches.retain(|s| s != name);
+    st.save()?;
+    let pushed = push_routes(st)?;
+    let detail = format!("daemon ready; routes with it pushed to every switch in {:.1} ms", pushed.as_secs_f64() * 1e3);
+    let e = record(st, wall, "switch up", name, detail.clone())?;
+    println!("{} switch {name} up: {detail}", at(&e));
+    Ok(())
+}
+
 /// Static routing's recomputation: the fabric's routes and ECMP groups without the cut links
 /// (`st.failed_links`), pushed to every switch (`PUT /routes`), as the controller of a static
 /// fabric does. A switch that only lost a member to carrier fixes that itself; one that routes
@@ -196,9 +294,9 @@ fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
 fn push_routes(st: &State) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
     let topo = crate::topology::Topology::load(&st.topology)?;
-    let failed = st.failed_links.iter().copied().collect();
+    let failed = cut_links(st);
     let plan = crate::plan::compile_without(&topo, 0, &failed);
-    for sw in &plan.switches {
+    for sw in plan.switches.iter().filter(|s| !st.failed_switches.contains(&s.name)) {
         let d = st
             .daemons
             .iter()
@@ -263,6 +361,7 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
         FailCmd::Nic(a) if a.down => fail(&FailCmd::Link(LinkArgs { args: a.args.clone(), for_ns: a.for_ns })),
         FailCmd::Nic(a) if a.pfc_storm => pfc_storm(a),
         FailCmd::Nic(_) => bail!("rocefab fail nic: say how it fails: --pfc-storm --for DURATION, or --down"),
+        FailCmd::Switch(a) => fail_switch(a),
         FailCmd::Link(a) => {
             let (mut st, l, index) = find_link(&a.args)?;
             let target = format!("{} -- {}", l.a, l.b);
@@ -358,6 +457,10 @@ pub fn restore(cmd: &RestoreCmd) -> anyhow::Result<()> {
         RestoreCmd::Link(a) => {
             let (mut st, l, index) = find_link(&a.args)?;
             restore_link(&mut st, &l, index)
+        }
+        RestoreCmd::Switch(a) => {
+            let (mut st, name) = find_switch(&a.args)?;
+            restore_switch(&mut st, &name)
         }
     }
 }

@@ -94,6 +94,9 @@ pub struct State {
     /// Links cut by `rocefab fail link` and not restored, by index into `links`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_links: Vec<usize>,
+    /// Switches stopped by `rocefab fail switch` and not restored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_switches: Vec<String>,
 }
 
 /// A fabric's emulated clock (README "Emulated time"): at time dilation D, the wall-clock
@@ -241,6 +244,7 @@ mod tests {
             daemons: vec![],
             clock: Some(EmulatedClock { time_dilation: 8000.0, zero_unix_ns: 1_700_000_000_000_000_000 }),
             failed_links: vec![0],
+            failed_switches: vec!["spine1".into()],
         };
         st.save().unwrap();
         assert_eq!(State::load("t1").unwrap(), st);

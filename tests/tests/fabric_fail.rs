@@ -131,3 +131,56 @@ fn a_pfc_storm_from_a_nic_is_detected_and_contained() {
         .collect();
     assert_eq!(kinds, ["pfc storm start", "pfc storm end"]);
 }
+
+/// `rocefab fail switch spine1` during an AllReduce: its cables go dark, its daemon stops, the
+/// routes without it go to the other switches, and the job completes verified over spine2.
+/// `rocefab restore switch` starts its daemon again with its cables and routes, and the next job
+/// crosses it.
+#[test]
+fn a_failed_spine_is_routed_around_and_comes_back() {
+    let f = Fabric::up("rail-spine.yaml", "rfsw");
+    let up1 = f.port_to("rail1", "spine1:eth1");
+    let at = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port)]);
+    let job = Command::new(rocefab_bin())
+        .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
+        .args(["--retransmit-timeout-ms", "2000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while at("rail1", "rocefab_port_tx_packets_total", &up1) < 2_000.0 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "the AllReduce never used rail1's uplink to spine1");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = rocefab(&["fail", "switch", &f.name, "spine1"]);
+    assert!(o.status.success(), "rocefab fail switch: {}\n{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("switch spine1 down: daemon stopped, 2 links dark"), "{}", stdout(&o));
+    let spine1d = || {
+        let config = format!("{}/spine1.json", rocefab_tests::fabric::run_dir(&f.name).display());
+        rocefab_tests::fabric::pids_with_cmdline(&config).len()
+    };
+    assert_eq!(spine1d(), 0, "spine1's daemon is gone");
+    assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 0.0);
+    let done = job.wait_with_output().unwrap();
+    assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
+    let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
+    assert!(r["events"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("switch down spine1")));
+
+    let o = rocefab(&["restore", "switch", &f.name, "spine1"]);
+    assert!(o.status.success(), "rocefab restore switch: {}\n{}", stdout(&o), stderr(&o));
+    assert_eq!(spine1d(), 1, "spine1's daemon is back");
+    assert_eq!((at("rail1", "rocefab_port_carrier", &up1), at("spine1", "rocefab_port_carrier", "eth1")), (1.0, 1.0));
+    let tx = at("rail1", "rocefab_port_tx_packets_total", &up1);
+    let o =
+        rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--timeout", "120", "--retransmit-timeout-ms", "2000"]);
+    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(at("rail1", "rocefab_port_tx_packets_total", &up1) > tx + 100.0, "spine1 carries traffic again");
+    let o = rocefab(&["events", &f.name, "--json"]);
+    let kinds: Vec<String> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["switch down", "switch up"]);
+}
