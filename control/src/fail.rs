@@ -207,7 +207,7 @@ fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
 }
 
 /// Every link cut: failed links and the links of failed switches (indices into `st.links`).
-fn cut_links(st: &State) -> std::collections::BTreeSet<usize> {
+pub fn cut_links(st: &State) -> std::collections::BTreeSet<usize> {
     let of_switch = |i: usize| {
         let l = &st.links[i];
         [&l.a, &l.b].iter().any(|e| e.split(':').next().is_some_and(|n| st.failed_switches.iter().any(|s| s == n)))

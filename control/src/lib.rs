@@ -21,6 +21,7 @@ pub mod progress;
 pub mod qos;
 pub mod replay;
 pub mod replay_rx;
+pub mod routes;
 pub mod run;
 pub mod rundir;
 pub mod send;

@@ -31,6 +31,10 @@ enum Cmd {
     Restore(control::fail::RestoreCmd),
     /// The fabric's event log: failures and restores, in emulated and wall-clock time.
     Events(control::fail::EventsArgs),
+    /// Every switch's routes in its data path beside static routing's computation, differences
+    /// marked.
+    #[command(override_usage = "rocefab routes [FABRIC] [SWITCH] [--json]")]
+    Routes(control::routes::RoutesArgs),
     /// LLDP neighbours and DCBX of every switch port and GPU NIC; `--check` compares them with
     /// the topology's cabling.
     Lldp(control::lldp_show::LldpArgs),
@@ -76,6 +80,7 @@ fn main() {
         Cmd::Fail(c) => control::fail::fail(c),
         Cmd::Restore(c) => control::fail::restore(c),
         Cmd::Events(a) => control::fail::events(a),
+        Cmd::Routes(a) => control::routes::run(a),
         Cmd::Lldp(a) => control::lldp_show::run(a),
         Cmd::Replay(a) => control::replay::run(a),
         Cmd::Ping(a) => control::ping::run(a),

@@ -9,6 +9,9 @@
 //! failure. `rocefab restore link` puts the port back in the groups and a second job uses it
 //! again; `rocefab events` lists both, in emulated and wall-clock time.
 //!
+//! `rocefab routes` shows every switch's data path equal to static routing's computation without
+//! the cut link.
+//!
 //! A PFC storm from a NIC (`rocefab fail nic host2:gpu0 --pfc-storm --for 1s`): rail1's PFC
 //! watchdog on the port to host2 detects it and restores the queue after it, rail1 passes no
 //! pause on to any other port (the storm stays contained), and the event log has its start and
@@ -57,6 +60,21 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     // rail1's groups toward the other rail (via both spines) lost a member; spine1's group
     // toward rail1 lost its only one.
     assert!(updates("rail1") >= 1.0 && updates("spine1") >= 1.0, "{} {}", updates("rail1"), updates("spine1"));
+
+    // Every switch's data path holds what static routing computes without the link: rail1 and
+    // rail2 reach each other through spine2 only.
+    let o = rocefab(&["routes", &f.name, "--json"]);
+    assert!(o.status.success(), "rocefab routes: {}", stderr(&o));
+    let held: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(held.len(), 4);
+    for sw in &held {
+        for r in sw["routes"].as_array().unwrap() {
+            assert_eq!(r["data_path"], r["computed"], "{}: {r}", sw["switch"]);
+        }
+    }
+    let rail1 = held.iter().find(|s| s["switch"] == "rail1").unwrap();
+    let to_rail2 = rail1["routes"].as_array().unwrap().iter().find(|r| r["prefix"] == "10.0.2.0/24").unwrap();
+    assert_eq!(to_rail2["data_path"], serde_json::json!(["spine2:eth1"]));
 
     let done = job.wait_with_output().unwrap();
     assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));

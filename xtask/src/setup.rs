@@ -23,8 +23,8 @@ use crate::util::{have, root, run as sh};
 /// friends for namespaces, and the independent oracles used by tests (tshark, scapy, promtool
 /// from `prometheus`, lldpad/lldptool as a DCBX peer, lldpd/lldpcli as a second LLDP agent beside
 /// the NIC agent), libpcap for capture filters, iperf3
-/// for `cargo xtask bench --fabric`'s TCP measurement and perf for
-/// `bench/scripts/profile-fabric.sh`.
+/// for `cargo xtask bench --fabric`'s TCP measurement, perf for
+/// `bench/scripts/profile-fabric.sh`, and FRR (zebra, bgpd, bfdd, vtysh) for `routing: bgp`.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "clang-22",
@@ -49,6 +49,7 @@ const APT_PACKAGES: &[&str] = &[
     "libpcap-dev",
     "iperf3",
     "linux-perf",
+    "frr",
 ];
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";
