@@ -73,6 +73,10 @@ pub struct SwitchConfig {
     /// Egress choice among ECMP members, per traffic class.
     #[serde(default)]
     pub load_balance: LbConfig,
+    /// `routing: bgp`: the data path also takes the kernel's FIB (the routes FRR installs), beside
+    /// `routes`, which then hold only the switch's own addresses and attached GPUs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fib: bool,
 }
 
 /// How a switch picks among the members of a next-hop group (book ch. 10 and 12): per traffic
@@ -681,6 +685,7 @@ mod tests {
             chassis_mac: None,
             time_dilation: 1.0,
             load_balance: LbConfig::default(),
+            fib: false,
         }
     }
 

@@ -435,6 +435,7 @@ mod tests {
             chassis_mac: None,
             time_dilation: d,
             load_balance: Default::default(),
+            fib: false,
         }
     }
 

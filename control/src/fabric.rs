@@ -241,7 +241,7 @@ fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     let daemons = Daemons { switchd: &switchd, nicd: nicd.as_deref(), lldp: &topo.lldp };
     let agents = if nicd.is_some() { plan.hosts.len() } else { 0 };
     let timeout = timeout.unwrap_or_else(|| default_up_timeout(plan.switches.len(), agents));
-    if let Err(e) = build(&plan, &mut st, &daemons, timeout) {
+    if let Err(e) = build(&topo, &plan, &mut st, &daemons, timeout) {
         let cleanup = teardown(&st);
         let mut msg = format!("{e:#}");
         if let Err(c) = cleanup {
@@ -273,7 +273,7 @@ struct Daemons<'a> {
 /// most one `ip -batch` process.
 const SETUP_WIDTH: usize = 8;
 
-fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> anyhow::Result<()> {
+fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> anyhow::Result<()> {
     // 1. Namespaces (recorded first), IPv6 off so no ND/MLD chatter crosses the switches; set
     //    in-process (a thread per namespace) before any interface exists, so `default` applies.
     //    The frontend bridge's namespace too (crate::frontend).
@@ -424,6 +424,14 @@ fn build(plan: &Plan, st: &mut State, daemons: &Daemons, timeout: Duration) -> a
             &phase,
         )?;
         phase.finish("ready");
+    }
+    // 6. With `routing: bgp`: FRR (zebra, bgpd, bfdd) in every switch namespace; the switch
+    //    daemons take the routes it installs from the kernel (crate::frr).
+    if topo.routing == crate::topology::Routing::Bgp {
+        let phase = Phase::start("FRR", plan.switches.len());
+        crate::frr::start(topo, plan)?;
+        phase.all_done();
+        phase.finish("started");
     }
     Ok(())
 }
@@ -702,7 +710,8 @@ fn daemon_pids(d: &DaemonState) -> BTreeSet<u32> {
 fn teardown(st: &State) -> anyhow::Result<()> {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
-    let mut problems = Vec::new();
+    // FRR first (`routing: bgp`): its pid files are in the run directory.
+    let mut problems = crate::frr::stop_all(&st.fabric, &st.namespaces);
     let started = Instant::now();
     let mut pids = BTreeSet::new();
     for d in &st.daemons {
@@ -1164,6 +1173,13 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
             };
             let _ = writeln!(o, "  route {}/{} -> {via}", r.prefix, r.len);
         }
+    }
+    // `routing: bgp`: the switches' routes through the fabric come from FRR; its configurations.
+    let run = crate::rundir::dir(&plan.fabric).join("frr");
+    for (name, text) in crate::frr::configs(topo, plan, &run.display().to_string()) {
+        let _ =
+            writeln!(o, "\nFRR configuration of {name} ({}/frr.conf):", crate::frr::dir(&plan.fabric, &name).display());
+        o += &text;
     }
     o
 }

@@ -248,14 +248,14 @@ fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
         set_link(l, false)?;
     }
     crate::fabric::stop_switch_daemon(&mut st, &name)?;
+    let ns = crate::plan::netns_name(&st.fabric, &name);
+    let problems = crate::frr::stop_only(&st.fabric, Some(&name), &[ns]);
+    if !problems.is_empty() {
+        bail!("stopping {name}'s FRR: {}", problems.join("; "));
+    }
     st.failed_switches.push(name.clone());
     st.save()?;
-    let pushed = push_routes(&st)?;
-    let detail = format!(
-        "daemon stopped, {} links dark; routes without it pushed to every other switch in {:.1} ms",
-        links.len(),
-        pushed.as_secs_f64() * 1e3
-    );
+    let detail = format!("daemon stopped, {} links dark; {}", links.len(), reroute(&st, "without it")?);
     let e = record(&st, wall, "switch down", &name, detail.clone())?;
     println!("{} switch {name} down: {detail}", at(&e));
     if let Some(ns) = a.for_ns {
@@ -277,13 +277,97 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
         set_link(l, true)?;
     }
     crate::fabric::start_switch_daemon(st, name)?;
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    if topo.routing == crate::topology::Routing::Bgp {
+        crate::frr::start_only(&topo, &crate::plan::compile(&topo, 0), Some(name))?;
+    }
     st.failed_switches.retain(|s| s != name);
     st.save()?;
-    let pushed = push_routes(st)?;
-    let detail = format!("daemon ready; routes with it pushed to every switch in {:.1} ms", pushed.as_secs_f64() * 1e3);
+    let detail = format!("daemon ready; {}", reroute(st, "with it")?);
     let e = record(st, wall, "switch up", name, detail.clone())?;
     println!("{} switch {name} up: {detail}", at(&e));
     Ok(())
+}
+
+/// Whether every switch's data path sends each destination the static computation without the
+/// cut links routes to the same neighbours (longest-prefix match in the data path, so a /24 and
+/// per-GPU /32s compare by where they lead), read from every live switch's `GET /routes`. With
+/// `routing: bgp` this is BGP having converged around the failure.
+fn converged(st: &State, topo: &crate::topology::Topology) -> anyhow::Result<bool> {
+    let mut t = topo.clone();
+    t.routing = crate::topology::Routing::Static;
+    let plan = crate::plan::compile_without(&t, 0, &cut_links(st));
+    for sw in plan.switches.iter().filter(|s| !st.failed_switches.contains(&s.name)) {
+        let d = st
+            .daemons
+            .iter()
+            .find(|d| !d.is_host() && d.node() == sw.name)
+            .ok_or_else(|| anyhow!("no daemon for switch {}", sw.name))?;
+        let held: serde_json::Value =
+            serde_json::from_str(&crate::fabric::scrape(&d.url("/routes"), Duration::from_millis(500))?)?;
+        let groups: Vec<Vec<u32>> = serde_json::from_value(held["groups"].clone())?;
+        let routes: Vec<rocefab_contracts::config::RouteConfig> = serde_json::from_value(held["routes"].clone())?;
+        let cfg = &sw.config;
+        let peers = |members: &[u32]| -> std::collections::BTreeSet<String> {
+            members
+                .iter()
+                .filter_map(|&nh| cfg.nexthops.get(nh as usize))
+                .filter_map(|n| cfg.ports.get(n.port as usize).map(|p| p.peer.clone()))
+                .collect()
+        };
+        for r in cfg.routes.iter().filter(|r| r.group.is_some()) {
+            let want = peers(&cfg.groups[r.group.expect("filtered") as usize]);
+            let hit = routes
+                .iter()
+                .filter(|h| h.len <= r.len && prefix_contains(h.prefix, h.len, r.prefix))
+                .max_by_key(|h| h.len);
+            let got = hit.and_then(|h| h.group).map(|g| peers(groups.get(g as usize).map_or(&[][..], |m| m)));
+            if got.as_ref() != Some(&want) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Whether `prefix/len` contains `a` (IPv4; other families never).
+fn prefix_contains(prefix: std::net::IpAddr, len: u8, a: std::net::IpAddr) -> bool {
+    match (prefix, a) {
+        (std::net::IpAddr::V4(p), std::net::IpAddr::V4(a)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            u32::from(p) & mask == u32::from(a) & mask
+        }
+        _ => false,
+    }
+}
+
+/// Polls [`converged`] until true or `limit`: how long it took.
+fn wait_converged(st: &State, limit: Duration) -> anyhow::Result<Option<Duration>> {
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if converged(st, &topo).unwrap_or(false) {
+            return Ok(Some(t0.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(None)
+}
+
+/// How the fabric takes a change: static routing pushes recomputed routes; BGP converges by
+/// itself (BFD, withdrawals, zebra, the switches' FIB watch), and this waits for it. The line
+/// that says how long it took.
+fn reroute(st: &State, with: &str) -> anyhow::Result<String> {
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    if topo.routing == crate::topology::Routing::Bgp {
+        let limit = Duration::from_nanos(st.clock()?.dilation().duration(10_000_000_000)).max(Duration::from_secs(30));
+        return Ok(match wait_converged(st, limit)? {
+            Some(t) => format!("BGP converged {with} in {:.1} ms (every switch's data path)", t.as_secs_f64() * 1e3),
+            None => format!("BGP had not converged {with} after {:.0} s", limit.as_secs_f64()),
+        });
+    }
+    let pushed = push_routes(st)?;
+    Ok(format!("routes {with} pushed to every switch in {:.1} ms", pushed.as_secs_f64() * 1e3))
 }
 
 /// Static routing's recomputation: the fabric's routes and ECMP groups without the cut links
@@ -372,12 +456,7 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
                 st.failed_links.push(index);
                 st.save()?;
             }
-            let pushed = push_routes(&st)?;
-            let detail = format!(
-                "{}; routes without it pushed to every switch in {:.1} ms",
-                describe("carrier loss", &seen),
-                pushed.as_secs_f64() * 1e3
-            );
+            let detail = format!("{}; {}", describe("carrier loss", &seen), reroute(&st, "without it")?);
             let e = record(&st, wall, "link down", &target, detail.clone())?;
             println!("{} link {target} down; {detail}", at(&e));
             if let Some(ns) = a.for_ns {
@@ -472,12 +551,7 @@ fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<(
     let seen = wait_carrier(st, l, true, Duration::from_secs(5));
     st.failed_links.retain(|&i| i != index);
     st.save()?;
-    let pushed = push_routes(st)?;
-    let detail = format!(
-        "{}; routes with it pushed to every switch in {:.1} ms",
-        describe("carrier", &seen),
-        pushed.as_secs_f64() * 1e3
-    );
+    let detail = format!("{}; {}", describe("carrier", &seen), reroute(st, "with it")?);
     let e = record(st, wall, "link up", &target, detail.clone())?;
     println!("{} link {target} up; {detail}", at(&e));
     if seen.iter().any(|(_, t)| t.is_none()) {

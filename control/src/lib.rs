@@ -8,6 +8,7 @@ pub mod fabric;
 pub mod fail;
 pub mod frame;
 pub mod frontend;
+pub mod frr;
 pub mod lb;
 pub mod lldp;
 pub mod lldp_show;

@@ -368,6 +368,7 @@ fn switch_plan(
         chassis_mac: Some(chassis_mac(f, si)),
         time_dilation: topo.time_dilation.factor(),
         load_balance: topo.load_balance[si].clone(),
+        fib: topo.routing == crate::topology::Routing::Bgp,
     };
     SwitchPlan { name: sw.name.clone(), netns, config, neighbors }
 }
@@ -418,7 +419,8 @@ fn routes(
     // GPU of the rail is reached through the same members (directly attached GPUs keep
     // their /32s, which win by longest prefix), else a /32 per remote GPU. With per-switch
     // rail subnets a group of rails served together is one subnet here: its summary /24.
-    for (rails, subnet) in &topo.rail_groups {
+    // With `routing: bgp` the fabric's routes come from FRR through the kernel FIB.
+    for (rails, subnet) in topo.rail_groups.iter().filter(|_| topo.routing == crate::topology::Routing::Static) {
         let remote: Vec<(u32, Vec<u32>)> = (1..=topo.hosts)
             .filter_map(|h| {
                 let d = topo.rail_switch_for(rails[0], h).expect("validated");

@@ -1,7 +1,9 @@
 //! `rocefab routes [FABRIC] [SWITCH] [--json]`: every switch's routes as its data path holds them
 //! (`GET /routes` of its daemon: the XDP maps' routes and each ECMP group's live members), beside
-//! what static routing computes for the fabric as it is now (the plan without the cut links and
-//! failed switches, `plan::compile_without`), with every difference marked. Members are shown as
+//! what the fabric's routing says: static routing's computation for the fabric as it is now (the
+//! plan without the cut links and failed switches, `plan::compile_without`), or with `routing:
+//! bgp` the switch's own routes plus what FRR selected (`vtysh -c "show ip route bgp json"`), with
+//! every difference marked. Members are shown as
 //! the neighbours they lead to (`spine1:eth1`).
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -70,20 +72,52 @@ pub fn compare(
     held: (&[Vec<u32>], &[RouteConfig]),
     computed: (&[Vec<u32>], &[RouteConfig]),
 ) -> Vec<RouteLine> {
+    compare_with(cfg, held, computed, &[])
+}
+
+/// [`compare`], with FRR's routes (`routing: bgp`: prefix, the ports they leave by) on the
+/// computed side too.
+pub fn compare_with(
+    cfg: &SwitchConfig,
+    held: (&[Vec<u32>], &[RouteConfig]),
+    computed: (&[Vec<u32>], &[RouteConfig]),
+    frr: &[(String, Vec<String>)],
+) -> Vec<RouteLine> {
     let mut by: BTreeMap<(std::net::IpAddr, u8), RouteLine> = BTreeMap::new();
+    fn entry(
+        by: &mut BTreeMap<(std::net::IpAddr, u8), RouteLine>,
+        prefix: std::net::IpAddr,
+        len: u8,
+    ) -> &mut RouteLine {
+        by.entry((prefix, len)).or_insert_with(|| RouteLine {
+            prefix: format!("{prefix}/{len}"),
+            data_path: None,
+            computed: None,
+        })
+    }
     for (side, (groups, routes)) in [(0, held), (1, computed)] {
         for r in routes {
-            let l = by.entry((r.prefix, r.len)).or_insert_with(|| RouteLine {
-                prefix: format!("{}/{}", r.prefix, r.len),
-                data_path: None,
-                computed: None,
-            });
             let h = Some(hops(cfg, groups, r.group));
+            let l = entry(&mut by, r.prefix, r.len);
             if side == 0 {
                 l.data_path = h;
             } else {
                 l.computed = h;
             }
+        }
+    }
+    for (prefix, ports) in frr {
+        let Some((a, len)) = prefix.split_once('/').and_then(|(a, l)| Some((a.parse().ok()?, l.parse().ok()?))) else {
+            continue;
+        };
+        let l = entry(&mut by, a, len);
+        if l.computed.is_none() {
+            let mut peers: Vec<String> = ports
+                .iter()
+                .map(|p| cfg.ports.iter().find(|x| x.name == *p).map_or_else(|| p.clone(), |x| x.peer.clone()))
+                .collect();
+            peers.sort();
+            l.computed = Some(peers);
         }
     }
     by.into_values().collect()
@@ -148,7 +182,14 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow!("no daemon for switch {}", sw.name))?;
         let text = crate::fabric::scrape(&d.url("/routes"), Duration::from_secs(5))?;
         let held: Held = serde_json::from_str(&text).with_context(|| format!("{}: GET /routes", sw.name))?;
-        let lines = compare(cfg, (&held.groups, &held.routes), (&cfg.groups, &cfg.routes));
+        // `routing: bgp`: what FRR selected, beside the configuration's own routes.
+        let frr = if topo.routing == crate::topology::Routing::Bgp {
+            let json = crate::frr::vtysh(&fabric, &sw.name, "show ip route bgp json")?;
+            crate::frr::bgp_routes(&json).with_context(|| format!("{}: FRR's routes", sw.name))?
+        } else {
+            Vec::new()
+        };
+        let lines = compare_with(cfg, (&held.groups, &held.routes), (&cfg.groups, &cfg.routes), &frr);
         differ += lines.iter().filter(|l| l.differs()).count();
         if a.json {
             out += &serde_json::to_string(&serde_json::json!({ "switch": sw.name, "routes": lines }))?;

@@ -154,6 +154,55 @@ struct RawTopology {
     /// Switch and NIC pipeline latencies (emulated).
     #[serde(default)]
     latency: RawLatency,
+    /// Who computes the routes: `static` (the plan, default) or `bgp` (FRR on every switch).
+    #[serde(default)]
+    routing: Routing,
+    /// BGP's settings with `routing: bgp`.
+    #[serde(default)]
+    bgp: RawBgp,
+}
+
+/// `routing:`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Routing {
+    /// Routes computed by the plan and written by `rocefab up` (and `rocefab fail`).
+    #[default]
+    Static,
+    /// eBGP by FRR on every switch; the data path follows the kernel's FIB.
+    Bgp,
+}
+
+/// `bgp: { bfd_interval: 100ms, bfd_multiplier: 3 }` (emulated; FRR gets the interval × D).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBgp {
+    #[serde(default = "default_bfd_interval")]
+    bfd_interval: Delay,
+    #[serde(default = "default_bfd_multiplier")]
+    bfd_multiplier: u8,
+}
+
+impl Default for RawBgp {
+    fn default() -> Self {
+        RawBgp { bfd_interval: default_bfd_interval(), bfd_multiplier: default_bfd_multiplier() }
+    }
+}
+
+fn default_bfd_interval() -> Delay {
+    Delay(100_000_000)
+}
+
+fn default_bfd_multiplier() -> u8 {
+    3
+}
+
+/// BGP's settings on the wall clock (`bgp:` × D).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BgpSettings {
+    /// BFD transmit and receive interval, wall-clock ms (FRR's unit).
+    pub bfd_interval_ms: u64,
+    pub bfd_multiplier: u8,
 }
 
 /// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper | hpcc-dcqcn }`.
@@ -897,6 +946,9 @@ pub struct Topology {
     /// Every switch's forwarding latency and every NIC's pipeline latency (each way), emulated ns.
     pub switch_latency_ns: u64,
     pub nic_latency_ns: u64,
+    pub routing: Routing,
+    /// With `routing: bgp`.
+    pub bgp: Option<BgpSettings>,
 }
 
 impl Topology {
@@ -1060,6 +1112,25 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
     )
     .map_err(|(f, m)| err(&f, m))?;
     let time_dilation = Dilation::new(raw.time_dilation).map_err(|e| err("time_dilation", e.to_string()))?;
+    let bgp = match raw.routing {
+        Routing::Static => None,
+        Routing::Bgp => {
+            // FRR takes 10..=60000 ms and detect multipliers 2..=255.
+            let ms = time_dilation.duration(raw.bgp.bfd_interval.0) / 1_000_000;
+            if !(10..=60_000).contains(&ms) {
+                return Err(err(
+                    "bgp.bfd_interval",
+                    format!(
+                        "{ms} ms on the wall clock (× time_dilation {time_dilation}) is outside FRR's 10..60000 ms"
+                    ),
+                ));
+            }
+            if raw.bgp.bfd_multiplier < 2 {
+                return Err(err("bgp.bfd_multiplier", "must be 2..=255".into()));
+            }
+            Some(BgpSettings { bfd_interval_ms: ms, bfd_multiplier: raw.bgp.bfd_multiplier })
+        }
+    };
     let names: Vec<String> = switches.iter().map(|s| s.name.clone()).collect();
     let load_balance = crate::lb::resolve(&raw.load_balance, &names).map_err(|(f, m)| err(&f, m))?;
 
@@ -1094,6 +1165,8 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         dcqcn: raw.dcqcn.profile,
         switch_latency_ns: raw.latency.switch.0,
         nic_latency_ns: raw.latency.nic.0,
+        routing: raw.routing,
+        bgp,
     })
 }
 

@@ -16,6 +16,7 @@ pub mod dataplane;
 pub mod decision;
 pub mod delay;
 pub mod ecn;
+pub mod fib;
 pub mod frames;
 pub mod metrics;
 pub mod pfc;

@@ -891,6 +891,7 @@ mod tests {
             chassis_mac: None,
             time_dilation: 1.0,
             load_balance: Default::default(),
+            fib: false,
         }
     }
 

@@ -143,6 +143,7 @@ mod tests {
             chassis_mac: None,
             time_dilation: 1000.0,
             load_balance: Default::default(),
+            fib: false,
         }
     }
 

@@ -461,9 +461,11 @@ fn apply_routes(name: &str, scrape: &Mutex<Scrape>, routing: &Mutex<Routing>, b:
     Ok(n)
 }
 
-/// Static routing's link watch ([`crate::carrier`]): at start and on every link notification of
-/// the switch's namespace (RTM_NEWLINK/RTM_DELLINK, rtnetlink), reads the ports' carrier and
-/// rewrites the ECMP groups whose live members changed. Returns only on an error.
+/// The link and FIB watch: at start and on every link notification of the switch's namespace
+/// (RTM_NEWLINK/RTM_DELLINK, rtnetlink), reads the ports' carrier and rewrites the ECMP groups
+/// whose live members changed ([`crate::carrier`]); with `fib` (`routing: bgp`) also on every
+/// route notification, reads the routes zebra installed and writes them with the configuration's
+/// ([`crate::fib`]). Returns only on an error.
 async fn watch_carrier(
     cfg: &SwitchConfig,
     scrape: &Mutex<Scrape>,
@@ -471,20 +473,73 @@ async fn watch_carrier(
     names: &[String],
     m: &CarrierMetrics,
 ) -> anyhow::Result<Infallible> {
-    use futures_util::StreamExt;
+    use futures_util::{FutureExt, StreamExt};
     use rtnetlink::sys::AsyncSocket;
-    let (mut conn, _handle, mut messages) = rtnetlink::new_connection().context("opening a netlink socket")?;
+    let (mut conn, handle, mut messages) = rtnetlink::new_connection().context("opening a netlink socket")?;
+    let groups = rtnetlink::constants::RTMGRP_LINK | if cfg.fib { rtnetlink::constants::RTMGRP_IPV4_ROUTE } else { 0 };
     conn.socket_mut()
         .socket_mut()
-        .bind(&rtnetlink::sys::SocketAddr::new(0, rtnetlink::constants::RTMGRP_LINK))
-        .context("subscribing to link notifications")?;
+        .bind(&rtnetlink::sys::SocketAddr::new(0, groups))
+        .context("subscribing to link and route notifications")?;
+    if cfg.fib {
+        // zebra keeps ECMP next hops as kernel nexthop objects: when a group gains or loses a
+        // member, only the object changes (RTM_NEWNEXTHOP), not the routes using it.
+        conn.socket_mut()
+            .socket_mut()
+            .add_membership(RTNLGRP_NEXTHOP)
+            .context("subscribing to nexthop notifications")?;
+    }
     tokio::spawn(conn);
+    let ifindexes = lock(scrape).xdp.ifindexes().to_vec();
+    let mut taken: Option<Vec<crate::fib::KernelRoute>> = None;
     loop {
         apply_carrier(cfg, scrape, routing, names, m)?;
+        if cfg.fib {
+            let kernel = kernel_routes(&handle).await.context("reading the kernel's routes")?;
+            if taken.as_ref() != Some(&kernel) {
+                let (groups, routes) = crate::fib::merge(cfg, &ifindexes, &kernel);
+                tracing::info!(switch = %cfg.name, kernel_routes = kernel.len(), "FIB changed");
+                apply_routes(&cfg.name, scrape, routing, RoutesBody { groups, routes })?;
+                taken = Some(kernel);
+            }
+        }
         if messages.next().await.is_none() {
             bail!("the netlink socket closed");
         }
+        // A burst of notifications (BGP converging) is one look.
+        while let Some(Some(_)) = messages.next().now_or_never() {}
     }
+}
+
+/// `RTNLGRP_NEXTHOP` (linux/rtnetlink.h): nexthop object notifications.
+const RTNLGRP_NEXTHOP: u32 = 32;
+
+/// The routes zebra installed (protocol bgp) in the main IPv4 table, with their outgoing
+/// interfaces, sorted.
+async fn kernel_routes(handle: &rtnetlink::Handle) -> anyhow::Result<Vec<crate::fib::KernelRoute>> {
+    use futures_util::TryStreamExt;
+    use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteProtocol};
+    let mut out = Vec::new();
+    let mut stream = handle.route().get(rtnetlink::RouteMessageBuilder::<std::net::Ipv4Addr>::new().build()).execute();
+    while let Some(r) = stream.try_next().await? {
+        if r.header.protocol != RouteProtocol::Bgp || r.header.table != RouteHeader::RT_TABLE_MAIN {
+            continue;
+        }
+        let mut prefix = std::net::Ipv4Addr::UNSPECIFIED;
+        let mut oifs = Vec::new();
+        for a in &r.attributes {
+            match a {
+                RouteAttribute::Destination(RouteAddress::Inet(d)) => prefix = *d,
+                RouteAttribute::Oif(i) => oifs.push(*i),
+                RouteAttribute::MultiPath(hops) => oifs.extend(hops.iter().map(|h| h.interface_index)),
+                _ => {}
+            }
+        }
+        oifs.sort_unstable();
+        out.push(crate::fib::KernelRoute { prefix, len: r.header.destination_prefix_length, oifs });
+    }
+    out.sort_by_key(|k| (k.prefix, k.len));
+    Ok(out)
 }
 
 /// One look of [`watch_carrier`]: the ports' carrier now, and the groups that changed written.

@@ -146,6 +146,7 @@ fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
         chassis_mac: None,
         time_dilation: 1.0,
         load_balance: Default::default(),
+        fib: false,
     }
 }
 

@@ -77,6 +77,7 @@ fn config(tag: &str) -> SwitchConfig {
         chassis_mac: None,
         time_dilation: 2.0,
         load_balance: Default::default(),
+        fib: false,
     };
     let lb = &mut cfg.load_balance;
     lb.modes[1] = LbMode::Flowlet;

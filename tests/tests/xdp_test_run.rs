@@ -76,6 +76,7 @@ fn config(tag: &str) -> SwitchConfig {
         chassis_mac: None,
         time_dilation: 1.0,
         load_balance: Default::default(),
+        fib: false,
     }
 }
 

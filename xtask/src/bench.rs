@@ -490,6 +490,7 @@ pub fn switch_config(metrics_port: u16) -> SwitchConfig {
         chassis_mac: None,
         time_dilation: 1.0,
         load_balance: Default::default(),
+        fib: false,
     }
 }
 

@@ -1,0 +1,132 @@
+//! Privileged: `routing: bgp` on rail-spine (book ch. 13): FRR (zebra, bgpd, bfdd) in every
+//! switch namespace, eBGP over every /31 with BFD, the rails advertised by their switches.
+//!
+//! * Every session is Established (`vtysh -c "show bgp summary json"` on every switch), the
+//!   kernel FIB holds BGP's ECMP routes, and every switch's data path equals its own routes plus
+//!   what FRR selected (`rocefab routes`): rail1 reaches rail2 through both spines.
+//! * A spine link cut during an AllReduce: BGP converges around it (the carrier loss or BFD,
+//!   withdrawals, zebra, the switches' FIB watch) within the BFD detection time, every switch's
+//!   data path then follows FRR (rail2, which cannot see the cut, learnt it), the job completes verified,
+//!   and after the restore every switch's data path equals FRR's again.
+//! * `rocefab down` stops every FRR daemon.
+//!
+//! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rocefab_tests::fabric::{metric, pids_with_cmdline, rocefab, rocefab_bin, stderr, stdout, Fabric};
+use serde_json::Value;
+
+const SWITCHES: [&str; 4] = ["rail1", "rail2", "spine1", "spine2"];
+
+fn vtysh(f: &Fabric, sw: &str, cmd: &str) -> String {
+    let dir = format!("{}/frr/{sw}", rocefab_tests::fabric::run_dir(&f.name).display());
+    let o = Command::new("vtysh").args(["--vty_socket", &dir, "--config_dir", &dir, "-c", cmd]).output().unwrap();
+    assert!(o.status.success(), "vtysh on {sw}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Every switch's routes (`rocefab routes --json`), and whether each data path equals what
+/// routing says.
+fn routes(f: &Fabric) -> (Vec<Value>, bool) {
+    let o = rocefab(&["routes", &f.name, "--json"]);
+    assert!(o.status.success(), "rocefab routes: {}", stderr(&o));
+    let held: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(held.len(), 4);
+    let agree = held.iter().all(|sw| sw["routes"].as_array().unwrap().iter().all(|r| r["data_path"] == r["computed"]));
+    (held, agree)
+}
+
+/// Every route of every switch: data path equal to what routing says.
+fn routes_agree(f: &Fabric) -> Vec<Value> {
+    let (held, agree) = routes(f);
+    assert!(agree, "{held:#?}");
+    held
+}
+
+fn route<'a>(held: &'a [Value], sw: &str, prefix: &str) -> &'a Value {
+    let s = held.iter().find(|s| s["switch"] == sw).unwrap();
+    s["routes"].as_array().unwrap().iter().find(|r| r["prefix"] == prefix).map_or(&Value::Null, |r| &r["data_path"])
+}
+
+#[test]
+fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
+    let f = Fabric::up_with("rail-spine.yaml", "rfbg", "routing: bgp\n");
+    // Sessions up on every switch (BGP's open, then BFD).
+    let t0 = Instant::now();
+    for sw in SWITCHES {
+        loop {
+            let s: Value = serde_json::from_str(&vtysh(&f, sw, "show bgp summary json")).unwrap();
+            let peers = s["ipv4Unicast"]["peers"].as_object().cloned().unwrap_or_default();
+            if peers.len() == 2 && peers.values().all(|p| p["state"] == "Established") {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(60), "{sw}: sessions not Established: {s:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // FRR's routes reach the kernel, then the data path.
+    let t0 = Instant::now();
+    let held = loop {
+        let (held, agree) = routes(&f);
+        let both = |sw, p| route(&held, sw, p).as_array().is_some_and(|m| m.len() == 2);
+        if agree && both("rail1", "10.0.2.0/24") && both("rail2", "10.0.1.0/24") {
+            break held;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "the data path did not take BGP's routes: {held:#?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
+    assert_eq!(route(&held, "spine1", "10.0.1.0/24").as_array().unwrap().len(), 1);
+    let fib = Command::new("ip").args(["-n", &f.netns("rail1"), "route", "show", "proto", "bgp"]).output().unwrap();
+    let fib = String::from_utf8_lossy(&fib.stdout);
+    assert!(fib.contains("10.0.2.0/24") && fib.matches("nexthop via").count() == 2, "{fib}");
+    assert!(metric(&f.metrics("rail1"), "rocefab_route_updates_total", &[]) >= 1.0);
+
+    // A spine link cut during an AllReduce.
+    let up1 = f.port_to("rail1", "spine1:eth1");
+    let tx = |p: &str| metric(&f.metrics("rail1"), "rocefab_port_tx_packets_total", &[("port", p)]);
+    let job = Command::new(rocefab_bin())
+        .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
+        .args(["--retransmit-timeout-ms", "2000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while tx(&up1) < 2_000.0 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "the AllReduce never used rail1's uplink to spine1");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
+    assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    let ms: f64 = out
+        .split("BGP converged without it in ")
+        .nth(1)
+        .and_then(|x| x.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    eprintln!("{out}");
+    // Within BFD's detection time (3 x 100 ms): the carrier loss is faster still (BGP's fast
+    // external failover takes the session down at once; 80 ms measured here, with the job running).
+    assert!(ms < 300.0, "converged after {ms} ms: {out}");
+    let held = routes_agree(&f);
+    assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
+    assert_eq!(route(&held, "rail2", "10.0.1.0/24"), &serde_json::json!(["spine2:eth2"]), "rail2 learnt it by BGP");
+    let done = job.wait_with_output().unwrap();
+    assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
+    let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
+
+    let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
+    assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("BGP converged with it in "), "{}", stdout(&o));
+    let held = routes_agree(&f);
+    assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
+
+    let name = f.name.clone();
+    drop(f);
+    let left = pids_with_cmdline(&format!("-N rf-{name}-"));
+    assert!(left.is_empty(), "FRR daemons left after down: {left:?}");
+}
