@@ -382,3 +382,23 @@ pub fn allreduce_in_order(f: &Fabric, extra: &[&str]) -> Value {
     );
     r
 }
+
+/// Starts a 16 MiB AllReduce on `f` in the background (`--json`, a 2 s retransmit timeout: the
+/// frames lost with a failure are resent after it) and returns once rail1's port `port` has sent
+/// 2,000 frames of it (the job's traffic crosses that port then); panics after 120 s.
+pub fn allreduce_crossing(f: &Fabric, port: &str) -> std::process::Child {
+    let job = std::process::Command::new(rocefab_bin())
+        .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
+        .args(["--retransmit-timeout-ms", "2000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("rocefab run");
+    let tx = || metric(&f.metrics("rail1"), "rocefab_port_tx_packets_total", &[("port", port)]);
+    let t0 = std::time::Instant::now();
+    while tx() < 2_000.0 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(120), "the AllReduce never crossed rail1:{port}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    job
+}

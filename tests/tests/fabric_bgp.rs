@@ -11,10 +11,10 @@
 //! * `rocefab down` stops every FRR daemon.
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{metric, pids_with_cmdline, rocefab, rocefab_bin, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{metric, pids_with_cmdline, rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
 const SWITCHES: [&str; 4] = ["rail1", "rail2", "spine1", "spine2"];
@@ -85,19 +85,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
 
     // A spine link cut during an AllReduce.
     let up1 = f.port_to("rail1", "spine1:eth1");
-    let tx = |p: &str| metric(&f.metrics("rail1"), "rocefab_port_tx_packets_total", &[("port", p)]);
-    let job = Command::new(rocefab_bin())
-        .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
-        .args(["--retransmit-timeout-ms", "2000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while tx(&up1) < 2_000.0 {
-        assert!(t0.elapsed() < Duration::from_secs(120), "the AllReduce never used rail1's uplink to spine1");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
     assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
     let out = stdout(&o);

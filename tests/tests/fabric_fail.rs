@@ -18,10 +18,10 @@
 //! end.
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{metric, rocefab, rocefab_bin, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{metric, rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
 #[test]
@@ -33,21 +33,7 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let updates = |sw: &str| metric(&f.metrics(sw), "rocefab_route_updates_total", &[]);
     assert_eq!((at("rail1", "rocefab_port_carrier", &up1), updates("rail1"), updates("spine1")), (1.0, 0.0, 0.0));
 
-    // A 2 s retransmit timeout (as in fabric_capture): the frames lost with the link are resent
-    // after it; this real-time fabric on a loaded machine needs no shorter one to be tested here.
-    let job = Command::new(rocefab_bin())
-        .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
-        .args(["--retransmit-timeout-ms", "2000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The job is under way once the uplink carries its frames.
-    let t0 = Instant::now();
-    while at("rail1", "rocefab_port_tx_packets_total", &up1) < 2_000.0 {
-        assert!(t0.elapsed() < Duration::from_secs(120), "the AllReduce never used rail1's uplink to spine1");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
     assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
     let out = stdout(&o);
@@ -159,18 +145,7 @@ fn a_failed_spine_is_routed_around_and_comes_back() {
     let f = Fabric::up("rail-spine.yaml", "rfsw");
     let up1 = f.port_to("rail1", "spine1:eth1");
     let at = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port)]);
-    let job = Command::new(rocefab_bin())
-        .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
-        .args(["--retransmit-timeout-ms", "2000"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while at("rail1", "rocefab_port_tx_packets_total", &up1) < 2_000.0 {
-        assert!(t0.elapsed() < Duration::from_secs(120), "the AllReduce never used rail1's uplink to spine1");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "switch", &f.name, "spine1"]);
     assert!(o.status.success(), "rocefab fail switch: {}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("switch spine1 down: daemon stopped, 2 links dark"), "{}", stdout(&o));
