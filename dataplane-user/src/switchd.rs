@@ -492,8 +492,9 @@ async fn watch_carrier(
     tokio::spawn(conn);
     let ifindexes = lock(scrape).xdp.ifindexes().to_vec();
     let mut taken: Option<Vec<crate::fib::KernelRoute>> = None;
+    let t0 = std::time::Instant::now();
     loop {
-        apply_carrier(cfg, scrape, routing, names, m)?;
+        let debounce = apply_carrier(cfg, scrape, routing, names, m, t0.elapsed().as_nanos() as u64)?;
         if cfg.fib {
             let kernel = kernel_routes(&handle).await.context("reading the kernel's routes")?;
             if taken.as_ref() != Some(&kernel) {
@@ -503,8 +504,16 @@ async fn watch_carrier(
                 taken = Some(kernel);
             }
         }
-        if messages.next().await.is_none() {
-            bail!("the netlink socket closed");
+        // The next notification, or the end of a pending carrier loss's debounce.
+        let wait =
+            debounce.map(|at| std::time::Duration::from_nanos(at.saturating_sub(t0.elapsed().as_nanos() as u64)));
+        tokio::select! {
+            msg = messages.next() => {
+                if msg.is_none() {
+                    bail!("the netlink socket closed");
+                }
+            }
+            _ = tokio::time::sleep(wait.unwrap_or(std::time::Duration::from_secs(3600))), if wait.is_some() => {}
         }
         // A burst of notifications (BGP converging) is one look.
         while let Some(Some(_)) = messages.next().now_or_never() {}
@@ -542,24 +551,32 @@ async fn kernel_routes(handle: &rtnetlink::Handle) -> anyhow::Result<Vec<crate::
     Ok(out)
 }
 
-/// One look of [`watch_carrier`]: the ports' carrier now, and the groups that changed written.
+/// One look of [`watch_carrier`] at `now` (ns on its clock): the ports' carrier, and the groups
+/// that changed written; when a pending carrier loss's debounce ends, if one is pending.
 fn apply_carrier(
     cfg: &SwitchConfig,
     scrape: &Mutex<Scrape>,
     routing: &Mutex<Routing>,
     names: &[String],
     m: &CarrierMetrics,
-) -> anyhow::Result<()> {
-    let up: Vec<bool> = names.iter().map(|n| rocefab_plumbing::link::link_running(n).unwrap_or(false)).collect();
+    now: u64,
+) -> anyhow::Result<Option<u64>> {
     let mut r = lock(routing);
-    for (p, (&now, name)) in up.iter().zip(names).enumerate() {
-        if now != r.carrier.is_up(p) {
-            tracing::info!(switch = %cfg.name, port = %name, carrier = now, "port carrier changed");
-            m.carrier.with_label_values(&[name.as_str()]).set(i64::from(now));
+    // An interface that cannot be read keeps its state (a failed ioctl is not a cut cable).
+    let up: Vec<bool> = names
+        .iter()
+        .enumerate()
+        .map(|(p, n)| rocefab_plumbing::link::link_running(n).unwrap_or_else(|| r.carrier.is_up(p)))
+        .collect();
+    for (&seen, name) in up.iter().zip(names) {
+        let g = m.carrier.with_label_values(&[name.as_str()]);
+        if i64::from(seen) != g.get() {
+            tracing::info!(switch = %cfg.name, port = %name, carrier = seen, "port carrier changed");
+            g.set(i64::from(seen));
         }
     }
     // Routing, then the maps (as `apply_routes` takes them).
-    let changed = r.carrier.update(&up);
+    let changed = r.carrier.update(&up, now);
     if !changed.is_empty() {
         let mut s = lock(scrape);
         for (g, members) in changed {
@@ -568,7 +585,7 @@ fn apply_carrier(
             m.route_updates.inc();
         }
     }
-    Ok(())
+    Ok(r.carrier.next_deadline())
 }
 
 /// The LLDP agent's transmit side: hands every due LLDPDU to the data plane (which sends it
