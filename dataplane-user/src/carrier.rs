@@ -6,9 +6,9 @@
 //! comes back, as a switch with no path does.
 //!
 //! A carrier loss counts once it has lasted [`DEBOUNCE_NS`] (wall clock), as a switch debounces
-//! link-down (NX-OS `link debounce time`, 100 ms by default): attaching an XDP program to a veth's
-//! peer blips its carrier for some tens of ms, and a group emptied for that long dropped a job's
-//! frames (route misses) and a ping right after `rocefab up`. A carrier that comes back counts at
+//! link-down (NX-OS `link debounce time`, 100 ms by default): a port's carrier was seen to blip
+//! for tens of ms just after `rocefab up` (cause not found yet), and a group emptied for that
+//! long dropped a job's frames (route misses) and a ping. A carrier that comes back counts at
 //! once.
 //!
 //! Pure: the daemon reads the ports' carrier and writes the groups [`Carrier::update`] returns
