@@ -292,11 +292,8 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
 /// Whether every switch's data path sends each destination the static computation without the
 /// cut links routes to the same neighbours (longest-prefix match in the data path, so a /24 and
 /// per-GPU /32s compare by where they lead), read from every live switch's `GET /routes`. With
-/// `routing: bgp` this is BGP having converged around the failure.
-fn converged(st: &State, topo: &crate::topology::Topology) -> anyhow::Result<bool> {
-    let mut t = topo.clone();
-    t.routing = crate::topology::Routing::Static;
-    let plan = crate::plan::compile_without(&t, 0, &cut_links(st));
+/// `routing: bgp` this is BGP having converged around the failure. `plan` is that computation.
+fn converged(st: &State, plan: &crate::plan::Plan) -> anyhow::Result<bool> {
     for sw in plan.switches.iter().filter(|s| !st.failed_switches.contains(&s.name)) {
         let d = st
             .daemons
@@ -342,11 +339,14 @@ fn prefix_contains(prefix: std::net::IpAddr, len: u8, a: std::net::IpAddr) -> bo
 }
 
 /// Polls [`converged`] until true or `limit`: how long it took.
-fn wait_converged(st: &State, limit: Duration) -> anyhow::Result<Option<Duration>> {
-    let topo = crate::topology::Topology::load(&st.topology)?;
+fn wait_converged(st: &State, topo: &crate::topology::Topology, limit: Duration) -> anyhow::Result<Option<Duration>> {
+    // What static routing computes without the cut links, once: the state every poll compares.
+    let mut t = topo.clone();
+    t.routing = crate::topology::Routing::Static;
+    let plan = crate::plan::compile_without(&t, 0, &cut_links(st));
     let t0 = Instant::now();
     while t0.elapsed() < limit {
-        if converged(st, &topo).unwrap_or(false) {
+        if converged(st, &plan).unwrap_or(false) {
             return Ok(Some(t0.elapsed()));
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -361,7 +361,7 @@ fn reroute(st: &State, with: &str) -> anyhow::Result<String> {
     let topo = crate::topology::Topology::load(&st.topology)?;
     if topo.routing == crate::topology::Routing::Bgp {
         let limit = Duration::from_nanos(st.clock()?.dilation().duration(10_000_000_000)).max(Duration::from_secs(30));
-        return Ok(match wait_converged(st, limit)? {
+        return Ok(match wait_converged(st, &topo, limit)? {
             Some(t) => format!("BGP converged {with} in {:.1} ms (every switch's data path)", t.as_secs_f64() * 1e3),
             None => format!("BGP had not converged {with} after {:.0} s", limit.as_secs_f64()),
         });

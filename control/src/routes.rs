@@ -66,18 +66,9 @@ fn hops(cfg: &SwitchConfig, groups: &[Vec<u32>], group: Option<u32>) -> Vec<Stri
     v
 }
 
-/// Lines for one switch: every prefix either side holds, by prefix.
+/// Lines for one switch: every prefix either side holds, by prefix; FRR's routes (`routing:
+/// bgp`: prefix, the ports they leave by) count on the computed side too.
 pub fn compare(
-    cfg: &SwitchConfig,
-    held: (&[Vec<u32>], &[RouteConfig]),
-    computed: (&[Vec<u32>], &[RouteConfig]),
-) -> Vec<RouteLine> {
-    compare_with(cfg, held, computed, &[])
-}
-
-/// [`compare`], with FRR's routes (`routing: bgp`: prefix, the ports they leave by) on the
-/// computed side too.
-pub fn compare_with(
     cfg: &SwitchConfig,
     held: (&[Vec<u32>], &[RouteConfig]),
     computed: (&[Vec<u32>], &[RouteConfig]),
@@ -189,7 +180,7 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
         } else {
             Vec::new()
         };
-        let lines = compare_with(cfg, (&held.groups, &held.routes), (&cfg.groups, &cfg.routes), &frr);
+        let lines = compare(cfg, (&held.groups, &held.routes), (&cfg.groups, &cfg.routes), &frr);
         differ += lines.iter().filter(|l| l.differs()).count();
         if a.json {
             out += &serde_json::to_string(&serde_json::json!({ "switch": sw.name, "routes": lines }))?;
@@ -215,7 +206,7 @@ mod tests {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/rail-spine.yaml");
         let plan = crate::plan::compile(&crate::topology::Topology::load(&p).unwrap(), 9400);
         let cfg = &plan.switch("rail1").unwrap().config;
-        let same = compare(cfg, (&cfg.groups, &cfg.routes), (&cfg.groups, &cfg.routes));
+        let same = compare(cfg, (&cfg.groups, &cfg.routes), (&cfg.groups, &cfg.routes), &[]);
         assert!(same.iter().all(|l| !l.differs()) && !same.is_empty());
         let up = same.iter().find(|l| l.prefix == "10.0.2.0/24").unwrap();
         assert_eq!(up.data_path.as_deref(), Some(&["spine1:eth1".to_string(), "spine2:eth1".to_string()][..]));
@@ -223,7 +214,7 @@ mod tests {
         let g = cfg.routes.iter().find(|r| r.prefix.to_string() == "10.0.2.0").unwrap().group.unwrap() as usize;
         let mut held = cfg.groups.clone();
         held[g].retain(|&nh| cfg.ports[cfg.nexthops[nh as usize].port as usize].peer != "spine1:eth1");
-        let lines = compare(cfg, (&held, &cfg.routes), (&cfg.groups, &cfg.routes));
+        let lines = compare(cfg, (&held, &cfg.routes), (&cfg.groups, &cfg.routes), &[]);
         let diff: Vec<_> = lines.iter().filter(|l| l.differs()).map(|l| l.prefix.as_str()).collect();
         assert_eq!(diff, ["10.0.2.0/24"]);
         let text = render("rail1", &lines);

@@ -112,29 +112,14 @@ impl Segment {
     }
 }
 
-/// Arguments of `rocefab run`.
+/// The options of every job on a fabric (`rocefab run`, `rocefab train`): how the QPs are set
+/// up, the data's seed and where the hosts serve metrics.
 #[derive(clap::Args, Debug, Clone)]
-pub struct RunArgs {
-    /// Name of a running fabric (`rocefab up`).
-    pub fabric: String,
-    /// The collective.
-    #[arg(value_enum)]
-    pub collective: Collective,
-    /// Input bytes per rank: a number with an optional KiB/MiB/GiB (or K/M/G, KB/MB/GB) suffix.
-    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
-    pub size: u64,
-    /// Print the report as JSON.
-    #[arg(long)]
-    pub json: bool,
+pub struct JobArgs {
     /// How requesters cut their writes: first-middle-last (standard RC) or write-only (every
     /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
     #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]
     pub segment: Segment,
-    /// Give up after this many seconds of wall clock from the start of the command (setting the
-    /// hosts up, the job, the reports): hosts still running then report what every unfinished QP
-    /// was waiting for, and the command exits non-zero.
-    #[arg(long, default_value_t = 300)]
-    pub timeout: u64,
     /// First port of the hosts' Prometheus metrics while the job runs: host1 serves on
     /// 127.0.0.1:BASE, the n-th host of the fabric (host<n>) on BASE + n - 1; the report lists
     /// every URL.
@@ -152,6 +137,30 @@ pub struct RunArgs {
     /// and at least four times a window's serialisation at the slowest NIC's line rate.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub retransmit_timeout_ms: Option<u64>,
+}
+
+/// Arguments of `rocefab run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Name of a running fabric (`rocefab up`).
+    pub fabric: String,
+    /// The collective.
+    #[arg(value_enum)]
+    pub collective: Collective,
+    /// Input bytes per rank: a number with an optional KiB/MiB/GiB (or K/M/G, KB/MB/GB) suffix.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up after this many seconds of wall clock from the start of the command (setting the
+    /// hosts up, the job, the reports): hosts still running then report what every unfinished QP
+    /// was waiting for, and the command exits non-zero.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// How the job's QPs are set up, shared with `rocefab train`.
+    #[command(flatten)]
+    pub job: JobArgs,
     /// Sample the switches and hosts while the job runs and draw the DCQCN timeline (book
     /// Fig. 11-7) against emulated time: FILE.svg the plot, FILE.json the samples and series;
     /// may be given twice.
@@ -1081,42 +1090,15 @@ pub(crate) fn execute(
     Ok(Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording })
 }
 
-/// The options every job on a fabric shares (`rocefab run`, `rocefab train`).
-#[derive(Clone, Debug)]
-pub(crate) struct JobSettings {
-    pub timeout: u64,
-    pub metrics_port_base: u16,
-    pub seed: u64,
-    pub window_packets: Option<u32>,
-    pub retransmit_timeout_ms: Option<u64>,
-    pub segment: Segment,
-    /// The NICs run DCQCN.
-    pub dcqcn_on: bool,
-}
-
-impl RunArgs {
-    fn settings(&self) -> JobSettings {
-        JobSettings {
-            timeout: self.timeout,
-            metrics_port_base: self.metrics_port_base,
-            seed: self.seed,
-            window_packets: self.window_packets,
-            retransmit_timeout_ms: self.retransmit_timeout_ms,
-            segment: self.segment,
-            dcqcn_on: true,
-        }
-    }
-}
-
-/// The build options of job `name` on the fabric `f` with `s`.
-pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobSettings) -> BuildOptions {
+/// The build options of job `name` on the fabric `f` with `s`, a `timeout` (s) and DCQCN on or off.
+pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobArgs, timeout: u64, dcqcn_on: bool) -> BuildOptions {
     let ipv6 = f.hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
     let window_packets = s.window_packets.unwrap_or_else(|| default_window_packets(f.mtu, ipv6));
     let path_mtu = path_mtu_for_link(f.mtu, ipv6).map_or(1024, |m| m.bytes() as u64);
     let slowest = f.hosts.iter().flat_map(|h| h.nics.iter()).map(|n| n.line_rate_bps).min().unwrap_or(1);
     BuildOptions {
         job_name: name.into(),
-        timeout_ms: s.timeout.saturating_mul(1000),
+        timeout_ms: timeout.saturating_mul(1000),
         seed_base: s.seed,
         metrics_port_base: Some(s.metrics_port_base),
         window_packets,
@@ -1127,7 +1109,7 @@ pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobSettings) -> Bui
         time_dilation: f.dilation.factor(),
         segment: s.segment.mode(),
         dcqcn: f.dcqcn,
-        dcqcn_on: s.dcqcn_on,
+        dcqcn_on,
     }
 }
 
@@ -1151,7 +1133,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     let kind = a.collective.kind();
     let fh = hosts_of(&a.fabric)?;
     let hostd = locate_hostd()?;
-    let opts = build_options(&format!("{}-{}", a.fabric, kind.name()), &fh, &a.settings());
+    let opts = build_options(&format!("{}-{}", a.fabric, kind.name()), &fh, &a.job, a.timeout, true);
     let mut built = collective_job::build(kind, &fh.hosts, a.size, &opts).context("building the collective")?;
     check_memory(&format!("{} on {}", kind.name(), a.fabric), &fh, &built.jobs)?;
     let FabricHosts { hosts, netns, mtu: link_mtu, dilation, .. } = fh;
@@ -1184,7 +1166,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         execute(&launch, &hostd, timeline, || Ok(()))?;
     // The addresses the jobs were given, so the report and the hosts agree.
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
-    let mut rep = summarize(&a.fabric, kind.name(), a.segment, a.size, built.layout.world_size(), &reports, metrics);
+    let mut rep =
+        summarize(&a.fabric, kind.name(), a.job.segment, a.size, built.layout.world_size(), &reports, metrics);
     if let Some(r) = recording {
         for l in r.finish(Some(rep.completion_ns))? {
             eprintln!("{l}");

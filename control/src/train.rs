@@ -31,7 +31,7 @@ use rocefab_contracts::job::{MilestoneReport, Report};
 use rocefab_contracts::rendezvous::{Hello, Joined};
 use serde::Serialize;
 
-use crate::run::{self, Executed, Hostds, JobSettings, Launch, RunReport, Segment};
+use crate::run::{self, Executed, Hostds, Launch, RunReport};
 use crate::rundir;
 
 /// How the parameters are broadcast (`--broadcast`).
@@ -85,21 +85,9 @@ pub struct TrainArgs {
     /// Give up after this many seconds of wall clock from the start of the command.
     #[arg(long, default_value_t = 600)]
     pub timeout: u64,
-    /// First port of the hosts' Prometheus metrics while the job runs (as `rocefab run`).
-    #[arg(long, default_value_t = 9700)]
-    pub metrics_port_base: u16,
-    /// Pattern seed of rank 0's data (rank r uses seed + r).
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Requester window of every QP, in packets (as `rocefab run`).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-    pub window_packets: Option<u32>,
-    /// Local ACK timeout of every requester, emulated ms (as `rocefab run`).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    pub retransmit_timeout_ms: Option<u64>,
-    /// How requesters cut their writes (as `rocefab run`).
-    #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]
-    pub segment: Segment,
+    /// How the job's QPs are set up (as `rocefab run`).
+    #[command(flatten)]
+    pub job: run::JobArgs,
     /// The NICs send at line rate whatever CNPs they receive (no DCQCN reaction point).
     #[arg(long)]
     pub no_dcqcn: bool,
@@ -388,16 +376,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
             Ring::RailAligned => RingOrder::RailAligned,
         },
     };
-    let settings = JobSettings {
-        timeout: a.timeout,
-        metrics_port_base: a.metrics_port_base,
-        seed: a.seed,
-        window_packets: a.window_packets,
-        retransmit_timeout_ms: a.retransmit_timeout_ms,
-        segment: a.segment,
-        dcqcn_on: !a.no_dcqcn,
-    };
-    let opts = run::build_options(&format!("{}-train", a.fabric), &fh, &settings);
+    let opts = run::build_options(&format!("{}-train", a.fabric), &fh, &a.job, a.timeout, !a.no_dcqcn);
     let (built, training) =
         collective_job::build_training(&spec, &fh.hosts, &opts).context("building the training job")?;
     run::check_memory(&format!("train on {}", a.fabric), &fh, &built.jobs)?;
@@ -468,7 +447,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     let Executed { reports, timed_out, errors, .. } = executed;
     let rendezvous = rendezvous.expect("execute ran before_go");
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
-    let mut net = run::summarize(&a.fabric, "train", a.segment, a.model_params * ELEM, world, &reports, metrics);
+    let mut net = run::summarize(&a.fabric, "train", a.job.segment, a.model_params * ELEM, world, &reports, metrics);
     net.hosts = fh.hosts.len();
     net.timed_out = timed_out;
     let now = rundir::unix_now_ns();
