@@ -7,6 +7,7 @@
 //!   from its ECMP groups as soon as the kernel reports the carrier loss; the command waits until
 //!   both ends' switches have (their `rocefab_port_carrier` gauge reads 0) and says how long that
 //!   took. `--for` restores the link after that long (emulated time, so D × it of wall clock).
+//!   `--flap P --for D` takes it down and up every P for D, each change an event.
 //! * `rocefab restore link [FABRIC] <NODE:PORT>` puts the cable back; the groups take the port
 //!   back when the carrier returns.
 //! * `rocefab events [FABRIC] [--json]`: every failure and restore, with its emulated time (the
@@ -23,9 +24,10 @@ use crate::rundir::{self, LinkState, State};
 /// `rocefab fail ...`.
 #[derive(clap::Subcommand, Debug)]
 pub enum FailCmd {
-    /// Cut a link: both ends down at once; `--for` restores it after that long (emulated).
-    #[command(override_usage = "rocefab fail link [FABRIC] <NODE:PORT> [--for DURATION]")]
-    Link(LinkArgs),
+    /// Cut a link: both ends down at once; `--for` restores it after that long (emulated);
+    /// `--flap P --for D` takes it down and up every P for D.
+    #[command(override_usage = "rocefab fail link [FABRIC] <NODE:PORT> [--for DURATION [--flap PERIOD]]")]
+    Link(FailLinkArgs),
     /// A GPU NIC misbehaves: `--pfc-storm` (it sends PFC pauses without pause, as a stuck NIC
     /// does) or `--down` (its port goes down, as `fail link` of its cable).
     #[command(
@@ -88,10 +90,21 @@ pub struct LinkArgs {
     /// link, e.g. `rail1:eth5` or `host2:gpu0`.
     #[arg(num_args = 1..=2, required = true)]
     pub args: Vec<String>,
+}
+
+/// `rocefab fail link`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FailLinkArgs {
+    #[command(flatten)]
+    pub link: LinkArgs,
     /// Restore the link after this long, emulated (`20ms`, `2s`); without it the link stays
-    /// down until `rocefab restore link`.
+    /// down until `rocefab restore link`. With `--flap`: how long the flapping lasts.
     #[arg(long = "for", value_parser = parse_emulated)]
     pub for_ns: Option<u64>,
+    /// Flap: the link goes down, comes back after this long, goes down again after as long,
+    /// and so on for `--for` (emulated; it ends up).
+    #[arg(long, value_parser = parse_emulated, requires = "for_ns")]
+    pub flap: Option<u64>,
 }
 
 /// `rocefab events`.
@@ -442,12 +455,15 @@ fn wait_carrier(st: &State, l: &LinkState, up: bool, limit: Duration) -> Vec<(St
 /// `rocefab fail ...`.
 pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
     match cmd {
-        FailCmd::Nic(a) if a.down => fail(&FailCmd::Link(LinkArgs { args: a.args.clone(), for_ns: a.for_ns })),
+        FailCmd::Nic(a) if a.down => {
+            fail(&FailCmd::Link(FailLinkArgs { link: LinkArgs { args: a.args.clone() }, for_ns: a.for_ns, flap: None }))
+        }
         FailCmd::Nic(a) if a.pfc_storm => pfc_storm(a),
         FailCmd::Nic(_) => bail!("rocefab fail nic: say how it fails: --pfc-storm --for DURATION, or --down"),
         FailCmd::Switch(a) => fail_switch(a),
+        FailCmd::Link(a) if a.flap.is_some() => flap(a),
         FailCmd::Link(a) => {
-            let (mut st, l, index) = find_link(&a.args)?;
+            let (mut st, l, index) = find_link(&a.link.args)?;
             let target = format!("{} -- {}", l.a, l.b);
             let wall = rundir::unix_now_ns();
             set_link(&l, false)?;
@@ -470,6 +486,58 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `rocefab fail link --flap P --for D`: down, P, up, P, down, ... for D (emulated; × D on the
+/// wall clock), ending up. Every change is an event. The switches see each carrier change
+/// (a loss only once it has lasted their 100 ms wall-clock debounce, so faster flaps never
+/// leave the groups); static routing's recomputation is pushed at each change, BGP reacts by
+/// itself. Nothing waits for a switch between changes: the flap keeps its period.
+fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
+    let (mut st, l, index) = find_link(&a.link.args)?;
+    if st.failed_links.contains(&index) {
+        bail!("link {} -- {} is down already; `rocefab restore link` first", l.a, l.b);
+    }
+    let (period, total) = (a.flap.expect("flap() is called with --flap"), a.for_ns.expect("clap requires --for"));
+    if period == 0 || period > total {
+        bail!(
+            "--flap {}: the period must be above 0 and at most --for ({})",
+            crate::run::duration(period),
+            crate::run::duration(total)
+        );
+    }
+    let target = format!("{} -- {}", l.a, l.b);
+    let d = st.clock()?.dilation();
+    let bgp = crate::topology::Topology::load(&st.topology)?.routing == crate::topology::Routing::Bgp;
+    let t0 = Instant::now();
+    let (changes, mut down) = (total / period, false);
+    for i in 0..changes {
+        // Each change at its own time from the start, so the commands' time does not drift it.
+        let due = Duration::from_nanos(d.duration(i * period));
+        std::thread::sleep(due.saturating_sub(t0.elapsed()));
+        down = !down;
+        let wall = rundir::unix_now_ns();
+        set_link(&l, !down)?;
+        if down {
+            st.failed_links.push(index);
+        } else {
+            st.failed_links.retain(|&x| x != index);
+        }
+        st.save()?;
+        if !bgp {
+            push_routes(&st)?;
+        }
+        let (event, detail) = if down { ("link down", "flap") } else { ("link up", "flap") };
+        let e = record(&st, wall, event, &target, format!("{detail} {} of {changes}", i + 1))?;
+        println!("{} {event} {target} (flap {} of {changes})", at(&e), i + 1);
+    }
+    let due = Duration::from_nanos(d.duration(changes * period));
+    std::thread::sleep(due.saturating_sub(t0.elapsed()));
+    if down {
+        restore_link(&mut st, &l, index)?;
+    }
+    println!("link {target}: flapped every {} for {}", crate::run::duration(period), crate::run::duration(total));
+    Ok(())
 }
 
 /// Longest PFC pause, quanta.

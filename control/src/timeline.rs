@@ -99,6 +99,9 @@ pub struct Samples {
     pub failed: u64,
     /// Scrape failures (distinct, the first [`MAX_ERRORS`]).
     pub errors: Vec<String>,
+    /// Wall-clock Unix time of the sampler's start (its t = 0), ns.
+    #[serde(default)]
+    pub start_unix_ns: u64,
 }
 
 impl Samples {
@@ -190,6 +193,7 @@ fn sample_loop(
     let clock = Instant::now();
     let mut interval = interval.max(Duration::from_millis(1));
     let mut out = Samples {
+        start_unix_ns: rundir::unix_now_ns(),
         interval_ns: ns(interval),
         switches: switches.iter().map(|s| s.name.clone()).collect(),
         hosts: hosts.iter().map(|s| s.name.clone()).collect(),
@@ -353,6 +357,19 @@ pub struct Timeline {
     /// frames.
     #[serde(default)]
     pub pfc: Vec<rocefab_contracts::sample::PfcUse>,
+    /// The fabric's events (`rocefab fail`, `restore`) during the run, drawn as vertical lines.
+    #[serde(default)]
+    pub events: Vec<TimelineEvent>,
+}
+
+/// An event of the fabric's log on the timeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    /// Emulated µs since the first sample's clock start.
+    pub t_us: f64,
+    /// `link down`, `switch up`, `pfc storm start`, ...
+    pub event: String,
+    pub target: String,
 }
 
 /// The `.json` output.
@@ -618,6 +635,7 @@ impl Timeline {
             pause_lanes: Vec::new(),
             queues: Vec::new(),
             pfc: Vec::new(),
+            events: Vec::new(),
         };
         // Each switch's first and last answer: the run's queue and PFC counts.
         let ends = |last: bool| -> Vec<SwitchSample> {
@@ -664,6 +682,21 @@ impl Timeline {
         t.sender_series(s, d);
         t.lanes(s, d);
         Ok(t)
+    }
+
+    /// Places the events of `log` that happened while `s` was sampled (wall clock from the
+    /// sampler's start to the timeline's end) on the timeline's emulated time axis.
+    pub fn place_events(&mut self, s: &Samples, log: &[crate::fail::Event]) {
+        let end_wall = s.start_unix_ns + (self.end_us * self.time_dilation * 1e3) as u64;
+        self.events = log
+            .iter()
+            .filter(|e| (s.start_unix_ns..=end_wall).contains(&e.wall_unix_ns))
+            .map(|e| TimelineEvent {
+                t_us: us(e.wall_unix_ns - s.start_unix_ns, self.time_dilation),
+                event: e.event.clone(),
+                target: e.target.clone(),
+            })
+            .collect();
     }
 
     /// ECN marks and WRED drops of all switches per round (switches answering in both rounds).
@@ -825,6 +858,32 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
         let (dd, e) = rest.split_vertically(PANEL);
         let grid = RGBColor(225, 225, 225);
         let color = |i: usize| Palette99::pick(i).to_rgba();
+        // The fabric's events: a vertical line across a panel, labelled in panel (a).
+        let event_color = RGBColor(90, 90, 90);
+        let mark_events = |ch: &mut ChartContext<
+            SVGBackend,
+            Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+        >,
+                           y_max: f64,
+                           label: bool|
+         -> Result<(), TimelineError> {
+            for (i, e) in t.events.iter().enumerate() {
+                let x = e.t_us * k;
+                ch.draw_series(LineSeries::new([(x, 0.0), (x, y_max)], event_color.stroke_width(2)))
+                    .map_err(draw_err)?;
+                if label {
+                    // Stepped down, so the labels of close events do not overlap.
+                    let y = y_max * (0.97 - 0.07 * (i % 6) as f64);
+                    ch.draw_series(std::iter::once(Text::new(
+                        format!("{} {}", e.event, e.target),
+                        (x, y),
+                        font(12).into_font().color(&event_color).pos(Pos::new(HPos::Left, VPos::Top)),
+                    )))
+                    .map_err(draw_err)?;
+                }
+            }
+            Ok(())
+        };
 
         // (a) Bottleneck depth and the thresholds.
         {
@@ -879,6 +938,7 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                     .map_err(draw_err)?;
                 }
             }
+            mark_events(&mut ch, y_max, true)?;
             ch.configure_series_labels()
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
@@ -914,6 +974,7 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                     .label("WRED drops")
                     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
             }
+            mark_events(&mut ch, max, false)?;
             ch.configure_series_labels()
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
@@ -950,6 +1011,7 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                     .label(s.name.clone())
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
             }
+            mark_events(&mut ch, max, false)?;
             if !series.is_empty() {
                 ch.configure_series_labels()
                     .background_style(WHITE.mix(0.85))
@@ -1107,7 +1169,9 @@ impl Recording {
     pub fn finish(self, job_ns: Option<u64>) -> anyhow::Result<Vec<String>> {
         let samples = self.sampler.finish();
         let p = &self.plan;
-        let t = Timeline::build(&samples, &p.fabric, &p.collective, samples.time_dilation(), p.port.as_ref(), job_ns)?;
+        let mut t =
+            Timeline::build(&samples, &p.fabric, &p.collective, samples.time_dilation(), p.port.as_ref(), job_ns)?;
+        t.place_events(&samples, &crate::fail::read_log(&p.fabric).unwrap_or_default());
         let mut lines = Vec::new();
         if samples.failed * 10 > samples.requests {
             lines.push(format!(
@@ -1271,6 +1335,7 @@ mod tests {
             requests: 12,
             failed: 0,
             errors: vec![],
+            start_unix_ns: 0,
         }
     }
 
@@ -1364,6 +1429,7 @@ mod tests {
             requests: 18,
             failed: 0,
             errors: vec![],
+            start_unix_ns: 0,
         }
     }
 
@@ -1529,6 +1595,35 @@ mod tests {
         // Long runs are drawn in ms.
         let t = Timeline::build(&samples(1.0), "pod1", "incast", 1.0, None, None).unwrap();
         assert!(render_svg(&t).unwrap().contains("emulated time (ms)"));
+    }
+
+    #[test]
+    fn events_of_the_run_are_placed_in_emulated_time_and_drawn() {
+        let mut s = samples(1000.0);
+        s.start_unix_ns = 5_000_000_000;
+        let mut t = Timeline::build(&s, "pod1", "allreduce", 1000.0, None, None).unwrap();
+        let wall_end = s.start_unix_ns + (t.end_us * 1000.0 * 1e3) as u64;
+        let ev = |wall: u64, what: &str| crate::fail::Event {
+            emulated_ns: 0,
+            wall_unix_ns: wall,
+            event: what.into(),
+            target: "rail1:eth3 -- spine1:eth1".into(),
+            detail: String::new(),
+        };
+        let log = [
+            ev(s.start_unix_ns - 1, "before"),
+            ev(s.start_unix_ns + 2_000_000, "link down"),
+            ev(wall_end, "link up"),
+            ev(wall_end + 1, "after"),
+        ];
+        t.place_events(&s, &log);
+        let kinds: Vec<&str> = t.events.iter().map(|e| e.event.as_str()).collect();
+        assert_eq!(kinds, ["link down", "link up"], "only the run's events");
+        // 2 ms of wall clock at D = 1000 are 2 µs emulated.
+        assert!((t.events[0].t_us - 2.0).abs() < 1e-9, "{}", t.events[0].t_us);
+        let svg = render_svg(&t).unwrap();
+        assert!(svg.contains(&escaped("link down rail1:eth3 -- spine1:eth1")), "the event is labelled");
+        assert!(svg.contains(&escaped("link up rail1:eth3 -- spine1:eth1")));
     }
 
     #[test]
