@@ -195,7 +195,7 @@ pub fn events_between(fabric: &str, from: u64, to: u64) -> Vec<String> {
 }
 
 /// The fabric, the link named by `args` (`[FABRIC] NODE:PORT`) and its index.
-fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
+pub fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
     let (fabric, end) = match args {
         [end] => (crate::fabric::pick_fabric(None)?, end.clone()),
         [f, end] => (f.clone(), end.clone()),
@@ -464,24 +464,19 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
         FailCmd::Link(a) if a.flap.is_some() => flap(a),
         FailCmd::Link(a) => {
             let (mut st, l, index) = find_link(&a.link.args)?;
-            let target = format!("{} -- {}", l.a, l.b);
-            let wall = rundir::unix_now_ns();
-            set_link(&l, false)?;
-            let seen = wait_carrier(&st, &l, false, Duration::from_secs(5));
-            if !st.failed_links.contains(&index) {
-                st.failed_links.push(index);
-                st.save()?;
-            }
-            let detail = format!("{}; {}", describe("carrier loss", &seen), reroute(&st, "without it")?);
-            let e = record(&st, wall, "link down", &target, detail.clone())?;
-            println!("{} link {target} down; {detail}", at(&e));
+            let cut = cut_link(&mut st, &l, index)?;
+            println!("{} link {} down; {}", at(&cut.event), cut.event.target, cut.event.detail);
             if let Some(ns) = a.for_ns {
                 let wall_for = st.clock()?.dilation().duration(ns);
                 std::thread::sleep(Duration::from_nanos(wall_for));
-                restore_link(&mut st, &l, index)?;
+                restore_link_printed(&mut st, &l, index)?;
             }
-            if seen.iter().any(|(_, t)| t.is_none()) {
-                bail!("link {target}: a switch did not report the carrier loss within 5 s ({detail})");
+            if !cut.carrier_seen {
+                bail!(
+                    "link {}: a switch did not report the carrier loss within 5 s ({})",
+                    cut.event.target,
+                    cut.event.detail
+                );
             }
             Ok(())
         }
@@ -534,10 +529,33 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
     let due = Duration::from_nanos(d.duration(changes * period));
     std::thread::sleep(due.saturating_sub(t0.elapsed()));
     if down {
-        restore_link(&mut st, &l, index)?;
+        restore_link_printed(&mut st, &l, index)?;
     }
     println!("link {target}: flapped every {} for {}", crate::run::duration(period), crate::run::duration(total));
     Ok(())
+}
+
+/// A cut link, as logged.
+pub struct Cut {
+    pub event: Event,
+    /// Both switch ends reported the carrier loss (within 5 s).
+    pub carrier_seen: bool,
+}
+
+/// Cuts link `index` (`l`) of the fabric: both ends down, the switches' carrier loss waited
+/// for, the routes recomputed (static) or BGP's convergence waited for, the event logged.
+pub fn cut_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Cut> {
+    let target = format!("{} -- {}", l.a, l.b);
+    let wall = rundir::unix_now_ns();
+    set_link(l, false)?;
+    let seen = wait_carrier(st, l, false, Duration::from_secs(5));
+    if !st.failed_links.contains(&index) {
+        st.failed_links.push(index);
+        st.save()?;
+    }
+    let detail = format!("{}; {}", describe("carrier loss", &seen), reroute(st, "without it")?);
+    let event = record(st, wall, "link down", &target, detail)?;
+    Ok(Cut { event, carrier_seen: seen.iter().all(|(_, t)| t.is_some()) })
 }
 
 /// Longest PFC pause, quanta.
@@ -603,7 +621,7 @@ pub fn restore(cmd: &RestoreCmd) -> anyhow::Result<()> {
     match cmd {
         RestoreCmd::Link(a) => {
             let (mut st, l, index) = find_link(&a.args)?;
-            restore_link(&mut st, &l, index)
+            restore_link_printed(&mut st, &l, index)
         }
         RestoreCmd::Switch(a) => {
             let (mut st, name) = find_switch(&a.args)?;
@@ -612,7 +630,9 @@ pub fn restore(cmd: &RestoreCmd) -> anyhow::Result<()> {
     }
 }
 
-fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<()> {
+/// Puts link `index` (`l`) back: both ends up, the carrier waited for, the routes with it.
+/// The event logged; an error when a switch did not report the carrier within 5 s.
+pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Event> {
     let target = format!("{} -- {}", l.a, l.b);
     let wall = rundir::unix_now_ns();
     set_link(l, true)?;
@@ -621,10 +641,16 @@ fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<(
     st.save()?;
     let detail = format!("{}; {}", describe("carrier", &seen), reroute(st, "with it")?);
     let e = record(st, wall, "link up", &target, detail.clone())?;
-    println!("{} link {target} up; {detail}", at(&e));
     if seen.iter().any(|(_, t)| t.is_none()) {
         bail!("link {target}: a switch did not report the carrier within 5 s ({detail})");
     }
+    Ok(e)
+}
+
+/// [`restore_link`], printed.
+fn restore_link_printed(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<()> {
+    let e = restore_link(st, l, index)?;
+    println!("{} link {} up; {}", at(&e), e.target, e.detail);
     Ok(())
 }
 

@@ -6,6 +6,7 @@ pub mod bottleneck;
 pub mod capture;
 pub mod fabric;
 pub mod fail;
+pub mod failover;
 pub mod frame;
 pub mod frontend;
 pub mod frr;

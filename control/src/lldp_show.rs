@@ -204,7 +204,8 @@ fn check(st: &State, all: &[Target], node: Option<&str>, json: bool, timeout: Du
             Err(e) => eprintln!("rocefab: {}: no neighbour table from {}: {e}", t.node, t.url),
         }
     }
-    let results = check_links(&links, &reports);
+    let mut results = check_links(&links, &reports);
+    mark_failed(st, &mut results);
     if json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {
@@ -422,6 +423,13 @@ pub enum LinkStatus {
     NoData {
         details: Vec<String>,
     },
+    /// The link is cut (`rocefab fail link`, or a failed switch at one end): `since` says when;
+    /// `listed` names the ends that still list the other (until the neighbour's TTL runs out,
+    /// IEEE 802.1AB rxInfoAge); empty once both have aged it out.
+    LinkDown {
+        since: String,
+        listed: Vec<String>,
+    },
 }
 
 /// One link's result.
@@ -556,7 +564,49 @@ impl std::fmt::Display for LinkStatus {
             LinkStatus::DcbxMismatch { details } => write!(f, "DCBX mismatch: {}", details.join("; ")),
             LinkStatus::NoData { details } => write!(f, "no LLDP data: {}", details.join("; ")),
             LinkStatus::ExtraNeighbour { details } => write!(f, "extra neighbour: {}", details.join("; ")),
+            LinkStatus::LinkDown { since, listed } if listed.is_empty() => {
+                write!(f, "link down {since}: the neighbour has aged out at both ends")
+            }
+            LinkStatus::LinkDown { since, listed } => {
+                write!(f, "link down {since}: {} until the TTL runs out", listed.join(", "))
+            }
         }
+    }
+}
+
+/// Links the fabric has cut (failed links, links of failed switches) are `link down`, whatever
+/// LLDP still shows: since when (the event log's last failure of the link or its switch) and
+/// which ends still list their neighbour.
+fn mark_failed(st: &State, results: &mut [LinkCheck]) {
+    let cut: Vec<&rundir::LinkState> = crate::fail::cut_links(st).into_iter().filter_map(|i| st.links.get(i)).collect();
+    let log = crate::fail::read_log(&st.fabric).unwrap_or_default();
+    for r in results.iter_mut() {
+        let Some(l) = cut.iter().find(|l| (l.a == r.a && l.b == r.b) || (l.a == r.b && l.b == r.a)) else { continue };
+        let target = format!("{} -- {}", l.a, l.b);
+        let nodes = [l.a.split(':').next().unwrap_or_default(), l.b.split(':').next().unwrap_or_default()];
+        let since = log
+            .iter()
+            .rev()
+            .find(|e| {
+                (e.event == "link down" && e.target == target)
+                    || (e.event == "switch down" && nodes.contains(&e.target.as_str()))
+            })
+            .map_or_else(
+                || "(cut)".to_string(),
+                |e| format!("since {} emulated ({} {})", crate::run::duration(e.emulated_ns), e.event, e.target),
+            );
+        let listed = match &r.status {
+            LinkStatus::Ok | LinkStatus::DcbxMismatch { .. } | LinkStatus::ExtraNeighbour { .. } => {
+                vec![format!("{} and {} still list each other", r.a, r.b)]
+            }
+            LinkStatus::MissingNeighbour { at, .. } => [(&r.a, &r.b), (&r.b, &r.a)]
+                .into_iter()
+                .filter(|(me, _)| !at.contains(me))
+                .map(|(me, peer)| format!("{me} still lists {peer}"))
+                .collect(),
+            _ => Vec::new(),
+        };
+        r.status = LinkStatus::LinkDown { since, listed };
     }
 }
 
@@ -573,10 +623,12 @@ pub fn render_check(results: &[LinkCheck]) -> String {
             LinkStatus::DcbxMismatch { .. } => "DCBX mismatch",
             LinkStatus::NoData { .. } => "no LLDP data",
             LinkStatus::ExtraNeighbour { .. } => "extra neighbour",
+            LinkStatus::LinkDown { .. } => "link down",
         };
         *counts.entry(k).or_default() += 1;
     }
-    let order = ["ok", "missing neighbour", "miscabled", "DCBX mismatch", "no LLDP data", "extra neighbour"];
+    let order =
+        ["ok", "missing neighbour", "miscabled", "DCBX mismatch", "no LLDP data", "extra neighbour", "link down"];
     let parts: Vec<String> = order
         .iter()
         .map(|k| (k, counts.get(k).copied().unwrap_or(0)))

@@ -173,6 +173,9 @@ pub struct RunArgs {
     /// Wall-clock sampling interval of --timeline, ms.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub timeline_interval_ms: u64,
+    /// A link cut during the job, measured.
+    #[command(flatten)]
+    pub failover: crate::failover::FailoverArgs,
 }
 
 /// Parses `64MiB`, `4096`, `512KB` (512,000) into bytes, as topology files do
@@ -228,6 +231,8 @@ pub struct RunReport {
     pub size_bytes: u64,
     pub ranks: u32,
     pub hosts: usize,
+    /// Hosts whose report arrived.
+    pub hosts_reported: usize,
     /// Every rank finished with its expected result.
     pub ok: bool,
     pub verified_ranks: u32,
@@ -269,6 +274,9 @@ pub struct RunReport {
     pub tx_stalls: Vec<rocefab_contracts::sample::PortStalls>,
     /// The fabric's events (failures, restores: `rocefab events`) while the job ran.
     pub events: Vec<String>,
+    /// The failure `--fail-link` injected, measured ([`crate::failover`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failover: Option<crate::failover::Failover>,
 }
 
 /// An unfinished QP of one host ([`rocefab_contracts::job::QpStall`]).
@@ -295,6 +303,7 @@ pub fn summarize(
         size_bytes: size,
         ranks,
         hosts: hosts.len(),
+        hosts_reported: hosts.len(),
         ok: hosts.iter().all(|(_, h)| h.ok),
         verified_ranks: 0,
         completion_ns: hosts.iter().map(|(_, h)| h.elapsed_ns).max().unwrap_or(0),
@@ -318,6 +327,7 @@ pub fn summarize(
         pfc: Vec::new(),
         tx_stalls: Vec::new(),
         events: Vec::new(),
+        failover: None,
     };
     // Every QP by (qpn, peer qpn), for finding a requester's peer responder (a 512-rank
     // all-to-all has 523,264 QP ends: a search per requester took minutes).
@@ -503,6 +513,9 @@ pub fn render_table(r: &RunReport) -> String {
     }
     for e in &r.events {
         s += &format!("event during the job: {e}\n");
+    }
+    for l in r.failover.iter().flat_map(crate::failover::render) {
+        s += &format!("{l}\n");
     }
     for w in &r.warnings {
         s += &format!("warning: {w}\n");
@@ -1127,6 +1140,57 @@ pub(crate) fn check_memory(what: &str, f: &FabricHosts, jobs: &[rocefab_contract
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
+    let baseline = if a.failover.compare {
+        if !a.json {
+            eprintln!("--compare: the job without the failure first");
+        }
+        let plain = RunArgs { timeline: Vec::new(), failover: Default::default(), ..a.clone() };
+        let (rep, _) = run_job(&plain, None)?;
+        Some(crate::failover::Baseline {
+            ok: rep.ok,
+            completion_ns: rep.completion_ns,
+            retransmitted_packets: rep.retransmitted_packets,
+        })
+    } else {
+        None
+    };
+    let armed = crate::failover::arm(&a.fabric, &a.failover)?;
+    let (mut rep, dir) = run_job(a, armed)?;
+    if let Some(f) = rep.failover.as_mut() {
+        f.baseline = baseline;
+    }
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
+    let (out, err) = render_output(&rep, a.json)?;
+    for l in err {
+        eprintln!("{l}");
+    }
+    print!("{out}");
+    let kind = a.collective.kind();
+    if rep.timed_out {
+        let hosts_stuck = rep.stalls.iter().map(|s| s.host.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+        bail!(
+            "{} timed out after {} s (--timeout): {} QPs on {} hosts had not finished ({} of {} hosts reported){}",
+            kind.name(),
+            a.timeout,
+            rep.stalls.len(),
+            hosts_stuck,
+            rep.hosts_reported,
+            rep.hosts,
+            if a.json {
+                "; `stalls` in the JSON report says what each was waiting for"
+            } else {
+                "; what each was waiting for is listed above"
+            }
+        );
+    }
+    if !rep.ok {
+        bail!("{} did not complete with verified data: {}", kind.name(), first_errors(&rep.errors));
+    }
+    Ok(())
+}
+
+/// Runs the job once (with the failure `armed` injects, if any): its report and its directory.
+fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result<(RunReport, PathBuf)> {
     // Every step below that waits (readiness, the job, the reports) ends by this deadline.
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.timeout);
@@ -1162,8 +1226,16 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         quiet: a.json,
         fabric: &a.fabric,
     };
+    let mut running = None;
+    let executed = execute(&launch, &hostd, timeline, || {
+        running = armed.map(crate::failover::Armed::start).transpose()?;
+        Ok(())
+    });
+    // The injection ends (and the link is back) whatever became of the job.
+    let failover = running.map(crate::failover::Running::finish).transpose();
     let Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording } =
-        execute(&launch, &hostd, timeline, || Ok(()))?;
+        executed?;
+    let failover = failover?;
     // The addresses the jobs were given, so the report and the hosts agree.
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
     let mut rep =
@@ -1174,6 +1246,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         }
     }
     rep.hosts = hosts.len();
+    rep.hosts_reported = reports.len();
     rep.timed_out = timed_out;
     rep.errors.extend(errors);
     rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
@@ -1204,33 +1277,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         stalls: rep.tx_stalls.clone(),
         job_ns: rep.completion_ns,
     });
-    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
-    let (out, err) = render_output(&rep, a.json)?;
-    for l in err {
-        eprintln!("{l}");
-    }
-    print!("{out}");
-    if rep.timed_out {
-        let hosts_stuck = rep.stalls.iter().map(|s| s.host.as_str()).collect::<std::collections::BTreeSet<_>>().len();
-        bail!(
-            "{} timed out after {} s (--timeout): {} QPs on {} hosts had not finished ({} of {} hosts reported){}",
-            kind.name(),
-            a.timeout,
-            rep.stalls.len(),
-            hosts_stuck,
-            reports.len(),
-            hosts.len(),
-            if a.json {
-                "; `stalls` in the JSON report says what each was waiting for"
-            } else {
-                "; what each was waiting for is listed above"
-            }
-        );
-    }
-    if !rep.ok {
-        bail!("{} did not complete with verified data: {}", kind.name(), first_errors(&rep.errors));
-    }
-    Ok(())
+    rep.failover = failover;
+    Ok((rep, dir))
 }
 
 #[cfg(test)]

@@ -64,7 +64,8 @@ struct Scrape {
     /// The LLDP agent and its families (registered in `metrics`' registry), if it runs.
     lldp: Option<(LldpMetrics, Arc<Mutex<NodeAgent>>)>,
     /// Port mirroring counters (`rocefab capture`), in `metrics`' registry.
-    capture: (capture::CaptureMetrics, Arc<capture::Tap>),
+    /// The data path's tap, and the kernel path's (its ring and the kernel's socket drops).
+    capture: (capture::CaptureMetrics, Arc<capture::Tap>, Arc<capture::Tap>, Arc<std::sync::atomic::AtomicU64>),
 }
 
 impl Scrape {
@@ -88,8 +89,11 @@ impl Scrape {
                 None
             }
         };
-        let (capture, tap) = &self.capture;
-        capture.update(tap.mirrored(), tap.lost());
+        let (capture, tap, ktap, klost) = &self.capture;
+        capture.update(
+            tap.mirrored() + ktap.mirrored(),
+            tap.lost() + ktap.lost() + klost.load(std::sync::atomic::Ordering::Relaxed),
+        );
         if let Some((m, agent)) = &self.lldp {
             m.update(&lock(agent).report().ports);
         }
@@ -139,10 +143,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .with_tap(tap_producer, &tap)
         .with_depths(depths);
     let labels = std::collections::HashMap::from([("switch".to_string(), cfg.name.clone())]);
+    // The kernel path (BGP, BFD, ARP: what XDP passes to the stack and the stack sends), in
+    // this namespace: the thread inherits it.
+    let (ktap_consumer, ktap_thread) = rocefab_plumbing::kernel_tap::start(names.clone())
+        .with_context(|| format!("switch {}: the kernel-path capture thread", cfg.name))?;
     let capture_metrics = (
         capture::CaptureMetrics::new(metrics.registry(), &labels).context("registering capture metrics")?,
         tap.clone(),
+        ktap_consumer.shared().clone(),
+        ktap_thread.lost.clone(),
     );
+    let slot = capture::slot(tap_consumer);
+    capture::lock_hub(&slot).add_source(ktap_consumer, ktap_thread.thread());
     let stop = dp.stop_handle();
     let (thread, dp_gone) = spawn_data_plane(&cfg, dp)?;
     tracing::info!(
@@ -168,8 +180,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         nexthops: cfg.nexthops.len(),
         updates: carrier.route_updates.clone(),
     }));
-    let router = router(&cfg, &scrape, &names, tap_consumer, &stats, agent.as_ref())
-        .merge(routes_router(&cfg, &scrape, &routing));
+    let router =
+        router(&cfg, &scrape, &names, slot, &stats, agent.as_ref()).merge(routes_router(&cfg, &scrape, &routing));
     let links = watch_carrier(&cfg, &scrape, &routing, &names, &carrier);
 
     // 5. The control side, until a signal, the data-plane thread's end or a failure.
@@ -247,7 +259,7 @@ fn router(
     cfg: &SwitchConfig,
     scrape: &Arc<Mutex<Scrape>>,
     names: &[String],
-    tap_consumer: capture::TapConsumer,
+    slot: capture::Slot,
     stats: &Arc<SwitchStats>,
     agent: Option<&Arc<Mutex<NodeAgent>>>,
 ) -> axum::Router {
@@ -255,7 +267,7 @@ fn router(
     let mut r = http::metrics_router(move || lock(&render).render()).merge(capture::router(
         cfg.name.clone(),
         names.to_vec(),
-        capture::slot(tap_consumer),
+        slot,
     ));
     // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
     let xdp = scrape.clone();

@@ -310,6 +310,9 @@ pub const CLIENT_BACKLOG_BYTES: usize = RING_BYTES;
 #[derive(Debug)]
 pub struct Hub {
     consumer: TapConsumer,
+    /// Further sources (a switch's kernel path, [`crate::kernel_tap`]), each with the thread
+    /// to wake when a capture starts.
+    sources: Vec<(TapConsumer, Option<std::thread::Thread>)>,
     subs: Vec<Sub>,
     next_id: u64,
     scratch: Vec<u8>,
@@ -326,6 +329,11 @@ struct Sub {
 /// The hub as the HTTP handlers share it.
 pub type Slot = std::sync::Arc<std::sync::Mutex<Hub>>;
 
+/// The hub in `slot` (a poisoned lock still holds a usable hub).
+pub fn lock_hub(slot: &Slot) -> std::sync::MutexGuard<'_, Hub> {
+    slot.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A [`Slot`] around the control side's end of a tap.
 pub fn slot(consumer: TapConsumer) -> Slot {
     std::sync::Arc::new(std::sync::Mutex::new(Hub::new(consumer)))
@@ -333,7 +341,24 @@ pub fn slot(consumer: TapConsumer) -> Slot {
 
 impl Hub {
     pub fn new(consumer: TapConsumer) -> Self {
-        Hub { consumer, subs: Vec::new(), next_id: 0, scratch: Vec::new() }
+        Hub { consumer, sources: Vec::new(), subs: Vec::new(), next_id: 0, scratch: Vec::new() }
+    }
+
+    /// Adds a source that mirrors the same ports into a ring of its own; `wake` is unparked
+    /// whenever the mirrored ports change.
+    pub fn add_source(&mut self, consumer: TapConsumer, wake: Option<std::thread::Thread>) {
+        self.sources.push((consumer, wake));
+    }
+
+    /// Every source's consumer.
+    fn consumers(&mut self) -> impl Iterator<Item = &mut TapConsumer> {
+        std::iter::once(&mut self.consumer).chain(self.sources.iter_mut().map(|(c, _)| c))
+    }
+
+    fn wake(&self) {
+        for t in self.sources.iter().filter_map(|(_, t)| t.as_ref()) {
+            t.unpark();
+        }
     }
 
     /// Captures running.
@@ -353,24 +378,30 @@ impl Hub {
         }
         self.subs.push(Sub { id, mask, snaplen: snaplen.max(1), buf: Vec::new() });
         let (m, len) = self.union();
-        if first {
-            self.consumer.clear();
-            self.consumer.shared().start(m, len);
-        } else {
-            self.consumer.shared().set_ports(m, len);
+        for c in self.consumers() {
+            if first {
+                c.clear();
+                c.shared().start(m, len);
+            } else {
+                c.shared().set_ports(m, len);
+            }
         }
+        self.wake();
         id
     }
 
     /// Removes capture `id`; the last one stops the tap.
     pub fn unsubscribe(&mut self, id: u64) {
         self.subs.retain(|s| s.id != id);
-        if self.subs.is_empty() {
-            self.consumer.shared().stop();
-        } else {
-            let (m, len) = self.union();
-            self.consumer.shared().set_ports(m, len);
+        let (empty, (m, len)) = (self.subs.is_empty(), self.union());
+        for c in self.consumers() {
+            if empty {
+                c.shared().stop();
+            } else {
+                c.shared().set_ports(m, len);
+            }
         }
+        self.wake();
     }
 
     fn union(&self) -> (u64, u32) {
@@ -380,7 +411,10 @@ impl Hub {
     /// Moves the ring's records to the subscribers whose ports they are on.
     fn pump(&mut self) {
         self.scratch.clear();
-        if self.consumer.drain(&mut self.scratch) == 0 {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let drained: usize = self.consumers().map(|c| c.drain(&mut scratch)).sum();
+        self.scratch = scratch;
+        if drained == 0 {
             return;
         }
         let mut off = 0;

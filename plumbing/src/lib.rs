@@ -24,3 +24,5 @@ pub mod capture;
 pub mod daemon;
 #[cfg(feature = "runtime")]
 pub mod http;
+#[cfg(feature = "runtime")]
+pub mod kernel_tap;

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use rocefab_contracts::agent::AgentConfig;
-use rocefab_plumbing::capture::{self, Record, TapProducer, DIR_IN, DIR_OUT};
-use rocefab_plumbing::packet::{ifindex, PacketSocket};
+use rocefab_plumbing::capture::{self, Record, TapProducer};
+use rocefab_plumbing::kernel_tap::KernelTaps;
 
-use crate::mirror::{self, unix_now_ns, MirrorConsumer, MirrorCounters};
+use crate::mirror::{self, MirrorConsumer, MirrorCounters};
 
 /// How often the parked capture thread looks at the tap's mask (a started capture wakes it at
 /// once; this only bounds a missed wake-up).
@@ -24,20 +24,14 @@ const CAPTURE_IDLE_POLL: Duration = Duration::from_secs(1);
 /// Longest wait for a kernel frame while capturing (the shared ring is drained at least this
 /// often: 8 MiB in 2 ms is 4 GB/s, well above the NICs' line rates).
 const CAPTURE_POLL_MS: i32 = 2;
-/// How often a missing interface is looked up again, and socket drops read, while capturing.
-const CAPTURE_HOUSEKEEPING: Duration = Duration::from_millis(100);
-/// Largest frame read from the kernel path (a GSO super-frame is at most 64 KiB).
-const CAPTURE_FRAME_BYTES: usize = 65_536 + 256;
 
 /// The capture thread: feeds the tap from the kernel path and the AF_XDP mirror while a
 /// capture runs; parked otherwise (woken by a `/capture` request, [`CaptureWake`]).
 pub struct Capture {
     tap: TapProducer,
     shm: Option<MirrorConsumer>,
-    nics: Vec<String>,
-    socks: Vec<Option<PacketSocket>>,
-    /// Frames the kernel dropped for the capture sockets.
-    kernel_lost: Arc<AtomicU64>,
+    /// The kernel path's sockets, one per NIC.
+    kernel: KernelTaps,
     /// The mask the sources are set up for.
     active: u64,
     /// The capture (`Tap::generation`) the sources are set up for.
@@ -45,13 +39,10 @@ pub struct Capture {
     /// The change of the mirrored ports (`Tap::changes`) the sources are set up for, published
     /// in `ready` once the sources are open (several captures may join and leave).
     ready: Arc<AtomicU64>,
-    housekeeping_at: Instant,
-    frame: Vec<u8>,
     shm_buf: Vec<u8>,
     /// This round's records from both sources (encoded), and (timestamp, start, length) of each.
     stage: Vec<u8>,
     index: Vec<(u64, usize, usize)>,
-    pollfds: Vec<libc::pollfd>,
 }
 
 impl Capture {
@@ -67,17 +58,10 @@ impl Capture {
                 std::thread::park_timeout(CAPTURE_IDLE_POLL);
                 continue;
             }
-            if self.housekeeping_at.elapsed() >= CAPTURE_HOUSEKEEPING {
-                self.housekeeping();
-            }
-            self.wait();
+            self.kernel.wait(CAPTURE_POLL_MS);
             self.round();
         }
         self.reconfigure(0, self.generation, self.ready.load(Ordering::Relaxed));
-    }
-
-    fn wanted(&self, i: usize) -> bool {
-        i < 64 && self.active & (1u64 << i) != 0
     }
 
     /// Sets both sources up for `mask` (0: stops them).
@@ -89,92 +73,24 @@ impl Capture {
             }
             shm.set_enabled(mask);
         }
-        tracing::info!(nics = ?self.nics.iter().enumerate().filter(|(i, _)| *i < 64 && mask & (1u64 << i) != 0).map(|(_, n)| n).collect::<Vec<_>>(),
-            "capture {}", if mask == 0 { "stopped" } else { "started" });
+        tracing::info!(nics = mask, "capture {}", if mask == 0 { "stopped" } else { "started" });
         self.active = mask;
-        for i in 0..self.nics.len() {
-            if !self.wanted(i) {
-                if let Some(s) = self.socks[i].take() {
-                    self.kernel_lost.fetch_add(s.drops().unwrap_or(0), Ordering::Relaxed);
-                }
-            }
-        }
-        if generation != self.generation {
-            // Backlog of the capture sockets from before this capture started.
-            for s in self.socks.iter().flatten() {
-                while s.recv_captured(&mut self.frame).is_ok() {}
-            }
-        }
+        // A new capture drops the sockets' backlog from before it.
+        self.kernel.set(mask, generation != self.generation);
         self.generation = generation;
-        self.housekeeping();
         self.ready.store(changes, Ordering::Release);
-    }
-
-    /// Opens the sockets of captured NICs that have none (an interface may appear later) and
-    /// counts the kernel's drops.
-    fn housekeeping(&mut self) {
-        self.housekeeping_at = Instant::now();
-        for i in 0..self.nics.len() {
-            if !self.wanted(i) {
-                continue;
-            }
-            match &self.socks[i] {
-                Some(s) => {
-                    self.kernel_lost.fetch_add(s.drops().unwrap_or(0), Ordering::Relaxed);
-                }
-                None => match ifindex(&self.nics[i]).map(PacketSocket::tap) {
-                    Some(Ok(s)) => self.socks[i] = Some(s),
-                    Some(Err(e)) => tracing::warn!(nic = %self.nics[i], "capture socket: {e}"),
-                    None => tracing::debug!(nic = %self.nics[i], "capture: no such interface (yet)"),
-                },
-            }
-        }
-    }
-
-    /// Sleeps until a capture socket has a frame or [`CAPTURE_POLL_MS`] pass.
-    fn wait(&mut self) {
-        self.pollfds.clear();
-        self.pollfds.extend(self.socks.iter().flatten().map(|s| libc::pollfd {
-            fd: std::os::fd::AsRawFd::as_raw_fd(s),
-            events: libc::POLLIN,
-            revents: 0,
-        }));
-        // SAFETY: `pollfds` is a live array of `pollfds.len()` pollfd structs (possibly empty:
-        // poll then only sleeps).
-        unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, CAPTURE_POLL_MS) };
     }
 
     /// Moves what both sources have into the tap, in timestamp order.
     fn round(&mut self) {
         self.stage.clear();
         self.index.clear();
-        for i in 0..self.socks.len() {
-            let Some(s) = &self.socks[i] else { continue };
-            loop {
-                match s.recv_captured(&mut self.frame) {
-                    Ok(c) => {
-                        let ts = c.ts_ns.unwrap_or_else(unix_now_ns);
-                        let dir = if c.outgoing { DIR_OUT } else { DIR_IN };
-                        let start = self.stage.len();
-                        Record {
-                            ts_ns: ts,
-                            port: i as u16,
-                            dir,
-                            orig_len: c.orig_len as u32,
-                            data: &self.frame[..c.len],
-                        }
-                        .encode(&mut self.stage);
-                        self.index.push((ts, start, self.stage.len() - start));
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => {
-                        tracing::warn!(nic = %self.nics[i], "capture socket: {e}; reopening");
-                        self.socks[i] = None;
-                        break;
-                    }
-                }
-            }
-        }
+        let (stage, index) = (&mut self.stage, &mut self.index);
+        self.kernel.read_each(|port, dir, ts, orig_len, data| {
+            let start = stage.len();
+            Record { ts_ns: ts, port, dir, orig_len, data }.encode(stage);
+            index.push((ts, start, stage.len() - start));
+        });
         if let Some(shm) = self.shm.as_mut() {
             let (active, stage, index) = (self.active, &mut self.stage, &mut self.index);
             shm.drain_each(&mut self.shm_buf, |r| {
@@ -268,7 +184,8 @@ pub fn start(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureStats, 
             None
         }
     };
-    let kernel_lost = Arc::new(AtomicU64::new(0));
+    let kernel = KernelTaps::new(names);
+    let kernel_lost = kernel.lost();
     let ready = Arc::new(AtomicU64::new(0));
     let wake_tap = tap.clone();
     let stats = CaptureStats { tap, shm: shm.as_ref().map(MirrorConsumer::counters), kernel_lost: kernel_lost.clone() };
@@ -276,16 +193,11 @@ pub fn start(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureStats, 
         ready: ready.clone(),
         tap: producer,
         shm,
-        socks: names.iter().map(|_| None).collect(),
-        nics: names,
-        kernel_lost,
+        kernel,
         active: 0,
-        housekeeping_at: Instant::now(),
-        frame: vec![0; CAPTURE_FRAME_BYTES],
         shm_buf: Vec::new(),
         stage: Vec::new(),
         index: Vec::new(),
-        pollfds: Vec::new(),
         generation: 0,
     };
     let stop = Arc::new(AtomicBool::new(false));

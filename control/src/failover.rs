@@ -1,0 +1,302 @@
+//! `rocefab run … --fail-link NODE:PORT --fail-at T [--fail-for D] [--compare]`: a link cut
+//! while the job runs, measured (book ch. 10-11: what a failed spine uplink costs a job).
+//!
+//! At `--fail-at` (emulated time after the job's start) the link is cut as `rocefab fail link`
+//! cuts it (both ends down, the switches' carrier loss, static routing's recomputation or BGP's
+//! convergence, an event in the log); after `--fail-for` it is restored, else when the job has
+//! ended. The report's `failover` section says:
+//!
+//! * when the cut came and what the switches saw (carrier loss, re-routing);
+//! * how long each switch end kept sending frames into the cut link: the time from the cut to
+//!   the last change of the end's `rocefab_port_tx_packets_total`, read every 2 ms of wall
+//!   clock (emulated: ÷ D; the reading's resolution is stated);
+//! * the frames lost on the link: what the switch ends handed to the link and the other end
+//!   did not receive (`tx_packets` minus the peer's `rx_packets`, both directions, over the
+//!   job), for a link between two switches;
+//! * with `--compare`, the same job run first without the failure: both completion times and
+//!   retransmission counts side by side.
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use crate::rundir::{LinkState, State};
+
+/// The options of `rocefab run` that inject a failure.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct FailoverArgs {
+    /// Cut this link while the job runs (either end, as NODE:PORT, e.g. `rail1:eth3`).
+    #[arg(long, value_name = "NODE:PORT")]
+    pub fail_link: Option<String>,
+    /// When to cut it: emulated time after the job's start (`1ms`, `200us`).
+    #[arg(long, value_name = "DURATION", requires = "fail_link", value_parser = parse_emulated)]
+    pub fail_at: Option<u64>,
+    /// Restore it this long after the cut (emulated); without it, when the job has ended.
+    #[arg(long, value_name = "DURATION", requires = "fail_link", value_parser = parse_emulated)]
+    pub fail_for: Option<u64>,
+    /// Run the same job first without the failure and report both side by side.
+    #[arg(long, requires = "fail_link")]
+    pub compare: bool,
+}
+
+fn parse_emulated(s: &str) -> Result<u64, String> {
+    rocefab_units::parse_duration(s, rocefab_units::Bare::Refuse).map(|d| d.as_nanos() as u64)
+}
+
+/// How often the link's ends are read after the cut, wall clock.
+const POLL: Duration = Duration::from_millis(2);
+/// The ends count as quiet once their counters have not moved for this long after the
+/// switches reported the carrier loss (wall clock).
+const QUIET: Duration = Duration::from_millis(100);
+/// Longest the ends are watched after the cut (wall clock).
+const WATCH_LIMIT: Duration = Duration::from_secs(10);
+
+/// One switch end of the cut link.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EndLine {
+    /// `rail1:eth3`.
+    pub end: String,
+    /// Frames it handed to the link from the cut on.
+    pub frames_after_cut: u64,
+    /// Time from the cut to its last frame on the link, emulated ns (`None`: none after it).
+    pub last_frame_after_ns: Option<u64>,
+}
+
+/// The job without the failure (`--compare`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Baseline {
+    pub ok: bool,
+    pub completion_ns: u64,
+    pub retransmitted_packets: u64,
+}
+
+/// The report's `failover` section.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Failover {
+    /// `rail1:eth3 -- spine1:eth1`.
+    pub link: String,
+    /// When the cut came, emulated ns after the job's start.
+    pub cut_at_ns: u64,
+    /// What the switches saw and how the routes followed (the event's detail).
+    pub detail: String,
+    /// Each switch end: how long it kept sending into the cut link.
+    pub ends: Vec<EndLine>,
+    /// Resolution of `last_frame_after_ns`, emulated ns (the polling interval ÷ D).
+    pub resolution_ns: u64,
+    /// Frames handed to the link by one end that the other did not receive, both directions,
+    /// over the job (`None`: an end is not a switch).
+    pub frames_lost: Option<u64>,
+    /// When the link came back, emulated ns after the job's start.
+    pub restored_at_ns: Option<u64>,
+    /// The same job without the failure, run first (`--compare`).
+    pub baseline: Option<Baseline>,
+}
+
+/// A switch end: its name, its port, its daemon's metrics URL.
+#[derive(Clone, Debug)]
+struct SwitchEnd {
+    end: String,
+    port: String,
+    url: String,
+}
+
+/// A failure ready to be injected: the link, its switch ends and their counters before the job.
+pub struct Armed {
+    st: State,
+    link: LinkState,
+    index: usize,
+    ends: Vec<SwitchEnd>,
+    at_ns: u64,
+    for_ns: Option<u64>,
+    before: Vec<(u64, u64)>,
+}
+
+/// The injection thread of a running job.
+pub struct Running {
+    thread: std::thread::JoinHandle<anyhow::Result<Injected>>,
+    armed_ends: Vec<SwitchEnd>,
+    before: Vec<(u64, u64)>,
+    go: Instant,
+    dilation: rocefab_contracts::time::Dilation,
+}
+
+struct Injected {
+    st: State,
+    link: LinkState,
+    index: usize,
+    cut_at: Duration,
+    detail: String,
+    ends: Vec<(u64, Option<Duration>)>,
+    restored_at: Option<Duration>,
+}
+
+fn counters(e: &SwitchEnd) -> anyhow::Result<(u64, u64)> {
+    let text =
+        crate::fabric::scrape(&e.url, Duration::from_millis(500)).with_context(|| format!("reading {}", e.end))?;
+    Ok((
+        crate::fabric::port_counter(&text, "rocefab_port_tx_packets_total", &e.port),
+        crate::fabric::port_counter(&text, "rocefab_port_rx_packets_total", &e.port),
+    ))
+}
+
+/// Checks the options against the fabric (the link exists and is up) and reads the link's
+/// counters; `None` without `--fail-link`.
+pub fn arm(fabric: &str, a: &FailoverArgs) -> anyhow::Result<Option<Armed>> {
+    let Some(end) = &a.fail_link else { return Ok(None) };
+    let (st, link, index) = crate::fail::find_link(&[fabric.to_string(), end.clone()])?;
+    if crate::fail::cut_links(&st).contains(&index) {
+        bail!("--fail-link {end}: link {} -- {} is down already", link.a, link.b);
+    }
+    let ends: Vec<SwitchEnd> = [&link.a, &link.b]
+        .into_iter()
+        .filter_map(|e| {
+            let (node, port) = e.split_once(':')?;
+            let d = st.daemons.iter().find(|d| !d.is_host() && d.node() == node)?;
+            Some(SwitchEnd { end: e.clone(), port: port.to_string(), url: d.metrics_url.clone() })
+        })
+        .collect();
+    let before = ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
+    Ok(Some(Armed { st, link, index, ends, at_ns: a.fail_at.unwrap_or(0), for_ns: a.fail_for, before }))
+}
+
+impl Armed {
+    /// Starts the injection: call when the job starts.
+    pub fn start(self) -> anyhow::Result<Running> {
+        let dilation = self.st.clock()?.dilation();
+        let go = Instant::now();
+        let (armed_ends, before) = (self.ends.clone(), self.before.clone());
+        let thread = std::thread::Builder::new()
+            .name("rocefab-failover".into())
+            .spawn(move || inject(self, go, dilation))
+            .context("starting the failure injection")?;
+        Ok(Running { thread, armed_ends, before, go, dilation })
+    }
+}
+
+/// Waits for `--fail-at`, cuts the link while watching its ends, restores it after `--fail-for`.
+fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow::Result<Injected> {
+    let Armed { mut st, link, index, ends, at_ns, for_ns, .. } = a;
+    std::thread::sleep(Duration::from_nanos(d.duration(at_ns)).saturating_sub(go.elapsed()));
+    let at_cut: Vec<u64> = ends.iter().map(|e| counters(e).map_or(0, |c| c.0)).collect();
+    let cut_at = go.elapsed();
+    let t_cut = Instant::now();
+    // The ends' counters, watched from the cut on, beside the cut itself (which waits for the
+    // carrier loss and the re-routing).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (ends, stop) = (ends.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut last: Vec<(u64, Option<Duration>)> = at_cut.iter().map(|&t| (t, None)).collect();
+            let mut quiet_since = Instant::now();
+            while t_cut.elapsed() < WATCH_LIMIT {
+                let mut moved = false;
+                for (i, e) in ends.iter().enumerate() {
+                    if let Ok((tx, _)) = counters(e) {
+                        if tx != last[i].0 {
+                            last[i] = (tx, Some(t_cut.elapsed()));
+                            moved = true;
+                        }
+                    }
+                }
+                if moved {
+                    quiet_since = Instant::now();
+                }
+                if stop.load(std::sync::atomic::Ordering::Relaxed) && quiet_since.elapsed() >= QUIET {
+                    break;
+                }
+                std::thread::sleep(POLL);
+            }
+            last.iter().zip(&at_cut).map(|(&(tx, t), &t0)| (tx - t0, t)).collect::<Vec<_>>()
+        })
+    };
+    let cut = crate::fail::cut_link(&mut st, &link, index);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let watched = watcher.join().map_err(|_| anyhow::anyhow!("the link watcher panicked"))?;
+    let cut = cut?;
+    let mut restored_at = None;
+    if let Some(f) = for_ns {
+        std::thread::sleep(Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
+        restored_at = Some(go.elapsed());
+        crate::fail::restore_link(&mut st, &link, index)?;
+    }
+    Ok(Injected { st, link, index, cut_at, detail: cut.event.detail, ends: watched, restored_at })
+}
+
+impl Running {
+    /// After the job: waits for the injection, restores the link if it is still cut, and
+    /// measures. `job_ns`: the job's completion time (emulated).
+    pub fn finish(self) -> anyhow::Result<Failover> {
+        let Injected { mut st, link, index, cut_at, detail, ends, mut restored_at } =
+            self.thread.join().map_err(|_| anyhow::anyhow!("the failure injection panicked"))??;
+        let after: Vec<(u64, u64)> = self.armed_ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
+        // Frames one end handed to the link that the other end never received, both ways.
+        let frames_lost = (self.armed_ends.len() == 2).then(|| {
+            let d = |i: usize| (after[i].0 - self.before[i].0, after[i].1 - self.before[i].1);
+            let (a, b) = (d(0), d(1));
+            a.0.saturating_sub(b.1) + b.0.saturating_sub(a.1)
+        });
+        if restored_at.is_none() {
+            restored_at = Some(self.go.elapsed());
+            crate::fail::restore_link(&mut st, &link, index)?;
+        }
+        let emulated = |t: Duration| self.dilation.to_emulated_ns(t.as_nanos() as u64);
+        Ok(Failover {
+            link: format!("{} -- {}", link.a, link.b),
+            cut_at_ns: emulated(cut_at),
+            detail,
+            ends: self
+                .armed_ends
+                .iter()
+                .zip(ends)
+                .map(|(e, (n, t))| EndLine {
+                    end: e.end.clone(),
+                    frames_after_cut: n,
+                    last_frame_after_ns: t.map(emulated),
+                })
+                .collect(),
+            resolution_ns: emulated(POLL),
+            frames_lost,
+            restored_at_ns: restored_at.map(emulated),
+            baseline: None,
+        })
+    }
+}
+
+/// The section as text lines.
+pub fn render(f: &Failover) -> Vec<String> {
+    let t = crate::run::duration;
+    let mut out = vec![format!(
+        "failure: link {} cut at {} (emulated, after the job's start): {}",
+        f.link,
+        t(f.cut_at_ns),
+        f.detail
+    )];
+    for e in &f.ends {
+        out.push(match e.last_frame_after_ns {
+            Some(ns) => format!(
+                "  {} sent {} frames into the cut link, the last {} after the cut (±{})",
+                e.end,
+                e.frames_after_cut,
+                t(ns),
+                t(f.resolution_ns)
+            ),
+            None => format!("  {} sent nothing into the cut link", e.end),
+        });
+    }
+    match f.frames_lost {
+        Some(n) => out.push(format!("  frames lost on the link: {n} (sent by one end, never received by the other)")),
+        None => out.push("  frames lost on the link: not measured (an end is not a switch)".into()),
+    }
+    if let Some(r) = f.restored_at_ns {
+        out.push(format!("  restored at {}", t(r)));
+    }
+    if let Some(b) = &f.baseline {
+        out.push(format!(
+            "  without the failure: job completion time {}, retransmitted packets {}{}",
+            t(b.completion_ns),
+            b.retransmitted_packets,
+            if b.ok { "" } else { " (that run did not verify)" }
+        ));
+    }
+    out
+}
