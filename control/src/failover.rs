@@ -9,7 +9,9 @@
 //! * when the cut came and what the switches saw (carrier loss, re-routing);
 //! * how long each switch end kept sending frames into the cut link: the time from the cut to
 //!   the last change of the end's `rocefab_port_tx_packets_total`, read every 2 ms of wall
-//!   clock (emulated: ÷ D; the reading's resolution is stated);
+//!   clock from the cut on (emulated: ÷ D; the reading's resolution is stated). Static routing
+//!   stops within the switches' 100 ms link-down debounce; BGP when FRR withdraws the path;
+//!   a link to a GPU is that GPU's only way, so its switch sends into it until the job ends;
 //! * the frames lost on the link: what the switch ends handed to the link and the other end
 //!   did not receive (`tx_packets` minus the peer's `rx_packets`, both directions, over the
 //!   job), for a link between two switches;
@@ -56,9 +58,8 @@ const WATCH_LIMIT: Duration = Duration::from_secs(10);
 pub struct EndLine {
     /// `rail1:eth3`.
     pub end: String,
-    /// Frames it handed to the link from the cut on.
-    pub frames_after_cut: u64,
-    /// Time from the cut to its last frame on the link, emulated ns (`None`: none after it).
+    /// Time from the cut to its last frame handed to the link, emulated ns (`None`: none after
+    /// the cut).
     pub last_frame_after_ns: Option<u64>,
 }
 
@@ -126,7 +127,7 @@ struct Injected {
     index: usize,
     cut_at: Duration,
     detail: String,
-    ends: Vec<(u64, Option<Duration>)>,
+    ends: Vec<Option<Duration>>,
     restored_at: Option<Duration>,
 }
 
@@ -177,16 +178,16 @@ impl Armed {
 fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow::Result<Injected> {
     let Armed { mut st, link, index, ends, at_ns, for_ns, .. } = a;
     std::thread::sleep(Duration::from_nanos(d.duration(at_ns)).saturating_sub(go.elapsed()));
-    let at_cut: Vec<u64> = ends.iter().map(|e| counters(e).map_or(0, |c| c.0)).collect();
     let cut_at = go.elapsed();
     let t_cut = Instant::now();
-    // The ends' counters, watched from the cut on, beside the cut itself (which waits for the
-    // carrier loss and the re-routing).
+    // The ends' counters, watched from the cut on (the first reading is the reference), beside
+    // the cut itself (which waits for the carrier loss and the re-routing).
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
         let (ends, stop) = (ends.clone(), stop.clone());
         std::thread::spawn(move || {
-            let mut last: Vec<(u64, Option<Duration>)> = at_cut.iter().map(|&t| (t, None)).collect();
+            let mut last: Vec<(u64, Option<Duration>)> =
+                ends.iter().map(|e| (counters(e).map_or(0, |c| c.0), None)).collect();
             let mut quiet_since = Instant::now();
             while t_cut.elapsed() < WATCH_LIMIT {
                 let mut moved = false;
@@ -206,7 +207,7 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
                 }
                 std::thread::sleep(POLL);
             }
-            last.iter().zip(&at_cut).map(|(&(tx, t), &t0)| (tx - t0, t)).collect::<Vec<_>>()
+            last.into_iter().map(|(_, t)| t).collect::<Vec<_>>()
         })
     };
     let cut = crate::fail::cut_link(&mut st, &link, index);
@@ -248,11 +249,7 @@ impl Running {
                 .armed_ends
                 .iter()
                 .zip(ends)
-                .map(|(e, (n, t))| EndLine {
-                    end: e.end.clone(),
-                    frames_after_cut: n,
-                    last_frame_after_ns: t.map(emulated),
-                })
+                .map(|(e, t)| EndLine { end: e.end.clone(), last_frame_after_ns: t.map(emulated) })
                 .collect(),
             resolution_ns: emulated(POLL),
             frames_lost,
@@ -273,13 +270,14 @@ pub fn render(f: &Failover) -> Vec<String> {
     )];
     for e in &f.ends {
         out.push(match e.last_frame_after_ns {
-            Some(ns) => format!(
-                "  {} sent {} frames into the cut link, the last {} after the cut (±{})",
-                e.end,
-                e.frames_after_cut,
-                t(ns),
-                t(f.resolution_ns)
-            ),
+            Some(ns) => {
+                format!(
+                    "  {} sent its last frame into the cut link {} after the cut (±{})",
+                    e.end,
+                    t(ns),
+                    t(f.resolution_ns)
+                )
+            }
             None => format!("  {} sent nothing into the cut link", e.end),
         });
     }

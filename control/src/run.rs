@@ -976,7 +976,7 @@ pub(crate) struct Executed {
 }
 
 /// Runs `l.jobs` on their hosts: a `rocefab-hostd` per host, started together once all are
-/// ready and `before_go` returned, their reports collected by the deadline (hosts still running
+/// ready and `before_go` returned (called right before they are told to go), their reports collected by the deadline (hosts still running
 /// then report what they wait for), every process reaped.
 pub(crate) fn execute(
     l: &Launch,
@@ -1025,7 +1025,6 @@ pub(crate) fn execute(
         };
         bail!("{} {what}: {}", l.what, not_ready.join("; "));
     }
-    before_go()?;
     if !l.quiet {
         let ranks: u32 = l.hosts.iter().map(|h| h.gpus).sum();
         eprintln!("{ranks} ranks on {} hosts ready; starting {}", procs.procs.len(), l.what);
@@ -1037,6 +1036,7 @@ pub(crate) fn execute(
     let switches_before = switch_samples(l.fabric, deadline);
     let limit = deadline.saturating_duration_since(Instant::now()) + REPORT_GRACE;
     let recording = timeline.map(|t| t.start(limit)).transpose()?;
+    before_go()?;
     for p in &mut procs.procs {
         let mut s = p.stdin.take().expect("stdin");
         writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
@@ -1252,7 +1252,9 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
     rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
     // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
     // their retries), but then only from the CPUs: its senders were held by whatever stalled.
-    let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len();
+    // A failure injected (`--fail-link`) leaves senders waiting for their timeouts: not the
+    // machine's doing.
+    let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len() && failover.is_none();
     rep.events = crate::fail::events_between(
         &a.fabric,
         rundir::unix_now_ns().saturating_sub(started.elapsed().as_nanos() as u64),
@@ -1263,7 +1265,8 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
     rep.tx_stalls = rocefab_contracts::sample::port_stalls(&switches_before, &switches_after);
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
-        cpu_busy,
+        // Rates averaged over a job that waited out a failure say nothing about the machine.
+        cpu_busy: cpu_busy.filter(|_| failover.is_none()),
         nics: bottleneck::nic_use(&reports),
         senders_busy_throughout: kind != Kind::Broadcast
             && !(kind == Kind::AllReduce

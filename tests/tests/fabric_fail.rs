@@ -177,3 +177,149 @@ fn a_failed_spine_is_routed_around_and_comes_back() {
         .collect();
     assert_eq!(kinds, ["switch down", "switch up"]);
 }
+
+/// `rocefab run --fail-link rail1:<port to spine1> --fail-at 50ms --compare`: the same
+/// AllReduce first without the failure, then with the spine uplink cut 50 ms into it. The report
+/// says when the cut came, how long each end kept sending into the link (static routing: within
+/// the switches' 100 ms link-down debounce), the frames lost on it, and both jobs side by side;
+/// the `--timeline` picture draws the cut.
+#[test]
+fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
+    let f = Fabric::up("rail-spine.yaml", "rffo");
+    let up1 = f.port_to("rail1", "spine1:eth1");
+    let down1 = f.port_to("spine1", &format!("rail1:{up1}"));
+    let svg = std::env::temp_dir().join(format!("rocefab-rffo-{}.svg", std::process::id()));
+    let o = rocefab(&[
+        "run",
+        &f.name,
+        "allreduce",
+        "--size",
+        "16MiB",
+        "--json",
+        "--timeout",
+        "240",
+        "--retransmit-timeout-ms",
+        "2000",
+        "--fail-link",
+        &format!("rail1:{up1}"),
+        "--fail-at",
+        "50ms",
+        "--compare",
+        "--timeline",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
+    let fo = &r["failover"];
+    assert_eq!(fo["link"], format!("rail1:{up1} -- spine1:{down1}"), "{fo:#}");
+    // At D = 1: the cut 50 ms into the job (plus the time to start it).
+    let cut = fo["cut_at_ns"].as_u64().unwrap();
+    assert!((50_000_000..90_000_000).contains(&cut), "cut at {cut} ns: {fo:#}");
+    let ends = fo["ends"].as_array().unwrap();
+    assert_eq!(ends.len(), 2, "{fo:#}");
+    // Static routing: a switch takes the port out of its groups once the carrier loss has
+    // lasted its 100 ms debounce; setting both ends down and the 2 ms reading add the rest.
+    for e in ends {
+        if let Some(t) = e["last_frame_after_ns"].as_u64() {
+            assert!(t <= 150_000_000, "{} sent into the cut link {t} ns after the cut: {fo:#}", e["end"]);
+        }
+    }
+    assert!(ends[0]["last_frame_after_ns"].as_u64().is_some(), "rail1 carried the job when it was cut: {fo:#}");
+    // Frames were lost, so the job retransmitted and took longer than the same job without it.
+    let lost = fo["frames_lost"].as_u64().unwrap();
+    assert!(lost > 0, "{fo:#}");
+    let base = &fo["baseline"];
+    assert_eq!((base["ok"].as_bool(), base["retransmitted_packets"].as_u64()), (Some(true), Some(0)), "{fo:#}");
+    assert!(r["retransmitted_packets"].as_u64().unwrap() > 0, "{r:#}");
+    assert!(
+        r["completion_ns"].as_u64().unwrap() > base["completion_ns"].as_u64().unwrap(),
+        "the failure cost nothing? {} vs {}",
+        r["completion_ns"],
+        base["completion_ns"]
+    );
+    // Restored after the job: the port is back.
+    assert!(fo["restored_at_ns"].as_u64().unwrap() > cut);
+    assert_eq!(metric(&f.metrics("rail1"), "rocefab_port_carrier", &[("port", up1.as_str())]), 1.0);
+    let events: Vec<&str> = r["events"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    assert!(events.iter().any(|e| e.contains(&format!("link down rail1:{up1}"))), "{events:?}");
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    std::fs::remove_file(&svg).unwrap();
+    assert!(drawn.contains(&format!("link down rail1:{up1} -- spine1:{down1}")), "the timeline draws the cut");
+}
+
+/// A cut link's LLDP neighbours age out at their TTL (IEEE 802.1AB: the last LLDPDU's TTL, here
+/// 3 s sent every 1 s) and `rocefab lldp --check` says the link is down, which ends still list
+/// their neighbour, then that both aged it out; the restored link is checked clean again. A
+/// flapping link (`--flap 300ms --for 1200ms`) goes down and up twice, each change an event that
+/// the switches' carrier watch saw (300 ms outlasts their 100 ms debounce).
+#[test]
+fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
+    let f = Fabric::up_with("rail-spine.yaml", "rfla", "lldp:\n  tx_interval: 1s\n  ttl: 3s\n");
+    let up1 = f.port_to("rail1", "spine1:eth1");
+    let down1 = f.port_to("spine1", &format!("rail1:{up1}"));
+    let check = || {
+        let o = rocefab(&["lldp", &f.name, "--check", "--json"]);
+        let links: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+        (o.status.success(), links.into_iter().find(|l| l["a"] == format!("rail1:{up1}")).unwrap())
+    };
+    let t0 = Instant::now();
+    while !check().0 {
+        assert!(t0.elapsed() < Duration::from_secs(15), "LLDP never checked clean: {:?}", check());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let ageouts = |sw: &str, port: &str| metric(&f.metrics(sw), "rocefab_lldp_ageouts_total", &[("port", port)]);
+    let before = (ageouts("rail1", &up1), ageouts("spine1", &down1));
+
+    let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
+    assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
+    let cut = Instant::now();
+    let (ok, link) = check();
+    assert!(!ok, "a cut link fails the check");
+    assert_eq!(link["status"], "link_down", "{link:#}");
+    assert!(!link["listed"].as_array().unwrap().is_empty(), "just cut: the neighbours are still listed: {link:#}");
+    let aged = loop {
+        let (_, link) = check();
+        assert_eq!(link["status"], "link_down", "{link:#}");
+        if link["listed"].as_array().unwrap().is_empty() {
+            break cut.elapsed();
+        }
+        assert!(cut.elapsed() < Duration::from_secs(5), "not aged out 5 s after the cut: {link:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // The last LLDPDU came at most one interval (1 s) before the cut, with a TTL of 3 s.
+    assert!(aged >= Duration::from_millis(1_900) && aged <= Duration::from_millis(3_400), "aged out after {aged:?}");
+    assert_eq!((ageouts("rail1", &up1), ageouts("spine1", &down1)), (before.0 + 1.0, before.1 + 1.0));
+
+    let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
+    assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
+    let back = Instant::now();
+    while !check().0 {
+        // A fast start on the carrier's return: an LLDPDU within the fast interval (1 s).
+        assert!(back.elapsed() < Duration::from_secs(3), "LLDP not back 3 s after the restore: {:?}", check());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let updates = || metric(&f.metrics("rail1"), "rocefab_route_updates_total", &[]);
+    let u0 = updates();
+    let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}"), "--flap", "300ms", "--for", "1200ms"]);
+    assert!(o.status.success(), "rocefab fail link --flap: {}\n{}", stdout(&o), stderr(&o));
+    for i in 1..=4 {
+        assert!(stdout(&o).contains(&format!("(flap {i} of 4)")), "{}", stdout(&o));
+    }
+    // Two losses and two returns, each seen by rail1's carrier watch (and at most once more
+    // each by the routes pushed with it).
+    let du = updates() - u0;
+    assert!((4.0..=8.0).contains(&du), "{du} route updates for two flaps");
+    assert_eq!(metric(&f.metrics("rail1"), "rocefab_port_carrier", &[("port", up1.as_str())]), 1.0, "it ends up");
+    let o = rocefab(&["events", &f.name, "--json"]);
+    let log: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let flaps: Vec<&Value> = log.iter().filter(|e| e["detail"].as_str().unwrap().starts_with("flap ")).collect();
+    let kinds: Vec<&str> = flaps.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["link down", "link up", "link down", "link up"]);
+    // 300 ms apart (emulated = wall at D = 1), within a few ms.
+    for w in flaps.windows(2) {
+        let gap = w[1]["emulated_ns"].as_u64().unwrap() - w[0]["emulated_ns"].as_u64().unwrap();
+        assert!((295_000_000..=330_000_000).contains(&gap), "flap changes {gap} ns apart");
+    }
+}
