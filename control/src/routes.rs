@@ -163,7 +163,12 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
     for sw in plan.switches.iter().filter(|s| only.as_ref().is_none_or(|o| *o == s.name)) {
         let cfg = &sw.config;
         if st.failed_switches.contains(&sw.name) {
-            out += &format!("{}: failed (`rocefab restore switch {}`)\n", sw.name, sw.name);
+            if a.json {
+                out += &serde_json::to_string(&serde_json::json!({ "switch": sw.name, "failed": true, "routes": [] }))?;
+                out.push('\n');
+            } else {
+                out += &format!("{}: failed (`rocefab restore switch {}`)\n", sw.name, sw.name);
+            }
             continue;
         }
         let d = st

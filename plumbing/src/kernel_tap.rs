@@ -127,6 +127,9 @@ impl KernelTaps {
                         each(i as u16, dir, ts, c.orig_len as u32, &self.frame[..c.len]);
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    // The interface went down: the socket says so once and resumes when it
+                    // comes back up (reopening it would miss the first frames then: ARP).
+                    Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) => break,
                     Err(e) => {
                         tracing::warn!(port = %self.ports[i], "capture socket: {e}; reopening");
                         self.socks[i] = None;

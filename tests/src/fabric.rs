@@ -279,7 +279,8 @@ impl Drop for Fabric {
 
 pub use rocefab_test_support::promtool::promtool_check;
 
-/// Pids of the processes whose command line contains `needle` (e.g. a daemon's config path).
+/// Pids of the processes whose command line (arguments joined with spaces) contains `needle`
+/// (e.g. a daemon's config path).
 pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
     let me = std::process::id();
     let mut v = Vec::new();
@@ -289,7 +290,9 @@ pub fn pids_with_cmdline(needle: &str) -> Vec<u32> {
             continue;
         }
         if let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) {
-            if String::from_utf8_lossy(&raw).contains(needle) {
+            // Arguments are NUL-separated: joined with spaces, a needle may span several.
+            let line: Vec<u8> = raw.iter().map(|&b| if b == 0 { b' ' } else { b }).collect();
+            if String::from_utf8_lossy(&line).contains(needle) {
                 v.push(pid);
             }
         }

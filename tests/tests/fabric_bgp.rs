@@ -8,6 +8,10 @@
 //!   withdrawals, zebra, the switches' FIB watch) within the BFD detection time, every switch's
 //!   data path then follows FRR (rail2, which cannot see the cut, learnt it), the job completes verified,
 //!   and after the restore every switch's data path equals FRR's again.
+//! * The restore captured on rail1's port (`rocefab capture`): ARP, BGP OPENs and BFD from both
+//!   ends, beside the data path's LLDP: control traffic passes XDP to the kernel and is seen.
+//! * spine1 killed (`rocefab fail switch`): its daemon and FRR stop, BGP routes around it;
+//!   restored, its sessions come back Established and every data path equals FRR's again.
 //! * `rocefab down` stops every FRR daemon.
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
@@ -107,9 +111,72 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
 
+    // The restore, captured on rail1's port: the control traffic XDP passes to the kernel and
+    // FRR sends (ARP for the peer's address, whose entry the kernel flushed when the link went
+    // down; BGP's OPENs; BFD) is in the pcapng beside the data path's frames.
+    let addr = |sw: &str, port: &str| {
+        let cfg = f.config(sw);
+        let p = cfg.ports.iter().find(|p| p.name == port).unwrap();
+        p.addresses[0].split('/').next().unwrap().to_string()
+    };
+    let down1 = f.port_to("spine1", &format!("rail1:{up1}"));
+    let (rail1_ip, spine1_ip) = (addr("rail1", &up1), addr("spine1", &down1));
+    let pcap = std::env::temp_dir().join(format!("rocefab-rfbg-{}.pcapng", std::process::id()));
+    let capture = Command::new(rocefab_tests::fabric::rocefab_bin())
+        .args(["capture", &f.name, &format!("rail1:{up1}"), "-w", pcap.to_str().unwrap(), "--duration", "12s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
     let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
     assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("BGP converged with it in "), "{}", stdout(&o));
+    let held = routes_agree(&f);
+    assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
+    let c = capture.wait_with_output().unwrap();
+    assert!(c.status.success(), "rocefab capture: {}", stderr(&c));
+    let count = |filter: &str| {
+        let o = Command::new("tshark").args(["-r", pcap.to_str().unwrap(), "-Y", filter]).output().unwrap();
+        assert!(o.status.success(), "tshark -Y {filter}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).lines().count()
+    };
+    for (what, filter) in [
+        ("an ARP request for spine1", format!("arp.opcode == 1 && arp.dst.proto_ipv4 == {spine1_ip}")),
+        ("spine1's ARP reply", format!("arp.opcode == 2 && arp.src.proto_ipv4 == {spine1_ip}")),
+        ("rail1's BGP OPEN", format!("bgp.type == 1 && ip.src == {rail1_ip}")),
+        ("spine1's BGP OPEN", format!("bgp.type == 1 && ip.src == {spine1_ip}")),
+        ("rail1's BFD", format!("bfd && ip.src == {rail1_ip}")),
+        ("spine1's BFD", format!("bfd && ip.src == {spine1_ip}")),
+        ("LLDP from the data path", "lldp".to_string()),
+    ] {
+        assert!(count(&filter) > 0, "the capture has no {what} ({filter})");
+    }
+    std::fs::remove_file(&pcap).unwrap();
+
+    // spine1 killed: its daemon and its FRR stop, its links go dark; BGP routes around it and
+    // brings it back on restore.
+    let frr_of = |sw: &str| pids_with_cmdline(&format!("-N rf-{}-{sw}", f.name));
+    assert_eq!(frr_of("spine1").len(), 3, "zebra, bgpd and bfdd run on spine1");
+    let o = rocefab(&["fail", "switch", &f.name, "spine1"]);
+    assert!(o.status.success(), "rocefab fail switch: {}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("switch spine1 down: daemon stopped, 2 links dark")
+            && out.contains("BGP converged without it in "),
+        "{out}"
+    );
+    assert!(frr_of("spine1").is_empty(), "spine1's FRR stopped");
+    let held = routes_agree(&f);
+    assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
+    assert_eq!(route(&held, "rail2", "10.0.1.0/24"), &serde_json::json!(["spine2:eth2"]));
+    let o = rocefab(&["restore", "switch", &f.name, "spine1"]);
+    assert!(o.status.success(), "rocefab restore switch: {}\n{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("BGP converged with it in "), "{}", stdout(&o));
+    assert_eq!(frr_of("spine1").len(), 3, "spine1's FRR is back");
+    let s: Value = serde_json::from_str(&vtysh(&f, "spine1", "show bgp summary json")).unwrap();
+    let peers = s["ipv4Unicast"]["peers"].as_object().cloned().unwrap_or_default();
+    assert!(peers.len() == 2 && peers.values().all(|p| p["state"] == "Established"), "{s:#}");
     let held = routes_agree(&f);
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
 
