@@ -1,19 +1,23 @@
 //! `rocefab qos import`: reads the QoS part of a Cisco NX-OS configuration (Nexus 9000 syntax,
-//! as book ch. 11 shows it in Examples 11-1 to 11-7) and writes the equivalent `qos:` section of
-//! a topology file ([`crate::qos`]), or writes it into a topology file (`--apply`).
+//! as book ch. 11 shows it in Examples 11-1 to 11-7) and prints the equivalent `qos:` section of
+//! a topology file ([`crate::qos`]), or writes it into one (`--apply`).
 //!
 //! qos-group N is priority N and egress queue N, as on NX-OS's 8-queue platforms ("the mapping
 //! between internal QoS labels and queues is fixed", book ch. 11):
 //!
-//! | NX-OS | `qos:` |
-//! |---|---|
-//! | `class-map type qos` … `match dscp D`, `policy-map type qos` … `class` … `set qos-group G` | `classes: { D: G }` |
-//! | `policy-map type network-qos` … `class type network-qos c-8q-nqN` … `pause pfc-cos N` | `pfc: [N]` |
-//! | `policy-map type queuing` … `class type queuing c-out-8q-qN` … `priority level 1` | `strict: [N]` |
-//! | … `bandwidth remaining percent P` | `ets: { N: P }` (0 %: no share, left out) |
-//! | … `random-detect minimum-threshold A kbytes maximum-threshold B kbytes drop-probability P weight 0 ecn` | `wred: { queues: [N], min: AKB, max: BKB, probability: P }` |
-//! | `priority-flow-control watch-dog-interval on` (global), `priority-flow-control watch-dog` (interface) | `watchdog: on` (rocefab's detect and restore times) |
-//! | interface `priority-flow-control mode on` or `auto` | PFC on the port: every rocefab port runs PFC on the `pfc` priorities |
+//! - `class-map type qos` … `match dscp D` with `policy-map type qos` … `class` … `set qos-group
+//!   G`: `classes: { D: G }`;
+//! - `policy-map type network-qos` … `class type network-qos c-8q-nqN` … `pause pfc-cos N`:
+//!   `pfc: [N]`;
+//! - `policy-map type queuing` … `class type queuing c-out-8q-qN` … `priority level 1`:
+//!   `strict: [N]`;
+//! - … `bandwidth remaining percent P`: `ets: { N: P }` (0 %: no share, left out);
+//! - … `random-detect minimum-threshold A kbytes maximum-threshold B kbytes drop-probability P
+//!   weight 0 ecn`: `wred: { queues: [N], min: AKB, max: BKB, probability: P }`;
+//! - `priority-flow-control watch-dog-interval on` (global) or `priority-flow-control watch-dog`
+//!   (interface): `watchdog: on`, with rocefab's detection and restoration times;
+//! - interface `priority-flow-control mode on` or `auto`: PFC on the port, as every rocefab port
+//!   runs PFC on the `pfc` priorities.
 //!
 //! `c-out-8q-q-default` and `c-8q-nq-default` are queue 0; the 4-queue names (`c-out-q3`,
 //! `c-nq3`) are read the same way. The first class of a `policy-map type qos` that matches a
@@ -39,6 +43,8 @@
 //! `FILE:LINE: <text>: not supported (why)` (rocefab has no equivalent) or `FILE:LINE: <text>:
 //! not used (why)` (valid, but nothing the import uses refers to it). Contradictions and
 //! malformed commands are errors naming the file, the line and the NX-OS field ([`ImportError`]).
+//!
+//! `!` comments and `description` remarks are skipped: they configure nothing.
 //!
 //! Lines are read as NX-OS's CLI reads pasted configuration, by mode rather than indentation: a
 //! command the current mode does not take goes to the enclosing mode, so the book's unindented
@@ -644,7 +650,7 @@ impl<'a, 'f> Parser<'a, 'f> {
             if let Mode::Other(head) = deepest {
                 if indent > 0 || !accepts(Mode::Top, &first, &w) {
                     let why = if indent > 0 {
-                        format!("inside `{}` (line {head}), which is not imported", self.p.text[&head])
+                        format!("inside `{}` at line {head}, which is not imported", self.p.text[&head])
                     } else {
                         NOT_QOS.to_string()
                     };
@@ -694,11 +700,14 @@ impl<'a, 'f> Parser<'a, 'f> {
                 _ => {
                     // priority-flow-control, global.
                     match (kw(1).as_deref(), kw(2).as_deref(), w.len()) {
-                        (Some("watch-dog-interval"), Some(v @ ("on" | "off")), 3) => self.p.wd_global.push((no, v == "on")),
+                        (Some("watch-dog-interval"), Some(v @ ("on" | "off")), 3) => {
+                            self.p.wd_global.push((no, v == "on"))
+                        }
                         (Some("mode"), _, _) => self.unsupported(no, "an interface command outside an interface"),
                         _ => self.unsupported(
                             no,
-                            "a PFC watchdog setting rocefab does not have (qos.watchdog takes detect, restore and poll times)",
+                            "a PFC watchdog setting rocefab does not have; qos.watchdog takes detect, restore and \
+                             poll times",
                         ),
                     }
                     Ok(None)
@@ -717,7 +726,7 @@ impl<'a, 'f> Parser<'a, 'f> {
                         cm.lines.push(no);
                     }
                     Some("not") => self.unsupported(no, "a negated match: rocefab's classes list the DSCPs they take"),
-                    _ => self.unsupported(no, "rocefab classifies by DSCP only (match dscp)"),
+                    _ => self.unsupported(no, "rocefab classifies by DSCP only: match dscp"),
                 }
                 Ok(None)
             }
@@ -738,14 +747,14 @@ impl<'a, 'f> Parser<'a, 'f> {
                     (Some("mode"), Some("on" | "auto"), 3) => self.p.pfc_modes.push((no, head)),
                     (Some("mode"), Some("off"), 3) => self.unsupported(
                         no,
-                        "PFC off on one port: rocefab runs PFC on every port for the lossless priorities (qos.pfc)",
+                        "PFC off on one port: rocefab runs PFC on every port for the lossless priorities, qos.pfc",
                     ),
                     (Some("watch-dog"), None, 2) | (Some("watch-dog-interval"), Some("on"), 3) => {
                         self.p.wd_ports.push((no, head))
                     }
                     (Some("watch-dog-interval"), Some("off"), 3) => self.unsupported(
                         no,
-                        "the watchdog off on one port: rocefab's watchdog is per switch (qos.watchdog)",
+                        "the watchdog off on one port: rocefab's watchdog is per switch, qos.watchdog",
                     ),
                     _ => self.unsupported(no, "a PFC setting rocefab does not have"),
                 }
@@ -763,7 +772,10 @@ impl<'a, 'f> Parser<'a, 'f> {
             if !ty.eq_ignore_ascii_case("qos") {
                 self.unsupported(
                     no,
-                    format!("class-map type {ty}: rocefab imports class-map type qos (queues are NX-OS's fixed c-out-8q-q* classes)"),
+                    format!(
+                        "class-map type {ty}: rocefab imports class-map type qos; queues are NX-OS's fixed \
+                         c-out-8q-q* classes"
+                    ),
                 );
                 return Ok(Some(Mode::Other(no)));
             }
@@ -880,7 +892,7 @@ impl<'a, 'f> Parser<'a, 'f> {
             (Kind::Qos, "set") => {
                 self.unsupported(
                     no,
-                    "rocefab does not rewrite packets: its classes only choose the queue (set qos-group)",
+                    "rocefab does not rewrite packets; its classes only choose the queue: set qos-group",
                 );
                 return Ok(());
             }
@@ -1012,7 +1024,7 @@ impl<'a, 'f> Parser<'a, 'f> {
             return Ok(None);
         }
         if !ecn {
-            self.unsupported(no, "WRED without ecn drops: rocefab's WRED marks ECN-capable packets (ecn)");
+            self.unsupported(no, "WRED without ecn drops packets; rocefab's WRED marks the ECN-capable ones, with ecn");
             return Ok(None);
         }
         if min.bytes() > max.bytes() {
@@ -1025,7 +1037,7 @@ impl<'a, 'f> Parser<'a, 'f> {
         if weight.is_some_and(|w| w != 0) {
             self.unsupported(
                 no,
-                "weight other than 0: rocefab's WRED reads the instantaneous queue depth (weight 0); imported with weight 0",
+                "weight other than 0: rocefab's WRED reads the instantaneous queue depth; imported as weight 0",
             );
         }
         Ok(Some(WredLine { min, max, probability }))
@@ -1087,7 +1099,7 @@ impl<'a, 'f> Parser<'a, 'f> {
         if !ok {
             self.unsupported(
                 no,
-                "rocefab imports type qos input, type queuing output and (under system qos) type network-qos",
+                "rocefab imports type qos input, type queuing output and, under system qos, type network-qos",
             );
             return Ok(());
         }
@@ -1342,14 +1354,14 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                     .filter_map(|&d| {
                         table[d as usize]
                             .filter(|(_, n, _)| *n != c.name)
-                            .map(|(_, n, l)| format!("DSCP {d} by class {n} (line {l})"))
+                            .map(|(_, n, l)| format!("DSCP {d} by class {n} at line {l}"))
                     })
                     .collect();
                 if !taken.is_empty() {
                     note(
                         *line,
                         NoteKind::NotUsed,
-                        format!("already classified, the first class wins: {}", taken.join(", ")),
+                        format!("already classified, and the first class wins: {}", taken.join(", ")),
                     );
                 }
             }
@@ -1428,7 +1440,8 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                                         *line,
                                         "random-detect",
                                         format!(
-                                            "queue {qn}'s thresholds differ from those at line {first}: rocefab runs one WRED profile on its WRED queues"
+                                            "queue {qn}'s thresholds differ from those at line {first}: rocefab \
+                                             runs one WRED profile on its WRED queues"
                                         ),
                                     ));
                                 }
@@ -1446,7 +1459,8 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                     line_a,
                     "priority level",
                     format!(
-                        "queue {qa} at level {la} would go before queue {qb} at level 1 (line {line_b}): rocefab serves strict queues highest first"
+                        "queue {qa} at level {la} would go before queue {qb} at level 1 (line {line_b}): rocefab \
+                         serves strict queues highest first"
                     ),
                 ));
             }
@@ -1503,7 +1517,10 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                             return Err(err(
                                 *line,
                                 "pause pfc-cos",
-                                format!("pfc-cos {other} in class {}: rocefab pauses a class on its own priority ({qn})", c.name),
+                                format!(
+                                    "pfc-cos {other} in class {}: rocefab pauses a class on its own priority ({qn})",
+                                    c.name
+                                ),
                             ));
                         }
                         pfc |= 1 << qn;
@@ -1512,7 +1529,9 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                     Cmd::Mtu(_) => note(
                         *line,
                         NoteKind::NotSupported,
-                        "an MTU per class: qos: has no MTU key; the topology's top-level mtu: sets every link's, and --apply leaves it".to_string(),
+                        "an MTU per class: qos: has no MTU key; the topology's top-level mtu: sets every link's, \
+                         and --apply leaves it"
+                            .to_string(),
                     ),
                     _ => {}
                 }
@@ -1526,7 +1545,9 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
             note(
                 l,
                 NoteKind::NotUsed,
-                "no policy-map type network-qos with pause pfc-cos: the file does not say which priorities are lossless".to_string(),
+                "no policy-map type network-qos with pause pfc-cos: the file does not say which priorities are \
+                 lossless"
+                    .to_string(),
             );
         }
     }
