@@ -1624,3 +1624,50 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
     notes.sort_by_key(|n| n.line);
     Ok(Import { qos: q, notes })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dscp_names_and_ranges() {
+        assert_eq!(parse_dscp_list("af11,af43,cs0,cs7,ef,default"), Ok(vec![10, 38, 0, 56, 46, 0]));
+        assert_eq!(parse_dscp_list("10-12,AF31"), Ok(vec![10, 11, 12, 26]));
+        assert_eq!(parse_dscp_list("cs1-af12"), Ok(vec![8, 9, 10, 11, 12]));
+        assert!(parse_dscp_list("12-10").unwrap_err().contains("runs backwards"));
+        for bad in ["64", "af14", "af5", "cs8", "x", "", "1,,2"] {
+            assert!(parse_dscp_list(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn queue_class_names() {
+        let out = ["c-out-8q-q", "c-out-q"];
+        assert_eq!(queue_of("c-out-8q-q-default", &out), Some(0));
+        assert_eq!(queue_of("C-OUT-8Q-Q7", &out), Some(7));
+        assert_eq!(queue_of("c-out-q3", &out), Some(3));
+        assert_eq!(queue_of("c-out-8q-q0", &out), None, "queue 0 is q-default");
+        assert_eq!(queue_of("c-out-8q-q8", &out), None);
+        assert_eq!(queue_of("c-in-q3", &out), None);
+        assert_eq!(queue_of("c-8q-nq3", &["c-8q-nq", "c-nq"]), Some(3));
+    }
+
+    #[test]
+    fn source_lines_as_ranges() {
+        assert_eq!(line_ranges(&[3, 4, 5, 7, 9, 10]), "3-5,7,9-10");
+        assert_eq!(line_ranges(&[1]), "1");
+        assert_eq!(line_ranges(&[]), "");
+    }
+
+    #[test]
+    fn thresholds_read_kbytes_as_thousands() {
+        let t = |value, unit| Threshold { value, unit };
+        assert_eq!((t(150, SizeUnit::Kbytes).bytes(), t(150, SizeUnit::Kbytes).yaml()), (150_000, "150KB".into()));
+        assert_eq!((t(3, SizeUnit::Mbytes).bytes(), t(3, SizeUnit::Mbytes).yaml()), (3_000_000, "3MB".into()));
+        assert_eq!((t(9216, SizeUnit::Bytes).bytes(), t(9216, SizeUnit::Bytes).yaml()), (9216, "9216".into()));
+        // What the topology loader makes of the written sizes.
+        for s in [t(150, SizeUnit::Kbytes), t(3, SizeUnit::Mbytes), t(9216, SizeUnit::Bytes)] {
+            assert_eq!(crate::qos::parse_byte_size(&s.yaml()), Ok(s.bytes()));
+        }
+    }
+}
