@@ -1209,19 +1209,61 @@ fn parse_dscp_list(s: &str) -> Result<Vec<u8>, String> {
 // From the configuration to the settings
 
 fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
+    let mut out =
+        Out { q: QosImport::default(), notes: std::mem::take(&mut p.notes), text: std::mem::take(&mut p.text), file };
+    let Chosen { active, unused_why } = choose_policies(&p, file)?;
+    for i in active.iter().flatten() {
+        drop_replaced(&mut p.policies[*i], &mut out);
+    }
+    classify(&p, active[0], &mut out)?;
+    schedule(&p, active[1], &mut out)?;
+    pause(&p, active[2], &mut out)?;
+    watchdog(&p, &mut out);
+    for (i, pol) in p.policies.iter().enumerate() {
+        if !active.contains(&Some(i)) {
+            let why = unused_why.get(&i).cloned().unwrap_or_default();
+            for &l in &pol.lines {
+                out.note(l, NoteKind::NotUsed, why.clone());
+            }
+        }
+    }
+    finish(&p, out)
+}
+
+/// The settings and notes being built, with the file's lines for the notes.
+struct Out<'a, 'f> {
+    q: QosImport,
+    notes: Vec<Note>,
+    text: BTreeMap<usize, &'a str>,
+    file: &'f str,
+}
+
+impl Out<'_, '_> {
+    fn note(&mut self, line: usize, kind: NoteKind, why: impl Into<String>) {
+        let text = self.text.get(&line).copied().unwrap_or("").to_string();
+        self.notes.push(Note { line, text, kind, why: why.into() });
+    }
+
+    fn err(&self, line: usize, field: &str, msg: String) -> ImportError {
+        ImportError { file: self.file.to_string(), line, field: field.to_string(), msg }
+    }
+}
+
+/// The policy of each type that applies (by index into `Parsed::policies`: qos, queuing,
+/// network-qos), and why each other policy does not.
+struct Chosen {
+    active: [Option<usize>; 3],
+    unused_why: BTreeMap<usize, String>,
+}
+
+/// Which policy of each type applies: the one `service-policy` attaches, or the only one.
+fn choose_policies(p: &Parsed, file: &str) -> Result<Chosen, ImportError> {
     let err = |line: usize, field: &str, msg: String| ImportError {
         file: file.to_string(),
         line,
         field: field.to_string(),
         msg,
     };
-    let mut q = QosImport::default();
-    let mut notes = std::mem::take(&mut p.notes);
-    let mut note = |line: usize, kind: NoteKind, why: String| {
-        let text = p.text.get(&line).copied().unwrap_or("").to_string();
-        notes.push(Note { line, text, kind, why });
-    };
-    // Which policy of each type applies; why the others do not.
     let mut active: [Option<usize>; 3] = [None; 3];
     let mut unused_why: BTreeMap<usize, String> = BTreeMap::new();
     for (slot, kind) in [Kind::Qos, Kind::Queuing, Kind::NetworkQos].into_iter().enumerate() {
@@ -1233,7 +1275,7 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
         }
         let defined: Vec<usize> = (0..p.policies.len()).filter(|&i| p.policies[i].kind == kind).collect();
         let ty = kind.name();
-        let chosen = match attached.as_slice() {
+        active[slot] = match attached.as_slice() {
             [a, b, ..] => {
                 return Err(err(
                     b.line,
@@ -1253,13 +1295,10 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                     ));
                 };
                 for &j in defined.iter().filter(|&&j| j != i) {
-                    unused_why.insert(
-                        j,
-                        format!(
-                            "policy-map type {ty} {} is not attached: line {} attaches {}",
-                            p.policies[j].name, a.line, a.name
-                        ),
-                    );
+                    let name = p.policies[j].name;
+                    let why =
+                        format!("policy-map type {ty} {name} is not attached: line {} attaches {}", a.line, a.name);
+                    unused_why.insert(j, why);
                 }
                 Some(i)
             }
@@ -1275,41 +1314,40 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                 }
             },
         };
-        active[slot] = chosen;
     }
-    // Commands replaced by a later one of the same kind in the same class.
-    let replaced = |pol: &mut Policy, note: &mut dyn FnMut(usize, NoteKind, String)| {
-        for c in &mut pol.classes {
-            let mut keep: Vec<(usize, Cmd)> = Vec::new();
-            for (line, cmd) in c.cmds.drain(..) {
-                if let Some(k) = keep.iter().position(|(_, old)| old.slot() == cmd.slot()) {
-                    note(keep[k].0, NoteKind::NotUsed, format!("replaced by line {line}"));
-                    keep.remove(k);
-                }
-                keep.push((line, cmd));
-            }
-            c.cmds = keep;
-        }
-    };
-    for i in active.iter().flatten() {
-        replaced(&mut p.policies[*i], &mut note);
-    }
+    Ok(Chosen { active, unused_why })
+}
 
-    // Classification.
+/// Drops the commands a later one of the same kind in the same class replaces, noting them.
+fn drop_replaced(pol: &mut Policy, out: &mut Out) {
+    for c in &mut pol.classes {
+        let mut keep: Vec<(usize, Cmd)> = Vec::new();
+        for (line, cmd) in c.cmds.drain(..) {
+            if let Some(k) = keep.iter().position(|(_, old)| old.slot() == cmd.slot()) {
+                out.note(keep[k].0, NoteKind::NotUsed, format!("replaced by line {line}"));
+                keep.remove(k);
+            }
+            keep.push((line, cmd));
+        }
+        c.cmds = keep;
+    }
+}
+
+/// `classes` from the qos policy `pi` and the class-maps it names; notes the class-maps it does
+/// not use and the DSCPs an earlier class already took.
+fn classify(p: &Parsed, pi: Option<usize>, out: &mut Out) -> Result<(), ImportError> {
     let mut used_maps = vec![false; p.class_maps.len()];
-    if let Some(pi) = active[0] {
+    if let Some(pi) = pi {
         let pol = &p.policies[pi];
+        // DSCP → (qos-group, class, its line), first match first.
         let mut table: [Option<(u8, &str, usize)>; 64] = [None; 64];
         let mut default = 0u8;
         let mut src = vec![pol.line];
         let mut seen: Vec<(&str, usize)> = Vec::new();
         for c in &pol.classes {
             if let Some((_, l)) = seen.iter().find(|(n, _)| *n == c.name) {
-                return Err(err(
-                    c.line,
-                    "class",
-                    format!("class {} is listed twice in policy-map {} (line {l})", c.name, pol.name),
-                ));
+                let msg = format!("class {} is listed twice in policy-map {} (line {l})", c.name, pol.name);
+                return Err(out.err(c.line, "class", msg));
             }
             seen.push((c.name, c.line));
             src.push(c.line);
@@ -1317,283 +1355,243 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
                 Cmd::QosGroup(g) => Some((*g, *l)),
                 _ => None,
             });
-            if let Some((_, l)) = group {
-                src.push(l);
-            }
+            src.extend(group.map(|(_, l)| l));
             let group = group.map_or(0, |(g, _)| g);
             if c.name.eq_ignore_ascii_case("class-default") {
                 default = group;
                 continue;
             }
             let Some(m) = p.class_maps.iter().position(|m| m.name == c.name) else {
-                return Err(err(c.line, "class", format!("class-map type qos {} is not defined in the file", c.name)));
+                let msg = format!("class-map type qos {} is not defined in the file", c.name);
+                return Err(out.err(c.line, "class", msg));
             };
             used_maps[m] = true;
             let cm = &p.class_maps[m];
             src.push(cm.line);
-            // match-all: a packet has one DSCP, so the class takes the DSCPs every line lists.
-            let all: Vec<u8> = if cm.match_all {
-                (0..64u8).filter(|d| cm.matches.iter().all(|(_, l)| l.contains(d))).collect()
-            } else {
-                cm.matches.iter().flat_map(|(_, l)| l.iter().copied()).collect()
-            };
-            if cm.match_all && all.is_empty() {
-                for (line, _) in &cm.matches {
-                    note(
-                        *line,
-                        NoteKind::NotUsed,
-                        format!("class-map {} is match-all and no DSCP is in every match", cm.name),
-                    );
-                }
-            }
-            for (line, list) in &cm.matches {
-                src.push(*line);
-                let taken: Vec<String> = list
-                    .iter()
-                    .filter(|d| all.contains(d))
-                    .filter_map(|&d| {
-                        table[d as usize]
-                            .filter(|(_, n, _)| *n != c.name)
-                            .map(|(_, n, l)| format!("DSCP {d} by class {n} at line {l}"))
-                    })
-                    .collect();
-                if !taken.is_empty() {
-                    note(
-                        *line,
-                        NoteKind::NotUsed,
-                        format!("already classified, and the first class wins: {}", taken.join(", ")),
-                    );
-                }
-            }
-            for d in all {
-                if table[d as usize].is_none() {
-                    table[d as usize] = Some((group, c.name, c.line));
-                }
+            src.extend(cm.matches.iter().map(|(l, _)| *l));
+            for d in class_map_dscps(cm, &table, out) {
+                table[d as usize].get_or_insert((group, c.name, c.line));
             }
         }
-        q.classes = Some(table.iter().map(|t| t.map_or(default, |(g, _, _)| g)).collect());
-        q.sources.insert("classes", src);
+        out.q.classes = Some(table.iter().map(|t| t.map_or(default, |(g, _, _)| g)).collect());
+        out.q.sources.insert("classes", src);
     }
     for (_, cm) in p.class_maps.iter().enumerate().filter(|(m, _)| !used_maps[*m]) {
-        let why = match active[0] {
+        let why = match pi {
             Some(pi) => format!("policy-map type qos {} does not use class-map {}", p.policies[pi].name, cm.name),
             None => format!("no policy-map type qos sets a qos-group for class-map {}", cm.name),
         };
         for &l in &cm.lines {
-            note(l, NoteKind::NotUsed, why.clone());
+            out.note(l, NoteKind::NotUsed, why.clone());
         }
     }
+    Ok(())
+}
 
-    // Scheduling and WRED.
-    if let Some(pi) = active[1] {
-        let pol = &p.policies[pi];
-        let mut queues: [Option<&PolicyClass>; 8] = [None; 8];
-        let (mut strict, mut ets) = (0u8, [0u8; 8]);
-        let (mut strict_src, mut ets_src, mut wred_src) = (vec![pol.line], vec![pol.line], vec![pol.line]);
-        let mut levels: Vec<(u8, u8, usize)> = Vec::new();
-        let mut wred: Option<(Wred, usize)> = None;
-        for c in &pol.classes {
-            let qn = c.queue.unwrap_or(0);
-            if let Some(prev) = queues[qn as usize] {
-                return Err(err(
-                    c.line,
-                    "class type queuing",
-                    format!("queue {qn} (qos-group {qn}) is already configured by {} at line {}", prev.name, prev.line),
-                ));
-            }
-            queues[qn as usize] = Some(c);
-            ets_src.push(c.line);
-            let prio =
-                c.cmds.iter().find_map(|(l, cmd)| if let Cmd::Priority(v) = cmd { Some((*v, *l)) } else { None });
-            for (line, cmd) in &c.cmds {
-                match cmd {
-                    Cmd::Priority(level) => {
-                        strict |= 1 << qn;
-                        levels.push((qn, *level, *line));
-                        strict_src.extend([c.line, *line]);
-                    }
-                    Cmd::Bandwidth(pct) => {
-                        if let (Some((_, pl)), true) = (prio, *pct != 0) {
-                            return Err(err(
-                                *line,
-                                "bandwidth remaining percent",
-                                format!("queue {qn} is strict (priority at line {pl}) and cannot have a share too"),
-                            ));
-                        }
-                        ets[qn as usize] = *pct;
-                        ets_src.push(*line);
-                    }
-                    Cmd::Wred(r) => {
-                        wred_src.extend([c.line, *line]);
-                        match &mut wred {
-                            None => {
-                                wred = Some((
-                                    Wred { queues: 1 << qn, min: r.min, max: r.max, probability: r.probability },
-                                    *line,
-                                ))
-                            }
-                            Some((w, first)) => {
-                                let same = (w.min.bytes(), w.max.bytes(), w.probability)
-                                    == (r.min.bytes(), r.max.bytes(), r.probability);
-                                if !same {
-                                    return Err(err(
-                                        *line,
-                                        "random-detect",
-                                        format!(
-                                            "queue {qn}'s thresholds differ from those at line {first}: rocefab \
-                                             runs one WRED profile on its WRED queues"
-                                        ),
-                                    ));
-                                }
-                                w.queues |= 1 << qn;
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for &(qa, la, line_a) in &levels {
-            if let Some(&(qb, _, line_b)) = levels.iter().find(|&&(qb, lb, _)| lb < la && qb < qa) {
-                return Err(err(
-                    line_a,
-                    "priority level",
-                    format!(
-                        "queue {qa} at level {la} would go before queue {qb} at level 1 (line {line_b}): rocefab \
-                         serves strict queues highest first"
-                    ),
-                ));
-            }
-        }
-        let sum: u32 = ets.iter().map(|&v| u32::from(v)).sum();
-        if sum != 100 && !(sum == 0 && strict == 0xff) {
-            let shares: Vec<String> = (0..8)
-                .filter_map(|qn| {
-                    queues[qn]?.cmds.iter().find_map(|(l, c)| match c {
-                        Cmd::Bandwidth(v) if *v != 0 => Some(format!("queue {qn} {v} % at line {l}")),
-                        _ => None,
-                    })
-                })
-                .collect();
-            return Err(err(
-                pol.line,
-                "bandwidth remaining percent",
-                format!(
-                    "the shares of policy-map {} add up to {sum} %, not 100{}",
-                    pol.name,
-                    if shares.is_empty() { String::new() } else { format!(" ({})", shares.join(", ")) }
-                ),
-            ));
-        }
-        q.strict = Some(strict);
-        q.ets = Some(ets);
-        q.wred = Some(wred.map(|(w, _)| w));
-        q.sources.insert("strict", strict_src);
-        q.sources.insert("ets", ets_src);
-        q.sources.insert("wred", wred_src);
-    }
-
-    // PFC.
-    if let Some(pi) = active[2] {
-        let pol = &p.policies[pi];
-        let mut seen: [Option<usize>; 8] = [None; 8];
-        let mut pfc = 0u8;
-        let mut src = vec![pol.line];
-        for c in &pol.classes {
-            let qn = c.queue.unwrap_or(0);
-            if let Some(l) = seen[qn as usize] {
-                return Err(err(
-                    c.line,
-                    "class type network-qos",
-                    format!("queue {qn} (qos-group {qn}) is already configured at line {l}"),
-                ));
-            }
-            seen[qn as usize] = Some(c.line);
-            src.push(c.line);
-            for (line, cmd) in &c.cmds {
-                match cmd {
-                    Cmd::Pause(cos) => {
-                        if let Some(&other) = cos.iter().find(|&&v| v != qn) {
-                            return Err(err(
-                                *line,
-                                "pause pfc-cos",
-                                format!(
-                                    "pfc-cos {other} in class {}: rocefab pauses a class on its own priority ({qn})",
-                                    c.name
-                                ),
-                            ));
-                        }
-                        pfc |= 1 << qn;
-                        src.push(*line);
-                    }
-                    Cmd::Mtu(_) => note(
-                        *line,
-                        NoteKind::NotSupported,
-                        "an MTU per class: qos: has no MTU key; the topology's top-level mtu: sets every link's, \
-                         and --apply leaves it"
-                            .to_string(),
-                    ),
-                    _ => {}
-                }
-            }
-        }
-        q.pfc = Some(pfc);
-        src.extend(p.pfc_modes.iter().flat_map(|&(l, h)| [l, h]));
-        q.sources.insert("pfc", src);
+/// The DSCPs a class-map matches (match-all: a packet has one DSCP, so those every line lists);
+/// notes its lines that match nothing, or only DSCPs `table` already gives an earlier class.
+fn class_map_dscps(cm: &ClassMap, table: &[Option<(u8, &str, usize)>; 64], out: &mut Out) -> Vec<u8> {
+    let all: Vec<u8> = if cm.match_all {
+        (0..64u8).filter(|d| cm.matches.iter().all(|(_, l)| l.contains(d))).collect()
     } else {
-        for &(l, _) in &p.pfc_modes {
-            note(
-                l,
+        cm.matches.iter().flat_map(|(_, l)| l.iter().copied()).collect()
+    };
+    for (line, list) in &cm.matches {
+        if cm.match_all && all.is_empty() {
+            out.note(
+                *line,
                 NoteKind::NotUsed,
-                "no policy-map type network-qos with pause pfc-cos: the file does not say which priorities are \
-                 lossless"
-                    .to_string(),
+                format!("class-map {} is match-all and no DSCP is in every match", cm.name),
+            );
+            continue;
+        }
+        let taken: Vec<String> = list
+            .iter()
+            .filter(|d| all.contains(d))
+            .filter_map(|&d| table[d as usize].map(|(_, n, l)| format!("DSCP {d} by class {n} at line {l}")))
+            .collect();
+        if !taken.is_empty() {
+            out.note(
+                *line,
+                NoteKind::NotUsed,
+                format!("already classified, and the first class wins: {}", taken.join(", ")),
             );
         }
     }
+    all
+}
 
-    // Watchdog: the global setting, or on when a port turns it on.
-    let global = p.wd_global.last().copied();
-    for &(l, _) in p.wd_global.iter().rev().skip(1) {
-        if let Some((last, _)) = global {
-            note(l, NoteKind::NotUsed, format!("replaced by line {last}"));
+/// `strict`, `ets` and `wred` from the queuing policy `pi`.
+fn schedule(p: &Parsed, pi: Option<usize>, out: &mut Out) -> Result<(), ImportError> {
+    let Some(pi) = pi else { return Ok(()) };
+    let pol = &p.policies[pi];
+    let mut queues: [Option<&PolicyClass>; 8] = [None; 8];
+    let (mut strict, mut ets) = (0u8, [0u8; 8]);
+    let (mut strict_src, mut ets_src, mut wred_src) = (vec![pol.line], vec![pol.line], vec![pol.line]);
+    // (queue, level, line) of every `priority`.
+    let mut levels: Vec<(u8, u8, usize)> = Vec::new();
+    let mut wred: Option<(Wred, usize)> = None;
+    for c in &pol.classes {
+        let qn = c.queue.unwrap_or(0);
+        if let Some(prev) = queues[qn as usize] {
+            let msg =
+                format!("queue {qn} (qos-group {qn}) is already configured by {} at line {}", prev.name, prev.line);
+            return Err(out.err(c.line, "class type queuing", msg));
         }
-    }
-    match global {
-        Some((gl, false)) => {
-            for &(l, _) in &p.wd_ports {
-                note(
-                    l,
-                    NoteKind::NotSupported,
-                    format!("the watchdog on one port: rocefab's watchdog is per switch, and line {gl} turns it off"),
-                );
+        queues[qn as usize] = Some(c);
+        ets_src.push(c.line);
+        let prio = c.cmds.iter().find_map(|(l, cmd)| if let Cmd::Priority(_) = cmd { Some(*l) } else { None });
+        for (line, cmd) in &c.cmds {
+            match cmd {
+                Cmd::Priority(level) => {
+                    strict |= 1 << qn;
+                    levels.push((qn, *level, *line));
+                    strict_src.extend([c.line, *line]);
+                }
+                Cmd::Bandwidth(pct) => {
+                    if let (Some(pl), true) = (prio, *pct != 0) {
+                        let msg = format!("queue {qn} is strict (priority at line {pl}) and cannot have a share too");
+                        return Err(out.err(*line, "bandwidth remaining percent", msg));
+                    }
+                    ets[qn as usize] = *pct;
+                    ets_src.push(*line);
+                }
+                Cmd::Wred(r) => {
+                    wred_src.extend([c.line, *line]);
+                    add_wred(&mut wred, qn, r, *line, out)?;
+                }
+                _ => {}
             }
-            q.watchdog = Some(false);
-            q.sources.insert("watchdog", vec![gl]);
         }
-        Some((gl, true)) => {
-            q.watchdog = Some(true);
-            q.sources
-                .insert("watchdog", std::iter::once(gl).chain(p.wd_ports.iter().flat_map(|&(l, h)| [l, h])).collect());
-        }
-        None if !p.wd_ports.is_empty() => {
-            q.watchdog = Some(true);
-            q.sources.insert("watchdog", p.wd_ports.iter().flat_map(|&(l, h)| [l, h]).collect());
-        }
-        None => {}
     }
+    for &(qa, la, line_a) in &levels {
+        if let Some(&(qb, _, line_b)) = levels.iter().find(|&&(qb, lb, _)| lb < la && qb < qa) {
+            let msg = format!(
+                "queue {qa} at level {la} would go before queue {qb} at level 1 (line {line_b}): rocefab serves \
+                 strict queues highest first"
+            );
+            return Err(out.err(line_a, "priority level", msg));
+        }
+    }
+    let sum: u32 = ets.iter().map(|&v| u32::from(v)).sum();
+    if sum != 100 && !(sum == 0 && strict == 0xff) {
+        let shares: Vec<String> = (0..8)
+            .filter_map(|qn| {
+                queues[qn]?.cmds.iter().find_map(|(l, c)| match c {
+                    Cmd::Bandwidth(v) if *v != 0 => Some(format!("queue {qn} {v} % at line {l}")),
+                    _ => None,
+                })
+            })
+            .collect();
+        let listed = if shares.is_empty() { String::new() } else { format!(" ({})", shares.join(", ")) };
+        let msg = format!("the shares of policy-map {} add up to {sum} %, not 100{listed}", pol.name);
+        return Err(out.err(pol.line, "bandwidth remaining percent", msg));
+    }
+    out.q.strict = Some(strict);
+    out.q.ets = Some(ets);
+    out.q.wred = Some(wred.map(|(w, _)| w));
+    out.q.sources.insert("strict", strict_src);
+    out.q.sources.insert("ets", ets_src);
+    out.q.sources.insert("wred", wred_src);
+    Ok(())
+}
 
-    // Policies that do not apply.
-    for (i, pol) in p.policies.iter().enumerate() {
-        if active.contains(&Some(i)) {
-            continue;
+/// Adds queue `qn` to the WRED queues; rocefab has one profile, so its thresholds must be the
+/// others'.
+fn add_wred(wred: &mut Option<(Wred, usize)>, qn: u8, r: &WredLine, line: usize, out: &Out) -> Result<(), ImportError> {
+    let Some((w, first)) = wred else {
+        *wred = Some((Wred { queues: 1 << qn, min: r.min, max: r.max, probability: r.probability }, line));
+        return Ok(());
+    };
+    if (w.min.bytes(), w.max.bytes(), w.probability) != (r.min.bytes(), r.max.bytes(), r.probability) {
+        let msg = format!(
+            "queue {qn}'s thresholds differ from those at line {first}: rocefab runs one WRED profile on its WRED \
+             queues"
+        );
+        return Err(out.err(line, "random-detect", msg));
+    }
+    w.queues |= 1 << qn;
+    Ok(())
+}
+
+/// `pfc` from the network-qos policy `pi`, with the ports' `priority-flow-control mode` lines.
+fn pause(p: &Parsed, pi: Option<usize>, out: &mut Out) -> Result<(), ImportError> {
+    let Some(pi) = pi else {
+        for &(l, _) in &p.pfc_modes {
+            let why = "no policy-map type network-qos with pause pfc-cos: the file does not say which priorities \
+                       are lossless";
+            out.note(l, NoteKind::NotUsed, why);
         }
-        let why = unused_why.get(&i).cloned().unwrap_or_default();
-        for &l in &pol.lines {
-            note(l, NoteKind::NotUsed, why.clone());
+        return Ok(());
+    };
+    let pol = &p.policies[pi];
+    let mut seen: [Option<usize>; 8] = [None; 8];
+    let mut pfc = 0u8;
+    let mut src = vec![pol.line];
+    for c in &pol.classes {
+        let qn = c.queue.unwrap_or(0);
+        if let Some(l) = seen[qn as usize] {
+            let msg = format!("queue {qn} (qos-group {qn}) is already configured at line {l}");
+            return Err(out.err(c.line, "class type network-qos", msg));
+        }
+        seen[qn as usize] = Some(c.line);
+        src.push(c.line);
+        for (line, cmd) in &c.cmds {
+            match cmd {
+                Cmd::Pause(cos) => {
+                    if let Some(&other) = cos.iter().find(|&&v| v != qn) {
+                        let msg = format!(
+                            "pfc-cos {other} in class {}: rocefab pauses a class on its own priority ({qn})",
+                            c.name
+                        );
+                        return Err(out.err(*line, "pause pfc-cos", msg));
+                    }
+                    pfc |= 1 << qn;
+                    src.push(*line);
+                }
+                Cmd::Mtu(_) => {
+                    let why = "an MTU per class: qos: has no MTU key; the topology's top-level mtu: sets every \
+                               link's, and --apply leaves it";
+                    out.note(*line, NoteKind::NotSupported, why);
+                }
+                _ => {}
+            }
         }
     }
-    // The service-policy lines that chose the policies.
+    out.q.pfc = Some(pfc);
+    src.extend(p.pfc_modes.iter().flat_map(|&(l, h)| [l, h]));
+    out.q.sources.insert("pfc", src);
+    Ok(())
+}
+
+/// `watchdog`: the global setting, or on when a port turns it on.
+fn watchdog(p: &Parsed, out: &mut Out) {
+    let Some(&(gl, on)) = p.wd_global.last() else {
+        if !p.wd_ports.is_empty() {
+            out.q.watchdog = Some(true);
+            out.q.sources.insert("watchdog", p.wd_ports.iter().flat_map(|&(l, h)| [l, h]).collect());
+        }
+        return;
+    };
+    for &(l, _) in p.wd_global.iter().rev().skip(1) {
+        out.note(l, NoteKind::NotUsed, format!("replaced by line {gl}"));
+    }
+    out.q.watchdog = Some(on);
+    let mut src = vec![gl];
+    if on {
+        src.extend(p.wd_ports.iter().flat_map(|&(l, h)| [l, h]));
+    } else {
+        for &(l, _) in &p.wd_ports {
+            let why = format!("the watchdog on one port: rocefab's watchdog is per switch, and line {gl} turns it off");
+            out.note(l, NoteKind::NotSupported, why);
+        }
+    }
+    out.q.sources.insert("watchdog", src);
+}
+
+/// Adds the `service-policy` lines to the keys they chose, notes the `system qos` and
+/// `interface` lines nothing came from, and puts the notes in line order.
+fn finish(p: &Parsed, mut out: Out) -> Result<Import, ImportError> {
     for a in &p.attach {
         let keys: &[&'static str] = match a.kind {
             Kind::Qos => &["classes"],
@@ -1601,28 +1599,27 @@ fn resolve(mut p: Parsed, file: &str) -> Result<Import, ImportError> {
             Kind::NetworkQos => &["pfc"],
         };
         for k in keys {
-            if let Some(v) = q.sources.get_mut(k) {
+            if let Some(v) = out.q.sources.get_mut(k) {
                 v.extend([a.line, a.head]);
             }
         }
     }
-    for v in q.sources.values_mut() {
+    for v in out.q.sources.values_mut() {
         v.sort_unstable();
         v.dedup();
     }
-    // `system qos` and `interface` lines whose commands all went unused.
     for &(head, qos) in &p.blocks {
-        if !q.sources.values().any(|v| v.contains(&head)) {
+        if !out.q.sources.values().any(|v| v.contains(&head)) {
             let (kind, why) = if qos {
                 (NoteKind::NotUsed, "none of its QoS commands is used")
             } else {
                 (NoteKind::NotSupported, "no QoS commands: the topology describes the ports")
             };
-            note(head, kind, why.to_string());
+            out.note(head, kind, why);
         }
     }
-    notes.sort_by_key(|n| n.line);
-    Ok(Import { qos: q, notes })
+    out.notes.sort_by_key(|n| n.line);
+    Ok(Import { qos: out.q, notes: out.notes })
 }
 
 #[cfg(test)]
