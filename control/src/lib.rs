@@ -21,6 +21,7 @@ pub mod pipe;
 pub mod plan;
 pub mod progress;
 pub mod qos;
+pub mod qos_import;
 pub mod replay;
 pub mod replay_rx;
 pub mod routes;

@@ -47,6 +47,18 @@ enum Cmd {
     /// Ping one GPU NIC from another and compare the round trip, in emulated time, with the
     /// cable and pipeline latencies the topology configures along the path.
     Ping(control::ping::PingArgs),
+    /// QoS configuration tools.
+    #[command(subcommand)]
+    Qos(QosCmd),
+}
+
+#[derive(Subcommand)]
+enum QosCmd {
+    /// Read an NX-OS QoS configuration (class-maps, policy-maps, network-qos, PFC, PFC watchdog)
+    /// and print the equivalent `qos:` section, or write it into a topology file; every line that
+    /// does not map is listed on stderr with its line number.
+    #[command(override_usage = "rocefab qos import <FILE> [--apply TOPOLOGY.yaml]")]
+    Import(control::qos_import::ImportArgs),
 }
 
 #[derive(Subcommand)]
@@ -85,6 +97,7 @@ fn main() {
         Cmd::Replay(a) => control::replay::run(a),
         Cmd::Ping(a) => control::ping::run(a),
         Cmd::Capture(a) => control::capture::run(a),
+        Cmd::Qos(QosCmd::Import(a)) => control::qos_import::run(a),
     });
     match res {
         Ok(Ok(())) => {}

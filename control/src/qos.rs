@@ -38,6 +38,8 @@
 //! deficit-weighted round robin in these proportions; a queue neither strict nor listed gets
 //! nothing while a listed queue has frames to send. An override's `ets` (like `classes`)
 //! replaces the whole table.
+//!
+//! `rocefab qos import` writes this section from an NX-OS configuration ([`crate::qos_import`]).
 use std::collections::BTreeMap;
 use std::fmt;
 
