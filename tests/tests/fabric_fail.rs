@@ -323,3 +323,95 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
         assert!((295_000_000..=330_000_000).contains(&gap), "flap changes {gap} ns apart");
     }
 }
+
+/// A PFC storm from host2:gpu0 while an all-to-all runs: rail1's watchdog drops what waits for
+/// the stormed queue (the QPs into rank 2 lose frames and retransmit after the storm), nothing
+/// spreads (no switch sends PFC, no other NIC is paused), and the rest of the fabric keeps its
+/// goodput: the 42 QPs that do not touch rank 2 move their data at least 90 % as fast together,
+/// and the slowest of them at least 80 % as fast, as in the same job without the storm.
+#[test]
+fn a_pfc_storm_during_an_alltoall_leaves_the_rest_of_the_fabric_its_goodput() {
+    let f = Fabric::up("rail-spine.yaml", "rfsg");
+    let to_h2 = f.port_to("rail1", "host2:gpu0");
+    let job = || {
+        let o = rocefab(&[
+            "run",
+            &f.name,
+            "alltoall",
+            "--size",
+            "8MiB",
+            "--json",
+            "--timeout",
+            "120",
+            "--retransmit-timeout-ms",
+            "2000",
+        ]);
+        assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+        let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
+        r
+    };
+    // host2:gpu0 is rank 2 (host index 1 x 2 GPUs + local rank 0).
+    let touches_rank2 = |q: &Value| {
+        let l = q["label"].as_str().unwrap();
+        l.split(" -> ").any(|x| x == "rank 2")
+    };
+    let rest = |r: &Value| -> (f64, f64, usize) {
+        let g: Vec<f64> = r["qps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|q| !touches_rank2(q))
+            .map(|q| q["goodput_bps"].as_f64().unwrap())
+            .collect();
+        (g.iter().sum(), g.iter().copied().fold(f64::INFINITY, f64::min), g.len())
+    };
+    let base = job();
+    assert_eq!(base["retransmitted_packets"].as_u64(), Some(0), "{base:#}");
+    let pfc_tx = || f.metric_sum(&["rail1", "rail2", "spine1", "spine2"], "rocefab_pfc_tx_frames_total", &[]);
+    let prio = [("port", to_h2.as_str()), ("priority", "3")];
+    let queue = [("port", to_h2.as_str()), ("queue", "3")];
+    let (tx0, dropped0) = (pfc_tx(), metric(&f.metrics("rail1"), "rocefab_pfcwd_dropped_packets_total", &queue));
+
+    let storm = std::process::Command::new(rocefab_tests::fabric::rocefab_bin())
+        .args(["fail", "nic", &f.name, "host2:gpu0", "--pfc-storm", "--for", "4s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while metric(&f.metrics("rail1"), "rocefab_pfc_rx_frames_total", &prio) < 1.0 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the storm never reached rail1");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let r = job();
+    let s = storm.wait_with_output().unwrap();
+    assert!(s.status.success(), "rocefab fail nic: {}\n{}", stdout(&s), stderr(&s));
+    // The storm hit the job: the watchdog dropped the stormed queue's frames, which the QPs into
+    // rank 2 resent.
+    let m = f.metrics("rail1");
+    assert_eq!(metric(&m, "rocefab_pfcwd_storms_total", &prio), 1.0);
+    assert!(metric(&m, "rocefab_pfcwd_dropped_packets_total", &queue) > dropped0, "the watchdog dropped nothing");
+    assert!(r["retransmitted_packets"].as_u64().unwrap() > 0, "{r:#}");
+    // Contained: no switch sent PFC, and no other NIC was paused.
+    assert_eq!(pfc_tx(), tx0, "a switch passed the storm on");
+    for n in r["nics"].as_array().unwrap() {
+        if n["host"] != "host2" || n["nic"] != "gpu0" {
+            assert_eq!(n["pfc_frames_received"].as_u64(), Some(0), "{n}");
+        }
+    }
+    let ((b_sum, b_min, b_n), (s_sum, s_min, s_n)) = (rest(&base), rest(&r));
+    assert_eq!((b_n, s_n), (42, 42), "8 ranks x 7 peers, 14 of them with rank 2");
+    assert!(
+        s_sum >= 0.9 * b_sum,
+        "the rest moved {:.1} Mbit/s with the storm, {:.1} without",
+        s_sum / 1e6,
+        b_sum / 1e6
+    );
+    assert!(
+        s_min >= 0.8 * b_min,
+        "the slowest other QP: {:.2} Mbit/s with the storm, {:.2} without",
+        s_min / 1e6,
+        b_min / 1e6
+    );
+}
