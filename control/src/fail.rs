@@ -105,6 +105,10 @@ pub struct FailLinkArgs {
     /// and so on for `--for` (emulated; it ends up).
     #[arg(long, value_parser = parse_emulated, requires = "for_ns")]
     pub flap: Option<u64>,
+    /// Fail silently: the carrier stays up and both ends drop every frame they receive (a dead
+    /// optic that keeps link). Only BFD notices; static routing keeps sending into it.
+    #[arg(long, conflicts_with = "flap")]
+    pub silent: bool,
 }
 
 /// `rocefab events`.
@@ -455,16 +459,22 @@ fn wait_carrier(st: &State, l: &LinkState, up: bool, limit: Duration) -> Vec<(St
 /// `rocefab fail ...`.
 pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
     match cmd {
-        FailCmd::Nic(a) if a.down => {
-            fail(&FailCmd::Link(FailLinkArgs { link: LinkArgs { args: a.args.clone() }, for_ns: a.for_ns, flap: None }))
-        }
+        FailCmd::Nic(a) if a.down => fail(&FailCmd::Link(FailLinkArgs {
+            link: LinkArgs { args: a.args.clone() },
+            for_ns: a.for_ns,
+            flap: None,
+            silent: false,
+        })),
         FailCmd::Nic(a) if a.pfc_storm => pfc_storm(a),
         FailCmd::Nic(_) => bail!("rocefab fail nic: say how it fails: --pfc-storm --for DURATION, or --down"),
         FailCmd::Switch(a) => fail_switch(a),
         FailCmd::Link(a) if a.flap.is_some() => flap(a),
         FailCmd::Link(a) => {
             let (mut st, l, index) = find_link(&a.link.args)?;
-            let cut = cut_link(&mut st, &l, index)?;
+            if st.failed_links.contains(&index) {
+                bail!("link {} -- {} is down already; `rocefab restore link` first", l.a, l.b);
+            }
+            let cut = if a.silent { cut_silently(&mut st, &l, index)? } else { cut_link(&mut st, &l, index)? };
             println!("{} link {} down; {}", at(&cut.event), cut.event.target, cut.event.detail);
             if let Some(ns) = a.for_ns {
                 let wall_for = st.clock()?.dilation().duration(ns);
@@ -558,6 +568,57 @@ pub fn cut_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<C
     Ok(Cut { event, carrier_seen: seen.iter().all(|(_, t)| t.is_some()) })
 }
 
+/// The switch daemons at both ends of `l` (their metrics URLs), or an error naming an end that
+/// is not a switch.
+fn switch_ends(st: &State, l: &LinkState) -> anyhow::Result<Vec<(String, String)>> {
+    [&l.a, &l.b]
+        .into_iter()
+        .map(|end| {
+            let (node, port) = end.split_once(':').unwrap_or((end, ""));
+            st.daemons
+                .iter()
+                .find(|d| !d.is_host() && d.node() == node)
+                .map(|d| (d.url("/ports/silent"), port.to_string()))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--silent needs a switch at both ends (BFD runs between switches); {end} is a GPU NIC's end"
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Sets `l`'s ends silent (every frame they receive dropped, carrier up) or working.
+fn set_silent(st: &State, l: &LinkState, silent: bool) -> anyhow::Result<()> {
+    for (url, port) in switch_ends(st, l)? {
+        let body = serde_json::json!({ "port": port, "silent": silent });
+        crate::fabric::http_request("PUT", &url, Some(&serde_json::to_vec(&body)?), Duration::from_secs(5))
+            .with_context(|| format!("{url}: setting {port} silent {silent}"))?;
+    }
+    Ok(())
+}
+
+/// `rocefab fail link --silent`: both switch ends drop every frame they receive while the carrier
+/// stays up. With BGP, BFD detects it (its detection time × D) and the fabric converges around
+/// it; static routing cannot see it, and the data path keeps sending into the link.
+pub fn cut_silently(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Cut> {
+    let target = format!("{} -- {}", l.a, l.b);
+    switch_ends(st, l)?;
+    let wall = rundir::unix_now_ns();
+    set_silent(st, l, true)?;
+    st.failed_links.push(index);
+    st.silent_links.push(index);
+    st.save()?;
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    let detail = if topo.routing == crate::topology::Routing::Bgp {
+        format!("silent (carrier up, every frame dropped); {}", reroute(st, "without it")?)
+    } else {
+        "silent (carrier up, every frame dropped); static routing cannot see it: the switches keep sending into it until `rocefab restore link`".to_string()
+    };
+    let event = record(st, wall, "link down", &target, detail)?;
+    Ok(Cut { event, carrier_seen: true })
+}
+
 /// Longest PFC pause, quanta.
 const STORM_QUANTA: u16 = 0xffff;
 
@@ -635,6 +696,14 @@ pub fn restore(cmd: &RestoreCmd) -> anyhow::Result<()> {
 pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Event> {
     let target = format!("{} -- {}", l.a, l.b);
     let wall = rundir::unix_now_ns();
+    if st.silent_links.contains(&index) {
+        set_silent(st, l, false)?;
+        st.silent_links.retain(|&i| i != index);
+        st.failed_links.retain(|&i| i != index);
+        st.save()?;
+        let detail = format!("frames pass again; {}", reroute(st, "with it")?);
+        return record(st, wall, "link up", &target, detail);
+    }
     set_link(l, true)?;
     let seen = wait_carrier(st, l, true, Duration::from_secs(5));
     st.failed_links.retain(|&i| i != index);

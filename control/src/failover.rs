@@ -3,8 +3,8 @@
 //!
 //! At `--fail-at` (emulated time after the job's start) the link is cut as `rocefab fail link`
 //! cuts it (both ends down, the switches' carrier loss, static routing's recomputation or BGP's
-//! convergence, an event in the log); after `--fail-for` it is restored, else when the job has
-//! ended. The report's `failover` section says:
+//! convergence, an event in the log; `--fail-silent`: carrier up, every frame dropped, as
+//! `fail link --silent`); after `--fail-for` it is restored, else when the job has ended. The report's `failover` section says:
 //!
 //! * when the cut came and what the switches saw (carrier loss, re-routing);
 //! * how long each switch end kept sending frames into the cut link: the time from the cut to
@@ -39,6 +39,10 @@ pub struct FailoverArgs {
     /// Run the same job first without the failure and report both side by side.
     #[arg(long, requires = "fail_link")]
     pub compare: bool,
+    /// Cut it silently: the carrier stays up and both (switch) ends drop every frame they
+    /// receive; only BFD notices (`routing: bgp`).
+    #[arg(long, requires = "fail_link")]
+    pub fail_silent: bool,
 }
 
 fn parse_emulated(s: &str) -> Result<u64, String> {
@@ -109,6 +113,7 @@ pub struct Armed {
     ends: Vec<SwitchEnd>,
     at_ns: u64,
     for_ns: Option<u64>,
+    silent: bool,
     before: Vec<(u64, u64)>,
 }
 
@@ -157,7 +162,16 @@ pub fn arm(fabric: &str, a: &FailoverArgs) -> anyhow::Result<Option<Armed>> {
         })
         .collect();
     let before = ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
-    Ok(Some(Armed { st, link, index, ends, at_ns: a.fail_at.unwrap_or(0), for_ns: a.fail_for, before }))
+    Ok(Some(Armed {
+        st,
+        link,
+        index,
+        ends,
+        at_ns: a.fail_at.unwrap_or(0),
+        for_ns: a.fail_for,
+        silent: a.fail_silent,
+        before,
+    }))
 }
 
 impl Armed {
@@ -176,7 +190,7 @@ impl Armed {
 
 /// Waits for `--fail-at`, cuts the link while watching its ends, restores it after `--fail-for`.
 fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow::Result<Injected> {
-    let Armed { mut st, link, index, ends, at_ns, for_ns, .. } = a;
+    let Armed { mut st, link, index, ends, at_ns, for_ns, silent, .. } = a;
     std::thread::sleep(Duration::from_nanos(d.duration(at_ns)).saturating_sub(go.elapsed()));
     let cut_at = go.elapsed();
     let t_cut = Instant::now();
@@ -210,7 +224,11 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
             last.into_iter().map(|(_, t)| t).collect::<Vec<_>>()
         })
     };
-    let cut = crate::fail::cut_link(&mut st, &link, index);
+    let cut = if silent {
+        crate::fail::cut_silently(&mut st, &link, index)
+    } else {
+        crate::fail::cut_link(&mut st, &link, index)
+    };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let watched = watcher.join().map_err(|_| anyhow::anyhow!("the link watcher panicked"))?;
     let cut = cut?;

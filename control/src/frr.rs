@@ -69,6 +69,15 @@ pub fn config(topo: &Topology, plan: &Plan, si: usize, bgp: &BgpSettings, log: &
     // FRR 8.4 left a group without a member that came back, and the switch daemon's FIB watch
     // reads routes.
     c += "no zebra nexthop kernel enable\n!\n";
+    // bfdd reads this file too and stops at the first top-level `exit` it meets (the others'
+    // blocks are unknown to it, so it is at the top level there, and `exit` leaves configure
+    // mode): its profile comes first. No `exit` in it either, which would take zebra and bgpd
+    // out of configure mode; FRR finds a top-level command from inside a block by itself.
+    let _ = writeln!(
+        c,
+        "bfd\n profile fabric\n  detect-multiplier {}\n  receive-interval {}\n  transmit-interval {}\n!",
+        bgp.bfd_multiplier, bgp.bfd_interval_ms, bgp.bfd_interval_ms
+    );
     let _ = writeln!(c, "router bgp {me}");
     let _ = writeln!(c, " bgp router-id 10.254.{}.{}", si / 256, si % 256 + 1);
     c += " no bgp ebgp-requires-policy\n no bgp network import-check\n bgp bestpath as-path multipath-relax\n";
@@ -94,11 +103,6 @@ pub fn config(topo: &Topology, plan: &Plan, si: usize, bgp: &BgpSettings, log: &
     if rail {
         c += "bgp as-path access-list OWN seq 5 permit ^$\n!\nroute-map OWN-ONLY permit 10\n match as-path OWN\nexit\n!\n";
     }
-    let _ = writeln!(
-        c,
-        "bfd\n profile fabric\n  detect-multiplier {}\n  receive-interval {}\n  transmit-interval {}\n exit\nexit\n!",
-        bgp.bfd_multiplier, bgp.bfd_interval_ms, bgp.bfd_interval_ms
-    );
     c
 }
 
@@ -304,6 +308,10 @@ mod tests {
         assert_eq!(rail1.matches(" bfd profile fabric\n").count(), 2);
         assert!(rail1.contains("route-map OWN-ONLY out"), "no transit through a rail switch");
         assert!(rail1.contains("  receive-interval 100\n") && rail1.contains("  detect-multiplier 3\n"));
+        // bfdd must meet its profile before any top-level `exit` (it leaves configure mode).
+        let bfd = rail1.find("\nbfd\n").expect("a bfd block");
+        assert!(bfd < rail1.find("\nexit").unwrap_or(usize::MAX), "{rail1}");
+        assert!(!rail1[bfd..rail1.find("router bgp").unwrap()].contains("exit"), "{rail1}");
         let spine1 = &cs.iter().find(|(n, _)| n == "spine1").unwrap().1;
         assert!(spine1.contains("router bgp 65000\n") && !spine1.contains("  network "), "{spine1}");
         assert!(spine1.contains(" remote-as 65100\n") && spine1.contains(" remote-as 65101\n"), "{spine1}");

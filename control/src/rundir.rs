@@ -97,6 +97,10 @@ pub struct State {
     /// Switches stopped by `rocefab fail switch` and not restored.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_switches: Vec<String>,
+    /// The failed links that fail silently (`rocefab fail link --silent`: carrier up, every
+    /// frame dropped); also in `failed_links`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silent_links: Vec<usize>,
 }
 
 /// A fabric's emulated clock (README "Emulated time"): at time dilation D, the wall-clock
@@ -241,6 +245,7 @@ mod tests {
                 line_rate_bps: 1_000_000_000,
                 class: "host-rail".into(),
             }],
+            silent_links: vec![0],
             daemons: vec![],
             clock: Some(EmulatedClock { time_dilation: 8000.0, zero_unix_ns: 1_700_000_000_000_000_000 }),
             failed_links: vec![0],

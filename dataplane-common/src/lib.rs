@@ -194,6 +194,14 @@ pub mod kind {
 pub struct PortInfo {
     /// Index into the XSK map and into the switch config's `ports`.
     pub index: u32,
+    /// [`PortInfo::SILENT`] or 0.
+    pub flags: u32,
+}
+
+impl PortInfo {
+    /// The port drops every frame it receives, counted `SILENT_DROPPED`, while its carrier stays
+    /// up: a link that fails silently (a dead optic that keeps link), which only BFD notices.
+    pub const SILENT: u32 = 1;
 }
 
 /// A next hop. `NEXTHOPS` map, indexed by next-hop id.
@@ -302,8 +310,10 @@ pub mod counter {
     pub const FLOWLET_PATH_CHANGES: u32 = 11;
     /// Packets whose egress member was chosen per packet (spray modes; ingress port).
     pub const SPRAYED: u32 = 12;
+    /// Frames dropped because the port fails silently ([`super::PortInfo::SILENT`]).
+    pub const SILENT_DROPPED: u32 = 13;
     /// Number of counters per port.
-    pub const COUNT: u32 = 13;
+    pub const COUNT: u32 = 14;
     /// Prometheus-friendly names, indexed by counter id.
     pub const NAMES: [&str; COUNT as usize] = [
         "rx",
@@ -319,6 +329,7 @@ pub mod counter {
         "wred_dropped",
         "flowlet_path_changes",
         "sprayed_packets",
+        "silent_dropped",
     ];
 }
 
@@ -645,7 +656,7 @@ mod pod {
 
 // The XDP program masks member indexes with MAX_GROUP_MEMBERS − 1.
 const _: () = assert!(limits::MAX_GROUP_MEMBERS.is_power_of_two());
-const _: () = assert!(core::mem::size_of::<PortInfo>() == 4);
+const _: () = assert!(core::mem::size_of::<PortInfo>() == 8);
 const _: () = assert!(core::mem::size_of::<NextHop>() == 4);
 const _: () = assert!(core::mem::size_of::<NextHopGroup>() == 4 + 4 * limits::MAX_GROUP_MEMBERS);
 const _: () = assert!(core::mem::size_of::<RouteValue>() == 4);

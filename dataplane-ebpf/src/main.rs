@@ -3,7 +3,9 @@
 //! Per frame (all header access bounds-checked against `data_end` with [`ptr_at`]):
 //!
 //! 1. Ingress port index from `PORTS` (key: ingress ifindex). Unknown ifindex → `XDP_PASS`,
-//!    uncounted (the frame is not on a switch port). Otherwise count `RX`.
+//!    uncounted (the frame is not on a switch port). Otherwise count `RX`. A port flagged
+//!    `PortInfo::SILENT` (a link failing without losing carrier, `rocefab fail link --silent`)
+//!    drops everything, counted `SILENT_DROPPED`.
 //! 2. Ethernet (IEEE 802.3), skipping ONE 802.1Q tag (TPID 0x8100, or 0x88a8 as an outer 802.1ad
 //!    tag). A second tag is treated as an unknown EtherType.
 //! 3. EtherType:
@@ -198,15 +200,18 @@ fn count(port: u32, id: u32) {
 pub fn rocefab_xdp(ctx: XdpContext) -> u32 {
     // SAFETY: `ctx.ctx` is the `xdp_md` the kernel passed to the program, valid for the call.
     let ifindex = unsafe { (*ctx.ctx).ingress_ifindex };
-    let port = match PORTS.get_ptr(ifindex) {
+    let (port, flags) = match PORTS.get_ptr(ifindex) {
         // SAFETY: pointer returned by the map lookup helper, valid for the program run.
-        Some(p) => unsafe { (*p).index },
+        Some(p) => unsafe { ((*p).index, (*p).flags) },
         None => return XDP_PASS,
     };
     if port >= MAX_PORTS {
         return XDP_PASS;
     }
     count(port, counter::RX);
+    if flags & PortInfo::SILENT != 0 {
+        return drop_as(port, counter::SILENT_DROPPED);
+    }
     match try_rocefab_xdp(&ctx, port) {
         Ok(action) => action,
         Err(()) => {

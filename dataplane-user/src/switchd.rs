@@ -63,8 +63,8 @@ struct Scrape {
     xsk_stats: XskStatsReader,
     /// The LLDP agent and its families (registered in `metrics`' registry), if it runs.
     lldp: Option<(LldpMetrics, Arc<Mutex<NodeAgent>>)>,
-    /// Port mirroring counters (`rocefab capture`), in `metrics`' registry.
-    /// The data path's tap, and the kernel path's (its ring and the kernel's socket drops).
+    /// Port mirroring counters (`rocefab capture`), in `metrics`' registry: the data path's
+    /// tap, and the kernel path's (its ring and the kernel's socket drops).
     capture: (capture::CaptureMetrics, Arc<capture::Tap>, Arc<capture::Tap>, Arc<std::sync::atomic::AtomicU64>),
 }
 
@@ -180,8 +180,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         nexthops: cfg.nexthops.len(),
         updates: carrier.route_updates.clone(),
     }));
-    let router =
-        router(&cfg, &scrape, &names, slot, &stats, agent.as_ref()).merge(routes_router(&cfg, &scrape, &routing));
+    let router = router(&cfg, &scrape, &names, slot, &stats, agent.as_ref())
+        .merge(routes_router(&cfg, &scrape, &routing))
+        .merge(faults_router(&cfg, &scrape));
     let links = watch_carrier(&cfg, &scrape, &routing, &names, &carrier);
 
     // 5. The control side, until a signal, the data-plane thread's end or a failure.
@@ -420,6 +421,38 @@ struct RoutesBody {
 
 /// `PUT /routes` ([`RoutesBody`]; 400 naming what is wrong) and `GET /routes` (what the maps
 /// hold: the routes and each group's live members).
+/// Body of `PUT /ports/silent`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SilentBody {
+    port: String,
+    silent: bool,
+}
+
+/// `PUT /ports/silent` `{"port": "eth5", "silent": true}`: the port drops every frame it
+/// receives while its carrier stays up (`rocefab fail link --silent`), or works again.
+fn faults_router(cfg: &SwitchConfig, scrape: &Arc<Mutex<Scrape>>) -> axum::Router {
+    use axum::http::StatusCode;
+    let (s, name) = (scrape.clone(), cfg.name.clone());
+    let ports: Vec<String> = cfg.ports.iter().map(|p| p.name.clone()).collect();
+    let put = move |axum::Json(b): axum::Json<SilentBody>| {
+        let res = match ports.iter().position(|p| *p == b.port) {
+            None => Err(format!("switch {name} has no port {:?} (ports: {})", b.port, ports.join(", "))),
+            Some(i) => lock(&s).xdp.set_port_silent(i as u32, b.silent).map_err(|e| format!("{e}")),
+        };
+        if res.is_ok() {
+            tracing::warn!(switch = %name, port = %b.port, silent = b.silent, "silent failure: every frame the port receives is dropped");
+        }
+        async move {
+            match res {
+                Ok(()) => (StatusCode::OK, "ok\n".to_string()),
+                Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")),
+            }
+        }
+    };
+    axum::Router::new().route("/ports/silent", axum::routing::put(put))
+}
+
 fn routes_router(cfg: &SwitchConfig, scrape: &Arc<Mutex<Scrape>>, routing: &Arc<Mutex<Routing>>) -> axum::Router {
     use axum::http::StatusCode;
     let (s, r, name) = (scrape.clone(), routing.clone(), cfg.name.clone());

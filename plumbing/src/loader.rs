@@ -242,7 +242,7 @@ impl XdpSwitch {
         let mut ports: HashMap<&mut MapData, u32, PortInfo> = typed_map(&mut self.ebpf, maps::PORTS)?;
         for (i, &ifindex) in self.ifindexes.iter().enumerate() {
             ports
-                .insert(ifindex, PortInfo { index: i as u32 }, 0)
+                .insert(ifindex, PortInfo { index: i as u32, flags: 0 }, 0)
                 .map_err(err(maps::PORTS, format!("port {i} ({}, ifindex {ifindex})", self.names[i])))?;
         }
 
@@ -373,6 +373,19 @@ impl XdpSwitch {
         groups.set(g, v, 0).map_err(|source| LoaderError::Map {
             map: maps::GROUPS,
             what: format!("group {g} {members:?}"),
+            source: Box::new(source),
+        })
+    }
+
+    /// Makes port `port` fail silently (drop every frame it receives, carrier up) or work again.
+    pub fn set_port_silent(&mut self, port: u32, silent: bool) -> Result<(), LoaderError> {
+        self.check_port(port)?;
+        let ifindex = self.ifindexes[port as usize];
+        let flags = if silent { PortInfo::SILENT } else { 0 };
+        let mut ports: HashMap<&mut MapData, u32, PortInfo> = typed_map(&mut self.ebpf, maps::PORTS)?;
+        ports.insert(ifindex, PortInfo { index: port, flags }, 0).map_err(|source| LoaderError::Map {
+            map: maps::PORTS,
+            what: format!("port {port} ({}, ifindex {ifindex}) silent {silent}", self.names[port as usize]),
             source: Box::new(source),
         })
     }

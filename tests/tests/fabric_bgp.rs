@@ -8,6 +8,9 @@
 //!   withdrawals, zebra, the switches' FIB watch) within the BFD detection time, every switch's
 //!   data path then follows FRR (rail2, which cannot see the cut, learnt it), the job completes verified,
 //!   and after the restore every switch's data path equals FRR's again.
+//! * BFD runs at the topology's interval (100 ms, multiplier 3) on every session.
+//! * The same link failing silently (`--silent`: carrier up, every frame dropped): only BFD can
+//!   tell, and every data path routes around it within BFD's detection time plus BGP's update.
 //! * The restore captured on rail1's port (`rocefab capture`): ARP, BGP OPENs and BFD from both
 //!   ends, beside the data path's LLDP: control traffic passes XDP to the kernel and is seen.
 //! * spine1 killed (`rocefab fail switch`): its daemon and FRR stop, BGP routes around it;
@@ -56,7 +59,7 @@ fn route<'a>(held: &'a [Value], sw: &str, prefix: &str) -> &'a Value {
 #[test]
 fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     let f = Fabric::up_with("rail-spine.yaml", "rfbg", "routing: bgp\n");
-    // Sessions up on every switch (BGP's open, then BFD).
+    // Sessions up on every switch (BGP's open, then BFD at the topology's 100 ms).
     let t0 = Instant::now();
     for sw in SWITCHES {
         loop {
@@ -68,6 +71,14 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
             assert!(t0.elapsed() < Duration::from_secs(60), "{sw}: sessions not Established: {s:#}");
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+    // BFD runs at the configured interval (the profile applied), not FRR's 300 ms default.
+    let peers: Value = serde_json::from_str(&vtysh(&f, "rail1", "show bfd peers json")).unwrap();
+    let peers = peers.as_array().unwrap();
+    assert_eq!(peers.len(), 2, "{peers:#?}");
+    for p in peers {
+        assert_eq!((p["receive-interval"].as_u64(), p["transmit-interval"].as_u64()), (Some(100), Some(100)), "{p:#}");
+        assert_eq!(p["detect-multiplier"].as_u64(), Some(3), "{p:#}");
     }
     // FRR's routes reach the kernel, then the data path.
     let t0 = Instant::now();
@@ -153,6 +164,34 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
         assert!(count(&filter) > 0, "the capture has no {what} ({filter})");
     }
     std::fs::remove_file(&pcap).unwrap();
+
+    // The same link failing silently: carrier up, both ends drop every frame they receive (a
+    // dead optic that keeps link). Only BFD sees it: detection 3 x 100 ms after the last BFD
+    // packet, which came at most one interval before the cut, so 200 to 300 ms; then BGP's
+    // withdrawal reaches rail2 and every data path (measured: 384 to 419 ms).
+    let silent = |sw: &str, port: &str| metric(&f.metrics(sw), "rocefab_xdp_silent_dropped_total", &[("port", port)]);
+    let (s0, s1) = (silent("rail1", &up1), silent("spine1", &down1));
+    let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}"), "--silent"]);
+    assert!(o.status.success(), "rocefab fail link --silent: {}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    let ms: f64 = out
+        .split("BGP converged without it in ")
+        .nth(1)
+        .and_then(|x| x.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    eprintln!("{out}");
+    assert!((190.0..=450.0).contains(&ms), "a silent failure converged after {ms} ms: not BFD's doing? {out}");
+    assert_eq!(metric(&f.metrics("rail1"), "rocefab_port_carrier", &[("port", up1.as_str())]), 1.0, "carrier up");
+    assert!(silent("rail1", &up1) > s0 && silent("spine1", &down1) > s1, "both ends dropped what they received");
+    let held = routes_agree(&f);
+    assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
+    assert_eq!(route(&held, "rail2", "10.0.1.0/24"), &serde_json::json!(["spine2:eth2"]));
+    let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
+    assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("frames pass again; BGP converged with it in "), "{}", stdout(&o));
+    let held = routes_agree(&f);
+    assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
 
     // spine1 killed: its daemon and its FRR stop, its links go dark; BGP routes around it and
     // brings it back on restore.
