@@ -432,6 +432,24 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
         crate::frr::start(topo, plan)?;
         phase.all_done();
         phase.finish("started");
+        // Usable once every switch's data path routes as static routing would (sessions up,
+        // every rail advertised and installed): a job started before would miss routes.
+        let phase = Phase::start("BGP switches", plan.switches.len());
+        let limit = Duration::from_secs(60 + plan.switches.len() as u64);
+        match crate::fail::wait_converged(st, topo, limit)? {
+            Some(_) => {
+                phase.all_done();
+                phase.finish("converged");
+            }
+            None => {
+                phase.finish("started");
+                eprintln!(
+                    "up: warning: BGP had not converged after {} s: `rocefab routes {}` shows where the data paths differ",
+                    limit.as_secs(),
+                    topo.fabric
+                );
+            }
+        }
     }
     Ok(())
 }

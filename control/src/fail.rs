@@ -306,11 +306,13 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether every switch's data path sends each destination the static computation without the
-/// cut links routes to the same neighbours (longest-prefix match in the data path, so a /24 and
-/// per-GPU /32s compare by where they lead), read from every live switch's `GET /routes`. With
-/// `routing: bgp` this is BGP having converged around the failure. `plan` is that computation.
+/// Whether every live switch's data path sends every GPU's address where static routing's
+/// computation without the cut links sends it (the same neighbours, each by longest-prefix
+/// match, so a /24 toward the spines and per-GPU /32s learnt by BGP compare by where they lead),
+/// read from every live switch's `GET /routes`. With `routing: bgp` this is BGP having
+/// converged. `plan` is that computation.
 fn converged(st: &State, plan: &crate::plan::Plan) -> anyhow::Result<bool> {
+    let gpus: Vec<std::net::IpAddr> = plan.hosts.iter().flat_map(|h| &h.nics).map(|n| n.addr.into()).collect();
     for sw in plan.switches.iter().filter(|s| !st.failed_switches.contains(&s.name)) {
         let d = st
             .daemons
@@ -329,14 +331,14 @@ fn converged(st: &State, plan: &crate::plan::Plan) -> anyhow::Result<bool> {
                 .filter_map(|n| cfg.ports.get(n.port as usize).map(|p| p.peer.clone()))
                 .collect()
         };
-        for r in cfg.routes.iter().filter(|r| r.group.is_some()) {
-            let want = peers(&cfg.groups[r.group.expect("filtered") as usize]);
-            let hit = routes
-                .iter()
-                .filter(|h| h.len <= r.len && prefix_contains(h.prefix, h.len, r.prefix))
-                .max_by_key(|h| h.len);
-            let got = hit.and_then(|h| h.group).map(|g| peers(groups.get(g as usize).map_or(&[][..], |m| m)));
-            if got.as_ref() != Some(&want) {
+        let lpm = |table: &[rocefab_contracts::config::RouteConfig], a: std::net::IpAddr| {
+            table.iter().filter(|r| prefix_contains(r.prefix, r.len, a)).max_by_key(|r| r.len).cloned()
+        };
+        for &a in &gpus {
+            let Some(want) = lpm(&cfg.routes, a) else { continue };
+            let want = want.group.map(|g| peers(cfg.groups.get(g as usize).map_or(&[][..], |m| m)));
+            let got = lpm(&routes, a).map(|h| h.group.map(|g| peers(groups.get(g as usize).map_or(&[][..], |m| m))));
+            if got != Some(want) {
                 return Ok(false);
             }
         }
@@ -356,7 +358,11 @@ fn prefix_contains(prefix: std::net::IpAddr, len: u8, a: std::net::IpAddr) -> bo
 }
 
 /// Polls [`converged`] until true or `limit`: how long it took.
-fn wait_converged(st: &State, topo: &crate::topology::Topology, limit: Duration) -> anyhow::Result<Option<Duration>> {
+pub fn wait_converged(
+    st: &State,
+    topo: &crate::topology::Topology,
+    limit: Duration,
+) -> anyhow::Result<Option<Duration>> {
     // What static routing computes without the cut links, once: the state every poll compares.
     let mut t = topo.clone();
     t.routing = crate::topology::Routing::Static;

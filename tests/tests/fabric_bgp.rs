@@ -123,8 +123,8 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
 
     // The restore, captured on rail1's port: the control traffic XDP passes to the kernel and
-    // FRR sends (ARP for the peer's address, whose entry the kernel flushed when the link went
-    // down; BGP's OPENs; BFD) is in the pcapng beside the data path's frames.
+    // FRR sends (ARP between the ends, whose entries the kernel flushed when the link went down;
+    // BGP's OPENs; BFD) is in the pcapng beside the data path's frames.
     let addr = |sw: &str, port: &str| {
         let cfg = f.config(sw);
         let p = cfg.ports.iter().find(|p| p.name == port).unwrap();
@@ -152,9 +152,13 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
         assert!(o.status.success(), "tshark -Y {filter}: {}", String::from_utf8_lossy(&o.stderr));
         String::from_utf8_lossy(&o.stdout).lines().count()
     };
+    let between = format!(
+        "((arp.src.proto_ipv4 == {rail1_ip} && arp.dst.proto_ipv4 == {spine1_ip}) || (arp.src.proto_ipv4 == {spine1_ip} && arp.dst.proto_ipv4 == {rail1_ip}))"
+    );
     for (what, filter) in [
-        ("an ARP request for spine1", format!("arp.opcode == 1 && arp.dst.proto_ipv4 == {spine1_ip}")),
-        ("spine1's ARP reply", format!("arp.opcode == 2 && arp.src.proto_ipv4 == {spine1_ip}")),
+        // Whichever end asks first (the other learns the asker from its request).
+        ("an ARP request between the ends", format!("arp.opcode == 1 && {between}")),
+        ("an ARP reply between the ends", format!("arp.opcode == 2 && {between}")),
         ("rail1's BGP OPEN", format!("bgp.type == 1 && ip.src == {rail1_ip}")),
         ("spine1's BGP OPEN", format!("bgp.type == 1 && ip.src == {spine1_ip}")),
         ("rail1's BFD", format!("bfd && ip.src == {rail1_ip}")),
@@ -223,4 +227,35 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     drop(f);
     let left = pids_with_cmdline(&format!("-N rf-{name}-"));
     assert!(left.is_empty(), "FRR daemons left after down: {left:?}");
+}
+
+/// `routing: bgp` on the multi-pod fabric (two pods joined by two super-spines: three tiers of
+/// eBGP, rails spread over both pods and so advertised per GPU): `rocefab up` returns once every
+/// data path routes as static routing would, every data path equals FRR's selection, traffic
+/// to the other pod has both spines and, at a spine, both super-spines, and an AllReduce across
+/// the pods verifies.
+#[test]
+fn multi_pod_bgp_converges_across_three_tiers() {
+    let f = Fabric::up_with("multi-pod.yaml", "rfmb", "routing: bgp\n");
+    let o = rocefab(&["routes", &f.name, "--json"]);
+    assert!(o.status.success(), "rocefab routes: {}", stderr(&o));
+    let held: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(held.len(), 10);
+    for sw in &held {
+        for r in sw["routes"].as_array().unwrap() {
+            assert_eq!(r["data_path"], r["computed"], "{}: {r}", sw["switch"]);
+        }
+    }
+    // host3 is in pod 2: from p1rail1 via both pod-1 spines, from p1spine1 via both super-spines.
+    assert_eq!(route(&held, "p1rail1", "10.0.1.3/32").as_array().map(Vec::len), Some(2), "{held:#?}");
+    assert_eq!(route(&held, "p1spine1", "10.0.1.3/32").as_array().map(Vec::len), Some(2), "{held:#?}");
+    for sw in ["p1rail1", "p2spine2", "ss1"] {
+        let s: Value = serde_json::from_str(&vtysh(&f, sw, "show bgp summary json")).unwrap();
+        let peers = s["ipv4Unicast"]["peers"].as_object().cloned().unwrap_or_default();
+        assert!(!peers.is_empty() && peers.values().all(|p| p["state"] == "Established"), "{sw}: {s:#}");
+    }
+    let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--json", "--timeout", "120"]);
+    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
 }
