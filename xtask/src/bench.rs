@@ -129,6 +129,10 @@ pub struct BenchArgs {
     /// --scale: skip the search for the lowest time dilation.
     #[arg(long)]
     pub scale_no_dilation: bool,
+    /// --scale: run the topologies with `routing: bgp` (FRR in every switch namespace) and
+    /// report FRR's daemons, their memory and BGP's convergence at up.
+    #[arg(long)]
+    pub scale_bgp: bool,
     /// --fabric: skip the AllReduce on pod-64gpu (~1 min).
     #[arg(long)]
     pub no_allreduce: bool,
@@ -265,6 +269,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
         }
         let sa = scale::ScaleArgs {
             topologies: &a.scale_topologies,
+            bgp: a.scale_bgp,
             idle: a.scale_idle,
             alltoall_size: &a.scale_alltoall_size,
             dilations: if a.scale_no_dilation { &[] } else { &a.scale_dilations },

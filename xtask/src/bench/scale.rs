@@ -105,6 +105,13 @@ pub struct Row {
     pub alltoall: Option<Job>,
     pub down_s: Option<f64>,
     pub namespaces_left: Option<u64>,
+    /// `--scale-bgp`: FRR's daemons (zebra, bgpd, bfdd per switch), their RSS and PSS (each
+    /// process's share of shared pages, so the libraries count once), MiB.
+    pub frr_daemons: u64,
+    pub frr_rss_mib: f64,
+    pub frr_pss_mib: f64,
+    /// `--scale-bgp`: how long `rocefab up` waited for BGP to converge, s.
+    pub bgp_converged_s: Option<f64>,
     pub errors: Vec<String>,
 }
 
@@ -119,6 +126,8 @@ pub struct Report {
 
 pub struct ScaleArgs<'a> {
     pub topologies: &'a [String],
+    /// Run the topologies with `routing: bgp` (FRR in every switch namespace).
+    pub bgp: bool,
     pub idle: Duration,
     pub alltoall_size: &'a str,
     pub dilations: &'a [u64],
@@ -217,6 +226,11 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
     let template = root.join("topologies").join(format!("{topology}.yaml"));
     let name = format!("bsc{idx}");
     let topo = topology_copy(&template, run_dir, &name, None)?;
+    if a.bgp {
+        let mut text = std::fs::read_to_string(&topo)?;
+        text += "routing: bgp\n";
+        std::fs::write(&topo, text).with_context(|| format!("writing {}", topo.display()))?;
+    }
     let mut row = Row { topology: topology.to_string(), ..Row::default() };
     let before = mem_available_kib();
     let guard = RocefabFabric { bin: rocefab.to_path_buf(), name: name.clone() };
@@ -244,6 +258,16 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
         }
     }
     row.mem_available_drop_mib = before.saturating_sub(mem_available_kib()) as f64 / 1024.0;
+    if a.bgp {
+        row.bgp_converged_s = row.up_phases.iter().find_map(|l| bgp_converged(l));
+        for prog in ["/zebra", "/bgpd", "/bfdd"] {
+            for p in daemon_pids(&name, prog) {
+                row.frr_daemons += 1;
+                row.frr_rss_mib += read_status(p).map_or(0, |s| s.0) as f64 / 1024.0;
+                row.frr_pss_mib += pss_kib(p) as f64 / 1024.0;
+            }
+        }
+    }
     // Idle: let the start-up's LLDP fast start pass first.
     sleep(Duration::from_secs(5))?;
     let cpu0: u64 = pids.iter().filter_map(|&p| process_cpu_ns(p).ok()).sum();
@@ -415,6 +439,21 @@ pub fn run(rocefab: &Path, run_dir: &Path, a: &ScaleArgs<'_>) -> anyhow::Result<
     Ok(())
 }
 
+/// Seconds from `rocefab up`'s line `up: BGP switches 52 converged in 12.3 s`.
+pub fn bgp_converged(line: &str) -> Option<f64> {
+    let rest = line.strip_prefix("up: BGP switches ")?;
+    let (_, t) = rest.split_once(" converged in ")?;
+    t.strip_suffix(" s")?.parse().ok()
+}
+
+/// A process's proportional set size (`Pss` of /proc/PID/smaps_rollup), KiB; 0 if unreadable.
+fn pss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("Pss:")?.trim().strip_suffix("kB")?.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
 /// (hosts, switches, links) from `rocefab up`'s last line (`fabric x is up: 8 hosts, 6
 /// switches, 72 links, 8 NIC agents; ...`).
 pub fn up_counts(stdout: &str) -> (u64, u64, u64) {
@@ -467,6 +506,22 @@ pub fn render(r: &Report) -> String {
         (
             "MemAvailable drop at up, GiB",
             Box::new(|w: &Row| format!("{:.2}", w.mem_available_drop_mib / 1024.0)),
+            String::new(),
+        ),
+        (
+            "FRR (--scale-bgp): daemons, RSS / PSS GiB, BGP converged at up in s",
+            Box::new(|w: &Row| {
+                if w.frr_daemons == 0 {
+                    return "-".into();
+                }
+                format!(
+                    "{}, {:.2} / {:.2}, {}",
+                    w.frr_daemons,
+                    w.frr_rss_mib / 1024.0,
+                    w.frr_pss_mib / 1024.0,
+                    opt(w.bgp_converged_s, 1)
+                )
+            }),
             String::new(),
         ),
         ("idle CPU, % of one core", Box::new(|w: &Row| opt(w.idle_cpu_pct, 1)), format!("< {TARGET_IDLE_PCT}")),
@@ -585,6 +640,13 @@ mod tests {
         assert!(c.contains("  rail_spine: full-mesh\n"), "{c}");
         let c = at_400g("fabric: x\ntime_dilation: 16\n", 500);
         assert_eq!(c, "fabric: x\ntime_dilation: 500\n");
+    }
+
+    #[test]
+    fn bgp_convergence_is_read_from_the_up_line() {
+        assert_eq!(bgp_converged("up: BGP switches 52 converged in 12.3 s"), Some(12.3));
+        assert_eq!(bgp_converged("up: BGP switches 52 started in 70.0 s"), None);
+        assert_eq!(bgp_converged("up: FRR 52 started in 1.0 s"), None);
     }
 
     #[test]
