@@ -226,7 +226,8 @@ fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     let backend: Vec<std::net::IpAddr> = plan.hosts.iter().flat_map(|h| h.nics.iter().map(|n| n.addr.into())).collect();
     crate::frontend::check(&fabric, &nodes, &backend).map_err(|e| anyhow!("rocefab up {}: {e}", path.display()))?;
     // Before anything is created: the daemons' memory against what the machine has.
-    let memory = crate::memory::FabricMemory::of(&plan, topo.time_dilation, nicd.is_some());
+    let bgp = topo.routing == crate::topology::Routing::Bgp;
+    let memory = crate::memory::FabricMemory::of(&plan, topo.time_dilation, nicd.is_some(), bgp);
     let largest = memory.switches.iter().map(|(_, m)| m.umem_bytes()).max().unwrap_or(0);
     crate::memory::check_fits(&fabric, memory.need_bytes(), largest, crate::memory::available()?)
         .map_err(|line| anyhow!("rocefab up {}: {line}", path.display()))?;
@@ -1109,7 +1110,12 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
     let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
     o += &describe_latency(topo);
     let agents = topo.lldp.nic_agents();
-    let memory = crate::memory::FabricMemory::of(plan, topo.time_dilation, agents);
+    let memory = crate::memory::FabricMemory::of(
+        plan,
+        topo.time_dilation,
+        agents,
+        topo.routing == crate::topology::Routing::Bgp,
+    );
     o += &crate::memory::describe_fabric(&memory);
     for h in &plan.hosts {
         if agents {

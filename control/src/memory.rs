@@ -21,11 +21,18 @@ pub struct FabricMemory {
     pub hosts: Vec<(String, Vec<NicMemory>)>,
     /// NIC agents (`rocefab-nicd`) started by `up`: one per host when LLDP runs on the NICs.
     pub nic_agents: usize,
+    /// Switches that run FRR (`routing: bgp`: every one).
+    pub frr_switches: usize,
 }
 
+/// What one switch's FRR (zebra, bgpd and bfdd) holds, proportional set size: measured on the
+/// 512-GPU fabric with `routing: bgp` (`cargo xtask bench --scale --scale-bgp`, README "Scale").
+pub const FRR_BYTES_PER_SWITCH: u64 = 32 << 20;
+
 impl FabricMemory {
-    /// Of the fabric `plan` at time dilation `d`; `nic_agents`: `up` starts a NIC agent per host.
-    pub fn of(plan: &Plan, d: Dilation, nic_agents: bool) -> FabricMemory {
+    /// Of the fabric `plan` at time dilation `d`; `nic_agents`: `up` starts a NIC agent per host;
+    /// `frr`: every switch runs FRR (`routing: bgp`).
+    pub fn of(plan: &Plan, d: Dilation, nic_agents: bool, frr: bool) -> FabricMemory {
         let switches = plan.switches.iter().map(|s| (s.name.clone(), switch_memory(&s.config, plan.mtu))).collect();
         let hosts = plan
             .hosts
@@ -46,7 +53,12 @@ impl FabricMemory {
                 (h.name.clone(), nics)
             })
             .collect();
-        FabricMemory { switches, hosts, nic_agents: if nic_agents { plan.hosts.len() } else { 0 } }
+        FabricMemory {
+            switches,
+            hosts,
+            nic_agents: if nic_agents { plan.hosts.len() } else { 0 },
+            frr_switches: if frr { plan.switches.len() } else { 0 },
+        }
     }
 
     /// Pinned UMEM of every switch daemon.
@@ -59,9 +71,14 @@ impl FabricMemory {
         self.switches.iter().map(|(_, m)| m.total_bytes()).sum()
     }
 
-    /// What `up` starts: the switch daemons and the NIC agents.
+    /// What `up` starts: the switch daemons, the NIC agents and FRR.
     pub fn up_bytes(&self) -> u64 {
-        self.switch_bytes() + self.nic_agents as u64 * NIC_AGENT_BASE_BYTES
+        self.switch_bytes() + self.nic_agents as u64 * NIC_AGENT_BASE_BYTES + self.frr_bytes()
+    }
+
+    /// FRR's daemons on every switch that runs it.
+    pub fn frr_bytes(&self) -> u64 {
+        self.frr_switches as u64 * FRR_BYTES_PER_SWITCH
     }
 
     /// What a job adds: one `rocefab-hostd` per host with its NICs' UMEMs (the job's staging
@@ -126,9 +143,14 @@ pub fn describe_fabric(f: &FabricMemory) -> String {
     } else {
         String::new()
     };
+    let frr = if f.frr_switches > 0 {
+        format!(" + FRR on {} switches {}", f.frr_switches, human_bytes(f.frr_bytes()))
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "memory of the fabric: {} switch daemons {} ({} pinned UMEM){agents} = {} at up; a job adds {}: {} in all",
+        "memory of the fabric: {} switch daemons {} ({} pinned UMEM){agents}{frr} = {} at up; a job adds {}: {} in all",
         f.switches.len(),
         human_bytes(f.switch_bytes()),
         human_bytes(f.switch_umem_bytes()),

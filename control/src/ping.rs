@@ -163,7 +163,10 @@ pub fn run(a: &PingArgs) -> anyhow::Result<()> {
     }
     let st = State::load(&a.fabric)
         .with_context(|| format!("fabric {:?} is not up (no {})", a.fabric, rundir::state_path(&a.fabric).display()))?;
-    let topo = Topology::load(&st.topology)?;
+    let mut topo = Topology::load(&st.topology)?;
+    // The path the frames take: with `routing: bgp` FRR's routes, which `rocefab up` waited to
+    // equal static routing's computation (the switches' own configs hold no fabric routes then).
+    topo.routing = crate::topology::Routing::Static;
     let plan = compile(&topo, 0);
     let d = st.clock()?.dilation();
     let (h1, n1) = find_nic(&plan, &a.from)?;

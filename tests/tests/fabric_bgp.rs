@@ -232,8 +232,8 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
 /// `routing: bgp` on the multi-pod fabric (two pods joined by two super-spines: three tiers of
 /// eBGP, rails spread over both pods and so advertised per GPU): `rocefab up` returns once every
 /// data path routes as static routing would, every data path equals FRR's selection, traffic
-/// to the other pod has both spines and, at a spine, both super-spines, and an AllReduce across
-/// the pods verifies.
+/// to the other pod has both spines and, at a spine, both super-spines, a ping and an AllReduce
+/// across the pods get through.
 #[test]
 fn multi_pod_bgp_converges_across_three_tiers() {
     let f = Fabric::up_with("multi-pod.yaml", "rfmb", "routing: bgp\n");
@@ -254,6 +254,9 @@ fn multi_pod_bgp_converges_across_three_tiers() {
         let peers = s["ipv4Unicast"]["peers"].as_object().cloned().unwrap_or_default();
         assert!(!peers.is_empty() && peers.values().all(|p| p["state"] == "Established"), "{sw}: {s:#}");
     }
+    let o = rocefab(&["ping", &f.name, "host1:gpu0", "host4:gpu0", "-c", "3"]);
+    assert!(o.status.success(), "rocefab ping across the pods: {}\n{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("3 of 3 replies"), "{}", stdout(&o));
     let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--json", "--timeout", "120"]);
     assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
