@@ -178,6 +178,11 @@ pub fn bgp_routes(json: &str) -> anyhow::Result<Vec<(String, Vec<String>)>> {
     Ok(out)
 }
 
+/// Where FRR's daemons are: `ROCEFAB_FRR_DIR`, else Debian's `/usr/lib/frr`.
+fn bin_dir() -> std::path::PathBuf {
+    std::env::var_os("ROCEFAB_FRR_DIR").map_or_else(|| "/usr/lib/frr".into(), std::path::PathBuf::from)
+}
+
 /// Starts zebra, bgpd and bfdd in every switch's namespace with its configuration
 /// ([`configs`]), as the `frr` user; each daemonises once it is up.
 pub fn start(topo: &Topology, plan: &Plan) -> anyhow::Result<()> {
@@ -209,7 +214,7 @@ pub fn start_only(topo: &Topology, plan: &Plan, only: Option<&str>) -> anyhow::R
             let pid = d.join(format!("{daemon}.pid"));
             let o = std::process::Command::new("ip")
                 .args(["netns", "exec", &sw.netns])
-                .arg(format!("/usr/lib/frr/{daemon}"))
+                .arg(bin_dir().join(daemon))
                 .args(["-d", "-N", &sw.netns, "-f"])
                 .arg(&conf)
                 .arg("-i")

@@ -262,3 +262,30 @@ fn multi_pod_bgp_converges_across_three_tiers() {
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
 }
+
+/// An FRR daemon that fails to start makes `rocefab up` fail with its message, and what had
+/// started (zebra and bgpd of the first switch) is stopped with everything else.
+#[test]
+fn a_failed_up_stops_the_frr_daemons_it_started() {
+    let name = "rfbf";
+    let guard = Fabric::guard("rail-spine.yaml", name);
+    let p = guard.topology.clone();
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text += "routing: bgp\n";
+    std::fs::write(&p, text).unwrap();
+    let frr = p.parent().unwrap().join("frr");
+    std::fs::create_dir_all(&frr).unwrap();
+    for d in ["zebra", "bgpd"] {
+        std::os::unix::fs::symlink(format!("/usr/lib/frr/{d}"), frr.join(d)).unwrap();
+    }
+    std::fs::write(frr.join("bfdd"), "#!/bin/sh\necho 'bfdd: injected failure' >&2\nexit 4\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(frr.join("bfdd"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o =
+        rocefab_tests::fabric::rocefab_env(&["up", p.to_str().unwrap()], &[("ROCEFAB_FRR_DIR", frr.to_str().unwrap())]);
+    assert!(!o.status.success(), "up succeeded without bfdd");
+    let e = stderr(&o);
+    assert!(e.contains("bfdd did not start") && e.contains("bfdd: injected failure"), "{e}");
+    assert!(pids_with_cmdline(&format!("-N rf-{name}-")).is_empty(), "FRR daemons left after the failed up");
+    assert!(rocefab_tests::fabric::fabric_namespaces(name).is_empty());
+}
