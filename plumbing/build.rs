@@ -3,7 +3,7 @@
 //! `aya::include_bytes_aligned!`.
 //!
 //! This is aya-template's / `aya_build::build_ebpf`'s approach, written out because aya-build
-//! 0.2.1 requires rustc 1.98 (README "Set-up commands"): a nested
+//! 0.2.1 requires rustc 1.98 (docs/src/setup.md): a nested
 //! `cargo +<pinned nightly> build -p dataplane-ebpf --release --target bpfel-unknown-none -Z build-std=core`
 //! with bpf-linker as the linker and the rustflags that put BTF into the object. The nightly is
 //! the dated one pinned in `dataplane-ebpf/rust-toolchain.toml` (its LLVM must match

@@ -65,7 +65,7 @@ pub struct SwitchConfig {
     /// Chassis ID the switch's LLDPDUs carry (its system MAC); default: the first port's MAC.
     #[serde(default)]
     pub chassis_mac: Option<Mac>,
-    /// Time dilation D (README "Emulated time"): line rates and times in this file are
+    /// Time dilation D (docs/src/emulated-time.md): line rates and times in this file are
     /// emulated; the daemon divides rates by D and multiplies durations by D where they meet the
     /// wall clock, and reports in emulated units. 1 = real time.
     #[serde(default = "default_time_dilation")]
@@ -173,7 +173,7 @@ impl Default for LldpConfig {
     }
 }
 
-/// The switch's shared buffer, PFC and PFC watchdog settings (book ch. 11, IEEE 802.1Qbb; README "Lossless QoS").
+/// The switch's shared buffer, PFC and PFC watchdog settings (book ch. 11, IEEE 802.1Qbb; docs/src/lossless-qos.md).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QosConfig {
@@ -222,7 +222,7 @@ pub struct WredConfig {
 
 /// Where WRED/ECN marks a packet. Enqueue stays the default: on `rail-spine-400g.yaml` (7:1
 /// incast, DCQCN `dcqcn-paper`, D 8000) marking at dequeue did not bring the CNPs measurably closer
-/// to the simulators' 50 µs (README "WRED/ECN and DCQCN" has the runs).
+/// to the simulators' 50 µs (docs/src/wred-ecn-dcqcn.md has the runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum WredAt {

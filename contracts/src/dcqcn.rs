@@ -261,7 +261,7 @@ impl DcqcnConfig {
     }
 
     /// These parameters (emulated units) on the wall clock of a fabric slowed down by `d`
-    /// (README "Emulated time"): line rate, minimum rate, R_AI and R_HAI divided by D, the α
+    /// (docs/src/emulated-time.md): line rate, minimum rate, R_AI and R_HAI divided by D, the α
     /// rate-increase and rate-decrease timers (K, T, the decrease interval) multiplied by D; B
     /// stays bytes, g, α and F are unitless.
     pub fn dilated(self, d: Dilation) -> DcqcnConfig {

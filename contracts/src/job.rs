@@ -112,7 +112,7 @@ pub struct Job {
     /// Collective transfers over those QPs (see [`CollectiveSpec`]).
     #[serde(default)]
     pub collective: Option<CollectiveSpec>,
-    /// Time dilation D ≥ 1 (README "Emulated time"). NIC line rates and the QPs' retransmit
+    /// Time dilation D ≥ 1 (docs/src/emulated-time.md). NIC line rates and the QPs' retransmit
     /// timeouts in this file are emulated: the engine divides rates by D and multiplies
     /// durations by D (DCQCN, CNP interval, ACK coalescing, PFC quanta follow), and the report
     /// is in emulated time. `timeout_ms` and `linger_ms` are wall clock. 1 = real time.

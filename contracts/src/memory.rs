@@ -50,7 +50,7 @@ pub const MIN_WIRE_FRAME_BYTES: u64 = 84;
 /// The longest a data path may leave a ring unattended (a wake-up on a loaded 2-core machine).
 pub const WAKEUP_BOUND_NS: u64 = 1_000_000;
 /// The most packets per second one port receives on this machine kind, whatever its line rate:
-/// four times what the minimal AF_XDP forwarder moves (0.5 Mpps, README "Benchmark").
+/// four times what the minimal AF_XDP forwarder moves (0.5 Mpps, docs/src/benchmark.md).
 pub const MAX_PORT_PPS: u64 = 2_000_000;
 /// Smallest ring: a pass's batch of the largest packets (64 × 3 descriptors) and then some.
 pub const MIN_RING: u32 = 256;
@@ -72,7 +72,7 @@ pub const SHAPER_BURST_BYTES: u64 = 3 * (1514 + 24);
 /// length; `dataplane-user` checks its slot fits).
 pub const QUEUE_SLOT_BYTES: u64 = 64;
 /// What a switch daemon holds besides its UMEM and queues (binary, tokio, metrics, maps),
-/// measured as the RSS of an idle `rocefab-switchd` less its UMEM (README "Memory").
+/// measured as the RSS of an idle `rocefab-switchd` less its UMEM (docs/src/memory.md).
 pub const SWITCH_BASE_BYTES: u64 = 16 << 20;
 /// What a NIC agent (`rocefab-nicd`) holds (it opens no UMEM).
 pub const NIC_AGENT_BASE_BYTES: u64 = 8 << 20;

@@ -1,4 +1,4 @@
-//! Emulated time (README "Emulated time"; Gupta et al., "To Infinity and Beyond:
+//! Emulated time (docs/src/emulated-time.md; Gupta et al., "To Infinity and Beyond:
 //! Time-Warped Network Emulation", NSDI 2006).
 //!
 //! A topology states link rates, thresholds and timers as on the real fabric (400G links, µs

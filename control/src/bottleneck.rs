@@ -1,6 +1,6 @@
-//! Was the machine, not the model, the bottleneck of a `rocefab run`? (README "Emulated
-//! time": the same scenario at D and 2D must give the same emulated results; when the machine
-//! cannot keep up with the dilated rates, it does not.)
+//! Was the machine, not the model, the bottleneck of a `rocefab run`? (docs/src/emulated-time.md:
+//! the same scenario at D and 2D must give the same emulated results; when the machine cannot
+//! keep up with the dilated rates, it does not.)
 //!
 //! Pure functions over what a run measured: the hosts' reports (emulated units) and the
 //! machine's CPU time from `/proc/stat` before and after. Two signs, each worded with what to do:

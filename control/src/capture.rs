@@ -12,7 +12,7 @@
 //! (inbound / outbound, pcapng §4.3.1) and the time the frame crossed the port. `-w -` writes to
 //! stdout and flushes every batch, so `rocefab capture … -w - | tshark -i -` decodes live.
 //!
-//! Timestamps are the fabric's emulated time (README "Emulated time"): the daemons stamp
+//! Timestamps are the fabric's emulated time (docs/src/emulated-time.md): the daemons stamp
 //! frames with the wall clock, and this command maps every stamp onto the fabric's one
 //! [`EmulatedClock`] (`zero + (wall − zero) / D`, zero = when `rocefab up` began), so at
 //! `time_dilation: 8000` a gap of 80 ms between two frames reads as the 10 µs it models, in

@@ -11,7 +11,7 @@
 //! * `rocefab restore link [FABRIC] <NODE:PORT>` puts the cable back; the groups take the port
 //!   back when the carrier returns.
 //! * `rocefab events [FABRIC] [--json]`: every failure and restore, with its emulated time (the
-//!   fabric's clock, README "Emulated time") and its wall-clock time. The log is
+//!   fabric's clock, docs/src/emulated-time.md) and its wall-clock time. The log is
 //!   `<run dir>/events.jsonl`, one JSON object per line.
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! The `load_balance:` section of a topology file: how each switch picks among the members of
-//! an ECMP group, per traffic class (book ch. 10 and 12; README "Load balancing").
+//! an ECMP group, per traffic class (book ch. 10 and 12; docs/src/load-balancing.md).
 //!
 //! ```yaml
 //! load_balance:               # every key optional; the defaults are shown

@@ -1,6 +1,6 @@
 //! The `lldp:` section of a topology file: LLDP timing (IEEE 802.1AB) for every switch port and
 //! GPU NIC, and what every GPU NIC advertises in DCBX (IEEE 802.1Qaz) before it negotiates with
-//! the switch port it is cabled to (README "LLDP / DCBX").
+//! the switch port it is cabled to (docs/src/lldp-dcbx.md).
 //!
 //! ```yaml
 //! lldp:                 # every key optional; the defaults are shown

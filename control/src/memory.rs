@@ -26,7 +26,7 @@ pub struct FabricMemory {
 }
 
 /// What one switch's FRR (zebra, bgpd and bfdd) holds, proportional set size: measured on the
-/// 512-GPU fabric with `routing: bgp` (`cargo xtask bench --scale --scale-bgp`, README "Scale").
+/// 512-GPU fabric with `routing: bgp` (`cargo xtask bench --scale --scale-bgp`, docs/src/scale.md).
 pub const FRR_BYTES_PER_SWITCH: u64 = 32 << 20;
 
 impl FabricMemory {

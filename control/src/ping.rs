@@ -1,5 +1,5 @@
 //! `rocefab ping`: the round-trip time between two GPU NICs of a running fabric, in emulated time,
-//! beside the latency the topology configures along the path (README "Emulated time").
+//! beside the latency the topology configures along the path (docs/src/emulated-time.md).
 //!
 //! The configured one-way latency of a path is what the switch ports on it apply
 //! ([`crate::plan::port_delays`]): at the first switch the receive delay of the port facing the

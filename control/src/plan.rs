@@ -289,7 +289,7 @@ fn host_plans(topo: &Topology, links: &[LinkPlan], metrics_base: u16) -> Vec<Hos
     hosts
 }
 
-/// The delays a switch port applies (emulated ns; README "Emulated time"): to frames it sends,
+/// The delays a switch port applies (emulated ns; docs/src/emulated-time.md): to frames it sends,
 /// the switch's forwarding latency, the cable and, toward a NIC, the NIC's receive pipeline; to
 /// frames it receives from a NIC, the NIC's transmit pipeline and the cable (a NIC does not
 /// delay its own frames; a switch peer delays them on its own egress).

@@ -1,6 +1,6 @@
 //! The `qos:` section of a topology file: traffic classes, egress scheduling, the shared buffer,
 //! PFC thresholds and the PFC watchdog, at fabric level with per-switch overrides (book ch. 11,
-//! the NX-OS example; README "Lossless QoS").
+//! the NX-OS example; docs/src/lossless-qos.md).
 //!
 //! ```yaml
 //! qos:                        # every key optional; the defaults are shown

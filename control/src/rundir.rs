@@ -103,7 +103,7 @@ pub struct State {
     pub silent_links: Vec<usize>,
 }
 
-/// A fabric's emulated clock (README "Emulated time"): at time dilation D, the wall-clock
+/// A fabric's emulated clock (docs/src/emulated-time.md): at time dilation D, the wall-clock
 /// instant W is the emulated instant `zero + (W − zero) / D`, where `zero` is when `rocefab up`
 /// began. Every capture of one fabric is on this one time line, whichever node it came from,
 /// and its Unix timestamps stay readable dates (at D = 1 they are the wall clock's).

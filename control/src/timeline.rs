@@ -9,7 +9,7 @@
 //!   longer than its limit (the job timeout); it keeps at most [`MAX_ROUNDS`] rounds, halving
 //!   its rate (dropping every other round) when it reaches them.
 //! - [`Timeline::build`]: pure; the derived series in emulated time for a time dilation D
-//!   (README "Emulated time": t_emulated = t_wall / D, rate_emulated = rate_wall × D, bytes
+//!   (docs/src/emulated-time.md: t_emulated = t_wall / D, rate_emulated = rate_wall × D, bytes
 //!   and counts do not scale). The bottleneck is the egress queue with the highest peak depth,
 //!   or the port `--timeline-port switch:port` names.
 //! - [`render_svg`]: five stacked panels sharing the emulated time axis, drawn with plotters'

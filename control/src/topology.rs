@@ -78,7 +78,7 @@
 //! other rails through the pod's spines and other pods through the super-spines, with an ECMP
 //! group wherever several neighbours are equally close (see [`crate::plan`]).
 //!
-//! `time_dilation: D` (README "Emulated time"): every line rate, threshold and timer in the
+//! `time_dilation: D` (docs/src/emulated-time.md): every line rate, threshold and timer in the
 //! file is the real fabric's; the daemons divide rates by D and multiply durations by D where
 //! they meet the wall clock, and report in emulated units. `400Gbps` at `time_dilation: 8000`
 //! moves 50 Mbit/s on the wall clock.
@@ -896,7 +896,7 @@ pub struct Link {
     pub b: Endpoint,
     pub class: LinkClass,
     pub line_rate: LineRate,
-    /// Propagation delay of the cable in emulated ns (`links.delay`, README "Emulated time").
+    /// Propagation delay of the cable in emulated ns (`links.delay`, docs/src/emulated-time.md).
     pub delay_ns: u64,
 }
 

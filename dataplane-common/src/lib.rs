@@ -37,7 +37,7 @@ pub mod ethertype {
     pub const MAC_CONTROL: u16 = 0x8808;
 }
 
-/// Default DSCP → traffic-class mapping (the NX-OS reference design of the book, ch. 11; README "Lossless QoS").
+/// Default DSCP → traffic-class mapping (the NX-OS reference design of the book, ch. 11; docs/src/lossless-qos.md).
 pub mod dscp {
     /// RoCEv2 data.
     pub const ROCE: u8 = 24;
@@ -333,7 +333,7 @@ pub mod counter {
     ];
 }
 
-/// WRED with ECN on the egress queues (book ch. 11; README "Lossless QoS"). `WRED` array map,
+/// WRED with ECN on the egress queues (book ch. 11; docs/src/lossless-qos.md). `WRED` array map,
 /// entry 0, written by the daemon at start. The XDP program reads the depth of the frame's
 /// egress queue (port, tc) from the mmapable `DEPTHS` array the data-plane thread publishes,
 /// asks [`wred_probability`] and marks with the seeded per-CPU [`xorshift32`] generator.
@@ -462,8 +462,7 @@ pub fn ecmp_index(hash: u32, count: u32) -> u32 {
     }
 }
 
-/// Egress choice among the members of a next-hop group (book ch. 10 and 12; README "Load
-/// balancing"): flow ECMP, flowlets, congestion-aware (adaptive) flowlets and per-packet
+/// Egress choice among the members of a next-hop group (book ch. 10 and 12; docs/src/load-balancing.md): flow ECMP, flowlets, congestion-aware (adaptive) flowlets and per-packet
 /// spraying. [`pick`] is the whole decision, with the clock, the random draw and the queue
 /// depths given by the caller, so it is the same code in XDP and in unit tests.
 pub mod lb {

@@ -1,5 +1,5 @@
 //! Shared-buffer admission with ingress priority-group accounting, as a shared-buffer switch
-//! ASIC does it (README "Lossless QoS" and "Architecture"; book ch. 11).
+//! ASIC does it (docs/src/lossless-qos.md and "Architecture"; book ch. 11).
 //!
 //! Every frame held is charged twice: to its egress queue (port, traffic class) and to its
 //! ingress priority group (ingress port, priority from the DSCP map). Charges are frame bytes or,

@@ -1,4 +1,4 @@
-//! The channels between a switch's control side and its data-plane thread (README "Architecture"):
+//! The channels between a switch's control side and its data-plane thread (docs/src/architecture.md):
 //! two bounded single-producer single-consumer rings
 //! ([`rtrb`], lock-free and wait-free) and an eventfd for each direction.
 //!

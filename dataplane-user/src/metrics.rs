@@ -8,7 +8,7 @@
 //! frames the XDP program redirected but the socket could not take (RX ring full, fill ring
 //! empty) are otherwise invisible.
 //!
-//! Times are emulated (README "Emulated time"): the wall-clock time the data path measures
+//! Times are emulated (docs/src/emulated-time.md): the wall-clock time the data path measures
 //! divided by the switch's time dilation D, which `rocefab_time_dilation` exports.
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! IEEE 802.1Qbb priority-based flow control timing, both directions (802.1Q-2018 clause 36;
-//! IEEE 802.1Qbb; README "Lossless QoS"; book ch. 11, Fig. 11-4..11-6). Frames are built and parsed with
+//! IEEE 802.1Qbb; docs/src/lossless-qos.md; book ch. 11, Fig. 11-4..11-6). Frames are built and parsed with
 //! `rocefab_wire::mac_control`; this module only keeps time.
 //!
 //! - [`PfcTx`], per ingress port and priority: a group in XOFF sends a pause of the configured

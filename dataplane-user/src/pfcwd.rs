@@ -1,5 +1,5 @@
 //! PFC watchdog, in the manner of SONiC's PFC watchdog and NX-OS `priority-flow-control
-//! watch-dog` (book ch. 11, "Priority Flow Control Watchdog"; IEEE 802.1Qbb; README "Lossless QoS").
+//! watch-dog` (book ch. 11, "Priority Flow Control Watchdog"; IEEE 802.1Qbb; docs/src/lossless-qos.md).
 //!
 //! Per egress port and lossless priority: a queue paused continuously for longer than the
 //! detection time is stormed ([`WdEvent::Storm`]). With action `drop`, frames to the stormed

@@ -33,7 +33,7 @@ use rocefab_contracts::config::QosConfig;
 use crate::queue::PortQueues;
 
 /// Quantum of the weighted queue with the smallest percent: one 9216-byte frame (the MTU of
-/// the RoCEv2 class, README "Lossless QoS"). No frame is longer, so each turn sends one.
+/// the RoCEv2 class, docs/src/lossless-qos.md). No frame is longer, so each turn sends one.
 pub const QUANTUM_UNIT_BYTES: u32 = 9216;
 
 /// Transmission selection of one egress port: strict priority, then DWRR.

@@ -3,7 +3,7 @@
 //! has sent. Nothing in the model does that (the shaper lets a frame go every serialisation time
 //! while the queue holds one): a stall is the machine's doing (the data-plane thread did not
 //! run, or the kernel did not take the TX ring), and `rocefab run` reports it ([`crate::stats::StallLog`],
-//! README "Emulated time").
+//! docs/src/emulated-time.md).
 //!
 //! Per port, [`StallWatch`] keeps when the port last sent or last became able to send:
 //! - at each transmit step, before the scheduler: [`StallWatch::step`] with whether anything

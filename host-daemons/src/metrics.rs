@@ -4,7 +4,7 @@
 //! daemons' shared HTTP server, [`rocefab_plumbing::http`], on a control thread of its own, next to
 //! `GET /sample` (the latest snapshot as a [`HostSample`], JSON; 503 before the first).
 //!
-//! Times and rates are emulated, as in the [`Report`] (README "Emulated time"): wall-clock
+//! Times and rates are emulated, as in the [`Report`] (docs/src/emulated-time.md): wall-clock
 //! measurements converted with the job's time dilation D, which `rocefab_time_dilation` exports.
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex, PoisonError};

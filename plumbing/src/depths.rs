@@ -1,5 +1,5 @@
 //! The egress queue depths the data-plane thread publishes for the XDP program's WRED/ECN
-//! decision (README "WRED/ECN and DCQCN": an mmapable array map lets userspace publish depths without a
+//! decision (docs/src/wred-ecn-dcqcn.md: an mmapable array map lets userspace publish depths without a
 //! syscall per packet).
 //!
 //! The `DEPTHS` map is a `BPF_F_MMAPABLE` array of `u64` (bytes charged to egress queue

@@ -1,4 +1,4 @@
-//! The daemons' HTTP server (README "Architecture": the metrics HTTP server comes from a kept
+//! The daemons' HTTP server (docs/src/architecture.md: the metrics HTTP server comes from a kept
 //! crate): [`axum`] over hyper's HTTP/1.1 (RFC 9112), run by the daemon's tokio runtime.
 //!
 //! [`metrics_router`] serves the Prometheus text exposition (format 0.0.4,

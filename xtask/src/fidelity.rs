@@ -1,6 +1,6 @@
 //! `cargo xtask fidelity`: the canonical single-switch N->1 incast of issue 23 on rocefab, side
-//! by side with the same scenario run in htsim (README "Fidelity: rocefab against a packet
-//! simulator", sim/htsim/README.md).
+//! by side with the same scenario run in htsim (docs/src/fidelity.md,
+//! sim/htsim/README.md).
 //!
 //! For each mode (PFC-only, DCQCN+PFC), line rate (100G, 400G) and sender count N (4, 8) it
 //! writes a copy of `topologies/fidelity-incast.yaml` to `target/fidelity/` (N + 1 hosts, the

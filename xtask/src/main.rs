@@ -1,8 +1,9 @@
-//! `cargo xtask <setup|test|demo|bench|fuzz|fidelity>`: everything that runs the project.
+//! `cargo xtask <setup|test|demo|bench|fuzz|fidelity|docs>`: everything that runs the project.
 use clap::{Parser, Subcommand};
 
 mod bench;
 mod demo;
+mod docs;
 mod fidelity;
 mod fuzz;
 mod setup;
@@ -32,6 +33,9 @@ enum Cmd {
     /// Run the canonical single-switch N->1 incast (PFC-only, DCQCN+PFC) and print it beside
     /// the htsim results in sim/htsim/ (issue 23).
     Fidelity(fidelity::FidelityArgs),
+    /// Build the book in docs/ (mdBook) and check it and the README: no warning, every
+    /// relative link resolves, every quoted rocefab / cargo xtask command and option exists.
+    Docs,
 }
 
 fn main() {
@@ -43,6 +47,7 @@ fn main() {
         Cmd::Bench(a) => setup::run(&Default::default()).and_then(|_| bench::run(&a)),
         Cmd::Fuzz(a) => setup::run(&Default::default()).and_then(|_| fuzz::run(&a)),
         Cmd::Fidelity(a) => fidelity::run(&a),
+        Cmd::Docs => setup::run(&Default::default()).and_then(|_| docs::run()).map(|s| eprintln!("xtask docs: {s}")),
     };
     if let Err(e) = res {
         eprintln!("xtask: {e:#}");

@@ -75,7 +75,45 @@ pub fn run(a: &SetupArgs) -> anyhow::Result<()> {
     pinned_nightly(&toolchain)?;
     lint_components(&toolchain)?;
     bpf_linker(&toolchain)?;
+    mdbook()?;
     Ok(())
+}
+
+/// mdBook, which `cargo xtask docs` builds the book in `docs/` with, pinned (its HTML and its
+/// warnings change between versions); without the live-reload server.
+pub const MDBOOK_VERSION: &str = "0.5.4";
+
+/// Where `cargo install` puts mdBook: `$CARGO_HOME/bin` (default `~/.cargo/bin`).
+pub fn mdbook_path() -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+    home.join("bin/mdbook")
+}
+
+/// The installed mdBook's version, if any (`mdbook v0.5.4` prints `0.5.4`).
+fn mdbook_version() -> Option<String> {
+    let o = Command::new(mdbook_path()).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    Some(text.trim().trim_start_matches("mdbook").trim().trim_start_matches('v').to_string())
+}
+
+/// Installs [`MDBOOK_VERSION`] unless it is there.
+fn mdbook() -> anyhow::Result<()> {
+    if mdbook_version().as_deref() == Some(MDBOOK_VERSION) {
+        return Ok(());
+    }
+    eprintln!("xtask setup: installing mdbook {MDBOOK_VERSION} (cargo xtask docs)");
+    sh(Command::new("cargo").args([
+        "install",
+        "mdbook",
+        "--version",
+        MDBOOK_VERSION,
+        "--locked",
+        "--no-default-features",
+        "--features",
+        "search",
+    ]))
 }
 
 /// The toolchain `cargo xtask test` formats and lints with, pinned: a newer rustfmt formats
@@ -138,6 +176,11 @@ pub fn check(file: &Path) -> anyhow::Result<()> {
                 }
             }
         }
+    }
+    match mdbook_version() {
+        Some(v) if v == MDBOOK_VERSION => {}
+        Some(v) => problems.push(format!("mdbook is version {v}, want {MDBOOK_VERSION}; fix: cargo xtask setup")),
+        None => problems.push(format!("mdbook {MDBOOK_VERSION} is not installed; fix: cargo xtask setup")),
     }
     if problems.is_empty() {
         eprintln!("xtask setup --check: toolchain ok");

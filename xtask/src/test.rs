@@ -5,6 +5,8 @@
 //! 1. formatting and lints: `cargo fmt --check` (the workspace and the fuzz crate) and
 //!    `cargo clippy --workspace --all-targets -- -D warnings`, plus clippy on the eBPF crate with
 //!    its own pinned nightly for `bpfel-unknown-none`,
+//!    then the docs (`cargo xtask docs`): the book in docs/ builds without warnings, every
+//!    relative link of it and the README resolves, every quoted command and option exists,
 //! 2. unprivileged workspace tests (`cargo test` over the default members, criterion benches in
 //!    test mode so they run once),
 //! 3. privileged tests (the `rocefab-tests` crate: BPF_PROG_TEST_RUN, namespace fabrics, external
@@ -25,7 +27,7 @@ pub struct TestArgs {
     /// Seconds per fuzz target.
     #[arg(long, default_value_t = 10)]
     pub fuzz_seconds: u64,
-    /// Skip nothing by default; `--only lint|unit|privileged|fuzz` runs a single phase (for development).
+    /// Skip nothing by default; `--only lint|docs|unit|privileged|fuzz` runs a single phase (for development).
     #[arg(long)]
     pub only: Option<String>,
 }
@@ -46,6 +48,9 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     if want("lint") {
         results.push(("formatting (cargo fmt --check)", fmt_check(&root)));
         results.push(("lints (cargo clippy -D warnings, workspace and eBPF crate)", clippy(&root)));
+    }
+    if want("docs") {
+        results.push(("docs (cargo xtask docs: the book builds, links resolve, commands exist)", crate::docs::run()));
     }
     if want("unit") {
         results.push((

@@ -30,7 +30,7 @@
 //! 5. **Schedule** ([`Schedule`]): the capture's timestamps relative to the first injected
 //!    frame (default), divided by `--speed`, `--pps` evenly spaced, or `--topspeed` all at 0;
 //!    `--loop N` repeats it with the capture's mean gap between loops. The schedule is in the
-//!    fabric's emulated time (README "Emulated time"): a capture's timestamps are taken as
+//!    fabric's emulated time (docs/src/emulated-time.md): a capture's timestamps are taken as
 //!    the time of the network it models (a real fabric's, or a `rocefab capture`, which writes
 //!    emulated time), and `--pps N` is N frames per emulated second. On a fabric at
 //!    `time_dilation: D` every due time is multiplied by D where it meets the wall clock

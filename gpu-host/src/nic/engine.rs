@@ -25,7 +25,7 @@
 //! * DCQCN: CE-marked data makes the responder send a CNP (at most one per QP per 50 µs,
 //!   [`Receiver`]); a received CNP drives [`Sender::on_cnp`].
 //!
-//! * Emulated time (README "Emulated time"): the job's rates and timers are emulated;
+//! * Emulated time (docs/src/emulated-time.md): the job's rates and timers are emulated;
 //!   [`Engine::from_job`] is where the host applies the time dilation D (line rate, DCQCN rates
 //!   / D; DCQCN timers, CNP interval, ACK coalescing delay, retransmit timeout × D; PFC quanta
 //!   are timed at the wall line rate, so pauses stretch too), and [`Engine::report`] converts

@@ -52,7 +52,7 @@ use super::{BenchArgs, Ctx, Dut};
 
 /// AllReduce aggregate goodput on pod-64gpu before issue 13, Gbit/s: 64 ranks × 16 MiB, JCT
 /// 17.6 s (issue 13 "Other measurements"; the kernel-routed baseline measured
-/// 2026-11-22, README "Benchmark"). The "≥ 3× today's" target compares with it.
+/// 2026-11-22, docs/src/benchmark.md). The "≥ 3× today's" target compares with it.
 pub const TODAY_ALLREDUCE_GBPS: f64 = 0.96;
 
 /// The rocefab fabric's name (from `topologies/bench-3hop.yaml`) and the AllReduce fabric's.

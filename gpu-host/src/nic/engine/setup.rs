@@ -1,7 +1,7 @@
 //! Building an [`Engine`] from a [`Job`]: the NICs (classes, PFC, pacer), the QPs (requesters
 //! with their buffers and posted writes, responders with their regions) and the collective,
 //! with the job's emulated rates and timers put on the wall clock at its time dilation D
-//! (README "Emulated time": rates / D, timers × D).
+//! (docs/src/emulated-time.md: rates / D, timers × D).
 use std::collections::{HashMap, VecDeque};
 
 use super::index::IndexTable;
