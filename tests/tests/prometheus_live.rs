@@ -41,10 +41,11 @@ fn panel_expr(panel: &str) -> String {
 #[test]
 fn prometheus_scrapes_every_daemon_and_every_dashboard_query_returns_series() {
     // rail-spine-incast.yaml with WRED/ECN on (as fabric_ecn runs it): the incast pauses
-    // (PFC), marks CE and makes the receiver send CNPs.
+    // (PFC), marks CE and makes the receiver send CNPs. At time dilation 4, so that the panels'
+    // conversion to emulated time is checked (a rate not multiplied by D reads a quarter).
     let f = Fabric::up_edited("rail-spine-incast.yaml", "rfgf", |t| {
-        assert!(t.contains("  wred: off"), "rail-spine-incast.yaml changed");
-        t.replacen("  wred: off", "  wred: { min: 20KB, max: 60KB, probability: 100 }", 1)
+        assert!(t.contains("  wred: off") && !t.contains("time_dilation"), "rail-spine-incast.yaml changed");
+        t.replacen("  wred: off", "  wred: { min: 20KB, max: 60KB, probability: 100 }", 1) + "time_dilation: 4\n"
     });
     let base = HOSTD_BASE.to_string();
     let o = rocefab(&["prometheus-config", &f.name, "--scrape-interval", "1s", "--hostd-port-base", &base]);
@@ -79,12 +80,13 @@ fn prometheus_scrapes_every_daemon_and_every_dashboard_query_returns_series() {
     }
     assert!(want.is_empty(), "targets missing: {want:?}");
 
-    // A 7:1 incast into host1:gpu0's 100 Mbit/s link, with the hosts' metrics on HOSTD_BASE.
+    // A 7:1 incast into host1:gpu0's 100 Mbit/s link (25 Mbit/s on the wall clock), with the
+    // hosts' metrics on HOSTD_BASE.
     let report = TempFile::new("incast.json");
     let mut job = Proc::spawn(
         "rocefab run incast",
         Command::new(rocefab_bin())
-            .args(["run", &f.name, "incast", "--size", "8MiB", "--json", "--retransmit-timeout-ms", "2000"])
+            .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000"])
             .args(["--timeout", "90", "--metrics-port-base", &base])
             .stdout(Stdio::from(std::fs::File::create(&report).unwrap())),
     );
@@ -166,15 +168,17 @@ fn prometheus_scrapes_every_daemon_and_every_dashboard_query_returns_series() {
     assert!(value(r#"max(rocefab_ingress_pg_peak_bytes{fabric="rfgf", node="rail1", priority="3"})"#) >= 64_000.0);
     assert!(value(r#"max(rocefab_ingress_pg_headroom_peak_bytes{fabric="rfgf", priority="3"})"#) > 0.0);
     // Utilisation and pause occupancy are fractions of emulated time: the busiest port (the
-    // 100 Mbit/s link into host1:gpu0) near 1, never above it; some priority paused part of
-    // the time. 3 s windows (three scrapes) so a window can fall inside the job.
+    // 100 Mbit/s link into host1:gpu0) near 1 (0.94-0.98 measured), never above it; the senders
+    // paused most of the time (0.99 measured). Without the dilation either would read at most
+    // 0.25. 3 s windows (three scrapes) so a window can fall inside the job.
     let short = [("fabric", "rfgf"), ("switch", ".+"), ("__rate_interval", "3s")];
     let peak = |panel: &str| {
         let e = substitute(&panel_expr(panel), &short).unwrap();
         value(&format!("max(max_over_time(({e})[5m:1s]))"))
     };
     let util = peak("panel \"Egress utilisation per port\" A");
-    assert!(util > 0.3 && util <= 1.1, "peak egress utilisation {util}");
+    assert!(util > 0.5 && util <= 1.1, "peak egress utilisation {util}");
     let paused = peak("panel \"PFC pause occupancy by priority\" A");
-    assert!(paused > 0.0 && paused <= 1.1, "peak pause occupancy {paused}");
+    eprintln!("peak egress utilisation {util:.3}, peak pause occupancy {paused:.3}");
+    assert!(paused > 0.3 && paused <= 1.1, "peak pause occupancy {paused}");
 }
