@@ -920,7 +920,7 @@ pub fn render_daemons(st: &State, live: impl Fn(&DaemonState) -> String) -> Stri
     let targets = metrics_targets(st);
     let _ = writeln!(
         o,
-        "Prometheus targets ({} /metrics; `rocefab status --json` has them as scrape_configs):",
+        "Prometheus targets ({} /metrics; `rocefab prometheus-config` prints a prometheus.yml with them and the job hosts):",
         targets.len()
     );
     for t in &targets {

@@ -20,6 +20,7 @@ pub mod ping;
 pub mod pipe;
 pub mod plan;
 pub mod progress;
+pub mod prometheus_config;
 pub mod qos;
 pub mod qos_import;
 pub mod replay;

@@ -50,6 +50,10 @@ enum Cmd {
     /// QoS configuration tools.
     #[command(subcommand)]
     Qos(QosCmd),
+    /// Print a Prometheus configuration (prometheus.yml) scraping every switch daemon, NIC agent
+    /// and (while jobs run) host daemon of a running fabric, labelled fabric, node, role and tier.
+    #[command(override_usage = "rocefab prometheus-config [FABRIC] [--scrape-interval 5s] [--hostd-port-base 9700]")]
+    PrometheusConfig(control::prometheus_config::PrometheusConfigArgs),
 }
 
 #[derive(Subcommand)]
@@ -98,6 +102,7 @@ fn main() {
         Cmd::Ping(a) => control::ping::run(a),
         Cmd::Capture(a) => control::capture::run(a),
         Cmd::Qos(QosCmd::Import(a)) => control::qos_import::run(a),
+        Cmd::PrometheusConfig(a) => control::prometheus_config::run(a),
     });
     match res {
         Ok(Ok(())) => {}

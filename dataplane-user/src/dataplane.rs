@@ -258,6 +258,17 @@ fn release_held(
     ev
 }
 
+/// Publishes the occupancy of ingress group (`ingress`, `prio`) after an admission and raises
+/// its watermarks (occupancy and headroom): the group only grows on admission.
+#[inline(always)]
+pub(crate) fn publish_admitted_pg(stats: &SwitchStats, buffer: &SharedBuffer, ingress: usize, prio: u8) {
+    let s = &stats.ports[ingress].prio[prio as usize & 7];
+    let bytes = buffer.pg_bytes(ingress, prio);
+    s.pg_bytes.set(bytes);
+    s.pg_peak_bytes.raise(bytes);
+    s.headroom_peak_bytes.raise(buffer.headroom_used(ingress, prio));
+}
+
 /// Publishes the depth of egress queue (`egress`, `tc`) as the buffer charges it, and adds the
 /// depth it had since its last change to the queue's depth-time integral (the pass clock `now`).
 #[inline(always)]
@@ -1140,7 +1151,7 @@ impl DataPlane {
                     release_held(&mut self.buffer, &self.stats, &h, egress, tc, len, now);
                     self.free.push(h.d);
                 }
-                self.stats.ports[ingress].prio[tc as usize].pg_bytes.set(self.buffer.pg_bytes(ingress, tc));
+                publish_admitted_pg(&self.stats, &self.buffer, ingress, tc);
                 if let Some(ev) = ev {
                     // The group crossed xOFF when this frame arrived (known exactly on delayed
                     // ports): a late pass does not delay the pause.

@@ -62,6 +62,8 @@ struct PrioHandles {
     /// 1 while the peer's PFC pauses this egress priority.
     paused_now: IntGauge,
     pg_bytes: IntGauge,
+    pg_peak_bytes: IntGauge,
+    headroom_peak_bytes: IntGauge,
     headroom_overflow: IntCounter,
     storms: IntCounter,
     restores: IntCounter,
@@ -209,6 +211,7 @@ struct PortFamilies {
     stalls: IntCounterVec,
     stalled: CounterVec,
     longest_stall: prometheus::GaugeVec,
+    line_rate: prometheus::GaugeVec,
 }
 
 impl PortFamilies {
@@ -276,7 +279,19 @@ impl PortFamilies {
                 p,
             ),
         )?;
+        let line_rate = register(
+            f.registry,
+            "rocefab_port_line_rate_bytes_per_second",
+            prometheus::GaugeVec::new(
+                f.opts(
+                    "rocefab_port_line_rate_bytes_per_second",
+                    "Line rate the port's egress shaper enforces, bytes per emulated second (the topology's rate / 8; rocefab_port_tx_bytes_total counts Ethernet bytes without preamble, inter-frame gap and FCS)",
+                ),
+                p,
+            ),
+        )?;
         Ok(PortFamilies {
+            line_rate,
             stalls,
             stalled,
             longest_stall,
@@ -493,6 +508,8 @@ struct PrioFamilies {
     paused: CounterVec,
     paused_now: IntGaugeVec,
     pg_b: IntGaugeVec,
+    pg_peak: IntGaugeVec,
+    hr_peak: IntGaugeVec,
     hr_over: IntCounterVec,
     storms: IntCounterVec,
     restores: IntCounterVec,
@@ -542,6 +559,16 @@ impl PrioFamilies {
             "Bytes charged to the ingress priority group (port, priority)",
             pp,
         )?;
+        let pg_peak = f.gauge_vec(
+            "rocefab_ingress_pg_peak_bytes",
+            "Highest rocefab_ingress_pg_bytes since the daemon started (watermark)",
+            pp,
+        )?;
+        let hr_peak = f.gauge_vec(
+            "rocefab_ingress_pg_headroom_peak_bytes",
+            "Highest headroom the lossless ingress priority group held since the daemon started: bytes admitted past xOFF or a full shared pool (watermark; rocefab_headroom_overflow_total counts the losses past it)",
+            pp,
+        )?;
         let hr_over = f.counter_vec(
             "rocefab_headroom_overflow_total",
             "Lossless frames lost because the ingress priority group's headroom was full",
@@ -551,7 +578,20 @@ impl PrioFamilies {
             f.counter_vec("rocefab_pfcwd_storms_total", "PFC storms the watchdog detected on the egress queue", pp)?;
         let restores =
             f.counter_vec("rocefab_pfcwd_restores_total", "Stormed egress queues the watchdog restored", pp)?;
-        Ok(PrioFamilies { pfc_tx, onsets, pfc_rx, pfc_rx_ignored, paused, paused_now, pg_b, hr_over, storms, restores })
+        Ok(PrioFamilies {
+            pfc_tx,
+            onsets,
+            pfc_rx,
+            pfc_rx_ignored,
+            paused,
+            paused_now,
+            pg_b,
+            pg_peak,
+            hr_peak,
+            hr_over,
+            storms,
+            restores,
+        })
     }
 
     fn handles(&self, l: [&str; 2]) -> PrioHandles {
@@ -563,6 +603,8 @@ impl PrioFamilies {
             paused_seconds: self.paused.with_label_values(&l),
             paused_now: self.paused_now.with_label_values(&l),
             pg_bytes: self.pg_b.with_label_values(&l),
+            pg_peak_bytes: self.pg_peak.with_label_values(&l),
+            headroom_peak_bytes: self.hr_peak.with_label_values(&l),
             headroom_overflow: self.hr_over.with_label_values(&l),
             storms: self.storms.with_label_values(&l),
             restores: self.restores.with_label_values(&l),
@@ -724,6 +766,8 @@ impl Metrics {
                     .collect();
                 let prios = (0..NUM_TC).map(|q| prio.handles([name, q.to_string().as_str()])).collect();
                 let xdp = xdp.iter().map(|v| v.with_label_values(&[name])).collect();
+                // Set once: the line rate is the configuration's (emulated, as in the topology).
+                port.line_rate.with_label_values(&[name]).set(p.line_rate_bps as f64 / 8.0);
                 port.handles(name, queues, prios, xdp, xsk.handles(name))
             })
             .collect();
@@ -769,6 +813,8 @@ impl Metrics {
                     ph.paused_seconds.inc_by(secs - cur);
                 }
                 ph.pg_bytes.set(ps.pg_bytes.get() as i64);
+                ph.pg_peak_bytes.set(ps.pg_peak_bytes.get() as i64);
+                ph.headroom_peak_bytes.set(ps.headroom_peak_bytes.get() as i64);
                 sync_stat(&ph.headroom_overflow, &ps.headroom_overflow);
                 sync_stat(&ph.storms, &ps.pfcwd_storms);
                 sync_stat(&ph.restores, &ps.pfcwd_restores);
@@ -930,6 +976,7 @@ mod tests {
             "the help says the unit"
         );
         assert_eq!(value(&t, "rocefab_port_rx_packets_total", &[("port", "eth0")]), Some(7.0));
+        assert_eq!(value(&t, "rocefab_port_line_rate_bytes_per_second", &[("port", "eth1")]), Some(125_000_000.0));
         assert_eq!(value(&t, "rocefab_xdp_route_miss_total", &[("port", "eth0"), ("switch", "sw1")]), Some(11.0));
         assert_eq!(value(&t, "rocefab_xdp_redirect_failed_total", &[("port", "eth1")]), Some(0.0));
         assert!(t.contains("# HELP rocefab_queue_dropped_packets_total"));
@@ -992,6 +1039,41 @@ mod tests {
         assert_eq!(value(&t, "rocefab_queue_no_frame_dropped_packets_total", &q3), Some(0.0));
         assert_eq!(value(&t, "rocefab_headroom_overflow_total", &[("port", "eth0"), ("priority", "3")]), Some(1.0));
         assert!(t.contains("# HELP rocefab_queue_no_frame_dropped_packets_total Lossy frames dropped at admission because every UMEM frame"));
+    }
+
+    #[test]
+    fn ingress_group_and_headroom_watermarks_stay_at_their_highest() {
+        use crate::buffer::{BufferParams, SharedBuffer};
+        use rocefab_contracts::memory::BufferChunks;
+        let stats = Arc::new(SwitchStats::new(2));
+        let m = Metrics::new(&cfg(), stats.clone()).unwrap();
+        let mut b = SharedBuffer::new(BufferParams {
+            ports: 2,
+            buffer_bytes: 1 << 20,
+            cell_bytes: 0,
+            lossless: 1 << 3,
+            xoff_bytes: 3_000,
+            xon_bytes: 1_000,
+            headroom_bytes: 10_000,
+            queue_limit_bytes: 1 << 20,
+            chunk_bytes: 2048,
+            frames: BufferChunks { shared: 64, headroom: 16 },
+        });
+        // Three 1000-byte frames fill the group to xOFF, two more go to the headroom.
+        for _ in 0..5 {
+            b.admit(0, 3, 1, 3, 1000).unwrap();
+            crate::dataplane::publish_admitted_pg(&stats, &b, 0, 3);
+        }
+        for _ in 0..4 {
+            b.release(0, 3, 1, 3, 1000);
+        }
+        stats.ports[0].prio[3].pg_bytes.set(b.pg_bytes(0, 3));
+        let t = m.render(None, None);
+        let g = [("switch", "sw1"), ("port", "eth0"), ("priority", "3")];
+        assert_eq!(value(&t, "rocefab_ingress_pg_bytes", &g), Some(1000.0));
+        assert_eq!(value(&t, "rocefab_ingress_pg_peak_bytes", &g), Some(5000.0));
+        assert_eq!(value(&t, "rocefab_ingress_pg_headroom_peak_bytes", &g), Some(2000.0));
+        assert_eq!(value(&t, "rocefab_ingress_pg_peak_bytes", &[("port", "eth0"), ("priority", "0")]), Some(0.0));
     }
 
     /// `promtool check metrics` (Debian package `prometheus`, installed by `cargo xtask setup`)

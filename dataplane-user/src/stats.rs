@@ -255,6 +255,11 @@ pub struct PrioStats {
     pub paused_ns: Stat,
     /// Bytes charged to the ingress priority group (port, priority), gauge.
     pub pg_bytes: Stat,
+    /// Highest `pg_bytes` since the daemon started (watermark, raised on admission).
+    pub pg_peak_bytes: Stat,
+    /// Highest headroom the group held since the daemon started: the lossless bytes admitted
+    /// past xOFF (or past a full shared pool), watermark raised on admission.
+    pub headroom_peak_bytes: Stat,
     /// Lossless frames lost because the group's headroom was full.
     pub headroom_overflow: Stat,
     /// PFC watchdog storms detected / restored on this egress queue.

@@ -1,10 +1,13 @@
 //! Helpers shared by rocefab's tests that need no kernel plumbing, so any crate's tests can use
 //! them (wire's and control's oracle tests as well as the privileged `rocefab-tests`, which
-//! re-exports them): std only, no eBPF build, no aya, no runtime.
+//! re-exports them): std and serde_json only, no eBPF build, no aya, no runtime.
 //!
 //! - [`tshark`]: tshark (Wireshark's CLI) as the decoding oracle: fields of the frames of a
 //!   capture, a bounded live capture in a namespace, and the number formats it prints.
-//! - [`promtool`]: `promtool check metrics` on a Prometheus scrape.
+//! - [`promtool`]: `promtool check metrics` on a Prometheus scrape, `check config` on a
+//!   configuration, PromQL expressions parsed through `check rules`.
+//! - [`grafana`]: the PromQL of the repository's Grafana dashboard, variables replaced.
 
+pub mod grafana;
 pub mod promtool;
 pub mod tshark;

@@ -1,17 +1,21 @@
 //! Helpers for the privileged integration tests, in one place: fabrics and their daemons
 //! ([`fabric`]), GPU-host namespaces and jobs ([`host`]), child processes ([`proc`]), captures
 //! ([`capture`]), the oracles ([`tshark`], from `rocefab-test-support`, and [`scapy`]), the
-//! daemons' HTTP endpoints ([`http`]), scratch files ([`scratch`]) and the XDP test-run fixtures
-//! ([`xdp`]).
+//! daemons' HTTP endpoints ([`http`]), a Prometheus server ([`prometheus`]), scratch files
+//! ([`scratch`]) and the XDP test-run fixtures ([`xdp`]).
 
 pub mod capture;
 pub mod fabric;
 pub mod host;
 pub mod http;
 pub mod proc;
+pub mod prometheus;
 pub mod scapy;
 pub mod scratch;
 pub mod xdp;
 
 /// tshark, the decoding oracle: the one wrapper, shared with wire's and control's tests.
 pub use rocefab_test_support::tshark;
+
+/// The Grafana dashboard's queries, shared with control's unprivileged dashboard test.
+pub use rocefab_test_support::grafana;
