@@ -18,7 +18,7 @@ fn plan_prints_each_switchs_memory_from_the_daemons_function() {
     let t = load("pod-64gpu.yaml");
     let p = compile(&t, 9400);
     let out = render_plan(&t, &p);
-    let f = FabricMemory::of(&p, t.time_dilation, t.lldp.nic_agents());
+    let f = FabricMemory::of(&p, t.time_dilation, t.lldp.nic_agents(), false);
     assert_eq!(f.switches.len(), 6);
     for (s, (name, m)) in p.switches.iter().zip(&f.switches) {
         assert_eq!(&s.name, name);
@@ -44,12 +44,12 @@ fn a_dilated_fabric_pins_rings_of_its_wall_clock_rate() {
     let mut t = load("pod-64gpu.yaml");
     t.time_dilation = rocefab_contracts::time::Dilation::new(1000.0).unwrap();
     let p = compile(&t, 9400);
-    let f = FabricMemory::of(&p, t.time_dilation, true);
+    let f = FabricMemory::of(&p, t.time_dilation, true, false);
     // 8 Gbit/s at D 1000 is 8 Mbit/s of wall clock: the smallest rings.
     assert!(f.switches.iter().all(|(_, m)| (m.rx_ring, m.tx_ring) == (256, 256)));
     // NICs keep 1024-entry rings in 2 KiB chunks (contracts::memory::nic_memory says why).
     assert!(f.hosts.iter().flat_map(|h| &h.1).all(|n| n.umem_bytes() == 2048 * 2048));
-    let real = FabricMemory::of(&compile(&load("pod-64gpu.yaml"), 9400), t.time_dilation, true);
+    let real = FabricMemory::of(&compile(&load("pod-64gpu.yaml"), 9400), t.time_dilation, true, false);
     assert!(f.up_bytes() < real.up_bytes());
 }
 
@@ -57,7 +57,7 @@ fn a_dilated_fabric_pins_rings_of_its_wall_clock_rate() {
 fn up_refuses_a_fabric_the_machine_cannot_hold() {
     let t = load("pod-64gpu.yaml");
     let p = compile(&t, 9400);
-    let f = FabricMemory::of(&p, t.time_dilation, true);
+    let f = FabricMemory::of(&p, t.time_dilation, true, false);
     let largest = f.switches.iter().map(|(_, m)| m.umem_bytes()).max().unwrap();
     let plenty = Available { mem_available: 24 << 30, memlock: None };
     assert_eq!(check_fits("pod", f.need_bytes(), largest, plenty), Ok(()));
@@ -66,4 +66,16 @@ fn up_refuses_a_fabric_the_machine_cannot_hold() {
     assert!(!e.contains('\n'), "{e}");
     assert!(e.contains(&format!("fabric pod needs {} of memory", human_bytes(f.need_bytes()))), "{e}");
     assert!(e.contains("is available (MemAvailable in /proc/meminfo)"), "{e}");
+}
+
+#[test]
+fn a_bgp_fabric_counts_frr_on_every_switch() {
+    let mut t = load("pod-64gpu.yaml");
+    let p = compile(&t, 9400);
+    let plain = FabricMemory::of(&p, t.time_dilation, true, false);
+    let bgp = FabricMemory::of(&p, t.time_dilation, true, true);
+    assert_eq!(bgp.up_bytes() - plain.up_bytes(), 6 * control::memory::FRR_BYTES_PER_SWITCH);
+    t.routing = control::topology::Routing::Bgp;
+    let out = render_plan(&t, &p);
+    assert!(out.contains("+ FRR on 6 switches 192.0 MiB"), "{out}");
 }
