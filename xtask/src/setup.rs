@@ -83,12 +83,17 @@ pub fn run(a: &SetupArgs) -> anyhow::Result<()> {
 /// warnings change between versions); without the live-reload server.
 pub const MDBOOK_VERSION: &str = "0.5.4";
 
-/// Where `cargo install` puts mdBook: `$CARGO_HOME/bin` (default `~/.cargo/bin`).
+/// mdBook: the first `mdbook` on PATH, else where `cargo install` puts it (`$CARGO_HOME/bin`,
+/// default `~/.cargo/bin`, which a fresh shell may not have on PATH yet).
 pub fn mdbook_path() -> PathBuf {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
-    home.join("bin/mdbook")
+    let on_path = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("mdbook")).find(|f| f.is_file()));
+    on_path.unwrap_or_else(|| {
+        let home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+        home.join("bin/mdbook")
+    })
 }
 
 /// The installed mdBook's version, if any (`mdbook v0.5.4` prints `0.5.4`).
