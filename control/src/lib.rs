@@ -1,6 +1,6 @@
 //! rocefab control plane: topology files, address plan and route compilation, network
 //! namespaces and veths, switch daemons and host NIC agents, LLDP neighbour tables, frame
-//! building and pcap decoding, the DCQCN timeline of a run.
+//! building and pcap decoding, the DCQCN timeline of a run, the live web view.
 
 pub mod bottleneck;
 pub mod capture;
@@ -32,3 +32,4 @@ pub mod timeline;
 pub mod topology;
 pub mod train;
 pub mod units;
+pub mod web;

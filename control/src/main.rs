@@ -50,6 +50,11 @@ enum Cmd {
     /// QoS configuration tools.
     #[command(subcommand)]
     Qos(QosCmd),
+    /// Serve a live view of a running fabric in the browser: the topology with every link
+    /// coloured by its utilisation, PFC pauses and ECN marks, queue depths, DCQCN rates and the
+    /// event log, in emulated time.
+    #[command(override_usage = "rocefab web [FABRIC] [--listen 127.0.0.1:8080]")]
+    Web(control::web::WebArgs),
 }
 
 #[derive(Subcommand)]
@@ -98,6 +103,7 @@ fn main() {
         Cmd::Ping(a) => control::ping::run(a),
         Cmd::Capture(a) => control::capture::run(a),
         Cmd::Qos(QosCmd::Import(a)) => control::qos_import::run(a),
+        Cmd::Web(a) => control::web::run(a),
     });
     match res {
         Ok(Ok(())) => {}
