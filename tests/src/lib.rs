@@ -1,9 +1,10 @@
 //! Helpers for the privileged integration tests, in one place: fabrics and their daemons
 //! ([`fabric`]), GPU-host namespaces and jobs ([`host`]), child processes ([`proc`]), captures
 //! ([`capture`]), the oracles ([`tshark`], from `rocefab-test-support`, and [`scapy`]), the
-//! daemons' HTTP endpoints ([`http`]), scratch files ([`scratch`]) and the XDP test-run fixtures
-//! ([`xdp`]).
+//! daemons' HTTP endpoints ([`http`]), scratch files ([`scratch`]), the XDP test-run fixtures
+//! ([`xdp`]) and a headless browser ([`browser`]).
 
+pub mod browser;
 pub mod capture;
 pub mod fabric;
 pub mod host;
