@@ -153,7 +153,7 @@ pub struct QpLive {
 pub struct LogEntry {
     /// Emulated ns since the fabric came up.
     pub t_ns: u64,
-    /// `failure`, `storm`, `lldp`, `daemon`.
+    /// `failure`, `restore`, `storm`, `lldp`, `daemon`.
     pub kind: &'static str,
     pub text: String,
 }

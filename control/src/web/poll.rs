@@ -406,7 +406,7 @@ impl Hub {
             *events_seen = 0;
         }
         for e in &events[*events_seen..] {
-            let kind = if e.event.contains("storm") { "storm" } else { "failure" };
+            let kind = event_kind(&e.event);
             let detail = if e.detail.is_empty() { String::new() } else { format!(": {}", e.detail) };
             self.push_log(LogEntry { t_ns: e.emulated_ns, kind, text: format!("{} {}{detail}", e.event, e.target) });
         }
@@ -431,6 +431,18 @@ impl Hub {
         let text = serde_json::to_string(&f).unwrap_or_default();
         s.latest = Some(text.clone().into());
         text
+    }
+}
+
+/// The kind of an entry of the fabric's event log (`rocefab events`): a PFC storm's start and
+/// end, a restoration (`link up`, `switch up`), or a failure.
+fn event_kind(event: &str) -> &'static str {
+    if event.contains("storm") {
+        "storm"
+    } else if event.ends_with(" up") {
+        "restore"
+    } else {
+        "failure"
     }
 }
 
@@ -575,6 +587,16 @@ mod tests {
         // A missing neighbour that comes back before it was logged is no news either way.
         let mut w = LldpWatch::default();
         assert!(w.update(&[missing()]).is_empty() && w.update(&[check(LinkStatus::Ok)]).is_empty());
+    }
+
+    #[test]
+    fn event_log_entries_are_failures_restorations_or_storms() {
+        assert_eq!(event_kind("link down"), "failure");
+        assert_eq!(event_kind("switch down"), "failure");
+        assert_eq!(event_kind("link up"), "restore");
+        assert_eq!(event_kind("switch up"), "restore");
+        assert_eq!(event_kind("pfc storm start"), "storm");
+        assert_eq!(event_kind("pfc storm end"), "storm");
     }
 
     #[test]

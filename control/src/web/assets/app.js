@@ -4,8 +4,8 @@
 const SVG = 'http://www.w3.org/2000/svg';
 /** How long a PFC or ECN marker stays lit after the interval it was seen in, ms. */
 const HOLD_MS = 1500;
-/** Frames of history the charts keep (about a minute at 5 frames a second). */
-const HISTORY = 300;
+/** How far back the charts go, ms of wall clock. */
+const HISTORY_MS = 60000;
 const RAIL_COLOURS = ['#1f77b4', '#2ca02c', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22', '#7f7f7f'];
 const QP_COLOURS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#17becf'];
 
@@ -176,7 +176,7 @@ function thresholdsOf(port) {
   return s && s.thresholds;
 }
 
-function recordQueues(f) {
+function recordQueues(f, now) {
   for (const [id, p] of Object.entries(f.ports)) {
     if (!p.depth) continue;
     p.depth.forEach((d, tc) => {
@@ -187,8 +187,8 @@ function recordQueues(f) {
   for (const [key, pts] of st.qHist) {
     const [id, tc] = key.split('/');
     const p = f.ports[id];
-    pts.push([f.t_ns, p && p.depth ? p.depth[Number(tc)] : 0]);
-    if (pts.length > HISTORY) pts.shift();
+    pts.push([f.t_ns, p && p.depth ? p.depth[Number(tc)] : 0, now]);
+    while (pts.length && pts[0][2] < now - HISTORY_MS) pts.shift();
   }
 }
 
@@ -286,7 +286,7 @@ function drawQueueList(f) {
 // ---------------------------------------------------------------------------------------------
 // DCQCN rates of a running job
 
-function drawQps(f) {
+function drawQps(f, now) {
   const senders = f.qps.filter((q) => q.sender);
   document.getElementById('jobname').textContent = f.qps.length
     ? `(${[...new Set(f.qps.map((q) => q.job))].join(', ')}, ${senders.length} sending QPs)`
@@ -298,8 +298,8 @@ function drawQps(f) {
   const live = new Set(senders.map((q) => `${q.host}/${q.qpn}`));
   for (const [key, h] of st.rHist) {
     const q = senders.find((s) => `${s.host}/${s.qpn}` === key);
-    h.pts.push([f.t_ns, q ? q.rate_bps : null]);
-    if (h.pts.length > HISTORY) h.pts.shift();
+    h.pts.push([f.t_ns, q ? q.rate_bps : null, now]);
+    while (h.pts.length && h.pts[0][2] < now - HISTORY_MS) h.pts.shift();
     if (!live.has(key) && h.pts.every((p) => p[1] == null)) st.rHist.delete(key);
   }
   const svg = document.getElementById('rchart');
@@ -505,11 +505,11 @@ function applyFrame(f) {
   applyNodes(f);
   applyLinks(f);
   applyPorts(f, now);
-  recordQueues(f);
+  recordQueues(f, now);
   chooseWatched(f, now);
   drawQueueChart();
   drawQueueList(f);
-  drawQps(f);
+  drawQps(f, now);
   if (f.log.length) addLog(f.log);
 }
 
