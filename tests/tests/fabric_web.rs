@@ -8,9 +8,11 @@
 //! beside the page). A screenshot is taken then (`target/rocefab-web.png`, or
 //! `$ROCEFAB_WEB_SCREENSHOT`: the README's `docs/web.png` comes from here). Clicking the link
 //! shows both ends' counters and LLDP neighbours, the capture button downloads a pcapng, and
-//! `/api/capture` of rail1's port during the incast holds its frames. A switch daemon that stops
-//! answering (SIGSTOP) is shown as down and logged, and as up again after SIGCONT; closing the
-//! browser leaves the server running, and Ctrl-C ends it with status 0.
+//! `/api/capture` of rail1's port during the incast holds its frames. Before the incast, a cut
+//! spine link (`rocefab fail link --for 2s`) is drawn down and its failure and restoration
+//! appear in the event log; after it, a switch daemon that stops answering (SIGSTOP) is shown as
+//! down and logged, and as up again after SIGCONT; closing the browser leaves the server
+//! running, and Ctrl-C ends it with status 0.
 //!
 //! Needs root, chromium and chromium-driver. Run serially, after
 //! `cargo build -p control -p dataplane-user -p host-daemons`.
@@ -139,6 +141,29 @@ fn the_live_view_shows_the_incast_congest_its_link_and_pause_within_a_second() {
         })
         .await;
         assert_no_console_errors(&c, "after loading").await;
+
+        // A cut link is drawn down while it is cut, and the event log has its failure and its
+        // restoration.
+        let up = f.config("rail2").ports.iter().find(|p| p.peer.starts_with("spine2:")).unwrap().name.clone();
+        let mut cut = Proc::spawn(
+            "rocefab fail link",
+            Command::new(rocefab_bin())
+                .args(["fail", "link", &f.name, &format!("rail2:{up}"), "--for", "2s"])
+                .stdout(Stdio::null()),
+        );
+        let link = format!(
+            "return [[...document.querySelectorAll('line.dir[data-from=\"rail2:{up}\"]')].map(l => l.dataset.state), document.getElementById('events').textContent]"
+        );
+        let cut_up = format!("rail2:{up}");
+        until(&c, "the cut link drawn down and logged", &link, |v| {
+            v[0] == serde_json::json!(["down"]) && v[1].as_str().unwrap().contains("link down") && v[1].as_str().unwrap().contains(&cut_up)
+        })
+        .await;
+        until(&c, "the restored link drawn up and logged", &link, |v| {
+            v[0] != serde_json::json!(["down"]) && v[1].as_str().unwrap().contains("link up")
+        })
+        .await;
+        assert_eq!(cut.wait(Duration::from_secs(20)), 0, "rocefab fail link --for 2s");
 
         // The incast, and a capture of rail1's port to host1 while it runs.
         let mut run = Proc::spawn(
