@@ -18,7 +18,7 @@ use rocefab_contracts::host_sample::HostSample;
 use rocefab_contracts::sample::{PortSample, SwitchSample, Thresholds};
 use serde::Serialize;
 
-use super::view::View;
+use crate::view::View;
 
 /// Preamble + start delimiter (8), FCS (4) and inter-frame gap (12) per frame, bytes.
 pub const WIRE_OVERHEAD_BYTES: u64 = 24;
@@ -90,7 +90,7 @@ impl Dir {
     }
 }
 
-/// One link in a frame: `ab` from end `a` to end `b` (as in [`super::view::LinkView`]).
+/// One link in a frame: `ab` from end `a` to end `b` (as in [`crate::view::LinkView`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LinkLive {
     pub id: usize,
@@ -358,13 +358,13 @@ pub fn frame(inp: &Inputs, seq: u64, t_ns: u64, fabric_up: bool, log: Vec<LogEnt
 
 /// `12.345 ms`: an emulated duration for the event log.
 pub fn fmt_t(ns: u64) -> String {
-    crate::units::fmt_ns(ns as f64)
+    control::units::fmt_ns(ns as f64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::web::view::{LinkView, NodeView, PortView};
+    use crate::view::{LinkView, NodeView, PortView};
     use rocefab_contracts::host_sample::{NicSample, QpSample};
 
     fn node(name: &str, kind: &'static str, ports: &[&str]) -> NodeView {

@@ -29,9 +29,9 @@ use tokio::sync::broadcast;
 
 use super::live::{self, Frame, Inputs, LogEntry, Stamped, SwitchObs};
 use super::view::View;
-use crate::fabric::scrape;
-use crate::lldp_show::{check_links, LinkEnd, LinkStatus};
-use crate::rundir::{self, EmulatedClock, State};
+use control::fabric::scrape;
+use control::lldp_show::{check_links, LinkEnd, LinkStatus};
+use control::rundir::{self, EmulatedClock, State};
 
 /// How long one request to a daemon may take.
 const TIMEOUT: Duration = Duration::from_millis(500);
@@ -401,7 +401,7 @@ impl Hub {
                 return;
             }
         }
-        let events = crate::fail::read_log(&self.fabric).unwrap_or_default();
+        let events = control::fail::read_log(&self.fabric).unwrap_or_default();
         if events.len() < *events_seen {
             *events_seen = 0;
         }
@@ -524,7 +524,7 @@ struct LldpWatch {
 }
 
 impl LldpWatch {
-    fn update(&mut self, results: &[crate::lldp_show::LinkCheck]) -> Vec<String> {
+    fn update(&mut self, results: &[control::lldp_show::LinkCheck]) -> Vec<String> {
         let mut out = Vec::new();
         for r in results {
             let key = format!("{} <-> {}", r.a, r.b);
@@ -555,7 +555,7 @@ impl LldpWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lldp_show::LinkCheck;
+    use control::lldp_show::LinkCheck;
 
     #[test]
     fn storms_and_restores_are_reported_once_after_the_first_scrape() {

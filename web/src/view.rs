@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::plan::Plan;
-use crate::topology::{Role, Topology};
+use control::plan::Plan;
+use control::topology::{Role, Topology};
 
 /// Margin around the drawing, px.
 const MARGIN: f64 = 40.0;
@@ -256,7 +256,7 @@ pub fn build(topo: &Topology, plan: &Plan) -> View {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::compile;
+    use control::plan::compile;
     use std::path::Path;
 
     fn view_of(file: &str) -> View {

@@ -1,10 +1,11 @@
-//! `rocefab web [FABRIC] [--listen 127.0.0.1:8080]`: a live view of a running fabric in the
-//! browser (issue 27). The page (static files embedded in this binary, plain ES modules and SVG)
-//! draws the topology in tiers ([`view`]) and colours every link in each direction by its
-//! utilisation; it marks PFC pauses and ECN marks per port, plots a queue's depth with its WRED
-//! and xOFF/xON lines and the DCQCN rates of a running job's QPs, and lists the event log
-//! (failures, PFC storms, LLDP mismatches, daemons that stop answering). Times are emulated
-//! (wall ÷ D, README "Emulated time").
+//! `rocefab-web`, the server behind `rocefab web [FABRIC] [--listen 127.0.0.1:8080]` (the CLI
+//! hands over to this binary, so that `rocefab` itself links no async runtime; README
+//! "Architecture"): a live view of a running fabric in the browser (issue 27). The page (static
+//! files embedded in this binary, plain ES modules and SVG) draws the topology in tiers
+//! ([`view`]) and colours every link in each direction by its utilisation; it marks PFC pauses
+//! and ECN marks per port, plots a queue's depth with its WRED and xOFF/xON lines and the DCQCN
+//! rates of a running job's QPs, and lists the event log (failures, PFC storms, LLDP mismatches,
+//! daemons that stop answering). Times are emulated (wall ÷ D, README "Emulated time").
 //!
 //! Updates: the pollers ([`poll`]) read every switch daemon's `GET /sample` every `--interval`
 //! (200 ms wall by default, at most 250 ms) and the page gets a [`live::Frame`] over server-sent
@@ -21,7 +22,6 @@ pub mod poll;
 pub mod view;
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,28 +37,13 @@ use axum::Router;
 use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 
-use crate::fabric::pick_fabric;
-use crate::lldp_show::LinkEnd;
-use crate::plan::compile;
-use crate::rundir::{self, State};
-use crate::topology::Topology;
+use control::fabric::pick_fabric;
+use control::lldp_show::LinkEnd;
+use control::plan::compile;
+use control::rundir::{self, State};
+use control::topology::Topology;
+pub use control::web::WebArgs;
 use poll::Hub;
-
-/// Arguments of `rocefab web`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct WebArgs {
-    /// The fabric (default: the only running fabric).
-    pub fabric: Option<String>,
-    /// Address to serve the page on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// How often every switch daemon is sampled, wall clock (e.g. 200ms; 250ms at most).
-    #[arg(long, default_value = "200ms")]
-    pub interval: String,
-    /// Longest capture the page's capture button may ask for, wall-clock seconds.
-    #[arg(long, default_value_t = 10)]
-    pub max_capture_seconds: u64,
-}
 
 /// The page's files, embedded.
 const INDEX_HTML: &str = include_str!("assets/index.html");
@@ -77,7 +62,7 @@ type Shared = Arc<App>;
 
 /// The links of `plan` as `rocefab lldp --check` compares them: a host NIC without a rocefab
 /// agent is known by its MAC.
-fn lldp_links(topo: &Topology, plan: &crate::plan::Plan) -> Vec<(LinkEnd, LinkEnd)> {
+fn lldp_links(topo: &Topology, plan: &control::plan::Plan) -> Vec<(LinkEnd, LinkEnd)> {
     if !topo.lldp.config.enabled {
         return Vec::new();
     }
@@ -96,7 +81,7 @@ pub fn run(a: &WebArgs) -> anyhow::Result<()> {
     let st = State::load(&fabric)
         .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
     let clock = st.clock()?;
-    let interval = crate::replay::parse_duration(&a.interval).map_err(|e| anyhow::anyhow!("--interval {e}"))?;
+    let interval = control::replay::parse_duration(&a.interval).map_err(|e| anyhow::anyhow!("--interval {e}"))?;
     if interval > Duration::from_millis(250) || interval < Duration::from_millis(20) {
         bail!("--interval {}: between 20ms and 250ms (the page updates at least 4 times a second)", a.interval);
     }
@@ -202,7 +187,7 @@ async fn node(AxState(app): AxState<Shared>, Query(q): Query<NodeQuery>) -> Resp
         "sample": app.hub.switch_sample(&n.name),
         "host": app.hub.host_sample(&n.name),
         "lldp": lldp,
-        "lldp_text": lldp.as_ref().map(crate::lldp_show::render_node),
+        "lldp_text": lldp.as_ref().map(control::lldp_show::render_node),
     });
     json(body.to_string())
 }
@@ -230,7 +215,7 @@ async fn port(AxState(app): AxState<Shared>, Query(q): Query<PortQuery>) -> Resp
         "counters": counters,
         "thresholds": sample.map(|s| s.thresholds),
         "lldp": lldp,
-        "lldp_text": lldp.as_ref().map(|p| crate::lldp_show::render_port(node, p)),
+        "lldp_text": lldp.as_ref().map(|p| control::lldp_show::render_port(node, p)),
     });
     json(body.to_string())
 }
@@ -278,15 +263,16 @@ async fn capture(AxState(app): AxState<Shared>, Query(q): Query<CaptureQuery>) -
     }
 }
 
-/// `rocefab capture <fabric> <port> -w - --duration <seconds>s --count N`, this binary: the pcapng.
+/// `rocefab capture <fabric> <port> -w - --duration <seconds>s --count N` (the `rocefab` beside
+/// this binary): the pcapng.
 fn run_capture(fabric: &str, port: &str, seconds: u64) -> anyhow::Result<Vec<u8>> {
-    let exe = std::env::current_exe().context("finding the rocefab binary")?;
-    let out = std::process::Command::new(exe)
+    let exe = std::env::current_exe().context("current_exe")?.with_file_name("rocefab");
+    let out = std::process::Command::new(&exe)
         .args(["capture", fabric, port, "-w", "-", "--duration", &format!("{seconds}s")])
         .args(["--count", &CAPTURE_MAX_FRAMES.to_string()])
         .stdin(std::process::Stdio::null())
         .output()
-        .context("running rocefab capture")?;
+        .with_context(|| format!("running {}", exe.display()))?;
     if !out.status.success() {
         bail!("rocefab capture {port}: {}", String::from_utf8_lossy(&out.stderr).trim());
     }
