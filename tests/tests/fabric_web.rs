@@ -15,7 +15,7 @@
 //! running, and Ctrl-C ends it with status 0.
 //!
 //! Needs root, chromium and chromium-driver. Run serially, after
-//! `cargo build -p control -p dataplane-user -p host-daemons`.
+//! `cargo build -p control -p dataplane-user -p host-daemons -p rocefab-web`.
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
@@ -30,8 +30,15 @@ use serde_json::Value;
 /// The page's congestion colour (`--congested` in style.css) as the browser computes it.
 const CONGESTED: &str = "rgb(214, 39, 40)";
 
+/// `rocefab-web`, the server `rocefab web` hands over to: it must be beside `rocefab`.
+fn require_server() {
+    let p = rocefab_bin().with_file_name("rocefab-web");
+    assert!(p.is_file(), "{} not found: run `cargo build -p rocefab-web` first", p.display());
+}
+
 #[test]
 fn rocefab_web_without_the_fabric_says_it_is_not_up() {
+    require_server();
     let o = rocefab(&["web", "rfwb-none", "--listen", "127.0.0.1:0"]);
     assert!(!o.status.success());
     let e = stderr(&o);
@@ -108,6 +115,7 @@ impl Drop for Stopped {
 
 #[test]
 fn the_live_view_shows_the_incast_congest_its_link_and_pause_within_a_second() {
+    require_server();
     let f = Fabric::up("rail-spine-incast.yaml", "rfwb");
     let switches = ["rail1", "rail2", "spine1", "spine2"];
     let to_host1 = f.port_to("rail1", "host1:gpu0");
