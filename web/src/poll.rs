@@ -78,7 +78,7 @@ pub struct Hub {
     pub stop: AtomicBool,
 }
 
-/// The first message of an event stream: the log so far and the latest frame.
+/// The `hello` message of an event stream: the log so far.
 #[derive(Serialize)]
 struct Hello<'a> {
     log: &'a [LogEntry],
@@ -165,7 +165,8 @@ impl Hub {
         s.generation += 1;
     }
 
-    /// The first message of a new event stream.
+    /// The first messages of a new event stream: `hello` (the log so far) and the latest frame
+    /// (without the log entries it brought, which `hello` has).
     pub fn hello(&self) -> (String, Option<Arc<str>>) {
         let s = self.lock();
         (serde_json::to_string(&Hello { log: &s.log }).unwrap_or_default(), s.latest.clone())
@@ -427,9 +428,11 @@ impl Hub {
             failed_switches: &s.failed_switches,
             time_dilation: self.clock.time_dilation,
         };
-        let f: Frame = live::frame(&inp, seq, t_ns, s.fabric_up, log);
+        let mut f: Frame = live::frame(&inp, seq, t_ns, s.fabric_up, log);
         let text = serde_json::to_string(&f).unwrap_or_default();
-        s.latest = Some(text.clone().into());
+        // A new stream gets the whole log in its `hello`: the latest frame without its entries.
+        f.log.clear();
+        s.latest = Some(serde_json::to_string(&f).unwrap_or_default().into());
         text
     }
 }
@@ -587,6 +590,29 @@ mod tests {
         // A missing neighbour that comes back before it was logged is no news either way.
         let mut w = LldpWatch::default();
         assert!(w.update(&[missing()]).is_empty() && w.update(&[check(LinkStatus::Ok)]).is_empty());
+    }
+
+    #[test]
+    fn a_new_stream_gets_the_log_once_and_frames_carry_only_new_entries() {
+        let view =
+            View { fabric: "t".into(), time_dilation: 1.0, width: 1.0, height: 1.0, nodes: vec![], links: vec![] };
+        let clock = EmulatedClock { time_dilation: 1.0, zero_unix_ns: rundir::unix_now_ns() };
+        let hub = Hub::new(
+            &State { fabric: "t".into(), ..State::default() },
+            view,
+            clock,
+            Duration::from_millis(200),
+            vec![],
+        );
+        hub.log("failure", "link down a -- b".into());
+        let sent = hub.build_frame(1);
+        assert!(sent.contains("link down a -- b"), "{sent}");
+        let (hello, latest) = hub.hello();
+        assert!(hello.contains("link down a -- b"), "{hello}");
+        let latest = latest.expect("a frame was built");
+        assert!(latest.contains("\"log\":[]") && latest.contains("\"seq\":1"), "{latest}");
+        // The next frame has nothing new to log.
+        assert!(hub.build_frame(2).contains("\"log\":[]"));
     }
 
     #[test]
