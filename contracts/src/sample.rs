@@ -41,6 +41,12 @@ pub struct PortSample {
     /// Bytes (Ethernet frame without FCS) dequeued for transmission per egress queue.
     #[serde(default)]
     pub tx_bytes: [u64; NUM_TC],
+    /// Frames received on the port since the daemon started (every class).
+    #[serde(default)]
+    pub rx_packets: u64,
+    /// Bytes (Ethernet frame without FCS) received on the port since the daemon started.
+    #[serde(default)]
+    pub rx_bytes: u64,
     /// Egress queue depth now, frame bytes.
     pub depth_bytes: [u64; NUM_TC],
     /// Highest egress queue depth since the daemon started, frame bytes.

@@ -1,6 +1,7 @@
 //! rocefab control plane: topology files, address plan and route compilation, network
 //! namespaces and veths, switch daemons and host NIC agents, LLDP neighbour tables, frame
-//! building and pcap decoding, the DCQCN timeline of a run.
+//! building and pcap decoding, the DCQCN timeline of a run, the arguments of `rocefab web` (whose
+//! server is the `web` crate's `rocefab-web`).
 
 pub mod bottleneck;
 pub mod capture;
@@ -33,3 +34,4 @@ pub mod timeline;
 pub mod topology;
 pub mod train;
 pub mod units;
+pub mod web;

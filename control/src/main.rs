@@ -54,6 +54,11 @@ enum Cmd {
     /// and (while jobs run) host daemon of a running fabric, labelled fabric, node, role and tier.
     #[command(override_usage = "rocefab prometheus-config [FABRIC] [--scrape-interval 5s] [--hostd-port-base 9700]")]
     PrometheusConfig(control::prometheus_config::PrometheusConfigArgs),
+    /// Serve a live view of a running fabric in the browser: the topology with every link
+    /// coloured by its utilisation, PFC pauses and ECN marks, queue depths, DCQCN rates and the
+    /// event log, in emulated time.
+    #[command(override_usage = "rocefab web [FABRIC] [--listen 127.0.0.1:8080]")]
+    Web(control::web::WebArgs),
 }
 
 #[derive(Subcommand)]
@@ -103,6 +108,7 @@ fn main() {
         Cmd::Capture(a) => control::capture::run(a),
         Cmd::Qos(QosCmd::Import(a)) => control::qos_import::run(a),
         Cmd::PrometheusConfig(a) => control::prometheus_config::run(a),
+        Cmd::Web(a) => control::web::run(a),
     });
     match res {
         Ok(Ok(())) => {}

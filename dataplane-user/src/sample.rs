@@ -1,7 +1,8 @@
 //! A switch's `GET /sample`: one JSON snapshot of what the DCQCN timeline (book ch. 11,
 //! Fig. 11-7; `rocefab run --timeline`) draws, taken while a job runs.
 //!
-//! Per port: the line rate, the frames and bytes dequeued per egress queue, the egress queue
+//! Per port: the line rate, the frames and bytes dequeued per egress queue and received (the
+//! live web view's utilisation of the link towards the switch), the egress queue
 //! depths and their peak watermarks, the PFC frames sent and received
 //! per priority, which egress priorities the peer pauses now and for how long they have been
 //! paused in total, and the XDP program's ECN-marked and WRED-dropped counters; per switch: the
@@ -66,6 +67,8 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
                 line_rate_bps: pc.line_rate_bps,
                 tx_packets: std::array::from_fn(|tc| ps.queues[tc].dequeued_packets.get()),
                 tx_bytes: std::array::from_fn(|tc| ps.queues[tc].dequeued_bytes.get()),
+                rx_packets: ps.rx_packets.get(),
+                rx_bytes: ps.rx_bytes.get(),
                 depth_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_bytes.get()),
                 peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
                 depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_cell_bytes.get()),
@@ -160,6 +163,8 @@ mod tests {
         q.peak_depth_cell_bytes.raise(9_216);
         q.dequeued_packets.add(3);
         q.dequeued_bytes.add(3 * 1_078);
+        stats.ports[1].rx_packets.add(4);
+        stats.ports[1].rx_bytes.add(4 * 1_078);
         stats.ports[1].prio[3].pfc_rx_frames.add(2);
         stats.ports[0].prio[3].pfc_tx_frames.add(5);
         stats.ports[1].prio[3].paused_ns.set(70_000);
@@ -187,6 +192,7 @@ mod tests {
         assert_eq!((p.depth_bytes[3], p.peak_depth_bytes[3]), (4_000, 9_000));
         assert_eq!((p.depth_cell_bytes[3], p.peak_depth_cell_bytes[3], p.depth_cell_bytes[2]), (4_096, 9_216, 0));
         assert_eq!((p.line_rate_bps, p.tx_packets[3], p.tx_bytes[3], p.tx_bytes[0]), (1_000_000_000, 3, 3_234, 0));
+        assert_eq!((p.rx_packets, p.rx_bytes, s.ports[0].rx_packets), (4, 4_312, 0));
         // 70 µs of wall clock paused at D = 1000: 70 ns emulated.
         assert_eq!((p.pfc_rx_frames[3], p.paused_ns[3], p.ecn_marked, p.wred_dropped), (2, 70, 17, 2));
         assert_eq!(p.paused, [false, false, false, true, false, false, false, false]);

@@ -2,8 +2,9 @@
 //! ([`fabric`]), GPU-host namespaces and jobs ([`host`]), child processes ([`proc`]), captures
 //! ([`capture`]), the oracles ([`tshark`], from `rocefab-test-support`, and [`scapy`]), the
 //! daemons' HTTP endpoints ([`http`]), a Prometheus server ([`prometheus`]), scratch files
-//! ([`scratch`]) and the XDP test-run fixtures ([`xdp`]).
+//! ([`scratch`]), the XDP test-run fixtures ([`xdp`]) and a headless browser ([`browser`]).
 
+pub mod browser;
 pub mod capture;
 pub mod fabric;
 pub mod host;

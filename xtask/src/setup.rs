@@ -24,7 +24,8 @@ use crate::util::{have, root, run as sh};
 /// from `prometheus`, lldpad/lldptool as a DCBX peer, lldpd/lldpcli as a second LLDP agent beside
 /// the NIC agent), libpcap for capture filters, iperf3
 /// for `cargo xtask bench --fabric`'s TCP measurement, perf for
-/// `bench/scripts/profile-fabric.sh`, and FRR (zebra, bgpd, bfdd, vtysh) for `routing: bgp`.
+/// `bench/scripts/profile-fabric.sh`, FRR (zebra, bgpd, bfdd, vtysh) for `routing: bgp`, and
+/// headless Chromium with chromedriver for the browser test of `rocefab web`.
 const APT_PACKAGES: &[&str] = &[
     "llvm-22-dev",
     "clang-22",
@@ -50,6 +51,8 @@ const APT_PACKAGES: &[&str] = &[
     "iperf3",
     "linux-perf",
     "frr",
+    "chromium",
+    "chromium-driver",
 ];
 
 pub const BPF_LINKER_VERSION: &str = "0.13.0";

@@ -40,8 +40,8 @@ extern "C" {
 }
 
 /// The packages whose binaries a fabric runs: `rocefab`, `rocefab-switchd`, `rocefab-hostd`
-/// and `rocefab-nicd`.
-pub const FABRIC_PACKAGES: [&str; 3] = ["control", "dataplane-user", "host-daemons"];
+/// and `rocefab-nicd`, and `rocefab-web` (the server of `rocefab web`).
+pub const FABRIC_PACKAGES: [&str; 4] = ["control", "dataplane-user", "host-daemons", "rocefab-web"];
 
 /// `cargo build [--release] -p <each of FABRIC_PACKAGES>` in the workspace root.
 pub fn build_fabric(release: bool) -> anyhow::Result<()> {
