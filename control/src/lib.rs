@@ -35,3 +35,17 @@ pub mod topology;
 pub mod train;
 pub mod units;
 pub mod web;
+
+/// The CLI's logging (`rocefab`, `rocefab-web`): the library's warnings (a daemon that ignored
+/// SIGTERM, a namespace removed by name) on stderr; `RUST_LOG=debug` shows every command `rocefab
+/// up`/`down` runs.
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .without_time()
+        .init();
+}

@@ -78,16 +78,7 @@ enum PcapCmd {
 
 fn main() {
     let cli = Cli::parse();
-    // Warnings of the library (a daemon that ignored SIGTERM, a namespace removed by name) go to
-    // stderr; RUST_LOG=debug shows every command `rocefab up`/`down` runs.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .without_time()
-        .init();
+    control::init_logging();
     // A reader that goes away (`| head`, tshark that has its frames) ends the command quietly
     // with exit 0, wherever the write failed: as an error that reaches here, or as the panic of a
     // `println!` (caught after unwinding, so guards such as a running job's hostd still stop).

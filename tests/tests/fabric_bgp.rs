@@ -51,6 +51,22 @@ fn routes_agree(f: &Fabric) -> Vec<Value> {
     held
 }
 
+/// Runs a `rocefab fail ...` on a BGP fabric: its output and how long BGP took to converge
+/// around the failure on every switch, ms (printed, for `--nocapture`).
+fn fail_and_converge(args: &[&str]) -> (String, f64) {
+    let o = rocefab(args);
+    assert!(o.status.success(), "rocefab {}: {}\n{}", args.join(" "), stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    let ms: f64 = out
+        .split("BGP converged without it in ")
+        .nth(1)
+        .and_then(|x| x.split(' ').next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    eprintln!("{out}");
+    (out, ms)
+}
+
 fn route<'a>(held: &'a [Value], sw: &str, prefix: &str) -> &'a Value {
     let s = held.iter().find(|s| s["switch"] == sw).unwrap();
     s["routes"].as_array().unwrap().iter().find(|r| r["prefix"] == prefix).map_or(&Value::Null, |r| &r["data_path"])
@@ -101,16 +117,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     // A spine link cut during an AllReduce.
     let up1 = f.port_to("rail1", "spine1:eth1");
     let job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
-    let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
-    assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
-    let out = stdout(&o);
-    let ms: f64 = out
-        .split("BGP converged without it in ")
-        .nth(1)
-        .and_then(|x| x.split(' ').next())
-        .and_then(|x| x.parse().ok())
-        .unwrap_or_else(|| panic!("{out}"));
-    eprintln!("{out}");
+    let (out, ms) = fail_and_converge(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
     // Within BFD's detection time (3 x 100 ms): the carrier loss is faster still (BGP's fast
     // external failover takes the session down at once; 80 ms measured here, with the job running).
     assert!(ms < 300.0, "converged after {ms} ms: {out}");
@@ -175,16 +182,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     // withdrawal reaches rail2 and every data path (measured: 384 to 419 ms).
     let silent = |sw: &str, port: &str| metric(&f.metrics(sw), "rocefab_xdp_silent_dropped_total", &[("port", port)]);
     let (s0, s1) = (silent("rail1", &up1), silent("spine1", &down1));
-    let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}"), "--silent"]);
-    assert!(o.status.success(), "rocefab fail link --silent: {}\n{}", stdout(&o), stderr(&o));
-    let out = stdout(&o);
-    let ms: f64 = out
-        .split("BGP converged without it in ")
-        .nth(1)
-        .and_then(|x| x.split(' ').next())
-        .and_then(|x| x.parse().ok())
-        .unwrap_or_else(|| panic!("{out}"));
-    eprintln!("{out}");
+    let (out, ms) = fail_and_converge(&["fail", "link", &f.name, &format!("rail1:{up1}"), "--silent"]);
     assert!((190.0..=450.0).contains(&ms), "a silent failure converged after {ms} ms: not BFD's doing? {out}");
     assert_eq!(metric(&f.metrics("rail1"), "rocefab_port_carrier", &[("port", up1.as_str())]), 1.0, "carrier up");
     assert!(silent("rail1", &up1) > s0 && silent("spine1", &down1) > s1, "both ends dropped what they received");

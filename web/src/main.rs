@@ -10,15 +10,7 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
-    // Warnings of the CLI's library go to stderr, as `rocefab` shows them.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .without_time()
-        .init();
+    control::init_logging();
     if let Err(e) = rocefab_web::run(&cli.args) {
         eprintln!("rocefab: {e:#}");
         std::process::exit(1);
