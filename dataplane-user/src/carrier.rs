@@ -6,10 +6,11 @@
 //! comes back, as a switch with no path does.
 //!
 //! A carrier loss counts once it has lasted [`DEBOUNCE_NS`] (wall clock), as a switch debounces
-//! link-down (NX-OS `link debounce time`, 100 ms by default): a port's carrier was seen to blip
-//! for tens of ms just after `rocefab up` (cause not found yet), and a group emptied for that
-//! long dropped a job's frames (route misses) and a ping. A carrier that comes back counts at
-//! once.
+//! link-down (NX-OS `link debounce time`, 100 ms by default). A carrier that comes back counts at
+//! once. The daemon reads the carrier itself (`IFLA_CARRIER`), not `IFF_RUNNING`: that follows
+//! the operstate, which the kernel's linkwatch may update up to a second after the carrier
+//! changed, and a port read through it was seen "down" for 26 to 490 ms after `rocefab up` and
+//! as a job's host daemons started, long enough to empty a group and drop a job's frames.
 //!
 //! Pure: the daemon reads the ports' carrier and writes the groups [`Carrier::update`] returns
 //! into the XDP program's `GROUPS` map, and looks again at [`Carrier::next_deadline`].

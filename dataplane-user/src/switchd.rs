@@ -539,7 +539,13 @@ async fn watch_carrier(
     let mut taken: Option<Vec<crate::fib::KernelRoute>> = None;
     let t0 = std::time::Instant::now();
     loop {
-        let debounce = apply_carrier(cfg, scrape, routing, names, m, t0.elapsed().as_nanos() as u64)?;
+        // Unreadable (a netlink error): every port keeps its state.
+        let carriers = link_carriers(&handle).await.unwrap_or_else(|e| {
+            tracing::warn!(switch = %cfg.name, "reading the ports' carrier: {e:#}");
+            std::collections::HashMap::new()
+        });
+        let seen: Vec<Option<bool>> = ifindexes.iter().map(|i| carriers.get(i).copied()).collect();
+        let debounce = apply_carrier(cfg, scrape, routing, names, &seen, m, t0.elapsed().as_nanos() as u64)?;
         if cfg.fib {
             let kernel = kernel_routes(&handle).await.context("reading the kernel's routes")?;
             if taken.as_ref() != Some(&kernel) {
@@ -563,6 +569,26 @@ async fn watch_carrier(
         // A burst of notifications (BGP converging) is one look.
         while let Some(Some(_)) = messages.next().now_or_never() {}
     }
+}
+
+/// Every interface of the namespace by index: up (`IFF_UP`) with carrier (`IFLA_CARRIER`, the
+/// driver's state now). Not `IFF_RUNNING`: it follows the operstate, which the kernel's linkwatch
+/// may update up to a second after the carrier changed (its non-urgent path), so a carrier blip
+/// of a few ms read as a loss of hundreds of ms and emptied ECMP groups past their debounce.
+async fn link_carriers(handle: &rtnetlink::Handle) -> anyhow::Result<std::collections::HashMap<u32, bool>> {
+    use futures_util::TryStreamExt;
+    use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags};
+    let mut out = std::collections::HashMap::new();
+    let mut links = handle.link().get().execute();
+    while let Some(l) = links.try_next().await? {
+        let carrier = l
+            .attributes
+            .iter()
+            .find_map(|a| if let LinkAttribute::Carrier(c) = a { Some(*c != 0) } else { None })
+            .unwrap_or_else(|| l.header.flags.contains(LinkFlags::LowerUp));
+        out.insert(l.header.index, l.header.flags.contains(LinkFlags::Up) && carrier);
+    }
+    Ok(out)
 }
 
 /// `RTNLGRP_NEXTHOP` (linux/rtnetlink.h): nexthop object notifications.
@@ -596,23 +622,21 @@ async fn kernel_routes(handle: &rtnetlink::Handle) -> anyhow::Result<Vec<crate::
     Ok(out)
 }
 
-/// One look of [`watch_carrier`] at `now` (ns on its clock): the ports' carrier, and the groups
-/// that changed written; when a pending carrier loss's debounce ends, if one is pending.
+/// One look of [`watch_carrier`] at `now` (ns on its clock): the ports' carrier as read (`seen`,
+/// by port; `None`: unreadable), and the groups that changed written; when a pending carrier loss's debounce ends, if one is pending.
 fn apply_carrier(
     cfg: &SwitchConfig,
     scrape: &Mutex<Scrape>,
     routing: &Mutex<Routing>,
     names: &[String],
+    seen: &[Option<bool>],
     m: &CarrierMetrics,
     now: u64,
 ) -> anyhow::Result<Option<u64>> {
     let mut r = lock(routing);
-    // An interface that cannot be read keeps its state (a failed ioctl is not a cut cable).
-    let up: Vec<bool> = names
-        .iter()
-        .enumerate()
-        .map(|(p, n)| rocefab_plumbing::link::link_running(n).unwrap_or_else(|| r.carrier.is_up(p)))
-        .collect();
+    // An interface that cannot be read keeps its state (a failed read is not a cut cable).
+    let up: Vec<bool> =
+        (0..names.len()).map(|p| seen.get(p).copied().flatten().unwrap_or_else(|| r.carrier.is_up(p))).collect();
     for (&seen, name) in up.iter().zip(names) {
         let g = m.carrier.with_label_values(&[name.as_str()]);
         if i64::from(seen) != g.get() {
