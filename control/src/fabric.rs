@@ -1331,15 +1331,7 @@ mod status_tests {
     use super::*;
 
     fn daemon(kind: &str, node: &str, port: u16) -> DaemonState {
-        DaemonState {
-            kind: kind.into(),
-            switch: node.into(),
-            netns: format!("rf-t-{node}"),
-            pid: Some(1),
-            config: PathBuf::from(format!("/run/rocefab/t/{node}.json")),
-            log: PathBuf::from(format!("/run/rocefab/t/{node}.log")),
-            metrics_url: format!("http://127.0.0.1:{port}/metrics"),
-        }
+        crate::rundir::test_daemon("t", kind, node, port)
     }
 
     #[test]

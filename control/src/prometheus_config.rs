@@ -248,21 +248,13 @@ pub fn run(a: &PrometheusConfigArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     use super::*;
     use crate::rundir::{KIND_HOST, KIND_SWITCH};
 
     fn daemon(kind: &str, node: &str, port: u16) -> DaemonState {
-        DaemonState {
-            kind: kind.into(),
-            switch: node.into(),
-            netns: format!("rf-rs-{node}"),
-            pid: Some(1),
-            config: PathBuf::from(format!("/run/rocefab/rs/{node}.json")),
-            log: PathBuf::from(format!("/run/rocefab/rs/{node}.log")),
-            metrics_url: format!("http://127.0.0.1:{port}/metrics"),
-        }
+        crate::rundir::test_daemon("rs", kind, node, port)
     }
 
     fn rail_spine() -> (State, Plan) {

@@ -224,6 +224,21 @@ impl State {
     }
 }
 
+/// A daemon of fabric `fabric` as the state file lists it, for tests: node `node` serving its
+/// metrics on `port`.
+#[cfg(test)]
+pub(crate) fn test_daemon(fabric: &str, kind: &str, node: &str, port: u16) -> DaemonState {
+    DaemonState {
+        kind: kind.into(),
+        switch: node.into(),
+        netns: format!("rf-{fabric}-{node}"),
+        pid: Some(1),
+        config: std::path::PathBuf::from(format!("/run/rocefab/{fabric}/{node}.json")),
+        log: std::path::PathBuf::from(format!("/run/rocefab/{fabric}/{node}.log")),
+        metrics_url: format!("http://127.0.0.1:{port}/metrics"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

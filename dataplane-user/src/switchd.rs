@@ -154,7 +154,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         ktap_thread.lost.clone(),
     );
     let slot = capture::slot(tap_consumer);
-    capture::lock_hub(&slot).add_source(ktap_consumer, ktap_thread.thread());
+    capture::lock_hub(&slot).add_source(ktap_consumer, ktap_thread.thread.thread());
     let stop = dp.stop_handle();
     let (thread, dp_gone) = spawn_data_plane(&cfg, dp)?;
     tracing::info!(

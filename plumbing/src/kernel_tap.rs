@@ -146,31 +146,43 @@ pub fn unix_now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The running kernel-path thread: stopped and joined on drop.
-pub struct KernelTapThread {
+/// A parked worker thread that runs until told to stop: on drop, `stop` is set, the thread
+/// unparked and joined (the kernel-path tap here, nicd's capture thread).
+pub struct StopOnDrop {
     stop: Arc<AtomicBool>,
     join: Option<std::thread::JoinHandle<()>>,
-    /// Frames the kernel dropped for the capture sockets.
-    pub lost: Arc<AtomicU64>,
+    name: &'static str,
 }
 
-impl KernelTapThread {
-    /// The thread to wake when a capture starts.
+impl StopOnDrop {
+    /// `join` runs until `stop` is set; `name` says which thread in a panic's log line.
+    pub fn new(stop: Arc<AtomicBool>, join: std::thread::JoinHandle<()>, name: &'static str) -> StopOnDrop {
+        StopOnDrop { stop, join: Some(join), name }
+    }
+
+    /// The thread, to wake it.
     pub fn thread(&self) -> Option<std::thread::Thread> {
         self.join.as_ref().map(|j| j.thread().clone())
     }
 }
 
-impl Drop for KernelTapThread {
+impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(j) = self.join.take() {
             j.thread().unpark();
             if j.join().is_err() {
-                tracing::error!("the kernel-path capture thread panicked");
+                tracing::error!("the {} thread panicked", self.name);
             }
         }
     }
+}
+
+/// The running kernel-path thread: stopped and joined on drop.
+pub struct KernelTapThread {
+    pub thread: StopOnDrop,
+    /// Frames the kernel dropped for the capture sockets.
+    pub lost: Arc<AtomicU64>,
 }
 
 /// Starts the kernel-path thread of the ports named `ports` in the calling thread's network
@@ -183,7 +195,7 @@ pub fn start(ports: Vec<String>) -> std::io::Result<(TapConsumer, KernelTapThrea
     let stop = Arc::new(AtomicBool::new(false));
     let s2 = stop.clone();
     let join = std::thread::Builder::new().name("rocefab-ktap".into()).spawn(move || run(taps, producer, &s2))?;
-    Ok((consumer, KernelTapThread { stop, join: Some(join), lost }))
+    Ok((consumer, KernelTapThread { thread: StopOnDrop::new(stop, join, "kernel-path capture"), lost }))
 }
 
 fn run(mut taps: KernelTaps, mut tap: TapProducer, stop: &AtomicBool) {

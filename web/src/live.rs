@@ -136,16 +136,9 @@ pub struct SwitchLive {
 pub struct QpLive {
     pub host: String,
     pub job: String,
-    pub qpn: u32,
-    pub label: String,
-    pub nic: String,
-    pub sender: bool,
-    /// DCQCN rate Rc, emulated bit/s.
-    pub rate_bps: u64,
-    pub alpha: f64,
-    pub cnps_received: u64,
-    pub cnps_sent: u64,
-    pub acked_bytes: u64,
+    /// The QP as its host sends it (the page reads the same fields, flattened).
+    #[serde(flatten)]
+    pub qp: rocefab_contracts::host_sample::QpSample,
 }
 
 /// An entry of the event log.
@@ -338,19 +331,7 @@ pub fn frame(inp: &Inputs, seq: u64, t_ns: u64, fabric_up: bool, log: Vec<LogEnt
         .hosts
         .iter()
         .flat_map(|(host, s)| {
-            s.qps.iter().map(move |q| QpLive {
-                host: host.clone(),
-                job: s.job.clone(),
-                qpn: q.qpn,
-                label: q.label.clone(),
-                nic: q.nic.clone(),
-                sender: q.sender,
-                rate_bps: q.rate_bps,
-                alpha: q.alpha,
-                cnps_received: q.cnps_received,
-                cnps_sent: q.cnps_sent,
-                acked_bytes: q.acked_bytes,
-            })
+            s.qps.iter().map(move |q| QpLive { host: host.clone(), job: s.job.clone(), qp: q.clone() })
         })
         .collect();
     Frame { seq, t_ns, fabric_up, switches, links, ports, qps, log }

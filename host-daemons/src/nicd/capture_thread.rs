@@ -134,22 +134,7 @@ impl CaptureWake {
 }
 
 /// The running capture thread: stopped and joined on drop (which removes the mirror ring).
-pub struct CaptureThread {
-    stop: Arc<AtomicBool>,
-    join: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for CaptureThread {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(j) = self.join.take() {
-            j.thread().unpark();
-            if j.join().is_err() {
-                tracing::error!("the capture thread panicked");
-            }
-        }
-    }
-}
+pub type CaptureThread = rocefab_plumbing::kernel_tap::StopOnDrop;
 
 /// What the metrics read of a capture.
 pub struct CaptureStats {
@@ -207,5 +192,5 @@ pub fn start(cfg: &AgentConfig) -> anyhow::Result<(capture::Slot, CaptureStats, 
         .spawn(move || cap.run(&s2))
         .context("spawning the capture thread")?;
     let wake = CaptureWake { thread: join.thread().clone(), ready, tap: wake_tap };
-    Ok((capture::slot(consumer), stats, wake, CaptureThread { stop, join: Some(join) }))
+    Ok((capture::slot(consumer), stats, wake, CaptureThread::new(stop, join, "capture")))
 }
