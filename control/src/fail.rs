@@ -364,9 +364,7 @@ pub fn wait_converged(
     limit: Duration,
 ) -> anyhow::Result<Option<Duration>> {
     // What static routing computes without the cut links, once: the state every poll compares.
-    let mut t = topo.clone();
-    t.routing = crate::topology::Routing::Static;
-    let plan = crate::plan::compile_without(&t, 0, &cut_links(st));
+    let plan = crate::plan::compile_static_without(topo, 0, &cut_links(st));
     let t0 = Instant::now();
     while t0.elapsed() < limit {
         if converged(st, &plan).unwrap_or(false) {

@@ -19,7 +19,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde::Serialize;
 
-use crate::plan::{compile, HostPlan, NicPlan, Plan};
+use crate::plan::{HostPlan, NicPlan, Plan};
 use crate::rundir::{self, State};
 use crate::topology::Topology;
 
@@ -163,11 +163,10 @@ pub fn run(a: &PingArgs) -> anyhow::Result<()> {
     }
     let st = State::load(&a.fabric)
         .with_context(|| format!("fabric {:?} is not up (no {})", a.fabric, rundir::state_path(&a.fabric).display()))?;
-    let mut topo = Topology::load(&st.topology)?;
+    let topo = Topology::load(&st.topology)?;
     // The path the frames take: with `routing: bgp` FRR's routes, which `rocefab up` waited to
     // equal static routing's computation (the switches' own configs hold no fabric routes then).
-    topo.routing = crate::topology::Routing::Static;
-    let plan = compile(&topo, 0);
+    let plan = crate::plan::compile_static_without(&topo, 0, &Default::default());
     let d = st.clock()?.dilation();
     let (h1, n1) = find_nic(&plan, &a.from)?;
     let (h2, n2) = find_nic(&plan, &a.to)?;
@@ -262,7 +261,7 @@ mod tests {
              spine: [{{ name: spine1 }}, {{ name: spine2 }}]\n{extra}"
         );
         let topo = Topology::parse(&src, std::path::Path::new("p.yaml")).unwrap();
-        compile(&topo, 0)
+        crate::plan::compile(&topo, 0)
     }
 
     #[test]

@@ -169,6 +169,15 @@ pub fn compile(topo: &Topology, metrics_base: u16) -> Plan {
     compile_without(topo, metrics_base, &BTreeSet::new())
 }
 
+/// [`compile_without`] as static routing computes it, whatever `topo.routing` says: the routes
+/// every switch holds with `routing: static`, and what a BGP fabric converges to (`rocefab up`
+/// waits for it; `rocefab ping` follows it).
+pub fn compile_static_without(topo: &Topology, metrics_base: u16, failed: &BTreeSet<usize>) -> Plan {
+    let mut t = topo.clone();
+    t.routing = crate::topology::Routing::Static;
+    compile_without(&t, metrics_base, failed)
+}
+
 /// [`compile`] with the links whose indices (into `topo.links`, = `Plan::links`) are in `failed`
 /// cut: the same ports, next hops and addresses, the routes and ECMP groups static routing has
 /// without them (a switch does not route through a cut link, nor through a neighbour that lost
