@@ -355,6 +355,24 @@ pub struct QpSpec {
     /// Free-form label (e.g. "rank 0 -> rank 1") for reports and metrics.
     #[serde(default)]
     pub label: String,
+    /// The alternate path (IBTA automatic path migration, APM): where the QP goes when its
+    /// path fails. `None`: no alternate path loaded (a path failure ends in retry exhaustion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alt: Option<AltPath>,
+}
+
+/// A QP's alternate path (IBTA Vol. 1 17.2.8, "Automatic Path Migration"): another local NIC
+/// port and the peer's address on its side of the fabric. A dual-port NIC's connections load
+/// the other port at both ends (book Fig. 13-5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AltPath {
+    /// Index into `nics` (not the QP's own `nic`).
+    pub nic: usize,
+    /// The peer's IP on the alternate path.
+    pub peer_ip: IpAddr,
+    /// Destination MAC of frames on the alternate path (its gateway).
+    pub next_hop_mac: String,
 }
 
 /// What a requester writes: `len` bytes of the deterministic pattern `seed` (see
@@ -492,6 +510,20 @@ impl Job {
             };
             if nic.ip.is_ipv4() != q.peer_ip.is_ipv4() {
                 return bad(what("peer_ip and the nic's ip are of different families"));
+            }
+            if let Some(alt) = &q.alt {
+                let Some(an) = self.nics.get(alt.nic) else {
+                    return bad(what(&format!("alt.nic {} does not exist ({} nics)", alt.nic, self.nics.len())));
+                };
+                if alt.nic == q.nic {
+                    return bad(what("alt.nic is the QP's own nic: an alternate path takes another port"));
+                }
+                if an.ip.is_ipv4() != alt.peer_ip.is_ipv4() {
+                    return bad(what("alt.peer_ip and the alternate nic's ip are of different families"));
+                }
+                if parse_mac(&alt.next_hop_mac).is_none() {
+                    return bad(what(&format!("alt.next_hop_mac {:?} is not aa:bb:cc:dd:ee:ff", alt.next_hop_mac)));
+                }
             }
             if parse_mac(&q.next_hop_mac).is_none() {
                 return bad(what(&format!("next_hop_mac {:?} is not aa:bb:cc:dd:ee:ff", q.next_hop_mac)));
@@ -646,6 +678,43 @@ pub struct QpReport {
     pub verified: Option<bool>,
     /// QP error, if any.
     pub error: Option<String>,
+    /// The QP's move to its alternate path, if it moved (`nic` is then the alternate port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<Migration>,
+}
+
+/// A QP's path migration (APM): from which port, when, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Migration {
+    /// The port it left.
+    pub from_nic: String,
+    /// When, emulated ns since the job's start.
+    pub at_ns: u64,
+    pub cause: MigrationCause,
+}
+
+/// Why a QP migrated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MigrationCause {
+    /// Its port lost carrier (the NIC saw its own link go down).
+    LinkDown,
+    /// The requester ran out of retries on the primary path (IBTA: path failure detected by
+    /// the retry count; qib/hfi1 migrate there instead of failing the QP).
+    RetryExhausted,
+    /// A packet of the QP with MigReq set arrived on the alternate path: the peer migrated.
+    PeerMigrated,
+}
+
+impl MigrationCause {
+    /// As the text report says it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            MigrationCause::LinkDown => "its port lost carrier",
+            MigrationCause::RetryExhausted => "retries exhausted on the primary path",
+            MigrationCause::PeerMigrated => "the peer migrated (MigReq on the alternate path)",
+        }
+    }
 }
 
 /// Per-NIC results.

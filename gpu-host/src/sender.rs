@@ -324,6 +324,12 @@ pub struct Sender {
     last_progress: Option<u64>,
     /// When any ACK or NAK last arrived.
     last_ack: Option<u64>,
+    /// An alternate path is loaded and armed (APM): retry exhaustion migrates instead of
+    /// failing the QP.
+    alt_armed: bool,
+    /// Retries ran out with the alternate path armed: the QP's owner moves it
+    /// ([`Sender::take_migration_request`]).
+    migration_requested: bool,
 }
 
 impl Sender {
@@ -352,6 +358,8 @@ impl Sender {
             counters: SenderCounters::default(),
             last_progress: None,
             last_ack: None,
+            alt_armed: false,
+            migration_requested: false,
         })
     }
 
@@ -525,6 +533,11 @@ impl Sender {
         Some(TxPacket { pkt, wr_id, local_addr: local_addr + u64::from(pkt.payload_offset), retransmission })
     }
 
+    /// When the retransmit timer fires, if it runs (and the QP is not in error).
+    pub fn retransmit_deadline(&self) -> Option<u64> {
+        self.deadline.filter(|_| matches!(self.state, QpState::ReadyToSend))
+    }
+
     /// When the next thing can happen: the pacer releasing a packet (if one is waiting
     /// and the window is open), the retransmit timer, or a DCQCN timer.
     pub fn next_event_time(&mut self, now: u64) -> Option<u64> {
@@ -631,6 +644,35 @@ impl Sender {
         }
     }
 
+    /// Loads and arms an alternate path (APM): when the retries run out, the requester asks to
+    /// migrate ([`Sender::take_migration_request`]) instead of failing.
+    pub fn arm_alternate_path(&mut self) {
+        self.alt_armed = true;
+    }
+
+    /// Whether an armed alternate path waits to be taken.
+    pub fn alternate_path_armed(&self) -> bool {
+        self.alt_armed
+    }
+
+    /// Whether the retries ran out on the primary path with the alternate path armed since the
+    /// last call: the QP's owner moves it to the alternate path.
+    pub fn take_migration_request(&mut self) -> bool {
+        std::mem::take(&mut self.migration_requested)
+    }
+
+    /// The QP now sends on its alternate path (from `now`): what was in flight on the old path
+    /// is taken as lost, so the requester goes back to its oldest unacknowledged PSN at once,
+    /// with a fresh retry count and timer. The alternate path is used up (IBTA's Migrated
+    /// state: software would load and re-arm another).
+    pub fn path_migrated(&mut self, now: u64) {
+        self.alt_armed = false;
+        self.retries_left = self.cfg.retry_count;
+        let una = self.snd_una;
+        self.rewind_to(una);
+        self.deadline = (self.snd_una != self.high_water).then(|| now.saturating_add(self.cfg.retransmit_timeout_ns));
+    }
+
     /// Runs timers due at `now`: DCQCN timers (rate follows) and the retransmit timeout.
     pub fn poll(&mut self, now: u64) -> Result<(), SenderError> {
         self.check_state()?;
@@ -641,6 +683,13 @@ impl Sender {
         match self.deadline {
             Some(d) if d <= now => {
                 self.counters.timeouts += 1;
+                if self.retries_left == 0 && self.alt_armed {
+                    // The primary path failed (IBTA 17.2.8; qib/hfi1's restart_rc migrate here):
+                    // migrate, with a fresh retry count on the alternate path.
+                    self.migration_requested = true;
+                    self.path_migrated(now);
+                    return Ok(());
+                }
                 if self.retries_left == 0 {
                     let e = SenderError::RetryExceeded { psn: self.snd_una, retries: self.cfg.retry_count };
                     return Err(self.fail(e));
@@ -773,6 +822,49 @@ mod tests {
         assert!(matches!(s.state(), QpState::Error(_)));
         assert_eq!(s.next_packet(5_000), None);
         assert_eq!(s.post_write(2, 0, msg(1)), Err(SenderError::QpError));
+    }
+
+    #[test]
+    fn an_armed_alternate_path_takes_over_when_the_retries_run_out_then_the_qp_fails_as_before() {
+        let mut c = cfg();
+        c.retry_count = 1;
+        c.retransmit_timeout_ns = 1_000;
+        let mut s = Sender::new(c, 0).unwrap();
+        s.arm_alternate_path();
+        s.post_write(1, 0, msg(3 * 1024)).unwrap();
+        assert_eq!(std::iter::from_fn(|| s.next_packet(0)).count(), 3);
+        s.poll(1_000).unwrap();
+        assert!(!s.take_migration_request(), "one retry left: no migration yet");
+        assert_eq!(std::iter::from_fn(|| s.next_packet(1_000)).count(), 3);
+        s.poll(2_000).unwrap();
+        assert!(s.take_migration_request(), "retries out with an armed alternate path: migrate");
+        assert!(!s.take_migration_request(), "asked once");
+        assert!(!s.alternate_path_armed());
+        assert_eq!(s.state(), &QpState::ReadyToSend);
+        assert_eq!(s.retries_left(), 1, "a fresh retry count on the alternate path");
+        let again: Vec<_> = std::iter::from_fn(|| s.next_packet(2_000)).collect();
+        assert_eq!(again.len(), 3, "everything unacknowledged goes again on the new path");
+        assert!(again.iter().all(|p| p.retransmission));
+        assert_eq!(s.next_event_time(2_000), Some(3_000), "the timer restarts at the migration");
+        // The alternate path is used up: the next exhaustion fails the QP.
+        s.poll(3_000).unwrap();
+        s.next_packet(3_000);
+        assert_eq!(s.poll(4_000).unwrap_err(), SenderError::RetryExceeded { psn: Psn::new(0), retries: 1 });
+        assert!(!s.take_migration_request());
+    }
+
+    #[test]
+    fn a_migration_sends_the_unacknowledged_packets_again_at_once() {
+        let mut s = Sender::new(cfg(), 0).unwrap();
+        s.arm_alternate_path();
+        s.post_write(1, 0, msg(4 * 1024)).unwrap();
+        assert_eq!(std::iter::from_fn(|| s.next_packet(0)).count(), 4);
+        s.on_ack(&ack(1), 10).unwrap();
+        s.path_migrated(20);
+        assert!(!s.alternate_path_armed());
+        let p: Vec<u32> = std::iter::from_fn(|| s.next_packet(20)).map(|p| p.pkt.psn.value()).collect();
+        assert_eq!(p, vec![2, 3], "PSNs 0 and 1 were acknowledged; 2 and 3 were on the dead path");
+        assert_eq!(s.counters().timeouts, 0, "no timeout was waited for");
     }
 
     #[test]

@@ -16,7 +16,7 @@
 use std::net::IpAddr;
 
 use super::job::{
-    CollLocal, CollOp, CollRecv, CollSend, CollectiveSpec, ExpectSpec, Job, NicSpec, QpSpec, RankSpec, RecvSpec,
+    AltPath, CollLocal, CollOp, CollRecv, CollSend, CollectiveSpec, ExpectSpec, Job, NicSpec, QpSpec, RankSpec, RecvSpec,
     SendSpec, DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
 };
 use crate::collective::{chunk_range, CollectiveError, Op, Phase, RankLayout, Schedule, Transfer};
@@ -527,6 +527,20 @@ fn add_qp_pair(
         return Err(BuildError::Invalid(format!("ranks {} and {} use different IP families", c.src_rank, c.dst_rank)));
     }
     let label = format!("rank {} -> rank {}", c.src_rank, c.dst_rank);
+    // A dual-port NIC loads the other port at both ends as the QP's alternate path (APM): a
+    // connection that loses its port moves to the other side of the dual-rail fabric.
+    let (salt, dalt) = if hosts[sh].ports == 2 && hosts[dh].ports == 2 {
+        let (sa, da) = (sn - port + (1 - port), dn - port + (1 - port));
+        let (sanic, danic) = (&hosts[sh].nics[sa], &hosts[dh].nics[da]);
+        let alt = |nic: usize, peer: &HostNic, local: &HostNic| AltPath {
+            nic,
+            peer_ip: peer.ip,
+            next_hop_mac: local.gateway_mac.clone(),
+        };
+        (Some(alt(sa, danic, sanic)), Some(alt(da, sanic, danic)))
+    } else {
+        (None, None)
+    };
     jobs[sh].qps.push(QpSpec {
         qpn: c.src_qpn,
         nic: sn,
@@ -545,6 +559,7 @@ fn add_qp_pair(
         }),
         recv: None,
         label: label.clone(),
+        alt: salt,
     });
     jobs[dh].qps.push(QpSpec {
         qpn: c.dst_qpn,
@@ -555,6 +570,7 @@ fn add_qp_pair(
         send: None,
         recv: Some(RecvSpec { psn, va: STAGING_VA, rkey, len: c.staging_bytes, expect_seed: None }),
         label,
+        alt: dalt,
     });
     Ok(())
 }
@@ -889,8 +905,18 @@ mod tests {
                 for q in j.qps.iter().filter(|q| q.send.is_some()) {
                     *per_port.entry((j.name.clone(), q.nic)).or_insert(0u32) += 1;
                     let local_port = q.nic % 2;
-                    let peer = b.jobs.iter().flat_map(|o| o.qps.iter()).find(|o| o.qpn == q.peer_qpn).unwrap();
+                    let (pj, peer) = b
+                        .jobs
+                        .iter()
+                        .flat_map(|o| o.qps.iter().map(move |p| (o, p)))
+                        .find(|(_, o)| o.qpn == q.peer_qpn)
+                        .unwrap();
                     assert_eq!(peer.nic % 2, local_port, "{kind:?}: qp {:#x} changes port", q.qpn);
+                    // The alternate path (APM): the other port at both ends.
+                    let (qa, pa) = (q.alt.as_ref().unwrap(), peer.alt.as_ref().unwrap());
+                    assert_eq!((qa.nic, pa.nic), (q.nic ^ 1, peer.nic ^ 1));
+                    assert_eq!(qa.peer_ip, pj.nics[pa.nic].ip, "{kind:?}: qp {:#x}", q.qpn);
+                    assert_eq!(pa.peer_ip, j.nics[qa.nic].ip);
                 }
             }
             if kind == Kind::AllToAll {
@@ -899,6 +925,8 @@ mod tests {
                 assert_eq!(per_port.len(), 2 * 8);
             }
             assert!(all_verified(&run(&b)), "{kind:?}");
+            let single = build(kind, &hosts(2, 4), 64_000, &BuildOptions::default()).unwrap();
+            assert!(single.jobs.iter().flat_map(|j| &j.qps).all(|q| q.alt.is_none()), "one port: no alternate path");
         }
     }
 

@@ -64,6 +64,8 @@ mod report;
 mod setup;
 #[cfg(test)]
 mod testkit;
+#[cfg(test)]
+mod apm_tests;
 
 use index::IndexTable;
 use pacer::NicPacer;
@@ -119,6 +121,8 @@ struct Nic {
     pfc: NicPfc,
     /// The NIC shaper at the wall-clock line rate.
     pacer: NicPacer,
+    /// The port has carrier ([`Engine::set_link`]); a port without sends nothing.
+    link_up: bool,
     acks: VecDeque<(usize, AckPacket)>,
     cnps: VecDeque<usize>,
     qps: Vec<usize>,
@@ -143,6 +147,19 @@ struct Qp {
     recv_len: u64,
     recv_done: Option<u64>,
     error: Option<String>,
+    /// The alternate path while armed (APM; taken at the migration).
+    alt: Option<AltRoute>,
+    /// The migration, once made: the port it left, when (wall ns) and why. Its frames then
+    /// carry MigReq (IBTA: set in the Migrated state, clear while Armed).
+    migrated: Option<(usize, u64, job::MigrationCause)>,
+}
+
+/// A QP's alternate path, resolved: the local NIC port, the peer's address and the next hop.
+#[derive(Clone, Copy, Debug)]
+struct AltRoute {
+    nic: usize,
+    peer_ip: IpAddr,
+    peer_mac: [u8; 6],
 }
 
 /// All NICs and QPs of one emulated host.
@@ -239,6 +256,66 @@ impl Engine {
         }
     }
 
+    /// NIC port `nic_idx` lost (`up` false) or regained its carrier at `now`. A port without
+    /// carrier sends nothing; every QP on it with an armed alternate path migrates at once (the
+    /// NIC detects the path failure itself: IBTA 17.2.8 leaves the detection to the channel
+    /// adapter). Migrations are one-way, as in IBTA: a port coming back takes no QP back.
+    /// Returns how many QPs migrated.
+    pub fn set_link(&mut self, nic_idx: usize, up: bool, now: u64) -> usize {
+        let Some(nic) = self.nics.get_mut(nic_idx) else { return 0 };
+        nic.link_up = up;
+        if up {
+            return 0;
+        }
+        let moving: Vec<usize> = nic.qps.iter().copied().filter(|&qi| self.qps[qi].alt.is_some()).collect();
+        for &qi in &moving {
+            self.migrate(qi, now, job::MigrationCause::LinkDown);
+        }
+        moving.len()
+    }
+
+    /// Whether NIC port `i` has carrier as far as the engine knows.
+    pub fn link_up(&self, i: usize) -> bool {
+        self.nics[i].link_up
+    }
+
+    /// Moves QP `qi` to its alternate path at `now` (it must have one): its port, its peer's
+    /// address and next hop, its queued ACKs and CNPs; a requester sends what is unacknowledged
+    /// again at once (it was on the failed path). Rare, so it may allocate.
+    fn migrate(&mut self, qi: usize, now: u64, cause: job::MigrationCause) {
+        let qp = &mut self.qps[qi];
+        let Some(alt) = qp.alt.take() else { return };
+        let from = qp.nic;
+        qp.nic = alt.nic;
+        qp.spec.peer_ip = alt.peer_ip;
+        qp.peer_mac = alt.peer_mac;
+        qp.migrated = Some((from, now, cause));
+        if let Some(s) = qp.sender.as_mut() {
+            s.path_migrated(now);
+        }
+        let old = &mut self.nics[from];
+        old.qps.retain(|&q| q != qi);
+        old.rr = 0;
+        let acks: Vec<AckPacket> = old.acks.iter().filter(|(q, _)| *q == qi).map(|&(_, a)| a).collect();
+        old.acks.retain(|(q, _)| *q != qi);
+        let cnps = old.cnps.iter().filter(|&&q| q == qi).count();
+        old.cnps.retain(|&q| q != qi);
+        let new = &mut self.nics[alt.nic];
+        new.qps.push(qi);
+        for a in acks {
+            Self::push_ack(new, qi, a);
+        }
+        for _ in 0..cnps {
+            Self::push_cnp(new, qi);
+        }
+    }
+
+    /// QPs that migrated to their alternate path: (QPN, port left, port now, when (wall ns),
+    /// why).
+    pub fn migrations(&self) -> impl Iterator<Item = (u32, usize, usize, u64, job::MigrationCause)> + '_ {
+        self.qps.iter().filter_map(|q| q.migrated.map(|(from, at, cause)| (q.spec.qpn, from, q.nic, at, cause)))
+    }
+
     /// Processes one frame received on NIC `nic` at `now`. Malformed frames, bad ICRCs and
     /// unknown QPs are counted and dropped.
     pub fn on_frame(&mut self, nic_idx: usize, frame: &[u8], now: u64) {
@@ -269,11 +346,18 @@ impl Engine {
             nic.c.rx_unknown_qp += 1;
             return;
         };
-        let qp = &mut self.qps[qi];
-        if qp.nic != nic_idx {
-            nic.c.rx_unknown_qp += 1;
-            return;
+        if self.qps[qi].nic != nic_idx {
+            // The peer migrated: a packet with MigReq on the armed alternate path moves this end
+            // too (IBTA 17.2.8; qib/hfi1's ruc_check_hdr).
+            if p.bth().migreq && self.qps[qi].alt.is_some_and(|a| a.nic == nic_idx) {
+                self.migrate(qi, now, job::MigrationCause::PeerMigrated);
+            } else {
+                self.nics[nic_idx].c.rx_unknown_qp += 1;
+                return;
+            }
         }
+        let nic = &mut self.nics[nic_idx];
+        let qp = &mut self.qps[qi];
         let (received, acked) = match p.bth().opcode {
             WireOpcode::Acknowledge => (false, Self::on_ack(nic, qp, &p, now)),
             WireOpcode::Cnp => {
@@ -359,18 +443,24 @@ impl Engine {
         if self.coll.as_ref().and_then(|c| c.next_nvlink()).is_some_and(|at| at <= now) {
             self.progress(now);
         }
-        for (qi, qp) in self.qps.iter_mut().enumerate() {
+        for qi in 0..self.qps.len() {
+            let qp = &mut self.qps[qi];
+            let mut migrate = false;
             if let Some(s) = qp.sender.as_mut() {
                 if qp.error.is_none() {
                     if let Err(e) = s.poll(now) {
                         qp.error = Some(e.to_string());
                     }
+                    migrate = s.take_migration_request();
                 }
             }
             if let Some(r) = qp.receiver.as_mut() {
                 if let Some(ack) = r.poll(now) {
                     Self::push_ack(&mut self.nics[qp.nic], qi, ack);
                 }
+            }
+            if migrate {
+                self.migrate(qi, now, job::MigrationCause::RetryExhausted);
             }
         }
     }
@@ -379,7 +469,7 @@ impl Engine {
     /// length; `None` when the shaper, PFC or the requesters have nothing to send now.
     pub fn next_tx(&mut self, nic_idx: usize, buf: &mut [u8], now: u64) -> Option<usize> {
         let nic = self.nics.get_mut(nic_idx)?;
-        if !nic.pacer.ready(now) {
+        if !nic.link_up || !nic.pacer.ready(now) {
             return None;
         }
         let paused = nic.pfc.paused_mask(now);
@@ -389,6 +479,7 @@ impl Engine {
             if let Some(qi) = nic.cnps.pop_front() {
                 let qp = &self.qps[qi];
                 let mut f = roce::cnp(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, qp.spec.peer_qpn);
+                f.headers.bth.migreq = qp.migrated.is_some();
                 f.udp_src_port = qp.sport;
                 f.dscp = cl.cnp_dscp;
                 len = Some(f.emit(buf));
@@ -398,7 +489,8 @@ impl Engine {
         if len.is_none() && paused & (1 << cl.data_priority) == 0 {
             if let Some((qi, ack)) = nic.acks.pop_front() {
                 let qp = &self.qps[qi];
-                let b = bth::Repr::new(WireOpcode::Acknowledge, qp.spec.peer_qpn, ack.psn.value());
+                let mut b = bth::Repr::new(WireOpcode::Acknowledge, qp.spec.peer_qpn, ack.psn.value());
+                b.migreq = qp.migrated.is_some();
                 let mut h = roce::Repr::new(b);
                 h.aeth =
                     Some(aeth::Repr { syndrome: aeth::Syndrome::from(ack.syndrome.aeth_syndrome()), msn: ack.msn });
@@ -423,6 +515,7 @@ impl Engine {
                 let mut b =
                     bth::Repr::new(WireOpcode::from(tx.pkt.opcode.code()), qp.spec.peer_qpn, tx.pkt.psn.value());
                 b.ack_req = tx.pkt.ack_req;
+                b.migreq = qp.migrated.is_some();
                 let mut h = roce::Repr::new(b);
                 h.reth = tx.pkt.reth.map(|r| reth::Repr { va: r.va, r_key: r.rkey, dma_len: r.len });
                 let mut f = RoceFrame::new(nic.cfg.mac, qp.peer_mac, nic.cfg.ip, qp.spec.peer_ip, h, payload);
@@ -455,6 +548,21 @@ impl Engine {
             at(x);
         }
         for nic in &mut self.nics {
+            if !nic.link_up {
+                // Sends nothing: only its QPs' timers (retransmit, ACK coalescing) may act.
+                for &qi in &nic.qps {
+                    let qp = &self.qps[qi];
+                    if qp.error.is_none() {
+                        if let Some(r) = qp.receiver.as_ref().and_then(|r| r.next_deadline()) {
+                            at(r);
+                        }
+                        if let Some(r) = qp.sender.as_ref().and_then(|s| s.retransmit_deadline()) {
+                            at(r);
+                        }
+                    }
+                }
+                continue;
+            }
             let paused = nic.pfc.paused_mask(now);
             if let Some(r) = nic.pfc.next_resume(now) {
                 at(r);

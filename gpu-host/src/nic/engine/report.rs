@@ -3,7 +3,7 @@
 //! ([`QpStall`]) when a job stalls.
 use super::reduce::{is_done, verify_collective, Coll};
 use super::{Engine, Nic, Qp};
-use crate::nic::job::{MilestoneReport, NicReport, QpReport, QpStall, RankReport, Report};
+use crate::nic::job::{Migration, MilestoneReport, NicReport, QpReport, QpStall, RankReport, Report};
 use crate::nic::pattern;
 use crate::receiver::Receiver;
 use crate::sender::Sender;
@@ -69,6 +69,11 @@ impl Engine {
             nic: self.nics[q.nic].cfg.name.clone(),
             label: q.spec.label.clone(),
             error: q.error.clone(),
+            migration: q.migrated.map(|(from, at, cause)| Migration {
+                from_nic: self.nics[from].cfg.name.clone(),
+                at_ns: d.to_emulated_ns(at.saturating_sub(self.start)),
+                cause,
+            }),
             ..Default::default()
         };
         if let Some(s) = &q.sender {
@@ -209,7 +214,13 @@ impl Engine {
 
     /// The stall of QP `q`'s unfinished requester `s` (`base`: the QP's part).
     fn requester_stall(&self, q: &Qp, s: &Sender, base: QpStall) -> QpStall {
-        let pause = if base.paused_now { " (its priority is paused by PFC)" } else { "" };
+        let pause = if !self.nics[q.nic].link_up {
+            " (its port has no carrier and it has no alternate path left)"
+        } else if base.paused_now {
+            " (its priority is paused by PFC)"
+        } else {
+            ""
+        };
         let since = |t: u64| self.since_start(t);
         let una = s.snd_una();
         let out_n = s.outstanding();

@@ -8,7 +8,7 @@ use super::index::IndexTable;
 use super::pacer::NicPacer;
 use super::reduce::{Coll, CollectiveSpecError, SendRing};
 // The engine's Dilation (one import to follow when the time types move crates).
-use super::{Dilation, Engine, Nic, NicConfig, NicCounters, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
+use super::{Dilation, Engine, Nic, NicConfig, NicCounters, AltRoute, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
 use crate::dcqcn::DcqcnProfile;
 use crate::nic::job::{self, Job, NicSpec, QpSpec, RecvSpec, SendSpec};
 use crate::nic::pattern;
@@ -111,8 +111,23 @@ impl Engine {
             let e = qp_error(q.qpn);
             let nic = nics.get(q.nic).ok_or_else(|| e(format!("nic {} does not exist", q.nic)))?;
             let mut qp = new_qp(q)?;
+            if let Some(a) = &q.alt {
+                let alt = nics.get(a.nic).ok_or_else(|| e(format!("alt.nic {} does not exist", a.nic)))?;
+                if alt.cfg.path_mtu != nic.cfg.path_mtu {
+                    return Err(e(format!(
+                        "alt.nic {} has path MTU {} and nic {} {}: a QP keeps its path MTU when it migrates",
+                        alt.cfg.name,
+                        alt.cfg.path_mtu.bytes(),
+                        nic.cfg.name,
+                        nic.cfg.path_mtu.bytes()
+                    )));
+                }
+            }
             if let Some(s) = &q.send {
                 attach_requester(&mut qp, job, s, coll.sends.get(&q.qpn).copied(), nic, d, now)?;
+                if q.alt.is_some() {
+                    qp.sender.as_mut().expect("attached above").arm_alternate_path();
+                }
             }
             if let Some(r) = &q.recv {
                 attach_responder(&mut qp, job, r, coll.recvs.get(&q.qpn).copied(), nic, d, local_ack_timeout_ns, now)?;
@@ -171,6 +186,7 @@ fn build_nic(i: usize, n: &NicSpec, path_mtu: Option<PathMtu>, d: Dilation, now:
         cfg,
         pfc,
         pacer,
+        link_up: true,
         acks: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
         cnps: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
         qps: Vec::new(),
@@ -189,7 +205,18 @@ fn new_qp(q: &QpSpec) -> Result<Qp, EngineError> {
     let e = qp_error(q.qpn);
     let peer_mac =
         job::parse_mac(&q.next_hop_mac).ok_or_else(|| e(format!("bad next_hop_mac {:?}", q.next_hop_mac)))?;
+    let alt = q
+        .alt
+        .as_ref()
+        .map(|a| {
+            let peer_mac = job::parse_mac(&a.next_hop_mac)
+                .ok_or_else(|| e(format!("bad alt.next_hop_mac {:?}", a.next_hop_mac)))?;
+            Ok::<_, EngineError>(AltRoute { nic: a.nic, peer_ip: a.peer_ip, peer_mac })
+        })
+        .transpose()?;
     Ok(Qp {
+        alt,
+        migrated: None,
         spec: q.clone(),
         nic: q.nic,
         peer_mac,
