@@ -707,6 +707,15 @@ pub enum MigrationCause {
 }
 
 impl MigrationCause {
+    /// As metrics label it (the JSON name).
+    pub fn label(self) -> &'static str {
+        match self {
+            MigrationCause::LinkDown => "link_down",
+            MigrationCause::RetryExhausted => "retry_exhausted",
+            MigrationCause::PeerMigrated => "peer_migrated",
+        }
+    }
+
     /// As the text report says it.
     pub fn describe(self) -> &'static str {
         match self {

@@ -223,6 +223,20 @@ pub struct NicLine {
     pub data_dscp: u8,
 }
 
+/// A QP end that moved to its alternate path (APM on a dual-port NIC).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct MigrationLine {
+    pub host: String,
+    pub qpn: u32,
+    pub label: String,
+    /// The port it left and the one it is on.
+    pub from_nic: String,
+    pub to_nic: String,
+    /// When, emulated ns since the job's start.
+    pub at_ns: u64,
+    pub cause: rocefab_contracts::job::MigrationCause,
+}
+
 /// The job report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RunReport {
@@ -251,6 +265,8 @@ pub struct RunReport {
     pub pfc_paused_ns: u64,
     /// Bytes the collective moved between GPUs of a host over NVLink (no network frames).
     pub nvlink_bytes: u64,
+    /// QP ends that moved to their alternate port (dual-port NICs), in the order they moved.
+    pub migrations: Vec<MigrationLine>,
     pub metrics: Vec<String>,
     pub qps: Vec<QpLine>,
     pub nics: Vec<NicLine>,
@@ -315,6 +331,7 @@ pub fn summarize(
         cnps_received: 0,
         pfc_paused_ns: 0,
         nvlink_bytes: hosts.iter().map(|(_, h)| h.nvlink_bytes).sum(),
+        migrations: Vec::new(),
         metrics,
         qps: Vec::new(),
         nics: Vec::new(),
@@ -370,6 +387,17 @@ pub fn summarize(
         for q in &h.qps {
             r.naks_sent += q.naks_sent;
             r.out_of_order_packets += q.out_of_order;
+            if let Some(m) = &q.migration {
+                r.migrations.push(MigrationLine {
+                    host: host.clone(),
+                    qpn: q.qpn,
+                    label: q.label.clone(),
+                    from_nic: m.from_nic.clone(),
+                    to_nic: q.nic.clone(),
+                    at_ns: m.at_ns,
+                    cause: m.cause,
+                });
+            }
         }
         for n in &h.nics {
             r.cnps_sent += n.cnps_sent;
@@ -387,8 +415,44 @@ pub fn summarize(
             });
         }
     }
+    r.migrations.sort_by_key(|m| (m.at_ns, m.host.clone(), m.qpn));
     r.ok &= r.verified_ranks == ranks && r.errors.is_empty();
     r
+}
+
+/// Most QP ends the text report lists one by one as migrated.
+const MIGRATIONS_LISTED: usize = 16;
+
+/// The path migrations, for people: a count per cause, then the first ones.
+fn render_migrations(m: &[MigrationLine]) -> String {
+    use rocefab_contracts::job::MigrationCause as C;
+    if m.is_empty() {
+        return String::new();
+    }
+    let by = |c: C| m.iter().filter(|x| x.cause == c).count();
+    let mut s = format!(
+        "path migrations (APM, dual-port NICs): {} QP ends moved to their alternate port ({} lost carrier on their port, {} ran out of retries, {} followed their peer)\n",
+        m.len(),
+        by(C::LinkDown),
+        by(C::RetryExhausted),
+        by(C::PeerMigrated)
+    );
+    for x in m.iter().take(MIGRATIONS_LISTED) {
+        s += &format!(
+            "  {} {:#x} ({}): {} -> {} at {}: {}\n",
+            x.host,
+            x.qpn,
+            x.label,
+            x.from_nic,
+            x.to_nic,
+            duration(x.at_ns),
+            x.cause.describe()
+        );
+    }
+    if m.len() > MIGRATIONS_LISTED {
+        s += &format!("  ... and {} more (--json lists them all)\n", m.len() - MIGRATIONS_LISTED);
+    }
+    s
 }
 
 /// The table for people.
@@ -427,6 +491,7 @@ pub fn render_table(r: &RunReport) -> String {
     if r.nvlink_bytes > 0 {
         s += &format!("NVLink bytes {} (inside the hosts, no network frames)\n", human(r.nvlink_bytes));
     }
+    s += &render_migrations(&r.migrations);
     s += "\n";
     s += &format!(
         "{:<8} {:<6} {:>6} {:<22} {:>10} {:>13} {:>8} {:>6} {:>8} {:>9} {:>9}\n",
@@ -1332,6 +1397,39 @@ mod tests {
         assert!(parse_size("12XB").unwrap_err().contains("unknown size unit"));
         assert!(parse_size("MiB").unwrap_err().contains("expected a size"));
         assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn migrated_qps_are_counted_by_cause_listed_in_time_order_and_in_the_json() {
+        use rocefab_contracts::job::{Migration, MigrationCause};
+        let moved = |qpn: u32, at_ns: u64, cause: MigrationCause| QpReport {
+            qpn,
+            nic: "gpu0p1".into(),
+            label: format!("rank {qpn} -> rank 9"),
+            migration: Some(Migration { from_nic: "gpu0p0".into(), at_ns, cause }),
+            ..Default::default()
+        };
+        let host = |qps: Vec<QpReport>| Report { job: "j".into(), ok: true, qps, ..Default::default() };
+        let hosts = vec![
+            ("host1".to_string(), host(vec![moved(1, 300, MigrationCause::LinkDown), QpReport::default()])),
+            ("host2".to_string(), host(vec![moved(2, 100, MigrationCause::PeerMigrated)])),
+        ];
+        let r = summarize("f", Kind::AllToAll.name(), Segment::FirstMiddleLast, 64, 0, &hosts, vec![]);
+        assert_eq!(
+            r.migrations.iter().map(|m| (m.host.as_str(), m.qpn)).collect::<Vec<_>>(),
+            [("host2", 2), ("host1", 1)]
+        );
+        assert_eq!((r.migrations[1].from_nic.as_str(), r.migrations[1].to_nic.as_str()), ("gpu0p0", "gpu0p1"));
+        let t = render_table(&r);
+        assert!(
+            t.contains("path migrations (APM, dual-port NICs): 2 QP ends moved to their alternate port (1 lost carrier on their port, 0 ran out of retries, 1 followed their peer)\n"),
+            "{t}"
+        );
+        assert!(t.contains("  host1 0x1 (rank 1 -> rank 9): gpu0p0 -> gpu0p1 at "), "{t}");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["migrations"][0]["cause"], "peer_migrated");
+        let none = summarize("f", Kind::AllToAll.name(), Segment::FirstMiddleLast, 64, 0, &[], vec![]);
+        assert!(!render_table(&none).contains("path migrations"), "said only when a QP moved");
     }
 
     #[test]

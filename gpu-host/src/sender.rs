@@ -330,6 +330,8 @@ pub struct Sender {
     /// Retries ran out with the alternate path armed: the QP's owner moves it
     /// ([`Sender::take_migration_request`]).
     migration_requested: bool,
+    /// The QP has moved to its alternate path (the path is used up).
+    migrated: bool,
 }
 
 impl Sender {
@@ -360,6 +362,7 @@ impl Sender {
             last_ack: None,
             alt_armed: false,
             migration_requested: false,
+            migrated: false,
         })
     }
 
@@ -647,7 +650,15 @@ impl Sender {
     /// Loads and arms an alternate path (APM): when the retries run out, the requester asks to
     /// migrate ([`Sender::take_migration_request`]) instead of failing.
     pub fn arm_alternate_path(&mut self) {
-        self.alt_armed = true;
+        self.set_alternate_path_armed(true);
+    }
+
+    /// Arms (the alternate path's port has carrier again) or disarms (it lost it) a loaded
+    /// alternate path; no effect once the QP has migrated.
+    pub fn set_alternate_path_armed(&mut self, armed: bool) {
+        if !self.migrated {
+            self.alt_armed = armed;
+        }
     }
 
     /// Whether an armed alternate path waits to be taken.
@@ -667,6 +678,7 @@ impl Sender {
     /// state: software would load and re-arm another).
     pub fn path_migrated(&mut self, now: u64) {
         self.alt_armed = false;
+        self.migrated = true;
         self.retries_left = self.cfg.retry_count;
         let una = self.snd_una;
         self.rewind_to(una);

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use rocefab_plumbing::capture::MonoClock;
 
+use crate::links::LinkWatch;
 use crate::mirror::MirrorProducer;
 use crate::xsk::{XskError, XskPort};
 use gpu_host::nic::engine::Engine;
@@ -61,19 +62,21 @@ pub enum Exit {
 /// Runs the data loop until the engine finishes, `deadline` (clock ns) passes or `stop` is set.
 /// `on_tick(engine, now)` runs at most every `tick` (metrics snapshots, progress), outside the
 /// per-packet path. With a `mirror`, every port being captured copies the frames it receives and
-/// sends into it ([`crate::mirror`]; one atomic load per port and batch otherwise).
+/// sends into it ([`crate::mirror`]; one atomic load per port and batch otherwise). With `links`,
+/// the ports' carrier changes reach the engine ([`Engine::set_link`]).
 #[expect(clippy::too_many_arguments, reason = "the loop's inputs, each used once; a struct would only rename them")]
 pub fn run(
     engine: &mut Engine,
     ports: &mut [XskPort],
     mirror: Option<&mut MirrorProducer>,
+    links: Option<&mut LinkWatch>,
     clock: &Clock,
     deadline: u64,
     stop: &AtomicBool,
     tick: Duration,
     on_tick: impl FnMut(&Engine, u64),
 ) -> Result<(Exit, u64), XskError> {
-    drive(engine, ports, mirror, clock, deadline, stop, tick, on_tick, true).map(|(exit, now, _)| (exit, now))
+    drive(engine, ports, mirror, links, clock, deadline, stop, tick, on_tick, true).map(|(exit, now, _)| (exit, now))
 }
 
 /// Keeps a finished engine's QPs up until `until` (clock ns) or `stop`, as a real RC QP lives
@@ -86,13 +89,14 @@ pub fn serve(
     engine: &mut Engine,
     ports: &mut [XskPort],
     mut mirror: Option<&mut MirrorProducer>,
+    links: Option<&mut LinkWatch>,
     clock: &Clock,
     until: u64,
     stop: &AtomicBool,
 ) -> Result<u64, XskError> {
     let started = clock.now();
     let (exit, now, passes) =
-        drive(engine, ports, mirror.as_deref_mut(), clock, until, stop, Duration::MAX, |_, _| {}, false)?;
+        drive(engine, ports, mirror.as_deref_mut(), links, clock, until, stop, Duration::MAX, |_, _| {}, false)?;
     if exit == Exit::Stopped {
         for (i, p) in ports.iter_mut().enumerate() {
             while p.receive(engine, i, now, mirror.as_deref_mut())? > 0 {}
@@ -101,6 +105,18 @@ pub fn serve(
     // An idle linger wakes only for frames and the stop check (every MAX_SLEEP_NS).
     tracing::info!(ms = (now - started) / 1_000_000, passes, "served the finished QPs");
     Ok(now)
+}
+
+/// Port `i`'s carrier changed to `up` at `now`: the engine stops or resumes sending on it and
+/// moves the QPs that have an alternate path (a rare event: it logs).
+fn link_changed(engine: &mut Engine, ports: &[XskPort], i: usize, up: bool, now: u64) {
+    let migrated = engine.set_link(i, up, now);
+    let port = ports.get(i).map_or("?", |p| p.name.as_str());
+    if up {
+        tracing::info!(port, "carrier back");
+    } else {
+        tracing::warn!(port, migrated, "carrier lost: the port sends nothing; QPs with an alternate path moved to it");
+    }
 }
 
 /// Makes this thread's timed sleeps end when asked (1 ns of timer slack) rather than up to the
@@ -122,6 +138,7 @@ fn drive(
     engine: &mut Engine,
     ports: &mut [XskPort],
     mut mirror: Option<&mut MirrorProducer>,
+    mut links: Option<&mut LinkWatch>,
     clock: &Clock,
     deadline: u64,
     stop: &AtomicBool,
@@ -134,16 +151,42 @@ fn drive(
     let mut next_tick = 0u64;
     let mut fds: Vec<libc::pollfd> =
         ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }).collect();
+    let link_slot = links.as_ref().map(|l| {
+        fds.push(libc::pollfd { fd: l.fd(), events: libc::POLLIN, revents: 0 });
+        fds.len() - 1
+    });
+    if let Some(l) = links.as_deref() {
+        let now = clock.now();
+        for (i, _) in l.up().iter().enumerate().filter(|(_, up)| !**up) {
+            link_changed(engine, ports, i, false, now);
+        }
+    }
     let mut passes = 0u64;
     loop {
         passes += 1;
         let now = clock.now();
+        if let (Some(l), Some(k)) = (links.as_deref_mut(), link_slot) {
+            if l.due(now, std::mem::take(&mut fds[k].revents) & libc::POLLIN != 0) {
+                if let Err(e) = l.read(|i, up| link_changed(engine, ports, i, up, now)) {
+                    return Err(XskError::Io {
+                        name: "rtnetlink".into(),
+                        what: "reading link notifications",
+                        source: e,
+                    });
+                }
+            }
+        }
         if now >= next_tick {
             on_tick(engine, now);
             next_tick = now.saturating_add(tick_ns);
         }
-        // Finished, and the last frames (an ACK the peer waits for) have left the TX rings.
-        if until_finished && engine.finished() && !ports.iter_mut().any(|p| p.tx_pending()) {
+        // Finished, and the last frames (an ACK the peer waits for) have left the TX rings of
+        // the ports that have carrier (a port without it sends nothing: what its ring holds
+        // stays there).
+        if until_finished
+            && engine.finished()
+            && !ports.iter_mut().enumerate().any(|(i, p)| engine.link_up(i) && p.tx_pending())
+        {
             return Ok((Exit::Finished, now, passes));
         }
         if now >= deadline {
@@ -161,8 +204,10 @@ fn drive(
         let mut pending = false;
         for (i, p) in ports.iter_mut().enumerate() {
             work += p.transmit(engine, i, now, mirror.as_deref_mut())?;
-            starved |= p.tx_starved();
-            pending |= p.tx_pending();
+            if engine.link_up(i) {
+                starved |= p.tx_starved();
+                pending |= p.tx_pending();
+            }
         }
         if work > 0 {
             continue;

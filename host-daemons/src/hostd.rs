@@ -46,6 +46,7 @@ use rocefab_plumbing::daemon::Signals;
 use rocefab_plumbing::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
 
 use crate::daemon::{self, Clock, Exit};
+use crate::links::LinkWatch;
 use crate::metrics::Metrics;
 use crate::mirror::{self, MirrorError, MirrorProducer};
 use crate::xsk::XskPort;
@@ -140,6 +141,8 @@ pub fn run(args: Args) -> Result<bool> {
     let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
     let (xdp, mut ports) = open_nics(&job, program)?;
     let mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
+    let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
+    let links = LinkWatch::open(&names).context("watching the NICs' carrier (rtnetlink)")?;
 
     let clock = Clock::new();
     let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
@@ -157,7 +160,7 @@ pub fn run(args: Args) -> Result<bool> {
 
     // The latest snapshot, for a data thread that does not stop when told to.
     let last = Arc::new(std::sync::Mutex::new(None::<Report>));
-    let nic = DataThread { engine, ports, mirror, clock, deadline };
+    let nic = DataThread { engine, ports, mirror, links, clock, deadline };
     let (report_rx, data) = nic.spawn(&job, metrics.clone(), last.clone())?;
     let (report, exit, data) = wait_for_report(&report_rx, data, &last, &job)?;
     finish(report, exit, xdp, data, &metrics, &job, args.report.as_deref())
@@ -268,6 +271,7 @@ struct DataThread {
     engine: Engine,
     ports: Vec<XskPort>,
     mirror: Option<MirrorProducer>,
+    links: LinkWatch,
     clock: Clock,
     /// When the job times out (`clock` ns).
     deadline: u64,
@@ -287,7 +291,7 @@ impl DataThread {
         metrics: Arc<Metrics>,
         last: Arc<std::sync::Mutex<Option<Report>>>,
     ) -> Result<(std::sync::mpsc::Receiver<(Report, Exit)>, DataHandle)> {
-        let DataThread { mut engine, mut ports, mut mirror, clock, deadline } = self;
+        let DataThread { mut engine, mut ports, mut mirror, mut links, clock, deadline } = self;
         let job_name = job.name.clone();
         let snapshot_interval = Duration::from_millis(job.snapshot_interval_ms);
         let linger_ns = job.linger_ms.saturating_mul(1_000_000);
@@ -299,6 +303,7 @@ impl DataThread {
                     &mut engine,
                     &mut ports,
                     mirror.as_mut(),
+                    Some(&mut links),
                     &clock,
                     deadline,
                     &STOP,
@@ -322,7 +327,15 @@ impl DataThread {
                 let _ = report_tx.send((report, exit));
                 if exit == Exit::Finished && linger_ns > 0 {
                     let until = clock.now().saturating_add(linger_ns);
-                    daemon::serve(&mut engine, &mut ports, mirror.as_mut(), &clock, until, &SERVE_STOP)?;
+                    daemon::serve(
+                        &mut engine,
+                        &mut ports,
+                        mirror.as_mut(),
+                        Some(&mut links),
+                        &clock,
+                        until,
+                        &SERVE_STOP,
+                    )?;
                 }
                 Ok(())
             })

@@ -8,6 +8,7 @@
 //! | [`xsk`]     | AF_XDP sockets (xsk-rs, copy mode) and the host XDP program             |
 //! | [`metrics`] | Prometheus metrics per QP and per NIC, HTTP exposition                |
 //! | [`daemon`]  | the data thread: RX, timers, TX with explicit kicks, sleep when idle  |
+//! | [`links`]   | the NIC ports' carrier from rtnetlink link notifications              |
 //! | [`mirror`]  | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures   |
 //! | [`hostd`]   | `rocefab-hostd`: start-up, the job, the report, the linger            |
 //! | [`nicd`]    | `rocefab-nicd`: the NICs' LLDP/DCBX agents, HTTP, the capture thread   |
@@ -16,6 +17,7 @@
 //! The binaries only parse their arguments and call [`hostd::run`] and [`nicd::run`].
 pub mod daemon;
 pub mod hostd;
+pub mod links;
 pub mod metrics;
 pub mod mirror;
 pub mod nicd;

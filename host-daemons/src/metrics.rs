@@ -13,7 +13,7 @@ use rocefab_contracts::host_sample::HostSample;
 
 use prometheus::{Counter, CounterVec, Encoder, Gauge, IntCounterVec, Opts, Registry, TextEncoder};
 
-use rocefab_contracts::job::{Job, Report};
+use rocefab_contracts::job::{Job, MigrationCause, Report};
 
 /// The registry and every metric family.
 pub struct Metrics {
@@ -31,6 +31,7 @@ pub struct Metrics {
     ok: Gauge,
     snapshots: Counter,
     nvlink: prometheus::IntCounter,
+    migrations: IntCounterVec,
     /// The latest snapshot as `GET /sample` serves it.
     sample: Mutex<Option<HostSample>>,
 }
@@ -260,6 +261,14 @@ impl Metrics {
             "bytes the collective moved between this host's GPUs over NVLink (no network frames)",
         )?;
         registry.register(Box::new(nvlink.clone()))?;
+        let migrations = IntCounterVec::new(
+            prometheus::Opts::new(
+                "qp_migrations_total",
+                "QPs of this host that moved to their alternate path (APM, dual-port NICs), by cause",
+            ),
+            &["cause"],
+        )?;
+        registry.register(Box::new(migrations.clone()))?;
         registry.register(Box::new(elapsed.clone()))?;
         registry.register(Box::new(ok.clone()))?;
         registry.register(Box::new(snapshots.clone()))?;
@@ -281,6 +290,7 @@ impl Metrics {
             ok,
             snapshots,
             nvlink,
+            migrations,
             sample: Mutex::new(None),
         })
     }
@@ -301,6 +311,11 @@ impl Metrics {
         }
         self.elapsed.set(r.elapsed_ns as f64 / 1e9);
         self.nvlink.inc_by(r.nvlink_bytes.saturating_sub(self.nvlink.get()));
+        for cause in [MigrationCause::LinkDown, MigrationCause::RetryExhausted, MigrationCause::PeerMigrated] {
+            let n = r.qps.iter().filter(|q| q.migration.as_ref().is_some_and(|m| m.cause == cause)).count() as u64;
+            let c = self.migrations.with_label_values(&[cause.label()]);
+            c.inc_by(n.saturating_sub(c.get()));
+        }
         self.ok.set(if r.ok { 1.0 } else { 0.0 });
         self.snapshots.inc();
         *self.sample.lock().unwrap_or_else(PoisonError::into_inner) = Some(HostSample::from_report(r));
@@ -373,6 +388,16 @@ mod tests {
             ..Default::default()
         });
         r.nvlink_bytes = 4096;
+        r.qps.push(QpReport {
+            qpn: 8,
+            nic: "gpu0p1".into(),
+            migration: Some(rocefab_contracts::job::Migration {
+                from_nic: "gpu0p0".into(),
+                at_ns: 5,
+                cause: MigrationCause::RetryExhausted,
+            }),
+            ..Default::default()
+        });
         r.nics.push(NicReport {
             name: "gpu0".into(),
             pfc_paused_ns_prio3: 1_500_000_000,
@@ -401,6 +426,8 @@ mod tests {
         assert!(t.contains("# HELP rocefab_host_qp_retransmitted_packets_total packets sent again by go-back-N"));
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
         assert!(t.contains("rocefab_host_nvlink_bytes_total{job=\"j1\"} 4096\n"), "{t}");
+        assert!(t.contains("rocefab_host_qp_migrations_total{cause=\"retry_exhausted\",job=\"j1\"} 1\n"), "{t}");
+        assert!(t.contains("rocefab_host_qp_migrations_total{cause=\"link_down\",job=\"j1\"} 0\n"), "{t}");
         assert!(
             t.contains(
                 r#"rocefab_host_qp_duplicate_packets_total{label="",nic="gpu0",peer_qpn="6",qpn="5",job="j1"} 4"#

@@ -383,8 +383,14 @@ impl XskPort {
         match self.tx.wakeup() {
             Ok(()) => Ok(()),
             // EAGAIN/EBUSY/ENOBUFS: the kernel is still busy with earlier frames; the next
-            // kick retries.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS)) => {
+            // kick retries. ENETDOWN: the port is down (a cut cable, `rocefab fail link`); what
+            // the ring holds waits for it to come back, and the engine sends nothing new on it.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::ENETDOWN)
+                ) =>
+            {
                 Ok(())
             }
             Err(source) => Err(XskError::Io { name: self.name.clone(), what: "TX kick (sendto)", source }),

@@ -6,10 +6,19 @@
 //! one QP, and both switches of every rail forward RoCEv2 from the hosts (their host ports count
 //! at least a port's share of the job's packets).
 //!
+//! A port cut during an all-to-all (`--fail-link host1:gpu0p0`) moves the QPs on it to the
+//! other port (IBTA automatic path migration): host1's ends of them at once (their port lost
+//! carrier), their peers when a frame with MigReq reaches them on the alternate path or when
+//! their retries run out; nothing else moves, the job verifies, and tshark sees MigReq set on
+//! the moved QPs' frames on the other switch, and on no other frame.
+//!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use rocefab_tests::capture::{start_rocefab_capture, stop_rocefab_capture};
 use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use rocefab_tests::scratch::{file, temp_dir};
+use rocefab_tests::tshark::fields as tshark;
 use serde_json::Value;
 
 const SWITCHES: [&str; 4] = ["rail1a", "rail1b", "rail2a", "rail2b"];
@@ -43,4 +52,101 @@ fn a_dual_port_nic_spreads_its_qps_over_both_switches_of_its_rail() {
         let d = rx(s) - before[i];
         assert!(d > 1_000.0, "{s} forwarded only {d} packets of the all-to-all");
     }
+}
+
+#[test]
+fn a_port_cut_during_an_all_to_all_moves_its_qps_to_the_other_port() {
+    // D = 8: the debug-built daemons of 4 hosts and 6 switches keep up (at D = 1 the same job
+    // retransmits after spurious timeouts, and seven in a row would move a healthy QP too).
+    let f = Fabric::up_with("dual-port.yaml", "rfdm", "time_dilation: 8\n");
+    let (dead, alive) = (f.port_to("rail1a", "host1:gpu0p0"), f.port_to("rail1b", "host1:gpu0p1"));
+    let dir = temp_dir("rocefab-test-rfdm-");
+    let out = file(&dir, "ports.pcapng");
+    let cap = start_rocefab_capture(&out, &[&f.name, &format!("rail1a:{dead},rail1b:{alive}")]);
+    let o = rocefab(&[
+        "run",
+        &f.name,
+        "alltoall",
+        "--size",
+        "4MiB",
+        "--json",
+        "--timeout",
+        "120",
+        "--fail-link",
+        "host1:gpu0p0",
+        "--fail-at",
+        "3ms",
+    ]);
+    stop_rocefab_capture(cap);
+    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
+    let cut = r["failover"]["cut_at_ns"].as_u64().unwrap();
+
+    let moved: Vec<&Value> = r["migrations"].as_array().unwrap().iter().collect();
+    let key = |m: &Value| (m["host"].as_str().unwrap().to_string(), m["qpn"].as_u64().unwrap());
+    let migration = |host: &str, qpn: u64| moved.iter().find(|m| key(m) == (host.to_string(), qpn));
+    // Where each requester was before the cut: where it is, or where it moved from.
+    let was_on = |q: &Value| {
+        let host = q["host"].as_str().unwrap();
+        migration(host, q["qpn"].as_u64().unwrap())
+            .map_or_else(|| q["nic"].as_str().unwrap().to_string(), |m| m["from_nic"].as_str().unwrap().into())
+    };
+    // The QP ends host1's gpu0p0 carried (a connection keeps one port index at both ends): rank
+    // 0's requesters on it, and its responders to the requesters on port 0 that write to it.
+    let mut on_port = BTreeSet::new();
+    let mut peers = BTreeSet::new();
+    for q in r["qps"].as_array().unwrap() {
+        let (host, label) = (q["host"].as_str().unwrap(), q["label"].as_str().unwrap());
+        let (qpn, peer) = (q["qpn"].as_u64().unwrap(), q["peer_qpn"].as_u64().unwrap());
+        if host == "host1" && label.starts_with("rank 0 ->") && was_on(q) == "gpu0p0" {
+            on_port.insert(("host1".to_string(), qpn));
+            peers.insert(peer);
+        }
+        if label.ends_with("-> rank 0") && was_on(q).ends_with("p0") {
+            on_port.insert(("host1".to_string(), peer));
+            peers.insert(qpn);
+        }
+    }
+    assert_eq!(on_port.len(), 8, "rank 0 has 7 connections each way, 4 of each on port 0: {on_port:?}");
+    let link_down: BTreeSet<_> = moved.iter().filter(|m| m["cause"] == "link_down").map(|m| key(m)).collect();
+    assert_eq!(link_down, on_port, "exactly the QP ends on the cut port lost carrier: {moved:#?}");
+    for m in moved.iter().filter(|m| m["cause"] == "link_down") {
+        assert_eq!((m["from_nic"].as_str(), m["to_nic"].as_str()), (Some("gpu0p0"), Some("gpu0p1")));
+        let at = m["at_ns"].as_u64().unwrap();
+        // The cut is two `ip link set` commands, then hostd reads the notification (every 1 ms
+        // of wall clock while busy): well under 100 ms of wall clock, 12.5 ms emulated.
+        assert!((cut..cut + 12_500_000).contains(&at), "moved at {at} ns, cut at {cut} ns");
+    }
+    // Each moved QP's other end followed, by MigReq or by running out of retries (those whose
+    // host1 end only answers), and nothing else moved.
+    let others: Vec<&&Value> = moved.iter().filter(|m| m["cause"] != "link_down").collect();
+    assert_eq!(others.len(), on_port.len(), "{moved:#?}");
+    for m in &others {
+        assert!(peers.contains(&m["qpn"].as_u64().unwrap()), "a QP moved that was not on the cut port: {m:#}");
+        assert!(["peer_migrated", "retry_exhausted"].contains(&m["cause"].as_str().unwrap()), "{m:#}");
+        let (from, to) = (m["from_nic"].as_str().unwrap(), m["to_nic"].as_str().unwrap());
+        assert!(from.ends_with("p0") && to == format!("{}p1", &from[..from.len() - 2]), "{m:#}");
+    }
+    assert!(others.iter().any(|m| m["cause"] == "peer_migrated"), "rank 0's writes carried MigReq: {moved:#?}");
+    // Every requester of rank 0 ends on gpu0p1.
+    for q in r["qps"].as_array().unwrap().iter().filter(|q| q["label"].as_str().unwrap().starts_with("rank 0 ->")) {
+        assert_eq!(q["nic"], "gpu0p1", "{q:#}");
+    }
+
+    // On the wire (tshark): MigReq only on the moved QPs' frames, all of them through host1's
+    // other port; the cut port never carried one.
+    let frames = tshark(&out, "infiniband", &["frame.interface_name", "infiniband.bth.m", "infiniband.bth.destqp"]);
+    let with_m: Vec<&Vec<String>> = frames.iter().filter(|f| f[1] == "1" || f[1] == "True").collect();
+    assert!(!with_m.is_empty(), "no frame with MigReq among {} RoCEv2 frames", frames.len());
+    assert!(with_m.iter().all(|f| f[0] == format!("rail1b:{alive}")), "MigReq seen on the cut port: {with_m:?}");
+    let qpns: BTreeSet<u64> = on_port.iter().map(|(_, q)| *q).chain(peers.iter().copied()).collect();
+    for f in &with_m {
+        let q = u64::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap_or_else(|_| f[2].parse().unwrap());
+        assert!(qpns.contains(&q), "MigReq on a frame to QP {q:#x}, which did not move");
+    }
+    assert!(
+        frames.iter().any(|f| f[0] == format!("rail1a:{dead}") && f[1] != "1" && f[1] != "True"),
+        "the cut port carried the job before the cut"
+    );
 }

@@ -16,8 +16,8 @@
 use std::net::IpAddr;
 
 use super::job::{
-    AltPath, CollLocal, CollOp, CollRecv, CollSend, CollectiveSpec, ExpectSpec, Job, NicSpec, QpSpec, RankSpec, RecvSpec,
-    SendSpec, DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
+    AltPath, CollLocal, CollOp, CollRecv, CollSend, CollectiveSpec, ExpectSpec, Job, NicSpec, QpSpec, RankSpec,
+    RecvSpec, SendSpec, DEFAULT_MESSAGE_BYTES, DEFAULT_RETRANSMIT_TIMEOUT_NS, DEFAULT_WINDOW_PACKETS,
 };
 use crate::collective::{chunk_range, CollectiveError, Op, Phase, RankLayout, Schedule, Transfer};
 use crate::segment::SegmentMode;

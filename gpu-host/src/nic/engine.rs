@@ -57,6 +57,8 @@ use crate::receiver::Receiver;
 use crate::segment::PathMtu;
 use crate::sender::Sender;
 
+#[cfg(test)]
+mod apm_tests;
 mod index;
 mod pacer;
 mod reduce;
@@ -64,8 +66,6 @@ mod report;
 mod setup;
 #[cfg(test)]
 mod testkit;
-#[cfg(test)]
-mod apm_tests;
 
 use index::IndexTable;
 use pacer::NicPacer;
@@ -264,10 +264,26 @@ impl Engine {
     pub fn set_link(&mut self, nic_idx: usize, up: bool, now: u64) -> usize {
         let Some(nic) = self.nics.get_mut(nic_idx) else { return 0 };
         nic.link_up = up;
+        // An alternate path through a port without carrier is no way out: the requesters whose
+        // alternate path it is fail at retry exhaustion rather than move there (and are armed
+        // again when it comes back).
+        for q in &mut self.qps {
+            if let (Some(a), Some(s)) = (q.alt, q.sender.as_mut()) {
+                if a.nic == nic_idx {
+                    s.set_alternate_path_armed(up);
+                }
+            }
+        }
         if up {
             return 0;
         }
-        let moving: Vec<usize> = nic.qps.iter().copied().filter(|&qi| self.qps[qi].alt.is_some()).collect();
+        let nics = &self.nics;
+        let moving: Vec<usize> = nics[nic_idx]
+            .qps
+            .iter()
+            .copied()
+            .filter(|&qi| self.qps[qi].alt.is_some_and(|a| nics[a.nic].link_up))
+            .collect();
         for &qi in &moving {
             self.migrate(qi, now, job::MigrationCause::LinkDown);
         }

@@ -249,3 +249,44 @@ fn a_port_that_comes_back_takes_no_qp_back() {
     assert!(w.frames[1][0] > 0);
     assert_eq!(migration(&a), Some(("a1".into(), MigrationCause::LinkDown)));
 }
+
+#[test]
+fn no_qp_moves_to_a_port_without_carrier() {
+    // The alternate port is down first: the primary's loss then moves nothing, and the silent
+    // loss of the primary path ends in retry exhaustion as without an alternate path.
+    let (mut a, mut b) = engines(true);
+    let (_, w) = drive(
+        &mut a,
+        &mut b,
+        100_000_000,
+        |now| now >= CUT_AT,
+        |now, a, _| {
+            if now == 0 {
+                a.set_link(1, false, now);
+            }
+            if now >= CUT_AT && a.link_up(0) {
+                assert_eq!(a.set_link(0, false, now), 0, "its alternate port has no carrier either");
+            }
+        },
+    );
+    assert_eq!(w.frames[1], [0, 0]);
+    let ra = rep(&a);
+    assert_eq!(ra.qps[0].migration, None);
+    assert!(ra.qps[0].error.as_deref().is_some_and(|e| e.contains("retry")), "{:?}", ra.qps[0].error);
+
+    let (mut a, mut b) = engines(true);
+    drive(
+        &mut a,
+        &mut b,
+        100_000_000,
+        |now| now >= CUT_AT,
+        |now, a, _| {
+            if now == 0 {
+                a.set_link(1, false, now);
+            }
+        },
+    );
+    let ra = rep(&a);
+    assert_eq!(ra.qps[0].migration, None, "retries out, but the alternate port is down");
+    assert_eq!(ra.qps[0].timeouts, RETRIES + 1);
+}

@@ -8,7 +8,7 @@ use super::index::IndexTable;
 use super::pacer::NicPacer;
 use super::reduce::{Coll, CollectiveSpecError, SendRing};
 // The engine's Dilation (one import to follow when the time types move crates).
-use super::{Dilation, Engine, Nic, NicConfig, NicCounters, AltRoute, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
+use super::{AltRoute, Dilation, Engine, Nic, NicConfig, NicCounters, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
 use crate::dcqcn::DcqcnProfile;
 use crate::nic::job::{self, Job, NicSpec, QpSpec, RecvSpec, SendSpec};
 use crate::nic::pattern;
