@@ -122,24 +122,59 @@ fn migration(e: &Engine) -> Option<(String, MigrationCause)> {
 
 const CUT_AT: u64 = 100_000;
 
-#[test]
-fn the_requesters_port_going_down_moves_both_ends_to_port_1_and_the_data_verifies() {
-    let (mut a, mut b) = engines(true);
-    let (end, w) = drive(
+/// Which engine sees port 0 lose carrier at [`CUT_AT`]; the wire of port 0 drops every frame
+/// from then on in any case.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    /// Nobody: the link keeps carrier (a dead optic, `--silent`).
+    Silent,
+    A,
+    B,
+}
+
+/// Runs the transfer with port 0 cut at [`CUT_AT`] as `cut` says; the engines, what crossed the
+/// wires, and how many QPs the carrier loss moved.
+fn run_cut(alt: bool, cut: Cut) -> (Engine, Engine, Wires, usize) {
+    run_cut_with(alt, cut, |_, _| {})
+}
+
+/// [`run_cut`], with `on_a(now, a)` called at every step before the cut is applied.
+fn run_cut_with(alt: bool, cut: Cut, mut on_a: impl FnMut(u64, &mut Engine)) -> (Engine, Engine, Wires, usize) {
+    let (mut a, mut b) = engines(alt);
+    let mut moved = 0;
+    let (_, w) = drive(
         &mut a,
         &mut b,
         100_000_000,
         |now| now >= CUT_AT,
-        |now, a, _| {
-            if now >= CUT_AT && a.link_up(0) {
-                assert_eq!(a.set_link(0, false, now), 1, "the one QP on port 0 migrates");
+        |now, a, b| {
+            on_a(now, a);
+            let e = match cut {
+                Cut::Silent => return,
+                Cut::A => a,
+                Cut::B => b,
+            };
+            if now >= CUT_AT && e.link_up(0) {
+                moved = e.set_link(0, false, now);
             }
         },
     );
-    assert!(a.finished() && b.finished(), "finished by {end} ns");
-    let (ra, rb) = (rep(&a), rep(&b));
+    (a, b, w, moved)
+}
+
+/// Both reports, after checking that the data arrived whole.
+fn verified(a: &Engine, b: &Engine) -> (crate::nic::job::Report, crate::nic::job::Report) {
+    let (ra, rb) = (rep(a), rep(b));
     assert!(ra.ok && rb.ok, "{:?} / {:?}", ra.error, rb.error);
     assert_eq!(rb.qps[0].verified, Some(true));
+    (ra, rb)
+}
+
+#[test]
+fn the_requesters_port_going_down_moves_both_ends_to_port_1_and_the_data_verifies() {
+    let (a, b, w, moved) = run_cut(true, Cut::A);
+    assert_eq!(moved, 1, "the one QP on port 0 migrates");
+    let (ra, rb) = verified(&a, &b);
     assert!(w.frames[0][0] > 0 && w.frames[1][0] > 0, "data crossed both ports: {:?}", w.frames);
     assert_eq!(migration(&a), Some(("a1".into(), MigrationCause::LinkDown)));
     assert_eq!(migration(&b), Some(("b1".into(), MigrationCause::PeerMigrated)));
@@ -158,21 +193,9 @@ fn the_requesters_port_going_down_moves_both_ends_to_port_1_and_the_data_verifie
 
 #[test]
 fn a_responders_port_going_down_carries_the_requester_over_with_its_next_ack() {
-    let (mut a, mut b) = engines(true);
-    let (_, w) = drive(
-        &mut a,
-        &mut b,
-        100_000_000,
-        |now| now >= CUT_AT,
-        |now, _, b| {
-            if now >= CUT_AT && b.link_up(0) {
-                b.set_link(0, false, now);
-            }
-        },
-    );
-    let (ra, rb) = (rep(&a), rep(&b));
-    assert!(ra.ok && rb.ok, "{:?} / {:?}", ra.error, rb.error);
-    assert_eq!(rb.qps[0].verified, Some(true));
+    let (a, b, w, moved) = run_cut(true, Cut::B);
+    assert_eq!(moved, 1);
+    let (ra, _) = verified(&a, &b);
     assert_eq!(migration(&b), Some(("b1".into(), MigrationCause::LinkDown)));
     // The ACK B owed goes out on port 1 with MigReq: A follows without waiting for a timeout.
     assert_eq!(migration(&a), Some(("a1".into(), MigrationCause::PeerMigrated)));
@@ -182,11 +205,8 @@ fn a_responders_port_going_down_carries_the_requester_over_with_its_next_ack() {
 
 #[test]
 fn a_silent_failure_is_found_by_the_retries_and_both_ends_move() {
-    let (mut a, mut b) = engines(true);
-    let (_, w) = drive(&mut a, &mut b, 100_000_000, |now| now >= CUT_AT, |_, _, _| {});
-    let (ra, rb) = (rep(&a), rep(&b));
-    assert!(ra.ok && rb.ok, "{:?} / {:?}", ra.error, rb.error);
-    assert_eq!(rb.qps[0].verified, Some(true));
+    let (a, b, w, _) = run_cut(true, Cut::Silent);
+    let (ra, _) = verified(&a, &b);
     assert_eq!(migration(&a), Some(("a1".into(), MigrationCause::RetryExhausted)));
     assert_eq!(migration(&b), Some(("b1".into(), MigrationCause::PeerMigrated)));
     // Nobody sees the failure: the requester's first timeout (its timer restarted by the last
@@ -200,22 +220,13 @@ fn a_silent_failure_is_found_by_the_retries_and_both_ends_move() {
 
 #[test]
 fn without_an_alternate_path_a_dead_port_ends_in_retry_exhaustion_and_the_stall_says_why() {
-    let (mut a, mut b) = engines(false);
     let mut stall = None;
-    let (_, w) = drive(
-        &mut a,
-        &mut b,
-        100_000_000,
-        |now| now >= CUT_AT,
-        |now, a, _| {
-            if now >= CUT_AT && a.link_up(0) {
-                assert_eq!(a.set_link(0, false, now), 0, "no QP has an alternate path");
-            }
-            if now >= CUT_AT + 2 * TIMEOUT_NS && stall.is_none() {
-                stall = a.stalls(now).into_iter().next();
-            }
-        },
-    );
+    let (a, _, w, moved) = run_cut_with(false, Cut::A, |now, a| {
+        if now >= CUT_AT + 2 * TIMEOUT_NS && stall.is_none() {
+            stall = a.stalls(now).into_iter().next();
+        }
+    });
+    assert_eq!(moved, 0, "no QP has an alternate path");
     assert_eq!(w.frames[1], [0, 0], "nothing uses port 1");
     let ra = rep(&a);
     assert!(!ra.ok);
@@ -254,39 +265,17 @@ fn a_port_that_comes_back_takes_no_qp_back() {
 fn no_qp_moves_to_a_port_without_carrier() {
     // The alternate port is down first: the primary's loss then moves nothing, and the silent
     // loss of the primary path ends in retry exhaustion as without an alternate path.
-    let (mut a, mut b) = engines(true);
-    let (_, w) = drive(
-        &mut a,
-        &mut b,
-        100_000_000,
-        |now| now >= CUT_AT,
-        |now, a, _| {
-            if now == 0 {
-                a.set_link(1, false, now);
-            }
-            if now >= CUT_AT && a.link_up(0) {
-                assert_eq!(a.set_link(0, false, now), 0, "its alternate port has no carrier either");
-            }
-        },
-    );
-    assert_eq!(w.frames[1], [0, 0]);
-    let ra = rep(&a);
-    assert_eq!(ra.qps[0].migration, None);
-    assert!(ra.qps[0].error.as_deref().is_some_and(|e| e.contains("retry")), "{:?}", ra.qps[0].error);
-
-    let (mut a, mut b) = engines(true);
-    drive(
-        &mut a,
-        &mut b,
-        100_000_000,
-        |now| now >= CUT_AT,
-        |now, a, _| {
-            if now == 0 {
-                a.set_link(1, false, now);
-            }
-        },
-    );
-    let ra = rep(&a);
-    assert_eq!(ra.qps[0].migration, None, "retries out, but the alternate port is down");
-    assert_eq!(ra.qps[0].timeouts, RETRIES + 1);
+    let port1_down = |now: u64, a: &mut Engine| {
+        if now == 0 {
+            a.set_link(1, false, now);
+        }
+    };
+    for cut in [Cut::A, Cut::Silent] {
+        let (a, _, w, moved) = run_cut_with(true, cut, port1_down);
+        assert_eq!((moved, w.frames[1]), (0, [0, 0]), "its alternate port has no carrier");
+        let ra = rep(&a);
+        assert_eq!(ra.qps[0].migration, None);
+        assert!(ra.qps[0].error.as_deref().is_some_and(|e| e.contains("retry")), "{:?}", ra.qps[0].error);
+        assert_eq!(ra.qps[0].timeouts, RETRIES + 1);
+    }
 }
