@@ -124,9 +124,23 @@ struct QpRow {
     qpn: u32,
     /// `label="..",nic="..",peer_qpn="..",qpn=".."` (names sorted, as the crate prints them).
     labels: Box<str>,
+    /// The NIC port in `labels` (a QP that migrates to its alternate port changes it).
+    nic: Box<str>,
     counters: [u64; QP_COUNTERS.len()],
     rate_bytes: f64,
     goodput_bytes: Option<f64>,
+}
+
+/// A QP row's labels: `label="..",nic="..",peer_qpn="..",qpn=".."`.
+fn qp_labels(q: &rocefab_contracts::job::QpReport) -> Box<str> {
+    format!(
+        "label=\"{}\",nic=\"{}\",peer_qpn=\"{}\",qpn=\"{}\"",
+        escape_label_value(&q.label),
+        escape_label_value(&q.nic),
+        q.peer_qpn,
+        q.qpn
+    )
+    .into_boxed_str()
 }
 
 impl QpRows {
@@ -139,14 +153,8 @@ impl QpRows {
                 .iter()
                 .map(|q| QpRow {
                     qpn: q.qpn,
-                    labels: format!(
-                        "label=\"{}\",nic=\"{}\",peer_qpn=\"{}\",qpn=\"{}\"",
-                        escape_label_value(&q.label),
-                        escape_label_value(&q.nic),
-                        q.peer_qpn,
-                        q.qpn
-                    )
-                    .into_boxed_str(),
+                    labels: qp_labels(q),
+                    nic: q.nic.as_str().into(),
                     counters: [0; QP_COUNTERS.len()],
                     rate_bytes: 0.0,
                     goodput_bytes: None,
@@ -154,6 +162,10 @@ impl QpRows {
                 .collect();
         }
         for (row, q) in self.rows.iter_mut().zip(&r.qps) {
+            if *row.nic != *q.nic {
+                row.labels = qp_labels(q);
+                row.nic = q.nic.as_str().into();
+            }
             for (c, (name, _)) in row.counters.iter_mut().zip(QP_COUNTERS) {
                 *c = (*c).max(qp_value(q, name));
             }
@@ -427,6 +439,14 @@ mod tests {
         assert!(t.contains("rocefab_host_snapshots_total{job=\"j1\"} 2"));
         assert!(t.contains("rocefab_host_nvlink_bytes_total{job=\"j1\"} 4096\n"), "{t}");
         assert!(t.contains("rocefab_host_qp_migrations_total{cause=\"retry_exhausted\",job=\"j1\"} 1\n"), "{t}");
+        assert!(t.contains(r#"nic="gpu0p1",peer_qpn="0",qpn="8""#), "{t}");
+        r.qps[1].nic = "gpu0p0".into();
+        m.update(&r);
+        let t = m.render();
+        assert!(
+            t.contains(r#"nic="gpu0p0",peer_qpn="0",qpn="8""#) && !t.contains(r#"nic="gpu0p1""#),
+            "a QP's row follows its port: {t}"
+        );
         assert!(t.contains("rocefab_host_qp_migrations_total{cause=\"link_down\",job=\"j1\"} 0\n"), "{t}");
         assert!(
             t.contains(
