@@ -464,15 +464,24 @@ fn host_setup(h: &crate::plan::HostPlan) -> (&str, Vec<String>, Vec<String>) {
         b.push(format!("link set {i} up"));
         // The rail switch routes (a /32 per GPU) and does no L2 flooding or ARP between
         // GPUs, so even the own rail subnet goes via the gateway: no prefix route.
-        let (gw, net) = (n.gateway, n.subnet);
-        b.push(format!("addr add {a}/{} dev {i} noprefixroute", net.len));
-        b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink"));
-        b.push(format!("route replace {net} via {gw} dev {i} src {a} onlink table {t}"));
-        b.push(format!("route replace default via {gw} dev {i} src {a} onlink table {t}"));
+        b.push(format!("addr add {a}/{} dev {i} noprefixroute", n.subnet.len));
         b.push(format!("rule add from {a} lookup {t} pref {t}"));
-        b.push(format!("neigh replace {} lladdr {} dev {i} nud permanent", n.gateway, n.gateway_mac));
+        b.extend(host_nic_routes(n));
     }
     (&h.netns, b, h.nics.iter().map(|n| n.ifname.clone()).collect())
+}
+
+/// Host NIC `n`'s routes (main table and its own) and its gateway's permanent neighbour: what
+/// the kernel flushes when the interface goes down, so a restored link gets them again
+/// ([`relink_lines`]). Addresses and rules survive.
+fn host_nic_routes(n: &crate::plan::NicPlan) -> Vec<String> {
+    let (i, a, t, gw, net) = (&n.ifname, n.addr, n.table, n.gateway, n.subnet);
+    vec![
+        format!("route replace {net} via {gw} dev {i} src {a} onlink"),
+        format!("route replace {net} via {gw} dev {i} src {a} onlink table {t}"),
+        format!("route replace default via {gw} dev {i} src {a} onlink table {t}"),
+        format!("neigh replace {gw} lladdr {} dev {i} nud permanent", n.gateway_mac),
+    ]
 }
 
 /// A switch namespace's `ip -batch` lines: port addresses (informational; the kernel only sees
@@ -487,13 +496,35 @@ fn switch_setup(s: &crate::plan::SwitchPlan) -> (&str, Vec<String>, Vec<String>)
             let extra = if nb.host_route { " noprefixroute" } else { "" };
             b.push(format!("addr add {a} dev {}{extra}", p.name));
         }
-        if nb.host_route {
-            let src = p.addresses.first().and_then(|a| a.split('/').next()).unwrap_or_default();
-            b.push(format!("route replace {}/32 dev {} src {src}", nb.addr, p.name));
-        }
+        b.extend(switch_port_route(p, nb));
         b.push(format!("neigh replace {} lladdr {} dev {} nud permanent", nb.addr, nb.mac, p.name));
     }
     (&s.netns, b, s.config.ports.iter().map(|p| p.name.clone()).collect())
+}
+
+/// Switch port `p`'s /32 route to its GPU `nb` on a shared rail subnet, if it needs one: what
+/// the kernel flushes when the port goes down ([`relink_lines`]).
+fn switch_port_route(p: &rocefab_contracts::config::PortConfig, nb: &crate::plan::PortNeighbor) -> Option<String> {
+    nb.host_route.then(|| {
+        let src = p.addresses.first().and_then(|a| a.split('/').next()).unwrap_or_default();
+        format!("route replace {}/32 dev {} src {src}", nb.addr, p.name)
+    })
+}
+
+/// What a link end `node:ifname` needs again in its namespace once it is back up: the routes
+/// `rocefab up` gave the interface, which the kernel flushed when it went down (addresses and
+/// rules survive), and on a host the gateway's permanent neighbour (a host's NIC knows its
+/// gateway). A switch port learns its neighbour again by ARP, as a switch does after a link
+/// comes back. `None` for an end the plan does not know.
+pub fn relink_lines(plan: &crate::plan::Plan, end: &str) -> Option<(String, Vec<String>)> {
+    let (node, ifname) = end.split_once(':')?;
+    if let Some(h) = plan.hosts.iter().find(|h| h.name == node) {
+        let n = h.nics.iter().find(|n| n.ifname == ifname)?;
+        return Some((h.netns.clone(), host_nic_routes(n)));
+    }
+    let s = plan.switches.iter().find(|s| s.name == node)?;
+    let (p, nb) = s.config.ports.iter().zip(&s.neighbors).find(|(p, _)| p.name == ifname)?;
+    Some((s.netns.clone(), switch_port_route(p, nb).into_iter().collect()))
 }
 
 /// Waits for every daemon in `ds` ([`wait_ready`]), stepping `phase` as each answers.
@@ -1287,6 +1318,46 @@ pub fn http_request(method: &str, url: &str, json: Option<&[u8]>, timeout: Durat
 mod tests {
     use super::*;
     use std::process::ExitStatus;
+
+    fn shipped_plan(file: &str) -> crate::plan::Plan {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(file);
+        crate::plan::compile(&Topology::load(&path).unwrap(), 0)
+    }
+
+    #[test]
+    fn a_restored_link_end_gets_back_the_routes_up_gave_it() {
+        let plan = shipped_plan("dual-port.yaml");
+        let (ns, lines) = relink_lines(&plan, "host1:gpu0p0").unwrap();
+        assert_eq!(ns, "rf-dp-host1");
+        assert_eq!(
+            lines,
+            [
+                "route replace 10.0.1.0/24 via 10.0.1.254 dev gpu0p0 src 10.0.1.1 onlink",
+                "route replace 10.0.1.0/24 via 10.0.1.254 dev gpu0p0 src 10.0.1.1 onlink table 101",
+                "route replace default via 10.0.1.254 dev gpu0p0 src 10.0.1.1 onlink table 101",
+                &format!(
+                    "neigh replace 10.0.1.254 lladdr {} dev gpu0p0 nud permanent",
+                    plan.hosts[0].nics[0].gateway_mac
+                ),
+            ]
+        );
+        // Every line is one `up` gave the interface, and only rules and addresses are left out.
+        let (_, up, _) = host_setup(&plan.hosts[0]);
+        assert!(lines.iter().all(|l| up.contains(l)), "{lines:?} not all in {up:?}");
+        // A rail switch's port to a GPU gets the GPU's /32 again (the rail subnet is shared by
+        // its host ports); a port to a spine (a /31) has no route to put back. Neighbours come
+        // back by ARP, as on a switch.
+        let (ns, lines) = relink_lines(&plan, "rail1a:eth1").unwrap();
+        assert_eq!(
+            (ns.as_str(), lines.as_slice()),
+            ("rf-dp-rail1a", ["route replace 10.0.1.1/32 dev eth1 src 10.0.1.254".to_string()].as_slice())
+        );
+        assert!(switch_setup(&plan.switches[0]).1.contains(&lines[0]));
+        assert_eq!(relink_lines(&plan, "rail1a:eth5").unwrap().1, Vec::<String>::new());
+        assert_eq!(relink_lines(&plan, "host9:gpu0p0"), None);
+        assert_eq!(relink_lines(&plan, "host1:gpu7"), None);
+        assert_eq!(relink_lines(&plan, "spine1"), None);
+    }
 
     #[test]
     fn an_ended_daemon_is_described_by_code_or_signal() {

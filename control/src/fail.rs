@@ -290,8 +290,9 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
     }
     let wall = rundir::unix_now_ns();
     let links: Vec<LinkState> = links_of(st, name).into_iter().cloned().collect();
+    let relink = Relink::new(st)?;
     for l in links.iter().filter(|l| !st.failed_links.iter().any(|&i| st.links[i] == **l)) {
-        set_link(l, true)?;
+        relink.up(l)?;
     }
     crate::fabric::start_switch_daemon(st, name)?;
     let topo = crate::topology::Topology::load(&st.topology)?;
@@ -419,6 +420,33 @@ fn push_routes(st: &State) -> anyhow::Result<Duration> {
     Ok(t0.elapsed())
 }
 
+/// What a restored link's ends get back: the routes the kernel flushed when their interfaces
+/// went down (a host's policy routes and its gateway's neighbour entry, a switch port's /32 to
+/// its GPU; `fabric::relink_lines`). Without them a host's kernel traffic from a restored port
+/// (`rocefab ping`) left through another port, or not at all.
+struct Relink {
+    plan: crate::plan::Plan,
+}
+
+impl Relink {
+    /// The fabric's plan, computed once for every link put back.
+    fn new(st: &State) -> anyhow::Result<Relink> {
+        let topo = crate::topology::Topology::load(&st.topology)?;
+        Ok(Relink { plan: crate::plan::compile(&topo, 0) })
+    }
+
+    /// Sets both ends of `l` up and gives them back their routes and neighbours.
+    fn up(&self, l: &LinkState) -> anyhow::Result<()> {
+        set_link(l, true)?;
+        for end in [&l.a, &l.b] {
+            if let Some((ns, lines)) = crate::fabric::relink_lines(&self.plan, end) {
+                crate::netns::ip_batch(Some(&ns), &lines).with_context(|| format!("routes of {end}"))?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Sets both ends of `l` down or up (`ip link set`, one command per namespace, back to back).
 fn set_link(l: &LinkState, up: bool) -> anyhow::Result<()> {
     let state = if up { "up" } else { "down" };
@@ -518,6 +546,7 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
     let target = format!("{} -- {}", l.a, l.b);
     let d = st.clock()?.dilation();
     let bgp = crate::topology::Topology::load(&st.topology)?.routing == crate::topology::Routing::Bgp;
+    let relink = Relink::new(&st)?;
     let t0 = Instant::now();
     let (changes, mut down) = (total / period, false);
     for i in 0..changes {
@@ -526,7 +555,11 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
         std::thread::sleep(due.saturating_sub(t0.elapsed()));
         down = !down;
         let wall = rundir::unix_now_ns();
-        set_link(&l, !down)?;
+        if down {
+            set_link(&l, false)?;
+        } else {
+            relink.up(&l)?;
+        }
         if down {
             st.failed_links.push(index);
         } else {
@@ -708,7 +741,7 @@ pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Resu
         let detail = format!("frames pass again; {}", reroute(st, "with it")?);
         return record(st, wall, "link up", &target, detail);
     }
-    set_link(l, true)?;
+    Relink::new(st)?.up(l)?;
     let seen = wait_carrier(st, l, true, Duration::from_secs(5));
     st.failed_links.retain(|&i| i != index);
     st.save()?;

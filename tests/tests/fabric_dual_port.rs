@@ -149,4 +149,20 @@ fn a_port_cut_during_an_all_to_all_moves_its_qps_to_the_other_port() {
         frames.iter().any(|f| f[0] == format!("rail1a:{dead}") && f[1] != "1" && f[1] != "True"),
         "the cut port carried the job before the cut"
     );
+
+    // Restored after the job: the port has its routes again (the kernel flushed them when it went
+    // down), so host1's kernel reaches host2's GPU 1 from it, through rail1a and a spine.
+    let table = f.exec("host1", &["ip", "route", "show", "table", "101"]);
+    assert!(stdout(&table).contains("default via 10.0.1.254 dev gpu0p0"), "{}", stdout(&table));
+    // (Without them the kernel found a way out of another port: gpu1p0's route in the main table.)
+    let via = f.exec("host1", &["ip", "route", "get", "10.0.3.2", "from", "10.0.1.1"]);
+    assert!(stdout(&via).contains("via 10.0.1.254 dev gpu0p0"), "{}", stdout(&via));
+    let ping = f.exec("host1", &["ping", "-c", "1", "-W", "2", "-I", "10.0.1.1", "10.0.3.2"]);
+    assert!(ping.status.success(), "ping from the restored port: {}{}", stdout(&ping), stderr(&ping));
+    // And the same job uses both ports of every GPU again.
+    let o = rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--json", "--timeout", "120"]);
+    assert!(o.status.success(), "rocefab run after the restore: {}\n{}", stdout(&o), stderr(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["migrations"], serde_json::json!([]), "{r:#}");
+    assert!(r["qps"].as_array().unwrap().iter().any(|q| q["host"] == "host1" && q["nic"] == "gpu0p0"), "{r:#}");
 }
