@@ -326,12 +326,6 @@ impl Engine {
         }
     }
 
-    /// QPs that migrated to their alternate path: (QPN, port left, port now, when (wall ns),
-    /// why).
-    pub fn migrations(&self) -> impl Iterator<Item = (u32, usize, usize, u64, job::MigrationCause)> + '_ {
-        self.qps.iter().filter_map(|q| q.migrated.map(|(from, at, cause)| (q.spec.qpn, from, q.nic, at, cause)))
-    }
-
     /// Processes one frame received on NIC `nic` at `now`. Malformed frames, bad ICRCs and
     /// unknown QPs are counted and dropped.
     pub fn on_frame(&mut self, nic_idx: usize, frame: &[u8], now: u64) {
