@@ -927,6 +927,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_migration_causes_metric_label_is_its_json_name() {
+        for c in [MigrationCause::LinkDown, MigrationCause::RetryExhausted, MigrationCause::PeerMigrated] {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.label());
+        }
+    }
+
+    #[test]
     fn the_default_timeout_outlasts_four_windows_on_slow_links() {
         let d = |x: f64| Dilation::new(x).unwrap();
         // 1 Gbit/s, D = 100: 128 KiB takes 1.049 ms, so 4.194 ms instead of 1 ms.

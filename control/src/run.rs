@@ -229,12 +229,11 @@ pub struct MigrationLine {
     pub host: String,
     pub qpn: u32,
     pub label: String,
-    /// The port it left and the one it is on.
-    pub from_nic: String,
+    /// The port it is on now.
     pub to_nic: String,
-    /// When, emulated ns since the job's start.
-    pub at_ns: u64,
-    pub cause: rocefab_contracts::job::MigrationCause,
+    /// The port it left, when and why ([`rocefab_contracts::job::Migration`]).
+    #[serde(flatten)]
+    pub migration: rocefab_contracts::job::Migration,
 }
 
 /// The job report.
@@ -392,10 +391,8 @@ pub fn summarize(
                     host: host.clone(),
                     qpn: q.qpn,
                     label: q.label.clone(),
-                    from_nic: m.from_nic.clone(),
                     to_nic: q.nic.clone(),
-                    at_ns: m.at_ns,
-                    cause: m.cause,
+                    migration: m.clone(),
                 });
             }
         }
@@ -415,7 +412,7 @@ pub fn summarize(
             });
         }
     }
-    r.migrations.sort_by_key(|m| (m.at_ns, m.host.clone(), m.qpn));
+    r.migrations.sort_by(|a, b| (a.migration.at_ns, &a.host, a.qpn).cmp(&(b.migration.at_ns, &b.host, b.qpn)));
     r.ok &= r.verified_ranks == ranks && r.errors.is_empty();
     r
 }
@@ -429,7 +426,7 @@ fn render_migrations(m: &[MigrationLine]) -> String {
     if m.is_empty() {
         return String::new();
     }
-    let by = |c: C| m.iter().filter(|x| x.cause == c).count();
+    let by = |c: C| m.iter().filter(|x| x.migration.cause == c).count();
     let mut s = format!(
         "path migrations (APM, dual-port NICs): {} QP ends moved to their alternate port ({} lost carrier on their port, {} ran out of retries, {} followed their peer)\n",
         m.len(),
@@ -443,10 +440,10 @@ fn render_migrations(m: &[MigrationLine]) -> String {
             x.host,
             x.qpn,
             x.label,
-            x.from_nic,
+            x.migration.from_nic,
             x.to_nic,
-            duration(x.at_ns),
-            x.cause.describe()
+            duration(x.migration.at_ns),
+            x.migration.cause.describe()
         );
     }
     if m.len() > MIGRATIONS_LISTED {
@@ -1419,7 +1416,10 @@ mod tests {
             r.migrations.iter().map(|m| (m.host.as_str(), m.qpn)).collect::<Vec<_>>(),
             [("host2", 2), ("host1", 1)]
         );
-        assert_eq!((r.migrations[1].from_nic.as_str(), r.migrations[1].to_nic.as_str()), ("gpu0p0", "gpu0p1"));
+        assert_eq!(
+            (r.migrations[1].migration.from_nic.as_str(), r.migrations[1].to_nic.as_str()),
+            ("gpu0p0", "gpu0p1")
+        );
         let t = render_table(&r);
         assert!(
             t.contains("path migrations (APM, dual-port NICs): 2 QP ends moved to their alternate port (1 lost carrier on their port, 0 ran out of retries, 1 followed their peer)\n"),
@@ -1428,6 +1428,10 @@ mod tests {
         assert!(t.contains("  host1 0x1 (rank 1 -> rank 9): gpu0p0 -> gpu0p1 at "), "{t}");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["migrations"][0]["cause"], "peer_migrated");
+        assert_eq!(
+            (json["migrations"][1]["from_nic"].as_str(), json["migrations"][1]["at_ns"].as_u64()),
+            (Some("gpu0p0"), Some(300))
+        );
         let none = summarize("f", Kind::AllToAll.name(), Segment::FirstMiddleLast, 64, 0, &[], vec![]);
         assert!(!render_table(&none).contains("path migrations"), "said only when a QP moved");
     }

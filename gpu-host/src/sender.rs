@@ -328,10 +328,8 @@ pub struct Sender {
     /// failing the QP.
     alt_armed: bool,
     /// Retries ran out with the alternate path armed: the QP's owner moves it
-    /// ([`Sender::take_migration_request`]).
+    /// ([`Sender::take_migration_request`], then [`Sender::path_migrated`]).
     migration_requested: bool,
-    /// The QP has moved to its alternate path (the path is used up).
-    migrated: bool,
 }
 
 impl Sender {
@@ -362,7 +360,6 @@ impl Sender {
             last_ack: None,
             alt_armed: false,
             migration_requested: false,
-            migrated: false,
         })
     }
 
@@ -647,18 +644,11 @@ impl Sender {
         }
     }
 
-    /// Loads and arms an alternate path (APM): when the retries run out, the requester asks to
-    /// migrate ([`Sender::take_migration_request`]) instead of failing.
-    pub fn arm_alternate_path(&mut self) {
-        self.set_alternate_path_armed(true);
-    }
-
-    /// Arms (the alternate path's port has carrier again) or disarms (it lost it) a loaded
-    /// alternate path; no effect once the QP has migrated.
+    /// Arms or disarms the alternate path (APM). Armed, the requester whose retries run out
+    /// asks to migrate ([`Sender::take_migration_request`]) instead of failing. The owner arms
+    /// it while the QP has an alternate path it can take (loaded, its port with carrier).
     pub fn set_alternate_path_armed(&mut self, armed: bool) {
-        if !self.migrated {
-            self.alt_armed = armed;
-        }
+        self.alt_armed = armed;
     }
 
     /// Whether an armed alternate path waits to be taken.
@@ -667,7 +657,8 @@ impl Sender {
     }
 
     /// Whether the retries ran out on the primary path with the alternate path armed since the
-    /// last call: the QP's owner moves it to the alternate path.
+    /// last call: the QP's owner moves it to the alternate path and calls
+    /// [`Sender::path_migrated`] (until then the requester waits, its timer stopped).
     pub fn take_migration_request(&mut self) -> bool {
         std::mem::take(&mut self.migration_requested)
     }
@@ -678,7 +669,6 @@ impl Sender {
     /// state: software would load and re-arm another).
     pub fn path_migrated(&mut self, now: u64) {
         self.alt_armed = false;
-        self.migrated = true;
         self.retries_left = self.cfg.retry_count;
         let una = self.snd_una;
         self.rewind_to(una);
@@ -697,9 +687,10 @@ impl Sender {
                 self.counters.timeouts += 1;
                 if self.retries_left == 0 && self.alt_armed {
                     // The primary path failed (IBTA 17.2.8; qib/hfi1's restart_rc migrate here):
-                    // migrate, with a fresh retry count on the alternate path.
+                    // the owner moves the QP and calls path_migrated.
                     self.migration_requested = true;
-                    self.path_migrated(now);
+                    self.alt_armed = false;
+                    self.deadline = None;
                     return Ok(());
                 }
                 if self.retries_left == 0 {
@@ -842,7 +833,7 @@ mod tests {
         c.retry_count = 1;
         c.retransmit_timeout_ns = 1_000;
         let mut s = Sender::new(c, 0).unwrap();
-        s.arm_alternate_path();
+        s.set_alternate_path_armed(true);
         s.post_write(1, 0, msg(3 * 1024)).unwrap();
         assert_eq!(std::iter::from_fn(|| s.next_packet(0)).count(), 3);
         s.poll(1_000).unwrap();
@@ -852,6 +843,8 @@ mod tests {
         assert!(s.take_migration_request(), "retries out with an armed alternate path: migrate");
         assert!(!s.take_migration_request(), "asked once");
         assert!(!s.alternate_path_armed());
+        assert_eq!(s.next_event_time(2_000), None, "waits for its owner to move it");
+        s.path_migrated(2_000);
         assert_eq!(s.state(), &QpState::ReadyToSend);
         assert_eq!(s.retries_left(), 1, "a fresh retry count on the alternate path");
         let again: Vec<_> = std::iter::from_fn(|| s.next_packet(2_000)).collect();
@@ -868,7 +861,7 @@ mod tests {
     #[test]
     fn a_migration_sends_the_unacknowledged_packets_again_at_once() {
         let mut s = Sender::new(cfg(), 0).unwrap();
-        s.arm_alternate_path();
+        s.set_alternate_path_armed(true);
         s.post_write(1, 0, msg(4 * 1024)).unwrap();
         assert_eq!(std::iter::from_fn(|| s.next_packet(0)).count(), 4);
         s.on_ack(&ack(1), 10).unwrap();

@@ -139,9 +139,9 @@ pub fn run(args: Args) -> Result<bool> {
     let _server = serve_metrics(&job, args.netns.as_deref(), &metrics)?;
     let mtus = path_mtus(&job)?;
     let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
-    let (xdp, mut ports) = open_nics(&job, program)?;
-    let mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
     let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
+    let (xdp, mut ports) = open_nics(&job, &names, program)?;
+    let mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
     let links = LinkWatch::open(&names).context("watching the NICs' carrier (rtnetlink)")?;
 
     let clock = Clock::new();
@@ -221,12 +221,12 @@ fn path_mtus(job: &Job) -> Result<Vec<PathMtu>> {
     Ok(mtus)
 }
 
-/// Loads the host XDP program `program`, opens and registers one AF_XDP socket per NIC, then
-/// attaches the program: sockets are registered before it is attached, so a frame it redirects
-/// never finds a missing socket (it would be dropped, e.g. a PFC pause at the start of the job).
-fn open_nics(job: &Job, program: &str) -> Result<(HostXdp, Vec<XskPort>)> {
-    let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
-    let mut xdp = HostXdp::load_detached(&names, program).context("loading the host XDP program")?;
+/// Loads the host XDP program `program` on the job's NICs `names`, opens and registers one
+/// AF_XDP socket per NIC, then attaches the program: sockets are registered before it is
+/// attached, so a frame it redirects never finds a missing socket (it would be dropped, e.g. a
+/// PFC pause at the start of the job).
+fn open_nics(job: &Job, names: &[String], program: &str) -> Result<(HostXdp, Vec<XskPort>)> {
+    let mut xdp = HostXdp::load_detached(names, program).context("loading the host XDP program")?;
     xdp.set_drop_nth(job.drop_nth).context("setting drop_nth")?;
     let d = job.dilation()?;
     let mut ports = Vec::new();

@@ -126,7 +126,7 @@ impl Engine {
             if let Some(s) = &q.send {
                 attach_requester(&mut qp, job, s, coll.sends.get(&q.qpn).copied(), nic, d, now)?;
                 if q.alt.is_some() {
-                    qp.sender.as_mut().expect("attached above").arm_alternate_path();
+                    qp.sender.as_mut().expect("attached above").set_alternate_path_armed(true);
                 }
             }
             if let Some(r) = &q.recv {
