@@ -137,15 +137,18 @@ fn clippy(root: &std::path::Path) -> anyhow::Result<String> {
 }
 
 /// Runs a `cargo test` command, streaming its output, and sums the `test result:` lines.
-/// A run that executed no test at all is an error, as is any failed test.
+/// A run that executed no test at all is an error, as is any failed test; the error names each
+/// failed test with the first line of its panic, so the summary alone says what broke.
 fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
     let shown = format!("{cmd:?}");
     let mut child = cmd.stdout(Stdio::piped()).spawn().with_context(|| format!("starting {shown}"))?;
     let stdout = child.stdout.take().context("test stdout")?;
     let (mut passed, mut failed, mut ignored, mut binaries) = (0u64, 0u64, 0u64, 0u64);
+    let mut failures = Failures::default();
     for line in BufReader::new(stdout).lines() {
         let line = line?;
         println!("{line}");
+        failures.see(&line);
         if let Some(rest) = line.strip_prefix("test result: ") {
             binaries += 1;
             passed += count_before(rest, " passed");
@@ -156,7 +159,7 @@ fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
     let st = child.wait()?;
     let summary = format!("{passed} passed, {failed} failed, {ignored} ignored in {binaries} test binaries");
     if !st.success() || failed > 0 {
-        bail!("{shown}: {summary} ({st})");
+        bail!("{shown}: {summary} ({st}){}", failures.listing());
     }
     if passed == 0 {
         bail!("{shown} executed no test");
@@ -165,6 +168,48 @@ fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
         bail!("{shown}: {summary}: nothing may be skipped, remove the #[ignore]");
     }
     Ok(summary)
+}
+
+/// The failed tests of a `cargo test` run, read from its output: each `test NAME ... FAILED` line,
+/// and the first line of the panic message in NAME's `---- NAME stdout ----` section.
+#[derive(Debug, Default)]
+struct Failures {
+    failed: Vec<(String, Option<String>)>,
+    /// The test whose captured output is being read, and whether its panic line came.
+    section: Option<(usize, bool)>,
+}
+
+impl Failures {
+    fn see(&mut self, line: &str) {
+        if let Some(name) = line.strip_prefix("test ").and_then(|l| l.strip_suffix(" ... FAILED")) {
+            self.failed.push((name.to_string(), None));
+        } else if let Some(name) = line.strip_prefix("---- ").and_then(|l| l.strip_suffix(" stdout ----")) {
+            self.section = self.failed.iter().position(|(n, _)| n == name).map(|i| (i, false));
+        } else if let Some((i, seen)) = &mut self.section {
+            if line.starts_with("thread '") && line.contains("panicked at") {
+                *seen = true;
+            } else if *seen && !line.trim().is_empty() {
+                self.failed[*i].1.get_or_insert_with(|| line.trim().to_string());
+                self.section = None;
+            }
+        }
+    }
+
+    /// `"; failed: a (why), b (why)"`, or nothing when no test line said FAILED.
+    fn listing(&self) -> String {
+        if self.failed.is_empty() {
+            return String::new();
+        }
+        let names: Vec<String> = self
+            .failed
+            .iter()
+            .map(|(name, why)| match why {
+                Some(w) => format!("{name} ({})", w.chars().take(200).collect::<String>()),
+                None => name.clone(),
+            })
+            .collect();
+        format!("; failed: {}", names.join(", "))
+    }
 }
 
 /// `"ok. 7 passed; 0 failed"` → 7 for `" passed"`.
@@ -201,7 +246,31 @@ fn leak_check(before: &[String]) -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::count_before;
+    use super::{count_before, Failures};
+
+    #[test]
+    fn names_each_failed_test_with_its_panic_line() {
+        let out = "\
+test a::passes ... ok
+test fabric_x::cuts_a_port ... FAILED
+test other ... FAILED
+
+failures:
+
+---- fabric_x::cuts_a_port stdout ----
+setting up
+thread 'fabric_x::cuts_a_port' panicked at tests/tests/fabric_x.rs:10:5:
+8 QP ends should move, 7 did
+note: run with `RUST_BACKTRACE=1`
+
+---- other stdout ----
+no panic line here
+";
+        let mut f = Failures::default();
+        out.lines().for_each(|l| f.see(l));
+        assert_eq!(f.listing(), "; failed: fabric_x::cuts_a_port (8 QP ends should move, 7 did), other");
+        assert_eq!(Failures::default().listing(), "");
+    }
 
     #[test]
     fn counts_from_cargo_test_result_lines() {
