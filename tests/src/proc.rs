@@ -1,6 +1,6 @@
 //! Child processes of the tests: a guard that stops (SIGTERM, then SIGKILL) and reaps its child
 //! on drop, also when a test panics; `sh` for commands that must succeed; `require_tool` for the
-//! oracles a test needs.
+//! oracles a test needs; `wait_for_quiet` for measurements the machine's load would spoil.
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command};
 use std::sync::mpsc;
@@ -17,6 +17,30 @@ pub fn sh(cmd: &str, args: &[&str]) -> String {
 pub fn require_tool(path: &str, args: &[&str]) {
     let ok = Command::new(path).args(args).output().map(|o| o.status.success()).unwrap_or(false);
     assert!(ok, "{path} is required for this test (Debian packages: tshark, tcpdump, python3-scapy)");
+}
+
+/// CPU time counters of /proc/stat's `cpu` line: (idle + iowait, total).
+fn cpu_times() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let v: Vec<u64> = stat.lines().next().unwrap().split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    (v[3] + v.get(4).copied().unwrap_or(0), v.iter().sum())
+}
+
+/// Waits (20 s at most) until the CPUs were at least half idle over 300 ms and returns the idle
+/// share last seen. The switches forward in user space: a compiler on every core delays them by
+/// milliseconds and slows a sender down to the pace of a busy switch. That is the machine, not
+/// the mechanism under test.
+pub fn wait_for_quiet() -> f64 {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (i0, t0) = cpu_times();
+        std::thread::sleep(Duration::from_millis(300));
+        let (i1, t1) = cpu_times();
+        let idle = (i1 - i0) as f64 / (t1 - t0).max(1) as f64;
+        if idle >= 0.5 || Instant::now() >= end {
+            return idle;
+        }
+    }
 }
 
 /// A child process, killed (SIGTERM, then SIGKILL) and reaped on drop.

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use rocefab_tests::capture::{start_nano_capture_in, start_rocefab_capture, stop_rocefab_capture, stop_tcpdump};
 use rocefab_tests::fabric::{stderr, Fabric};
-use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::proc::{require_tool, wait_for_quiet, Proc};
 use rocefab_tests::scratch::{file, temp_dir, TempDir};
 use rocefab_tests::tshark::{self, epoch_ns};
 
@@ -290,17 +290,31 @@ fn capture_stamps_are_per_frame_at_the_line_rate_and_match_tcpdump() {
     // Neighbours resolved first, so the measured runs are ICMP only on both sides.
     ping(&f, 1, 2);
     // The burst must reach the switch faster than the line rate (else the line-rate rule is not
-    // exercised): up to three attempts for a sender that a busy CPU slowed down.
+    // exercised). When the machine is busy it does not: the switch's data thread, waiting for
+    // each reply's departure, holds the core the sender needs, and the requests arrive one per
+    // departure (about 97 us apart, measured with two busy loops running). Right after another
+    // fabric test it also happened with no load visible in /proc/stat: in the first attempt of
+    // 4 of 6 runs of fabric_capture, fabric_capture_host and this test in a row (2026-11-28),
+    // 1 of 7 once each attempt first waits for quiet CPUs. Up to four attempts.
     let mut measured = None;
-    for attempt in 1..=3 {
+    let mut seen = Vec::new();
+    for attempt in 1..=4 {
+        let idle = wait_for_quiet();
         let (burst, a) = measure(&f, &dir, attempt);
+        seen.push(format!(
+            "attempt {attempt}: CPUs {:.0} % idle before, {burst} requests faster than the line rate",
+            idle * 100.0
+        ));
         if burst >= MIN_BURST {
             measured = Some(a);
             break;
         }
     }
     let a = measured.unwrap_or_else(|| {
-        panic!("in three attempts the sender never delivered {MIN_BURST} requests faster than the line rate")
+        panic!(
+            "in four attempts the sender never delivered {MIN_BURST} requests faster than the line rate: {}",
+            seen.join("; ")
+        )
     });
     for (d, what) in ["inbound", "outbound"].iter().enumerate() {
         assert!(
@@ -369,13 +383,27 @@ fn two_captures_of_one_switch_at_once_both_get_every_frame() {
     // tcpdump saw 2 × (64 + 8) ICMP frames on host1's end; A saw all of them on rail1's port,
     // and as many on the port to host2 (each request and reply crosses both).
     assert_eq!(tt.len(), 2 * (64 + 8), "tcpdump");
-    assert_eq!(set(&a1), set(&tt), "capture A on rail1:{p1} vs tcpdump");
+    // What one side has and the other has not, for the failure messages.
+    let only = |x: &[Key], y: &[Key]| -> Vec<Key> { x.iter().filter(|k| !y.contains(k)).copied().collect() };
+    let (sa1, stt) = (set(&a1), set(&tt));
+    assert!(
+        sa1 == stt,
+        "capture A on rail1:{p1} vs tcpdump: only in A {:?}, only in tcpdump {:?}",
+        only(&sa1, &stt),
+        only(&stt, &sa1)
+    );
     assert_eq!(a2.len(), tt.len(), "capture A on rail1:{p2}");
     // B ran during the 64-ping run only: every one of its frames, none missing, none doubled.
     let id = bb.first().map(|x| x.0 .1 .1).expect("capture B is empty");
     let during: Vec<Key> = set(&a1).into_iter().filter(|k| k.1 .1 == id).collect();
     assert_eq!(bb.len(), 2 * 64, "capture B: {sb}");
-    assert_eq!(set(&bb), during, "capture B holds exactly the frames A saw of the run it ran for");
+    let sbb = set(&bb);
+    assert!(
+        sbb == during,
+        "capture B holds exactly the frames A saw of the run it ran for (ICMP id {id}): only in B {:?}, only in A {:?}",
+        only(&sbb, &during),
+        only(&during, &sbb)
+    );
     assert!(
         bb.iter().all(|x| x.1 == 1042 && x.2 == 64),
         "B cut frames to its 64-byte snap length and kept the original length"

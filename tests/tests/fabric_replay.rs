@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use rocefab_tests::capture::{start_nano_capture_in, start_rocefab_capture, stop_rocefab_capture, stop_tcpdump};
 use rocefab_tests::fabric::{fabric_namespaces, rocefab, stderr, stdout, text, Fabric};
-use rocefab_tests::proc::{require_tool, Proc};
+use rocefab_tests::proc::{require_tool, wait_for_quiet, Proc};
 use rocefab_tests::scratch::{temp_dir, TempDir};
 use rocefab_tests::tshark;
 use rocefab_wire::pcap::{read_all, write_all, CapturedFrame, Format};
@@ -130,29 +130,6 @@ fn timing_error(want: &[Duration], got: &[Duration]) -> (f64, f64, f64) {
     }
     let n = (want.len() - 1) as f64;
     (sum_err / n / 1e3, 100.0 * sum_err / sum_gap, max / 1e3)
-}
-
-/// CPU time counters of /proc/stat's `cpu` line: (idle + iowait, total).
-fn cpu_times() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
-    let v: Vec<u64> = stat.lines().next().unwrap().split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    (v[3] + v.get(4).copied().unwrap_or(0), v.iter().sum())
-}
-
-/// Waits (20 s at most) until the CPUs were at least half idle over 300 ms and returns the idle
-/// share last seen. The switches forward in user space: a compiler on every core delays them
-/// by milliseconds, which is jitter of the machine, not of the replay.
-fn wait_for_quiet() -> f64 {
-    let end = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (i0, t0) = cpu_times();
-        std::thread::sleep(Duration::from_millis(300));
-        let (i1, t1) = cpu_times();
-        let idle = (i1 - i0) as f64 / (t1 - t0).max(1) as f64;
-        if idle >= 0.5 || Instant::now() >= end {
-            return idle;
-        }
-    }
 }
 
 /// Timing attempts allowed: each replays the capture again into a fresh receiver capture and
