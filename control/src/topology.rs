@@ -1388,8 +1388,9 @@ fn dual_port_rails(
                 return Err(err(
                     &format!("{}.rail", pod_field(pods, h)),
                     format!(
-                        "rail {rail} of host{h} has {} switches; nic: dual-port cables each GPU's two ports to two switches of its rail",
-                        serving.len()
+                        "rail {rail} of host{h} has {} switch{}; nic: dual-port cables each GPU's two ports to two switches of its rail",
+                        serving.len(),
+                        if serving.len() == 1 { "" } else { "es" }
                     ),
                 ));
             }

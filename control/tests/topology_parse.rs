@@ -605,7 +605,7 @@ fn a_dual_port_nic_has_a_port_on_each_switch_of_its_rail() {
     // A dual-port NIC with one switch on its rail.
     let src = std::fs::read_to_string(shipped("dual-port.yaml")).unwrap();
     let e = err(&src.replace("    - { name: rail1b, rails: [1] }\n", ""));
-    assert!(e.contains("switches.rail: rail 1 of host1 has 1 switches; nic: dual-port cables each GPU's two ports to two switches of its rail"), "{e}");
+    assert!(e.contains("switches.rail: rail 1 of host1 has 1 switch; nic: dual-port cables each GPU's two ports to two switches of its rail"), "{e}");
     let e = err(&src.replace("fabric: dp\n", "fabric: dp\nnaming: { host_nic: \"g{gpu}\" }\n"));
     assert!(e.contains("naming.host_nic: \"g{gpu}\" must contain {port} with nic: dual-port"), "{e}");
 }
