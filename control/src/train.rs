@@ -435,7 +435,10 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     let executed = run::execute(&launch, &hostd, None, || {
         let r = wait_rendezvous(&mut ranks, &expected, master, rdv_start, deadline)?;
         if !a.json {
-            eprintln!("rendezvous: {} ranks joined {master} over TCP on the frontend in {:.1} ms", world, r.wall_ms);
+            eprintln!(
+                "rendezvous: {} ranks joined {master} over TCP on the frontend in {:.1} ms (wall clock)",
+                world, r.wall_ms
+            );
         }
         rendezvous = Some(r);
         Ok(())
