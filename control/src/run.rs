@@ -662,6 +662,29 @@ pub const REPORT_GRACE: Duration = Duration::from_secs(3);
 /// How long hostds have to exit after SIGTERM, and again after SIGKILL.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
+/// Makes the process `cmd` starts get SIGTERM when the thread that starts it ends
+/// (`PR_SET_PDEATHSIG`): a job's per-host processes end with the `rocefab run` (or `train`) that
+/// started them, also when it is killed and runs no cleanup; otherwise they would run on to their
+/// own timeout, holding their metrics ports. Start them from the thread that waits for them.
+pub(crate) fn ends_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs between fork and exec and only makes two system calls (no
+    // allocation, no lock).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent died before the prctl: no signal will come, so do not start at all.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        })
+    }
+}
+
 /// One started hostd (or another per-host process of a job: `prog`).
 pub(crate) struct Hostd {
     pub host: String,
@@ -1055,7 +1078,7 @@ pub(crate) fn execute(
         std::fs::write(&path, serde_json::to_vec(job)?).with_context(|| format!("writing {}", path.display()))?;
         let log = dir.join(format!("{}.log", h.name));
         let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(hostd)
+        let child = ends_with_parent(&mut Command::new(hostd))
             .arg("--job")
             .arg(&path)
             .args(["--netns", ns, "--wait-go"])
@@ -1348,6 +1371,32 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_job_process_ends_when_the_thread_that_started_it_ends() {
+        use std::os::unix::process::ExitStatusExt;
+        // The starting thread ends at once; its child, which would sleep 30 s, gets SIGTERM.
+        let mut child = std::thread::spawn(|| {
+            super::ends_with_parent(Command::new("sleep").arg("30").stdout(Stdio::null())).spawn().unwrap()
+        })
+        .join()
+        .unwrap();
+        let end = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > end {
+                let _ = child.kill();
+                panic!("the child outlived the thread that started it by 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
+        // Started from a thread that lives on, it runs to its end.
+        let st = super::ends_with_parent(Command::new("sh").args(["-c", "exit 7"])).status().unwrap();
+        assert_eq!(st.code(), Some(7));
+    }
+
     use super::*;
     use rocefab_contracts::job::{NicReport, QpReport, RankReport};
 

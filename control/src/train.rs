@@ -400,7 +400,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
             let log = dir.join(format!("rank{rank}.log"));
             let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
             let ips: Vec<String> = ips.iter().map(|i| i.to_string()).collect();
-            let child = Command::new(&rank_bin)
+            let child = run::ends_with_parent(&mut Command::new(&rank_bin))
                 .env("RANK", rank.to_string())
                 .env("LOCAL_RANK", local.to_string())
                 .env("GROUP_RANK", node.to_string())

@@ -3,7 +3,6 @@
 //!
 //! Binaries come from `$ROCEFAB_BIN_DIR` (default `<workspace>/target/debug`): build them first
 //! with `cargo build -p control -p dataplane-user`.
-use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -317,34 +316,17 @@ pub fn nic_sum(report: &Value, nic: &str, field: &str) -> u64 {
 /// runs, the largest ingress-group occupancy rail1 reports for `priority`. Returns the report
 /// (JSON text) and that largest occupancy in bytes. The run is killed if the caller panics.
 pub fn run_incast(f: &Fabric, priority: u8) -> (String, f64) {
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let child = Command::new(rocefab_bin())
-        .args([
-            "run",
-            &f.name,
-            "incast",
-            "--size",
-            "4MiB",
-            "--json",
-            "--retransmit-timeout-ms",
-            "2000",
-            "--timeout",
-            "60",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("starting rocefab run incast");
-    let mut run = Kill(child);
+    let mut run = crate::proc::Proc::spawn(
+        "rocefab run incast",
+        Command::new(rocefab_bin())
+            .args(["run", &f.name, "incast", "--size", "4MiB", "--json"])
+            .args(["--retransmit-timeout-ms", "2000", "--timeout", "60"])
+            .stdout(std::process::Stdio::piped()),
+    );
     let end = Instant::now() + Duration::from_secs(70);
     let series = format!("priority=\"{priority}\"");
     let mut max_pg: f64 = 0.0;
-    while run.0.try_wait().expect("try_wait").is_none() {
+    while run.child.try_wait().expect("try_wait").is_none() {
         assert!(Instant::now() < end, "rocefab run did not finish");
         let t = f.metrics("rail1");
         for l in t.lines().filter(|l| l.starts_with("rocefab_ingress_pg_bytes{") && l.contains(&series)) {
@@ -352,8 +334,7 @@ pub fn run_incast(f: &Fabric, priority: u8) -> (String, f64) {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut out = String::new();
-    run.0.stdout.as_mut().expect("stdout piped").read_to_string(&mut out).expect("reading the report");
+    let out = String::from_utf8_lossy(&run.output().stdout).into_owned();
     (out, max_pg)
 }
 
@@ -388,15 +369,17 @@ pub fn allreduce_in_order(f: &Fabric, extra: &[&str]) -> Value {
 
 /// Starts a 16 MiB AllReduce on `f` in the background (`--json`, a 2 s retransmit timeout: the
 /// frames lost with a failure are resent after it) and returns once rail1's port `port` has sent
-/// 2,000 frames of it (the job's traffic crosses that port then); panics after 120 s.
-pub fn allreduce_crossing(f: &Fabric, port: &str) -> std::process::Child {
-    let job = std::process::Command::new(rocefab_bin())
-        .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
-        .args(["--retransmit-timeout-ms", "2000"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("rocefab run");
+/// 2,000 frames of it (the job's traffic crosses that port then); panics after 120 s. The job
+/// is stopped if the test panics before it ends (`Proc::output` waits for it).
+pub fn allreduce_crossing(f: &Fabric, port: &str) -> crate::proc::Proc {
+    let job = crate::proc::Proc::spawn(
+        "rocefab run allreduce",
+        std::process::Command::new(rocefab_bin())
+            .args(["run", &f.name, "allreduce", "--size", "16MiB", "--json", "--timeout", "240"])
+            .args(["--retransmit-timeout-ms", "2000"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     let tx = || metric(&f.metrics("rail1"), "rocefab_port_tx_packets_total", &[("port", port)]);
     let t0 = std::time::Instant::now();
     while tx() < 2_000.0 {

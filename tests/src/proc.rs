@@ -1,8 +1,8 @@
 //! Child processes of the tests: a guard that stops (SIGTERM, then SIGKILL) and reaps its child
 //! on drop, also when a test panics; `sh` for commands that must succeed; `require_tool` for the
 //! oracles a test needs; `wait_for_quiet` for measurements the machine's load would spoil.
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, ChildStdout, Command, Output};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -88,6 +88,25 @@ impl Proc {
             assert!(Instant::now() < end, "{} did not exit within {timeout:?}", self.what);
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Waits for exit and collects what it printed (stdout and stderr, if piped), as
+    /// `Child::wait_with_output` does; the guard stays, so a panic before this still stops it.
+    pub fn output(&mut self) -> Output {
+        let err = self.child.stderr.take().map(|mut e| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                let _ = e.read_to_end(&mut v);
+                v
+            })
+        });
+        let mut stdout = Vec::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_end(&mut stdout);
+        }
+        let stderr = err.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
+        let status = self.child.wait().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what));
+        Output { status, stdout, stderr }
     }
 
     pub fn terminate(&mut self) {

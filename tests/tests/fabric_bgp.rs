@@ -22,6 +22,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rocefab_tests::fabric::{metric, pids_with_cmdline, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::proc::Proc;
 use serde_json::Value;
 
 const SWITCHES: [&str; 4] = ["rail1", "rail2", "spine1", "spine2"];
@@ -116,7 +117,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
 
     // A spine link cut during an AllReduce.
     let up1 = f.port_to("rail1", "spine1:eth1");
-    let job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
+    let mut job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let (out, ms) = fail_and_converge(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
     // Within BFD's detection time (3 x 100 ms): the carrier loss is faster still (BGP's fast
     // external failover takes the session down at once; 80 ms measured here, with the job running).
@@ -124,7 +125,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     let held = routes_agree(&f);
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
     assert_eq!(route(&held, "rail2", "10.0.1.0/24"), &serde_json::json!(["spine2:eth2"]), "rail2 learnt it by BGP");
-    let done = job.wait_with_output().unwrap();
+    let done = job.output();
     assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
     let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
@@ -140,19 +141,20 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     let down1 = f.port_to("spine1", &format!("rail1:{up1}"));
     let (rail1_ip, spine1_ip) = (addr("rail1", &up1), addr("spine1", &down1));
     let pcap = std::env::temp_dir().join(format!("rocefab-rfbg-{}.pcapng", std::process::id()));
-    let capture = Command::new(rocefab_tests::fabric::rocefab_bin())
-        .args(["capture", &f.name, &format!("rail1:{up1}"), "-w", pcap.to_str().unwrap(), "--duration", "12s"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut capture = Proc::spawn(
+        "rocefab capture",
+        Command::new(rocefab_tests::fabric::rocefab_bin())
+            .args(["capture", &f.name, &format!("rail1:{up1}"), "-w", pcap.to_str().unwrap(), "--duration", "12s"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     std::thread::sleep(Duration::from_millis(500));
     let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
     assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("BGP converged with it in "), "{}", stdout(&o));
     let held = routes_agree(&f);
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
-    let c = capture.wait_with_output().unwrap();
+    let c = capture.output();
     assert!(c.status.success(), "rocefab capture: {}", stderr(&c));
     let count = |filter: &str| {
         let o = Command::new("tshark").args(["-r", pcap.to_str().unwrap(), "-Y", filter]).output().unwrap();

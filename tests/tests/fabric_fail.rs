@@ -33,7 +33,7 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let updates = |sw: &str| metric(&f.metrics(sw), "rocefab_route_updates_total", &[]);
     assert_eq!((at("rail1", "rocefab_port_carrier", &up1), updates("rail1"), updates("spine1")), (1.0, 0.0, 0.0));
 
-    let job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
+    let mut job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
     assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
     let out = stdout(&o);
@@ -62,7 +62,7 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let to_rail2 = rail1["routes"].as_array().unwrap().iter().find(|r| r["prefix"] == "10.0.2.0/24").unwrap();
     assert_eq!(to_rail2["data_path"], serde_json::json!(["spine2:eth1"]));
 
-    let done = job.wait_with_output().unwrap();
+    let done = job.output();
     assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
     let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
@@ -145,7 +145,7 @@ fn a_failed_spine_is_routed_around_and_comes_back() {
     let f = Fabric::up("rail-spine.yaml", "rfsw");
     let up1 = f.port_to("rail1", "spine1:eth1");
     let at = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port)]);
-    let job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
+    let mut job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "switch", &f.name, "spine1"]);
     assert!(o.status.success(), "rocefab fail switch: {}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("switch spine1 down: daemon stopped, 2 links dark"), "{}", stdout(&o));
@@ -155,7 +155,7 @@ fn a_failed_spine_is_routed_around_and_comes_back() {
     };
     assert_eq!(spine1d(), 0, "spine1's daemon is gone");
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 0.0);
-    let done = job.wait_with_output().unwrap();
+    let done = job.output();
     assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
     let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
@@ -373,19 +373,20 @@ fn a_pfc_storm_during_an_alltoall_leaves_the_rest_of_the_fabric_its_goodput() {
     let queue = [("port", to_h2.as_str()), ("queue", "3")];
     let (tx0, dropped0) = (pfc_tx(), metric(&f.metrics("rail1"), "rocefab_pfcwd_dropped_packets_total", &queue));
 
-    let storm = std::process::Command::new(rocefab_tests::fabric::rocefab_bin())
-        .args(["fail", "nic", &f.name, "host2:gpu0", "--pfc-storm", "--for", "4s"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut storm = rocefab_tests::proc::Proc::spawn(
+        "rocefab fail nic --pfc-storm",
+        std::process::Command::new(rocefab_tests::fabric::rocefab_bin())
+            .args(["fail", "nic", &f.name, "host2:gpu0", "--pfc-storm", "--for", "4s"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     let t0 = Instant::now();
     while metric(&f.metrics("rail1"), "rocefab_pfc_rx_frames_total", &prio) < 1.0 {
         assert!(t0.elapsed() < Duration::from_secs(5), "the storm never reached rail1");
         std::thread::sleep(Duration::from_millis(10));
     }
     let r = job();
-    let s = storm.wait_with_output().unwrap();
+    let s = storm.output();
     assert!(s.status.success(), "rocefab fail nic: {}\n{}", stdout(&s), stderr(&s));
     // The storm hit the job: the watchdog dropped the stormed queue's frames, which the QPs into
     // rank 2 resent.

@@ -609,21 +609,19 @@ fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside
     let f = incast_fabric("rfo", |t| t);
     let port = f.port_to("rail1", "host1:gpu0");
     let q = [("port", port.as_str()), ("queue", "3")];
-    let mut child = Command::new(rocefab_tests::fabric::rocefab_bin())
-        .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000"])
-        .args(["--timeout", "60"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("rocefab run");
+    let mut job = Proc::spawn(
+        "rocefab run incast",
+        Command::new(rocefab_tests::fabric::rocefab_bin())
+            .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000"])
+            .args(["--timeout", "60"])
+            .stdout(Stdio::piped()),
+    );
     // (wall time, depth, depth-time integral) of rail1's queue 3 towards host1:gpu0.
     let mut polls: Vec<(Instant, f64, f64)> = Vec::new();
     let mut max_pg: f64 = 0.0;
     let end = Instant::now() + Duration::from_secs(70);
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("rocefab run did not finish");
-        }
+    while job.child.try_wait().expect("try_wait").is_none() {
+        assert!(Instant::now() <= end, "rocefab run did not finish");
         let t = f.metrics("rail1");
         let at = Instant::now();
         for l in t.lines().filter(|l| l.starts_with("rocefab_ingress_pg_bytes{") && l.contains("priority=\"3\"")) {
@@ -636,8 +634,7 @@ fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside
         ));
         std::thread::sleep(Duration::from_millis(3));
     }
-    let mut out = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    let out = String::from_utf8_lossy(&job.output().stdout).into_owned();
     let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(r["ok"], true, "{r}");
     // Congestion happened.
