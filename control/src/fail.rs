@@ -290,14 +290,14 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
     }
     let wall = rundir::unix_now_ns();
     let links: Vec<LinkState> = links_of(st, name).into_iter().cloned().collect();
-    let relink = Relink::new(st)?;
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    let relink = Relink::new(&topo);
     for l in links.iter().filter(|l| !st.failed_links.iter().any(|&i| st.links[i] == **l)) {
         relink.up(l)?;
     }
     crate::fabric::start_switch_daemon(st, name)?;
-    let topo = crate::topology::Topology::load(&st.topology)?;
     if topo.routing == crate::topology::Routing::Bgp {
-        crate::frr::start_only(&topo, &crate::plan::compile(&topo, 0), Some(name))?;
+        crate::frr::start_only(&topo, &relink.plan, Some(name))?;
     }
     st.failed_switches.retain(|s| s != name);
     st.save()?;
@@ -429,10 +429,9 @@ struct Relink {
 }
 
 impl Relink {
-    /// The fabric's plan, computed once for every link put back.
-    fn new(st: &State) -> anyhow::Result<Relink> {
-        let topo = crate::topology::Topology::load(&st.topology)?;
-        Ok(Relink { plan: crate::plan::compile(&topo, 0) })
+    /// The fabric's plan from its topology, computed once for every link put back.
+    fn new(topo: &crate::topology::Topology) -> Relink {
+        Relink { plan: crate::plan::compile(topo, 0) }
     }
 
     /// Sets both ends of `l` up and gives them back their routes and neighbours.
@@ -545,8 +544,9 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
     }
     let target = format!("{} -- {}", l.a, l.b);
     let d = st.clock()?.dilation();
-    let bgp = crate::topology::Topology::load(&st.topology)?.routing == crate::topology::Routing::Bgp;
-    let relink = Relink::new(&st)?;
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    let bgp = topo.routing == crate::topology::Routing::Bgp;
+    let relink = Relink::new(&topo);
     let t0 = Instant::now();
     let (changes, mut down) = (total / period, false);
     for i in 0..changes {
@@ -557,12 +557,9 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
         let wall = rundir::unix_now_ns();
         if down {
             set_link(&l, false)?;
-        } else {
-            relink.up(&l)?;
-        }
-        if down {
             st.failed_links.push(index);
         } else {
+            relink.up(&l)?;
             st.failed_links.retain(|&x| x != index);
         }
         st.save()?;
@@ -741,7 +738,7 @@ pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Resu
         let detail = format!("frames pass again; {}", reroute(st, "with it")?);
         return record(st, wall, "link up", &target, detail);
     }
-    Relink::new(st)?.up(l)?;
+    Relink::new(&crate::topology::Topology::load(&st.topology)?).up(l)?;
     let seen = wait_carrier(st, l, true, Duration::from_secs(5));
     st.failed_links.retain(|&i| i != index);
     st.save()?;

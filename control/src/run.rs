@@ -1371,12 +1371,15 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use rocefab_contracts::job::{NicReport, QpReport, RankReport};
+
     #[test]
     fn a_job_process_ends_when_the_thread_that_started_it_ends() {
         use std::os::unix::process::ExitStatusExt;
         // The starting thread ends at once; its child, which would sleep 30 s, gets SIGTERM.
         let mut child = std::thread::spawn(|| {
-            super::ends_with_parent(Command::new("sleep").arg("30").stdout(Stdio::null())).spawn().unwrap()
+            ends_with_parent(Command::new("sleep").arg("30").stdout(Stdio::null())).spawn().unwrap()
         })
         .join()
         .unwrap();
@@ -1393,12 +1396,9 @@ mod tests {
         };
         assert_eq!(status.signal(), Some(libc::SIGTERM), "{status}");
         // Started from a thread that lives on, it runs to its end.
-        let st = super::ends_with_parent(Command::new("sh").args(["-c", "exit 7"])).status().unwrap();
+        let st = ends_with_parent(Command::new("sh").args(["-c", "exit 7"])).status().unwrap();
         assert_eq!(st.code(), Some(7));
     }
-
-    use super::*;
-    use rocefab_contracts::job::{NicReport, QpReport, RankReport};
 
     #[test]
     fn a_failed_jobs_error_line_names_the_first_errors_and_counts_the_rest() {

@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rocefab_tests::fabric::{metric, pids_with_cmdline, rocefab, rocefab_bin, run_dir, stderr, stdout, Fabric};
+use rocefab_tests::proc::Proc;
 use serde_json::Value;
 
 const FABRIC: &str = "hst";
@@ -33,25 +34,16 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
     let jobs = format!("{}/jobs/", run_dir(FABRIC).display());
     assert!(pids_with_cmdline(&jobs).is_empty(), "hostds of {FABRIC} before the test");
 
-    /// Kills the run if the test fails before it ends (its hostds then end at their own timeout).
-    struct Kill(Option<std::process::Child>);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            if let Some(c) = self.0.as_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
     let started = Instant::now();
-    let run = Command::new(rocefab_bin())
-        .args(["run", FABRIC, "incast", "--size", "64MiB", "--json", "--retransmit-timeout-ms", "60000"])
-        .args(["--timeout", &TIMEOUT_S.to_string(), "--metrics-port-base", &METRICS_BASE.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting rocefab run");
-    let mut run = Kill(Some(run));
+    // Stopped if the test fails before it ends (its hostds end with it).
+    let mut run = Proc::spawn(
+        "rocefab run incast",
+        Command::new(rocefab_bin())
+            .args(["run", FABRIC, "incast", "--size", "64MiB", "--json", "--retransmit-timeout-ms", "60000"])
+            .args(["--timeout", &TIMEOUT_S.to_string(), "--metrics-port-base", &METRICS_BASE.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
 
     // host1 (rank 0, metrics on the base port) has acknowledged data on all 7 of its responder
     // QPs: freeze it.
@@ -71,7 +63,7 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let o = run.0.take().unwrap().wait_with_output().expect("rocefab run");
+    let o = run.output();
     let took = started.elapsed();
     let (out, err) = (stdout(&o), stderr(&o));
     eprintln!("the stalled run took {took:?}:\n{err}");
