@@ -54,6 +54,15 @@ pub fn text(o: &Output) -> String {
     format!("{}{}", stdout(o), stderr(o))
 }
 
+/// A failed command for an assertion message: its exit status and the last line of its stderr
+/// (where `rocefab` puts its error) first, so that the first line of a panic (all a test
+/// summary shows) says why; then the whole stdout and stderr.
+pub fn failure(o: &Output) -> String {
+    let err = stderr(o);
+    let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no stderr)");
+    format!("{}: {last}\n--- stdout ---\n{}--- stderr ---\n{err}", o.status, stdout(o))
+}
+
 /// Writes a copy of `topologies/<template>` with the fabric renamed to `name`, in a temp dir of
 /// its own (removed when the returned guard drops).
 fn topology_copy(template: &str, name: &str) -> (TempDir, PathBuf) {
@@ -356,7 +365,7 @@ pub fn allreduce_in_order(f: &Fabric, extra: &[&str]) -> Value {
     args.extend_from_slice(&["--timeout", "120"]);
     args.extend_from_slice(extra);
     let o = rocefab(&args);
-    assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run failed: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "verified: {r:#}");
     assert_eq!(

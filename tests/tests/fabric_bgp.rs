@@ -21,7 +21,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{metric, pids_with_cmdline, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, metric, pids_with_cmdline, rocefab, stderr, stdout, Fabric};
 use rocefab_tests::proc::Proc;
 use serde_json::Value;
 
@@ -126,7 +126,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
     assert_eq!(route(&held, "rail2", "10.0.1.0/24"), &serde_json::json!(["spine2:eth2"]), "rail2 learnt it by BGP");
     let done = job.output();
-    assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
+    assert!(done.status.success(), "rocefab run: {}", failure(&done));
     let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
 
@@ -150,7 +150,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     );
     std::thread::sleep(Duration::from_millis(500));
     let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
-    assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
     assert!(stdout(&o).contains("BGP converged with it in "), "{}", stdout(&o));
     let held = routes_agree(&f);
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
@@ -192,7 +192,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
     assert_eq!(route(&held, "rail2", "10.0.1.0/24"), &serde_json::json!(["spine2:eth2"]));
     let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
-    assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
     assert!(stdout(&o).contains("frames pass again; BGP converged with it in "), "{}", stdout(&o));
     let held = routes_agree(&f);
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine1:eth1", "spine2:eth1"]));
@@ -202,7 +202,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     let frr_of = |sw: &str| pids_with_cmdline(&format!("-N rf-{}-{sw}", f.name));
     assert_eq!(frr_of("spine1").len(), 3, "zebra, bgpd and bfdd run on spine1");
     let o = rocefab(&["fail", "switch", &f.name, "spine1"]);
-    assert!(o.status.success(), "rocefab fail switch: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab fail switch: {}", failure(&o));
     let out = stdout(&o);
     assert!(
         out.contains("switch spine1 down: daemon stopped, 2 links dark")
@@ -214,7 +214,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
     assert_eq!(route(&held, "rail2", "10.0.1.0/24"), &serde_json::json!(["spine2:eth2"]));
     let o = rocefab(&["restore", "switch", &f.name, "spine1"]);
-    assert!(o.status.success(), "rocefab restore switch: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab restore switch: {}", failure(&o));
     assert!(stdout(&o).contains("BGP converged with it in "), "{}", stdout(&o));
     assert_eq!(frr_of("spine1").len(), 3, "spine1's FRR is back");
     let s: Value = serde_json::from_str(&vtysh(&f, "spine1", "show bgp summary json")).unwrap();
@@ -255,10 +255,10 @@ fn multi_pod_bgp_converges_across_three_tiers() {
         assert!(!peers.is_empty() && peers.values().all(|p| p["state"] == "Established"), "{sw}: {s:#}");
     }
     let o = rocefab(&["ping", &f.name, "host1:gpu0", "host4:gpu0", "-c", "3"]);
-    assert!(o.status.success(), "rocefab ping across the pods: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab ping across the pods: {}", failure(&o));
     assert!(stdout(&o).contains("3 of 3 replies"), "{}", stdout(&o));
     let o = rocefab(&["run", &f.name, "allreduce", "--size", "4MiB", "--json", "--timeout", "120"]);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
 }

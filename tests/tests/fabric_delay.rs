@@ -16,7 +16,7 @@
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_delay -- --test-threads=1`
-use rocefab_tests::fabric::{allreduce_in_order, delayed_rail_spine, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{allreduce_in_order, delayed_rail_spine, failure, rocefab, stdout, Fabric};
 use serde_json::Value;
 
 fn delayed_fabric(name: &str) -> Fabric {
@@ -25,7 +25,7 @@ fn delayed_fabric(name: &str) -> Fabric {
 
 fn ping(f: &Fabric, from: &str, to: &str) -> Value {
     let o = rocefab(&["ping", &f.name, from, to, "-c", "40", "-i", "30ms", "--json"]);
-    assert!(o.status.success(), "rocefab ping {from} {to} failed:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab ping {from} {to} failed: {}", failure(&o));
     serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON: {e}\n{}", stdout(&o)))
 }
 

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rocefab_tests::capture::{start_rocefab_capture, stop_rocefab_capture};
-use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, rocefab, stdout, Fabric};
 use rocefab_tests::scratch::{file, temp_dir};
 use rocefab_tests::tshark::fields as tshark;
 use serde_json::Value;
@@ -30,7 +30,7 @@ fn a_dual_port_nic_spreads_its_qps_over_both_switches_of_its_rail() {
     let rx = |sw: &str| f.metric_sum(&[sw], "rocefab_port_rx_packets_total", &[]);
     let before: Vec<f64> = SWITCHES.iter().map(|s| rx(s)).collect();
     let o = rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--json", "--timeout", "120"]);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
 
@@ -78,7 +78,7 @@ fn a_port_cut_during_an_all_to_all_moves_its_qps_to_the_other_port() {
         "3ms",
     ]);
     stop_rocefab_capture(cap);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
     let cut = r["failover"]["cut_at_ns"].as_u64().unwrap();
@@ -158,10 +158,10 @@ fn a_port_cut_during_an_all_to_all_moves_its_qps_to_the_other_port() {
     let via = f.exec("host1", &["ip", "route", "get", "10.0.3.2", "from", "10.0.1.1"]);
     assert!(stdout(&via).contains("via 10.0.1.254 dev gpu0p0"), "{}", stdout(&via));
     let ping = f.exec("host1", &["ping", "-c", "1", "-W", "2", "-I", "10.0.1.1", "10.0.3.2"]);
-    assert!(ping.status.success(), "ping from the restored port: {}{}", stdout(&ping), stderr(&ping));
+    assert!(ping.status.success(), "ping from the restored port: {}", failure(&ping));
     // And the same job uses both ports of every GPU again.
     let o = rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--json", "--timeout", "120"]);
-    assert!(o.status.success(), "rocefab run after the restore: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run after the restore: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(r["migrations"], serde_json::json!([]), "{r:#}");
     assert!(r["qps"].as_array().unwrap().iter().any(|q| q["host"] == "host1" && q["nic"] == "gpu0p0"), "{r:#}");

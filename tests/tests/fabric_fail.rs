@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{metric, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, metric, rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
 #[test]
@@ -35,7 +35,7 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
 
     let mut job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
-    assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab fail link: {}", failure(&o));
     let out = stdout(&o);
     assert!(out.contains(&format!("link rail1:{up1} -- spine1:{down1} down")), "{out}");
     assert!(out.contains(&format!("rail1:{up1} saw the carrier loss after")), "{out}");
@@ -63,7 +63,7 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     assert_eq!(to_rail2["data_path"], serde_json::json!(["spine2:eth1"]));
 
     let done = job.output();
-    assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
+    assert!(done.status.success(), "rocefab run: {}", failure(&done));
     let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
     let events = r["events"].as_array().unwrap();
@@ -76,14 +76,14 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     // Back: the groups take the port again, and a job crosses it.
     let before = updates("rail1");
     let o = rocefab(&["restore", "link", &f.name, &format!("spine1:{down1}")]);
-    assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
     assert!(stdout(&o).contains(&format!("link rail1:{up1} -- spine1:{down1} up")), "{}", stdout(&o));
     assert!(updates("rail1") > before);
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 1.0);
     let tx = at("rail1", "rocefab_port_tx_packets_total", &up1);
     let o =
         rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--timeout", "120", "--retransmit-timeout-ms", "2000"]);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     assert!(at("rail1", "rocefab_port_tx_packets_total", &up1) > tx + 100.0, "the restored link carries traffic again");
 
     let o = rocefab(&["events", &f.name, "--json"]);
@@ -106,7 +106,7 @@ fn a_pfc_storm_from_a_nic_is_detected_and_contained() {
     assert_eq!(metric(&m, "rocefab_pfcwd_storms_total", &prio), 0.0);
 
     let o = rocefab(&["fail", "nic", &f.name, "host2:gpu0", "--pfc-storm", "--for", "1s"]);
-    assert!(o.status.success(), "rocefab fail nic: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab fail nic: {}", failure(&o));
     let out = stdout(&o);
     // 1 Gbit/s: 65535 quanta are 33.6 ms; refreshed every 10 ms (half of that, at most 10 ms) for
     // 1 s: 100 frames.
@@ -147,7 +147,7 @@ fn a_failed_spine_is_routed_around_and_comes_back() {
     let at = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port)]);
     let mut job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "switch", &f.name, "spine1"]);
-    assert!(o.status.success(), "rocefab fail switch: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab fail switch: {}", failure(&o));
     assert!(stdout(&o).contains("switch spine1 down: daemon stopped, 2 links dark"), "{}", stdout(&o));
     let spine1d = || {
         let config = format!("{}/spine1.json", rocefab_tests::fabric::run_dir(&f.name).display());
@@ -156,19 +156,19 @@ fn a_failed_spine_is_routed_around_and_comes_back() {
     assert_eq!(spine1d(), 0, "spine1's daemon is gone");
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 0.0);
     let done = job.output();
-    assert!(done.status.success(), "rocefab run: {}\n{}", stdout(&done), stderr(&done));
+    assert!(done.status.success(), "rocefab run: {}", failure(&done));
     let r: Value = serde_json::from_str(&stdout(&done)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
     assert!(r["events"].as_array().unwrap().iter().any(|e| e.as_str().unwrap().contains("switch down spine1")));
 
     let o = rocefab(&["restore", "switch", &f.name, "spine1"]);
-    assert!(o.status.success(), "rocefab restore switch: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab restore switch: {}", failure(&o));
     assert_eq!(spine1d(), 1, "spine1's daemon is back");
     assert_eq!((at("rail1", "rocefab_port_carrier", &up1), at("spine1", "rocefab_port_carrier", "eth1")), (1.0, 1.0));
     let tx = at("rail1", "rocefab_port_tx_packets_total", &up1);
     let o =
         rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--timeout", "120", "--retransmit-timeout-ms", "2000"]);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     assert!(at("rail1", "rocefab_port_tx_packets_total", &up1) > tx + 100.0, "spine1 carries traffic again");
     let o = rocefab(&["events", &f.name, "--json"]);
     let kinds: Vec<String> = stdout(&o)
@@ -208,7 +208,7 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
         "--timeline",
         svg.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
     let fo = &r["failover"];
@@ -272,7 +272,7 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
     let before = (ageouts("rail1", &up1), ageouts("spine1", &down1));
 
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
-    assert!(o.status.success(), "rocefab fail link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab fail link: {}", failure(&o));
     let cut = Instant::now();
     let (ok, link) = check();
     assert!(!ok, "a cut link fails the check");
@@ -292,7 +292,7 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
     assert_eq!((ageouts("rail1", &up1), ageouts("spine1", &down1)), (before.0 + 1.0, before.1 + 1.0));
 
     let o = rocefab(&["restore", "link", &f.name, &format!("rail1:{up1}")]);
-    assert!(o.status.success(), "rocefab restore link: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
     let back = Instant::now();
     while !check().0 {
         // A fast start on the carrier's return: an LLDPDU within the fast interval (1 s).
@@ -303,7 +303,7 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
     let updates = || metric(&f.metrics("rail1"), "rocefab_route_updates_total", &[]);
     let u0 = updates();
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}"), "--flap", "300ms", "--for", "1200ms"]);
-    assert!(o.status.success(), "rocefab fail link --flap: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab fail link --flap: {}", failure(&o));
     for i in 1..=4 {
         assert!(stdout(&o).contains(&format!("(flap {i} of 4)")), "{}", stdout(&o));
     }
@@ -346,7 +346,7 @@ fn a_pfc_storm_during_an_alltoall_leaves_the_rest_of_the_fabric_its_goodput() {
             "--retransmit-timeout-ms",
             "2000",
         ]);
-        assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+        assert!(o.status.success(), "rocefab run: {}", failure(&o));
         let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
         r
@@ -387,7 +387,7 @@ fn a_pfc_storm_during_an_alltoall_leaves_the_rest_of_the_fabric_its_goodput() {
     }
     let r = job();
     let s = storm.output();
-    assert!(s.status.success(), "rocefab fail nic: {}\n{}", stdout(&s), stderr(&s));
+    assert!(s.status.success(), "rocefab fail nic: {}", failure(&s));
     // The storm hit the job: the watchdog dropped the stormed queue's frames, which the QPs into
     // rank 2 resent.
     let m = f.metrics("rail1");

@@ -21,7 +21,7 @@
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_headroom -- --test-threads=1`
-use rocefab_tests::fabric::{metric, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, metric, rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
 /// D 4000, not 1000: the auto headroom covers the model's in-flight bytes, not how late the
@@ -66,8 +66,7 @@ fn incast(f: &Fabric, extra: &[&str]) -> Value {
         vec!["run", &f.name, "incast", "--size", "2MiB", "--json", "--timeout", "90", "--metrics-port-base", "9850"];
     args.extend_from_slice(extra);
     let o = rocefab(&args);
-    let r: Value = serde_json::from_str(&stdout(&o))
-        .unwrap_or_else(|e| panic!("JSON report: {e}\n{}\n{}", stdout(&o), stderr(&o)));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}: {}", failure(&o)));
     r
 }
 

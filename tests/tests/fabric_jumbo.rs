@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rocefab_tests::capture::{start_rocefab_capture, stop_rocefab_capture};
 use rocefab_tests::fabric::{
-    allreduce_in_order, delayed_rail_spine, metric, rocefab, rocefab_bin, stderr, stdout, Fabric,
+    allreduce_in_order, delayed_rail_spine, failure, metric, rocefab, rocefab_bin, stderr, stdout, Fabric,
 };
 use rocefab_tests::scratch::{file, temp_dir};
 use rocefab_tests::tshark::fields as tshark;
@@ -60,7 +60,7 @@ fn roce_4096_frames_cross_a_jumbo_fabric_end_to_end() {
         ])
         .output()
         .unwrap();
-    assert!(run.status.success(), "rocefab run: {}\n{}", stdout(&run), stderr(&run));
+    assert!(run.status.success(), "rocefab run: {}", failure(&run));
     std::thread::sleep(Duration::from_millis(300));
     let after = f.metrics("rail1");
     let summary = stop_rocefab_capture(cap);

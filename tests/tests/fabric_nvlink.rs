@@ -6,7 +6,7 @@
 //! everything else over the network; the text report names the NVLink bytes.
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
-use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, rocefab, stdout, Fabric};
 use serde_json::Value;
 
 #[test]
@@ -18,7 +18,7 @@ fn transfers_between_gpus_of_a_host_take_nvlink() {
         "  nic: per-gpu\n  nvlink: { bandwidth: 3600Gbps, latency: 1us }",
     );
     let o = rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--json", "--timeout", "120"]);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
     // Each rank sends 1 MiB / 8 to its host's other GPU: 8 x 128 KiB over NVLink.
@@ -32,6 +32,6 @@ fn transfers_between_gpus_of_a_host_take_nvlink() {
         assert_ne!(ranks[0] / 2, ranks[1] / 2, "a QP inside a host: {l}");
     }
     let o = rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--timeout", "120"]);
-    assert!(o.status.success(), "rocefab run: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run: {}", failure(&o));
     assert!(stdout(&o).contains("NVLink bytes 1MiB (inside the hosts, no network frames)"), "{}", stdout(&o));
 }

@@ -7,7 +7,7 @@
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_scale -- --test-threads=1`
-use rocefab_tests::fabric::{daemon_pids, fabric_namespaces, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{daemon_pids, fabric_namespaces, failure, rocefab, stdout, Fabric};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -28,15 +28,15 @@ fn a_128_gpu_multi_pod_fabric_comes_up_and_runs_a_verified_allreduce_across_pods
         }
         std::thread::sleep(Duration::from_secs(1));
     };
-    assert!(o.status.success(), "lldp --check:\n{}{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "lldp --check: {}", failure(&o));
 
     // host1 is in pod 1, host16 in pod 2: rail -> spine -> super-spine -> spine -> rail.
     let o = rocefab(&["ping", &f.name, "host1:gpu0", "host16:gpu7", "-c", "5"]);
-    assert!(o.status.success(), "cross-pod ping:\n{}{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "cross-pod ping: {}", failure(&o));
 
     let before = f.metric_sum(&["ss1", "ss2"], "rocefab_port_tx_bytes_total", &[]);
     let o = rocefab(&["run", &f.name, "allreduce", "--size", "1MiB", "--json", "--timeout", "600"]);
-    assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run failed: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
     assert_eq!(r["ok"], true, "{r:#}");
     assert_eq!(r["ranks"], 128, "16 hosts x 8 GPUs");

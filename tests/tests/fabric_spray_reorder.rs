@@ -16,7 +16,7 @@
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_spray_reorder -- --test-threads=1`
-use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, rocefab, stdout, Fabric};
 use serde_json::Value;
 
 /// Runs the AllReduce with `segment` and returns the JSON report (asserting verified data).
@@ -42,7 +42,7 @@ fn allreduce(f: &Fabric, segment: &str) -> Value {
         "--retransmit-timeout-ms",
         "2000",
     ]);
-    assert!(o.status.success(), "rocefab run --segment {segment} failed:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run --segment {segment} failed: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
     assert_eq!(
         (r["ok"].as_bool(), r["verified_ranks"].as_u64()),

@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use rocefab_tests::capture::{start_capture_in, start_rocefab_capture, stop_rocefab_capture, stop_tcpdump};
-use rocefab_tests::fabric::{rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, rocefab, stdout, Fabric};
 use rocefab_tests::scratch::{file, temp_dir};
 use rocefab_tests::tshark::fields as tshark;
 use serde_json::Value;
@@ -45,7 +45,7 @@ fn train(f: &Fabric, extra: &[&str]) -> Value {
     ];
     args.extend_from_slice(extra);
     let o = rocefab(&args);
-    assert!(o.status.success(), "rocefab train: {}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab train: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(r["ok"], true, "{r:#}");
     assert_eq!(r["network"]["verified_ranks"], 8, "{r:#}");

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{pids_with_cmdline, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, pids_with_cmdline, rocefab, stderr, stdout, Fabric};
 use serde_json::Value;
 
 const METRICS_BASE: u16 = 9780;
@@ -59,7 +59,7 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
     ]);
     stop.store(true, Ordering::Relaxed);
     let scraped = scraper.join().unwrap();
-    assert!(o.status.success(), "rocefab run failed:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "rocefab run failed: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
 
     assert_eq!(r["ok"], true, "{r:#}");
@@ -107,7 +107,7 @@ fn job_incast_alltoall_and_broadcast_on_rail_spine_verify_every_rank() {
             "--metrics-port-base",
             "9790",
         ]);
-        assert!(o.status.success(), "rocefab run {c} failed:\n{}\n{}", stdout(&o), stderr(&o));
+        assert!(o.status.success(), "rocefab run {c} failed: {}", failure(&o));
         let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{c}: {r:#}");
         assert_eq!(r["qps"].as_array().unwrap().len(), conns, "{c}: connections");

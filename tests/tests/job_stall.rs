@@ -14,7 +14,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{metric, pids_with_cmdline, rocefab, rocefab_bin, run_dir, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{
+    failure, metric, pids_with_cmdline, rocefab, rocefab_bin, run_dir, stderr, stdout, Fabric,
+};
 use rocefab_tests::proc::Proc;
 use serde_json::Value;
 
@@ -23,6 +25,18 @@ const METRICS_BASE: u16 = 9830;
 const TIMEOUT_S: u64 = 20;
 /// `rocefab run`'s REPORT_GRACE (3 s) plus reaping and start-up slack.
 const END_SLACK: Duration = Duration::from_secs(5);
+
+/// Continues a hostd this test stopped, when the test ends: on the passing path `rocefab run`
+/// has killed it by then; on a panic, the SIGTERM its dying run sent is pending and takes
+/// effect (a stopped process acts on no signal but SIGKILL and SIGCONT).
+struct Thaw(i32);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with SIGCONT on the hostd this test stopped (or on nothing: ESRCH).
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
 
 fn get(port: u16) -> Option<String> {
     rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/metrics").ok()
@@ -48,7 +62,7 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
     // host1 (rank 0, metrics on the base port) has acknowledged data on all 7 of its responder
     // QPs: freeze it.
     let host1_job = format!("{jobs}incast/host1.json");
-    let frozen = loop {
+    let (frozen, _thaw) = loop {
         assert!(started.elapsed() < Duration::from_secs(TIMEOUT_S), "host1 never acknowledged data on all its QPs");
         if let Some(m) = get(METRICS_BASE) {
             let acking =
@@ -58,7 +72,7 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
                 assert_eq!(pids.len(), 1, "one hostd for host1: {pids:?}");
                 // SAFETY: kill(2) with SIGSTOP on the hostd this test's run started.
                 assert_eq!(unsafe { libc::kill(pids[0] as i32, libc::SIGSTOP) }, 0);
-                break pids[0];
+                break (pids[0], Thaw(pids[0] as i32));
             }
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -122,7 +136,7 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
         "--retransmit-timeout-ms",
         "2000",
     ]);
-    assert!(o.status.success(), "the next run fails:\n{}\n{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "the next run fails: {}", failure(&o));
     let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(
         (r["ok"].as_bool(), r["timed_out"].as_bool(), r["verified_ranks"].as_u64()),
