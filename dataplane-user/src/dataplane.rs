@@ -638,7 +638,13 @@ impl DataPlane {
                 wake = wake.min(t);
             }
             for p in 0..self.ports.len() {
-                match self.transmit(p, now)? {
+                let state = if self.stats.ports[p].no_carrier.load(std::sync::atomic::Ordering::Relaxed) {
+                    work += self.drop_without_carrier(p, now);
+                    TxState::Idle
+                } else {
+                    self.transmit(p, now)?
+                };
+                match state {
                     TxState::Idle => {}
                     TxState::Busy => busy = true,
                     TxState::WaitUntil(t) => wake = wake.min(t),
@@ -1128,6 +1134,12 @@ impl DataPlane {
     #[inline]
     #[allow(clippy::too_many_arguments)]
     fn admit(&mut self, ingress: usize, egress: usize, tc: u8, d: FrameDesc, len: u32, now: u64, at: u64) {
+        if self.stats.ports[egress].no_carrier.load(std::sync::atomic::Ordering::Relaxed) {
+            // Routed to a port without carrier (its ECMP groups move after the debounce).
+            self.stats.ports[egress].carrier_dropped.inc();
+            self.free.push(d);
+            return;
+        }
         if let Some((wd, _)) = &self.watchdog {
             if wd.drops(egress, tc) || wd.drops(ingress, tc) {
                 self.stats.ports[egress].queues[tc as usize].pfcwd_dropped_packets.inc();
@@ -1163,6 +1175,51 @@ impl DataPlane {
                 self.free.push(d);
             }
         }
+    }
+
+    /// Port `p` has no carrier: drops what the switch holds for it, counted (its egress queues,
+    /// giving back their buffer charges, whose xON events release the senders the queues
+    /// paused; its control queue; the frames on its cable). A lossless queue toward a cut cable
+    /// would otherwise never drain, and its pauses would spread through the fabric. What the TX
+    /// ring holds stays there (the kernel sends nothing on the down port). Returns how many.
+    #[cold]
+    fn drop_without_carrier(&mut self, p: usize, now: u64) -> usize {
+        let mut dropped = 0usize;
+        let port = &mut self.ports[p];
+        while let Some((o, _)) = port.own.pop() {
+            if self.own_free.len() < self.own_reserve {
+                self.own_free.push(o.d);
+            } else {
+                self.free.push(o.d);
+            }
+            dropped += 1;
+        }
+        while let Some(d) = port.tx_line.pop_any() {
+            self.free.push(d);
+            dropped += 1;
+        }
+        // Rare (a cut cable with frames queued toward it): the xON events may allocate.
+        let mut events = Vec::new();
+        for tc in 0..NUM_TC {
+            if port.queues.queue(tc).is_empty() {
+                continue;
+            }
+            port.sched.emptied(tc);
+            let (buffer, free, stats) = (&mut self.buffer, &mut self.free, &self.stats);
+            port.queues.drain_queue(tc, |h, len| {
+                events.extend(release_held(buffer, stats, &h, p, tc as u8, len, now));
+                free.push(h.d);
+                dropped += 1;
+            });
+        }
+        if dropped > 0 {
+            port.stall.idle();
+            self.stats.ports[p].carrier_dropped.add(dropped as u64);
+        }
+        for ev in events {
+            self.on_pg_event(ev, now);
+        }
+        dropped
     }
 
     /// Sends what the control queue, the pause state, the scheduler and the shaper allow on

@@ -81,6 +81,7 @@ struct PortHandles {
     rewrite_errors: IntCounter,
     mac_control_malformed: IntCounter,
     own_pool_empty: IntCounter,
+    carrier_dropped: IntCounter,
     stalls: IntCounter,
     stalled_seconds: Counter,
     longest_stall_seconds: Gauge,
@@ -208,6 +209,7 @@ struct PortFamilies {
     rewrite_errors: IntCounterVec,
     mc_bad: IntCounterVec,
     own_empty: IntCounterVec,
+    carrier_dropped: IntCounterVec,
     stalls: IntCounterVec,
     stalled: CounterVec,
     longest_stall: prometheus::GaugeVec,
@@ -250,6 +252,11 @@ impl PortFamilies {
         let own_empty = f.counter_vec(
             "rocefab_port_own_frames_not_sent_total",
             "Frames the switch originates (PFC) that found no reserved frame or a full control queue",
+            p,
+        )?;
+        let carrier_dropped = f.counter_vec(
+            "rocefab_port_carrier_dropped_packets_total",
+            "Frames dropped because the port had no carrier: queued for it when the carrier went, on its cable, or arriving for it before its ECMP groups moved",
             p,
         )?;
         let stalls = f.counter_vec(
@@ -306,6 +313,7 @@ impl PortFamilies {
             rewrite_errors,
             mc_bad,
             own_empty,
+            carrier_dropped,
         })
     }
 
@@ -330,6 +338,7 @@ impl PortFamilies {
             rewrite_errors: self.rewrite_errors.with_label_values(&l),
             mac_control_malformed: self.mc_bad.with_label_values(&l),
             own_pool_empty: self.own_empty.with_label_values(&l),
+            carrier_dropped: self.carrier_dropped.with_label_values(&l),
             stalls: self.stalls.with_label_values(&l),
             stalled_seconds: self.stalled.with_label_values(&l),
             longest_stall_seconds: self.longest_stall.with_label_values(&l),
@@ -800,6 +809,7 @@ impl Metrics {
             sync_stat(&h.rewrite_errors, &s.rewrite_errors);
             sync_stat(&h.mac_control_malformed, &s.rx_mac_control_malformed);
             sync_stat(&h.own_pool_empty, &s.own_pool_empty);
+            sync_stat(&h.carrier_dropped, &s.carrier_dropped);
             let paused_mask = s.paused_mask.get();
             for (prio, (ph, ps)) in h.prio.iter().zip(&s.prio).enumerate() {
                 ph.paused_now.set(((paused_mask >> prio) & 1) as i64);

@@ -296,6 +296,16 @@ pub struct PortStats {
     /// Times the port had frames queued that the peer did not pause and sent nothing for
     /// longer than a few frame times ([`crate::stall`]).
     pub stalls: StallLog,
+    /// Set by the control side's carrier watch while the kernel reports the port without
+    /// carrier, at once (the routing's debounce only delays moving its ECMP groups); the data
+    /// plane reads it every pass and then drops what it holds for the port (the only field the
+    /// control side writes).
+    pub no_carrier: std::sync::atomic::AtomicBool,
+    /// Frames dropped because the port had no carrier: queued for it when the carrier went,
+    /// on its line (the cable's latency) or the switch's control queue, or arriving for it
+    /// before its ECMP groups moved. A switch ASIC flushes a down port's queues the same way,
+    /// so that a lossless queue that can never drain does not pause its senders for good.
+    pub carrier_dropped: Stat,
     /// Per traffic class egress queues of this port.
     pub queues: [QueueStats; NUM_TC],
     /// Per priority PFC and priority-group counters.

@@ -172,7 +172,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let carrier = CarrierMetrics::new(metrics.registry(), &labels, &names).context("registering carrier metrics")?;
+    let carrier = CarrierMetrics::new(metrics.registry(), &labels, &names, stats.clone())
+        .context("registering carrier metrics")?;
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
     let routing = Arc::new(Mutex::new(Routing {
         carrier: crate::carrier::Carrier::new(&cfg),
@@ -368,10 +369,12 @@ async fn control(
     Ok(())
 }
 
-/// The families of static routing's link watch ([`crate::carrier`]).
+/// The families of static routing's link watch ([`crate::carrier`]), and the data plane's
+/// statistics, whose per-port `no_carrier` flag the watch sets.
 struct CarrierMetrics {
     route_updates: prometheus::IntCounter,
     carrier: prometheus::IntGaugeVec,
+    data_plane: Arc<SwitchStats>,
 }
 
 impl CarrierMetrics {
@@ -379,6 +382,7 @@ impl CarrierMetrics {
         registry: &prometheus::Registry,
         labels: &std::collections::HashMap<String, String>,
         ports: &[String],
+        data_plane: Arc<SwitchStats>,
     ) -> prometheus::Result<CarrierMetrics> {
         let route_updates = prometheus::IntCounter::with_opts(
             prometheus::Opts::new(
@@ -397,7 +401,7 @@ impl CarrierMetrics {
         for p in ports {
             carrier.with_label_values(&[p.as_str()]).set(1);
         }
-        Ok(CarrierMetrics { route_updates, carrier })
+        Ok(CarrierMetrics { route_updates, carrier, data_plane })
     }
 }
 
@@ -637,7 +641,11 @@ fn apply_carrier(
     // An interface that cannot be read keeps its state (a failed read is not a cut cable).
     let up: Vec<bool> =
         (0..names.len()).map(|p| seen.get(p).copied().flatten().unwrap_or_else(|| r.carrier.is_up(p))).collect();
-    for (&seen, name) in up.iter().zip(names) {
+    for (p, (&seen, name)) in up.iter().zip(names).enumerate() {
+        // The data plane drops what it holds for a port without carrier at once.
+        if let Some(s) = m.data_plane.ports.get(p) {
+            s.no_carrier.store(!seen, std::sync::atomic::Ordering::Relaxed);
+        }
         let g = m.carrier.with_label_values(&[name.as_str()]);
         if i64::from(seen) != g.get() {
             tracing::info!(switch = %cfg.name, port = %name, carrier = seen, "port carrier changed");

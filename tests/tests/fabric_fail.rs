@@ -416,3 +416,64 @@ fn a_pfc_storm_during_an_alltoall_leaves_the_rest_of_the_fabric_its_goodput() {
         b_min / 1e6
     );
 }
+
+/// A cable cut under a standing lossless queue: rail1's queue toward host1's GPU 0 holds
+/// hundreds of RoCEv2 frames (three senders at ~3.8 times the port's rate) when `rocefab fail
+/// link host1:gpu0` takes the carrier. The switch drops them at once, as an ASIC flushes a down
+/// port's queues, and drops what still arrives for the port until its routes move: the queue is
+/// empty when the command returns and stays empty, the port sends nothing more, every frame that
+/// entered the queue and never left it is counted as dropped for the carrier, and no ingress
+/// group keeps any of the buffer. (Before, the queue stayed full until the restore, holding its
+/// senders' buffer, and with it their pauses, for good.)
+#[test]
+fn a_cut_cable_under_a_standing_queue_drops_it_and_gives_the_buffer_back() {
+    use rocefab_tests::proc::Proc;
+    // D = 8: the 1 Gbit/s port drains 125 Mbit/s of wall clock; 3 x 20,000 frames/s of 1,000 B
+    // is 480 Mbit/s.
+    let f = Fabric::up_with("rail-spine.yaml", "rfcq", "time_dilation: 8\n");
+    let port = f.port_to("rail1", "host1:gpu0");
+    let q = |m: &str, name: &str| metric(m, name, &[("port", &port), ("queue", "3")]);
+    let senders: Vec<Proc> = ["host2", "host3", "host4"]
+        .iter()
+        .map(|h| {
+            let from = format!("{h}:gpu0");
+            let args = ["send", "--fabric", "rfcq", "--from", &from, "--to", "host1:gpu0", "--dscp", "24"];
+            let pace = ["--count", "40000", "--rate-pps", "20000", "--size", "1000", "--max-seconds", "10"];
+            let mut c = std::process::Command::new(rocefab_tests::fabric::rocefab_bin());
+            c.args(args).args(pace).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            Proc::spawn(&format!("rocefab send from {h}"), &mut c)
+        })
+        .collect();
+
+    // The congestion happened: the queue stands (bounded wait).
+    let end = Instant::now() + Duration::from_secs(5);
+    let mut depth = 0.0;
+    while depth < 300.0 {
+        assert!(Instant::now() < end, "rail1:{port} queue 3 never held 300 frames (last {depth})");
+        depth = q(&f.metrics("rail1"), "rocefab_queue_depth_packets");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = rocefab(&["fail", "link", "rfcq", "host1:gpu0"]);
+    assert!(o.status.success(), "rocefab fail link: {}", failure(&o));
+    let cut = f.metrics("rail1");
+    let port_metric = |m: &str, name: &str| metric(m, name, &[("port", &port)]);
+    assert_eq!(q(&cut, "rocefab_queue_depth_packets"), 0.0, "the queue of a port without carrier after the cut");
+    let sent_at_cut = port_metric(&cut, "rocefab_port_tx_packets_total");
+    for mut s in senders {
+        assert_eq!(s.wait(Duration::from_secs(15)), 0, "{}", s.what);
+    }
+
+    let after = f.metrics("rail1");
+    assert_eq!(q(&after, "rocefab_queue_depth_packets"), 0.0, "frames arriving for the cut port were queued");
+    assert_eq!(port_metric(&after, "rocefab_port_tx_packets_total"), sent_at_cut, "the cut port sent frames");
+    let flushed = q(&after, "rocefab_queue_enqueued_packets_total") - q(&after, "rocefab_queue_dequeued_packets_total");
+    assert!(flushed >= depth, "{flushed} frames entered the queue and never left it; it held {depth} before the cut");
+    let dropped = port_metric(&after, "rocefab_port_carrier_dropped_packets_total");
+    // The flushed frames, plus those that arrived for the port before its routes moved (the
+    // senders kept sending at 480 Mbit/s through the 100 ms debounce).
+    assert!(dropped > flushed, "{dropped} frames dropped for the carrier, {flushed} flushed from the queue");
+    let held = metric(&after, "rocefab_ingress_pg_bytes", &[]);
+    assert_eq!(held, 0.0, "ingress groups still hold buffer: {held} bytes");
+    let o = rocefab(&["restore", "link", "rfcq", "host1:gpu0"]);
+    assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
+}
