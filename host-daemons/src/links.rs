@@ -10,7 +10,7 @@
 //! takes both veth ends' carrier.
 use std::os::fd::{AsRawFd, RawFd};
 
-use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload};
+use rtnetlink::packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_REQUEST};
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use rtnetlink::packet_route::RouteNetlinkMessage;
 use rtnetlink::sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -48,8 +48,19 @@ impl LinkWatch {
                 return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("no interface {n}")));
             }
             ifindex.push(i);
-            // Before any change, IFF_RUNNING is the carrier (the operstate has settled).
-            up.push(rocefab_plumbing::link::link_running(n).unwrap_or(false));
+        }
+        // The carrier now, asked after subscribing (a change from here on is notified). Not
+        // IFF_RUNNING: it follows the operstate, which the kernel's linkwatch updates later
+        // (the switches saw ports down for 26 to 490 ms after `rocefab up` and as jobs started,
+        // docs/src/failures.md), and a port seen down at the start moves its QPs away.
+        let mut query = Socket::new(NETLINK_ROUTE)?;
+        query.bind_auto()?;
+        query.connect(&SocketAddr::new(0, 0))?;
+        let mut buf = vec![0; 64 * 1024];
+        for (&i, n) in ifindex.iter().zip(names) {
+            up.push(carrier_now(&mut query, i, &mut buf).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("reading the carrier of {n} (RTM_GETLINK): {e}"))
+            })?);
         }
         Ok(LinkWatch { sock, ifindex, up, buf: vec![0; 64 * 1024], next_check: 0 })
     }
@@ -98,6 +109,27 @@ impl LinkWatch {
     }
 }
 
+/// Whether interface `index` is up with carrier now: an `RTM_GETLINK` request on `sock` (a
+/// connected NETLINK_ROUTE socket), its answer read into `buf`.
+fn carrier_now(sock: &mut Socket, index: u32, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut l = LinkMessage::default();
+    l.header.index = index;
+    let mut h = NetlinkHeader::default();
+    h.flags = NLM_F_REQUEST;
+    let mut m = NetlinkMessage::new(h, NetlinkPayload::InnerMessage(RouteNetlinkMessage::GetLink(l)));
+    m.finalize();
+    let mut req = vec![0; m.buffer_len()];
+    m.serialize(&mut req);
+    sock.send(&req, 0)?;
+    let mut b = &mut buf[..];
+    let n = sock.recv(&mut b, 0)?.min(buf.len());
+    link_states(&buf[..n])
+        .into_iter()
+        .find(|&(i, _)| i == index)
+        .map(|(_, up)| up)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidData, "the answer describes no such link"))
+}
+
 /// The links a datagram of rtnetlink notifications describes: (interface index, up with
 /// carrier). Messages that are not RTM_NEWLINK are skipped; a deleted link is down.
 pub fn link_states(mut buf: &[u8]) -> Vec<(u32, bool)> {
@@ -135,7 +167,6 @@ fn is_up(l: &LinkMessage) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtnetlink::packet_core::NetlinkHeader;
 
     fn msg(index: u32, flags: LinkFlags, carrier: Option<u8>, new: bool) -> Vec<u8> {
         let mut l = LinkMessage::default();
@@ -150,6 +181,15 @@ mod tests {
         let mut b = vec![0; m.buffer_len()];
         m.serialize(&mut b);
         b
+    }
+
+    #[test]
+    fn the_watch_starts_from_the_carrier_the_kernel_reports() {
+        // Loopback is up with carrier in every namespace (no privilege needed to ask).
+        let w = LinkWatch::open(&["lo".to_string()]).unwrap();
+        assert_eq!(w.up(), [true]);
+        let e = LinkWatch::open(&["lo".to_string(), "rfnone0".to_string()]).err().unwrap();
+        assert!(e.to_string().contains("no interface rfnone0"), "{e}");
     }
 
     #[test]
