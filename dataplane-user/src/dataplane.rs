@@ -893,27 +893,8 @@ impl DataPlane {
                 self.stats.ports[port].prio[prio as usize].pfcwd_storms.inc();
                 self.ctrl.report(DpEvent::Storm { port, prio, paused_for_ns });
                 if drop_action {
-                    // Drop what the stormed queue holds, releasing its buffer charges.
-                    let mut freed = 0u64;
-                    self.ports[port].sched.emptied(prio as usize);
-                    let (queues, buffer, free, stats) =
-                        (&mut self.ports[port].queues, &mut self.buffer, &mut self.free, &self.stats);
-                    let mut events = [None; 8];
-                    let mut ne = 0;
-                    queues.drain_queue(prio as usize, |h, len| {
-                        if let Some(ev) = release_held(buffer, stats, &h, port, prio, len, now) {
-                            if ne < events.len() {
-                                events[ne] = Some(ev);
-                                ne += 1;
-                            }
-                        }
-                        free.push(h.d);
-                        freed += 1;
-                    });
-                    self.stats.ports[port].queues[prio as usize].pfcwd_dropped_packets.add(freed);
-                    for ev in events.into_iter().take(ne).flatten() {
-                        self.on_pg_event(ev, now);
-                    }
+                    let freed = self.drop_queue(port, prio as usize, now);
+                    self.stats.ports[port].queues[prio as usize].pfcwd_dropped_packets.add(freed as u64);
                 }
             }
             WdEvent::Restore { port, prio } => {
@@ -1198,24 +1179,34 @@ impl DataPlane {
             self.free.push(d);
             dropped += 1;
         }
-        // Rare (a cut cable with frames queued toward it): the xON events may allocate.
-        let mut events = Vec::new();
         for tc in 0..NUM_TC {
-            if port.queues.queue(tc).is_empty() {
-                continue;
+            if !self.ports[p].queues.queue(tc).is_empty() {
+                dropped += self.drop_queue(p, tc, now);
             }
-            port.sched.emptied(tc);
-            let (buffer, free, stats) = (&mut self.buffer, &mut self.free, &self.stats);
-            port.queues.drain_queue(tc, |h, len| {
-                events.extend(release_held(buffer, stats, &h, p, tc as u8, len, now));
-                free.push(h.d);
-                dropped += 1;
-            });
         }
         if dropped > 0 {
-            port.stall.idle();
+            self.ports[p].stall.idle();
             self.stats.ports[p].carrier_dropped.add(dropped as u64);
         }
+        dropped
+    }
+
+    /// Drops every frame egress queue `tc` of port `p` holds (a PFC watchdog's drop, a port
+    /// without carrier), giving back their buffer charges; the xON events that follow go out.
+    /// Rare: the events may allocate (one per ingress group the queue's frames came from).
+    /// Returns how many frames.
+    #[cold]
+    fn drop_queue(&mut self, p: usize, tc: usize, now: u64) -> usize {
+        let mut dropped = 0;
+        let mut events = Vec::new();
+        let port = &mut self.ports[p];
+        port.sched.emptied(tc);
+        let (buffer, free, stats) = (&mut self.buffer, &mut self.free, &self.stats);
+        port.queues.drain_queue(tc, |h, len| {
+            events.extend(release_held(buffer, stats, &h, p, tc as u8, len, now));
+            free.push(h.d);
+            dropped += 1;
+        });
         for ev in events {
             self.on_pg_event(ev, now);
         }

@@ -437,7 +437,7 @@ fn a_cut_cable_under_a_standing_queue_drops_it_and_gives_the_buffer_back() {
         .iter()
         .map(|h| {
             let from = format!("{h}:gpu0");
-            let args = ["send", "--fabric", "rfcq", "--from", &from, "--to", "host1:gpu0", "--dscp", "24"];
+            let args = ["send", "--fabric", &f.name, "--from", &from, "--to", "host1:gpu0", "--dscp", "24"];
             let pace = ["--count", "40000", "--rate-pps", "20000", "--size", "1000", "--max-seconds", "10"];
             let mut c = std::process::Command::new(rocefab_tests::fabric::rocefab_bin());
             c.args(args).args(pace).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
@@ -453,7 +453,7 @@ fn a_cut_cable_under_a_standing_queue_drops_it_and_gives_the_buffer_back() {
         depth = q(&f.metrics("rail1"), "rocefab_queue_depth_packets");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = rocefab(&["fail", "link", "rfcq", "host1:gpu0"]);
+    let o = rocefab(&["fail", "link", &f.name, "host1:gpu0"]);
     assert!(o.status.success(), "rocefab fail link: {}", failure(&o));
     let cut = f.metrics("rail1");
     let port_metric = |m: &str, name: &str| metric(m, name, &[("port", &port)]);
@@ -474,6 +474,6 @@ fn a_cut_cable_under_a_standing_queue_drops_it_and_gives_the_buffer_back() {
     assert!(dropped > flushed, "{dropped} frames dropped for the carrier, {flushed} flushed from the queue");
     let held = metric(&after, "rocefab_ingress_pg_bytes", &[]);
     assert_eq!(held, 0.0, "ingress groups still hold buffer: {held} bytes");
-    let o = rocefab(&["restore", "link", "rfcq", "host1:gpu0"]);
+    let o = rocefab(&["restore", "link", &f.name, "host1:gpu0"]);
     assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
 }
