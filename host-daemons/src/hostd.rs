@@ -458,9 +458,19 @@ fn settle_report(report: &mut Report, exit: Exit, timed_out: bool, timeout_ms: u
             report.error = Some("stopped by signal".into());
         }
     }
-    if let Some(e) = report.qps.iter().find_map(|q| q.error.clone()) {
+    if let Some(q) = report.qps.iter().find(|q| q.error.is_some()) {
+        let e = qp_error_line(q);
         report.error.get_or_insert(e);
     }
+}
+
+/// A failed QP's error with the QP it is about: its number, label and port, and where it moved
+/// from if it migrated (a dual-port NIC's QP may fail on its alternate path).
+fn qp_error_line(q: &rocefab_contracts::job::QpReport) -> String {
+    let moved = q.migration.as_ref().map_or_else(String::new, |m| {
+        format!(", moved from {} at {} ns ({})", m.from_nic, m.at_ns, m.cause.label())
+    });
+    format!("QP {:#x} ({}) on {}{moved}: {}", q.qpn, q.label, q.nic, q.error.as_deref().unwrap_or_default())
 }
 
 /// The exit: `true` for an ok report, `false` for one that says what went wrong, an error for
@@ -504,9 +514,23 @@ mod tests {
     #[test]
     fn a_qp_error_is_the_report_error_when_there_is_no_other() {
         let mut r = report(false);
-        r.qps[1].error = Some("retry count exceeded".into());
+        r.qps[1] = QpReport {
+            qpn: 0x103,
+            label: "rank 0 -> rank 2".into(),
+            nic: "gpu0p1".into(),
+            error: Some("retry count exceeded".into()),
+            migration: Some(rocefab_contracts::job::Migration {
+                from_nic: "gpu0p0".into(),
+                at_ns: 3_100_000,
+                cause: rocefab_contracts::job::MigrationCause::LinkDown,
+            }),
+            ..Default::default()
+        };
         settle_report(&mut r, Exit::Finished, false, 500);
-        assert_eq!(r.error.as_deref(), Some("retry count exceeded"));
+        assert_eq!(
+            r.error.as_deref(),
+            Some("QP 0x103 (rank 0 -> rank 2) on gpu0p1, moved from gpu0p0 at 3100000 ns (link_down): retry count exceeded")
+        );
         let mut r = report(false);
         r.qps[0].error = Some("retry count exceeded".into());
         settle_report(&mut r, Exit::Timeout, false, 500);
