@@ -467,9 +467,10 @@ fn settle_report(report: &mut Report, exit: Exit, timed_out: bool, timeout_ms: u
 /// A failed QP's error with the QP it is about: its number, label and port, and where it moved
 /// from if it migrated (a dual-port NIC's QP may fail on its alternate path).
 fn qp_error_line(q: &rocefab_contracts::job::QpReport) -> String {
-    let moved = q.migration.as_ref().map_or_else(String::new, |m| {
-        format!(", moved from {} at {} ns ({})", m.from_nic, m.at_ns, m.cause.label())
-    });
+    let moved = q
+        .migration
+        .as_ref()
+        .map_or_else(String::new, |m| format!(", moved from {} at {} ns ({})", m.from_nic, m.at_ns, m.cause.label()));
     format!("QP {:#x} ({}) on {}{moved}: {}", q.qpn, q.label, q.nic, q.error.as_deref().unwrap_or_default())
 }
 
