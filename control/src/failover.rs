@@ -12,9 +12,10 @@
 //!   clock from the cut on (emulated: ÷ D; the reading's resolution is stated). Static routing
 //!   stops within the switches' 100 ms link-down debounce; BGP when FRR withdraws the path;
 //!   a link to a GPU is that GPU's only way, so its switch sends into it until the job ends;
-//! * the frames lost on the link: what the switch ends handed to the link and the other end
-//!   did not receive (`tx_packets` minus the peer's `rx_packets`, both directions, over the
-//!   job), for a link between two switches;
+//! * the frames the cut lost: what the switch ends handed to the link and the other end did
+//!   not receive (`tx_packets` minus the peer's `rx_packets`, both directions, over the job),
+//!   plus what the ends dropped for want of carrier (`carrier_dropped_packets`: a switch drops
+//!   what it holds for a port without carrier), for a link between two switches;
 //! * with `--compare`, the same job run first without the failure: both completion times and
 //!   retransmission counts side by side.
 use std::time::{Duration, Instant};
@@ -89,7 +90,8 @@ pub struct Failover {
     /// Resolution of `last_frame_after_ns`, emulated ns (the polling interval ÷ D).
     pub resolution_ns: u64,
     /// Frames handed to the link by one end that the other did not receive, both directions,
-    /// over the job (`None`: an end is not a switch).
+    /// plus those either end dropped for its port's lack of carrier, over the job (`None`: an
+    /// end is not a switch).
     pub frames_lost: Option<u64>,
     /// When the link came back, emulated ns after the job's start.
     pub restored_at_ns: Option<u64>,
@@ -114,14 +116,14 @@ pub struct Armed {
     at_ns: u64,
     for_ns: Option<u64>,
     silent: bool,
-    before: Vec<(u64, u64)>,
+    before: Vec<LinkCounters>,
 }
 
 /// The injection thread of a running job.
 pub struct Running {
     thread: std::thread::JoinHandle<anyhow::Result<Injected>>,
     armed_ends: Vec<SwitchEnd>,
-    before: Vec<(u64, u64)>,
+    before: Vec<LinkCounters>,
     go: Instant,
     dilation: rocefab_contracts::time::Dilation,
 }
@@ -136,13 +138,39 @@ struct Injected {
     restored_at: Option<Duration>,
 }
 
-fn counters(e: &SwitchEnd) -> anyhow::Result<(u64, u64)> {
+/// A switch end's port counters that measure what the cut lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct LinkCounters {
+    tx: u64,
+    rx: u64,
+    /// Frames the switch dropped for the port's lack of carrier (its queues, its cable, and
+    /// arrivals routed to it before its groups moved).
+    carrier_dropped: u64,
+}
+
+fn counters(e: &SwitchEnd) -> anyhow::Result<LinkCounters> {
     let text =
         crate::fabric::scrape(&e.url, Duration::from_millis(500)).with_context(|| format!("reading {}", e.end))?;
-    Ok((
-        crate::fabric::port_counter(&text, "rocefab_port_tx_packets_total", &e.port),
-        crate::fabric::port_counter(&text, "rocefab_port_rx_packets_total", &e.port),
-    ))
+    let c = |name| crate::fabric::port_counter(&text, name, &e.port);
+    Ok(LinkCounters {
+        tx: c("rocefab_port_tx_packets_total"),
+        rx: c("rocefab_port_rx_packets_total"),
+        carrier_dropped: c("rocefab_port_carrier_dropped_packets_total"),
+    })
+}
+
+/// Frames the cut lost between two switch ends, from their counters before and after the job:
+/// what one end handed to the link that the other did not receive, both ways, plus what either
+/// end dropped because its port had no carrier (a switch drops what it holds for a port that
+/// lost it, rather than handing it to a dead link).
+fn frames_lost(before: &[LinkCounters], after: &[LinkCounters]) -> u64 {
+    let d = |i: usize| LinkCounters {
+        tx: after[i].tx - before[i].tx,
+        rx: after[i].rx - before[i].rx,
+        carrier_dropped: after[i].carrier_dropped - before[i].carrier_dropped,
+    };
+    let (a, b) = (d(0), d(1));
+    a.tx.saturating_sub(b.rx) + b.tx.saturating_sub(a.rx) + a.carrier_dropped + b.carrier_dropped
 }
 
 /// Checks the options against the fabric (the link exists and is up) and reads the link's
@@ -201,12 +229,12 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
         let (ends, stop) = (ends.clone(), stop.clone());
         std::thread::spawn(move || {
             let mut last: Vec<(u64, Option<Duration>)> =
-                ends.iter().map(|e| (counters(e).map_or(0, |c| c.0), None)).collect();
+                ends.iter().map(|e| (counters(e).map_or(0, |c| c.tx), None)).collect();
             let mut quiet_since = Instant::now();
             while t_cut.elapsed() < WATCH_LIMIT {
                 let mut moved = false;
                 for (i, e) in ends.iter().enumerate() {
-                    if let Ok((tx, _)) = counters(e) {
+                    if let Ok(LinkCounters { tx, .. }) = counters(e) {
                         if tx != last[i].0 {
                             last[i] = (tx, Some(t_cut.elapsed()));
                             moved = true;
@@ -247,13 +275,8 @@ impl Running {
     pub fn finish(self) -> anyhow::Result<Failover> {
         let Injected { mut st, link, index, cut_at, detail, ends, mut restored_at } =
             self.thread.join().map_err(|_| anyhow::anyhow!("the failure injection panicked"))??;
-        let after: Vec<(u64, u64)> = self.armed_ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
-        // Frames one end handed to the link that the other end never received, both ways.
-        let frames_lost = (self.armed_ends.len() == 2).then(|| {
-            let d = |i: usize| (after[i].0 - self.before[i].0, after[i].1 - self.before[i].1);
-            let (a, b) = (d(0), d(1));
-            a.0.saturating_sub(b.1) + b.0.saturating_sub(a.1)
-        });
+        let after: Vec<LinkCounters> = self.armed_ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
+        let frames_lost = (self.armed_ends.len() == 2).then(|| frames_lost(&self.before, &after));
         if restored_at.is_none() {
             restored_at = Some(self.go.elapsed());
             crate::fail::restore_link(&mut st, &link, index)?;
@@ -300,8 +323,10 @@ pub fn render(f: &Failover) -> Vec<String> {
         });
     }
     match f.frames_lost {
-        Some(n) => out.push(format!("  frames lost on the link: {n} (sent by one end, never received by the other)")),
-        None => out.push("  frames lost on the link: not measured (an end is not a switch)".into()),
+        Some(n) => out.push(format!(
+            "  frames lost to the cut: {n} (sent into the link and never received by the other end, or dropped by an end without carrier)"
+        )),
+        None => out.push("  frames lost to the cut: not measured (an end is not a switch)".into()),
     }
     if let Some(r) = f.restored_at_ns {
         out.push(format!("  restored at {}", t(r)));
@@ -315,4 +340,22 @@ pub fn render(f: &Failover) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_lost_counts_the_link_both_ways_and_what_the_ends_dropped_without_carrier() {
+        let c = |tx, rx, carrier_dropped| LinkCounters { tx, rx, carrier_dropped };
+        let before = [c(100, 50, 0), c(60, 90, 0)];
+        // a sent 40 more, b received 37 of them; b sent 10, a received all; a dropped 25 frames
+        // it held for its port once the carrier went, b none.
+        let after = [c(140, 60, 25), c(70, 127, 0)];
+        assert_eq!(frames_lost(&before, &after), 3 + 25);
+        // Nothing handed to the dead link (the switch dropped it all at once): still lost.
+        assert_eq!(frames_lost(&before, &[c(100, 50, 12), c(60, 90, 0)]), 12);
+        assert_eq!(frames_lost(&before, &before), 0);
+    }
 }
