@@ -458,9 +458,8 @@ fn settle_report(report: &mut Report, exit: Exit, timed_out: bool, timeout_ms: u
             report.error = Some("stopped by signal".into());
         }
     }
-    if let Some(q) = report.qps.iter().find(|q| q.error.is_some()) {
-        let e = qp_error_line(q);
-        report.error.get_or_insert(e);
+    if report.error.is_none() {
+        report.error = report.qps.iter().find(|q| q.error.is_some()).map(qp_error_line);
     }
 }
 
