@@ -91,6 +91,16 @@ pub fn sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     samples(text).filter(|s| s.name == name && s.has(labels)).map(|s| s.value).sum()
 }
 
+/// Like [`sum`], but `None` when no sample of `name` carries all of `labels`: a check that a
+/// counter is 0 must tell "counted nothing" from "not exported at all".
+pub fn sum_present(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for s in samples(text).filter(|s| s.name == name && s.has(labels)) {
+        *found.get_or_insert(0.0) += s.value;
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +116,16 @@ rocefab_pfc_reaction_seconds_bucket{le="+Inf"} 4
 odd{msg="a \"quoted\", comma\\ and\nline"} 2 1700000000000
 not a sample line
 "#;
+
+    #[test]
+    fn sum_present_tells_a_zero_from_a_missing_series() {
+        let t = "a_total{port=\"eth1\"} 0\na_total{port=\"eth2\"} 3\n";
+        assert_eq!(sum_present(t, "a_total", &[("port", "eth1")]), Some(0.0));
+        assert_eq!(sum_present(t, "a_total", &[]), Some(3.0));
+        assert_eq!(sum_present(t, "a_total", &[("port", "eth3")]), None);
+        assert_eq!(sum_present(t, "b_total", &[]), None);
+        assert_eq!(sum(t, "b_total", &[]), 0.0);
+    }
 
     #[test]
     fn samples_names_labels_and_values() {

@@ -407,8 +407,8 @@ pub struct DataPlane {
     wred_dequeue: Option<(dataplane_common::WredParams, u32)>,
     pfc_tx: PfcTx,
     pfc_rx: PfcRx,
-    watchdog: Option<(Watchdog, u64)>,
-    next_wd_poll: u64,
+    /// The watchdog and the buffer its events are collected in (capacity ports × 8).
+    watchdog: Option<(Watchdog, Vec<WdEvent>)>,
     /// Time dilation: the PFC reaction histogram records emulated time.
     dilation: Dilation,
     /// Paused priorities per port at the last pass (paused time is published while non-zero).
@@ -534,13 +534,15 @@ impl DataPlane {
             let params = WdParams {
                 detect_ns: q.watchdog.detect_us.saturating_mul(1000),
                 restore_ns: q.watchdog.restore_us.saturating_mul(1000),
+                poll_ns: q.watchdog.poll_us.saturating_mul(1000),
                 action: match q.watchdog.action {
                     WatchdogAction::Drop => WdAction::Drop,
                     WatchdogAction::Forward => WdAction::Forward,
                     WatchdogAction::Alert => WdAction::Alert,
                 },
             };
-            (Watchdog::new(n, lossless, params), q.watchdog.poll_us.max(1).saturating_mul(1000))
+            // At most one event per queue and poll.
+            (Watchdog::new(n, lossless, params), Vec::with_capacity(n * NUM_TC))
         });
         Ok(DataPlane {
             umem: xsk.umem,
@@ -567,7 +569,6 @@ impl DataPlane {
             pfc_tx: PfcTx::new(n, q.pause_quanta, &cfg.line_rates_bps),
             pfc_rx: PfcRx::new(n, &cfg.line_rates_bps, q.lossless_priorities),
             watchdog,
-            next_wd_poll: 0,
             dilation: cfg.dilation,
             pause_seen: vec![0; n],
             ctrl,
@@ -846,44 +847,23 @@ impl DataPlane {
         wake
     }
 
-    /// Polls the PFC watchdog while something is paused or stormed; publishes paused time.
-    /// Returns when it wants to run next (`u64::MAX`: nothing to watch).
+    /// Runs the PFC watchdog's pass ([`Watchdog::tick`]: it polls while something is paused or
+    /// stormed) and acts on its events. Returns when it wants to run next (`u64::MAX`: nothing
+    /// to watch).
     fn poll_watchdog(&mut self, now: u64) -> u64 {
-        let Some((wd, poll_ns)) = self.watchdog.as_mut() else {
+        let Some((wd, events)) = self.watchdog.as_mut() else {
             return u64::MAX;
         };
-        let mut watching = false;
-        for p in 0..self.ports.len() {
-            watching |= self.pfc_rx.paused_mask(p, now) != 0 || wd.stormed_mask(p) != 0;
-        }
-        if !watching {
-            return u64::MAX;
-        }
-        if now < self.next_wd_poll {
-            return self.next_wd_poll;
-        }
-        self.next_wd_poll = now + *poll_ns;
-        let mut events = [None; 16];
-        let mut n = 0;
-        for p in 0..self.ports.len() {
-            let mask = self.pfc_rx.paused_mask(p, now);
-            for prio in 0..NUM_TC as u8 {
-                if let Some(since) = self.pfc_rx.paused_since(p, prio, now) {
-                    wd.note_pause_start(p, prio, since);
-                }
-            }
-            let last = self.pfc_rx.last_pause_rx_ns(p);
-            wd.poll(p, mask, &last, now, &mut |e| {
-                if n < events.len() {
-                    events[n] = Some(e);
-                    n += 1;
-                }
-            });
-        }
-        for e in events.into_iter().take(n).flatten() {
+        events.clear();
+        let wake = wd.tick(&self.pfc_rx, now, events);
+        let events = std::mem::take(events);
+        for &e in &events {
             self.on_watchdog(e, now);
         }
-        self.next_wd_poll
+        if let Some((_, buf)) = self.watchdog.as_mut() {
+            *buf = events;
+        }
+        wake
     }
 
     fn on_watchdog(&mut self, e: WdEvent, now: u64) {

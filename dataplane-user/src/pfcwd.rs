@@ -8,8 +8,17 @@
 //! only the event is raised. The queue is restored ([`WdEvent::Restore`]) once the restoration
 //! time has passed with no pause frame received for it.
 //!
-//! Pure logic: polled with the current time (ns) and the pause state from [`crate::pfc::PfcRx`].
+//! "Continuously" is the receiver's own record ([`PfcRx::paused_since`]: the pause frame that
+//! opened the pause now running, refreshes included), read afresh at every poll. The watchdog
+//! keeps no pause start of its own: the data-plane thread polls only while something is paused
+//! or stormed, so a start remembered from one poll to the next would outlive a pause that ended
+//! between them, and an ordinary pause seconds later would inherit it and be declared a storm.
+//!
+//! Pure logic: [`Watchdog::tick`] is what the data-plane thread calls on every pass of its loop,
+//! with the current time (ns) and the pause state; it decides itself when to poll.
 use dataplane_common::limits::NUM_TC;
+
+use crate::pfc::PfcRx;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WdAction {
@@ -22,6 +31,8 @@ pub enum WdAction {
 pub struct WdParams {
     pub detect_ns: u64,
     pub restore_ns: u64,
+    /// Poll interval (at least 1 ns is used).
+    pub poll_ns: u64,
     pub action: WdAction,
 }
 
@@ -31,76 +42,70 @@ pub enum WdEvent {
     Restore { port: usize, prio: u8 },
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Q {
-    /// Start of the continuous pause seen by polling (0 = not paused at the last poll).
-    paused_since: Option<u64>,
-    stormed: bool,
-}
-
 /// The watchdog of one switch.
 #[derive(Debug)]
 pub struct Watchdog {
     lossless: u8,
     p: WdParams,
-    q: Vec<[Q; NUM_TC]>,
+    /// Stormed queues, bit per priority, per port.
     stormed: Vec<u8>,
+    /// Next poll while something is watched.
+    next_poll: u64,
 }
 
 impl Watchdog {
     pub fn new(ports: usize, lossless: u8, p: WdParams) -> Self {
-        Watchdog { lossless, p, q: vec![[Q::default(); NUM_TC]; ports], stormed: vec![0; ports] }
+        Watchdog { lossless, p, stormed: vec![0; ports], next_poll: 0 }
     }
 
     pub fn action(&self) -> WdAction {
         self.p.action
     }
 
-    /// One poll of `port`: `paused_mask` is what the peer paused now, `last_pause_rx_ns` when
-    /// the last pausing frame arrived per priority (0 = never).
-    pub fn poll(
-        &mut self,
-        port: usize,
-        paused_mask: u8,
-        last_pause_rx_ns: &[u64; 8],
-        now_ns: u64,
-        out: &mut impl FnMut(WdEvent),
-    ) {
-        for (prio, &last_rx) in last_pause_rx_ns.iter().enumerate() {
-            if self.lossless & (1 << prio) == 0 {
+    /// One pass of the data-plane loop at `now_ns`: while any port is paused or any queue
+    /// stormed, polls every port once per poll interval and pushes what happened to `out` (at
+    /// most one event per queue, so `out` never grows past ports × 8). Returns when it wants to
+    /// run next (`u64::MAX`: nothing to watch).
+    pub fn tick(&mut self, rx: &PfcRx, now_ns: u64, out: &mut Vec<WdEvent>) -> u64 {
+        let ports = self.stormed.len();
+        let watching = (0..ports).any(|p| rx.paused_mask(p, now_ns) & self.lossless != 0 || self.stormed[p] != 0);
+        if !watching {
+            return u64::MAX;
+        }
+        if now_ns < self.next_poll {
+            return self.next_poll;
+        }
+        self.next_poll = now_ns + self.p.poll_ns.max(1);
+        for port in 0..ports {
+            self.poll(port, rx, now_ns, out);
+        }
+        self.next_poll
+    }
+
+    /// One poll of `port` at `now_ns`.
+    fn poll(&mut self, port: usize, rx: &PfcRx, now_ns: u64, out: &mut Vec<WdEvent>) {
+        let last_rx = rx.last_pause_rx_ns(port);
+        for prio in 0..NUM_TC as u8 {
+            let bit = 1u8 << prio;
+            if self.lossless & bit == 0 {
                 continue;
             }
-            let q = &mut self.q[port][prio];
-            let paused = paused_mask & (1 << prio) != 0;
-            if q.stormed {
+            if self.stormed[port] & bit != 0 {
                 // Restored once no pause frame arrived for the restoration time.
-                if now_ns.saturating_sub(last_rx) >= self.p.restore_ns {
-                    q.stormed = false;
-                    q.paused_since = None;
-                    self.stormed[port] &= !(1 << prio);
-                    out(WdEvent::Restore { port, prio: prio as u8 });
+                if now_ns.saturating_sub(last_rx[prio as usize]) >= self.p.restore_ns {
+                    self.stormed[port] &= !bit;
+                    out.push(WdEvent::Restore { port, prio });
                 }
                 continue;
             }
-            if !paused {
-                q.paused_since = None;
+            let Some(since) = rx.paused_since(port, prio, now_ns) else {
                 continue;
+            };
+            let paused_for_ns = now_ns.saturating_sub(since);
+            if paused_for_ns >= self.p.detect_ns {
+                self.stormed[port] |= bit;
+                out.push(WdEvent::Storm { port, prio, paused_for_ns });
             }
-            let since = *q.paused_since.get_or_insert(now_ns);
-            if now_ns - since >= self.p.detect_ns {
-                q.stormed = true;
-                self.stormed[port] |= 1 << prio;
-                out(WdEvent::Storm { port, prio: prio as u8, paused_for_ns: now_ns - since });
-            }
-        }
-    }
-
-    /// Start of the pause as the caller knows it (from [`crate::pfc::PfcRx::paused_since`]):
-    /// lets detection count from the first pause frame rather than from the first poll.
-    pub fn note_pause_start(&mut self, port: usize, prio: u8, since_ns: u64) {
-        let q = &mut self.q[port][(prio & 7) as usize];
-        if !q.stormed {
-            q.paused_since = Some(q.paused_since.map_or(since_ns, |s| s.min(since_ns)));
         }
     }
 
@@ -132,75 +137,166 @@ mod tests {
     use super::*;
 
     const MS: u64 = 1_000_000;
+    const G1: u64 = 1_000_000_000;
 
-    fn wd(action: WdAction) -> Watchdog {
-        Watchdog::new(2, 1 << 3, WdParams { detect_ns: 200 * MS, restore_ns: 200 * MS, action })
+    /// The shipped watchdog (rail-spine: drop, detect 200 ms, restore 200 ms, poll 10 ms) on two
+    /// 1 Gbit/s ports with priority 3 lossless.
+    fn wd(action: WdAction) -> (Watchdog, PfcRx) {
+        let p = WdParams { detect_ns: 200 * MS, restore_ns: 200 * MS, poll_ns: 10 * MS, action };
+        (Watchdog::new(2, 1 << 3, p), PfcRx::new(2, &[G1; 2], 1 << 3))
     }
 
-    fn run(w: &mut Watchdog, port: usize, mask: u8, last: u64, now: u64) -> Vec<WdEvent> {
-        let mut v = vec![];
-        w.poll(port, mask, &[last; 8], now, &mut |e| v.push(e));
-        v
+    /// What happens on the wire, at a time: a PFC frame on a port, or any other frame (the
+    /// data-plane thread wakes and runs its loop, the watchdog's tick included).
+    #[derive(Clone, Copy)]
+    enum Wire {
+        Pfc { port: usize, enable: u8, quanta: u16 },
+        Frame,
+    }
+
+    /// Drives the watchdog as the data-plane thread does (`DataPlane::run`): one tick per pass of
+    /// the loop, and a pass runs when something arrives on the wire, when the watchdog asked to be
+    /// woken, and when a pause expires (the loop wakes for that too); nothing else. Returns the
+    /// events with when they happened.
+    fn thread(w: &mut Watchdog, rx: &mut PfcRx, wire: &[(u64, Wire)], until: u64) -> Vec<(u64, WdEvent)> {
+        let mut events = Vec::with_capacity(16);
+        let mut seen = vec![];
+        let mut wake = u64::MAX;
+        let mut next = 0;
+        let mut now = 0;
+        while now <= until {
+            while next < wire.len() && wire[next].0 <= now {
+                if let Wire::Pfc { port, enable, quanta } = wire[next].1 {
+                    rx.on_pfc(port, enable, [quanta; 8], now);
+                }
+                next += 1;
+            }
+            events.clear();
+            wake = w.tick(rx, now, &mut events);
+            seen.extend(events.iter().map(|&e| (now, e)));
+            let expiry = (0..2).filter_map(|p| rx.next_expiry(p)).filter(|&t| t > now).min().unwrap_or(u64::MAX);
+            let arrival = wire.get(next).map_or(u64::MAX, |e| e.0);
+            let t = wake.min(expiry).min(arrival);
+            if t == u64::MAX {
+                break;
+            }
+            now = t.max(now + 1);
+        }
+        let _ = wake;
+        seen
+    }
+
+    fn pfc(t_ms: u64, quanta: u16) -> (u64, Wire) {
+        (t_ms * MS, Wire::Pfc { port: 0, enable: 1 << 3, quanta })
+    }
+
+    /// Issue 38: one 65535-quanta pause (33.5 ms at 1 Gbit/s), ~400 ms with nothing paused, then
+    /// a 10000-quanta pause (5.1 ms), with traffic arriving all the time. No pause lasted 200 ms:
+    /// no storm. (Before the fix the second pause inherited the first's start, which no poll had
+    /// cleared, and was declared a 437.7 ms storm.)
+    #[test]
+    fn an_ordinary_pause_after_an_idle_gap_is_no_storm() {
+        let (mut w, mut rx) = wd(WdAction::Drop);
+        let mut wire = vec![pfc(0, 65535), pfc(404, 10000)];
+        wire.extend((0..600).step_by(3).map(|t| (t * MS + 1, Wire::Frame)));
+        wire.sort_by_key(|e| e.0);
+        let ev = thread(&mut w, &mut rx, &wire, 1000 * MS);
+        assert_eq!(ev, vec![]);
+        assert_eq!(w.stormed_mask(0), 0);
+        assert!(!w.drops(0, 3));
+        // The second pause held priority 3 for its own 5.12 ms, nothing more.
+        assert_eq!(rx.paused_ns_total(0, 3, 1000 * MS), 33_553_920 + 5_120_000);
+    }
+
+    /// The same with no other traffic at all, and two full pauses 239 ms apart (issue 38's
+    /// second reproduction).
+    #[test]
+    fn two_full_pauses_far_apart_are_no_storm() {
+        let (mut w, mut rx) = wd(WdAction::Drop);
+        let ev = thread(&mut w, &mut rx, &[pfc(0, 65535), pfc(239, 65535)], 2000 * MS);
+        assert_eq!(ev, vec![]);
     }
 
     #[test]
     fn storm_after_detect_time_of_continuous_pause_then_restore() {
-        let mut w = wd(WdAction::Drop);
-        let mut storms = vec![];
-        // Polled every 10 ms with the pause refreshed all the time.
-        for t in (0..=300).step_by(10) {
-            storms.extend(run(&mut w, 0, 1 << 3, t * MS, t * MS));
-        }
-        assert_eq!(storms, vec![WdEvent::Storm { port: 0, prio: 3, paused_for_ns: 200 * MS }]);
-        assert_eq!(w.stormed_mask(0), 1 << 3);
-        assert!(w.drops(0, 3) && !w.drops(0, 0) && !w.drops(1, 3));
-        assert_eq!(w.effective_paused(0, 1 << 3), 1 << 3, "drop keeps the pause");
-        // Pauses stop at 300 ms: restored 200 ms later, not before.
-        assert!(run(&mut w, 0, 0, 300 * MS, 499 * MS).is_empty());
-        assert_eq!(run(&mut w, 0, 0, 300 * MS, 500 * MS), vec![WdEvent::Restore { port: 0, prio: 3 }]);
+        let (mut w, mut rx) = wd(WdAction::Drop);
+        // A full pause refreshed every 5 ms from 3 ms to 300 ms (continuous), then silence.
+        let wire: Vec<_> = (0..60).map(|i| pfc(3 + 5 * i, 65535)).collect();
+        let ev = thread(&mut w, &mut rx, &wire, 800 * MS);
+        // Detected at the first poll 200 ms after the first frame: the thread's first tick is at
+        // 3 ms, then every 10 ms.
+        let last = 3 + 5 * 59;
+        assert_eq!(
+            ev,
+            vec![
+                (203 * MS, WdEvent::Storm { port: 0, prio: 3, paused_for_ns: 200 * MS }),
+                // Restored at the first poll 200 ms after the last pause frame.
+                (((last + 200 - 3u64).div_ceil(10) * 10 + 3) * MS, WdEvent::Restore { port: 0, prio: 3 }),
+            ]
+        );
         assert_eq!(w.stormed_mask(0), 0);
         assert!(!w.drops(0, 3));
     }
 
     #[test]
-    fn a_pause_that_ends_before_detect_time_is_no_storm() {
-        let mut w = wd(WdAction::Drop);
-        let mut ev = vec![];
-        for t in (0..1000).step_by(10) {
-            // 150 ms paused, 10 ms free, repeatedly.
-            let mask = if t % 160 < 150 { 1 << 3 } else { 0 };
-            ev.extend(run(&mut w, 0, mask, t * MS, t * MS));
-        }
+    fn while_stormed_drop_drops_and_keeps_the_pause() {
+        let (mut w, mut rx) = wd(WdAction::Drop);
+        let wire: Vec<_> = (0..50).map(|i| pfc(5 * i, 65535)).collect();
+        let ev = thread(&mut w, &mut rx, &wire, 240 * MS);
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!(w.stormed_mask(0), 1 << 3);
+        assert!(w.drops(0, 3) && !w.drops(0, 0) && !w.drops(1, 3));
+        assert_eq!(w.effective_paused(0, 1 << 3), 1 << 3, "drop keeps the pause");
+    }
+
+    #[test]
+    fn pauses_that_end_before_detect_time_are_no_storm() {
+        let (mut w, mut rx) = wd(WdAction::Drop);
+        // 150 ms paused (refreshed every 10 ms), 10 ms free, repeatedly, for a second.
+        // (19532 quanta: 10.0004 ms at 1 Gbit/s, so each refresh lands inside the running pause.)
+        let wire: Vec<_> = (0..1000).step_by(10).filter(|t| t % 160 < 150).map(|t| pfc(t, 19532)).collect();
+        let ev = thread(&mut w, &mut rx, &wire, 1200 * MS);
         assert!(ev.is_empty(), "{ev:?}");
     }
 
     #[test]
     fn lossy_priorities_are_not_watched() {
-        let mut w = wd(WdAction::Drop);
-        for t in (0..1000).step_by(10) {
-            assert!(run(&mut w, 0, 1 << 0, t * MS, t * MS).is_empty());
-        }
+        let (mut w, mut rx) = wd(WdAction::Drop);
+        let wire: Vec<_> =
+            (0..100).map(|i| (i * 5 * MS, Wire::Pfc { port: 0, enable: 1 << 0, quanta: 65535 })).collect();
+        assert!(thread(&mut w, &mut rx, &wire, 600 * MS).is_empty());
+        // (PfcRx does not even honour priority 0: PFC is not enabled on it.)
+        rx.on_pause(0, 65535, 700 * MS);
+        let mut out = vec![];
+        w.tick(&rx, 700 * MS, &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]
     fn forward_ignores_pauses_and_alert_only_reports() {
-        let mut f = wd(WdAction::Forward);
-        run(&mut f, 1, 1 << 3, 0, 0);
-        assert_eq!(run(&mut f, 1, 1 << 3, 200 * MS, 200 * MS).len(), 1);
+        let storm: Vec<_> =
+            (0..60).map(|i| (i * 5 * MS, Wire::Pfc { port: 1, enable: 1 << 3, quanta: 65535 })).collect();
+        let (mut f, mut rx) = wd(WdAction::Forward);
+        assert_eq!(thread(&mut f, &mut rx, &storm, 250 * MS).len(), 1);
         assert_eq!(f.effective_paused(1, 0b1000_1000), 0b1000_0000);
         assert!(!f.drops(1, 3));
-        let mut a = wd(WdAction::Alert);
-        run(&mut a, 1, 1 << 3, 0, 0);
-        assert_eq!(run(&mut a, 1, 1 << 3, 200 * MS, 200 * MS).len(), 1);
+        let (mut a, mut rx) = wd(WdAction::Alert);
+        assert_eq!(thread(&mut a, &mut rx, &storm, 250 * MS).len(), 1);
         assert_eq!(a.effective_paused(1, 1 << 3), 1 << 3);
         assert!(!a.drops(1, 3));
     }
 
+    /// Detection counts from the pause frame that opened the pause, not from the first poll.
     #[test]
     fn detection_counts_from_the_first_pause_frame() {
-        let mut w = wd(WdAction::Drop);
-        w.note_pause_start(0, 3, 5 * MS);
-        assert!(run(&mut w, 0, 1 << 3, 200 * MS, 204 * MS).is_empty());
-        assert_eq!(run(&mut w, 0, 1 << 3, 205 * MS, 205 * MS).len(), 1);
+        let (mut w, mut rx) = wd(WdAction::Drop);
+        let mut out = vec![];
+        for i in 0..40 {
+            rx.on_pfc(0, 1 << 3, [65535; 8], 5 * MS + i * 5 * MS);
+        }
+        assert_eq!(w.tick(&rx, 204 * MS, &mut out), 214 * MS);
+        assert!(out.is_empty());
+        w.tick(&rx, 214 * MS, &mut out);
+        assert_eq!(out, vec![WdEvent::Storm { port: 0, prio: 3, paused_for_ns: 209 * MS }]);
     }
 }

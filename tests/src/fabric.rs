@@ -142,6 +142,13 @@ pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     rocefab_contracts::promtext::sum(text, name, labels)
 }
 
+/// Like [`metric`], but panics when no sample matches: use it wherever the value asserted may be
+/// 0 ("nothing dropped"), which a missing series would satisfy too.
+pub fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    rocefab_contracts::promtext::sum_present(text, name, labels)
+        .unwrap_or_else(|| panic!("no sample of {name} with labels {labels:?} in the scrape"))
+}
+
 /// A running fabric; `Drop` runs `rocefab down <name>`, then removes the directory of its
 /// topology file.
 pub struct Fabric {

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rocefab_tests::capture::start_capture_in;
-use rocefab_tests::fabric::{metric, Fabric};
+use rocefab_tests::fabric::{metric, series, Fabric};
 use rocefab_tests::proc::{require_tool, Proc};
 use rocefab_tests::scapy::Agent;
 use rocefab_tests::scratch::TempFile;
@@ -476,6 +476,54 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
         q(t, "rocefab_queue_dequeued_packets_total", "3") - q(&base, "rocefab_queue_dequeued_packets_total", "3")
             >= 50.0
     });
+}
+
+/// Issue 38: ordinary pauses with idle time between them are no storm. A lossless stream runs
+/// from host1 to host2 (6000 datagrams, 200 µs apart) while host2 sends one full PFC pause for
+/// priority 3 (65535 quanta: 33.5 ms at 1 Gbit/s), then, 400 ms later with nothing of rail1
+/// paused in between, one of 10000 quanta (5.1 ms). No pause comes near the 200 ms detection
+/// time, so the shipped watchdog (drop, detect 200 ms, poll 10 ms) must not fire, and every
+/// lossless datagram must reach host2. Before the fix the data-plane thread, which polls the
+/// watchdog only while something is paused, left the first pause's start in the watchdog, and
+/// the second pause was declared a 437 ms storm: about 1000 lossless datagrams dropped.
+#[test]
+fn ordinary_pauses_apart_in_time_are_no_storm_and_lose_nothing() {
+    tools();
+    let f = Fabric::up("rail-spine.yaml", "rfq");
+    let to_h2 = f.port_to("rail1", "host2:gpu0");
+    let prio = [("port", to_h2.as_str()), ("priority", "3")];
+    let q3 = [("port", to_h2.as_str()), ("queue", "3")];
+    let mut agent = Agent::start(&f, "host2", "gpu0");
+    let before = f.metrics("rail1");
+    let dequeued = |t: &str| series(t, "rocefab_queue_dequeued_packets_total", &q3);
+    let mut tx = udp_burst(&f, &[24], 6000, 200, 200);
+    rail1_until(&f, "traffic to host2", |t| dequeued(t) - dequeued(&before) >= 100.0);
+    assert_eq!(agent.cmd("pfc 65535"), "sent");
+    rail1_until(&f, "the first pause received", |t| series(t, "rocefab_pfc_rx_frames_total", &prio) >= 1.0);
+    rail1_until(&f, "the first pause over", |t| series(t, "rocefab_pfc_paused", &prio) == 0.0);
+    // The scenario's idle gap: 400 ms with nothing paused (time passing is what is tested).
+    std::thread::sleep(Duration::from_millis(400));
+    let idle = f.metrics("rail1");
+    assert_eq!(series(&idle, "rocefab_pfc_rx_frames_total", &prio), 1.0, "{}", interesting(&idle));
+    assert_eq!(agent.cmd("pfc 10000"), "sent");
+    rail1_until(&f, "the second pause received", |t| series(t, "rocefab_pfc_rx_frames_total", &prio) >= 2.0);
+    assert!(tx.line(Duration::from_secs(30)).starts_with("sent"));
+    let sent = 6000.0;
+    let after = rail1_until(&f, "every lossless datagram forwarded to host2", |t| {
+        dequeued(t) - dequeued(&before) >= sent
+            || series(t, "rocefab_pfcwd_dropped_packets_total", &q3) > 0.0
+            || series(t, "rocefab_pfcwd_storms_total", &prio) > 0.0
+    });
+    assert_eq!(series(&after, "rocefab_pfcwd_storms_total", &prio), 0.0, "{}", interesting(&after));
+    assert_eq!(series(&after, "rocefab_pfcwd_dropped_packets_total", &q3), 0.0, "{}", interesting(&after));
+    assert_eq!(
+        series(&after, "rocefab_queue_dropped_packets_total", &q3),
+        series(&before, "rocefab_queue_dropped_packets_total", &q3)
+    );
+    // The two pauses, and only their own length: 65535 + 10000 quanta of 512 ns.
+    let paused = series(&after, "rocefab_pfc_paused_seconds_total", &prio);
+    assert!((paused - (0.033_553_920 + 0.005_120)).abs() < 1e-6, "priority 3 paused for {paused} s in all");
+    assert_eq!(dequeued(&after) - dequeued(&before), sent);
 }
 
 /// Test 5, Malformed and oversized MAC-control frames on a live port are counted and dropped; the
