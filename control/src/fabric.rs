@@ -58,6 +58,18 @@ pub enum FabricCmd {
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
     },
+    /// FRR's vtysh on a switch of a `routing: bgp` fabric, as `docker exec <node> vtysh` in
+    /// containerlab: `rocefab vtysh rail1 -c 'show bgp summary'` (no command: interactive).
+    /// Inside `rocefab exec <switch>`, plain `vtysh` reaches the same daemons.
+    Vtysh {
+        #[arg(long)]
+        fabric: Option<String>,
+        /// Switch name (rail1, spine1, ...).
+        switch: String,
+        /// vtysh's own arguments (-c COMMAND, repeatable; -C; ...).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Send UDP packets from a GPU NIC (inside its host namespace).
     Send(SendArgs),
     /// Per-uplink packets and bytes of every switch (the ECMP stages: rail and spine uplinks,
@@ -80,6 +92,10 @@ pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
         FabricCmd::Status { fabric, json } => status(fabric.as_deref(), *json),
         FabricCmd::Exec { fabric, node, cmd } => {
             let code = exec(fabric.as_deref(), node, cmd)?;
+            std::process::exit(code);
+        }
+        FabricCmd::Vtysh { fabric, switch, args } => {
+            let code = vtysh(fabric.as_deref(), switch, args)?;
             std::process::exit(code);
         }
         FabricCmd::Send(a) => send(a),
@@ -967,13 +983,39 @@ fn exec(name: Option<&str>, node: &str, cmd: &[String]) -> anyhow::Result<i32> {
     if !netns::exists(&ns) {
         bail!("fabric {fabric} has no node {node} (namespace {ns} does not exist)");
     }
-    let status = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .args(cmd)
-        .status()
-        .with_context(|| format!("ip netns exec {ns} {}", cmd.join(" ")))?;
-    use std::os::unix::process::ExitStatusExt;
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &ns]).args(cmd);
+    // On a switch that runs FRR, `vtysh` on the PATH is the one that reaches its daemons
+    // ([`crate::frr::vtysh_wrapper`]).
+    let wrapper = crate::frr::wrapper_dir(&fabric, node);
+    if wrapper.join("vtysh").exists() {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut dirs = vec![wrapper];
+        dirs.extend(std::env::split_paths(&path));
+        c.env("PATH", std::env::join_paths(dirs).context("PATH")?);
+    }
+    let status = c.status().with_context(|| format!("ip netns exec {ns} {}", cmd.join(" ")))?;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// `rocefab vtysh`: vtysh inside switch `switch`'s namespace, on its own FRR daemons.
+fn vtysh(name: Option<&str>, switch: &str, args: &[String]) -> anyhow::Result<i32> {
+    let fabric = pick_fabric(name)?;
+    let st = State::load(&fabric)?;
+    let switches: Vec<&str> = st.daemons.iter().filter(|d| !d.is_host()).map(|d| d.node()).collect();
+    if !switches.contains(&switch) {
+        bail!("fabric {fabric} has no switch {switch} (switches: {})", switches.join(", "));
+    }
+    if !crate::frr::dir(&fabric, switch).join("zebra.pid").exists() {
+        bail!(
+            "switch {switch} of fabric {fabric} runs no FRR: vtysh needs a fabric with `routing: bgp` \
+             (this one routes statically; `rocefab routes {fabric} {switch}` shows its routes)"
+        );
+    }
+    let mut cmd = vec!["vtysh".to_string()];
+    cmd.extend(crate::frr::vtysh_args(&fabric, switch));
+    cmd.extend(args.iter().cloned());
+    exec(Some(&fabric), switch, &cmd)
 }
 
 fn send(a: &SendArgs) -> anyhow::Result<()> {

@@ -138,6 +138,34 @@ pub fn vtysh_args(fabric: &str, switch: &str) -> Vec<String> {
     vec!["--vty_socket".into(), d.clone(), "--config_dir".into(), d]
 }
 
+/// The directory `rocefab exec <switch>` puts first on the PATH: it holds a `vtysh` that
+/// reaches that switch's daemons ([`vtysh_wrapper`]).
+pub fn wrapper_dir(fabric: &str, switch: &str) -> std::path::PathBuf {
+    dir(fabric, switch).join("bin")
+}
+
+/// The `vtysh` of switch `switch`: FRR's vtysh with [`vtysh_args`], so that `vtysh -c '...'`
+/// inside `rocefab exec <switch>` works as `docker exec <node> vtysh` does in containerlab.
+/// `real` is FRR's own vtysh (an absolute path).
+pub fn vtysh_wrapper(fabric: &str, switch: &str, real: &std::path::Path) -> String {
+    let args: Vec<String> = vtysh_args(fabric, switch).iter().map(|a| format!("'{a}'")).collect();
+    format!(
+        "#!/bin/sh\n# rocefab: vtysh on switch {switch} of fabric {fabric} (its FRR's vty sockets and vtysh.conf)\nexec '{}' {} \"$@\"\n",
+        real.display(),
+        args.join(" ")
+    )
+}
+
+/// FRR's vtysh on this machine's PATH (Debian: /usr/bin/vtysh).
+fn real_vtysh() -> anyhow::Result<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([std::path::PathBuf::from("/usr/bin")])
+        .map(|d| d.join("vtysh"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| anyhow::anyhow!("routing: bgp needs FRR's vtysh (Debian package frr, `cargo xtask setup`)"))
+}
+
 /// `vtysh -c <command>` on switch `switch` of `fabric`: its output.
 pub fn vtysh(fabric: &str, switch: &str, command: &str) -> anyhow::Result<String> {
     use anyhow::Context;
@@ -210,6 +238,13 @@ pub fn start_only(topo: &Topology, plan: &Plan, only: Option<&str>) -> anyhow::R
         let conf = d.join("frr.conf");
         std::fs::write(&conf, text).with_context(|| format!("writing {}", conf.display()))?;
         std::fs::write(d.join("vtysh.conf"), "").context("writing vtysh.conf")?;
+        let bin = wrapper_dir(&plan.fabric, &name);
+        std::fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
+        let w = bin.join("vtysh");
+        std::fs::write(&w, vtysh_wrapper(&plan.fabric, &name, &real_vtysh()?))
+            .with_context(|| format!("writing {}", w.display()))?;
+        std::fs::set_permissions(&w, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .with_context(|| format!("chmod {}", w.display()))?;
         for daemon in DAEMONS {
             let pid = d.join(format!("{daemon}.pid"));
             let o = std::process::Command::new("ip")

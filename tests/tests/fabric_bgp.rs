@@ -89,6 +89,29 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+    // A network engineer's way in (issue 38): plain `vtysh` inside `rocefab exec <switch>`, and
+    // `rocefab vtysh <switch> -c ...`, reach that switch's own FRR: its router id and its two
+    // Established sessions, as the run directory's vty sockets show them.
+    for sw in ["rail1", "spine2"] {
+        let direct: Value = serde_json::from_str(&vtysh(&f, sw, "show bgp summary json")).unwrap();
+        for args in [
+            vec!["exec", "--fabric", &f.name, sw, "--", "vtysh", "-c", "show bgp summary json"],
+            vec!["vtysh", "--fabric", &f.name, sw, "-c", "show bgp summary json"],
+        ] {
+            let o = rocefab(&args);
+            assert!(o.status.success(), "rocefab {}: {}{}", args.join(" "), stdout(&o), stderr(&o));
+            let s: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+            let u = &s["ipv4Unicast"];
+            assert_eq!(u["routerId"], direct["ipv4Unicast"]["routerId"], "rocefab {}: {s:#}", args.join(" "));
+            let peers = u["peers"].as_object().cloned().unwrap_or_default();
+            assert_eq!(peers.len(), 2, "{s:#}");
+            assert!(peers.values().all(|p| p["state"] == "Established"), "{s:#}");
+        }
+    }
+    // On a host there is no FRR: `rocefab vtysh` says which switches there are.
+    let o = rocefab(&["vtysh", "--fabric", &f.name, "host1", "-c", "show bgp summary"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("has no switch host1 (switches: rail1, rail2, spine1, spine2)"), "{}", stderr(&o));
     // BFD runs at the configured interval (the profile applied), not FRR's 300 ms default.
     let peers: Value = serde_json::from_str(&vtysh(&f, "rail1", "show bfd peers json")).unwrap();
     let peers = peers.as_array().unwrap();

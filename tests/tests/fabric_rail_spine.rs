@@ -32,6 +32,11 @@ fn ping_crosses_rail_spine_rail() {
     let o = f.exec("host1", &["ping", "-c", "2", "-i", "0.2", "-W", "2", "10.0.1.3"]);
     let out = stdout(&o);
     assert!(o.status.success() && out.contains("ttl=63"), "same-rail ping: {out}{}", stderr(&o));
+    // A statically routed fabric runs no FRR: `rocefab vtysh` says so instead of vtysh's
+    // "failed to connect to any daemons".
+    let o = rocefab(&["vtysh", "--fabric", &f.name, "rail1", "-c", "show bgp summary"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("switch rail1 of fabric rft1 runs no FRR"), "{}", stderr(&o));
 }
 
 /// DSCP 24 → queue 3, 48 → queue 7, 0 → queue 0 on the egress port towards the destination GPU
