@@ -58,6 +58,10 @@ pub struct PortSample {
     /// Highest `depth_cell_bytes` since the daemon started.
     #[serde(default)]
     pub peak_depth_cell_bytes: [u64; NUM_TC],
+    /// Highest `depth_cell_bytes` since the switch's current peak window opened
+    /// ([`SwitchSample::peak_window`]; `rocefab run` opens one per job, `POST /peak-window`).
+    #[serde(default)]
+    pub window_peak_cell_bytes: [u64; NUM_TC],
     /// Time integral of `depth_cell_bytes` from the daemon's start to [`SwitchSample::clock_ns`],
     /// byte × emulated ns: exact (added at every enqueue and dequeue on the data-plane clock).
     /// The time-weighted average depth between two samples is the difference of this over the
@@ -137,6 +141,9 @@ pub struct SwitchSample {
     /// started (the time base of [`PortSample::depth_area_byte_ns`] and the stalls).
     #[serde(default)]
     pub clock_ns: u64,
+    /// Number of the peak window the `window_peak_cell_bytes` count from (0: none opened).
+    #[serde(default)]
+    pub peak_window: u64,
     pub ports: Vec<PortSample>,
 }
 
@@ -151,8 +158,10 @@ pub struct QueueUse {
     /// Time-weighted average depth over the job (or the interval, [`queue_use`]), bytes (exact:
     /// from the daemon's depth-time integral).
     pub average_depth_bytes: f64,
-    /// Highest depth during the interval, bytes: the daemon's watermark when it rose during the
-    /// interval, else the larger of the depths at its ends (a lower bound; `peak_known` false).
+    /// Highest depth during the interval, bytes: the switch's window watermark when one peak
+    /// window spans the interval (both samples carry the same [`SwitchSample::peak_window`]: the
+    /// job's own peak), else the daemon's watermark when it rose during the interval, else the
+    /// larger of the depths at its ends (a lower bound; `peak_known` false).
     pub peak_depth_bytes: u64,
     pub peak_known: bool,
 }
@@ -195,11 +204,17 @@ pub fn queue_use(before: &[SwitchSample], after: &[SwitchSample], window_ns: Opt
     for (b, a, _, pb, pa) in port_pairs(before, after) {
         let interval = a.clock_ns.saturating_sub(b.clock_ns);
         let dt = window_ns.filter(|&w| w > 0).map_or(interval, |w| w.min(interval));
+        let windowed = a.peak_window != 0 && a.peak_window == b.peak_window;
         for tc in 0..NUM_TC {
             let area = (pa.depth_area_byte_ns[tc] - pb.depth_area_byte_ns[tc]).max(0.0);
             let rose = pa.peak_depth_cell_bytes[tc] > pb.peak_depth_cell_bytes[tc];
-            let peak =
-                if rose { pa.peak_depth_cell_bytes[tc] } else { pa.depth_cell_bytes[tc].max(pb.depth_cell_bytes[tc]) };
+            let peak = if windowed {
+                pa.window_peak_cell_bytes[tc]
+            } else if rose {
+                pa.peak_depth_cell_bytes[tc]
+            } else {
+                pa.depth_cell_bytes[tc].max(pb.depth_cell_bytes[tc])
+            };
             if area == 0.0 && peak == 0 {
                 continue;
             }
@@ -210,7 +225,7 @@ pub fn queue_use(before: &[SwitchSample], after: &[SwitchSample], window_ns: Opt
                 tc: tc as u8,
                 average_depth_bytes: if dt == 0 { 0.0 } else { area / dt as f64 },
                 peak_depth_bytes: peak,
-                peak_known: rose || pb.peak_depth_cell_bytes[tc] == 0,
+                peak_known: windowed || rose || pb.peak_depth_cell_bytes[tc] == 0,
             });
         }
     }
@@ -285,6 +300,33 @@ mod tests {
 
     fn sw(clock_ns: u64, port: PortSample) -> SwitchSample {
         SwitchSample { switch: "rail1".into(), clock_ns, ports: vec![port], ..Default::default() }
+    }
+
+    /// Issue 38: a second job whose queue peaks below the first job's got 0 and `peak_known:
+    /// false` (the daemon's watermark counts from `up`); within one peak window, its own peak.
+    #[test]
+    fn a_later_job_reports_its_own_peak_from_its_peak_window() {
+        let mut p = PortSample { name: "eth1".into(), peer: "host1:gpu0".into(), ..Default::default() };
+        // The first job took the queue to 900 KB; this one only to 200 KB, and it is empty at
+        // both ends of the job.
+        p.peak_depth_cell_bytes[3] = 900_000;
+        p.depth_area_byte_ns[3] = 5e9;
+        let mut before = sw(1_000_000, p.clone());
+        let mut after = sw(2_000_000, p.clone());
+        after.ports[0].depth_area_byte_ns[3] = 6e9;
+        after.ports[0].window_peak_cell_bytes[3] = 200_000;
+        let q = |b: &SwitchSample, a: &SwitchSample| {
+            let q = queue_use(std::slice::from_ref(b), std::slice::from_ref(a), None);
+            (q[0].peak_depth_bytes, q[0].peak_known)
+        };
+        // No window (a daemon that has none, or none opened): the lower bound, as before.
+        assert_eq!(q(&before, &after), (0, false));
+        // One window spans the job: its own peak.
+        (before.peak_window, after.peak_window) = (7, 7);
+        assert_eq!(q(&before, &after), (200_000, true));
+        // Someone opened another window during the job: not this job's window, back to the bound.
+        after.peak_window = 8;
+        assert_eq!(q(&before, &after), (0, false));
     }
 
     #[test]

@@ -633,6 +633,22 @@ fn switch_samples(fabric: &str, until: Instant) -> Vec<rocefab_contracts::sample
     out
 }
 
+/// Opens a peak window on every switch (`POST /peak-window`, those that answer within 500 ms,
+/// and not past `until`): the job's report then carries each queue's own peak, not the
+/// highest since `up` ([`rocefab_contracts::sample::queue_use`]).
+fn open_peak_windows(fabric: &str, until: Instant) {
+    let Ok(st) = State::load(fabric) else { return };
+    for d in st.daemons.iter().filter(|d| !d.is_host()) {
+        let left = until.saturating_duration_since(Instant::now()).min(Duration::from_millis(500));
+        if left.is_zero() {
+            break;
+        }
+        // A switch that does not answer keeps its samples without a shared window: its queues
+        // are reported as before (the watermark if it rose, else a lower bound).
+        let _ = crate::fabric::http_request("POST", &d.url("/peak-window"), None, left);
+    }
+}
+
 /// The machine's CPU times now (`None` when `/proc/stat` cannot be read).
 fn read_cpu_times() -> Option<bottleneck::CpuTimes> {
     bottleneck::parse_proc_stat(&std::fs::read_to_string("/proc/stat").ok()?)
@@ -1118,6 +1134,7 @@ pub(crate) fn execute(
         }
     }
     let cpu_before = read_cpu_times();
+    open_peak_windows(l.fabric, deadline);
     let switches_before = switch_samples(l.fabric, deadline);
     let limit = deadline.saturating_duration_since(Instant::now()) + REPORT_GRACE;
     let recording = timeline.map(|t| t.start(limit)).transpose()?;

@@ -410,7 +410,8 @@ fn us(t_ns: u64, d: f64) -> f64 {
 }
 
 /// Per (switch, port, tc): the highest depth during the run: the sampled depths, and the
-/// watermark when it rose between the first and the last sample (a rise happened in the run).
+/// window watermark when one peak window spans the samples, else the daemon's watermark when
+/// it rose between the first and the last sample (a rise happened in the run).
 /// Depths are the buffer's (whole cells, [`PortSample::depth_cell_bytes`]): what the WRED and
 /// xOFF/xON thresholds are compared with, so the plot and its lines share one unit.
 fn peak_depths(s: &Samples) -> Vec<(usize, usize, usize, u64)> {
@@ -424,7 +425,10 @@ fn peak_depths(s: &Samples) -> Vec<(usize, usize, usize, u64)> {
                 let mut peak =
                     seq.iter().filter_map(|x| x.ports.get(pi)).map(|p| p.depth_cell_bytes[tc]).max().unwrap_or(0);
                 let before = first.ports.get(pi).map_or(0, |p| p.peak_depth_cell_bytes[tc]);
-                if port.peak_depth_cell_bytes[tc] > before {
+                if last.peak_window != 0 && last.peak_window == first.peak_window {
+                    // One peak window spans the samples (`rocefab run` opens one per job).
+                    peak = peak.max(port.window_peak_cell_bytes[tc]);
+                } else if port.peak_depth_cell_bytes[tc] > before {
                     peak = peak.max(port.peak_depth_cell_bytes[tc]);
                 }
                 out.push((si, pi, tc, peak));
@@ -1240,6 +1244,7 @@ mod tests {
             thresholds: thresholds(),
             xdp_unread: false,
             clock_ns: 0,
+            peak_window: 0,
             ports,
         }
     }

@@ -1113,7 +1113,9 @@ impl DataPlane {
                 // The depth the thresholds act on (cells), beside the frame bytes the queue sets.
                 let cells = self.buffer.queue_bytes(egress, tc);
                 publish_depth(&self.stats, egress, tc, cells, now);
-                self.stats.ports[egress].queues[tc as usize & 7].peak_depth_cell_bytes.raise(cells);
+                let qs = &self.stats.ports[egress].queues[tc as usize & 7];
+                qs.peak_depth_cell_bytes.raise(cells);
+                qs.window_peak_cell_bytes.raise(cells);
                 if self.ports[egress].queues.nonempty() == 0 {
                     // However long since the port last sent, it was not stalled: it had nothing.
                     self.ports[egress].stall.idle();

@@ -10,6 +10,12 @@
 //! daemon started; paused time is emulated (wall ÷ D), as in the metrics; the sampler stamps
 //! each answer with its own clock and converts those stamps to emulated time.
 //!
+//! `POST /peak-window` opens a new peak window ([`SwitchStats::open_peak_window`]): from then
+//! on each queue's `window_peak_cell_bytes` is its highest depth since, so a job's report
+//! (`rocefab run` opens one before each job) carries the job's own peak whatever earlier jobs
+//! reached; the daemon's watermark (`peak_depth_cell_bytes`, the metrics) still counts from
+//! its start.
+//!
 //! [`build`] only reads the data plane's single-writer atomics
 //! ([`crate::stats`]) and a copy of the XDP counters: it takes no lock the data-plane thread
 //! takes.
@@ -30,15 +36,24 @@ pub fn router<F>(cfg: SwitchConfig, stats: Arc<SwitchStats>, xdp: F) -> axum::Ro
 where
     F: Fn() -> Option<XdpCounters> + Send + Sync + 'static,
 {
+    let window = stats.clone();
     let src = Arc::new((cfg, stats, xdp));
-    axum::Router::new().route(
-        "/sample",
-        axum::routing::get(move || {
-            let (cfg, stats, xdp) = &*src;
-            let sample = build(cfg, stats, xdp().as_deref());
-            async move { axum::Json(sample) }
-        }),
-    )
+    axum::Router::new()
+        .route(
+            "/sample",
+            axum::routing::get(move || {
+                let (cfg, stats, xdp) = &*src;
+                let sample = build(cfg, stats, xdp().as_deref());
+                async move { axum::Json(sample) }
+            }),
+        )
+        .route(
+            "/peak-window",
+            axum::routing::post(move || {
+                let n = window.open_peak_window();
+                async move { axum::Json(serde_json::json!({ "peak_window": n })) }
+            }),
+        )
 }
 
 /// The sample of switch `cfg` from its live statistics and the XDP counters (per port, per
@@ -73,6 +88,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
                 peak_depth_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_bytes.get()),
                 depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].depth_cell_bytes.get()),
                 peak_depth_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].peak_depth_cell_bytes.get()),
+                window_peak_cell_bytes: std::array::from_fn(|tc| ps.queues[tc].window_peak_cell_bytes.get()),
                 depth_area_byte_ns: std::array::from_fn(|tc| {
                     ps.queues[tc].depth_cell_area.area_at(now).0 as f64 / d.factor()
                 }),
@@ -107,6 +123,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
         },
         xdp_unread: xdp.is_none(),
         clock_ns: d.to_emulated_ns(now),
+        peak_window: stats.peak_window.load(std::sync::atomic::Ordering::Relaxed),
         ports,
     }
 }
@@ -148,6 +165,30 @@ mod tests {
             load_balance: Default::default(),
             fib: false,
         }
+    }
+
+    /// A peak window restarts from the depth at its opening; the daemon's watermark does not.
+    #[test]
+    fn a_peak_window_counts_from_its_opening() {
+        let cfg = cfg();
+        let stats = SwitchStats::new(2);
+        let q = &stats.ports[1].queues[3];
+        q.depth_cell_bytes.set(9_216);
+        q.peak_depth_cell_bytes.raise(9_216);
+        q.window_peak_cell_bytes.raise(9_216);
+        q.depth_cell_bytes.set(512);
+        assert_eq!(build(&cfg, &stats, None).peak_window, 0);
+        assert_eq!(stats.open_peak_window(), 1);
+        let s = build(&cfg, &stats, None);
+        assert_eq!(
+            (s.peak_window, s.ports[1].window_peak_cell_bytes[3], s.ports[1].peak_depth_cell_bytes[3]),
+            (1, 512, 9_216)
+        );
+        q.window_peak_cell_bytes.raise(4_096);
+        q.window_peak_cell_bytes.raise(1_024);
+        let s = build(&cfg, &stats, None);
+        assert_eq!((s.ports[1].window_peak_cell_bytes[3], s.ports[1].peak_depth_cell_bytes[3]), (4_096, 9_216));
+        assert_eq!(stats.open_peak_window(), 2);
     }
 
     #[test]

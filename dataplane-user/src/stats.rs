@@ -215,6 +215,9 @@ pub struct QueueStats {
     pub depth_cell_bytes: Stat,
     /// Highest `depth_cell_bytes` since the daemon started (raised on admission).
     pub peak_depth_cell_bytes: Stat,
+    /// Highest `depth_cell_bytes` since the current peak window opened ([`SwitchStats::open_peak_window`]:
+    /// `rocefab run` opens one per job), raised on admission beside the daemon's watermark.
+    pub window_peak_cell_bytes: WindowPeak,
     /// Time integral of `depth_cell_bytes` (updated with it, at admission and release).
     pub depth_cell_area: DepthArea,
     /// Frames WRED marked CE as they were dequeued (`wred.at: dequeue`; the XDP program counts
@@ -322,6 +325,8 @@ pub struct SwitchStats {
     pub pfc_reaction: Histogram,
     /// The data-plane clock: every time above (stall starts, [`DepthArea`] changes) is ns on it.
     pub clock: MonoClock,
+    /// Number of the current peak window (0: none opened since the daemon started).
+    pub peak_window: AtomicU64,
 }
 
 impl SwitchStats {
@@ -336,7 +341,44 @@ impl SwitchStats {
             free_frames: Stat::default(),
             pfc_reaction: Histogram::default(),
             clock,
+            peak_window: AtomicU64::new(0),
         }
+    }
+
+    /// Opens a new peak window (the control side; `POST /peak-window`): every queue's window
+    /// peak restarts from its depth now. Returns the window's number.
+    pub fn open_peak_window(&self) -> u64 {
+        for p in &self.ports {
+            for q in &p.queues {
+                q.window_peak_cell_bytes.restart(q.depth_cell_bytes.get());
+            }
+        }
+        self.peak_window.fetch_add(1, Relaxed) + 1
+    }
+}
+
+/// A watermark over a window the control side opens ([`SwitchStats::open_peak_window`]) while the
+/// data-plane thread raises it: the one statistic with two writers. The data plane's raise is a
+/// load and a store, as [`Stat::raise`]; one racing a restart can only store a depth the queue
+/// had at the restart's instant, which belongs to the new window, or miss a rise that happened
+/// in that same instant. No lock, no read-modify-write on the data path.
+#[derive(Debug, Default)]
+pub struct WindowPeak(AtomicU64);
+
+impl WindowPeak {
+    /// The data plane: raises the watermark to `v` if `v` is higher.
+    #[inline(always)]
+    pub fn raise(&self, v: u64) {
+        if v > self.0.load(Relaxed) {
+            self.0.store(v, Relaxed);
+        }
+    }
+    /// The control side: a new window starting at depth `v`.
+    pub fn restart(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
     }
 }
 

@@ -737,4 +737,41 @@ fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside
     assert!(polls.len() >= 50, "only {} polls", polls.len());
     assert!(exact > 0.0 && exact <= peak, "window average {exact} B");
     assert!((exact - sampled).abs() <= 0.25 * exact, "integral {exact:.0} B vs sampled {sampled:.0} B");
+
+    // Issue 38: a second, smaller incast on the same fabric reports its own peak. The daemon's
+    // watermark counts from `up`, so before each job got its own peak window this job's queue
+    // read 0 with `peak_known: false` unless it beat the first job's peak. Seven senders of
+    // 64 KiB cannot queue more than 448 KiB, below the first job's peak.
+    let mut job = Proc::spawn(
+        "rocefab run incast (second job)",
+        Command::new(rocefab_tests::fabric::rocefab_bin())
+            .args(["run", &f.name, "incast", "--size", "64KiB", "--json", "--retransmit-timeout-ms", "2000"])
+            .args(["--timeout", "60"])
+            .stdout(Stdio::piped()),
+    );
+    let mut sampled2: f64 = 0.0;
+    let end = Instant::now() + Duration::from_secs(70);
+    while job.child.try_wait().expect("try_wait").is_none() {
+        assert!(Instant::now() <= end, "the second rocefab run did not finish");
+        sampled2 = sampled2.max(metric(&f.metrics("rail1"), "rocefab_queue_depth_cell_bytes", &q));
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let out = String::from_utf8_lossy(&job.output().stdout).into_owned();
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(r["ok"], true, "{r}");
+    assert!(sampled2 > 0.0, "the second job never queued at rail1:{port}");
+    let queues = r["queues"].as_array().expect("queues in the report");
+    let b = queues
+        .iter()
+        .find(|e| e["switch"] == "rail1" && e["port"] == port.as_str() && e["tc"] == 3)
+        .unwrap_or_else(|| panic!("no rail1:{port} queue 3 in the second report: {queues:?}"));
+    let peak2 = b["peak_depth_bytes"].as_f64().unwrap();
+    let watermark = series(&f.metrics("rail1"), "rocefab_queue_depth_peak_cell_bytes", &q);
+    eprintln!(
+        "second job: peak {peak2:.0} B (sampled {sampled2:.0} B; first job {peak:.0} B; since up {watermark:.0} B)"
+    );
+    assert_eq!(b["peak_known"], true, "{b}");
+    assert!(peak2 >= sampled2, "second job's peak {peak2} B below a depth sampled during it ({sampled2} B)");
+    assert!(peak2 <= 7.0 * 65536.0, "second job's peak {peak2} B above the 448 KiB its seven senders sent");
+    assert!(peak2 < watermark, "second job's peak {peak2} B is the daemon's watermark {watermark} B");
 }
