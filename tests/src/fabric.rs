@@ -332,7 +332,7 @@ pub fn nic_sum(report: &Value, nic: &str, field: &str) -> u64 {
 /// runs, the largest ingress-group occupancy rail1 reports for `priority`. Returns the report
 /// (JSON text) and that largest occupancy in bytes. The run is killed if the caller panics.
 pub fn run_incast(f: &Fabric, priority: u8) -> (String, f64) {
-    let mut run = crate::proc::Proc::spawn(
+    let mut run = crate::proc::Proc::drained(
         "rocefab run incast",
         Command::new(rocefab_bin())
             .args(["run", &f.name, "incast", "--size", "4MiB", "--json"])

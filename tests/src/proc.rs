@@ -48,12 +48,35 @@ pub struct Proc {
     pub child: Child,
     pub what: String,
     lines: Option<mpsc::Receiver<String>>,
+    /// Threads reading stdout and stderr to their end ([`Proc::drained`]).
+    drain: Option<(Reader, Option<Reader>)>,
+}
+
+type Reader = std::thread::JoinHandle<Vec<u8>>;
+
+fn read_on_a_thread(mut r: impl Read + Send + 'static) -> Reader {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
 }
 
 impl Proc {
     pub fn spawn(what: &str, cmd: &mut Command) -> Proc {
         let child = cmd.spawn().unwrap_or_else(|e| panic!("starting {what}: {e}"));
-        Proc { child, what: what.to_string(), lines: None }
+        Proc { child, what: what.to_string(), lines: None, drain: None }
+    }
+
+    /// [`Proc::spawn`], with its piped stdout (and stderr) read on threads from the start, so
+    /// that a child printing more than a pipe holds (64 KiB: a long `--json` report) never
+    /// blocks while the test polls it; [`Proc::output`] returns what it printed.
+    pub fn drained(what: &str, cmd: &mut Command) -> Proc {
+        let mut p = Proc::spawn(what, cmd);
+        let out = p.child.stdout.take().map(read_on_a_thread);
+        let err = p.child.stderr.take().map(read_on_a_thread);
+        p.drain = Some((out.unwrap_or_else(|| read_on_a_thread(std::io::empty())), err));
+        p
     }
 
     fn lines(&mut self) -> &mpsc::Receiver<String> {
@@ -93,17 +116,11 @@ impl Proc {
     /// Waits for exit and collects what it printed (stdout and stderr, if piped), as
     /// `Child::wait_with_output` does; the guard stays, so a panic before this still stops it.
     pub fn output(&mut self) -> Output {
-        let err = self.child.stderr.take().map(|mut e| {
-            std::thread::spawn(move || {
-                let mut v = Vec::new();
-                let _ = e.read_to_end(&mut v);
-                v
-            })
-        });
-        let mut stdout = Vec::new();
-        if let Some(mut o) = self.child.stdout.take() {
-            let _ = o.read_to_end(&mut stdout);
-        }
+        let (out, err) = match self.drain.take() {
+            Some((out, err)) => (Some(out), err),
+            None => (self.child.stdout.take().map(read_on_a_thread), self.child.stderr.take().map(read_on_a_thread)),
+        };
+        let stdout = out.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
         let stderr = err.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
         let status = self.child.wait().unwrap_or_else(|e| panic!("waiting for {}: {e}", self.what));
         Output { status, stdout, stderr }
@@ -136,5 +153,32 @@ impl Drop for Proc {
             let _ = self.child.kill();
         }
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+
+    /// A child that prints more than a pipe holds finishes while the test polls it, as a long
+    /// `rocefab run --json` report must (with stdout read only after the exit, it blocks on
+    /// its write and never exits).
+    #[test]
+    fn a_drained_child_printing_more_than_a_pipe_holds_exits_while_polled() {
+        let mut p = Proc::drained(
+            "a 200 kB writer",
+            Command::new("sh")
+                .args(["-c", "head -c 200000 /dev/zero; echo done >&2"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        let end = Instant::now() + Duration::from_secs(10);
+        while p.child.try_wait().expect("try_wait").is_none() {
+            assert!(Instant::now() < end, "the writer blocked on its full pipe");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let o = p.output();
+        assert_eq!((o.stdout.len(), o.stderr.as_slice()), (200_000, b"done\n".as_slice()));
     }
 }

@@ -657,7 +657,7 @@ fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside
     let f = incast_fabric("rfo", |t| t);
     let port = f.port_to("rail1", "host1:gpu0");
     let q = [("port", port.as_str()), ("queue", "3")];
-    let mut job = Proc::spawn(
+    let mut job = Proc::drained(
         "rocefab run incast",
         Command::new(rocefab_tests::fabric::rocefab_bin())
             .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000"])
@@ -742,7 +742,7 @@ fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside
     // watermark counts from `up`, so before each job got its own peak window this job's queue
     // read 0 with `peak_known: false` unless it beat the first job's peak. Seven senders of
     // 64 KiB cannot queue more than 448 KiB, below the first job's peak.
-    let mut job = Proc::spawn(
+    let mut job = Proc::drained(
         "rocefab run incast (second job)",
         Command::new(rocefab_tests::fabric::rocefab_bin())
             .args(["run", &f.name, "incast", "--size", "64KiB", "--json", "--retransmit-timeout-ms", "2000"])

@@ -174,7 +174,7 @@ fn the_live_view_shows_the_incast_congest_its_link_and_pause_within_a_second() {
         assert_eq!(cut.wait(Duration::from_secs(20)), 0, "rocefab fail link --for 2s");
 
         // The incast, and a capture of rail1's port to host1 while it runs.
-        let mut run = Proc::spawn(
+        let mut run = Proc::drained(
             "rocefab run incast",
             Command::new(rocefab_bin())
                 .args(["run", &f.name, "incast", "--size", "4MiB", "--json", "--retransmit-timeout-ms", "2000"])

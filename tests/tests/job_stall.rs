@@ -50,7 +50,7 @@ fn a_job_whose_destination_freezes_ends_at_its_timeout_naming_the_stuck_qps() {
 
     let started = Instant::now();
     // Stopped if the test fails before it ends (its hostds end with it).
-    let mut run = Proc::spawn(
+    let mut run = Proc::drained(
         "rocefab run incast",
         Command::new(rocefab_bin())
             .args(["run", FABRIC, "incast", "--size", "64MiB", "--json", "--retransmit-timeout-ms", "60000"])
