@@ -268,6 +268,18 @@ impl Fabric {
         switches.iter().map(|s| metric(&self.metrics(s), name, labels)).sum()
     }
 
+    /// Like [`Fabric::metric_sum`], but panics when a switch exports no matching sample (see
+    /// [`series`]): for sums asserted to be 0.
+    pub fn series_sum(&self, switches: &[&str], name: &str, labels: &[(&str, &str)]) -> f64 {
+        switches
+            .iter()
+            .map(|s| {
+                rocefab_contracts::promtext::sum_present(&self.metrics(s), name, labels)
+                    .unwrap_or_else(|| panic!("{s}: no sample of {name} with labels {labels:?}"))
+            })
+            .sum()
+    }
+
     /// Polls `f` over the switch's metrics until it returns true or 10 s pass; returns the
     /// last scrape (the traffic crosses asynchronous daemons, so counters settle shortly after).
     pub fn wait_metrics(&self, switch: &str, f: impl Fn(&str) -> bool) -> String {

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rocefab_tests::capture::start_capture_in;
-use rocefab_tests::fabric::{metric, Fabric};
+use rocefab_tests::fabric::{metric, series, Fabric};
 use rocefab_tests::proc::{require_tool, Proc};
 use rocefab_tests::scapy::Agent;
 use rocefab_tests::scratch::TempFile;
@@ -285,7 +285,7 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
             r.2
         );
     }
-    assert_eq!(metric(&after, "rocefab_headroom_overflow_total", &[]), 0.0);
+    assert_eq!(series(&after, "rocefab_headroom_overflow_total", &[]), 0.0);
 }
 
 /// Issue 23: WRED/ECN marking selectable per switch (`wred.at`). The 7:1 incast of

@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{failure, metric, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, metric, rocefab, series, stderr, stdout, Fabric};
 use serde_json::Value;
 
 #[test]
@@ -103,7 +103,7 @@ fn a_pfc_storm_from_a_nic_is_detected_and_contained() {
     let pfc_tx = |sw: &str| f.metric_sum(&[sw], "rocefab_pfc_tx_frames_total", &[]);
     let (rail1_tx, spine_tx) = (pfc_tx("rail1"), pfc_tx("spine1") + pfc_tx("spine2"));
     let m = f.metrics("rail1");
-    assert_eq!(metric(&m, "rocefab_pfcwd_storms_total", &prio), 0.0);
+    assert_eq!(series(&m, "rocefab_pfcwd_storms_total", &prio), 0.0);
 
     let o = rocefab(&["fail", "nic", &f.name, "host2:gpu0", "--pfc-storm", "--for", "1s"]);
     assert!(o.status.success(), "rocefab fail nic: {}", failure(&o));

@@ -138,9 +138,9 @@ fn jumbo_incast_crosses_xoff_sends_pfc_and_loses_nothing() {
         let m = metric(&f.metrics("rail2"), "rocefab_pfc_tx_frames_total", &[("port", &port), ("priority", "3")]);
         assert!(m >= 1.0, "rail2 sent no PFC to host{h}:gpu1 (the cascade did not reach the senders)");
     }
-    assert_eq!(f.metric_sum(&switches, "rocefab_headroom_overflow_total", &[]), 0.0);
-    assert_eq!(f.metric_sum(&switches, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);
-    assert_eq!(f.metric_sum(&switches, "rocefab_port_rx_invalid_total", &[]), 0.0);
+    assert_eq!(f.series_sum(&switches, "rocefab_headroom_overflow_total", &[]), 0.0);
+    assert_eq!(f.series_sum(&switches, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);
+    assert_eq!(f.series_sum(&switches, "rocefab_port_rx_invalid_total", &[]), 0.0);
     assert_eq!(r["retransmitted_packets"], 0, "{r}");
 }
 
@@ -202,5 +202,5 @@ fn jumbo_frames_cross_delayed_links_in_order() {
     });
     allreduce_in_order(&f, &[]);
     let switches = ["rail1", "rail2", "spine1", "spine2"];
-    assert_eq!(f.metric_sum(&switches, "rocefab_port_rx_invalid_total", &[]), 0.0);
+    assert_eq!(f.series_sum(&switches, "rocefab_port_rx_invalid_total", &[]), 0.0);
 }

@@ -207,6 +207,12 @@ impl AgentPort {
         l.extend_from_slice(extra);
         metric(text, name, &l)
     }
+    /// [`Self::metric`], panicking when no sample matches: for values asserted to be 0.
+    fn series(&self, text: &str, name: &str, extra: &[(&str, &str)]) -> f64 {
+        let mut l: Vec<(&str, &str)> = self.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        l.extend_from_slice(extra);
+        rocefab_tests::fabric::series(text, name, &l)
+    }
     /// Polls the port's row until `cond` holds (at most `within`); panics with the last row.
     fn until(&self, what: &str, within: Duration, cond: impl Fn(&Value) -> bool) -> Value {
         let end = Instant::now() + within;
@@ -419,10 +425,10 @@ fn tshark_both_directions(f: &Fabric) -> Dcbx {
         );
     }
     assert_eq!(nic.metric(&m, "rocefab_lldp_neighbors", &[]), 1.0);
-    assert_eq!(nic.metric(&m, "rocefab_dcbx_mismatch", &[]), 0.0);
+    assert_eq!(nic.series(&m, "rocefab_dcbx_mismatch", &[]), 0.0);
     assert!(nic.metric(&m, "rocefab_lldp_rx_frames_total", &[]) >= sw_frames.len() as f64);
     assert!(nic.metric(&m, "rocefab_lldp_tx_frames_total", &[]) >= nic_frames.len() as f64);
-    assert_eq!(nic.metric(&m, "rocefab_lldp_rx_malformed_total", &[]), 0.0);
+    assert_eq!(nic.series(&m, "rocefab_lldp_rx_malformed_total", &[]), 0.0);
     want
 }
 
@@ -972,7 +978,7 @@ fn malformed_lldpdus_are_counted_and_the_neighbour_kept() {
     assert_eq!(nic.metric(&nic_m, "rocefab_lldp_neighbors", &[]), 1.0);
     let port_rx = |m: &str| sw.metric(m, "rocefab_port_rx_lldp_total", &[]);
     assert!(port_rx(&sw_m) - port_rx(&sw_m0) >= (n_sw + 1) as f64, "the daemon saw every injected frame");
-    assert_eq!(sw.metric(&sw_m, "rocefab_port_rx_lldp_dropped_total", &[]), 0.0);
+    assert_eq!(sw.series(&sw_m, "rocefab_port_rx_lldp_dropped_total", &[]), 0.0);
     // The other ports of rail1 saw none of it.
     let other = AgentPort::switch(&f, "rail1", "host2:gpu0");
     assert_eq!(counter(&other.row(), "rx_malformed"), 0);
@@ -1036,8 +1042,8 @@ fn a_stopped_nic_agent_sends_a_shutdown_lldpdu_and_the_switch_forgets_it_at_once
             p.what
         );
         let m = scrape(p.addr);
-        assert_eq!(p.metric(&m, "rocefab_lldp_neighbors", &[]), 0.0, "{}", p.what);
-        assert_eq!(p.metric(&m, "rocefab_lldp_ageouts_total", &[]), 0.0, "{}", p.what);
+        assert_eq!(p.series(&m, "rocefab_lldp_neighbors", &[]), 0.0, "{}", p.what);
+        assert_eq!(p.series(&m, "rocefab_lldp_ageouts_total", &[]), 0.0, "{}", p.what);
     }
     let end = Instant::now() + Duration::from_secs(3);
     while alive(nicd) {
@@ -1304,7 +1310,7 @@ fn the_switch_port_takes_dcbx_from_the_cabled_neighbour_among_several() {
         assert_eq!(r["oper"]["pfc_enable"], 1 << 3, "{r:#}");
         std::thread::sleep(Duration::from_millis(250));
     }
-    assert_eq!(sw.metric(&scrape(sw.addr), "rocefab_dcbx_mismatch", &[("kind", "pfc")]), 0.0);
+    assert_eq!(sw.series(&scrape(sw.addr), "rocefab_dcbx_mismatch", &[("kind", "pfc")]), 0.0);
     let (code, results) = lldp_check(&[&f.name, "host1"]);
     let l = link_result(&results, "host1:gpu0");
     assert_eq!(l["status"], "extra_neighbour", "{results:#?}");

@@ -122,7 +122,7 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     assert!(pg_bytes >= 100_000.0, "ingress group of {to_h1} holds {pg_bytes} bytes, below xOFF");
     assert!(metric(&held, "rocefab_pfc_tx_frames_total", &pg) >= 1.0, "no PFC sent at xOFF:\n{}", interesting(&held));
     assert_eq!(
-        metric(&held, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]),
+        series(&held, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]),
         0.0,
         "queue 3 is paused"
     );
@@ -133,13 +133,13 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
         metric(t, "rocefab_queue_dequeued_packets_total", &[("port", &to_h2), ("queue", "3")]) >= f64::from(N)
     });
     assert_eq!(
-        metric(&after, "rocefab_headroom_overflow_total", &[]),
+        series(&after, "rocefab_headroom_overflow_total", &[]),
         0.0,
         "lossless frames lost:\n{}",
         interesting(&after)
     );
     assert_eq!(metric(&after, "rocefab_queue_dropped_packets_total", &[("port", &to_h2)]), dropped_before);
-    assert_eq!(metric(&after, "rocefab_ingress_pg_bytes", &pg), 0.0);
+    assert_eq!(series(&after, "rocefab_ingress_pg_bytes", &pg), 0.0);
     let links = format!(
         "{}{}",
         String::from_utf8_lossy(&f.exec("rail1", &["ip", "-s", "link", "show", &to_h1]).stdout),
@@ -202,7 +202,7 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
     assert_eq!(agent.cmd("pausestorm 65535 10 500"), "started");
     rail1_until(&f, "802.3x PAUSE", |t| metric(t, "rocefab_pfc_paused", &[("port", &to_h2), ("priority", "0")]) == 1.0);
     let before = f.metrics("rail1");
-    assert_eq!(metric(&before, "rocefab_queue_depth_cell_bytes", &q0), 0.0, "queue 0 is empty before the flood");
+    assert_eq!(series(&before, "rocefab_queue_depth_cell_bytes", &q0), 0.0, "queue 0 is empty before the flood");
     let mut tx = udp_burst(&f, &[0], N, 1000, 0);
     assert_eq!(tx.line(Duration::from_secs(10)), format!("sent {N}"));
     let t = rail1_until(&f, "lossy flood accounted", |t| {
@@ -228,7 +228,7 @@ fn xoff_sends_pfc_to_the_sender_xon_sends_quanta_zero_and_nothing_lossless_is_dr
         metric(&before, "rocefab_queue_dequeued_packets_total", &q0),
         "PAUSE holds queue 0"
     );
-    assert_eq!(metric(&t, "rocefab_pfc_tx_frames_total", &[("port", &to_h1), ("priority", "0")]), 0.0);
+    assert_eq!(series(&t, "rocefab_pfc_tx_frames_total", &[("port", &to_h1), ("priority", "0")]), 0.0);
     assert!(agent.0.line(Duration::from_secs(5)).starts_with("done"));
 }
 
@@ -345,14 +345,14 @@ fn pfc_for_a_priority_without_pfc_is_counted_and_ignored() {
         "every PFC frame for priority 0 is ignored:\n{}",
         interesting(&t)
     );
-    assert_eq!(metric(&end, "rocefab_pfc_rx_ignored_frames_total", &[("port", &to_h2), ("priority", "3")]), 0.0);
+    assert_eq!(series(&end, "rocefab_pfc_rx_ignored_frames_total", &[("port", &to_h2), ("priority", "3")]), 0.0);
     assert_eq!(
-        metric(&end, "rocefab_pfc_paused_seconds_total", &p0),
+        series(&end, "rocefab_pfc_paused_seconds_total", &p0),
         0.0,
         "priority 0 was paused:\n{}",
         interesting(&end)
     );
-    assert_eq!(metric(&end, "rocefab_pfc_paused", &p0), 0.0);
+    assert_eq!(series(&end, "rocefab_pfc_paused", &p0), 0.0);
     assert_eq!(
         metric(&end, "rocefab_queue_dropped_packets_total", &q0),
         metric(&start, "rocefab_queue_dropped_packets_total", &q0)
@@ -399,7 +399,7 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
     let cap = start_capture_in(&f.netns("host2"), "gpu0", &pcap, "ether proto 0x8808", 0, 1000, 30);
     let mut agent = Agent::start(&f, "host2", "gpu0");
     let before = f.metrics("rail1");
-    assert_eq!(metric(&before, "rocefab_pfcwd_storms_total", &prio), 0.0);
+    assert_eq!(series(&before, "rocefab_pfcwd_storms_total", &prio), 0.0);
 
     assert_eq!(agent.cmd("storm 65535 5 1200"), "started");
     let t0 = Instant::now();
@@ -413,7 +413,7 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
     assert!(metric(&stormed, "rocefab_pfc_rx_frames_total", &prio) >= 30.0, "the storm is continuous");
     // Paused now: priority 3 towards host2, not priority 0.
     assert_eq!(metric(&stormed, "rocefab_pfc_paused", &prio), 1.0, "{}", interesting(&stormed));
-    assert_eq!(metric(&stormed, "rocefab_pfc_paused", &[("port", to_h2.as_str()), ("priority", "0")]), 0.0);
+    assert_eq!(series(&stormed, "rocefab_pfc_paused", &[("port", to_h2.as_str()), ("priority", "0")]), 0.0);
 
     // While stormed: priority 3 is dropped by the watchdog, priority 0 flows.
     let q = |t: &str, name: &str, queue: &str| metric(t, name, &[("port", &to_h2), ("queue", queue)]);
@@ -429,7 +429,7 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
         q(&during, "rocefab_queue_dropped_packets_total", "0"),
         q(&before, "rocefab_queue_dropped_packets_total", "0")
     );
-    assert_eq!(metric(&during, "rocefab_pfcwd_restores_total", &prio), 0.0, "restored while the storm goes on");
+    assert_eq!(series(&during, "rocefab_pfcwd_restores_total", &prio), 0.0, "restored while the storm goes on");
 
     // Storm over: restored 200 ms after the last pause frame, detected at the next 10 ms poll.
     // The restore happened after the start of the last scrape without it and before the end of
@@ -469,7 +469,7 @@ fn watchdog_detects_a_pfc_storm_drops_and_restores() {
     );
     // Restored means forwarding again, and the last pause (33.5 ms) has long expired.
     let base = f.metrics("rail1");
-    assert_eq!(metric(&base, "rocefab_pfc_paused", &prio), 0.0, "{}", interesting(&base));
+    assert_eq!(series(&base, "rocefab_pfc_paused", &prio), 0.0, "{}", interesting(&base));
     let mut tx = udp_burst(&f, &[24], 50, 200, 1000);
     assert!(tx.line(Duration::from_secs(10)).starts_with("sent"));
     rail1_until(&f, "priority 3 forwarded after restore", |t| {
@@ -554,8 +554,8 @@ fn malformed_mac_control_frames_are_counted_and_never_crash_the_switch() {
     let bad = |t: &str| metric(t, "rocefab_port_rx_mac_control_malformed_total", &[("port", &to_h2)]);
     let t = rail1_until(&f, "malformed frames counted", |t| bad(t) - bad(&before) >= frames.len() as f64);
     assert_eq!(bad(&t) - bad(&before), frames.len() as f64);
-    assert_eq!(metric(&t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2)]), 0.0, "a malformed frame acted as PFC");
-    assert_eq!(metric(&t, "rocefab_pfc_paused_seconds_total", &[("port", &to_h2)]), 0.0);
+    assert_eq!(series(&t, "rocefab_pfc_rx_frames_total", &[("port", &to_h2)]), 0.0, "a malformed frame acted as PFC");
+    assert_eq!(series(&t, "rocefab_pfc_paused_seconds_total", &[("port", &to_h2)]), 0.0);
     // Still alive and still honouring PFC.
     assert_eq!(agent.cmd("pfc 100"), "sent");
     rail1_until(&f, "a good PFC after the bad ones", |t| {
@@ -580,6 +580,11 @@ fn run_incast(f: &Fabric) -> (serde_json::Value, f64) {
 
 fn sum_over_switches(f: &Fabric, name: &str, labels: &[(&str, &str)]) -> f64 {
     f.metric_sum(&["rail1", "rail2", "spine1", "spine2"], name, labels)
+}
+
+/// [`sum_over_switches`], panicking when a switch exports no such series (for sums asserted 0).
+fn series_over_switches(f: &Fabric, name: &str, labels: &[(&str, &str)]) -> f64 {
+    f.series_sum(&["rail1", "rail2", "spine1", "spine2"], name, labels)
 }
 
 /// Test 3, Cascade (book Fig. 11-4 to 11-6) on `rail-spine-incast.yaml`: a 7:1 lossless incast into
@@ -626,8 +631,8 @@ fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
     }
     let paused = rocefab_tests::fabric::nic_sum(&r, "gpu1", "pfc_paused_ns");
     assert!(paused > 0, "the sender NICs were never paused: {}", r["nics"]);
-    assert_eq!(sum_over_switches(&f, "rocefab_headroom_overflow_total", &[]), 0.0);
-    assert_eq!(sum_over_switches(&f, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);
+    assert_eq!(series_over_switches(&f, "rocefab_headroom_overflow_total", &[]), 0.0);
+    assert_eq!(series_over_switches(&f, "rocefab_queue_dropped_packets_total", &[("queue", "3")]), 0.0);
     let resent: Vec<_> = r["qps"].as_array().unwrap().iter().filter(|q| q["retransmitted_packets"] != 0).collect();
     assert!(resent.is_empty(), "retransmissions without a drop: {resent:?}");
     drop(f);
@@ -641,7 +646,7 @@ fn incast_pfc_cascades_hop_by_hop_and_loses_nothing_while_pfc_off_drops() {
     assert_eq!(r["ok"], true, "{r}");
     assert!(r["retransmitted_packets"].as_u64().unwrap() > 0, "{r}");
     assert!(sum_over_switches(&f, "rocefab_queue_admission_dropped_packets_total", &[("queue", "3")]) > 0.0);
-    assert_eq!(sum_over_switches(&f, "rocefab_pfc_tx_frames_total", &[]), 0.0);
+    assert_eq!(series_over_switches(&f, "rocefab_pfc_tx_frames_total", &[]), 0.0);
 }
 
 /// Issue 23, "count what simulators count", on the 7:1 incast of `rail-spine-incast.yaml` (D 1):

@@ -34,21 +34,43 @@ fn a_128_gpu_multi_pod_fabric_comes_up_and_runs_a_verified_allreduce_across_pods
     let o = rocefab(&["ping", &f.name, "host1:gpu0", "host16:gpu7", "-c", "5"]);
     assert!(o.status.success(), "cross-pod ping: {}", failure(&o));
 
-    let before = f.metric_sum(&["ss1", "ss2"], "rocefab_port_tx_bytes_total", &[]);
-    let o = rocefab(&["run", &f.name, "allreduce", "--size", "1MiB", "--json", "--timeout", "600"]);
-    assert!(o.status.success(), "rocefab run failed: {}", failure(&o));
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
-    assert_eq!(r["ok"], true, "{r:#}");
-    assert_eq!(r["ranks"], 128, "16 hosts x 8 GPUs");
-    assert_eq!(r["verified_ranks"], 128, "every rank holds the element-wise sum of all inputs");
-    // A lossless fabric loses nothing while the machine keeps up; when two cores could not
-    // (frames left in a full AF_XDP ring), the run must say it was machine-bound.
-    let machine_bound =
-        r["warnings"].as_array().is_some_and(|w| w.iter().any(|w| w.as_str().unwrap_or("").contains("the machine")));
-    assert!(r["retransmitted_packets"] == 0 || machine_bound, "losses without a machine-bound warning: {r:#}");
-    // The ring crosses pods (rank 63 -> 64 and 127 -> 0 at least): the super-spines carried it.
-    let across = f.metric_sum(&["ss1", "ss2"], "rocefab_port_tx_bytes_total", &[]) - before;
-    assert!(across > 2.0 * 1024.0 * 1024.0 / 128.0, "super-spines sent only {across} bytes");
+    // The ring crosses pods on two edges (rank 63 -> 64 and 127 -> 0): each carries 2(N-1)/N of
+    // every rank's 1 MiB (ReduceScatter then AllGather), through one super-spine. Payload only:
+    // the frames' headers make the super-spines' bytes larger still.
+    let size = 1024.0 * 1024.0;
+    let must_cross = 2.0 * 2.0 * 127.0 / 128.0 * size;
+    // A result is the model's only when the machine kept up: a machine-bound run is retried (at
+    // most three runs) and the test fails when every run was. The run that was not must have
+    // resent nothing: one of the machine-bound signs (a port with frames queued that sends
+    // nothing) is also what a scheduler or wake-up bug looks like, so it cannot excuse a loss.
+    let mut attempts = Vec::new();
+    for attempt in 1..=3 {
+        let before = f.metric_sum(&["ss1", "ss2"], "rocefab_port_tx_bytes_total", &[]);
+        let o = rocefab(&["run", &f.name, "allreduce", "--size", "1MiB", "--json", "--timeout", "600"]);
+        assert!(o.status.success(), "rocefab run failed: {}", failure(&o));
+        let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
+        assert_eq!(r["ok"], true, "{r:#}");
+        assert_eq!(r["ranks"], 128, "16 hosts x 8 GPUs");
+        assert_eq!(r["verified_ranks"], 128, "every rank holds the element-wise sum of all inputs");
+        let across = f.metric_sum(&["ss1", "ss2"], "rocefab_port_tx_bytes_total", &[]) - before;
+        assert!(
+            across >= 0.9 * must_cross,
+            "run {attempt}: super-spines sent {across} bytes, below 0.9 x the {must_cross} the ring must carry across pods"
+        );
+        let warnings: Vec<String> = r["warnings"]
+            .as_array()
+            .map(|w| {
+                w.iter().filter_map(|w| w.as_str()).filter(|w| w.contains("the machine")).map(String::from).collect()
+            })
+            .unwrap_or_default();
+        if warnings.is_empty() {
+            // The model's result: a lossless fabric whose daemons kept up resends nothing.
+            assert_eq!(r["retransmitted_packets"], 0, "run {attempt}: a lossless fabric resent frames: {r:#}");
+            break;
+        }
+        attempts.push(format!("run {attempt}: {}", warnings.join("; ")));
+        assert!(attempt < 3, "every run was machine-bound, none is the model's result:\n{}", attempts.join("\n"));
+    }
 
     let name = f.name.clone();
     drop(f);
