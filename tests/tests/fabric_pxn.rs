@@ -26,11 +26,19 @@ fn pxn_carries_cross_rail_traffic_over_nvlink_and_the_right_rail() {
     assert!(stdout(&plan).contains("4 hosts x 4 GPUs, NVLink 3.6Tbps 1000 ns, PXN,"), "{}", stdout(&plan));
     // Route misses during the jobs (a host's own chatter at link-up is not the jobs').
     let before = f.metric_sum(&RAILS, "rocefab_xdp_route_miss_total", &[]);
-    for kind in ["alltoall", "allreduce"] {
+    // What crosses NVLink, exactly: the 16 ranks (host h, GPU g = rank 4h + g) exchange chunks of
+    // 256 KiB / 16 = 16 KiB. All-to-all: each rank's chunk for another GPU of its host goes over
+    // NVLink (3 peers), and its chunk for a GPU of another rail on another host makes its NVLink
+    // hop to the local GPU on that rail first (9 peers); the 3 peers on its own rail are reached
+    // by the network alone. Ring AllReduce: rank r sends to r + 1 in each of 2 (N - 1) = 30 steps;
+    // 12 of the 16 edges join GPUs of one host, the other 4 (GPU 3 of host h to GPU 0 of host
+    // h + 1) change rail, so every edge crosses NVLink once.
+    let chunk = 256 * 1024 / 16;
+    for (kind, nvlink) in [("alltoall", 16 * (3 + 9) * chunk), ("allreduce", 16 * 30 * chunk)] {
         let (ok, r, err) = run(&f, kind);
         assert!(ok, "{kind}: {err}\n{r:#}");
         assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(16)), "{kind}: {r:#}");
-        assert!(r["nvlink_bytes"].as_u64().unwrap() > 0, "{kind}: {r:#}");
+        assert_eq!(r["nvlink_bytes"].as_u64(), Some(nvlink), "{kind}: NVLink bytes");
     }
     let misses = f.metric_sum(&RAILS, "rocefab_xdp_route_miss_total", &[]) - before;
     if misses != 0.0 {

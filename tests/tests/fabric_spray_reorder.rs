@@ -53,13 +53,23 @@ fn allreduce(f: &Fabric, segment: &str, size: &str) -> Value {
     r
 }
 
+/// Packets that cross the spines in a ring AllReduce of `mib` MiB per rank on rail-spine: every
+/// edge of the ring (rank 2h -> 2h + 1 and 2h + 1 -> 2h + 2) joins rail1 and rail2, and carries
+/// 2 (N - 1) / N of the data in packets of the 1024-byte path MTU: 8 x 2 x 7/8 x mib MiB / 1 KiB.
+fn sprayed(mib: u64) -> u64 {
+    8 * 2 * 7 * mib * 1024 * 1024 / 8 / 1024
+}
+
 #[test]
 fn sprayed_allreduce_needs_write_only_to_avoid_go_back_n() {
     let f = Fabric::up_with("rail-spine.yaml", "hsr", "load_balance: { mode: spray }\n");
 
     let wo = allreduce(&f, "write-only", "4MiB");
     let ooo = wo["out_of_order_packets"].as_u64().unwrap();
-    assert!(ooo > 0, "spraying reordered packets: {wo:#}");
+    eprintln!("write-only: {ooo} out of order of {} sprayed", sprayed(4));
+    // Most sprayed packets arrive out of order (26,764 of 28,672 here on 2026-11-28); a tenth is
+    // far below that and far above what spraying only some connections, or none, gives.
+    assert!(ooo >= sprayed(4) / 10, "spraying reordered only {ooo} of {} packets: {wo:#}", sprayed(4));
     assert_eq!(
         wo["retransmitted_packets"], 0,
         "Write-Only: reordering needs no retransmission ({ooo} out of order): {wo:#}"
@@ -73,9 +83,17 @@ fn sprayed_allreduce_needs_write_only_to_avoid_go_back_n() {
     // grows faster than the job. 4 MiB took about 30 s on an idle machine, and had not finished in
     // 120 s with the fabric held to 1.5 CPUs by a cgroup quota (3.6 million packets resent).
     let fml = allreduce(&f, "first-middle-last", "1MiB");
-    assert!(fml["out_of_order_packets"].as_u64().unwrap() > 0, "{fml:#}");
-    assert!(fml["naks_sent"].as_u64().unwrap() > 0, "sequence errors NAKed: {fml:#}");
-    assert!(fml["retransmitted_packets"].as_u64().unwrap() > 0, "go-back-N: {fml:#}");
+    let (ooo, naks, resent) = (
+        fml["out_of_order_packets"].as_u64().unwrap(),
+        fml["naks_sent"].as_u64().unwrap(),
+        fml["retransmitted_packets"].as_u64().unwrap(),
+    );
+    eprintln!("first-middle-last: {ooo} out of order, {naks} NAKs, {resent} resent");
+    assert!(ooo >= sprayed(1) / 10, "spraying reordered only {ooo} of {} packets: {fml:#}", sprayed(1));
+    // Hundreds of sequence errors NAKed (6,224 here), each answered by going back N: at least
+    // one packet resent per NAK.
+    assert!(naks >= 100, "sequence errors NAKed: {naks}: {fml:#}");
+    assert!(resent >= naks, "go-back-N: {resent} resent for {naks} NAKs: {fml:#}");
 }
 
 #[test]
