@@ -280,6 +280,29 @@ impl Fabric {
             .sum()
     }
 
+    /// The switch's metrics once two scrapes in a row, 20 ms apart, agree on every sample of
+    /// `names` (what was in flight has been counted): panics after 10 s. For "counters settle"
+    /// without a fixed sleep.
+    pub fn settled(&self, switch: &str, names: &[&str]) -> String {
+        let pick = |t: &str| -> Vec<String> {
+            rocefab_contracts::promtext::samples(t)
+                .filter(|x| names.contains(&x.name))
+                .map(|x| format!("{}{{{}}} {}", x.name, x.raw_labels(), x.value))
+                .collect()
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut last = self.metrics(switch);
+        loop {
+            std::thread::sleep(Duration::from_millis(20));
+            let t = self.metrics(switch);
+            if pick(&t) == pick(&last) {
+                return t;
+            }
+            assert!(Instant::now() < deadline, "{switch}: {names:?} still changing after 10 s");
+            last = t;
+        }
+    }
+
     /// Polls `f` over the switch's metrics until it returns true or 10 s pass; returns the
     /// last scrape (the traffic crosses asynchronous daemons, so counters settle shortly after).
     pub fn wait_metrics(&self, switch: &str, f: impl Fn(&str) -> bool) -> String {

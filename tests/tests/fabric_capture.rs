@@ -49,9 +49,11 @@ fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() 
               sendp(Ether(dst='01:80:c2:00:00:01')/MACControlClassBasedFlowControl(c3_enabled=1, c3_pause_time=0), iface='gpu0', verbose=0)\n";
     let o = f.exec("host1", &["/usr/bin/python3", "-c", py]);
     assert!(o.status.success(), "scapy: {}", stderr(&o));
-    // Counters settle once the shapers drained.
-    std::thread::sleep(Duration::from_millis(300));
-    let after = f.metrics("rail1");
+    // The PFC frame was counted, and the port's counters stopped moving (the shapers drained).
+    let pfc_rx = |t: &str| metric(t, "rocefab_pfc_rx_frames_total", &[("port", port.as_str()), ("priority", "3")]);
+    f.wait_metrics("rail1", |t| pfc_rx(t) > pfc_rx(&before));
+    let after = f.settled("rail1", &["rocefab_port_rx_packets_total", "rocefab_port_tx_packets_total"]);
+    assert!(pfc_rx(&after) > pfc_rx(&before), "rail1 never counted the PFC frame");
     let summary = stop_rocefab_capture(cap);
 
     let d = |name: &str, p: &str| metric(&after, name, &[("port", p)]) - metric(&before, name, &[("port", p)]);
@@ -95,8 +97,10 @@ fn capture_of_a_switch_port_during_allreduce_matches_its_counters_and_decodes() 
 fn capture_streams_live_to_tshark_with_a_filter() {
     let f = Fabric::up("rail-spine.yaml", "rfcs");
     let port = f.port_to("rail1", "host1:gpu0");
+    // tshark's own messages (stderr) join its fields: "Capturing on ..." comes once it read the
+    // pcapng header, which `rocefab capture` writes once every daemon mirrors the port.
     let script = format!(
-        "{} capture {} rail1:{port} -w - --count 6 --filter icmp --duration 30s | tshark -i - -l -T fields -e frame.interface_name -e frame.p2p_dir -e icmp.type",
+        "{} capture {} rail1:{port} -w - --count 6 --filter icmp --duration 30s | tshark -i - -l -T fields -e frame.interface_name -e frame.p2p_dir -e icmp.type 2>&1",
         rocefab_bin().display(),
         f.name
     );
@@ -104,13 +108,21 @@ fn capture_streams_live_to_tshark_with_a_filter() {
         "capture | tshark",
         Command::new("sh").args(["-c", &script]).stdout(Stdio::piped()).stderr(Stdio::null()),
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    let end = Duration::from_secs(20);
+    // (Before it, as root: "Running as user "root" ...".)
+    let mut said = Vec::new();
+    while !said.last().is_some_and(|l: &String| l.starts_with("Capturing on")) {
+        assert!(said.len() < 5, "tshark did not say it is capturing: {said:?}");
+        said.push(p.line(end));
+    }
     let o = f.exec("host1", &["ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.3"]);
     assert!(o.status.success());
     let mut lines = Vec::new();
-    let end = Duration::from_secs(20);
     while lines.len() < 6 {
-        lines.push(p.line(end));
+        let l = p.line(end);
+        if l.contains('\t') {
+            lines.push(l);
+        }
     }
     // Echo requests (type 8) come in from host1, replies (type 0) go out to it.
     for l in &lines {

@@ -9,11 +9,10 @@
 //!
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 use std::process::Command;
-use std::time::Duration;
 
 use rocefab_tests::capture::{start_rocefab_capture, stop_rocefab_capture};
 use rocefab_tests::fabric::{
-    allreduce_in_order, delayed_rail_spine, failure, metric, rocefab, rocefab_bin, stderr, stdout, Fabric,
+    allreduce_in_order, delayed_rail_spine, failure, metric, rocefab, rocefab_bin, series, stderr, stdout, Fabric,
 };
 use rocefab_tests::scratch::{file, temp_dir};
 use rocefab_tests::tshark::fields as tshark;
@@ -61,8 +60,8 @@ fn roce_4096_frames_cross_a_jumbo_fabric_end_to_end() {
         .output()
         .unwrap();
     assert!(run.status.success(), "rocefab run: {}", failure(&run));
-    std::thread::sleep(Duration::from_millis(300));
-    let after = f.metrics("rail1");
+    // Counters settle once the shapers drained: two scrapes in a row agree.
+    let after = f.settled("rail1", &["rocefab_port_rx_packets_total", "rocefab_port_tx_packets_total"]);
     let summary = stop_rocefab_capture(cap);
     assert!(!summary.contains("lost"), "the mirror lost frames: {summary}");
 
@@ -75,6 +74,7 @@ fn roce_4096_frames_cross_a_jumbo_fabric_end_to_end() {
     let d =
         |name: &str| metric(&after, name, &[("port", &rail1_port)]) - metric(&before, name, &[("port", &rail1_port)]);
     assert_eq!(d("rocefab_port_rx_invalid_total"), 0.0);
+    series(&after, "rocefab_port_rx_invalid_total", &[("port", &rail1_port)]);
     assert!(d("rocefab_port_rx_packets_total") > 30.0, "the job did not cross rail1:{rail1_port}");
 
     // tshark: RDMA WRITE First (6) / Middle (7) carry a full 4096-byte payload; the frame is

@@ -181,11 +181,9 @@ fn the_live_view_shows_the_incast_congest_its_link_and_pause_within_a_second() {
                 .args(["--timeout", "60", "--metrics-port-base", "9900"])
                 .stdout(Stdio::piped()),
         );
+        // Started once the incast is under way (rail1 sent its first PFC frame).
         let cap_path = format!("/api/capture?port=rail1:{to_host1}&seconds=2");
-        let capture = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(3));
-            get_bytes(addr, &cap_path, Duration::from_secs(20))
-        });
+        let mut capture = None;
 
         let probe = format!(
             "const l = document.querySelector('line.dir[data-from=\"rail1:{to_host1}\"][data-to=\"host1:gpu0\"]');
@@ -200,6 +198,8 @@ fn the_live_view_shows_the_incast_congest_its_link_and_pause_within_a_second() {
             let t = f.metrics("rail1");
             if first_pfc.is_none() && metric(&t, "rocefab_pfc_tx_frames_total", &[]) > 0.0 {
                 first_pfc = Some(Instant::now());
+                let cap_path = cap_path.clone();
+                capture = Some(std::thread::spawn(move || get_bytes(addr, &cap_path, Duration::from_secs(20))));
             }
             let v = js(&c, &probe).await;
             let now = Instant::now();
@@ -216,8 +216,7 @@ fn the_live_view_shows_the_incast_congest_its_link_and_pause_within_a_second() {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let mut report = String::new();
-        run.child.stdout.take().unwrap().read_to_string(&mut report).unwrap();
+        let report = String::from_utf8_lossy(&run.output().stdout).into_owned();
         let r: Value = serde_json::from_str(&report).unwrap_or_else(|e| panic!("rocefab run --json: {e}: {report}"));
         assert_eq!(r["ok"], true, "{r}");
 
@@ -236,7 +235,7 @@ fn the_live_view_shows_the_incast_congest_its_link_and_pause_within_a_second() {
         assert_no_console_errors(&c, "during the incast").await;
 
         // What the capture endpoint gave during the incast.
-        let (head, body) = capture.join().expect("capture thread");
+        let (head, body) = capture.expect("no capture: rail1 sent no PFC").join().expect("capture thread");
         assert_eq!(head.split_whitespace().nth(1), Some("200"), "{head}{}", String::from_utf8_lossy(&body));
         assert!(head.contains("content-disposition: attachment; filename=\"rfwb-rail1-"), "{head}");
         assert!(pcapng_packets(&body) > 0, "the capture of rail1:{to_host1} during the incast holds no frame");
