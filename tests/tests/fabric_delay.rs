@@ -2,7 +2,7 @@
 //!
 //! The rail-spine fabric at 100G (100 Mbit/s of wall clock) with 2 µs host cables (400 m),
 //! 5 µs rail-spine cables (1 km), 1 µs switch forwarding latency and 500 ns NIC pipelines at time dilation 1000 (so 1 µs emulated is 1 ms of wall
-//! clock):
+//! clock; the ping test at 4000):
 //! - `idle_ping_rtt_is_the_configured_path_within_10_percent`: `rocefab ping` states the
 //!   configured round trip (checked here by hand from the topology) and measures an idle ping
 //!   whose median emulated RTT is within 10 % of it, over one switch (same rail) and three
@@ -44,9 +44,17 @@ fn within_10_percent(r: &Value, configured_ns: u64) {
     assert!(r["rtt_min_ns"].as_u64().unwrap() >= configured_ns, "a reply came back early: {r:#}");
 }
 
+/// The ping test runs at time dilation 4000, not 1000: the median RTT's 10 % of a 12 µs path is
+/// 1.2 ms of wall clock at D 1000, within reach of a data-plane thread woken late on a loaded
+/// machine (issue 39: it depended on the machine being idle); at D 4000 it is 4.8 ms. The
+/// bound is unchanged in emulated time.
 #[test]
 fn idle_ping_rtt_is_the_configured_path_within_10_percent() {
-    let f = delayed_fabric("hdl");
+    let f = Fabric::up_edited("rail-spine.yaml", "hdl", |t| {
+        let t = delayed_rail_spine(t);
+        assert!(t.contains("time_dilation: 1000\n"), "delayed_rail_spine changed");
+        t.replace("time_dilation: 1000\n", "time_dilation: 4000\n")
+    });
     // Same rail: NIC 500 + cable 2000 | rail1 1000 + cable 2000 + NIC 500 = 6000 ns each way.
     let same = ping(&f, "host1:gpu0", "host2:gpu0");
     within_10_percent(&same, 2 * 6_000);
