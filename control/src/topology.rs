@@ -113,8 +113,9 @@ pub enum TopologyError {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTopology {
+    #[serde(deserialize_with = "de_text")]
     fabric: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_text")]
     description: Option<String>,
     #[serde(default = "default_mtu", deserialize_with = "de_mtu")]
     mtu: u32,
@@ -373,6 +374,7 @@ struct RawPod {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRailSwitch {
+    #[serde(deserialize_with = "de_text")]
     name: String,
     rails: Vec<u32>,
     #[serde(default)]
@@ -382,6 +384,7 @@ struct RawRailSwitch {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSpine {
+    #[serde(deserialize_with = "de_text")]
     name: String,
 }
 
@@ -443,7 +446,9 @@ enum CablingKeyword {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRailSpineLink {
+    #[serde(deserialize_with = "de_text")]
     rail: String,
+    #[serde(deserialize_with = "de_text")]
     spine: String,
     #[serde(default)]
     line_rate: Option<LineRate>,
@@ -465,8 +470,9 @@ impl Default for SuperSpineCabling {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSpineSuperSpineLink {
+    #[serde(deserialize_with = "de_text")]
     spine: String,
-    #[serde(rename = "super-spine")]
+    #[serde(rename = "super-spine", deserialize_with = "de_text")]
     super_spine: String,
     #[serde(default)]
     line_rate: Option<LineRate>,
@@ -535,9 +541,9 @@ struct RawAddressing {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawNaming {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_text")]
     host_nic: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "de_opt_text")]
     switch_port: Option<String>,
 }
 
@@ -818,6 +824,52 @@ fn de_mtu<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     bounded(d, 68, MAX_MTU)
 }
 
+/// A text field (a name, a description): a YAML string. YAML resolves a plain `null`, `true`
+/// or `42` to null, a boolean or a number, which a field that takes text would otherwise read as
+/// the words "null", "true" or "42"; those are refused, naming what was found (quoted, they are
+/// text).
+fn de_text<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<String, E> {
+            Ok(v.to_string())
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<String, E> {
+            Ok(v)
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<String, E> {
+            Err(E::custom("expected a string, found null (write it in quotes if you mean the word)"))
+        }
+        fn visit_none<E: de::Error>(self) -> Result<String, E> {
+            self.visit_unit()
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<String, E> {
+            Err(E::custom(format!(
+                "expected a string, found the boolean {v} (write it in quotes if you mean the word)"
+            )))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<String, E> {
+            Err(E::custom(format!("expected a string, found the number {v} (write it in quotes if you mean the text)")))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<String, E> {
+            Err(E::custom(format!("expected a string, found the number {v} (write it in quotes if you mean the text)")))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<String, E> {
+            Err(E::custom(format!("expected a string, found the number {v} (write it in quotes if you mean the text)")))
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// [`de_text`] for an optional field (absent: `None`; present, it must be a string).
+fn de_opt_text<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    de_text(d).map(Some)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Validated model
 
@@ -1022,7 +1074,8 @@ impl Topology {
     /// Reads and validates a topology file.
     pub fn load(path: &Path) -> Result<Topology, TopologyError> {
         let file = path.display().to_string();
-        let src = std::fs::read_to_string(path).map_err(|err| TopologyError::Io { file: file.clone(), err })?;
+        let bytes = std::fs::read(path).map_err(|err| TopologyError::Io { file: file.clone(), err })?;
+        let src = String::from_utf8(bytes).map_err(|e| not_utf8(&file, e.as_bytes(), e.utf8_error()))?;
         Self::parse(&src, path)
     }
 
@@ -1048,6 +1101,23 @@ impl Topology {
             msg,
         };
         validate(raw, path, &err)
+    }
+}
+
+/// A file that is not UTF-8 (YAML 1.2, 5.2): where its first invalid byte is, as an editor counts
+/// lines and columns (columns in characters of the valid text before it).
+fn not_utf8(file: &str, bytes: &[u8], e: std::str::Utf8Error) -> TopologyError {
+    let at = e.valid_up_to();
+    let valid = std::str::from_utf8(&bytes[..at]).expect("valid up to here");
+    let line = valid.matches('\n').count() + 1;
+    let column = valid.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    TopologyError::Parse {
+        file: file.to_string(),
+        line,
+        msg: format!(
+            "not UTF-8: byte 0x{:02x} at column {column} (byte offset {at}); a topology file is UTF-8 text",
+            bytes[at]
+        ),
     }
 }
 

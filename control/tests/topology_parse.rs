@@ -609,3 +609,47 @@ fn a_dual_port_nic_has_a_port_on_each_switch_of_its_rail() {
     let e = err(&src.replace("fabric: dp\n", "fabric: dp\nnaming: { host_nic: \"g{gpu}\" }\n"));
     assert!(e.contains("naming.host_nic: \"g{gpu}\" must contain {port} with nic: dual-port"), "{e}");
 }
+
+/// Issue 38: a YAML null, boolean or number where the schema takes text is refused, naming what
+/// was found and where (before, `fabric: null` made a fabric called "null").
+#[test]
+fn text_fields_refuse_null_booleans_and_numbers() {
+    for (from, to, line, field, found) in [
+        ("fabric: t", "fabric: null", 1, "fabric", "found null"),
+        ("fabric: t", "fabric: true", 1, "fabric", "found the boolean true"),
+        ("fabric: t", "fabric: ~", 1, "fabric", "found null"),
+        ("    - name: rail1", "    - name: true", 8, "switches.rail[0].name", "found the boolean true"),
+        ("    - name: spine1", "    - name: null", 13, "switches.spine[0].name", "found null"),
+        ("    - name: rail2", "    - name: 7", 10, "switches.rail[1].name", "found the number 7"),
+    ] {
+        let e = err(&GOOD.replace(from, to));
+        assert!(e.starts_with(&format!("topologies/bad.yaml:{line}: {field}: ")), "{to}: {e}");
+        assert!(e.contains(&format!("expected a string, {found}")), "{to}: {e}");
+    }
+    // Quoted, they are text (and then the name rules apply).
+    let t = Topology::parse(&GOOD.replace("fabric: t", "fabric: \"true\""), Path::new("x.yaml")).unwrap();
+    assert_eq!(t.fabric, "true");
+    let e = err(&GOOD.replace("    - name: rail2", "    - name: \"7\""));
+    assert!(!e.contains("expected a string"), "{e}");
+}
+
+/// Issue 38: a file that is not UTF-8 is refused with the line and column of its first invalid
+/// byte (before: "stream did not contain valid UTF-8" and no line).
+#[test]
+fn a_file_that_is_not_utf8_names_the_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("rocefab-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.yaml");
+    let mut bytes = GOOD.replace("  nic: per-gpu", "  nic: per-gpu # 25 °C").into_bytes();
+    // Line 5 (hosts.nic), after "  nic: per-gpu # 25 " (20 characters): Latin-1 0xb0 where UTF-8
+    // has 0xc2 0xb0.
+    let at = bytes.windows(2).position(|w| w == [0xc2, 0xb0]).unwrap();
+    bytes.remove(at);
+    std::fs::write(&path, &bytes).unwrap();
+    let e = Topology::load(&path).expect_err("not UTF-8").to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        e.ends_with("bad.yaml:5: not UTF-8: byte 0xb0 at column 21 (byte offset 67); a topology file is UTF-8 text"),
+        "{e}"
+    );
+}
