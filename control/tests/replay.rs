@@ -1011,6 +1011,49 @@ fn dry_run_works_from_the_topology_file_alone() {
     assert!(e.contains("no fabric is running") && e.contains("--topology FILE"), "{e}");
 }
 
+/// Issue 38: a capture with a corrupted timestamp is refused naming the frame (Wireshark's
+/// number), its timestamp and what is wrong, not only the file.
+#[test]
+fn a_dry_run_names_the_frame_whose_timestamp_is_corrupted() {
+    let dir = temp_dir("dry-badts");
+    let run = dir.path().join("empty-run");
+    std::fs::create_dir_all(&run).unwrap();
+    let cap = dir.path().join("c.pcap");
+    write_capture(
+        &cap,
+        &[
+            (0, v4(A, B, Opcode::WriteFirst, 1)),
+            (20, v4(A, B, Opcode::WriteMiddle, 2)),
+            (40, v4(A, B, Opcode::WriteLast, 3)),
+        ],
+    );
+    // Frame 3's fraction (the second word of its record header) set past 1 s, in the file's
+    // byte order (its magic says which) and resolution.
+    let mut bytes = std::fs::read(&cap).unwrap();
+    let big = matches!(bytes[..4], [0xa1, 0xb2, ..]);
+    let nano = matches!(bytes[..4], [0xa1, 0xb2, 0x3c, 0x4d] | [0x4d, 0x3c, 0xb2, 0xa1]);
+    let word = |b: &[u8], at: usize| {
+        let w: [u8; 4] = b[at..at + 4].try_into().unwrap();
+        if big {
+            u32::from_be_bytes(w)
+        } else {
+            u32::from_le_bytes(w)
+        }
+    };
+    let at = (0..2).fold(24, |at, _| at + 16 + word(&bytes, at + 8) as usize);
+    let sec = word(&bytes, at);
+    let (frac, unit) = if nano { (4_000_000_000u32, "ns") } else { (4_000_000, "µs") };
+    let w = if big { frac.to_be_bytes() } else { frac.to_le_bytes() };
+    bytes[at + 4..at + 8].copy_from_slice(&w);
+    std::fs::write(&cap, &bytes).unwrap();
+    let (c, ts) = (cap.to_str().unwrap(), topology_path());
+    let e = err(&cli(&run, &["replay", "--topology", ts.to_str().unwrap(), "--from", "host1:gpu0", c, "--dry-run"]));
+    assert!(
+        e.contains(&format!("{c}: frame 3: timestamp {sec} s + {frac} {unit}: the fraction is 1 s or more")),
+        "{e}"
+    );
+}
+
 #[test]
 fn the_report_counts_frames_per_traffic_class_and_warns_when_no_lossless_class_is_used() {
     let dir = temp_dir("classes");

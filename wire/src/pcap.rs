@@ -91,6 +91,34 @@ pub enum Error {
         #[source]
         source: PcapError,
     },
+    /// A record after the header is malformed: which frame it is (1-based, as Wireshark numbers
+    /// them: the frame after the last one read).
+    #[error("{path}: frame {number}: {format} error: {source}")]
+    Record {
+        /// File name.
+        path: PathBuf,
+        /// Frame number, from 1.
+        number: usize,
+        /// "pcap" or "pcapng".
+        format: &'static str,
+        /// Cause.
+        #[source]
+        source: PcapError,
+    },
+    /// A pcap record whose timestamp fraction is 1 s or more (a corrupted timestamp).
+    #[error("{path}: frame {number}: timestamp {sec} s + {frac} {unit}: the fraction is 1 s or more (a corrupted timestamp)")]
+    Timestamp {
+        /// File name.
+        path: PathBuf,
+        /// Frame number, from 1.
+        number: usize,
+        /// The record's seconds.
+        sec: u32,
+        /// The record's fraction.
+        frac: u32,
+        /// "µs" or "ns", as the file header says.
+        unit: &'static str,
+    },
     /// The file starts with neither a pcap nor a pcapng magic number (nor gzip).
     #[error("{path}: {}", describe_foreign(magic, *gzip))]
     UnknownMagic {
@@ -247,6 +275,8 @@ pub struct CaptureReader {
     inner: ReaderInner,
     path: PathBuf,
     done: bool,
+    /// Frames returned so far.
+    frames: usize,
 }
 
 impl std::fmt::Debug for CaptureReader {
@@ -303,7 +333,7 @@ impl CaptureReader {
         } else {
             return Err(Error::UnknownMagic { path, magic: magic.to_vec(), gzip });
         };
-        Ok(CaptureReader { inner, path, done: false })
+        Ok(CaptureReader { inner, path, done: false, frames: 0 })
     }
 
     /// The detected format.
@@ -321,6 +351,7 @@ impl CaptureReader {
 
     fn next_frame(&mut self) -> Option<Result<CapturedFrame, Error>> {
         let path = &self.path;
+        let number = self.frames;
         match &mut self.inner {
             // Raw records, validated here rather than by pcap-file's `next_packet`: that one
             // rejects `orig_len > snaplen`, which is exactly what a snaplen-truncated capture
@@ -333,7 +364,13 @@ impl CaptureReader {
                     let p = res.map_err(fmt_err)?;
                     let nanos = if micro { u64::from(p.ts_frac) * 1000 } else { u64::from(p.ts_frac) };
                     if nanos >= 1_000_000_000 {
-                        return Err(fmt_err(PcapError::InvalidField("record timestamp fraction is 1 s or more")));
+                        return Err(Error::Timestamp {
+                            path: path.clone(),
+                            number: number + 1,
+                            sec: p.ts_sec,
+                            frac: p.ts_frac,
+                            unit: if micro { "µs" } else { "ns" },
+                        });
                     }
                     Ok(CapturedFrame {
                         timestamp: Duration::new(u64::from(p.ts_sec), nanos as u32),
@@ -410,9 +447,18 @@ impl Iterator for CaptureReader {
         if self.done {
             return None;
         }
-        let r = self.next_frame();
-        if !matches!(r, Some(Ok(_))) {
-            self.done = true;
+        let r = self.next_frame().map(|r| {
+            r.map_err(|e| match e {
+                // A record after the header: name the frame.
+                Error::Format { path, format, source } => {
+                    Error::Record { path, number: self.frames + 1, format, source }
+                }
+                e => e,
+            })
+        });
+        match r {
+            Some(Ok(_)) => self.frames += 1,
+            _ => self.done = true,
         }
         r
     }
@@ -511,7 +557,10 @@ mod tests {
         assert_eq!(first.data, vec![0xab; 64]);
         assert_eq!(first.timestamp, Duration::new(7, 250_000_000));
         let e = r.next().unwrap().unwrap_err().to_string();
-        assert!(e.contains("t.pcap") && e.contains("timestamp"), "{e}");
+        assert_eq!(
+            e,
+            "t.pcap: frame 2: timestamp 8 s + 1000000 µs: the fraction is 1 s or more (a corrupted timestamp)"
+        );
     }
 
     #[test]
