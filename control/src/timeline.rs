@@ -835,6 +835,27 @@ fn draw_err<E: std::fmt::Debug>(e: E) -> TimelineError {
 }
 
 /// The timeline as an SVG document.
+/// The thresholds drawn beside the bottleneck queue's depth: WRED min and max only where WRED
+/// runs (on that queue, or on any queue when there is no bottleneck; a PFC-only fabric has
+/// none), xOFF and xON only where a priority is lossless.
+fn threshold_lines(th: &Thresholds, tc: Option<u8>) -> Vec<(&'static str, u64, plotters::style::RGBColor)> {
+    use plotters::style::RGBColor;
+    let wred = match tc {
+        Some(tc) => th.wred_queues & (1 << (tc & 7)) != 0,
+        None => th.wred_queues != 0,
+    };
+    let mut lines = Vec::new();
+    if wred {
+        lines.push(("WRED min", th.wred_min_bytes, RGBColor(230, 150, 0)));
+        lines.push(("WRED max", th.wred_max_bytes, RGBColor(200, 0, 0)));
+    }
+    if th.lossless_priorities != 0 {
+        lines.push(("xOFF", th.xoff_bytes, RGBColor(120, 0, 160)));
+        lines.push(("xON", th.xon_bytes, RGBColor(0, 140, 60)));
+    }
+    lines
+}
+
 pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
     use plotters::prelude::*;
     use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -894,12 +915,7 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
             let th = t.thresholds.clone().unwrap_or_default();
             let kb = |b: u64| b as f64 / 1e3;
             let peak = t.depth.iter().map(|p| p.v).fold(0.0, f64::max) / 1e3;
-            let lines = [
-                ("WRED min", th.wred_min_bytes, RGBColor(230, 150, 0)),
-                ("WRED max", th.wred_max_bytes, RGBColor(200, 0, 0)),
-                ("xOFF", th.xoff_bytes, RGBColor(120, 0, 160)),
-                ("xON", th.xon_bytes, RGBColor(0, 140, 60)),
-            ];
+            let lines = threshold_lines(&th, t.bottleneck.as_ref().map(|b| b.tc));
             let y_max = lines.iter().map(|l| kb(l.1)).fold(peak, f64::max).max(1.0) * 1.12;
             let caption = match &t.bottleneck {
                 Some(b) => format!(
@@ -1572,6 +1588,30 @@ mod tests {
     /// What SVG text looks like for `s` (plotters escapes markup characters).
     fn escaped(s: &str) -> String {
         s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    }
+
+    /// Issue 38: a PFC-only fabric (WRED off) drew the default WRED lines (150 KB / 3 MB).
+    #[test]
+    fn a_fabric_without_wred_draws_no_wred_lines() {
+        let mut s = samples(1000.0);
+        for r in &mut s.rounds {
+            for x in r.switches.iter_mut().flatten() {
+                x.sample.thresholds.wred_queues = 0;
+            }
+        }
+        let t = Timeline::build(&s, "pod1", "incast", 1000.0, None, None).unwrap();
+        let svg = render_svg(&t).unwrap();
+        assert!(!svg.contains("WRED min") && !svg.contains("WRED max"), "WRED lines on a fabric without WRED");
+        assert!(svg.contains(&escaped("xOFF 3200 KB")) && svg.contains(&escaped("xON 120 KB")));
+        // WRED on another queue than the bottleneck's: not drawn either; on it: drawn.
+        let th = t.thresholds.clone().unwrap();
+        let names = |th: &Thresholds, tc| threshold_lines(th, tc).iter().map(|l| l.0).collect::<Vec<_>>();
+        assert_eq!(names(&Thresholds { wred_queues: 1 << 0, ..th.clone() }, Some(3)), ["xOFF", "xON"]);
+        assert_eq!(
+            names(&Thresholds { wred_queues: 1 << 3, ..th.clone() }, Some(3)),
+            ["WRED min", "WRED max", "xOFF", "xON"]
+        );
+        assert_eq!(names(&Thresholds { wred_queues: 0, lossless_priorities: 0, ..th }, None), Vec::<&str>::new());
     }
 
     #[test]
