@@ -223,6 +223,8 @@ fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     print_warnings(&topo);
     require_root()?;
     let fabric = topo.fabric.clone();
+    // One `up` per fabric name at a time; released (and its file removed) when `up` returns.
+    let _lock = UpLock::take(&fabric)?;
     if rundir::state_path(&fabric).exists() {
         bail!("fabric {fabric} is already up; run `rocefab down {fabric}`");
     }
@@ -259,6 +261,11 @@ fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     let agents = if nicd.is_some() { plan.hosts.len() } else { 0 };
     let timeout = timeout.unwrap_or_else(|| default_up_timeout(plan.switches.len(), agents));
     if let Err(e) = build(&topo, &plan, &mut st, &daemons, timeout) {
+        if let Some(pid) = UpLock::taken_down_by(&fabric) {
+            // `rocefab down` tore it down meanwhile: what failed is that, not a daemon.
+            let _ = teardown(&st);
+            bail!("fabric {fabric} was taken down (by rocefab down, pid {pid}) while it was being brought up");
+        }
         let cleanup = teardown(&st);
         let mut msg = format!("{e:#}");
         if let Err(c) = cleanup {
@@ -847,9 +854,84 @@ fn down(name: Option<&str>) -> anyhow::Result<()> {
             State { fabric: fabric.clone(), ..State::default() }
         }
     };
+    // An `up` still bringing it up learns from this who took it down.
+    UpLock::note_down(&fabric);
     teardown(&st)?;
     println!("fabric {fabric} is down");
     Ok(())
+}
+
+/// The lock `rocefab up` holds on a fabric name while it brings the fabric up:
+/// `<run base>/<fabric>.up.lock`, `flock`ed, holding up's pid. A second `up` of the same name
+/// fails at once naming that pid; a `down` meanwhile leaves its pid in `<fabric>.down-by` for
+/// `up` to report. The file is opened close-on-exec, so the daemons `up` starts do not inherit
+/// the lock.
+struct UpLock {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+impl UpLock {
+    fn path(fabric: &str) -> PathBuf {
+        rundir::base().join(format!("{fabric}.up.lock"))
+    }
+    fn down_path(fabric: &str) -> PathBuf {
+        rundir::base().join(format!("{fabric}.down-by"))
+    }
+
+    /// `flock(LOCK_EX | LOCK_NB)` on `f`: whether it was taken.
+    fn try_lock(f: &std::fs::File) -> bool {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock(2) on a file descriptor this function borrows; no memory is involved.
+        unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+    }
+
+    fn take(fabric: &str) -> anyhow::Result<UpLock> {
+        let base = rundir::base();
+        std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+        let path = Self::path(fabric);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        if !Self::try_lock(&file) {
+            let mut pid = String::new();
+            let _ = file.read_to_string(&mut pid);
+            let pid = pid.trim();
+            bail!(
+                "fabric {fabric} is being brought up by pid {} (another rocefab up); wait for it, or `rocefab down {fabric}`",
+                if pid.is_empty() { "?" } else { pid }
+            );
+        }
+        file.set_len(0).and_then(|_| write!(file, "{}", std::process::id())).context("writing the up lock")?;
+        let _ = std::fs::remove_file(Self::down_path(fabric));
+        Ok(UpLock { path, _file: file })
+    }
+
+    /// Called by `down`: when an `up` of `fabric` holds the lock, leaves this process's pid for it.
+    fn note_down(fabric: &str) {
+        let Ok(f) = std::fs::File::open(Self::path(fabric)) else { return };
+        if !Self::try_lock(&f) {
+            let _ = std::fs::write(Self::down_path(fabric), std::process::id().to_string());
+        }
+    }
+
+    /// The pid of the `rocefab down` that took `fabric` down while this `up` held the lock.
+    fn taken_down_by(fabric: &str) -> Option<u32> {
+        let pid = std::fs::read_to_string(Self::down_path(fabric)).ok()?.trim().parse().ok();
+        let _ = std::fs::remove_file(Self::down_path(fabric));
+        pid
+    }
+}
+
+impl Drop for UpLock {
+    fn drop(&mut self) {
+        // Removed while still held: a later `up` makes a new one.
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {

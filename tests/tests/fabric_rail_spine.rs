@@ -247,3 +247,90 @@ kill -9 $$
     assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
     assert!(!run_dir(name).exists());
 }
+
+/// Issue 38: two `rocefab up` of one fabric at once: the second says who is bringing it up
+/// (before: "state.json: No such file or directory"), the first brings it up.
+#[test]
+fn a_concurrent_up_names_the_one_bringing_the_fabric_up() {
+    let name = "rft7";
+    let guard = Fabric::guard("rail-spine.yaml", name);
+    let topo = guard.topology.to_str().unwrap().to_string();
+    let lock = run_dir(name).with_extension("up.lock");
+    let mut first = rocefab_tests::proc::Proc::drained(
+        "the first rocefab up",
+        std::process::Command::new(rocefab_bin())
+            .args(["up", &topo])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
+    // The first holds the lock once its file holds its pid.
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&lock).ok().map(|p| p.trim().to_string()) != Some(first.child.id().to_string()) {
+        assert!(std::time::Instant::now() < end, "the first up never took {}", lock.display());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let o = rocefab(&["up", &topo]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!("fabric {name} is being brought up by pid {}", first.child.id())),
+        "{}",
+        stderr(&o)
+    );
+    let done = first.output();
+    assert!(done.status.success(), "the first up: {}", String::from_utf8_lossy(&done.stderr));
+    assert_eq!(daemon_pids(name).len(), 8, "4 switch daemons and 4 NIC agents");
+    assert!(!lock.exists(), "up left {}", lock.display());
+    drop(guard);
+}
+
+/// Issue 38: a `rocefab down` while `up` runs: `up` says the fabric was taken down, and by whom
+/// (before: it blamed a switch daemon that exited with code 0), and nothing is left.
+#[test]
+fn a_down_during_up_is_named_by_up() {
+    let name = "rft8";
+    let guard = Fabric::guard("rail-spine.yaml", name);
+    let topo = guard.topology.to_str().unwrap().to_string();
+    let mut up = rocefab_tests::proc::Proc::drained(
+        "rocefab up",
+        std::process::Command::new(rocefab_bin())
+            .args(["up", &topo])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
+    // Down once up has started a daemon (it recorded one in its state), before it is up.
+    let state = run_dir(name).join("state.json");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let st: Option<serde_json::Value> =
+            std::fs::read_to_string(&state).ok().and_then(|t| serde_json::from_str(&t).ok());
+        if st.as_ref().is_some_and(|s| s["daemons"].as_array().is_some_and(|d| !d.is_empty())) {
+            assert_eq!(st.unwrap()["phase"], "creating", "up finished before the test could take it down");
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "up started no daemon within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let mut down = rocefab_tests::proc::Proc::drained(
+        "rocefab down",
+        std::process::Command::new(rocefab_bin())
+            .args(["down", name])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
+    let down_pid = down.child.id();
+    let d = down.output();
+    let u = up.output();
+    let e = String::from_utf8_lossy(&u.stderr);
+    assert!(!u.status.success(), "up succeeded after down: {e}");
+    assert!(
+        e.contains(&format!(
+            "fabric {name} was taken down (by rocefab down, pid {down_pid}) while it was being brought up"
+        )),
+        "up: {e}\ndown: {}",
+        String::from_utf8_lossy(&d.stderr)
+    );
+    assert!(!e.contains("exited"), "up blamed a daemon: {e}");
+    assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
+    assert!(daemon_pids(name).is_empty(), "daemons left: {:?}", daemon_pids(name));
+    drop(guard);
+}
