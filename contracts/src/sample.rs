@@ -108,6 +108,62 @@ pub struct PortSample {
     /// the port had sent (at least a 1514-byte one), emulated ns; a stall is longer than four.
     #[serde(default)]
     pub stall_frame_ns: u64,
+    /// PFC watchdog storms declared per priority of this egress port, since the daemon started.
+    #[serde(default)]
+    pub pfcwd_storms: [u64; NUM_TC],
+    /// Frames the PFC watchdog dropped per egress queue of this port, since the daemon started
+    /// (a frame to a stormed queue, or from the stormed port's ingress group, counts on the queue
+    /// it was headed for).
+    #[serde(default)]
+    pub pfcwd_dropped: [u64; NUM_TC],
+    /// PFC watchdog restores per priority of this egress port, since the daemon started (a queue
+    /// is stormed while its storms outnumber its restores).
+    #[serde(default)]
+    pub pfcwd_restores: [u64; NUM_TC],
+}
+
+/// A queue the PFC watchdog held stormed during a job, and what the watchdog dropped on its
+/// switch for that priority meanwhile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchdogUse {
+    pub switch: String,
+    /// The stormed egress port, and the peer that kept pausing it.
+    pub port: String,
+    pub peer: String,
+    pub priority: u8,
+    /// Storms that began between the samples (0: stormed already before the job).
+    pub storms: u64,
+    /// Frames of `priority` the watchdog dropped on the whole switch between the samples: to
+    /// the stormed queue, and from the stormed port's ingress group to any port.
+    pub dropped_frames: u64,
+}
+
+/// Every egress port priority that was stormed between `before` and `after` (a storm began, or
+/// it was stormed at either sample), with its switch's watchdog drops for that priority.
+pub fn watchdog_use(before: &[SwitchSample], after: &[SwitchSample]) -> Vec<WatchdogUse> {
+    let stormed = |p: &PortSample, prio: usize| p.pfcwd_storms[prio] > p.pfcwd_restores[prio];
+    let mut out = Vec::new();
+    for (_, a, _, pb, pa) in port_pairs(before, after) {
+        for p in 0..NUM_TC {
+            let storms = pa.pfcwd_storms[p].saturating_sub(pb.pfcwd_storms[p]);
+            if storms == 0 && !stormed(pa, p) && !stormed(pb, p) {
+                continue;
+            }
+            let dropped = port_pairs(before, after)
+                .filter(|(_, x, ..)| x.switch == a.switch)
+                .map(|(.., qb, qa)| qa.pfcwd_dropped[p].saturating_sub(qb.pfcwd_dropped[p]))
+                .sum();
+            out.push(WatchdogUse {
+                switch: a.switch.clone(),
+                port: pa.name.clone(),
+                peer: pa.peer.clone(),
+                priority: p as u8,
+                storms,
+                dropped_frames: dropped,
+            });
+        }
+    }
+    out
 }
 
 /// One TX stall of a port.
@@ -327,6 +383,40 @@ mod tests {
         // Someone opened another window during the job: not this job's window, back to the bound.
         after.peak_window = 8;
         assert_eq!(q(&before, &after), (0, false));
+    }
+
+    #[test]
+    fn watchdog_use_is_what_the_watchdog_did_between_two_samples() {
+        let port = |name: &str, peer: &str| PortSample { name: name.into(), peer: peer.into(), ..Default::default() };
+        let (mut p2, mut p1) = (port("eth2", "host2:gpu0"), port("eth1", "host1:gpu0"));
+        p2.pfcwd_storms[3] = 1;
+        p2.pfcwd_restores[3] = 1;
+        p2.pfcwd_dropped[3] = 50;
+        let sw2 = |clock, a: &PortSample, b: &PortSample| SwitchSample {
+            switch: "rail1".into(),
+            clock_ns: clock,
+            ports: vec![a.clone(), b.clone()],
+            ..Default::default()
+        };
+        let before = vec![sw2(0, &p2, &p1)];
+        assert!(watchdog_use(&before, &before).is_empty(), "restored before: nothing");
+        // A storm of eth2 during the job; the watchdog dropped 10,000 frames to eth2 and 649
+        // from eth2's ingress group to eth1.
+        p2.pfcwd_storms[3] = 2;
+        p2.pfcwd_dropped[3] = 10_050;
+        p1.pfcwd_dropped[3] = 649;
+        let after = vec![sw2(1, &p2, &p1)];
+        let want = WatchdogUse {
+            switch: "rail1".into(),
+            port: "eth2".into(),
+            peer: "host2:gpu0".into(),
+            priority: 3,
+            storms: 1,
+            dropped_frames: 10_649,
+        };
+        assert_eq!(watchdog_use(&before, &after), vec![want.clone()]);
+        // Stormed already before the job, still stormed after: no storm began, it is named.
+        assert_eq!(watchdog_use(&after, &after), vec![WatchdogUse { storms: 0, dropped_frames: 0, ..want }]);
     }
 
     #[test]

@@ -287,6 +287,9 @@ pub struct RunReport {
     /// Switch ports that had frames queued and sent nothing for more than four frame times
     /// during the job (the machine's doing), emulated.
     pub tx_stalls: Vec<rocefab_contracts::sample::PortStalls>,
+    /// Egress port priorities whose PFC watchdog declared a storm or dropped frames during the
+    /// job.
+    pub watchdog: Vec<rocefab_contracts::sample::WatchdogUse>,
     /// The fabric's events (failures, restores: `rocefab events`) while the job ran.
     pub events: Vec<String>,
     /// The failure `--fail-link` injected, measured ([`crate::failover`]).
@@ -342,6 +345,7 @@ pub fn summarize(
         queues: Vec::new(),
         pfc: Vec::new(),
         tx_stalls: Vec::new(),
+        watchdog: Vec::new(),
         events: Vec::new(),
         failover: None,
     };
@@ -629,6 +633,67 @@ fn switch_samples(fabric: &str, until: Instant) -> Vec<rocefab_contracts::sample
         if let Some(s) = scrape(&d.url("/sample"), left).ok().and_then(|b| serde_json::from_str(&b).ok()) {
             out.push(s);
         }
+    }
+    out
+}
+
+/// The switch daemons of `fabric` running now: (switch, pid, log).
+fn live_switches(fabric: &str) -> Vec<(String, u32, PathBuf)> {
+    let Ok(st) = State::load(fabric) else { return Vec::new() };
+    st.daemons
+        .iter()
+        .filter(|d| !d.is_host())
+        .filter_map(|d| Some((d.node().to_string(), d.pid?, d.log.clone(), d.config.clone())))
+        .filter(|(_, pid, _, cfg)| crate::fabric::pid_alive(*pid) && crate::fabric::is_our_daemon(*pid, cfg))
+        .map(|(n, pid, log, _)| (n, pid, log))
+        .collect()
+}
+
+/// The fabric's part in a job: the switch daemons of `alive_before` that died during it, the one
+/// whose log changed first named first (with the log's last line), unless a failure was injected
+/// (`injected`: the switches it stopped are its doing); then every PFC watchdog storm.
+fn fabric_causes(
+    alive_before: &[(String, u32, PathBuf)],
+    wd: &[rocefab_contracts::sample::WatchdogUse],
+    injected: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if !injected {
+        let mut dead: Vec<(std::time::SystemTime, String)> = alive_before
+            .iter()
+            .filter(|(_, pid, _)| !crate::fabric::pid_alive(*pid))
+            .map(|(sw, pid, log)| {
+                let changed = std::fs::metadata(log).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+                let last = std::fs::read_to_string(log)
+                    .ok()
+                    .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+                    .map_or_else(String::new, |l| format!("; its log ends: {}", l.trim()));
+                (changed, format!("switch {sw} (rocefab-switchd pid {pid}) died during the job{last}"))
+            })
+            .collect();
+        dead.sort();
+        if dead.len() > 1 {
+            dead[0].1.push_str(" (first: its log changed last before the others')");
+        }
+        out.extend(dead.into_iter().map(|d| d.1));
+    }
+    for w in wd {
+        let began = match w.storms {
+            0 => "stormed since before the job".to_string(),
+            1 => "1 storm began during the job".to_string(),
+            n => format!("{n} storms began during the job"),
+        };
+        out.push(format!(
+            "PFC watchdog: switch {} port {} (to {}) priority {} was stormed ({began}: the peer kept the queue paused past the detection time); the watchdog dropped {} frame{} of priority {} on {} to or from that port",
+            w.switch,
+            w.port,
+            w.peer,
+            w.priority,
+            w.dropped_frames,
+            if w.dropped_frames == 1 { "" } else { "s" },
+            w.priority,
+            w.switch,
+        ));
     }
     out
 }
@@ -1328,6 +1393,7 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
         quiet: a.json,
         fabric: &a.fabric,
     };
+    let switches_alive = live_switches(&a.fabric);
     let mut running = None;
     let executed = execute(&launch, &hostd, timeline, || {
         running = armed.map(crate::failover::Armed::start).transpose()?;
@@ -1350,6 +1416,16 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
     rep.hosts = hosts.len();
     rep.hosts_reported = reports.len();
     rep.timed_out = timed_out;
+    rep.watchdog = rocefab_contracts::sample::watchdog_use(&switches_before, &switches_after);
+    // What the fabric did to the job leads its errors: the hosts only see retries run out.
+    let causes = fabric_causes(&switches_alive, &rep.watchdog, failover.is_some());
+    let failed = !errors.is_empty() || !rep.errors.is_empty() || reports.len() != hosts.len() || !rep.ok;
+    let fabric_notes = if failed {
+        rep.errors.splice(0..0, causes);
+        Vec::new()
+    } else {
+        causes
+    };
     rep.errors.extend(errors);
     rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
     // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
@@ -1382,6 +1458,7 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
         stalls: rep.tx_stalls.clone(),
         job_ns: rep.completion_ns,
     });
+    rep.warnings.extend(fabric_notes);
     rep.failover = failover;
     Ok((rep, dir))
 }

@@ -106,6 +106,9 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
                 longest_stall: (stalls.count > 0).then(|| emulated_stall(stalls.longest)),
                 recent_stalls: stalls.latest.iter().map(|&s| emulated_stall(s)).collect(),
                 stall_frame_ns: d.to_emulated_ns(stalls.frame_ns),
+                pfcwd_storms: std::array::from_fn(|p| ps.prio[p].pfcwd_storms.get()),
+                pfcwd_dropped: std::array::from_fn(|q| ps.queues[q].pfcwd_dropped_packets.get()),
+                pfcwd_restores: std::array::from_fn(|p| ps.prio[p].pfcwd_restores.get()),
             }
         })
         .collect();
