@@ -297,7 +297,7 @@ pub mod counter {
     pub const LLDP: u32 = 5;
     /// MAC control (PAUSE/PFC) frames steered to userspace.
     pub const MAC_CONTROL: u32 = 6;
-    /// Frames passed to the kernel (ARP, ND, traffic to the switch itself, other EtherTypes).
+    /// Frames passed to the kernel (ARP, ND, IPv4/IPv6 multicast and traffic to the switch itself).
     pub const PASS: u32 = 7;
     /// bpf_redirect_map to the XSK failed (no socket bound).
     pub const REDIRECT_FAILED: u32 = 8;
@@ -312,8 +312,12 @@ pub mod counter {
     pub const SPRAYED: u32 = 12;
     /// Frames dropped because the port fails silently ([`super::PortInfo::SILENT`]).
     pub const SILENT_DROPPED: u32 = 13;
+    /// Frames dropped because their EtherType is none the switch knows (after at most one
+    /// 802.1Q/802.1ad tag: IPv4, IPv6, ARP, LLDP, MAC control), as an ASIC drops what it cannot
+    /// forward; a second tag and 802.3 length/LLC frames count here too.
+    pub const UNKNOWN_ETHERTYPE: u32 = 14;
     /// Number of counters per port.
-    pub const COUNT: u32 = 14;
+    pub const COUNT: u32 = 15;
     /// Prometheus-friendly names, indexed by counter id.
     pub const NAMES: [&str; COUNT as usize] = [
         "rx",
@@ -330,6 +334,25 @@ pub mod counter {
         "flowlet_path_changes",
         "sprayed_packets",
         "silent_dropped",
+        "unknown_ethertype_dropped",
+    ];
+    /// Prometheus help strings, indexed by counter id.
+    pub const HELP: [&str; COUNT as usize] = [
+        "Frames the XDP program saw on the port",
+        "Routed frames the XDP program redirected to the daemon",
+        "Frames dropped in XDP for want of a route (or an empty next-hop group)",
+        "Frames dropped in XDP because their TTL / hop limit would expire (<= 1)",
+        "Frames dropped in XDP because their headers are truncated or invalid",
+        "LLDP frames the XDP program redirected to the daemon",
+        "MAC control (PAUSE/PFC) frames the XDP program redirected to the daemon",
+        "Frames the XDP program passed to the switch namespace's kernel (ARP, ND, multicast, traffic to the switch itself)",
+        "Frames dropped in XDP because no AF_XDP socket was bound for the port (or the metadata did not fit)",
+        "ECT packets WRED marked CE at enqueue, counted on the ingress port",
+        "Not-ECT packets WRED dropped at enqueue where it would have marked an ECT one, counted on the ingress port",
+        "Flowlets that left on another member than the flow's previous flowlet, counted on the ingress port",
+        "Packets whose egress member was chosen per packet (spray), counted on the ingress port",
+        "Frames dropped in XDP because the port fails silently (rocefab fail link --silent)",
+        "Frames dropped in XDP because their EtherType is none the switch handles (IPv4, IPv6, ARP, LLDP, MAC control, behind at most one 802.1Q/802.1ad tag)",
     ];
 }
 

@@ -7,12 +7,15 @@
 //!    `PortInfo::SILENT` (a link failing without losing carrier, `rocefab fail link --silent`)
 //!    drops everything, counted `SILENT_DROPPED`.
 //! 2. Ethernet (IEEE 802.3), skipping ONE 802.1Q tag (TPID 0x8100, or 0x88a8 as an outer 802.1ad
-//!    tag). A second tag is treated as an unknown EtherType.
-//! 3. EtherType:
+//!    tag; a routed frame keeps it). A second tag is treated as an unknown EtherType.
+//! 3. EtherType (IEEE 802.3 clause 3.2.6; the ones the switch handles, everything else is what
+//!    an ASIC port cannot forward):
 //!    - 0x88cc LLDP (IEEE 802.1AB) → Decision kind `LLDP`, redirect to the port's AF_XDP socket;
 //!    - 0x8808 MAC control (IEEE 802.3 Annex 31B PAUSE, IEEE 802.1Qbb PFC) → kind `MAC_CONTROL`;
 //!    - 0x0800 IPv4 (RFC 791) / 0x86dd IPv6 (RFC 8200) → step 4;
-//!    - anything else (ARP, …) → `XDP_PASS`, counter `PASS`.
+//!    - 0x0806 ARP (RFC 826) → `XDP_PASS` to the switch namespace's kernel, counter `PASS`;
+//!    - anything else (another EtherType, a second VLAN tag, an 802.3 length field with LLC) →
+//!      drop, counter `UNKNOWN_ETHERTYPE` (the kernel of the switch namespace never sees it).
 //! 4. IP: version, IHL ≥ 5 and total/payload length checked against the frame (all of its
 //!    buffers: the program is `xdp.frags`, so a frame longer than a page — RoCE at path MTU 4096
 //!    over a 9216-byte link MTU — arrives as a first buffer holding every header plus
@@ -54,7 +57,8 @@
 //!    (A socket bound to another RX queue makes the kernel drop the frame after the program
 //!    returned; that shows in the socket's `rx_dropped` statistics, not in our counters.)
 //!
-//! Truncated or invalid headers drop the frame and count `MALFORMED`. The entry point maps the
+//! Truncated or invalid headers drop the frame and count `MALFORMED` (a frame too short for its
+//! EtherType, or for the one behind its tag, included). The entry point maps the
 //! error of [`try_rocefab_xdp`] to `XDP_DROP` (not `XDP_ABORTED` as aya-template does) so that
 //! the drop is visible in our own per-port counters rather than only in a tracepoint.
 //!
@@ -248,7 +252,8 @@ fn try_rocefab_xdp(ctx: &XdpContext, port: u32) -> Result<u32, ()> {
         ethertype::MAC_CONTROL => Ok(to_userspace(ctx, port, kind::MAC_CONTROL, 0, 0, 0, counter::MAC_CONTROL)),
         ethertype::IPV4 => ipv4(ctx, port, l3),
         ethertype::IPV6 => ipv6(ctx, port, l3),
-        _ => Ok(pass(port)),
+        ethertype::ARP => Ok(pass(port)),
+        _ => Ok(drop_as(port, counter::UNKNOWN_ETHERTYPE)),
     }
 }
 

@@ -689,17 +689,15 @@ impl XskFamilies {
     }
 }
 
-/// One counter family per XDP program counter (label `port`), in [`counter::NAMES`] order.
+/// One counter family per XDP program counter (label `port`), in [`counter::NAMES`] order, with
+/// the counter's [`counter::HELP`].
 fn register_xdp(f: &Families<'_>) -> Result<Vec<IntCounterVec>, MetricsError> {
     let p = &["port"];
     counter::NAMES
         .iter()
-        .map(|n| {
-            f.counter_vec(
-                &format!("rocefab_xdp_{n}_total"),
-                &format!("XDP program counter '{n}' (summed over CPUs)"),
-                p,
-            )
+        .zip(counter::HELP)
+        .map(|(n, help)| {
+            f.counter_vec(&format!("rocefab_xdp_{n}_total"), &format!("{help} (XDP program, summed over CPUs)"), p)
         })
         .collect()
 }
@@ -964,7 +962,15 @@ mod tests {
         stats.ports[0].rx_packets.add(7);
         let mut xdp = vec![[0u64; counter::COUNT as usize]; 2];
         xdp[0][counter::ROUTE_MISS as usize] = 11;
+        xdp[1][counter::UNKNOWN_ETHERTYPE as usize] = 4;
         let t = m.render(Some(&xdp), Some(&[XskStatistics::default(); 2]));
+        let unknown = "rocefab_xdp_unknown_ethertype_dropped_total";
+        assert_eq!(value(&t, unknown, &[("switch", "sw1"), ("port", "eth1")]), Some(4.0));
+        assert_eq!(value(&t, unknown, &[("port", "eth0")]), Some(0.0));
+        assert!(
+            t.contains(&format!("# HELP {unknown} Frames dropped in XDP because their EtherType is none the switch")),
+            "each XDP counter has its own help"
+        );
         let q = [("switch", "sw1"), ("port", "eth1"), ("queue", "3")];
         assert_eq!(value(&t, "rocefab_queue_enqueued_packets_total", &q), Some(5.0));
         assert_eq!(value(&t, "rocefab_queue_depth_bytes", &q), Some(4500.0));

@@ -7,9 +7,16 @@
 //! cargo test -p rocefab-tests --test fabric_rail_spine -- --test-threads=1
 //! ```
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 use dataplane_common::{ecmp_index, flow_hash};
+use rocefab_contracts::config::Mac;
+use rocefab_tests::capture::start_capture_in;
 use rocefab_tests::fabric::*;
+use rocefab_tests::proc::require_tool;
+use rocefab_tests::scapy::Agent;
+use rocefab_tests::scratch::TempFile;
+use rocefab_tests::tshark;
 
 /// Ping from host1's rail-1 GPU to host3's rail-2 GPU goes rail1 → spine → rail2 and back:
 /// TTL 64 − 3 switch hops = 61 in the reply, and the spines' ports count the frames.
@@ -126,6 +133,94 @@ fn ecmp_spreads_flows_over_both_spines() {
             expected[i]
         );
     }
+}
+
+/// The source MAC of the frames [`unknown_ethertype_is_dropped_and_counted_not_passed_to_the_kernel`]
+/// sends, so that a capture can tell them from everything else on the link.
+const PROBE_MAC: [u8; 6] = [0x02, 0x88, 0xb5, 0, 0, 1];
+
+/// An Ethernet frame from [`PROBE_MAC`] to `dst` with EtherType `ethertype` and `payload`, padded to
+/// the 60-byte minimum, as hex for the scapy agent's `raw` command.
+fn probe_frame_hex(dst: [u8; 6], ethertype: u16, payload: &[u8]) -> String {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&PROBE_MAC);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    f.resize(f.len().max(60), 0);
+    f.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Frames of an EtherType the switch does not handle (0x88b5, IEEE 802 local experimental), sent
+/// by scapy from host1's gpu0 into rail1's port, are dropped in XDP as an ASIC drops what it
+/// cannot forward: `rocefab_xdp_unknown_ethertype_dropped_total` of the port rises by exactly as
+/// many as were sent, and the kernel of rail1's namespace gets none of them (a tcpdump there,
+/// which sees what XDP passes, sees first the ARP probe sent after they were all counted). LLDP
+/// (every second, TTL 4 s) keeps every neighbour and pings still cross the fabric.
+#[test]
+fn unknown_ethertype_is_dropped_and_counted_not_passed_to_the_kernel() {
+    require_tool("tcpdump", &["--version"]);
+    require_tool("tshark", &["-v"]);
+    require_tool("/usr/bin/python3", &["-c", "import scapy.all"]);
+    const N: usize = 50;
+    let f = Fabric::up_with("rail-spine.yaml", "rft8", "lldp:\n  tx_interval: 1s\n  ttl: 4s\n");
+    // `rocefab lldp --check` until every link agrees (the first LLDPDUs are on their way), 20 s.
+    let lldp_check = || {
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let o = rocefab(&["lldp", &f.name, "--check"]);
+            if o.status.success() || std::time::Instant::now() >= end {
+                return o;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    let o = lldp_check();
+    assert!(o.status.success(), "rocefab lldp --check on a fresh fabric:\n{}", text(&o));
+    let cfg = f.config("rail1");
+    let port = f.port_to("rail1", "host1:gpu0");
+    let pc = cfg.ports.iter().find(|p| p.name == port).unwrap();
+    let port_ip: Ipv4Addr = pc.addresses[0].split('/').next().unwrap().parse().expect("rail1 port address");
+    let on_port = [("port", port.as_str())];
+    let dropped = |t: &str| series(t, "rocefab_xdp_unknown_ethertype_dropped_total", &on_port);
+    let lldp_rx = |t: &str| series(t, "rocefab_xdp_lldp_total", &on_port);
+    let before = f.metrics("rail1");
+    assert_eq!(dropped(&before), 0.0, "unknown EtherTypes dropped before any was sent");
+
+    // What the kernel of rail1's namespace gets from the probe MAC: the first such frame.
+    let pcap = TempFile::new("rail1-probe.pcap");
+    let mut tcpdump =
+        start_capture_in(&f.netns("rail1"), &port, &pcap, &format!("ether src {}", Mac(PROBE_MAC)), 0, 1, 60);
+    let mut agent = Agent::start(&f, "host1", "gpu0");
+    let unknown = probe_frame_hex(pc.mac.0, 0x88b5, b"rocefab: an EtherType no switch port forwards");
+    for i in 0..N {
+        assert_eq!(agent.cmd(&format!("raw {unknown}")), "sent", "frame {i}");
+    }
+    let t = f.wait_metrics("rail1", |t| dropped(t) - dropped(&before) >= N as f64);
+    assert_eq!(dropped(&t) - dropped(&before), N as f64, "rail1:{port} counted another number than sent");
+    // Every one went through XDP; now an ARP probe (RFC 5227: sender 0.0.0.0) for the port's
+    // address, which the kernel still gets.
+    let mut arp = vec![0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x01];
+    arp.extend_from_slice(&PROBE_MAC);
+    arp.extend_from_slice(&[0; 4 + 6]);
+    arp.extend_from_slice(&port_ip.octets());
+    assert_eq!(agent.cmd(&format!("raw {}", probe_frame_hex([0xff; 6], 0x0806, &arp))), "sent");
+    assert_eq!(tcpdump.wait(Duration::from_secs(10)), 0, "tcpdump in rail1's namespace saw nothing from the probe MAC");
+    let seen = tshark::fields(&pcap, "", &["eth.type", "arp.dst.proto_ipv4"]);
+    assert_eq!(
+        seen,
+        vec![vec!["0x0806".to_string(), port_ip.to_string()]],
+        "the kernel of rail1's namespace got a frame of the unknown EtherType (or no ARP probe)"
+    );
+
+    // LLDP still arrives and every neighbour is there; pings cross rail1 → spine → rail2.
+    let t = f.wait_metrics("rail1", |t| lldp_rx(t) > lldp_rx(&before));
+    assert!(lldp_rx(&t) > lldp_rx(&before), "no LLDPDU reached rail1's daemon on {port} since the start");
+    let o = lldp_check();
+    assert!(o.status.success(), "rocefab lldp --check after the unknown frames:\n{}", text(&o));
+    let o = f.exec("host1", &["ping", "-c", "3", "-i", "0.2", "-W", "2", "-I", "10.0.1.1", "10.0.2.3"]);
+    assert!(stdout(&o).contains("3 received"), "ping host1 → host3 after the unknown frames:\n{}", text(&o));
+    // Nothing else was counted as unknown meanwhile.
+    assert_eq!(dropped(&f.metrics("rail1")), N as f64);
 }
 
 /// `down` removes every namespace, veth and daemon, also after a daemon crashed.

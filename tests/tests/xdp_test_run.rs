@@ -440,6 +440,78 @@ fn arp_multicast_and_link_local_pass_to_the_kernel() {
     fx.assert_counters(0, &[(counter::RX, 4), (counter::PASS, 4)]);
 }
 
+/// `frame` with an 802.1Q tag (TPID 0x8100, PCP 3, VID 5) inserted after the MAC addresses.
+fn tagged(frame: &[u8]) -> Vec<u8> {
+    let mut t = frame[..12].to_vec();
+    t.extend_from_slice(&[0x81, 0x00, 0x60, 0x05]);
+    t.extend_from_slice(&frame[12..]);
+    t
+}
+
+/// A frame whose EtherType the switch does not handle is dropped in XDP (no Decision, the kernel
+/// of the switch namespace never gets it) and counted `UNKNOWN_ETHERTYPE`, as an ASIC drops what
+/// it cannot forward; ARP (kernel), LLDP and PFC (daemon), IPv4 and IPv6 (routed, or to the
+/// kernel when local) keep their verdicts, behind one 802.1Q tag too; a frame too short for the
+/// EtherType behind its tag stays malformed.
+#[test]
+fn unknown_ethertypes_are_dropped_and_counted() {
+    let mut fx = Fixture::new("e");
+    let ipv4 = udp4(V4_SRC, V4_GROUP1, &Udp::default());
+    let mut header_only = raw_frame(SWITCH_MAC, 0x88b5, &[]);
+    header_only.truncate(14);
+    let unknown = [
+        ("0x88b5 (IEEE 802 local experimental)", raw_frame(SWITCH_MAC, 0x88b5, b"rocefab unknown ethertype")),
+        ("0x88b5, Ethernet header only", header_only),
+        ("0x8915 (RoCEv1)", raw_frame(SWITCH_MAC, 0x8915, &[0; 40])),
+        ("0x88b5 behind an 802.1Q tag", tagged(&raw_frame(SWITCH_MAC, 0x88b5, &[1; 46]))),
+        // A second tag: the data path has no VLANs, as an ASIC port without VLAN configuration.
+        ("IPv4 behind two 802.1Q tags", tagged(&tagged(&ipv4))),
+        // IEEE 802.3 length field with LLC (STP BPDU): no spanning tree on a routed port.
+        ("802.3 length 0x0026, LLC (STP BPDU)", raw_frame([0x01, 0x80, 0xc2, 0, 0, 0], 0x0026, &[0x42, 0x42, 0x03])),
+    ];
+    for (name, f) in &unknown {
+        let out = fx.run(f);
+        assert_eq!((out.action, out.meta.len(), &out.data), (XDP_DROP, 0, f), "{name}");
+    }
+    let n = unknown.len() as u64;
+    fx.assert_counters(0, &[(counter::RX, n), (counter::UNKNOWN_ETHERTYPE, n)]);
+
+    // The known ones keep their paths.
+    let arp = arp_frame();
+    for f in [arp.clone(), tagged(&arp)] {
+        let out = fx.run(&f);
+        assert_eq!((out.action, out.meta.len()), (XDP_PASS, 0), "ARP {f:02x?}");
+    }
+    assert_eq!(fx.run(&udp4(V4_SRC, V4_LOCAL, &Udp::default())).action, XDP_PASS, "IPv4 to the switch");
+    for (f, k) in
+        [(lldp_frame(), kind::LLDP), (pfc_frame(), kind::MAC_CONTROL), (tagged(&pfc_frame()), kind::MAC_CONTROL)]
+    {
+        assert_eq!(assert_redirect(&fx.run(&f), &f).kind, k, "{f:02x?}");
+    }
+    for f in [ipv4.clone(), tagged(&ipv4), udp6(V6_SRC, V6_GROUP1, &Udp::default())] {
+        assert_eq!(assert_redirect(&fx.run(&f), &f).kind, kind::FORWARD, "{f:02x?}");
+    }
+    // A tag with no room for the EtherType behind it.
+    let mut short = tagged(&ipv4);
+    short.truncate(17);
+    assert_eq!(fx.run(&short).action, XDP_DROP);
+    fx.assert_counters(
+        0,
+        &[
+            (counter::RX, n + 10),
+            (counter::UNKNOWN_ETHERTYPE, n),
+            (counter::PASS, 3),
+            (counter::LLDP, 1),
+            (counter::MAC_CONTROL, 2),
+            (counter::FORWARDED, 3),
+            (counter::MALFORMED, 1),
+        ],
+    );
+    // Counted on the port the frame came in on.
+    assert_eq!(fx.sw.test_run(&unknown[0].1, fx.if1).unwrap().action, XDP_DROP);
+    fx.assert_counters(1, &[(counter::RX, 1), (counter::UNKNOWN_ETHERTYPE, 1)]);
+}
+
 #[test]
 fn unknown_ingress_ifindex_passes_uncounted() {
     let mut fx = Fixture::new("u");
