@@ -382,7 +382,7 @@ fn a_concurrent_up_names_the_one_bringing_the_fabric_up() {
 /// (before: it blamed a switch daemon that exited with code 0), and nothing is left.
 #[test]
 fn a_down_during_up_is_named_by_up() {
-    let name = "rft8";
+    let name = "rfu8";
     let guard = Fabric::guard("rail-spine.yaml", name);
     let topo = guard.topology.to_str().unwrap().to_string();
     let mut up = rocefab_tests::proc::Proc::drained(
