@@ -21,6 +21,11 @@ use rocefab_contracts::config::{LbMode, Mac, NextHopConfig, PortConfig, RouteCon
 use rocefab_plumbing::loader::{load_for_test, xdp_action::XDP_REDIRECT, XdpSwitch};
 use rocefab_tests::xdp::{ifindex, VethPair, XskSocket};
 
+/// The lookup3 reference vectors of `flow_hash`, computed outside the crate (set `xdp_lb`: this
+/// file's SEED, SRC, DST2 and DST3).
+#[path = "../../dataplane-common/tests/vectors/mod.rs"]
+mod vectors;
+
 const SEED: u32 = 0x1b5eed;
 const SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 1);
 /// 10.0.2.0/24 → group 0: next hops on ports 2 and 3.
@@ -166,19 +171,56 @@ fn key(dst: Ipv4Addr, sport: u16) -> FlowKey {
     }
 }
 
-/// ECMP (tc 0) follows the flow hash for every source port and keeps no flowlet state.
+/// ECMP (tc 0) follows the flow hash for every source port and keeps no flowlet state. 64 flows
+/// on 2 members: each member's count is binomial(64, 1/2), mean 32, sigma 4, so each gets
+/// 32 +- 3 sigma = 20..=44.
 #[test]
 fn ecmp_class_follows_the_flow_hash() {
     let mut f = Fixture::new("e");
     let mut used = [0u32; 4];
-    for sport in 49152..49152 + 32 {
+    for sport in 49152..49152 + 64 {
         let port = f.send(DST2, DSCP_ECMP, sport, 1 + u64::from(sport) * 10 * GAP_NS);
         assert_eq!(port, f.ecmp_port(0, DST2, sport), "sport {sport}");
         used[port as usize] += 1;
         assert_eq!(f.sw.flowlet(&key(DST2, sport)).unwrap(), None, "ecmp stores no flowlet");
     }
-    assert!(used[2] > 0 && used[3] > 0, "{used:?}");
+    assert_eq!(used[0] + used[1], 0, "only group 0's ports 2 and 3: {used:?}");
+    assert!((20..=44).contains(&used[2]) && (20..=44).contains(&used[3]), "each member 20..=44 of 64: {used:?}");
     assert_eq!((f.counter(counter::FLOWLET_PATH_CHANGES), f.counter(counter::SPRAYED)), (0, 0));
+}
+
+/// The program's ECMP choice is the member `hash % members` of the lookup3 reference vectors
+/// (computed by `dataplane-common/tests/vectors/flow_hash.py` outside the crate), on the
+/// 2-member group (DST2) and the 3-member group (DST3): the XDP program's hash, not only the
+/// userspace copy, is pinned.
+#[test]
+fn ecmp_choice_matches_the_lookup3_reference_vectors() {
+    let mut f = Fixture::new("v");
+    let v: Vec<vectors::Vector> = vectors::vectors().into_iter().filter(|v| v.set == "xdp_lb").collect();
+    assert_eq!(v.len(), 32, "vectors of set xdp_lb");
+    let mut t = 1_000_000;
+    for x in &v {
+        assert_eq!(
+            (x.src, x.proto, x.dport, x.seed),
+            ([u32::from(SRC), 0, 0, 0], 17, 4791, SEED),
+            "the xdp_lb vectors describe this file's frames"
+        );
+        let (dst, group) = match Ipv4Addr::from(x.dst[0]) {
+            d if d == DST2 => (d, 0),
+            d if d == DST3 => (d, 1),
+            d => panic!("xdp_lb vector to {d}: not a route of this switch"),
+        };
+        t += 10 * GAP_NS;
+        let port = f.send(dst, DSCP_ECMP, x.sport, t);
+        let members = f.cfg.groups[group].len() as u32;
+        assert_eq!(
+            port,
+            f.member_port(group, x.hash % members),
+            "{dst} sport {}: lookup3 hash {:#010x} % {members}",
+            x.sport,
+            x.hash
+        );
+    }
 }
 
 /// Flowlet (tc 1): a flow with gaps of exactly δ never moves; one ns more and it moves to the

@@ -17,6 +17,11 @@ use rocefab_contracts::config::{NextHopConfig, PortConfig, RouteConfig, SwitchCo
 use rocefab_plumbing::loader::{load_for_test, xdp_action::*, TestRunOutput, XdpSwitch};
 use rocefab_tests::xdp::{ifindex, link_show, send_raw, VethPair, XskSocket};
 
+/// The lookup3 reference vectors of `flow_hash`, computed outside the crate (set `xdp`: this
+/// file's SEED, V4_SRC → V4_GROUP1 and V6_SRC → V6_GROUP1).
+#[path = "../../dataplane-common/tests/vectors/mod.rs"]
+mod vectors;
+
 const SEED: u32 = 7;
 const HOST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x10, 0x01];
 const SWITCH_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -366,9 +371,46 @@ fn sixty_four_source_ports_use_both_members_as_predicted() {
             );
             hits[(d.nexthop - 1) as usize] += 1;
         }
-        assert!(hits[0] > 0 && hits[1] > 0, "{family}: both members of group 1 used: {hits:?}");
+        // binomial(64, 1/2): mean 32, sigma 4; 32 +- 3 sigma = 20..=44.
+        assert!(hits.iter().all(|h| (20..=44).contains(h)), "{family}: each member of group 1 20..=44 of 64: {hits:?}");
     }
     fx.assert_counters(0, &[(counter::RX, 128), (counter::FORWARDED, 128)]);
+}
+
+/// The program's ECMP choice for IPv4 and IPv6 frames is the member `hash % 2` of the lookup3
+/// reference vectors (`dataplane-common/tests/vectors/flow_hash.py`, outside the crate): the
+/// XDP program's hash, IPv6 address words included, is pinned, not only the userspace copy.
+#[test]
+fn ecmp_choice_matches_the_lookup3_reference_vectors() {
+    let mut fx = Fixture::new("v");
+    let v: Vec<vectors::Vector> = vectors::vectors().into_iter().filter(|v| v.set == "xdp").collect();
+    assert_eq!(v.len(), 32, "vectors of set xdp");
+    let mut families = [0; 2];
+    for x in &v {
+        assert_eq!((x.proto, x.dport, x.seed), (17, 4791, SEED), "the xdp vectors describe this file's frames");
+        let u = Udp { sport: x.sport, dport: x.dport, ..Default::default() };
+        let f = if (x.src, x.dst) == (v4_words(V4_SRC), v4_words(V4_GROUP1)) {
+            families[0] += 1;
+            udp4(V4_SRC, V4_GROUP1, &u)
+        } else if (x.src, x.dst) == (v6_words(V6_SRC), v6_words(V6_GROUP1)) {
+            families[1] += 1;
+            udp6(V6_SRC, V6_GROUP1, &u)
+        } else {
+            panic!("xdp vector {:x?} -> {:x?}: not a flow of this file", x.src, x.dst);
+        };
+        let d = assert_redirect(&fx.run(&f), &f);
+        let members = &fx.cfg.groups[1];
+        let nh = members[(x.hash % members.len() as u32) as usize];
+        assert_eq!(
+            (d.egress_port, d.nexthop),
+            (fx.cfg.nexthops[nh as usize].port as u8, nh as u16),
+            "{:x?} sport {}: lookup3 hash {:#010x} % 2",
+            x.dst,
+            x.sport,
+            x.hash
+        );
+    }
+    assert_eq!(families, [16, 16], "IPv4 and IPv6 vectors");
 }
 
 #[test]
