@@ -13,7 +13,7 @@
 //!   each other faster than one cycle's overshoot leaves the egress FIFO, and the headroom sized
 //!   for one overshoot holds them all, because the buffer gives a group's headroom back first
 //!   (charged back to where each frame came in, the overshoots piled up: 1-2 overflows a port).
-//! - `a_headroom_below_the_links_need_overflows`: the same incast with three quarters of that
+//! - `a_headroom_below_the_links_need_overflows`: the same incast with half of that
 //!   headroom (which `rocefab up` warns about) overflows: what arrives after xOFF while the
 //!   pause is on the cable is real, and it is what the auto size covers.
 //!
@@ -149,14 +149,17 @@ qos:
     assert_eq!(r["retransmitted_packets"], 0, "{r:#}");
 }
 
-/// The negative control: three quarters of what the links need overflows, so the test above
-/// brackets the real need (not merely "a lot of headroom holds"). Both run with windows of 4096
-/// packets: with rocefab run's default window a sender has less than the headroom outstanding
-/// and three quarters held (seen 2026-11-28), which tests the window, not the headroom.
+/// The negative control: half of what the links need overflows, so the test above brackets the
+/// real need (not merely "a lot of headroom holds"). Half, not three quarters: the bytes in
+/// flight are 37.5 kB of the 47.9 kB the auto size holds (it adds a full frame at each end and
+/// rounds frames to cells), so three quarters (35.9 kB) overflows only when a sender was sending
+/// back to back for the whole round trip: it did in one run of two on 2026-11-28, which is the
+/// mechanism's margin, not a bound. Both run with windows of 4096 packets: with rocefab run's
+/// default window a sender has less than the headroom outstanding, which tests the window.
 #[test]
 fn a_headroom_below_the_links_need_overflows() {
     let need = needed_headroom();
-    let small = need * 3 / 4;
+    let small = need / 2;
     let f = Fabric::up_yaml("hhs", &topology("hhs", &small.to_string()));
     let o = rocefab(&["plan", f.topology.to_str().unwrap()]);
     assert!(
@@ -169,5 +172,5 @@ fn a_headroom_below_the_links_need_overflows() {
     let sent = metric(&m, "rocefab_pfc_tx_frames_total", &[("priority", "3")]);
     assert!(sent > 0.0, "the incast congested the switch\n{m}");
     let overflow = metric(&m, "rocefab_headroom_overflow_total", &[]);
-    assert!(overflow > 0.0, "three quarters of the needed headroom overflows while pauses travel\n{m}");
+    assert!(overflow > 0.0, "half the needed headroom overflows while pauses travel\n{m}");
 }
