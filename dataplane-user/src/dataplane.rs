@@ -234,8 +234,9 @@ pub const CTRL_EVENTS: usize = 256;
 struct Held {
     d: FrameDesc,
     ingress: u8,
-    /// When the frame reached the switch (data-plane clock), for a delayed egress port's
-    /// departure ([`Shaper::sent_at`]); else 0.
+    /// When the frame joined its queue (data-plane clock): on a delayed egress port when it
+    /// reached the switch, for its departure ([`Shaper::sent_at`]); else the pass that admitted
+    /// it. The queue's sojourn time counts from here.
     at: u64,
 }
 
@@ -1120,7 +1121,7 @@ impl DataPlane {
                     // However long since the port last sent, it was not stalled: it had nothing.
                     self.ports[egress].stall.idle();
                 }
-                let h = Held { d, ingress: ingress as u8, at };
+                let h = Held { d, ingress: ingress as u8, at: if at != 0 { at } else { now } };
                 if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
                     // Cannot happen (queues hold what the buffer admits); never leak the frame.
                     release_held(&mut self.buffer, &self.stats, &h, egress, tc, len, now);
@@ -1287,6 +1288,9 @@ impl DataPlane {
                 departs[n] = port.shaper.departure(not_before);
                 port.shaper.sent(now, len);
             }
+            // How long it waited: from joining the queue to starting on the wire (a late pass
+            // that finds the link long free sends in the schedule's past: 0, never negative).
+            self.stats.ports[p].queues[tc].sojourn_max_ns.raise(departs[n].saturating_sub(h.at));
             self.scratch[n] = h.d;
             lens[n] = len;
             n += 1;

@@ -39,6 +39,7 @@ struct QueueHandles {
     dropped_bytes: IntCounter,
     depth_bytes: IntGauge,
     depth_peak_bytes: IntGauge,
+    sojourn_max_seconds: prometheus::Gauge,
     depth_packets: IntGauge,
     depth_cell_bytes: IntGauge,
     depth_peak_cell_bytes: IntGauge,
@@ -361,6 +362,7 @@ struct QueueFamilies {
     depth_b: IntGaugeVec,
     depth_p: IntGaugeVec,
     depth_peak: IntGaugeVec,
+    sojourn_max: prometheus::GaugeVec,
     depth_cell: IntGaugeVec,
     depth_peak_cell: IntGaugeVec,
     depth_area: CounterVec,
@@ -391,6 +393,17 @@ impl QueueFamilies {
             "rocefab_queue_depth_peak_bytes",
             "Highest queue depth in frame bytes since the daemon started",
             pq,
+        )?;
+        let sojourn_max = register(
+            f.registry,
+            "rocefab_queue_sojourn_max_seconds",
+            prometheus::GaugeVec::new(
+                f.opts(
+                    "rocefab_queue_sojourn_max_seconds",
+                    "Longest time a frame waited in the egress queue since the daemon started, from its enqueue to its departure in the port's shaper schedule, emulated seconds (wall / rocefab_time_dilation)",
+                ),
+                pq,
+            ),
         )?;
         let depth_cell = f.gauge_vec(
             "rocefab_queue_depth_cell_bytes",
@@ -450,6 +463,7 @@ impl QueueFamilies {
             depth_b,
             depth_p,
             depth_peak,
+            sojourn_max,
             depth_cell,
             depth_peak_cell,
             depth_area,
@@ -471,6 +485,7 @@ impl QueueFamilies {
             dropped_bytes: self.drop_b.with_label_values(&l),
             depth_bytes: self.depth_b.with_label_values(&l),
             depth_peak_bytes: self.depth_peak.with_label_values(&l),
+            sojourn_max_seconds: self.sojourn_max.with_label_values(&l),
             depth_packets: self.depth_p.with_label_values(&l),
             depth_cell_bytes: self.depth_cell.with_label_values(&l),
             depth_peak_cell_bytes: self.depth_peak_cell.with_label_values(&l),
@@ -836,6 +851,7 @@ impl Metrics {
                 sync_stat(&qh.dropped_bytes, &qs.dropped_bytes);
                 qh.depth_bytes.set(qs.depth_bytes.get() as i64);
                 qh.depth_peak_bytes.set(qs.peak_depth_bytes.get() as i64);
+                qh.sojourn_max_seconds.set(qs.sojourn_max_ns.get() as f64 / 1e9 / d);
                 qh.depth_packets.set(qs.depth_packets.get() as i64);
                 qh.depth_cell_bytes.set(qs.depth_cell_bytes.get() as i64);
                 qh.depth_peak_cell_bytes.set(qs.peak_depth_cell_bytes.get() as i64);
@@ -1142,6 +1158,13 @@ mod tests {
         let longest = value(&t, "rocefab_port_tx_longest_stall_seconds", &p).unwrap();
         assert!((longest - 3e-6).abs() < 1e-15, "{longest}");
         assert_eq!(value(&t, "rocefab_port_tx_stalls_total", &[("port", "eth0")]), Some(0.0));
+        // A frame waited 2.5 ms of wall clock in the queue: 2.5 µs emulated at D 1000.
+        assert_eq!(value(&t, "rocefab_queue_sojourn_max_seconds", &pq), Some(0.0));
+        stats.ports[1].queues[3].sojourn_max_ns.raise(2_500_000);
+        stats.ports[1].queues[3].sojourn_max_ns.raise(1_000_000);
+        let t = m.render(None, None);
+        let sojourn = value(&t, "rocefab_queue_sojourn_max_seconds", &pq).unwrap();
+        assert!((sojourn - 2.5e-6).abs() < 1e-15, "{sojourn}");
     }
 
     #[test]

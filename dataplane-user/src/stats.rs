@@ -210,6 +210,11 @@ pub struct QueueStats {
     pub depth_packets: Stat,
     /// Highest depth in frame bytes since the daemon started (watermark, raised on enqueue).
     pub peak_depth_bytes: Stat,
+    /// Longest time a frame waited in the queue since the daemon started: from its enqueue (the
+    /// pass that admitted it; on a delayed port, the end of its receive line) to its departure
+    /// in the port's shaper schedule (when it starts on the emulated wire, as a capture stamps
+    /// it). Wall ns on the data-plane clock (watermark, raised at dequeue).
+    pub sojourn_max_ns: Stat,
     /// Current depth as the shared buffer charges it: whole cells × cell size (frame bytes when
     /// the cell is 0). What WRED, the queue limit and the buffer thresholds act on (gauge).
     pub depth_cell_bytes: Stat,

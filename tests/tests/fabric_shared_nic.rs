@@ -5,8 +5,9 @@
 //! and 8 on the other host). `rocefab capture` records the leaf's port to host2's NIC; tshark
 //! decodes what the NIC sent (inbound at the leaf) and the test checks that
 //! - in every run of 512 consecutive frames, the NIC's frames never take more than its line
-//!   rate (wire size = frame + 24 bytes of preamble, FCS and gap, at 1 Gbit/s emulated), and
-//!   over the whole job they take at least 75 % of it (the GPUs contended for the NIC);
+//!   rate (wire size = frame + 24 bytes of preamble, FCS and gap, at 1 Gbit/s emulated), the
+//!   busiest such run takes at least 95 % of it (the pacer reaches its line rate), and over the
+//!   whole job they take at least 75 % of it (the GPUs contended for the NIC);
 //! - the line rate is shared: at a quarter, half and three quarters of the NIC's data bytes,
 //!   each GPU (rank 8..15, by the BTH destination QP of its connections) has sent within 5 %
 //!   of the mean of the eight.
@@ -125,9 +126,18 @@ fn eight_gpus_share_one_nic_and_never_exceed_its_line_rate() {
     let mean = frames[1..].iter().map(|f| (f.1 + WIRE_OVERHEAD_BYTES) * 8.0).sum::<f64>() / busy;
     eprintln!("host2's NIC: peak {:.1} Mbit/s over 512 frames, mean {:.1} Mbit/s", peak / 1e6, mean / 1e6);
     assert!(peak <= LINE_RATE_BPS * 1.01, "host2's NIC sent {:.1} Mbit/s over 512 frames", peak / 1e6);
-    // The NIC was the bottleneck: the GPUs contended for it from the first frame to the last
-    // (81-93 % of the line rate over the whole job in runs on a loaded 2-core machine, where
-    // PFC pauses from the symmetric load and the start and end count too).
+    // ... and reaches it: with 8 GPUs' QPs backlogged, the NIC sends back to back for far longer
+    // than 512 frames, so the busiest run of 512 is its line rate less the timestamps' jitter
+    // (979.7 Mbit/s in a run on a loaded 2-core machine). A pacer 5 % slow or more fails here,
+    // where the mean below (which PFC pauses and the job's start and end pull down) lets it pass.
+    assert!(
+        peak >= LINE_RATE_BPS * 0.95,
+        "host2's NIC reached only {:.1} Mbit/s over its busiest 512 frames: it never ran at its line rate",
+        peak / 1e6
+    );
+    // A sanity floor: the NIC was the bottleneck, the GPUs contended for it from the first
+    // frame to the last (81-93 % of the line rate over the whole job in runs on a loaded 2-core
+    // machine, where PFC pauses from the symmetric load and the start and end count too).
     assert!(mean >= LINE_RATE_BPS * 0.75, "host2's NIC sent only {:.1} Mbit/s on average", mean / 1e6);
 
     // Shared: at each quarter of the data, every rank has sent within 10 % of the mean.
