@@ -760,7 +760,8 @@ fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside
     // Issue 38: a second, smaller incast on the same fabric reports its own peak. The daemon's
     // watermark counts from `up`, so before each job got its own peak window this job's queue
     // read 0 with `peak_known: false` unless it beat the first job's peak. Seven senders of
-    // 64 KiB cannot queue more than 448 KiB, below the first job's peak.
+    // 64 KiB cannot queue more than their 448 frames (573 kB in cells), below the first job's
+    // peak.
     let mut job = Proc::drained(
         "rocefab run incast (second job)",
         Command::new(rocefab_tests::fabric::rocefab_bin())
@@ -791,6 +792,9 @@ fn incast_counts_pause_onsets_apart_from_pfc_frames_and_the_average_queue_beside
     );
     assert_eq!(b["peak_known"], true, "{b}");
     assert!(peak2 >= sampled2, "second job's peak {peak2} B below a depth sampled during it ({sampled2} B)");
-    assert!(peak2 <= 7.0 * 65536.0, "second job's peak {peak2} B above the 448 KiB its seven senders sent");
+    // In the buffer's unit: 7 x 64 packets of 1024 payload bytes, each a 1086-byte frame that
+    // takes 5 cells of 256 bytes.
+    let sent_cells = 7.0 * 64.0 * 1280.0;
+    assert!(peak2 <= sent_cells, "second job's peak {peak2} B above the {sent_cells} B its seven senders' frames take");
     assert!(peak2 < watermark, "second job's peak {peak2} B is the daemon's watermark {watermark} B");
 }
