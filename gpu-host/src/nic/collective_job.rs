@@ -107,6 +107,8 @@ pub struct BuildOptions {
     pub segment: SegmentMode,
     /// The DCQCN parameter set of every NIC.
     pub dcqcn: crate::dcqcn::DcqcnProfile,
+    /// The NICs' notification point (CNPs within the interval, what shares one).
+    pub dcqcn_np: crate::dcqcn::NpSettings,
     /// Whether the NICs run DCQCN at all (off: line rate whatever the CNPs say).
     pub dcqcn_on: bool,
 }
@@ -123,6 +125,7 @@ impl Default for BuildOptions {
             time_dilation: 1.0,
             segment: SegmentMode::FirstMiddleLast,
             dcqcn: Default::default(),
+            dcqcn_np: Default::default(),
             dcqcn_on: true,
         }
     }
@@ -484,6 +487,7 @@ fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
         linger_ms: opts.timeout_ms,
         time_dilation: opts.time_dilation,
         dcqcn: opts.dcqcn,
+        dcqcn_np: opts.dcqcn_np,
         nvlink: h.nvlink,
         snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,
         nics: h
