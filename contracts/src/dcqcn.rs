@@ -177,6 +177,68 @@ fn per_25g(line_rate_bps: u64, mbps: u64) -> u64 {
     (mbps as u128 * 1_000_000 * line_rate_bps as u128 / 25_000_000_000) as u64
 }
 
+/// When the NP answers CE marks that arrive within the CNP interval after a CNP (the topology's
+/// `dcqcn: { np: { cnp } }`, the job file's `dcqcn_np.cnp`; gpu-host `dcqcn` module docs, "The
+/// notification point").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CnpMode {
+    /// A CNP at the first mark after the interval has passed; marks within the interval are
+    /// ignored (the paper's NP state machine; NVIDIA's `min_time_between_cnps`).
+    #[default]
+    Immediate,
+    /// As immediate, and marks within the interval are remembered: one more CNP when the
+    /// interval ends (UEC htsim's `DCQCNSink`, `htsim/sim/dcqcn.cpp:204-226`).
+    Deferred,
+}
+
+/// Which marked packets share one CNP interval (the topology's `dcqcn: { np: { scope } }`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CnpScope {
+    /// Each QP has its own interval (the paper: "per flow").
+    #[default]
+    Qp,
+    /// The QPs between one local and one remote IP address share one.
+    IpPair,
+    /// Every QP of a NIC port shares one.
+    Port,
+}
+
+/// The NP's behaviour: what it does with marks within the interval and what shares one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NpSettings {
+    /// Marks within the interval: ignored or remembered.
+    #[serde(default)]
+    pub cnp: CnpMode,
+    /// What shares an interval.
+    #[serde(default)]
+    pub scope: CnpScope,
+}
+
+impl NpSettings {
+    /// The names the topology accepts for `cnp`.
+    pub const CNP_NAMES: &'static str = "immediate, deferred";
+    /// The names the topology accepts for `scope`.
+    pub const SCOPE_NAMES: &'static str = "qp, ip_pair, port";
+}
+
+impl core::fmt::Display for NpSettings {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let cnp = match self.cnp {
+            CnpMode::Immediate => "immediate",
+            CnpMode::Deferred => "deferred",
+        };
+        let scope = match self.scope {
+            CnpScope::Qp => "qp",
+            CnpScope::IpPair => "ip_pair",
+            CnpScope::Port => "port",
+        };
+        write!(f, "cnp {cnp}, scope {scope}")
+    }
+}
+
 /// How α follows the CNPs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AlphaUpdate {

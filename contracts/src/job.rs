@@ -121,6 +121,10 @@ pub struct Job {
     /// The DCQCN parameter set of every NIC's RP and NP (emulated units, × D as above).
     #[serde(default)]
     pub dcqcn: crate::dcqcn::DcqcnProfile,
+    /// The NIC's NP: CNPs for marks within the interval, and what shares an interval
+    /// (default: the paper's, immediate per QP).
+    #[serde(default)]
+    pub dcqcn_np: crate::dcqcn::NpSettings,
     /// The host's NVLink (emulated): collective transfers between two of its ranks
     /// ([`CollLocal::dst_rank`]) take it instead of the network.
     #[serde(default, skip_serializing_if = "Option::is_none")]

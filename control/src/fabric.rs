@@ -1262,7 +1262,11 @@ pub fn render_plan(topo: &Topology, plan: &Plan) -> String {
         plan.mtu
     );
     o += &describe_dilation(topo.time_dilation, plan);
-    let _ = writeln!(o, "dcqcn profile {} (GPU NICs' reaction and notification points)", topo.dcqcn);
+    let _ = writeln!(
+        o,
+        "dcqcn profile {} (GPU NICs' reaction and notification points), notification point {}",
+        topo.dcqcn, topo.dcqcn_np
+    );
     o += &describe_latency(topo);
     let agents = topo.lldp.nic_agents();
     let memory = crate::memory::FabricMemory::of(

@@ -1020,6 +1020,7 @@ pub(crate) struct FabricHosts {
     /// The time dilation the fabric came up with.
     pub dilation: Dilation,
     pub dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
+    pub dcqcn_np: rocefab_contracts::dcqcn::NpSettings,
 }
 
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
@@ -1042,7 +1043,14 @@ pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
         bail!("fabric {fabric} has no hosts");
     }
     // The switches run at the dilation of `up`, whatever the topology file says now.
-    Ok(FabricHosts { hosts, netns, mtu: plan.mtu, dilation: st.clock()?.dilation(), dcqcn: topo.dcqcn })
+    Ok(FabricHosts {
+        hosts,
+        netns,
+        mtu: plan.mtu,
+        dilation: st.clock()?.dilation(),
+        dcqcn: topo.dcqcn,
+        dcqcn_np: topo.dcqcn_np,
+    })
 }
 
 /// The jobs' view of the plan's hosts, in topology order (= torchrun node rank): NICs with their
@@ -1289,6 +1297,7 @@ pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobArgs, timeout: u
         time_dilation: f.dilation.factor(),
         segment: s.segment.mode(),
         dcqcn: f.dcqcn,
+        dcqcn_np: f.dcqcn_np,
         dcqcn_on,
     }
 }

@@ -47,6 +47,8 @@
 //! time_dilation: 1            # D ≥ 1 (fractional allowed); rates and timers above are emulated
 //! load_balance: { mode: ecmp, flowlet_gap: 50us }      # egress choice, see crate::lb
 //! dcqcn: { profile: ns3-hpcc }  # GPU NICs' DCQCN parameters: ns3-hpcc (default) | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper | hpcc-dcqcn
+//!                             # np: { cnp: immediate | deferred, scope: qp | ip_pair | port }: the
+//!                             # notification point (default immediate per QP, the paper's)
 //! latency: { switch: 600ns, nic: 100ns }   # forwarding latency of every switch, pipeline latency
 //!                             # of every NIC each way (emulated; default none)
 //! ```
@@ -206,12 +208,16 @@ pub struct BgpSettings {
     pub bfd_multiplier: u8,
 }
 
-/// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper | hpcc-dcqcn }`.
+/// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper | hpcc-dcqcn,
+/// np: { cnp: immediate | deferred, scope: qp | ip_pair | port } }`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDcqcn {
     #[serde(default)]
     profile: rocefab_contracts::dcqcn::DcqcnProfile,
+    /// The notification point (gpu-host `dcqcn` module docs, "The notification point").
+    #[serde(default)]
+    np: rocefab_contracts::dcqcn::NpSettings,
 }
 
 fn default_time_dilation() -> f64 {
@@ -995,6 +1001,9 @@ pub struct Topology {
     pub load_balance: Vec<rocefab_contracts::config::LbConfig>,
     /// The DCQCN parameter set of every GPU NIC (reaction and notification point).
     pub dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
+    /// What the GPU NICs' notification points do with marks within the CNP interval, and what
+    /// shares one.
+    pub dcqcn_np: rocefab_contracts::dcqcn::NpSettings,
     /// Every switch's forwarding latency and every NIC's pipeline latency (each way), emulated ns.
     pub switch_latency_ns: u64,
     pub nic_latency_ns: u64,
@@ -1233,6 +1242,7 @@ fn validate(raw: RawTopology, path: &Path, err: ErrAt<'_>) -> Result<Topology, T
         time_dilation,
         load_balance,
         dcqcn: raw.dcqcn.profile,
+        dcqcn_np: raw.dcqcn.np,
         switch_latency_ns: raw.latency.switch.0,
         nic_latency_ns: raw.latency.nic.0,
         routing: raw.routing,
@@ -2094,6 +2104,39 @@ mod tests {
         let text = src.replace(line, "dcqcn: { profile: hpcc-dcqcn }");
         let topo = Topology::parse(&text, Path::new("t.yaml")).unwrap();
         assert_eq!(topo.dcqcn, rocefab_contracts::dcqcn::DcqcnProfile::HpccDcqcn);
+    }
+
+    #[test]
+    fn dcqcn_np_settings_parse_and_bad_ones_name_file_line_and_field() {
+        use rocefab_contracts::dcqcn::{CnpMode, CnpScope, DcqcnProfile, NpSettings};
+        let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../topologies/fidelity-incast.yaml"))
+            .unwrap();
+        let line = src.lines().find(|l| l.starts_with("dcqcn:")).unwrap();
+        let at = src.lines().position(|l| l.starts_with("dcqcn:")).unwrap() + 1;
+        let parse = |dcqcn: &str| Topology::parse(&src.replace(line, dcqcn), Path::new("t.yaml"));
+        assert_eq!(parse("dcqcn: { profile: htsim }").unwrap().dcqcn_np, NpSettings::default());
+        assert_eq!(
+            NpSettings::default(),
+            NpSettings { cnp: CnpMode::Immediate, scope: CnpScope::Qp },
+            "the paper's NP by default"
+        );
+        for (cnp, c) in [("immediate", CnpMode::Immediate), ("deferred", CnpMode::Deferred)] {
+            for (scope, sc) in [("qp", CnpScope::Qp), ("ip_pair", CnpScope::IpPair), ("port", CnpScope::Port)] {
+                let t = parse(&format!("dcqcn: {{ profile: htsim, np: {{ cnp: {cnp}, scope: {scope} }} }}")).unwrap();
+                assert_eq!((t.dcqcn, t.dcqcn_np), (DcqcnProfile::Htsim, NpSettings { cnp: c, scope: sc }));
+            }
+        }
+        assert_eq!(parse("dcqcn: { np: { cnp: deferred } }").unwrap().dcqcn_np.scope, CnpScope::Qp);
+        for (bad, field, what) in [
+            ("dcqcn: { np: { cnp: later } }", "dcqcn.np.cnp", "unknown variant `later`"),
+            ("dcqcn: { np: { scope: flow } }", "dcqcn.np.scope", "unknown variant `flow`"),
+            ("dcqcn: { np: { pacing: qp } }", "dcqcn.np", "unknown field `pacing`"),
+            ("dcqcn: { np: deferred }", "dcqcn.np", "invalid type"),
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("t.yaml:{at}: {field}")), "{bad}: {e}");
+            assert!(e.contains(what), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! DCQCN congestion control (Zhu et al., "Congestion Control for Large-Scale RDMA
 //! Deployments", ACM SIGCOMM 2015, §3 "The DCQCN algorithm").
 //!
-//! * [`NotificationPoint`] (NP, receiver NIC): at most one CNP per QP per interval when
-//!   CE-marked packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow);
-//!   interval 0 sends one for every CE-marked packet (ns-3 HPCC's NP: `hpcc-dcqcn`).
+//! * [`NotificationPoint`] (NP, receiver NIC): at most one CNP per interval when CE-marked
+//!   packets arrive (the paper's NP: "at most one CNP every N = 50 µs" per flow); interval 0
+//!   sends one for every CE-marked packet (ns-3 HPCC's NP: `hpcc-dcqcn`). What it does with
+//!   the marks within the interval ([`CnpMode`]) and what shares an interval ([`CnpScope`],
+//!   [`CnpPacer`]) are selectable: "The notification point" below.
 //! * [`ReactionPoint`] (RP, sender NIC), per QP, pure and clock-injected:
 //!   - on CNP (§3.1, Eq. 1): `Rt = Rc; Rc = Rc·(1 − α/2); α = (1 − g)·α + g` (the cut uses α
 //!     before the update), and the rate-increase timer, byte counter and their stage counts are
@@ -163,9 +165,37 @@
 //! `static` member (`dcqcn.h` line 44), shared by every source of the simulation, where each QP
 //! here has its own; its α decay compares against `_last_alpha_update`, which only a CNP sets (lines
 //! 72–73, 128–131), so once K has passed without a CNP it decays at every send event, not once
-//! per K; timers are checked when the source sends (`doNextEvent`); and its NP
-//! (lines 204–226) also sends a CNP when the interval ends if a marked packet arrived during it,
-//! where this NP waits for the next marked packet.
+//! per K; and timers are checked when the source sends (`doNextEvent`). Its NP (lines 204–226)
+//! also sends a CNP when the interval ends if a marked packet arrived during it: that is
+//! [`CnpMode::Deferred`], which the `htsim` profile does not imply (`dcqcn: { np: { cnp:
+//! deferred } }` selects it).
+//!
+//! # The notification point
+//!
+//! [`NpSettings`] (the topology's `dcqcn: { np: { cnp, scope } }`) choose, for every profile:
+//!
+//! * [`CnpMode::Immediate`] (default): a CE-marked packet gets a CNP at once if none was sent in
+//!   the last N; marks within N of a CNP are ignored. The paper's NP (Zhu et al., SIGCOMM 2015,
+//!   §3.1, "NP algorithm", and its NP state-machine figure: the decision is taken when a marked
+//!   packet arrives, against the time of the last CNP; the figure number was not checked here).
+//!   NVIDIA's ConnectX exposes the same rule as `min_time_between_cnps` of `ecn/roce_np` (MLNX_OFED
+//!   "Explicit Congestion Notification (ECN)").
+//! * [`CnpMode::Deferred`]: as immediate, and a mark within N of the last CNP is remembered;
+//!   when N has passed since that CNP, one more CNP goes out if any mark arrived, and starts the
+//!   next interval. This is UEC htsim's `DCQCNSink` (`ultraethernet/uet-htsim` commit 40ccb05,
+//!   `htsim/sim/dcqcn.cpp`): `receivePacket` (lines 204–219) sends a CNP and schedules itself
+//!   `_cnp_interval` later (line 212), or counts the mark in `_marked_packets_since_last_cnp`
+//!   (line 215); `doNextEvent` (lines 221–226) sends a CNP if that count is non-zero. One
+//!   congestion episode shorter than N thus gets two CNPs (two cuts) where the paper's NP sends
+//!   one. Under a shared scope the deferred CNP goes to the QP of the latest mark (htsim has one
+//!   sink per flow, so it never has to choose).
+//! * [`CnpScope`]: one interval per QP (default, the paper's "per flow"), per pair of local and
+//!   remote IP address, or per NIC port. sonic-mgmt-style RoCE CNP checks model NICs that pace
+//!   CNPs per NIC port, per IP pair or per destination IP (`CNP_PACING_MODE` `PER_PORT`,
+//!   `PER_IP_PAIR`, `PER_DEST_IP`, expected-CNP counting per scope with a
+//!   `min_time_between_cnps_us`; a CNP checker module seen in the code index, its repository not
+//!   identified here). Under a shared scope a CNP goes to the QP whose mark triggered it; the
+//!   other QPs of the scope get none for their marks in that interval.
 //!
 //! # The HPCC `dcqcn_paper` setting ([`DcqcnProfile::HpccDcqcnPaper`])
 //!
@@ -212,8 +242,11 @@
 //! running at line rate where this RP stops it (no effect on the rates; the stage count it
 //! would keep raising only decides whether the next cut clamps, and it clamps here too).
 //!
+use std::net::IpAddr;
+
 pub use rocefab_contracts::dcqcn::{
-    AlphaUpdate, DcqcnConfig, DcqcnError, DcqcnProfile, HyperIncrease, DEFAULT_CNP_INTERVAL_NS,
+    AlphaUpdate, CnpMode, CnpScope, DcqcnConfig, DcqcnError, DcqcnProfile, HyperIncrease, NpSettings,
+    DEFAULT_CNP_INTERVAL_NS,
 };
 
 /// Which increase phase an increase event ran.
@@ -503,33 +536,70 @@ impl ReactionPoint {
     }
 }
 
-/// DCQCN notification point of one QP: CNP pacing.
+/// DCQCN notification point of one pacing domain (a QP, an IP pair or a port: [`CnpPacer`]):
+/// at most one CNP per interval, and with [`CnpMode::Deferred`] one more when the interval ends
+/// if marks arrived during it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NotificationPoint {
     interval_ns: u64,
+    mode: CnpMode,
     last_cnp: Option<u64>,
+    /// Deferred: marks arrived since the last CNP, the QP of the latest.
+    pending: Option<usize>,
     ce_packets: u64,
     cnps: u64,
 }
 
 impl NotificationPoint {
-    /// An NP that sends at most one CNP per `interval_ns` (0: one for every CE-marked packet).
+    /// An NP that sends at most one CNP per `interval_ns` (0: one for every CE-marked packet)
+    /// and ignores the marks in between (the paper's).
     pub const fn new(interval_ns: u64) -> NotificationPoint {
-        NotificationPoint { interval_ns, last_cnp: None, ce_packets: 0, cnps: 0 }
+        NotificationPoint::with_mode(interval_ns, CnpMode::Immediate)
     }
 
-    /// A CE-marked packet arrived at `now`; returns whether to send a CNP now.
-    pub fn on_ce(&mut self, now: u64) -> bool {
+    /// An NP with `mode`.
+    pub const fn with_mode(interval_ns: u64, mode: CnpMode) -> NotificationPoint {
+        NotificationPoint { interval_ns, mode, last_cnp: None, pending: None, ce_packets: 0, cnps: 0 }
+    }
+
+    /// A CE-marked packet of QP `qp` arrived at `now`; returns whether to send a CNP now. Within
+    /// the interval a deferred NP remembers the mark (and `qp`: the CNP at the interval's end
+    /// goes to the QP of the latest mark).
+    pub fn on_ce(&mut self, now: u64, qp: usize) -> bool {
         self.ce_packets += 1;
         let send = match self.last_cnp {
             None => true,
             Some(last) => now.saturating_sub(last) >= self.interval_ns,
         };
         if send {
-            self.last_cnp = Some(now);
-            self.cnps += 1;
+            self.sent(now);
+        } else if self.mode == CnpMode::Deferred {
+            self.pending = Some(qp);
         }
         send
+    }
+
+    fn sent(&mut self, now: u64) {
+        self.last_cnp = Some(now);
+        self.pending = None;
+        self.cnps += 1;
+    }
+
+    /// When a deferred CNP is due (`None`: none pending): the end of the interval.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match (self.pending, self.last_cnp) {
+            (Some(_), Some(last)) => Some(last.saturating_add(self.interval_ns)),
+            _ => None,
+        }
+    }
+
+    /// At `now`: the QP to send the deferred CNP to, if the interval ended with marks in it
+    /// (htsim's `DCQCNSink::doNextEvent`). The next interval starts at `now`.
+    pub fn poll(&mut self, now: u64) -> Option<usize> {
+        let due = self.next_deadline().is_some_and(|d| d <= now);
+        let qp = self.pending.filter(|_| due)?;
+        self.sent(now);
+        Some(qp)
     }
 
     /// CE-marked packets seen.
@@ -551,6 +621,91 @@ impl NotificationPoint {
 impl Default for NotificationPoint {
     fn default() -> Self {
         NotificationPoint::new(DEFAULT_CNP_INTERVAL_NS)
+    }
+}
+
+/// What one QP's marks are paced with: the QP itself, its IP pair or its port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NpKey {
+    /// The QP (an index of the caller's).
+    pub qp: usize,
+    /// Its NIC port (an index of the caller's).
+    pub port: usize,
+    /// Local and remote IP address.
+    pub local: IpAddr,
+    pub peer: IpAddr,
+}
+
+/// The pacing domain a [`NpKey`] falls in under a [`CnpScope`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Domain {
+    Qp(usize),
+    IpPair(IpAddr, IpAddr),
+    Port(usize),
+}
+
+/// The NPs of one host: one [`NotificationPoint`] per pacing domain of the scope.
+#[derive(Clone, Debug)]
+pub struct CnpPacer {
+    settings: NpSettings,
+    interval_ns: u64,
+    domains: Vec<(Domain, NotificationPoint)>,
+}
+
+impl CnpPacer {
+    /// No domains yet; [`CnpPacer::domain`] adds them.
+    pub fn new(interval_ns: u64, settings: NpSettings) -> CnpPacer {
+        CnpPacer { settings, interval_ns, domains: Vec::new() }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> NpSettings {
+        self.settings
+    }
+
+    /// The CNP interval, ns (0: a CNP for every CE-marked packet).
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    /// The domain of a QP keyed `k` (created on first use: at setup and at a path migration, not
+    /// per packet).
+    pub fn domain(&mut self, k: NpKey) -> usize {
+        let d = match self.settings.scope {
+            CnpScope::Qp => Domain::Qp(k.qp),
+            CnpScope::IpPair => Domain::IpPair(k.local, k.peer),
+            CnpScope::Port => Domain::Port(k.port),
+        };
+        if let Some(i) = self.domains.iter().position(|(x, _)| *x == d) {
+            return i;
+        }
+        self.domains.push((d, NotificationPoint::with_mode(self.interval_ns, self.settings.cnp)));
+        self.domains.len() - 1
+    }
+
+    /// A CE-marked packet of QP `qp` in domain `domain` (from [`CnpPacer::domain`]) arrived at
+    /// `now`; whether to send that QP a CNP now.
+    pub fn on_ce(&mut self, domain: usize, qp: usize, now: u64) -> bool {
+        self.domains[domain].1.on_ce(now, qp)
+    }
+
+    /// When the next deferred CNP is due.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.domains.iter().filter_map(|(_, np)| np.next_deadline()).min()
+    }
+
+    /// At `now`: calls `send` with the QP of every deferred CNP due.
+    pub fn poll(&mut self, now: u64, mut send: impl FnMut(usize)) {
+        for (_, np) in &mut self.domains {
+            if let Some(qp) = np.poll(now) {
+                send(qp);
+            }
+        }
+    }
+
+    /// The NP of domain `domain`.
+    pub fn np(&self, domain: usize) -> &NotificationPoint {
+        &self.domains[domain].1
     }
 }
 
@@ -784,18 +939,107 @@ mod tests {
     #[test]
     fn np_sends_at_most_one_cnp_per_interval() {
         let mut np = NotificationPoint::default();
-        assert!(np.on_ce(1_000));
-        // Many CE packets within 50 µs: no further CNP.
+        assert!(np.on_ce(1_000, 0));
+        // Many CE packets within 50 µs: no further CNP, now or when the interval ends.
         for i in 1..1000u64 {
-            assert!(!np.on_ce(1_000 + i * 49), "t = {}", 1_000 + i * 49);
+            assert!(!np.on_ce(1_000 + i * 49, 0), "t = {}", 1_000 + i * 49);
         }
+        assert_eq!(np.next_deadline(), None, "immediate: the marks within the interval are ignored");
+        assert_eq!(np.poll(51_000), None);
+        assert_eq!(np.poll(1_000_000), None);
         assert_eq!(np.cnps(), 1);
         // Exactly 50 µs after the last CNP: another one.
-        assert!(np.on_ce(51_000));
-        assert!(!np.on_ce(100_999));
-        assert!(np.on_ce(101_000));
+        assert!(np.on_ce(51_000, 0));
+        assert!(!np.on_ce(100_999, 0));
+        assert!(np.on_ce(101_000, 0));
         assert_eq!(np.cnps(), 3);
         assert_eq!(np.ce_packets(), 1003);
+    }
+
+    #[test]
+    fn deferred_np_sends_one_more_cnp_when_an_interval_with_marks_ends() {
+        // htsim's DCQCNSink: a mark within 50 µs of the last CNP is remembered, and the CNP
+        // interval's end sends one CNP for all of them (dcqcn.cpp:204-226).
+        let mut np = NotificationPoint::with_mode(50 * US, CnpMode::Deferred);
+        assert_eq!(np.next_deadline(), None);
+        assert!(np.on_ce(1_000, 7));
+        assert_eq!(np.next_deadline(), None, "no mark since the CNP: nothing due");
+        for t in [2_000, 10_000, 30_000, 50_999] {
+            assert!(!np.on_ce(t, 7), "t = {t}");
+        }
+        assert_eq!(np.next_deadline(), Some(51_000));
+        assert_eq!(np.poll(50_999), None, "not before the interval ends");
+        assert_eq!(np.poll(51_000), Some(7), "one CNP at the interval's end");
+        assert_eq!(np.poll(51_000), None, "exactly one");
+        assert_eq!(np.cnps(), 2);
+        // The deferred CNP starts the next interval: no mark in it, nothing at its end.
+        assert_eq!(np.next_deadline(), None);
+        assert_eq!(np.poll(200_000), None);
+        // A mark 10 µs after the deferred CNP waits for that interval's end (101 µs) ...
+        assert!(!np.on_ce(61_000, 7));
+        assert_eq!(np.next_deadline(), Some(101_000));
+        // ... and a late poll sends it then and starts the interval there.
+        assert_eq!(np.poll(103_000), Some(7));
+        assert_eq!(np.last_cnp(), Some(103_000));
+        // A mark after the interval passed is sent at once, with nothing pending.
+        assert!(np.on_ce(153_000, 7));
+        assert_eq!((np.next_deadline(), np.cnps(), np.ce_packets()), (None, 4, 7));
+        // One episode of marks over 40 µs: immediate sends one CNP, deferred two.
+        let episode = |mode| {
+            let mut np = NotificationPoint::with_mode(50 * US, mode);
+            let mut cnps = 0;
+            for t in (0..40 * US).step_by(1_000) {
+                cnps += u32::from(np.on_ce(t, 0));
+                cnps += u32::from(np.poll(t).is_some());
+            }
+            cnps + u32::from(np.poll(1_000 * US).is_some())
+        };
+        assert_eq!((episode(CnpMode::Immediate), episode(CnpMode::Deferred)), (1, 2));
+    }
+
+    #[test]
+    fn cnp_scope_paces_per_qp_per_ip_pair_or_per_port() {
+        let ip = |x: u8| IpAddr::from([10, 0, 0, x]);
+        // QPs 0 and 1 from .1 to .2 on port 0, QP 2 from .1 to .3 on port 0, QP 3 from .4 to .2
+        // on port 1.
+        let keys = [
+            NpKey { qp: 0, port: 0, local: ip(1), peer: ip(2) },
+            NpKey { qp: 1, port: 0, local: ip(1), peer: ip(2) },
+            NpKey { qp: 2, port: 0, local: ip(1), peer: ip(3) },
+            NpKey { qp: 3, port: 1, local: ip(4), peer: ip(2) },
+        ];
+        let run = |scope, cnp| {
+            let mut p = CnpPacer::new(50 * US, NpSettings { cnp, scope });
+            let d: Vec<usize> = keys.iter().map(|&k| p.domain(k)).collect();
+            assert_eq!(d, keys.iter().map(|&k| p.domain(k)).collect::<Vec<_>>(), "domains are stable");
+            // Every QP marked at 0-3 ns, and again at 10 µs.
+            let mut sent = Vec::new();
+            for t in [0, 10 * US] {
+                for k in keys {
+                    if p.on_ce(d[k.qp], k.qp, t + k.qp as u64) {
+                        sent.push((t + k.qp as u64, k.qp));
+                    }
+                }
+            }
+            let mut deferred = Vec::new();
+            p.poll(49 * US, |q| deferred.push(q));
+            assert!(deferred.is_empty());
+            let due = p.next_deadline();
+            p.poll(60 * US, |q| deferred.push(q));
+            (sent, due, deferred)
+        };
+        use CnpMode::{Deferred, Immediate};
+        // Per QP: every QP's first mark gets a CNP, the marks 10 µs later none.
+        let all = vec![(0, 0), (1, 1), (2, 2), (3, 3)];
+        assert_eq!(run(CnpScope::Qp, Immediate), (all.clone(), None, vec![]));
+        // Per IP pair: QP 1 shares QP 0's pair (.1 -> .2); QP 3's pair is .4 -> .2.
+        assert_eq!(run(CnpScope::IpPair, Immediate), (vec![(0, 0), (2, 2), (3, 3)], None, vec![]));
+        // Per port: one CNP per port.
+        assert_eq!(run(CnpScope::Port, Immediate), (vec![(0, 0), (3, 3)], None, vec![]));
+        // Deferred: one more CNP per domain at 50 µs after its first, to its latest marked QP.
+        assert_eq!(run(CnpScope::Qp, Deferred), (all, Some(50 * US), vec![0, 1, 2, 3]));
+        assert_eq!(run(CnpScope::IpPair, Deferred), (vec![(0, 0), (2, 2), (3, 3)], Some(50 * US), vec![1, 2, 3]));
+        assert_eq!(run(CnpScope::Port, Deferred), (vec![(0, 0), (3, 3)], Some(50 * US), vec![2, 3]));
     }
 
     #[test]
@@ -1134,7 +1378,7 @@ mod tests {
         // ns-3 sets the CNP flag on the ACK of every CE-marked packet (rdma-hw.cc:321-322).
         let mut np = NotificationPoint::new(0);
         for t in [0, 0, 1, 331, 331, 662] {
-            assert!(np.on_ce(t), "t = {t}");
+            assert!(np.on_ce(t, 0), "t = {t}");
         }
         assert_eq!((np.cnps(), np.ce_packets()), (6, 6));
         assert_eq!(DcqcnProfile::HpccDcqcn.cnp_interval_ns(), 0);

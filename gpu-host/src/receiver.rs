@@ -1,6 +1,7 @@
 //! RC responder for RDMA WRITE (IBTA Vol. 1 §9.7 "Reliable service", responder side, and
-//! §9.7.5 ACK/NAK generation), with the DCQCN notification point (CNP pacing) and optional
-//! out-of-order data placement for Write-Only-per-packet traffic.
+//! §9.7.5 ACK/NAK generation), with optional out-of-order data placement for
+//! Write-Only-per-packet traffic. It counts CE-marked packets; the DCQCN notification point that
+//! answers them with CNPs is the NIC's ([`crate::dcqcn::CnpPacer`]), since QPs may share it.
 //!
 //! * Expected-PSN check: an in-sequence packet is validated and placed; a packet ahead of
 //!   the expected PSN (within 2^23) is a sequence error, answered by **one** NAK
@@ -34,9 +35,6 @@
 //! * Coalesced ACKs: one ACK every `ack_every` packets that complete in order, or at once when
 //!   the packet has AckReq (and/or ends a message), configurable; optionally flushed by
 //!   [`Receiver::poll`] a fixed delay after the oldest unacknowledged packet.
-//! * CNP: at most one per QP per interval (default 50 µs) when CE-marked packets arrive.
-
-use crate::dcqcn::{NotificationPoint, DEFAULT_CNP_INTERVAL_NS};
 use crate::desc::{AckPacket, AckSyndrome, Opcode, WritePacket};
 use crate::psn::{Psn, PSN_MASK};
 use crate::segment::PathMtu;
@@ -98,8 +96,6 @@ pub struct ReceiverConfig {
     pub ack_on_ack_req: bool,
     /// ACK at once at the end of every message (Last/Only).
     pub ack_on_message_end: bool,
-    /// Minimum time between two CNPs of this QP, ns; 0: a CNP for every CE-marked packet.
-    pub cnp_interval_ns: u64,
     /// Coalescing delay: an unacknowledged placed packet is ACKed by [`Receiver::poll`] at
     /// most this long after it arrived (`None`: only the packet-count / AckReq rules).
     pub ack_delay_ns: Option<u64>,
@@ -113,7 +109,7 @@ pub struct ReceiverConfig {
 
 impl ReceiverConfig {
     /// Defaults: MTU 4096, ACK every 16 packets or on AckReq or 10 µs after the oldest
-    /// unacknowledged packet, CNP interval 50 µs, in-order placement (out-of-order placement
+    /// unacknowledged packet, in-order placement (out-of-order placement
     /// off; when turned on, holes are NAKed after [`DEFAULT_REORDER_WINDOW_NS`]).
     pub fn new(mtu: PathMtu) -> ReceiverConfig {
         ReceiverConfig {
@@ -122,7 +118,6 @@ impl ReceiverConfig {
             ack_every: 16,
             ack_on_ack_req: true,
             ack_on_message_end: false,
-            cnp_interval_ns: DEFAULT_CNP_INTERVAL_NS,
             ack_delay_ns: Some(10_000),
             out_of_order: false,
             reorder_window_ns: Some(DEFAULT_REORDER_WINDOW_NS),
@@ -189,8 +184,6 @@ pub enum RxEvent {
 pub struct RxOutcome {
     /// ACK or NAK to send back, if any.
     pub ack: Option<AckPacket>,
-    /// Send a CNP to the requester now.
-    pub cnp: bool,
     /// What happened.
     pub event: RxEvent,
 }
@@ -223,8 +216,6 @@ pub struct ReceiverCounters {
     pub rejected: u64,
     /// CE-marked packets.
     pub ce_marked: u64,
-    /// CNPs generated.
-    pub cnps_sent: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,7 +280,6 @@ pub struct Receiver {
     arrived: Arrived,
     /// Out-of-order placement: since when the hole at `epsn` is known (a later packet arrived).
     hole_since: Option<u64>,
-    np: NotificationPoint,
     counters: ReceiverCounters,
     /// When a request packet last arrived.
     last_packet: Option<u64>,
@@ -327,7 +317,6 @@ impl Receiver {
             unacked_since: 0,
             arrived: Arrived { bits: [0; OOO_WORDS], count: 0 },
             hole_since: None,
-            np: NotificationPoint::new(cfg.cnp_interval_ns),
             counters: ReceiverCounters::default(),
             last_packet: None,
             last_placed: None,
@@ -408,20 +397,13 @@ impl Receiver {
     pub fn on_packet(&mut self, pkt: &WritePacket, payload: &[u8], ce: bool, now: u64) -> RxOutcome {
         self.counters.packets_received += 1;
         self.last_packet = Some(now);
-        let cnp = ce && {
-            self.counters.ce_marked += 1;
-            let send = self.np.on_ce(now);
-            if send {
-                self.counters.cnps_sent += 1;
-            }
-            send
-        };
+        self.counters.ce_marked += u64::from(ce);
         let d = pkt.psn.diff(self.epsn);
         if d < 0 {
             self.counters.duplicates += 1;
             let last = self.epsn.sub(1);
             let ack = self.ack_now(AckSyndrome::Ack, last);
-            return RxOutcome { ack: Some(ack), cnp, event: RxEvent::Duplicate };
+            return RxOutcome { ack: Some(ack), event: RxEvent::Duplicate };
         }
         if d > 0 {
             let in_window = self.cfg.out_of_order && (d as u32) < OOO_WINDOW;
@@ -429,12 +411,12 @@ impl Receiver {
                 // Resent by a go-back-N after it was placed: the hole before it is still open,
                 // so there is nothing new to acknowledge.
                 self.counters.duplicates += 1;
-                return RxOutcome { ack: None, cnp, event: RxEvent::Duplicate };
+                return RxOutcome { ack: None, event: RxEvent::Duplicate };
             }
             self.counters.out_of_order += 1;
             if !(in_window && pkt.opcode == Opcode::WriteOnly && self.cur.is_none()) {
                 let ack = self.out_of_sequence();
-                return RxOutcome { ack, cnp, event: RxEvent::OutOfSequence };
+                return RxOutcome { ack, event: RxEvent::OutOfSequence };
             }
             return match self.place(pkt, payload) {
                 Ok(_) => {
@@ -443,14 +425,14 @@ impl Receiver {
                     self.counters.packets_placed += 1;
                     self.counters.bytes_placed += u64::from(pkt.payload_len);
                     self.hole_since.get_or_insert(now);
-                    RxOutcome { ack: None, cnp, event: RxEvent::PlacedOutOfOrder }
+                    RxOutcome { ack: None, event: RxEvent::PlacedOutOfOrder }
                 }
-                Err(reason) => self.reject(reason, pkt.psn, cnp),
+                Err(reason) => self.reject(reason, pkt.psn),
             };
         }
         if self.arrived.contains(self.epsn.next()) && !pkt.opcode.ends_message() {
             // The next PSN was a WRITE Only, so this message cannot continue there.
-            return self.reject(RejectReason::OpcodeSequence, pkt.psn, cnp);
+            return self.reject(RejectReason::OpcodeSequence, pkt.psn);
         }
         match self.place(pkt, payload) {
             Ok(message_complete) => {
@@ -482,16 +464,16 @@ impl Receiver {
                     || self.unacked >= self.cfg.ack_every;
                 let last = self.epsn.sub(1);
                 let ack = want.then(|| self.ack_now(AckSyndrome::Ack, last));
-                RxOutcome { ack, cnp, event: RxEvent::Placed { message_complete: messages > 0 } }
+                RxOutcome { ack, event: RxEvent::Placed { message_complete: messages > 0 } }
             }
-            Err(reason) => self.reject(reason, pkt.psn, cnp),
+            Err(reason) => self.reject(reason, pkt.psn),
         }
     }
 
-    fn reject(&mut self, reason: RejectReason, psn: Psn, cnp: bool) -> RxOutcome {
+    fn reject(&mut self, reason: RejectReason, psn: Psn) -> RxOutcome {
         self.counters.rejected += 1;
         let ack = reason.nak().map(|s| self.ack_now(s, psn));
-        RxOutcome { ack, cnp, event: RxEvent::Rejected(reason) }
+        RxOutcome { ack, event: RxEvent::Rejected(reason) }
     }
 
     /// When a hole that outlived the reordering window is due for its NAK.
@@ -759,36 +741,23 @@ mod tests {
         }
         // Payload slice disagrees with the descriptor: dropped, no NAK, no panic.
         let o = r.on_packet(&only(VA, RKEY, 10), &buf[..9], false, 0);
-        assert_eq!(
-            o,
-            RxOutcome { ack: None, cnp: false, event: RxEvent::Rejected(RejectReason::PayloadLengthMismatch) }
-        );
+        assert_eq!(o, RxOutcome { ack: None, event: RxEvent::Rejected(RejectReason::PayloadLengthMismatch) });
         assert_eq!(r.counters().rejected, 7);
         assert!(r.region(RKEY).unwrap().data.iter().all(|&b| b == 0));
     }
 
     #[test]
-    fn cnp_rate_limited_per_qp() {
+    fn counts_ce_marked_packets() {
         let mut c = cfg256();
         c.ack_every = 1_000_000;
         let mut r = rx(c);
         let d = data(200 * 256);
         let p = packets(200 * 256, 0, 0, SegmentMode::FirstMiddleLast);
-        let mut cnps = Vec::new();
-        // One CE packet every 1 µs for 200 µs.
         for (i, pk) in p.iter().enumerate() {
-            let now = 5_000 + i as u64 * 1_000;
             let o = pk.payload_offset as usize;
-            if r.on_packet(pk, &d[o..o + 256], true, now).cnp {
-                cnps.push(now);
-            }
+            r.on_packet(pk, &d[o..o + 256], i % 2 == 0, i as u64 * 1_000);
         }
-        assert_eq!(cnps, vec![5_000, 55_000, 105_000, 155_000]);
-        assert_eq!(r.counters().ce_marked, 200);
-        assert_eq!(r.counters().cnps_sent, 4);
-        // Non-CE packets never trigger a CNP.
-        let mut r2 = rx(c);
-        assert!(deliver(&mut r2, &p, &d).iter().all(|o| !o.cnp));
+        assert_eq!((r.counters().ce_marked, r.counters().packets_received), (100, 200));
     }
 
     #[test]
@@ -988,7 +957,7 @@ mod tests {
         r.on_packet(&p[2], &d[512..768], false, 0);
         let junk = vec![0xEE; 256];
         let o = r.on_packet(&p[2], &junk, false, 1);
-        assert_eq!(o, RxOutcome { ack: None, cnp: false, event: RxEvent::Duplicate });
+        assert_eq!(o, RxOutcome { ack: None, event: RxEvent::Duplicate });
         assert_eq!(r.counters().out_of_order, 1, "a duplicate is not another out-of-order arrival");
         assert_eq!(&r.region(RKEY).unwrap().data[512..768], &d[512..768]);
         assert_eq!(r.pending_out_of_order(), 1);

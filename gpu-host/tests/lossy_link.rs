@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 
+use gpu_host::dcqcn::NotificationPoint;
 use gpu_host::desc::AckPacket;
 use gpu_host::psn::Psn;
 use gpu_host::receiver::{MemoryRegion, Receiver, ReceiverConfig};
@@ -60,6 +61,7 @@ fn run(tx: &mut Sender, rx: &mut Receiver, src: &[u8], link: &mut Link<'_>, max_
     let mut fwd: VecDeque<(u64, TxPacket, bool)> = VecDeque::new();
     let mut rev: VecDeque<(u64, AckPacket)> = VecDeque::new();
     let mut cnp_q: VecDeque<u64> = VecDeque::new();
+    let mut np = NotificationPoint::default();
     let mut now = 0u64;
     let (mut n_tx, mut n_ack, mut data_dropped, mut acks_dropped, mut cnps) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut completions = Vec::new();
@@ -77,7 +79,7 @@ fn run(tx: &mut Sender, rx: &mut Receiver, src: &[u8], link: &mut Link<'_>, max_
                 }
                 n_ack += 1;
             }
-            if out.cnp {
+            if ce && np.on_ce(now, 0) {
                 cnps += 1;
                 cnp_q.push_back(now + ONE_WAY_NS);
             }

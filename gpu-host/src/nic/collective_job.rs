@@ -107,6 +107,8 @@ pub struct BuildOptions {
     pub segment: SegmentMode,
     /// The DCQCN parameter set of every NIC.
     pub dcqcn: crate::dcqcn::DcqcnProfile,
+    /// The NICs' notification point (CNPs within the interval, what shares one).
+    pub dcqcn_np: crate::dcqcn::NpSettings,
     /// Whether the NICs run DCQCN at all (off: line rate whatever the CNPs say).
     pub dcqcn_on: bool,
 }
@@ -123,6 +125,7 @@ impl Default for BuildOptions {
             time_dilation: 1.0,
             segment: SegmentMode::FirstMiddleLast,
             dcqcn: Default::default(),
+            dcqcn_np: Default::default(),
             dcqcn_on: true,
         }
     }
@@ -484,6 +487,7 @@ fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
         linger_ms: opts.timeout_ms,
         time_dilation: opts.time_dilation,
         dcqcn: opts.dcqcn,
+        dcqcn_np: opts.dcqcn_np,
         nvlink: h.nvlink,
         snapshot_interval_ms: super::job::DEFAULT_SNAPSHOT_INTERVAL_MS,
         nics: h
@@ -1148,5 +1152,25 @@ mod tests {
         let sends: Vec<_> = b.jobs.iter().flat_map(|j| j.qps.iter()).filter_map(|q| q.send.as_ref()).collect();
         assert_eq!(sends.len(), 4);
         assert!(sends.iter().all(|s| s.window_packets == 77 && s.retransmit_timeout_ns == 5_000_000), "{sends:?}");
+    }
+
+    #[test]
+    fn the_notification_point_settings_reach_every_hosts_job_file() {
+        use crate::dcqcn::{CnpMode, CnpScope, NpSettings};
+        let np = NpSettings { cnp: CnpMode::Deferred, scope: CnpScope::IpPair };
+        let opts = BuildOptions { dcqcn_np: np, ..Default::default() };
+        let b = build(Kind::AllReduce, &hosts(2, 2), 4096, &opts).unwrap();
+        for j in &b.jobs {
+            // hostd reads the job file: the settings survive it, as snake_case names.
+            let text = serde_json::to_string(j).unwrap();
+            assert!(text.contains(r#""dcqcn_np":{"cnp":"deferred","scope":"ip_pair"}"#), "{text}");
+            let back: Job = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.dcqcn_np, np);
+            assert_eq!(Engine::from_job(&back, &[PathMtu::Mtu4096; 2], 0).unwrap().cnp_pacer().settings(), np);
+        }
+        // A job file without them runs the paper's NP.
+        let mut v: serde_json::Value = serde_json::to_value(&b.jobs[0]).unwrap();
+        v.as_object_mut().unwrap().remove("dcqcn_np");
+        assert_eq!(serde_json::from_value::<Job>(v).unwrap().dcqcn_np, NpSettings::default());
     }
 }

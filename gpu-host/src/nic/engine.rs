@@ -22,8 +22,10 @@
 //!   Without it, reordering is a sequence error (NAK, go-back-N), as on a plain RC NIC.
 //! * PFC: a received PFC frame pauses the data priority (data and ACKs) for quanta × 512 bit times at
 //!   the NIC line rate; quanta 0 resumes at once; 802.3x PAUSE pauses every priority.
-//! * DCQCN: CE-marked data makes the responder send a CNP (at most one per QP per 50 µs,
-//!   [`Receiver`]); a received CNP drives [`Sender::on_cnp`].
+//! * DCQCN: CE-marked data makes the NIC's notification point send a CNP ([`CnpPacer`]: at most
+//!   one per interval, default 50 µs, per QP, IP pair or port as the job's `dcqcn_np.scope`
+//!   says, and with `dcqcn_np.cnp` deferred one more at the interval's end if marks arrived in
+//!   it); a received CNP drives [`Sender::on_cnp`].
 //!
 //! * Emulated time (docs/src/emulated-time.md): the job's rates and timers are emulated;
 //!   [`Engine::from_job`] is where the host applies the time dilation D (line rate, DCQCN rates
@@ -50,6 +52,7 @@ use rocefab_wire::mac_control::MacControlRepr;
 use rocefab_wire::roce::{self, aeth, bth, reth, IpEcn, Opcode as WireOpcode, ParsedFrame, RoceFrame};
 
 use super::job;
+use crate::dcqcn::{CnpPacer, NpKey};
 use crate::desc::{AckPacket, AckSyndrome, Opcode, Reth, WritePacket};
 use crate::pfc::NicPfc;
 use crate::psn::Psn;
@@ -73,7 +76,7 @@ use reduce::{Coll, SendRing};
 
 pub use pacer::WIRE_OVERHEAD_BYTES;
 pub use reduce::CollectiveSpecError;
-pub use setup::{data_bytes, path_mtu_for_link, receiver_config, sender_config, EngineError};
+pub use setup::{data_bytes, np_pacer, path_mtu_for_link, receiver_config, sender_config, EngineError};
 
 /// Capacity of each per-NIC control queue (ACK/NAK and CNP).
 pub const CTRL_QUEUE_CAPACITY: usize = 4096;
@@ -152,6 +155,10 @@ struct Qp {
     /// The migration, once made: the port it left, when (wall ns) and why. Its frames then
     /// carry MigReq (IBTA: set in the Migrated state, clear while Armed).
     migrated: Option<(usize, u64, job::MigrationCause)>,
+    /// Its notification point's pacing domain in [`Engine::np`].
+    np: usize,
+    /// CNPs its responder queued (immediate and deferred).
+    cnps_sent: u64,
 }
 
 /// A QP's alternate path, resolved: the local NIC port, the peer's address and the next hop.
@@ -170,6 +177,8 @@ pub struct Engine {
     start: u64,
     coll: Option<Coll>,
     dilation: Dilation,
+    /// The notification points of every responder QP.
+    np: CnpPacer,
     /// Milestones reached (wall-clock `at_ns`; the report converts), with the host's counters
     /// then; capacity for all, so recording never allocates.
     milestones: Vec<job::MilestoneReport>,
@@ -233,6 +242,11 @@ impl Engine {
     /// The requester of `qpn`, if it has one.
     pub fn sender(&self, qpn: u32) -> Option<&Sender> {
         self.by_qpn.get(qpn).and_then(|i| self.qps[i].sender.as_ref())
+    }
+
+    /// The notification points of the responders.
+    pub fn cnp_pacer(&self) -> &CnpPacer {
+        &self.np
     }
 
     /// The responder of `qpn`, if it has one.
@@ -306,6 +320,7 @@ impl Engine {
         qp.spec.peer_ip = alt.peer_ip;
         qp.peer_mac = alt.peer_mac;
         qp.migrated = Some((from, now, cause));
+        qp.np = self.np.domain(NpKey { qp: qi, port: alt.nic, local: self.nics[alt.nic].cfg.ip, peer: alt.peer_ip });
         if let Some(s) = qp.sender.as_mut() {
             s.path_migrated(now);
         }
@@ -378,7 +393,7 @@ impl Engine {
                 }
                 (false, false)
             }
-            _ => (Self::on_request(nic, qi, qp, &p, now), false),
+            _ => (Self::on_request(nic, &mut self.np, qi, qp, &p, now), false),
         };
         if received || acked {
             if let Some(c) = self.coll.as_mut() {
@@ -419,7 +434,7 @@ impl Engine {
 
     /// A request packet `p` (RDMA WRITE) for responder QP `qp` (index `qi`) on `nic`: placed,
     /// its ACK and CNP queued; whether it completed a message.
-    fn on_request(nic: &mut Nic, qi: usize, qp: &mut Qp, p: &ParsedFrame<'_>, now: u64) -> bool {
+    fn on_request(nic: &mut Nic, np: &mut CnpPacer, qi: usize, qp: &mut Qp, p: &ParsedFrame<'_>, now: u64) -> bool {
         let bth = p.bth();
         let (Some(opcode), Some(receiver)) = (Opcode::from_code(u8::from(bth.opcode)), qp.receiver.as_mut()) else {
             nic.c.rx_ignored += 1;
@@ -439,7 +454,8 @@ impl Engine {
         if let Some(ack) = out.ack {
             Self::push_ack(nic, qi, ack);
         }
-        if out.cnp {
+        if ce && np.on_ce(qp.np, qi, now) {
+            qp.cnps_sent += 1;
             Self::push_cnp(nic, qi);
         }
         if qp.recv_done.is_none() && receiver.counters().bytes_placed >= qp.recv_len {
@@ -448,11 +464,18 @@ impl Engine {
         message_done
     }
 
-    /// Runs the timers (requester ACK timeout and DCQCN, responder ACK coalescing) at `now`.
+    /// Runs the timers (requester ACK timeout and DCQCN, responder ACK coalescing, deferred
+    /// CNPs) at `now`.
     pub fn poll(&mut self, now: u64) {
         if self.coll.as_ref().and_then(|c| c.next_nvlink()).is_some_and(|at| at <= now) {
             self.progress(now);
         }
+        let (nics, qps) = (&mut self.nics, &mut self.qps);
+        self.np.poll(now, |qi| {
+            let qp = &mut qps[qi];
+            qp.cnps_sent += 1;
+            Self::push_cnp(&mut nics[qp.nic], qi);
+        });
         for qi in 0..self.qps.len() {
             let qp = &mut self.qps[qi];
             let mut migrate = false;
@@ -555,6 +578,10 @@ impl Engine {
         let mut t: Option<u64> = None;
         let mut at = |x: u64| t = Some(t.map_or(x, |t| t.min(x)));
         if let Some(x) = self.coll.as_ref().and_then(|c| c.next_nvlink()) {
+            at(x);
+        }
+        // A deferred CNP, due at the end of its interval.
+        if let Some(x) = self.np.next_deadline() {
             at(x);
         }
         for nic in &mut self.nics {
@@ -844,6 +871,51 @@ mod tests {
         // wake a lingering hostd every T, as the responder's would not).
         assert!(a.finished() && b.finished());
         assert_eq!((a.next_deadline(end), b.next_deadline(end)), (None, None));
+    }
+
+    #[test]
+    fn a_deferred_np_sends_the_cnp_for_marks_within_the_interval_when_it_ends() {
+        // One congestion episode: the first 10 data frames (under 10 µs at 10 Gbit/s) arrive
+        // CE-marked. The paper's NP answers the first and ignores the other nine; a deferred one
+        // (htsim's) also sends a CNP when the 50 µs interval ends, with no packet arriving then.
+        let cnps = |cnp| {
+            let (mut a, mut b) = engines(400_000, 10_000_000_000, true);
+            b.np = crate::dcqcn::CnpPacer::new(50_000, crate::dcqcn::NpSettings { cnp, ..Default::default() });
+            b.qps[0].np = b.np.domain(NpKey { qp: 0, port: 0, local: b.nics[0].cfg.ip, peer: b.qps[0].spec.peer_ip });
+            let (mut marked, mut on_wire) = (0, Vec::new());
+            run(
+                &mut a,
+                &mut b,
+                0,
+                10_000_000_000,
+                |dir, f, now| {
+                    if dir == 0 && marked < 10 && !ParsedFrame::parse(f).unwrap().payload.is_empty() {
+                        f[15] |= 0x03;
+                        f[24..26].fill(0);
+                        let c = etherparse::Ipv4HeaderSlice::from_slice(&f[14..34])
+                            .unwrap()
+                            .to_header()
+                            .calc_header_checksum();
+                        f[24..26].copy_from_slice(&c.to_be_bytes());
+                        marked += 1;
+                    } else if dir == 1 && ParsedFrame::parse(f).unwrap().bth().opcode == WireOpcode::Cnp {
+                        on_wire.push(now);
+                    }
+                    true
+                },
+                |_, _| {},
+            );
+            assert_eq!(b.report("b", 0).qps[0].ce_marked, 10);
+            assert_eq!(b.report("b", 0).qps[0].cnps_sent, on_wire.len() as u64);
+            on_wire
+        };
+        let immediate = cnps(crate::dcqcn::CnpMode::Immediate);
+        assert_eq!(immediate.len(), 1, "{immediate:?}");
+        let deferred = cnps(crate::dcqcn::CnpMode::Deferred);
+        assert_eq!(deferred.len(), 2, "{deferred:?}");
+        assert_eq!(deferred[0], immediate[0]);
+        // At the interval's end, give or take the NIC's serialisation of the CNP frame.
+        assert!((49_000..51_000).contains(&(deferred[1] - deferred[0])), "{deferred:?}");
     }
 
     #[test]

@@ -102,7 +102,7 @@ impl Engine {
             r.naks_sent = c.naks_sent;
             r.acks_sent = c.acks_sent;
             r.ce_marked = c.ce_marked;
-            r.cnps_sent = c.cnps_sent;
+            r.cnps_sent = q.cnps_sent;
             r.recv_done_ns = q.recv_done.map(|t| d.to_emulated_ns(t - self.start));
             ok &= q.recv_done.is_some();
             if let Some(seed) = q.spec.recv.as_ref().and_then(|r| r.expect_seed).filter(|_| verify) {

@@ -9,7 +9,7 @@ use super::pacer::NicPacer;
 use super::reduce::{Coll, CollectiveSpecError, SendRing};
 // The engine's Dilation (one import to follow when the time types move crates).
 use super::{AltRoute, Dilation, Engine, Nic, NicConfig, NicCounters, Qp, CTRL_QUEUE_CAPACITY, ROCE_IPV4_OVERHEAD};
-use crate::dcqcn::DcqcnProfile;
+use crate::dcqcn::{CnpPacer, DcqcnProfile, NpKey, NpSettings};
 use crate::nic::job::{self, Job, NicSpec, QpSpec, RecvSpec, SendSpec};
 use crate::nic::pattern;
 use crate::pfc::NicPfc;
@@ -51,21 +51,20 @@ pub fn sender_config(
     cfg
 }
 
-/// A responder's configuration on the wall clock at time dilation `d`: the NP's CNP interval
-/// (`profile`'s, emulated) and the ACK coalescing delay × D; with `write_only`, out-of-order placement
+/// The NIC's notification points on the wall clock at time dilation `d`: `profile`'s CNP
+/// interval (emulated) × D, and `settings`' mode and scope.
+pub fn np_pacer(profile: DcqcnProfile, settings: NpSettings, d: Dilation) -> CnpPacer {
+    CnpPacer::new(d.duration(profile.cnp_interval_ns()), settings)
+}
+
+/// A responder's configuration on the wall clock at time dilation `d`: the ACK coalescing delay
+/// × D; with `write_only`, out-of-order placement
 /// with a reordering window of a quarter of its requesters' local ACK timeout
 /// `local_ack_timeout_ns` (emulated; by default [`job::default_retransmit_timeout_ns`], at
 /// least 100 ms of wall clock, so the window is at least 25 ms and scheduling delays of a
 /// loaded machine are not mistaken for loss; a longer timeout widens it alike).
-pub fn receiver_config(
-    mtu: PathMtu,
-    write_only: bool,
-    d: Dilation,
-    profile: DcqcnProfile,
-    local_ack_timeout_ns: u64,
-) -> ReceiverConfig {
+pub fn receiver_config(mtu: PathMtu, write_only: bool, d: Dilation, local_ack_timeout_ns: u64) -> ReceiverConfig {
     let mut cfg = ReceiverConfig::new(mtu);
-    cfg.cnp_interval_ns = d.duration(profile.cnp_interval_ns());
     cfg.ack_delay_ns = cfg.ack_delay_ns.map(|t| d.duration(t));
     cfg.out_of_order = write_only;
     cfg.reorder_window_ns = Some(d.duration(local_ack_timeout_ns / 4));
@@ -107,6 +106,7 @@ impl Engine {
         let by_qpn = IndexTable::new(&job.qps.iter().map(|q| q.qpn).collect::<Vec<_>>())
             .map_err(|qpn| EngineError::Qp { qpn, what: "duplicate qpn".into() })?;
         let coll = CollBytes::of(job);
+        let mut np = np_pacer(job.dcqcn, job.dcqcn_np, d);
         for q in &job.qps {
             let e = qp_error(q.qpn);
             let nic = nics.get(q.nic).ok_or_else(|| e(format!("nic {} does not exist", q.nic)))?;
@@ -130,8 +130,9 @@ impl Engine {
                 }
             }
             if let Some(r) = &q.recv {
-                attach_responder(&mut qp, job, r, coll.recvs.get(&q.qpn).copied(), nic, d, local_ack_timeout_ns, now)?;
+                attach_responder(&mut qp, r, coll.recvs.get(&q.qpn).copied(), nic, d, local_ack_timeout_ns, now)?;
             }
+            qp.np = np.domain(NpKey { qp: qps.len(), port: q.nic, local: nic.cfg.ip, peer: q.peer_ip });
             nics[q.nic].qps.push(qps.len());
             qps.push(qp);
         }
@@ -145,7 +146,7 @@ impl Engine {
             .transpose()?;
         let milestones =
             Vec::with_capacity(job.collective.as_ref().map_or(0, |c| c.locals.iter().filter(|l| l.milestone).count()));
-        let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d, milestones };
+        let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d, np, milestones };
         e.progress(now);
         Ok(e)
     }
@@ -231,6 +232,8 @@ fn new_qp(q: &QpSpec) -> Result<Qp, EngineError> {
         recv_len: 0,
         recv_done: None,
         error: None,
+        np: 0,
+        cnps_sent: 0,
     })
 }
 
@@ -361,7 +364,6 @@ fn requester_config(s: &SendSpec, nic: &Nic, d: Dilation, profile: DcqcnProfile)
 #[allow(clippy::too_many_arguments)]
 fn attach_responder(
     qp: &mut Qp,
-    job: &Job,
     r: &RecvSpec,
     coll_recv_bytes: Option<u64>,
     nic: &Nic,
@@ -370,7 +372,7 @@ fn attach_responder(
     now: u64,
 ) -> Result<(), EngineError> {
     let e = qp_error(qp.spec.qpn);
-    let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d, job.dcqcn, local_ack_timeout_ns);
+    let mut cfg = receiver_config(nic.cfg.path_mtu, nic.cfg.write_only, d, local_ack_timeout_ns);
     cfg.initial_psn = Psn::new(r.psn);
     let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
     let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
@@ -419,38 +421,21 @@ mod tests {
         let dc = c.dcqcn.unwrap();
         assert_eq!((dc.min_rate_bps, dc.rate_ai_bps), (emulated.min_rate_bps / 1000, emulated.rate_ai_bps / 1000));
         assert_eq!(dc.rate_increase_period_ns, emulated.rate_increase_period_ns * 1000);
-        let r = receiver_config(
-            PathMtu::Mtu1024,
-            false,
-            dil,
-            DcqcnProfile::default(),
-            job::default_retransmit_timeout_ns(dil),
-        );
-        assert_eq!(r.cnp_interval_ns, crate::dcqcn::DEFAULT_CNP_INTERVAL_NS * 1000);
+        let r = receiver_config(PathMtu::Mtu1024, false, dil, job::default_retransmit_timeout_ns(dil));
+        let b = Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap();
+        assert_eq!(b.cnp_pacer().interval_ns(), crate::dcqcn::DEFAULT_CNP_INTERVAL_NS * 1000);
+        assert_eq!(b.cnp_pacer().settings(), NpSettings::default());
         // The job's profile reaches both ends: ConnectX's 300 µs timer and 4 µs CNP interval.
         ja.dcqcn = DcqcnProfile::Connectx;
         let cx = Engine::from_job(&ja, &[PathMtu::Mtu1024], 0).unwrap();
         assert_eq!(cx.sender(17).unwrap().config().dcqcn, Some(DcqcnProfile::Connectx.rp(10_000_000_000).dilated(dil)));
-        assert_eq!(
-            receiver_config(
-                PathMtu::Mtu1024,
-                false,
-                dil,
-                DcqcnProfile::Connectx,
-                job::default_retransmit_timeout_ns(dil)
-            )
-            .cnp_interval_ns,
-            4_000 * 1000
-        );
+        assert_eq!(cx.cnp_pacer().interval_ns(), 4_000 * 1000);
         // ns-3 HPCC's NP: a CNP for every CE-marked packet, interval 0 at any dilation.
-        let hp = receiver_config(
-            PathMtu::Mtu1024,
-            false,
-            dil,
-            DcqcnProfile::HpccDcqcn,
-            job::default_retransmit_timeout_ns(dil),
-        );
-        assert_eq!(hp.cnp_interval_ns, 0);
+        assert_eq!(np_pacer(DcqcnProfile::HpccDcqcn, NpSettings::default(), dil).interval_ns(), 0);
+        // The job's NP settings reach the pacer.
+        let deferred = NpSettings { cnp: crate::dcqcn::CnpMode::Deferred, scope: crate::dcqcn::CnpScope::IpPair };
+        jb.dcqcn_np = deferred;
+        assert_eq!(Engine::from_job(&jb, &[PathMtu::Mtu1024], 0).unwrap().cnp_pacer().settings(), deferred);
         assert_eq!(r.ack_delay_ns, ReceiverConfig::new(PathMtu::Mtu1024).ack_delay_ns.map(|t| t * 1000));
 
         // The same transfer at D = 1 and D = 1000: the wall clock stretches by D, the reports
