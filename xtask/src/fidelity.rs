@@ -62,6 +62,15 @@ pub struct FidelityArgs {
     /// parameters, `hpcc-dcqcn` ns-3 HPCC's (`run.py --cc dcqcn`, as `sim/ns3-hpcc` runs it).
     #[arg(long, default_value = "htsim")]
     pub dcqcn_profile: String,
+    /// The receivers' notification point, `cnp` (the topology's `dcqcn: { np: { cnp } }`):
+    /// `immediate` (the paper's NP, rocefab's default) or `deferred` (htsim's). Unset: the
+    /// topology's default.
+    #[arg(long)]
+    pub np_cnp: Option<String>,
+    /// The notification point's pacing scope (`dcqcn: { np: { scope } }`): `qp`, `ip_pair` or
+    /// `port`. Unset: the topology's default.
+    #[arg(long)]
+    pub np_scope: Option<String>,
     /// Requester ACK timeout, emulated ms (htsim's RoCE source: 5 ms minimum RTO).
     #[arg(long, default_value_t = 5)]
     pub retransmit_timeout_ms: u64,
@@ -379,7 +388,7 @@ pub fn dilation(rate_gbps: u64, wall_mbps: u64) -> u64 {
 /// The canonical topology text with one variant's settings: hosts, line rate, time dilation,
 /// DCQCN profile, and `wred: off` for PFC-only. Each key it sets must be in the file already
 /// (once, at the indentation shown), so a changed canonical file fails here, not silently.
-pub fn variant_topology(base: &str, v: &Variant, dilation: u64, profile: &str) -> anyhow::Result<String> {
+pub fn variant_topology(base: &str, v: &Variant, dilation: u64, dcqcn: &str) -> anyhow::Result<String> {
     let mut text = base.to_string();
     let hosts = v.senders + 1;
     let mut set = |key: &str, value: String| -> anyhow::Result<()> {
@@ -404,7 +413,7 @@ pub fn variant_topology(base: &str, v: &Variant, dilation: u64, profile: &str) -
     set("  count", hosts.to_string())?;
     set("    host_rail", format!("{}Gbps", v.rate_gbps))?;
     set("time_dilation", dilation.to_string())?;
-    set("dcqcn", format!("{{ profile: {profile} }}"))?;
+    set("dcqcn", dcqcn.to_string())?;
     set(
         "  wred",
         match v.mode {
@@ -413,6 +422,20 @@ pub fn variant_topology(base: &str, v: &Variant, dilation: u64, profile: &str) -
         },
     )?;
     Ok(text)
+}
+
+/// The topology's `dcqcn:` value for these arguments: the profile and, when either is given, the
+/// notification point's settings.
+pub fn dcqcn_line(a: &FidelityArgs) -> String {
+    let np: Vec<String> = [("cnp", &a.np_cnp), ("scope", &a.np_scope)]
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}: {v}")))
+        .collect();
+    if np.is_empty() {
+        format!("{{ profile: {} }}", a.dcqcn_profile)
+    } else {
+        format!("{{ profile: {}, np: {{ {} }} }}", a.dcqcn_profile, np.join(", "))
+    }
 }
 
 /// Runs `cmd` with stdout captured, killing it (and only it) if it outlives `limit`.
@@ -573,7 +596,7 @@ fn run_all(
         }
         let d = dilation(first.rate_gbps, a.wall_mbps);
         let topo = dir.join(format!("{}-n{}-{}g.yaml", first.mode.sim_name(), first.senders, first.rate_gbps));
-        std::fs::write(&topo, variant_topology(&base, &first, d, &a.dcqcn_profile)?)
+        std::fs::write(&topo, variant_topology(&base, &first, d, &dcqcn_line(a))?)
             .with_context(|| format!("writing {}", topo.display()))?;
         // every step ends UP_LIMIT before the deadline, leaving room for the `rocefab down`
         let now = Instant::now();
@@ -697,6 +720,8 @@ mod tests {
             rates_gbps: vec![100, 400],
             wall_mbps: 50,
             dcqcn_profile: "dcqcn-paper".into(),
+            np_cnp: None,
+            np_scope: None,
             retransmit_timeout_ms: 5,
             window_packets: None,
             out_dir: OUT_DIR.into(),
@@ -720,12 +745,19 @@ mod tests {
         assert_eq!(window_packets(&a, &big), 4096);
         assert_eq!(window_packets(&a, &all[0]), 512);
         assert_eq!(window_packets(&FidelityArgs { window_packets: Some(32), ..a.clone() }, &big), 32);
+        // The notification point's settings join the profile only when given.
+        assert_eq!(dcqcn_line(&a), "{ profile: dcqcn-paper }");
+        let np = FidelityArgs { np_cnp: Some("deferred".into()), np_scope: Some("port".into()), ..a.clone() };
+        assert_eq!(dcqcn_line(&np), "{ profile: dcqcn-paper, np: { cnp: deferred, scope: port } }");
+        let scope = FidelityArgs { np_scope: Some("ip_pair".into()), ..a.clone() };
+        assert_eq!(dcqcn_line(&scope), "{ profile: dcqcn-paper, np: { scope: ip_pair } }");
     }
 
     #[test]
     fn the_variant_topology_changes_exactly_its_keys() {
         let base = std::fs::read_to_string(root().join(TOPOLOGY)).unwrap();
-        let t = variant_topology(&base, &Variant { rate_gbps: 100, ..v(Mode::Pfc) }, 2000, "ns3-hpcc").unwrap();
+        let t = variant_topology(&base, &Variant { rate_gbps: 100, ..v(Mode::Pfc) }, 2000, "{ profile: ns3-hpcc }")
+            .unwrap();
         assert!(t.contains("\n  count: 5\n"), "{t}");
         assert!(t.contains("\n    host_rail: 100Gbps\n"), "{t}");
         assert!(t.contains("\ntime_dilation: 2000\n"), "{t}");
@@ -734,7 +766,7 @@ mod tests {
         // count, host_rail, time_dilation, dcqcn (wred is off in the file already)
         let changed = base.lines().zip(t.lines()).filter(|(a, b)| a != b).count();
         assert_eq!(changed, 4);
-        let d = variant_topology(&base, &v(Mode::Dcqcn), 8000, "dcqcn-paper").unwrap();
+        let d = variant_topology(&base, &v(Mode::Dcqcn), 8000, "{ profile: dcqcn-paper }").unwrap();
         assert!(
             d.contains("\n  wred: { queues: [3], min: 102400, max: 102401, probability: 100, at: dequeue }\n"),
             "{d}"
