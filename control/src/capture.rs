@@ -273,11 +273,36 @@ pub fn daemon_urls(st: &State) -> BTreeMap<String, String> {
     st.daemons.iter().map(|d| (d.node().to_string(), d.url("").trim_end_matches('/').to_string())).collect()
 }
 
-/// Sum of `rocefab_capture_lost_frames_total` a daemon reports (0 if it cannot be read).
-fn lost_frames(base: &str) -> f64 {
-    scrape(&format!("{base}/metrics"), Duration::from_secs(2))
-        .map(|t| rocefab_contracts::promtext::sum(&t, "rocefab_capture_lost_frames_total", &[]))
-        .unwrap_or(0.0)
+/// Sum of `rocefab_capture_lost_frames_total` a daemon reports; an error says why it could not
+/// be read (the scrape failed, or the daemon exports no such series), never a 0.
+fn lost_frames(base: &str) -> Result<f64, String> {
+    let text = scrape(&format!("{base}/metrics"), Duration::from_secs(2)).map_err(|e| format!("{e:#}"))?;
+    rocefab_contracts::promtext::sum_present(&text, LOST_FRAMES, &[])
+        .ok_or_else(|| format!("{base}/metrics has no {LOST_FRAMES} series"))
+}
+
+/// The daemons' count of frames their mirror rings had no room for.
+const LOST_FRAMES: &str = "rocefab_capture_lost_frames_total";
+
+/// The summary's account of lost frames: how many the daemons' rings lost during the capture,
+/// or, for each node whose counter could not be read before or after, that it is unknown.
+fn lost_summary(
+    before: &BTreeMap<&String, Result<f64, String>>,
+    after: &BTreeMap<&String, Result<f64, String>>,
+) -> String {
+    let mut lost = 0.0;
+    let mut unknown = Vec::new();
+    for (n, b) in before {
+        match (b, &after[n]) {
+            (Ok(b), Ok(a)) => lost += (a - b).max(0.0),
+            (Err(e), _) | (_, Err(e)) => unknown.push(format!("{n}: {e}")),
+        }
+    }
+    let mut s = format!(", {lost} lost by the daemons' mirror rings ({LOST_FRAMES})");
+    if !unknown.is_empty() {
+        s += &format!("; lost frames unknown on {}", unknown.join("; "));
+    }
+    s
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -320,7 +345,8 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         }
         by_node.entry(t.node.clone()).or_default().push((i, t.port.clone()));
     }
-    let lost_before: BTreeMap<&String, f64> = by_node.keys().map(|n| (n, lost_frames(&urls[n]))).collect();
+    let lost_before: BTreeMap<&String, Result<f64, String>> =
+        by_node.keys().map(|n| (n, lost_frames(&urls[n]))).collect();
 
     // Open every stream before writing anything, so a bad port fails cleanly.
     let mut streams = Vec::new();
@@ -457,10 +483,8 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
             result = result.and(Err(anyhow!("{}: {e}", a.write)));
         }
     }
-    let mut lost = 0.0;
-    for (n, before) in &lost_before {
-        lost += (lost_frames(&urls[*n]) - before).max(0.0);
-    }
+    let lost_after: BTreeMap<&String, Result<f64, String>> =
+        lost_before.keys().map(|n| (*n, lost_frames(&urls[*n]))).collect();
     let per: Vec<String> = targets.iter().zip(&written).map(|(t, n)| format!("{}:{} {n}", t.node, t.port)).collect();
     eprintln!(
         "captured {} frame(s) in {} ({}){}{}",
@@ -468,11 +492,7 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
         stamps.span(elapsed),
         per.join(", "),
         if a.filter.is_some() { format!(", {filtered} not matching the filter") } else { String::new() },
-        if lost > 0.0 {
-            format!(", {lost} lost by the daemons' mirror rings (rocefab_capture_lost_frames_total)")
-        } else {
-            String::new()
-        }
+        lost_summary(&lost_before, &lost_after)
     );
     result
 }
@@ -489,6 +509,23 @@ fn write_error(path: &str, e: pcap_file::PcapError) -> anyhow::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lost_frames_that_cannot_be_read_are_unknown_not_zero() {
+        let (a, b) = (String::from("rail1"), String::from("host1"));
+        let before = BTreeMap::from([(&a, Ok(3.0)), (&b, Ok(0.0))]);
+        let after = BTreeMap::from([(&a, Ok(5.0)), (&b, Ok(0.0))]);
+        assert_eq!(
+            lost_summary(&before, &after),
+            ", 2 lost by the daemons' mirror rings (rocefab_capture_lost_frames_total)"
+        );
+        let failed = BTreeMap::from([(&a, Ok(5.0)), (&b, Err("connection refused".to_string()))]);
+        assert_eq!(
+            lost_summary(&before, &failed),
+            ", 2 lost by the daemons' mirror rings (rocefab_capture_lost_frames_total); \
+             lost frames unknown on host1: connection refused"
+        );
+    }
 
     #[test]
     fn a_failed_write_says_writing_and_keeps_the_io_error() {

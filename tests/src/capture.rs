@@ -114,6 +114,17 @@ pub fn stop_rocefab_capture(mut p: Proc) -> String {
     err
 }
 
+/// The frames a `rocefab capture` summary says the daemons' mirror rings lost (the rise of
+/// `rocefab_capture_lost_frames_total` over the capture); panics when the summary has no such
+/// count or says a daemon's count could not be read (unknown is not 0).
+pub fn lost_frames_in(summary: &str) -> u64 {
+    const TAIL: &str = " lost by the daemons' mirror rings (rocefab_capture_lost_frames_total)";
+    assert!(!summary.contains("lost frames unknown"), "the capture could not read a lost-frame counter: {summary}");
+    let at = summary.find(TAIL).unwrap_or_else(|| panic!("no lost-frame count in the summary: {summary}"));
+    let n = summary[..at].rsplit(", ").next().unwrap_or("");
+    n.parse().unwrap_or_else(|_| panic!("lost-frame count {n:?} is not a number: {summary}"))
+}
+
 /// Stops a tcpdump with SIGINT (it writes what it buffered) within `timeout`; its exit code.
 pub fn stop_tcpdump(mut p: Proc, timeout: Duration) -> i32 {
     p.interrupt();

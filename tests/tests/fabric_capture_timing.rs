@@ -26,7 +26,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use rocefab_tests::capture::{start_nano_capture_in, start_rocefab_capture, stop_rocefab_capture, stop_tcpdump};
+use rocefab_tests::capture::{
+    lost_frames_in, start_nano_capture_in, start_rocefab_capture, stop_rocefab_capture, stop_tcpdump,
+};
 use rocefab_tests::fabric::{stderr, Fabric};
 use rocefab_tests::proc::{require_tool, wait_for_quiet, Proc};
 use rocefab_tests::scratch::{file, temp_dir, TempDir};
@@ -220,7 +222,7 @@ fn measure(f: &Fabric, dir: &TempDir, attempt: u32) -> (usize, [Agreement; 2]) {
     std::thread::sleep(Duration::from_millis(300));
     let summary = stop_rocefab_capture(cap);
     stop_tcpdump(td, Duration::from_secs(5));
-    assert!(!summary.contains("lost"), "{summary}");
+    assert_eq!(lost_frames_in(&summary), 0, "{summary}");
 
     let ours = read(&ours, None);
     let theirs: Vec<Frame> = read(&theirs, Some(&switch_mac));
@@ -355,7 +357,7 @@ fn two_captures_of_one_switch_at_once_both_get_every_frame() {
     std::thread::sleep(Duration::from_millis(300));
     let sa = stop_rocefab_capture(ca);
     stop_tcpdump(td, Duration::from_secs(5));
-    assert!(!sa.contains("lost") && !sb.contains("lost"), "{sa} / {sb}");
+    assert_eq!((lost_frames_in(&sa), lost_frames_in(&sb)), (0, 0), "{sa} / {sb}");
     type Key = (bool, (u8, u16, u16));
     let icmp = |v: Vec<Frame>, iface: &str| -> Vec<(Key, u64, u64)> {
         v.into_iter()

@@ -10,7 +10,7 @@
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 use std::process::Command;
 
-use rocefab_tests::capture::{start_rocefab_capture, stop_rocefab_capture};
+use rocefab_tests::capture::{lost_frames_in, start_rocefab_capture, stop_rocefab_capture};
 use rocefab_tests::fabric::{
     allreduce_in_order, delayed_rail_spine, failure, metric, rocefab, rocefab_bin, series, stderr, stdout, Fabric,
 };
@@ -63,7 +63,7 @@ fn roce_4096_frames_cross_a_jumbo_fabric_end_to_end() {
     // Counters settle once the shapers drained: two scrapes in a row agree.
     let after = f.settled("rail1", &["rocefab_port_rx_packets_total", "rocefab_port_tx_packets_total"]);
     let summary = stop_rocefab_capture(cap);
-    assert!(!summary.contains("lost"), "the mirror lost frames: {summary}");
+    assert_eq!(lost_frames_in(&summary), 0, "the mirror lost frames: {summary}");
 
     let r: Value = serde_json::from_str(&stdout(&run)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&run)));
     assert_eq!(r["ok"], true, "{r:#}");
