@@ -1092,7 +1092,9 @@ impl Topology {
     pub fn parse(src: &str, path: &Path) -> Result<Topology, TopologyError> {
         let file = path.display().to_string();
         let raw: RawTopology = yaml_serde::from_str(src).map_err(|e| {
-            let line = e.location().map(|l| l.line()).unwrap_or(1);
+            // The end of the stream (a missing field, an unclosed quote) can lie past the last
+            // line; name the last line then, which an editor can jump to.
+            let line = e.location().map(|l| l.line()).unwrap_or(1).min(yaml_lines(src));
             let mut msg = e.to_string();
             if let Some(i) = msg.rfind(" at line ") {
                 if msg[i + 9..].split(' ').next().is_some_and(|n| n.parse::<usize>().is_ok())
@@ -1111,6 +1113,26 @@ impl Topology {
         };
         validate(raw, path, &err)
     }
+}
+
+/// How many lines YAML sees in `src` (1.2, 5.4: CR LF, CR or LF end a line; libyaml also breaks
+/// on NEL, LS and PS): the line numbers its errors give are in these terms.
+fn yaml_lines(src: &str) -> usize {
+    let mut n = 1;
+    let mut chars = src.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                if chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                n += 1;
+            }
+            '\n' | '\u{85}' | '\u{2028}' | '\u{2029}' => n += 1,
+            _ => {}
+        }
+    }
+    n
 }
 
 /// A file that is not UTF-8 (YAML 1.2, 5.2): where its first invalid byte is, as an editor counts
@@ -2090,6 +2112,22 @@ fn yaml_item(l: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the `topology` fuzz target: errors at the end of the stream named a line past
+    /// the file's last.
+    #[test]
+    fn an_error_at_the_end_of_the_file_names_a_line_inside_it() {
+        let err = |src: &str| match Topology::parse(src, Path::new("t.yaml")).unwrap_err() {
+            TopologyError::Parse { line, .. } => line,
+            e => panic!("{e}"),
+        };
+        // a lone comment without a newline: `fabric` is missing "at line 2"
+        assert_eq!(err("# a comment"), 1);
+        // an unclosed quote; a lone CR ends a line for YAML (and the editor) too
+        assert_eq!(err("fabric: x\rhosts: \"a\r  b"), 3);
+        assert_eq!(yaml_lines("a\r\nb\rc\nd\u{85}e"), 5);
+        assert_eq!(yaml_lines(""), 1);
+    }
 
     #[test]
     fn every_dcqcn_profile_name_parses() {

@@ -1,8 +1,8 @@
 //! `cargo xtask fuzz`: runs every cargo-fuzz target in `fuzz/fuzz_targets` for a bounded
 //! time with the dated nightly pinned in `dataplane-ebpf/rust-toolchain.toml` (libFuzzer needs
 //! `-Zsanitizer`), installing cargo-fuzz
-//! first if it is missing. Any crash, or a target file without a `[[bin]]` entry in
-//! `fuzz/Cargo.toml`, fails the run.
+//! first if it is missing, each from its checked-in seed corpus ([`SEEDS`]). Any crash, a target
+//! file without a `[[bin]]` entry in `fuzz/Cargo.toml`, or a target without seeds fails the run.
 
 use std::path::Path;
 use std::process::Command;
@@ -65,11 +65,18 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
 
     let mut failed = vec![];
     for t in &targets {
-        eprintln!("xtask fuzz: {t} for {} s", a.seconds);
+        let seeds = seed_dirs(&util::root(), t)?;
+        eprintln!("xtask fuzz: {t} for {} s, seeded from {}", a.seconds, seeds.join(", "));
+        // The first corpus directory is libFuzzer's own (kept out of git); the seeds are read.
+        let corpus = fuzz_dir.join("corpus").join(t);
+        std::fs::create_dir_all(&corpus).with_context(|| format!("creating {}", corpus.display()))?;
         let res = util::run(
             Command::new("cargo")
                 .current_dir(&fuzz_dir)
-                .args([nightly.as_str(), "fuzz", "run", t, "--"])
+                .args([nightly.as_str(), "fuzz", "run", t])
+                .arg(&corpus)
+                .args(seeds.iter().map(|s| util::root().join(s)))
+                .arg("--")
                 .arg(format!("-max_total_time={}", a.seconds)),
         );
         if let Err(e) = res {
@@ -82,6 +89,35 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
     }
     eprintln!("xtask fuzz: {} target(s) ran {} s each without crashes", targets.len(), a.seconds);
     Ok(())
+}
+
+/// The checked-in seed inputs of each target, relative to the repository: the wire targets'
+/// in `fuzz/seeds/<target>/` (frames built with scapy by `fuzz/seeds/make-wire-seeds.py`), the
+/// topology parser's the shipped topologies, the NX-OS importer's the importer's test fixtures.
+const SEEDS: &[(&str, &str)] = &[
+    ("dcbx", "fuzz/seeds/dcbx"),
+    ("lldp", "fuzz/seeds/lldp"),
+    ("mac_control", "fuzz/seeds/mac_control"),
+    ("roce", "fuzz/seeds/roce"),
+    ("topology", "topologies"),
+    ("nxos_qos", "control/tests/fixtures/nxos"),
+];
+
+/// The seed directories of `target`; a target without seeds, or whose seed directory is empty
+/// or missing, is an error (a fuzzer starting from nothing reaches little in 10 s).
+fn seed_dirs(root: &Path, target: &str) -> anyhow::Result<Vec<String>> {
+    let dirs: Vec<String> = SEEDS.iter().filter(|(t, _)| *t == target).map(|(_, d)| d.to_string()).collect();
+    if dirs.is_empty() {
+        bail!("fuzz target {target} has no seed corpus: add one to SEEDS in xtask/src/fuzz.rs");
+    }
+    for d in &dirs {
+        let n =
+            std::fs::read_dir(root.join(d)).map(|r| r.flatten().filter(|e| e.path().is_file()).count()).unwrap_or(0);
+        if n == 0 {
+            bail!("the seed corpus {d} of fuzz target {target} is missing or empty");
+        }
+    }
+    Ok(dirs)
 }
 
 /// Pinned like every other tool: a floating install can need a newer rustc than ours.
@@ -135,4 +171,23 @@ fn registered_targets(fuzz_dir: &Path) -> anyhow::Result<Vec<String>> {
         bail!("cargo fuzz list failed in {}: {}", fuzz_dir.display(), String::from_utf8_lossy(&out.stderr));
     }
     Ok(String::from_utf8_lossy(&out.stdout).lines().map(|l| l.trim().to_string()).filter(|l| !l.is_empty()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{seed_dirs, targets_on_disk, SEEDS};
+    use crate::util::root;
+
+    #[test]
+    fn every_fuzz_target_has_a_seed_corpus_on_disk() {
+        let targets = targets_on_disk(&root().join("fuzz")).unwrap();
+        assert!(targets.len() >= 6, "{targets:?}");
+        for t in &targets {
+            seed_dirs(&root(), t).unwrap();
+        }
+        for (t, _) in SEEDS {
+            assert!(targets.iter().any(|x| x == t), "seeds for {t}, which is no target");
+        }
+        assert!(seed_dirs(&root(), "nope").unwrap_err().to_string().contains("no seed corpus"));
+    }
 }
