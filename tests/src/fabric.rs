@@ -17,8 +17,101 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
 }
 
+/// The directory of the fabric binaries, each checked once per test process to be newer than
+/// every source it was built from (see [`stale_binaries`]): a test never drives a stale daemon.
 pub fn bin_dir() -> PathBuf {
-    std::env::var_os("ROCEFAB_BIN_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/debug"))
+    static CHECKED: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let dir = std::env::var_os("ROCEFAB_BIN_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| workspace().join("target/debug"));
+            let stale = stale_binaries(&dir, &FABRIC_BINARIES);
+            assert!(
+                stale.is_empty(),
+                "stale binaries in {}: {}; rebuild them with `cargo build -p control -p dataplane-user \
+                 -p host-daemons -p rocefab-web` (`cargo xtask test` does)",
+                dir.display(),
+                stale.join("; ")
+            );
+            dir
+        })
+        .clone()
+}
+
+/// The binaries a fabric test runs, from the packages `cargo xtask test` builds.
+pub const FABRIC_BINARIES: [&str; 5] = ["rocefab", "rocefab-switchd", "rocefab-hostd", "rocefab-nicd", "rocefab-web"];
+
+/// Which of `names` in `dir` are missing or older than a file they were built from: the sources
+/// cargo's dep-info file beside each binary (`<name>.d`) lists and, for a binary that embeds the
+/// XDP object, the eBPF crate's sources (its build script builds them). A binary without its
+/// dep-info file cannot be checked and counts as stale.
+pub fn stale_binaries(dir: &Path, names: &[&str]) -> Vec<String> {
+    let mut stale = Vec::new();
+    for name in names {
+        let bin = dir.join(name);
+        let Ok(built) = std::fs::metadata(&bin).and_then(|m| m.modified()) else {
+            stale.push(format!("{} is missing", bin.display()));
+            continue;
+        };
+        let dep = dir.join(format!("{name}.d"));
+        let Ok(text) = std::fs::read_to_string(&dep) else {
+            stale.push(format!("{} has no dep-info file {} to check it against", bin.display(), dep.display()));
+            continue;
+        };
+        let mut sources = dep_info_sources(&text);
+        if sources.iter().any(|s| s.ends_with("rocefab-xdp")) {
+            sources.extend(rust_files(&workspace().join("dataplane-ebpf/src")));
+        }
+        let newer: Vec<String> = sources
+            .iter()
+            .filter(|s| std::fs::metadata(s).and_then(|m| m.modified()).is_ok_and(|t| t > built))
+            .map(|s| s.display().to_string())
+            .collect();
+        if let Some(first) = newer.first() {
+            stale.push(format!("{name} is older than {first} (and {} more sources)", newer.len() - 1));
+        }
+    }
+    stale
+}
+
+/// The prerequisites of a make-style dep-info file (`target: a b\ c`), unescaping spaces.
+fn dep_info_sources(text: &str) -> Vec<PathBuf> {
+    let Some(line) = text.lines().next() else { return Vec::new() };
+    let Some((_, deps)) = line.split_once(": ") else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = deps.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => cur.push(chars.next().expect("peeked")),
+            ' ' => {
+                if !cur.is_empty() {
+                    out.push(PathBuf::from(std::mem::take(&mut cur)));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(PathBuf::from(cur));
+    }
+    out
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// Path of the `rocefab` binary; panics with a build hint if it is missing.
@@ -438,4 +531,46 @@ pub fn allreduce_crossing(f: &Fabric, port: &str) -> crate::proc::Proc {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     job
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::{dep_info_sources, stale_binaries};
+
+    fn touch(p: &std::path::Path, age_s: u64) {
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(p).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(age_s)).unwrap();
+    }
+
+    #[test]
+    fn a_binary_older_than_a_source_in_its_dep_info_is_stale() {
+        let dir = crate::scratch::temp_dir("rocefab-stale-");
+        let (bin, src) = (dir.path().join("d"), dir.path().join("a b.rs"));
+        touch(&bin, 100);
+        touch(&src, 200);
+        std::fs::write(
+            dir.path().join("d.d"),
+            format!("{}: {}\n", bin.display(), src.display().to_string().replace(' ', "\\ ")),
+        )
+        .unwrap();
+        assert_eq!(stale_binaries(dir.path(), &["d"]), Vec::<String>::new());
+        touch(&src, 10);
+        let s = stale_binaries(dir.path(), &["d"]);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].contains("a b.rs"), "{s:?}");
+        // no dep-info, or no binary: cannot be trusted
+        std::fs::remove_file(dir.path().join("d.d")).unwrap();
+        assert!(stale_binaries(dir.path(), &["d"])[0].contains("no dep-info"));
+        assert!(stale_binaries(dir.path(), &["e"])[0].contains("missing"));
+    }
+
+    #[test]
+    fn dep_info_paths_keep_escaped_spaces() {
+        assert_eq!(
+            dep_info_sources("/t/x: /a/b.rs /c\\ d/e.rs  /f.rs\n\n/a/b.rs:\n"),
+            vec!["/a/b.rs", "/c d/e.rs", "/f.rs"].into_iter().map(std::path::PathBuf::from).collect::<Vec<_>>()
+        );
+    }
 }

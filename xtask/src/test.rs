@@ -12,10 +12,13 @@
 //! 3. privileged tests (the `rocefab-tests` crate: BPF_PROG_TEST_RUN, namespace fabrics, external
 //!    oracles) — run serially, as root; not being root is an error, never a skip,
 //! 4. every fuzz target for a bounded time,
-//! 5. a leak check: no `rf*` network namespace may survive the suite.
+//! 5. a leak check: no `rf*` network namespace, rocefab/FRR/capture process, root-namespace veth,
+//!    `/dev/shm/rocefab-*` or `/run/rocefab/*` entry may survive the suite that was not there
+//!    before it.
 //!
 //! Every phase runs even if an earlier one failed; the summary lists each phase's outcome.
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context};
@@ -27,17 +30,37 @@ pub struct TestArgs {
     /// Seconds per fuzz target.
     #[arg(long, default_value_t = 10)]
     pub fuzz_seconds: u64,
-    /// Skip nothing by default; `--only lint|docs|unit|privileged|fuzz` runs a single phase (for development).
-    #[arg(long)]
-    pub only: Option<String>,
+    /// Skip nothing by default; `--only <phase>` runs a single phase (for development).
+    #[arg(long, value_enum)]
+    pub only: Option<Phase>,
 }
+
+/// The phases `--only` can pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Phase {
+    /// Formatting and clippy.
+    Lint,
+    /// The book and the README: build, links, quoted commands.
+    Docs,
+    /// The unprivileged workspace tests and the criterion benches once.
+    Unit,
+    /// The privileged tests (root): XDP test runs, namespace fabrics, oracles.
+    Privileged,
+    /// Every fuzz target for a bounded time.
+    Fuzz,
+}
+
+/// Environment a privileged test run must not inherit: each overrides which daemon, FRR or XDP
+/// object the fabric runs, so a stale or foreign one would be tested instead of this build's.
+pub const CLEARED_ENV: [&str; 5] =
+    ["ROCEFAB_SWITCHD", "ROCEFAB_NICD", "ROCEFAB_HOSTD", "ROCEFAB_FRR_DIR", "ROCEFAB_XDP_OBJECT"];
 
 pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     let root = root();
     let bin_dir = root.join("target/debug");
-    let want = |p: &str| args.only.as_deref().is_none_or(|o| o == p);
+    let want = |p: Phase| args.only.is_none_or(|o| o == p);
     let mut results: Vec<(&str, anyhow::Result<String>)> = Vec::new();
-    let namespaces_before = rf_namespaces()?;
+    let before = Leftovers::now()?;
 
     results.push((
         "toolchain (cargo xtask setup --check)",
@@ -45,17 +68,20 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
             .map(|_| "pinned eBPF nightly and bpf-linker on the same LLVM, packages present".to_string()),
     ));
 
-    if want("lint") {
+    if want(Phase::Lint) {
         results.push(("formatting (cargo fmt --check)", fmt_check(&root)));
         results.push(("lints (cargo clippy -D warnings, workspace and eBPF crate)", clippy(&root)));
     }
-    if want("docs") {
+    if want(Phase::Docs) {
         results.push(("docs (cargo xtask docs: the book builds, links resolve, commands exist)", crate::docs::run()));
     }
-    if want("unit") {
+    if want(Phase::Unit) {
         results.push((
             "unprivileged tests (cargo test)",
-            run_tests(Command::new("cargo").current_dir(&root).args(["test", "--all-targets", "--no-fail-fast"])),
+            run_tests(
+                "unit",
+                Command::new("cargo").current_dir(&root).args(["test", "--all-targets", "--no-fail-fast"]),
+            ),
         ));
         results.push((
             "criterion benches, once in test mode",
@@ -63,30 +89,35 @@ pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
                 .map(|_| "each benchmark ran once".to_string()),
         ));
     }
-    if want("privileged") {
+    if want(Phase::Privileged) {
         let r = if !is_root() {
             Err(anyhow::anyhow!("privileged tests need root (namespaces, XDP, BPF_PROG_TEST_RUN): run as root"))
         } else {
             // Build the binaries the tests drive, then the tests themselves; run them one at a time.
             crate::util::build_fabric(false).and_then(|_| {
-                run_tests(
-                    Command::new("cargo")
-                        .current_dir(&root)
-                        .args(["test", "-p", "rocefab-tests", "--no-fail-fast", "--", "--test-threads=1"])
-                        .env("ROCEFAB_BIN_DIR", &bin_dir),
-                )
+                let mut c = Command::new("cargo");
+                c.current_dir(&root)
+                    .args(["test", "-p", "rocefab-tests", "--no-fail-fast", "--", "--test-threads=1"])
+                    .env("ROCEFAB_BIN_DIR", &bin_dir);
+                for v in CLEARED_ENV {
+                    c.env_remove(v);
+                }
+                run_tests("privileged", &mut c)
             })
         };
         results.push(("privileged tests (rocefab-tests, serial, root)", r));
     }
-    if want("fuzz") {
+    if want(Phase::Fuzz) {
         let a = crate::fuzz::FuzzArgs::with_seconds(args.fuzz_seconds);
         results.push((
             "fuzz targets",
             crate::fuzz::run(&a).map(|_| format!("every target, {} s each, no crash", a.seconds)),
         ));
     }
-    results.push(("no leftover network namespaces", leak_check(&namespaces_before)));
+    results.push((
+        "nothing left behind (namespaces, processes, root veths, /dev/shm, /run/rocefab)",
+        Leftovers::now().and_then(|after| after.new_since(&before)),
+    ));
 
     eprintln!("\n==== cargo xtask test summary ====");
     let mut failed = 0;
@@ -136,13 +167,78 @@ fn clippy(root: &std::path::Path) -> anyhow::Result<String> {
     Ok(format!("no warning in the workspace (clippy of {lint}) nor in dataplane-ebpf ({toolchain})"))
 }
 
+/// The checked-in floors: per phase, the tests that must pass and the test binaries that must
+/// report. A phase that loses a test binary or some of its tests fails here even when everything
+/// that did run passed; one with more fails too until the file is raised, so the figures the book
+/// quotes from it are always the suite's.
+pub const FLOORS: &str = "xtask/test-floors.json";
+
+#[derive(Debug, serde::Deserialize)]
+struct Floor {
+    tests: u64,
+    binaries: u64,
+}
+
+fn floor(phase: &str) -> anyhow::Result<Floor> {
+    let path = root().join(FLOORS);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut all: std::collections::BTreeMap<String, Floor> =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    all.remove(phase).with_context(|| format!("{} has no floor for the {phase} phase", path.display()))
+}
+
+/// The test executables `cmd` (a `cargo test ...` command) builds: the same command with
+/// `--no-run --message-format=json`, read for artifacts built in test mode.
+fn test_executables(cmd: &Command) -> anyhow::Result<Vec<String>> {
+    let mut list = Command::new(cmd.get_program());
+    if let Some(d) = cmd.get_current_dir() {
+        list.current_dir(d);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => list.env(k, v),
+            None => list.env_remove(k),
+        };
+    }
+    let args: Vec<_> = cmd.get_args().collect();
+    let cargo_args = args.split(|a| *a == "--").next().unwrap_or(&[]);
+    list.args(cargo_args).args(["--no-run", "--message-format=json"]).stderr(Stdio::inherit());
+    let out = list.output().with_context(|| format!("starting {list:?}"))?;
+    if !out.status.success() {
+        bail!("{list:?} failed: {}", out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["profile"]["test"] == true)
+        .filter_map(|m| m["executable"].as_str().map(str::to_string))
+        .collect())
+}
+
 /// Runs a `cargo test` command, streaming its output, and sums the `test result:` lines.
 /// A run that executed no test at all is an error, as is any failed test; the error names each
-/// failed test with the first line of its panic, so the summary alone says what broke.
-fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
+/// failed test with the first line of its panic, so the summary alone says what broke. Every
+/// test executable cargo builds for the command must have run (its `Running` line), and the
+/// passed tests and reporting binaries must reach the phase's floor in [`FLOORS`].
+fn run_tests(phase: &str, cmd: &mut Command) -> anyhow::Result<String> {
+    let floor = floor(phase)?;
+    let executables = test_executables(cmd)?;
     let shown = format!("{cmd:?}");
-    let mut child = cmd.stdout(Stdio::piped()).spawn().with_context(|| format!("starting {shown}"))?;
+    let mut child =
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().with_context(|| format!("starting {shown}"))?;
     let stdout = child.stdout.take().context("test stdout")?;
+    let stderr = child.stderr.take().context("test stderr")?;
+    // cargo names each binary it runs on stderr: `Running tests/x.rs (target/debug/deps/x-…)`.
+    let ran = std::thread::spawn(move || {
+        let mut ran = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            if let Some(path) = line.trim().strip_prefix("Running ").and_then(|l| l.rsplit_once(" (")) {
+                ran.push(path.1.trim_end_matches(')').to_string());
+            }
+        }
+        ran
+    });
     let (mut passed, mut failed, mut ignored, mut binaries) = (0u64, 0u64, 0u64, 0u64);
     let mut failures = Failures::default();
     for line in BufReader::new(stdout).lines() {
@@ -157,6 +253,7 @@ fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
         }
     }
     let st = child.wait()?;
+    let ran = ran.join().map_err(|_| anyhow::anyhow!("reading {shown}'s stderr"))?;
     let summary = format!("{passed} passed, {failed} failed, {ignored} ignored in {binaries} test binaries");
     if !st.success() || failed > 0 {
         bail!("{shown}: {summary} ({st}){}", failures.listing());
@@ -166,6 +263,31 @@ fn run_tests(cmd: &mut Command) -> anyhow::Result<String> {
     }
     if ignored > 0 {
         bail!("{shown}: {summary}: nothing may be skipped, remove the #[ignore]");
+    }
+    let root = root();
+    let never_ran: Vec<&String> = executables
+        .iter()
+        .filter(|e| !ran.iter().any(|r| Path::new(e) == root.join(r) || e.ends_with(r.as_str())))
+        .collect();
+    if !never_ran.is_empty() {
+        bail!("{shown}: {summary}, but cargo built test binaries that never ran: {never_ran:?}");
+    }
+    if passed < floor.tests || binaries < floor.binaries {
+        bail!(
+            "{shown}: {summary}, under the {phase} floor of {} tests in {} binaries ({FLOORS}): \
+             tests or test binaries went missing",
+            floor.tests,
+            floor.binaries
+        );
+    }
+    if passed > floor.tests || binaries > floor.binaries {
+        // The floors are the figures the book shows (docs/src/setup.md includes the file).
+        bail!(
+            "{shown}: {summary}, more than the {phase} floor of {} tests in {} binaries: raise it in \
+             {FLOORS} (the book quotes it)",
+            floor.tests,
+            floor.binaries
+        );
     }
     Ok(summary)
 }
@@ -220,33 +342,116 @@ fn count_before(s: &str, what: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Network namespaces whose names rocefab and its tests use (`rf…`).
-fn rf_namespaces() -> anyhow::Result<Vec<String>> {
-    let out = Command::new("ip").args(["netns", "list"]).output().context("ip netns list")?;
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with("rf"))
-        .map(str::to_string)
-        .collect())
+/// What a test run can leave behind, by kind: `rf…` network namespaces, rocefab, FRR and capture
+/// processes (`pid comm`), veths in the root namespace, `/dev/shm/rocefab-*` and `/run/rocefab/*`.
+#[derive(Debug, Default, PartialEq)]
+struct Leftovers {
+    kinds: Vec<(&'static str, Vec<String>)>,
 }
 
-/// Fails if the suite left `rf…` namespaces that were not there before it started.
-fn leak_check(before: &[String]) -> anyhow::Result<String> {
-    let left: Vec<String> = rf_namespaces()?.into_iter().filter(|n| !before.contains(n)).collect();
-    if !left.is_empty() {
-        bail!("network namespaces left behind by the tests: {}", left.join(" "));
+/// Process names (`/proc/<pid>/comm`, at most 15 bytes) a fabric or a test starts.
+const PROCESSES: [&str; 10] = [
+    "rocefab",
+    "rocefab-switchd",
+    "rocefab-nicd",
+    "rocefab-hostd",
+    "rocefab-web",
+    "zebra",
+    "bgpd",
+    "staticd",
+    "watchfrr",
+    "tcpdump",
+];
+
+impl Leftovers {
+    fn now() -> anyhow::Result<Leftovers> {
+        let out = Command::new("ip").args(["netns", "list"]).output().context("ip netns list")?;
+        let namespaces = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|n| n.starts_with("rf"))
+            .map(str::to_string)
+            .collect();
+        let out = Command::new("ip").args(["-o", "link", "show", "type", "veth"]).output().context("ip link show")?;
+        let veths = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .map(|n| n.split('@').next().unwrap_or(n).to_string())
+            .collect();
+        let mut processes = Vec::new();
+        for e in std::fs::read_dir("/proc").context("reading /proc")?.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.bytes().all(|b| b.is_ascii_digit()) || name == std::process::id().to_string() {
+                continue;
+            }
+            if let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) {
+                if PROCESSES.contains(&comm.trim()) {
+                    processes.push(format!("{name} {}", comm.trim()));
+                }
+            }
+        }
+        let entries = |dir: &str, prefix: &str| -> Vec<String> {
+            std::fs::read_dir(dir)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .filter(|n| n.starts_with(prefix))
+                        .map(|n| format!("{dir}/{n}"))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Ok(Leftovers {
+            kinds: vec![
+                ("network namespaces", namespaces),
+                ("processes", processes),
+                ("root-namespace veths", veths),
+                ("shared memory", entries("/dev/shm", "rocefab-")),
+                ("run directories", entries("/run/rocefab", "")),
+            ],
+        })
     }
-    Ok(if before.is_empty() {
-        "none".to_string()
-    } else {
-        format!("none new (already there before the run: {})", before.join(" "))
-    })
+
+    /// Fails naming everything here that `before` did not have.
+    fn new_since(&self, before: &Leftovers) -> anyhow::Result<String> {
+        let mut left = Vec::new();
+        let mut already = Vec::new();
+        for (kind, now) in &self.kinds {
+            let was = before.kinds.iter().find(|(k, _)| k == kind).map(|(_, v)| v.as_slice()).unwrap_or(&[]);
+            let new: Vec<&str> = now.iter().filter(|n| !was.contains(n)).map(String::as_str).collect();
+            if !new.is_empty() {
+                left.push(format!("{kind}: {}", new.join(", ")));
+            }
+            if !was.is_empty() {
+                already.push(format!("{kind}: {}", was.join(", ")));
+            }
+        }
+        if !left.is_empty() {
+            bail!("left behind by the tests: {}", left.join("; "));
+        }
+        Ok(if already.is_empty() {
+            "none".to_string()
+        } else {
+            format!("none new (already there before the run: {})", already.join("; "))
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{count_before, Failures};
+    use super::{count_before, Failures, Leftovers};
+
+    #[test]
+    fn leftovers_name_only_what_is_new() {
+        let before = Leftovers { kinds: vec![("processes", vec!["7 zebra".into()]), ("veths", vec![])] };
+        let same = Leftovers { kinds: vec![("processes", vec!["7 zebra".into()]), ("veths", vec![])] };
+        assert_eq!(same.new_since(&before).unwrap(), "none new (already there before the run: processes: 7 zebra)");
+        let more = Leftovers {
+            kinds: vec![("processes", vec!["7 zebra".into(), "9 bgpd".into()]), ("veths", vec!["rf1".into()])],
+        };
+        let e = more.new_since(&before).unwrap_err().to_string();
+        assert_eq!(e, "left behind by the tests: processes: 9 bgpd; veths: rf1");
+    }
 
     #[test]
     fn names_each_failed_test_with_its_panic_line() {
