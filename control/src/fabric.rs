@@ -460,7 +460,7 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
         // every rail advertised and installed): a job started before would miss routes.
         let phase = Phase::start("BGP switches", plan.switches.len());
         let limit = Duration::from_secs(60 + plan.switches.len() as u64);
-        match crate::fail::wait_converged(st, topo, limit)? {
+        match crate::fail::wait_converged(st, topo, limit, std::time::Instant::now())? {
             Some(_) => {
                 phase.all_done();
                 phase.finish("converged");

@@ -260,6 +260,7 @@ fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
         bail!("switch {name} has already failed; `rocefab restore switch {name}` brings it back");
     }
     let wall = rundir::unix_now_ns();
+    let since = Instant::now();
     let links: Vec<LinkState> = links_of(&st, &name).into_iter().cloned().collect();
     for l in &links {
         set_link(l, false)?;
@@ -272,7 +273,8 @@ fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
     }
     st.failed_switches.push(name.clone());
     st.save()?;
-    let detail = format!("daemon stopped, {} links dark; {}", links.len(), reroute(&st, "without it")?);
+    let detail =
+        format!("daemon stopped, {} links dark; {}", links.len(), reroute(&st, "without it", since, "the failure")?);
     let e = record(&st, wall, "switch down", &name, detail.clone())?;
     println!("{} switch {name} down: {detail}", at(&e));
     if let Some(ns) = a.for_ns {
@@ -289,6 +291,7 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
         bail!("switch {name} has not failed");
     }
     let wall = rundir::unix_now_ns();
+    let since = Instant::now();
     let links: Vec<LinkState> = links_of(st, name).into_iter().cloned().collect();
     let topo = crate::topology::Topology::load(&st.topology)?;
     let relink = Relink::new(&topo);
@@ -301,7 +304,7 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
     }
     st.failed_switches.retain(|s| s != name);
     st.save()?;
-    let detail = format!("daemon ready; {}", reroute(st, "with it")?);
+    let detail = format!("daemon ready; {}", reroute(st, "with it", since, "the restore")?);
     let e = record(st, wall, "switch up", name, detail.clone())?;
     println!("{} switch {name} up: {detail}", at(&e));
     Ok(())
@@ -358,18 +361,19 @@ fn prefix_contains(prefix: std::net::IpAddr, len: u8, a: std::net::IpAddr) -> bo
     }
 }
 
-/// Polls [`converged`] until true or `limit`: how long it took.
+/// Polls [`converged`] until true or `limit` after `since` (the change it converges from: the
+/// cut, the restore, `up`'s start): how long after `since` it was first seen converged.
 pub fn wait_converged(
     st: &State,
     topo: &crate::topology::Topology,
     limit: Duration,
+    since: Instant,
 ) -> anyhow::Result<Option<Duration>> {
     // What static routing computes without the cut links, once: the state every poll compares.
     let plan = crate::plan::compile_static_without(topo, 0, &cut_links(st));
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
+    while since.elapsed() < limit {
         if converged(st, &plan).unwrap_or(false) {
-            return Ok(Some(t0.elapsed()));
+            return Ok(Some(since.elapsed()));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -378,18 +382,25 @@ pub fn wait_converged(
 
 /// How the fabric takes a change: static routing pushes recomputed routes; BGP converges by
 /// itself (BFD, withdrawals, zebra, the switches' FIB watch), and this waits for it. The line
-/// that says how long it took.
-fn reroute(st: &State, with: &str) -> anyhow::Result<String> {
+/// that says how long it took, counted from the change itself (`since`, taken just before the
+/// links or the switch were touched; `from` names it), not from when the switches noticed.
+fn reroute(st: &State, with: &str, since: Instant, from: &str) -> anyhow::Result<String> {
     let topo = crate::topology::Topology::load(&st.topology)?;
     if topo.routing == crate::topology::Routing::Bgp {
         let limit = Duration::from_nanos(st.clock()?.dilation().duration(10_000_000_000)).max(Duration::from_secs(30));
-        return Ok(match wait_converged(st, &topo, limit)? {
-            Some(t) => format!("BGP converged {with} in {:.1} ms (every switch's data path)", t.as_secs_f64() * 1e3),
-            None => format!("BGP had not converged {with} after {:.0} s", limit.as_secs_f64()),
+        return Ok(match wait_converged(st, &topo, limit, since)? {
+            Some(t) => format!(
+                "BGP converged {with} in {:.1} ms from {from} (every switch's data path, wall clock)",
+                t.as_secs_f64() * 1e3
+            ),
+            None => format!("BGP had not converged {with} {:.0} s after {from}", limit.as_secs_f64()),
         });
     }
-    let pushed = push_routes(st)?;
-    Ok(format!("routes {with} pushed to every switch in {:.1} ms", pushed.as_secs_f64() * 1e3))
+    push_routes(st)?;
+    Ok(format!(
+        "routes {with} pushed to every switch in {:.1} ms from {from} (wall clock)",
+        since.elapsed().as_secs_f64() * 1e3
+    ))
 }
 
 /// Static routing's recomputation: the fabric's routes and ECMP groups without the cut links
@@ -458,10 +469,16 @@ fn set_link(l: &LinkState, up: bool) -> anyhow::Result<()> {
 }
 
 /// Polls the switches at the ends of `l` until each reports the carrier of its port as `up`
-/// (`rocefab_port_carrier`), within `limit`; how long each took, by end (hosts have no switch
+/// (`rocefab_port_carrier`), within `limit` of `since` (the change); how long after it each did, by end (hosts have no switch
 /// daemon and are left out).
-fn wait_carrier(st: &State, l: &LinkState, up: bool, limit: Duration) -> Vec<(String, Option<Duration>)> {
-    let t0 = Instant::now();
+fn wait_carrier(
+    st: &State,
+    l: &LinkState,
+    up: bool,
+    limit: Duration,
+    since: Instant,
+) -> Vec<(String, Option<Duration>)> {
+    let t0 = since;
     let ends: Vec<(String, String, String)> = [&l.a, &l.b]
         .into_iter()
         .filter_map(|end| {
@@ -591,13 +608,14 @@ pub struct Cut {
 pub fn cut_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Cut> {
     let target = format!("{} -- {}", l.a, l.b);
     let wall = rundir::unix_now_ns();
+    let since = Instant::now();
     set_link(l, false)?;
-    let seen = wait_carrier(st, l, false, Duration::from_secs(5));
+    let seen = wait_carrier(st, l, false, Duration::from_secs(5), since);
     if !st.failed_links.contains(&index) {
         st.failed_links.push(index);
         st.save()?;
     }
-    let detail = format!("{}; {}", describe("carrier loss", &seen), reroute(st, "without it")?);
+    let detail = format!("{}; {}", describe("carrier loss", &seen), reroute(st, "without it", since, "the cut")?);
     let event = record(st, wall, "link down", &target, detail)?;
     Ok(Cut { event, carrier_seen: seen.iter().all(|(_, t)| t.is_some()) })
 }
@@ -639,13 +657,14 @@ pub fn cut_silently(st: &mut State, l: &LinkState, index: usize) -> anyhow::Resu
     let target = format!("{} -- {}", l.a, l.b);
     switch_ends(st, l)?;
     let wall = rundir::unix_now_ns();
+    let since = Instant::now();
     set_silent(st, l, true)?;
     st.failed_links.push(index);
     st.silent_links.push(index);
     st.save()?;
     let topo = crate::topology::Topology::load(&st.topology)?;
     let detail = if topo.routing == crate::topology::Routing::Bgp {
-        format!("silent (carrier up, every frame dropped); {}", reroute(st, "without it")?)
+        format!("silent (carrier up, every frame dropped); {}", reroute(st, "without it", since, "the cut")?)
     } else {
         "silent (carrier up, every frame dropped); static routing cannot see it: the switches keep sending into it until `rocefab restore link`".to_string()
     };
@@ -730,19 +749,20 @@ pub fn restore(cmd: &RestoreCmd) -> anyhow::Result<()> {
 pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Event> {
     let target = format!("{} -- {}", l.a, l.b);
     let wall = rundir::unix_now_ns();
+    let since = Instant::now();
     if st.silent_links.contains(&index) {
         set_silent(st, l, false)?;
         st.silent_links.retain(|&i| i != index);
         st.failed_links.retain(|&i| i != index);
         st.save()?;
-        let detail = format!("frames pass again; {}", reroute(st, "with it")?);
+        let detail = format!("frames pass again; {}", reroute(st, "with it", since, "the restore")?);
         return record(st, wall, "link up", &target, detail);
     }
     Relink::new(&crate::topology::Topology::load(&st.topology)?).up(l)?;
-    let seen = wait_carrier(st, l, true, Duration::from_secs(5));
+    let seen = wait_carrier(st, l, true, Duration::from_secs(5), since);
     st.failed_links.retain(|&i| i != index);
     st.save()?;
-    let detail = format!("{}; {}", describe("carrier", &seen), reroute(st, "with it")?);
+    let detail = format!("{}; {}", describe("carrier", &seen), reroute(st, "with it", since, "the restore")?);
     let e = record(st, wall, "link up", &target, detail.clone())?;
     if seen.iter().any(|(_, t)| t.is_none()) {
         bail!("link {target}: a switch did not report the carrier within 5 s ({detail})");
@@ -757,7 +777,7 @@ fn restore_link_printed(st: &mut State, l: &LinkState, index: usize) -> anyhow::
     Ok(())
 }
 
-/// `rail1:eth5 saw the carrier loss after 1.2 ms, spine1:eth1 after 1.4 ms (wall clock)`.
+/// `rail1:eth5 saw the carrier loss 1.2 ms after the change, spine1:eth1 1.4 ms after (wall clock)`.
 fn describe(what: &str, seen: &[(String, Option<Duration>)]) -> String {
     if seen.is_empty() {
         return "no switch at either end".into();
@@ -769,7 +789,7 @@ fn describe(what: &str, seen: &[(String, Option<Duration>)]) -> String {
             None => format!("{end} did not report the {what}"),
         })
         .collect();
-    format!("{} (wall clock)", parts.join(", "))
+    format!("{} (wall clock, from the change)", parts.join(", "))
 }
 
 fn at(e: &Event) -> String {

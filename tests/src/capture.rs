@@ -90,9 +90,14 @@ fn listening_tcpdump(cmd: &mut Command) -> Proc {
 /// Starts `rocefab capture <fabric> <ports> -w <out> [extra]`; returns once every daemon
 /// mirrors (the CLI writes the pcapng headers only after every stream has started).
 pub fn start_rocefab_capture(out: &str, args: &[&str]) -> Proc {
+    start_rocefab_capture_for(out, args, "60s")
+}
+
+/// [`start_rocefab_capture`] bounded by `--duration <duration>` (it ends by itself).
+pub fn start_rocefab_capture_for(out: &str, args: &[&str], duration: &str) -> Proc {
     let mut a = vec!["capture"];
     a.extend_from_slice(args);
-    a.extend_from_slice(&["-w", out, "--duration", "60s"]);
+    a.extend_from_slice(&["-w", out, "--duration", duration]);
     let mut p =
         Proc::spawn("rocefab capture", Command::new(crate::fabric::rocefab_bin()).args(&a).stderr(Stdio::piped()));
     let end = Instant::now() + Duration::from_secs(10);

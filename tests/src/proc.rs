@@ -101,6 +101,11 @@ impl Proc {
         self.lines().recv_timeout(timeout).unwrap_or_else(|e| panic!("{what}: no output line within {timeout:?}: {e}"))
     }
 
+    /// The next stdout line within `timeout`, or None when none came.
+    pub fn try_line(&mut self, timeout: Duration) -> Option<String> {
+        self.lines().recv_timeout(timeout).ok()
+    }
+
     /// Waits for exit within `timeout`; returns the exit code.
     pub fn wait(&mut self, timeout: Duration) -> i32 {
         let end = Instant::now() + timeout;
