@@ -18,7 +18,11 @@
 //! counts per reason are checked in rocefab's output, and `--topspeed` reports its rate.
 //!
 //! The arrival timing includes the fabric's own jitter: three user-space switches that a
-//! compiler on every core delays by milliseconds. So each timing measurement starts once the
+//! compiler on every core delays by milliseconds. Tests 1 and 2 therefore run at time dilation
+//! [`D12`] (10): the capture's 5–10 ms gaps are 50–100 ms on the wall clock, where the daemons'
+//! wall-clock lateness (tens of µs when idle, milliseconds under load) is a tenth as large
+//! against the emulated gap; the bound stays 1 % of the gap. At D 1 a fresh-clone CI run
+//! measured 1.13–2.10 % once, from lateness alone. Each timing measurement starts once the
 //! CPUs are at least half idle (20 s at most), and up to three attempts are made, each checked
 //! in full; one must be under 1 %. Every attempt's numbers are printed.
 //!
@@ -87,6 +91,9 @@ fn dns() -> Vec<u8> {
     b.write(&mut v, q).unwrap();
     v
 }
+
+/// Time dilation of tests 1 and 2 (see the module docs).
+const D12: u32 = 10;
 
 /// Deterministic gaps of 5–10 ms.
 struct Gaps(u64);
@@ -197,7 +204,7 @@ fn check_received(
 
 /// `rocefab replay <fabric> --from host1:gpu0 <args>`, bounded by --max-duration.
 fn replay(f: &Fabric, args: &[&str]) -> Output {
-    let mut a = vec!["replay", f.name.as_str(), "--from", "host1:gpu0", "--max-duration", "30s"];
+    let mut a = vec!["replay", f.name.as_str(), "--from", "host1:gpu0", "--max-duration", "60s"];
     a.extend_from_slice(args);
     let o = rocefab(&a);
     eprintln!("$ rocefab {}\n{}", a.join(" "), text(&o));
@@ -208,7 +215,7 @@ fn replay(f: &Fabric, args: &[&str]) -> Output {
 #[test]
 fn replay_of_a_rocefab_frame_capture_arrives_rewritten_with_good_icrc_and_on_time() {
     tools();
-    let f = Fabric::up("rail-spine.yaml", "rfr1");
+    let f = Fabric::up_with("rail-spine.yaml", "rfr1", &format!("time_dilation: {D12}\n"));
     let dir = scratch("rfr1");
     let ab = ["--src-ip", A, "--dst-ip", B];
     let ba = ["--src-ip", B, "--dst-ip", A];
@@ -253,7 +260,8 @@ fn replay_of_a_rocefab_frame_capture_arrives_rewritten_with_good_icrc_and_on_tim
     let injected: Vec<&(Duration, Vec<u8>, bool)> = stamped.iter().filter(|s| s.2).collect();
     assert_eq!((seq.len(), injected.len()), (51, 45));
     let t0 = injected[0].0;
-    let schedule: Vec<Duration> = injected.iter().map(|s| s.0 - t0).collect();
+    // On the wall clock the receiver sees the capture's schedule × D.
+    let schedule: Vec<Duration> = injected.iter().map(|s| (s.0 - t0) * D12).collect();
     let frames_in: Vec<Vec<u8>> = injected.iter().map(|s| s.1.clone()).collect();
     let mut bad_icrc = vec![false; 45];
     bad_icrc[44] = true;
@@ -283,7 +291,7 @@ fn replay_of_a_rocefab_frame_capture_arrives_rewritten_with_good_icrc_and_on_tim
         );
             (pct, line)
         },
-        "mean absolute inter-frame error at host2:gpu1 not under 1 % of the scheduled gaps",
+        "mean absolute inter-frame error at host2:gpu1 not under 1 % of the scheduled gaps × D",
     );
 
     // --topspeed --loop 10: the rate is reported and the run takes a fraction of the original.
@@ -349,7 +357,7 @@ print(len(pk))
 #[test]
 fn replay_of_a_scapy_pcapng_capture_skips_by_reason_and_paces_at_pps() {
     tools();
-    let f = Fabric::up("rail-spine.yaml", "rfr2");
+    let f = Fabric::up_with("rail-spine.yaml", "rfr2", &format!("time_dilation: {D12}\n"));
     let dir = scratch("rfr2");
     let cap = dir.path().join("s.pcapng");
     let o = Command::new("/usr/bin/python3").args(["-c", SCAPY_CAPTURE]).arg(&cap).output().expect("python3");
@@ -365,7 +373,8 @@ fn replay_of_a_scapy_pcapng_capture_skips_by_reason_and_paces_at_pps() {
     assert_eq!(injected.len(), 25);
 
     let got_pcap = dir.path().join("got.pcap");
-    let schedule: Vec<Duration> = (0..25).map(|i| Duration::from_millis(10 * i)).collect();
+    // --pps 100 in emulated time: 10 ms × D apart on the receiver's wall clock.
+    let schedule: Vec<Duration> = (0..25).map(|i| Duration::from_millis(10 * i) * D12).collect();
     until_on_time(
         |attempt, idle| {
             let rx = start_receiver(&f, &got_pcap);
@@ -392,7 +401,7 @@ fn replay_of_a_scapy_pcapng_capture_skips_by_reason_and_paces_at_pps() {
         );
             (pct, line)
         },
-        "mean absolute inter-frame error at host2:gpu1 not under 1 % of the 10 ms gaps",
+        "mean absolute inter-frame error at host2:gpu1 not under 1 % of the 10 ms gaps × D",
     );
 
     drop(f);
