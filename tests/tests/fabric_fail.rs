@@ -24,6 +24,14 @@ use std::time::{Duration, Instant};
 use rocefab_tests::fabric::{failure, metric, rocefab, series, stderr, stdout, Fabric};
 use serde_json::Value;
 
+/// How many of `sw`'s ECMP groups (its configuration, as `rocefab up` wrote it) hold a next hop
+/// on `port`.
+fn groups_with_port(f: &Fabric, sw: &str, port: &str) -> f64 {
+    let c = f.config(sw);
+    let p = c.ports.iter().position(|x| x.name == port).unwrap_or_else(|| panic!("{sw} has no port {port}")) as u32;
+    c.groups.iter().filter(|g| g.iter().any(|&nh| c.nexthops[nh as usize].port == p)).count() as f64
+}
+
 #[test]
 fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let f = Fabric::up("rail-spine.yaml", "rffl");
@@ -44,8 +52,26 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 0.0);
     assert_eq!(at("spine1", "rocefab_port_carrier", &down1), 0.0);
     // rail1's groups toward the other rail (via both spines) lost a member; spine1's group
-    // toward rail1 lost its only one.
-    assert!(updates("rail1") >= 1.0 && updates("spine1") >= 1.0, "{} {}", updates("rail1"), updates("spine1"));
+    // toward rail1 lost its only one. Each switch rewrites exactly the groups of its
+    // configuration that hold a next hop on the cut port, once (after its 100 ms debounce).
+    let (want_rail1, want_spine1) = (groups_with_port(&f, "rail1", &up1), groups_with_port(&f, "spine1", &down1));
+    assert!(want_rail1 >= 1.0 && want_spine1 >= 1.0, "the cut port is in no ECMP group");
+    let t0 = Instant::now();
+    while updates("rail1") < want_rail1 || updates("spine1") < want_spine1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "groups not rewritten: {} {}",
+            updates("rail1"),
+            updates("spine1")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let settled = f.settled("rail1", &["rocefab_route_updates_total"]);
+    assert_eq!(
+        (metric(&settled, "rocefab_route_updates_total", &[]), updates("spine1")),
+        (want_rail1, want_spine1),
+        "ECMP groups rewritten per cut: each group holding the port, once"
+    );
 
     // Every switch's data path holds what static routing computes without the link: rail1 and
     // rail2 reach each other through spine2 only.
@@ -73,18 +99,42 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let after = at("rail1", "rocefab_port_tx_packets_total", &up1);
     assert!(after - tx_at_fail <= 2.0, "rail1 sent {} frames on the cut link", after - tx_at_fail);
 
-    // Back: the groups take the port again, and a job crosses it.
-    let before = updates("rail1");
+    // Back: the groups take the port again (the same groups, once more each), and a job
+    // crosses it.
     let o = rocefab(&["restore", "link", &f.name, &format!("spine1:{down1}")]);
     assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
     assert!(stdout(&o).contains(&format!("link rail1:{up1} -- spine1:{down1} up")), "{}", stdout(&o));
-    assert!(updates("rail1") > before);
+    let t0 = Instant::now();
+    while updates("rail1") < 2.0 * want_rail1 || updates("spine1") < 2.0 * want_spine1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "groups not restored: {} {}",
+            updates("rail1"),
+            updates("spine1")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!((updates("rail1"), updates("spine1")), (2.0 * want_rail1, 2.0 * want_spine1));
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 1.0);
-    let tx = at("rail1", "rocefab_port_tx_packets_total", &up1);
+    let up2 = f.port_to("rail1", "spine2:eth1");
+    let (tx1, tx2) =
+        (at("rail1", "rocefab_port_tx_packets_total", &up1), at("rail1", "rocefab_port_tx_packets_total", &up2));
     let o =
         rocefab(&["run", &f.name, "alltoall", "--size", "1MiB", "--timeout", "120", "--retransmit-timeout-ms", "2000"]);
     assert!(o.status.success(), "rocefab run: {}", failure(&o));
-    assert!(at("rail1", "rocefab_port_tx_packets_total", &up1) > tx + 100.0, "the restored link carries traffic again");
+    // The restored link takes its share of rail1's traffic to the spines: the AllToAll's QPs
+    // between the rails (data one way, ACKs the other) hash over both spines, about half each;
+    // at least an eighth of the frames must cross it.
+    let (d1, d2) = (
+        at("rail1", "rocefab_port_tx_packets_total", &up1) - tx1,
+        at("rail1", "rocefab_port_tx_packets_total", &up2) - tx2,
+    );
+    eprintln!("after the restore rail1 sent {d1} frames to spine1 and {d2} to spine2");
+    assert!(
+        d1 + d2 > 1000.0 && d1 >= (d1 + d2) / 8.0,
+        "the restored link carried {d1} of rail1's {} frames to the spines",
+        d1 + d2
+    );
 
     let o = rocefab(&["events", &f.name, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -189,6 +239,20 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
     let up1 = f.port_to("rail1", "spine1:eth1");
     let down1 = f.port_to("spine1", &format!("rail1:{up1}"));
     let svg = std::env::temp_dir().join(format!("rocefab-rffo-{}.svg", std::process::id()));
+    // The link's counters at both ends, around the whole command (the baseline job too).
+    let link = |f: &Fabric| {
+        let (r, s) = (f.metrics("rail1"), f.metrics("spine1"));
+        let c = |t: &str, n: &str, p: &str| series(t, n, &[("port", p)]);
+        [
+            c(&r, "rocefab_port_tx_packets_total", &up1),
+            c(&s, "rocefab_port_rx_packets_total", &down1),
+            c(&s, "rocefab_port_tx_packets_total", &down1),
+            c(&r, "rocefab_port_rx_packets_total", &up1),
+            c(&r, "rocefab_port_carrier_dropped_packets_total", &up1)
+                + c(&s, "rocefab_port_carrier_dropped_packets_total", &down1),
+        ]
+    };
+    let before = link(&f);
     let o = rocefab(&[
         "run",
         &f.name,
@@ -230,6 +294,25 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
     // the job retransmitted and took longer than the same job without it.
     let lost = fo["frames_lost"].as_u64().unwrap();
     assert!(lost > 0, "the cut lost no frame: {fo:#}");
+    eprintln!("frames lost: {lost} reported");
+    // What the link's own counters say was lost over the whole command: sent by one end and
+    // not received by the other, both ways, plus what the ends dropped for want of carrier.
+    // The report reads the same counters over the failure's window only; outside it the link
+    // loses nothing, so the two agree but for frames in flight at the scrapes (an LLDPDU each
+    // way at most: the jobs have ended).
+    let after = link(&f);
+    let d: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let counted = (d[0] - d[1]).max(0.0) + (d[2] - d[3]).max(0.0) + d[4];
+    eprintln!("frames lost by the counters: {counted}");
+    assert!(
+        (counted - lost as f64).abs() <= 2.0,
+        "the report says {lost} frames lost, the link's counters {counted} (tx {} rx {} / tx {} rx {}, carrier drops {}): {fo:#}",
+        d[0],
+        d[1],
+        d[2],
+        d[3],
+        d[4]
+    );
     let base = &fo["baseline"];
     assert_eq!((base["ok"].as_bool(), base["retransmitted_packets"].as_u64()), (Some(true), Some(0)), "{fo:#}");
     assert!(r["retransmitted_packets"].as_u64().unwrap() > 0, "{r:#}");
