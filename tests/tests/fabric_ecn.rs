@@ -85,9 +85,31 @@ struct Arrival {
 
 #[test]
 fn ce_fraction_per_depth_band_follows_the_wred_curve() {
+    ramp(false);
+}
+
+/// The same ramp with `wred.at: dequeue`: the data-plane thread marks (or drops, Not-ECT) each
+/// frame as it leaves, by the bytes it leaves behind. The queue fills while paused and drains
+/// once released with nothing arriving, so frame `seq` of the FILL leaves FILL - 1 - seq frames
+/// behind: the depth each frame is judged at is exact, with no published-depth lag to allow
+/// for. The thread's own counts of marks and drops must equal what host2 received.
+#[test]
+fn at_dequeue_the_ce_fraction_per_depth_band_follows_the_wred_curve() {
+    ramp(true);
+}
+
+fn ramp(at_dequeue: bool) {
     require_tool("/usr/bin/python3", &["-c", "import scapy.contrib.mac_control"]);
     require_tool("tcpdump", &["--version"]);
-    let f = Fabric::up_with("rail-spine.yaml", "rfe", "qos:\n  watchdog: off\n");
+    let f = if at_dequeue {
+        Fabric::up_with(
+            "rail-spine.yaml",
+            "rfed",
+            "qos:\n  watchdog: off\n  wred: { min: 150KB, max: 3000KB, probability: 7, at: dequeue }\n",
+        )
+    } else {
+        Fabric::up_with("rail-spine.yaml", "rfe", "qos:\n  watchdog: off\n")
+    };
     let w = f.config("rail1").qos.wred.clone();
     assert_eq!(
         (w.queues, w.min_bytes, w.max_bytes, w.probability_percent),
@@ -191,6 +213,10 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
         }
         let mut depth = 0f64;
         for (seq, fate) in got.iter().enumerate() {
+            if at_dequeue {
+                // Judged leaving, by what it leaves behind: every later frame of the fill.
+                depth = (FILL as usize - 1 - seq) as f64 * CHARGE as f64;
+            }
             let is_ect = seq % 4 != 3;
             let p = curve(depth);
             let b = band(depth);
@@ -205,7 +231,7 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
             if depth >= max && is_ect {
                 model_top_ect += 1;
             }
-            if depth >= max && depth < max + EDGE_FRAMES * CHARGE as f64 {
+            if !at_dequeue && depth >= max && depth < max + EDGE_FRAMES * CHARGE as f64 {
                 edge.0 += 1;
                 edge.1 += u32::from(hit);
             } else {
@@ -235,30 +261,53 @@ fn ce_fraction_per_depth_band_follows_the_wred_curve() {
         edge.1
     );
     eprintln!("{report}");
-    // The switch's own per-band counts: every ECT frame its XDP program found at or above max
-    // arrived CE, whatever the machine did.
-    let last = (rocefab_plumbing::depths::BANDS - 1).to_string();
-    let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
-    let (xdp_top_ect, xdp_top_ce) = (
-        metric(&after, "rocefab_wred_band_ect_packets_total", &bl),
-        metric(&after, "rocefab_wred_band_ce_packets_total", &bl),
-    );
-    assert!(
-        xdp_top_ect > 0.0 && xdp_top_ect == xdp_top_ce,
-        "rail1 counted {xdp_top_ect} ECT and {xdp_top_ce} CE frames at and above max"
-    );
-    // The model assumes the data-plane thread enqueued each frame before XDP saw the next
-    // (GAP_US apart). When a loaded machine held the thread longer, XDP read a depth some frames
-    // behind and found fewer ECT frames above max than the model puts there; at most LAG_CAP
-    // frames may, and that many, no more, may miss above max.
-    let lag = (f64::from(model_top_ect) - xdp_top_ect).max(0.0) as u32;
-    if lag > 0 {
-        eprintln!("the published depth lagged: XDP found {xdp_top_ect} ECT frames at or above max where the model puts {model_top_ect}");
-    }
-    assert!(
-        lag <= LAG_CAP,
-        "the published depth lagged {lag} frames behind the enqueues (at most {LAG_CAP}): XDP found {xdp_top_ect} ECT frames at or above max where the model puts {model_top_ect}"
-    );
+    let lag = if at_dequeue {
+        // The thread's own counts equal what host2 received: every CE frame marked by it, every
+        // missing Not-ECT frame dropped by it; the XDP program marked and dropped nothing.
+        let arrived = |f: &dyn Fn(&Arrival) -> bool| cycles.iter().flatten().filter(|a| f(a)).count() as f64;
+        let ce = arrived(&|a| a.ecn == 3);
+        let not_ect_missing = f64::from(CYCLES * FILL / 4) - arrived(&|a| a.ecn == 0);
+        let q3 = [("port", to_h2.as_str()), ("queue", "3")];
+        assert_eq!(
+            (
+                series(&after, "rocefab_queue_ecn_marked_dequeue_packets_total", &q3),
+                series(&after, "rocefab_queue_wred_dropped_dequeue_packets_total", &q3)
+            ),
+            (ce, not_ect_missing),
+            "rail1's dequeue marks and drops against host2's CE and missing Not-ECT frames"
+        );
+        // (XDP counts its marks per ingress port: host1's.)
+        let from_h1 = f.port_to("rail1", "host1:gpu0");
+        let x = [("port", from_h1.as_str())];
+        assert_eq!(series(&after, "rocefab_xdp_ecn_marked_total", &x), 0.0, "XDP marked in dequeue mode");
+        0
+    } else {
+        // The switch's own per-band counts: every ECT frame its XDP program found at or above max
+        // arrived CE, whatever the machine did.
+        let last = (rocefab_plumbing::depths::BANDS - 1).to_string();
+        let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
+        let (xdp_top_ect, xdp_top_ce) = (
+            metric(&after, "rocefab_wred_band_ect_packets_total", &bl),
+            metric(&after, "rocefab_wred_band_ce_packets_total", &bl),
+        );
+        assert!(
+            xdp_top_ect > 0.0 && xdp_top_ect == xdp_top_ce,
+            "rail1 counted {xdp_top_ect} ECT and {xdp_top_ce} CE frames at and above max"
+        );
+        // The model assumes the data-plane thread enqueued each frame before XDP saw the next
+        // (GAP_US apart). When a loaded machine held the thread longer, XDP read a depth some frames
+        // behind and found fewer ECT frames above max than the model puts there; at most LAG_CAP
+        // frames may, and that many, no more, may miss above max.
+        let lag = (f64::from(model_top_ect) - xdp_top_ect).max(0.0) as u32;
+        if lag > 0 {
+            eprintln!("the published depth lagged: XDP found {xdp_top_ect} ECT frames at or above max where the model puts {model_top_ect}");
+        }
+        assert!(
+            lag <= LAG_CAP,
+            "the published depth lagged {lag} frames behind the enqueues (at most {LAG_CAP}): XDP found {xdp_top_ect} ECT frames at or above max where the model puts {model_top_ect}"
+        );
+        lag
+    };
     for rows in [&ect, &not_ect] {
         assert!(rows[0].0 > 40 && rows[5].0 > 40, "too few frames below min / above max:\n{report}");
         assert_eq!(rows[0].1, 0, "marked or dropped below WRED min:\n{report}");
