@@ -3,27 +3,25 @@
 //! building and pcap decoding, the DCQCN timeline of a run, the arguments of `rocefab web` (whose
 //! server is the `web` crate's `rocefab-web`).
 
+// The fabric model, re-exported where the CLI's modules look for it (`crate::topology`, ...).
+pub use rocefab_model::{lb, lldp, memory, plan, qos, qos_import, topology, units};
+
 pub mod bottleneck;
 pub mod capture;
+pub mod cmd;
 pub mod fabric;
 pub mod fail;
 pub mod failover;
 pub mod frame;
 pub mod frontend;
 pub mod frr;
-pub mod lb;
-pub mod lldp;
 pub mod lldp_show;
-pub mod memory;
 pub mod netns;
 pub mod pcap_show;
 pub mod ping;
 pub mod pipe;
-pub mod plan;
 pub mod progress;
 pub mod prometheus_config;
-pub mod qos;
-pub mod qos_import;
 pub mod replay;
 pub mod replay_rx;
 pub mod routes;
@@ -31,9 +29,7 @@ pub mod run;
 pub mod rundir;
 pub mod send;
 pub mod timeline;
-pub mod topology;
 pub mod train;
-pub mod units;
 pub mod web;
 
 /// The CLI's logging (`rocefab`, `rocefab-web`): the library's warnings (a daemon that ignored

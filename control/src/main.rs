@@ -67,7 +67,7 @@ enum QosCmd {
     /// and print the equivalent `qos:` section, or write it into a topology file; every line that
     /// does not map is listed on stderr with its line number.
     #[command(override_usage = "rocefab qos import <FILE> [--apply TOPOLOGY.yaml]")]
-    Import(control::qos_import::ImportArgs),
+    Import(control::cmd::qos_import::ImportArgs),
 }
 
 #[derive(Subcommand)]
@@ -97,7 +97,7 @@ fn main() {
         Cmd::Replay(a) => control::replay::run(a),
         Cmd::Ping(a) => control::ping::run(a),
         Cmd::Capture(a) => control::capture::run(a),
-        Cmd::Qos(QosCmd::Import(a)) => control::qos_import::run(a),
+        Cmd::Qos(QosCmd::Import(a)) => control::cmd::qos_import::run(a),
         Cmd::PrometheusConfig(a) => control::prometheus_config::run(a),
         Cmd::Web(a) => control::web::run(a),
     });

@@ -360,7 +360,7 @@ fn missing_file_names_it() {
 /// The schema example in the `topology` module docs parses and means what it says.
 #[test]
 fn module_doc_example_parses() {
-    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/topology.rs")).unwrap();
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../model/src/topology.rs")).unwrap();
     let mut yaml = String::new();
     let mut inside = false;
     for l in src.lines().filter_map(|l| l.strip_prefix("//!")) {
@@ -387,7 +387,7 @@ fn module_doc_example_parses() {
 /// tier fully meshed with the spines.
 #[test]
 fn module_doc_multi_pod_example_parses() {
-    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/topology.rs")).unwrap();
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../model/src/topology.rs")).unwrap();
     let blocks: Vec<&str> = src.split("//! ```yaml\n").skip(1).map(|b| b.split("//! ```\n").next().unwrap()).collect();
     assert_eq!(blocks.len(), 2, "two yaml examples");
     let yaml: String = blocks[1].lines().map(|l| format!("{}\n", l.strip_prefix("//! ").unwrap_or(""))).collect();

@@ -1,11 +1,11 @@
-//! Fuzz the NX-OS QoS importer (`control::qos_import::import`, behind `rocefab qos import`):
+//! Fuzz the NX-OS QoS importer (`rocefab_model::qos_import::import`, behind `rocefab qos import`):
 //! arbitrary bytes, decoded as UTF-8 with replacement, as a running-config. Nothing may panic;
 //! every error names the file; what imports renders as a topology `qos:` section that the
 //! importer's own merge accepts into a minimal topology.
 #![no_main]
 
-use control::qos_import::{import, merge_into_topology, render};
 use libfuzzer_sys::fuzz_target;
+use rocefab_model::qos_import::{import, merge_into_topology, render};
 
 fuzz_target!(|data: &[u8]| {
     let src = String::from_utf8_lossy(data);

@@ -1,4 +1,4 @@
-//! Fuzz the topology parser and validator (`control::topology::Topology::parse`): arbitrary
+//! Fuzz the topology parser and validator (`rocefab_model::topology::Topology::parse`): arbitrary
 //! bytes, decoded as UTF-8 with replacement, as a topology file. Nothing may panic, and every
 //! error must name the file and a line inside it (`fuzz.yaml:<line>: ...`), as a user's editor
 //! would need to jump to it.
@@ -6,8 +6,8 @@
 
 use std::path::Path;
 
-use control::topology::{Topology, TopologyError};
 use libfuzzer_sys::fuzz_target;
+use rocefab_model::topology::{Topology, TopologyError};
 
 /// Lines as YAML counts them (1.2, 5.4; libyaml also breaks on NEL, LS and PS): a lone CR ends
 /// a line too, as most editors show it.
