@@ -855,7 +855,7 @@ mod tests {
             vec![("rail1:eth3".to_string(), Some(Duration::from_micros(1_250))), ("spine1:eth1".to_string(), None)];
         assert_eq!(
             describe("carrier loss", &seen),
-            "rail1:eth3 saw the carrier loss after 1.2 ms, spine1:eth1 did not report the carrier loss (wall clock)"
+            "rail1:eth3 saw the carrier loss after 1.2 ms, spine1:eth1 did not report the carrier loss (wall clock, from the change)"
         );
     }
 }
