@@ -533,6 +533,74 @@ pub fn allreduce_crossing(f: &Fabric, port: &str) -> crate::proc::Proc {
     job
 }
 
+/// Seconds since the epoch of `ip -ts`'s `[2026-11-28T23:22:46.011026]` (run under TZ=UTC).
+pub fn ip_ts_epoch(stamp: &str) -> f64 {
+    let s = stamp.trim_start_matches('[').trim_end_matches(']');
+    let (date, time) = s.split_once('T').unwrap_or_else(|| panic!("ip -ts stamp {stamp:?}"));
+    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
+    let (h, rest) = time.split_once(':').unwrap();
+    let (m, sec) = rest.split_once(':').unwrap();
+    // Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible
+    // Low-Level Date Algorithms", days_from_civil).
+    let (y, mo, day) = (if d[1] <= 2 { d[0] - 1 } else { d[0] }, d[1], d[2]);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + day - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    (days * 86_400 + h.parse::<i64>().unwrap() * 3600 + m.parse::<i64>().unwrap() * 60) as f64
+        + sec.parse::<f64>().unwrap()
+}
+
+/// The kernel's link events in a switch's namespace (`ip -ts monitor link`), seen before
+/// anything is cut: an observer of the cut that is not rocefab (line-buffered: `ip` does not
+/// flush a pipe per event).
+pub struct LinkMonitor {
+    p: crate::proc::Proc,
+}
+
+impl LinkMonitor {
+    pub fn start(f: &Fabric, node: &str) -> LinkMonitor {
+        let ns = f.netns(node);
+        let mut p = crate::proc::Proc::spawn(
+            "ip monitor link",
+            std::process::Command::new("timeout")
+                .args(["60", "stdbuf", "-oL", "ip", "-ts", "-n", &ns, "monitor", "link"])
+                .env("TZ", "UTC")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null()),
+        );
+        // Subscribed once it reports a change made after it started (lo's alias: harmless);
+        // one made before it subscribed is not reported, so change it until one is.
+        for i in 0.. {
+            assert!(i < 100, "ip monitor link in {ns} reported none of 100 changes of lo's alias");
+            let o = std::process::Command::new("ip")
+                .args(["-n", &ns, "link", "set", "lo", "alias", &format!("rocefab-test-monitor-{i}")])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "ip link set lo alias: {}", String::from_utf8_lossy(&o.stderr));
+            if p.try_line(std::time::Duration::from_millis(100)).is_some_and(|l| l.contains(": lo: ")) {
+                break;
+            }
+        }
+        LinkMonitor { p }
+    }
+
+    /// When the kernel first reported `dev` without carrier (its own end set down, or its
+    /// peer's), seconds since the epoch.
+    pub fn first_down(&mut self, dev: &str) -> f64 {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            assert!(std::time::Instant::now() < end, "the kernel reported no carrier loss on {dev} within 10 s");
+            let l = self.p.line(std::time::Duration::from_secs(10));
+            let Some((stamp, rest)) = l.split_once("] ") else { continue };
+            let named = rest.split(": ").nth(1).is_some_and(|n| n.split('@').next() == Some(dev));
+            if named && (rest.contains("state DOWN") || rest.contains("NO-CARRIER")) {
+                return ip_ts_epoch(stamp);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod stale_tests {
     use std::time::{Duration, SystemTime};

@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rocefab_tests::capture::start_rocefab_capture_for;
-use rocefab_tests::fabric::{failure, metric, pids_with_cmdline, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, metric, pids_with_cmdline, rocefab, stderr, stdout, Fabric, LinkMonitor};
 use rocefab_tests::proc::Proc;
 use serde_json::Value;
 
@@ -69,74 +69,6 @@ fn fail_and_converge(args: &[&str]) -> (String, f64) {
     (out, ms)
 }
 
-/// Seconds since the epoch of `ip -ts`'s `[2026-11-28T23:22:46.011026]` (run under TZ=UTC).
-fn ip_ts_epoch(stamp: &str) -> f64 {
-    let s = stamp.trim_start_matches('[').trim_end_matches(']');
-    let (date, time) = s.split_once('T').unwrap_or_else(|| panic!("ip -ts stamp {stamp:?}"));
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
-    let (h, rest) = time.split_once(':').unwrap();
-    let (m, sec) = rest.split_once(':').unwrap();
-    // Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible
-    // Low-Level Date Algorithms", days_from_civil).
-    let (y, mo, day) = (if d[1] <= 2 { d[0] - 1 } else { d[0] }, d[1], d[2]);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + day - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    (days * 86_400 + h.parse::<i64>().unwrap() * 3600 + m.parse::<i64>().unwrap() * 60) as f64
-        + sec.parse::<f64>().unwrap()
-}
-
-/// The kernel's link events in a switch's namespace (`ip -ts monitor link`), seen before
-/// anything is cut: an observer of the cut that is not rocefab (line-buffered: `ip` does not
-/// flush a pipe per event).
-struct LinkMonitor {
-    p: Proc,
-}
-
-impl LinkMonitor {
-    fn start(f: &Fabric, node: &str) -> LinkMonitor {
-        let ns = f.netns(node);
-        let mut p = Proc::spawn(
-            "ip monitor link",
-            Command::new("timeout")
-                .args(["60", "stdbuf", "-oL", "ip", "-ts", "-n", &ns, "monitor", "link"])
-                .env("TZ", "UTC")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null()),
-        );
-        // Subscribed once it reports a change made after it started (lo's alias: harmless);
-        // one made before it subscribed is not reported, so change it until one is.
-        for i in 0.. {
-            assert!(i < 100, "ip monitor link in {ns} reported none of 100 changes of lo's alias");
-            let o = Command::new("ip")
-                .args(["-n", &ns, "link", "set", "lo", "alias", &format!("rocefab-test-monitor-{i}")])
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "ip link set lo alias: {}", String::from_utf8_lossy(&o.stderr));
-            if p.try_line(Duration::from_millis(100)).is_some_and(|l| l.contains(": lo: ")) {
-                break;
-            }
-        }
-        LinkMonitor { p }
-    }
-
-    /// When the kernel first reported `dev` without carrier (its own end set down, or its
-    /// peer's), seconds since the epoch.
-    fn first_down(&mut self, dev: &str) -> f64 {
-        let end = Instant::now() + Duration::from_secs(10);
-        loop {
-            assert!(Instant::now() < end, "the kernel reported no carrier loss on {dev} within 10 s");
-            let l = self.p.line(Duration::from_secs(10));
-            let Some((stamp, rest)) = l.split_once("] ") else { continue };
-            let named = rest.split(": ").nth(1).is_some_and(|n| n.split('@').next() == Some(dev));
-            if named && (rest.contains("state DOWN") || rest.contains("NO-CARRIER")) {
-                return ip_ts_epoch(stamp);
-            }
-        }
-    }
-}
-
 /// One ping's replies (`ping -D -O`): for each answered sequence number, when the reply came
 /// (seconds since the epoch); unanswered ones are absent.
 fn replies(out: &str) -> Vec<(u64, f64)> {
@@ -166,21 +98,24 @@ fn recovered_after(answered: &[(u64, f64)], cut: f64) -> Option<f64> {
     None
 }
 
-/// Cuts `rail1:<up1>` with `rocefab fail link` while every rail-1 GPU pings every rail-2 GPU
-/// every 2 ms, and measures the cut from outside rocefab: the kernel's carrier loss on `up1` in
+/// Cuts `rail1:<up1>` with `rocefab fail link` while every rail-1 GPU pings two rail-2 GPUs
+/// every 4 ms, and measures the cut from outside rocefab: the kernel's carrier loss on `up1` in
 /// rail1's namespace (`ip -ts monitor link`) to the last affected pair's first echo back (`ping
 /// -D -O`, both wall clock). Returns rocefab's output, its reported convergence (ms), that
-/// measurement (ms) and how many of the 16 pairs lost echoes to the cut.
+/// measurement (ms) and how many of the 8 pairs lost echoes to the cut.
 fn cut_measured(f: &Fabric, up1: &str) -> (String, f64, f64, usize) {
     let mut mon = LinkMonitor::start(f, "rail1");
     let mut pings: Vec<Proc> = Vec::new();
-    for a in 1..=4 {
-        for b in 1..=4 {
+    // Eight pairs (each rail-1 GPU to two rail-2 GPUs), every 4 ms: 2000 echoes a second in all,
+    // light beside the AllReduce, and enough pairs that some hash onto the cut link (none of
+    // eight: 1 in 256 for a fair hash).
+    for a in 1..=4u32 {
+        for b in [a, a % 4 + 1] {
             pings.push(Proc::drained(
                 "ping",
                 Command::new("ip")
-                    .args(["netns", "exec", &f.netns(&format!("host{a}")), "ping", "-D", "-O", "-c", "1000"])
-                    .args(["-i", "0.002", "-W", "1", "-I", &format!("10.0.1.{a}"), &format!("10.0.2.{b}")])
+                    .args(["netns", "exec", &f.netns(&format!("host{a}")), "ping", "-D", "-O", "-c", "500"])
+                    .args(["-i", "0.004", "-W", "1", "-I", &format!("10.0.1.{a}"), &format!("10.0.2.{b}")])
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped()),
             ));
@@ -193,7 +128,7 @@ fn cut_measured(f: &Fabric, up1: &str) -> (String, f64, f64, usize) {
         .filter_map(|p| recovered_after(&replies(&String::from_utf8_lossy(&p.output().stdout)), cut))
         .collect();
     let last = recovered.iter().copied().fold(f64::NAN, f64::max);
-    assert!(!recovered.is_empty(), "no pair of the 16 lost an echo to the cut of rail1:{up1}: {out}");
+    assert!(!recovered.is_empty(), "no pair of the 8 lost an echo to the cut of rail1:{up1}: {out}");
     (out, reported, (last - cut) * 1e3, recovered.len())
 }
 
@@ -280,11 +215,11 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     // the job running).
     assert!(seen < 300.0, "echoes came back {seen:.1} ms after the cut: {out}");
     // rocefab counts from the cut too, until every switch's data path has converged, rail1's
-    // included: rail1's GPUs' echoes cannot come back before that, give or take their 2 ms
+    // included: rail1's GPUs' echoes cannot come back before that, give or take their 4 ms
     // interval and a ms of stamping. (Echoes that rail2 sends back through spine1 were tried
     // too: under that load they came back up to 46 ms after rocefab's "converged" (not traced);
     // they are not asserted.)
-    assert!(seen <= ms + 3.0, "rocefab says {ms} ms, the echoes came back {seen:.1} ms after the cut: {out}");
+    assert!(seen <= ms + 5.0, "rocefab says {ms} ms, the echoes came back {seen:.1} ms after the cut: {out}");
     assert!(ms < 300.0, "converged after {ms} ms: {out}");
     let held = routes_agree(&f);
     assert_eq!(route(&held, "rail1", "10.0.2.0/24"), &serde_json::json!(["spine2:eth1"]));
