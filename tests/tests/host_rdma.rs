@@ -307,10 +307,19 @@ fn host_pfc_for_a_priority_without_pfc_is_ignored() {
     // the UDP header, so they match the filter too); none at the default DSCP 24.
     let data: Vec<f64> = rows.iter().filter(|r| r[1] == "0x0800" && r[4] == "0").map(ts).collect();
     assert!(!rows.iter().any(|r| r[4] == "24"), "data left at DSCP 24, not the job's class");
-    // After each pause frame, 40 ms of data (longer than the 33.5 ms pause) with no gap of 5 ms.
+    // After each pause frame, data across the next 40 ms (longer than the 33.5 ms pause) with
+    // no gap of 5 ms: from within 5 ms of the frame to within 5 ms of the window's end. (How many
+    // frames that is depends on the machine's speed, not on PFC: a fresh-clone CI run sent 882
+    // where an idle machine sends over 1000, so the count is not a bound.)
     for &(p, _) in &pfc[..2] {
         let w: Vec<f64> = data.iter().copied().filter(|&x| x > p - 0.002 && x < p + 0.04).collect();
-        assert!(w.len() > 1000, "{} data frames in the 40 ms after the pause frame at {p}", w.len());
+        assert!(
+            w.first().is_some_and(|&x| x < p + 0.005) && w.last().is_some_and(|&x| x > p + 0.035),
+            "{} data frames in the 40 ms after the pause frame at {p}, not across it: {:?}..{:?}",
+            w.len(),
+            w.first(),
+            w.last()
+        );
         let gap = w.windows(2).map(|x| x[1] - x[0]).fold(0.0, f64::max);
         assert!(gap < 0.005, "data stopped for {:.3} ms after a PFC frame for priority 0", gap * 1e3);
     }
