@@ -260,11 +260,19 @@ fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
     let daemons = Daemons { switchd: &switchd, nicd: nicd.as_deref(), lldp: &topo.lldp };
     let agents = if nicd.is_some() { plan.hosts.len() } else { 0 };
     let timeout = timeout.unwrap_or_else(|| default_up_timeout(plan.switches.len(), agents));
-    if let Err(e) = build(&topo, &plan, &mut st, &daemons, timeout) {
+    // A `rocefab down` meanwhile is seen before every daemon is started, while daemons are
+    // awaited and before success; `down` waits for this process to remove what it made.
+    let built = build(&topo, &plan, &mut st, &daemons, timeout).and_then(|()| UpLock::check_not_taken_down(&fabric));
+    if let Err(e) = built {
         if let Some(pid) = UpLock::taken_down_by(&fabric) {
-            // `rocefab down` tore it down meanwhile: what failed is that, not a daemon.
-            let _ = teardown(&st);
-            bail!("fabric {fabric} was taken down (by rocefab down, pid {pid}) while it was being brought up");
+            // `rocefab down` asked meanwhile: what failed is that, not a daemon.
+            let cleanup = teardown(&st);
+            let mut msg =
+                format!("fabric {fabric} was taken down (by rocefab down, pid {pid}) while it was being brought up");
+            if let Err(c) = cleanup {
+                msg.push_str(&format!("\n(removing what up had created failed: {c:#})"));
+            }
+            bail!("{msg}");
         }
         let cleanup = teardown(&st);
         let mut msg = format!("{e:#}");
@@ -407,9 +415,11 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
             log,
             metrics_url: format!("http://{}/metrics", s.config.metrics_listen),
         };
+        UpLock::check_not_taken_down(&plan.fabric)?;
         start_daemon(st, d, daemons.switchd).with_context(|| format!("starting the daemon of {}", s.name))?;
     }
     wait_all_ready(
+        &plan.fabric,
         st.daemons.iter().filter(|d| !d.is_host()),
         |d| d.metrics_url.clone(),
         "rocefab-switchd",
@@ -437,9 +447,11 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
                 log,
                 metrics_url: format!("http://{}/metrics", h.agent_listen),
             };
+            UpLock::check_not_taken_down(&plan.fabric)?;
             start_daemon(st, d, nicd).with_context(|| format!("starting the NIC agent of {}", h.name))?;
         }
         wait_all_ready(
+            &plan.fabric,
             st.daemons.iter().filter(|d| d.is_host()),
             |d| d.url("/lldp"),
             "rocefab-nicd",
@@ -452,6 +464,7 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
     // 6. With `routing: bgp`: FRR (zebra, bgpd, bfdd) in every switch namespace; the switch
     //    daemons take the routes it installs from the kernel (crate::frr).
     if topo.routing == crate::topology::Routing::Bgp {
+        UpLock::check_not_taken_down(&plan.fabric)?;
         let phase = Phase::start("FRR", plan.switches.len());
         crate::frr::start(topo, plan)?;
         phase.all_done();
@@ -552,6 +565,7 @@ pub fn relink_lines(plan: &crate::plan::Plan, end: &str) -> Option<(String, Vec<
 
 /// Waits for every daemon in `ds` ([`wait_ready`]), stepping `phase` as each answers.
 fn wait_all_ready<'a>(
+    fabric: &str,
     ds: impl Iterator<Item = &'a DaemonState>,
     url: impl Fn(&DaemonState) -> String,
     what: &str,
@@ -560,7 +574,7 @@ fn wait_all_ready<'a>(
     phase: &Phase,
 ) -> anyhow::Result<()> {
     for d in ds {
-        wait_ready(d, &url(d), what, deadline, timeout)?;
+        wait_ready(d, &url(d), what, deadline, timeout, &|| UpLock::check_not_taken_down(fabric))?;
         phase.step();
     }
     Ok(())
@@ -617,12 +631,20 @@ pub fn start_switch_daemon(st: &mut State, name: &str) -> anyhow::Result<()> {
     st.save()?;
     let d = &st.daemons[i];
     let timeout = Duration::from_secs(30);
-    wait_ready(d, &d.metrics_url, "rocefab-switchd", Instant::now() + timeout, timeout)
+    wait_ready(d, &d.metrics_url, "rocefab-switchd", Instant::now() + timeout, timeout, &|| Ok(()))
 }
 
-fn wait_ready(d: &DaemonState, url: &str, what: &str, deadline: Instant, timeout: Duration) -> anyhow::Result<()> {
+fn wait_ready(
+    d: &DaemonState,
+    url: &str,
+    what: &str,
+    deadline: Instant,
+    timeout: Duration,
+    go_on: &dyn Fn() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let pid = d.pid.expect("spawned");
     loop {
+        go_on()?;
         if scrape(url, Duration::from_millis(500)).is_ok() {
             return Ok(());
         }
@@ -854,12 +876,34 @@ fn down(name: Option<&str>) -> anyhow::Result<()> {
             State { fabric: fabric.clone(), ..State::default() }
         }
     };
-    // An `up` still bringing it up learns from this who took it down.
-    UpLock::note_down(&fabric);
+    // An `up` still bringing it up is asked to stop: it removes what it created (it alone knows
+    // the daemon it is spawning right now) and names this process; then whatever is left goes.
+    let st = match UpLock::note_down(&fabric) {
+        None => st,
+        Some(up_pid) => {
+            eprintln!("down: fabric {fabric} is being brought up by pid {up_pid}; waiting for it to stop");
+            if !UpLock::wait_released(&fabric, UP_STOP_WAIT) {
+                tracing::warn!(
+                    "rocefab up (pid {up_pid}) did not stop within {} s; removing what its state records",
+                    UP_STOP_WAIT.as_secs()
+                );
+            }
+            // Left when up had just succeeded as this asked (it no longer looked).
+            let _ = std::fs::remove_file(UpLock::down_path(&fabric));
+            match State::load(&fabric) {
+                Ok(now) => now,
+                Err(_) => State { fabric: fabric.clone(), namespaces: st.namespaces, ..State::default() },
+            }
+        }
+    };
     teardown(&st)?;
     println!("fabric {fabric} is down");
     Ok(())
 }
+
+/// How long `down` waits for an `up` it interrupted to stop and remove what it created (FRR's
+/// start is the longest step between two checks).
+const UP_STOP_WAIT: Duration = Duration::from_secs(60);
 
 /// The lock `rocefab up` holds on a fabric name while it brings the fabric up:
 /// `<run base>/<fabric>.up.lock`, `flock`ed, holding up's pid. A second `up` of the same name
@@ -911,11 +955,41 @@ impl UpLock {
         Ok(UpLock { path, _file: file })
     }
 
-    /// Called by `down`: when an `up` of `fabric` holds the lock, leaves this process's pid for it.
-    fn note_down(fabric: &str) {
-        let Ok(f) = std::fs::File::open(Self::path(fabric)) else { return };
-        if !Self::try_lock(&f) {
-            let _ = std::fs::write(Self::down_path(fabric), std::process::id().to_string());
+    /// Called by `down`: when an `up` of `fabric` holds the lock, leaves this process's pid for it
+    /// and returns up's pid (0 when unreadable).
+    fn note_down(fabric: &str) -> Option<u32> {
+        let mut f = std::fs::File::open(Self::path(fabric)).ok()?;
+        if Self::try_lock(&f) {
+            return None;
+        }
+        let _ = std::fs::write(Self::down_path(fabric), std::process::id().to_string());
+        let mut pid = String::new();
+        let _ = f.read_to_string(&mut pid);
+        Some(pid.trim().parse().unwrap_or(0))
+    }
+
+    /// Waits up to `limit` for the `up` holding `fabric`'s lock to release it: whether it did.
+    fn wait_released(fabric: &str, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        loop {
+            // `up` removes the file as it releases the lock: gone or lockable is released.
+            match std::fs::File::open(Self::path(fabric)) {
+                Err(_) => return true,
+                Ok(f) if Self::try_lock(&f) => return true,
+                Ok(_) => {}
+            }
+            if Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Inside `up`: fails with the asking `down`'s pid once a `rocefab down` of `fabric` asked.
+    fn check_not_taken_down(fabric: &str) -> anyhow::Result<()> {
+        match std::fs::read_to_string(Self::down_path(fabric)) {
+            Ok(pid) => bail!("taken down by rocefab down, pid {}", pid.trim()),
+            Err(_) => Ok(()),
         }
     }
 

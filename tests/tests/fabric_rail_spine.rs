@@ -389,7 +389,8 @@ fn a_concurrent_up_names_the_one_bringing_the_fabric_up() {
 }
 
 /// Issue 38: a `rocefab down` while `up` runs: `up` says the fabric was taken down, and by whom
-/// (before: it blamed a switch daemon that exited with code 0), and nothing is left.
+/// (before: it blamed a switch daemon that exited with code 0), and nothing is left. Down waits
+/// for up to stop (before: it tore down beside a running up, which went on starting daemons).
 #[test]
 fn a_down_during_up_is_named_by_up() {
     let name = "rfu8";
@@ -415,15 +416,38 @@ fn a_down_during_up_is_named_by_up() {
         assert!(std::time::Instant::now() < end, "up started no daemon within 30 s");
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    let mut down = rocefab_tests::proc::Proc::drained(
+    // Up is held still (SIGSTOP) while down runs: down must wait for up to stop and remove what
+    // it created (only up knows the daemon it is spawning right now), not tear down beside it
+    // and leave up to start daemons in namespaces that are gone from their names (the orphans
+    // a fresh-clone CI run found). Down says it waits; it must not have ended when it does.
+    let up_pid = nix::unistd::Pid::from_raw(up.child.id() as i32);
+    nix::sys::signal::kill(up_pid, nix::sys::signal::Signal::SIGSTOP).expect("SIGSTOP up");
+    let mut down = rocefab_tests::proc::Proc::spawn(
         "rocefab down",
-        std::process::Command::new(rocefab_bin())
-            .args(["down", name])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped()),
+        std::process::Command::new("sh")
+            .args(["-c", "exec \"$0\" down \"$1\" 2>&1"])
+            .arg(rocefab_bin())
+            .arg(name)
+            .stdout(std::process::Stdio::piped()),
     );
     let down_pid = down.child.id();
-    let d = down.output();
+    let mut said = Vec::new();
+    loop {
+        let l = down.try_line(std::time::Duration::from_secs(30));
+        let Some(l) = l else { panic!("down did not say it waits for up: {said:?}") };
+        let waits = l.contains("waiting for it to stop");
+        said.push(l);
+        if waits {
+            break;
+        }
+    }
+    assert!(down.child.try_wait().unwrap().is_none(), "down ended while up was stopped: {said:?}");
+    assert!(!fabric_namespaces(name).is_empty(), "down removed the namespaces while up was stopped");
+    nix::sys::signal::kill(up_pid, nix::sys::signal::Signal::SIGCONT).expect("SIGCONT up");
+    assert_eq!(down.wait(std::time::Duration::from_secs(90)), 0, "down failed");
+    while let Some(l) = down.try_line(std::time::Duration::from_secs(1)) {
+        said.push(l);
+    }
     let u = up.output();
     let e = String::from_utf8_lossy(&u.stderr);
     assert!(!u.status.success(), "up succeeded after down: {e}");
@@ -431,8 +455,7 @@ fn a_down_during_up_is_named_by_up() {
         e.contains(&format!(
             "fabric {name} was taken down (by rocefab down, pid {down_pid}) while it was being brought up"
         )),
-        "up: {e}\ndown: {}",
-        String::from_utf8_lossy(&d.stderr)
+        "up: {e}\ndown: {said:?}"
     );
     assert!(!e.contains("exited"), "up blamed a daemon: {e}");
     assert!(fabric_namespaces(name).is_empty(), "{:?}", fabric_namespaces(name));
