@@ -81,8 +81,10 @@ pub struct Baseline {
 pub struct Failover {
     /// `rail1:eth3 -- spine1:eth1`.
     pub link: String,
-    /// When the cut came, emulated ns after the job's start.
+    /// When the cut came (the first end set down), emulated ns after the job's start.
     pub cut_at_ns: u64,
+    /// The same instant on the Unix clock, wall ns: to compare with what the kernel saw.
+    pub cut_unix_ns: u64,
     /// What the switches saw and how the routes followed (the event's detail).
     pub detail: String,
     /// Each switch end: how long it kept sending into the cut link.
@@ -133,6 +135,7 @@ struct Injected {
     link: LinkState,
     index: usize,
     cut_at: Duration,
+    cut_unix_ns: u64,
     detail: String,
     ends: Vec<Option<Duration>>,
     restored_at: Option<Duration>,
@@ -220,7 +223,6 @@ impl Armed {
 fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow::Result<Injected> {
     let Armed { mut st, link, index, ends, at_ns, for_ns, silent, .. } = a;
     std::thread::sleep(Duration::from_nanos(d.duration(at_ns)).saturating_sub(go.elapsed()));
-    let cut_at = go.elapsed();
     let t_cut = Instant::now();
     // The ends' counters, watched from the cut on (the first reading is the reference), beside
     // the cut itself (which waits for the carrier loss and the re-routing).
@@ -228,7 +230,7 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
     let watcher = {
         let (ends, stop) = (ends.clone(), stop.clone());
         std::thread::spawn(move || {
-            let mut last: Vec<(u64, Option<Duration>)> =
+            let mut last: Vec<(u64, Option<Instant>)> =
                 ends.iter().map(|e| (counters(e).map_or(0, |c| c.tx), None)).collect();
             let mut quiet_since = Instant::now();
             while t_cut.elapsed() < WATCH_LIMIT {
@@ -236,7 +238,7 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
                 for (i, e) in ends.iter().enumerate() {
                     if let Ok(LinkCounters { tx, .. }) = counters(e) {
                         if tx != last[i].0 {
-                            last[i] = (tx, Some(t_cut.elapsed()));
+                            last[i] = (tx, Some(Instant::now()));
                             moved = true;
                         }
                     }
@@ -260,20 +262,34 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let watched = watcher.join().map_err(|_| anyhow::anyhow!("the link watcher panicked"))?;
     let cut = cut?;
+    // From the change itself (the first end set down), not from when the cut was called.
+    let changed = cut.changed;
+    let cut_at = changed.at.saturating_duration_since(go);
+    let watched: Vec<Option<Duration>> =
+        watched.into_iter().map(|t| t.map(|t| t.saturating_duration_since(changed.at))).collect();
     let mut restored_at = None;
     if let Some(f) = for_ns {
         std::thread::sleep(Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
         restored_at = Some(go.elapsed());
         crate::fail::restore_link(&mut st, &link, index)?;
     }
-    Ok(Injected { st, link, index, cut_at, detail: cut.event.detail, ends: watched, restored_at })
+    Ok(Injected {
+        st,
+        link,
+        index,
+        cut_at,
+        cut_unix_ns: changed.unix_ns,
+        detail: cut.event.detail,
+        ends: watched,
+        restored_at,
+    })
 }
 
 impl Running {
     /// After the job: waits for the injection, restores the link if it is still cut, and
     /// measures. `job_ns`: the job's completion time (emulated).
     pub fn finish(self) -> anyhow::Result<Failover> {
-        let Injected { mut st, link, index, cut_at, detail, ends, mut restored_at } =
+        let Injected { mut st, link, index, cut_at, cut_unix_ns, detail, ends, mut restored_at } =
             self.thread.join().map_err(|_| anyhow::anyhow!("the failure injection panicked"))??;
         let after: Vec<LinkCounters> = self.armed_ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
         let frames_lost = (self.armed_ends.len() == 2).then(|| frames_lost(&self.before, &after));
@@ -285,6 +301,7 @@ impl Running {
         Ok(Failover {
             link: format!("{} -- {}", link.a, link.b),
             cut_at_ns: emulated(cut_at),
+            cut_unix_ns,
             detail,
             ends: self
                 .armed_ends

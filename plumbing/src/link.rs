@@ -34,6 +34,7 @@ fn ifreq_ioctl(
     }
     fill(&mut ifr);
     // SAFETY: the SIOCGIF* requests read ifr_name and write one member of the ifreq we pass;
+    // SIOCSIFFLAGS reads ifr_name and the flags `fill` set;
     // SIOCETHTOOL reads the command `ifru_data` points to (set by `fill`, alive for this call).
     if unsafe { libc::ioctl(fd.as_raw_fd(), request as _, &mut ifr) } < 0 {
         return Err(std::io::Error::last_os_error());
@@ -55,6 +56,20 @@ pub fn link_running(name: &str) -> Option<bool> {
     // SAFETY: the kernel filled the flags member of the union.
     let flags = i32::from(unsafe { ifr.ifr_ifru.ifru_flags });
     Some(flags & libc::IFF_UP != 0 && flags & libc::IFF_RUNNING != 0)
+}
+
+/// Sets interface `name` administratively up or down (`SIOCGIFFLAGS`, then `SIOCSIFFLAGS` with
+/// `IFF_UP` changed): what `ip link set dev <name> up|down` does, without a process.
+pub fn set_admin_up(name: &str, up: bool) -> std::io::Result<()> {
+    let named = |e: std::io::Error| {
+        std::io::Error::new(e.kind(), format!("{name}: setting it {}: {e}", if up { "up" } else { "down" }))
+    };
+    let ifr = ifreq_get(name, libc::SIOCGIFFLAGS).map_err(named)?;
+    // SAFETY: the kernel filled the flags member of the union.
+    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+    let up_flag = libc::IFF_UP as libc::c_short;
+    let flags = if up { flags | up_flag } else { flags & !up_flag };
+    ifreq_ioctl(name, libc::SIOCSIFFLAGS, |r| r.ifr_ifru.ifru_flags = flags).map(|_| ()).map_err(named)
 }
 
 /// ethtool's ioctl commands and string set (linux/ethtool.h).
@@ -164,6 +179,48 @@ mod tests {
             assert!(ethtool_says("rfo1", "tx-checksumming"));
             let e = offloads_off("no-such-if0").unwrap_err().to_string();
             assert!(e.starts_with("no-such-if0: ethtool (offloads off): "), "{e}");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn set_admin_up_does_what_ip_link_set_up_and_down_do() {
+        assert!(
+            nix::unistd::Uid::effective().is_root(),
+            "needs root (unshare(CLONE_NEWNET), SIOCSIFFLAGS): run as root"
+        );
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare(CLONE_NEWNET)");
+            let ip = |args: &[&str]| {
+                let o = std::process::Command::new("ip").args(args).output().unwrap();
+                assert!(o.status.success(), "ip {args:?}");
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            };
+            // `ip -o link show`'s flags: <BROADCAST,MULTICAST,UP,LOWER_UP>.
+            let flags = |n: &str| {
+                let l = ip(&["-o", "link", "show", n]);
+                l.split('<')
+                    .nth(1)
+                    .and_then(|r| r.split('>').next())
+                    .unwrap()
+                    .split(',')
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            };
+            ip(&["link", "add", "rfs0", "type", "veth", "peer", "name", "rfs1"]);
+            assert!(!flags("rfs0").contains(&"UP".to_string()));
+            set_admin_up("rfs0", true).unwrap();
+            set_admin_up("rfs1", true).unwrap();
+            assert!(flags("rfs0").contains(&"UP".to_string()) && flags("rfs0").contains(&"LOWER_UP".to_string()));
+            assert_eq!(link_running("rfs1"), Some(true));
+            set_admin_up("rfs0", false).unwrap();
+            assert!(!flags("rfs0").contains(&"UP".to_string()), "{:?}", flags("rfs0"));
+            // The peer keeps its own flag and loses the carrier, as with `ip link set rfs0 down`.
+            assert!(flags("rfs1").contains(&"UP".to_string()) && flags("rfs1").contains(&"NO-CARRIER".to_string()));
+            assert_eq!(link_running("rfs1"), Some(false));
+            let e = set_admin_up("no-such-if0", false).unwrap_err().to_string();
+            assert!(e.starts_with("no-such-if0: "), "{e}");
         })
         .join()
         .unwrap();

@@ -553,7 +553,8 @@ pub fn ip_ts_epoch(stamp: &str) -> f64 {
 
 /// The kernel's link events in a switch's namespace (`ip -ts monitor link`), seen before
 /// anything is cut: an observer of the cut that is not rocefab (line-buffered: `ip` does not
-/// flush a pipe per event).
+/// flush a pipe per event). `ip` stamps an event when it reads it; it runs at real-time priority
+/// (SCHED_FIFO 50) so that a machine busy with the fabric's daemons does not delay its reading.
 pub struct LinkMonitor {
     p: crate::proc::Proc,
 }
@@ -564,7 +565,7 @@ impl LinkMonitor {
         let mut p = crate::proc::Proc::spawn(
             "ip monitor link",
             std::process::Command::new("timeout")
-                .args(["60", "stdbuf", "-oL", "ip", "-ts", "-n", &ns, "monitor", "link"])
+                .args(["60", "chrt", "-f", "50", "stdbuf", "-oL", "ip", "-ts", "-n", &ns, "monitor", "link"])
                 .env("TZ", "UTC")
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::null()),
