@@ -224,6 +224,7 @@ pub struct WredConfig {
 /// incast, DCQCN `dcqcn-paper`, D 8000) marking at dequeue did not bring the CNPs measurably closer
 /// to the simulators' 50 µs (docs/src/wred-ecn-dcqcn.md has the runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum WredAt {
     /// At ingress, by the XDP program, on the egress queue's depth the packet finds.
@@ -261,6 +262,7 @@ pub struct WatchdogConfig {
 
 /// What the PFC watchdog does with a stormed queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum WatchdogAction {
     #[default]

@@ -8,6 +8,7 @@ pub const DEFAULT_CNP_INTERVAL_NS: u64 = 50_000;
 
 /// The published parameter set a NIC's RP and NP take (the topology's `dcqcn: { profile }`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum DcqcnProfile {
     /// `RdmaHw::GetTypeId`'s attribute defaults in the HPCC repository's ns-3 model (`rdma-hw.cc`)
@@ -181,6 +182,7 @@ fn per_25g(line_rate_bps: u64, mbps: u64) -> u64 {
 /// `dcqcn: { np: { cnp } }`, the job file's `dcqcn_np.cnp`; gpu-host `dcqcn` module docs, "The
 /// notification point").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CnpMode {
     /// A CNP at the first mark after the interval has passed; marks within the interval are
@@ -194,6 +196,7 @@ pub enum CnpMode {
 
 /// Which marked packets share one CNP interval (the topology's `dcqcn: { np: { scope } }`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CnpScope {
     /// Each QP has its own interval (the paper: "per flow").
@@ -207,6 +210,7 @@ pub enum CnpScope {
 
 /// The NP's behaviour: what it does with marks within the interval and what shares one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NpSettings {
     /// Marks within the interval: ignored or remembered.

@@ -34,7 +34,7 @@ use serde::Deserialize;
 
 /// The fabric-level `load_balance:` section; the same keys, without `switches`, override it
 /// per switch.
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Deserialize, Default, Clone, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawLoadBalance {
     /// Per-switch overrides (fabric level only).
@@ -51,7 +51,7 @@ pub struct RawLoadBalance {
 }
 
 /// One class's choice: `{ mode: spray, spray: random }`.
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Deserialize, Clone, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawClass {
     mode: RawMode,
@@ -60,7 +60,7 @@ struct RawClass {
 }
 
 /// A mode as written in the file.
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 enum RawMode {
     Ecmp,
@@ -70,7 +70,7 @@ enum RawMode {
 }
 
 /// How `spray` picks.
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 enum Spray {
     #[default]
@@ -84,6 +84,15 @@ const MAX_GAP_US: u64 = 1_000_000;
 /// A flowlet gap in µs: `50us`, `1.5ms`, 1..=1 s.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Gap(u64);
+
+impl schemars::JsonSchema for Gap {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Gap".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::duration("a time in whole microseconds, more than 0, up to 1s")
+    }
+}
 
 impl<'de> Deserialize<'de> for Gap {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -10,6 +10,7 @@
 //!   configurations);
 //! - [`memory`]: what a fabric pins in memory, switch by switch;
 //! - [`qos_import`]: an NX-OS configuration's QoS as a `qos:` section;
+//! - [`schema`]: the topology file's JSON Schema, generated from the types;
 //! - [`units`]: how reports print durations.
 
 pub mod lb;
@@ -18,5 +19,6 @@ pub mod memory;
 pub mod plan;
 pub mod qos;
 pub mod qos_import;
+pub mod schema;
 pub mod topology;
 pub mod units;

@@ -37,7 +37,7 @@ use crate::qos::{bitmap, parse_duration_us_max};
 const MAX_US: u64 = 65_535 * 1_000_000;
 
 /// The `lldp:` section as written.
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Deserialize, Default, Clone, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawLldp {
     #[serde(default)]
@@ -57,7 +57,7 @@ pub struct RawLldp {
 }
 
 /// `lldp.nic` as written.
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Deserialize, Default, Clone, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawNic {
     #[serde(default)]
@@ -77,6 +77,15 @@ struct RawNic {
 /// A time in microseconds, written with a unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Time(u64);
+
+impl schemars::JsonSchema for Time {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Time".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::duration("a time in whole microseconds up to 65535s")
+    }
+}
 
 impl<'de> Deserialize<'de> for Time {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

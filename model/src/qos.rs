@@ -54,7 +54,7 @@ pub const DEFAULT_QUEUE_LIMIT: u64 = 1 << 20;
 pub type RawQos = RawQosFields;
 
 /// The keys a fabric or one switch may set.
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Deserialize, Default, Clone, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RawQosFields {
     /// Per-switch overrides (fabric level only).
@@ -96,7 +96,7 @@ enum OffOr<T> {
     On(T),
 }
 
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Deserialize, Default, Clone, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawWatchdogFields {
     #[serde(default)]
@@ -110,7 +110,7 @@ struct RawWatchdogFields {
 }
 
 /// `wred:` settings (NX-OS `random-detect … ecn`).
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Deserialize, Default, Clone, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawWredFields {
     /// Egress queues that run WRED with ECN.
@@ -128,6 +128,15 @@ struct RawWredFields {
     /// `enqueue` or `dequeue`.
     #[serde(default)]
     at: Option<rocefab_contracts::config::WredAt>,
+}
+
+impl<T: schemars::JsonSchema> schemars::JsonSchema for OffOr<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("OffOr_{}", T::schema_name()).into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::off_or(g.subschema_for::<T>())
+    }
 }
 
 impl<'de, T: Deserialize<'de> + Default> Deserialize<'de> for OffOr<T> {
@@ -187,6 +196,20 @@ pub enum Headroom {
     /// What the switch's links need ([`headroom_needed`]).
     Auto,
     Bytes(u64),
+}
+
+impl schemars::JsonSchema for Headroom {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Headroom".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [
+                { "const": "auto", "description": "what the switch's links need" },
+                crate::schema::size("the PFC headroom")
+            ]
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for Headroom {
@@ -266,6 +289,15 @@ pub fn headroom_needed(ports: &[PortLink], lat: &Latencies, cell_bytes: u32) -> 
         .unwrap_or(0)
 }
 
+impl schemars::JsonSchema for ByteSize {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteSize".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::size("a size")
+    }
+}
+
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -294,6 +326,15 @@ impl<'de> Deserialize<'de> for ByteSize {
 /// A time, kept in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Micros(u64);
+
+impl schemars::JsonSchema for Micros {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Micros".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::duration("a time in whole microseconds up to an hour")
+    }
+}
 
 impl<'de> Deserialize<'de> for Micros {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -112,14 +112,17 @@ pub enum TopologyError {
 // ---------------------------------------------------------------------------------------------
 // Raw schema (what serde reads)
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawTopology {
     #[serde(deserialize_with = "de_text")]
+    #[schemars(with = "String")]
     fabric: String,
     #[serde(default, deserialize_with = "de_opt_text")]
+    #[schemars(with = "Option<String>")]
     description: Option<String>,
     #[serde(default = "default_mtu", deserialize_with = "de_mtu")]
+    #[schemars(range(min = 68, max = 9216))]
     mtu: u32,
     #[serde(default)]
     hash_seed: HashSeed,
@@ -147,6 +150,7 @@ struct RawTopology {
     lldp: crate::lldp::RawLldp,
     /// Time dilation D ≥ 1 (see the module docs); 1 = real time.
     #[serde(default = "default_time_dilation", deserialize_with = "de_time_dilation")]
+    #[schemars(range(min = 1))]
     time_dilation: f64,
     /// Egress choice among ECMP members per switch and class (see [`crate::lb`]).
     #[serde(default)]
@@ -166,7 +170,7 @@ struct RawTopology {
 }
 
 /// `routing:`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Routing {
     /// Routes computed by the plan and written by `rocefab up` (and `rocefab fail`).
@@ -177,11 +181,11 @@ pub enum Routing {
 }
 
 /// `bgp: { bfd_interval: 100ms, bfd_multiplier: 3 }` (emulated; FRR gets the interval × D).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawBgp {
     #[serde(default = "default_bfd_interval")]
-    bfd_interval: Delay,
+    bfd_interval: BfdInterval,
     #[serde(default = "default_bfd_multiplier")]
     bfd_multiplier: u8,
 }
@@ -192,8 +196,30 @@ impl Default for RawBgp {
     }
 }
 
-fn default_bfd_interval() -> Delay {
-    Delay(100_000_000)
+fn default_bfd_interval() -> BfdInterval {
+    BfdInterval(100_000_000)
+}
+
+/// `bgp.bfd_interval`, ns: a duration with its unit. It read as a cable [`Delay`] once, which
+/// stops at 10 ms, so the default 100 ms could not be written out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BfdInterval(u64);
+
+impl<'de> Deserialize<'de> for BfdInterval {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = de_text(d)?;
+        let t = rocefab_units::parse_duration(&s, rocefab_units::Bare::Refuse).map_err(de::Error::custom)?;
+        Ok(BfdInterval(u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)))
+    }
+}
+
+impl schemars::JsonSchema for BfdInterval {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "BfdInterval".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::duration("the BFD transmit interval, emulated (× time_dilation on FRR's 10..60000 ms)")
+    }
 }
 
 fn default_bfd_multiplier() -> u8 {
@@ -210,7 +236,7 @@ pub struct BgpSettings {
 
 /// `dcqcn: { profile: ns3-hpcc | connectx | dcqcn-paper | htsim | hpcc-dcqcn-paper | hpcc-dcqcn,
 /// np: { cnp: immediate | deferred, scope: qp | ip_pair | port } }`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawDcqcn {
     #[serde(default)]
@@ -218,6 +244,11 @@ struct RawDcqcn {
     /// The notification point (gpu-host `dcqcn` module docs, "The notification point").
     #[serde(default)]
     np: rocefab_contracts::dcqcn::NpSettings,
+}
+
+/// The JSON Schema of what [`Topology::parse`] reads (see [`crate::schema`]).
+pub(crate) fn raw_schema() -> schemars::Schema {
+    schemars::schema_for!(RawTopology)
 }
 
 fn default_time_dilation() -> f64 {
@@ -253,7 +284,7 @@ fn default_xdp_mode() -> XdpMode {
     XdpMode::Driver
 }
 
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum XdpMode {
     Driver,
@@ -269,12 +300,14 @@ impl XdpMode {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawHosts {
     #[serde(deserialize_with = "de_host_count")]
+    #[schemars(range(min = 1, max = 253))]
     count: u32,
     #[serde(deserialize_with = "de_gpus")]
+    #[schemars(range(min = 1, max = 8))]
     gpus_per_host: u32,
     #[serde(default)]
     nic: NicModel,
@@ -287,7 +320,7 @@ struct RawHosts {
 }
 
 /// `hosts.nvlink`: each GPU's NVLink bandwidth (one direction) and its latency.
-#[derive(Debug, Deserialize, Clone, Copy)]
+#[derive(Debug, Deserialize, Clone, Copy, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawNvlink {
     bandwidth: LineRate,
@@ -296,7 +329,7 @@ struct RawNvlink {
 }
 
 /// How rail subnets are laid out (`addressing.rail_subnets`).
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RailSubnets {
     /// Rail r is (rail_base + r·256)/24.
@@ -308,7 +341,7 @@ pub enum RailSubnets {
 }
 
 /// How GPUs reach the network.
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NicModel {
     /// One single-port NIC per GPU (book Fig. 13-2).
@@ -349,7 +382,7 @@ impl NicModel {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawSwitches {
     /// Rail switches of a single-pod fabric.
@@ -367,7 +400,7 @@ struct RawSwitches {
 }
 
 /// One pod: its hosts, its rail switches (leaves) and its spines.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawPod {
     hosts: HostRange,
@@ -377,24 +410,26 @@ struct RawPod {
     spine: Vec<RawSpine>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawRailSwitch {
     #[serde(deserialize_with = "de_text")]
+    #[schemars(with = "String")]
     name: String,
     rails: Vec<u32>,
     #[serde(default)]
     hosts: Option<HostRange>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawSpine {
     #[serde(deserialize_with = "de_text")]
+    #[schemars(with = "String")]
     name: String,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawLinks {
     #[serde(default)]
@@ -409,7 +444,7 @@ struct RawLinks {
     overrides: Vec<RawOverride>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawLineRates {
     #[serde(default = "default_rate")]
@@ -430,7 +465,7 @@ fn default_rate() -> LineRate {
     LineRate(1_000_000_000)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum RailSpineCabling {
     Keyword(CablingKeyword),
@@ -443,24 +478,26 @@ impl Default for RailSpineCabling {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 enum CablingKeyword {
     FullMesh,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawRailSpineLink {
     #[serde(deserialize_with = "de_text")]
+    #[schemars(with = "String")]
     rail: String,
     #[serde(deserialize_with = "de_text")]
+    #[schemars(with = "String")]
     spine: String,
     #[serde(default)]
     line_rate: Option<LineRate>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 enum SuperSpineCabling {
     Keyword(CablingKeyword),
@@ -473,19 +510,21 @@ impl Default for SuperSpineCabling {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawSpineSuperSpineLink {
     #[serde(deserialize_with = "de_text")]
+    #[schemars(with = "String")]
     spine: String,
     #[serde(rename = "super-spine", deserialize_with = "de_text")]
+    #[schemars(with = "String")]
     super_spine: String,
     #[serde(default)]
     line_rate: Option<LineRate>,
 }
 
 /// `links.delay`: the cables' propagation delay per link class (default: none).
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawDelays {
     #[serde(default)]
@@ -507,7 +546,7 @@ impl RawDelays {
 }
 
 /// `latency:` the pipelines a frame crosses besides the cables (emulated, default none).
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawLatency {
     /// Every switch's forwarding latency (ingress to egress, e.g. 600ns cut-through).
@@ -518,7 +557,7 @@ struct RawLatency {
     nic: Delay,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawOverride {
     between: [String; 2],
@@ -528,7 +567,7 @@ struct RawOverride {
     delay: Option<Delay>,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawAddressing {
     #[serde(default)]
@@ -544,12 +583,14 @@ struct RawAddressing {
     p2p: Option<Ipv4Net>,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawNaming {
     #[serde(default, deserialize_with = "de_opt_text")]
+    #[schemars(with = "Option<String>")]
     host_nic: Option<String>,
     #[serde(default, deserialize_with = "de_opt_text")]
+    #[schemars(with = "Option<String>")]
     switch_port: Option<String>,
 }
 
@@ -589,6 +630,15 @@ impl Delay {
 impl fmt::Display for Delay {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&rocefab_units::fmt_ns(self.0 as f64))
+    }
+}
+
+impl schemars::JsonSchema for Delay {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Delay".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::delay()
     }
 }
 
@@ -635,6 +685,15 @@ impl fmt::Display for LineRate {
             }
         }
         write!(f, "{b}bps")
+    }
+}
+
+impl schemars::JsonSchema for LineRate {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LineRate".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        crate::schema::rate("a line rate")
     }
 }
 
@@ -713,6 +772,19 @@ impl fmt::Display for Ipv4Net {
     }
 }
 
+impl schemars::JsonSchema for Ipv4Net {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Ipv4Net".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "an IPv4 prefix a.b.c.d/len without host bits",
+            "type": "string",
+            "pattern": r"^[0-9]{1,3}(?:\.[0-9]{1,3}){3}/[0-9]{1,2}$"
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Ipv4Net {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -730,6 +802,21 @@ pub struct HostRange {
 impl HostRange {
     pub fn contains(&self, h: u32) -> bool {
         (self.first..=self.last).contains(&h)
+    }
+}
+
+impl schemars::JsonSchema for HostRange {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HostRange".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "a host number, or an inclusive range first-last from host 1 (1-4)",
+            "anyOf": [
+                { "type": "integer", "minimum": 0, "maximum": u32::MAX },
+                { "type": "string", "pattern": r"^\s*[0-9]+\s*-\s*[0-9]+\s*$" }
+            ]
+        })
     }
 }
 
@@ -770,6 +857,21 @@ pub enum HashSeed {
     Shared,
     /// One explicit seed for every switch.
     Fixed(u32),
+}
+
+impl schemars::JsonSchema for HashSeed {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HashSeed".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "per-switch (a seed per switch, the default), shared (one seed, hash polarization) or one explicit 32-bit seed",
+            "anyOf": [
+                { "enum": ["per-switch", "shared"] },
+                { "type": "integer", "minimum": 0, "maximum": u32::MAX }
+            ]
+        })
+    }
 }
 
 impl<'de> Deserialize<'de> for HashSeed {
