@@ -40,8 +40,8 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use rocefab_contracts::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 
-use crate::fabric::{pick_fabric, scrape};
-use crate::replay::parse_duration;
+use crate::daemon_http::scrape;
+use crate::fabric::pick_fabric;
 use crate::rundir::{self, EmulatedClock, State};
 use crate::units::fmt_ns;
 
@@ -323,8 +323,11 @@ pub fn run(a: &CaptureArgs) -> anyhow::Result<()> {
     let clock = st.clock()?;
     let stamps = if a.wall_clock { Stamps::Wall(clock) } else { Stamps::Emulated(clock) };
     let urls = daemon_urls(&st);
-    let duration =
-        a.duration.as_deref().map(|d| parse_duration(d).map_err(|e| anyhow!("--duration {e}"))).transpose()?;
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| crate::text::parse_wall_duration(d).map_err(|e| anyhow!("--duration {e}")))
+        .transpose()?;
     let filter = match &a.filter {
         Some(expr) => {
             let dead = pcap::Capture::dead(pcap::Linktype::ETHERNET).context("libpcap")?;
@@ -547,10 +550,6 @@ mod tests {
         );
         assert!(parse_targets("rail1").unwrap_err().to_string().contains("<node>:<port>"));
         assert!(parse_targets(",").is_err());
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("0s").is_err() && parse_duration("x").is_err());
     }
 
     #[test]

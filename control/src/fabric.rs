@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use rocefab_contracts::time::Dilation;
 
+use crate::daemon_http::{port_counter, scrape};
 use crate::netns;
 use crate::plan::{compile, netns_name, Plan};
 use crate::progress::Phase;
@@ -473,7 +474,7 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
         // every rail advertised and installed): a job started before would miss routes.
         let phase = Phase::start("BGP switches", plan.switches.len());
         let limit = Duration::from_secs(60 + plan.switches.len() as u64);
-        match crate::fail::wait_converged(st, topo, limit, std::time::Instant::now())? {
+        match crate::routing::wait_converged(st, topo, limit, std::time::Instant::now())? {
             Some(_) => {
                 phase.all_done();
                 phase.finish("converged");
@@ -1238,18 +1239,6 @@ pub fn uplink_ports(topo: &Topology, plan: &Plan) -> Vec<UplinkPort> {
     out
 }
 
-/// Sum of the samples of the per-port counter `name` for `port` in a Prometheus text scrape.
-pub fn port_counter(text: &str, name: &str, port: &str) -> u64 {
-    let want = format!("port=\"{port}\"");
-    text.lines()
-        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
-        .filter_map(|rest| {
-            let (labels, value) = rest.split_once('}')?;
-            labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
-        })
-        .sum::<f64>() as u64
-}
-
 /// The `rocefab uplinks` table: one row per port with transmitted packets and bytes
 /// (`counters(switch, port)`) and its share of its switch's reported packets.
 pub fn render_uplinks(ports: &[UplinkPort], counters: &dyn Fn(&str, &str) -> (u64, u64)) -> String {
@@ -1481,39 +1470,6 @@ pub fn describe_dilation(d: Dilation, plan: &Plan) -> String {
         let _ = writeln!(o, "  {class} {} emulated = {} wall at D {d}", LineRate(bps), LineRate(d.rate(bps)));
     }
     o
-}
-
-/// HTTP GET of a `http://host:port/path` URL (the daemons' `/metrics` and `/lldp`); body on 200.
-pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
-    http_request("GET", url, None, timeout)
-}
-
-/// An HTTP/1.0 request to one of the fabric's daemons (`http://addr:port/path`) with an
-/// optional JSON body; the response body, or an error with the status line and body.
-pub fn http_request(method: &str, url: &str, json: Option<&[u8]>, timeout: Duration) -> anyhow::Result<String> {
-    let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("{url}: only http:// URLs"))?;
-    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{url}: bad address"))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    write!(s, "{method} {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n")?;
-    match json {
-        Some(b) => {
-            write!(s, "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", b.len())?;
-            s.write_all(b)?;
-        }
-        None => write!(s, "\r\n")?,
-    }
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).with_context(|| format!("read {url}"))?;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow!("{url}: no HTTP header"))?;
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) != Some("200") {
-        bail!("{method} {url}: {status}: {}", body.trim());
-    }
-    Ok(body.to_string())
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 
+use crate::routing::{cut_links, wait_converged};
 use crate::rundir::{self, LinkState, State};
 
 /// `rocefab fail ...`.
@@ -47,7 +48,7 @@ pub struct SwitchArgs {
     #[arg(num_args = 1..=2, required = true)]
     pub args: Vec<String>,
     /// Restore it after this long, emulated.
-    #[arg(long = "for", value_parser = parse_emulated)]
+    #[arg(long = "for", value_parser = crate::text::parse_emulated_ns)]
     pub for_ns: Option<u64>,
 }
 
@@ -68,7 +69,7 @@ pub struct NicArgs {
     #[arg(long)]
     pub down: bool,
     /// How long, emulated (`500ms`, `2s`).
-    #[arg(long = "for", value_parser = parse_emulated)]
+    #[arg(long = "for", value_parser = crate::text::parse_emulated_ns)]
     pub for_ns: Option<u64>,
 }
 
@@ -99,11 +100,11 @@ pub struct FailLinkArgs {
     pub link: LinkArgs,
     /// Restore the link after this long, emulated (`20ms`, `2s`); without it the link stays
     /// down until `rocefab restore link`. With `--flap`: how long the flapping lasts.
-    #[arg(long = "for", value_parser = parse_emulated)]
+    #[arg(long = "for", value_parser = crate::text::parse_emulated_ns)]
     pub for_ns: Option<u64>,
     /// Flap: the link goes down, comes back after this long, goes down again after as long,
     /// and so on for `--for` (emulated; it ends up).
-    #[arg(long, value_parser = parse_emulated, requires = "for_ns")]
+    #[arg(long, value_parser = crate::text::parse_emulated_ns, requires = "for_ns")]
     pub flap: Option<u64>,
     /// Fail silently: the carrier stays up and both ends drop every frame they receive (a dead
     /// optic that keeps link). Only BFD notices; static routing keeps sending into it.
@@ -119,10 +120,6 @@ pub struct EventsArgs {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_emulated(s: &str) -> Result<u64, String> {
-    rocefab_units::parse_duration(s, rocefab_units::Bare::Refuse).map(|d| d.as_nanos() as u64)
 }
 
 /// One line of the event log.
@@ -223,15 +220,6 @@ pub fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
     Ok((st, link, index))
 }
 
-/// Every link cut: failed links and the links of failed switches (indices into `st.links`).
-pub fn cut_links(st: &State) -> std::collections::BTreeSet<usize> {
-    let of_switch = |i: usize| {
-        let l = &st.links[i];
-        [&l.a, &l.b].iter().any(|e| e.split(':').next().is_some_and(|n| st.failed_switches.iter().any(|s| s == n)))
-    };
-    st.failed_links.iter().copied().chain((0..st.links.len()).filter(|&i| of_switch(i))).collect()
-}
-
 /// The fabric and the switch named by `args` (`[FABRIC] SWITCH`).
 fn find_switch(args: &[String]) -> anyhow::Result<(State, String)> {
     let (fabric, name) = match args {
@@ -312,76 +300,6 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether every live switch's data path sends every GPU's address where static routing's
-/// computation without the cut links sends it (the same neighbours, each by longest-prefix
-/// match, so a /24 toward the spines and per-GPU /32s learnt by BGP compare by where they lead),
-/// read from every live switch's `GET /routes`. With `routing: bgp` this is BGP having
-/// converged. `plan` is that computation.
-fn converged(st: &State, plan: &crate::plan::Plan) -> anyhow::Result<bool> {
-    let gpus: Vec<std::net::IpAddr> = plan.hosts.iter().flat_map(|h| &h.nics).map(|n| n.addr.into()).collect();
-    for sw in plan.switches.iter().filter(|s| !st.failed_switches.contains(&s.name)) {
-        let d = st
-            .daemons
-            .iter()
-            .find(|d| !d.is_host() && d.node() == sw.name)
-            .ok_or_else(|| anyhow!("no daemon for switch {}", sw.name))?;
-        let held: serde_json::Value =
-            serde_json::from_str(&crate::fabric::scrape(&d.url("/routes"), Duration::from_millis(500))?)?;
-        let groups: Vec<Vec<u32>> = serde_json::from_value(held["groups"].clone())?;
-        let routes: Vec<rocefab_contracts::config::RouteConfig> = serde_json::from_value(held["routes"].clone())?;
-        let cfg = &sw.config;
-        let peers = |members: &[u32]| -> std::collections::BTreeSet<String> {
-            members
-                .iter()
-                .filter_map(|&nh| cfg.nexthops.get(nh as usize))
-                .filter_map(|n| cfg.ports.get(n.port as usize).map(|p| p.peer.clone()))
-                .collect()
-        };
-        let lpm = |table: &[rocefab_contracts::config::RouteConfig], a: std::net::IpAddr| {
-            table.iter().filter(|r| prefix_contains(r.prefix, r.len, a)).max_by_key(|r| r.len).cloned()
-        };
-        for &a in &gpus {
-            let Some(want) = lpm(&cfg.routes, a) else { continue };
-            let want = want.group.map(|g| peers(cfg.groups.get(g as usize).map_or(&[][..], |m| m)));
-            let got = lpm(&routes, a).map(|h| h.group.map(|g| peers(groups.get(g as usize).map_or(&[][..], |m| m))));
-            if got != Some(want) {
-                return Ok(false);
-            }
-        }
-    }
-    Ok(true)
-}
-
-/// Whether `prefix/len` contains `a` (IPv4; other families never).
-fn prefix_contains(prefix: std::net::IpAddr, len: u8, a: std::net::IpAddr) -> bool {
-    match (prefix, a) {
-        (std::net::IpAddr::V4(p), std::net::IpAddr::V4(a)) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
-            u32::from(p) & mask == u32::from(a) & mask
-        }
-        _ => false,
-    }
-}
-
-/// Polls [`converged`] until true or `limit` after `since` (the change it converges from: the
-/// cut, the restore, `up`'s start): how long after `since` it was first seen converged.
-pub fn wait_converged(
-    st: &State,
-    topo: &crate::topology::Topology,
-    limit: Duration,
-    since: Instant,
-) -> anyhow::Result<Option<Duration>> {
-    // What static routing computes without the cut links, once: the state every poll compares.
-    let plan = crate::plan::compile_static_without(topo, 0, &cut_links(st));
-    while since.elapsed() < limit {
-        if converged(st, &plan).unwrap_or(false) {
-            return Ok(Some(since.elapsed()));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(None)
-}
-
 /// How the fabric takes a change: static routing pushes recomputed routes; BGP converges by
 /// itself (BFD, withdrawals, zebra, the switches' FIB watch), and this waits for it. The line
 /// that says how long it took, counted from the change itself (`since`, taken just before the
@@ -422,7 +340,7 @@ fn push_routes(st: &State) -> anyhow::Result<Duration> {
             .find(|d| !d.is_host() && d.node() == sw.name)
             .ok_or_else(|| anyhow!("fabric {}: no daemon for switch {}", st.fabric, sw.name))?;
         let body = serde_json::json!({ "groups": sw.config.groups, "routes": sw.config.routes });
-        crate::fabric::http_request(
+        crate::daemon_http::http_request(
             "PUT",
             &d.url("/routes"),
             Some(&serde_json::to_vec(&body)?),
@@ -526,8 +444,8 @@ fn wait_carrier(
             if seen[i].is_some() {
                 continue;
             }
-            let Ok(text) = crate::fabric::scrape(url, Duration::from_millis(500)) else { continue };
-            let v = crate::fabric::port_counter(&text, "rocefab_port_carrier", port);
+            let Ok(text) = crate::daemon_http::scrape(url, Duration::from_millis(500)) else { continue };
+            let v = crate::daemon_http::port_counter(&text, "rocefab_port_carrier", port);
             if (v == 1) == up {
                 seen[i] = Some(t0.elapsed());
             }
@@ -588,8 +506,8 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
     if period == 0 || period > total {
         bail!(
             "--flap {}: the period must be above 0 and at most --for ({})",
-            crate::run::duration(period),
-            crate::run::duration(total)
+            crate::text::duration(period),
+            crate::text::duration(total)
         );
     }
     let target = format!("{} -- {}", l.a, l.b);
@@ -626,7 +544,7 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
     if down {
         restore_link_printed(&mut st, &l, index)?;
     }
-    println!("link {target}: flapped every {} for {}", crate::run::duration(period), crate::run::duration(total));
+    println!("link {target}: flapped every {} for {}", crate::text::duration(period), crate::text::duration(total));
     Ok(())
 }
 
@@ -679,7 +597,7 @@ fn switch_ends(st: &State, l: &LinkState) -> anyhow::Result<Vec<(String, String)
 fn set_silent(st: &State, l: &LinkState, silent: bool) -> anyhow::Result<()> {
     for (url, port) in switch_ends(st, l)? {
         let body = serde_json::json!({ "port": port, "silent": silent });
-        crate::fabric::http_request("PUT", &url, Some(&serde_json::to_vec(&body)?), Duration::from_secs(5))
+        crate::daemon_http::http_request("PUT", &url, Some(&serde_json::to_vec(&body)?), Duration::from_secs(5))
             .with_context(|| format!("{url}: setting {port} silent {silent}"))?;
     }
     Ok(())
@@ -741,7 +659,7 @@ fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
         "PFC pause priority {} for {STORM_QUANTA} quanta every {:.2} ms (wall) for {}",
         a.priority,
         period.as_secs_f64() * 1e3,
-        crate::run::duration(a.for_ns.unwrap_or(0))
+        crate::text::duration(a.for_ns.unwrap_or(0))
     );
     let e = record(&st, rundir::unix_now_ns(), "pfc storm start", &target, detail.clone())?;
     println!("{} PFC storm from {target}: {detail}", at(&e));
@@ -829,7 +747,7 @@ fn describe(what: &str, seen: &[(String, Option<Duration>)]) -> String {
 }
 
 fn at(e: &Event) -> String {
-    format!("[{} emulated]", crate::run::duration(e.emulated_ns))
+    format!("[{} emulated]", crate::text::duration(e.emulated_ns))
 }
 
 /// `rocefab events`.
@@ -847,7 +765,7 @@ pub fn events(a: &EventsArgs) -> anyhow::Result<()> {
             writeln!(
                 out,
                 "{:>14} emulated  {}  {:<10} {}  {}",
-                crate::run::duration(e.emulated_ns),
+                crate::text::duration(e.emulated_ns),
                 rundir::rfc3339(e.wall_unix_ns),
                 e.event,
                 e.target,

@@ -32,10 +32,10 @@ pub struct FailoverArgs {
     #[arg(long, value_name = "NODE:PORT")]
     pub fail_link: Option<String>,
     /// When to cut it: emulated time after the job's start (`1ms`, `200us`).
-    #[arg(long, value_name = "DURATION", requires = "fail_link", value_parser = parse_emulated)]
+    #[arg(long, value_name = "DURATION", requires = "fail_link", value_parser = crate::text::parse_emulated_ns)]
     pub fail_at: Option<u64>,
     /// Restore it this long after the cut (emulated); without it, when the job has ended.
-    #[arg(long, value_name = "DURATION", requires = "fail_link", value_parser = parse_emulated)]
+    #[arg(long, value_name = "DURATION", requires = "fail_link", value_parser = crate::text::parse_emulated_ns)]
     pub fail_for: Option<u64>,
     /// Run the same job first without the failure and report both side by side.
     #[arg(long, requires = "fail_link")]
@@ -44,10 +44,6 @@ pub struct FailoverArgs {
     /// receive; only BFD notices (`routing: bgp`).
     #[arg(long, requires = "fail_link")]
     pub fail_silent: bool,
-}
-
-fn parse_emulated(s: &str) -> Result<u64, String> {
-    rocefab_units::parse_duration(s, rocefab_units::Bare::Refuse).map(|d| d.as_nanos() as u64)
 }
 
 /// How often the link's ends are read after the cut, wall clock.
@@ -153,8 +149,8 @@ struct LinkCounters {
 
 fn counters(e: &SwitchEnd) -> anyhow::Result<LinkCounters> {
     let text =
-        crate::fabric::scrape(&e.url, Duration::from_millis(500)).with_context(|| format!("reading {}", e.end))?;
-    let c = |name| crate::fabric::port_counter(&text, name, &e.port);
+        crate::daemon_http::scrape(&e.url, Duration::from_millis(500)).with_context(|| format!("reading {}", e.end))?;
+    let c = |name| crate::daemon_http::port_counter(&text, name, &e.port);
     Ok(LinkCounters {
         tx: c("rocefab_port_tx_packets_total"),
         rx: c("rocefab_port_rx_packets_total"),
@@ -181,7 +177,7 @@ fn frames_lost(before: &[LinkCounters], after: &[LinkCounters]) -> u64 {
 pub fn arm(fabric: &str, a: &FailoverArgs) -> anyhow::Result<Option<Armed>> {
     let Some(end) = &a.fail_link else { return Ok(None) };
     let (st, link, index) = crate::fail::find_link(&[fabric.to_string(), end.clone()])?;
-    if crate::fail::cut_links(&st).contains(&index) {
+    if crate::routing::cut_links(&st).contains(&index) {
         bail!("--fail-link {end}: link {} -- {} is down already", link.a, link.b);
     }
     let ends: Vec<SwitchEnd> = [&link.a, &link.b]
@@ -319,7 +315,7 @@ impl Running {
 
 /// The section as text lines.
 pub fn render(f: &Failover) -> Vec<String> {
-    let t = crate::run::duration;
+    let t = crate::text::duration;
     let mut out = vec![format!(
         "failure: link {} cut at {} (emulated, after the job's start): {}",
         f.link,

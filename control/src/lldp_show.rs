@@ -23,7 +23,8 @@ use lldp_agent::port::NeighbourReport;
 use lldp_agent::{NodeReport, PeerDcb, PortReport};
 use serde::Serialize;
 
-use crate::fabric::{pick_fabric, scrape};
+use crate::daemon_http::scrape;
+use crate::fabric::pick_fabric;
 use crate::plan::compile;
 use crate::rundir::{self, State};
 use crate::topology::Topology;
@@ -578,7 +579,8 @@ impl std::fmt::Display for LinkStatus {
 /// LLDP still shows: since when (the event log's last failure of the link or its switch) and
 /// which ends still list their neighbour.
 fn mark_failed(st: &State, results: &mut [LinkCheck]) {
-    let cut: Vec<&rundir::LinkState> = crate::fail::cut_links(st).into_iter().filter_map(|i| st.links.get(i)).collect();
+    let cut: Vec<&rundir::LinkState> =
+        crate::routing::cut_links(st).into_iter().filter_map(|i| st.links.get(i)).collect();
     let log = crate::fail::read_log(&st.fabric).unwrap_or_default();
     for r in results.iter_mut() {
         let Some(l) = cut.iter().find(|l| (l.a == r.a && l.b == r.b) || (l.a == r.b && l.b == r.a)) else { continue };
@@ -593,7 +595,7 @@ fn mark_failed(st: &State, results: &mut [LinkCheck]) {
             })
             .map_or_else(
                 || "(cut)".to_string(),
-                |e| format!("since {} emulated ({} {})", crate::run::duration(e.emulated_ns), e.event, e.target),
+                |e| format!("since {} emulated ({} {})", crate::text::duration(e.emulated_ns), e.event, e.target),
             );
         let listed = match &r.status {
             LinkStatus::Ok | LinkStatus::DcbxMismatch { .. } | LinkStatus::ExtraNeighbour { .. } => {

@@ -151,7 +151,7 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
     };
     let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
     let topo = crate::topology::Topology::load(&st.topology)?;
-    let plan = crate::plan::compile_without(&topo, 0, &crate::fail::cut_links(&st));
+    let plan = crate::plan::compile_without(&topo, 0, &crate::routing::cut_links(&st));
     if let Some(o) = &only {
         if plan.switch(o).is_none() {
             let all: Vec<&str> = plan.switches.iter().map(|s| s.name.as_str()).collect();
@@ -176,7 +176,7 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
             .iter()
             .find(|d| !d.is_host() && d.node() == sw.name)
             .ok_or_else(|| anyhow!("no daemon for switch {}", sw.name))?;
-        let text = crate::fabric::scrape(&d.url("/routes"), Duration::from_secs(5))?;
+        let text = crate::daemon_http::scrape(&d.url("/routes"), Duration::from_secs(5))?;
         let held: Held = serde_json::from_str(&text).with_context(|| format!("{}: GET /routes", sw.name))?;
         // `routing: bgp`: what FRR selected, beside the configuration's own routes.
         let frr = if topo.routing == crate::topology::Routing::Bgp {

@@ -57,7 +57,7 @@ use rocefab_contracts::time::Dilation;
 use serde::Serialize;
 
 use crate::bottleneck;
-use crate::fabric::scrape;
+use crate::daemon_http::scrape;
 use crate::plan::{compile, HostPlan};
 use crate::rundir::{self, State};
 use crate::topology::Topology;
@@ -600,17 +600,7 @@ pub fn render_output(r: &RunReport, json: bool) -> anyhow::Result<(String, Vec<S
     }
 }
 
-/// A duration with a unit that keeps 4 significant digits: `2.551 s`, `1.069 ms`, `645.3 µs`.
-pub(crate) fn duration(ns: u64) -> String {
-    let ns = ns as f64;
-    if ns >= 1e9 {
-        format!("{:.3} s", ns / 1e9)
-    } else if ns >= 1e6 {
-        format!("{:.3} ms", ns / 1e6)
-    } else {
-        format!("{:.1} µs", ns / 1e3)
-    }
-}
+use crate::text::duration;
 
 pub(crate) fn human(b: u64) -> String {
     match b {
@@ -710,7 +700,7 @@ fn open_peak_windows(fabric: &str, until: Instant) {
         }
         // A switch that does not answer keeps its samples without a shared window: its queues
         // are reported as before (the watermark if it rose, else a lower bound).
-        let _ = crate::fabric::http_request("POST", &d.url("/peak-window"), None, left);
+        let _ = crate::daemon_http::http_request("POST", &d.url("/peak-window"), None, left);
     }
 }
 

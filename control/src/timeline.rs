@@ -30,7 +30,7 @@ use rocefab_contracts::job::Job;
 use rocefab_contracts::sample::{SwitchSample, Thresholds};
 use serde::{Deserialize, Serialize};
 
-use crate::fabric::scrape;
+use crate::daemon_http::scrape;
 use crate::rundir::{self, State};
 
 /// Default sampling interval, wall clock.

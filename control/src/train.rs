@@ -259,7 +259,7 @@ pub fn iteration_lines(broadcast_end: u64, times: &[IterationTimes], counters: &
 
 /// The text log.
 pub fn render_log(r: &TrainReport) -> String {
-    let d = run::duration;
+    let d = crate::text::duration;
     let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
     let mut s = format!(
         "rocefab train {}: {} ranks on {} hosts (torchrun: {} nodes x {} procs), {} params ({} of fp32 gradients), \

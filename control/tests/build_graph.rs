@@ -95,3 +95,123 @@ fn the_host_daemons_do_not_depend_on_the_switch() {
     assert!(t.iter().any(|l| crate_name(l) == "rocefab-plumbing"), "{t:?}");
     assert!(!t.iter().any(|l| crate_name(l) == "dataplane-user"), "host-daemons depends on the switch crate");
 }
+
+/// The top-level modules of the crate in `src` that each imports (`crate::m`, `crate::{m, ..}`,
+/// and `super::m` from a file directly under `src`), from the code outside comments and
+/// `#[cfg(test)]` sections: module -> the modules it imports.
+fn module_imports(src: &std::path::Path) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    files(src, &mut all);
+    let module = |p: &std::path::Path| {
+        let rel = p.strip_prefix(src).unwrap();
+        let first = rel.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
+        first.trim_end_matches(".rs").to_string()
+    };
+    let names: std::collections::BTreeSet<String> =
+        all.iter().map(|p| module(p)).filter(|m| m != "lib" && m != "main" && m != "bin").collect();
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for p in &all {
+        let from = module(p);
+        if !names.contains(&from) {
+            continue;
+        }
+        let text = std::fs::read_to_string(p).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let top_level = p.parent() == Some(src);
+        let edges = graph.entry(from.clone()).or_default();
+        for line in code.lines().map(str::trim_start).filter(|l| !l.starts_with("//")) {
+            let mut take = |rest: &str| {
+                let group = rest.strip_prefix('{').map(|g| g.split('}').next().unwrap_or(""));
+                let heads: Vec<&str> = match group {
+                    Some(g) => g.split(',').collect(),
+                    None => vec![rest],
+                };
+                for h in heads {
+                    let name: String = h.trim().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                    if names.contains(&name) && name != from {
+                        edges.insert(name);
+                    }
+                }
+            };
+            for (i, _) in line.match_indices("crate::") {
+                take(&line[i + "crate::".len()..]);
+            }
+            if top_level {
+                for (i, _) in line.match_indices("super::") {
+                    take(&line[i + "super::".len()..]);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// A circle in `graph`, if there is one (the modules on it, the first repeated at the end).
+fn a_circle(graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        g: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        m: &str,
+        path: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut c = path[i..].to_vec();
+            c.push(m.to_string());
+            return Some(c);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for n in g.get(m).into_iter().flatten() {
+            if let Some(c) = visit(g, n, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = Default::default();
+    graph.keys().find_map(|m| visit(graph, m, &mut Vec::new(), &mut done))
+}
+
+/// Issue 40: no two modules of a crate import each other, directly or round a circle (the CLI
+/// had two: capture <-> replay <-> replay_rx, and fabric -> fail -> fabric through the route
+/// convergence and the daemon HTTP client).
+#[test]
+fn no_module_of_any_crate_imports_round_a_circle() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut crates = 0;
+    for e in std::fs::read_dir(&root).unwrap() {
+        let src = e.unwrap().path().join("src");
+        if !src.join("lib.rs").exists() && !src.join("main.rs").exists() {
+            continue;
+        }
+        crates += 1;
+        let g = module_imports(&src);
+        assert!(
+            a_circle(&g).is_none(),
+            "{}: modules importing round a circle: {:?}",
+            src.display(),
+            a_circle(&g).unwrap()
+        );
+    }
+    assert!(crates >= 15, "found only {crates} crates under {}", root.display());
+    // The check itself: the CLI's modules import each other, and a circle is found.
+    let cli = module_imports(&root.join("control/src"));
+    assert!(cli["fail"].contains("fabric") && cli["run"].contains("failover"), "{cli:?}");
+    let mut with_circle = cli.clone();
+    with_circle.get_mut("fabric").unwrap().insert("fail".into());
+    assert!(a_circle(&with_circle).is_some());
+}

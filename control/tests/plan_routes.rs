@@ -383,7 +383,8 @@ fn shared_seed_polarizes_the_second_stage_unless_partially_cabled() {
 /// their tx counters out of a Prometheus scrape and gives each its share of its switch.
 #[test]
 fn uplink_table_lists_each_ecmp_stage() {
-    use control::fabric::{port_counter, render_uplinks, uplink_ports};
+    use control::daemon_http::port_counter;
+    use control::fabric::{render_uplinks, uplink_ports};
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/multi-pod.yaml");
     let t = Topology::load(&path).unwrap();
     let ports = uplink_ports(&t, &compile(&t, 9400));

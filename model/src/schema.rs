@@ -1,4 +1,6 @@
-//! The topology file's JSON Schema, generated from the types serde reads ([`topology`]), so that
+//! The parts of the topology file's JSON Schema that the types cannot derive: the spellings of
+//! sizes, rates, durations and cable delays, and off/on-or-settings sections. The schema itself
+//! is generated from the types serde reads ([`crate::topology::json_schema`]), so that
 //! an editor checks a topology file as it is typed: `topologies/topology.schema.json`, named by
 //! the `# yaml-language-server: $schema=` line at the top of every shipped topology (as
 //! containerlab's topology files name theirs).
@@ -67,23 +69,4 @@ pub(crate) fn off_or(settings: Schema) -> Schema {
             settings
         ]
     })
-}
-
-/// The schema of a topology file, as published in `topologies/topology.schema.json`.
-pub fn topology() -> Schema {
-    let mut s = crate::topology::raw_schema();
-    s.insert("$id".into(), "https://rocefab.dev/schema/topology.schema.json".into());
-    s.insert("title".into(), "rocefab topology".into());
-    s.insert(
-        "description".into(),
-        "A rocefab fabric: hosts with GPUs and NICs, rail, spine and super-spine switches, links, QoS, load balancing, LLDP, DCQCN and routing (model/src/topology.rs has every field's meaning)".into(),
-    );
-    s
-}
-
-/// [`topology`] as the published file's text.
-pub fn topology_text() -> String {
-    let mut t = serde_json::to_string_pretty(&topology()).expect("a schema is JSON");
-    t.push('\n');
-    t
 }

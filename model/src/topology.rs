@@ -246,9 +246,24 @@ struct RawDcqcn {
     np: rocefab_contracts::dcqcn::NpSettings,
 }
 
-/// The JSON Schema of what [`Topology::parse`] reads (see [`crate::schema`]).
-pub(crate) fn raw_schema() -> schemars::Schema {
-    schemars::schema_for!(RawTopology)
+/// The JSON Schema of what [`Topology::parse`] reads, as published in
+/// `topologies/topology.schema.json` (see [`crate::schema`]).
+pub fn json_schema() -> schemars::Schema {
+    let mut s = schemars::schema_for!(RawTopology);
+    s.insert("$id".into(), "https://rocefab.dev/schema/topology.schema.json".into());
+    s.insert("title".into(), "rocefab topology".into());
+    s.insert(
+        "description".into(),
+        "A rocefab fabric: hosts with GPUs and NICs, rail, spine and super-spine switches, links, QoS, load balancing, LLDP, DCQCN and routing (model/src/topology.rs has every field's meaning)".into(),
+    );
+    s
+}
+
+/// [`json_schema`] as the published file's text.
+pub fn json_schema_text() -> String {
+    let mut t = serde_json::to_string_pretty(&json_schema()).expect("a schema is JSON");
+    t.push('\n');
+    t
 }
 
 fn default_time_dilation() -> f64 {

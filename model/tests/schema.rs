@@ -43,7 +43,7 @@ fn shipped() -> Vec<PathBuf> {
 /// `ROCEFAB_BLESS=1 cargo test -p rocefab-model --test schema` writes it after a type changed.
 #[test]
 fn the_published_schema_is_the_one_the_types_generate() {
-    let generated = rocefab_model::schema::topology_text();
+    let generated = rocefab_model::topology::json_schema_text();
     if std::env::var_os("ROCEFAB_BLESS").is_some() {
         std::fs::write(published(), &generated).unwrap();
     }

@@ -81,7 +81,7 @@ pub fn run(a: &WebArgs) -> anyhow::Result<()> {
     let st = State::load(&fabric)
         .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
     let clock = st.clock()?;
-    let interval = control::replay::parse_duration(&a.interval).map_err(|e| anyhow::anyhow!("--interval {e}"))?;
+    let interval = control::text::parse_wall_duration(&a.interval).map_err(|e| anyhow::anyhow!("--interval {e}"))?;
     if interval > Duration::from_millis(250) || interval < Duration::from_millis(20) {
         bail!("--interval {}: between 20ms and 250ms (the page updates at least 4 times a second)", a.interval);
     }

@@ -29,7 +29,7 @@ use tokio::sync::broadcast;
 
 use super::live::{self, Frame, Inputs, LogEntry, Stamped, SwitchObs};
 use super::view::View;
-use control::fabric::scrape;
+use control::daemon_http::scrape;
 use control::lldp_show::{check_links, LinkEnd, LinkStatus};
 use control::rundir::{self, EmulatedClock, State};
 

@@ -53,7 +53,7 @@ pub struct ReplayArgs {
     pub loops: u32,
     /// Refuse a schedule longer than this on the wall clock, and stop sending after it (`90s`,
     /// `10m`, `500ms`): how long the command may run, whatever the fabric's time dilation.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = crate::text::parse_wall_duration)]
     pub max_duration: Duration,
     /// Print the report as JSON (the mapping goes to stderr as text).
     #[arg(long)]
@@ -73,11 +73,6 @@ pub enum ArgError {
     NotANumber { given: String },
     #[error("{given}: the speed factor must be above 0 and at most 1000000")]
     SpeedOutOfRange { given: String },
-    /// Not a duration, as [`rocefab_units::parse_duration`] says.
-    #[error("{0}")]
-    NotADuration(String),
-    #[error("{given:?}: must be above 0 and at most 7 days")]
-    DurationOutOfRange { given: String },
 }
 
 /// Parses `CAPTURE_IP=HOST:GPU`.
@@ -100,16 +95,6 @@ pub fn parse_speed_factor(s: &str) -> Result<f64, ArgError> {
     Ok(v)
 }
 
-/// Parses `500ms`, `90s`, `10m`, `1h` or a plain number of seconds (fractions allowed), with
-/// [`rocefab_units::parse_duration`]; above 0 and at most 7 days.
-pub fn parse_duration(s: &str) -> Result<Duration, ArgError> {
-    let d = rocefab_units::parse_duration(s, rocefab_units::Bare::Seconds).map_err(ArgError::NotADuration)?;
-    if d.is_zero() || d > Duration::from_secs(7 * 86400) {
-        return Err(ArgError::DurationOutOfRange { given: s.into() });
-    }
-    Ok(d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,8 +111,5 @@ mod tests {
             "0: the speed factor must be above 0 and at most 1000000"
         );
         assert_eq!(parse_speed_factor("fast").unwrap_err().to_string(), "\"fast\" is not a number");
-        assert_eq!(parse_duration("169h").unwrap_err().to_string(), "\"169h\": must be above 0 and at most 7 days");
-        assert!(matches!(parse_duration("8d"), Err(ArgError::NotADuration(_))));
-        assert_eq!(parse_duration("168h"), Ok(Duration::from_secs(7 * 86400)));
     }
 }

@@ -50,12 +50,12 @@
 //!    timing error measured at the sender (send timestamps against the schedule: mean absolute
 //!    inter-frame error as a share of the mean scheduled gap, and the largest) and beside it the
 //!    timing error at the receiver (the destination NICs captured during the replay, kernel
-//!    receive times, [`crate::replay_rx`]), the frames per traffic class at the first switch
+//!    receive times, [`crate::replay::rx`]), the frames per traffic class at the first switch
 //!    (by the fabric's DSCP map; every lossless class is listed, and a warning says when no
 //!    frame is in one), the VLAN tags stripped, the frames whose ICRC was already bad in the
 //!    capture, the padded frames, the skipped frames by reason, and warnings: among them the
 //!    capture's gaps that the fabric cannot reproduce at its time dilation, with the D that
-//!    would ([`crate::replay_rx::GapRule`]), also printed before sending.
+//!    would ([`crate::replay::rx::GapRule`]), also printed before sending.
 //!
 //! `--dry-run` needs no running fabric when given the topology (`--topology FILE`, or the file
 //! in the fabric's place); its time dilation is the topology's.
@@ -76,6 +76,7 @@ mod pacer;
 mod prepare;
 mod report;
 mod rewrite;
+pub mod rx;
 mod schedule;
 
 use std::path::{Path, PathBuf};
@@ -85,7 +86,7 @@ use anyhow::{anyhow, bail, Context};
 use rocefab_contracts::time::Dilation;
 use rocefab_wire::pcap;
 
-pub use args::{parse_duration, parse_map, parse_speed_factor, ArgError, ReplayArgs};
+pub use args::{parse_map, parse_speed_factor, ArgError, ReplayArgs};
 pub use classify::VlanTag;
 pub use mapping::{gpus_of, map_endpoints, Gpu, MapEntry, MapError, MapHow};
 pub use pacer::{pace, pace_with, PaceClock, SendError, SendLog, TimingError, WallClock};
@@ -98,12 +99,12 @@ pub use rewrite::{rewrite, RewriteError};
 pub use schedule::{Pace, Schedule};
 
 use crate::plan::{compile, Plan};
-use crate::replay_rx::{GapRule, Ident};
+use crate::replay::rx::{GapRule, Ident};
 use crate::rundir::{self, State};
+use crate::text::plural;
 use crate::topology::Topology;
 use crate::units::fmt_ns;
 use mapping::switch_of;
-use report::plural;
 
 /// Splits `[FABRIC] CAPTURE`.
 fn split_positional(p: &[String]) -> anyhow::Result<(Option<&str>, PathBuf)> {
@@ -146,7 +147,7 @@ pub fn gap_rule(topo: &Topology, plan: &Plan, from: &str, to: &[&str], d: Dilati
     }
     GapRule {
         hops,
-        cost_per_hop_wall_ns: crate::replay_rx::COST_PER_HOP_WALL_NS,
+        cost_per_hop_wall_ns: crate::replay::rx::COST_PER_HOP_WALL_NS,
         line_rate_bps: if rate == u64::MAX { 0 } else { rate },
         time_dilation: d.factor(),
     }
@@ -240,12 +241,12 @@ impl Sending<'_> {
         let targets: Vec<(String, String)> =
             self.dests.iter().filter_map(|g| g.split_once(':')).map(|(h, n)| (h.to_string(), n.to_string())).collect();
         let idents: Vec<Option<Ident>> =
-            prep.frames.iter().map(|f| crate::replay_rx::ident(&f.bytes, gpu.ip)).collect();
+            prep.frames.iter().map(|f| crate::replay::rx::ident(&f.bytes, gpu.ip)).collect();
         let mut warnings = Vec::new();
         let receivers = if self.a.no_receiver_timing || targets.is_empty() {
             None
         } else {
-            match crate::replay_rx::Receivers::start(&crate::capture::daemon_urls(self.st), &targets, gpu.ip) {
+            match crate::replay::rx::Receivers::start(&crate::capture::daemon_urls(self.st), &targets, gpu.ip) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     warnings.push(format!("receiver timing not measured: {e:#}"));
@@ -278,7 +279,7 @@ impl Sending<'_> {
     /// --max-duration) that the capture can match, against what arrived.
     fn receiver_report(
         &self,
-        rx: crate::replay_rx::Receivers,
+        rx: crate::replay::rx::Receivers,
         log: &SendLog,
         idents: &[Option<Ident>],
         dilation: Dilation,
@@ -290,7 +291,7 @@ impl Sending<'_> {
         if let Some(e) = err {
             warnings.push(format!("receiver capture: {e}"));
         }
-        let (t, matched) = crate::replay_rx::match_arrivals(self.wall, idents, &arrivals);
+        let (t, matched) = crate::replay::rx::match_arrivals(self.wall, idents, &arrivals);
         let timing = TimingReport::emulated(&t, dilation);
         if matched < expected {
             warnings.push(format!(
@@ -318,7 +319,7 @@ impl Sending<'_> {
         })?;
         let urls = crate::capture::daemon_urls(self.st);
         let text =
-            crate::fabric::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2)).ok()?;
+            crate::daemon_http::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2)).ok()?;
         Some(enqueued_per_queue(&text, &from_port))
     }
 }

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 use super::classify::{classify, dscp_of, l3, vlan_tag, Kind, VlanTag};
 use super::mapping::{map_endpoints, Gpu, MapEntry, MapError};
-use super::report::plural;
 use super::rewrite::rewrite;
+use crate::text::plural;
 
 /// Why a capture cannot be replayed as the options say.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

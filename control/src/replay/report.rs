@@ -17,6 +17,7 @@ use super::pacer::{SendLog, TimingError};
 use super::prepare::{Outgoing, Prepared, SkipCount};
 use super::schedule::{Pace, Schedule};
 use crate::plan::Plan;
+use crate::text::plural;
 use crate::units::fmt_ns;
 
 /// The timing part of the report, in emulated ns.
@@ -218,7 +219,7 @@ pub struct Report {
     /// Frames whose VLAN tag was stripped (the fabric is untagged), by tag.
     pub vlan_stripped: Vec<VlanCount>,
     /// The capture's gaps that the fabric cannot reproduce at its time dilation.
-    pub gap_warning: Option<crate::replay_rx::GapWarning>,
+    pub gap_warning: Option<crate::replay::rx::GapWarning>,
     /// Everything worth a `warning:` line.
     pub warnings: Vec<String>,
     pub icrc_bad_in_capture: usize,
@@ -359,14 +360,6 @@ pub fn render_mapping(r: &Report) -> String {
         let _ = writeln!(o, "{}", m.line(width));
     }
     o
-}
-
-pub(crate) fn plural(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
 }
 
 /// The report after the mapping: what was sent (or would be), timing, ICRC, skip table.

@@ -1,0 +1,53 @@
+//! The one client of the fabric's daemons' HTTP endpoints (`/metrics`, `/lldp`, `/routes`,
+//! `/ports/...`): a blocking HTTP/1.0 request per call, with a timeout, and the reading of a
+//! per-port counter out of a Prometheus text scrape.
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+
+/// Sum of the samples of the per-port counter `name` for `port` in a Prometheus text scrape.
+pub fn port_counter(text: &str, name: &str, port: &str) -> u64 {
+    let want = format!("port=\"{port}\"");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter_map(|rest| {
+            let (labels, value) = rest.split_once('}')?;
+            labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
+        })
+        .sum::<f64>() as u64
+}
+
+/// HTTP GET of a `http://host:port/path` URL (the daemons' `/metrics` and `/lldp`); body on 200.
+pub fn scrape(url: &str, timeout: Duration) -> anyhow::Result<String> {
+    http_request("GET", url, None, timeout)
+}
+
+/// An HTTP/1.0 request to one of the fabric's daemons (`http://addr:port/path`) with an
+/// optional JSON body; the response body, or an error with the status line and body.
+pub fn http_request(method: &str, url: &str, json: Option<&[u8]>, timeout: Duration) -> anyhow::Result<String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| anyhow!("{url}: only http:// URLs"))?;
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let addr: std::net::SocketAddr = hostport.parse().with_context(|| format!("{url}: bad address"))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: {hostport}\r\nConnection: close\r\n")?;
+    match json {
+        Some(b) => {
+            write!(s, "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", b.len())?;
+            s.write_all(b)?;
+        }
+        None => write!(s, "\r\n")?,
+    }
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).with_context(|| format!("read {url}"))?;
+    let text = String::from_utf8_lossy(&buf);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| anyhow!("{url}: no HTTP header"))?;
+    let status = head.lines().next().unwrap_or_default();
+    if status.split_whitespace().nth(1) != Some("200") {
+        bail!("{method} {url}: {status}: {}", body.trim());
+    }
+    Ok(body.to_string())
+}
