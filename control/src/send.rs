@@ -10,10 +10,13 @@ use nix::sys::socket::{setsockopt, sockopt};
 
 /// Arguments of `rocefab send`.
 #[derive(Debug, Clone, clap::Args)]
+#[command(override_usage = "rocefab send [FABRIC] --from <FROM> --to <TO> [OPTIONS]")]
 pub struct SendArgs {
     /// Fabric name (default: the only running fabric).
-    #[arg(long)]
     pub fabric: Option<String>,
+    /// The fabric, as the older `--fabric NAME` spelling (the positional is preferred).
+    #[arg(long = "fabric", hide = true, conflicts_with = "fabric")]
+    pub fabric_option: Option<String>,
     /// Source GPU, `hostN:<nic>` (e.g. host1:gpu0).
     #[arg(long)]
     pub from: String,

@@ -319,16 +319,16 @@ impl Fabric {
         Fabric { name: name.to_string(), topology, _dir: dir }
     }
 
-    /// Runs a command inside a node: `rocefab exec --fabric <name> <node> -- args`.
+    /// Runs a command inside a node: `rocefab exec <name> <node> -- args`.
     pub fn exec(&self, node: &str, args: &[&str]) -> Output {
-        let mut a = vec!["exec", "--fabric", &self.name, node, "--"];
+        let mut a = vec!["exec", &self.name, node, "--"];
         a.extend_from_slice(args);
         rocefab(&a)
     }
 
-    /// `rocefab send --fabric <name> args...`; panics on failure.
+    /// `rocefab send <name> args...`; panics on failure.
     pub fn send(&self, args: &[&str]) -> String {
-        let mut a = vec!["send", "--fabric", &self.name];
+        let mut a = vec!["send", &self.name];
         a.extend_from_slice(args);
         let o = rocefab(&a);
         assert!(o.status.success(), "rocefab send failed: {}", stderr(&o));

@@ -159,8 +159,8 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     for sw in ["rail1", "spine2"] {
         let direct: Value = serde_json::from_str(&vtysh(&f, sw, "show bgp summary json")).unwrap();
         for args in [
-            vec!["exec", "--fabric", &f.name, sw, "--", "vtysh", "-c", "show bgp summary json"],
-            vec!["vtysh", "--fabric", &f.name, sw, "-c", "show bgp summary json"],
+            vec!["exec", &f.name, sw, "--", "vtysh", "-c", "show bgp summary json"],
+            vec!["vtysh", &f.name, sw, "-c", "show bgp summary json"],
         ] {
             let o = rocefab(&args);
             assert!(o.status.success(), "rocefab {}: {}{}", args.join(" "), stdout(&o), stderr(&o));
@@ -173,7 +173,7 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
         }
     }
     // On a host there is no FRR: `rocefab vtysh` says which switches there are.
-    let o = rocefab(&["vtysh", "--fabric", &f.name, "host1", "-c", "show bgp summary"]);
+    let o = rocefab(&["vtysh", &f.name, "host1", "-c", "show bgp summary"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("has no switch host1 (switches: rail1, rail2, spine1, spine2)"), "{}", stderr(&o));
     // BFD runs at the configured interval (the profile applied), not FRR's 300 ms default.

@@ -79,7 +79,7 @@ fn sender(f: &Fabric, from: &str, dscp: u8, frame: u16, pps: u64) -> Proc {
     Proc::spawn(
         &format!("rocefab send from {from}"),
         Command::new(rocefab_bin())
-            .args(["send", "--fabric", &f.name, "--from", from, "--to", "host2:gpu0", "--dscp", &dscp, "--size", &size])
+            .args(["send", &f.name, "--from", from, "--to", "host2:gpu0", "--dscp", &dscp, "--size", &size])
             .args([
                 "--rate-pps",
                 &pps,

@@ -616,7 +616,7 @@ fn a_cut_cable_under_a_standing_queue_drops_it_and_gives_the_buffer_back() {
         .iter()
         .map(|h| {
             let from = format!("{h}:gpu0");
-            let args = ["send", "--fabric", &f.name, "--from", &from, "--to", "host1:gpu0", "--dscp", "24"];
+            let args = ["send", &f.name, "--from", &from, "--to", "host1:gpu0", "--dscp", "24"];
             let pace = ["--count", "40000", "--rate-pps", "20000", "--size", "1000", "--max-seconds", "10"];
             let mut c = std::process::Command::new(rocefab_tests::fabric::rocefab_bin());
             c.args(args).args(pace).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());

@@ -97,9 +97,8 @@ pub fn run_demo() -> anyhow::Result<()> {
     let before = scrape_all(&daemons)?;
 
     eprintln!("\n== ping host1:gpu0 (rail 1, 10.0.1.1) -> host2:gpu1 (rail 2, 10.0.2.2): rail1 -> spine -> rail2");
-    run(Command::new(&rocefab).args([
-        "exec", "--fabric", FABRIC, "host1", "--", "ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.2",
-    ]))?;
+    run(Command::new(&rocefab)
+        .args(["exec", FABRIC, "host1", "--", "ping", "-c", "3", "-i", "0.2", "-I", "10.0.1.1", "10.0.2.2"]))?;
 
     for (dscp, label) in CLASSES {
         check_interrupted()?;
@@ -108,7 +107,6 @@ pub fn run_demo() -> anyhow::Result<()> {
         );
         run(Command::new(&rocefab).args([
             "send",
-            "--fabric",
             FABRIC,
             "--from",
             "host1:gpu0",
