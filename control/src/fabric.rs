@@ -143,39 +143,23 @@ fn require_root() -> anyhow::Result<()> {
 
 /// The `rocefab-switchd` binary: `$ROCEFAB_SWITCHD`, else next to the running executable.
 pub fn locate_switchd() -> anyhow::Result<PathBuf> {
-    let p = match std::env::var_os("ROCEFAB_SWITCHD") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let exe = std::env::current_exe().context("current_exe")?;
-            exe.parent().unwrap_or(Path::new(".")).join("rocefab-switchd")
-        }
-    };
-    if !p.is_file() {
-        bail!(
-            "switch daemon {} not found (build it with `cargo build -p dataplane-user`, or set ROCEFAB_SWITCHD)",
-            p.display()
-        );
-    }
-    Ok(p)
+    crate::process::sibling(
+        "rocefab-switchd",
+        Some("ROCEFAB_SWITCHD"),
+        "switch daemon",
+        "build it with `cargo build -p dataplane-user`, or set ROCEFAB_SWITCHD",
+    )
 }
 
 /// The `rocefab-nicd` binary (a host's NIC agent): `$ROCEFAB_NICD`, else next to the running
 /// executable.
 pub fn locate_nicd() -> anyhow::Result<PathBuf> {
-    let p = match std::env::var_os("ROCEFAB_NICD") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let exe = std::env::current_exe().context("current_exe")?;
-            exe.parent().unwrap_or(Path::new(".")).join("rocefab-nicd")
-        }
-    };
-    if !p.is_file() {
-        bail!(
-            "NIC agent {} not found (build it with `cargo build -p host-daemons`, set ROCEFAB_NICD, or set `lldp: {{ enabled: false }}`)",
-            p.display()
-        );
-    }
-    Ok(p)
+    crate::process::sibling(
+        "rocefab-nicd",
+        Some("ROCEFAB_NICD"),
+        "NIC agent",
+        "build it with `cargo build -p host-daemons`, set ROCEFAB_NICD, or set `lldp: { enabled: false }`",
+    )
 }
 
 /// The single running fabric, or the named one.
@@ -728,57 +712,7 @@ fn how_it_ended(pid: u32) -> String {
     if r != pid as libc::pid_t {
         return "exited (its exit status is unknown: it is not a child of this rocefab)".into();
     }
-    describe_exit(std::process::ExitStatus::from_raw(status), || oom_killed(pid))
-}
-
-/// `exited with code 1`, `was killed by signal 9 (SIGKILL) ...`; `oom` says whether the kernel
-/// log shows the OOM killer ending this pid (asked only for SIGKILL).
-fn describe_exit(st: std::process::ExitStatus, oom: impl FnOnce() -> Option<bool>) -> String {
-    if let Some(code) = st.code() {
-        return format!("exited with code {code}");
-    }
-    let Some(sig) = st.signal() else { return format!("ended ({st})") };
-    let name = match sig {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGINT => "SIGINT",
-        _ => "",
-    };
-    let mut s = if name.is_empty() {
-        format!("was killed by signal {sig}")
-    } else {
-        format!("was killed by signal {sig} ({name})")
-    };
-    if sig == libc::SIGKILL {
-        s += match oom() {
-            Some(true) => ": the kernel's OOM killer ended it (kernel log); the fabric needs more memory than is free (`rocefab plan` and `free -m`)",
-            _ => ": if nobody sent it, the kernel's OOM killer did (check `dmesg | grep -i oom` and free memory)",
-        };
-    }
-    s
-}
-
-/// Whether the kernel log (`/dev/kmsg`, read without blocking) records the OOM killer killing
-/// `pid`; `None` when the log cannot be read.
-fn oom_killed(pid: u32) -> Option<bool> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg").ok()?;
-    let needle = format!("Killed process {pid} ");
-    // One record per read; EAGAIN at the end of the buffer.
-    let mut buf = vec![0u8; 8192];
-    let mut found = false;
-    loop {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => found |= String::from_utf8_lossy(&buf[..n]).contains(&needle),
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue, // records overwritten while reading
-            Err(_) => break,
-        }
-    }
-    Some(found)
+    crate::process::describe_exit(std::process::ExitStatus::from_raw(status), || crate::process::oom_killed(pid))
 }
 
 fn tail(p: &Path, n: usize) -> String {
@@ -1602,12 +1536,17 @@ mod tests {
 
     #[test]
     fn an_ended_daemon_is_described_by_code_or_signal() {
-        assert_eq!(describe_exit(ExitStatus::from_raw(1 << 8), || unreachable!()), "exited with code 1");
-        let oom = describe_exit(ExitStatus::from_raw(libc::SIGKILL), || Some(true));
+        assert_eq!(
+            crate::process::describe_exit(ExitStatus::from_raw(1 << 8), || unreachable!()),
+            "exited with code 1"
+        );
+        let oom = crate::process::describe_exit(ExitStatus::from_raw(libc::SIGKILL), || Some(true));
         assert!(oom.starts_with("was killed by signal 9 (SIGKILL): the kernel's OOM killer ended it"), "{oom}");
-        let maybe = describe_exit(ExitStatus::from_raw(libc::SIGKILL), || None);
+        let maybe = crate::process::describe_exit(ExitStatus::from_raw(libc::SIGKILL), || None);
         assert!(maybe.contains("if nobody sent it") && maybe.contains("dmesg"), "{maybe}");
-        let segv = describe_exit(ExitStatus::from_raw(libc::SIGSEGV), || panic!("only SIGKILL asks the kernel log"));
+        let segv = crate::process::describe_exit(ExitStatus::from_raw(libc::SIGSEGV), || {
+            panic!("only SIGKILL asks the kernel log")
+        });
         assert_eq!(segv, "was killed by signal 11 (SIGSEGV)");
     }
 

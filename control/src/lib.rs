@@ -21,6 +21,7 @@ pub mod netns;
 pub mod pcap_show;
 pub mod ping;
 pub mod pipe;
+pub mod process;
 pub mod progress;
 pub mod prometheus_config;
 pub mod replay;

@@ -710,19 +710,12 @@ fn read_cpu_times() -> Option<bottleneck::CpuTimes> {
 }
 
 pub(crate) fn locate_hostd() -> anyhow::Result<PathBuf> {
-    let p = match std::env::var_os("ROCEFAB_HOSTD") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            std::env::current_exe().context("current_exe")?.parent().unwrap_or(Path::new(".")).join("rocefab-hostd")
-        }
-    };
-    if !p.is_file() {
-        bail!(
-            "GPU-host emulator {} not found (build it with `cargo build -p host-daemons`, or set ROCEFAB_HOSTD)",
-            p.display()
-        );
-    }
-    Ok(p)
+    crate::process::sibling(
+        "rocefab-hostd",
+        Some("ROCEFAB_HOSTD"),
+        "GPU-host emulator",
+        "build it with `cargo build -p host-daemons`, or set ROCEFAB_HOSTD",
+    )
 }
 
 /// Readiness (sockets up, XDP attached) takes at most this long, and never past `--timeout`.
@@ -788,22 +781,14 @@ impl Hostd {
     pub fn silence(&mut self, waiting: &str) -> String {
         let prog = self.prog;
         let how = match self.child.try_wait() {
-            Ok(Some(st)) => format!("{prog} exited ({}) {waiting}", describe_exit(st)),
+            Ok(Some(st)) => {
+                let pid = self.child.id();
+                format!("{prog} {} {waiting}", crate::process::describe_exit(st, || crate::process::oom_killed(pid)))
+            }
             _ if self.eof => format!("{prog} closed its output {waiting}"),
             _ => format!("{prog} gave no answer {waiting}"),
         };
         format!("{}: {how} ({})", self.host, self.log_tail())
-    }
-}
-
-/// `exit status 1`, `killed by signal 9 (SIGKILL)`.
-fn describe_exit(st: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (st.code(), st.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(9)) => "killed by signal 9 (SIGKILL)".into(),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => st.to_string(),
     }
 }
 
@@ -1757,7 +1742,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let why = h.procs[1].silence("without a report");
-        assert!(why.starts_with("host2: rocefab-hostd exited (exit status 3) without a report (log "), "{why}");
+        assert!(why.starts_with("host2: rocefab-hostd exited with code 3 without a report (log "), "{why}");
         assert!(why.ends_with(": setting up)"), "{why}");
         assert!(h.procs[0].silence("x").starts_with("host1: rocefab-hostd gave no answer x"));
         // SIGTERM is ignored: SIGKILL after EXIT_GRACE ends it.
@@ -1766,7 +1751,7 @@ mod tests {
         let took = t.elapsed();
         assert!(took >= EXIT_GRACE && took < EXIT_GRACE + Duration::from_secs(2), "{took:?}");
         let st = h.procs[0].child.try_wait().unwrap().expect("reaped");
-        assert_eq!(describe_exit(st), "killed by signal 9 (SIGKILL)");
+        assert!(crate::process::describe_exit(st, || Some(false)).starts_with("was killed by signal 9 (SIGKILL)"));
         let _ = std::fs::remove_file(&log);
     }
 

@@ -337,18 +337,12 @@ fn count(n: u64) -> String {
 
 /// Locates `rocefab-rank` beside this binary (or `ROCEFAB_RANK`).
 fn locate_rank() -> anyhow::Result<std::path::PathBuf> {
-    let p = match std::env::var_os("ROCEFAB_RANK") {
-        Some(p) => std::path::PathBuf::from(p),
-        None => std::env::current_exe()
-            .context("current_exe")?
-            .parent()
-            .unwrap_or(std::path::Path::new("."))
-            .join("rocefab-rank"),
-    };
-    if !p.is_file() {
-        bail!("{} not found (build it with `cargo build -p host-daemons`, or set ROCEFAB_RANK)", p.display());
-    }
-    Ok(p)
+    crate::process::sibling(
+        "rocefab-rank",
+        Some("ROCEFAB_RANK"),
+        "rank process",
+        "build it with `cargo build -p host-daemons`, or set ROCEFAB_RANK",
+    )
 }
 
 /// Runs `rocefab train`.

@@ -6,7 +6,7 @@
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 /// Arguments of `rocefab web` (and of `rocefab-web`).
 #[derive(clap::Args, Debug, Clone)]
@@ -36,11 +36,12 @@ impl WebArgs {
 
 /// `rocefab-web` beside this binary.
 fn server_bin() -> anyhow::Result<PathBuf> {
-    let p = std::env::current_exe().context("current_exe")?.with_file_name("rocefab-web");
-    if !p.is_file() {
-        bail!("{} not found: build it beside rocefab (cargo build -p rocefab-web)", p.display());
-    }
-    Ok(p)
+    crate::process::sibling(
+        "rocefab-web",
+        None,
+        "the web server",
+        "build it beside rocefab: cargo build -p rocefab-web",
+    )
 }
 
 /// Becomes `rocefab-web` with the same arguments; returns only on an error.

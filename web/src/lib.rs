@@ -266,7 +266,8 @@ async fn capture(AxState(app): AxState<Shared>, Query(q): Query<CaptureQuery>) -
 /// `rocefab capture <fabric> <port> -w - --duration <seconds>s --count N` (the `rocefab` beside
 /// this binary): the pcapng.
 fn run_capture(fabric: &str, port: &str, seconds: u64) -> anyhow::Result<Vec<u8>> {
-    let exe = std::env::current_exe().context("current_exe")?.with_file_name("rocefab");
+    let exe =
+        control::process::sibling("rocefab", None, "the CLI", "build it beside rocefab-web: cargo build -p control")?;
     let out = std::process::Command::new(&exe)
         .args(["capture", fabric, port, "-w", "-", "--duration", &format!("{seconds}s")])
         .args(["--count", &CAPTURE_MAX_FRAMES.to_string()])
