@@ -26,21 +26,19 @@ pub fn bin_dir() -> PathBuf {
             let dir = std::env::var_os("ROCEFAB_BIN_DIR")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| workspace().join("target/debug"));
-            let stale = stale_binaries(&dir, &FABRIC_BINARIES);
+            let binaries: Vec<&str> = rocefab_test_support::fabric_build::binaries().collect();
+            let stale = stale_binaries(&dir, &binaries);
             assert!(
                 stale.is_empty(),
-                "stale binaries in {}: {}; rebuild them with `cargo build -p control -p dataplane-user \
-                 -p host-daemons -p rocefab-web` (`cargo xtask test` does)",
+                "stale binaries in {}: {}; rebuild them with `{}` (`cargo xtask test` does)",
                 dir.display(),
-                stale.join("; ")
+                stale.join("; "),
+                rocefab_test_support::fabric_build::build_command()
             );
             dir
         })
         .clone()
 }
-
-/// The binaries a fabric test runs, from the packages `cargo xtask test` builds.
-pub const FABRIC_BINARIES: [&str; 5] = ["rocefab", "rocefab-switchd", "rocefab-hostd", "rocefab-nicd", "rocefab-web"];
 
 /// Which of `names` in `dir` are missing or older than a file they were built from: the sources
 /// cargo's dep-info file beside each binary (`<name>.d`) lists and, for a binary that embeds the
@@ -536,19 +534,9 @@ pub fn allreduce_crossing(f: &Fabric, port: &str) -> crate::proc::Proc {
 /// Seconds since the epoch of `ip -ts`'s `[2026-11-28T23:22:46.011026]` (run under TZ=UTC).
 pub fn ip_ts_epoch(stamp: &str) -> f64 {
     let s = stamp.trim_start_matches('[').trim_end_matches(']');
-    let (date, time) = s.split_once('T').unwrap_or_else(|| panic!("ip -ts stamp {stamp:?}"));
-    let d: Vec<i64> = date.split('-').map(|x| x.parse().unwrap()).collect();
-    let (h, rest) = time.split_once(':').unwrap();
-    let (m, sec) = rest.split_once(':').unwrap();
-    // Days from 1970-01-01 of a proleptic Gregorian date (H. Hinnant, "chrono-Compatible
-    // Low-Level Date Algorithms", days_from_civil).
-    let (y, mo, day) = (if d[1] <= 2 { d[0] - 1 } else { d[0] }, d[1], d[2]);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + day - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    (days * 86_400 + h.parse::<i64>().unwrap() * 3600 + m.parse::<i64>().unwrap() * 60) as f64
-        + sec.parse::<f64>().unwrap()
+    let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond]");
+    let t = time::PrimitiveDateTime::parse(s, format).unwrap_or_else(|e| panic!("ip -ts stamp {stamp:?}: {e}"));
+    t.assume_utc().unix_timestamp_nanos() as f64 / 1e9
 }
 
 /// The kernel's link events in a switch's namespace (`ip -ts monitor link`), seen before
@@ -641,5 +629,20 @@ mod stale_tests {
             dep_info_sources("/t/x: /a/b.rs /c\\ d/e.rs  /f.rs\n\n/a/b.rs:\n"),
             vec!["/a/b.rs", "/c d/e.rs", "/f.rs"].into_iter().map(std::path::PathBuf::from).collect::<Vec<_>>()
         );
+    }
+}
+
+#[cfg(test)]
+mod ip_ts_tests {
+    /// Against `date -u -d` (GNU coreutils) on the same stamp: an independent reading.
+    #[test]
+    fn ip_ts_stamps_read_as_date_reads_them() {
+        for stamp in ["2026-11-28T23:22:46.011026", "2024-02-29T00:00:00.000001", "1999-12-31T23:59:59.999999"] {
+            let o = std::process::Command::new("date").args(["-u", "-d", stamp, "+%s.%N"]).output().unwrap();
+            assert!(o.status.success());
+            let want: f64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+            let got = super::ip_ts_epoch(&format!("[{stamp}]"));
+            assert!((got - want).abs() < 1e-6, "{stamp}: {got} vs date's {want}");
+        }
     }
 }

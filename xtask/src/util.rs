@@ -39,18 +39,15 @@ extern "C" {
     fn geteuid() -> u32;
 }
 
-/// The packages whose binaries a fabric runs: `rocefab`, `rocefab-switchd`, `rocefab-hostd`
-/// and `rocefab-nicd`, and `rocefab-web` (the server of `rocefab web`).
-pub const FABRIC_PACKAGES: [&str; 4] = ["control", "dataplane-user", "host-daemons", "rocefab-web"];
-
-/// `cargo build [--release] -p <each of FABRIC_PACKAGES>` in the workspace root.
+/// `cargo build [--release] -p <each package whose binaries a fabric runs>` in the workspace
+/// root (the list the tests check for staleness: `rocefab_test_support::fabric_build`).
 pub fn build_fabric(release: bool) -> anyhow::Result<()> {
     let mut c = Command::new("cargo");
     c.current_dir(root()).arg("build");
     if release {
         c.arg("--release");
     }
-    for p in FABRIC_PACKAGES {
+    for p in rocefab_test_support::fabric_build::packages() {
         c.args(["-p", p]);
     }
     run(&mut c)
