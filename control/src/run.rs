@@ -1125,13 +1125,17 @@ pub(crate) struct Executed {
 }
 
 /// Runs `l.jobs` on their hosts: a `rocefab-hostd` per host, started together once all are
-/// ready and `before_go` returned (called right before they are told to go), their reports collected by the deadline (hosts still running
-/// then report what they wait for), every process reaped.
+/// ready and `before_go` returned (called right before they are told to go), their reports
+/// collected by the deadline (hosts still running then report what they wait for), every
+/// process reaped. `at_go` is called right after every host was told to go: the job's start on
+/// this process's clock, as near the hosts' own start (each takes the line from its stdin) as
+/// this process can see it.
 pub(crate) fn execute(
     l: &Launch,
     hostd: &Path,
     timeline: Option<crate::timeline::RunTimeline>,
     before_go: impl FnOnce() -> anyhow::Result<()>,
+    at_go: impl FnOnce() -> anyhow::Result<()>,
 ) -> anyhow::Result<Executed> {
     let (dir, started, deadline) = (l.dir, l.started, l.deadline);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -1191,6 +1195,7 @@ pub(crate) fn execute(
         let mut s = p.stdin.take().expect("stdin");
         writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
     }
+    at_go()?;
     // A host that failed (an errored QP, data that do not verify, a crash) means the job cannot
     // succeed, and its peers may wait for it until the timeout: stop the others at once.
     let failed =
@@ -1379,10 +1384,19 @@ fn run_job(a: &RunArgs, armed: Option<crate::failover::Armed>) -> anyhow::Result
     };
     let switches_alive = live_switches(&a.fabric);
     let mut running = None;
-    let executed = execute(&launch, &hostd, timeline, || {
-        running = armed.map(crate::failover::Armed::start).transpose()?;
-        Ok(())
-    });
+    // The failure's clock starts once the hosts were told to go, as their job clocks do (a
+    // cut stamped from before would read later than the hosts' view of it: 30 us emulated at
+    // D 32 in a fresh-clone CI run, once the cut's own instant was exact).
+    let executed = execute(
+        &launch,
+        &hostd,
+        timeline,
+        || Ok(()),
+        || {
+            running = armed.map(crate::failover::Armed::start).transpose()?;
+            Ok(())
+        },
+    );
     // The injection ends (and the link is back) whatever became of the job.
     let failover = running.map(crate::failover::Running::finish).transpose();
     let Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording } =

@@ -426,17 +426,23 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
         timeout_s: a.timeout,
         quiet: a.json,
     };
-    let executed = run::execute(&launch, &hostd, None, || {
-        let r = wait_rendezvous(&mut ranks, &expected, master, rdv_start, deadline)?;
-        if !a.json {
-            eprintln!(
-                "rendezvous: {} ranks joined {master} over TCP on the frontend in {:.1} ms (wall clock)",
-                world, r.wall_ms
-            );
-        }
-        rendezvous = Some(r);
-        Ok(())
-    })?;
+    let executed = run::execute(
+        &launch,
+        &hostd,
+        None,
+        || {
+            let r = wait_rendezvous(&mut ranks, &expected, master, rdv_start, deadline)?;
+            if !a.json {
+                eprintln!(
+                    "rendezvous: {} ranks joined {master} over TCP on the frontend in {:.1} ms (wall clock)",
+                    world, r.wall_ms
+                );
+            }
+            rendezvous = Some(r);
+            Ok(())
+        },
+        || Ok(()),
+    )?;
     // The job is over: the ranks close their sockets and exit.
     for l in ranks.stop() {
         eprintln!("warning: {l}");
