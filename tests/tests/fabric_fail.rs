@@ -377,10 +377,11 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
     assert!(o.status.success(), "rocefab fail link: {}", failure(&o));
     let cut = Instant::now();
-    // The cut's time in the event log is when the kernel changed the link: it announced rail1's
-    // port down within 1 ms after it (0.18-0.25 ms measured on this idle fabric; the monitor
-    // runs at real-time priority). rocefab used to spawn `ip` per end after taking the time:
-    // 2.1-2.4 ms later here, 3-19 ms under load.
+    // The cut's time in the event log is when rocefab changed the link, not later: the kernel
+    // announced rail1's port down after it. How soon after is the kernel's own closing of the
+    // veth (it announces at the end of dev_close): 0.17-0.37 ms here, 1.28 ms in a fresh-clone
+    // CI run, up to 8.8 ms under load. rocefab's old spawned `ip` added about 2 ms (1.9 and
+    // 3.0 ms seen), which this oracle cannot tell from a slow close: no upper bound.
     let kernel = mon.first_down(&up1);
     let o = rocefab(&["events", &f.name, "--json"]);
     let logged = stdout(&o)
@@ -390,11 +391,7 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
         .unwrap_or_else(|| panic!("no link down event: {}", stdout(&o)));
     let late = kernel - logged["wall_unix_ns"].as_u64().expect("wall_unix_ns") as f64 / 1e9;
     eprintln!("the kernel announced the cut {:.3} ms after the logged time", late * 1e3);
-    assert!(
-        (0.0..=0.001).contains(&late),
-        "the kernel announced the cut {:.3} ms after the logged time (0 to 1 ms): {logged}",
-        late * 1e3
-    );
+    assert!(late >= 0.0, "the kernel announced the cut {:.3} ms before the logged time: {logged}", -late * 1e3);
     let (ok, link) = check();
     assert!(!ok, "a cut link fails the check");
     assert_eq!(link["status"], "link_down", "{link:#}");
