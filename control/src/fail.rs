@@ -222,11 +222,8 @@ pub fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
 
 /// The fabric and the switch named by `args` (`[FABRIC] SWITCH`).
 fn find_switch(args: &[String]) -> anyhow::Result<(State, String)> {
-    let (fabric, name) = match args {
-        [n] => (crate::fabric::pick_fabric(None)?, n.clone()),
-        [f, n] => (f.clone(), n.clone()),
-        _ => bail!("expected [FABRIC] SWITCH"),
-    };
+    let (fabric, name) = crate::fabric::fabric_and_node(args, None, "SWITCH")?;
+    let (fabric, name) = (crate::fabric::pick_fabric(fabric)?, name.to_string());
     let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
     if !st.daemons.iter().any(|d| !d.is_host() && d.node() == name) {
         let all: Vec<&str> = st.daemons.iter().filter(|d| !d.is_host()).map(|d| d.node()).collect();

@@ -310,23 +310,20 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         );
         if machine_bound(&rep).is_none() {
             assert!(jain >= 0.9, "Jain's index of the senders' goodput {jain:.3} < 0.9: {g:?}");
-            // Jain passes one sender of seven at 20 %: the slowest must have half the fastest's
+            // Jain passes one sender of seven at 20 %: the slowest must have 70 % of the fastest's
             // rate once DCQCN acts (from every sender's first CNP to the end of the busy period,
-            // at the switch ingress). Measured: 0.75-0.91 in four runs, then 0.675 in a
-            // fresh-clone CI run; with 16 MiB per sender (a 2.1 ms window) 0.56 and 0.66, so a
-            // longer window does not converge to fairness: the paper's DCQCN with 7 senders and
-            // random WRED marks leaves senders 1.5-1.8x apart over milliseconds. 0.7 (the issue's
-            // figure) is not a property it has; whether ns-3's or htsim's DCQCN is fairer on this
-            // incast is open (htsim's results here finish no 7-sender DCQCN run). A starved
-            // sender (20 % of the others) still fails this. Whole-job goodputs add the first
-            // burst's head start: 0.58-0.90 of the fastest.
+            // at the switch ingress). Measured 0.675-0.91 at 4 MiB (one fresh-clone CI run of
+            // five below 0.7), and 0.56 and 0.66 with 16 MiB per sender: a longer window does not
+            // converge to equal rates. Whether that is DCQCN's nature with seven senders and
+            // random WRED marks or a defect of this model is open (htsim's results here finish
+            // no 7-sender DCQCN run to compare with); the bound stays until that is known.
             let rates = ingress_rates_between(&tl["samples"], 8000.0, from_us, to_us);
             assert_eq!(rates.len(), 7, "{rates:?}");
             let fair =
                 rates.iter().map(|r| r.1).fold(f64::INFINITY, f64::min) / rates.iter().map(|r| r.1).fold(0.0, f64::max);
             eprintln!("ECN on: min/max ingress rate once every sender was cut {fair:.3}: {rates:?}");
             assert!(
-                fair >= 0.5,
+                fair >= 0.7,
                 "slowest sender's ingress rate once DCQCN acts is {fair:.3} of the fastest: {rates:?}"
             );
             // PFC bounds the peak: each of the five ingress groups feeding the queue at xOFF plus
