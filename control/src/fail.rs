@@ -416,12 +416,13 @@ fn set_link(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
     Ok(changed.into_iter().min_by_key(|c| c.at).expect("two ends"))
 }
 
-/// Polls the switches at the ends of `l` until each reports the carrier of its port as `up`
-/// (`rocefab_port_carrier`), within `limit` of `since` (the change); how long after it each did, by end (hosts have no switch
-/// daemon and are left out).
-fn wait_carrier(
+/// Polls the switches at the ends of `l` until each reports its port's `gauge` (by port) as
+/// `up` (1) or not (0), within `limit` of `since` (the change); how long after it each did, by
+/// end (hosts have no switch daemon and are left out).
+fn wait_ports(
     st: &State,
     l: &LinkState,
+    gauge: &str,
     up: bool,
     limit: Duration,
     since: Instant,
@@ -442,7 +443,7 @@ fn wait_carrier(
                 continue;
             }
             let Ok(text) = crate::daemon_http::scrape(url, Duration::from_millis(500)) else { continue };
-            let v = crate::daemon_http::port_counter(&text, "rocefab_port_carrier", port);
+            let v = crate::daemon_http::port_counter(&text, gauge, port);
             if (v == 1) == up {
                 seen[i] = Some(t0.elapsed());
             }
@@ -470,11 +471,14 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
             if st.failed_links.contains(&index) {
                 bail!("link {} -- {} is down already; `rocefab restore link` first", l.a, l.b);
             }
-            let cut = if a.silent { cut_silently(&mut st, &l, index)? } else { cut_link(&mut st, &l, index)? };
+            let wall_for = a.for_ns.map(|ns| st.clock().map(|c| Duration::from_nanos(c.dilation().duration(ns))));
+            let wall_for = wall_for.transpose()?;
+            let cut =
+                if a.silent { cut_silently(&mut st, &l, index)? } else { cut_link(&mut st, &l, index, wall_for)? };
             println!("{} link {} down; {}", at(&cut.event), cut.event.target, cut.event.detail);
-            if let Some(ns) = a.for_ns {
-                let wall_for = st.clock()?.dilation().duration(ns);
-                std::thread::sleep(Duration::from_nanos(wall_for));
+            if let Some(wall_for) = wall_for {
+                // `--for` from the change itself, not from when the routes were pushed.
+                std::thread::sleep((cut.changed.at + wall_for).saturating_duration_since(Instant::now()));
                 restore_link_printed(&mut st, &l, index)?;
             }
             if !cut.carrier_seen {
@@ -492,8 +496,8 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
 /// `rocefab fail link --flap P --for D`: down, P, up, P, down, ... for D (emulated; × D on the
 /// wall clock), ending up. Every change is an event. The switches see each carrier change
 /// (a loss only once it has lasted their 100 ms wall-clock debounce, so faster flaps never
-/// leave the groups); static routing's recomputation is pushed at each change, BGP reacts by
-/// itself. Nothing waits for a switch between changes: the flap keeps its period.
+/// leave the groups); static routing's recomputation is pushed at each change the switches
+/// report before the next one is due, BGP reacts by itself. The flap keeps its period.
 fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
     let (mut st, l, index) = find_link(&a.link.args)?;
     if st.failed_links.contains(&index) {
@@ -513,27 +517,43 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
     let bgp = topo.routing == crate::topology::Routing::Bgp;
     let relink = Relink::new(&topo);
     let t0 = Instant::now();
-    let (changes, mut down) = (total / period, false);
+    let (changes, mut down, mut heard_down) = (total / period, false, false);
     for i in 0..changes {
         // Each change at its own time from the start, so the commands' time does not drift it.
         let due = Duration::from_nanos(d.duration(i * period));
         std::thread::sleep(due.saturating_sub(t0.elapsed()));
         down = !down;
-        let wall = if down {
+        let c = if down {
             let c = set_link(&l, false)?;
             st.failed_links.push(index);
-            c.unix_ns
+            c
         } else {
             let c = relink.up(&l)?;
             st.failed_links.retain(|&x| x != index);
-            c.unix_ns
+            c
         };
         st.save()?;
+        let mut detail = format!("flap {} of {changes}", i + 1);
         if !bgp {
-            push_routes(&st)?;
+            // As for a cut: the routes are pushed once the switches report the change (a loss
+            // after their debounce), waiting no longer than the next change is due. A loss not
+            // reported by then was a blip to them, and so is its return.
+            let next = (t0 + Duration::from_nanos(d.duration((i + 1) * period))).saturating_duration_since(c.at);
+            let gauge = if down { "rocefab_port_oper_up" } else { "rocefab_port_carrier" };
+            let reported = wait_ports(&st, &l, gauge, !down, next, c.at).iter().all(|(_, t)| t.is_some());
+            if (down && reported) || (!down && heard_down) {
+                push_routes(&st)?;
+            } else {
+                detail += if down {
+                    "; not reported before the next change: the switches' 100 ms debounce outlasted it"
+                } else {
+                    "; the loss was not reported: no route recomputed"
+                };
+            }
+            heard_down = down && reported;
         }
-        let (event, detail) = if down { ("link down", "flap") } else { ("link up", "flap") };
-        let e = record(&st, wall, event, &target, format!("{detail} {} of {changes}", i + 1))?;
+        let event = if down { "link down" } else { "link up" };
+        let e = record(&st, c.unix_ns, event, &target, detail)?;
         println!("{} {event} {target} (flap {} of {changes})", at(&e), i + 1);
     }
     let due = Duration::from_nanos(d.duration(changes * period));
@@ -556,16 +576,40 @@ pub struct Cut {
 
 /// Cuts link `index` (`l`) of the fabric: both ends down, the switches' carrier loss waited
 /// for, the routes recomputed (static) or BGP's convergence waited for, the event logged.
-pub fn cut_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Cut> {
+///
+/// Static routing's controller learns of the cut as a real one does: from the switches, once
+/// their link-down debounce has passed and they took the port out of their ECMP groups
+/// (`rocefab_port_oper_up` 0). Only then are the routes without the link pushed, so each switch
+/// rewrites its groups once, for the carrier, and then takes the new routes. A link that is to
+/// come back (`restore_after`, wall clock from the call) before the switches report it stays in
+/// their groups, and nothing is pushed: the controller never heard of it.
+pub fn cut_link(st: &mut State, l: &LinkState, index: usize, restore_after: Option<Duration>) -> anyhow::Result<Cut> {
     let target = format!("{} -- {}", l.a, l.b);
+    let restore_due = restore_after.map(|d| Instant::now() + d);
     let changed = set_link(l, false)?;
     let (wall, since) = (changed.unix_ns, changed.at);
-    let seen = wait_carrier(st, l, false, Duration::from_secs(5), since);
+    let limit = Duration::from_secs(5);
+    let seen = wait_ports(st, l, "rocefab_port_carrier", false, limit, since);
     if !st.failed_links.contains(&index) {
         st.failed_links.push(index);
         st.save()?;
     }
-    let detail = format!("{}; {}", describe("carrier loss", &seen), reroute(st, "without it", since, "the cut")?);
+    let mut detail = describe("saw the carrier loss", "did not report the carrier loss", &seen);
+    let topo = crate::topology::Topology::load(&st.topology)?;
+    let reported = if topo.routing == crate::topology::Routing::Static {
+        let limit = restore_due.map_or(limit, |due| limit.min(due.saturating_duration_since(since)));
+        let out = wait_ports(st, l, "rocefab_port_oper_up", false, limit, since);
+        detail +=
+            &format!("; {}", describe("took the port out of its ECMP groups", "kept the port in its groups", &out));
+        out.iter().all(|(_, t)| t.is_some())
+    } else {
+        true
+    };
+    if !reported && restore_due.is_some_and(|due| Instant::now() >= due) {
+        detail += "; due back before the switches' 100 ms link-down debounce ended: no route recomputed";
+    } else {
+        detail += &format!("; {}", reroute(st, "without it", since, "the cut")?);
+    }
     let event = record(st, wall, "link down", &target, detail)?;
     Ok(Cut { event, changed, carrier_seen: seen.iter().all(|(_, t)| t.is_some()) })
 }
@@ -710,10 +754,14 @@ pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Resu
     }
     let changed = Relink::new(&crate::topology::Topology::load(&st.topology)?).up(l)?;
     let (wall, since) = (changed.unix_ns, changed.at);
-    let seen = wait_carrier(st, l, true, Duration::from_secs(5), since);
+    let seen = wait_ports(st, l, "rocefab_port_carrier", true, Duration::from_secs(5), since);
     st.failed_links.retain(|&i| i != index);
     st.save()?;
-    let detail = format!("{}; {}", describe("carrier", &seen), reroute(st, "with it", since, "the restore")?);
+    let detail = format!(
+        "{}; {}",
+        describe("saw the carrier", "did not report the carrier", &seen),
+        reroute(st, "with it", since, "the restore")?
+    );
     let e = record(st, wall, "link up", &target, detail.clone())?;
     if seen.iter().any(|(_, t)| t.is_none()) {
         bail!("link {target}: a switch did not report the carrier within 5 s ({detail})");
@@ -728,16 +776,18 @@ fn restore_link_printed(st: &mut State, l: &LinkState, index: usize) -> anyhow::
     Ok(())
 }
 
-/// `rail1:eth5 saw the carrier loss 1.2 ms after the change, spine1:eth1 1.4 ms after (wall clock)`.
-fn describe(what: &str, seen: &[(String, Option<Duration>)]) -> String {
+/// `rail1:eth5 saw the carrier loss after 1.2 ms, spine1:eth1 did not report the carrier loss
+/// (wall clock, from the change)`: `did` for an end that reported in time, `not` for one that
+/// did not.
+fn describe(did: &str, not: &str, seen: &[(String, Option<Duration>)]) -> String {
     if seen.is_empty() {
         return "no switch at either end".into();
     }
     let parts: Vec<String> = seen
         .iter()
         .map(|(end, t)| match t {
-            Some(t) => format!("{end} saw the {what} after {:.1} ms", t.as_secs_f64() * 1e3),
-            None => format!("{end} did not report the {what}"),
+            Some(t) => format!("{end} {did} after {:.1} ms", t.as_secs_f64() * 1e3),
+            None => format!("{end} {not}"),
         })
         .collect();
     format!("{} (wall clock, from the change)", parts.join(", "))
@@ -805,7 +855,7 @@ mod tests {
         let seen =
             vec![("rail1:eth3".to_string(), Some(Duration::from_micros(1_250))), ("spine1:eth1".to_string(), None)];
         assert_eq!(
-            describe("carrier loss", &seen),
+            describe("saw the carrier loss", "did not report the carrier loss", &seen),
             "rail1:eth3 saw the carrier loss after 1.2 ms, spine1:eth1 did not report the carrier loss (wall clock, from the change)"
         );
     }

@@ -253,7 +253,8 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
     let cut = if silent {
         crate::fail::cut_silently(&mut st, &link, index)
     } else {
-        crate::fail::cut_link(&mut st, &link, index)
+        let restore_after = for_ns.map(|f| Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
+        crate::fail::cut_link(&mut st, &link, index, restore_after)
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let watched = watcher.join().map_err(|_| anyhow::anyhow!("the link watcher panicked"))?;

@@ -179,7 +179,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         carrier: crate::carrier::Carrier::new(&cfg),
         routes: cfg.routes.clone(),
         nexthops: cfg.nexthops.len(),
-        updates: carrier.route_updates.clone(),
+        replaced: carrier.routes_replaced.clone(),
     }));
     let router = router(&cfg, &scrape, &names, slot, &stats, agent.as_ref())
         .merge(routes_router(&cfg, &scrape, &routing))
@@ -373,7 +373,10 @@ async fn control(
 /// statistics, whose per-port `no_carrier` flag the watch sets.
 struct CarrierMetrics {
     route_updates: prometheus::IntCounter,
+    /// Route sets the switch took whole (`PUT /routes`, or zebra's FIB under BGP).
+    routes_replaced: prometheus::IntCounter,
     carrier: prometheus::IntGaugeVec,
+    oper_up: prometheus::IntGaugeVec,
     data_plane: Arc<SwitchStats>,
 }
 
@@ -387,21 +390,42 @@ impl CarrierMetrics {
         let route_updates = prometheus::IntCounter::with_opts(
             prometheus::Opts::new(
                 "rocefab_route_updates_total",
-                "ECMP groups the switch rewrote in its XDP maps (a member's carrier went or came)",
+                "ECMP groups the switch rewrote in its XDP maps because a member's port went down \
+                 (after the link-down debounce) or came back",
             )
             .const_labels(labels.clone()),
         )?;
         registry.register(Box::new(route_updates.clone()))?;
+        let routes_replaced = prometheus::IntCounter::with_opts(
+            prometheus::Opts::new(
+                "rocefab_routes_replaced_total",
+                "Route sets the switch took whole: the fabric's static routes pushed to it (PUT /routes), or \
+                 the routes zebra installed (routing: bgp)",
+            )
+            .const_labels(labels.clone()),
+        )?;
+        registry.register(Box::new(routes_replaced.clone()))?;
         let carrier = prometheus::IntGaugeVec::new(
             prometheus::Opts::new("rocefab_port_carrier", "1 while the port is up with carrier, else 0")
                 .const_labels(labels.clone()),
             &["port"],
         )?;
         registry.register(Box::new(carrier.clone()))?;
+        let oper_up = prometheus::IntGaugeVec::new(
+            prometheus::Opts::new(
+                "rocefab_port_oper_up",
+                "1 while the switch's routing counts the port up (its next hops in their ECMP groups), else 0: \
+                 a carrier loss counts once it has lasted the 100 ms link-down debounce, a return at once",
+            )
+            .const_labels(labels.clone()),
+            &["port"],
+        )?;
+        registry.register(Box::new(oper_up.clone()))?;
         for p in ports {
             carrier.with_label_values(&[p.as_str()]).set(1);
+            oper_up.with_label_values(&[p.as_str()]).set(1);
         }
-        Ok(CarrierMetrics { route_updates, carrier, data_plane })
+        Ok(CarrierMetrics { route_updates, routes_replaced, carrier, oper_up, data_plane })
     }
 }
 
@@ -412,7 +436,8 @@ struct Routing {
     routes: Vec<rocefab_contracts::config::RouteConfig>,
     /// Next hops of the configuration (pushed groups must name them).
     nexthops: usize,
-    updates: prometheus::IntCounter,
+    /// `rocefab_routes_replaced_total`.
+    replaced: prometheus::IntCounter,
 }
 
 /// What `PUT /routes` takes: the switch's ECMP groups and routes as the fabric's static route
@@ -506,7 +531,7 @@ fn apply_routes(name: &str, scrape: &Mutex<Scrape>, routing: &Mutex<Routing>, b:
     let n = live.len() + b.routes.len();
     tracing::info!(switch = %name, groups = live.len(), routes = b.routes.len(), "routes replaced");
     r.routes = b.routes;
-    r.updates.inc();
+    r.replaced.inc();
     Ok(n)
 }
 
@@ -661,6 +686,10 @@ fn apply_carrier(
             tracing::info!(switch = %cfg.name, group = g, ?members, "ECMP group rewritten");
             m.route_updates.inc();
         }
+    }
+    // After the maps: a controller that reads 0 here finds the port out of the groups.
+    for (p, name) in names.iter().enumerate() {
+        m.oper_up.with_label_values(&[name.as_str()]).set(i64::from(r.carrier.is_up(p)));
     }
     Ok(r.carrier.next_deadline())
 }

@@ -22,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rocefab_tests::capture::start_rocefab_capture_for;
-use rocefab_tests::fabric::{failure, metric, pids_with_cmdline, rocefab, stderr, stdout, Fabric, LinkMonitor};
+use rocefab_tests::fabric::{failure, metric, pids_with_cmdline, rocefab, series, stderr, stdout, Fabric, LinkMonitor};
 use rocefab_tests::proc::Proc;
 use serde_json::Value;
 
@@ -200,7 +200,10 @@ fn bgp_routes_the_fabric_and_converges_around_a_cut_link() {
     let fib = Command::new("ip").args(["-n", &f.netns("rail1"), "route", "show", "proto", "bgp"]).output().unwrap();
     let fib = String::from_utf8_lossy(&fib.stdout);
     assert!(fib.contains("10.0.2.0/24") && fib.matches("nexthop via").count() == 2, "{fib}");
-    assert!(metric(&f.metrics("rail1"), "rocefab_route_updates_total", &[]) >= 1.0);
+    assert!(
+        series(&f.metrics("rail1"), "rocefab_routes_replaced_total", &[]) >= 1.0,
+        "rail1 took no routes from zebra"
+    );
 
     // A spine link cut during an AllReduce.
     let up1 = f.port_to("rail1", "spine1:eth1");

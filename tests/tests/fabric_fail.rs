@@ -32,14 +32,30 @@ fn groups_with_port(f: &Fabric, sw: &str, port: &str) -> f64 {
     c.groups.iter().filter(|g| g.iter().any(|&nh| c.nexthops[nh as usize].port == p)).count() as f64
 }
 
+/// How many of `sw`'s ECMP groups as its data path holds them now (`GET /routes`: each group's
+/// live members) hold a next hop on `port`.
+fn groups_holding(f: &Fabric, sw: &str, port: &str) -> f64 {
+    let c = f.config(sw);
+    let p = c.ports.iter().position(|x| x.name == port).unwrap_or_else(|| panic!("{sw} has no port {port}")) as u32;
+    let body = rocefab_tests::http::get(c.metrics_listen, "/routes").unwrap_or_else(|e| panic!("{e:#}"));
+    let held: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{sw} GET /routes: {e}: {body}"));
+    let groups = held["groups"].as_array().unwrap_or_else(|| panic!("{sw} GET /routes: no groups: {body}"));
+    groups
+        .iter()
+        .filter(|g| g.as_array().unwrap().iter().any(|nh| c.nexthops[nh.as_u64().unwrap() as usize].port == p))
+        .count() as f64
+}
+
 #[test]
 fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let f = Fabric::up("rail-spine.yaml", "rffl");
     let up1 = f.port_to("rail1", "spine1:eth1");
     let down1 = f.port_to("spine1", &format!("rail1:{up1}"));
     let at = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port)]);
-    let updates = |sw: &str| metric(&f.metrics(sw), "rocefab_route_updates_total", &[]);
+    let updates = |sw: &str| series(&f.metrics(sw), "rocefab_route_updates_total", &[]);
+    let replaced = |sw: &str| series(&f.metrics(sw), "rocefab_routes_replaced_total", &[]);
     assert_eq!((at("rail1", "rocefab_port_carrier", &up1), updates("rail1"), updates("spine1")), (1.0, 0.0, 0.0));
+    assert_eq!((replaced("rail1"), replaced("spine1")), (0.0, 0.0));
 
     let mut job = rocefab_tests::fabric::allreduce_crossing(&f, &up1);
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}")]);
@@ -48,29 +64,39 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     assert!(out.contains(&format!("link rail1:{up1} -- spine1:{down1} down")), "{out}");
     assert!(out.contains(&format!("rail1:{up1} saw the carrier loss after")), "{out}");
     assert!(out.contains(&format!("spine1:{down1} saw the carrier loss after")), "{out}");
+    // The routes are pushed once both switches took the port out of their groups, after their
+    // 100 ms link-down debounce: the time each took is printed, and is at least the debounce.
+    for end in [format!("rail1:{up1}"), format!("spine1:{down1}")] {
+        let took = out
+            .split(&format!("{end} took the port out of its ECMP groups after "))
+            .nth(1)
+            .and_then(|r| r.split(" ms").next())
+            .and_then(|ms| ms.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{end}: no time out of the groups: {out}"));
+        assert!(took >= 100.0, "{end} left its groups {took} ms after the cut, within the 100 ms debounce");
+    }
     let tx_at_fail = at("rail1", "rocefab_port_tx_packets_total", &up1);
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 0.0);
     assert_eq!(at("spine1", "rocefab_port_carrier", &down1), 0.0);
+    assert_eq!((at("rail1", "rocefab_port_oper_up", &up1), at("spine1", "rocefab_port_oper_up", &down1)), (0.0, 0.0));
     // rail1's groups toward the other rail (via both spines) lost a member; spine1's group
-    // toward rail1 lost its only one. Each switch rewrites exactly the groups of its
-    // configuration that hold a next hop on the cut port, once (after its 100 ms debounce).
+    // toward rail1 lost its only one. Each switch rewrote exactly the groups of its
+    // configuration that hold a next hop on the cut port, once, for the carrier (after its
+    // debounce, before `rocefab fail` returned); then it took the routes pushed without the
+    // link, once. Nothing more comes later.
     let (want_rail1, want_spine1) = (groups_with_port(&f, "rail1", &up1), groups_with_port(&f, "spine1", &down1));
     assert!(want_rail1 >= 1.0 && want_spine1 >= 1.0, "the cut port is in no ECMP group");
-    let t0 = Instant::now();
-    while updates("rail1") < want_rail1 || updates("spine1") < want_spine1 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "groups not rewritten: {} {}",
-            updates("rail1"),
-            updates("spine1")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let settled = f.settled("rail1", &["rocefab_route_updates_total"]);
+    assert_eq!(groups_holding(&f, "rail1", &up1), 0.0, "rail1's data path still has the cut port");
+    let settled = f.settled("rail1", &["rocefab_route_updates_total", "rocefab_routes_replaced_total"]);
     assert_eq!(
-        (metric(&settled, "rocefab_route_updates_total", &[]), updates("spine1")),
-        (want_rail1, want_spine1),
-        "ECMP groups rewritten per cut: each group holding the port, once"
+        (
+            series(&settled, "rocefab_route_updates_total", &[]),
+            updates("spine1"),
+            series(&settled, "rocefab_routes_replaced_total", &[]),
+            replaced("spine1")
+        ),
+        (want_rail1, want_spine1, 1.0, 1.0),
+        "per cut: each group holding the port rewritten once for the carrier, then the routes pushed once"
     );
 
     // Every switch's data path holds what static routing computes without the link: rail1 and
@@ -99,23 +125,26 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let after = at("rail1", "rocefab_port_tx_packets_total", &up1);
     assert!(after - tx_at_fail <= 2.0, "rail1 sent {} frames on the cut link", after - tx_at_fail);
 
-    // Back: the groups take the port again (the same groups, once more each), and a job
-    // crosses it.
+    // Back: the carrier returns, but the routes pushed without the link hold no next hop on the
+    // port, so no group changes for it; the routes pushed with the link (once more each) put
+    // the port back in its groups, and a job crosses it.
     let o = rocefab(&["restore", "link", &f.name, &format!("spine1:{down1}")]);
     assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
     assert!(stdout(&o).contains(&format!("link rail1:{up1} -- spine1:{down1} up")), "{}", stdout(&o));
-    let t0 = Instant::now();
-    while updates("rail1") < 2.0 * want_rail1 || updates("spine1") < 2.0 * want_spine1 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "groups not restored: {} {}",
-            updates("rail1"),
-            updates("spine1")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!((updates("rail1"), updates("spine1")), (2.0 * want_rail1, 2.0 * want_spine1));
+    let settled = f.settled("rail1", &["rocefab_route_updates_total", "rocefab_routes_replaced_total"]);
+    assert_eq!(
+        (
+            series(&settled, "rocefab_route_updates_total", &[]),
+            updates("spine1"),
+            series(&settled, "rocefab_routes_replaced_total", &[]),
+            replaced("spine1")
+        ),
+        (want_rail1, want_spine1, 2.0, 2.0),
+        "per restore: no carrier rewrite, the routes pushed once"
+    );
+    assert_eq!(groups_holding(&f, "rail1", &up1), want_rail1, "rail1's data path has the port back");
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 1.0);
+    assert_eq!(at("rail1", "rocefab_port_oper_up", &up1), 1.0);
     let up2 = f.port_to("rail1", "spine2:eth1");
     let (tx1, tx2) =
         (at("rail1", "rocefab_port_tx_packets_total", &up1), at("rail1", "rocefab_port_tx_packets_total", &up2));
@@ -418,17 +447,30 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    let updates = || metric(&f.metrics("rail1"), "rocefab_route_updates_total", &[]);
-    let u0 = updates();
+    let counts = || {
+        let m = f.metrics("rail1");
+        (series(&m, "rocefab_route_updates_total", &[]), series(&m, "rocefab_routes_replaced_total", &[]))
+    };
+    let (u0, r0) = counts();
     let o = rocefab(&["fail", "link", &f.name, &format!("rail1:{up1}"), "--flap", "300ms", "--for", "1200ms"]);
     assert!(o.status.success(), "rocefab fail link --flap: {}", failure(&o));
     for i in 1..=4 {
         assert!(stdout(&o).contains(&format!("(flap {i} of 4)")), "{}", stdout(&o));
     }
-    // Two losses and two returns, each seen by rail1's carrier watch (and at most once more
-    // each by the routes pushed with it).
-    let du = updates() - u0;
-    assert!((4.0..=8.0).contains(&du), "{du} route updates for two flaps");
+    // Two losses, each outlasting the debounce: rail1 rewrites the groups holding the port for
+    // each, then takes the routes pushed without the link; at each return the routes pushed
+    // with it put the port back (no carrier rewrite: the pushed groups did not hold it).
+    let (u1, r1) = counts();
+    assert_eq!(
+        (u1 - u0, r1 - r0),
+        (2.0 * groups_with_port(&f, "rail1", &up1), 4.0),
+        "carrier rewrites and routes pushed for two flaps"
+    );
+    assert_eq!(
+        groups_holding(&f, "rail1", &up1),
+        groups_with_port(&f, "rail1", &up1),
+        "the port is back in its groups"
+    );
     assert_eq!(metric(&f.metrics("rail1"), "rocefab_port_carrier", &[("port", up1.as_str())]), 1.0, "it ends up");
     let o = rocefab(&["events", &f.name, "--json"]);
     let log: Vec<Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
