@@ -253,6 +253,11 @@ fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
     let first = first.unwrap_or(Changed { at: Instant::now(), unix_ns: rundir::unix_now_ns() });
     let (wall, since) = (first.unix_ns, first.at);
     crate::fabric::stop_switch_daemon(&mut st, &name)?;
+    st.failed_switches.push(name.clone());
+    for l in &links {
+        flush_dead_rings(&st, l)?;
+    }
+    st.failed_switches.retain(|s| *s != name);
     let ns = crate::plan::netns_name(&st.fabric, &name);
     let problems = crate::frr::stop_only(&st.fabric, Some(&name), &[ns]);
     if !problems.is_empty() {
@@ -382,10 +387,66 @@ pub struct Changed {
     pub unix_ns: u64,
 }
 
-/// Sets both ends of `l` down or up at once: a thread per end enters the end's namespace, both
-/// are released together and change their interface in-process (`SIOCSIFFLAGS`), stamping the
-/// time just before. (A spawned `ip` per end made the change 3-19 ms after the time reported.)
+/// Cuts or restores the cable `l` in-process (`SIOCSIFFLAGS` in each end's namespace, from a
+/// thread that entered it; a spawned `ip` made the change 3-19 ms after the time reported):
+/// both ends down or up at once, each end's daemon hearing of it from its own interface's
+/// change (an end left up would hear of its lost carrier through the kernel's linkwatch, seen
+/// 200 ms late on a busy machine). The instant of the change. A cut is followed by
+/// [`flush_dead_rings`].
 fn set_link(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
+    set_both(l, up)
+}
+
+/// After a cut that its switches have seen: the kernel takes nothing from the AF_XDP TX ring of
+/// a down interface, so what a switch had put there in the moment before it saw the carrier go
+/// (237 frames seen) would go out when the link came back, seconds late. Each switch end is
+/// brought up alone (the other end is down: no carrier), its switch empties that ring into the
+/// dead link (the kernel drops what it takes from an interface without carrier, as a dead cable
+/// loses it; `rocefab_port_tx_ring_frames` reads 0), and it goes down again. The switch has no
+/// carrier throughout, so it puts nothing more there.
+///
+/// Not with `routing: bgp`: zebra would see the interface come and go, and BGP converged 2 s
+/// later than without it. There a frame on a ring at the cut can still arrive after the
+/// restore.
+fn flush_dead_rings(st: &State, l: &LinkState) -> anyhow::Result<()> {
+    if crate::topology::Topology::load(&st.topology)?.routing == crate::topology::Routing::Bgp {
+        return Ok(());
+    }
+    for (ns, end) in [(&l.a_netns, &l.a), (&l.b_netns, &l.b)] {
+        let Some(d) = switch_daemon(st, end) else { continue };
+        let port = end.split_once(':').map_or("", |x| x.1);
+        // Only once the switch itself has seen the carrier go does it stop filling the ring.
+        let t0 = Instant::now();
+        loop {
+            let text = crate::daemon_http::scrape(&d.metrics_url, Duration::from_millis(500)).ok();
+            if text.is_some_and(|t| crate::daemon_http::port_counter(&t, "rocefab_port_carrier", port) == 0) {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(5) {
+                bail!("{end}: its switch did not report the carrier loss within 5 s");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        set_end(ns, end, true)?;
+        wait_tx_ring_empty(st, end, Duration::from_secs(2));
+        set_end(ns, end, false)?;
+    }
+    Ok(())
+}
+
+/// The running switch daemon at `end` (`node:port`), if `end` is a switch's port.
+fn switch_daemon<'a>(st: &'a State, end: &str) -> Option<&'a rundir::DaemonState> {
+    let (node, _) = end.split_once(':')?;
+    if st.failed_switches.iter().any(|s| s == node) {
+        return None;
+    }
+    st.daemons.iter().find(|d| !d.is_host() && d.node() == node)
+}
+
+/// Sets both ends of `l` down or up at once: a thread per end enters the end's namespace, both
+/// are released together and change their interface, stamping the time just before; the
+/// earlier stamp.
+fn set_both(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
     let state = if up { "up" } else { "down" };
     let ends = [(&l.a_netns, &l.a), (&l.b_netns, &l.b)];
     let go = std::sync::Barrier::new(ends.len() + 1);
@@ -414,6 +475,50 @@ fn set_link(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
     });
     let changed = changed.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
     Ok(changed.into_iter().min_by_key(|c| c.at).expect("two ends"))
+}
+
+/// Sets the interface of `end` (`node:ifname`) in namespace `ns` up or down; the instant just
+/// before.
+fn set_end(ns: &str, end: &str, up: bool) -> anyhow::Result<Changed> {
+    let state = if up { "up" } else { "down" };
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            crate::netns::enter(ns).with_context(|| format!("setting {end} {state}"))?;
+            let ifname = end.split_once(':').map_or(end, |x| x.1);
+            let t = Changed { at: Instant::now(), unix_ns: rundir::unix_now_ns() };
+            rocefab_plumbing::link::set_admin_up(ifname, up)
+                .with_context(|| format!("setting {end} {state} in namespace {ns}"))?;
+            Ok(t)
+        })
+        .join()
+        .unwrap_or_else(|_| Err(anyhow!("setting {end} {state}: panicked")))
+    })
+}
+
+/// Waits (polling its metrics every 2 ms, at most `limit`) until the switch at `end` has no
+/// frame left on the port's TX ring. An end that is not a running switch has nothing to wait
+/// for. Frames still there at the limit go out with the carrier, late: said on stderr.
+fn wait_tx_ring_empty(st: &State, end: &str, limit: Duration) {
+    let (Some(d), Some((_, port))) = (switch_daemon(st, end), end.split_once(':')) else { return };
+    let t0 = Instant::now();
+    let mut left = None;
+    while t0.elapsed() < limit {
+        if let Ok(text) = crate::daemon_http::scrape(&d.metrics_url, Duration::from_millis(500)) {
+            let n = crate::daemon_http::port_counter(&text, "rocefab_port_tx_ring_frames", port);
+            if n == 0 {
+                return;
+            }
+            left = Some(n);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    match left {
+        Some(n) => eprintln!(
+            "rocefab: {end} still held {n} frames on its TX ring {} ms after it came up without carrier; they go out late",
+            limit.as_millis()
+        ),
+        None => eprintln!("rocefab: could not read {end}'s TX ring from {}", d.metrics_url),
+    }
 }
 
 /// Polls the switches at the ends of `l` until each reports its port's `gauge` (by port) as
@@ -525,6 +630,7 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
         down = !down;
         let c = if down {
             let c = set_link(&l, false)?;
+            flush_dead_rings(&st, &l)?;
             st.failed_links.push(index);
             c
         } else {
@@ -590,6 +696,7 @@ pub fn cut_link(st: &mut State, l: &LinkState, index: usize, restore_after: Opti
     let (wall, since) = (changed.unix_ns, changed.at);
     let limit = Duration::from_secs(5);
     let seen = wait_ports(st, l, "rocefab_port_carrier", false, limit, since);
+    flush_dead_rings(st, l)?;
     if !st.failed_links.contains(&index) {
         st.failed_links.push(index);
         st.save()?;

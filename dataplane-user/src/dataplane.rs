@@ -641,7 +641,7 @@ impl DataPlane {
             }
             for p in 0..self.ports.len() {
                 let state = if self.stats.ports[p].no_carrier.load(std::sync::atomic::Ordering::Relaxed) {
-                    work += self.drop_without_carrier(p, now);
+                    work += self.drop_without_carrier(p, now)?;
                     TxState::Idle
                 } else {
                     self.transmit(p, now)?
@@ -1147,8 +1147,32 @@ impl DataPlane {
     /// would otherwise never drain, and its pauses would spread through the fabric. What the TX
     /// ring holds stays there (the kernel sends nothing on the down port). Returns how many.
     #[cold]
-    fn drop_without_carrier(&mut self, p: usize, now: u64) -> usize {
+    fn drop_without_carrier(&mut self, p: usize, now: u64) -> Result<usize, DataPlaneError> {
         let mut dropped = 0usize;
+        let port = &mut self.ports[p];
+        // What the TX ring still holds: the kernel takes nothing from it while the interface is
+        // administratively down, and would send it once the interface is up. Up without carrier
+        // (a restore brings this end up alone first), it takes the frames and drops them, as a
+        // dead cable: kick until the ring is empty. A kick on a down interface is a syscall that
+        // returns ENETDOWN at once.
+        // The kernel gives up a kick at the first frame it drops (EBUSY): kick while each takes one.
+        let mut unsent = self.tx_ring - port.xsk.tx.nb_free_exact();
+        if unsent > 0 {
+            let before = unsent;
+            let tx = &mut port.xsk.tx;
+            for _ in 0..before {
+                tx.wakeup().map_err(|source| DataPlaneError::Kick { port: p, name: port.xsk.name.clone(), source })?;
+                let left = self.tx_ring - tx.nb_free_exact();
+                if left >= unsent {
+                    break;
+                }
+                unsent = left;
+            }
+            self.stats.ports[p].tx_ring_unsent.set(u64::from(unsent));
+            if unsent < before {
+                self.reap(p, now);
+            }
+        }
         let port = &mut self.ports[p];
         while let Some((o, _)) = port.own.pop() {
             if self.own_free.len() < self.own_reserve {
@@ -1171,7 +1195,7 @@ impl DataPlane {
             self.ports[p].stall.idle();
             self.stats.ports[p].carrier_dropped.add(dropped as u64);
         }
-        dropped
+        Ok(dropped)
     }
 
     /// Drops every frame egress queue `tc` of port `p` holds (a PFC watchdog's drop, a port
@@ -1373,6 +1397,7 @@ impl DataPlane {
             tx.wakeup().map_err(|source| DataPlaneError::Kick { port: p, name: port.xsk.name.clone(), source })?;
         }
         let unsent_after = tx_ring - tx.nb_free_exact();
+        self.stats.ports[p].tx_ring_unsent.set(u64::from(unsent_after));
         if nstamps > 0 {
             // PFC reaction time: xOFF crossing (the pass's clock reading, at or before the
             // crossing) → the frame produced on the TX ring and kicked; in emulated time.

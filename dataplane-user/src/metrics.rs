@@ -83,6 +83,7 @@ struct PortHandles {
     mac_control_malformed: IntCounter,
     own_pool_empty: IntCounter,
     carrier_dropped: IntCounter,
+    tx_ring_unsent: IntGauge,
     stalls: IntCounter,
     stalled_seconds: Counter,
     longest_stall_seconds: Gauge,
@@ -211,6 +212,7 @@ struct PortFamilies {
     mc_bad: IntCounterVec,
     own_empty: IntCounterVec,
     carrier_dropped: IntCounterVec,
+    tx_ring_unsent: prometheus::IntGaugeVec,
     stalls: IntCounterVec,
     stalled: CounterVec,
     longest_stall: prometheus::GaugeVec,
@@ -259,6 +261,17 @@ impl PortFamilies {
             "rocefab_port_carrier_dropped_packets_total",
             "Frames dropped because the port had no carrier: queued for it when the carrier went, on its cable, or arriving for it before its ECMP groups moved",
             p,
+        )?;
+        let tx_ring_unsent = register(
+            f.registry,
+            "rocefab_port_tx_ring_frames",
+            prometheus::IntGaugeVec::new(
+                f.opts(
+                    "rocefab_port_tx_ring_frames",
+                    "Frames on the port's AF_XDP TX ring the kernel has not taken yet (none are taken while the interface is administratively down)",
+                ),
+                p,
+            ),
         )?;
         let stalls = f.counter_vec(
             "rocefab_port_tx_stalls_total",
@@ -315,6 +328,7 @@ impl PortFamilies {
             mc_bad,
             own_empty,
             carrier_dropped,
+            tx_ring_unsent,
         })
     }
 
@@ -340,6 +354,7 @@ impl PortFamilies {
             mac_control_malformed: self.mc_bad.with_label_values(&l),
             own_pool_empty: self.own_empty.with_label_values(&l),
             carrier_dropped: self.carrier_dropped.with_label_values(&l),
+            tx_ring_unsent: self.tx_ring_unsent.with_label_values(&l),
             stalls: self.stalls.with_label_values(&l),
             stalled_seconds: self.stalled.with_label_values(&l),
             longest_stall_seconds: self.longest_stall.with_label_values(&l),
@@ -823,6 +838,7 @@ impl Metrics {
             sync_stat(&h.mac_control_malformed, &s.rx_mac_control_malformed);
             sync_stat(&h.own_pool_empty, &s.own_pool_empty);
             sync_stat(&h.carrier_dropped, &s.carrier_dropped);
+            h.tx_ring_unsent.set(s.tx_ring_unsent.get() as i64);
             let paused_mask = s.paused_mask.get();
             for (prio, (ph, ps)) in h.prio.iter().zip(&s.prio).enumerate() {
                 ph.paused_now.set(((paused_mask >> prio) & 1) as i64);

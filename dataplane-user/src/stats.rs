@@ -314,6 +314,12 @@ pub struct PortStats {
     /// before its ECMP groups moved. A switch ASIC flushes a down port's queues the same way,
     /// so that a lossless queue that can never drain does not pause its senders for good.
     pub carrier_dropped: Stat,
+    /// Frames on the port's AF_XDP TX ring that the kernel has not taken yet (gauge). The
+    /// kernel takes none while the interface is administratively down (`sendto` fails with
+    /// ENETDOWN) and would send them when it is up again: `rocefab restore` brings that end up
+    /// alone first, without carrier, so that the kernel drops them as a dead cable, and waits
+    /// for this to read 0.
+    pub tx_ring_unsent: Stat,
     /// Per traffic class egress queues of this port.
     pub queues: [QueueStats; NUM_TC],
     /// Per priority PFC and priority-group counters.

@@ -172,7 +172,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let carrier = CarrierMetrics::new(metrics.registry(), &labels, &names, stats.clone())
+    let bell = lock(&ctrl).to_dp.clone();
+    let carrier = CarrierMetrics::new(metrics.registry(), &labels, &names, stats.clone(), bell)
         .context("registering carrier metrics")?;
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
     let routing = Arc::new(Mutex::new(Routing {
@@ -378,6 +379,10 @@ struct CarrierMetrics {
     carrier: prometheus::IntGaugeVec,
     oper_up: prometheus::IntGaugeVec,
     data_plane: Arc<SwitchStats>,
+    /// Rung after every look: a port that came up without carrier has its TX ring flushed on
+    /// the data plane's next pass ([`SwitchStats`]'s `tx_ring_unsent`), not whenever traffic
+    /// elsewhere wakes it.
+    data_plane_bell: Arc<crate::ctrl::EventFd>,
 }
 
 impl CarrierMetrics {
@@ -386,6 +391,7 @@ impl CarrierMetrics {
         labels: &std::collections::HashMap<String, String>,
         ports: &[String],
         data_plane: Arc<SwitchStats>,
+        data_plane_bell: Arc<crate::ctrl::EventFd>,
     ) -> prometheus::Result<CarrierMetrics> {
         let route_updates = prometheus::IntCounter::with_opts(
             prometheus::Opts::new(
@@ -425,7 +431,7 @@ impl CarrierMetrics {
             carrier.with_label_values(&[p.as_str()]).set(1);
             oper_up.with_label_values(&[p.as_str()]).set(1);
         }
-        Ok(CarrierMetrics { route_updates, routes_replaced, carrier, oper_up, data_plane })
+        Ok(CarrierMetrics { route_updates, routes_replaced, carrier, oper_up, data_plane, data_plane_bell })
     }
 }
 
@@ -691,6 +697,7 @@ fn apply_carrier(
     for (p, name) in names.iter().enumerate() {
         m.oper_up.with_label_values(&[name.as_str()]).set(i64::from(r.carrier.is_up(p)));
     }
+    m.data_plane_bell.ring();
     Ok(r.carrier.next_deadline())
 }
 

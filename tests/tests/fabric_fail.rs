@@ -79,6 +79,10 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     assert_eq!(at("rail1", "rocefab_port_carrier", &up1), 0.0);
     assert_eq!(at("spine1", "rocefab_port_carrier", &down1), 0.0);
     assert_eq!((at("rail1", "rocefab_port_oper_up", &up1), at("spine1", "rocefab_port_oper_up", &down1)), (0.0, 0.0));
+    // Nothing waits on either end's TX ring to go out when the link is back: `rocefab fail`
+    // had each end empty it into the dead link.
+    let ring = |sw: &str, port: &str| series(&f.metrics(sw), "rocefab_port_tx_ring_frames", &[("port", port)]);
+    assert_eq!((ring("rail1", &up1), ring("spine1", &down1)), (0.0, 0.0), "frames held on a cut port's TX ring");
     // rail1's groups toward the other rail (via both spines) lost a member; spine1's group
     // toward rail1 lost its only one. Each switch rewrote exactly the groups of its
     // configuration that hold a next hop on the cut port, once, for the carrier (after its
