@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 
+use crate::fabric::Fabric;
 use crate::routing::{cut_links, wait_converged};
 use crate::rundir::{self, LinkState, State};
 
@@ -196,7 +197,7 @@ pub fn events_between(fabric: &str, from: u64, to: u64) -> Vec<String> {
 }
 
 /// The fabric, the link named by `args` (`[FABRIC] NODE:PORT`) and its index.
-pub fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
+pub fn find_link(args: &[String]) -> anyhow::Result<(Fabric, LinkState, usize)> {
     let (fabric, end) = match args {
         [end] => (crate::fabric::pick_fabric(None)?, end.clone()),
         [f, end] => (f.clone(), end.clone()),
@@ -217,11 +218,11 @@ pub fn find_link(args: &[String]) -> anyhow::Result<(State, LinkState, usize)> {
         anyhow!("fabric {fabric} has no link {end} (links of {node}: {})", ports.join(", "))
     })?;
     let link = st.links[index].clone();
-    Ok((st, link, index))
+    Ok((Fabric::with_state(st)?, link, index))
 }
 
 /// The fabric and the switch named by `args` (`[FABRIC] SWITCH`).
-fn find_switch(args: &[String]) -> anyhow::Result<(State, String)> {
+fn find_switch(args: &[String]) -> anyhow::Result<(Fabric, String)> {
     let (fabric, name) = crate::fabric::fabric_and_node(args, None, "SWITCH")?;
     let (fabric, name) = (crate::fabric::pick_fabric(fabric)?, name.to_string());
     let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
@@ -229,7 +230,7 @@ fn find_switch(args: &[String]) -> anyhow::Result<(State, String)> {
         let all: Vec<&str> = st.daemons.iter().filter(|d| !d.is_host()).map(|d| d.node()).collect();
         bail!("fabric {fabric} has no switch {name:?} (switches: {})", all.join(", "));
     }
-    Ok((st, name))
+    Ok((Fabric::with_state(st)?, name))
 }
 
 /// The links of switch `name`.
@@ -240,11 +241,11 @@ fn links_of<'a>(st: &'a State, name: &str) -> Vec<&'a LinkState> {
 /// `rocefab fail switch`: its cables dark (every neighbour sees the carrier go), its daemon
 /// stopped, the routes recomputed without it and pushed to every other switch.
 fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
-    let (mut st, name) = find_switch(&a.args)?;
-    if st.failed_switches.contains(&name) {
+    let (mut f, name) = find_switch(&a.args)?;
+    if f.st.failed_switches.contains(&name) {
         bail!("switch {name} has already failed; `rocefab restore switch {name}` brings it back");
     }
-    let links: Vec<LinkState> = links_of(&st, &name).into_iter().cloned().collect();
+    let links: Vec<LinkState> = links_of(&f.st, &name).into_iter().cloned().collect();
     let mut first = None;
     for l in &links {
         let c = set_link(l, false)?;
@@ -252,52 +253,51 @@ fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
     }
     let first = first.unwrap_or(Changed { at: Instant::now(), unix_ns: rundir::unix_now_ns() });
     let (wall, since) = (first.unix_ns, first.at);
-    crate::fabric::stop_switch_daemon(&mut st, &name)?;
-    st.failed_switches.push(name.clone());
+    crate::fabric::stop_switch_daemon(&mut f.st, &name)?;
+    f.st.failed_switches.push(name.clone());
     for l in &links {
-        flush_dead_rings(&st, l)?;
+        flush_dead_rings(&f, l)?;
     }
-    st.failed_switches.retain(|s| *s != name);
-    let ns = crate::plan::netns_name(&st.fabric, &name);
-    let problems = crate::frr::stop_only(&st.fabric, Some(&name), &[ns]);
+    f.st.failed_switches.retain(|s| *s != name);
+    let ns = crate::plan::netns_name(&f.st.fabric, &name);
+    let problems = crate::frr::stop_only(&f.st.fabric, Some(&name), &[ns]);
     if !problems.is_empty() {
         bail!("stopping {name}'s FRR: {}", problems.join("; "));
     }
-    st.failed_switches.push(name.clone());
-    st.save()?;
+    f.st.failed_switches.push(name.clone());
+    f.st.save()?;
     let detail =
-        format!("daemon stopped, {} links dark; {}", links.len(), reroute(&st, "without it", since, "the failure")?);
-    let e = record(&st, wall, "switch down", &name, detail.clone())?;
+        format!("daemon stopped, {} links dark; {}", links.len(), reroute(&f, "without it", since, "the failure")?);
+    let e = record(&f.st, wall, "switch down", &name, detail.clone())?;
     println!("{} switch {name} down: {detail}", at(&e));
     if let Some(ns) = a.for_ns {
-        std::thread::sleep(Duration::from_nanos(st.clock()?.dilation().duration(ns)));
-        restore_switch(&mut st, &name)?;
+        std::thread::sleep(Duration::from_nanos(f.st.clock()?.dilation().duration(ns)));
+        restore_switch(&mut f, &name)?;
     }
     Ok(())
 }
 
 /// `rocefab restore switch`: its cables back, its daemon started with its configuration, then
 /// the routes with it pushed to every switch (it too gets the fabric's routes of now).
-fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
-    if !st.failed_switches.iter().any(|s| s == name) {
+fn restore_switch(f: &mut Fabric, name: &str) -> anyhow::Result<()> {
+    if !f.st.failed_switches.iter().any(|s| s == name) {
         bail!("switch {name} has not failed");
     }
     let wall = rundir::unix_now_ns();
     let since = Instant::now();
-    let links: Vec<LinkState> = links_of(st, name).into_iter().cloned().collect();
-    let topo = crate::topology::Topology::load(&st.topology)?;
-    let relink = Relink::new(&topo);
-    for l in links.iter().filter(|l| !st.failed_links.iter().any(|&i| st.links[i] == **l)) {
+    let links: Vec<LinkState> = links_of(&f.st, name).into_iter().cloned().collect();
+    let relink = Relink::new(&f.topo);
+    for l in links.iter().filter(|l| !f.st.failed_links.iter().any(|&i| f.st.links[i] == **l)) {
         relink.up(l)?;
     }
-    crate::fabric::start_switch_daemon(st, name)?;
-    if topo.routing == crate::topology::Routing::Bgp {
-        crate::frr::start_only(&topo, &relink.plan, Some(name))?;
+    crate::fabric::start_switch_daemon(&mut f.st, name)?;
+    if f.bgp() {
+        crate::frr::start_only(&f.topo, &relink.plan, Some(name))?;
     }
-    st.failed_switches.retain(|s| s != name);
-    st.save()?;
-    let detail = format!("daemon ready; {}", reroute(st, "with it", since, "the restore")?);
-    let e = record(st, wall, "switch up", name, detail.clone())?;
+    f.st.failed_switches.retain(|s| s != name);
+    f.st.save()?;
+    let detail = format!("daemon ready; {}", reroute(f, "with it", since, "the restore")?);
+    let e = record(&f.st, wall, "switch up", name, detail.clone())?;
     println!("{} switch {name} up: {detail}", at(&e));
     Ok(())
 }
@@ -306,11 +306,11 @@ fn restore_switch(st: &mut State, name: &str) -> anyhow::Result<()> {
 /// itself (BFD, withdrawals, zebra, the switches' FIB watch), and this waits for it. The line
 /// that says how long it took, counted from the change itself (`since`, taken just before the
 /// links or the switch were touched; `from` names it), not from when the switches noticed.
-fn reroute(st: &State, with: &str, since: Instant, from: &str) -> anyhow::Result<String> {
-    let topo = crate::topology::Topology::load(&st.topology)?;
-    if topo.routing == crate::topology::Routing::Bgp {
-        let limit = Duration::from_nanos(st.clock()?.dilation().duration(10_000_000_000)).max(Duration::from_secs(30));
-        return Ok(match wait_converged(st, &topo, limit, since)? {
+fn reroute(f: &Fabric, with: &str, since: Instant, from: &str) -> anyhow::Result<String> {
+    if f.bgp() {
+        let limit =
+            Duration::from_nanos(f.st.clock()?.dilation().duration(10_000_000_000)).max(Duration::from_secs(30));
+        return Ok(match wait_converged(&f.st, &f.topo, limit, since)? {
             Some(t) => format!(
                 "BGP converged {with} in {:.1} ms from {from} (every switch's data path, wall clock)",
                 t.as_secs_f64() * 1e3
@@ -318,7 +318,7 @@ fn reroute(st: &State, with: &str, since: Instant, from: &str) -> anyhow::Result
             None => format!("BGP had not converged {with} {:.0} s after {from}", limit.as_secs_f64()),
         });
     }
-    push_routes(st)?;
+    push_routes(f)?;
     Ok(format!(
         "routes {with} pushed to every switch in {:.1} ms from {from} (wall clock)",
         since.elapsed().as_secs_f64() * 1e3
@@ -330,11 +330,11 @@ fn reroute(st: &State, with: &str, since: Instant, from: &str) -> anyhow::Result
 /// fabric does. A switch that only lost a member to carrier fixes that itself; one that routes
 /// through a neighbour that lost its way (rail2 sending rail1's traffic to a spine cut from
 /// rail1) needs this. How long it took, wall clock.
-fn push_routes(st: &State) -> anyhow::Result<Duration> {
+fn push_routes(f: &Fabric) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
-    let topo = crate::topology::Topology::load(&st.topology)?;
+    let st = &f.st;
     let failed = cut_links(st);
-    let plan = crate::plan::compile_without(&topo, 0, &failed);
+    let plan = crate::plan::compile_without(&f.topo, 0, &failed);
     for sw in plan.switches.iter().filter(|s| !st.failed_switches.contains(&s.name)) {
         let d = st
             .daemons
@@ -408,12 +408,12 @@ fn set_link(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
 /// Not with `routing: bgp`: zebra would see the interface come and go, and BGP converged 2 s
 /// later than without it. There a frame on a ring at the cut can still arrive after the
 /// restore.
-fn flush_dead_rings(st: &State, l: &LinkState) -> anyhow::Result<()> {
-    if crate::topology::Topology::load(&st.topology)?.routing == crate::topology::Routing::Bgp {
+fn flush_dead_rings(f: &Fabric, l: &LinkState) -> anyhow::Result<()> {
+    if f.bgp() {
         return Ok(());
     }
     for (ns, end) in [(&l.a_netns, &l.a), (&l.b_netns, &l.b)] {
-        let Some(d) = switch_daemon(st, end) else { continue };
+        let Some(d) = switch_daemon(&f.st, end) else { continue };
         let port = end.split_once(':').map_or("", |x| x.1);
         // Only once the switch itself has seen the carrier go does it stop filling the ring.
         let t0 = Instant::now();
@@ -428,7 +428,7 @@ fn flush_dead_rings(st: &State, l: &LinkState) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(2));
         }
         set_end(ns, end, true)?;
-        wait_tx_ring_empty(st, end, Duration::from_secs(2));
+        wait_tx_ring_empty(&f.st, end, Duration::from_secs(2));
         set_end(ns, end, false)?;
     }
     Ok(())
@@ -572,19 +572,18 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
         FailCmd::Switch(a) => fail_switch(a),
         FailCmd::Link(a) if a.flap.is_some() => flap(a),
         FailCmd::Link(a) => {
-            let (mut st, l, index) = find_link(&a.link.args)?;
-            if st.failed_links.contains(&index) {
+            let (mut f, l, index) = find_link(&a.link.args)?;
+            if f.st.failed_links.contains(&index) {
                 bail!("link {} -- {} is down already; `rocefab restore link` first", l.a, l.b);
             }
-            let wall_for = a.for_ns.map(|ns| st.clock().map(|c| Duration::from_nanos(c.dilation().duration(ns))));
+            let wall_for = a.for_ns.map(|ns| f.st.clock().map(|c| Duration::from_nanos(c.dilation().duration(ns))));
             let wall_for = wall_for.transpose()?;
-            let cut =
-                if a.silent { cut_silently(&mut st, &l, index)? } else { cut_link(&mut st, &l, index, wall_for)? };
+            let cut = if a.silent { cut_silently(&mut f, &l, index)? } else { cut_link(&mut f, &l, index, wall_for)? };
             println!("{} link {} down; {}", at(&cut.event), cut.event.target, cut.event.detail);
             if let Some(wall_for) = wall_for {
                 // `--for` from the change itself, not from when the routes were pushed.
                 std::thread::sleep((cut.changed.at + wall_for).saturating_duration_since(Instant::now()));
-                restore_link_printed(&mut st, &l, index)?;
+                restore_link_printed(&mut f, &l, index)?;
             }
             if !cut.carrier_seen {
                 bail!(
@@ -604,8 +603,8 @@ pub fn fail(cmd: &FailCmd) -> anyhow::Result<()> {
 /// leave the groups); static routing's recomputation is pushed at each change the switches
 /// report before the next one is due, BGP reacts by itself. The flap keeps its period.
 fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
-    let (mut st, l, index) = find_link(&a.link.args)?;
-    if st.failed_links.contains(&index) {
+    let (mut f, l, index) = find_link(&a.link.args)?;
+    if f.st.failed_links.contains(&index) {
         bail!("link {} -- {} is down already; `rocefab restore link` first", l.a, l.b);
     }
     let (period, total) = (a.flap.expect("flap() is called with --flap"), a.for_ns.expect("clap requires --for"));
@@ -617,10 +616,9 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
         );
     }
     let target = format!("{} -- {}", l.a, l.b);
-    let d = st.clock()?.dilation();
-    let topo = crate::topology::Topology::load(&st.topology)?;
-    let bgp = topo.routing == crate::topology::Routing::Bgp;
-    let relink = Relink::new(&topo);
+    let d = f.st.clock()?.dilation();
+    let bgp = f.bgp();
+    let relink = Relink::new(&f.topo);
     let t0 = Instant::now();
     let (changes, mut down, mut heard_down) = (total / period, false, false);
     for i in 0..changes {
@@ -630,15 +628,15 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
         down = !down;
         let c = if down {
             let c = set_link(&l, false)?;
-            flush_dead_rings(&st, &l)?;
-            st.failed_links.push(index);
+            flush_dead_rings(&f, &l)?;
+            f.st.failed_links.push(index);
             c
         } else {
             let c = relink.up(&l)?;
-            st.failed_links.retain(|&x| x != index);
+            f.st.failed_links.retain(|&x| x != index);
             c
         };
-        st.save()?;
+        f.st.save()?;
         let mut detail = format!("flap {} of {changes}", i + 1);
         if !bgp {
             // As for a cut: the routes are pushed once the switches report the change (a loss
@@ -646,9 +644,9 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
             // reported by then was a blip to them, and so is its return.
             let next = (t0 + Duration::from_nanos(d.duration((i + 1) * period))).saturating_duration_since(c.at);
             let gauge = if down { "rocefab_port_oper_up" } else { "rocefab_port_carrier" };
-            let reported = wait_ports(&st, &l, gauge, !down, next, c.at).iter().all(|(_, t)| t.is_some());
+            let reported = wait_ports(&f.st, &l, gauge, !down, next, c.at).iter().all(|(_, t)| t.is_some());
             if (down && reported) || (!down && heard_down) {
-                push_routes(&st)?;
+                push_routes(&f)?;
             } else {
                 detail += if down {
                     "; not reported before the next change: the switches' 100 ms debounce outlasted it"
@@ -659,13 +657,13 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
             heard_down = down && reported;
         }
         let event = if down { "link down" } else { "link up" };
-        let e = record(&st, c.unix_ns, event, &target, detail)?;
+        let e = record(&f.st, c.unix_ns, event, &target, detail)?;
         println!("{} {event} {target} (flap {} of {changes})", at(&e), i + 1);
     }
     let due = Duration::from_nanos(d.duration(changes * period));
     std::thread::sleep(due.saturating_sub(t0.elapsed()));
     if down {
-        restore_link_printed(&mut st, &l, index)?;
+        restore_link_printed(&mut f, &l, index)?;
     }
     println!("link {target}: flapped every {} for {}", crate::text::duration(period), crate::text::duration(total));
     Ok(())
@@ -689,23 +687,22 @@ pub struct Cut {
 /// rewrites its groups once, for the carrier, and then takes the new routes. A link that is to
 /// come back (`restore_after`, wall clock from the call) before the switches report it stays in
 /// their groups, and nothing is pushed: the controller never heard of it.
-pub fn cut_link(st: &mut State, l: &LinkState, index: usize, restore_after: Option<Duration>) -> anyhow::Result<Cut> {
+pub fn cut_link(f: &mut Fabric, l: &LinkState, index: usize, restore_after: Option<Duration>) -> anyhow::Result<Cut> {
     let target = format!("{} -- {}", l.a, l.b);
     let restore_due = restore_after.map(|d| Instant::now() + d);
     let changed = set_link(l, false)?;
     let (wall, since) = (changed.unix_ns, changed.at);
     let limit = Duration::from_secs(5);
-    let seen = wait_ports(st, l, "rocefab_port_carrier", false, limit, since);
-    flush_dead_rings(st, l)?;
-    if !st.failed_links.contains(&index) {
-        st.failed_links.push(index);
-        st.save()?;
+    let seen = wait_ports(&f.st, l, "rocefab_port_carrier", false, limit, since);
+    flush_dead_rings(f, l)?;
+    if !f.st.failed_links.contains(&index) {
+        f.st.failed_links.push(index);
+        f.st.save()?;
     }
     let mut detail = describe("saw the carrier loss", "did not report the carrier loss", &seen);
-    let topo = crate::topology::Topology::load(&st.topology)?;
-    let reported = if topo.routing == crate::topology::Routing::Static {
+    let reported = if !f.bgp() {
         let limit = restore_due.map_or(limit, |due| limit.min(due.saturating_duration_since(since)));
-        let out = wait_ports(st, l, "rocefab_port_oper_up", false, limit, since);
+        let out = wait_ports(&f.st, l, "rocefab_port_oper_up", false, limit, since);
         detail +=
             &format!("; {}", describe("took the port out of its ECMP groups", "kept the port in its groups", &out));
         out.iter().all(|(_, t)| t.is_some())
@@ -715,9 +712,9 @@ pub fn cut_link(st: &mut State, l: &LinkState, index: usize, restore_after: Opti
     if !reported && restore_due.is_some_and(|due| Instant::now() >= due) {
         detail += "; due back before the switches' 100 ms link-down debounce ended: no route recomputed";
     } else {
-        detail += &format!("; {}", reroute(st, "without it", since, "the cut")?);
+        detail += &format!("; {}", reroute(f, "without it", since, "the cut")?);
     }
-    let event = record(st, wall, "link down", &target, detail)?;
+    let event = record(&f.st, wall, "link down", &target, detail)?;
     Ok(Cut { event, changed, carrier_seen: seen.iter().all(|(_, t)| t.is_some()) })
 }
 
@@ -754,22 +751,21 @@ fn set_silent(st: &State, l: &LinkState, silent: bool) -> anyhow::Result<()> {
 /// `rocefab fail link --silent`: both switch ends drop every frame they receive while the carrier
 /// stays up. With BGP, BFD detects it (its detection time × D) and the fabric converges around
 /// it; static routing cannot see it, and the data path keeps sending into the link.
-pub fn cut_silently(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Cut> {
+pub fn cut_silently(f: &mut Fabric, l: &LinkState, index: usize) -> anyhow::Result<Cut> {
     let target = format!("{} -- {}", l.a, l.b);
-    switch_ends(st, l)?;
+    switch_ends(&f.st, l)?;
     let changed = Changed { at: Instant::now(), unix_ns: rundir::unix_now_ns() };
     let (wall, since) = (changed.unix_ns, changed.at);
-    set_silent(st, l, true)?;
-    st.failed_links.push(index);
-    st.silent_links.push(index);
-    st.save()?;
-    let topo = crate::topology::Topology::load(&st.topology)?;
-    let detail = if topo.routing == crate::topology::Routing::Bgp {
-        format!("silent (carrier up, every frame dropped); {}", reroute(st, "without it", since, "the cut")?)
+    set_silent(&f.st, l, true)?;
+    f.st.failed_links.push(index);
+    f.st.silent_links.push(index);
+    f.st.save()?;
+    let detail = if f.bgp() {
+        format!("silent (carrier up, every frame dropped); {}", reroute(f, "without it", since, "the cut")?)
     } else {
         "silent (carrier up, every frame dropped); static routing cannot see it: the switches keep sending into it until `rocefab restore link`".to_string()
     };
-    let event = record(st, wall, "link down", &target, detail)?;
+    let event = record(&f.st, wall, "link down", &target, detail)?;
     Ok(Cut { event, changed, carrier_seen: true })
 }
 
@@ -780,18 +776,17 @@ const STORM_QUANTA: u16 = 0xffff;
 /// NIC's port, every half pause (at the link's emulated rate, × D on the wall clock, at most
 /// 10 ms apart), for `--for`. The switch port's PFC watchdog is what should notice.
 fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
-    let (st, l, _) = find_link(&a.args)?;
+    let (f, l, _) = find_link(&a.args)?;
     let end = if a.args.len() == 2 { &a.args[1] } else { &a.args[0] };
     let (host, nic) = end.split_once(':').ok_or_else(|| anyhow!("{end:?}: name a NIC as HOST:NIC"))?;
     let (ns, _) = if l.a == *end { (&l.a_netns, &l.b) } else { (&l.b_netns, &l.a) };
-    let topo = crate::topology::Topology::load(&st.topology)?;
-    let plan = crate::plan::compile(&topo, 0);
+    let plan = crate::plan::compile(&f.topo, 0);
     let mac = plan
         .host(host)
         .and_then(|h| h.nics.iter().find(|n| n.ifname == nic))
         .map(|n| n.mac)
-        .ok_or_else(|| anyhow!("fabric {}: {end} is not a GPU NIC", st.fabric))?;
-    let d = st.clock()?.dilation();
+        .ok_or_else(|| anyhow!("fabric {}: {end} is not a GPU NIC", f.st.fabric))?;
+    let d = f.st.clock()?.dilation();
     let pause_ns = u64::from(STORM_QUANTA) * 512 * 1_000_000_000 / l.line_rate_bps.max(1);
     let period =
         Duration::from_nanos(d.duration(pause_ns / 2)).clamp(Duration::from_micros(100), Duration::from_millis(10));
@@ -809,7 +804,7 @@ fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
         period.as_secs_f64() * 1e3,
         crate::text::duration(a.for_ns.unwrap_or(0))
     );
-    let e = record(&st, rundir::unix_now_ns(), "pfc storm start", &target, detail.clone())?;
+    let e = record(&f.st, rundir::unix_now_ns(), "pfc storm start", &target, detail.clone())?;
     println!("{} PFC storm from {target}: {detail}", at(&e));
     let (ns, ifname) = (ns.clone(), nic.to_string());
     let sent = std::thread::spawn(move || -> anyhow::Result<u64> {
@@ -826,7 +821,7 @@ fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
     })
     .join()
     .map_err(|_| anyhow!("the storm thread panicked"))??;
-    let e = record(&st, rundir::unix_now_ns(), "pfc storm end", &target, format!("{sent} PFC frames sent"))?;
+    let e = record(&f.st, rundir::unix_now_ns(), "pfc storm end", &target, format!("{sent} PFC frames sent"))?;
     println!("{} PFC storm from {target} over: {sent} PFC frames sent", at(&e));
     Ok(())
 }
@@ -835,41 +830,41 @@ fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
 pub fn restore(cmd: &RestoreCmd) -> anyhow::Result<()> {
     match cmd {
         RestoreCmd::Link(a) => {
-            let (mut st, l, index) = find_link(&a.args)?;
-            restore_link_printed(&mut st, &l, index)
+            let (mut f, l, index) = find_link(&a.args)?;
+            restore_link_printed(&mut f, &l, index)
         }
         RestoreCmd::Switch(a) => {
-            let (mut st, name) = find_switch(&a.args)?;
-            restore_switch(&mut st, &name)
+            let (mut f, name) = find_switch(&a.args)?;
+            restore_switch(&mut f, &name)
         }
     }
 }
 
 /// Puts link `index` (`l`) back: both ends up, the carrier waited for, the routes with it.
 /// The event logged; an error when a switch did not report the carrier within 5 s.
-pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<Event> {
+pub fn restore_link(f: &mut Fabric, l: &LinkState, index: usize) -> anyhow::Result<Event> {
     let target = format!("{} -- {}", l.a, l.b);
     let wall = rundir::unix_now_ns();
     let since = Instant::now();
-    if st.silent_links.contains(&index) {
-        set_silent(st, l, false)?;
-        st.silent_links.retain(|&i| i != index);
-        st.failed_links.retain(|&i| i != index);
-        st.save()?;
-        let detail = format!("frames pass again; {}", reroute(st, "with it", since, "the restore")?);
-        return record(st, wall, "link up", &target, detail);
+    if f.st.silent_links.contains(&index) {
+        set_silent(&f.st, l, false)?;
+        f.st.silent_links.retain(|&i| i != index);
+        f.st.failed_links.retain(|&i| i != index);
+        f.st.save()?;
+        let detail = format!("frames pass again; {}", reroute(f, "with it", since, "the restore")?);
+        return record(&f.st, wall, "link up", &target, detail);
     }
-    let changed = Relink::new(&crate::topology::Topology::load(&st.topology)?).up(l)?;
+    let changed = Relink::new(&f.topo).up(l)?;
     let (wall, since) = (changed.unix_ns, changed.at);
-    let seen = wait_ports(st, l, "rocefab_port_carrier", true, Duration::from_secs(5), since);
-    st.failed_links.retain(|&i| i != index);
-    st.save()?;
+    let seen = wait_ports(&f.st, l, "rocefab_port_carrier", true, Duration::from_secs(5), since);
+    f.st.failed_links.retain(|&i| i != index);
+    f.st.save()?;
     let detail = format!(
         "{}; {}",
         describe("saw the carrier", "did not report the carrier", &seen),
-        reroute(st, "with it", since, "the restore")?
+        reroute(f, "with it", since, "the restore")?
     );
-    let e = record(st, wall, "link up", &target, detail.clone())?;
+    let e = record(&f.st, wall, "link up", &target, detail.clone())?;
     if seen.iter().any(|(_, t)| t.is_none()) {
         bail!("link {target}: a switch did not report the carrier within 5 s ({detail})");
     }
@@ -877,8 +872,8 @@ pub fn restore_link(st: &mut State, l: &LinkState, index: usize) -> anyhow::Resu
 }
 
 /// [`restore_link`], printed.
-fn restore_link_printed(st: &mut State, l: &LinkState, index: usize) -> anyhow::Result<()> {
-    let e = restore_link(st, l, index)?;
+fn restore_link_printed(f: &mut Fabric, l: &LinkState, index: usize) -> anyhow::Result<()> {
+    let e = restore_link(f, l, index)?;
     println!("{} link {} up; {}", at(&e), e.target, e.detail);
     Ok(())
 }

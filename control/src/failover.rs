@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use crate::rundir::{LinkState, State};
+use crate::fabric::Fabric;
+use crate::rundir::LinkState;
 
 /// The options of `rocefab run` that inject a failure.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -107,7 +108,7 @@ struct SwitchEnd {
 
 /// A failure ready to be injected: the link, its switch ends and their counters before the job.
 pub struct Armed {
-    st: State,
+    fabric: Fabric,
     link: LinkState,
     index: usize,
     ends: Vec<SwitchEnd>,
@@ -127,7 +128,7 @@ pub struct Running {
 }
 
 struct Injected {
-    st: State,
+    fabric: Fabric,
     link: LinkState,
     index: usize,
     cut_at: Duration,
@@ -176,21 +177,21 @@ fn frames_lost(before: &[LinkCounters], after: &[LinkCounters]) -> u64 {
 /// counters; `None` without `--fail-link`.
 pub fn arm(fabric: &str, a: &FailoverArgs) -> anyhow::Result<Option<Armed>> {
     let Some(end) = &a.fail_link else { return Ok(None) };
-    let (st, link, index) = crate::fail::find_link(&[fabric.to_string(), end.clone()])?;
-    if crate::routing::cut_links(&st).contains(&index) {
+    let (f, link, index) = crate::fail::find_link(&[fabric.to_string(), end.clone()])?;
+    if crate::routing::cut_links(&f.st).contains(&index) {
         bail!("--fail-link {end}: link {} -- {} is down already", link.a, link.b);
     }
     let ends: Vec<SwitchEnd> = [&link.a, &link.b]
         .into_iter()
         .filter_map(|e| {
             let (node, port) = e.split_once(':')?;
-            let d = st.daemons.iter().find(|d| !d.is_host() && d.node() == node)?;
+            let d = f.st.daemons.iter().find(|d| !d.is_host() && d.node() == node)?;
             Some(SwitchEnd { end: e.clone(), port: port.to_string(), url: d.metrics_url.clone() })
         })
         .collect();
     let before = ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
     Ok(Some(Armed {
-        st,
+        fabric: f,
         link,
         index,
         ends,
@@ -204,7 +205,7 @@ pub fn arm(fabric: &str, a: &FailoverArgs) -> anyhow::Result<Option<Armed>> {
 impl Armed {
     /// Starts the injection: call when the job starts.
     pub fn start(self) -> anyhow::Result<Running> {
-        let dilation = self.st.clock()?.dilation();
+        let dilation = self.fabric.st.clock()?.dilation();
         let go = Instant::now();
         let (armed_ends, before) = (self.ends.clone(), self.before.clone());
         let thread = std::thread::Builder::new()
@@ -217,7 +218,7 @@ impl Armed {
 
 /// Waits for `--fail-at`, cuts the link while watching its ends, restores it after `--fail-for`.
 fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow::Result<Injected> {
-    let Armed { mut st, link, index, ends, at_ns, for_ns, silent, .. } = a;
+    let Armed { mut fabric, link, index, ends, at_ns, for_ns, silent, .. } = a;
     std::thread::sleep(Duration::from_nanos(d.duration(at_ns)).saturating_sub(go.elapsed()));
     let t_cut = Instant::now();
     // The ends' counters, watched from the cut on (the first reading is the reference), beside
@@ -251,10 +252,10 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
         })
     };
     let cut = if silent {
-        crate::fail::cut_silently(&mut st, &link, index)
+        crate::fail::cut_silently(&mut fabric, &link, index)
     } else {
         let restore_after = for_ns.map(|f| Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
-        crate::fail::cut_link(&mut st, &link, index, restore_after)
+        crate::fail::cut_link(&mut fabric, &link, index, restore_after)
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let watched = watcher.join().map_err(|_| anyhow::anyhow!("the link watcher panicked"))?;
@@ -268,10 +269,10 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
     if let Some(f) = for_ns {
         std::thread::sleep(Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
         restored_at = Some(go.elapsed());
-        crate::fail::restore_link(&mut st, &link, index)?;
+        crate::fail::restore_link(&mut fabric, &link, index)?;
     }
     Ok(Injected {
-        st,
+        fabric,
         link,
         index,
         cut_at,
@@ -286,13 +287,13 @@ impl Running {
     /// After the job: waits for the injection, restores the link if it is still cut, and
     /// measures. `job_ns`: the job's completion time (emulated).
     pub fn finish(self) -> anyhow::Result<Failover> {
-        let Injected { mut st, link, index, cut_at, cut_unix_ns, detail, ends, mut restored_at } =
+        let Injected { mut fabric, link, index, cut_at, cut_unix_ns, detail, ends, mut restored_at } =
             self.thread.join().map_err(|_| anyhow::anyhow!("the failure injection panicked"))??;
         let after: Vec<LinkCounters> = self.armed_ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
         let frames_lost = (self.armed_ends.len() == 2).then(|| frames_lost(&self.before, &after));
         if restored_at.is_none() {
             restored_at = Some(self.go.elapsed());
-            crate::fail::restore_link(&mut st, &link, index)?;
+            crate::fail::restore_link(&mut fabric, &link, index)?;
         }
         let emulated = |t: Duration| self.dilation.to_emulated_ns(t.as_nanos() as u64);
         Ok(Failover {

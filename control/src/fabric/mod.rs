@@ -6,6 +6,9 @@
 //! `rocefab-switchd` per switch and, unless `lldp.enabled` or `lldp.nic_agent` is false, one
 //! `rocefab-nicd` per host (its GPU NICs' LLDP/DCBX agent). Every resource is recorded in `state.json` before it is
 //! created, so `down` (or a failing `up`) removes exactly what was made, even after a crash.
+mod handle;
+pub use handle::Fabric;
+
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};

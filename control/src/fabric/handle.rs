@@ -1,0 +1,33 @@
+//! The handle of a running fabric: its state (the run directory `rocefab up` wrote) and its
+//! topology, each loaded once, for the commands that act on the fabric.
+use anyhow::Context;
+
+use crate::rundir::State;
+use crate::topology::{Routing, Topology};
+
+/// A fabric that is up: its state and its topology.
+#[derive(Debug)]
+pub struct Fabric {
+    pub st: State,
+    pub topo: Topology,
+}
+
+impl Fabric {
+    /// The fabric `name` (or the only one up, when `None`, as [`super::pick_fabric`] picks it).
+    pub fn open(name: Option<&str>) -> anyhow::Result<Fabric> {
+        let fabric = super::pick_fabric(name)?;
+        let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
+        Fabric::with_state(st)
+    }
+
+    /// The fabric of `st`, its topology loaded from the file `up` recorded.
+    pub fn with_state(st: State) -> anyhow::Result<Fabric> {
+        let topo = Topology::load(&st.topology)?;
+        Ok(Fabric { st, topo })
+    }
+
+    /// Whether FRR routes it (`routing: bgp`), else static routing.
+    pub fn bgp(&self) -> bool {
+        self.topo.routing == Routing::Bgp
+    }
+}
