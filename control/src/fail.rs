@@ -203,7 +203,7 @@ pub fn find_link(args: &[String]) -> anyhow::Result<(Fabric, LinkState, usize)> 
         [f, end] => (f.clone(), end.clone()),
         _ => bail!("expected [FABRIC] NODE:PORT"),
     };
-    let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
+    let st = crate::fabric::load_state(&fabric)?;
     if !end.contains(':') {
         bail!("{end:?}: name a link by one of its ends, as NODE:PORT (e.g. rail1:eth5)");
     }
@@ -225,7 +225,7 @@ pub fn find_link(args: &[String]) -> anyhow::Result<(Fabric, LinkState, usize)> 
 fn find_switch(args: &[String]) -> anyhow::Result<(Fabric, String)> {
     let (fabric, name) = crate::fabric::fabric_and_node(args, None, "SWITCH")?;
     let (fabric, name) = (crate::fabric::pick_fabric(fabric)?, name.to_string());
-    let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
+    let st = crate::fabric::load_state(&fabric)?;
     if !st.daemons.iter().any(|d| !d.is_host() && d.node() == name) {
         let all: Vec<&str> = st.daemons.iter().filter(|d| !d.is_host()).map(|d| d.node()).collect();
         bail!("fabric {fabric} has no switch {name:?} (switches: {})", all.join(", "));

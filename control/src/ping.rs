@@ -20,8 +20,6 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::plan::{HostPlan, NicPlan, Plan};
-use crate::rundir::{self, State};
-use crate::topology::Topology;
 
 #[derive(Args, Debug)]
 pub struct PingArgs {
@@ -161,9 +159,7 @@ pub fn run(a: &PingArgs) -> anyhow::Result<()> {
     if !(1..=1000).contains(&a.count) {
         bail!("--count {}: 1..=1000", a.count);
     }
-    let st = State::load(&a.fabric)
-        .with_context(|| format!("fabric {:?} is not up (no {})", a.fabric, rundir::state_path(&a.fabric).display()))?;
-    let topo = Topology::load(&st.topology)?;
+    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(&a.fabric)?)?;
     // The path the frames take: with `routing: bgp` FRR's routes, which `rocefab up` waited to
     // equal static routing's computation (the switches' own configs hold no fabric routes then).
     let plan = crate::plan::compile_static_without(&topo, 0, &Default::default());
@@ -260,7 +256,7 @@ mod tests {
              switches:\n  rail: [{{ name: rail1, rails: [1] }}, {{ name: rail2, rails: [2] }}]\n  \
              spine: [{{ name: spine1 }}, {{ name: spine2 }}]\n{extra}"
         );
-        let topo = Topology::parse(&src, std::path::Path::new("p.yaml")).unwrap();
+        let topo = crate::topology::Topology::parse(&src, std::path::Path::new("p.yaml")).unwrap();
         crate::plan::compile(&topo, 0)
     }
 

@@ -1001,9 +1001,7 @@ pub(crate) struct FabricHosts {
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
 /// answer.
 pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
-    let st = State::load(fabric)
-        .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(fabric).display()))?;
-    let topo = Topology::load(&st.topology)?;
+    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(fabric)?)?;
     let plan = compile(&topo, 0);
     let configured = topo.lldp.nic.classes();
     let hosts = host_descs(&topo, &plan, |h| {

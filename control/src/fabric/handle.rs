@@ -16,8 +16,7 @@ impl Fabric {
     /// The fabric `name` (or the only one up, when `None`, as [`super::pick_fabric`] picks it).
     pub fn open(name: Option<&str>) -> anyhow::Result<Fabric> {
         let fabric = super::pick_fabric(name)?;
-        let st = State::load(&fabric).with_context(|| format!("fabric {fabric:?} is not up"))?;
-        Fabric::with_state(st)
+        Fabric::with_state(load_state(&fabric)?)
     }
 
     /// The fabric of `st`, its topology loaded from the file `up` recorded.
@@ -30,4 +29,14 @@ impl Fabric {
     pub fn bgp(&self) -> bool {
         self.topo.routing == Routing::Bgp
     }
+}
+
+/// The state of fabric `fabric`: "fabric "x" is not up (no /run/rocefab/x/state.json)" when it
+/// has none, else what made it unreadable, naming the file.
+pub fn load_state(fabric: &str) -> anyhow::Result<State> {
+    let path = crate::rundir::state_path(fabric);
+    if !path.exists() {
+        anyhow::bail!("fabric {fabric:?} is not up (no {})", path.display());
+    }
+    State::load(fabric).with_context(|| format!("fabric {fabric:?}: reading {}", path.display()))
 }

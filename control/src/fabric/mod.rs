@@ -7,7 +7,7 @@
 //! `rocefab-nicd` per host (its GPU NICs' LLDP/DCBX agent). Every resource is recorded in `state.json` before it is
 //! created, so `down` (or a failing `up`) removes exactly what was made, even after a crash.
 mod handle;
-pub use handle::Fabric;
+pub use handle::{load_state, Fabric};
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;

@@ -82,7 +82,7 @@ mod schedule;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use rocefab_contracts::time::Dilation;
 use rocefab_wire::pcap;
 
@@ -100,7 +100,7 @@ pub use schedule::{Pace, Schedule};
 
 use crate::plan::{compile, Plan};
 use crate::replay::rx::{GapRule, Ident};
-use crate::rundir::{self, State};
+use crate::rundir::State;
 use crate::text::plural;
 use crate::topology::Topology;
 use crate::units::fmt_ns;
@@ -178,9 +178,7 @@ fn target(a: &ReplayArgs, fabric: Option<&str>) -> anyhow::Result<Target> {
             .map_err(|e| anyhow!("{e:#}; a dry run works from the topology file too: --topology FILE"))?,
         (f, false) => crate::fabric::pick_fabric(f)?,
     };
-    let st = State::load(&fabric)
-        .with_context(|| format!("fabric {fabric:?} is not up (no {})", rundir::state_path(&fabric).display()))?;
-    let topo = Topology::load(&st.topology)?;
+    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(&fabric)?)?;
     let dilation = st.clock()?.dilation();
     Ok(Target { fabric, state: Some(st), topo, dilation })
 }
