@@ -387,16 +387,6 @@ pub struct Changed {
     pub unix_ns: u64,
 }
 
-/// Cuts or restores the cable `l` in-process (`SIOCSIFFLAGS` in each end's namespace, from a
-/// thread that entered it; a spawned `ip` made the change 3-19 ms after the time reported):
-/// both ends down or up at once, each end's daemon hearing of it from its own interface's
-/// change (an end left up would hear of its lost carrier through the kernel's linkwatch, seen
-/// 200 ms late on a busy machine). The instant of the change. A cut is followed by
-/// [`flush_dead_rings`].
-fn set_link(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
-    set_both(l, up)
-}
-
 /// After a cut that its switches have seen: the kernel takes nothing from the AF_XDP TX ring of
 /// a down interface, so what a switch had put there in the moment before it saw the carrier go
 /// (237 frames seen) would go out when the link came back, seconds late. Each switch end is
@@ -412,20 +402,14 @@ fn flush_dead_rings(f: &Fabric, l: &LinkState) -> anyhow::Result<()> {
     if f.bgp() {
         return Ok(());
     }
+    // Only once a switch itself has seen the carrier go does it stop filling the ring.
+    let seen = wait_ports(&f.st, l, "rocefab_port_carrier", false, Duration::from_secs(5), Instant::now());
+    if let Some((end, _)) = seen.iter().find(|(_, t)| t.is_none()) {
+        bail!("{end}: its switch did not report the carrier loss within 5 s");
+    }
     for (ns, end) in [(&l.a_netns, &l.a), (&l.b_netns, &l.b)] {
-        let Some(d) = switch_daemon(&f.st, end) else { continue };
-        let port = end.split_once(':').map_or("", |x| x.1);
-        // Only once the switch itself has seen the carrier go does it stop filling the ring.
-        let t0 = Instant::now();
-        loop {
-            let text = crate::daemon_http::scrape(&d.metrics_url, Duration::from_millis(500)).ok();
-            if text.is_some_and(|t| crate::daemon_http::port_counter(&t, "rocefab_port_carrier", port) == 0) {
-                break;
-            }
-            if t0.elapsed() > Duration::from_secs(5) {
-                bail!("{end}: its switch did not report the carrier loss within 5 s");
-            }
-            std::thread::sleep(Duration::from_millis(2));
+        if switch_daemon(&f.st, end).is_none() {
+            continue;
         }
         set_end(ns, end, true)?;
         wait_tx_ring_empty(&f.st, end, Duration::from_secs(2));
@@ -443,10 +427,13 @@ fn switch_daemon<'a>(st: &'a State, end: &str) -> Option<&'a rundir::DaemonState
     st.daemons.iter().find(|d| !d.is_host() && d.node() == node)
 }
 
-/// Sets both ends of `l` down or up at once: a thread per end enters the end's namespace, both
-/// are released together and change their interface, stamping the time just before; the
-/// earlier stamp.
-fn set_both(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
+/// Cuts or restores the cable `l` in-process (`SIOCSIFFLAGS` in each end's namespace, from a
+/// thread that entered it; a spawned `ip` made the change 3-19 ms after the time reported):
+/// both ends down or up at once, each end's daemon hearing of it from its own interface's
+/// change (an end left up would hear of its lost carrier through the kernel's linkwatch, seen
+/// 200 ms late on a busy machine). The instant of the change. A cut is followed by
+/// [`flush_dead_rings`].
+fn set_link(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
     let state = if up { "up" } else { "down" };
     let ends = [(&l.a_netns, &l.a), (&l.b_netns, &l.b)];
     let go = std::sync::Barrier::new(ends.len() + 1);

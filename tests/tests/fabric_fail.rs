@@ -24,11 +24,16 @@ use std::time::{Duration, Instant};
 use rocefab_tests::fabric::{failure, metric, rocefab, series, stderr, stdout, Fabric, LinkMonitor};
 use serde_json::Value;
 
+/// The index of `port` among switch `sw`'s ports in its configuration `c`.
+fn port_index(c: &rocefab_contracts::config::SwitchConfig, sw: &str, port: &str) -> u32 {
+    c.ports.iter().position(|x| x.name == port).unwrap_or_else(|| panic!("{sw} has no port {port}")) as u32
+}
+
 /// How many of `sw`'s ECMP groups (its configuration, as `rocefab up` wrote it) hold a next hop
 /// on `port`.
 fn groups_with_port(f: &Fabric, sw: &str, port: &str) -> f64 {
     let c = f.config(sw);
-    let p = c.ports.iter().position(|x| x.name == port).unwrap_or_else(|| panic!("{sw} has no port {port}")) as u32;
+    let p = port_index(&c, sw, port);
     c.groups.iter().filter(|g| g.iter().any(|&nh| c.nexthops[nh as usize].port == p)).count() as f64
 }
 
@@ -36,7 +41,7 @@ fn groups_with_port(f: &Fabric, sw: &str, port: &str) -> f64 {
 /// live members) hold a next hop on `port`.
 fn groups_holding(f: &Fabric, sw: &str, port: &str) -> f64 {
     let c = f.config(sw);
-    let p = c.ports.iter().position(|x| x.name == port).unwrap_or_else(|| panic!("{sw} has no port {port}")) as u32;
+    let p = port_index(&c, sw, port);
     let body = rocefab_tests::http::get(c.metrics_listen, "/routes").unwrap_or_else(|e| panic!("{e:#}"));
     let held: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{sw} GET /routes: {e}: {body}"));
     let groups = held["groups"].as_array().unwrap_or_else(|| panic!("{sw} GET /routes: no groups: {body}"));
@@ -54,6 +59,16 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let at = |sw: &str, name: &str, port: &str| metric(&f.metrics(sw), name, &[("port", port)]);
     let updates = |sw: &str| series(&f.metrics(sw), "rocefab_route_updates_total", &[]);
     let replaced = |sw: &str| series(&f.metrics(sw), "rocefab_routes_replaced_total", &[]);
+    // Both switches' group rewrites and routes taken, once rail1's have stopped changing.
+    let counts = || {
+        let settled = f.settled("rail1", &["rocefab_route_updates_total", "rocefab_routes_replaced_total"]);
+        (
+            series(&settled, "rocefab_route_updates_total", &[]),
+            updates("spine1"),
+            series(&settled, "rocefab_routes_replaced_total", &[]),
+            replaced("spine1"),
+        )
+    };
     assert_eq!((at("rail1", "rocefab_port_carrier", &up1), updates("rail1"), updates("spine1")), (1.0, 0.0, 0.0));
     assert_eq!((replaced("rail1"), replaced("spine1")), (0.0, 0.0));
 
@@ -91,14 +106,8 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let (want_rail1, want_spine1) = (groups_with_port(&f, "rail1", &up1), groups_with_port(&f, "spine1", &down1));
     assert!(want_rail1 >= 1.0 && want_spine1 >= 1.0, "the cut port is in no ECMP group");
     assert_eq!(groups_holding(&f, "rail1", &up1), 0.0, "rail1's data path still has the cut port");
-    let settled = f.settled("rail1", &["rocefab_route_updates_total", "rocefab_routes_replaced_total"]);
     assert_eq!(
-        (
-            series(&settled, "rocefab_route_updates_total", &[]),
-            updates("spine1"),
-            series(&settled, "rocefab_routes_replaced_total", &[]),
-            replaced("spine1")
-        ),
+        counts(),
         (want_rail1, want_spine1, 1.0, 1.0),
         "per cut: each group holding the port rewritten once for the carrier, then the routes pushed once"
     );
@@ -135,14 +144,8 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     let o = rocefab(&["restore", "link", &f.name, &format!("spine1:{down1}")]);
     assert!(o.status.success(), "rocefab restore link: {}", failure(&o));
     assert!(stdout(&o).contains(&format!("link rail1:{up1} -- spine1:{down1} up")), "{}", stdout(&o));
-    let settled = f.settled("rail1", &["rocefab_route_updates_total", "rocefab_routes_replaced_total"]);
     assert_eq!(
-        (
-            series(&settled, "rocefab_route_updates_total", &[]),
-            updates("spine1"),
-            series(&settled, "rocefab_routes_replaced_total", &[]),
-            replaced("spine1")
-        ),
+        counts(),
         (want_rail1, want_spine1, 2.0, 2.0),
         "per restore: no carrier rewrite, the routes pushed once"
     );
