@@ -510,7 +510,7 @@ fn wait_tx_ring_empty(st: &State, end: &str, limit: Duration) {
 
 /// Polls the switches at the ends of `l` until each reports its port's `gauge` (by port) as
 /// `up` (1) or not (0), within `limit` of `since` (the change); how long after it each did, by
-/// end (hosts have no switch daemon and are left out).
+/// end (hosts and failed switches have no switch daemon and are left out).
 fn wait_ports(
     st: &State,
     l: &LinkState,
@@ -523,8 +523,8 @@ fn wait_ports(
     let ends: Vec<(String, String, String)> = [&l.a, &l.b]
         .into_iter()
         .filter_map(|end| {
-            let (node, port) = end.split_once(':')?;
-            let d = st.daemons.iter().find(|d| !d.is_host() && d.node() == node)?;
+            let d = switch_daemon(st, end)?;
+            let port = end.split_once(':')?.1;
             Some((end.clone(), port.to_string(), d.metrics_url.clone()))
         })
         .collect();
