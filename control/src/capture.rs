@@ -40,9 +40,9 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use rocefab_contracts::capture::{Record, StreamHeader, DIR_IN, DIR_OUT, HEARTBEAT_PORT};
 
-use crate::daemon_http::scrape;
+use crate::fabric::daemon_http::scrape;
 use crate::fabric::pick_fabric;
-use crate::rundir::{self, EmulatedClock, State};
+use crate::fabric::rundir::{self, EmulatedClock, State};
 use crate::units::fmt_ns;
 
 /// Arguments of `rocefab capture`.

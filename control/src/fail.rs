@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 
+use crate::fabric::routing::{cut_links, wait_converged};
+use crate::fabric::rundir::{self, LinkState, State};
 use crate::fabric::Fabric;
-use crate::routing::{cut_links, wait_converged};
-use crate::rundir::{self, LinkState, State};
 
 /// `rocefab fail ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -223,7 +223,7 @@ pub fn find_link(args: &[String]) -> anyhow::Result<(Fabric, LinkState, usize)> 
 
 /// The fabric and the switch named by `args` (`[FABRIC] SWITCH`).
 fn find_switch(args: &[String]) -> anyhow::Result<(Fabric, String)> {
-    let (fabric, name) = crate::fabric::fabric_and_node(args, None, "SWITCH")?;
+    let (fabric, name) = crate::cmd::fabric::fabric_and_node(args, None, "SWITCH")?;
     let (fabric, name) = (crate::fabric::pick_fabric(fabric)?, name.to_string());
     let st = crate::fabric::load_state(&fabric)?;
     if !st.daemons.iter().any(|d| !d.is_host() && d.node() == name) {
@@ -253,14 +253,14 @@ fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
     }
     let first = first.unwrap_or(Changed { at: Instant::now(), unix_ns: rundir::unix_now_ns() });
     let (wall, since) = (first.unix_ns, first.at);
-    crate::fabric::stop_switch_daemon(&mut f.st, &name)?;
+    crate::fabric::daemons::stop_switch_daemon(&mut f.st, &name)?;
     f.st.failed_switches.push(name.clone());
     for l in &links {
         flush_dead_rings(&f, l)?;
     }
     f.st.failed_switches.retain(|s| *s != name);
     let ns = crate::plan::netns_name(&f.st.fabric, &name);
-    let problems = crate::frr::stop_only(&f.st.fabric, Some(&name), &[ns]);
+    let problems = crate::fabric::frr::stop_only(&f.st.fabric, Some(&name), &[ns]);
     if !problems.is_empty() {
         bail!("stopping {name}'s FRR: {}", problems.join("; "));
     }
@@ -290,9 +290,9 @@ fn restore_switch(f: &mut Fabric, name: &str) -> anyhow::Result<()> {
     for l in links.iter().filter(|l| !f.st.failed_links.iter().any(|&i| f.st.links[i] == **l)) {
         relink.up(l)?;
     }
-    crate::fabric::start_switch_daemon(&mut f.st, name)?;
+    crate::fabric::daemons::start_switch_daemon(&mut f.st, name)?;
     if f.bgp() {
-        crate::frr::start_only(&f.topo, &relink.plan, Some(name))?;
+        crate::fabric::frr::start_only(&f.topo, &relink.plan, Some(name))?;
     }
     f.st.failed_switches.retain(|s| s != name);
     f.st.save()?;
@@ -342,7 +342,7 @@ fn push_routes(f: &Fabric) -> anyhow::Result<Duration> {
             .find(|d| !d.is_host() && d.node() == sw.name)
             .ok_or_else(|| anyhow!("fabric {}: no daemon for switch {}", st.fabric, sw.name))?;
         let body = serde_json::json!({ "groups": sw.config.groups, "routes": sw.config.routes });
-        crate::daemon_http::http_request(
+        crate::fabric::daemon_http::http_request(
             "PUT",
             &d.url("/routes"),
             Some(&serde_json::to_vec(&body)?),
@@ -371,8 +371,8 @@ impl Relink {
     fn up(&self, l: &LinkState) -> anyhow::Result<Changed> {
         let changed = set_link(l, true)?;
         for end in [&l.a, &l.b] {
-            if let Some((ns, lines)) = crate::fabric::relink_lines(&self.plan, end) {
-                crate::netns::ip_batch(Some(&ns), &lines).with_context(|| format!("routes of {end}"))?;
+            if let Some((ns, lines)) = crate::fabric::lifecycle::relink_lines(&self.plan, end) {
+                crate::fabric::netns::ip_batch(Some(&ns), &lines).with_context(|| format!("routes of {end}"))?;
             }
         }
         Ok(changed)
@@ -443,7 +443,7 @@ fn set_link(l: &LinkState, up: bool) -> anyhow::Result<Changed> {
             .map(|&(ns, end)| {
                 let go = &go;
                 sc.spawn(move || {
-                    let entered = crate::netns::enter(ns);
+                    let entered = crate::fabric::netns::enter(ns);
                     go.wait();
                     entered.with_context(|| format!("setting {end} {state}"))?;
                     let ifname = end.split_once(':').map_or(end.as_str(), |x| x.1);
@@ -470,7 +470,7 @@ fn set_end(ns: &str, end: &str, up: bool) -> anyhow::Result<Changed> {
     let state = if up { "up" } else { "down" };
     std::thread::scope(|sc| {
         sc.spawn(|| {
-            crate::netns::enter(ns).with_context(|| format!("setting {end} {state}"))?;
+            crate::fabric::netns::enter(ns).with_context(|| format!("setting {end} {state}"))?;
             let ifname = end.split_once(':').map_or(end, |x| x.1);
             let t = Changed { at: Instant::now(), unix_ns: rundir::unix_now_ns() };
             rocefab_plumbing::link::set_admin_up(ifname, up)
@@ -490,8 +490,8 @@ fn wait_tx_ring_empty(st: &State, end: &str, limit: Duration) {
     let t0 = Instant::now();
     let mut left = None;
     while t0.elapsed() < limit {
-        if let Ok(text) = crate::daemon_http::scrape(&d.metrics_url, Duration::from_millis(500)) {
-            let n = crate::daemon_http::port_counter(&text, "rocefab_port_tx_ring_frames", port);
+        if let Ok(text) = crate::fabric::daemon_http::scrape(&d.metrics_url, Duration::from_millis(500)) {
+            let n = crate::fabric::daemon_http::port_counter(&text, "rocefab_port_tx_ring_frames", port);
             if n == 0 {
                 return;
             }
@@ -534,8 +534,8 @@ fn wait_ports(
             if seen[i].is_some() {
                 continue;
             }
-            let Ok(text) = crate::daemon_http::scrape(url, Duration::from_millis(500)) else { continue };
-            let v = crate::daemon_http::port_counter(&text, gauge, port);
+            let Ok(text) = crate::fabric::daemon_http::scrape(url, Duration::from_millis(500)) else { continue };
+            let v = crate::fabric::daemon_http::port_counter(&text, gauge, port);
             if (v == 1) == up {
                 seen[i] = Some(t0.elapsed());
             }
@@ -729,8 +729,13 @@ fn switch_ends(st: &State, l: &LinkState) -> anyhow::Result<Vec<(String, String)
 fn set_silent(st: &State, l: &LinkState, silent: bool) -> anyhow::Result<()> {
     for (url, port) in switch_ends(st, l)? {
         let body = serde_json::json!({ "port": port, "silent": silent });
-        crate::daemon_http::http_request("PUT", &url, Some(&serde_json::to_vec(&body)?), Duration::from_secs(5))
-            .with_context(|| format!("{url}: setting {port} silent {silent}"))?;
+        crate::fabric::daemon_http::http_request(
+            "PUT",
+            &url,
+            Some(&serde_json::to_vec(&body)?),
+            Duration::from_secs(5),
+        )
+        .with_context(|| format!("{url}: setting {port} silent {silent}"))?;
     }
     Ok(())
 }
@@ -795,7 +800,7 @@ fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
     println!("{} PFC storm from {target}: {detail}", at(&e));
     let (ns, ifname) = (ns.clone(), nic.to_string());
     let sent = std::thread::spawn(move || -> anyhow::Result<u64> {
-        crate::netns::enter(&ns)?;
+        crate::fabric::netns::enter(&ns)?;
         let sock = rocefab_plumbing::packet::PacketSocket::sender(&ifname)
             .with_context(|| format!("a packet socket on {ifname} in {ns}"))?;
         let (t0, mut sent) = (Instant::now(), 0u64);

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::Serialize;
 
+use crate::fabric::rundir::LinkState;
 use crate::fabric::Fabric;
-use crate::rundir::LinkState;
 
 /// The options of `rocefab run` that inject a failure.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -149,9 +149,9 @@ struct LinkCounters {
 }
 
 fn counters(e: &SwitchEnd) -> anyhow::Result<LinkCounters> {
-    let text =
-        crate::daemon_http::scrape(&e.url, Duration::from_millis(500)).with_context(|| format!("reading {}", e.end))?;
-    let c = |name| crate::daemon_http::port_counter(&text, name, &e.port);
+    let text = crate::fabric::daemon_http::scrape(&e.url, Duration::from_millis(500))
+        .with_context(|| format!("reading {}", e.end))?;
+    let c = |name| crate::fabric::daemon_http::port_counter(&text, name, &e.port);
     Ok(LinkCounters {
         tx: c("rocefab_port_tx_packets_total"),
         rx: c("rocefab_port_rx_packets_total"),
@@ -178,7 +178,7 @@ fn frames_lost(before: &[LinkCounters], after: &[LinkCounters]) -> u64 {
 pub fn arm(fabric: &str, a: &FailoverArgs) -> anyhow::Result<Option<Armed>> {
     let Some(end) = &a.fail_link else { return Ok(None) };
     let (f, link, index) = crate::fail::find_link(&[fabric.to_string(), end.clone()])?;
-    if crate::routing::cut_links(&f.st).contains(&index) {
+    if crate::fabric::routing::cut_links(&f.st).contains(&index) {
         bail!("--fail-link {end}: link {} -- {} is down already", link.a, link.b);
     }
     let ends: Vec<SwitchEnd> = [&link.a, &link.b]

@@ -23,10 +23,10 @@ use lldp_agent::port::NeighbourReport;
 use lldp_agent::{NodeReport, PeerDcb, PortReport};
 use serde::Serialize;
 
-use crate::daemon_http::scrape;
+use crate::fabric::daemon_http::scrape;
 use crate::fabric::pick_fabric;
+use crate::fabric::rundir::{self, State};
 use crate::plan::compile;
-use crate::rundir::{self, State};
 use crate::topology::Topology;
 
 /// Arguments of `rocefab lldp`.
@@ -580,7 +580,7 @@ impl std::fmt::Display for LinkStatus {
 /// which ends still list their neighbour.
 fn mark_failed(st: &State, results: &mut [LinkCheck]) {
     let cut: Vec<&rundir::LinkState> =
-        crate::routing::cut_links(st).into_iter().filter_map(|i| st.links.get(i)).collect();
+        crate::fabric::routing::cut_links(st).into_iter().filter_map(|i| st.links.get(i)).collect();
     let log = crate::fail::read_log(&st.fabric).unwrap_or_default();
     for r in results.iter_mut() {
         let Some(l) = cut.iter().find(|l| (l.a == r.a && l.b == r.b) || (l.a == r.b && l.b == r.a)) else { continue };

@@ -12,7 +12,7 @@ struct Cli {
 enum Cmd {
     /// Fabric lifecycle and inspection (up, down, status, exec, ...).
     #[command(flatten)]
-    Fabric(control::fabric::FabricCmd),
+    Fabric(control::cmd::fabric::FabricCmd),
     /// Build a frame from options and write it to a pcap file.
     Frame(control::frame::FrameArgs),
     /// pcap / pcapng tools.
@@ -84,7 +84,7 @@ fn main() {
     // `println!` (caught after unwinding, so guards such as a running job's hostd still stop).
     control::pipe::quiet_print_panics();
     let res = std::panic::catch_unwind(|| match &cli.cmd {
-        Cmd::Fabric(c) => control::fabric::run(c),
+        Cmd::Fabric(c) => control::cmd::fabric::run(c),
         Cmd::Frame(a) => control::frame::run(a),
         Cmd::Pcap(PcapCmd::Show(a)) => control::pcap_show::run(a),
         Cmd::Run(a) => control::run::run(a),

@@ -26,8 +26,8 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 
 use crate::fabric::pick_fabric;
+use crate::fabric::rundir::{self, DaemonState, State};
 use crate::plan::{compile, Plan};
-use crate::rundir::{self, DaemonState, State};
 use crate::topology::Topology;
 
 /// `rocefab prometheus-config [FABRIC]`.
@@ -251,10 +251,10 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::rundir::{KIND_HOST, KIND_SWITCH};
+    use crate::fabric::rundir::{KIND_HOST, KIND_SWITCH};
 
     fn daemon(kind: &str, node: &str, port: u16) -> DaemonState {
-        crate::rundir::test_daemon("rs", kind, node, port)
+        crate::fabric::rundir::test_daemon("rs", kind, node, port)
     }
 
     fn rail_spine() -> (State, Plan) {

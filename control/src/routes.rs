@@ -12,7 +12,7 @@ use anyhow::{anyhow, Context};
 use rocefab_contracts::config::{RouteConfig, SwitchConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::rundir::State;
+use crate::fabric::rundir::State;
 
 /// `rocefab routes`.
 #[derive(clap::Args, Debug, Clone)]
@@ -150,7 +150,7 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
         _ => unreachable!("clap: at most 2"),
     };
     let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(&fabric)?)?;
-    let plan = crate::plan::compile_without(&topo, 0, &crate::routing::cut_links(&st));
+    let plan = crate::plan::compile_without(&topo, 0, &crate::fabric::routing::cut_links(&st));
     if let Some(o) = &only {
         if plan.switch(o).is_none() {
             let all: Vec<&str> = plan.switches.iter().map(|s| s.name.as_str()).collect();
@@ -175,12 +175,12 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
             .iter()
             .find(|d| !d.is_host() && d.node() == sw.name)
             .ok_or_else(|| anyhow!("no daemon for switch {}", sw.name))?;
-        let text = crate::daemon_http::scrape(&d.url("/routes"), Duration::from_secs(5))?;
+        let text = crate::fabric::daemon_http::scrape(&d.url("/routes"), Duration::from_secs(5))?;
         let held: Held = serde_json::from_str(&text).with_context(|| format!("{}: GET /routes", sw.name))?;
         // `routing: bgp`: what FRR selected, beside the configuration's own routes.
         let frr = if topo.routing == crate::topology::Routing::Bgp {
-            let json = crate::frr::vtysh(&fabric, &sw.name, "show ip route bgp json")?;
-            crate::frr::bgp_routes(&json).with_context(|| format!("{}: FRR's routes", sw.name))?
+            let json = crate::fabric::frr::vtysh(&fabric, &sw.name, "show ip route bgp json")?;
+            crate::fabric::frr::bgp_routes(&json).with_context(|| format!("{}: FRR's routes", sw.name))?
         } else {
             Vec::new()
         };

@@ -57,9 +57,9 @@ use rocefab_contracts::time::Dilation;
 use serde::Serialize;
 
 use crate::bottleneck;
-use crate::daemon_http::scrape;
+use crate::fabric::daemon_http::scrape;
+use crate::fabric::rundir::{self, State};
 use crate::plan::{compile, HostPlan};
-use crate::rundir::{self, State};
 use crate::topology::Topology;
 
 /// Which collective.
@@ -634,7 +634,9 @@ fn live_switches(fabric: &str) -> Vec<(String, u32, PathBuf)> {
         .iter()
         .filter(|d| !d.is_host())
         .filter_map(|d| Some((d.node().to_string(), d.pid?, d.log.clone(), d.config.clone())))
-        .filter(|(_, pid, _, cfg)| crate::fabric::pid_alive(*pid) && crate::fabric::is_our_daemon(*pid, cfg))
+        .filter(|(_, pid, _, cfg)| {
+            crate::fabric::daemons::pid_alive(*pid) && crate::fabric::daemons::is_our_daemon(*pid, cfg)
+        })
         .map(|(n, pid, log, _)| (n, pid, log))
         .collect()
 }
@@ -651,7 +653,7 @@ fn fabric_causes(
     if !injected {
         let mut dead: Vec<(std::time::SystemTime, String)> = alive_before
             .iter()
-            .filter(|(_, pid, _)| !crate::fabric::pid_alive(*pid))
+            .filter(|(_, pid, _)| !crate::fabric::daemons::pid_alive(*pid))
             .map(|(sw, pid, log)| {
                 let changed = std::fs::metadata(log).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
                 let last = std::fs::read_to_string(log)
@@ -700,7 +702,7 @@ fn open_peak_windows(fabric: &str, until: Instant) {
         }
         // A switch that does not answer keeps its samples without a shared window: its queues
         // are reported as before (the watermark if it rose, else a lower bound).
-        let _ = crate::daemon_http::http_request("POST", &d.url("/peak-window"), None, left);
+        let _ = crate::fabric::daemon_http::http_request("POST", &d.url("/peak-window"), None, left);
     }
 }
 
@@ -710,7 +712,7 @@ fn read_cpu_times() -> Option<bottleneck::CpuTimes> {
 }
 
 pub(crate) fn locate_hostd() -> anyhow::Result<PathBuf> {
-    crate::process::sibling(
+    crate::fabric::process::sibling(
         "rocefab-hostd",
         Some("ROCEFAB_HOSTD"),
         "GPU-host emulator",
@@ -783,7 +785,10 @@ impl Hostd {
         let how = match self.child.try_wait() {
             Ok(Some(st)) => {
                 let pid = self.child.id();
-                format!("{prog} {} {waiting}", crate::process::describe_exit(st, || crate::process::oom_killed(pid)))
+                format!(
+                    "{prog} {} {waiting}",
+                    crate::fabric::process::describe_exit(st, || crate::fabric::process::oom_killed(pid))
+                )
             }
             _ if self.eof => format!("{prog} closed its output {waiting}"),
             _ => format!("{prog} gave no answer {waiting}"),
@@ -1763,7 +1768,9 @@ mod tests {
         let took = t.elapsed();
         assert!(took >= EXIT_GRACE && took < EXIT_GRACE + Duration::from_secs(2), "{took:?}");
         let st = h.procs[0].child.try_wait().unwrap().expect("reaped");
-        assert!(crate::process::describe_exit(st, || Some(false)).starts_with("was killed by signal 9 (SIGKILL)"));
+        assert!(
+            crate::fabric::process::describe_exit(st, || Some(false)).starts_with("was killed by signal 9 (SIGKILL)")
+        );
         let _ = std::fs::remove_file(&log);
     }
 

@@ -30,8 +30,8 @@ use rocefab_contracts::job::Job;
 use rocefab_contracts::sample::{SwitchSample, Thresholds};
 use serde::{Deserialize, Serialize};
 
-use crate::daemon_http::scrape;
-use crate::rundir::{self, State};
+use crate::fabric::daemon_http::scrape;
+use crate::fabric::rundir::{self, State};
 
 /// Default sampling interval, wall clock.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(10);

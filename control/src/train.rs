@@ -5,7 +5,7 @@
 //! 1. **Processes:** one `rocefab-rank` per GPU in its host's namespace, numbered and given the
 //!    environment torchrun gives (`RANK` = node rank × GPUs per host + local rank, `LOCAL_RANK`,
 //!    `GROUP_RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`).
-//! 2. **Rendezvous** over TCP on the frontend network ([`crate::frontend`], made on first use):
+//! 2. **Rendezvous** over TCP on the frontend network ([`crate::fabric::frontend`], made on first use):
 //!    every rank connects to rank 0 on `MASTER_ADDR:MASTER_PORT`, rank 0 sends each the
 //!    communicator's 128-byte unique ID and the world table. Real kernel TCP, so its time is wall
 //!    clock.
@@ -31,8 +31,8 @@ use rocefab_contracts::job::{MilestoneReport, Report};
 use rocefab_contracts::rendezvous::{Hello, Joined};
 use serde::Serialize;
 
+use crate::fabric::rundir;
 use crate::run::{self, Executed, Hostds, Launch, RunReport};
-use crate::rundir;
 
 /// How the parameters are broadcast (`--broadcast`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -337,7 +337,7 @@ fn count(n: u64) -> String {
 
 /// Locates `rocefab-rank` beside this binary (or `ROCEFAB_RANK`).
 fn locate_rank() -> anyhow::Result<std::path::PathBuf> {
-    crate::process::sibling(
+    crate::fabric::process::sibling(
         "rocefab-rank",
         Some("ROCEFAB_RANK"),
         "rank process",
@@ -376,7 +376,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     run::check_memory(&format!("train on {}", a.fabric), &fh, &built.jobs)?;
 
     // The frontend and one process per GPU, which rendezvous while the hosts' NICs come up.
-    let fe = crate::frontend::addresses(&a.fabric, fh.hosts.len())?;
+    let fe = crate::fabric::frontend::addresses(&a.fabric, fh.hosts.len())?;
     let dir = rundir::dir(&a.fabric).join("jobs").join("train");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let master = std::net::SocketAddr::new(fe[0].into(), a.master_port);

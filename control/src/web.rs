@@ -36,7 +36,7 @@ impl WebArgs {
 
 /// `rocefab-web` beside this binary.
 fn server_bin() -> anyhow::Result<PathBuf> {
-    crate::process::sibling(
+    crate::fabric::process::sibling(
         "rocefab-web",
         None,
         "the web server",

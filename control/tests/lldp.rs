@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use control::fabric::render_plan;
+use control::cmd::plan::render_plan;
 use control::lldp_show::{check_links, render_check, render_node, LinkEnd, LinkStatus};
 use control::plan::compile;
 use control::topology::Topology;

@@ -2,7 +2,7 @@
 //! file, line and field; the effective mode reaches every switch's config and `rocefab plan`.
 use std::path::Path;
 
-use control::fabric::render_plan;
+use control::cmd::plan::render_plan;
 use control::plan::compile;
 use control::topology::Topology;
 use rocefab_contracts::config::LbMode;

@@ -2,7 +2,7 @@
 //! themselves with, and `rocefab up` refuses a fabric that does not fit the memory available.
 use std::path::Path;
 
-use control::fabric::render_plan;
+use control::cmd::plan::render_plan;
 use control::memory::{check_fits, Available, FabricMemory};
 use control::plan::compile;
 use control::topology::Topology;

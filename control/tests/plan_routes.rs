@@ -383,8 +383,8 @@ fn shared_seed_polarizes_the_second_stage_unless_partially_cabled() {
 /// their tx counters out of a Prometheus scrape and gives each its share of its switch.
 #[test]
 fn uplink_table_lists_each_ecmp_stage() {
-    use control::daemon_http::port_counter;
-    use control::fabric::{render_uplinks, uplink_ports};
+    use control::cmd::uplinks::{render_uplinks, uplink_ports};
+    use control::fabric::daemon_http::port_counter;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies/multi-pod.yaml");
     let t = Topology::load(&path).unwrap();
     let ports = uplink_ports(&t, &compile(&t, 9400));
@@ -511,7 +511,7 @@ fn a_training_job_builds_on_every_shipped_topology() {
         let nodes: Vec<String> =
             plan.hosts.iter().map(|h| h.name.clone()).chain(plan.switches.iter().map(|s| s.name.clone())).collect();
         let backend: Vec<std::net::IpAddr> = hosts.iter().flat_map(|h| h.nics.iter().map(|n| n.ip)).collect();
-        control::frontend::check(&topo.fabric, &nodes, &backend).unwrap_or_else(|e| panic!("{name}: {e}"));
+        control::fabric::frontend::check(&topo.fabric, &nodes, &backend).unwrap_or_else(|e| panic!("{name}: {e}"));
         let layout = gpu_host::collective::RankLayout::new(hosts.len() as u32, topo.gpus_per_host).unwrap();
         let small = layout.world_size() <= 64;
         use gpu_host::training::{BroadcastAlgo, RingOrder, TrainingSpec};

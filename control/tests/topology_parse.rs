@@ -483,7 +483,7 @@ fn rail_spine_400g_is_the_real_fabric_at_d_8000() {
     assert_eq!(rate(LinkClass::HostRail).into_iter().collect::<Vec<_>>(), [400_000_000_000]);
     assert_eq!(rate(LinkClass::RailSpine).into_iter().collect::<Vec<_>>(), [800_000_000_000]);
     let plan = control::plan::compile(&t, 9400);
-    let text = control::fabric::render_plan(&t, &plan);
+    let text = control::cmd::plan::render_plan(&t, &plan);
     assert!(text.contains("time dilation 8000: "), "{text}");
     assert!(text.contains("host-rail 400Gbps emulated = 50Mbps wall at D 8000"), "{text}");
     assert!(text.contains("rail-spine 800Gbps emulated = 100Mbps wall at D 8000"), "{text}");

@@ -38,9 +38,9 @@ use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 
 use control::fabric::pick_fabric;
+use control::fabric::rundir::{self, State};
 use control::lldp_show::LinkEnd;
 use control::plan::compile;
-use control::rundir::{self, State};
 use control::topology::Topology;
 pub use control::web::WebArgs;
 use poll::Hub;
@@ -266,8 +266,12 @@ async fn capture(AxState(app): AxState<Shared>, Query(q): Query<CaptureQuery>) -
 /// `rocefab capture <fabric> <port> -w - --duration <seconds>s --count N` (the `rocefab` beside
 /// this binary): the pcapng.
 fn run_capture(fabric: &str, port: &str, seconds: u64) -> anyhow::Result<Vec<u8>> {
-    let exe =
-        control::process::sibling("rocefab", None, "the CLI", "build it beside rocefab-web: cargo build -p control")?;
+    let exe = control::fabric::process::sibling(
+        "rocefab",
+        None,
+        "the CLI",
+        "build it beside rocefab-web: cargo build -p control",
+    )?;
     let out = std::process::Command::new(&exe)
         .args(["capture", fabric, port, "-w", "-", "--duration", &format!("{seconds}s")])
         .args(["--count", &CAPTURE_MAX_FRAMES.to_string()])

@@ -29,9 +29,9 @@ use tokio::sync::broadcast;
 
 use super::live::{self, Frame, Inputs, LogEntry, Stamped, SwitchObs};
 use super::view::View;
-use control::daemon_http::scrape;
+use control::fabric::daemon_http::scrape;
+use control::fabric::rundir::{self, EmulatedClock, State};
 use control::lldp_show::{check_links, LinkEnd, LinkStatus};
-use control::rundir::{self, EmulatedClock, State};
 
 /// How long one request to a daemon may take.
 const TIMEOUT: Duration = Duration::from_millis(500);

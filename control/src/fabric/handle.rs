@@ -2,7 +2,7 @@
 //! topology, each loaded once, for the commands that act on the fabric.
 use anyhow::Context;
 
-use crate::rundir::State;
+use crate::fabric::rundir::State;
 use crate::topology::{Routing, Topology};
 
 /// A fabric that is up: its state and its topology.
@@ -34,7 +34,7 @@ impl Fabric {
 /// The state of fabric `fabric`: "fabric "x" is not up (no /run/rocefab/x/state.json)" when it
 /// has none, else what made it unreadable, naming the file.
 pub fn load_state(fabric: &str) -> anyhow::Result<State> {
-    let path = crate::rundir::state_path(fabric);
+    let path = crate::fabric::rundir::state_path(fabric);
     if !path.exists() {
         anyhow::bail!("fabric {fabric:?} is not up (no {})", path.display());
     }

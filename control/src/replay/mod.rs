@@ -98,9 +98,9 @@ pub use report::{
 pub use rewrite::{rewrite, RewriteError};
 pub use schedule::{Pace, Schedule};
 
+use crate::fabric::rundir::State;
 use crate::plan::{compile, Plan};
 use crate::replay::rx::{GapRule, Ident};
-use crate::rundir::State;
 use crate::text::plural;
 use crate::topology::Topology;
 use crate::units::fmt_ns;
@@ -317,7 +317,8 @@ impl Sending<'_> {
         })?;
         let urls = crate::capture::daemon_urls(self.st);
         let text =
-            crate::daemon_http::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2)).ok()?;
+            crate::fabric::daemon_http::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2))
+                .ok()?;
         Some(enqueued_per_queue(&text, &from_port))
     }
 }
@@ -367,7 +368,7 @@ pub fn run(a: &ReplayArgs) -> anyhow::Result<()> {
         bail!("sending into a fabric needs root (setns and AF_PACKET); --dry-run does not");
     }
     let gpu = gpus.iter().find(|g| g.name == a.from).expect("prepare checked --from");
-    if !crate::netns::exists(&gpu.netns) {
+    if !crate::fabric::netns::exists(&gpu.netns) {
         bail!("fabric {}: namespace {} of {} does not exist", t.fabric, gpu.netns, gpu.name);
     }
     // Said before sending on stderr with --json (the text report ends with its warnings).

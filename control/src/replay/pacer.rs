@@ -211,7 +211,8 @@ pub(crate) fn send_from_netns(
     let (netns, ifname) = (netns.to_string(), ifname.to_string());
     let realtime = schedule.len() > 1 && schedule.duration_ns() / (schedule.len() - 1) >= REALTIME_MIN_GAP_NS;
     std::thread::spawn(move || -> Result<SendLog, SendError> {
-        crate::netns::enter(&netns).map_err(|e| SendError::Netns { path: ns_path.clone(), err: format!("{e:#}") })?;
+        crate::fabric::netns::enter(&netns)
+            .map_err(|e| SendError::Netns { path: ns_path.clone(), err: format!("{e:#}") })?;
         // SAFETY: prctl(PR_SET_TIMERSLACK) takes plain integer arguments; 1 µs of slack keeps
         // the sleeps close to the 200 µs spin window.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };

@@ -5,8 +5,13 @@
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
 use nix::sys::socket::{setsockopt, sockopt};
+
+use crate::fabric::pick_fabric;
+use crate::fabric::rundir::State;
+use crate::plan::{compile, netns_name};
+use crate::topology::Topology;
 
 /// Arguments of `rocefab send`.
 #[derive(Debug, Clone, clap::Args)]
@@ -72,7 +77,7 @@ pub fn send_from_netns(netns: &str, src: Ipv4Addr, dst: Ipv4Addr, a: &SendArgs) 
     let ns_path = format!("/run/netns/{netns}");
     let (a, netns) = (a.clone(), netns.to_string());
     std::thread::spawn(move || -> anyhow::Result<SendReport> {
-        crate::netns::enter(&netns)?;
+        crate::fabric::netns::enter(&netns)?;
         let tos = i32::from(a.dscp) << 2;
         let mut socks = Vec::new();
         for port in first..=last {
@@ -115,6 +120,38 @@ pub fn send_from_netns(netns: &str, src: Ipv4Addr, dst: Ipv4Addr, a: &SendArgs) 
     })
     .join()
     .map_err(|_| anyhow::anyhow!("sender thread panicked"))?
+}
+
+pub fn run(a: &SendArgs) -> anyhow::Result<()> {
+    let fabric = pick_fabric(a.fabric.as_deref().or(a.fabric_option.as_deref()))?;
+    let st = State::load(&fabric)?;
+    let topo = Topology::load(&st.topology)?;
+    let plan = compile(&topo, 0);
+    let gpus = || {
+        plan.hosts
+            .iter()
+            .flat_map(|h| h.nics.iter().map(move |n| format!("{}:{}", h.name, n.ifname)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let src = plan.gpu_addr(&a.from).ok_or_else(|| anyhow!("--from {}: no such GPU (have {})", a.from, gpus()))?;
+    let dst = match a.to.parse::<Ipv4Addr>() {
+        Ok(ip) => ip,
+        Err(_) => {
+            plan.gpu_addr(&a.to).ok_or_else(|| anyhow!("--to {}: no such GPU or address (have {})", a.to, gpus()))?
+        }
+    };
+    let host = a.from.split(':').next().unwrap_or_default();
+    let r = send_from_netns(&netns_name(&fabric, host), src, dst, a)?;
+    println!(
+        "sent {} packets ({} send errors) from {src} to {dst}:{} dscp {} in {:.3} s",
+        r.sent,
+        r.errors,
+        a.dport,
+        a.dscp,
+        r.elapsed.as_secs_f64()
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 
 use anyhow::bail;
 
-use crate::netns;
+use crate::fabric::netns;
 use crate::plan::netns_name;
 
 /// The frontend subnet.

@@ -123,7 +123,7 @@ pub const DAEMONS: [&str; 3] = ["zebra", "bgpd", "bfdd"];
 
 /// Where switch `switch`'s FRR keeps its configuration, pid files, vty sockets and log.
 pub fn dir(fabric: &str, switch: &str) -> std::path::PathBuf {
-    crate::rundir::dir(fabric).join("frr").join(switch)
+    crate::fabric::rundir::dir(fabric).join("frr").join(switch)
 }
 
 /// FRR's path space of a switch namespace (`-N`): its zserv socket lives in `/var/run/frr/<ns>`.
@@ -223,7 +223,7 @@ pub fn start_only(topo: &Topology, plan: &Plan, only: Option<&str>) -> anyhow::R
     let user = nix::unistd::User::from_name("frr").ok().flatten().ok_or_else(|| {
         anyhow::anyhow!("routing: bgp needs FRR (Debian package frr, `cargo xtask setup`): no user frr")
     })?;
-    let log_dir = crate::rundir::dir(&plan.fabric).join("frr");
+    let log_dir = crate::fabric::rundir::dir(&plan.fabric).join("frr");
     for (name, text) in configs(topo, plan, &log_dir.display().to_string()) {
         if only.is_some_and(|o| o != name) {
             continue;
@@ -283,7 +283,7 @@ pub fn stop_only(fabric: &str, only: Option<&str>, namespaces: &[String]) -> Vec
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let mut problems = Vec::new();
-    let root = crate::rundir::dir(fabric).join("frr");
+    let root = crate::fabric::rundir::dir(fabric).join("frr");
     let mut pids = Vec::new();
     for e in std::fs::read_dir(&root).into_iter().flatten().flatten() {
         if only.is_some_and(|o| e.file_name().to_str() != Some(o)) {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 
-use crate::rundir::State;
+use crate::fabric::rundir::State;
 
 /// Every link cut: failed links and the links of failed switches (indices into `st.links`).
 pub fn cut_links(st: &State) -> std::collections::BTreeSet<usize> {
@@ -31,7 +31,7 @@ fn converged(st: &State, plan: &crate::plan::Plan) -> anyhow::Result<bool> {
             .find(|d| !d.is_host() && d.node() == sw.name)
             .ok_or_else(|| anyhow!("no daemon for switch {}", sw.name))?;
         let held: serde_json::Value =
-            serde_json::from_str(&crate::daemon_http::scrape(&d.url("/routes"), Duration::from_millis(500))?)?;
+            serde_json::from_str(&crate::fabric::daemon_http::scrape(&d.url("/routes"), Duration::from_millis(500))?)?;
         let groups: Vec<Vec<u32>> = serde_json::from_value(held["groups"].clone())?;
         let routes: Vec<rocefab_contracts::config::RouteConfig> = serde_json::from_value(held["routes"].clone())?;
         let cfg = &sw.config;

@@ -1,0 +1,183 @@
+//! The fabric subcommands, flattened into the top-level CLI: `up`, `down`, `status`, `exec`,
+//! `vtysh`, `send`, `uplinks`, `plan`; each runs from its own file of `cmd/`, over the
+//! running-fabric layer (`crate::fabric`).
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+
+use crate::cmd::{
+    exec::{exec, vtysh},
+    plan::print_plan,
+    send::SendArgs,
+    status::status,
+    uplinks::uplinks,
+};
+use crate::fabric::lifecycle::{down, up};
+
+/// Fabric subcommands, flattened into the top-level CLI.
+#[derive(Debug, clap::Subcommand)]
+pub enum FabricCmd {
+    /// Bring a fabric up from a topology file (root).
+    Up {
+        topology: PathBuf,
+        /// Seconds to wait for every switch daemon's metrics and every NIC agent's /lldp, from
+        /// when the first daemon starts. Default: 20 s plus 1 s per daemon (they start at once
+        /// and share the machine's cores).
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Tear a fabric down: daemons, namespaces, veths, run directory (root).
+    Down {
+        /// Fabric name (default: the only running fabric).
+        fabric: Option<String>,
+    },
+    /// Show nodes, links, daemons and metrics URLs of a running fabric.
+    Status {
+        fabric: Option<String>,
+        /// Print the state as JSON (with daemon liveness).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command inside a node's namespace: `rocefab exec rs host1 -- ping 10.0.2.3` (the
+    /// fabric may be left out when one runs).
+    #[command(override_usage = "rocefab exec [FABRIC] <NODE> -- <CMD>...")]
+    Exec {
+        /// `[FABRIC] NODE`: the fabric (default: the only running one) and the node (host1,
+        /// rail1, spine1, ...).
+        #[arg(value_names = ["FABRIC", "NODE"], num_args = 1..=2, required = true)]
+        at: Vec<String>,
+        /// The fabric, as the older `--fabric NAME` spelling (the positional is preferred).
+        #[arg(long = "fabric", hide = true)]
+        fabric_option: Option<String>,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// FRR's vtysh on a switch of a `routing: bgp` fabric, as `docker exec <node> vtysh` in
+    /// containerlab: `rocefab vtysh rs rail1 -c 'show bgp summary'` (no command: interactive;
+    /// the fabric may be left out when one runs). Inside `rocefab exec <switch>`, plain `vtysh`
+    /// reaches the same daemons.
+    #[command(override_usage = "rocefab vtysh [FABRIC] <SWITCH> [ARGS]...")]
+    Vtysh {
+        /// The fabric, as the older `--fabric NAME` spelling (the positional is preferred).
+        #[arg(long = "fabric", hide = true)]
+        fabric_option: Option<String>,
+        /// `[FABRIC] SWITCH [ARGS]...`: the fabric (default: the only running one), the switch
+        /// (rail1, spine1, ...), then vtysh's own arguments (-c COMMAND, repeatable; -C; ...).
+        #[arg(value_name = "ARGS", trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        args: Vec<String>,
+    },
+    /// Send UDP packets from a GPU NIC (inside its host namespace).
+    Send(SendArgs),
+    /// Per-uplink packets and bytes of every switch (the ECMP stages: rail and spine uplinks,
+    /// super-spine downlinks), with each port's share of its switch's total: shows hash
+    /// polarization.
+    Uplinks { fabric: Option<String> },
+    /// Validate a topology and print its address plan and switch configs (no root needed).
+    Plan {
+        topology: PathBuf,
+        /// Print the switch configs as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
+    match cmd {
+        FabricCmd::Up { topology, timeout } => up(topology, timeout.map(Duration::from_secs)),
+        FabricCmd::Down { fabric } => down(fabric.as_deref()),
+        FabricCmd::Status { fabric, json } => status(fabric.as_deref(), *json),
+        FabricCmd::Exec { at, fabric_option, cmd } => {
+            let (fabric, node) = fabric_and_node(at, fabric_option.as_deref(), "NODE")?;
+            let code = exec(fabric, node, cmd)?;
+            std::process::exit(code);
+        }
+        FabricCmd::Vtysh { fabric_option, args } => {
+            // The leading words before vtysh's first option: `[FABRIC] SWITCH`.
+            let words = args.iter().take_while(|a| !a.starts_with('-')).count().min(2);
+            let (fabric, switch) = fabric_and_node(&args[..words], fabric_option.as_deref(), "SWITCH")?;
+            let code = vtysh(fabric, switch, &args[words..])?;
+            std::process::exit(code);
+        }
+        FabricCmd::Send(a) => crate::cmd::send::run(a),
+        FabricCmd::Uplinks { fabric } => uplinks(fabric.as_deref()),
+        FabricCmd::Plan { topology, json } => print_plan(topology, *json),
+    }
+}
+
+/// `[FABRIC] NODE` as every command that names a node takes it (as `rocefab fail switch` and
+/// `rocefab routes` do): one word is the node of the only running fabric, two are the fabric and
+/// the node. `option` is the older `--fabric NAME`, refused beside a positional fabric.
+pub fn fabric_and_node<'a>(
+    words: &'a [String],
+    option: Option<&'a str>,
+    what: &str,
+) -> anyhow::Result<(Option<&'a str>, &'a str)> {
+    match (words, option) {
+        ([node], f) => Ok((f, node.as_str())),
+        ([fabric, node], None) => Ok((Some(fabric.as_str()), node.as_str())),
+        ([fabric, _], Some(f)) => {
+            bail!("the fabric is named twice ({fabric:?} and --fabric {f:?}): give it once, first: [FABRIC] {what}")
+        }
+        _ => bail!("expected [FABRIC] {what}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 40: exec, vtysh and send name the fabric as the other commands do, first and
+    /// optional; `--fabric` still parses, but not beside a positional fabric.
+    #[test]
+    fn exec_vtysh_and_send_take_the_fabric_first_as_every_command_does() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            c: FabricCmd,
+        }
+        let parse =
+            |line: &[&str]| Cli::try_parse_from(std::iter::once("rocefab").chain(line.iter().copied())).map(|c| c.c);
+        let words = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let Ok(FabricCmd::Exec { at, fabric_option, cmd }) = parse(&["exec", "rs", "host1", "--", "ip", "-br", "a"])
+        else {
+            panic!("exec")
+        };
+        assert_eq!(
+            (at.clone(), fabric_option.clone(), cmd),
+            (words(&["rs", "host1"]), None, words(&["ip", "-br", "a"]))
+        );
+        assert_eq!(fabric_and_node(&at, None, "NODE").unwrap(), (Some("rs"), "host1"));
+        let Ok(FabricCmd::Exec { at, fabric_option, .. }) = parse(&["exec", "host1", "--", "true"]) else { panic!() };
+        assert_eq!(fabric_and_node(&at, fabric_option.as_deref(), "NODE").unwrap(), (None, "host1"));
+        let Ok(FabricCmd::Exec { at, fabric_option, .. }) = parse(&["exec", "--fabric", "rs", "host1", "--", "true"])
+        else {
+            panic!()
+        };
+        assert_eq!(fabric_and_node(&at, fabric_option.as_deref(), "NODE").unwrap(), (Some("rs"), "host1"));
+        let Ok(FabricCmd::Exec { at, fabric_option, .. }) =
+            parse(&["exec", "--fabric", "rs", "rs", "host1", "--", "true"])
+        else {
+            panic!()
+        };
+        let e = fabric_and_node(&at, fabric_option.as_deref(), "NODE").unwrap_err().to_string();
+        assert_eq!(e, "the fabric is named twice (\"rs\" and --fabric \"rs\"): give it once, first: [FABRIC] NODE");
+        assert!(parse(&["exec", "rs", "host1", "x", "--", "true"]).is_err(), "three words before --");
+        // vtysh: the words before vtysh's first option.
+        let Ok(FabricCmd::Vtysh { args, .. }) = parse(&["vtysh", "rs", "rail1", "-c", "show bgp summary"]) else {
+            panic!("vtysh")
+        };
+        assert_eq!(args, words(&["rs", "rail1", "-c", "show bgp summary"]));
+        let Ok(FabricCmd::Send(a)) = parse(&["send", "rs", "--from", "host1:gpu0", "--to", "host2:gpu0"]) else {
+            panic!("send")
+        };
+        assert_eq!((a.fabric.as_deref(), a.fabric_option.as_deref()), (Some("rs"), None));
+        let Ok(FabricCmd::Send(a)) = parse(&["send", "--fabric", "rs", "--from", "host1:gpu0", "--to", "host2:gpu0"])
+        else {
+            panic!("send --fabric")
+        };
+        assert_eq!((a.fabric.as_deref(), a.fabric_option.as_deref()), (None, Some("rs")));
+        assert!(parse(&["send", "rs", "--fabric", "rs", "--from", "h:g", "--to", "h:g"]).is_err(), "named twice");
+    }
+}
