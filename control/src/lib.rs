@@ -6,26 +6,13 @@
 // The fabric model, re-exported where the CLI's modules look for it (`crate::topology`, ...).
 pub use rocefab_model::{lb, lldp, memory, plan, qos, qos_import, topology, units};
 
-pub mod bottleneck;
-pub mod capture;
 pub mod cmd;
 pub mod fabric;
-pub mod fail;
-pub mod failover;
-pub mod frame;
-pub mod lldp_show;
-pub mod pcap_show;
-pub mod ping;
+pub mod job;
 pub mod pipe;
 pub mod progress;
-pub mod prometheus_config;
 pub mod replay;
-pub mod routes;
-pub mod run;
 pub mod text;
-pub mod timeline;
-pub mod train;
-pub mod web;
 
 /// The CLI's logging (`rocefab`, `rocefab-web`): the library's warnings (a daemon that ignored
 /// SIGTERM, a namespace removed by name) on stderr; `RUST_LOG=debug` shows every command `rocefab

@@ -2,6 +2,8 @@
 //! from an option or print in a line.
 use std::time::Duration;
 
+use anyhow::bail;
+
 /// Why a wall-clock duration option is refused (clap prints the message after the option).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
@@ -45,6 +47,24 @@ pub fn duration(ns: u64) -> String {
         format!("{:.3} ms", ns / 1e6)
     } else {
         format!("{:.1} µs", ns / 1e3)
+    }
+}
+
+/// `[FABRIC] NODE` as every command that names a node takes it (as `rocefab fail switch` and
+/// `rocefab routes` do): one word is the node of the only running fabric, two are the fabric and
+/// the node. `option` is the older `--fabric NAME`, refused beside a positional fabric.
+pub fn fabric_and_node<'a>(
+    words: &'a [String],
+    option: Option<&'a str>,
+    what: &str,
+) -> anyhow::Result<(Option<&'a str>, &'a str)> {
+    match (words, option) {
+        ([node], f) => Ok((f, node.as_str())),
+        ([fabric, node], None) => Ok((Some(fabric.as_str()), node.as_str())),
+        ([fabric, _], Some(f)) => {
+            bail!("the fabric is named twice ({fabric:?} and --fabric {f:?}): give it once, first: [FABRIC] {what}")
+        }
+        _ => bail!("expected [FABRIC] {what}"),
     }
 }
 

@@ -210,8 +210,43 @@ fn no_module_of_any_crate_imports_round_a_circle() {
     assert!(crates >= 15, "found only {crates} crates under {}", root.display());
     // The check itself: the CLI's modules import each other, and a circle is found.
     let cli = module_imports(&root.join("control/src"));
-    assert!(cli["fail"].contains("fabric") && cli["run"].contains("failover"), "{cli:?}");
+    assert!(cli["cmd"].contains("fabric") && cli["job"].contains("fabric"), "{cli:?}");
     let mut with_circle = cli.clone();
-    with_circle.get_mut("fabric").unwrap().insert("fail".into());
+    with_circle.get_mut("fabric").unwrap().insert("cmd".into());
     assert!(a_circle(&with_circle).is_some());
+}
+
+/// The CLI's layers (issue 40), from the bottom: the shared text parsers and formatters; the
+/// running fabric (`fabric/`: state, daemons, links, routing, captures, the cabling check);
+/// what runs on a fabric (`job/`, `replay/`); the subcommands (`cmd/`). Each module imports
+/// only from layers below its own, so nothing in `fabric/` knows a command or a job.
+const CLI_LAYERS: &[&[&str]] = &[&["text", "pipe", "progress"], &["fabric"], &["job", "replay"], &["cmd"]];
+
+/// The arrows of `graph` that do not run down the layers: (from, to).
+fn against_the_layers(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Vec<(String, String)> {
+    let layer = |m: &str| CLI_LAYERS.iter().position(|l| l.contains(&m));
+    let mut bad = Vec::new();
+    for (from, to) in graph.iter().flat_map(|(f, ts)| ts.iter().map(move |t| (f, t))) {
+        match (layer(from), layer(to)) {
+            (Some(a), Some(b)) if a > b => {}
+            _ => bad.push((from.clone(), to.clone())),
+        }
+    }
+    bad
+}
+
+#[test]
+fn the_cli_imports_only_down_its_layers() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let g = module_imports(&src);
+    let unplaced: Vec<&String> = g.keys().filter(|m| !CLI_LAYERS.iter().any(|l| l.contains(&m.as_str()))).collect();
+    assert!(unplaced.is_empty(), "modules of control/src on no layer: {unplaced:?}");
+    let bad = against_the_layers(&g);
+    assert!(bad.is_empty(), "imports that do not run down the layers {CLI_LAYERS:?}: {bad:?}");
+    // The check itself: an import from the fabric up to a command is caught.
+    let mut up = g.clone();
+    up.get_mut("fabric").unwrap().insert("cmd".into());
+    assert_eq!(against_the_layers(&up), [("fabric".to_string(), "cmd".to_string())]);
 }

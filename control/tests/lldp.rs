@@ -4,8 +4,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use control::cmd::lldp::{render_check, render_node};
 use control::cmd::plan::render_plan;
-use control::lldp_show::{check_links, render_check, render_node, LinkEnd, LinkStatus};
+use control::fabric::cabling::{check_links, LinkEnd, LinkStatus};
 use control::plan::compile;
 use control::topology::Topology;
 use lldp_agent::{Dcb, Identity, NodeReport, PortAgent, Timing};
@@ -499,7 +500,7 @@ fn a_host_without_an_agent_is_shown_through_the_switch_ports_cabled_to_it() {
     r2.expect(lldp_agent::Expected::from_peer("host2:gpu0"));
     r1.on_frame(&lldpd_frame([2, 0, 0, 0, 11, 1], 120), 0);
     let spine = agent("spine1", "eth1", 21, switch_dcb(1 << 3, 3), true);
-    let out = control::lldp_show::facing_host(
+    let out = control::cmd::lldp::facing_host(
         vec![node("rail1", "switch", &[&r1, &r2]), node("spine1", "switch", &[&spine])],
         "host1",
     );
@@ -537,7 +538,7 @@ fn run_takes_the_negotiated_classes_and_falls_back_to_the_configured_ones() {
     let report = node("host1", "host", &[&g0, &g1]);
     let configured = t.lldp.nic.classes();
     let names = vec!["gpu0".to_string(), "gpu1".to_string(), "gpu9".to_string()];
-    let c = control::run::classes_for(&names, &cfg, &report, configured);
+    let c = control::job::hosts::classes_for(&names, &cfg, &report, configured);
     assert_eq!(
         c[0],
         NicClasses { data_dscp: 24, data_priority: 4, cnp_dscp: 48, cnp_priority: 7, pfc_enable: 1 << 4 },

@@ -507,7 +507,7 @@ fn a_training_job_builds_on_every_shipped_topology() {
         let topo = Topology::load(&dir.join(name)).unwrap();
         let plan = compile(&topo, 9400);
         let configured = topo.lldp.nic.classes();
-        let hosts = control::run::host_descs(&topo, &plan, |h| vec![configured; h.nics.len()]).unwrap();
+        let hosts = control::job::hosts::host_descs(&topo, &plan, |h| vec![configured; h.nics.len()]).unwrap();
         let nodes: Vec<String> =
             plan.hosts.iter().map(|h| h.name.clone()).chain(plan.switches.iter().map(|s| s.name.clone())).collect();
         let backend: Vec<std::net::IpAddr> = hosts.iter().flat_map(|h| h.nics.iter().map(|n| n.ip)).collect();

@@ -37,12 +37,12 @@ use axum::Router;
 use futures_util::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 
+pub use control::cmd::web::WebArgs;
+use control::fabric::cabling::LinkEnd;
 use control::fabric::pick_fabric;
 use control::fabric::rundir::{self, State};
-use control::lldp_show::LinkEnd;
 use control::plan::compile;
 use control::topology::Topology;
-pub use control::web::WebArgs;
 use poll::Hub;
 
 /// The page's files, embedded.
@@ -187,7 +187,7 @@ async fn node(AxState(app): AxState<Shared>, Query(q): Query<NodeQuery>) -> Resp
         "sample": app.hub.switch_sample(&n.name),
         "host": app.hub.host_sample(&n.name),
         "lldp": lldp,
-        "lldp_text": lldp.as_ref().map(control::lldp_show::render_node),
+        "lldp_text": lldp.as_ref().map(control::cmd::lldp::render_node),
     });
     json(body.to_string())
 }
@@ -215,7 +215,7 @@ async fn port(AxState(app): AxState<Shared>, Query(q): Query<PortQuery>) -> Resp
         "counters": counters,
         "thresholds": sample.map(|s| s.thresholds),
         "lldp": lldp,
-        "lldp_text": lldp.as_ref().map(|p| control::lldp_show::render_port(node, p)),
+        "lldp_text": lldp.as_ref().map(|p| control::cmd::lldp::render_port(node, p)),
     });
     json(body.to_string())
 }

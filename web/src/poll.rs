@@ -29,9 +29,9 @@ use tokio::sync::broadcast;
 
 use super::live::{self, Frame, Inputs, LogEntry, Stamped, SwitchObs};
 use super::view::View;
+use control::fabric::cabling::{check_links, LinkEnd, LinkStatus};
 use control::fabric::daemon_http::scrape;
 use control::fabric::rundir::{self, EmulatedClock, State};
-use control::lldp_show::{check_links, LinkEnd, LinkStatus};
 
 /// How long one request to a daemon may take.
 const TIMEOUT: Duration = Duration::from_millis(500);
@@ -402,7 +402,7 @@ impl Hub {
                 return;
             }
         }
-        let events = control::fail::read_log(&self.fabric).unwrap_or_default();
+        let events = control::fabric::events::read_log(&self.fabric).unwrap_or_default();
         if events.len() < *events_seen {
             *events_seen = 0;
         }
@@ -527,7 +527,7 @@ struct LldpWatch {
 }
 
 impl LldpWatch {
-    fn update(&mut self, results: &[control::lldp_show::LinkCheck]) -> Vec<String> {
+    fn update(&mut self, results: &[control::fabric::cabling::LinkCheck]) -> Vec<String> {
         let mut out = Vec::new();
         for r in results {
             let key = format!("{} <-> {}", r.a, r.b);
@@ -558,7 +558,7 @@ impl LldpWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use control::lldp_show::LinkCheck;
+    use control::fabric::cabling::LinkCheck;
 
     #[test]
     fn storms_and_restores_are_reported_once_after_the_first_scrape() {

@@ -4,8 +4,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::bail;
-
 use crate::cmd::{
     exec::{exec, vtysh},
     plan::print_plan,
@@ -14,6 +12,7 @@ use crate::cmd::{
     uplinks::uplinks,
 };
 use crate::fabric::lifecycle::{down, up};
+use crate::text::fabric_and_node;
 
 /// Fabric subcommands, flattened into the top-level CLI.
 #[derive(Debug, clap::Subcommand)]
@@ -102,24 +101,6 @@ pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
         FabricCmd::Send(a) => crate::cmd::send::run(a),
         FabricCmd::Uplinks { fabric } => uplinks(fabric.as_deref()),
         FabricCmd::Plan { topology, json } => print_plan(topology, *json),
-    }
-}
-
-/// `[FABRIC] NODE` as every command that names a node takes it (as `rocefab fail switch` and
-/// `rocefab routes` do): one word is the node of the only running fabric, two are the fabric and
-/// the node. `option` is the older `--fabric NAME`, refused beside a positional fabric.
-pub fn fabric_and_node<'a>(
-    words: &'a [String],
-    option: Option<&'a str>,
-    what: &str,
-) -> anyhow::Result<(Option<&'a str>, &'a str)> {
-    match (words, option) {
-        ([node], f) => Ok((f, node.as_str())),
-        ([fabric, node], None) => Ok((Some(fabric.as_str()), node.as_str())),
-        ([fabric, _], Some(f)) => {
-            bail!("the fabric is named twice ({fabric:?} and --fabric {f:?}): give it once, first: [FABRIC] {what}")
-        }
-        _ => bail!("expected [FABRIC] {what}"),
     }
 }
 

@@ -5,13 +5,17 @@
 //! ([`routing`], FRR in [`frr`]) and the frontend network ([`frontend`]).
 //!
 //! Nothing here parses a command line or prints a report: the subcommands are in
-//! `crate::cmd`, jobs on the fabric in `crate::run` and `crate::train`.
+//! `crate::cmd`, jobs on the fabric in `crate::job`.
+pub mod cabling;
+pub mod capture;
 pub mod daemon_http;
 pub mod daemons;
+pub mod events;
 pub mod frontend;
 pub mod frr;
 mod handle;
 pub mod lifecycle;
+pub mod links;
 pub mod netns;
 pub mod process;
 pub mod routing;

@@ -244,7 +244,7 @@ impl Sending<'_> {
         let receivers = if self.a.no_receiver_timing || targets.is_empty() {
             None
         } else {
-            match crate::replay::rx::Receivers::start(&crate::capture::daemon_urls(self.st), &targets, gpu.ip) {
+            match crate::replay::rx::Receivers::start(&crate::fabric::capture::daemon_urls(self.st), &targets, gpu.ip) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     warnings.push(format!("receiver timing not measured: {e:#}"));
@@ -315,7 +315,7 @@ impl Sending<'_> {
                 None
             }
         })?;
-        let urls = crate::capture::daemon_urls(self.st);
+        let urls = crate::fabric::capture::daemon_urls(self.st);
         let text =
             crate::fabric::daemon_http::scrape(&format!("{}/metrics", urls.get(&cls.switch)?), Duration::from_secs(2))
                 .ok()?;

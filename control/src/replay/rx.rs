@@ -294,7 +294,7 @@ impl Receivers {
         let mut threads = Vec::new();
         for (node, ports) in by_node {
             let url = urls.get(node).ok_or_else(|| anyhow!("no daemon on {node} to capture its NIC"))?;
-            let (_, body) = crate::capture::open_stream(url, &ports, None)
+            let (_, body) = crate::fabric::capture::open_stream(url, &ports, None)
                 .with_context(|| format!("capturing {node}:{}", ports.join(",")))?;
             let (g, s) = (got.clone(), stop.clone());
             threads.push(std::thread::spawn(move || pump(body, from, g, s)));

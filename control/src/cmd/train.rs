@@ -32,7 +32,10 @@ use rocefab_contracts::rendezvous::{Hello, Joined};
 use serde::Serialize;
 
 use crate::fabric::rundir;
-use crate::run::{self, Executed, Hostds, Launch, RunReport};
+use crate::job::hosts::{build_options, check_memory, hosts_of};
+use crate::job::launch::{ends_with_parent, execute, locate_hostd, Executed, Hostds, Launch};
+use crate::job::report::{human, render_table, summarize, RunReport};
+use crate::job::{parse_size, JobArgs};
 
 /// How the parameters are broadcast (`--broadcast`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -70,7 +73,7 @@ pub struct TrainArgs {
     #[arg(long, default_value = "10ms", value_parser = parse_compute)]
     pub compute: u64,
     /// Gradient bucket size (PyTorch DDP's bucket_cap_mb; 25 MiB there too).
-    #[arg(long, default_value = "25MiB", value_parser = run::parse_size)]
+    #[arg(long, default_value = "25MiB", value_parser = parse_size)]
     pub bucket: u64,
     #[arg(long, value_enum, default_value_t = Broadcast::Tree)]
     pub broadcast: Broadcast,
@@ -87,7 +90,7 @@ pub struct TrainArgs {
     pub timeout: u64,
     /// How the job's QPs are set up (as `rocefab run`).
     #[command(flatten)]
-    pub job: run::JobArgs,
+    pub job: JobArgs,
     /// The NICs send at line rate whatever CNPs they receive (no DCQCN reaction point).
     #[arg(long)]
     pub no_dcqcn: bool,
@@ -272,7 +275,7 @@ pub fn render_log(r: &TrainReport) -> String {
         count(r.model_params),
         mb(r.model_params * ELEM),
         r.buckets,
-        run::human(r.bucket_bytes),
+        human(r.bucket_bytes),
         d(r.compute_ns),
         r.broadcast_algo,
         r.rings,
@@ -321,7 +324,7 @@ pub fn render_log(r: &TrainReport) -> String {
         r.ranks
     );
     s += "network, whole job:\n";
-    s += &run::render_table(&r.network);
+    s += &render_table(&r.network);
     s
 }
 
@@ -349,8 +352,8 @@ fn locate_rank() -> anyhow::Result<std::path::PathBuf> {
 pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.timeout);
-    let fh = run::hosts_of(&a.fabric)?;
-    let hostd = run::locate_hostd()?;
+    let fh = hosts_of(&a.fabric)?;
+    let hostd = locate_hostd()?;
     let rank_bin = locate_rank()?;
     let g = fh.hosts[0].gpus;
     let layout = gpu_host::collective::RankLayout::new(fh.hosts.len() as u32, g)?;
@@ -370,10 +373,10 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
             Ring::RailAligned => RingOrder::RailAligned,
         },
     };
-    let opts = run::build_options(&format!("{}-train", a.fabric), &fh, &a.job, a.timeout, !a.no_dcqcn);
+    let opts = build_options(&format!("{}-train", a.fabric), &fh, &a.job, a.timeout, !a.no_dcqcn);
     let (built, training) =
         collective_job::build_training(&spec, &fh.hosts, &opts).context("building the training job")?;
-    run::check_memory(&format!("train on {}", a.fabric), &fh, &built.jobs)?;
+    check_memory(&format!("train on {}", a.fabric), &fh, &built.jobs)?;
 
     // The frontend and one process per GPU, which rendezvous while the hosts' NICs come up.
     let fe = crate::fabric::frontend::addresses(&a.fabric, fh.hosts.len())?;
@@ -394,7 +397,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
             let log = dir.join(format!("rank{rank}.log"));
             let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
             let ips: Vec<String> = ips.iter().map(|i| i.to_string()).collect();
-            let child = run::ends_with_parent(&mut Command::new(&rank_bin))
+            let child = ends_with_parent(&mut Command::new(&rank_bin))
                 .env("RANK", rank.to_string())
                 .env("LOCAL_RANK", local.to_string())
                 .env("GROUP_RANK", node.to_string())
@@ -426,7 +429,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
         timeout_s: a.timeout,
         quiet: a.json,
     };
-    let executed = run::execute(
+    let executed = execute(
         &launch,
         &hostd,
         None,
@@ -450,11 +453,12 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     let Executed { reports, timed_out, errors, .. } = executed;
     let rendezvous = rendezvous.expect("execute ran before_go");
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
-    let mut net = run::summarize(&a.fabric, "train", a.job.segment, a.model_params * ELEM, world, &reports, metrics);
+    let mut net = summarize(&a.fabric, "train", a.job.segment, a.model_params * ELEM, world, &reports, metrics);
     net.hosts = fh.hosts.len();
     net.timed_out = timed_out;
     let now = rundir::unix_now_ns();
-    net.events = crate::fail::events_between(&a.fabric, now.saturating_sub(started.elapsed().as_nanos() as u64), now);
+    net.events =
+        crate::fabric::events::events_between(&a.fabric, now.saturating_sub(started.elapsed().as_nanos() as u64), now);
     net.errors.extend(errors);
     net.ok &= net.errors.is_empty() && reports.len() == fh.hosts.len();
     let at: std::collections::HashMap<usize, u64> =

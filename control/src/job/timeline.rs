@@ -690,7 +690,7 @@ impl Timeline {
 
     /// Places the events of `log` that happened while `s` was sampled (wall clock from the
     /// sampler's start to the timeline's end) on the timeline's emulated time axis.
-    pub fn place_events(&mut self, s: &Samples, log: &[crate::fail::Event]) {
+    pub fn place_events(&mut self, s: &Samples, log: &[crate::fabric::events::Event]) {
         let end_wall = s.start_unix_ns + (self.end_us * self.time_dilation * 1e3) as u64;
         self.events = log
             .iter()
@@ -1191,7 +1191,7 @@ impl Recording {
         let p = &self.plan;
         let mut t =
             Timeline::build(&samples, &p.fabric, &p.collective, samples.time_dilation(), p.port.as_ref(), job_ns)?;
-        t.place_events(&samples, &crate::fail::read_log(&p.fabric).unwrap_or_default());
+        t.place_events(&samples, &crate::fabric::events::read_log(&p.fabric).unwrap_or_default());
         let mut lines = Vec::new();
         if samples.failed * 10 > samples.requests {
             lines.push(format!(
@@ -1648,7 +1648,7 @@ mod tests {
         s.start_unix_ns = 5_000_000_000;
         let mut t = Timeline::build(&s, "pod1", "allreduce", 1000.0, None, None).unwrap();
         let wall_end = s.start_unix_ns + (t.end_us * 1000.0 * 1e3) as u64;
-        let ev = |wall: u64, what: &str| crate::fail::Event {
+        let ev = |wall: u64, what: &str| crate::fabric::events::Event {
             emulated_ns: 0,
             wall_unix_ns: wall,
             event: what.into(),

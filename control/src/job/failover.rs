@@ -177,7 +177,7 @@ fn frames_lost(before: &[LinkCounters], after: &[LinkCounters]) -> u64 {
 /// counters; `None` without `--fail-link`.
 pub fn arm(fabric: &str, a: &FailoverArgs) -> anyhow::Result<Option<Armed>> {
     let Some(end) = &a.fail_link else { return Ok(None) };
-    let (f, link, index) = crate::fail::find_link(&[fabric.to_string(), end.clone()])?;
+    let (f, link, index) = crate::fabric::links::find_link(&[fabric.to_string(), end.clone()])?;
     if crate::fabric::routing::cut_links(&f.st).contains(&index) {
         bail!("--fail-link {end}: link {} -- {} is down already", link.a, link.b);
     }
@@ -252,10 +252,10 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
         })
     };
     let cut = if silent {
-        crate::fail::cut_silently(&mut fabric, &link, index)
+        crate::fabric::links::cut_silently(&mut fabric, &link, index)
     } else {
         let restore_after = for_ns.map(|f| Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
-        crate::fail::cut_link(&mut fabric, &link, index, restore_after)
+        crate::fabric::links::cut_link(&mut fabric, &link, index, restore_after)
     };
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let watched = watcher.join().map_err(|_| anyhow::anyhow!("the link watcher panicked"))?;
@@ -269,7 +269,7 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
     if let Some(f) = for_ns {
         std::thread::sleep(Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
         restored_at = Some(go.elapsed());
-        crate::fail::restore_link(&mut fabric, &link, index)?;
+        crate::fabric::links::restore_link(&mut fabric, &link, index)?;
     }
     Ok(Injected {
         fabric,
@@ -293,7 +293,7 @@ impl Running {
         let frames_lost = (self.armed_ends.len() == 2).then(|| frames_lost(&self.before, &after));
         if restored_at.is_none() {
             restored_at = Some(self.go.elapsed());
-            crate::fail::restore_link(&mut fabric, &link, index)?;
+            crate::fabric::links::restore_link(&mut fabric, &link, index)?;
         }
         let emulated = |t: Duration| self.dilation.to_emulated_ns(t.as_nanos() as u64);
         Ok(Failover {

@@ -1,0 +1,293 @@
+//! `rocefab run <fabric> incast|alltoall|allreduce|broadcast --size 64MiB [--segment write-only]
+//! [--json]`: runs a
+//! collective on a running fabric with one GPU-host emulator (`rocefab-hostd`) per host
+//! namespace.
+//!
+//! The controller does what an NCCL bootstrap does out of band: it numbers ranks like torchrun
+//! (global rank = node rank × GPUs per host + local rank; node rank = host order in the
+//! topology), builds the schedule ([`gpu_host::collective::Schedule`]; ring AllReduce is
+//! ReduceScatter then AllGather), picks QP numbers, PSNs, R_Keys and staging addresses for
+//! every connection ([`gpu_host::nic::collective_job`]) and writes one job file per host into
+//! the fabric's run directory. It starts every hostd (metrics bound on 127.0.0.1 in the root
+//! namespace, then `setns` into the host), waits until all are ready, starts them together,
+//! collects their reports and prints job completion time, per-QP goodput, retransmissions,
+//! NAKs, out-of-order arrivals, CNPs and PFC pause time — a table, or JSON with `--json`.
+//! A hostd that reported keeps its QPs up (the job's `linger_ms`) until every host has
+//! reported and the controller stops them all: a peer whose final ACK was lost retransmits and
+//! is answered, as by a real RC QP, instead of exhausting its retries against a host that has
+//! gone.
+//!
+//! Every wait has a deadline from `--timeout` (wall clock from the command's start): readiness,
+//! the reports, then [`REPORT_GRACE`] for hosts asked to report at the deadline (SIGUSR1: the
+//! report lists what every unfinished QP and rank waited for, [`rocefab_contracts::job::QpStall`]),
+//! and bounded SIGTERM/SIGKILL waits to reap every hostd. A host that fails first (errored QP,
+//! unverified data, crash) ends the job at once: its peers could only wait for it.
+//!
+//! `--segment` picks how requesters cut their writes: `first-middle-last` (standard RC; a
+//! reordered packet is a sequence error, NAK and go-back-N) or `write-only` (every packet an
+//! RDMA WRITE Only with its own RETH, and responders place out-of-order arrivals: the mode
+//! packet spraying needs, book ch. 12 Fig. 12-7; see `gpu_host::receiver`).
+//!
+//! Emulated time: the fabric's `time_dilation` D goes into every job; the hosts report in
+//! emulated time, and so does this report (its header says so, the JSON carries
+//! `time_dilation`). When the measurements say the machine rather than the model limited the
+//! run ([`crate::job::bottleneck`]: CPUs saturated while links sat below rate, or senders slow with
+//! nothing in the model holding them back), the run warns on stderr and in `warnings`.
+//!
+//! Every NIC marks and honours the classes its host's NIC agent (`rocefab-nicd`) negotiated
+//! with the switch port by DCBX ([`gpu_host::nic::agent::classes_from`] on the agent's
+//! `GET /lldp`); without an answering agent, the topology's `lldp.nic` classes.
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use gpu_host::nic::collective_job::{self, Kind};
+use gpu_host::nic::engine::path_mtu_for_link;
+
+use crate::fabric::rundir::{self};
+use crate::job::bottleneck;
+use crate::job::hosts::build_options;
+use crate::job::hosts::check_memory;
+use crate::job::hosts::hosts_of;
+use crate::job::hosts::FabricHosts;
+use crate::job::launch::execute;
+use crate::job::launch::live_switches;
+use crate::job::launch::locate_hostd;
+use crate::job::launch::Executed;
+use crate::job::launch::Launch;
+use crate::job::parse_size;
+use crate::job::report::fabric_causes;
+use crate::job::report::first_errors;
+use crate::job::report::render_output;
+use crate::job::report::summarize;
+use crate::job::report::RunReport;
+use crate::job::JobArgs;
+
+/// Which collective.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Collective {
+    /// N:1 incast: every rank writes its buffer to rank 0, which sums them.
+    Incast,
+    /// All-to-all personalised exchange.
+    Alltoall,
+    /// Ring AllReduce (ReduceScatter then AllGather).
+    Allreduce,
+    /// Chain broadcast from rank 0.
+    Broadcast,
+}
+
+impl Collective {
+    fn kind(self) -> Kind {
+        match self {
+            Collective::Incast => Kind::Incast,
+            Collective::Alltoall => Kind::AllToAll,
+            Collective::Allreduce => Kind::AllReduce,
+            Collective::Broadcast => Kind::Broadcast,
+        }
+    }
+}
+
+/// Arguments of `rocefab run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Name of a running fabric (`rocefab up`).
+    pub fabric: String,
+    /// The collective.
+    #[arg(value_enum)]
+    pub collective: Collective,
+    /// Input bytes per rank: a number with an optional KiB/MiB/GiB (or K/M/G, KB/MB/GB) suffix.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up after this many seconds of wall clock from the start of the command (setting the
+    /// hosts up, the job, the reports): hosts still running then report what every unfinished QP
+    /// was waiting for, and the command exits non-zero.
+    #[arg(long, default_value_t = 300)]
+    pub timeout: u64,
+    /// How the job's QPs are set up, shared with `rocefab train`.
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Sample the switches and hosts while the job runs and draw the DCQCN timeline (book
+    /// Fig. 11-7) against emulated time: FILE.svg the plot, FILE.json the samples and series;
+    /// may be given twice.
+    #[arg(long, value_name = "FILE", value_parser = crate::job::timeline::parse_output)]
+    pub timeline: Vec<PathBuf>,
+    /// The timeline's bottleneck queue, as switch:port (default: the egress queue with the
+    /// highest peak depth).
+    #[arg(long, value_name = "SWITCH:PORT")]
+    pub timeline_port: Option<String>,
+    /// Wall-clock sampling interval of --timeline, ms.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub timeline_interval_ms: u64,
+    /// A link cut during the job, measured.
+    #[command(flatten)]
+    pub failover: crate::job::failover::FailoverArgs,
+}
+
+pub fn run(a: &RunArgs) -> anyhow::Result<()> {
+    let baseline = if a.failover.compare {
+        if !a.json {
+            eprintln!("--compare: the job without the failure first");
+        }
+        let plain = RunArgs { timeline: Vec::new(), failover: Default::default(), ..a.clone() };
+        let (rep, _) = run_job(&plain, None)?;
+        Some(crate::job::failover::Baseline {
+            ok: rep.ok,
+            completion_ns: rep.completion_ns,
+            retransmitted_packets: rep.retransmitted_packets,
+        })
+    } else {
+        None
+    };
+    let armed = crate::job::failover::arm(&a.fabric, &a.failover)?;
+    let (mut rep, dir) = run_job(a, armed)?;
+    if let Some(f) = rep.failover.as_mut() {
+        f.baseline = baseline;
+    }
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&rep)?)?;
+    let (out, err) = render_output(&rep, a.json)?;
+    for l in err {
+        eprintln!("{l}");
+    }
+    print!("{out}");
+    let kind = a.collective.kind();
+    if rep.timed_out {
+        let hosts_stuck = rep.stalls.iter().map(|s| s.host.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+        bail!(
+            "{} timed out after {} s (--timeout): {} QPs on {} hosts had not finished ({} of {} hosts reported){}",
+            kind.name(),
+            a.timeout,
+            rep.stalls.len(),
+            hosts_stuck,
+            rep.hosts_reported,
+            rep.hosts,
+            if a.json {
+                "; `stalls` in the JSON report says what each was waiting for"
+            } else {
+                "; what each was waiting for is listed above"
+            }
+        );
+    }
+    if !rep.ok {
+        bail!("{} did not complete with verified data: {}", kind.name(), first_errors(&rep.errors));
+    }
+    Ok(())
+}
+
+/// Runs the job once (with the failure `armed` injects, if any): its report and its directory.
+fn run_job(a: &RunArgs, armed: Option<crate::job::failover::Armed>) -> anyhow::Result<(RunReport, PathBuf)> {
+    // Every step below that waits (readiness, the job, the reports) ends by this deadline.
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(a.timeout);
+    let kind = a.collective.kind();
+    let fh = hosts_of(&a.fabric)?;
+    let hostd = locate_hostd()?;
+    let opts = build_options(&format!("{}-{}", a.fabric, kind.name()), &fh, &a.job, a.timeout, true);
+    let mut built = collective_job::build(kind, &fh.hosts, a.size, &opts).context("building the collective")?;
+    check_memory(&format!("{} on {}", kind.name(), a.fabric), &fh, &built.jobs)?;
+    let FabricHosts { hosts, netns, mtu: link_mtu, dilation, .. } = fh;
+    let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
+    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    let interval = Duration::from_millis(a.timeline_interval_ms);
+    let timeline = crate::job::timeline::RunTimeline::prepare(
+        &a.fabric,
+        kind.name(),
+        &a.timeline,
+        a.timeline_port.as_deref(),
+        interval,
+        &names,
+        &mut built.jobs,
+    )?;
+    let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
+    let launch = Launch {
+        what: kind.name(),
+        dir: &dir,
+        hosts: &hosts,
+        netns: &netns,
+        jobs: &built.jobs,
+        started,
+        deadline,
+        timeout_s: a.timeout,
+        quiet: a.json,
+        fabric: &a.fabric,
+    };
+    let switches_alive = live_switches(&a.fabric);
+    let mut running = None;
+    // The failure's clock starts once the hosts were told to go, as their job clocks do (a
+    // cut stamped from before would read later than the hosts' view of it: 30 us emulated at
+    // D 32 in a fresh-clone CI run, once the cut's own instant was exact).
+    let executed = execute(
+        &launch,
+        &hostd,
+        timeline,
+        || Ok(()),
+        || {
+            running = armed.map(crate::job::failover::Armed::start).transpose()?;
+            Ok(())
+        },
+    );
+    // The injection ends (and the link is back) whatever became of the job.
+    let failover = running.map(crate::job::failover::Running::finish).transpose();
+    let Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording } =
+        executed?;
+    let failover = failover?;
+    // The addresses the jobs were given, so the report and the hosts agree.
+    let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
+    let mut rep =
+        summarize(&a.fabric, kind.name(), a.job.segment, a.size, built.layout.world_size(), &reports, metrics);
+    if let Some(r) = recording {
+        for l in r.finish(Some(rep.completion_ns))? {
+            eprintln!("{l}");
+        }
+    }
+    rep.hosts = hosts.len();
+    rep.hosts_reported = reports.len();
+    rep.timed_out = timed_out;
+    rep.watchdog = rocefab_contracts::sample::watchdog_use(&switches_before, &switches_after);
+    // What the fabric did to the job leads its errors: the hosts only see retries run out.
+    let causes = fabric_causes(&switches_alive, &rep.watchdog, failover.is_some());
+    let failed = !errors.is_empty() || !rep.errors.is_empty() || reports.len() != hosts.len() || !rep.ok;
+    let fabric_notes = if failed {
+        rep.errors.splice(0..0, causes);
+        Vec::new()
+    } else {
+        causes
+    };
+    rep.errors.extend(errors);
+    rep.ok &= rep.errors.is_empty() && reports.len() == hosts.len();
+    // Also for a job that failed or timed out (a machine that cannot keep up makes QPs exhaust
+    // their retries), but then only from the CPUs: its senders were held by whatever stalled.
+    // A failure injected (`--fail-link`) leaves senders waiting for their timeouts: not the
+    // machine's doing.
+    let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len() && failover.is_none();
+    rep.events = crate::fabric::events::events_between(
+        &a.fabric,
+        rundir::unix_now_ns().saturating_sub(started.elapsed().as_nanos() as u64),
+        rundir::unix_now_ns(),
+    );
+    rep.queues = rocefab_contracts::sample::queue_use(&switches_before, &switches_after, Some(rep.completion_ns));
+    rep.pfc = rocefab_contracts::sample::pfc_use(&switches_before, &switches_after);
+    rep.tx_stalls = rocefab_contracts::sample::port_stalls(&switches_before, &switches_after);
+    rep.warnings = bottleneck::warnings(&bottleneck::Measured {
+        time_dilation: dilation.factor(),
+        // Rates averaged over a job that waited out a failure say nothing about the machine.
+        cpu_busy: cpu_busy.filter(|_| failover.is_none()),
+        nics: bottleneck::nic_use(&reports),
+        senders_busy_throughout: kind != Kind::Broadcast
+            && !(kind == Kind::AllReduce
+                && bottleneck::ring_step_is_latency_bound(
+                    a.size,
+                    built.layout.world_size() as u64,
+                    path_mtu_for_link(link_mtu, ipv6).map_or(1024, |m| m.bytes() as u64),
+                ))
+            && ended_normally,
+        links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
+        stalls: rep.tx_stalls.clone(),
+        job_ns: rep.completion_ns,
+    });
+    rep.warnings.extend(fabric_notes);
+    rep.failover = failover;
+    Ok((rep, dir))
+}
