@@ -6,8 +6,9 @@
 //! DCQCN rate is cut below line rate. The same incast with `wred: off` needs more PFC frames (the
 //! book's claim that ECN keeps PFC rare). `rocefab run --timeline` writes the Figure 11-7 SVG and
 //! its samples during the run; both are checked for every series. The senders' goodput must be
-//! fair (Jain's index ≥ 0.9) and the bottleneck busy ≥ 90 % of its emulated rate while every
-//! sender had data left.
+//! fair (Jain's index ≥ 0.9), their rates once DCQCN acts within the spread ns-3 HPCC gives on
+//! the same scenario (`sim/ns3-hpcc/rail-spine-incast/`), and the bottleneck busy ≥ 90 % of its
+//! emulated rate while every sender had data left.
 //!
 //! A run whose report says the machine, not the model, was the bottleneck (`rocefab run`'s
 //! warning: CPUs saturated while links ran below rate) measured the machine: it is retried, up to
@@ -310,21 +311,30 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
         );
         if machine_bound(&rep).is_none() {
             assert!(jain >= 0.9, "Jain's index of the senders' goodput {jain:.3} < 0.9: {g:?}");
-            // Jain passes one sender of seven at 20 %: the slowest must have 70 % of the fastest's
-            // rate once DCQCN acts (from every sender's first CNP to the end of the busy period,
-            // at the switch ingress). Measured 0.675-0.91 at 4 MiB (one fresh-clone CI run of
-            // five below 0.7), and 0.56 and 0.66 with 16 MiB per sender: a longer window does not
-            // converge to equal rates. Whether that is DCQCN's nature with seven senders and
-            // random WRED marks or a defect of this model is open (htsim's results here finish
-            // no 7-sender DCQCN run to compare with); the bound stays until that is known.
+            // Jain >= 0.9 on goodput passes one sender of seven at 20 % of the others. Here the
+            // senders' rates once DCQCN acts (from every sender's first CNP to the end of the busy
+            // period, at the switch ingress) must be within what a correct DCQCN gives on this
+            // scenario in an independent model: ns-3 HPCC, the same 7:1 incast with rocefab's
+            // thresholds per packet (sim/ns3-hpcc/rail-spine-incast/, ten seeds): min/max
+            // 0.592-0.958 (five of ten below 0.7), Jain of the rates 0.964-1.000. So min/max >=
+            // 0.55 and Jain >= 0.95; a sender at a fifth of the others fails both (Jain 0.91). The
+            // bound was 0.7, from rocefab's own runs (0.675-0.91; fresh-clone CI runs at 0.639 and
+            // 0.675), before ns-3 showed that a correct DCQCN goes below it half the time here.
             let rates = ingress_rates_between(&tl["samples"], 8000.0, from_us, to_us);
             assert_eq!(rates.len(), 7, "{rates:?}");
-            let fair =
-                rates.iter().map(|r| r.1).fold(f64::INFINITY, f64::min) / rates.iter().map(|r| r.1).fold(0.0, f64::max);
-            eprintln!("ECN on: min/max ingress rate once every sender was cut {fair:.3}: {rates:?}");
+            let r: Vec<f64> = rates.iter().map(|r| r.1).collect();
+            let fair = r.iter().copied().fold(f64::INFINITY, f64::min) / r.iter().copied().fold(0.0, f64::max);
+            let jain_rates = r.iter().sum::<f64>().powi(2) / (r.len() as f64 * r.iter().map(|x| x * x).sum::<f64>());
+            eprintln!(
+                "ECN on: ingress rates once every sender was cut: min/max {fair:.3}, Jain {jain_rates:.4}: {rates:?}"
+            );
             assert!(
-                fair >= 0.7,
+                fair >= 0.55,
                 "slowest sender's ingress rate once DCQCN acts is {fair:.3} of the fastest: {rates:?}"
+            );
+            assert!(
+                jain_rates >= 0.95,
+                "Jain's index of the senders' ingress rates once DCQCN acts is {jain_rates:.4}: {rates:?}"
             );
             // PFC bounds the peak: each of the five ingress groups feeding the queue at xOFF plus
             // its headroom. (The queue does not stay between WRED min and max, which the README
