@@ -22,13 +22,12 @@ use serde::Serialize;
 use crate::plan::{HostPlan, NicPlan, Plan};
 
 #[derive(Args, Debug)]
+#[command(override_usage = "rocefab ping [FABRIC] <FROM> <TO> [OPTIONS]")]
 pub struct PingArgs {
-    /// Fabric name (as given to `rocefab up`).
-    pub fabric: String,
-    /// Source GPU NIC, `hostN:gpuG`.
-    pub from: String,
-    /// Destination GPU NIC, `hostN:gpuG`.
-    pub to: String,
+    /// `[FABRIC] FROM TO`: the fabric (default: the only running one, as every command names
+    /// it), the source and the destination GPU NIC, `hostN:gpuG`.
+    #[arg(value_names = ["FABRIC", "FROM", "TO"], num_args = 2..=3, required = true)]
+    pub at: Vec<String>,
     /// Echo requests to send (1..=1000).
     #[arg(short = 'c', long, default_value_t = 20)]
     pub count: u32,
@@ -38,6 +37,17 @@ pub struct PingArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+impl PingArgs {
+    /// `[FABRIC] FROM TO` as given: the fabric, if named, and the two NICs.
+    fn words(&self) -> anyhow::Result<(Option<&str>, &String, &String)> {
+        match self.at.as_slice() {
+            [from, to] => Ok((None, from, to)),
+            [fabric, from, to] => Ok((Some(fabric.as_str()), from, to)),
+            _ => bail!("expected [FABRIC] FROM TO"),
+        }
+    }
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -159,13 +169,14 @@ pub fn run(a: &PingArgs) -> anyhow::Result<()> {
     if !(1..=1000).contains(&a.count) {
         bail!("--count {}: 1..=1000", a.count);
     }
-    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(&a.fabric)?)?;
+    let (fabric, from, to) = a.words()?;
+    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::open(fabric)?;
     // The path the frames take: with `routing: bgp` FRR's routes, which `rocefab up` waited to
     // equal static routing's computation (the switches' own configs hold no fabric routes then).
     let plan = crate::plan::compile_static_without(&topo, 0, &Default::default());
     let d = st.clock()?.dilation();
-    let (h1, n1) = find_nic(&plan, &a.from)?;
-    let (h2, n2) = find_nic(&plan, &a.to)?;
+    let (h1, n1) = find_nic(&plan, from)?;
+    let (h2, n2) = find_nic(&plan, to)?;
     let forward = one_way(&plan, h1, n1, n2.addr)?;
     let reverse = one_way(&plan, h2, n2, n1.addr)?;
     // Every request answered or not within the deadline: count x interval plus 10 s.
@@ -185,7 +196,7 @@ pub fn run(a: &PingArgs) -> anyhow::Result<()> {
     if rtt_ns.is_empty() {
         bail!(
             "no reply from {} ({}) to {} requests: {}",
-            a.to,
+            to,
             n2.addr,
             a.count,
             String::from_utf8_lossy(&out.stderr).trim()
@@ -194,8 +205,8 @@ pub fn run(a: &PingArgs) -> anyhow::Result<()> {
     let mut sorted = rtt_ns.clone();
     sorted.sort_unstable();
     let r = PingReport {
-        from: a.from.clone(),
-        to: a.to.clone(),
+        from: from.clone(),
+        to: to.clone(),
         time_dilation: d.factor(),
         sent: a.count,
         replies: rtt_ns.len(),
@@ -249,6 +260,25 @@ fn render(r: &PingReport, src: Ipv4Addr, dst: Ipv4Addr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 40: `rocefab ping` names the fabric as every command does, first and optional.
+    #[test]
+    fn the_fabric_comes_first_and_may_be_left_out() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: PingArgs,
+        }
+        let parse = |line: &[&str]| Cli::try_parse_from(std::iter::once("ping").chain(line.iter().copied()));
+        let two = parse(&["host1:gpu0", "host2:gpu0"]).unwrap();
+        let (f, from, to) = two.a.words().unwrap();
+        assert_eq!((f, from.as_str(), to.as_str()), (None, "host1:gpu0", "host2:gpu0"));
+        let three = parse(&["rs", "host1:gpu0", "host2:gpu0", "-c", "3"]).unwrap();
+        let (f, from, to) = three.a.words().unwrap();
+        assert_eq!((f, from.as_str(), to.as_str()), (Some("rs"), "host1:gpu0", "host2:gpu0"));
+        assert!(parse(&["host1:gpu0"]).is_err(), "one NIC");
+    }
 
     fn plan(extra: &str) -> Plan {
         let src = format!(

@@ -1,4 +1,4 @@
-//! `rocefab run <fabric> incast|alltoall|allreduce|broadcast --size 64MiB [--segment write-only]
+//! `rocefab run [fabric] incast|alltoall|allreduce|broadcast --size 64MiB [--segment write-only]
 //! [--json]`: runs a
 //! collective on a running fabric with one GPU-host emulator (`rocefab-hostd`) per host
 //! namespace.
@@ -89,12 +89,12 @@ impl Collective {
 
 /// Arguments of `rocefab run`.
 #[derive(clap::Args, Debug, Clone)]
+#[command(override_usage = "rocefab run [FABRIC] <COLLECTIVE> [OPTIONS]")]
 pub struct RunArgs {
-    /// Name of a running fabric (`rocefab up`).
-    pub fabric: String,
-    /// The collective.
-    #[arg(value_enum)]
-    pub collective: Collective,
+    /// `[FABRIC] COLLECTIVE`: the fabric (default: the only running one, as every command
+    /// names it) and the collective: incast, alltoall, allreduce or broadcast.
+    #[arg(value_names = ["FABRIC", "COLLECTIVE"], num_args = 1..=2, required = true)]
+    pub at: Vec<String>,
     /// Input bytes per rank: a number with an optional KiB/MiB/GiB (or K/M/G, KB/MB/GB) suffix.
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     pub size: u64,
@@ -126,13 +126,37 @@ pub struct RunArgs {
     pub failover: crate::job::failover::FailoverArgs,
 }
 
+/// What `rocefab run`'s `[FABRIC] COLLECTIVE` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub fabric: String,
+    pub collective: Collective,
+}
+
+impl RunArgs {
+    /// The fabric (the only one running when not named) and the collective.
+    pub fn target(&self) -> anyhow::Result<Target> {
+        let (fabric, collective) = self.words()?;
+        Ok(Target { fabric: crate::fabric::pick_fabric(fabric)?, collective })
+    }
+
+    /// `[FABRIC] COLLECTIVE` as given: the fabric, if named, and the collective.
+    fn words(&self) -> anyhow::Result<(Option<&str>, Collective)> {
+        let (fabric, word) = crate::text::fabric_and_node(&self.at, None, "COLLECTIVE")?;
+        let collective = <Collective as clap::ValueEnum>::from_str(word, true)
+            .map_err(|_| anyhow::anyhow!("{word:?} is not a collective: incast, alltoall, allreduce or broadcast"))?;
+        Ok((fabric, collective))
+    }
+}
+
 pub fn run(a: &RunArgs) -> anyhow::Result<()> {
+    let t = a.target()?;
     let baseline = if a.failover.compare {
         if !a.json {
             eprintln!("--compare: the job without the failure first");
         }
         let plain = RunArgs { timeline: Vec::new(), failover: Default::default(), ..a.clone() };
-        let (rep, _) = run_job(&plain, None)?;
+        let (rep, _) = run_job(&plain, &t, None)?;
         Some(crate::job::failover::Baseline {
             ok: rep.ok,
             completion_ns: rep.completion_ns,
@@ -141,8 +165,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
     } else {
         None
     };
-    let armed = crate::job::failover::arm(&a.fabric, &a.failover)?;
-    let (mut rep, dir) = run_job(a, armed)?;
+    let armed = crate::job::failover::arm(&t.fabric, &a.failover)?;
+    let (mut rep, dir) = run_job(a, &t, armed)?;
     if let Some(f) = rep.failover.as_mut() {
         f.baseline = baseline;
     }
@@ -152,7 +176,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
         eprintln!("{l}");
     }
     print!("{out}");
-    let kind = a.collective.kind();
+    let kind = t.collective.kind();
     if rep.timed_out {
         let hosts_stuck = rep.stalls.iter().map(|s| s.host.as_str()).collect::<std::collections::BTreeSet<_>>().len();
         bail!(
@@ -177,22 +201,26 @@ pub fn run(a: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// Runs the job once (with the failure `armed` injects, if any): its report and its directory.
-fn run_job(a: &RunArgs, armed: Option<crate::job::failover::Armed>) -> anyhow::Result<(RunReport, PathBuf)> {
+fn run_job(
+    a: &RunArgs,
+    t: &Target,
+    armed: Option<crate::job::failover::Armed>,
+) -> anyhow::Result<(RunReport, PathBuf)> {
     // Every step below that waits (readiness, the job, the reports) ends by this deadline.
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.timeout);
-    let kind = a.collective.kind();
-    let fh = hosts_of(&a.fabric)?;
+    let kind = t.collective.kind();
+    let fh = hosts_of(&t.fabric)?;
     let hostd = locate_hostd()?;
-    let opts = build_options(&format!("{}-{}", a.fabric, kind.name()), &fh, &a.job, a.timeout, true);
+    let opts = build_options(&format!("{}-{}", t.fabric, kind.name()), &fh, &a.job, a.timeout, true);
     let mut built = collective_job::build(kind, &fh.hosts, a.size, &opts).context("building the collective")?;
-    check_memory(&format!("{} on {}", kind.name(), a.fabric), &fh, &built.jobs)?;
+    check_memory(&format!("{} on {}", kind.name(), t.fabric), &fh, &built.jobs)?;
     let FabricHosts { hosts, netns, mtu: link_mtu, dilation, .. } = fh;
     let ipv6 = hosts.iter().flat_map(|h| h.nics.iter()).any(|n| n.ip.is_ipv6());
     let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
     let interval = Duration::from_millis(a.timeline_interval_ms);
     let timeline = crate::job::timeline::RunTimeline::prepare(
-        &a.fabric,
+        &t.fabric,
         kind.name(),
         &a.timeline,
         a.timeline_port.as_deref(),
@@ -200,7 +228,7 @@ fn run_job(a: &RunArgs, armed: Option<crate::job::failover::Armed>) -> anyhow::R
         &names,
         &mut built.jobs,
     )?;
-    let dir = rundir::dir(&a.fabric).join("jobs").join(kind.name());
+    let dir = rundir::dir(&t.fabric).join("jobs").join(kind.name());
     let launch = Launch {
         what: kind.name(),
         dir: &dir,
@@ -211,9 +239,9 @@ fn run_job(a: &RunArgs, armed: Option<crate::job::failover::Armed>) -> anyhow::R
         deadline,
         timeout_s: a.timeout,
         quiet: a.json,
-        fabric: &a.fabric,
+        fabric: &t.fabric,
     };
-    let switches_alive = live_switches(&a.fabric);
+    let switches_alive = live_switches(&t.fabric);
     let mut running = None;
     // The failure's clock starts once the hosts were told to go, as their job clocks do (a
     // cut stamped from before would read later than the hosts' view of it: 30 us emulated at
@@ -236,7 +264,7 @@ fn run_job(a: &RunArgs, armed: Option<crate::job::failover::Armed>) -> anyhow::R
     // The addresses the jobs were given, so the report and the hosts agree.
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
     let mut rep =
-        summarize(&a.fabric, kind.name(), a.job.segment, a.size, built.layout.world_size(), &reports, metrics);
+        summarize(&t.fabric, kind.name(), a.job.segment, a.size, built.layout.world_size(), &reports, metrics);
     if let Some(r) = recording {
         for l in r.finish(Some(rep.completion_ns))? {
             eprintln!("{l}");
@@ -263,7 +291,7 @@ fn run_job(a: &RunArgs, armed: Option<crate::job::failover::Armed>) -> anyhow::R
     // machine's doing.
     let ended_normally = !timed_out && first_failure.is_none() && reports.len() == hosts.len() && failover.is_none();
     rep.events = crate::fabric::events::events_between(
-        &a.fabric,
+        &t.fabric,
         rundir::unix_now_ns().saturating_sub(started.elapsed().as_nanos() as u64),
         rundir::unix_now_ns(),
     );
@@ -290,4 +318,30 @@ fn run_job(a: &RunArgs, armed: Option<crate::job::failover::Armed>) -> anyhow::R
     rep.warnings.extend(fabric_notes);
     rep.failover = failover;
     Ok((rep, dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 40: `rocefab run` names the fabric as every command does, first and optional.
+    #[test]
+    fn the_fabric_comes_first_and_may_be_left_out() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: RunArgs,
+        }
+        let words = |line: &[&str]| {
+            let cli =
+                Cli::try_parse_from(std::iter::once("run").chain(line.iter().copied())).map_err(|e| e.to_string())?;
+            cli.a.words().map(|(f, c)| (f.map(str::to_string), c)).map_err(|e| e.to_string())
+        };
+        assert_eq!(words(&["incast", "--size", "4MiB"]), Ok((None, Collective::Incast)));
+        assert_eq!(words(&["rs", "allreduce"]), Ok((Some("rs".into()), Collective::Allreduce)));
+        assert!(words(&["rs", "allgather"]).unwrap_err().contains("\"allgather\" is not a collective"));
+        assert!(words(&["rs", "incast", "x"]).is_err(), "three words");
+        assert!(words(&[]).is_err(), "no collective");
+    }
 }

@@ -1,4 +1,4 @@
-//! `rocefab train <fabric> --model-params 16M --iterations 3 --compute 10ms [--bucket 25MiB]
+//! `rocefab train [fabric] --model-params 16M --iterations 3 --compute 10ms [--bucket 25MiB]
 //! [--broadcast tree|chain] [--ring ranks|rail-aligned] [--json]`: a data-parallel training job
 //! as the book's chapter 14 walks through it.
 //!
@@ -60,8 +60,8 @@ pub enum Ring {
 /// Arguments of `rocefab train`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TrainArgs {
-    /// Name of a running fabric (`rocefab up`).
-    pub fabric: String,
+    /// The fabric (default: the only running one).
+    pub fabric: Option<String>,
     /// Parameters of the model (each a 4-byte gradient): a count with an optional K, M, G
     /// (thousand, million, billion) suffix.
     #[arg(long, default_value = "4M", value_parser = parse_count)]
@@ -350,9 +350,10 @@ fn locate_rank() -> anyhow::Result<std::path::PathBuf> {
 
 /// Runs `rocefab train`.
 pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
+    let fabric = crate::fabric::pick_fabric(a.fabric.as_deref())?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.timeout);
-    let fh = hosts_of(&a.fabric)?;
+    let fh = hosts_of(&fabric)?;
     let hostd = locate_hostd()?;
     let rank_bin = locate_rank()?;
     let g = fh.hosts[0].gpus;
@@ -373,14 +374,14 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
             Ring::RailAligned => RingOrder::RailAligned,
         },
     };
-    let opts = build_options(&format!("{}-train", a.fabric), &fh, &a.job, a.timeout, !a.no_dcqcn);
+    let opts = build_options(&format!("{}-train", fabric), &fh, &a.job, a.timeout, !a.no_dcqcn);
     let (built, training) =
         collective_job::build_training(&spec, &fh.hosts, &opts).context("building the training job")?;
-    check_memory(&format!("train on {}", a.fabric), &fh, &built.jobs)?;
+    check_memory(&format!("train on {}", fabric), &fh, &built.jobs)?;
 
     // The frontend and one process per GPU, which rendezvous while the hosts' NICs come up.
-    let fe = crate::fabric::frontend::addresses(&a.fabric, fh.hosts.len())?;
-    let dir = rundir::dir(&a.fabric).join("jobs").join("train");
+    let fe = crate::fabric::frontend::addresses(&fabric, fh.hosts.len())?;
+    let dir = rundir::dir(&fabric).join("jobs").join("train");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let master = std::net::SocketAddr::new(fe[0].into(), a.master_port);
     let world = layout.world_size();
@@ -419,7 +420,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     let mut rendezvous = None;
     let launch = Launch {
         what: "train",
-        fabric: &a.fabric,
+        fabric: &fabric,
         dir: &dir,
         hosts: &fh.hosts,
         netns: &fh.netns,
@@ -453,12 +454,12 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     let Executed { reports, timed_out, errors, .. } = executed;
     let rendezvous = rendezvous.expect("execute ran before_go");
     let metrics = built.jobs.iter().filter_map(|j| j.metrics_listen).map(|l| format!("http://{l}/metrics")).collect();
-    let mut net = summarize(&a.fabric, "train", a.job.segment, a.model_params * ELEM, world, &reports, metrics);
+    let mut net = summarize(&fabric, "train", a.job.segment, a.model_params * ELEM, world, &reports, metrics);
     net.hosts = fh.hosts.len();
     net.timed_out = timed_out;
     let now = rundir::unix_now_ns();
     net.events =
-        crate::fabric::events::events_between(&a.fabric, now.saturating_sub(started.elapsed().as_nanos() as u64), now);
+        crate::fabric::events::events_between(&fabric, now.saturating_sub(started.elapsed().as_nanos() as u64), now);
     net.errors.extend(errors);
     net.ok &= net.errors.is_empty() && reports.len() == fh.hosts.len();
     let at: std::collections::HashMap<usize, u64> =
@@ -473,7 +474,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
     };
     let counters = counters_by_iteration(&training, &reports, a.iterations);
     let rep = TrainReport {
-        fabric: a.fabric.clone(),
+        fabric: fabric.clone(),
         ranks: world,
         hosts: fh.hosts.len(),
         gpus_per_host: g,
