@@ -6,7 +6,6 @@ use anyhow::{bail, Context};
 
 use crate::fabric::netns;
 use crate::fabric::pick_fabric;
-use crate::fabric::rundir::State;
 use crate::plan::netns_name;
 
 pub fn exec(name: Option<&str>, node: &str, cmd: &[String]) -> anyhow::Result<i32> {
@@ -33,7 +32,7 @@ pub fn exec(name: Option<&str>, node: &str, cmd: &[String]) -> anyhow::Result<i3
 /// `rocefab vtysh`: vtysh inside switch `switch`'s namespace, on its own FRR daemons.
 pub fn vtysh(name: Option<&str>, switch: &str, args: &[String]) -> anyhow::Result<i32> {
     let fabric = pick_fabric(name)?;
-    let st = State::load(&fabric)?;
+    let st = crate::fabric::load_state(&fabric)?;
     let switches: Vec<&str> = st.daemons.iter().filter(|d| !d.is_host()).map(|d| d.node()).collect();
     if !switches.contains(&switch) {
         bail!("fabric {fabric} has no switch {switch} (switches: {})", switches.join(", "));

@@ -93,11 +93,13 @@ fn fetch(targets: &[Target], timeout: Duration) -> Vec<Result<NodeReport, String
 
 pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
     let (fabric, node) = fabric_and_node(a)?;
-    let st = State::load(&fabric)?;
+    let st = crate::fabric::load_state(&fabric)?;
     let all: Vec<Target> =
         st.daemons.iter().map(|d| Target { node: d.node().to_string(), url: d.url("/lldp") }).collect();
-    if !st.daemons.iter().any(|d| d.is_host()) {
-        let topo = Topology::load(&st.topology)?;
+    let no_agents = !st.daemons.iter().any(|d| d.is_host());
+    // The topology, read once, where the answer depends on it.
+    let topo = if no_agents || a.check { Some(Topology::load(&st.topology)?) } else { None };
+    if let (true, Some(topo)) = (no_agents, &topo) {
         if !topo.lldp.config.enabled {
             bail!("LLDP is off in fabric {fabric} ({}: lldp.enabled is false)", topo.file.display());
         }
@@ -109,15 +111,15 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
         }
     }
     let timeout = Duration::from_secs(a.timeout.max(1));
-    if a.check {
-        return check(&st, &all, node.as_deref(), a.json, timeout);
+    if let (true, Some(topo)) = (a.check, &topo) {
+        return check(&st, topo, &all, node.as_deref(), a.json, timeout);
     }
     // A host without a rocefab agent (lldp.nic_agent: false): what the switch ports facing it
     // hear, i.e. the host's own LLDP agent.
     let mut facing: Option<&str> = None;
     let targets: Vec<Target> = match &node {
         Some(n)
-            if !all.iter().any(|t| &t.node == n) && !st.daemons.iter().any(|d| d.is_host()) && is_host_of(&st, n)? =>
+            if !all.iter().any(|t| &t.node == n) && topo.as_ref().is_some_and(|t| no_agents && is_host_of(t, n)) =>
         {
             facing = Some(n.as_str());
             if !a.json {
@@ -165,9 +167,8 @@ pub fn run(a: &LldpArgs) -> anyhow::Result<()> {
 }
 
 /// Whether `node` is a host of the fabric's topology.
-fn is_host_of(st: &State, node: &str) -> anyhow::Result<bool> {
-    let topo = Topology::load(&st.topology)?;
-    Ok(compile(&topo, 0).hosts.iter().any(|h| h.name == node))
+fn is_host_of(topo: &Topology, node: &str) -> bool {
+    compile(topo, 0).hosts.iter().any(|h| h.name == node)
 }
 
 /// The switch reports cut to the ports whose expected neighbour is on `host`.
@@ -182,9 +183,15 @@ pub fn facing_host(reports: Vec<NodeReport>, host: &str) -> Vec<NodeReport> {
         .collect()
 }
 
-fn check(st: &State, all: &[Target], node: Option<&str>, json: bool, timeout: Duration) -> anyhow::Result<()> {
-    let topo = Topology::load(&st.topology)?;
-    let plan = compile(&topo, 0);
+fn check(
+    st: &State,
+    topo: &Topology,
+    all: &[Target],
+    node: Option<&str>,
+    json: bool,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let plan = compile(topo, 0);
     // A host end without a rocefab agent is identified by its NIC's MAC.
     let end = |node: &str, ifname: &str| match plan.hosts.iter().find(|h| h.name == node) {
         Some(h) if !topo.lldp.nic_agent => {

@@ -8,10 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use nix::sys::socket::{setsockopt, sockopt};
 
-use crate::fabric::pick_fabric;
-use crate::fabric::rundir::State;
 use crate::plan::{compile, netns_name};
-use crate::topology::Topology;
 
 /// Arguments of `rocefab send`.
 #[derive(Debug, Clone, clap::Args)]
@@ -123,9 +120,9 @@ pub fn send_from_netns(netns: &str, src: Ipv4Addr, dst: Ipv4Addr, a: &SendArgs) 
 }
 
 pub fn run(a: &SendArgs) -> anyhow::Result<()> {
-    let fabric = pick_fabric(a.fabric.as_deref().or(a.fabric_option.as_deref()))?;
-    let st = State::load(&fabric)?;
-    let topo = Topology::load(&st.topology)?;
+    let crate::fabric::Fabric { st, topo } =
+        crate::fabric::Fabric::open(a.fabric.as_deref().or(a.fabric_option.as_deref()))?;
+    let fabric = st.fabric.clone();
     let plan = compile(&topo, 0);
     let gpus = || {
         plan.hosts

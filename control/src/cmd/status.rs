@@ -10,7 +10,7 @@ use crate::topology::LineRate;
 
 pub fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {
     let fabric = pick_fabric(name)?;
-    let st = State::load(&fabric)?;
+    let st = crate::fabric::load_state(&fabric)?;
     let alive = |d: &DaemonState| d.pid.is_some_and(|p| pid_alive(p) && is_our_daemon(p, &d.config));
     if json {
         // `daemons` keeps listing switch daemons only (as before host agents existed); the

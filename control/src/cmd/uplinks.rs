@@ -5,8 +5,6 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::fabric::daemon_http::{port_counter, scrape};
-use crate::fabric::pick_fabric;
-use crate::fabric::rundir::State;
 use crate::plan::{compile, Plan};
 use crate::topology::{Role, Topology};
 
@@ -64,9 +62,7 @@ pub fn render_uplinks(ports: &[UplinkPort], counters: &dyn Fn(&str, &str) -> (u6
 }
 
 pub fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
-    let fabric = pick_fabric(name)?;
-    let st = State::load(&fabric)?;
-    let topo = Topology::load(&st.topology)?;
+    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::open(name)?;
     let plan = compile(&topo, 0);
     let mut scrapes = std::collections::BTreeMap::new();
     for d in st.daemons.iter().filter(|d| !d.is_host()) {
@@ -81,7 +77,10 @@ pub fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
         ),
         None => (0, 0),
     };
-    println!("fabric {fabric}: ECMP ports (rail and spine uplinks, super-spine downlinks), counted since `rocefab up`");
+    println!(
+        "fabric {}: ECMP ports (rail and spine uplinks, super-spine downlinks), counted since `rocefab up`",
+        st.fabric
+    );
     print!("{}", render_uplinks(&uplink_ports(&topo, &plan), &counters));
     Ok(())
 }
