@@ -10,6 +10,9 @@
 //! [`Dilation`] is that conversion, in one place for the switch daemon, the host emulator and
 //! the controller. D = 1 is exact (integers pass through untouched); otherwise conversions
 //! round to the nearest integer, saturating at `u64::MAX`.
+//!
+//! [`MonoClock`] is the data path's clock (CLOCK_MONOTONIC, as the XDP programs'
+//! `bpf_ktime_get_ns`), the clock of capture stamps and of the switch model's statistics.
 use core::fmt;
 
 /// A time-dilation factor D: finite, ≥ 1 (fractional allowed).
@@ -113,9 +116,88 @@ impl Dilation {
     }
 }
 
+/// CLOCK_MONOTONIC in ns (the clock of `bpf_ktime_get_ns` and of [`std::time::Instant`]).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec into the live local; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_REALTIME in ns since the Unix epoch.
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: as in `monotonic_ns`.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A data-path clock on CLOCK_MONOTONIC: ns since its origin, so that the XDP program's
+/// `bpf_ktime_get_ns` (also CLOCK_MONOTONIC) converts exactly ([`MonoClock::from_ktime`]).
+#[derive(Debug, Clone, Copy)]
+pub struct MonoClock {
+    origin: u64,
+}
+
+impl MonoClock {
+    /// A clock whose zero is now.
+    pub fn new() -> Self {
+        MonoClock { origin: monotonic_ns() }
+    }
+    /// A clock whose zero is CLOCK_MONOTONIC `origin_ns` (tests inject it).
+    pub const fn with_origin(origin_ns: u64) -> Self {
+        MonoClock { origin: origin_ns }
+    }
+    /// ns since the origin.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.origin)
+    }
+    /// A CLOCK_MONOTONIC reading (`bpf_ktime_get_ns`) on this clock.
+    #[inline]
+    pub fn from_ktime(&self, ktime_ns: u64) -> u64 {
+        ktime_ns.saturating_sub(self.origin)
+    }
+    /// Unix time (ns) of this clock's zero: one offset between CLOCK_REALTIME and
+    /// CLOCK_MONOTONIC, measured now (the pair of readings closest together of a few tries).
+    pub fn unix_offset_ns(&self) -> u64 {
+        let mut best = (u64::MAX, 0u64);
+        for _ in 0..5 {
+            let a = monotonic_ns();
+            let r = realtime_ns();
+            let b = monotonic_ns();
+            if b - a < best.0 {
+                best = (b - a, r.wrapping_sub(a + (b - a) / 2));
+            }
+        }
+        // realtime − monotonic, plus the origin: Unix time of this clock's zero.
+        best.1.wrapping_add(self.origin)
+    }
+}
+
+impl Default for MonoClock {
+    fn default() -> Self {
+        MonoClock::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ktime_converts_with_one_offset() {
+        let c = MonoClock::new();
+        let k = monotonic_ns();
+        let now = c.now();
+        assert!(c.from_ktime(k) <= now && now - c.from_ktime(k) < 1_000_000_000);
+        // Unix time of the clock's zero: the wall clock now minus the clock's reading.
+        let off = c.unix_offset_ns();
+        let wall = realtime_ns();
+        let est = off + c.now();
+        assert!(est.abs_diff(wall) < 50_000_000, "offset {off}: {est} vs wall {wall}");
+    }
 
     #[test]
     fn real_time_is_exact() {

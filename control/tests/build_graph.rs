@@ -53,8 +53,9 @@ fn the_pure_models_link_no_kernel_plumbing() {
 #[test]
 fn the_contracts_are_plain_serde_types() {
     // What daemons and CLI exchange (configs, the NIC agent's config and its DCBX settings, jobs,
-    // reports, streams) needs serde, the frame vocabulary and the eBPF ABI constants, nothing
-    // else: no agent, model, runtime or metrics crate.
+    // reports, streams) needs serde, the frame vocabulary and the eBPF ABI constants, and libc
+    // for the one clock reading of the data path's clock (`time::MonoClock`), nothing else: no
+    // agent, model, runtime or metrics crate.
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
     let out = Command::new(env!("CARGO"))
         .current_dir(root)
@@ -67,7 +68,7 @@ fn the_contracts_are_plain_serde_types() {
     let mut direct: Vec<&str> = text.lines().map(crate_name).filter(|n| *n != "rocefab-contracts").collect();
     direct.sort_unstable();
     direct.dedup();
-    assert_eq!(direct, ["dataplane-common", "rocefab-wire", "serde", "serde_json", "thiserror"]);
+    assert_eq!(direct, ["dataplane-common", "libc", "rocefab-wire", "serde", "serde_json", "thiserror"]);
 }
 
 #[test]

@@ -55,6 +55,33 @@ pub const fn wire_bytes(frame_len: u32) -> u64 {
     (if l < MIN_FRAME_LEN as u64 { MIN_FRAME_LEN as u64 } else { l }) + WIRE_OVERHEAD
 }
 
+/// Serialisation time (ns, rounded up) of a frame of `frame_len` bytes (no FCS) at `rate_bps`,
+/// with the preamble, FCS and inter-frame gap it takes on the wire ([`wire_bytes`]).
+#[inline]
+pub fn serialisation_ns(frame_len: u32, rate_bps: u64) -> u64 {
+    let bits_ns = wire_bytes(frame_len) as u128 * 8 * 1_000_000_000;
+    let rate = rate_bps.max(1) as u128;
+    bits_ns.div_ceil(rate) as u64
+}
+
+/// The stamps of one direction of one port: a frame is stamped when it was seen, but never
+/// before the previous frame has left the line (previous stamp + its serialisation time).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStamp {
+    /// When the line is free again after the last stamped frame.
+    free_at: u64,
+}
+
+impl LineStamp {
+    /// The stamp of a frame seen at `seen_ns` that takes `ser_ns` on the line.
+    #[inline]
+    pub fn stamp(&mut self, seen_ns: u64, ser_ns: u64) -> u64 {
+        let t = seen_ns.max(self.free_at);
+        self.free_at = t.saturating_add(ser_ns);
+        t
+    }
+}
+
 mod field {
     use core::ops::Range;
     pub const DST: Range<usize> = 0..6;
@@ -443,6 +470,83 @@ pub(crate) fn emit_padded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gaps(t: &[u64]) -> Vec<u64> {
+        t.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    #[test]
+    fn serialisation_time_counts_the_wire_overhead_and_rounds_up() {
+        // 1500-byte frame + 24 bytes (preamble, FCS, IFG) at 1 Gbit/s: 12.192 µs.
+        assert_eq!(serialisation_ns(1500, 1_000_000_000), 12_192);
+        // Short frames are padded to 60 bytes: 84 bytes on the wire.
+        assert_eq!(serialisation_ns(42, 1_000_000_000), 672);
+        // 84 bytes at 3 Gbit/s = 224 ns exactly; at 7 Gbit/s 96 ns exactly; at 9 Gbit/s
+        // 74.67 ns rounds up, so stamps are never closer than the line allows.
+        assert_eq!(serialisation_ns(60, 3_000_000_000), 224);
+        assert_eq!(serialisation_ns(60, 9_000_000_000), 75);
+        // At D = 1000 a 1 Gbit/s port runs at 1 Mbit/s on the wall clock.
+        assert_eq!(serialisation_ns(1000, 1_000_000), 8_192_000);
+    }
+
+    #[test]
+    fn a_batch_delivered_at_once_is_spread_at_the_line_rate() {
+        // The kernel hands over 64 frames of 1000 bytes seen by XDP within 3 µs (what the
+        // issue measured as runs of identical stamps): a 1 Gbit/s line delivers one every
+        // 8.192 µs.
+        let ser = serialisation_ns(1000, 1_000_000_000);
+        assert_eq!(ser, 8_192);
+        let mut l = LineStamp::default();
+        let seen: Vec<u64> = (0..64).map(|i| 1_000_000 + i * 47).collect();
+        let t: Vec<u64> = seen.iter().map(|&s| l.stamp(s, ser)).collect();
+        assert_eq!(t[0], 1_000_000, "the first frame keeps the time XDP saw it");
+        assert!(gaps(&t).iter().all(|&g| g == ser), "{:?}", gaps(&t));
+        // A frame seen after the line is free again keeps its own time.
+        let later = t[63] + ser + 5_000;
+        assert_eq!(l.stamp(later, ser), later);
+    }
+
+    #[test]
+    fn frames_slower_than_the_line_keep_their_own_times() {
+        // 100 µs apart at a line that needs 8.192 µs: every stamp is exactly when XDP saw it,
+        // including frames of different lengths.
+        let mut l = LineStamp::default();
+        for i in 0..100u64 {
+            let len = 60 + (i as u32 * 97) % 1400;
+            let seen = 5_000_000 + i * 100_000 + (i * 7) % 13;
+            assert_eq!(l.stamp(seen, serialisation_ns(len, 1_000_000_000)), seen, "frame {i}");
+        }
+    }
+
+    #[test]
+    fn mixed_lengths_are_spaced_by_the_previous_frames_time() {
+        // Three frames seen together: a 1514-byte frame holds the line 12.304 µs, the 60-byte
+        // frame after it 672 ns, then the last one follows.
+        let r = 1_000_000_000;
+        let mut l = LineStamp::default();
+        let a = l.stamp(10_000, serialisation_ns(1514, r));
+        let b = l.stamp(10_010, serialisation_ns(60, r));
+        let c = l.stamp(10_020, serialisation_ns(1514, r));
+        assert_eq!((a, b, c), (10_000, 10_000 + 12_304, 10_000 + 12_304 + 672));
+        // Never closer than serialisation, never two equal stamps, whatever the input order
+        // of times (a stamp seen "before" the previous one waits for the line).
+        let mut l = LineStamp::default();
+        let mut x = 0x2545f4914f6cdd1du64;
+        let mut prev: Option<(u64, u64)> = None;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let seen = 1_000_000 + (x % 5_000_000);
+            let ser = serialisation_ns((x >> 40) as u32 % 9000, 400_000_000);
+            let t = l.stamp(seen, ser);
+            assert!(t >= seen);
+            if let Some((pt, pser)) = prev {
+                assert!(t >= pt + pser, "{t} closer than {pser} after {pt}");
+            }
+            prev = Some((t, ser));
+        }
+    }
 
     #[test]
     fn mac_parse_display_round_trip() {
