@@ -42,7 +42,15 @@ fn the_cli_links_no_ebpf_runtime_or_daemon_crate() {
 
 #[test]
 fn the_pure_models_link_no_kernel_plumbing() {
-    for pure in ["gpu-host", "rocefab-contracts", "rocefab-wire", "lldp-agent", "rocefab-units", "rocefab-model"] {
+    for pure in [
+        "gpu-host",
+        "switch-model",
+        "rocefab-contracts",
+        "rocefab-wire",
+        "lldp-agent",
+        "rocefab-units",
+        "rocefab-model",
+    ] {
         let t = tree(pure);
         let bad: Vec<&String> =
             t.iter().filter(|l| FORBIDDEN.contains(&crate_name(l)) || crate_name(l) == "rocefab-plumbing").collect();

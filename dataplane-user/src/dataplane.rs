@@ -5,21 +5,21 @@
 //! 1. reap TX completions of every port into the free pool (copy mode hands back length 0);
 //! 2. refill every port's fill ring from the free pool;
 //! 3. receive up to [`BATCH`] descriptors per port: validate the [`Decision`] the XDP program
-//!    left as metadata in front of the frame ([`crate::decision`]; the frame is never moved:
-//!    it leaves from where it arrived), apply the L3 rewrite ([`crate::rewrite`]), ask
-//!    the shared buffer ([`crate::buffer`]) to admit the frame — charged to its egress queue and
+//!    left as metadata in front of the frame ([`switch_model::decision`]; the frame is never moved:
+//!    it leaves from where it arrived), apply the L3 rewrite ([`switch_model::rewrite`]), ask
+//!    the shared buffer ([`switch_model::buffer`]) to admit the frame — charged to its egress queue and
 //!    to its ingress priority group (ingress port, priority) — and enqueue it on the egress
-//!    port's queue for its traffic class ([`crate::queue`]). An admission that takes a lossless
+//!    port's queue for its traffic class ([`switch_model::queue`]). An admission that takes a lossless
 //!    group past xOFF puts an 802.1Qbb PFC frame for that priority into the ingress port's
-//!    control queue at once ([`crate::pfc::PfcTx`]). PAUSE and PFC frames received update the
-//!    port's pause state ([`crate::pfc::PfcRx`]; PFC only for the lossless priorities, the PFC
+//!    control queue at once ([`switch_model::pfc::PfcTx`]). PAUSE and PFC frames received update the
+//!    port's pause state ([`switch_model::pfc::PfcRx`]; PFC only for the lossless priorities, the PFC
 //!    enable vector: a pause for another priority is counted and ignored); LLDP frames are counted and copied to the
 //!    control side's LLDP/DCBX agent through a bounded ring ([`crate::ctrl`]). The frames were just written by the CPU that ran the XDP
 //!    program, so the cache lines of each one's Decision and headers are prefetched [`PREFETCH_AHEAD`] frames
 //!    ahead: the cross-core misses overlap instead of stalling one frame at a time;
 //! 4. per port, first the control queue (frames the switch originates: PFC, and frames the
 //!    control side hands over through [`crate::ctrl`]), then, while the shaper
-//!    ([`crate::shaper`]) allows, frames in scheduler order ([`crate::sched`]: strict queues,
+//!    ([`switch_model::shaper`]) allows, frames in scheduler order ([`switch_model::sched`]: strict queues,
 //!    then deficit-weighted round robin by the ETS shares) among the queues the peer has not
 //!    paused, into one TX batch; dequeueing releases the frame's buffer charges,
 //!    and a group that falls below xON sends PFC quanta 0. Then produce the batch and kick the
@@ -29,7 +29,7 @@
 //!    with descriptors left in its TX ring is kicked again next pass;
 //! 5. PFC refreshes that are due go out (an XOFF is repeated before the peer's pause expires
 //!    while the group stays above xON); while any priority is paused or stormed, the PFC
-//!    watchdog ([`crate::pfcwd`]) is polled every poll interval and its events are reported
+//!    watchdog ([`switch_model::pfcwd`]) is polled every poll interval and its events are reported
 //!    to the control side;
 //! 6. a pass that moved anything is followed at once by the next; after [`IDLE_SPIN_NS`]
 //!    without any work the thread sleeps in `ppoll(2)` on every socket and the stop eventfd,
@@ -55,22 +55,22 @@ use rocefab_contracts::time::Dilation;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
 
-use crate::buffer::{BufferParams, PgEvent, Reject, SharedBuffer};
 use crate::ctrl::{DataEnd, DpEvent};
-use crate::decision::{classify, Rx};
-use crate::delay::DelayLine;
 use crate::frames::FramePool;
-use crate::pfc::{PfcRx, PfcTx};
-use crate::pfcwd::{Watchdog, WdAction, WdEvent, WdParams};
-use crate::queue::{Fifo, PortQueues, PortStatsRef};
-use crate::rewrite::rewrite_l3;
-use crate::sched::Scheduler;
-use crate::shaper::{Shaper, DEFAULT_BURST_BYTES};
-use crate::stall::StallWatch;
-use crate::stats::SwitchStats;
 use crate::xsk::{XskPort, XskSet};
 use rocefab_contracts::memory::{switch_memory, SwitchMemory};
 use rocefab_plumbing::capture::{serialisation_ns, LineStamp, MonoClock, Tap, TapProducer, DIR_IN, DIR_OUT};
+use switch_model::buffer::{BufferParams, PgEvent, Reject, SharedBuffer};
+use switch_model::decision::{classify, Rx};
+use switch_model::delay::DelayLine;
+use switch_model::pfc::{PfcRx, PfcTx};
+use switch_model::pfcwd::{Watchdog, WdAction, WdEvent, WdParams};
+use switch_model::queue::{Fifo, PortQueues, PortStatsRef};
+use switch_model::rewrite::rewrite_l3;
+use switch_model::sched::Scheduler;
+use switch_model::shaper::{Shaper, DEFAULT_BURST_BYTES};
+use switch_model::stall::StallWatch;
+use switch_model::stats::SwitchStats;
 
 /// Descriptors received per port per pass, transmitted per port per pass (one `sendto`), and
 /// reaped from a completion ring per call. Measured on the 2-core bench box: 256 was no faster
@@ -146,7 +146,7 @@ pub struct DataPlaneConfig {
     /// Time dilation D, to report measured times in emulated units.
     pub dilation: Dilation,
     /// Per port, the wall-clock delay (emulated × D) of frames leaving it and arriving on it
-    /// ([`crate::delay`]); 0: none.
+    /// ([`switch_model::delay`]); 0: none.
     pub tx_delay_ns: Vec<u64>,
     pub rx_delay_ns: Vec<u64>,
     /// The UMEM, rings and queues of this switch ([`rocefab_contracts::memory::switch_memory`]:
@@ -297,14 +297,14 @@ pub(crate) fn count_reject(stats: &SwitchStats, ingress: usize, egress: usize, t
     q.dropped_bytes.add(u64::from(len));
 }
 
-/// Logs a TX stall of port `p` ([`crate::stall`]).
+/// Logs a TX stall of port `p` ([`switch_model::stall`]).
 #[cold]
-fn note_stall(stats: &SwitchStats, p: usize, (stall, frame_ns): (crate::stats::Stall, u64)) {
+fn note_stall(stats: &SwitchStats, p: usize, (stall, frame_ns): (switch_model::stats::Stall, u64)) {
     stats.ports[p].stalls.log(stall, frame_ns);
 }
 
 /// WRED at dequeue (`wred.at: dequeue`) on a frame leaving queue (`p`, `tc`) with `depth` bytes
-/// left behind ([`crate::ecn::mark_at_dequeue`]); counts what it did. False when the frame is
+/// left behind ([`switch_model::ecn::mark_at_dequeue`]); counts what it did. False when the frame is
 /// to be dropped (Not-ECT).
 #[inline]
 #[expect(clippy::too_many_arguments, reason = "the data path's disjoint borrows, passed apart")]
@@ -326,13 +326,13 @@ fn mark_dequeued(
     // is produced on the TX ring.
     let mut data = unsafe { umem.data_mut(d) };
     let q = &stats.ports[p].queues[tc];
-    match crate::ecn::mark_at_dequeue(data.contents_mut(), depth, params, *rng) {
-        crate::ecn::Mark::Pass => true,
-        crate::ecn::Mark::Marked => {
+    match switch_model::ecn::mark_at_dequeue(data.contents_mut(), depth, params, *rng) {
+        switch_model::ecn::Mark::Pass => true,
+        switch_model::ecn::Mark::Marked => {
             q.ecn_marked_dequeue.inc();
             true
         }
-        crate::ecn::Mark::Drop => {
+        switch_model::ecn::Mark::Drop => {
             q.wred_dropped_dequeue.inc();
             false
         }
@@ -365,12 +365,12 @@ struct Port {
     /// Capture stamps of the frames received and sent ([`rocefab_plumbing::capture::LineStamp`]).
     rx_stamp: LineStamp,
     tx_stamp: LineStamp,
-    /// Frames sent and not yet at the peer (the cable and the pipelines, [`crate::delay`]);
+    /// Frames sent and not yet at the peer (the cable and the pipelines, [`switch_model::delay`]);
     /// unused (and empty) when the port has no delay.
     tx_line: DelayLine<FrameDesc>,
     /// Frames the peer sent that are not yet here; unused when the peer delays them itself.
     rx_line: DelayLine<FrameDesc>,
-    /// TX stalls: frames queued and not paused, nothing sent ([`crate::stall`]).
+    /// TX stalls: frames queued and not paused, nothing sent ([`switch_model::stall`]).
     stall: StallWatch,
 }
 
@@ -404,7 +404,7 @@ pub struct DataPlane {
     /// unless `wred.at` is dequeue).
     wred: rocefab_contracts::config::WredConfig,
     /// `wred.at: dequeue`: the curve, and the xorshift32 state of the draws
-    /// ([`crate::ecn::mark_at_dequeue`]); `None` when the XDP program marks at enqueue.
+    /// ([`switch_model::ecn::mark_at_dequeue`]); `None` when the XDP program marks at enqueue.
     wred_dequeue: Option<(dataplane_common::WredParams, u32)>,
     pfc_tx: PfcTx,
     pfc_rx: PfcRx,
@@ -566,7 +566,7 @@ impl DataPlane {
             buffer,
             wred: q.wred.clone(),
             wred_dequeue: (q.wred.at == WredAt::Dequeue && q.wred.queues != 0)
-                .then(|| (crate::ecn::params_of(&q.wred), q.wred.seed.max(1))),
+                .then(|| (switch_model::ecn::params_of(&q.wred), q.wred.seed.max(1))),
             pfc_tx: PfcTx::new(n, q.pause_quanta, &cfg.line_rates_bps),
             pfc_rx: PfcRx::new(n, &cfg.line_rates_bps, q.lossless_priorities),
             watchdog,
@@ -580,7 +580,7 @@ impl DataPlane {
     }
 
     /// Publishes the queue depths into `board` (the XDP program's `DEPTHS` map) for WRED.
-    pub fn with_depths(mut self, board: rocefab_plumbing::depths::DepthBoard) -> Self {
+    pub fn with_depths(mut self, board: switch_model::depths::DepthBoard) -> Self {
         self.buffer.publish_to(board);
         self
     }
@@ -886,7 +886,7 @@ impl DataPlane {
     }
 
     /// Receives one batch on port `p`; returns how many descriptors it took. On a port whose
-    /// peer's frames are delayed here ([`crate::delay`]) the frames go onto its receive line,
+    /// peer's frames are delayed here ([`switch_model::delay`]) the frames go onto its receive line,
     /// stamped with when the XDP program saw them, and [`Self::arrive`] takes them when due.
     fn receive(&mut self, p: usize, now: u64) -> usize {
         if self.ports[p].rx_line.delay_ns() > 0 {
@@ -1084,7 +1084,7 @@ impl DataPlane {
         if w.queues & (1 << (tc & 7)) == 0 || ecn == dataplane_common::ecn::NOT_ECT {
             return;
         }
-        let band = rocefab_plumbing::depths::band_of(self.buffer.queue_bytes(egress, tc), w.min_bytes, w.max_bytes);
+        let band = switch_model::depths::band_of(self.buffer.queue_bytes(egress, tc), w.min_bytes, w.max_bytes);
         let q = &self.stats.ports[egress].queues[tc as usize & 7];
         q.wred_band_ect[band].inc();
         if ecn == dataplane_common::ecn::CE {
@@ -1519,6 +1519,18 @@ enum Verdict {
     Drop,
 }
 
+/// The XDP program's `DEPTHS` map as the switch model's depth board: where the data path
+/// publishes its queue depths for the program's WRED decision.
+pub fn depth_board(
+    xdp: &rocefab_plumbing::loader::XdpSwitch,
+) -> Result<switch_model::depths::DepthBoard, rocefab_plumbing::loader::LoaderError> {
+    let map = xdp.depths_map()?;
+    let slots = map.slots();
+    // SAFETY: `slots` are the map's DEPTHS_LEN u64s, mapped read/write and aligned until `map`
+    // is dropped; the board owns `map`, and nothing else in this process touches them.
+    Ok(unsafe { switch_model::depths::DepthBoard::mapped(slots, Box::new(map)) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1560,8 +1572,8 @@ mod tests {
         assert_eq!(slow.queue_limit_bytes, real.queue_limit_bytes);
         // A PFC pause timed at the wall rate lasts the emulated pause × D.
         let q = emulated.pause_quanta;
-        let wall = crate::pfc::quanta_to_ns(q, slow.line_rates_bps[0]);
-        let at_400g = crate::pfc::quanta_to_ns(q, 400_000_000_000);
+        let wall = switch_model::pfc::quanta_to_ns(q, slow.line_rates_bps[0]);
+        let at_400g = switch_model::pfc::quanta_to_ns(q, 400_000_000_000);
         assert!((wall as f64 - at_400g as f64 * d).abs() <= d, "{wall} vs {at_400g} × {d}");
         assert!(slow.dilation.to_emulated_ns(wall).abs_diff(at_400g) <= 1);
     }

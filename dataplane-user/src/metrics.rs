@@ -2,7 +2,7 @@
 //! <https://prometheus.io/docs/instrumenting/exposition_formats/>), served by [`rocefab_plumbing::http`].
 //!
 //! The data-plane thread never touches the registry: it writes single-writer atomics
-//! ([`crate::stats`]); on each scrape [`Metrics::render`] copies them into label handles that
+//! ([`switch_model::stats`]); on each scrape [`Metrics::render`] copies them into label handles that
 //! were resolved once at startup, together with the XDP program's per-CPU counters and the
 //! kernel's per-socket AF_XDP counters (`XDP_STATISTICS`, [`crate::xsk::XskStatistics`]): the
 //! frames the XDP program redirected but the socket could not take (RX ring full, fill ring
@@ -20,8 +20,8 @@ use prometheus::{
 use rocefab_contracts::config::SwitchConfig;
 use rocefab_contracts::time::Dilation;
 
-use crate::stats::{Stat, SwitchStats};
 use crate::xsk::XskStatistics;
+use switch_model::stats::{Stat, SwitchStats};
 
 /// Errors building the metric set.
 #[derive(Debug, thiserror::Error)]
@@ -167,9 +167,9 @@ fn wred_band_handles(
     if w.queues & (1 << tc) == 0 {
         return Vec::new();
     }
-    (0..rocefab_plumbing::depths::BANDS)
+    (0..switch_model::depths::BANDS)
         .map(|b| {
-            let (lo, hi) = rocefab_plumbing::depths::band_range(b, w.min_bytes, w.max_bytes);
+            let (lo, hi) = switch_model::depths::band_range(b, w.min_bytes, w.max_bytes);
             let (b, lo, hi) =
                 (b.to_string(), lo.to_string(), if hi == u64::MAX { "+Inf".to_string() } else { hi.to_string() });
             let l = [port, q, b.as_str(), lo.as_str(), hi.as_str()];
@@ -919,7 +919,7 @@ impl Metrics {
     }
 
     /// `rocefab_pfc_reaction_seconds`, a histogram the data path fills into fixed buckets
-    /// ([`crate::stats::Histogram`]; the prometheus crate's histogram cannot take bucket counts).
+    /// ([`switch_model::stats::Histogram`]; the prometheus crate's histogram cannot take bucket counts).
     fn render_reaction(&self, out: &mut String) {
         use std::fmt::Write as _;
         let h = &self.stats.pfc_reaction;
@@ -930,7 +930,7 @@ impl Metrics {
         let mut cum = 0;
         for (i, b) in h.buckets.iter().enumerate() {
             cum += b.get();
-            let le = match crate::stats::HISTOGRAM_BOUNDS_NS.get(i) {
+            let le = match switch_model::stats::HISTOGRAM_BOUNDS_NS.get(i) {
                 Some(&ns) => format!("{}", ns as f64 / 1e9),
                 None => "+Inf".to_string(),
             };
@@ -1042,8 +1042,8 @@ mod tests {
 
     #[test]
     fn an_exhausted_frame_pool_is_an_admission_drop_of_the_queue() {
-        use crate::buffer::{Admit, BufferParams, Reject, SharedBuffer};
         use rocefab_contracts::memory::BufferChunks;
+        use switch_model::buffer::{Admit, BufferParams, Reject, SharedBuffer};
         let stats = Arc::new(SwitchStats::new(2));
         let m = Metrics::new(&cfg(), stats.clone()).unwrap();
         // A buffer with bytes for thousands of frames but UMEM frames for four.
@@ -1091,8 +1091,8 @@ mod tests {
 
     #[test]
     fn ingress_group_and_headroom_watermarks_stay_at_their_highest() {
-        use crate::buffer::{BufferParams, SharedBuffer};
         use rocefab_contracts::memory::BufferChunks;
+        use switch_model::buffer::{BufferParams, SharedBuffer};
         let stats = Arc::new(SwitchStats::new(2));
         let m = Metrics::new(&cfg(), stats.clone()).unwrap();
         let mut b = SharedBuffer::new(BufferParams {
@@ -1156,8 +1156,8 @@ mod tests {
         a.set(3_000_000, 0);
         stats.ports[1].queues[3].ecn_marked_dequeue.add(4);
         stats.ports[1].queues[3].wred_dropped_dequeue.add(1);
-        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 5, ns: 3_000_000 }, 1_000);
-        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 9, ns: 1_000_000 }, 1_000);
+        stats.ports[1].stalls.log(switch_model::stats::Stall { at_ns: 5, ns: 3_000_000 }, 1_000);
+        stats.ports[1].stalls.log(switch_model::stats::Stall { at_ns: 9, ns: 1_000_000 }, 1_000);
         let t = m.render(None, None);
         let pp = [("port", "eth0"), ("priority", "3")];
         assert_eq!(value(&t, "rocefab_pfc_pause_onsets_total", &pp), Some(3.0));

@@ -17,7 +17,7 @@
 //! its start.
 //!
 //! [`build`] only reads the data plane's single-writer atomics
-//! ([`crate::stats`]) and a copy of the XDP counters: it takes no lock the data-plane thread
+//! ([`switch_model::stats`]) and a copy of the XDP counters: it takes no lock the data-plane thread
 //! takes.
 use std::sync::Arc;
 
@@ -25,7 +25,7 @@ use dataplane_common::counter;
 use rocefab_contracts::config::SwitchConfig;
 pub use rocefab_contracts::sample::{PortSample, StallSample, SwitchSample, Thresholds};
 
-use crate::stats::SwitchStats;
+use switch_model::stats::SwitchStats;
 
 /// The XDP counters per port and counter id, as [`rocefab_plumbing::loader::XdpSwitch::counters`] reads them.
 pub type XdpCounters = Vec<[u64; counter::COUNT as usize]>;
@@ -66,7 +66,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
     // One clock reading for every queue's integral: they all end at the same time.
     let now = stats.clock.now();
     let emulated_stall =
-        |s: crate::stats::Stall| StallSample { at_ns: d.to_emulated_ns(s.at_ns), ns: d.to_emulated_ns(s.ns) };
+        |s: switch_model::stats::Stall| StallSample { at_ns: d.to_emulated_ns(s.at_ns), ns: d.to_emulated_ns(s.ns) };
     let ports = cfg
         .ports
         .iter()
@@ -266,8 +266,8 @@ mod tests {
         let p = &stats.ports[0].prio[3];
         p.pfc_tx_frames.add(9);
         p.pause_onsets.add(2);
-        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 7_000_000, ns: 2_000_000 }, 49_216);
-        stats.ports[1].stalls.log(crate::stats::Stall { at_ns: 9_000_000, ns: 500_000 }, 49_216);
+        stats.ports[1].stalls.log(switch_model::stats::Stall { at_ns: 7_000_000, ns: 2_000_000 }, 49_216);
+        stats.ports[1].stalls.log(switch_model::stats::Stall { at_ns: 9_000_000, ns: 500_000 }, 49_216);
         stats.ports[1].queues[3].ecn_marked_dequeue.add(5);
         stats.ports[1].queues[0].wred_dropped_dequeue.add(1);
         let before = build(&cfg, &stats, None);

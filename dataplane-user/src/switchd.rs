@@ -30,7 +30,6 @@ use crate::ctrl::{ControlEnd, DpEvent, OwnFrame};
 use crate::dataplane::{DataPlane, DataPlaneConfig, StopHandle, CTRL_EVENTS, CTRL_FRAMES};
 use crate::metrics::Metrics;
 use crate::sample::{self, XdpCounters};
-use crate::stats::SwitchStats;
 use crate::xsk::{self, XskStatsReader};
 use anyhow::{anyhow, bail, Context};
 use clap::Parser;
@@ -43,6 +42,7 @@ use rocefab_plumbing::daemon::{AsyncSignals, Doorbell, Signals};
 use rocefab_plumbing::http;
 use rocefab_plumbing::loader::XdpSwitch;
 use rocefab_plumbing::netns::enter as enter_netns;
+use switch_model::stats::SwitchStats;
 
 /// `rocefab-switchd`'s command line.
 #[derive(Debug, Parser)]
@@ -137,7 +137,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (ctrl, dp_end) = crate::ctrl::channel(CTRL_FRAMES, CTRL_EVENTS).context("control channel")?;
     let ctrl = Arc::new(Mutex::new(ctrl));
     let (tap_producer, tap_consumer, tap) = capture::tap(capture::RING_BYTES);
-    let depths = xdp.depth_board().with_context(|| format!("switch {}: queue depths for WRED", cfg.name))?;
+    let depths =
+        crate::dataplane::depth_board(&xdp).with_context(|| format!("switch {}: queue depths for WRED", cfg.name))?;
     let dp = DataPlane::new(sockets, &dp_cfg, stats.clone(), dp_end)
         .context("data plane setup")?
         .with_tap(tap_producer, &tap)
@@ -177,7 +178,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .context("registering carrier metrics")?;
     let scrape = Arc::new(Mutex::new(Scrape { metrics, xdp, xsk_stats, lldp, capture: capture_metrics }));
     let routing = Arc::new(Mutex::new(Routing {
-        carrier: crate::carrier::Carrier::new(&cfg),
+        carrier: switch_model::carrier::Carrier::new(&cfg),
         routes: cfg.routes.clone(),
         nexthops: cfg.nexthops.len(),
         replaced: carrier.routes_replaced.clone(),
@@ -370,7 +371,7 @@ async fn control(
     Ok(())
 }
 
-/// The families of static routing's link watch ([`crate::carrier`]), and the data plane's
+/// The families of static routing's link watch ([`switch_model::carrier`]), and the data plane's
 /// statistics, whose per-port `no_carrier` flag the watch sets.
 struct CarrierMetrics {
     route_updates: prometheus::IntCounter,
@@ -436,9 +437,9 @@ impl CarrierMetrics {
 }
 
 /// The switch's routing as its XDP maps hold it: the groups as routed with the carrier filter
-/// ([`crate::carrier::Carrier`]) and the routes.
+/// ([`switch_model::carrier::Carrier`]) and the routes.
 struct Routing {
-    carrier: crate::carrier::Carrier,
+    carrier: switch_model::carrier::Carrier,
     routes: Vec<rocefab_contracts::config::RouteConfig>,
     /// Next hops of the configuration (pushed groups must name them).
     nexthops: usize,
@@ -543,9 +544,9 @@ fn apply_routes(name: &str, scrape: &Mutex<Scrape>, routing: &Mutex<Routing>, b:
 
 /// The link and FIB watch: at start and on every link notification of the switch's namespace
 /// (RTM_NEWLINK/RTM_DELLINK, rtnetlink), reads the ports' carrier and rewrites the ECMP groups
-/// whose live members changed ([`crate::carrier`]); with `fib` (`routing: bgp`) also on every
+/// whose live members changed ([`switch_model::carrier`]); with `fib` (`routing: bgp`) also on every
 /// route notification, reads the routes zebra installed and writes them with the configuration's
-/// ([`crate::fib`]). Returns only on an error.
+/// ([`switch_model::fib`]). Returns only on an error.
 async fn watch_carrier(
     cfg: &SwitchConfig,
     scrape: &Mutex<Scrape>,
@@ -571,7 +572,7 @@ async fn watch_carrier(
     }
     tokio::spawn(conn);
     let ifindexes = lock(scrape).xdp.ifindexes().to_vec();
-    let mut taken: Option<Vec<crate::fib::KernelRoute>> = None;
+    let mut taken: Option<Vec<switch_model::fib::KernelRoute>> = None;
     let t0 = std::time::Instant::now();
     loop {
         // Unreadable (a netlink error): every port keeps its state.
@@ -584,7 +585,7 @@ async fn watch_carrier(
         if cfg.fib {
             let kernel = kernel_routes(&handle).await.context("reading the kernel's routes")?;
             if taken.as_ref() != Some(&kernel) {
-                let (groups, routes) = crate::fib::merge(cfg, &ifindexes, &kernel);
+                let (groups, routes) = switch_model::fib::merge(cfg, &ifindexes, &kernel);
                 tracing::info!(switch = %cfg.name, kernel_routes = kernel.len(), "FIB changed");
                 apply_routes(&cfg.name, scrape, routing, RoutesBody { groups, routes })?;
                 taken = Some(kernel);
@@ -631,7 +632,7 @@ const RTNLGRP_NEXTHOP: u32 = 32;
 
 /// The routes zebra installed (protocol bgp) in the main IPv4 table, with their outgoing
 /// interfaces, sorted.
-async fn kernel_routes(handle: &rtnetlink::Handle) -> anyhow::Result<Vec<crate::fib::KernelRoute>> {
+async fn kernel_routes(handle: &rtnetlink::Handle) -> anyhow::Result<Vec<switch_model::fib::KernelRoute>> {
     use futures_util::TryStreamExt;
     use rtnetlink::packet_route::route::{RouteAddress, RouteAttribute, RouteHeader, RouteProtocol};
     let mut out = Vec::new();
@@ -651,7 +652,7 @@ async fn kernel_routes(handle: &rtnetlink::Handle) -> anyhow::Result<Vec<crate::
             }
         }
         oifs.sort_unstable();
-        out.push(crate::fib::KernelRoute { prefix, len: r.header.destination_prefix_length, oifs });
+        out.push(switch_model::fib::KernelRoute { prefix, len: r.header.destination_prefix_length, oifs });
     }
     out.sort_by_key(|k| (k.prefix, k.len));
     Ok(out)

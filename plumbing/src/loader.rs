@@ -426,14 +426,14 @@ impl XdpSwitch {
 
     /// A shared mapping of the `DEPTHS` map, where the data-plane thread publishes queue depths
     /// for the program's WRED ([`crate::depths`]).
-    pub fn depth_board(&self) -> Result<crate::depths::DepthBoard, LoaderError> {
+    pub fn depths_map(&self) -> Result<crate::depths::DepthsMap, LoaderError> {
         use std::os::fd::AsFd;
         let map = self.ebpf.map(maps::DEPTHS).ok_or(LoaderError::MissingMap(maps::DEPTHS))?;
         let data = match map {
             aya::maps::Map::Array(d) => d,
             _ => return Err(LoaderError::MissingMap(maps::DEPTHS)),
         };
-        crate::depths::DepthBoard::map(data.fd().as_fd()).map_err(LoaderError::MapDepths)
+        crate::depths::DepthsMap::map(data.fd().as_fd()).map_err(LoaderError::MapDepths)
     }
 
     /// Port ifindexes in config order.

@@ -284,7 +284,7 @@ fn ramp(at_dequeue: bool) {
     } else {
         // The switch's own per-band counts: every ECT frame its XDP program found at or above max
         // arrived CE, whatever the machine did.
-        let last = (rocefab_plumbing::depths::BANDS - 1).to_string();
+        let last = (switch_model::depths::BANDS - 1).to_string();
         let bl = [("port", to_h2.as_str()), ("queue", "3"), ("band", last.as_str())];
         let (xdp_top_ect, xdp_top_ce) = (
             metric(&after, "rocefab_wred_band_ect_packets_total", &bl),

@@ -429,7 +429,7 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     // span of (backlog − 1) of them, at most 3 shorter (the shaper's burst allowance lets frames
     // delayed by a late wake-up catch up) and at most 3 % + 2 ms longer (the last wake-ups may
     // be late on a loaded 2-core box). A shaper 15 % slow is past that on the ~40-frame backlog;
-    // the exact timing is tested with an injected clock in dataplane-user/src/shaper.rs.
+    // the exact timing is tested with an injected clock in switch-model/src/shaper.rs.
     let arrivals: Vec<f64> =
         rocefab_tests::tshark::fields(&pcap, "", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
     assert_eq!(arrivals.len() as u64, enq, "h2 received every frame the switch queued");

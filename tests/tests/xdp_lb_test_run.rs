@@ -259,7 +259,7 @@ fn flowlet_moves_only_after_a_gap_longer_than_delta() {
 #[test]
 fn adaptive_new_flowlets_avoid_the_deep_queue() {
     let mut f = Fixture::new("a");
-    let board = f.sw.depth_board().expect("mmap DEPTHS");
+    let board = dataplane_user::dataplane::depth_board(&f.sw).expect("mmap DEPTHS");
     // Find a flow whose ECMP member is port 2, then make port 2's queue 2 the deep one.
     let sport = (40_000..).find(|&s| f.ecmp_port(0, DST2, s) == 2).unwrap();
     board.publish(2, 2, 2_000_000);

@@ -710,12 +710,7 @@ fn load_attaches_to_every_port_counts_real_frames_and_detaches() {
 const WRED_PORT: usize = 2;
 
 /// Runs `frame` with the published depth of (port 2, queue 3) at `depth`.
-fn run_at_depth(
-    f: &mut Fixture,
-    board: &rocefab_plumbing::depths::DepthBoard,
-    depth: u64,
-    frame: &[u8],
-) -> TestRunOutput {
+fn run_at_depth(f: &mut Fixture, board: &switch_model::depths::DepthBoard, depth: u64, frame: &[u8]) -> TestRunOutput {
     board.publish(WRED_PORT, 3, depth);
     f.run(frame)
 }
@@ -730,7 +725,7 @@ fn ecn_v4(out: &TestRunOutput) -> u8 {
 #[test]
 fn wred_marks_ect_above_max_drops_not_ect_keeps_ce_and_fixes_the_checksum() {
     let mut f = Fixture::new("wr1");
-    let board = f.sw.depth_board().expect("mmap DEPTHS");
+    let board = dataplane_user::dataplane::depth_board(&f.sw).expect("mmap DEPTHS");
     let w = f.cfg.qos.wred.clone();
     assert_eq!(
         (w.queues, w.min_bytes, w.max_bytes, w.probability_percent),
@@ -788,7 +783,7 @@ fn wred_ramp_marks_at_the_curve_with_a_seeded_generator() {
         cfg.qos.wred.seed = seed;
         let (min, max) = (cfg.qos.wred.min_bytes as f64, cfg.qos.wred.max_bytes as f64);
         let mut f = Fixture::with_config(tag, cfg, true);
-        let board = f.sw.depth_board().unwrap();
+        let board = dataplane_user::dataplane::depth_board(&f.sw).unwrap();
         (0..4000)
             .map(|_| {
                 let out = run_at_depth(&mut f, &board, (min + depth_frac * (max - min)) as u64, &frame);
@@ -821,7 +816,7 @@ fn jumbo_roce_frames_are_parsed_from_their_first_buffer_forwarded_and_marked() {
     // on a 9216-byte link (a program without frags support is refused such a frame, and the
     // IP length check must count every buffer, not `data_end - data`).
     let mut f = Fixture::new("jb");
-    let board = f.sw.depth_board().expect("mmap DEPTHS");
+    let board = dataplane_user::dataplane::depth_board(&f.sw).expect("mmap DEPTHS");
     let w = f.cfg.qos.wred.clone();
     let v4 = |ecn: u8, vlan: Option<u16>| {
         let mut h = Ipv4Header::new(0, 64, IpNumber::UDP, V4_SRC.octets(), V4_GROUP0.octets()).unwrap();

@@ -3,7 +3,7 @@
 //!
 //! * `rocefab fail link [FABRIC] <NODE:PORT> [--for DURATION]` cuts a cable: both ends of the veth
 //!   go down at once (no frame crosses in either direction, the carrier goes at both switches).
-//!   With static routing each switch's link watch (`dataplane-user`'s `carrier`) removes the port
+//!   With static routing each switch's link watch (`switch-model`'s `carrier`) removes the port
 //!   from its ECMP groups as soon as the kernel reports the carrier loss; the command waits until
 //!   both ends' switches have (their `rocefab_port_carrier` gauge reads 0) and says how long that
 //!   took. `--for` restores the link after that long (emulated time, so D × it of wall clock).

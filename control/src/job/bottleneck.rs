@@ -16,7 +16,7 @@
 //! * a switch port stalled: it had frames queued that the peer did not pause and sent nothing for
 //!   [`STALL_FRAMES`] frame times or more, and at least [`STALL_JOB_FRACTION`] of the job, in
 //!   emulated time (the switch daemon logs every stall longer than four frame times,
-//!   `dataplane_user::stall`): nothing in the model does that, whatever the machine's average
+//!   `switch_model::stall`): nothing in the model does that, whatever the machine's average
 //!   CPU load (a daemon descheduled for a few ms on a busy machine is 71-230 µs at D 8000-16000).
 //!   Reported with the port, when and how long, even when a link ran at its line rate. Stalls
 //!   shorter than that count when they add up to [`STALL_TOTAL_FRACTION`] of the job or more: a

@@ -197,7 +197,7 @@ mod tests {
         // wakes exactly when the shaper asks for a while, then 40 µs late and sends every frame
         // whose time has come in one batch. The stamps are the schedule's, one frame time
         // apart; with the old rule (the pass's clock) the batch would share one stamp.
-        use rocefab_plumbing::capture::{serialisation_ns, LineStamp};
+        use rocefab_wire::ethernet::{serialisation_ns, LineStamp};
         let mut s = Shaper::new(GBPS, DEFAULT_BURST_BYTES);
         let mut line = LineStamp::default();
         let ft = serialisation_ns(1500, GBPS);

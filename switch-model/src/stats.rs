@@ -10,7 +10,7 @@
 //! retries while a write is under way.
 use std::sync::atomic::{fence, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
-use rocefab_plumbing::capture::MonoClock;
+use rocefab_contracts::time::MonoClock;
 
 use dataplane_common::limits::NUM_TC;
 
@@ -238,10 +238,10 @@ pub struct QueueStats {
     /// Dropped by the PFC watchdog (action drop) while this queue was stormed.
     pub pfcwd_dropped_packets: Stat,
     /// WRED queues: ECT or CE packets enqueued, per depth band the packet found at enqueue
-    /// ([`rocefab_plumbing::depths::band_of`]).
-    pub wred_band_ect: [Stat; rocefab_plumbing::depths::BANDS],
+    /// ([`crate::depths::band_of`]).
+    pub wred_band_ect: [Stat; crate::depths::BANDS],
     /// Of those, the ones that were CE at enqueue (marked by this switch's XDP, or upstream).
-    pub wred_band_ce: [Stat; rocefab_plumbing::depths::BANDS],
+    pub wred_band_ce: [Stat; crate::depths::BANDS],
 }
 
 /// Per priority of one port: PFC sent and received, the ingress priority group's occupancy,

@@ -70,7 +70,7 @@ impl StallWatch {
 
     /// Serialisation time of the largest frame sent (at least [`STALL_MIN_FRAME`]) at `rate_bps`, ns.
     pub fn frame_ns(&self, rate_bps: u64) -> u64 {
-        rocefab_plumbing::capture::serialisation_ns(self.largest, rate_bps)
+        rocefab_wire::ethernet::serialisation_ns(self.largest, rate_bps)
     }
 }
 

@@ -29,7 +29,7 @@
 //! Pure logic: no clock, no allocation after [`SharedBuffer::new`].
 use dataplane_common::limits::NUM_TC;
 
-use rocefab_plumbing::depths::DepthBoard;
+use crate::depths::DepthBoard;
 
 /// The buffer's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +120,7 @@ impl SharedBuffer {
         }
     }
 
-    /// Publishes every queue's charge into `board` from now on (see [`rocefab_plumbing::depths`]).
+    /// Publishes every queue's charge into `board` from now on (see [`crate::depths`]).
     pub fn publish_to(&mut self, board: DepthBoard) {
         for (port, q) in self.queue.iter().enumerate() {
             for (tc, &bytes) in q.iter().enumerate() {
