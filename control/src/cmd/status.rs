@@ -4,7 +4,6 @@ use crate::fabric::daemons::{is_our_daemon, pid_alive};
 use crate::fabric::netns;
 use crate::fabric::pick_fabric;
 use crate::fabric::rundir::{DaemonState, State};
-use crate::fabric::{metrics_targets, prometheus_static_configs};
 use crate::plan::netns_name;
 use crate::topology::LineRate;
 
@@ -92,6 +91,45 @@ pub fn render_daemons(st: &State, live: impl Fn(&DaemonState) -> String) -> Stri
     }
     let _ = writeln!(o, "  (a job's hosts serve /metrics on 127.0.0.1:<rocefab run --metrics-port-base + n - 1> for host<n> while it runs)");
     o
+}
+
+/// One Prometheus scrape target: a daemon's `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MetricsTarget {
+    /// `rocefab-switchd` or `rocefab-nicd`.
+    pub job: &'static str,
+    pub node: String,
+    pub url: String,
+}
+
+/// Every daemon's `/metrics`: the switch daemons, then the hosts' NIC agents.
+pub fn metrics_targets(st: &State) -> Vec<MetricsTarget> {
+    let switches = st.daemons.iter().filter(|d| !d.is_host()).map(|d| ("rocefab-switchd", d));
+    let hosts = st.daemons.iter().filter(|d| d.is_host()).map(|d| ("rocefab-nicd", d));
+    switches
+        .chain(hosts)
+        .map(|(job, d)| MetricsTarget { job, node: d.node().to_string(), url: d.url("/metrics") })
+        .collect()
+}
+
+/// `scrape_configs` entries for prometheus.yml: one job per daemon kind, `host:port` targets
+/// labelled with the node (Prometheus scrapes `/metrics` by default).
+pub fn prometheus_static_configs(targets: &[MetricsTarget]) -> serde_json::Value {
+    let mut jobs: Vec<serde_json::Value> = Vec::new();
+    for job in ["rocefab-switchd", "rocefab-nicd"] {
+        let configs: Vec<serde_json::Value> = targets
+            .iter()
+            .filter(|t| t.job == job)
+            .map(|t| {
+                let hostport = t.url.trim_start_matches("http://").trim_end_matches("/metrics");
+                serde_json::json!({ "targets": [hostport], "labels": { "node": t.node } })
+            })
+            .collect();
+        if !configs.is_empty() {
+            jobs.push(serde_json::json!({ "job_name": job, "static_configs": configs }));
+        }
+    }
+    serde_json::Value::Array(jobs)
 }
 
 #[cfg(test)]

@@ -1,9 +1,22 @@
 //! The handle of a running fabric: its state (the run directory `rocefab up` wrote) and its
 //! topology, each loaded once, for the commands that act on the fabric.
-use anyhow::Context;
+use anyhow::{bail, Context};
 
 use crate::fabric::rundir::State;
 use crate::topology::{Routing, Topology};
+
+/// The single running fabric, or the named one.
+pub fn pick_fabric(name: Option<&str>) -> anyhow::Result<String> {
+    if let Some(n) = name {
+        return Ok(n.to_string());
+    }
+    let all = crate::fabric::rundir::fabrics();
+    match all.len() {
+        1 => Ok(all[0].clone()),
+        0 => bail!("no fabric is running (run directories under {})", crate::fabric::rundir::base().display()),
+        _ => bail!("several fabrics are running ({}); name one", all.join(", ")),
+    }
+}
 
 /// A fabric that is up: its state and its topology.
 #[derive(Debug)]
@@ -13,9 +26,9 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    /// The fabric `name` (or the only one up, when `None`, as [`super::pick_fabric`] picks it).
+    /// The fabric `name` (or the only one up, when `None`, as [`pick_fabric`] picks it).
     pub fn open(name: Option<&str>) -> anyhow::Result<Fabric> {
-        let fabric = super::pick_fabric(name)?;
+        let fabric = pick_fabric(name)?;
         Fabric::with_state(load_state(&fabric)?)
     }
 

@@ -17,8 +17,8 @@ use anyhow::{anyhow, bail, Context};
 
 use crate::fabric::daemons::{daemon_pids, locate_nicd, locate_switchd, pid_alive, start_daemon, wait_ready};
 use crate::fabric::netns;
+use crate::fabric::pick_fabric;
 use crate::fabric::rundir::{self, DaemonState, EmulatedClock, LinkState, State, KIND_HOST, KIND_SWITCH};
-use crate::fabric::{fabric_namespaces, pick_fabric, require_root};
 use crate::plan::{compile, Plan};
 use crate::progress::Phase;
 use crate::topology::Topology;
@@ -644,6 +644,19 @@ impl Drop for UpLock {
         // Removed while still held: a later `up` makes a new one.
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+fn require_root() -> anyhow::Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        bail!("this command manipulates network namespaces and needs root");
+    }
+    Ok(())
+}
+
+/// The namespaces of `fabric` that exist now.
+fn fabric_namespaces(fabric: &str) -> Vec<String> {
+    let prefix = crate::plan::netns_name(fabric, "");
+    netns::list().into_iter().filter(|n| n.starts_with(&prefix)).collect()
 }
 
 #[cfg(test)]

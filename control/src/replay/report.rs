@@ -238,7 +238,7 @@ pub struct Origin<'a> {
 
 impl Report {
     /// The report of a prepared capture, before (`log` = `None`: dry run) or after sending:
-    /// `s` is the emulated schedule, `log` what [`pace`](super::pace) did with `s.dilated(dilation)` on the
+    /// `s` is the emulated schedule, `log` what [`pace`](super::pacer::pace) did with `s.dilated(dilation)` on the
     /// wall clock.
     pub fn new(
         o: Origin,

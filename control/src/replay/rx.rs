@@ -31,7 +31,8 @@ use rocefab_contracts::capture::{Record, DIR_IN, HEARTBEAT_PORT};
 use rocefab_wire::roce::ParsedFrame;
 use serde::Serialize;
 
-use crate::replay::{Schedule, TimingError};
+use super::pacer::TimingError;
+use super::schedule::Schedule;
 
 /// Timing noise of one user-space switch hop on the wall clock, per frame. From the replay
 /// test's arrivals at host2:gpu1 across rail1 → spine → rail2 at time dilation 1 (README
@@ -333,8 +334,8 @@ impl Receivers {
 
 #[cfg(test)]
 mod tests {
+    use super::super::schedule::Pace;
     use super::*;
-    use crate::replay::Pace;
 
     fn rule(d: f64) -> GapRule {
         GapRule { hops: 3, cost_per_hop_wall_ns: 20_000.0, line_rate_bps: 100_000_000_000, time_dilation: d }
