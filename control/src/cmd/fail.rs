@@ -168,7 +168,7 @@ fn fail_switch(a: &SwitchArgs) -> anyhow::Result<()> {
     let e = record(&f.st, wall, "switch down", &name, detail.clone())?;
     println!("{} switch {name} down: {detail}", at(&e));
     if let Some(ns) = a.for_ns {
-        std::thread::sleep(Duration::from_nanos(f.st.clock()?.dilation().duration(ns)));
+        std::thread::sleep(Duration::from_nanos(f.clock()?.dilation().duration(ns)));
         restore_switch(&mut f, &name)?;
     }
     Ok(())
@@ -257,7 +257,7 @@ fn flap(a: &FailLinkArgs) -> anyhow::Result<()> {
         );
     }
     let target = format!("{} -- {}", l.a, l.b);
-    let d = f.st.clock()?.dilation();
+    let d = f.clock()?.dilation();
     let bgp = f.bgp();
     let relink = Relink::new(&f.topo);
     let t0 = Instant::now();
@@ -327,7 +327,7 @@ fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
         .and_then(|h| h.nics.iter().find(|n| n.ifname == nic))
         .map(|n| n.mac)
         .ok_or_else(|| anyhow!("fabric {}: {end} is not a GPU NIC", f.st.fabric))?;
-    let d = f.st.clock()?.dilation();
+    let d = f.clock()?.dilation();
     let pause_ns = u64::from(STORM_QUANTA) * 512 * 1_000_000_000 / l.line_rate_bps.max(1);
     let period =
         Duration::from_nanos(d.duration(pause_ns / 2)).clamp(Duration::from_micros(100), Duration::from_millis(10));

@@ -170,7 +170,7 @@ pub fn run(a: &PingArgs) -> anyhow::Result<()> {
         bail!("--count {}: 1..=1000", a.count);
     }
     let (fabric, from, to) = a.words()?;
-    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::open(fabric)?;
+    let crate::fabric::Fabric { st, topo, .. } = crate::fabric::Fabric::open(fabric)?;
     // The path the frames take: with `routing: bgp` FRR's routes, which `rocefab up` waited to
     // equal static routing's computation (the switches' own configs hold no fabric routes then).
     let plan = crate::plan::compile_static_without(&topo, 0, &Default::default());

@@ -149,7 +149,7 @@ pub fn run(a: &RoutesArgs) -> anyhow::Result<()> {
         [f, s] => (f.clone(), Some(s.clone())),
         _ => unreachable!("clap: at most 2"),
     };
-    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(&fabric)?)?;
+    let crate::fabric::Fabric { st, topo, .. } = crate::fabric::Fabric::open(Some(&fabric))?;
     let plan = crate::plan::compile_without(&topo, 0, &crate::fabric::routing::cut_links(&st));
     if let Some(o) = &only {
         if plan.switch(o).is_none() {

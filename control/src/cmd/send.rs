@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use nix::sys::socket::{setsockopt, sockopt};
 
-use crate::plan::{compile, netns_name};
+use crate::plan::netns_name;
 
 /// Arguments of `rocefab send`.
 #[derive(Debug, Clone, clap::Args)]
@@ -120,10 +120,9 @@ pub fn send_from_netns(netns: &str, src: Ipv4Addr, dst: Ipv4Addr, a: &SendArgs) 
 }
 
 pub fn run(a: &SendArgs) -> anyhow::Result<()> {
-    let crate::fabric::Fabric { st, topo } =
-        crate::fabric::Fabric::open(a.fabric.as_deref().or(a.fabric_option.as_deref()))?;
+    let f = crate::fabric::Fabric::open(a.fabric.as_deref().or(a.fabric_option.as_deref()))?;
+    let (st, plan) = (&f.st, f.plan());
     let fabric = st.fabric.clone();
-    let plan = compile(&topo, 0);
     let gpus = || {
         plan.hosts
             .iter()

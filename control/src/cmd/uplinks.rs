@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::fabric::daemon_http::{port_counter, scrape};
-use crate::plan::{compile, Plan};
+use crate::plan::Plan;
 use crate::topology::{Role, Topology};
 
 /// One ECMP port of `rocefab uplinks`: a rail switch's or spine's port towards the tier above,
@@ -62,8 +62,8 @@ pub fn render_uplinks(ports: &[UplinkPort], counters: &dyn Fn(&str, &str) -> (u6
 }
 
 pub fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
-    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::open(name)?;
-    let plan = compile(&topo, 0);
+    let f = crate::fabric::Fabric::open(name)?;
+    let (st, topo, plan) = (&f.st, &f.topo, f.plan());
     let mut scrapes = std::collections::BTreeMap::new();
     for d in st.daemons.iter().filter(|d| !d.is_host()) {
         let text =
@@ -81,6 +81,6 @@ pub fn uplinks(name: Option<&str>) -> anyhow::Result<()> {
         "fabric {}: ECMP ports (rail and spine uplinks, super-spine downlinks), counted since `rocefab up`",
         st.fabric
     );
-    print!("{}", render_uplinks(&uplink_ports(&topo, &plan), &counters));
+    print!("{}", render_uplinks(&uplink_ports(topo, plan), &counters));
     Ok(())
 }

@@ -2,7 +2,10 @@
 //! topology, each loaded once, for the commands that act on the fabric.
 use anyhow::{bail, Context};
 
-use crate::fabric::rundir::State;
+use std::cell::OnceCell;
+
+use crate::fabric::rundir::{EmulatedClock, State};
+use crate::plan::Plan;
 use crate::topology::{Routing, Topology};
 
 /// The single running fabric, or the named one.
@@ -18,11 +21,13 @@ pub fn pick_fabric(name: Option<&str>) -> anyhow::Result<String> {
     }
 }
 
-/// A fabric that is up: its state and its topology.
+/// A fabric that is up: its state and its topology, loaded once; its plan, compiled from the
+/// topology when first asked for; its clock.
 #[derive(Debug)]
 pub struct Fabric {
     pub st: State,
     pub topo: Topology,
+    plan: OnceCell<Plan>,
 }
 
 impl Fabric {
@@ -35,7 +40,18 @@ impl Fabric {
     /// The fabric of `st`, its topology loaded from the file `up` recorded.
     pub fn with_state(st: State) -> anyhow::Result<Fabric> {
         let topo = Topology::load(&st.topology)?;
-        Ok(Fabric { st, topo })
+        Ok(Fabric { st, topo, plan: OnceCell::new() })
+    }
+
+    /// The fabric's plan (addresses, routes, ECMP groups, every switch's and host's
+    /// configuration) as `up` compiled it from the topology; compiled once.
+    pub fn plan(&self) -> &Plan {
+        self.plan.get_or_init(|| crate::plan::compile(&self.topo, 0))
+    }
+
+    /// The fabric's emulated clock (zero when `rocefab up` began, its time dilation).
+    pub fn clock(&self) -> anyhow::Result<EmulatedClock> {
+        Ok(self.st.clock()?)
     }
 
     /// Whether FRR routes it (`routing: bgp`), else static routing.

@@ -58,8 +58,7 @@ pub fn links_of<'a>(st: &'a State, name: &str) -> Vec<&'a LinkState> {
 /// links or the switch were touched; `from` names it), not from when the switches noticed.
 pub fn reroute(f: &Fabric, with: &str, since: Instant, from: &str) -> anyhow::Result<String> {
     if f.bgp() {
-        let limit =
-            Duration::from_nanos(f.st.clock()?.dilation().duration(10_000_000_000)).max(Duration::from_secs(30));
+        let limit = Duration::from_nanos(f.clock()?.dilation().duration(10_000_000_000)).max(Duration::from_secs(30));
         return Ok(match wait_converged(&f.st, &f.topo, limit, since)? {
             Some(t) => format!(
                 "BGP converged {with} in {:.1} ms from {from} (every switch's data path, wall clock)",

@@ -14,7 +14,7 @@ use rocefab_contracts::time::Dilation;
 use crate::fabric::daemon_http::scrape;
 use crate::fabric::rundir::State;
 use crate::job::JobArgs;
-use crate::plan::{compile, HostPlan};
+use crate::plan::HostPlan;
 use crate::topology::Topology;
 
 /// What a job needs to know of the running fabric's hosts.
@@ -34,11 +34,11 @@ pub(crate) struct FabricHosts {
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
 /// answer.
 pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
-    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(fabric)?)?;
-    let plan = compile(&topo, 0);
+    let f = crate::fabric::Fabric::open(Some(fabric))?;
+    let (st, topo, plan) = (&f.st, &f.topo, f.plan());
     let configured = topo.lldp.nic.classes();
-    let hosts = host_descs(&topo, &plan, |h| {
-        let (classes, warning) = host_classes(&st, h, configured);
+    let hosts = host_descs(topo, plan, |h| {
+        let (classes, warning) = host_classes(st, h, configured);
         if let Some(w) = warning {
             eprintln!("{w}");
         }

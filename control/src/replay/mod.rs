@@ -178,7 +178,7 @@ fn target(a: &ReplayArgs, fabric: Option<&str>) -> anyhow::Result<Target> {
             .map_err(|e| anyhow!("{e:#}; a dry run works from the topology file too: --topology FILE"))?,
         (f, false) => crate::fabric::pick_fabric(f)?,
     };
-    let crate::fabric::Fabric { st, topo } = crate::fabric::Fabric::with_state(crate::fabric::load_state(&fabric)?)?;
+    let crate::fabric::Fabric { st, topo, .. } = crate::fabric::Fabric::open(Some(&fabric))?;
     let dilation = st.clock()?.dilation();
     Ok(Target { fabric, state: Some(st), topo, dilation })
 }
