@@ -671,17 +671,19 @@ fn a_cut_cable_under_a_standing_queue_drops_it_and_gives_the_buffer_back() {
         .collect();
 
     // The congestion happened: the queue stands (bounded wait).
+    let port_metric = |m: &str, name: &str| metric(m, name, &[("port", &port)]);
     let end = Instant::now() + Duration::from_secs(5);
-    let mut depth = 0.0;
+    let (mut depth, mut sent_at_depth) = (0.0, 0.0);
     while depth < 300.0 {
         assert!(Instant::now() < end, "rail1:{port} queue 3 never held 300 frames (last {depth})");
-        depth = q(&f.metrics("rail1"), "rocefab_queue_depth_packets");
+        let m = f.metrics("rail1");
+        (depth, sent_at_depth) =
+            (q(&m, "rocefab_queue_depth_packets"), port_metric(&m, "rocefab_port_tx_packets_total"));
         std::thread::sleep(Duration::from_millis(20));
     }
     let o = rocefab(&["fail", "link", &f.name, "host1:gpu0"]);
     assert!(o.status.success(), "rocefab fail link: {}", failure(&o));
     let cut = f.metrics("rail1");
-    let port_metric = |m: &str, name: &str| metric(m, name, &[("port", &port)]);
     assert_eq!(q(&cut, "rocefab_queue_depth_packets"), 0.0, "the queue of a port without carrier after the cut");
     let sent_at_cut = port_metric(&cut, "rocefab_port_tx_packets_total");
     for mut s in senders {
@@ -692,7 +694,16 @@ fn a_cut_cable_under_a_standing_queue_drops_it_and_gives_the_buffer_back() {
     assert_eq!(q(&after, "rocefab_queue_depth_packets"), 0.0, "frames arriving for the cut port were queued");
     assert_eq!(port_metric(&after, "rocefab_port_tx_packets_total"), sent_at_cut, "the cut port sent frames");
     let flushed = q(&after, "rocefab_queue_enqueued_packets_total") - q(&after, "rocefab_queue_dequeued_packets_total");
-    assert!(flushed >= depth, "{flushed} frames entered the queue and never left it; it held {depth} before the cut");
+    // Of the `depth` frames queued at the last look before the cut, the port sent some until
+    // its carrier went (PFC held the senders, so the queue could shrink meanwhile: a fresh-clone
+    // CI run flushed 2344 of 2346): every other one was flushed, not sent and not lost from the
+    // count (a flush that counted the frames as dequeued leaves about none).
+    let sent_meanwhile = sent_at_cut - sent_at_depth;
+    assert!(
+        flushed >= depth - sent_meanwhile,
+        "{flushed} frames entered the queue and never left it; it held {depth} at the last look before the cut, \
+         and the port sent {sent_meanwhile} after that"
+    );
     let dropped = port_metric(&after, "rocefab_port_carrier_dropped_packets_total");
     // The flushed frames, plus those that arrived for the port before its routes moved (the
     // senders kept sending at 480 Mbit/s through the 100 ms debounce).
