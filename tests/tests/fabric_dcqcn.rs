@@ -215,6 +215,16 @@ fn ingress_cuts(samples: &Value) -> Vec<(String, Option<f64>)> {
     out
 }
 
+/// Jain's fairness index of `x`: (Σx)² / (n·Σx²), 1 when all are equal.
+fn jain_index(x: &[f64]) -> f64 {
+    x.iter().sum::<f64>().powi(2) / (x.len() as f64 * x.iter().map(|v| v * v).sum::<f64>())
+}
+
+/// The smallest of `x` over the largest.
+fn min_over_max(x: &[f64]) -> f64 {
+    x.iter().copied().fold(f64::INFINITY, f64::min) / x.iter().copied().fold(0.0, f64::max)
+}
+
 /// PFC frames every switch of the fabric sent, all ports and priorities.
 fn switch_pfc_frames(f: &Fabric) -> f64 {
     f.metric_sum(&["rail1", "rail2", "spine1", "spine2"], "rocefab_pfc_tx_frames_total", &[])
@@ -298,11 +308,11 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
             assert!(text.contains(label), "the SVG lacks {label:?}");
         }
         let g: Vec<f64> = qps.iter().map(|q| q["goodput_bps"].as_f64().unwrap()).collect();
-        let jain = g.iter().sum::<f64>().powi(2) / (g.len() as f64 * g.iter().map(|x| x * x).sum::<f64>());
+        let jain = jain_index(&g);
         let util = t["bottleneck"]["utilisation"]["fraction"].as_f64();
         eprintln!("ECN on: JCT {} µs, Jain {jain:.3}, bottleneck utilisation {util:?}, CNPs {cnps}, marks {marked}, peak {peak} B", rep["completion_ns"].as_f64().unwrap() / 1e3);
         let pfc = switch_pfc_frames(&f);
-        let spread = g.iter().copied().fold(f64::INFINITY, f64::min) / g.iter().copied().fold(0.0, f64::max);
+        let spread = min_over_max(&g);
         let avg = t["bottleneck"]["average_depth_bytes"].as_f64().expect("average depth in the timeline");
         let (steady, from_us, to_us) = steady_average_depth(t);
         eprintln!(
@@ -323,8 +333,7 @@ fn ecn_marks_cnps_in_the_strict_queue_cut_every_sender_and_pfc_stays_rarer_than_
             let rates = ingress_rates_between(&tl["samples"], 8000.0, from_us, to_us);
             assert_eq!(rates.len(), 7, "{rates:?}");
             let r: Vec<f64> = rates.iter().map(|r| r.1).collect();
-            let fair = r.iter().copied().fold(f64::INFINITY, f64::min) / r.iter().copied().fold(0.0, f64::max);
-            let jain_rates = r.iter().sum::<f64>().powi(2) / (r.len() as f64 * r.iter().map(|x| x * x).sum::<f64>());
+            let (fair, jain_rates) = (min_over_max(&r), jain_index(&r));
             eprintln!(
                 "ECN on: ingress rates once every sender was cut: min/max {fair:.3}, Jain {jain_rates:.4}: {rates:?}"
             );
