@@ -372,6 +372,9 @@ struct Port {
     rx_line: DelayLine<FrameDesc>,
     /// TX stalls: frames queued and not paused, nothing sent ([`switch_model::stall`]).
     stall: StallWatch,
+    /// The data plane has acted on the port's carrier loss (stamped `carrier_lost_at`) and
+    /// not seen the carrier back since.
+    without_carrier: bool,
 }
 
 /// The data path of one switch. Build with [`DataPlane::new`], run with [`DataPlane::run`] on a
@@ -520,6 +523,7 @@ impl DataPlane {
                 tx_line: DelayLine::new(cfg.tx_delay_ns[i], cfg.tx_line_capacity(i)),
                 rx_line: DelayLine::new(cfg.rx_delay_ns[i], cfg.rx_line_capacity(i)),
                 stall: StallWatch::default(),
+                without_carrier: false,
             })
             .collect();
         let mut pollfds: Vec<libc::pollfd> =
@@ -644,6 +648,10 @@ impl DataPlane {
                     work += self.drop_without_carrier(p, now)?;
                     TxState::Idle
                 } else {
+                    if self.ports[p].without_carrier {
+                        self.ports[p].without_carrier = false;
+                        self.stats.ports[p].carrier_lost_at.set(0);
+                    }
                     self.transmit(p, now)?
                 };
                 match state {
@@ -1168,10 +1176,20 @@ impl DataPlane {
                 }
                 unsent = left;
             }
-            self.stats.ports[p].tx_ring_unsent.set(u64::from(unsent));
             if unsent < before {
                 self.reap(p, now);
             }
+        }
+        // Every pass, also when the ring was found empty: in copy mode the kernel also takes
+        // from it inside the data plane's `ppoll` (xsk_poll drives TX), so a ring emptied that
+        // way would otherwise keep reading what it held before (a frame "held" after a cut).
+        self.stats.ports[p].tx_ring_unsent.set(u64::from(unsent));
+        if !self.ports[p].without_carrier {
+            // The first pass since the carrier went: the ring's count above is from after
+            // the last frame this port will get, and nothing is handed to it from here on.
+            // A fresh reading: `now` may predate the carrier loss this pass is acting on.
+            self.ports[p].without_carrier = true;
+            self.stats.ports[p].carrier_lost_at.set(self.clock.now().max(1));
         }
         let port = &mut self.ports[p];
         while let Some((o, _)) = port.own.pop() {
@@ -1350,6 +1368,7 @@ impl DataPlane {
                 done == k
             };
             if taken {
+                self.stats.ports[p].last_tx_at.set(now.max(1));
                 self.stats.ports[p].tx_packets.add(n as u64);
                 self.stats.ports[p].tx_bytes.add(tx_bytes);
                 if let Some(t) = self.tap.as_mut().filter(|_| mirror) {

@@ -87,6 +87,8 @@ struct PortHandles {
     stalls: IntCounter,
     stalled_seconds: Counter,
     longest_stall_seconds: Gauge,
+    last_tx_time: Gauge,
+    carrier_lost_time: Gauge,
     queues: Vec<QueueHandles>,
     prio: Vec<PrioHandles>,
     xdp: Vec<IntCounter>,
@@ -216,6 +218,8 @@ struct PortFamilies {
     stalls: IntCounterVec,
     stalled: CounterVec,
     longest_stall: prometheus::GaugeVec,
+    last_tx_time: prometheus::GaugeVec,
+    carrier_lost_time: prometheus::GaugeVec,
     line_rate: prometheus::GaugeVec,
 }
 
@@ -300,6 +304,16 @@ impl PortFamilies {
                 p,
             ),
         )?;
+        let stamp =
+            |name: &str, help: &str| register(f.registry, name, prometheus::GaugeVec::new(f.opts(name, help), p));
+        let last_tx_time = stamp(
+            "rocefab_port_last_tx_timestamp_seconds",
+            "Unix time (wall clock, not emulated) of the data-plane pass that last handed frames to the port, as rocefab_port_tx_packets_total counts them; 0: none yet",
+        )?;
+        let carrier_lost_time = stamp(
+            "rocefab_port_carrier_lost_timestamp_seconds",
+            "Unix time (wall clock, not emulated) at which the data plane first acted on the port's present carrier loss: from then on it hands the port no frame until the carrier is back; 0 while it acts on the port as having carrier",
+        )?;
         let line_rate = register(
             f.registry,
             "rocefab_port_line_rate_bytes_per_second",
@@ -316,6 +330,8 @@ impl PortFamilies {
             stalls,
             stalled,
             longest_stall,
+            last_tx_time,
+            carrier_lost_time,
             rx_packets,
             rx_bytes,
             tx_packets,
@@ -358,6 +374,8 @@ impl PortFamilies {
             stalls: self.stalls.with_label_values(&l),
             stalled_seconds: self.stalled.with_label_values(&l),
             longest_stall_seconds: self.longest_stall.with_label_values(&l),
+            last_tx_time: self.last_tx_time.with_label_values(&l),
+            carrier_lost_time: self.carrier_lost_time.with_label_values(&l),
             queues,
             prio,
             xdp,
@@ -821,6 +839,9 @@ impl Metrics {
     pub fn render(&self, xdp: Option<&[[u64; counter::COUNT as usize]]>, xsk: Option<&[XskStatistics]>) -> String {
         let now = self.stats.clock.now();
         let d = self.dilation.factor();
+        // A data-plane stamp (ns on its clock, 0: none) as Unix seconds.
+        let zero = self.stats.clock.unix_offset_ns();
+        let unix_secs = |ns: u64| if ns == 0 { 0.0 } else { zero.wrapping_add(ns) as f64 / 1e9 };
         for (h, s) in self.ports.iter().zip(&self.stats.ports) {
             let st = s.stalls.read();
             sync(&h.stalls, st.count);
@@ -839,6 +860,8 @@ impl Metrics {
             sync_stat(&h.own_pool_empty, &s.own_pool_empty);
             sync_stat(&h.carrier_dropped, &s.carrier_dropped);
             h.tx_ring_unsent.set(s.tx_ring_unsent.get() as i64);
+            h.last_tx_time.set(unix_secs(s.last_tx_at.get()));
+            h.carrier_lost_time.set(unix_secs(s.carrier_lost_at.get()));
             let paused_mask = s.paused_mask.get();
             for (prio, (ph, ps)) in h.prio.iter().zip(&s.prio).enumerate() {
                 ph.paused_now.set(((paused_mask >> prio) & 1) as i64);

@@ -320,6 +320,17 @@ pub struct PortStats {
     /// alone first, without carrier, so that the kernel drops them as a dead cable, and waits
     /// for this to read 0.
     pub tx_ring_unsent: Stat,
+    /// The data-plane clock (ns, at least 1) of the pass that last handed frames to the port
+    /// (its TX ring, or its cable when it has a latency), as `tx_packets` counts them; 0: none
+    /// yet. A cut link's report reads it: how long an end kept sending into the dead link.
+    pub last_tx_at: Stat,
+    /// The data-plane clock (ns, at least 1) at which the data plane first acted on the port's
+    /// present carrier loss ([`PortStats::no_carrier`]); 0 while it acts on the port as having
+    /// carrier. Written by the data-plane thread, after [`PortStats::tx_ring_unsent`] (read on
+    /// the same pass) and before it drops anything: from then on it hands the port nothing, so
+    /// `last_tx_at` is at most this until the carrier is back. `rocefab fail` waits for it
+    /// before it empties the TX ring.
+    pub carrier_lost_at: Stat,
     /// Per traffic class egress queues of this port.
     pub queues: [QueueStats; NUM_TC],
     /// Per priority PFC and priority-group counters.

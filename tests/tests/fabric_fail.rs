@@ -98,6 +98,17 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
     // had each end empty it into the dead link.
     let ring = |sw: &str, port: &str| series(&f.metrics(sw), "rocefab_port_tx_ring_frames", &[("port", port)]);
     assert_eq!((ring("rail1", &up1), ring("spine1", &down1)), (0.0, 0.0), "frames held on a cut port's TX ring");
+    // Each end's data plane acted on the carrier loss (its stamp, Unix seconds) before `rocefab
+    // fail` emptied the ring, and handed the port nothing after that.
+    let stamp = |sw: &str, name: &str, port: &str| series(&f.metrics(sw), name, &[("port", port)]);
+    let lost_at = |sw: &str, port: &str| stamp(sw, "rocefab_port_carrier_lost_timestamp_seconds", port);
+    let last_tx = |sw: &str, port: &str| stamp(sw, "rocefab_port_last_tx_timestamp_seconds", port);
+    for (sw, port) in [("rail1", &up1), ("spine1", &down1)] {
+        let lost = lost_at(sw, port);
+        assert!(lost > 0.0, "{sw}:{port}: its data plane did not act on the carrier loss");
+        assert!(last_tx(sw, port) <= lost, "{sw}:{port} handed frames to the port after it acted on the carrier loss");
+    }
+    let rail1_lost = lost_at("rail1", &up1);
     // rail1's groups toward the other rail (via both spines) lost a member; spine1's group
     // toward rail1 lost its only one. Each switch rewrote exactly the groups of its
     // configuration that hold a next hop on the cut port, once, for the carrier (after its
@@ -166,6 +177,9 @@ fn a_cut_spine_link_leaves_the_ecmp_groups_and_the_allreduce_completes() {
         at("rail1", "rocefab_port_tx_packets_total", &up2) - tx2,
     );
     eprintln!("after the restore rail1 sent {d1} frames to spine1 and {d2} to spine2");
+    // With the carrier back its data plane no longer acts on a loss, and sends on the port.
+    assert_eq!(lost_at("rail1", &up1), 0.0, "rail1's data plane still acts on the carrier loss");
+    assert!(last_tx("rail1", &up1) > rail1_lost, "rail1 has not sent on the restored port");
     assert!(
         d1 + d2 > 1000.0 && d1 >= (d1 + d2) / 8.0,
         "the restored link carried {d1} of rail1's {} frames to the spines",
@@ -195,14 +209,15 @@ fn a_pfc_storm_from_a_nic_is_detected_and_contained() {
     assert!(o.status.success(), "rocefab fail nic: {}", failure(&o));
     let out = stdout(&o);
     // 1 Gbit/s: 65535 quanta are 33.6 ms; refreshed every 10 ms (half of that, at most 10 ms) for
-    // 1 s: 100 frames.
+    // 1 s: 100 frames, each due at its own time from the start (one late wake-up on a busy
+    // machine does not delay the rest; it drifted to 93 before), the last possibly too late.
     let sent: f64 = out
         .split("over: ")
         .nth(1)
         .and_then(|x| x.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{out}"));
-    assert!((95.0..=101.0).contains(&sent), "{out}");
+    assert!((99.0..=100.0).contains(&sent), "{out}");
     let m = f.metrics("rail1");
     assert!(metric(&m, "rocefab_pfc_rx_frames_total", &prio) >= sent - 2.0, "rail1 received the storm");
     assert_eq!(metric(&m, "rocefab_pfcwd_storms_total", &prio), 1.0, "the watchdog saw one storm");
@@ -266,8 +281,8 @@ fn a_failed_spine_is_routed_around_and_comes_back() {
 
 /// `rocefab run --fail-link rail1:<port to spine1> --fail-at 50ms --compare`: the same
 /// AllReduce first without the failure, then with the spine uplink cut 50 ms into it. The report
-/// says when the cut came, how long each end kept sending into the link (static routing: within
-/// the switches' 100 ms link-down debounce), the frames lost on it, and both jobs side by side;
+/// says when the cut came, how long each end kept sending into the link (until its data plane
+/// acted on the carrier loss), the frames lost on it, and both jobs side by side;
 /// the `--timeline` picture draws the cut.
 #[test]
 fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
@@ -334,14 +349,27 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
     );
     let ends = fo["ends"].as_array().unwrap();
     assert_eq!(ends.len(), 2, "{fo:#}");
-    // Static routing: a switch takes the port out of its groups once the carrier loss has
-    // lasted its 100 ms debounce; setting both ends down and the 2 ms reading add the rest.
+    // A switch hands a port without carrier nothing (what it holds for it is dropped, counted):
+    // each end stopped sending into the cut link when its data plane acted on the carrier loss,
+    // by the switch's own stamps (not a polling of its counters), however late the machine let
+    // it see the loss.
     for e in ends {
+        let lost = e["carrier_lost_after_ns"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{}: its data plane never acted on the carrier loss: {fo:#}", e["end"]));
         if let Some(t) = e["last_frame_after_ns"].as_u64() {
-            assert!(t <= 150_000_000, "{} sent into the cut link {t} ns after the cut: {fo:#}", e["end"]);
+            assert!(t <= lost, "{} sent into the cut link {t} ns after the cut, after it acted on the carrier loss at {lost} ns: {fo:#}", e["end"]);
         }
+        eprintln!("{}: acted on the carrier loss {:.3} ms after the cut", e["end"], lost as f64 / 1e6);
     }
-    assert!(ends[0]["last_frame_after_ns"].as_u64().is_some(), "rail1 carried the job when it was cut: {fo:#}");
+    // The job crossed the link both ways when it was cut (data and ACKs), so the check above
+    // bites: an end sent into it after the cut. Not necessarily both: an end whose TX ring was
+    // full at the cut hands the port nothing more (seen: rail1's last frame before the cut,
+    // spine1's 6.5 ms after it, its data plane acting at 7.4 ms).
+    assert!(
+        ends.iter().any(|e| e["last_frame_after_ns"].as_u64().is_some()),
+        "neither end sent into the link after the cut: {fo:#}"
+    );
     // Frames were lost (handed to the dead link, or dropped by rail1 for want of carrier), so
     // the job retransmitted and took longer than the same job without it.
     let lost = fo["frames_lost"].as_u64().unwrap();
@@ -386,11 +414,9 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
 
 /// A cut link's LLDP neighbours age out at their TTL (IEEE 802.1AB: the last LLDPDU's TTL, here
 /// 3 s sent every 1 s) and `rocefab lldp --check` says the link is down, which ends still list
-/// their neighbour, then that both aged it out; the restored link is checked clean again. A
-/// flapping link (`--flap 300ms --for 1200ms`) goes down and up twice, each change an event that
-/// the switches' carrier watch saw (300 ms outlasts their 100 ms debounce).
+/// their neighbour, then that both aged it out; the restored link is checked clean again.
 #[test]
-fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
+fn a_cut_link_ages_out_of_lldp() {
     let f = Fabric::up_with("rail-spine.yaml", "rfla", "lldp:\n  tx_interval: 1s\n  ttl: 3s\n");
     let up1 = f.port_to("rail1", "spine1:eth1");
     let down1 = f.port_to("spine1", &format!("rail1:{up1}"));
@@ -453,7 +479,21 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
         assert!(back.elapsed() < Duration::from_secs(3), "LLDP not back 3 s after the restore: {:?}", check());
         std::thread::sleep(Duration::from_millis(50));
     }
+}
 
+/// Time dilation of [`a_flapping_link_is_logged_at_its_period`]: each change is a command's
+/// sleep, two threads entering the link's namespaces and the ioctls, whose lateness on a loaded
+/// 2-core machine (8 ms seen with two CPU hogs and a build) is the machine's; at D 10 it is a
+/// tenth of that in emulated time.
+const FLAP_DILATION: u64 = 10;
+
+/// A flapping link (`--flap 300ms --for 1200ms`, emulated) goes down and up twice, 300 ms apart,
+/// each change an event that the switches' carrier watch saw (3 s of wall clock outlasts their
+/// 100 ms wall-clock debounce).
+#[test]
+fn a_flapping_link_is_logged_at_its_period() {
+    let f = Fabric::up_with("rail-spine.yaml", "rffp", &format!("time_dilation: {FLAP_DILATION}\n"));
+    let up1 = f.port_to("rail1", "spine1:eth1");
     let counts = || {
         let m = f.metrics("rail1");
         (series(&m, "rocefab_route_updates_total", &[]), series(&m, "rocefab_routes_replaced_total", &[]))
@@ -484,10 +524,14 @@ fn a_cut_link_ages_out_of_lldp_and_a_flapping_link_is_logged() {
     let flaps: Vec<&Value> = log.iter().filter(|e| e["detail"].as_str().unwrap().starts_with("flap ")).collect();
     let kinds: Vec<&str> = flaps.iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["link down", "link up", "link down", "link up"]);
-    // 300 ms apart (emulated = wall at D = 1), within a few ms.
+    // 300 ms apart in emulated time, each change at its own time from the first (never early:
+    // the command sleeps until it is due) and late by at most 20 ms of wall clock (2 ms here).
     for w in flaps.windows(2) {
         let gap = w[1]["emulated_ns"].as_u64().unwrap() - w[0]["emulated_ns"].as_u64().unwrap();
-        assert!((295_000_000..=330_000_000).contains(&gap), "flap changes {gap} ns apart");
+        assert!(
+            (298_000_000..=303_000_000).contains(&gap),
+            "flap changes {gap} ns apart (emulated, D {FLAP_DILATION})"
+        );
     }
 }
 

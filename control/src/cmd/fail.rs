@@ -352,11 +352,14 @@ fn pfc_storm(a: &NicArgs) -> anyhow::Result<()> {
         crate::fabric::netns::enter(&ns)?;
         let sock = rocefab_plumbing::packet::PacketSocket::sender(&ifname)
             .with_context(|| format!("a packet socket on {ifname} in {ns}"))?;
+        // Each frame at its own time from the start (k periods), so a late wake-up on a busy
+        // machine delays one refresh, not every later one: the storm keeps its rate.
         let (t0, mut sent) = (Instant::now(), 0u64);
         while t0.elapsed() < wall_for {
             sock.send_retrying(&frame, Duration::from_millis(10)).with_context(|| format!("sending on {ifname}"))?;
             sent += 1;
-            std::thread::sleep(period.min(wall_for.saturating_sub(t0.elapsed())));
+            let next = period.saturating_mul(u32::try_from(sent).unwrap_or(u32::MAX)).min(wall_for);
+            std::thread::sleep(next.saturating_sub(t0.elapsed()));
         }
         Ok(sent)
     })

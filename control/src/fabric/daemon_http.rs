@@ -1,6 +1,6 @@
 //! The one client of the fabric's daemons' HTTP endpoints (`/metrics`, `/lldp`, `/routes`,
 //! `/ports/...`): a blocking HTTP/1.0 request per call, with a timeout, and the reading of a
-//! per-port counter out of a Prometheus text scrape.
+//! per-port counter or gauge out of a Prometheus text scrape.
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -17,6 +17,16 @@ pub fn port_counter(text: &str, name: &str, port: &str) -> u64 {
             labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
         })
         .sum::<f64>() as u64
+}
+
+/// The value of the per-port gauge `name` for `port` in a Prometheus text scrape; `None` when
+/// the scrape has no such series (an older daemon, or a port it does not have).
+pub fn port_gauge(text: &str, name: &str, port: &str) -> Option<f64> {
+    let want = format!("port=\"{port}\"");
+    text.lines().filter_map(|l| l.strip_prefix(name)?.strip_prefix('{')).find_map(|rest| {
+        let (labels, value) = rest.split_once('}')?;
+        labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
+    })
 }
 
 /// HTTP GET of a `http://host:port/path` URL (the daemons' `/metrics` and `/lldp`); body on 200.
@@ -50,4 +60,19 @@ pub fn http_request(method: &str, url: &str, json: Option<&[u8]>, timeout: Durat
         bail!("{method} {url}: {status}: {}", body.trim());
     }
     Ok(body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_gauge_is_read_by_its_port_label_and_missing_is_none() {
+        let text = "# TYPE rocefab_port_last_tx_timestamp_seconds gauge\n\
+            rocefab_port_last_tx_timestamp_seconds{port=\"eth1\",switch=\"rail1\"} 1795952732.5593317\n\
+            rocefab_port_last_tx_timestamp_seconds{port=\"eth10\",switch=\"rail1\"} 0\n";
+        let g = |port| port_gauge(text, "rocefab_port_last_tx_timestamp_seconds", port);
+        assert_eq!((g("eth1"), g("eth10"), g("eth2")), (Some(1795952732.5593317), Some(0.0), None));
+        assert_eq!(port_gauge(text, "rocefab_port_last_tx", "eth1"), None);
+    }
 }

@@ -138,7 +138,9 @@ pub struct Changed {
 
 /// After a cut that its switches have seen: the kernel takes nothing from the AF_XDP TX ring of
 /// a down interface, so what a switch had put there in the moment before it saw the carrier go
-/// (237 frames seen) would go out when the link came back, seconds late. Each switch end is
+/// (237 frames seen) would go out when the link came back, seconds late. Once each switch's
+/// data plane has acted on the carrier loss (a pass already running when the switch reported
+/// it may still put frames there: `rocefab_port_carrier_lost_timestamp_seconds`), each switch end is
 /// brought up alone (the other end is down: no carrier), its switch empties that ring into the
 /// dead link (the kernel drops what it takes from an interface without carrier, as a dead cable
 /// loses it; `rocefab_port_tx_ring_frames` reads 0), and it goes down again. The switch has no
@@ -156,6 +158,11 @@ pub fn flush_dead_rings(f: &Fabric, l: &LinkState) -> anyhow::Result<()> {
     if let Some((end, _)) = seen.iter().find(|(_, t)| t.is_none()) {
         bail!("{end}: its switch did not report the carrier loss within 5 s");
     }
+    // And once its data plane has acted on it: a pass already running when the carrier went
+    // may still put frames on the ring after the switch reported the loss.
+    for end in [&l.a, &l.b] {
+        wait_carrier_lost(&f.st, end, Duration::from_secs(5))?;
+    }
     for (ns, end) in [(&l.a_netns, &l.a), (&l.b_netns, &l.b)] {
         if switch_daemon(&f.st, end).is_none() {
             continue;
@@ -165,6 +172,32 @@ pub fn flush_dead_rings(f: &Fabric, l: &LinkState) -> anyhow::Result<()> {
         set_end(ns, end, false)?;
     }
     Ok(())
+}
+
+/// Polls the switch at `end` (if it is one) until its data plane reports acting on the port as
+/// without carrier (`rocefab_port_carrier_lost_timestamp_seconds` not 0: it hands the port no
+/// more frames); an error naming the end after `limit`.
+fn wait_carrier_lost(st: &State, end: &str, limit: Duration) -> anyhow::Result<()> {
+    let (Some(d), Some((_, port))) = (switch_daemon(st, end), end.split_once(':')) else { return Ok(()) };
+    let t0 = Instant::now();
+    let mut why = String::from("its data plane still sends on the port");
+    loop {
+        match crate::fabric::daemon_http::scrape(&d.metrics_url, Duration::from_millis(500)) {
+            Ok(text) => {
+                let name = "rocefab_port_carrier_lost_timestamp_seconds";
+                let at = crate::fabric::daemon_http::port_gauge(&text, name, port)
+                    .ok_or_else(|| anyhow!("{end}: {} has no {name} for {port}", d.metrics_url))?;
+                if at > 0.0 {
+                    return Ok(());
+                }
+            }
+            Err(e) => why = format!("{e:#}"),
+        }
+        if t0.elapsed() >= limit {
+            bail!("{end}: its data plane did not act on the carrier loss within {} s ({why})", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// The running switch daemon at `end` (`node:port`), if `end` is a switch's port.

@@ -7,11 +7,14 @@
 //! `fail link --silent`); after `--fail-for` it is restored, else when the job has ended. The report's `failover` section says:
 //!
 //! * when the cut came and what the switches saw (carrier loss, re-routing);
-//! * how long each switch end kept sending frames into the cut link: the time from the cut to
-//!   the last change of the end's `rocefab_port_tx_packets_total`, read every 2 ms of wall
-//!   clock from the cut on (emulated: ÷ D; the reading's resolution is stated). Static routing
-//!   stops within the switches' 100 ms link-down debounce; BGP when FRR withdraws the path;
-//!   a link to a GPU is that GPU's only way, so its switch sends into it until the job ends;
+//! * how long each switch end kept sending frames into the cut link: from the cut to the
+//!   data-plane pass that last handed the port frames (`rocefab_port_last_tx_timestamp_seconds`,
+//!   read just before the restore), and when its data plane acted on the carrier loss
+//!   (`rocefab_port_carrier_lost_timestamp_seconds`): the switch's own stamps, on the wall clock
+//!   (emulated: ÷ D), not a polling of its counters. A switch hands a port without carrier
+//!   nothing (what it holds for it is dropped, counted), so a cut cable's ends stop when their
+//!   data planes see the carrier go; a silent cut's ends, when BGP moves the routes away; a
+//!   link to a GPU is that GPU's only way, so its switch sends into it until the job ends;
 //! * the frames the cut lost: what the switch ends handed to the link and the other end did
 //!   not receive (`tx_packets` minus the peer's `rx_packets`, both directions, over the job),
 //!   plus what the ends dropped for want of carrier (`carrier_dropped_packets`: a switch drops
@@ -47,22 +50,18 @@ pub struct FailoverArgs {
     pub fail_silent: bool,
 }
 
-/// How often the link's ends are read after the cut, wall clock.
-const POLL: Duration = Duration::from_millis(2);
-/// The ends count as quiet once their counters have not moved for this long after the
-/// switches reported the carrier loss (wall clock).
-const QUIET: Duration = Duration::from_millis(100);
-/// Longest the ends are watched after the cut (wall clock).
-const WATCH_LIMIT: Duration = Duration::from_secs(10);
-
 /// One switch end of the cut link.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EndLine {
     /// `rail1:eth3`.
     pub end: String,
-    /// Time from the cut to its last frame handed to the link, emulated ns (`None`: none after
-    /// the cut).
+    /// Time from the cut to the data-plane pass that last handed the port frames, emulated ns
+    /// (`None`: none after the cut).
     pub last_frame_after_ns: Option<u64>,
+    /// Time from the cut to when its data plane acted on the carrier loss (from then on it
+    /// handed the port nothing), emulated ns (`None`: it had carrier when the link came back,
+    /// as under a silent cut).
+    pub carrier_lost_after_ns: Option<u64>,
 }
 
 /// The job without the failure (`--compare`).
@@ -86,8 +85,6 @@ pub struct Failover {
     pub detail: String,
     /// Each switch end: how long it kept sending into the cut link.
     pub ends: Vec<EndLine>,
-    /// Resolution of `last_frame_after_ns`, emulated ns (the polling interval ÷ D).
-    pub resolution_ns: u64,
     /// Frames handed to the link by one end that the other did not receive, both directions,
     /// plus those either end dropped for its port's lack of carrier, over the job (`None`: an
     /// end is not a switch).
@@ -134,8 +131,31 @@ struct Injected {
     cut_at: Duration,
     cut_unix_ns: u64,
     detail: String,
-    ends: Vec<Option<Duration>>,
+    /// Each switch end's stamps, read just before the restore (`None`: not restored yet).
+    ends: Option<Vec<Stamps>>,
     restored_at: Option<Duration>,
+}
+
+/// A switch end's stamps (Unix ns; `None`: 0, never): the data-plane pass that last handed
+/// the port frames, and when its data plane acted on the port's present carrier loss.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Stamps {
+    last_tx: Option<u64>,
+    carrier_lost: Option<u64>,
+}
+
+fn stamps(e: &SwitchEnd) -> anyhow::Result<Stamps> {
+    let text = crate::fabric::daemon_http::scrape(&e.url, Duration::from_millis(500))
+        .with_context(|| format!("reading {}", e.end))?;
+    let at = |name: &str| -> anyhow::Result<Option<u64>> {
+        let s = crate::fabric::daemon_http::port_gauge(&text, name, &e.port)
+            .ok_or_else(|| anyhow::anyhow!("{}: {} has no {name} for {}", e.end, e.url, e.port))?;
+        Ok((s > 0.0).then_some((s * 1e9) as u64))
+    };
+    Ok(Stamps {
+        last_tx: at("rocefab_port_last_tx_timestamp_seconds")?,
+        carrier_lost: at("rocefab_port_carrier_lost_timestamp_seconds")?,
+    })
 }
 
 /// A switch end's port counters that measure what the cut lost.
@@ -216,58 +236,24 @@ impl Armed {
     }
 }
 
-/// Waits for `--fail-at`, cuts the link while watching its ends, restores it after `--fail-for`.
+/// Waits for `--fail-at`, cuts the link, and after `--fail-for` reads its ends' stamps and restores it.
 fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow::Result<Injected> {
     let Armed { mut fabric, link, index, ends, at_ns, for_ns, silent, .. } = a;
     std::thread::sleep(Duration::from_nanos(d.duration(at_ns)).saturating_sub(go.elapsed()));
-    let t_cut = Instant::now();
-    // The ends' counters, watched from the cut on (the first reading is the reference), beside
-    // the cut itself (which waits for the carrier loss and the re-routing).
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watcher = {
-        let (ends, stop) = (ends.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut last: Vec<(u64, Option<Instant>)> =
-                ends.iter().map(|e| (counters(e).map_or(0, |c| c.tx), None)).collect();
-            let mut quiet_since = Instant::now();
-            while t_cut.elapsed() < WATCH_LIMIT {
-                let mut moved = false;
-                for (i, e) in ends.iter().enumerate() {
-                    if let Ok(LinkCounters { tx, .. }) = counters(e) {
-                        if tx != last[i].0 {
-                            last[i] = (tx, Some(Instant::now()));
-                            moved = true;
-                        }
-                    }
-                }
-                if moved {
-                    quiet_since = Instant::now();
-                }
-                if stop.load(std::sync::atomic::Ordering::Relaxed) && quiet_since.elapsed() >= QUIET {
-                    break;
-                }
-                std::thread::sleep(POLL);
-            }
-            last.into_iter().map(|(_, t)| t).collect::<Vec<_>>()
-        })
-    };
     let cut = if silent {
         crate::fabric::links::cut_silently(&mut fabric, &link, index)
     } else {
         let restore_after = for_ns.map(|f| Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
         crate::fabric::links::cut_link(&mut fabric, &link, index, restore_after)
-    };
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let watched = watcher.join().map_err(|_| anyhow::anyhow!("the link watcher panicked"))?;
-    let cut = cut?;
-    // From the change itself (the first end set down), not from when the cut was called.
+    }?;
     let changed = cut.changed;
+    // From the change itself (the first end set down), not from when the cut was called.
     let cut_at = changed.at.saturating_duration_since(go);
-    let watched: Vec<Option<Duration>> =
-        watched.into_iter().map(|t| t.map(|t| t.saturating_duration_since(changed.at))).collect();
     let mut restored_at = None;
+    let mut stamped = None;
     if let Some(f) = for_ns {
         std::thread::sleep(Duration::from_nanos(d.duration(at_ns + f)).saturating_sub(go.elapsed()));
+        stamped = Some(ends.iter().map(stamps).collect::<anyhow::Result<_>>()?);
         restored_at = Some(go.elapsed());
         crate::fabric::links::restore_link(&mut fabric, &link, index)?;
     }
@@ -278,7 +264,7 @@ fn inject(a: Armed, go: Instant, d: rocefab_contracts::time::Dilation) -> anyhow
         cut_at,
         cut_unix_ns: changed.unix_ns,
         detail: cut.event.detail,
-        ends: watched,
+        ends: stamped,
         restored_at,
     })
 }
@@ -291,6 +277,10 @@ impl Running {
             self.thread.join().map_err(|_| anyhow::anyhow!("the failure injection panicked"))??;
         let after: Vec<LinkCounters> = self.armed_ends.iter().map(counters).collect::<anyhow::Result<_>>()?;
         let frames_lost = (self.armed_ends.len() == 2).then(|| frames_lost(&self.before, &after));
+        let ends = match ends {
+            Some(e) => e,
+            None => self.armed_ends.iter().map(stamps).collect::<anyhow::Result<_>>()?,
+        };
         if restored_at.is_none() {
             restored_at = Some(self.go.elapsed());
             crate::fabric::links::restore_link(&mut fabric, &link, index)?;
@@ -305,13 +295,23 @@ impl Running {
                 .armed_ends
                 .iter()
                 .zip(ends)
-                .map(|(e, t)| EndLine { end: e.end.clone(), last_frame_after_ns: t.map(emulated) })
+                .map(|(e, s)| end_line(&e.end, s, cut_unix_ns, self.dilation))
                 .collect(),
-            resolution_ns: emulated(POLL),
             frames_lost,
             restored_at_ns: restored_at.map(emulated),
             baseline: None,
         })
+    }
+}
+
+/// An end's line of the report from its stamps and the cut (Unix ns): what came after the cut,
+/// in emulated ns.
+fn end_line(end: &str, s: Stamps, cut_unix_ns: u64, d: rocefab_contracts::time::Dilation) -> EndLine {
+    let after = |t: Option<u64>| t.filter(|&t| t > cut_unix_ns).map(|t| d.to_emulated_ns(t - cut_unix_ns));
+    EndLine {
+        end: end.to_string(),
+        last_frame_after_ns: after(s.last_tx),
+        carrier_lost_after_ns: after(s.carrier_lost),
     }
 }
 
@@ -325,16 +325,13 @@ pub fn render(f: &Failover) -> Vec<String> {
         f.detail
     )];
     for e in &f.ends {
-        out.push(match e.last_frame_after_ns {
-            Some(ns) => {
-                format!(
-                    "  {} sent its last frame into the cut link {} after the cut (±{})",
-                    e.end,
-                    t(ns),
-                    t(f.resolution_ns)
-                )
-            }
+        let sent = match e.last_frame_after_ns {
+            Some(ns) => format!("  {} sent its last frame into the cut link {} after the cut", e.end, t(ns)),
             None => format!("  {} sent nothing into the cut link", e.end),
+        };
+        out.push(match e.carrier_lost_after_ns {
+            Some(ns) => format!("{sent}; its data plane acted on the carrier loss {} after the cut", t(ns)),
+            None => sent,
         });
     }
     match f.frames_lost {
@@ -372,5 +369,19 @@ mod tests {
         // Nothing handed to the dead link (the switch dropped it all at once): still lost.
         assert_eq!(frames_lost(&before, &[c(100, 50, 12), c(60, 90, 0)]), 12);
         assert_eq!(frames_lost(&before, &before), 0);
+    }
+
+    #[test]
+    fn an_end_line_counts_only_what_came_after_the_cut_in_emulated_time() {
+        let d = rocefab_contracts::time::Dilation::new(10.0).unwrap();
+        let cut = 1_000_000_000_000;
+        // Sent 30 ms (wall) after the cut, acted on the loss 40 ms after: 3 and 4 ms emulated.
+        let s = Stamps { last_tx: Some(cut + 30_000_000), carrier_lost: Some(cut + 40_000_000) };
+        let l = end_line("rail1:eth5", s, cut, d);
+        assert_eq!((l.last_frame_after_ns, l.carrier_lost_after_ns), (Some(3_000_000), Some(4_000_000)));
+        // The last frame before the cut, no carrier loss acted on (a silent cut): neither.
+        let s = Stamps { last_tx: Some(cut - 1), carrier_lost: None };
+        let l = end_line("rail1:eth5", s, cut, d);
+        assert_eq!((l.last_frame_after_ns, l.carrier_lost_after_ns), (None, None));
     }
 }
