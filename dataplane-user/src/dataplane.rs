@@ -32,10 +32,10 @@
 //!    watchdog ([`switch_model::pfcwd`]) is polled every poll interval and its events are reported
 //!    to the control side;
 //! 6. a pass that moved anything is followed at once by the next; after [`IDLE_SPIN_NS`]
-//!    without any work the thread sleeps in `ppoll(2)` on every socket and the stop eventfd,
-//!    the stop eventfd and the control side's doorbell, with a timeout equal to the earliest
-//!    deadline (shaped departure, pause expiry, PFC refresh, watchdog poll; ns resolution) — an
-//!    idle switch sleeps indefinitely and costs no CPU.
+//!    without any work the worker ([`crate::worker`]) sleeps in `ppoll(2)` on every socket, the
+//!    stop eventfd and the control side's doorbell (of all its data planes), with a timeout
+//!    equal to the earliest deadline (shaped departure, pause expiry, PFC refresh, watchdog
+//!    poll; ns resolution) — an idle switch sleeps indefinitely and costs no CPU.
 //!
 //! While a capture mirrors a port ([`rocefab_plumbing::capture`]), a received frame is stamped with the
 //! time the XDP program saw it (`rx_ns` of its [`XdpMeta`]) and a sent frame with its departure
@@ -83,7 +83,7 @@ const COMPLETION_POLL_NS: u64 = 50_000;
 const COMPLETION_STALL_NS: u64 = 10_000_000;
 const COMPLETION_STALL_POLL_NS: u64 = 10_000_000;
 /// Shaper waits shorter than this are spun rather than slept (ppoll would overshoot them).
-const MIN_SLEEP_NS: u64 = 2_000;
+pub(crate) const MIN_SLEEP_NS: u64 = 2_000;
 /// After the last pass that moved a frame, keep polling the rings this long before sleeping in
 /// `ppoll`: frames of a flow arrive microseconds apart, and a sleep/wake-up pair (an IPI from
 /// the CPU running XDP, two context switches) costs more than that. Bounded, so an idle
@@ -115,16 +115,26 @@ pub enum DataPlaneError {
     Frames { have: usize, chunk: u32, need: usize, want: u32 },
 }
 
-/// Wakes the data-plane thread and makes it exit.
+/// Makes a data plane stop: its worker ends it and goes on with the others.
 #[derive(Debug, Clone)]
-pub struct StopHandle(Arc<OwnedFd>);
+pub struct StopHandle(Arc<StopFlag>);
+
+/// A data plane's stop request: a flag its worker reads every pass (a busy worker never
+/// sleeps), and an eventfd that wakes it from `ppoll`.
+#[derive(Debug)]
+pub(crate) struct StopFlag {
+    pub(crate) fd: OwnedFd,
+    pub(crate) set: std::sync::atomic::AtomicBool,
+}
 
 impl StopHandle {
-    /// Asks the thread to stop (idempotent, async-signal-safe write of an eventfd counter).
+    /// Asks the data plane to stop (idempotent; async-signal-safe: an atomic store and a write
+    /// of an eventfd counter).
     pub fn stop(&self) {
+        self.0.set.store(true, std::sync::atomic::Ordering::Release);
         let one = 1u64.to_ne_bytes();
         // SAFETY: writing 8 bytes from a live stack buffer to an eventfd we own.
-        let _ = unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), 8) };
+        let _ = unsafe { libc::write(self.0.fd.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 }
 
@@ -377,8 +387,9 @@ struct Port {
     without_carrier: bool,
 }
 
-/// The data path of one switch. Build with [`DataPlane::new`], run with [`DataPlane::run`] on a
-/// dedicated thread, stop with the [`StopHandle`].
+/// The data path of one switch. Build with [`DataPlane::new`], hand it to a
+/// [`crate::worker::Worker`] (which runs its passes, alone or beside other switches' on one
+/// thread), stop it with the [`StopHandle`].
 pub struct DataPlane {
     umem: Umem,
     /// UMEM chunk size, and every port's RX (fill) and TX (completion) ring entries.
@@ -420,9 +431,10 @@ pub struct DataPlane {
     ctrl: DataEnd,
     /// Port mirroring for `rocefab capture` ([`rocefab_plumbing::capture`]); off unless a capture runs.
     tap: Option<TapProducer>,
-    stop: Arc<OwnedFd>,
+    pub(crate) stop: Arc<StopFlag>,
     scratch: Vec<FrameDesc>,
-    pollfds: Vec<libc::pollfd>,
+    /// Every port's socket, then the control side's doorbell, then the stop eventfd.
+    pub(crate) pollfds: Vec<libc::pollfd>,
 }
 
 impl std::fmt::Debug for DataPlane {
@@ -450,6 +462,17 @@ fn prefetch_frame(umem: &Umem, d: &FrameDesc) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = ptr;
+}
+
+/// What one pass of a data plane did ([`DataPlane::pass`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pass {
+    /// Its clock at the start of the pass.
+    pub now: u64,
+    /// It moved frames, or has more to do at once.
+    pub worked: bool,
+    /// How long until the earliest deadline it waits for, ns (`None`: none).
+    pub wake_in: Option<u64>,
 }
 
 /// Where the loop stands for one port after its transmit step.
@@ -485,7 +508,8 @@ impl DataPlane {
             return Err(DataPlaneError::EventFd(std::io::Error::last_os_error()));
         }
         // SAFETY: `efd` is a fresh descriptor nothing else owns.
-        let stop = Arc::new(unsafe { OwnedFd::from_raw_fd(efd) });
+        let fd = unsafe { OwnedFd::from_raw_fd(efd) };
+        let stop = Arc::new(StopFlag { fd, set: std::sync::atomic::AtomicBool::new(false) });
         let total_frames = xsk.frames.len();
         let multi_buffer = xsk.multi_buffer;
         let buffer = SharedBuffer::new(cfg.buffer_params());
@@ -606,12 +630,8 @@ impl DataPlane {
         self.ports.iter().map(|p| p.xsk.fd()).collect()
     }
 
-    /// Runs until stopped. Returns an error only for failures of the kernel interface itself.
-    pub fn run(mut self) -> Result<(), DataPlaneError> {
-        // Shaper deadlines are tens of µs: ask for tight timers (default slack is 50 µs).
-        // SAFETY: prctl with integer arguments only affects this thread.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong) };
-        let clock = self.clock;
+    /// Logs the data plane's sizes as it starts driving its ports.
+    pub(crate) fn announce(&self) {
         let tx_budget = self.ports.iter().map(|p| p.xsk.tx_budget).min().unwrap_or(0);
         tracing::info!(
             ports = self.ports.len(),
@@ -621,71 +641,53 @@ impl DataPlane {
             tx_budget,
             "data plane running"
         );
-        let mut last_work = 0u64;
-        loop {
-            let now = clock.now();
-            let mut work = 0usize;
-            let mut busy = false;
-            for p in 0..self.ports.len() {
-                work += self.reap(p, now);
+    }
+
+    /// One pass over every port (module docs, steps 1-5): whether it moved anything or has more
+    /// to do at once, and how long until the earliest deadline it waits for.
+    pub(crate) fn pass(&mut self) -> Result<Pass, DataPlaneError> {
+        let now = self.clock.now();
+        let mut work = 0usize;
+        let mut busy = false;
+        for p in 0..self.ports.len() {
+            work += self.reap(p, now);
+        }
+        for p in 0..self.ports.len() {
+            self.refill(p);
+        }
+        work += self.take_control_frames();
+        for p in 0..self.ports.len() {
+            work += self.receive(p, now);
+            work += self.arrive(p, now);
+        }
+        self.refresh_pauses(now);
+        let mut wake = self.publish_pauses(now);
+        wake = wake.min(self.poll_watchdog(now));
+        if let Some(t) = self.pfc_tx.next_deadline() {
+            wake = wake.min(t);
+        }
+        for p in 0..self.ports.len() {
+            let state = if self.stats.ports[p].no_carrier.load(std::sync::atomic::Ordering::Relaxed) {
+                work += self.drop_without_carrier(p, now)?;
+                TxState::Idle
+            } else {
+                if self.ports[p].without_carrier {
+                    self.ports[p].without_carrier = false;
+                    self.stats.ports[p].carrier_lost_at.set(0);
+                }
+                self.transmit(p, now)?
+            };
+            match state {
+                TxState::Idle => {}
+                TxState::Busy => busy = true,
+                TxState::WaitUntil(t) => wake = wake.min(t),
             }
-            for p in 0..self.ports.len() {
-                self.refill(p);
-            }
-            work += self.take_control_frames();
-            for p in 0..self.ports.len() {
-                work += self.receive(p, now);
-                work += self.arrive(p, now);
-            }
-            self.refresh_pauses(now);
-            let mut wake = self.publish_pauses(now);
-            wake = wake.min(self.poll_watchdog(now));
-            if let Some(t) = self.pfc_tx.next_deadline() {
+            if let Some(t) = self.ports[p].rx_line.next_due() {
                 wake = wake.min(t);
             }
-            for p in 0..self.ports.len() {
-                let state = if self.stats.ports[p].no_carrier.load(std::sync::atomic::Ordering::Relaxed) {
-                    work += self.drop_without_carrier(p, now)?;
-                    TxState::Idle
-                } else {
-                    if self.ports[p].without_carrier {
-                        self.ports[p].without_carrier = false;
-                        self.stats.ports[p].carrier_lost_at.set(0);
-                    }
-                    self.transmit(p, now)?
-                };
-                match state {
-                    TxState::Idle => {}
-                    TxState::Busy => busy = true,
-                    TxState::WaitUntil(t) => wake = wake.min(t),
-                }
-                if let Some(t) = self.ports[p].rx_line.next_due() {
-                    wake = wake.min(t);
-                }
-            }
-            self.stats.free_frames.set(self.free.len() as u64);
-            if busy || work > 0 {
-                last_work = now;
-                continue;
-            }
-            if now.saturating_sub(last_work) < IDLE_SPIN_NS {
-                continue;
-            }
-            let timeout = if wake == u64::MAX {
-                None
-            } else {
-                let dt = wake.saturating_sub(now);
-                if dt < MIN_SLEEP_NS {
-                    continue;
-                }
-                Some(dt)
-            };
-            if self.wait(timeout)? {
-                break;
-            }
         }
-        self.shutdown();
-        Ok(())
+        self.stats.free_frames.set(self.free.len() as u64);
+        Ok(Pass { now, worked: busy || work > 0, wake_in: (wake != u64::MAX).then(|| wake.saturating_sub(now)) })
     }
 
     /// Moves completed TX descriptors back to the pools (the reserved pool first); returns how many.
@@ -1477,39 +1479,19 @@ impl DataPlane {
         Ok(TxState::WaitUntil(wake))
     }
 
-    /// Sleeps until a socket is readable, the timeout (ns) passes, or stop is requested.
-    /// Returns true when stop was requested.
-    fn wait(&mut self, timeout_ns: Option<u64>) -> Result<bool, DataPlaneError> {
-        let ts = timeout_ns.map(|ns| libc::timespec {
-            tv_sec: (ns / 1_000_000_000) as libc::time_t,
-            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-        });
-        let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        for f in &mut self.pollfds {
-            f.revents = 0;
-        }
-        // SAFETY: `pollfds` is a live array of initialised pollfd of the given length, `tsp` is
-        // null or points to a live timespec, and a null sigmask leaves the mask unchanged.
-        let r = unsafe {
-            libc::ppoll(self.pollfds.as_mut_ptr(), self.pollfds.len() as libc::nfds_t, tsp, std::ptr::null())
-        };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                return Ok(false);
-            }
-            return Err(DataPlaneError::Poll(e));
-        }
-        let stop = self.pollfds.last().is_some_and(|f| f.revents & libc::POLLIN != 0);
-        // The control side's doorbell: reset it, its frames are taken on the next pass.
-        if self.pollfds[self.pollfds.len() - 2].revents & libc::POLLIN != 0 {
-            self.ctrl.to_dp.drain();
-        }
-        Ok(stop)
+    /// After a `ppoll` of the worker: the control side's doorbell rang (`revents` of its
+    /// pollfd): reset it, its frames are taken on the next pass.
+    pub(crate) fn rang(&mut self) {
+        self.ctrl.to_dp.drain();
+    }
+
+    /// Whether its stop was asked for.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.set.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Returns every queued frame to the pool (the sockets and UMEM are closed on drop).
-    fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         let mut dropped = 0usize;
         for port in &mut self.ports {
             let free = &mut self.free;

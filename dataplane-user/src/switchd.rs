@@ -1,18 +1,22 @@
-//! The switch daemon, `rocefab-switchd --config <switch.json> [--log-file <file>]` (its binary
-//! only parses the arguments and calls [`run`]). One switch of the emulated fabric: binds the Prometheus listener (in the namespace it was
-//! started in), enters the switch's network namespace, loads and attaches the XDP program,
-//! opens one AF_XDP socket per port, and runs the data-plane thread until SIGTERM/SIGINT; then
-//! stops the thread, closes the sockets, detaches XDP and exits 0. Startup failures exit 1 with
-//! a message naming what failed.
+//! The switch daemon, `rocefab-switchd --config <switch.json> [--config ...] [--workers N]
+//! [--log-file <file>]` (its binary only parses the arguments and calls [`run`]). Each switch of
+//! the emulated fabric given: binds its Prometheus listener (in the namespace the daemon was
+//! started in), enters the switch's network namespace (on its own thread), loads and attaches
+//! the XDP program, opens one AF_XDP socket per port, and hands its data plane to one of the
+//! `--workers` data-plane threads ([`crate::worker`]) until SIGTERM/SIGINT or `POST /stop`; then
+//! stops its data plane, closes the sockets, detaches XDP. The daemon exits 0 when every switch
+//! has ended cleanly; start-up failures exit 1 with a message naming the switch and what failed.
 //!
 //! HTTP routes: `/metrics` (Prometheus), `/sample` (JSON for the DCQCN timeline,
 //! [`crate::sample`]), `/lldp` (neighbours, when the agent runs), the capture stream.
 //!
-//! Two threads. The data-plane thread (`dp-<switch>`) is a plain thread that never waits for the
-//! control side. The main thread runs the control side on a current-thread tokio runtime
-//! ([`control`]): the HTTP server ([`rocefab_plumbing::http`]) on the pre-bound listener, the
-//! signalfd, the data plane's bell, and the data-plane thread's end (a oneshot channel whose
-//! sender the thread drops when it returns or unwinds, so no polling).
+//! Threads. The data-plane workers (`dp-<switch>` for a switch alone, else `dp-worker-<i>`) are
+//! plain threads that never wait for a control side. Each switch's control side runs on its own
+//! thread (`sw-<switch>`) on a current-thread tokio runtime ([`control`]): the HTTP server
+//! ([`rocefab_plumbing::http`]) on the pre-bound listener, the data plane's bell, the shutdown
+//! (the main thread's signalfd, or `POST /stop`), and its data plane's end (a oneshot channel
+//! whose sender its worker drops when the data plane ends, so no polling). The main thread
+//! reads the signalfd and waits for the switches to end.
 //!
 //! The control side's end of the rings, [`ControlEnd`], lives in an `Arc<Mutex<ControlEnd>>`
 //! made in [`run`] and handed to [`control`]; every control task that talks to the data plane
@@ -27,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::ctrl::{ControlEnd, DpEvent, OwnFrame};
-use crate::dataplane::{DataPlane, DataPlaneConfig, StopHandle, CTRL_EVENTS, CTRL_FRAMES};
+use crate::dataplane::{DataPlane, DataPlaneConfig, CTRL_EVENTS, CTRL_FRAMES};
 use crate::metrics::Metrics;
 use crate::sample::{self, XdpCounters};
 use crate::xsk::{self, XskStatsReader};
@@ -48,9 +52,16 @@ use switch_model::stats::SwitchStats;
 #[derive(Debug, Parser)]
 #[command(name = "rocefab-switchd", version, about = "rocefab switch daemon (XDP + AF_XDP data plane)")]
 pub struct Args {
-    /// Switch configuration (JSON, as written by `rocefab up`).
-    #[arg(long)]
-    pub config: PathBuf,
+    /// Switch configuration (JSON, as written by `rocefab up`). Repeat it to run several
+    /// switches in this process, their data planes driven by `--workers` shared threads.
+    #[arg(long, required = true)]
+    pub config: Vec<PathBuf>,
+    /// Data-plane worker threads shared by the switches: each switch's data plane runs on one
+    /// (`--config` order cut into as many contiguous blocks, so that switches named next to
+    /// each other, a pod's, share one), and a frame crossing switches of one worker goes from
+    /// hop to hop without a thread waking up.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub workers: u16,
     /// Append logs to this file instead of stderr.
     #[arg(long)]
     pub log_file: Option<PathBuf>,
@@ -106,22 +117,120 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The daemon: start-up, the control side until a signal or the data-plane thread's end, then
-/// the shutdown (module docs).
+/// The daemon: every switch of `--config` started, each on its own control thread
+/// (`sw-<switch>`: its namespace, XDP program, sockets, HTTP listener, LLDP agent, carrier
+/// watch), its data plane handed to a shared worker ([`crate::worker`]); then, until SIGTERM or
+/// SIGINT, or until every switch has ended, their control sides; then each one's shutdown. A
+/// switch that fails is logged by name and the others go on; the daemon fails if any did.
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    let cfg =
-        SwitchConfig::load(&args.config).with_context(|| format!("loading switch config {}", args.config.display()))?;
-    // 1. Metrics listener first, in the namespace we were started in (root: reachable on lo).
-    let listener = TcpListener::bind(cfg.metrics_listen)
-        .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
-    // Each start-up step is logged as it begins, so a slow or killed start shows where it was.
-    tracing::info!(switch = %cfg.name, "start-up 1/5: metrics listener bound on {}", cfg.metrics_listen);
-    // 2. Then the switch namespace, before any thread exists.
+    let cfgs = args
+        .config
+        .iter()
+        .map(|c| SwitchConfig::load(c).with_context(|| format!("loading switch config {}", c.display())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for (i, c) in cfgs.iter().enumerate() {
+        if cfgs[..i].iter().any(|o| o.name == c.name) {
+            bail!("switch {} is configured twice ({})", c.name, args.config[i].display());
+        }
+    }
+    // 1. Metrics listeners first, in the namespace we were started in (root: reachable on lo).
+    let mut listeners = Vec::with_capacity(cfgs.len());
+    for cfg in &cfgs {
+        let l = TcpListener::bind(cfg.metrics_listen)
+            .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
+        // Each start-up step is logged as it begins, so a slow or killed start shows where it was.
+        tracing::info!(switch = %cfg.name, "start-up 1/5: metrics listener bound on {}", cfg.metrics_listen);
+        listeners.push(l);
+    }
+    // Signals go to the signalfd (blocked here, so in every thread spawned later).
+    let signals = Signals::block().context("signal setup")?;
+    let mut workers = Vec::new();
+    let mut threads = Vec::new();
+    for i in 0..usize::from(args.workers).min(cfgs.len()) {
+        // A switch alone keeps its data-plane thread's name.
+        let name = if cfgs.len() == 1 { format!("dp-{}", cfgs[0].name) } else { format!("dp-worker-{i}") };
+        let (handle, thread) = crate::worker::Worker::spawn(&name).context("starting a data-plane worker")?;
+        workers.push(handle);
+        threads.push(thread);
+    }
+    let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
+    let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<(String, anyhow::Result<()>)>();
+    let (mut switches, total) = (Vec::with_capacity(cfgs.len()), cfgs.len());
+    for (i, (cfg, listener)) in cfgs.into_iter().zip(listeners).enumerate() {
+        let worker = workers[i * workers.len() / total].clone();
+        let (shutdown, ended) = (shutdown.clone(), ended_tx.clone());
+        let name = cfg.name.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("sw-{name}"))
+            .spawn(move || {
+                let r = switch(cfg, listener, &worker, shutdown);
+                drop(worker);
+                let _ = ended.send((name, r));
+            })
+            .context("starting a switch's control thread")?;
+        switches.push(t);
+    }
+    drop((workers, ended_tx));
+    let mut failures = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the main thread's tokio runtime")?
+        .block_on(async {
+            let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
+            let mut failures = Vec::new();
+            let mut left = total;
+            while left > 0 {
+                tokio::select! {
+                    sig = signals.recv() => {
+                        let sig = sig.context("reading the signalfd")?;
+                        tracing::info!("received {sig}, shutting down");
+                        let _ = shutdown_tx.send(true);
+                    }
+                    e = ended_rx.recv() => {
+                        let Some((name, r)) = e else { break };
+                        left -= 1;
+                        if let Err(e) = r {
+                            if total > 1 {
+                                tracing::error!(switch = %name, "switch failed: {e:#}");
+                            }
+                            failures.push((name, e));
+                        }
+                    }
+                }
+            }
+            anyhow::Ok(failures)
+        })?;
+    for t in switches.into_iter().chain(threads) {
+        if t.join().is_err() {
+            bail!("a switch's thread panicked");
+        }
+    }
+    match failures.pop() {
+        None => Ok(()),
+        Some((_, e)) if total == 1 => Err(e),
+        Some(last) => {
+            failures.push(last);
+            bail!(
+                "{} of {total} switches failed: {}",
+                failures.len(),
+                failures.iter().map(|(n, e)| format!("{n}: {e:#}")).collect::<Vec<_>>().join("; ")
+            )
+        }
+    }
+}
+
+/// One switch of the daemon, on its own thread: start-up, the control side until `shutdown` or
+/// its data plane's end, then its shutdown (module docs).
+fn switch(
+    cfg: SwitchConfig,
+    listener: TcpListener,
+    worker: &crate::worker::WorkerHandle,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    // 2. Then the switch namespace (this thread's: the process's other threads keep theirs).
     if let Some(ns) = &cfg.netns {
         enter_netns(ns).with_context(|| format!("switch {}: entering its network namespace", cfg.name))?;
     }
-    // 3. Signals go to the signalfd (blocked here, so in every thread spawned later).
-    let signals = Signals::block().context("signal setup")?;
     tracing::info!(switch = %cfg.name, netns = ?cfg.netns, "start-up 2/5: loading and attaching the XDP program on {} port(s)", cfg.ports.len());
 
     // 4. XDP program and maps; dropping `xdp` on any error below detaches it again.
@@ -157,7 +266,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let slot = capture::slot(tap_consumer);
     capture::lock_hub(&slot).add_source(ktap_consumer, ktap_thread.thread.thread());
     let stop = dp.stop_handle();
-    let (thread, dp_gone) = spawn_data_plane(&cfg, dp)?;
+    let (ended, dp_gone) = hand_to_worker(worker, dp)?;
     tracing::info!(
         switch = %cfg.name,
         netns = ?cfg.netns,
@@ -183,45 +292,61 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         nexthops: cfg.nexthops.len(),
         replaced: carrier.routes_replaced.clone(),
     }));
+    // `POST /stop` ends this switch alone (`rocefab fail switch` in a shared process).
+    let (stop_tx, stopped) = tokio::sync::watch::channel(false);
     let router = router(&cfg, &scrape, &names, slot, &stats, agent.as_ref())
         .merge(routes_router(&cfg, &scrape, &routing))
-        .merge(faults_router(&cfg, &scrape));
+        .merge(faults_router(&cfg, &scrape))
+        .merge(stop_router(&cfg, stop_tx));
     let links = watch_carrier(&cfg, &scrape, &routing, &names, &carrier);
 
-    // 5. The control side, until a signal, the data-plane thread's end or a failure.
-    let failure = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("building the control side's tokio runtime")
-        .and_then(|rt| {
-            let r = rt.block_on(control(&cfg, listener, router, signals, ctrl, agent, dp_gone, links));
-            // Dropping the runtime ends the server's connection tasks and their hold on `scrape`.
-            drop(rt);
+    // 5. The control side, until a signal, `POST /stop`, the data plane's end or a failure;
+    //    then the data plane stopped and XDP detached while the listener still answers, so
+    //    that a caller who waits for it to close finds the switch gone.
+    let (failure, joined) = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => {
+            let mut side = Box::pin(control(&cfg, listener, router, [shutdown, stopped], ctrl, agent, dp_gone, links));
+            let r = rt.block_on(async {
+                let r = (&mut side).await;
+                stop.stop();
+                let joined = ended.recv();
+                lock(&scrape).xdp.detach_ports();
+                (r.err(), joined)
+            });
+            // Dropping the runtime closes the listener and ends the server's connection tasks
+            // and their hold on `scrape`.
+            drop((side, rt));
             r
-        })
-        .err();
-    shut_down(&cfg, stop, thread, scrape, failure)
+        }
+        Err(e) => {
+            drop(links);
+            stop.stop();
+            (Some(anyhow::Error::new(e).context("building the control side's tokio runtime")), ended.recv())
+        }
+    };
+    shut_down(&cfg, joined, scrape, failure)
 }
 
-/// The data-plane thread (`dp-<switch>`), and a receiver that resolves when it has ended: the
-/// sender is dropped when the thread's closure returns or unwinds, so the control side learns
-/// of the end at once, without polling.
-fn spawn_data_plane(
-    cfg: &SwitchConfig,
+/// Hands the data plane to its worker: a receiver of how it ended, and one that resolves when it
+/// has (its sender is dropped then), so the control side learns of the end at once.
+fn hand_to_worker(
+    worker: &crate::worker::WorkerHandle,
     dp: DataPlane,
-) -> anyhow::Result<(DataPlaneThread, tokio::sync::oneshot::Receiver<Infallible>)> {
+) -> anyhow::Result<(DataPlaneEnd, tokio::sync::oneshot::Receiver<Infallible>)> {
     let (dp_alive, dp_gone) = tokio::sync::oneshot::channel::<Infallible>();
-    let thread = std::thread::Builder::new()
-        .name(format!("dp-{}", cfg.name))
-        .spawn(move || {
-            let _alive = dp_alive;
-            dp.run()
-        })
-        .context("spawning the data-plane thread")?;
-    Ok((thread, dp_gone))
+    let (tx, rx) = std::sync::mpsc::channel();
+    worker.add(
+        dp,
+        Box::new(move |r| {
+            let _ = tx.send(r);
+            drop(dp_alive);
+        }),
+    )?;
+    Ok((rx, dp_gone))
 }
 
-type DataPlaneThread = std::thread::JoinHandle<Result<(), crate::dataplane::DataPlaneError>>;
+/// How a switch's data plane ended; closed without a word if its worker panicked.
+type DataPlaneEnd = std::sync::mpsc::Receiver<Result<(), crate::dataplane::DataPlaneError>>;
 
 /// Start-up step 3: the UMEM and one AF_XDP socket per port (`names`), each registered in the
 /// XDP program's socket map; and the reader of their kernel statistics.
@@ -293,13 +418,10 @@ fn router(
 /// the daemon ends (the control side's `failure`, else the thread's result).
 fn shut_down(
     cfg: &SwitchConfig,
-    stop: StopHandle,
-    thread: DataPlaneThread,
+    joined: Result<Result<(), crate::dataplane::DataPlaneError>, std::sync::mpsc::RecvError>,
     scrape: Arc<Mutex<Scrape>>,
     failure: Option<anyhow::Error>,
 ) -> anyhow::Result<()> {
-    stop.stop();
-    let joined = thread.join();
     match Arc::try_unwrap(scrape) {
         Ok(scrape) => {
             let Scrape { xdp, xsk_stats, .. } = scrape.into_inner().unwrap_or_else(PoisonError::into_inner);
@@ -315,8 +437,8 @@ fn shut_down(
     }
     match joined {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(e).context("data-plane thread failed"),
-        Err(_) => bail!("data-plane thread panicked"),
+        Ok(Err(e)) => Err(e).context("data plane failed"),
+        Err(_) => bail!("data-plane worker panicked"),
     }
 }
 
@@ -331,13 +453,12 @@ async fn control(
     cfg: &SwitchConfig,
     listener: TcpListener,
     router: axum::Router,
-    signals: Signals,
+    [mut shutdown, mut stopped]: [tokio::sync::watch::Receiver<bool>; 2],
     ctrl: Arc<Mutex<ControlEnd>>,
     agent: Option<Arc<Mutex<NodeAgent>>>,
     mut dp_gone: tokio::sync::oneshot::Receiver<Infallible>,
     links: impl std::future::Future<Output = anyhow::Result<Infallible>>,
 ) -> anyhow::Result<()> {
-    let signals = AsyncSignals::new(signals).context("registering the signalfd")?;
     let from_dp = Doorbell::new(lock(&ctrl).from_dp.clone()).context("registering the data plane's event bell")?;
     let lldp = async {
         match &agent {
@@ -345,10 +466,16 @@ async fn control(
             None => std::future::pending().await,
         }
     };
+    // A task of its own, so that it still answers while the caller stops the data plane and
+    // detaches XDP after this returns (until the runtime is dropped).
+    let mut server = tokio::spawn(http::serve(listener, router));
     let signalled = tokio::select! {
-        sig = signals.recv() => {
-            let sig = sig.context("reading the signalfd")?;
-            tracing::info!("received {sig}, shutting down");
+        _ = shutdown.wait_for(|s| *s) => {
+            tracing::info!(switch = %cfg.name, "shutting down");
+            true
+        }
+        _ = stopped.wait_for(|s| *s) => {
+            tracing::info!(switch = %cfg.name, "asked to stop (POST /stop), shutting down");
             true
         }
         _ = lldp => false,
@@ -361,8 +488,9 @@ async fn control(
             let Err(e) = r;
             return Err(e).context("watching the ports' carrier");
         }
-        r = http::serve(listener, router) => {
-            return Err(r.err().map_or_else(|| anyhow!("stopped"), anyhow::Error::new)).context("metrics server");
+        r = &mut server => {
+            let r = r.map_err(anyhow::Error::new).and_then(|r| r.map_err(anyhow::Error::new));
+            return Err(r.err().unwrap_or_else(|| anyhow!("stopped"))).context("metrics server");
         }
     };
     if let (true, Some(a)) = (signalled, &agent) {
@@ -487,6 +615,18 @@ fn faults_router(cfg: &SwitchConfig, scrape: &Arc<Mutex<Scrape>>) -> axum::Route
         }
     };
     axum::Router::new().route("/ports/silent", axum::routing::put(put))
+}
+
+/// `POST /stop`: this switch shuts down as on SIGTERM (its LLDP shutdown frames, its data plane
+/// stopped, XDP detached, its listener closed); the daemon's other switches go on.
+fn stop_router(cfg: &SwitchConfig, stop: tokio::sync::watch::Sender<bool>) -> axum::Router {
+    let name = cfg.name.clone();
+    let post = move || {
+        tracing::info!(switch = %name, "POST /stop");
+        let _ = stop.send(true);
+        async { (axum::http::StatusCode::OK, "stopping\n") }
+    };
+    axum::Router::new().route("/stop", axum::routing::post(post))
 }
 
 fn routes_router(cfg: &SwitchConfig, scrape: &Arc<Mutex<Scrape>>, routing: &Arc<Mutex<Routing>>) -> axum::Router {

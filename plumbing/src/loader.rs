@@ -449,6 +449,11 @@ impl XdpSwitch {
     /// Detaches from all ports (also done on drop). Failures are logged, not returned: the
     /// interface may already be gone when a fabric is torn down.
     pub fn detach(mut self) {
+        self.detach_ports();
+    }
+
+    /// [`XdpSwitch::detach`] in place (the maps stay readable); a second call does nothing.
+    pub fn detach_ports(&mut self) {
         let links = std::mem::take(&mut self.links);
         if links.is_empty() {
             return;

@@ -25,6 +25,12 @@ pub enum FabricCmd {
         /// and share the machine's cores).
         #[arg(long)]
         timeout: Option<u64>,
+        /// Run every switch in one `rocefab-switchd` process whose data planes share this many
+        /// worker threads (one per core fits the machine): a frame crossing switches of one
+        /// worker goes from hop to hop without a thread waking up. Default: a process per
+        /// switch.
+        #[arg(long, env = "ROCEFAB_SWITCH_WORKERS", value_parser = clap::value_parser!(u16).range(1..))]
+        switch_workers: Option<u16>,
     },
     /// Tear a fabric down: daemons, namespaces, veths, run directory (root).
     Down {
@@ -83,7 +89,9 @@ pub enum FabricCmd {
 
 pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
     match cmd {
-        FabricCmd::Up { topology, timeout } => up(topology, timeout.map(Duration::from_secs)),
+        FabricCmd::Up { topology, timeout, switch_workers } => {
+            up(topology, timeout.map(Duration::from_secs), *switch_workers)
+        }
         FabricCmd::Down { fabric } => down(fabric.as_deref()),
         FabricCmd::Status { fabric, json } => status(fabric.as_deref(), *json),
         FabricCmd::Exec { at, fabric_option, cmd } => {
@@ -160,5 +168,24 @@ mod tests {
         };
         assert_eq!((a.fabric.as_deref(), a.fabric_option.as_deref()), (None, Some("rs")));
         assert!(parse(&["send", "rs", "--fabric", "rs", "--from", "h:g", "--to", "h:g"]).is_err(), "named twice");
+    }
+
+    /// Issue 41: `up --switch-workers N` (N >= 1) puts every switch in one process.
+    #[test]
+    fn up_takes_the_switch_workers() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            c: FabricCmd,
+        }
+        let parse =
+            |line: &[&str]| Cli::try_parse_from(std::iter::once("rocefab").chain(line.iter().copied())).map(|c| c.c);
+        let Ok(FabricCmd::Up { switch_workers, .. }) = parse(&["up", "t.yaml", "--switch-workers", "2"]) else {
+            panic!("up --switch-workers 2")
+        };
+        assert_eq!(switch_workers, Some(2));
+        let e = parse(&["up", "t.yaml", "--switch-workers", "0"]).expect_err("0 workers").to_string();
+        assert!(e.contains("--switch-workers") && e.contains("0 is not in 1..=65535"), "{e}");
     }
 }

@@ -10,7 +10,14 @@ use crate::topology::LineRate;
 pub fn status(name: Option<&str>, json: bool) -> anyhow::Result<()> {
     let fabric = pick_fabric(name)?;
     let st = crate::fabric::load_state(&fabric)?;
-    let alive = |d: &DaemonState| d.pid.is_some_and(|p| pid_alive(p) && is_our_daemon(p, &d.config));
+    // A switch sharing its process with others (`up --switch-workers`) can end alone (`rocefab
+    // fail switch`, or its data plane failing): alive only while it also answers.
+    let shared = |d: &DaemonState| st.daemons.iter().filter(|o| o.pid.is_some() && o.pid == d.pid).count() > 1;
+    let alive = |d: &DaemonState| {
+        d.pid.is_some_and(|p| pid_alive(p) && is_our_daemon(p, &d.config))
+            && (!shared(d)
+                || crate::fabric::daemon_http::scrape(&d.metrics_url, std::time::Duration::from_millis(500)).is_ok())
+    };
     if json {
         // `daemons` keeps listing switch daemons only (as before host agents existed); the
         // hosts' NIC agents are `nic_agents`.

@@ -44,18 +44,51 @@ pub fn start_daemon(st: &mut State, d: DaemonState, binary: &Path) -> anyhow::Re
     Ok(())
 }
 
-/// Waits until `url` answers 200, failing with the log's tail if the daemon exits or the
-/// deadline passes.
-/// Stops switch `name`'s daemon (SIGTERM, then SIGKILL after 5 s); its pid is forgotten.
+/// Spawns one `rocefab-switchd` for every switch recorded in `st` (`--config` each, in their
+/// order: a pod's switches are neighbours, and `--workers` gives contiguous blocks to one
+/// worker) and records its pid as each one's.
+pub fn start_shared_switchd(st: &mut State, binary: &Path, workers: u16) -> anyhow::Result<()> {
+    let switches: Vec<usize> = (0..st.daemons.len()).filter(|&i| !st.daemons[i].is_host()).collect();
+    let Some(&first) = switches.first() else { return Ok(()) };
+    let configs: Vec<&Path> = switches.iter().map(|&i| st.daemons[i].config.as_path()).collect();
+    let pid =
+        spawn_daemon_of(binary, &configs, &["--workers".to_string(), workers.to_string()], &st.daemons[first].log)
+            .context("starting the switches' shared daemon")?;
+    for i in switches {
+        st.daemons[i].pid = Some(pid);
+    }
+    st.save()?;
+    Ok(())
+}
+
+/// Stops switch `name`'s daemon (SIGTERM, then SIGKILL after 5 s); its pid is forgotten. A
+/// switch that shares its process with others (`--switch-workers`) is asked to stop alone
+/// (`POST /stop`: its data plane, XDP and listener go, as a killed daemon's would), and waited
+/// for until its listener closes (5 s).
 pub fn stop_switch_daemon(st: &mut State, name: &str) -> anyhow::Result<()> {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
-    let d = st
+    let i = st
         .daemons
-        .iter_mut()
-        .find(|d| !d.is_host() && d.node() == name)
+        .iter()
+        .position(|d| !d.is_host() && d.node() == name)
         .ok_or_else(|| anyhow!("fabric {}: no switch {name}", st.fabric))?;
-    if let Some(pid) = d.pid.take() {
+    let shared = st.daemons[i]
+        .pid
+        .is_some_and(|pid| st.daemons.iter().enumerate().any(|(j, o)| j != i && o.pid == Some(pid)) && pid_alive(pid));
+    let d = &mut st.daemons[i];
+    if shared {
+        crate::fabric::daemon_http::http_request("POST", &d.url("/stop"), None, Duration::from_secs(2))
+            .with_context(|| format!("asking switch {name} to stop"))?;
+        let end = Instant::now() + Duration::from_secs(5);
+        while scrape(&d.metrics_url, Duration::from_millis(200)).is_ok() {
+            if Instant::now() >= end {
+                bail!("switch {name} still serves {} 5 s after it was asked to stop", d.metrics_url);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d.pid = None;
+    } else if let Some(pid) = d.pid.take() {
         let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
         let end = Instant::now() + Duration::from_secs(5);
         while pid_alive(pid) && Instant::now() < end {
@@ -121,11 +154,19 @@ pub fn wait_ready(
 }
 
 pub fn spawn_daemon(binary: &Path, config: &Path, log: &Path) -> anyhow::Result<u32> {
+    spawn_daemon_of(binary, &[config], &[], log)
+}
+
+/// [`spawn_daemon`] with several `--config` and more arguments.
+fn spawn_daemon_of(binary: &Path, configs: &[&Path], args: &[String], log: &Path) -> anyhow::Result<u32> {
     let out =
         OpenOptions::new().create(true).append(true).open(log).with_context(|| format!("open {}", log.display()))?;
     let err = out.try_clone().context("dup log fd")?;
     let mut cmd = Command::new(binary);
-    cmd.arg("--config").arg(config).arg("--log-file").arg(log).stdin(Stdio::null()).stdout(out).stderr(err);
+    for c in configs {
+        cmd.arg("--config").arg(c);
+    }
+    cmd.args(args).arg("--log-file").arg(log).stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: setsid() is async-signal-safe and touches no memory of the parent; it detaches
     // the daemon from our session and terminal so it outlives `rocefab up`.
     unsafe {

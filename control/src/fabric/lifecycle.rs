@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
-use crate::fabric::daemons::{daemon_pids, locate_nicd, locate_switchd, pid_alive, start_daemon, wait_ready};
+use crate::fabric::daemons::{
+    daemon_pids, locate_nicd, locate_switchd, pid_alive, start_daemon, start_shared_switchd, wait_ready,
+};
 use crate::fabric::netns;
 use crate::fabric::pick_fabric;
 use crate::fabric::rundir::{self, DaemonState, EmulatedClock, LinkState, State, KIND_HOST, KIND_SWITCH};
@@ -75,7 +77,7 @@ pub fn default_up_timeout(switches: usize, agents: usize) -> Duration {
     Duration::from_secs(20 + (switches + agents) as u64)
 }
 
-pub fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
+pub fn up(path: &Path, timeout: Option<Duration>, switch_workers: Option<u16>) -> anyhow::Result<()> {
     let topo = Topology::load(path)?;
     print_warnings(&topo);
     require_root()?;
@@ -112,6 +114,7 @@ pub fn up(path: &Path, timeout: Option<Duration>) -> anyhow::Result<()> {
         topology: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
         phase: "creating".into(),
         clock: Some(EmulatedClock::starting_now(topo.time_dilation)),
+        switch_workers,
         ..State::default()
     };
     st.save()?;
@@ -273,13 +276,15 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
     )?;
     phase.finish("namespaces configured");
 
-    // 4. Switch daemons, each recorded before it is spawned; then wait for their metrics.
+    // 4. Switch daemons, each recorded before it is spawned; then wait for their metrics. With
+    //    `--switch-workers`, one process runs them all (one log, `switches.log`).
     let dir = rundir::dir(&plan.fabric);
     let deadline = Instant::now() + timeout;
     let phase = Phase::start("switch daemons", plan.switches.len());
+    let shared = st.switch_workers;
     for s in &plan.switches {
         let config = dir.join(format!("{}.json", s.name));
-        let log = dir.join(format!("{}.log", s.name));
+        let log = dir.join(if shared.is_some() { "switches.log".to_string() } else { format!("{}.log", s.name) });
         s.config.save(&config)?;
         let d = DaemonState {
             kind: KIND_SWITCH.into(),
@@ -291,7 +296,15 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
             metrics_url: format!("http://{}/metrics", s.config.metrics_listen),
         };
         UpLock::check_not_taken_down(&plan.fabric)?;
-        start_daemon(st, d, daemons.switchd).with_context(|| format!("starting the daemon of {}", s.name))?;
+        if shared.is_some() {
+            st.daemons.push(d);
+            st.save()?;
+        } else {
+            start_daemon(st, d, daemons.switchd).with_context(|| format!("starting the daemon of {}", s.name))?;
+        }
+    }
+    if let Some(workers) = shared {
+        start_shared_switchd(st, daemons.switchd, workers)?;
     }
     wait_all_ready(
         &plan.fabric,

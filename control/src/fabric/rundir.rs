@@ -101,6 +101,10 @@ pub struct State {
     /// frame dropped); also in `failed_links`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub silent_links: Vec<usize>,
+    /// `rocefab up --switch-workers N`: every switch in one `rocefab-switchd` process whose data
+    /// planes share N worker threads (each switch's daemon state then has that process's pid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_workers: Option<u16>,
 }
 
 /// A fabric's emulated clock (docs/src/emulated-time.md): at time dilation D, the wall-clock
@@ -261,6 +265,7 @@ mod tests {
                 class: "host-rail".into(),
             }],
             silent_links: vec![0],
+            switch_workers: Some(2),
             daemons: vec![],
             clock: Some(EmulatedClock { time_dilation: 8000.0, zero_unix_ns: 1_700_000_000_000_000_000 }),
             failed_links: vec![0],
