@@ -51,9 +51,17 @@ pub enum Phase {
 }
 
 /// Environment a privileged test run must not inherit: each overrides which daemon, FRR or XDP
-/// object the fabric runs, so a stale or foreign one would be tested instead of this build's.
-pub const CLEARED_ENV: [&str; 5] =
-    ["ROCEFAB_SWITCHD", "ROCEFAB_NICD", "ROCEFAB_HOSTD", "ROCEFAB_FRR_DIR", "ROCEFAB_XDP_OBJECT"];
+/// object the fabric runs, so a stale or foreign one would be tested instead of this build's;
+/// `ROCEFAB_SWITCH_WORKERS` would run every fabric's switches in one process (the tests that
+/// want that say so on their command line).
+pub const CLEARED_ENV: [&str; 6] = [
+    "ROCEFAB_SWITCHD",
+    "ROCEFAB_NICD",
+    "ROCEFAB_HOSTD",
+    "ROCEFAB_FRR_DIR",
+    "ROCEFAB_XDP_OBJECT",
+    "ROCEFAB_SWITCH_WORKERS",
+];
 
 pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {
     let root = root();
