@@ -362,14 +362,13 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
         }
         eprintln!("{}: acted on the carrier loss {:.3} ms after the cut", e["end"], lost as f64 / 1e6);
     }
-    // The job crossed the link both ways when it was cut (data and ACKs), so the check above
-    // bites: an end sent into it after the cut. Not necessarily both: an end whose TX ring was
-    // full at the cut hands the port nothing more (seen: rail1's last frame before the cut,
-    // spine1's 6.5 ms after it, its data plane acting at 7.4 ms).
-    assert!(
-        ends.iter().any(|e| e["last_frame_after_ns"].as_u64().is_some()),
-        "neither end sent into the link after the cut: {fo:#}"
-    );
+    // The check above bites because the job's frames keep arriving for the cut port after its
+    // data plane acted (until its ECMP groups move, 100 ms later): a switch that sent them
+    // would be caught (a broken build sent 40 ms after the cut). It drops them instead (the
+    // frames dropped for want of carrier, asserted below). Whether an end sent anything
+    // between the cut and acting on it is the machine's timing, not asserted: seen, rail1's
+    // last frame before the cut and spine1's 6.5 ms after it (acting at 7.4 ms) on a loaded
+    // machine; neither, with both ends acting within 1.4 ms, in a fresh-clone CI run.
     // Frames were lost (handed to the dead link, or dropped by rail1 for want of carrier), so
     // the job retransmitted and took longer than the same job without it.
     let lost = fo["frames_lost"].as_u64().unwrap();
@@ -383,7 +382,10 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
     let after = link(&f);
     let d: Vec<f64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
     let counted = (d[0] - d[1]).max(0.0) + (d[2] - d[3]).max(0.0) + d[4];
-    eprintln!("frames lost by the counters: {counted}");
+    eprintln!("frames lost by the counters: {counted}, of which dropped for want of carrier {}", d[4]);
+    // What makes the stamps' check above bite: frames the ends held for the port, or that came
+    // for it, after the carrier went.
+    assert!(d[4] > 0.0, "no frame was dropped for want of carrier at either end: {fo:#}");
     assert!(
         (counted - lost as f64).abs() <= 2.0,
         "the report says {lost} frames lost, the link's counters {counted} (tx {} rx {} / tx {} rx {}, carrier drops {}): {fo:#}",
