@@ -116,18 +116,21 @@ pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
-    /// Issue 40: exec, vtysh and send name the fabric as the other commands do, first and
-    /// optional; `--fabric` still parses, but not beside a positional fabric.
-    #[test]
-    fn exec_vtysh_and_send_take_the_fabric_first_as_every_command_does() {
+    /// `rocefab <line>` parsed as a fabric subcommand.
+    fn parse(line: &[&str]) -> Result<FabricCmd, clap::Error> {
         use clap::Parser;
         #[derive(Parser)]
         struct Cli {
             #[command(subcommand)]
             c: FabricCmd,
         }
-        let parse =
-            |line: &[&str]| Cli::try_parse_from(std::iter::once("rocefab").chain(line.iter().copied())).map(|c| c.c);
+        Cli::try_parse_from(std::iter::once("rocefab").chain(line.iter().copied())).map(|c| c.c)
+    }
+
+    /// Issue 40: exec, vtysh and send name the fabric as the other commands do, first and
+    /// optional; `--fabric` still parses, but not beside a positional fabric.
+    #[test]
+    fn exec_vtysh_and_send_take_the_fabric_first_as_every_command_does() {
         let words = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let Ok(FabricCmd::Exec { at, fabric_option, cmd }) = parse(&["exec", "rs", "host1", "--", "ip", "-br", "a"])
         else {
@@ -173,14 +176,6 @@ mod tests {
     /// Issue 41: `up --switch-workers N` (N >= 1) puts every switch in one process.
     #[test]
     fn up_takes_the_switch_workers() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(subcommand)]
-            c: FabricCmd,
-        }
-        let parse =
-            |line: &[&str]| Cli::try_parse_from(std::iter::once("rocefab").chain(line.iter().copied())).map(|c| c.c);
         let Ok(FabricCmd::Up { switch_workers, .. }) = parse(&["up", "t.yaml", "--switch-workers", "2"]) else {
             panic!("up --switch-workers 2")
         };

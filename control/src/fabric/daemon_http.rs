@@ -7,26 +7,24 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 
+/// The values of the samples of `name` for `port` in a Prometheus text scrape.
+fn port_samples<'a>(text: &'a str, name: &'a str, port: &str) -> impl Iterator<Item = f64> + 'a {
+    let want = format!("port=\"{port}\"");
+    text.lines().filter_map(move |l| {
+        let (labels, value) = l.strip_prefix(name)?.strip_prefix('{')?.split_once('}')?;
+        labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
+    })
+}
+
 /// Sum of the samples of the per-port counter `name` for `port` in a Prometheus text scrape.
 pub fn port_counter(text: &str, name: &str, port: &str) -> u64 {
-    let want = format!("port=\"{port}\"");
-    text.lines()
-        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
-        .filter_map(|rest| {
-            let (labels, value) = rest.split_once('}')?;
-            labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
-        })
-        .sum::<f64>() as u64
+    port_samples(text, name, port).sum::<f64>() as u64
 }
 
 /// The value of the per-port gauge `name` for `port` in a Prometheus text scrape; `None` when
 /// the scrape has no such series (an older daemon, or a port it does not have).
 pub fn port_gauge(text: &str, name: &str, port: &str) -> Option<f64> {
-    let want = format!("port=\"{port}\"");
-    text.lines().filter_map(|l| l.strip_prefix(name)?.strip_prefix('{')).find_map(|rest| {
-        let (labels, value) = rest.split_once('}')?;
-        labels.split(',').any(|kv| kv == want).then(|| value.trim().parse::<f64>().ok())?
-    })
+    port_samples(text, name, port).next()
 }
 
 /// HTTP GET of a `http://host:port/path` URL (the daemons' `/metrics` and `/lldp`); body on 200.
