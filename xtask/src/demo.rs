@@ -13,8 +13,6 @@
 //! dilation 8000) runs a 7:1 incast with WRED/ECN and DCQCN and writes the DCQCN timeline (book
 //! Fig. 11-7) to `target/demo/dcqcn-timeline.svg` and `.json`.
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::util::{is_root, root, run};
+use crate::util::{http_get, is_root, root, run};
 
 const TOPOLOGY: &str = "topologies/rail-spine.yaml";
 const FABRIC: &str = "rs";
@@ -350,22 +348,6 @@ fn print_queue_table(before: &Samples, after: &Samples) {
             after.get(&with("rocefab_queue_depth_bytes")).copied().unwrap_or(0.0),
         );
     }
-}
-
-/// Minimal HTTP/1.0 GET for `http://host:port/path` (the daemons serve plain HTTP on loopback).
-fn http_get(url: &str) -> anyhow::Result<String> {
-    let rest = url.strip_prefix("http://").with_context(|| format!("{url}: not an http:// URL"))?;
-    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let mut s = TcpStream::connect(hostport).with_context(|| format!("connect {hostport}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n")?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp)?;
-    let (head, body) = resp.split_once("\r\n\r\n").with_context(|| format!("{url}: malformed HTTP response"))?;
-    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        bail!("{url}: {}", head.lines().next().unwrap_or(""));
-    }
-    Ok(body.to_string())
 }
 
 /// Prometheus text exposition lines `name{a="x",b="y"} value` (rocefab-contracts' parser).

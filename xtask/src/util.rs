@@ -52,3 +52,22 @@ pub fn build_fabric(release: bool) -> anyhow::Result<()> {
     }
     run(&mut c)
 }
+
+/// Minimal HTTP/1.0 GET for `http://host:port/path` (the daemons serve plain HTTP on loopback):
+/// the body of a 200 answer.
+pub fn http_get(url: &str) -> anyhow::Result<String> {
+    use anyhow::{bail, Context};
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").with_context(|| format!("{url}: not an http:// URL"))?;
+    let (hostport, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let mut s = std::net::TcpStream::connect(hostport).with_context(|| format!("connect {hostport}"))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n")?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    let (head, body) = resp.split_once("\r\n\r\n").with_context(|| format!("{url}: malformed HTTP response"))?;
+    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
+        bail!("{url}: {}", head.lines().next().unwrap_or(""));
+    }
+    Ok(body.to_string())
+}

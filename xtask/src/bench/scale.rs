@@ -5,8 +5,11 @@
 //! MemAvailable, which also counts pinned UMEM and kernel objects), their threads, their CPU
 //! and wake-ups (context switches) over `--scale-idle` of an idle fabric, `rocefab lldp --check`,
 //! a ping from the first GPU to the last (across pods in a multi-pod fabric), a 1 MiB AllReduce
-//! over every rank (verified) and an all-to-all (JCT, and the wall time outside it as a share
-//! of the JCT), time to down and the namespaces left. `--scale-dilation` then searches the
+//! over every rank (verified; JCT emulated and on the wall clock, wall seconds per emulated
+//! millisecond; during it: where the CPU time and wake-ups went, the frame-hops the switches
+//! made per second and per CPU-second of the machine, the machine's wake-ups per frame-hop, the
+//! lowest MemAvailable) and an all-to-all (JCT, and the wall time outside it as a share of the
+//! JCT); a job `rocefab run` found machine-bound is marked so. Then time to down and the namespaces left. `--scale-dilation` then searches the
 //! lowest time dilation at which a 400G version of the last topology runs the AllReduce
 //! without the machine-bound warning. Every step is bounded in wall time; a failing step is
 //! reported and the rest goes on; the fabric always goes down.
@@ -33,6 +36,10 @@ pub struct Job {
     pub ok: bool,
     pub verified: Option<bool>,
     pub ranks: u64,
+    /// The fabric's time dilation D.
+    pub time_dilation: f64,
+    /// Job completion time, emulated, ms.
+    pub jct_emulated_ms: f64,
     /// Job completion time on the wall clock (emulated JCT x D), s.
     pub jct_s: f64,
     /// `rocefab run`'s own wall time, s.
@@ -59,6 +66,29 @@ pub struct Busy {
     pub wakeups_switches: f64,
     pub wakeups_nic_agents: f64,
     pub wakeups_rest: f64,
+    /// Frames every switch handed to its ports' TX rings (`rocefab_port_tx_packets_total`, LLDP
+    /// and PFC included): one per frame-hop.
+    pub frame_hops: u64,
+    /// CPU seconds of the whole machine (every process and the kernel).
+    pub machine_cpu_s: f64,
+    /// Context switches of the whole machine (`ctxt` of /proc/stat).
+    pub machine_wakeups: u64,
+}
+
+impl Busy {
+    pub fn frame_hops_per_s(&self) -> f64 {
+        self.frame_hops as f64 / self.wall_s
+    }
+
+    /// Frame-hops per CPU second of the machine: the useful work it does per unit of what it
+    /// has (comparable with the single-switch bench's frames per second on one core).
+    pub fn frame_hops_per_cpu_s(&self) -> f64 {
+        self.frame_hops as f64 / self.machine_cpu_s
+    }
+
+    pub fn wakeups_per_frame_hop(&self) -> f64 {
+        self.machine_wakeups as f64 / self.frame_hops as f64
+    }
 }
 
 /// The machine's busy CPU time (ns, every CPU, not idle or iowait: [`super::proc::cpu_times`])
@@ -92,6 +122,9 @@ pub struct Row {
     pub rss_anon_mib: f64,
     pub rss_shmem_mib: f64,
     pub mem_available_drop_mib: f64,
+    /// The most MemAvailable was below its value before up while the AllReduce ran (sampled
+    /// every 100 ms), MiB.
+    pub mem_available_drop_job_mib: Option<f64>,
     /// CPU of all daemons over the idle window, % of one core.
     pub idle_cpu_pct: Option<f64>,
     /// Context switches of all daemons' threads per second while idle (their wake-ups).
@@ -163,6 +196,61 @@ pub fn mem_available_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// The `/metrics` URLs of fabric `name`'s switches (`rocefab status --json`).
+fn switch_metrics_urls(rocefab: &Path, name: &str) -> Vec<String> {
+    let out = rocefab_cmd(rocefab, &["status", name, "--json"]).output().map(|o| o.stdout).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap_or_default();
+    v["daemons"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["metrics_url"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Frames all the switches at `urls` handed to their ports so far.
+fn frames_sent(urls: &[String]) -> anyhow::Result<u64> {
+    let mut n = 0.0;
+    for u in urls {
+        let text = crate::util::http_get(u)?;
+        n += rocefab_contracts::promtext::samples(&text)
+            .filter(|s| s.name == "rocefab_port_tx_packets_total")
+            .map(|s| s.value)
+            .sum::<f64>();
+    }
+    if urls.is_empty() {
+        bail!("no switch metrics to read");
+    }
+    Ok(n as u64)
+}
+
+/// The lowest MemAvailable seen (KiB), sampled every 100 ms from a thread until [`MemWatch::stop`].
+struct MemWatch {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl MemWatch {
+    fn start() -> MemWatch {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut low = mem_available_kib();
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                low = low.min(mem_available_kib());
+            }
+            low
+        });
+        MemWatch { stop, thread }
+    }
+
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or_else(|_| mem_available_kib())
+    }
+}
+
 /// `rocefab <args>`.
 fn rocefab_cmd(rocefab: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(rocefab);
@@ -212,6 +300,8 @@ pub fn job_from_report(v: &serde_json::Value, wall_s: f64) -> Job {
         ok: v["ok"].as_bool() == Some(true),
         verified,
         ranks,
+        time_dilation: d,
+        jct_emulated_ms: v["completion_ns"].as_f64().unwrap_or(0.0) / 1e6,
         jct_s,
         wall_s,
         outside_over_jct: if jct_s > 0.0 { (wall_s - jct_s) / jct_s } else { f64::NAN },
@@ -300,7 +390,10 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
     row.ping_ok = Some(ping.status.success());
     row.ping = String::from_utf8_lossy(&ping.stdout).lines().last().map(|l| format!("host1:gpu0 -> {last}: {l}"));
     let (switchds, nicds) = (daemon_pids(&name, "/rocefab-switchd"), daemon_pids(&name, "/rocefab-nicd"));
+    let urls = switch_metrics_urls(rocefab, &name);
+    let hops0 = frames_sent(&urls);
     let (m0, s0, n0) = (machine_cpu_and_ctxt(), pids_cpu_and_ctxt(&switchds), pids_cpu_and_ctxt(&nicds));
+    let lowest = MemWatch::start();
     let t = Instant::now();
     // The same local ACK timeout as the all-to-all's: at D 100 the default (100 ms of wall
     // clock) is shorter than a saturated 2-core machine may leave a host's data thread waiting,
@@ -315,6 +408,14 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
     ));
     let wall_s = t.elapsed().as_secs_f64();
     let (m1, s1, n1) = (machine_cpu_and_ctxt(), pids_cpu_and_ctxt(&switchds), pids_cpu_and_ctxt(&nicds));
+    row.mem_available_drop_job_mib = Some(before.saturating_sub(lowest.stop()) as f64 / 1024.0);
+    let frame_hops = match (hops0, frames_sent(&urls)) {
+        (Ok(a), Ok(b)) => b.saturating_sub(a),
+        (Err(e), _) | (_, Err(e)) => {
+            row.errors.push(format!("frame-hops: {e:#}"));
+            0
+        }
+    };
     let d = |a: u64, b: u64| b.saturating_sub(a) as f64;
     let (sc, nc, mc) = (d(s0.0, s1.0), d(n0.0, n1.0), d(m0.0, m1.0));
     let (sw, nw, mw) = (d(s0.1, s1.1), d(n0.1, n1.1), d(m0.1, m1.1));
@@ -326,6 +427,9 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
         wakeups_switches: sw / wall_s,
         wakeups_nic_agents: nw / wall_s,
         wakeups_rest: (mw - sw - nw).max(0.0) / wall_s,
+        frame_hops,
+        machine_cpu_s: mc / 1e9,
+        machine_wakeups: mw as u64,
     });
     check_interrupt()?;
     // Every receiver of a 512-rank all-to-all is a 511-way incast: its link drains the first
@@ -545,6 +649,31 @@ pub fn render(r: &Report) -> String {
             String::new(),
         ),
         (
+            "during the AllReduce: frame-hops / s, per CPU-second of the machine",
+            Box::new(|w: &Row| {
+                w.busy
+                    .as_ref()
+                    .filter(|b| b.frame_hops > 0)
+                    .map_or("-".into(), |b| format!("{:.0}, {:.0}", b.frame_hops_per_s(), b.frame_hops_per_cpu_s()))
+            }),
+            String::new(),
+        ),
+        (
+            "during the AllReduce: the machine's wake-ups per frame-hop",
+            Box::new(|w: &Row| {
+                w.busy
+                    .as_ref()
+                    .filter(|b| b.frame_hops > 0)
+                    .map_or("-".into(), |b| format!("{:.3}", b.wakeups_per_frame_hop()))
+            }),
+            String::new(),
+        ),
+        (
+            "MemAvailable drop during the AllReduce, GiB",
+            Box::new(|w: &Row| opt(w.mem_available_drop_job_mib.map(|m| m / 1024.0), 2)),
+            String::new(),
+        ),
+        (
             "rocefab lldp --check",
             Box::new(|w: &Row| w.lldp_check_ok.map_or("-".into(), |o| if o { "ok" } else { "FAILED" }.into())),
             "ok".into(),
@@ -555,14 +684,17 @@ pub fn render(r: &Report) -> String {
             "ok".into(),
         ),
         (
-            "AllReduce 1 MiB: verified, JCT s",
+            "AllReduce 1 MiB: verified, JCT emulated ms (wall s); wall s per emulated ms",
             Box::new(move |w: &Row| {
                 job(&w.allreduce, &|j| {
                     format!(
-                        "{} ranks {}, {:.2}",
+                        "{} ranks {}, {:.2} ({:.2}){}; {:.2}",
                         j.ranks,
                         if j.verified == Some(true) { "verified" } else { "NOT verified" },
-                        j.jct_s
+                        j.jct_emulated_ms,
+                        j.jct_s,
+                        if j.machine_bound { ", MACHINE-BOUND" } else { "" },
+                        j.wall_s / j.jct_emulated_ms
                     )
                 })
             }),
@@ -581,7 +713,13 @@ pub fn render(r: &Report) -> String {
                         // `rocefab run` refused it before starting anything: it would not fit.
                         "refused: does not fit memory".to_string()
                     } else {
-                        format!("{} {:.2}, {:.2}", if j.ok { "ok" } else { "FAILED" }, j.jct_s, j.outside_over_jct)
+                        format!(
+                            "{} {:.2}{}, {:.2}",
+                            if j.ok { "ok" } else { "FAILED" },
+                            j.jct_s,
+                            if j.machine_bound { " MACHINE-BOUND" } else { "" },
+                            j.outside_over_jct
+                        )
                     }
                 })
             }),
@@ -612,6 +750,11 @@ pub fn render(r: &Report) -> String {
         }
     }
     s += "\n";
+    let bound = r.rows.iter().flat_map(|w| [&w.allreduce, &w.alltoall]).flatten().any(|j| j.machine_bound);
+    if bound {
+        s += "MACHINE-BOUND: `rocefab run` found the machine, not the model, the bottleneck of that job \
+              (its CPUs busy while links ran below line rate): its JCT is the machine's, not a model result.\n";
+    }
     for (d, what) in &r.dilation_tries {
         s += &format!("400G AllReduce at time dilation {d}: {what}\n");
     }
@@ -685,5 +828,44 @@ mod tests {
         let (refused, failed) = (render(&row(refused)), render(&row(failed)));
         assert!(refused.contains("| refused: does not fit memory |") && !refused.contains("FAILED"), "{refused}");
         assert!(failed.contains("FAILED"), "{failed}");
+    }
+
+    #[test]
+    fn a_machine_bound_allreduce_is_marked_and_its_work_rates_shown() {
+        let v = serde_json::json!({"ok": true, "ranks": 512, "verified_ranks": 512, "completion_ns": 2.5e8,
+                                    "time_dilation": 100.0, "warnings": ["the machine, not the model"], "errors": []});
+        let j = job_from_report(&v, 30.0);
+        assert_eq!((j.jct_emulated_ms, j.time_dilation), (250.0, 100.0));
+        let busy = Busy {
+            wall_s: 30.0,
+            frame_hops: 3_000_000,
+            machine_cpu_s: 60.0,
+            machine_wakeups: 600_000,
+            ..Busy::default()
+        };
+        let r = Report {
+            rows: vec![Row {
+                topology: "t".into(),
+                allreduce: Some(j),
+                busy: Some(busy),
+                mem_available_drop_job_mib: Some(2048.0),
+                ..Row::default()
+            }],
+            ..Report::default()
+        };
+        let t = render(&r);
+        // 250 ms emulated, 25 s of wall clock; `rocefab run` took 30 s: 0.12 s per emulated ms.
+        assert!(t.contains("| 512 ranks verified, 250.00 (25.00), MACHINE-BOUND; 0.12 |"), "{t}");
+        assert!(t.contains("MACHINE-BOUND: `rocefab run` found the machine"), "{t}");
+        assert!(
+            t.contains("| during the AllReduce: frame-hops / s, per CPU-second of the machine | 100000, 50000 |"),
+            "{t}"
+        );
+        assert!(t.contains("| during the AllReduce: the machine's wake-ups per frame-hop | 0.200 |"), "{t}");
+        assert!(t.contains("| MemAvailable drop during the AllReduce, GiB | 2.00 |"), "{t}");
+        let mut quiet = r;
+        quiet.rows[0].allreduce.as_mut().unwrap().machine_bound = false;
+        let t = render(&quiet);
+        assert!(!t.contains("MACHINE-BOUND"), "{t}");
     }
 }
