@@ -6,7 +6,7 @@
 //! directory of its own, so [`Driver`]'s `Drop` can end every Chromium process of the test (by
 //! that directory in their command lines) before it stops chromedriver, also when the test
 //! panics. Chromium as root needs `--no-sandbox`.
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,11 +20,6 @@ use crate::scratch::{temp_dir, TempDir};
 
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// A free TCP port on 127.0.0.1 (free when this returns).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
 
 /// chromedriver, and the Chromium it starts.
 pub struct Driver {
@@ -44,7 +39,7 @@ impl Driver {
                 "{bin} is required (Debian packages chromium and chromium-driver: cargo xtask setup)"
             );
         }
-        let port = free_port();
+        let port = crate::http::free_port();
         let proc = Proc::spawn(
             "chromedriver",
             Command::new(CHROMEDRIVER)

@@ -1,8 +1,9 @@
 //! The tests' HTTP client for the daemons' endpoints (`/metrics`, `/lldp`, `/capture`): a GET
 //! whose whole answer is read (HTTP/1.0), and a GET whose answer is a chunked stream read as it
-//! comes (HTTP/1.1, RFC 9112 §7.1). The daemons close every connection after their response.
+//! comes (HTTP/1.1, RFC 9112 §7.1), a POST whose status line is read, and a free loopback port
+//! for a listener. The daemons close every connection after their response.
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -23,6 +24,22 @@ pub fn get(addr: SocketAddr, path: &str) -> Result<String> {
         bail!("{addr}{path}: {}", head.lines().next().unwrap_or(""));
     }
     Ok(body.to_string())
+}
+
+/// `POST path` with an empty body on `addr`: the answer's status line (`HTTP/1.1 200 OK`).
+pub fn post(addr: SocketAddr, path: &str) -> Result<String> {
+    let mut s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).with_context(|| format!("connect {addr}"))?;
+    s.set_read_timeout(Some(READ_TIMEOUT))?;
+    write!(s, "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        .with_context(|| format!("{addr}{path}"))?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).with_context(|| format!("{addr}{path}"))?;
+    Ok(buf.lines().next().unwrap_or_default().to_string())
+}
+
+/// A free TCP port on 127.0.0.1 (free when this returns).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
 }
 
 /// An answer being read: its head, and the connection with what was read past the head.

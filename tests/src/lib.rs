@@ -2,7 +2,7 @@
 //! ([`fabric`]), GPU-host namespaces and jobs ([`host`]), child processes ([`proc`]), captures
 //! ([`capture`]), the oracles ([`tshark`], from `rocefab-test-support`, and [`scapy`]), the
 //! daemons' HTTP endpoints ([`http`]), a Prometheus server ([`prometheus`]), scratch files
-//! ([`scratch`]), the XDP test-run fixtures ([`xdp`]) and a headless browser ([`browser`]).
+//! ([`scratch`]), a switch daemon started on its own ([`switchd`]), the XDP test-run fixtures ([`xdp`]) and a headless browser ([`browser`]).
 
 pub mod browser;
 pub mod capture;
@@ -13,6 +13,7 @@ pub mod proc;
 pub mod prometheus;
 pub mod scapy;
 pub mod scratch;
+pub mod switchd;
 pub mod xdp;
 
 /// tshark, the decoding oracle: the one wrapper, shared with wire's and control's tests.

@@ -1,6 +1,6 @@
 //! Child processes of the tests: a guard that stops (SIGTERM, then SIGKILL) and reaps its child
 //! on drop, also when a test panics; `sh` for commands that must succeed; `require_tool` for the
-//! oracles a test needs; `wait_for_quiet` for measurements the machine's load would spoil.
+//! oracles a test needs; `threads` of a process by name; `wait_for_quiet` for measurements the machine's load would spoil.
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, ChildStdout, Command, Output};
 use std::sync::mpsc;
@@ -11,6 +11,18 @@ pub fn sh(cmd: &str, args: &[&str]) -> String {
     let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("running {cmd}: {e}"));
     assert!(out.status.success(), "{cmd} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The process's threads by name (`/proc/<pid>/task/*/comm`), sorted; a thread that ends while
+/// they are read is left out.
+pub fn threads(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/task: {e}"))
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    names.sort();
+    names
 }
 
 /// Fails clearly when an oracle tool is missing.

@@ -3,7 +3,7 @@
 //! loopback port, stopped (SIGTERM, then SIGKILL) and its data removed on drop; queried through
 //! its HTTP API (<https://prometheus.io/docs/prometheus/latest/querying/api/>).
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -138,8 +138,7 @@ pub fn describe(targets: &[Value]) -> String {
 
 /// A loopback address with a port nothing listens on right now.
 fn free_port() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local_addr")
+    SocketAddr::from(([127, 0, 0, 1], crate::http::free_port()))
 }
 
 /// Percent-encoding of a query-string value (RFC 3986: everything but the unreserved

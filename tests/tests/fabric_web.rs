@@ -22,8 +22,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, Locator};
-use rocefab_tests::browser::{console_log, free_port, Driver};
+use rocefab_tests::browser::{console_log, Driver};
 use rocefab_tests::fabric::{metric, rocefab, rocefab_bin, run_dir, stderr, workspace, Fabric};
+use rocefab_tests::http::free_port;
 use rocefab_tests::proc::Proc;
 use serde_json::Value;
 

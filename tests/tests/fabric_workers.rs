@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 
 use rocefab_tests::fabric::{failure, metric, rocefab, stdout, Fabric};
+use rocefab_tests::proc::threads;
 use serde_json::Value;
 
 /// `rocefab status --json`'s switch daemons: (switch, pid, alive).
@@ -22,17 +23,6 @@ fn switch_daemons(f: &Fabric) -> Vec<(String, Option<u64>, bool)> {
         .iter()
         .map(|d| (d["switch"].as_str().unwrap().to_string(), d["pid"].as_u64(), d["alive"].as_bool().unwrap()))
         .collect()
-}
-
-/// The process's threads by name (`/proc/<pid>/task/*/comm`), sorted.
-fn threads(pid: u64) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|n| n.trim().to_string())
-        .collect();
-    names.sort();
-    names
 }
 
 /// A verified 4 MiB AllReduce over all 8 ranks (at D 1 on 2 cores the machine is the bottleneck:
@@ -68,7 +58,7 @@ fn one_switch_process_runs_the_fabric_and_a_switch_fails_alone() {
     assert_eq!(pids.len(), 1, "the switches run in more than one process: {daemons:?}");
     assert!(daemons.iter().all(|d| d.2), "{daemons:?}");
     let pid = daemons[0].1.unwrap();
-    let names = threads(pid);
+    let names = threads(pid as u32);
     let workers: Vec<&String> = names.iter().filter(|n| n.starts_with("dp-")).collect();
     assert_eq!(workers, ["dp-worker-0", "dp-worker-1"], "{names:?}");
     for sw in ["rail1", "rail2", "spine1", "spine2"] {
@@ -100,7 +90,7 @@ fn one_switch_process_runs_the_fabric_and_a_switch_fails_alone() {
             assert_eq!((*p, *alive), (Some(pid), true), "{daemons:?}");
         }
     }
-    let names = threads(pid);
+    let names = threads(pid as u32);
     assert!(!names.contains(&"sw-spine1".to_string()) && names.contains(&"sw-spine2".to_string()), "{names:?}");
     assert!(rocefab_tests::http::get(f.config("spine1").metrics_listen, "/metrics").is_err(), "spine1 still serves");
     let before = tx(&to2);

@@ -5,16 +5,16 @@
 //! Needs root and the built binary: `cargo build -p dataplane-user` first; the binary is looked
 //! up in `$ROCEFAB_BIN_DIR` (default: the workspace's `target/debug`). Everything created is
 //! prefixed `rf-sd-` and removed by guards, also when an assertion fails.
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rocefab_contracts::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
+use rocefab_contracts::config::SwitchConfig;
 use rocefab_tests::capture::start_capture_in;
-use rocefab_tests::fabric::bin_dir;
 use rocefab_tests::host::Netns;
+use rocefab_tests::http::free_port;
 use rocefab_tests::scratch::{temp_dir, TempDir, TempFile};
+use rocefab_tests::switchd::{self, scrape, Daemon, Port};
 
 const H1: &str = "rf-sd-h1";
 const SW: &str = "rf-sd-sw";
@@ -65,89 +65,12 @@ impl Fabric {
     }
 }
 
-/// Kills the daemon on drop unless it already exited.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn sigterm(&mut self) {
-        run(&["kill", "-TERM", &self.child.id().to_string()]);
-    }
-
-    fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(t0.elapsed() < limit, "daemon did not exit within {limit:?}; log:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn switchd() -> PathBuf {
-    let p = bin_dir().join("rocefab-switchd");
-    assert!(p.is_file(), "{} not found: run `cargo build -p dataplane-user` first or set ROCEFAB_BIN_DIR", p.display());
-    p
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn config(metrics_port: u16, port_names: [&str; 2]) -> SwitchConfig {
-    let port = |name: &str, mac: &str, peer: &str| PortConfig {
-        name: name.into(),
-        mac: mac.parse().unwrap(),
-        line_rate_bps: 1_000_000_000,
-        addresses: vec![],
-        peer: peer.into(),
-        tx_delay_ns: 0,
-        rx_delay_ns: 0,
-    };
-    SwitchConfig {
-        name: "sdsw".into(),
-        role: "rail".into(),
-        netns: Some(SW.into()),
-        hash_seed: 1,
-        metrics_listen: format!("127.0.0.1:{metrics_port}").parse().unwrap(),
-        dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
-        queue_limit_bytes: 1 << 20,
-        xdp_mode: "driver".into(),
-        ports: vec![port(port_names[0], SW_P0_MAC, "h1"), port(port_names[1], SW_P1_MAC, "h2")],
-        nexthops: vec![
-            NextHopConfig { port: 0, mac: H1_MAC.parse().unwrap() },
-            NextHopConfig { port: 1, mac: H2_MAC.parse().unwrap() },
-        ],
-        groups: vec![vec![0], vec![1]],
-        routes: vec![
-            RouteConfig { prefix: "10.9.1.0".parse().unwrap(), len: 24, group: Some(0) },
-            RouteConfig { prefix: "10.9.2.0".parse().unwrap(), len: 24, group: Some(1) },
-        ],
-        qos: Default::default(),
-        // These tests count every frame a port sends: no LLDP.
-        lldp: rocefab_contracts::config::LldpConfig { enabled: false, ..Default::default() },
-        chassis_mac: None,
-        time_dilation: 1.0,
-        load_balance: Default::default(),
-        fib: false,
-    }
+    let ports = [
+        Port { name: port_names[0], mac: SW_P0_MAC, peer: "h1" },
+        Port { name: port_names[1], mac: SW_P1_MAC, peer: "h2" },
+    ];
+    switchd::router("sdsw", SW, ports, H1_MAC, H2_MAC, metrics_port)
 }
 
 /// A per-test scratch directory (`rf-sd-<tag>-*` under the temp dir: config and daemon log),
@@ -157,25 +80,7 @@ fn workdir(tag: &str) -> TempDir {
 }
 
 fn start(cfg: &SwitchConfig, dir: &Path) -> Daemon {
-    let cfg_path = dir.join("switch.json");
-    cfg.save(&cfg_path).unwrap();
-    let log = dir.join("switchd.log");
-    let _ = std::fs::remove_file(&log);
-    let child = Command::new(switchd())
-        .arg("--config")
-        .arg(&cfg_path)
-        .arg("--log-file")
-        .arg(&log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning rocefab-switchd");
-    Daemon { child, log }
-}
-
-/// The daemon's `/metrics` on the loopback.
-fn scrape(port: u16) -> anyhow::Result<String> {
-    rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/metrics")
+    Daemon::start(&[cfg], None, dir)
 }
 
 /// [`rocefab_tests::fabric::metric`] (0 if absent) as a count: every name and label set asked
@@ -188,20 +93,10 @@ fn enqueued(text: &str, port: &str, q: &str) -> u64 {
     metric(text, "rocefab_queue_enqueued_packets_total", &[("port", port), ("queue", q)])
 }
 
+/// Waits until the switch is up; its first scrape.
 fn wait_for_metrics(d: &mut Daemon, port: u16) -> String {
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = d.child.try_wait().unwrap() {
-            panic!("rocefab-switchd exited early with {st}; log:\n{}", d.log());
-        }
-        if d.log().contains("switch up") {
-            if let Ok(t) = scrape(port) {
-                return t;
-            }
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "switchd not up after 20 s; log:\n{}", d.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    d.wait_up(&[port]);
+    scrape(port).unwrap()
 }
 
 /// The AF_XDP socket statistics the daemon exports per port.
@@ -216,7 +111,7 @@ const XSK_METRICS: [&str; 6] = [
 
 #[test]
 fn switchd_forwards_pings_and_classifies_dscp() {
-    let bin = switchd();
+    let bin = switchd::binary();
     let _fabric = Fabric::up();
     let dir = workdir("fwd");
     let mport = free_port();
@@ -331,7 +226,7 @@ fn switchd_missing_namespace_and_config_fail_clearly() {
     assert!(!d.wait_exit(Duration::from_secs(10)).success());
     assert!(d.log().contains("/run/netns/rf-sd-does-not-exist"), "{}", d.log());
 
-    let o = Command::new(switchd()).args(["--config", "/nonexistent/rf-sd.json"]).output().unwrap();
+    let o = Command::new(switchd::binary()).args(["--config", "/nonexistent/rf-sd.json"]).output().unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("/nonexistent/rf-sd.json"), "{err}");

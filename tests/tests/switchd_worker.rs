@@ -12,16 +12,29 @@
 //! Needs root and the built binary (`cargo build -p dataplane-user`; `$ROCEFAB_BIN_DIR`, default
 //! the workspace's `target/debug`). Everything created is prefixed `rf-wk-` and removed by
 //! guards, also when an assertion fails.
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rocefab_contracts::config::{NextHopConfig, PortConfig, RouteConfig, SwitchConfig};
-use rocefab_tests::fabric::{bin_dir, series};
+use rocefab_contracts::config::SwitchConfig;
+use rocefab_tests::fabric::series;
 use rocefab_tests::host::Netns;
-use rocefab_tests::proc::sh;
+use rocefab_tests::http::{free_port, post};
+use rocefab_tests::proc::{sh, threads};
 use rocefab_tests::scratch::{temp_dir, TempDir};
+use rocefab_tests::switchd::{self, scrape, Daemon, Port};
+
+/// Switch `name` in `ns`, its port 0 (`<name>-p0`, MAC `macs.0`) toward h1's side (next hop
+/// `left`), port 1 toward h2's (next hop `right`).
+fn config(name: &str, ns: &str, macs: (&str, &str), left: &str, right: &str, metrics: u16) -> SwitchConfig {
+    let (p0, p1) = (format!("{name}-p0"), format!("{name}-p1"));
+    let ports = [Port { name: &p0, mac: macs.0, peer: "left" }, Port { name: &p1, mac: macs.1, peer: "right" }];
+    switchd::router(name, ns, ports, left, right, metrics)
+}
+
+/// `POST path` on the switch listening on loopback port `port`: the status line.
+fn post_to(port: u16, path: &str) -> String {
+    post(([127, 0, 0, 1], port).into(), path).unwrap()
+}
 
 const H1: &str = "rf-wk-h1";
 const WA: &str = "rf-wk-wa";
@@ -70,160 +83,18 @@ impl Chain {
     }
 }
 
-/// The daemon, killed on drop unless it already exited.
-struct Daemon {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(t0.elapsed() < limit, "daemon did not exit within {limit:?}; log:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn switchd() -> PathBuf {
-    let p = bin_dir().join("rocefab-switchd");
-    assert!(p.is_file(), "{} not found: run `cargo build -p dataplane-user` first or set ROCEFAB_BIN_DIR", p.display());
-    p
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Switch `name` in namespace `ns`: port 0 toward h1's side (next hop `left`), port 1 toward
-/// h2's (next hop `right`).
-fn config(name: &str, ns: &str, ports: [(&str, &str); 2], left: &str, right: &str, metrics: u16) -> SwitchConfig {
-    let port = |(name, mac): (&str, &str), peer: &str| PortConfig {
-        name: name.into(),
-        mac: mac.parse().unwrap(),
-        line_rate_bps: 1_000_000_000,
-        addresses: vec![],
-        peer: peer.into(),
-        tx_delay_ns: 0,
-        rx_delay_ns: 0,
-    };
-    SwitchConfig {
-        name: name.into(),
-        role: "rail".into(),
-        netns: Some(ns.into()),
-        hash_seed: 1,
-        metrics_listen: format!("127.0.0.1:{metrics}").parse().unwrap(),
-        dscp_to_tc: dataplane_common::dscp::default_table().to_vec(),
-        queue_limit_bytes: 1 << 20,
-        xdp_mode: "driver".into(),
-        ports: vec![port(ports[0], "left"), port(ports[1], "right")],
-        nexthops: vec![
-            NextHopConfig { port: 0, mac: left.parse().unwrap() },
-            NextHopConfig { port: 1, mac: right.parse().unwrap() },
-        ],
-        groups: vec![vec![0], vec![1]],
-        routes: vec![
-            RouteConfig { prefix: "10.9.1.0".parse().unwrap(), len: 24, group: Some(0) },
-            RouteConfig { prefix: "10.9.2.0".parse().unwrap(), len: 24, group: Some(1) },
-        ],
-        qos: Default::default(),
-        // Every frame a port sends is counted: no LLDP.
-        lldp: rocefab_contracts::config::LldpConfig { enabled: false, ..Default::default() },
-        chassis_mac: None,
-        time_dilation: 1.0,
-        load_balance: Default::default(),
-        fib: false,
-    }
-}
-
-fn start(cfgs: &[&SwitchConfig], workers: u16, dir: &Path) -> Daemon {
-    let log = dir.join("switchd.log");
-    let mut cmd = Command::new(switchd());
-    for c in cfgs {
-        let path = dir.join(format!("{}.json", c.name));
-        c.save(&path).unwrap();
-        cmd.arg("--config").arg(path);
-    }
-    let child = cmd
-        .arg("--workers")
-        .arg(workers.to_string())
-        .arg("--log-file")
-        .arg(&log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawning rocefab-switchd");
-    Daemon { child, log }
-}
-
-fn scrape(port: u16) -> anyhow::Result<String> {
-    rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/metrics")
-}
-
-/// Waits until both switches logged that they are up and answer a scrape.
-fn wait_up(d: &mut Daemon, ports: &[u16]) {
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = d.child.try_wait().unwrap() {
-            panic!("rocefab-switchd exited early with {st}; log:\n{}", d.log());
-        }
-        if d.log().matches("switch up").count() == ports.len() && ports.iter().all(|&p| scrape(p).is_ok()) {
-            return;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "switches not up after 20 s; log:\n{}", d.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `POST path` on the loopback `port`: the answer's status line.
-fn post(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out.lines().next().unwrap_or_default().to_string()
-}
-
-/// The process's threads by name (`/proc/<pid>/task/*/comm`).
-fn threads(pid: u32) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).unwrap().trim().to_string())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn two_switches_share_one_data_plane_worker() {
     let _chain = Chain::up();
     let dir: TempDir = temp_dir("rf-wk-");
     let (ma, mb) = (free_port(), free_port());
-    let a = config("wa", WA, [("wa-p0", WA_P0), ("wa-p1", WA_P1)], H1_MAC, WB_P0, ma);
-    let b = config("wb", WB, [("wb-p0", WB_P0), ("wb-p1", WB_P1)], WA_P1, H2_MAC, mb);
-    let mut d = start(&[&a, &b], 1, dir.path());
-    wait_up(&mut d, &[ma, mb]);
+    let a = config("wa", WA, (WA_P0, WA_P1), H1_MAC, WB_P0, ma);
+    let b = config("wb", WB, (WB_P0, WB_P1), WA_P1, H2_MAC, mb);
+    let mut d = Daemon::start(&[&a, &b], Some(1), dir.path());
+    d.wait_up(&[ma, mb]);
 
     // One data-plane thread for both, one control thread per switch.
-    let names = threads(d.child.id());
+    let names = threads(d.pid());
     assert_eq!(names.iter().filter(|n| n.starts_with("dp-")).collect::<Vec<_>>(), ["dp-worker-0"], "{names:?}");
     for sw in ["sw-wa", "sw-wb"] {
         assert!(names.iter().any(|n| n == sw), "no control thread {sw}: {names:?}");
@@ -273,7 +144,7 @@ fn two_switches_share_one_data_plane_worker() {
 
     // `POST /stop` ends wa alone: its listener closes, its ports lose their XDP program, its
     // control thread ends; wb and the process go on.
-    assert!(post(ma, "/stop").starts_with("HTTP/1.1 200"), "POST /stop");
+    assert!(post_to(ma, "/stop").starts_with("HTTP/1.1 200"), "POST /stop");
     let t0 = Instant::now();
     while scrape(ma).is_ok() {
         assert!(t0.elapsed() < Duration::from_secs(5), "wa still serves 5 s after POST /stop; log:\n{}", d.log());
@@ -284,15 +155,15 @@ fn two_switches_share_one_data_plane_worker() {
     assert!(!links.contains("xdp"), "XDP still attached to wa's ports:\n{links}");
     // Its control thread ends right after its listener closed (the last thing it does).
     let t0 = Instant::now();
-    while threads(d.child.id()).iter().any(|n| n == "sw-wa") {
+    while threads(d.pid()).iter().any(|n| n == "sw-wa") {
         assert!(t0.elapsed() < Duration::from_secs(5), "wa's control thread still runs 5 s after POST /stop");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(threads(d.child.id()).iter().any(|n| n == "sw-wb"), "wb's control thread ended with wa's");
+    assert!(threads(d.pid()).iter().any(|n| n == "sw-wb"), "wb's control thread ended with wa's");
     assert!(scrape(mb).is_ok(), "wb stopped with wa");
 
     // SIGTERM: wb ends cleanly too, its ports' XDP detached.
-    sh("kill", &["-TERM", &d.child.id().to_string()]);
+    d.sigterm();
     let st = d.wait_exit(Duration::from_secs(10));
     assert!(st.success(), "exit status {st}; log:\n{}", d.log());
     let links = sh("ip", &["-n", WB, "link", "show"]);
@@ -303,11 +174,11 @@ fn two_switches_share_one_data_plane_worker() {
 #[test]
 fn a_switch_named_twice_is_refused() {
     let dir: TempDir = temp_dir("rf-wk-");
-    let a = config("wa", WA, [("wa-p0", WA_P0), ("wa-p1", WA_P1)], H1_MAC, WB_P0, free_port());
+    let a = config("wa", WA, (WA_P0, WA_P1), H1_MAC, WB_P0, free_port());
     let (p1, p2) = (dir.path().join("a.json"), dir.path().join("again.json"));
     a.save(&p1).unwrap();
     a.save(&p2).unwrap();
-    let o = Command::new(switchd()).arg("--config").arg(&p1).arg("--config").arg(&p2).output().unwrap();
+    let o = Command::new(switchd::binary()).arg("--config").arg(&p1).arg("--config").arg(&p2).output().unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("switch wa is configured twice") && err.contains("again.json"), "{err}");
