@@ -108,6 +108,12 @@ pub struct PortSample {
     /// the port had sent (at least a 1514-byte one), emulated ns; a stall is longer than four.
     #[serde(default)]
     pub stall_frame_ns: u64,
+    /// Frames the kernel dropped at this port's AF_XDP socket before the data plane took them,
+    /// since the daemon started: `XDP_STATISTICS` `rx_dropped` (no fill-ring buffer to copy the
+    /// frame into) plus `rx_ring_full`. The data plane did not refill or drain the rings in
+    /// time: the machine lost them, not the model (`None`: the statistics could not be read).
+    #[serde(default)]
+    pub kernel_rx_lost: Option<u64>,
     /// PFC watchdog storms declared per priority of this egress port, since the daemon started.
     #[serde(default)]
     pub pfcwd_storms: [u64; NUM_TC],
@@ -328,6 +334,26 @@ pub struct PortStalls {
     pub frame_ns: u64,
 }
 
+/// Frames a switch port's AF_XDP socket lost in the kernel between two samples of its switch
+/// ([`PortSample::kernel_rx_lost`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortLoss {
+    /// `switch:port (from peer)`.
+    pub name: String,
+    pub frames: u64,
+}
+
+/// Every port whose socket lost frames in the kernel between `before` and `after` (ports whose
+/// statistics could not be read at either sample are left out).
+pub fn kernel_rx_losses(before: &[SwitchSample], after: &[SwitchSample]) -> Vec<PortLoss> {
+    port_pairs(before, after)
+        .filter_map(|(_, a, _, pb, pa)| {
+            let frames = pa.kernel_rx_lost?.saturating_sub(pb.kernel_rx_lost?);
+            (frames > 0).then(|| PortLoss { name: format!("{}:{} (from {})", a.switch, pa.name, pa.peer), frames })
+        })
+        .collect()
+}
+
 /// Every port that stalled between `before` and `after`.
 pub fn port_stalls(before: &[SwitchSample], after: &[SwitchSample]) -> Vec<PortStalls> {
     let mut out = Vec::new();
@@ -356,6 +382,23 @@ mod tests {
 
     fn sw(clock_ns: u64, port: PortSample) -> SwitchSample {
         SwitchSample { switch: "rail1".into(), clock_ns, ports: vec![port], ..Default::default() }
+    }
+
+    #[test]
+    fn kernel_losses_count_between_the_samples_and_skip_unread_statistics() {
+        let port = |name: &str, lost: Option<u64>| PortSample {
+            name: name.into(),
+            peer: "rail1:eth6".into(),
+            kernel_rx_lost: lost,
+            ..Default::default()
+        };
+        let s = |ports: Vec<PortSample>| SwitchSample { switch: "spine2".into(), ports, ..Default::default() };
+        let before = [s(vec![port("eth1", Some(100)), port("eth2", Some(5)), port("eth3", None)])];
+        let after = [s(vec![port("eth1", Some(1320)), port("eth2", Some(5)), port("eth3", Some(9))])];
+        assert_eq!(
+            kernel_rx_losses(&before, &after),
+            vec![PortLoss { name: "spine2:eth1 (from rail1:eth6)".into(), frames: 1220 }]
+        );
     }
 
     /// Issue 38: a second job whose queue peaks below the first job's got 0 and `peak_known:

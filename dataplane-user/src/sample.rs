@@ -30,11 +30,12 @@ use switch_model::stats::SwitchStats;
 /// The XDP counters per port and counter id, as [`rocefab_plumbing::loader::XdpSwitch::counters`] reads them.
 pub type XdpCounters = Vec<[u64; counter::COUNT as usize]>;
 
-/// `GET /sample` for switch `cfg`: [`build`] from `stats` and `xdp()` (called once
-/// per request, on the runtime's thread; `None` when the counters cannot be read).
+/// `GET /sample` for switch `cfg`: [`build`] from `stats` and `xdp()` (called once per
+/// request, on the runtime's thread): the XDP counters and the frames each port's AF_XDP
+/// socket lost in the kernel, each `None` when it cannot be read.
 pub fn router<F>(cfg: SwitchConfig, stats: Arc<SwitchStats>, xdp: F) -> axum::Router
 where
-    F: Fn() -> Option<XdpCounters> + Send + Sync + 'static,
+    F: Fn() -> (Option<XdpCounters>, Option<Vec<u64>>) + Send + Sync + 'static,
 {
     let window = stats.clone();
     let src = Arc::new((cfg, stats, xdp));
@@ -43,7 +44,8 @@ where
             "/sample",
             axum::routing::get(move || {
                 let (cfg, stats, xdp) = &*src;
-                let sample = build(cfg, stats, xdp().as_deref());
+                let (counters, lost) = xdp();
+                let sample = build(cfg, stats, counters.as_deref(), lost.as_deref());
                 async move { axum::Json(sample) }
             }),
         )
@@ -59,7 +61,12 @@ where
 /// The sample of switch `cfg` from its live statistics and the XDP counters (per port, per
 /// counter id, as [`rocefab_plumbing::loader::XdpSwitch::counters`] returns them; `None` when they could
 /// not be read).
-pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counter::COUNT as usize]]>) -> SwitchSample {
+pub fn build(
+    cfg: &SwitchConfig,
+    stats: &SwitchStats,
+    xdp: Option<&[[u64; counter::COUNT as usize]]>,
+    kernel_rx_lost: Option<&[u64]>,
+) -> SwitchSample {
     let q = &cfg.qos;
     let d = rocefab_contracts::time::Dilation::new(cfg.time_dilation)
         .unwrap_or(rocefab_contracts::time::Dilation::REAL_TIME);
@@ -106,6 +113,7 @@ pub fn build(cfg: &SwitchConfig, stats: &SwitchStats, xdp: Option<&[[u64; counte
                 longest_stall: (stalls.count > 0).then(|| emulated_stall(stalls.longest)),
                 recent_stalls: stalls.latest.iter().map(|&s| emulated_stall(s)).collect(),
                 stall_frame_ns: d.to_emulated_ns(stalls.frame_ns),
+                kernel_rx_lost: kernel_rx_lost.and_then(|l| l.get(i).copied()),
                 pfcwd_storms: std::array::from_fn(|p| ps.prio[p].pfcwd_storms.get()),
                 pfcwd_dropped: std::array::from_fn(|q| ps.queues[q].pfcwd_dropped_packets.get()),
                 pfcwd_restores: std::array::from_fn(|p| ps.prio[p].pfcwd_restores.get()),
@@ -180,16 +188,16 @@ mod tests {
         q.peak_depth_cell_bytes.raise(9_216);
         q.window_peak_cell_bytes.raise(9_216);
         q.depth_cell_bytes.set(512);
-        assert_eq!(build(&cfg, &stats, None).peak_window, 0);
+        assert_eq!(build(&cfg, &stats, None, None).peak_window, 0);
         assert_eq!(stats.open_peak_window(), 1);
-        let s = build(&cfg, &stats, None);
+        let s = build(&cfg, &stats, None, None);
         assert_eq!(
             (s.peak_window, s.ports[1].window_peak_cell_bytes[3], s.ports[1].peak_depth_cell_bytes[3]),
             (1, 512, 9_216)
         );
         q.window_peak_cell_bytes.raise(4_096);
         q.window_peak_cell_bytes.raise(1_024);
-        let s = build(&cfg, &stats, None);
+        let s = build(&cfg, &stats, None, None);
         assert_eq!((s.ports[1].window_peak_cell_bytes[3], s.ports[1].peak_depth_cell_bytes[3]), (4_096, 9_216));
         assert_eq!(stats.open_peak_window(), 2);
     }
@@ -217,7 +225,7 @@ mod tests {
         xdp[1][counter::ECN_MARKED as usize] = 17;
         xdp[1][counter::WRED_DROPPED as usize] = 2;
         xdp[0][counter::ROUTE_MISS as usize] = 99;
-        let s = build(&cfg, &stats, Some(&xdp));
+        let s = build(&cfg, &stats, Some(&xdp), Some(&[0, 7]));
         assert_eq!((s.switch.as_str(), s.time_dilation, s.xdp_unread), ("rail1", 1000.0, false));
         assert_eq!(
             s.thresholds,
@@ -242,10 +250,11 @@ mod tests {
         assert_eq!(p.paused, [false, false, false, true, false, false, false, false]);
         assert_eq!((s.ports[0].pfc_tx_frames[3], s.ports[0].ecn_marked), (5, 0));
         assert!(!s.ports[0].paused.iter().any(|&b| b));
+        assert_eq!((s.ports[0].kernel_rx_lost, p.kernel_rx_lost), (Some(0), Some(7)));
 
-        let s2 = build(&cfg, &stats, None);
+        let s2 = build(&cfg, &stats, None, None);
         assert!(s2.xdp_unread);
-        assert_eq!(s2.ports[1].ecn_marked, 0);
+        assert_eq!((s2.ports[1].ecn_marked, s2.ports[1].kernel_rx_lost), (0, None));
         let text = serde_json::to_string(&s).unwrap();
         assert!(text.contains("\"ecn_marked\":17"), "{text}");
         assert_eq!(serde_json::from_str::<SwitchSample>(&text).unwrap(), s);
@@ -270,8 +279,8 @@ mod tests {
         stats.ports[1].stalls.log(switch_model::stats::Stall { at_ns: 9_000_000, ns: 500_000 }, 49_216);
         stats.ports[1].queues[3].ecn_marked_dequeue.add(5);
         stats.ports[1].queues[0].wred_dropped_dequeue.add(1);
-        let before = build(&cfg, &stats, None);
-        let s = build(&cfg, &stats, None);
+        let before = build(&cfg, &stats, None, None);
+        let s = build(&cfg, &stats, None, None);
         // Wall byte·ns / D: (2048 × 2 ms + 8192 × 1 ms) / 1000.
         let area = (2_048.0 * 2e6 + 8_192.0 * 1e6) / 1_000.0;
         assert_eq!(s.ports[1].depth_area_byte_ns[3], area);
@@ -300,7 +309,7 @@ mod tests {
         let xdp = || {
             let mut c = vec![[0u64; counter::COUNT as usize]; 2];
             c[0][counter::ECN_MARKED as usize] = 4;
-            Some(c)
+            (Some(c), Some(vec![3, 0]))
         };
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
@@ -316,5 +325,6 @@ mod tests {
         assert!(out.to_ascii_lowercase().contains("content-type: application/json"), "{out}");
         let got: SwitchSample = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();
         assert_eq!((got.switch.as_str(), got.ports[0].depth_bytes[3], got.ports[0].ecn_marked), ("rail1", 1_500, 4));
+        assert_eq!((got.ports[0].kernel_rx_lost, got.ports[1].kernel_rx_lost), (Some(3), Some(0)));
     }
 }

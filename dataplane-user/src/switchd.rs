@@ -91,6 +91,18 @@ impl Scrape {
         }
     }
 
+    /// Frames each port's AF_XDP socket lost in the kernel (`rx_dropped` + `rx_ring_full`);
+    /// `None` (logged) when the statistics are unreadable.
+    fn kernel_rx_lost(&self) -> Option<Vec<u64>> {
+        match self.xsk_stats.read() {
+            Ok(s) => Some(s.iter().map(|x| x.rx_dropped + x.rx_ring_full).collect()),
+            Err(e) => {
+                tracing::warn!("reading AF_XDP socket statistics: {e}");
+                None
+            }
+        }
+    }
+
     fn render(&self) -> String {
         let xdp_counters = self.xdp_counters();
         let xsk_counters = match self.xsk_stats.read() {
@@ -400,7 +412,10 @@ fn router(
     ));
     // `GET /sample` (the DCQCN timeline, `rocefab run --timeline`).
     let xdp = scrape.clone();
-    r = r.merge(sample::router(cfg.clone(), stats.clone(), move || lock(&xdp).xdp_counters()));
+    r = r.merge(sample::router(cfg.clone(), stats.clone(), move || {
+        let s = lock(&xdp);
+        (s.xdp_counters(), s.kernel_rx_lost())
+    }));
     if let Some(a) = agent {
         let a = a.clone();
         r = r.route(

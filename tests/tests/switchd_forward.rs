@@ -339,3 +339,63 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     d.sigterm();
     assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
 }
+
+/// `GET /sample` of the switch on loopback port `port`.
+fn sample(port: u16) -> rocefab_contracts::sample::SwitchSample {
+    let body = rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/sample").unwrap();
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The frames `dev` in namespace `ns` sent so far (its kernel counter).
+fn tx_packets(ns: &str, dev: &str) -> u64 {
+    let out = sh(&["ip", "netns", "exec", ns, "cat", &format!("/sys/class/net/{dev}/statistics/tx_packets")]);
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Issue 41: frames the kernel drops at a switch's AF_XDP socket because its data plane did
+/// not run in time (the fill ring ran out of buffers) are the machine's loss, and `GET
+/// /sample` (which `rocefab run` reads) carries them per port. The daemon is stopped
+/// (SIGSTOP) while h1 sends: the port's fill ring holds `rx_ring` buffers, so of what h1 sent
+/// exactly that many reach the data plane and the kernel drops the rest.
+#[test]
+fn frames_the_kernel_drops_at_a_stalled_switch_socket_are_in_its_sample() {
+    let _fabric = Fabric::up();
+    let dir = workdir("lost");
+    let mport = free_port();
+    let cfg = config(mport, ["sw-p0", "sw-p1"]);
+    let ring = rocefab_contracts::memory::switch_memory(&cfg, 1500).rx_ring as u64;
+    let mut d = start(&cfg, dir.path());
+    wait_for_metrics(&mut d, mport);
+    let s0 = sample(mport);
+    let (rx0, lost0) =
+        (s0.ports[0].rx_packets, s0.ports[0].kernel_rx_lost.expect("the AF_XDP statistics are readable"));
+    let pid = d.pid().to_string();
+    let sent0 = tx_packets(H1, "sd-h1");
+    // (Should an assertion fail while it is stopped, the guard's SIGKILL ends it all the same.)
+    run(&["kill", "-STOP", &pid]);
+    let n = ring * 2 + 500;
+    let py = "import socket,sys\n\
+              s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+              s.setsockopt(socket.IPPROTO_IP,socket.IP_TOS,24<<2)\n\
+              [s.sendto(b'k'*200,('10.9.2.1',4791)) for _ in range(int(sys.argv[1]))]\n";
+    let o = sh(&["ip", "netns", "exec", H1, "/usr/bin/python3", "-c", py, &n.to_string()]);
+    assert!(o.status.success(), "sender failed: {}", String::from_utf8_lossy(&o.stderr));
+    let sent = tx_packets(H1, "sd-h1") - sent0;
+    assert!(sent >= n, "h1 sent {sent} of {n}");
+    run(&["kill", "-CONT", &pid]);
+    // The data plane takes what the rings held; the sample then counts the rest as lost.
+    let t0 = Instant::now();
+    let (mut rx, mut lost) = (0, 0);
+    while t0.elapsed() < Duration::from_secs(5) {
+        let s = sample(mport);
+        (rx, lost) = (s.ports[0].rx_packets - rx0, s.ports[0].kernel_rx_lost.unwrap() - lost0);
+        if rx + lost >= sent {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!((rx, lost), (ring, sent - ring), "{sent} frames sent to a stopped switch with {ring} fill-ring buffers");
+    // The daemon runs on.
+    d.sigterm();
+    assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
+}

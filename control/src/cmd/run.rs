@@ -298,6 +298,7 @@ fn run_job(
     rep.queues = rocefab_contracts::sample::queue_use(&switches_before, &switches_after, Some(rep.completion_ns));
     rep.pfc = rocefab_contracts::sample::pfc_use(&switches_before, &switches_after);
     rep.tx_stalls = rocefab_contracts::sample::port_stalls(&switches_before, &switches_after);
+    rep.kernel_rx_lost = rocefab_contracts::sample::kernel_rx_losses(&switches_before, &switches_after);
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
         // Rates averaged over a job that waited out a failure say nothing about the machine.
@@ -313,6 +314,7 @@ fn run_job(
             && ended_normally,
         links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
         stalls: rep.tx_stalls.clone(),
+        kernel_rx_lost: rep.kernel_rx_lost.clone(),
         job_ns: rep.completion_ns,
     });
     rep.warnings.extend(fabric_notes);

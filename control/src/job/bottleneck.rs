@@ -13,6 +13,9 @@
 //!   whose senders have data from the start (not a chain broadcast, where a rank waits for
 //!   its predecessor by design, nor a latency-bound ring AllReduce, [`ring_step_is_latency_bound`]).
 //!
+//! * a switch port's AF_XDP socket lost frames in the kernel (its fill ring ran empty or its
+//!   RX ring full: the data plane did not run in time), which nothing in a lossless model does;
+//!
 //! * a switch port stalled: it had frames queued that the peer did not pause and sent nothing for
 //!   [`STALL_FRAMES`] frame times or more, and at least [`STALL_JOB_FRACTION`] of the job, in
 //!   emulated time (the switch daemon logs every stall longer than four frame times,
@@ -28,7 +31,7 @@
 //! explains receivers and senders below their NICs' rate. A machine too slow for the dilated
 //! rates keeps every link below it.
 use rocefab_contracts::job::Report;
-use rocefab_contracts::sample::{PortStalls, SwitchSample};
+use rocefab_contracts::sample::{PortLoss, PortStalls, SwitchSample};
 
 /// CPU busy fraction at which the machine counts as saturated.
 pub const CPU_SATURATED: f64 = 0.90;
@@ -173,6 +176,8 @@ pub struct Measured {
     pub links: Vec<LinkUse>,
     /// The switch ports that stalled during the job (emulated; empty: none or not measured).
     pub stalls: Vec<PortStalls>,
+    /// The switch ports whose AF_XDP socket lost frames in the kernel during the job.
+    pub kernel_rx_lost: Vec<PortLoss>,
     /// The job's completion time, emulated ns.
     pub job_ns: u64,
 }
@@ -223,6 +228,18 @@ pub fn warnings(m: &Measured) -> Vec<String> {
     let d = m.time_dilation;
     let pct = |x: f64| format!("{:.0} %", x * 100.0);
     let raise = format!("raise time_dilation (now {d}; try {}) in the topology and run again", d * 2.0);
+    // A frame the kernel dropped at a switch's socket never reached the model: whatever the
+    // links or the CPUs show, the machine lost it.
+    if !m.kernel_rx_lost.is_empty() {
+        let mut lost = m.kernel_rx_lost.clone();
+        lost.sort_by_key(|l| std::cmp::Reverse(l.frames));
+        let total: u64 = lost.iter().map(|l| l.frames).sum();
+        let names: Vec<String> = lost.iter().map(|l| format!("{} {}", l.name, l.frames)).collect();
+        out.push(format!(
+            "the machine, not the model, was the bottleneck: the kernel dropped {total} frames at switch ports' AF_XDP sockets before their data planes took them (fill ring empty or RX ring full: the data plane did not run in time; {}); a lossless fabric loses none in the model, and the job's retransmissions follow from these; {raise}",
+            list(&names)
+        ));
+    }
     // A stalled port is the machine's, whatever the CPU average or the links' use.
     let job = m.job_ns as f64;
     let mut stalled: Vec<&PortStalls> = m
@@ -321,6 +338,35 @@ mod tests {
         }
     }
 
+    /// Issue 41: with two switches on one data-plane worker at D 1 (debug build), a spine's
+    /// socket ran out of fill-ring buffers and the kernel dropped 1220 frames of a lossless
+    /// class; the report said nothing of them, only of the retransmissions they caused.
+    #[test]
+    fn frames_the_kernel_dropped_at_a_switch_socket_are_the_machine_whatever_else_ran_well() {
+        let m = Measured {
+            time_dilation: 1.0,
+            cpu_busy: Some(0.5),
+            nics: vec![nic("host1:gpu0", 0.99, 0.99)],
+            senders_busy_throughout: true,
+            links: vec![],
+            stalls: vec![],
+            kernel_rx_lost: vec![
+                PortLoss { name: "spine1:eth2 (from rail2:eth5)".into(), frames: 77 },
+                PortLoss { name: "spine2:eth1 (from rail1:eth6)".into(), frames: 1220 },
+            ],
+            job_ns: 1_000_000_000,
+        };
+        let w = warnings(&m);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("the machine, not the model, was the bottleneck: the kernel dropped 1297 frames")
+                && w[0].contains("spine2:eth1 (from rail1:eth6) 1220, spine1:eth2 (from rail2:eth5) 77")
+                && w[0].contains("raise time_dilation (now 1; try 2)"),
+            "{w:?}"
+        );
+        assert!(warnings(&Measured { kernel_rx_lost: vec![], ..m }).is_empty());
+    }
+
     #[test]
     fn senders_at_their_fair_share_of_a_saturated_receiver_are_not_the_machine() {
         // 7:1 incast: the receiver runs at 99 % of its rate, each sender at 1/7 of its own.
@@ -333,6 +379,7 @@ mod tests {
             senders_busy_throughout: true,
             links: vec![],
             stalls: vec![],
+            kernel_rx_lost: vec![],
             job_ns: 0,
         };
         assert!(warnings(&m).is_empty(), "{:?}", warnings(&m));
@@ -366,6 +413,7 @@ mod tests {
             senders_busy_throughout: true,
             links: vec![],
             stalls: vec![],
+            kernel_rx_lost: vec![],
             job_ns: 0,
         };
         let w = warnings(&m);
@@ -385,6 +433,7 @@ mod tests {
             senders_busy_throughout: true,
             links: vec![],
             stalls: vec![],
+            kernel_rx_lost: vec![],
             job_ns: 0,
         };
         assert!(warnings(&m(Some(0.5), slow.clone())).is_empty());
@@ -403,6 +452,7 @@ mod tests {
                 senders_busy_throughout: true,
                 links: vec![],
                 stalls: vec![],
+                kernel_rx_lost: vec![],
                 job_ns: 0,
             })
         };
@@ -425,6 +475,7 @@ mod tests {
             senders_busy_throughout: false,
             links: vec![],
             stalls: vec![],
+            kernel_rx_lost: vec![],
             job_ns: 0,
         };
         assert!(warnings(&chain).is_empty());
@@ -508,6 +559,7 @@ mod tests {
             senders_busy_throughout: true,
             links: vec![],
             stalls: vec![],
+            kernel_rx_lost: vec![],
             job_ns: 0,
         };
         assert!(warnings(&m).iter().all(|w| !w.contains("receiving links")), "{:?}", warnings(&m));
@@ -550,6 +602,7 @@ mod tests {
             senders_busy_throughout: true,
             links,
             stalls: vec![],
+            kernel_rx_lost: vec![],
             job_ns: 0,
         };
         assert!(warnings(&m(links.clone())).is_empty(), "{:?}", warnings(&m(links.clone())));
@@ -583,6 +636,7 @@ mod tests {
             senders_busy_throughout: true,
             links: vec![full.clone()],
             stalls,
+            kernel_rx_lost: vec![],
             job_ns,
         };
         let job = 2_000_000; // 2 ms emulated
@@ -633,6 +687,7 @@ mod tests {
             nics: vec![],
             senders_busy_throughout: false,
             links: vec![],
+            kernel_rx_lost: vec![],
             stalls: vec![
                 PortStalls {
                     name: "rail1b:eth1 (to host1:gpu0p1)".into(),

@@ -107,6 +107,9 @@ pub struct RunReport {
     /// Switch ports that had frames queued and sent nothing for more than four frame times
     /// during the job (the machine's doing), emulated.
     pub tx_stalls: Vec<rocefab_contracts::sample::PortStalls>,
+    /// Switch ports whose AF_XDP socket lost frames in the kernel during the job, before the data
+    /// plane took them (the machine's doing: a lossless fabric loses nothing in the model).
+    pub kernel_rx_lost: Vec<rocefab_contracts::sample::PortLoss>,
     /// Egress port priorities whose PFC watchdog declared a storm or dropped frames during the
     /// job.
     pub watchdog: Vec<rocefab_contracts::sample::WatchdogUse>,
@@ -165,6 +168,7 @@ pub fn summarize(
         queues: Vec::new(),
         pfc: Vec::new(),
         tx_stalls: Vec::new(),
+        kernel_rx_lost: Vec::new(),
         watchdog: Vec::new(),
         events: Vec::new(),
         failover: None,
