@@ -299,6 +299,10 @@ fn run_job(
     rep.pfc = rocefab_contracts::sample::pfc_use(&switches_before, &switches_after);
     rep.tx_stalls = rocefab_contracts::sample::port_stalls(&switches_before, &switches_after);
     rep.kernel_rx_lost = rocefab_contracts::sample::kernel_rx_losses(&switches_before, &switches_after);
+    rep.expected = crate::fabric::Fabric::open(Some(&t.fabric)).ok().and_then(|f| {
+        let switches: Vec<_> = f.plan().switches.iter().map(|s| s.config.clone()).collect();
+        crate::job::expect::expect(&switches, &names, &built.jobs)
+    });
     rep.warnings = bottleneck::warnings(&bottleneck::Measured {
         time_dilation: dilation.factor(),
         // Rates averaged over a job that waited out a failure say nothing about the machine.
@@ -315,6 +319,7 @@ fn run_job(
         links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
         stalls: rep.tx_stalls.clone(),
         kernel_rx_lost: rep.kernel_rx_lost.clone(),
+        expected_ns: rep.expected.as_ref().filter(|_| ended_normally).map(|e| e.completion_ns),
         job_ns: rep.completion_ns,
     });
     rep.warnings.extend(fabric_notes);

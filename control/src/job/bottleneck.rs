@@ -13,6 +13,10 @@
 //!   whose senders have data from the start (not a chain broadcast, where a rank waits for
 //!   its predecessor by design, nor a latency-bound ring AllReduce, [`ring_step_is_latency_bound`]).
 //!
+//! * the job took more than [`MODEL_SLACK`] times what the model expects of it if the machine
+//!   keeps up ([`crate::job::expect`]: its critical path and its busiest link) with nothing in
+//!   the model holding it back (no CNP, PFC pauses under [`PAUSED_LITTLE`] of every sender's time);
+//!
 //! * a switch port's AF_XDP socket lost frames in the kernel (its fill ring ran empty or its
 //!   RX ring full: the data plane did not run in time), which nothing in a lossless model does;
 //!
@@ -58,6 +62,10 @@ pub const STALL_TOTAL_FRACTION: f64 = 0.5;
 // tests/tests/fabric_dcqcn.rs kept its bottleneck 97-98 % busy while its ports' stalls added up
 // to 12-27 % of the job (2026-11-25, loaded machine): a total rule at 5 % called every such run
 // machine-bound. The stalls are in `rocefab run --json` (`tx_stalls`) either way.
+
+/// A job that took more than this many times the model's expectation, with nothing in the
+/// model holding it back (no CNP, hardly any PFC pause), was the machine's.
+pub const MODEL_SLACK: f64 = 1.25;
 
 /// Aggregate CPU time of the machine (the `cpu` line of `/proc/stat`), in clock ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +186,9 @@ pub struct Measured {
     pub stalls: Vec<PortStalls>,
     /// The switch ports whose AF_XDP socket lost frames in the kernel during the job.
     pub kernel_rx_lost: Vec<PortLoss>,
+    /// The JCT the model expects if the machine keeps up ([`crate::job::expect`]), emulated ns;
+    /// `None`: unknown, or the job did not end normally.
+    pub expected_ns: Option<u64>,
     /// The job's completion time, emulated ns.
     pub job_ns: u64,
 }
@@ -239,6 +250,18 @@ pub fn warnings(m: &Measured) -> Vec<String> {
             "the machine, not the model, was the bottleneck: the kernel dropped {total} frames at switch ports' AF_XDP sockets before their data planes took them (fill ring empty or RX ring full: the data plane did not run in time; {}); a lossless fabric loses none in the model, and the job's retransmissions follow from these; {raise}",
             list(&names)
         ));
+    }
+    // Far slower than the model with nothing in the model to slow it: the machine.
+    let held = m.nics.iter().any(|n| n.cnps_received > 0 || n.paused_fraction >= PAUSED_LITTLE);
+    if let Some(e) = m.expected_ns.filter(|&e| e > 0 && !held) {
+        if m.job_ns as f64 > MODEL_SLACK * e as f64 {
+            out.push(format!(
+                "the machine, not the model, was the bottleneck: the job took {:.2} times what the model expects if the machine keeps up ({:.3} ms emulated against {:.3} ms) while DCQCN never cut a sender and PFC barely paused one; {raise}",
+                m.job_ns as f64 / e as f64,
+                m.job_ns as f64 / 1e6,
+                e as f64 / 1e6
+            ));
+        }
     }
     // A stalled port is the machine's, whatever the CPU average or the links' use.
     let job = m.job_ns as f64;
@@ -354,6 +377,7 @@ mod tests {
                 PortLoss { name: "spine1:eth2 (from rail2:eth5)".into(), frames: 77 },
                 PortLoss { name: "spine2:eth1 (from rail1:eth6)".into(), frames: 1220 },
             ],
+            expected_ns: None,
             job_ns: 1_000_000_000,
         };
         let w = warnings(&m);
@@ -365,6 +389,35 @@ mod tests {
             "{w:?}"
         );
         assert!(warnings(&Measured { kernel_rx_lost: vec![], ..m }).is_empty());
+    }
+
+    /// Issue 41: the 512-rank AllReduce of multi-pod-512gpu at D 100 took 665 ms emulated
+    /// where the model expects about 10: no other sign fired on every such run.
+    #[test]
+    fn a_job_far_slower_than_the_model_with_nothing_holding_it_is_the_machine() {
+        let m = |job_ns, cnps| Measured {
+            time_dilation: 100.0,
+            cpu_busy: Some(0.5),
+            nics: vec![NicUse { cnps_received: cnps, ..nic("host1:gpu0", 0.99, 0.99) }],
+            senders_busy_throughout: false,
+            links: vec![],
+            stalls: vec![],
+            kernel_rx_lost: vec![],
+            expected_ns: Some(10_000_000),
+            job_ns,
+        };
+        let w = warnings(&m(665_000_000, 0));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("the job took 66.50 times what the model expects")
+                && w[0].contains("(665.000 ms emulated against 10.000 ms)"),
+            "{w:?}"
+        );
+        // Within the slack, or slowed by DCQCN (the model has no congestion control): no sign.
+        assert!(warnings(&m(12_500_000, 0)).is_empty());
+        assert_eq!(warnings(&m(12_600_000, 0)).len(), 1);
+        assert!(warnings(&m(665_000_000, 3)).is_empty());
+        assert!(warnings(&Measured { expected_ns: None, ..m(665_000_000, 0) }).is_empty());
     }
 
     #[test]
@@ -380,6 +433,7 @@ mod tests {
             links: vec![],
             stalls: vec![],
             kernel_rx_lost: vec![],
+            expected_ns: None,
             job_ns: 0,
         };
         assert!(warnings(&m).is_empty(), "{:?}", warnings(&m));
@@ -414,6 +468,7 @@ mod tests {
             links: vec![],
             stalls: vec![],
             kernel_rx_lost: vec![],
+            expected_ns: None,
             job_ns: 0,
         };
         let w = warnings(&m);
@@ -434,6 +489,7 @@ mod tests {
             links: vec![],
             stalls: vec![],
             kernel_rx_lost: vec![],
+            expected_ns: None,
             job_ns: 0,
         };
         assert!(warnings(&m(Some(0.5), slow.clone())).is_empty());
@@ -453,6 +509,7 @@ mod tests {
                 links: vec![],
                 stalls: vec![],
                 kernel_rx_lost: vec![],
+                expected_ns: None,
                 job_ns: 0,
             })
         };
@@ -476,6 +533,7 @@ mod tests {
             links: vec![],
             stalls: vec![],
             kernel_rx_lost: vec![],
+            expected_ns: None,
             job_ns: 0,
         };
         assert!(warnings(&chain).is_empty());
@@ -560,6 +618,7 @@ mod tests {
             links: vec![],
             stalls: vec![],
             kernel_rx_lost: vec![],
+            expected_ns: None,
             job_ns: 0,
         };
         assert!(warnings(&m).iter().all(|w| !w.contains("receiving links")), "{:?}", warnings(&m));
@@ -603,6 +662,7 @@ mod tests {
             links,
             stalls: vec![],
             kernel_rx_lost: vec![],
+            expected_ns: None,
             job_ns: 0,
         };
         assert!(warnings(&m(links.clone())).is_empty(), "{:?}", warnings(&m(links.clone())));
@@ -637,6 +697,7 @@ mod tests {
             links: vec![full.clone()],
             stalls,
             kernel_rx_lost: vec![],
+            expected_ns: None,
             job_ns,
         };
         let job = 2_000_000; // 2 ms emulated
@@ -688,6 +749,7 @@ mod tests {
             senders_busy_throughout: false,
             links: vec![],
             kernel_rx_lost: vec![],
+            expected_ns: None,
             stalls: vec![
                 PortStalls {
                     name: "rail1b:eth1 (to host1:gpu0p1)".into(),

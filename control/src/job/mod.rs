@@ -7,6 +7,7 @@
 use rocefab_contracts::rdma::SegmentMode;
 
 pub mod bottleneck;
+pub mod expect;
 pub mod failover;
 pub mod hosts;
 pub mod launch;

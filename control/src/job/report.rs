@@ -72,6 +72,9 @@ pub struct RunReport {
     /// Job completion time: the slowest host's time from the common start to its last
     /// transfer, emulated ns.
     pub completion_ns: u64,
+    /// What the model expects of the job if the machine kept up ([`crate::job::expect`]):
+    /// `None` when it cannot say (routes from BGP, no collective).
+    pub expected: Option<crate::job::expect::Expectation>,
     /// `first-middle-last` or `write-only` (`--segment`).
     pub segment: String,
     pub retransmitted_packets: u64,
@@ -148,6 +151,7 @@ pub fn summarize(
         ok: hosts.iter().all(|(_, h)| h.ok),
         verified_ranks: 0,
         completion_ns: hosts.iter().map(|(_, h)| h.elapsed_ns).max().unwrap_or(0),
+        expected: None,
         segment: segment.name().into(),
         retransmitted_packets: 0,
         naks_sent: 0,
@@ -313,6 +317,16 @@ pub fn render_table(r: &RunReport) -> String {
         r.cnps_received,
         r.pfc_paused_ns as f64 / 1e6
     );
+    if let Some(e) = &r.expected {
+        s += &format!(
+            "the model expects {} if the machine keeps up (measured {:.2} times that): critical path {}, busiest link {} ({})\n",
+            duration(e.completion_ns),
+            r.completion_ns as f64 / e.completion_ns.max(1) as f64,
+            duration(e.critical_path_ns),
+            duration(e.busiest_link_ns),
+            e.busiest_link
+        );
+    }
     if r.nvlink_bytes > 0 {
         s += &format!("NVLink bytes {} (inside the hosts, no network frames)\n", human(r.nvlink_bytes));
     }

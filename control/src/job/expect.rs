@@ -1,0 +1,423 @@
+//! What the model says a collective takes (issue 41): the job's completion time if the machine
+//! kept up, from the transfers the hosts were given and the fabric's plan, so that `rocefab run`
+//! prints it beside the measured JCT and can tell a machine-bound result from a model result.
+//!
+//! Two lower bounds, the expectation being the larger:
+//!
+//! * **the critical path**: every transfer starts once the transfers it depends on have arrived
+//!   (the collective's own dependencies, [`CollectiveSpec`]) and its NIC has sent what it sent
+//!   before (one NIC sends one frame at a time, at its line rate; a transfer that follows an
+//!   arrival sends that arrival's ACK first, as the NIC puts ACKs ahead of data). Its frames then
+//!   cross their path frame by frame: on a port without delay a switch hands a frame on when its
+//!   egress lets it start, so it is at the next hop at its first bit (rocefab's semantics when a
+//!   topology has no `delay`: docs/src/emulated-time.md); on a port with a delay the peer has it
+//!   when its last bit is there plus the delay (store and forward). Each egress sends a frame
+//!   no earlier than one serialisation after the previous one of the transfer. The job ends with
+//!   the ACK of its last arrival back at its sender. Other transfers' frames on the same links
+//!   are not in the way: the bound is exact for a job whose transfers never meet.
+//! * **the busiest link**: every byte a link carries (frames and ACKs, on the wire) at its line
+//!   rate, with nothing else in the way.
+//!
+//! The path of a transfer is traced through the switches' routes as planned (longest prefix),
+//! each ECMP group's member chosen by the switch's own flow hash of the QP's 5-tuple (the same
+//! function the XDP program runs, [`dataplane_common::flow_hash`]), so that flows that
+//! share an uplink in the emulation share it here. (Flowlet switching and packet spraying move
+//! a flow between members as it runs; the bound keeps it on its hash's member.) A fabric whose
+//! routes come from BGP has none planned: no expectation then.
+//!
+//! Pure: plan and job specs in, nanoseconds (emulated) out.
+use std::collections::{BinaryHeap, HashMap};
+use std::net::IpAddr;
+
+use rocefab_contracts::config::SwitchConfig;
+use rocefab_contracts::job::Job;
+use rocefab_wire::roce::udp_src_port_for_qp;
+
+/// Bytes a RoCEv2 packet takes on the wire besides its payload (IPv4): Ethernet 14, IPv4 20,
+/// UDP 8, BTH 12, ICRC 4, FCS 4, preamble and SFD 8, inter-frame gap 12.
+const WIRE_OVERHEAD: u64 = 14 + 20 + 8 + 12 + 4 + 4 + 8 + 12;
+/// The RETH of a WRITE First or Only packet.
+const RETH: u64 = 16;
+/// An ACK on the wire: the overhead above and an AETH (4), 86 bytes.
+const ACK_WIRE: u64 = WIRE_OVERHEAD + 4;
+/// IPv6's header is 20 bytes longer than IPv4's.
+const IPV6_EXTRA: u64 = 20;
+/// The longest path traced (switches crossed).
+const MAX_HOPS: usize = 16;
+
+/// One link of a path, in the direction of travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// Emulated line rate, bit/s.
+    pub rate_bps: u64,
+    /// Emulated delay, ns; 0: the peer has a frame at its first bit.
+    pub delay_ns: u64,
+    /// Which link (for the busiest-link bound): (switch index, port), or a host NIC's own link
+    /// as (`usize::MAX` − host index, NIC index).
+    pub id: (usize, usize),
+}
+
+/// What the model expects of a job, emulated ns.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Expectation {
+    /// The larger bound: the JCT if the machine kept up and no two transfers met.
+    pub completion_ns: u64,
+    /// The critical path through the job's dependencies.
+    pub critical_path_ns: u64,
+    /// The busiest link's bytes at its line rate, and which link that is (`switch:port (to peer)`
+    /// or `host:nic`).
+    pub busiest_link_ns: u64,
+    pub busiest_link: String,
+}
+
+fn ser_ns(wire_bytes: u64, rate_bps: u64) -> u64 {
+    (wire_bytes * 8 * 1_000_000_000).div_ceil(rate_bps.max(1))
+}
+
+fn prefix_matches(prefix: IpAddr, len: u8, dst: IpAddr) -> bool {
+    match (prefix, dst) {
+        (IpAddr::V4(p), IpAddr::V4(d)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            u32::from(p) & mask == u32::from(d) & mask
+        }
+        (IpAddr::V6(p), IpAddr::V6(d)) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            u128::from(p) & mask == u128::from(d) & mask
+        }
+        _ => false,
+    }
+}
+
+/// The links from host NIC `from` (`host:nic`, as a switch port names its peer; host and NIC
+/// index `nic`) to the host
+/// that owns `dst`: the NIC's link, then every switch egress on the way. `None` when a switch
+/// has no route (BGP fabrics) or the path does not end at a host within [`MAX_HOPS`].
+pub fn trace(switches: &[SwitchConfig], nic: (usize, usize), from: &str, flow: Flow) -> Option<Vec<Link>> {
+    let dst = flow.dst;
+    let by_name: HashMap<&str, usize> = switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+    let (mut sw, port) =
+        switches.iter().enumerate().find_map(|(i, s)| s.ports.iter().position(|p| p.peer == from).map(|p| (i, p)))?;
+    let first = &switches[sw].ports[port];
+    let mut path =
+        vec![Link { rate_bps: first.line_rate_bps, delay_ns: first.rx_delay_ns, id: (usize::MAX - nic.0, nic.1) }];
+    for _ in 0..MAX_HOPS {
+        let s = &switches[sw];
+        let route = s.routes.iter().filter(|r| prefix_matches(r.prefix, r.len, dst)).max_by_key(|r| r.len)?;
+        let group = s.groups.get(route.group? as usize)?;
+        let member = dataplane_common::ecmp_index(flow.hash(s.hash_seed), group.len() as u32) as usize;
+        let hop = s.nexthops.get(*group.get(member)? as usize)?;
+        let out = hop.port as usize;
+        let p = s.ports.get(out)?;
+        path.push(Link { rate_bps: p.line_rate_bps, delay_ns: p.tx_delay_ns, id: (sw, out) });
+        let (peer, _) = p.peer.split_once(':')?;
+        match by_name.get(peer) {
+            Some(&next) => sw = next,
+            None => return Some(path),
+        }
+    }
+    None
+}
+
+/// A RoCEv2 flow as a switch hashes it for ECMP: its addresses and UDP source port (the
+/// destination port is 4791).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Flow {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub sport: u16,
+}
+
+impl Flow {
+    /// The XDP program's flow hash of this flow on a switch seeded `seed`
+    /// ([`dataplane_common::flow_hash`]).
+    fn hash(&self, seed: u32) -> u32 {
+        let words = |a: IpAddr| match a {
+            IpAddr::V4(v) => [u32::from(v), 0, 0, 0],
+            IpAddr::V6(v) => {
+                let o = v.octets();
+                std::array::from_fn(|i| u32::from_be_bytes([o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]]))
+            }
+        };
+        dataplane_common::flow_hash(words(self.src), words(self.dst), 17, self.sport, ROCE_PORT, seed)
+    }
+}
+
+/// RoCEv2's UDP destination port.
+const ROCE_PORT: u16 = 4791;
+
+/// When each frame (`wire` bytes, leaving the NIC at `departs`) is at the far end of `path`.
+fn cross(path: &[Link], wire: &[u64], departs: &mut [u64]) {
+    for (j, l) in path.iter().enumerate() {
+        let mut free = 0u64;
+        for (i, t) in departs.iter_mut().enumerate() {
+            let ser = ser_ns(wire[i], l.rate_bps);
+            // The NIC's own link: its departures are the NIC's schedule already.
+            let start = if j == 0 { *t } else { (*t).max(free) };
+            free = start + ser;
+            *t = if l.delay_ns > 0 { start + ser + l.delay_ns } else { start };
+        }
+    }
+}
+
+/// The wire bytes of a WRITE of `len` bytes at path MTU `mtu`: one entry per packet.
+fn write_frames(len: u64, mtu: u64, ipv6: bool) -> Vec<u64> {
+    let extra = if ipv6 { IPV6_EXTRA } else { 0 };
+    let n = len.div_ceil(mtu).max(1);
+    (0..n)
+        .map(|i| {
+            let payload = if i + 1 == n { len - mtu * (n - 1) } else { mtu };
+            payload + WIRE_OVERHEAD + extra + if i == 0 { RETH } else { 0 }
+        })
+        .collect()
+}
+
+/// A transfer as the model sees it.
+struct Xfer {
+    deps: Vec<usize>,
+    /// Sending host and NIC (job index, NIC index), and the path.
+    nic: (usize, usize),
+    path: usize,
+    wire: Vec<u64>,
+    /// Whether it follows an arrival (its NIC sends that arrival's ACK first).
+    after_arrival: bool,
+}
+
+/// The expectation for the jobs the hosts were given (`jobs[i]` is host `hosts[i]`), on a fabric
+/// whose switches are `switches`. `None` when a transfer's path cannot be traced, or the jobs
+/// hold no collective.
+pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Option<Expectation> {
+    let mut paths: Vec<Vec<Link>> = Vec::new();
+    let mut path_of: HashMap<Flow, usize> = HashMap::new();
+    let mut xfers: HashMap<usize, Xfer> = HashMap::new();
+    let mut locals: HashMap<usize, (Vec<usize>, u64)> = HashMap::new();
+    let mut recv_ids = std::collections::HashSet::new();
+    // Every NIC by address: (host, NIC index, `host:nic`), for the ACKs' paths back.
+    let mut nic_at: HashMap<IpAddr, (usize, usize, String)> = HashMap::new();
+    for (h, j) in jobs.iter().enumerate() {
+        if let Some(c) = &j.collective {
+            recv_ids.extend(c.recvs.iter().map(|r| r.id));
+        }
+        for (i, n) in j.nics.iter().enumerate() {
+            nic_at.insert(n.ip, (h, i, format!("{}:{}", hosts.get(h)?, n.name)));
+        }
+    }
+    let mut ack_flows: Vec<Flow> = Vec::new();
+    for (h, j) in jobs.iter().enumerate() {
+        let c = j.collective.as_ref()?;
+        for l in &c.locals {
+            // NVLink copies and compute gaps: their time is the job's, not the fabric's.
+            let nv = match (&j.nvlink, l.dst_rank) {
+                (Some(n), Some(_)) => n.latency_ns + ser_ns(l.len, n.bandwidth_bps),
+                _ => 0,
+            };
+            locals.insert(l.id, (l.deps.clone(), nv + l.hold_ns));
+        }
+        for s in &c.sends {
+            let qp = j.qps.iter().find(|q| q.qpn == s.qpn)?;
+            let nic = j.nics.get(qp.nic)?;
+            let flow = Flow { src: nic.ip, dst: qp.peer_ip, sport: udp_src_port_for_qp(qp.qpn, qp.peer_qpn) };
+            let path = match path_of.get(&flow) {
+                Some(&p) => p,
+                None => {
+                    let p = trace(switches, (h, qp.nic), &format!("{}:{}", hosts.get(h)?, nic.name), flow)?;
+                    paths.push(p);
+                    path_of.insert(flow, paths.len() - 1);
+                    paths.len() - 1
+                }
+            };
+            // Its ACKs come back from the responder QP.
+            ack_flows.push(Flow { src: qp.peer_ip, dst: nic.ip, sport: udp_src_port_for_qp(qp.peer_qpn, qp.qpn) });
+            let mtu = u64::from(nic.path_mtu.unwrap_or(1024));
+            xfers.insert(
+                s.id,
+                Xfer {
+                    deps: s.deps.clone(),
+                    nic: (h, qp.nic),
+                    path,
+                    wire: write_frames(s.len, mtu, qp.peer_ip.is_ipv6()),
+                    after_arrival: s.deps.iter().any(|d| recv_ids.contains(d)),
+                },
+            );
+        }
+    }
+    if xfers.is_empty() {
+        return None;
+    }
+    // Busiest link: every frame, and the ACK each transfer draws back on the path from its
+    // receiver to its sender.
+    let mut load: HashMap<(usize, usize), (u64, u64)> = HashMap::new();
+    for x in xfers.values() {
+        let bytes: u64 = x.wire.iter().sum();
+        for l in &paths[x.path] {
+            load.entry(l.id).or_insert((0, l.rate_bps)).0 += bytes;
+        }
+    }
+    let mut ack_paths: HashMap<Flow, Option<Vec<Link>>> = HashMap::new();
+    for f in ack_flows {
+        let back = ack_paths.entry(f).or_insert_with(|| {
+            let (h, i, name) = nic_at.get(&f.src)?;
+            trace(switches, (*h, *i), name, f)
+        });
+        for l in back.as_ref()? {
+            load.entry(l.id).or_insert((0, l.rate_bps)).0 += ACK_WIRE + if f.src.is_ipv6() { IPV6_EXTRA } else { 0 };
+        }
+    }
+    let ((sw, port), busiest_ns) = load
+        .iter()
+        .map(|(&id, &(b, r))| (id, ser_ns(b, r)))
+        .max_by_key(|&(id, t)| (t, std::cmp::Reverse(id)))
+        .unwrap_or(((0, 0), 0));
+    let busiest_link = if sw >= switches.len() {
+        let j = &jobs[usize::MAX - sw];
+        format!("{}:{}", hosts[usize::MAX - sw], j.nics.get(port).map_or("?", |n| n.name.as_str()))
+    } else {
+        let p = &switches[sw].ports[port];
+        format!("{}:{} (to {})", switches[sw].name, p.name, p.peer)
+    };
+
+    // Critical path: transfers in the order they become ready; each NIC sends in that order.
+    let mut done: HashMap<usize, u64> = HashMap::new();
+    let mut nic_free: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut waiting: HashMap<usize, usize> = HashMap::new(); // id -> deps not done
+    let mut dependents: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut ready: BinaryHeap<std::cmp::Reverse<(u64, usize)>> = BinaryHeap::new();
+    let all_deps =
+        |id: &usize| -> Option<&Vec<usize>> { xfers.get(id).map(|x| &x.deps).or(locals.get(id).map(|l| &l.0)) };
+    for id in xfers.keys().chain(locals.keys()) {
+        let deps = all_deps(id)?;
+        let n = deps.iter().filter(|d| xfers.contains_key(d) || locals.contains_key(d)).count();
+        for d in deps {
+            dependents.entry(*d).or_default().push(*id);
+        }
+        if n == 0 {
+            ready.push(std::cmp::Reverse((0, *id)));
+        } else {
+            waiting.insert(*id, n);
+        }
+    }
+    let mut end = 0u64;
+    let mut scratch: Vec<u64> = Vec::new();
+    while let Some(std::cmp::Reverse((at, id))) = ready.pop() {
+        let finished = if let Some(x) = xfers.get(&id) {
+            let path = &paths[x.path];
+            let nic_rate = path[0].rate_bps;
+            let free = nic_free.entry(x.nic).or_insert(0);
+            let mut t = at.max(*free);
+            if x.after_arrival {
+                t += ser_ns(ACK_WIRE, nic_rate);
+            }
+            scratch.clear();
+            for &w in &x.wire {
+                scratch.push(t);
+                t += ser_ns(w, nic_rate);
+            }
+            *free = t;
+            cross(path, &x.wire, &mut scratch);
+            let arrived = *scratch.last().unwrap_or(&t);
+            // Its ACK back to the sender: one ACK's serialisation and the path's delays.
+            let back = ser_ns(ACK_WIRE, nic_rate)
+                + path
+                    .iter()
+                    .map(|l| l.delay_ns + if l.delay_ns > 0 { ser_ns(ACK_WIRE, l.rate_bps) } else { 0 })
+                    .sum::<u64>();
+            end = end.max(arrived + back);
+            arrived
+        } else {
+            let t = at + locals.get(&id).map_or(0, |l| l.1);
+            end = end.max(t);
+            t
+        };
+        done.insert(id, finished);
+        for d in dependents.get(&id).into_iter().flatten() {
+            if let Some(n) = waiting.get_mut(d) {
+                *n -= 1;
+                if *n == 0 {
+                    waiting.remove(d);
+                    let deps = all_deps(d)?;
+                    let at = deps.iter().filter_map(|x| done.get(x)).copied().max().unwrap_or(0);
+                    ready.push(std::cmp::Reverse((at, *d)));
+                }
+            }
+        }
+    }
+    if !waiting.is_empty() {
+        return None; // a dependency cycle, or on a transfer nobody sends
+    }
+    Some(Expectation {
+        completion_ns: end.max(busiest_ns),
+        critical_path_ns: end,
+        busiest_link_ns: busiest_ns,
+        busiest_link,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_host::nic::collective_job::{build, BuildOptions, Kind};
+
+    /// The plan's switch configurations, host names and a 1 MiB ring AllReduce's jobs on
+    /// topology `file` (in `topologies/`), `edit`ed first.
+    fn allreduce(
+        file: &str,
+        edit: impl Fn(&mut crate::topology::Topology),
+    ) -> (Vec<SwitchConfig>, Vec<String>, Vec<Job>) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(file);
+        let mut topo = crate::topology::Topology::load(&path).unwrap();
+        edit(&mut topo);
+        let plan = crate::plan::compile(&topo, 0);
+        let hosts = crate::job::hosts::host_descs(&topo, &plan, |h| vec![Default::default(); h.nics.len()]).unwrap();
+        let built = build(Kind::AllReduce, &hosts, 1 << 20, &BuildOptions::default()).unwrap();
+        let switches = plan.switches.iter().map(|s| s.config.clone()).collect();
+        (switches, hosts.iter().map(|h| h.name.clone()).collect(), built.jobs)
+    }
+
+    /// multi-pod-512gpu as written (no delay: a frame is at the next hop at its first bit). Every
+    /// NIC sends back to back at 1 Gbit/s: step 0 its WRITE First and Last (1122 + 1106 B on
+    /// the wire, 17.824 us), each of the 1021 others the ACK of the arrival before them too
+    /// (86 B: 18.512 us); an arrival is there when its Last starts (8.848 us before the NIC is
+    /// done with it), and the job ends with the last arrival's ACK back (0.688 us):
+    /// 17824 + 1021 × 18512 − 8848 + 688 ns. (`sim/htsim/ring_chain_model.py`'s first-bit line,
+    /// 9.877 ms, leaves out that a NIC sends one frame at a time.)
+    #[test]
+    fn the_512_rank_allreduce_as_written_is_its_nics_sending_back_to_back() {
+        let (switches, hosts, jobs) = allreduce("multi-pod-512gpu.yaml", |_| {});
+        let e = expect(&switches, &hosts, &jobs).unwrap();
+        assert_eq!(e.critical_path_ns, 17_824 + 1021 * 18_512 - 8_848 + 688, "{e:?}");
+        // The busiest links are the NICs': 1022 steps' frames out and 1022 ACKs, 18.512 us a
+        // step. The last ACK leaves after the NIC's own last Last: the bound the JCT takes.
+        assert_eq!(e.busiest_link_ns, 1022 * 18_512, "{e:?}");
+        assert_eq!(e.completion_ns, e.busiest_link_ns);
+    }
+
+    /// Store and forward on delayed ports: a frame is at the next hop its serialisation and
+    /// the delay after it started, and an egress starts it once it is all there and the
+    /// previous frame has left.
+    #[test]
+    fn frames_cross_delayed_ports_store_and_forward_and_undelayed_ones_at_their_first_bit() {
+        let l = |delay_ns| Link { rate_bps: 1_000_000_000, delay_ns, id: (0, 0) };
+        let wire = [1122, 1106];
+        let mut t = [0, 8_976];
+        cross(&[l(0), l(1_000), l(1_000)], &wire, &mut t);
+        // Hop 1: 0 + 8976 + 1000; 8976 + 8848 + 1000. Hop 2: 9976 + 8976 + 1000; the second
+        // waits for the first to leave (18952), + 8848 + 1000.
+        assert_eq!(t, [19_952, 28_800]);
+        let mut t = [0, 8_976];
+        cross(&[l(0), l(0), l(0)], &wire, &mut t);
+        assert_eq!(t, [0, 8_976]);
+    }
+
+    #[test]
+    fn a_path_is_traced_through_the_planned_routes_to_the_host() {
+        let (switches, _, jobs) = allreduce("multi-pod-512gpu.yaml", |_| {});
+        // host8 gpu7 (rank 63, pod 1) -> host9 gpu0 (rank 64, pod 2): rail, spine, super-spine,
+        // spine, rail: the NIC's link and five switch egresses.
+        let qp = jobs[7].qps.iter().find(|q| q.label == "rank 63 -> rank 64").unwrap();
+        let src = jobs[7].nics[qp.nic].ip;
+        let flow = Flow { src, dst: qp.peer_ip, sport: udp_src_port_for_qp(qp.qpn, qp.peer_qpn) };
+        let p = trace(&switches, (7, qp.nic), "host8:gpu7", flow).unwrap();
+        let rates: Vec<u64> = p.iter().map(|l| l.rate_bps / 1_000_000_000).collect();
+        assert_eq!(rates, [1, 8, 8, 8, 8, 1]);
+        assert!(p.iter().all(|l| l.delay_ns == 0));
+    }
+}
