@@ -40,6 +40,9 @@ pub struct Job {
     pub time_dilation: f64,
     /// Job completion time, emulated, ms.
     pub jct_emulated_ms: f64,
+    /// What the model expects of the job if the machine keeps up (`expected` of the report),
+    /// emulated ms.
+    pub expected_ms: Option<f64>,
     /// Job completion time on the wall clock (emulated JCT x D), s.
     pub jct_s: f64,
     /// `rocefab run`'s own wall time, s.
@@ -145,7 +148,33 @@ pub struct Row {
     pub frr_pss_mib: f64,
     /// `--scale-bgp`: how long `rocefab up` waited for BGP to converge, s.
     pub bgp_converged_s: Option<f64>,
+    /// The same AllReduce in htsim, as `sim/htsim/run_allreduce.sh` recorded it (multi-pod-512gpu
+    /// only): not run by the bench.
+    pub htsim: Option<Htsim>,
     pub errors: Vec<String>,
+}
+
+/// A run of `sim/htsim/allreduce-results.json`.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Htsim {
+    pub jct_ns: f64,
+    pub wall_s: f64,
+    pub commit: String,
+}
+
+/// htsim's 1 MiB AllReduce of `topology` at its rates as written, from `results` (the JSON
+/// `sim/htsim/run_allreduce.sh` writes); `None` for another topology or an unfinished run.
+pub fn htsim_allreduce(topology: &str, results: &str) -> Option<Htsim> {
+    if topology != "multi-pod-512gpu" {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(results).ok()?;
+    let r = v.as_array()?.iter().find(|r| r["run"] == "1g" && r["complete"] == true)?;
+    Some(Htsim {
+        jct_ns: r["jct_ns"].as_f64()?,
+        wall_s: r["wall_s"].as_f64()?,
+        commit: r["htsim_commit"].as_str().unwrap_or("").to_string(),
+    })
 }
 
 /// The whole report (`--json`).
@@ -302,6 +331,7 @@ pub fn job_from_report(v: &serde_json::Value, wall_s: f64) -> Job {
         ranks,
         time_dilation: d,
         jct_emulated_ms: v["completion_ns"].as_f64().unwrap_or(0.0) / 1e6,
+        expected_ms: v["expected"]["completion_ns"].as_f64().map(|ns| ns / 1e6),
         jct_s,
         wall_s,
         outside_over_jct: if jct_s > 0.0 { (wall_s - jct_s) / jct_s } else { f64::NAN },
@@ -322,6 +352,9 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
         std::fs::write(&topo, text).with_context(|| format!("writing {}", topo.display()))?;
     }
     let mut row = Row { topology: topology.to_string(), ..Row::default() };
+    row.htsim = std::fs::read_to_string(root.join("sim/htsim/allreduce-results.json"))
+        .ok()
+        .and_then(|t| htsim_allreduce(topology, &t));
     let before = mem_available_kib();
     let guard = RocefabFabric { bin: rocefab.to_path_buf(), name: name.clone() };
     eprintln!("xtask bench --scale: rocefab up {topology} ...");
@@ -701,6 +734,22 @@ pub fn render(r: &Report) -> String {
             "verified".into(),
         ),
         (
+            "AllReduce: the model expects, emulated ms (measured / expected)",
+            Box::new(move |w: &Row| {
+                job(&w.allreduce, &|j| {
+                    j.expected_ms.map_or("-".into(), |e| format!("{e:.2} ({:.2})", j.jct_emulated_ms / e))
+                })
+            }),
+            "1.00".into(),
+        ),
+        (
+            "AllReduce in htsim (sim/htsim, recorded): JCT ms, wall s",
+            Box::new(|w: &Row| {
+                w.htsim.as_ref().map_or("-".into(), |h| format!("{:.2}, {:.2}", h.jct_ns / 1e6, h.wall_s))
+            }),
+            String::new(),
+        ),
+        (
             "AllReduce: wall outside the JCT / JCT",
             Box::new(move |w: &Row| job(&w.allreduce, &|j| format!("{:.2}", j.outside_over_jct))),
             format!("< {TARGET_OUTSIDE}"),
@@ -833,9 +882,10 @@ mod tests {
     #[test]
     fn a_machine_bound_allreduce_is_marked_and_its_work_rates_shown() {
         let v = serde_json::json!({"ok": true, "ranks": 512, "verified_ranks": 512, "completion_ns": 2.5e8,
-                                    "time_dilation": 100.0, "warnings": ["the machine, not the model"], "errors": []});
+                                    "time_dilation": 100.0, "warnings": ["the machine, not the model"], "errors": [],
+                                    "expected": {"completion_ns": 1.0e7}});
         let j = job_from_report(&v, 30.0);
-        assert_eq!((j.jct_emulated_ms, j.time_dilation), (250.0, 100.0));
+        assert_eq!((j.jct_emulated_ms, j.time_dilation, j.expected_ms), (250.0, 100.0, Some(10.0)));
         let busy = Busy {
             wall_s: 30.0,
             frame_hops: 3_000_000,
@@ -858,6 +908,10 @@ mod tests {
         assert!(t.contains("| 512 ranks verified, 250.00 (25.00), MACHINE-BOUND; 0.12 |"), "{t}");
         assert!(t.contains("MACHINE-BOUND: `rocefab run` found the machine"), "{t}");
         assert!(
+            t.contains("| AllReduce: the model expects, emulated ms (measured / expected) | 10.00 (25.00) |"),
+            "{t}"
+        );
+        assert!(
             t.contains("| during the AllReduce: frame-hops / s, per CPU-second of the machine | 100000, 50000 |"),
             "{t}"
         );
@@ -867,5 +921,24 @@ mod tests {
         quiet.rows[0].allreduce.as_mut().unwrap().machine_bound = false;
         let t = render(&quiet);
         assert!(!t.contains("MACHINE-BOUND"), "{t}");
+    }
+
+    #[test]
+    fn htsim_is_read_for_the_512_gpu_fabric_only_from_its_finished_run() {
+        let text = r#"[{"run": "1g", "complete": true, "jct_ns": 29582806, "wall_s": 2.27, "htsim_commit": "40ccb05"},
+                       {"run": "400g", "complete": true, "jct_ns": 72913, "wall_s": 1.8}]"#;
+        let h = htsim_allreduce("multi-pod-512gpu", text).unwrap();
+        assert_eq!((h.jct_ns, h.wall_s, h.commit.as_str()), (29582806.0, 2.27, "40ccb05"));
+        assert!(htsim_allreduce("pod-64gpu", text).is_none());
+        assert!(htsim_allreduce("multi-pod-512gpu", r#"[{"run": "1g", "complete": false}]"#).is_none());
+        let r = Report {
+            rows: vec![Row { topology: "multi-pod-512gpu".into(), htsim: Some(h), ..Row::default() }],
+            ..Report::default()
+        };
+        assert!(
+            render(&r).contains("| AllReduce in htsim (sim/htsim, recorded): JCT ms, wall s | 29.58, 2.27 |"),
+            "{}",
+            render(&r)
+        );
     }
 }
