@@ -15,7 +15,8 @@
 //!
 //! * the job took more than [`MODEL_SLACK`] times what the model expects of it if the machine
 //!   keeps up ([`crate::job::expect`]: its critical path and its busiest link) with nothing in
-//!   the model holding it back (no CNP, PFC pauses under [`PAUSED_LITTLE`] of every sender's time);
+//!   the model holding it back (no CNP, no retransmission, PFC pauses under [`PAUSED_LITTLE`] of
+//!   every sender's time);
 //!
 //! * a switch port's AF_XDP socket lost frames in the kernel (its fill ring ran empty or its
 //!   RX ring full: the data plane did not run in time), which nothing in a lossless model does;
@@ -252,11 +253,15 @@ pub fn warnings(m: &Measured) -> Vec<String> {
         ));
     }
     // Far slower than the model with nothing in the model to slow it: the machine.
-    let held = m.nics.iter().any(|n| n.cnps_received > 0 || n.paused_fraction >= PAUSED_LITTLE);
+    // (A retransmission waits out a timeout the model has too: a drop it made, or one injected.)
+    let held = m
+        .nics
+        .iter()
+        .any(|n| n.cnps_received > 0 || n.paused_fraction >= PAUSED_LITTLE || n.retransmitted_packets > 0);
     if let Some(e) = m.expected_ns.filter(|&e| e > 0 && !held) {
         if m.job_ns as f64 > MODEL_SLACK * e as f64 {
             out.push(format!(
-                "the machine, not the model, was the bottleneck: the job took {:.2} times what the model expects if the machine keeps up ({:.3} ms emulated against {:.3} ms) while DCQCN never cut a sender and PFC barely paused one; {raise}",
+                "the machine, not the model, was the bottleneck: the job took {:.2} times what the model expects if the machine keeps up ({:.3} ms emulated against {:.3} ms) while DCQCN never cut a sender, PFC barely paused one and nothing was retransmitted; {raise}",
                 m.job_ns as f64 / e as f64,
                 m.job_ns as f64 / 1e6,
                 e as f64 / 1e6
