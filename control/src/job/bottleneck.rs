@@ -254,10 +254,8 @@ pub fn warnings(m: &Measured) -> Vec<String> {
     }
     // Far slower than the model with nothing in the model to slow it: the machine.
     // (A retransmission waits out a timeout the model has too: a drop it made, or one injected.)
-    let held = m
-        .nics
-        .iter()
-        .any(|n| n.cnps_received > 0 || n.paused_fraction >= PAUSED_LITTLE || n.retransmitted_packets > 0);
+    let held =
+        m.nics.iter().any(|n| n.cnps_received > 0 || n.paused_fraction >= PAUSED_LITTLE || n.retransmitted_packets > 0);
     if let Some(e) = m.expected_ns.filter(|&e| e > 0 && !held) {
         if m.job_ns as f64 > MODEL_SLACK * e as f64 {
             out.push(format!(
