@@ -89,33 +89,55 @@ fn prefix_matches(prefix: IpAddr, len: u8, dst: IpAddr) -> bool {
 }
 
 /// The links from host NIC `from` (`host:nic`, as a switch port names its peer; host and NIC
-/// index `nic`) to the host
-/// that owns `dst`: the NIC's link, then every switch egress on the way. `None` when a switch
-/// has no route (BGP fabrics) or the path does not end at a host within [`MAX_HOPS`].
+/// index `nic`) to the host that owns the flow's destination: the NIC's link, then every switch
+/// egress on the way. `None` when a switch has no route (BGP fabrics) or the path does not end
+/// at a host within [`MAX_HOPS`].
 pub fn trace(switches: &[SwitchConfig], nic: (usize, usize), from: &str, flow: Flow) -> Option<Vec<Link>> {
-    let dst = flow.dst;
-    let by_name: HashMap<&str, usize> = switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
-    let (mut sw, port) =
-        switches.iter().enumerate().find_map(|(i, s)| s.ports.iter().position(|p| p.peer == from).map(|p| (i, p)))?;
-    let first = &switches[sw].ports[port];
-    let mut path =
-        vec![Link { rate_bps: first.line_rate_bps, delay_ns: first.rx_delay_ns, id: (usize::MAX - nic.0, nic.1) }];
-    for _ in 0..MAX_HOPS {
-        let s = &switches[sw];
-        let route = s.routes.iter().filter(|r| prefix_matches(r.prefix, r.len, dst)).max_by_key(|r| r.len)?;
-        let group = s.groups.get(route.group? as usize)?;
-        let member = dataplane_common::ecmp_index(flow.hash(s.hash_seed), group.len() as u32) as usize;
-        let hop = s.nexthops.get(*group.get(member)? as usize)?;
-        let out = hop.port as usize;
-        let p = s.ports.get(out)?;
-        path.push(Link { rate_bps: p.line_rate_bps, delay_ns: p.tx_delay_ns, id: (sw, out) });
-        let (peer, _) = p.peer.split_once(':')?;
-        match by_name.get(peer) {
-            Some(&next) => sw = next,
-            None => return Some(path),
-        }
+    Fabric::new(switches).trace(nic, from, flow)
+}
+
+/// The switches, indexed by name and by what their ports face.
+struct Fabric<'a> {
+    switches: &'a [SwitchConfig],
+    by_name: HashMap<&'a str, usize>,
+    /// `host:nic` (or `switch:port`) → the switch port facing it.
+    by_peer: HashMap<&'a str, (usize, usize)>,
+}
+
+impl<'a> Fabric<'a> {
+    fn new(switches: &'a [SwitchConfig]) -> Fabric<'a> {
+        let by_name = switches.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+        let by_peer = switches
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.ports.iter().enumerate().map(move |(p, c)| (c.peer.as_str(), (i, p))))
+            .collect();
+        Fabric { switches, by_name, by_peer }
     }
-    None
+
+    /// [`trace`] on the indexed switches.
+    fn trace(&self, nic: (usize, usize), from: &str, flow: Flow) -> Option<Vec<Link>> {
+        let (mut sw, port) = *self.by_peer.get(from)?;
+        let first = &self.switches[sw].ports[port];
+        let mut path =
+            vec![Link { rate_bps: first.line_rate_bps, delay_ns: first.rx_delay_ns, id: (usize::MAX - nic.0, nic.1) }];
+        for _ in 0..MAX_HOPS {
+            let s = &self.switches[sw];
+            let route = s.routes.iter().filter(|r| prefix_matches(r.prefix, r.len, flow.dst)).max_by_key(|r| r.len)?;
+            let group = s.groups.get(route.group? as usize)?;
+            let member = dataplane_common::ecmp_index(flow.hash(s.hash_seed), group.len() as u32) as usize;
+            let hop = s.nexthops.get(*group.get(member)? as usize)?;
+            let out = hop.port as usize;
+            let p = s.ports.get(out)?;
+            path.push(Link { rate_bps: p.line_rate_bps, delay_ns: p.tx_delay_ns, id: (sw, out) });
+            let (peer, _) = p.peer.split_once(':')?;
+            match self.by_name.get(peer) {
+                Some(&next) => sw = next,
+                None => return Some(path),
+            }
+        }
+        None
+    }
 }
 
 /// A RoCEv2 flow as a switch hashes it for ECMP: its addresses and UDP source port (the
@@ -186,6 +208,7 @@ struct Xfer {
 /// whose switches are `switches`. `None` when a transfer's path cannot be traced, or the jobs
 /// hold no collective.
 pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Option<Expectation> {
+    let fabric = Fabric::new(switches);
     let mut paths: Vec<Vec<Link>> = Vec::new();
     let mut path_of: HashMap<Flow, usize> = HashMap::new();
     let mut xfers: HashMap<usize, Xfer> = HashMap::new();
@@ -219,7 +242,7 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
             let path = match path_of.get(&flow) {
                 Some(&p) => p,
                 None => {
-                    let p = trace(switches, (h, qp.nic), &format!("{}:{}", hosts.get(h)?, nic.name), flow)?;
+                    let p = fabric.trace((h, qp.nic), &format!("{}:{}", hosts.get(h)?, nic.name), flow)?;
                     paths.push(p);
                     path_of.insert(flow, paths.len() - 1);
                     paths.len() - 1
@@ -256,7 +279,7 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
     for f in ack_flows {
         let back = ack_paths.entry(f).or_insert_with(|| {
             let (h, i, name) = nic_at.get(&f.src)?;
-            trace(switches, (*h, *i), name, f)
+            fabric.trace((*h, *i), name, f)
         });
         for l in back.as_ref()? {
             load.entry(l.id).or_insert((0, l.rate_bps)).0 += ACK_WIRE + if f.src.is_ipv6() { IPV6_EXTRA } else { 0 };
