@@ -784,6 +784,11 @@ pub struct Report {
     pub error: Option<String>,
     /// Job duration until the last QP finished (or the timeout), ns.
     pub elapsed_ns: u64,
+    /// When the job's clock started (its go), Unix ns (CLOCK_REALTIME; 0: not known): what the
+    /// emulated times of this report count from, so that another clock's instants (a failure
+    /// injected) can be put on it.
+    #[serde(default)]
+    pub started_unix_ns: u64,
     pub qps: Vec<QpReport>,
     pub nics: Vec<NicReport>,
     /// Per local rank of a collective: its buffer matches the expected result.

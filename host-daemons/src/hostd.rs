@@ -155,7 +155,9 @@ pub fn run(args: Args) -> Result<bool> {
         wait_for_go()?;
     }
     let deadline = clock.now().saturating_add(job.timeout_ms.saturating_mul(1_000_000));
-    engine.set_start(clock.now());
+    let start = clock.now();
+    engine.set_start(start);
+    engine.set_start_unix(clock.mono().unix_offset_ns().wrapping_add(start));
     tracing::info!(job = %job.name, nics = ports.len(), qps = job.qps.len(), program, "running");
 
     // The latest snapshot, for a data thread that does not stop when told to.

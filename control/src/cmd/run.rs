@@ -323,13 +323,66 @@ fn run_job(
         job_ns: rep.completion_ns,
     });
     rep.warnings.extend(fabric_notes);
+    if let Some(f) = &failover {
+        on_failover_clock(&mut rep.migrations, &reports, f.started_unix_ns, dilation.factor());
+    }
     rep.failover = failover;
     Ok((rep, dir))
+}
+
+/// Puts the hosts' migrations on the failure injection's clock (started at Unix ns `go_unix`):
+/// each host's times count from its own go, which a loaded machine gives it up to a few ms
+/// apart from the injection's (a QP moved 20 µs emulated "before" the cut at D 32 in a
+/// fresh-clone CI run). A host that did not say when it started keeps its times.
+fn on_failover_clock(
+    migrations: &mut [crate::job::report::MigrationLine],
+    reports: &[(String, rocefab_contracts::job::Report)],
+    go_unix: u64,
+    dilation: f64,
+) {
+    let starts: std::collections::HashMap<&str, u64> =
+        reports.iter().filter(|(_, r)| r.started_unix_ns > 0).map(|(h, r)| (h.as_str(), r.started_unix_ns)).collect();
+    for m in migrations.iter_mut() {
+        if let Some(&s) = starts.get(m.host.as_str()) {
+            let shift = (s as i64 - go_unix as i64) as f64 / dilation.max(1.0);
+            m.migration.at_ns = (m.migration.at_ns as f64 + shift).max(0.0).round() as u64;
+        }
+    }
+    migrations.sort_by(|a, b| (a.migration.at_ns, &a.host, a.qpn).cmp(&(b.migration.at_ns, &b.host, b.qpn)));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn migrations_are_put_on_the_failure_injections_clock() {
+        use crate::job::report::MigrationLine;
+        use rocefab_contracts::job::{Migration, Report};
+        let line = |host: &str, at_ns| MigrationLine {
+            host: host.into(),
+            qpn: 1,
+            label: String::new(),
+            to_nic: "gpu0p1".into(),
+            migration: Migration {
+                from_nic: "gpu0p0".into(),
+                at_ns,
+                cause: rocefab_contracts::job::MigrationCause::LinkDown,
+            },
+        };
+        // At D 32: host1 started 640 µs of wall clock (20 µs emulated) after the injection,
+        // host2 320 µs before it; host3 did not say.
+        let go = 1_000_000_000_000u64;
+        let reports = vec![
+            ("host1".to_string(), Report { started_unix_ns: go + 640_000, ..Default::default() }),
+            ("host2".to_string(), Report { started_unix_ns: go - 320_000, ..Default::default() }),
+            ("host3".to_string(), Report::default()),
+        ];
+        let mut m = vec![line("host1", 3_079_930), line("host2", 3_000_000), line("host3", 5)];
+        on_failover_clock(&mut m, &reports, go, 32.0);
+        let got: Vec<(&str, u64)> = m.iter().map(|l| (l.host.as_str(), l.migration.at_ns)).collect();
+        assert_eq!(got, [("host3", 5), ("host2", 2_990_000), ("host1", 3_099_930)]);
+    }
 
     /// Issue 40: `rocefab run` names the fabric as every command does, first and optional.
     #[test]

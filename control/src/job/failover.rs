@@ -81,6 +81,10 @@ pub struct Failover {
     pub cut_at_ns: u64,
     /// The same instant on the Unix clock, wall ns: to compare with what the kernel saw.
     pub cut_unix_ns: u64,
+    /// When the injection's clock started (the job's go, after the hosts were told), Unix ns:
+    /// what `cut_at_ns` and `restored_at_ns` count from. The report puts the hosts' migrations
+    /// on this clock (each host's own started a little apart from it).
+    pub started_unix_ns: u64,
     /// What the switches saw and how the routes followed (the event's detail).
     pub detail: String,
     /// Each switch end: how long it kept sending into the cut link.
@@ -121,6 +125,7 @@ pub struct Running {
     armed_ends: Vec<SwitchEnd>,
     before: Vec<LinkCounters>,
     go: Instant,
+    go_unix_ns: u64,
     dilation: rocefab_contracts::time::Dilation,
 }
 
@@ -227,12 +232,13 @@ impl Armed {
     pub fn start(self) -> anyhow::Result<Running> {
         let dilation = self.fabric.st.clock()?.dilation();
         let go = Instant::now();
+        let go_unix_ns = crate::fabric::rundir::unix_now_ns();
         let (armed_ends, before) = (self.ends.clone(), self.before.clone());
         let thread = std::thread::Builder::new()
             .name("rocefab-failover".into())
             .spawn(move || inject(self, go, dilation))
             .context("starting the failure injection")?;
-        Ok(Running { thread, armed_ends, before, go, dilation })
+        Ok(Running { thread, armed_ends, before, go, go_unix_ns, dilation })
     }
 }
 
@@ -290,6 +296,7 @@ impl Running {
             link: format!("{} -- {}", link.a, link.b),
             cut_at_ns: emulated(cut_at),
             cut_unix_ns,
+            started_unix_ns: self.go_unix_ns,
             detail,
             ends: self
                 .armed_ends

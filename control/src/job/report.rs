@@ -580,6 +580,7 @@ mod tests {
             nvlink_bytes: 0,
             milestones: Vec::new(),
             elapsed_ns: 2_000_000_000 + u64::from(qpn),
+            started_unix_ns: 0,
             qps: vec![
                 QpReport {
                     qpn,

@@ -175,6 +175,8 @@ pub struct Engine {
     qps: Vec<Qp>,
     by_qpn: IndexTable,
     start: u64,
+    /// [`Engine::set_start_unix`]: Unix ns of `start` (0: not set).
+    start_unix_ns: u64,
     coll: Option<Coll>,
     dilation: Dilation,
     /// The notification points of every responder QP.
@@ -217,6 +219,11 @@ impl Engine {
     /// daemon that sets up first and waits for a start signal.
     pub fn set_start(&mut self, now: u64) {
         self.start = now;
+    }
+
+    /// The Unix time (ns) of the start set by [`Engine::set_start`], for the report.
+    pub fn set_start_unix(&mut self, unix_ns: u64) {
+        self.start_unix_ns = unix_ns;
     }
 
     /// Number of NICs.

@@ -45,6 +45,7 @@ impl Engine {
             ok,
             error: None,
             elapsed_ns,
+            started_unix_ns: self.start_unix_ns,
             qps,
             nics,
             ranks,

@@ -146,7 +146,7 @@ impl Engine {
             .transpose()?;
         let milestones =
             Vec::with_capacity(job.collective.as_ref().map_or(0, |c| c.locals.iter().filter(|l| l.milestone).count()));
-        let mut e = Engine { nics, qps, by_qpn, start: now, coll, dilation: d, np, milestones };
+        let mut e = Engine { nics, qps, by_qpn, start: now, start_unix_ns: 0, coll, dilation: d, np, milestones };
         e.progress(now);
         Ok(e)
     }
