@@ -319,7 +319,15 @@ fn run_job(
         links: bottleneck::link_use(&switches_before, &switches_after, rep.completion_ns),
         stalls: rep.tx_stalls.clone(),
         kernel_rx_lost: rep.kernel_rx_lost.clone(),
-        expected_ns: rep.expected.as_ref().filter(|_| ended_normally).map(|e| e.completion_ns),
+        // Judged for the ring AllReduce only, whose every NIC sends one transfer at a time: there
+        // the bound is tight (rail-spine at D 16: 1.07). An all-to-all's NICs interleave many
+        // QPs, each behind its own window and ACKs, which the bound does not model: the shared-NIC
+        // all-to-all at D 100 took 1.30 times it in a CI run with every CPU to spare.
+        expected_ns: rep
+            .expected
+            .as_ref()
+            .filter(|_| ended_normally && kind == Kind::AllReduce)
+            .map(|e| e.completion_ns),
         job_ns: rep.completion_ns,
     });
     rep.warnings.extend(fabric_notes);

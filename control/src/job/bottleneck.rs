@@ -13,8 +13,8 @@
 //!   whose senders have data from the start (not a chain broadcast, where a rank waits for
 //!   its predecessor by design, nor a latency-bound ring AllReduce, [`ring_step_is_latency_bound`]).
 //!
-//! * the job took more than [`MODEL_SLACK`] times what the model expects of it if the machine
-//!   keeps up ([`crate::job::expect`]: its critical path and its busiest link) with nothing in
+//! * a ring AllReduce took more than [`MODEL_SLACK`] times what the model expects of it if the
+//!   machine keeps up ([`crate::job::expect`]: its critical path and its busiest link) with nothing in
 //!   the model holding it back (no CNP, no retransmission, PFC pauses under [`PAUSED_LITTLE`] of
 //!   every sender's time);
 //!
@@ -188,7 +188,8 @@ pub struct Measured {
     /// The switch ports whose AF_XDP socket lost frames in the kernel during the job.
     pub kernel_rx_lost: Vec<PortLoss>,
     /// The JCT the model expects if the machine keeps up ([`crate::job::expect`]), emulated ns;
-    /// `None`: unknown, or the job did not end normally.
+    /// `None`: unknown, the job did not end normally, or a collective whose bound is not tight
+    /// (judged for the ring AllReduce, whose NICs send one transfer at a time).
     pub expected_ns: Option<u64>,
     /// The job's completion time, emulated ns.
     pub job_ns: u64,
