@@ -6,7 +6,7 @@
 //! and wake-ups (context switches) over `--scale-idle` of an idle fabric, `rocefab lldp --check`,
 //! a ping from the first GPU to the last (across pods in a multi-pod fabric), a 1 MiB AllReduce
 //! over every rank (verified; JCT emulated and on the wall clock, wall seconds per emulated
-//! millisecond; during it: where the CPU time and wake-ups went, the frame-hops the switches
+//! millisecond (in wall ms); during it: where the CPU time and wake-ups went, the frame-hops the switches
 //! made per second and per CPU-second of the machine, the machine's wake-ups per frame-hop, the
 //! lowest MemAvailable) and an all-to-all (JCT, and the wall time outside it as a share of the
 //! JCT); a job `rocefab run` found machine-bound is marked so. Then time to down and the namespaces left. `--scale-dilation` then searches the
@@ -717,7 +717,7 @@ pub fn render(r: &Report) -> String {
             "ok".into(),
         ),
         (
-            "AllReduce 1 MiB: verified, JCT emulated ms (wall s); wall s per emulated ms",
+            "AllReduce 1 MiB: verified, JCT emulated ms (wall s); wall ms per emulated ms",
             Box::new(move |w: &Row| {
                 job(&w.allreduce, &|j| {
                     format!(
@@ -727,7 +727,7 @@ pub fn render(r: &Report) -> String {
                         j.jct_emulated_ms,
                         j.jct_s,
                         if j.machine_bound { ", MACHINE-BOUND" } else { "" },
-                        j.wall_s / j.jct_emulated_ms
+                        j.wall_s * 1e3 / j.jct_emulated_ms
                     )
                 })
             }),
@@ -904,8 +904,8 @@ mod tests {
             ..Report::default()
         };
         let t = render(&r);
-        // 250 ms emulated, 25 s of wall clock; `rocefab run` took 30 s: 0.12 s per emulated ms.
-        assert!(t.contains("| 512 ranks verified, 250.00 (25.00), MACHINE-BOUND; 0.12 |"), "{t}");
+        // 250 ms emulated, 25 s of wall clock; `rocefab run` took 30 s: 120 ms per emulated ms.
+        assert!(t.contains("| 512 ranks verified, 250.00 (25.00), MACHINE-BOUND; 120.00 |"), "{t}");
         assert!(t.contains("MACHINE-BOUND: `rocefab run` found the machine"), "{t}");
         assert!(
             t.contains("| AllReduce: the model expects, emulated ms (measured / expected) | 10.00 (25.00) |"),
