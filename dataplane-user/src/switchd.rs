@@ -94,8 +94,13 @@ impl Scrape {
     /// Frames each port's AF_XDP socket lost in the kernel (`rx_dropped` + `rx_ring_full`);
     /// `None` (logged) when the statistics are unreadable.
     fn kernel_rx_lost(&self) -> Option<Vec<u64>> {
+        Some(self.xsk_counters()?.iter().map(|x| x.rx_dropped + x.rx_ring_full).collect())
+    }
+
+    /// Every port's AF_XDP socket statistics; `None` (logged) when unreadable.
+    fn xsk_counters(&self) -> Option<Vec<afxdp::XskStatistics>> {
         match self.xsk_stats.read() {
-            Ok(s) => Some(s.iter().map(|x| x.rx_dropped + x.rx_ring_full).collect()),
+            Ok(s) => Some(s),
             Err(e) => {
                 tracing::warn!("reading AF_XDP socket statistics: {e}");
                 None
@@ -105,13 +110,7 @@ impl Scrape {
 
     fn render(&self) -> String {
         let xdp_counters = self.xdp_counters();
-        let xsk_counters = match self.xsk_stats.read() {
-            Ok(s) => Some(s),
-            Err(e) => {
-                tracing::warn!("reading AF_XDP socket statistics: {e}");
-                None
-            }
-        };
+        let xsk_counters = self.xsk_counters();
         let (capture, tap, ktap, klost) = &self.capture;
         capture.update(
             tap.mirrored() + ktap.mirrored(),

@@ -273,12 +273,7 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
 
     // 200 datagrams of 1000 bytes (1042-byte frames) in a few ms: far above 10 Mbit/s.
     const N: u64 = 200;
-    let py = "import socket,sys\n\
-              s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
-              s.setsockopt(socket.IPPROTO_IP,socket.IP_TOS,24<<2)\n\
-              [s.sendto(b'q'*1000,('10.9.2.1',4791)) for _ in range(int(sys.argv[1]))]\n";
-    let o = sh(&["ip", "netns", "exec", H1, "/usr/bin/python3", "-c", py, &N.to_string()]);
-    assert!(o.status.success(), "/usr/bin/python3 sender failed: {}", String::from_utf8_lossy(&o.stderr));
+    send_dscp24(N, 1000);
     let q3 = [("port", "sw-p1"), ("queue", "3")];
     // Frames may still sit in the veth / AF_XDP rings when the sender exits: poll (5 s at most)
     // until the switch has accounted for all of them; t_a is the time of that scrape.
@@ -340,6 +335,17 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
 }
 
+/// `n` UDP datagrams of `len` bytes from h1 to h2's port 4791, DSCP 24 (queue 3), as fast as
+/// python sends them.
+fn send_dscp24(n: u64, len: usize) {
+    let py = "import socket,sys\n\
+              s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+              s.setsockopt(socket.IPPROTO_IP,socket.IP_TOS,24<<2)\n\
+              [s.sendto(b'q'*int(sys.argv[2]),('10.9.2.1',4791)) for _ in range(int(sys.argv[1]))]\n";
+    let o = sh(&["ip", "netns", "exec", H1, "/usr/bin/python3", "-c", py, &n.to_string(), &len.to_string()]);
+    assert!(o.status.success(), "/usr/bin/python3 sender failed: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `GET /sample` of the switch on loopback port `port`.
 fn sample(port: u16) -> rocefab_contracts::sample::SwitchSample {
     let body = rocefab_tests::http::get(([127, 0, 0, 1], port).into(), "/sample").unwrap();
@@ -374,12 +380,7 @@ fn frames_the_kernel_drops_at_a_stalled_switch_socket_are_in_its_sample() {
     // (Should an assertion fail while it is stopped, the guard's SIGKILL ends it all the same.)
     run(&["kill", "-STOP", &pid]);
     let n = ring * 2 + 500;
-    let py = "import socket,sys\n\
-              s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
-              s.setsockopt(socket.IPPROTO_IP,socket.IP_TOS,24<<2)\n\
-              [s.sendto(b'k'*200,('10.9.2.1',4791)) for _ in range(int(sys.argv[1]))]\n";
-    let o = sh(&["ip", "netns", "exec", H1, "/usr/bin/python3", "-c", py, &n.to_string()]);
-    assert!(o.status.success(), "sender failed: {}", String::from_utf8_lossy(&o.stderr));
+    send_dscp24(n, 200);
     let sent = tx_packets(H1, "sd-h1") - sent0;
     assert!(sent >= n, "h1 sent {sent} of {n}");
     run(&["kill", "-CONT", &pid]);

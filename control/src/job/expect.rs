@@ -52,9 +52,18 @@ pub struct Link {
     pub rate_bps: u64,
     /// Emulated delay, ns; 0: the peer has a frame at its first bit.
     pub delay_ns: u64,
-    /// Which link (for the busiest-link bound): (switch index, port), or a host NIC's own link
-    /// as (`usize::MAX` − host index, NIC index).
-    pub id: (usize, usize),
+    /// Which link (for the busiest-link bound).
+    pub id: LinkId,
+}
+
+/// A link by its sending end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LinkId {
+    /// A switch port: (switch index, port index). (First: of links equally busy, a switch port
+    /// is named.)
+    Port(usize, usize),
+    /// A host's NIC: (host index, NIC index).
+    Nic(usize, usize),
 }
 
 /// What the model expects of a job, emulated ns.
@@ -120,7 +129,7 @@ impl<'a> Fabric<'a> {
         let (mut sw, port) = *self.by_peer.get(from)?;
         let first = &self.switches[sw].ports[port];
         let mut path =
-            vec![Link { rate_bps: first.line_rate_bps, delay_ns: first.rx_delay_ns, id: (usize::MAX - nic.0, nic.1) }];
+            vec![Link { rate_bps: first.line_rate_bps, delay_ns: first.rx_delay_ns, id: LinkId::Nic(nic.0, nic.1) }];
         for _ in 0..MAX_HOPS {
             let s = &self.switches[sw];
             let route = s.routes.iter().filter(|r| prefix_matches(r.prefix, r.len, flow.dst)).max_by_key(|r| r.len)?;
@@ -129,7 +138,7 @@ impl<'a> Fabric<'a> {
             let hop = s.nexthops.get(*group.get(member)? as usize)?;
             let out = hop.port as usize;
             let p = s.ports.get(out)?;
-            path.push(Link { rate_bps: p.line_rate_bps, delay_ns: p.tx_delay_ns, id: (sw, out) });
+            path.push(Link { rate_bps: p.line_rate_bps, delay_ns: p.tx_delay_ns, id: LinkId::Port(sw, out) });
             let (peer, _) = p.peer.split_once(':')?;
             match self.by_name.get(peer) {
                 Some(&next) => sw = next,
@@ -268,7 +277,7 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
     }
     // Busiest link: every frame, and the ACK each transfer draws back on the path from its
     // receiver to its sender.
-    let mut load: HashMap<(usize, usize), (u64, u64)> = HashMap::new();
+    let mut load: HashMap<LinkId, (u64, u64)> = HashMap::new();
     for x in xfers.values() {
         let bytes: u64 = x.wire.iter().sum();
         for l in &paths[x.path] {
@@ -285,17 +294,17 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
             load.entry(l.id).or_insert((0, l.rate_bps)).0 += ACK_WIRE + if f.src.is_ipv6() { IPV6_EXTRA } else { 0 };
         }
     }
-    let ((sw, port), busiest_ns) = load
+    let (busiest, busiest_ns) = load
         .iter()
         .map(|(&id, &(b, r))| (id, ser_ns(b, r)))
         .max_by_key(|&(id, t)| (t, std::cmp::Reverse(id)))
-        .unwrap_or(((0, 0), 0));
-    let busiest_link = if sw >= switches.len() {
-        let j = &jobs[usize::MAX - sw];
-        format!("{}:{}", hosts[usize::MAX - sw], j.nics.get(port).map_or("?", |n| n.name.as_str()))
-    } else {
-        let p = &switches[sw].ports[port];
-        format!("{}:{} (to {})", switches[sw].name, p.name, p.peer)
+        .unwrap_or((LinkId::Nic(0, 0), 0));
+    let busiest_link = match busiest {
+        LinkId::Nic(h, n) => format!("{}:{}", hosts[h], jobs[h].nics.get(n).map_or("?", |n| n.name.as_str())),
+        LinkId::Port(sw, p) => {
+            let p = &switches[sw].ports[p];
+            format!("{}:{} (to {})", switches[sw].name, p.name, p.peer)
+        }
     };
 
     // Critical path: transfers in the order they become ready; each NIC sends in that order.
@@ -418,7 +427,7 @@ mod tests {
     /// previous frame has left.
     #[test]
     fn frames_cross_delayed_ports_store_and_forward_and_undelayed_ones_at_their_first_bit() {
-        let l = |delay_ns| Link { rate_bps: 1_000_000_000, delay_ns, id: (0, 0) };
+        let l = |delay_ns| Link { rate_bps: 1_000_000_000, delay_ns, id: LinkId::Port(0, 0) };
         let wire = [1122, 1106];
         let mut t = [0, 8_976];
         cross(&[l(0), l(1_000), l(1_000)], &wire, &mut t);
