@@ -110,8 +110,9 @@ pub struct BenchArgs {
     /// Instead of one switch: bring up fabrics of the book's size (`--scale-topologies`) one
     /// after the other and report time to up, the daemons' memory, idle CPU and wake-ups,
     /// `rocefab lldp --check`, a ping, a verified 1 MiB AllReduce and an all-to-all, time to
-    /// down and namespaces left; then the lowest of `--scale-dilations` at which a 400G version
-    /// of the last topology runs the AllReduce without the machine-bound warning.
+    /// down and namespaces left; then, for each topology, the lowest time dilation at which its
+    /// 1 MiB AllReduce is model-bound (JCT at D and 2D within 10 %, verified, no machine-bound
+    /// warning), and the same for a 400G version of the last topology over `--scale-dilations`.
     #[arg(long)]
     pub scale: bool,
     /// --scale: topologies (names in topologies/, without .yaml).
@@ -124,9 +125,19 @@ pub struct BenchArgs {
     #[arg(long, default_value = "64KiB", value_parser = size_arg)]
     pub scale_alltoall_size: String,
     /// --scale: time dilations to try, lowest first, for the 400G AllReduce.
-    #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000,8000,16000")]
+    #[arg(long, value_delimiter = ',', default_value = "16000,32000,64000,128000,256000,512000,1024000,2048000")]
     pub scale_dilations: Vec<u64>,
-    /// --scale: skip the search for the lowest time dilation.
+    /// --scale: how many doublings of each topology's own time dilation its model-bound search
+    /// tries (the topology as written; 0: none).
+    #[arg(long, default_value_t = 10)]
+    pub scale_search_steps: u32,
+    /// --scale: start the model-bound search at this time dilation instead of each topology's own.
+    #[arg(long)]
+    pub scale_search_from: Option<u64>,
+    /// --scale: skip the 400G search only.
+    #[arg(long)]
+    pub scale_no_400g: bool,
+    /// --scale: skip the searches for the lowest model-bound time dilation.
     #[arg(long)]
     pub scale_no_dilation: bool,
     /// --scale: run the topologies with `routing: bgp` (FRR in every switch namespace) and
@@ -272,7 +283,9 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             bgp: a.scale_bgp,
             idle: a.scale_idle,
             alltoall_size: &a.scale_alltoall_size,
-            dilations: if a.scale_no_dilation { &[] } else { &a.scale_dilations },
+            dilations: if a.scale_no_dilation || a.scale_no_400g { &[] } else { &a.scale_dilations },
+            search_steps: if a.scale_no_dilation { 0 } else { a.scale_search_steps },
+            search_from: a.scale_search_from,
             json: a.json,
         };
         return scale::run(&rocefab, ctx.run_dir, &sa);

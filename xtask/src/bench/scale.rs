@@ -181,9 +181,9 @@ pub fn htsim_allreduce(topology: &str, results: &str) -> Option<Htsim> {
 #[derive(Debug, Default, Serialize)]
 pub struct Report {
     pub rows: Vec<Row>,
-    /// The lowest time dilation tried at which the 400G AllReduce was not machine-bound.
-    pub min_dilation_400g: Option<u64>,
-    pub dilation_tries: Vec<(u64, String)>,
+    /// The searches for the lowest model-bound time dilation: each topology as written, then
+    /// the last one at 400G.
+    pub searches: Vec<Search>,
 }
 
 pub struct ScaleArgs<'a> {
@@ -192,7 +192,12 @@ pub struct ScaleArgs<'a> {
     pub bgp: bool,
     pub idle: Duration,
     pub alltoall_size: &'a str,
+    /// The 400G search's time dilations, lowest first (empty: no 400G search).
     pub dilations: &'a [u64],
+    /// Doublings of each topology's own time dilation that its search tries (0: none).
+    pub search_steps: u32,
+    /// The search's first time dilation instead of each topology's own.
+    pub search_from: Option<u64>,
     pub json: bool,
 }
 
@@ -491,8 +496,9 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
     Ok(row)
 }
 
-/// `template` at 400G (every `line_rate` class x 400 of its 1 Gbit/s scale) and time dilation `d`.
-pub fn at_400g(template: &str, d: u64) -> String {
+/// `template` with every `line_rate` class x `rate_x` (400: the 400G version of a 1 Gbit/s
+/// scale) and time dilation `d`.
+pub fn at_rates(template: &str, rate_x: u64, d: u64) -> String {
     let mut out = Vec::new();
     for l in template.lines() {
         let t = l.trim_start();
@@ -502,7 +508,7 @@ pub fn at_400g(template: &str, d: u64) -> String {
             ["host_rail", "rail_spine", "spine_super_spine"].contains(&k.trim()) && l.starts_with("    ")
         }) {
             match v.split_whitespace().next().and_then(|x| x.strip_suffix("Gbps")).and_then(|g| g.parse::<u64>().ok()) {
-                Some(g) => format!("{}{}: {}Gbps", &l[..l.len() - t.len()], k.trim(), g * 400),
+                Some(g) => format!("{}{}: {}Gbps", &l[..l.len() - t.len()], k.trim(), g * rate_x),
                 None => l.to_string(),
             }
         } else {
@@ -515,6 +521,122 @@ pub fn at_400g(template: &str, d: u64) -> String {
         out.insert(at, format!("time_dilation: {d}"));
     }
     out.join("\n") + "\n"
+}
+
+/// How far apart the JCTs at D and 2D may be for D to count as model-bound (issue 41).
+pub const MODEL_BOUND_TOLERANCE: f64 = 0.10;
+
+/// The time dilation a topology file sets (1 when it sets none).
+pub fn own_dilation(template: &str) -> u64 {
+    template
+        .lines()
+        .find_map(|l| l.strip_prefix("time_dilation:"))
+        .and_then(|v| v.split('#').next()?.trim().parse::<f64>().ok())
+        .map_or(1, |d| d.max(1.0) as u64)
+}
+
+/// The search for the lowest time dilation at which one topology's 1 MiB AllReduce is a model
+/// result rather than the machine's.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Search {
+    pub topology: String,
+    /// Every line rate x this (1: as written; 400: the 400G version of a 1 Gbit/s scale).
+    pub rate_x: u64,
+    /// Every run, in the order made: (D, its outcome).
+    pub tries: Vec<(u64, Job)>,
+    /// The lowest D that is model-bound: the runs at D and 2D both verified, neither
+    /// machine-bound, their emulated JCTs within [`MODEL_BOUND_TOLERANCE`] of each other.
+    pub lowest: Option<u64>,
+    /// Why the search stopped before finding one, if it did.
+    pub stopped: Option<String>,
+}
+
+/// Whether the run at `d` is clean: verified, not machine-bound.
+fn clean(j: &Job) -> bool {
+    j.ok && j.verified == Some(true) && !j.machine_bound && j.jct_emulated_ms > 0.0
+}
+
+/// Whether `d` is model-bound by the runs in `tries` (`None`: the run at `d` or `2d` is missing).
+pub fn model_bound(tries: &[(u64, Job)], d: u64) -> Option<bool> {
+    let at = |x: u64| tries.iter().find(|(y, _)| *y == x).map(|(_, j)| j);
+    let (a, b) = (at(d)?, at(2 * d));
+    if !clean(a) {
+        return Some(false);
+    }
+    let b = b?;
+    Some(clean(b) && (a.jct_emulated_ms - b.jct_emulated_ms).abs() <= MODEL_BOUND_TOLERANCE * b.jct_emulated_ms)
+}
+
+/// The wall-clock limit of one AllReduce of the search.
+const SEARCH_JOB_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Runs the 1 MiB AllReduce of `template` (line rates x `rate_x`) at each of `dilations`
+/// (lowest first) and at twice the first clean one, until a D is model-bound. One fabric at a
+/// time, each brought up at its D and taken down after its run. A D whose expected wall time
+/// (the model's JCT x D, from an earlier run) exceeds [`SEARCH_JOB_TIMEOUT`] stops the search.
+fn search(
+    rocefab: &Path,
+    run_dir: &Path,
+    topology: &str,
+    template: &str,
+    rate_x: u64,
+    dilations: &[u64],
+) -> anyhow::Result<Search> {
+    let mut s = Search { topology: topology.to_string(), rate_x, ..Search::default() };
+    let rates = if rate_x == 1 { "as written".to_string() } else { format!("x {rate_x}") };
+    let mut expected_ms: Option<f64> = None;
+    let mut run = |s: &mut Search, d: u64| -> anyhow::Result<bool> {
+        if s.tries.iter().any(|(x, _)| *x == d) {
+            return Ok(true);
+        }
+        if let Some(e) = expected_ms.filter(|e| Duration::from_secs_f64(e * d as f64 / 1e3) > SEARCH_JOB_TIMEOUT) {
+            s.stopped = Some(format!(
+                "at D {d} the model's JCT ({e:.3} ms) takes {:.0} s of wall clock, more than the {} s a run may take",
+                e * d as f64 / 1e3,
+                SEARCH_JOB_TIMEOUT.as_secs()
+            ));
+            return Ok(false);
+        }
+        check_interrupt()?;
+        eprintln!("xtask bench --scale: {topology}, line rates {rates}, time dilation {d}: AllReduce ...");
+        let name = "bscd";
+        let text = at_rates(template, rate_x, d)
+            .replace(&format!("fabric: {}", fabric_name(template)), &format!("fabric: {name}"));
+        let p: PathBuf = run_dir.join(format!("{name}.yaml"));
+        std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
+        let j = (|| -> anyhow::Result<Job> {
+            let _f = RocefabFabric::up(rocefab, name, &p, Duration::from_secs(300))?;
+            Ok(job(
+                rocefab,
+                name,
+                "allreduce",
+                "1MiB",
+                SEARCH_JOB_TIMEOUT,
+                &["--retransmit-timeout-ms", ALLTOALL_RETRANSMIT_TIMEOUT_MS],
+            ))
+        })()
+        .unwrap_or_else(|e| Job { error: Some(format!("{e:#}")), ..Job::default() });
+        expected_ms = expected_ms.or(j.expected_ms);
+        s.tries.push((d, j));
+        Ok(true)
+    };
+    for &d in dilations {
+        if !run(&mut s, d)? {
+            return Ok(s);
+        }
+        if model_bound(&s.tries, d) == Some(false) {
+            continue;
+        }
+        if !run(&mut s, 2 * d)? {
+            return Ok(s);
+        }
+        if model_bound(&s.tries, d) == Some(true) {
+            s.lowest = Some(d);
+            return Ok(s);
+        }
+    }
+    s.stopped.get_or_insert_with(|| "no D tried is model-bound".into());
+    Ok(s)
 }
 
 pub fn run(rocefab: &Path, run_dir: &Path, a: &ScaleArgs<'_>) -> anyhow::Result<()> {
@@ -531,42 +653,18 @@ pub fn run(rocefab: &Path, run_dir: &Path, a: &ScaleArgs<'_>) -> anyhow::Result<
             }
         }
     }
+    if a.search_steps > 0 {
+        for t in a.topologies {
+            check_interrupt()?;
+            let template = std::fs::read_to_string(crate::util::root().join("topologies").join(format!("{t}.yaml")))?;
+            let own = a.search_from.unwrap_or_else(|| own_dilation(&template)).max(1);
+            let ds: Vec<u64> = (0..=a.search_steps).map(|k| own << k).collect();
+            report.searches.push(search(rocefab, run_dir, t, &template, 1, &ds)?);
+        }
+    }
     if let Some(t) = a.topologies.last().filter(|_| !a.dilations.is_empty()) {
         let template = std::fs::read_to_string(crate::util::root().join("topologies").join(format!("{t}.yaml")))?;
-        for &d in a.dilations {
-            check_interrupt()?;
-            eprintln!("xtask bench --scale: {t} at 400G, time dilation {d}: AllReduce ...");
-            let name = "bscd";
-            let text = at_400g(&template, d)
-                .replace(&format!("fabric: {}", fabric_name(&template)), &format!("fabric: {name}"));
-            let p: PathBuf = run_dir.join(format!("{name}.yaml"));
-            std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?;
-            let outcome = (|| -> anyhow::Result<Job> {
-                let _f = RocefabFabric::up(rocefab, name, &p, Duration::from_secs(300))?;
-                Ok(job(rocefab, name, "allreduce", "1MiB", Duration::from_secs(1800), &[]))
-            })();
-            let (ok, what) = match outcome {
-                Ok(j) if j.ok && j.verified == Some(true) && !j.machine_bound => {
-                    (true, format!("ok, JCT {:.3} s wall", j.jct_s))
-                }
-                Ok(j) if j.machine_bound => (
-                    false,
-                    format!(
-                        "machine-bound (JCT {:.3} s wall, verified {}): {}",
-                        j.jct_s,
-                        j.verified == Some(true),
-                        j.warning.unwrap_or_default()
-                    ),
-                ),
-                Ok(j) => (false, format!("job failed: {}", j.error.unwrap_or_default())),
-                Err(e) => (false, format!("{e:#}")),
-            };
-            report.dilation_tries.push((d, what));
-            if ok {
-                report.min_dilation_400g = Some(d);
-                break;
-            }
-        }
+        report.searches.push(search(rocefab, run_dir, t, &template, 400, a.dilations)?);
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -804,15 +902,42 @@ pub fn render(r: &Report) -> String {
         s += "MACHINE-BOUND: `rocefab run` found the machine, not the model, the bottleneck of that job \
               (its CPUs busy while links ran below line rate): its JCT is the machine's, not a model result.\n";
     }
-    for (d, what) in &r.dilation_tries {
-        s += &format!("400G AllReduce at time dilation {d}: {what}\n");
+    for x in &r.searches {
+        s += &render_search(x);
     }
-    if !r.dilation_tries.is_empty() {
-        s += &format!(
-            "lowest time dilation not machine-bound (400G): {}\n",
-            r.min_dilation_400g.map_or("none of those tried".into(), |d| d.to_string())
-        );
+    s
+}
+
+/// The lines of one search: each run, then the lowest model-bound D or why there is none.
+pub fn render_search(x: &Search) -> String {
+    let rates = if x.rate_x == 1 { String::new() } else { format!(" at line rates x {}", x.rate_x) };
+    let mut s = String::new();
+    for (d, j) in &x.tries {
+        let what = if let Some(e) = &j.error {
+            format!("FAILED: {}", e.chars().take(300).collect::<String>())
+        } else {
+            format!(
+                "JCT {:.3} ms emulated ({:.1} s wall){}{}{}",
+                j.jct_emulated_ms,
+                j.jct_s,
+                j.expected_ms
+                    .map_or(String::new(), |e| format!(", {:.2} x the model's {e:.3} ms", j.jct_emulated_ms / e)),
+                if j.verified == Some(true) { ", verified" } else { ", NOT verified" },
+                if j.machine_bound { ", MACHINE-BOUND" } else { "" },
+            )
+        };
+        s += &format!("{}{rates}, 1 MiB AllReduce at D {d}: {what}\n", x.topology);
     }
+    s += &format!(
+        "{}{rates}: lowest model-bound D (JCT at D and 2D within {:.0} %, verified, no machine-bound warning): {}\n",
+        x.topology,
+        MODEL_BOUND_TOLERANCE * 100.0,
+        match (x.lowest, &x.stopped) {
+            (Some(d), _) => d.to_string(),
+            (None, Some(why)) => format!("none ({why})"),
+            (None, None) => "none".into(),
+        }
+    );
     s
 }
 
@@ -823,14 +948,14 @@ mod tests {
     #[test]
     fn the_400g_copy_scales_every_link_class_and_sets_the_dilation() {
         let t = "fabric: x\nmtu: 1500\nlinks:\n  line_rate:\n    host_rail: 1Gbps\n    rail_spine: 8Gbps\n    spine_super_spine: 8Gbps  # c\n  rail_spine: full-mesh\n";
-        let c = at_400g(t, 2000);
+        let c = at_rates(t, 400, 2000);
         assert!(c.contains("\nmtu: 1500\ntime_dilation: 2000\n"), "{c}");
         assert!(
             c.contains("    host_rail: 400Gbps\n    rail_spine: 3200Gbps\n    spine_super_spine: 3200Gbps\n"),
             "{c}"
         );
         assert!(c.contains("  rail_spine: full-mesh\n"), "{c}");
-        let c = at_400g("fabric: x\ntime_dilation: 16\n", 500);
+        let c = at_rates("fabric: x\ntime_dilation: 16\n", 400, 500);
         assert_eq!(c, "fabric: x\ntime_dilation: 500\n");
     }
 
@@ -940,5 +1065,72 @@ mod tests {
             "{}",
             render(&r)
         );
+    }
+
+    fn try_at(d: u64, jct_ms: f64, machine_bound: bool) -> (u64, Job) {
+        let j = Job {
+            ok: true,
+            verified: Some(true),
+            ranks: 64,
+            time_dilation: d as f64,
+            jct_emulated_ms: jct_ms,
+            expected_ms: Some(16.0),
+            jct_s: jct_ms * d as f64 / 1e3,
+            machine_bound,
+            ..Job::default()
+        };
+        (d, j)
+    }
+
+    #[test]
+    fn a_dilation_is_model_bound_when_it_and_twice_it_agree_within_ten_percent() {
+        let tries =
+            vec![try_at(1, 900.0, true), try_at(2, 450.0, true), try_at(4, 20.0, false), try_at(8, 18.0, false)];
+        assert_eq!(model_bound(&tries, 1), Some(false), "machine-bound at D");
+        assert_eq!(model_bound(&tries, 2), Some(false));
+        // 20 against 18: 11 % apart.
+        assert_eq!(model_bound(&tries, 4), Some(false));
+        assert_eq!(model_bound(&tries, 8), None, "no run at 16 yet");
+        let mut tries = tries;
+        tries.push(try_at(16, 17.5, false));
+        // 18 against 17.5: 2.9 %.
+        assert_eq!(model_bound(&tries, 8), Some(true));
+        // A machine-bound 2D, or an unverified one, does not confirm D.
+        let mut t2 = tries.clone();
+        t2.last_mut().unwrap().1.machine_bound = true;
+        assert_eq!(model_bound(&t2, 8), Some(false));
+        let mut t3 = tries;
+        t3.last_mut().unwrap().1.verified = Some(false);
+        assert_eq!(model_bound(&t3, 8), Some(false));
+    }
+
+    #[test]
+    fn a_topology_s_own_dilation_starts_its_search() {
+        assert_eq!(own_dilation("fabric: x\nmtu: 1500\ntime_dilation: 100 # slow\n"), 100);
+        assert_eq!(own_dilation("fabric: x\nmtu: 1500\n"), 1);
+    }
+
+    #[test]
+    fn a_search_shows_every_run_and_its_outcome() {
+        let x = Search {
+            topology: "pod-64gpu".into(),
+            rate_x: 1,
+            tries: vec![try_at(4, 20.0, true), try_at(8, 18.0, false), try_at(16, 17.5, false)],
+            lowest: Some(8),
+            stopped: None,
+        };
+        let t = render_search(&x);
+        assert!(
+            t.contains("pod-64gpu, 1 MiB AllReduce at D 4: JCT 20.000 ms emulated (0.1 s wall), 1.25 x the model's 16.000 ms, verified, MACHINE-BOUND\n"),
+            "{t}"
+        );
+        assert!(t.ends_with("pod-64gpu: lowest model-bound D (JCT at D and 2D within 10 %, verified, no machine-bound warning): 8\n"), "{t}");
+        let none = Search { rate_x: 400, lowest: None, stopped: Some("no D tried is model-bound".into()), ..x };
+        assert!(
+            render_search(&none).contains("pod-64gpu at line rates x 400, 1 MiB AllReduce at D 16: "),
+            "{}",
+            render_search(&none)
+        );
+        assert!(render_search(&none).ends_with(": none (no D tried is model-bound)\n"), "{}", render_search(&none));
     }
 }
