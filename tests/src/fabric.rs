@@ -493,14 +493,29 @@ pub fn delayed_rail_spine(text: String) -> String {
 
 /// A 1 MiB Write-Only ring AllReduce on the 8 ranks of `f` (`extra` appended to `rocefab run`):
 /// asserts every rank verified and no packet out of order, NAKed or retransmitted; the report.
+/// `rocefab run <args> --json`: the report of a run that succeeded with every one of `ranks`
+/// ranks verified (panics with the command's output or the report otherwise).
+pub fn run_json(args: &[&str], ranks: u64) -> Value {
+    let mut a = vec!["run"];
+    a.extend_from_slice(args);
+    a.push("--json");
+    let o = rocefab(&a);
+    assert!(o.status.success(), "rocefab {}: {}", a.join(" "), failure(&o));
+    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
+    assert_eq!(
+        (r["ok"].as_bool(), r["verified_ranks"].as_u64()),
+        (Some(true), Some(ranks)),
+        "rocefab {}: {r:#}",
+        a.join(" ")
+    );
+    r
+}
+
 pub fn allreduce_in_order(f: &Fabric, extra: &[&str]) -> Value {
-    let mut args = vec!["run", &f.name, "allreduce", "--size", "1MiB", "--segment", "write-only", "--json"];
+    let mut args = vec![f.name.as_str(), "allreduce", "--size", "1MiB", "--segment", "write-only"];
     args.extend_from_slice(&["--timeout", "120"]);
     args.extend_from_slice(extra);
-    let o = rocefab(&args);
-    assert!(o.status.success(), "rocefab run failed: {}", failure(&o));
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("JSON report: {e}\n{}", stdout(&o)));
-    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "verified: {r:#}");
+    let r = run_json(&args, 8);
     assert_eq!(
         (r["out_of_order_packets"].as_u64(), r["naks_sent"].as_u64(), r["retransmitted_packets"].as_u64()),
         (Some(0), Some(0), Some(0)),

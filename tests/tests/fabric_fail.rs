@@ -21,7 +21,7 @@
 
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{failure, metric, rocefab, series, stderr, stdout, Fabric, LinkMonitor};
+use rocefab_tests::fabric::{failure, metric, rocefab, run_json, series, stderr, stdout, Fabric, LinkMonitor};
 use serde_json::Value;
 
 /// The index of `port` among switch `sw`'s ports in its configuration `c`.
@@ -306,28 +306,26 @@ fn a_cut_during_an_allreduce_is_measured_against_the_same_job_without_it() {
     let before = link(&f);
     // The kernel's own account of the cut, in rail1's namespace: not rocefab's clock.
     let mut mon = LinkMonitor::start(&f, "rail1");
-    let o = rocefab(&[
-        "run",
-        &f.name,
-        "allreduce",
-        "--size",
-        "16MiB",
-        "--json",
-        "--timeout",
-        "240",
-        "--retransmit-timeout-ms",
-        "2000",
-        "--fail-link",
-        &format!("rail1:{up1}"),
-        "--fail-at",
-        "50ms",
-        "--compare",
-        "--timeline",
-        svg.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "rocefab run: {}", failure(&o));
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
+    let r = run_json(
+        &[
+            &f.name,
+            "allreduce",
+            "--size",
+            "16MiB",
+            "--timeout",
+            "240",
+            "--retransmit-timeout-ms",
+            "2000",
+            "--fail-link",
+            &format!("rail1:{up1}"),
+            "--fail-at",
+            "50ms",
+            "--compare",
+            "--timeline",
+            svg.to_str().unwrap(),
+        ],
+        8,
+    );
     let fo = &r["failover"];
     assert_eq!(fo["link"], format!("rail1:{up1} -- spine1:{down1}"), "{fo:#}");
     // At D = 1: the cut 50 ms into the job (plus the time to start it).
@@ -588,24 +586,8 @@ fn a_job_killed_by_a_pfc_storm_says_so_first() {
 fn a_pfc_storm_during_an_alltoall_leaves_the_rest_of_the_fabric_its_goodput() {
     let f = Fabric::up("rail-spine.yaml", "rfsg");
     let to_h2 = f.port_to("rail1", "host2:gpu0");
-    let job = || {
-        let o = rocefab(&[
-            "run",
-            &f.name,
-            "alltoall",
-            "--size",
-            "8MiB",
-            "--json",
-            "--timeout",
-            "120",
-            "--retransmit-timeout-ms",
-            "2000",
-        ]);
-        assert!(o.status.success(), "rocefab run: {}", failure(&o));
-        let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-        assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
-        r
-    };
+    let job =
+        || run_json(&[&f.name, "alltoall", "--size", "8MiB", "--timeout", "120", "--retransmit-timeout-ms", "2000"], 8);
     // host2:gpu0 is rank 2 (host index 1 x 2 GPUs + local rank 0).
     let touches_rank2 = |q: &Value| {
         let l = q["label"].as_str().unwrap();

@@ -8,7 +8,7 @@
 //! Run as root, serially, after `cargo build -p control -p dataplane-user -p host-daemons`.
 use std::collections::BTreeSet;
 
-use rocefab_tests::fabric::{failure, metric, rocefab, stdout, Fabric};
+use rocefab_tests::fabric::{failure, metric, rocefab, run_json, stdout, Fabric};
 use rocefab_tests::proc::threads;
 use serde_json::Value;
 
@@ -28,21 +28,7 @@ fn switch_daemons(f: &Fabric) -> Vec<(String, Option<u64>, bool)> {
 /// A verified 4 MiB AllReduce over all 8 ranks (at D 1 on 2 cores the machine is the bottleneck:
 /// a 2 s local ACK timeout, as the other fabric tests give it).
 fn allreduce(f: &Fabric) {
-    let o = rocefab(&[
-        "run",
-        &f.name,
-        "allreduce",
-        "--size",
-        "4MiB",
-        "--json",
-        "--timeout",
-        "120",
-        "--retransmit-timeout-ms",
-        "2000",
-    ]);
-    assert!(o.status.success(), "rocefab run: {}", failure(&o));
-    let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{r:#}");
+    run_json(&[&f.name, "allreduce", "--size", "4MiB", "--timeout", "120", "--retransmit-timeout-ms", "2000"], 8);
 }
 
 #[test]

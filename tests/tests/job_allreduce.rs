@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rocefab_tests::fabric::{failure, pids_with_cmdline, rocefab, stderr, stdout, Fabric};
+use rocefab_tests::fabric::{failure, pids_with_cmdline, rocefab, run_json, stderr, stdout, Fabric};
 use serde_json::Value;
 
 const METRICS_BASE: u16 = 9780;
@@ -95,21 +95,7 @@ fn job_ring_allreduce_on_rail_spine_completes_with_verified_data() {
 fn job_incast_alltoall_and_broadcast_on_rail_spine_verify_every_rank() {
     let f = Fabric::up("rail-spine.yaml", "hjc");
     for (c, conns) in [("incast", 7), ("alltoall", 56), ("broadcast", 7)] {
-        let o = rocefab(&[
-            "run",
-            &f.name,
-            c,
-            "--size",
-            "1MiB",
-            "--json",
-            "--timeout",
-            "120",
-            "--metrics-port-base",
-            "9790",
-        ]);
-        assert!(o.status.success(), "rocefab run {c} failed: {}", failure(&o));
-        let r: Value = serde_json::from_str(&stdout(&o)).unwrap();
-        assert_eq!((r["ok"].as_bool(), r["verified_ranks"].as_u64()), (Some(true), Some(8)), "{c}: {r:#}");
+        let r = run_json(&[&f.name, c, "--size", "1MiB", "--timeout", "120", "--metrics-port-base", "9790"], 8);
         assert_eq!(r["qps"].as_array().unwrap().len(), conns, "{c}: connections");
     }
 }

@@ -131,6 +131,9 @@ pub struct BenchArgs {
     /// tries (the topology as written; 0: none).
     #[arg(long, default_value_t = 10)]
     pub scale_search_steps: u32,
+    /// --scale: only the searches (no table of the fabrics as written).
+    #[arg(long)]
+    pub scale_search_only: bool,
     /// --scale: start the model-bound search at this time dilation instead of each topology's own.
     #[arg(long)]
     pub scale_search_from: Option<u64>,
@@ -286,6 +289,7 @@ pub fn run(a: &BenchArgs) -> anyhow::Result<()> {
             dilations: if a.scale_no_dilation || a.scale_no_400g { &[] } else { &a.scale_dilations },
             search_steps: if a.scale_no_dilation { 0 } else { a.scale_search_steps },
             search_from: a.scale_search_from,
+            search_only: a.scale_search_only,
             json: a.json,
         };
         return scale::run(&rocefab, ctx.run_dir, &sa);
@@ -616,15 +620,9 @@ fn scrape_counters(addr: std::net::SocketAddr) -> anyhow::Result<BTreeMap<String
     Ok(parse_counters(&scrape_text(addr)?))
 }
 
-/// The switch's /metrics response (head and body).
+/// The switch's /metrics text.
 fn scrape_text(addr: std::net::SocketAddr) -> anyhow::Result<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(2)))?;
-    s.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    Ok(text)
+    crate::util::http_get(&format!("http://{addr}/metrics"))
 }
 
 /// `name{labels} value` lines of Prometheus text whose name ends in `_total` but not

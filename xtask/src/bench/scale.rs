@@ -198,6 +198,8 @@ pub struct ScaleArgs<'a> {
     pub search_steps: u32,
     /// The search's first time dilation instead of each topology's own.
     pub search_from: Option<u64>,
+    /// Only the searches, not the table.
+    pub search_only: bool,
     pub json: bool,
 }
 
@@ -644,7 +646,7 @@ pub fn run(rocefab: &Path, run_dir: &Path, a: &ScaleArgs<'_>) -> anyhow::Result<
         bail!("--scale-topologies is empty");
     }
     let mut report = Report::default();
-    for (i, t) in a.topologies.iter().enumerate() {
+    for (i, t) in a.topologies.iter().enumerate().filter(|_| !a.search_only) {
         match measure(rocefab, run_dir, t, i + 1, a) {
             Ok(r) => report.rows.push(r),
             Err(e) => {
@@ -715,6 +717,10 @@ type Line = (&'static str, Box<dyn Fn(&Row) -> String>, String);
 
 /// The table (one column per topology).
 pub fn render(r: &Report) -> String {
+    if r.rows.is_empty() {
+        // --scale-search-only
+        return r.searches.iter().map(render_search).collect();
+    }
     let mut s = String::from("| measure |");
     for row in &r.rows {
         s += &format!(" {} |", row.topology);
