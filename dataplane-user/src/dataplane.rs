@@ -1322,16 +1322,13 @@ impl DataPlane {
                     continue;
                 }
             }
-            if delayed {
-                // Exactly timed: from the frame's arrival, the end of its priority's pause or
-                // the previous frame's end, whichever is latest.
-                let eligible = h.at.max(self.pfc_rx.resumed_at(p, tc as u8)).min(now);
-                departs[n] = port.shaper.departure(eligible);
-                port.shaper.sent_at(departs[n], len);
-            } else {
-                departs[n] = port.shaper.departure(not_before);
-                port.shaper.sent(now, len);
-            }
+            // Exactly timed: from the frame's arrival, the end of its priority's pause or the
+            // previous frame's end, whichever is latest. A pass that comes late (the thread
+            // serves other ports or switches in between) sends what the line would have sent
+            // meanwhile, up to a batch, instead of losing that time.
+            let eligible = h.at.max(self.pfc_rx.resumed_at(p, tc as u8)).min(now);
+            departs[n] = port.shaper.departure(eligible);
+            port.shaper.sent_at(departs[n], len);
             // How long it waited: from joining the queue to starting on the wire (a late pass
             // that finds the link long free sends in the schedule's past: 0, never negative).
             self.stats.ports[p].queues[tc].sojourn_max_ns.raise(departs[n].saturating_sub(h.at));

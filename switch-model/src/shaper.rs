@@ -76,7 +76,7 @@ impl Shaper {
     }
 
     /// Accounts a frame of `frame_len` bytes that starts at `start` on a link whose frames are
-    /// timed exactly (a port with a delay line, [`crate::delay`]): no burst credit, the next
+    /// timed exactly (every switch port's queued frames): no burst credit, the next
     /// frame starts no earlier than this one's end. `start` is [`Shaper::departure`] of the
     /// frame's arrival, so an idle link sends a frame when it arrived, not when the data-plane
     /// thread got to it.

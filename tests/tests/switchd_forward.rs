@@ -316,8 +316,8 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
 
     // Not slower than the line rate either, timed at the receiver: the last `backlog` frames left
     // a queue that was never empty, so they arrive one serialisation time (853.6 µs) apart: a
-    // span of (backlog − 1) of them, at most 3 shorter (the shaper's burst allowance lets frames
-    // delayed by a late wake-up catch up) and at most 3 % + 2 ms longer (the last wake-ups may
+    // span of (backlog − 1) of them, at most 3 shorter (frames are timed from their arrival, so
+    // a pass up to three frame times late sends the ones due meanwhile at once) and at most 3 % + 2 ms longer (the last wake-ups may
     // be late on a loaded 2-core box). A shaper 15 % slow is past that on the ~40-frame backlog;
     // the exact timing is tested with an injected clock in switch-model/src/shaper.rs.
     let arrivals: Vec<f64> =
@@ -330,6 +330,60 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
     assert!(
         span >= lo && span <= hi,
         "the last {backlog} frames arrived at h2 over {span:?}, at 10 Mbit/s {min:?} (bounds {lo:?}..{hi:?})"
+    );
+    d.sigterm();
+    assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
+}
+
+/// A data-plane pass that comes late (its thread off the CPU, or serving other switches in a
+/// shared worker) sends what the link would have carried meanwhile: the port's schedule keeps
+/// one serialisation time between frames from their arrival, and the lost wall time is not added
+/// to it. The switch is stopped (SIGSTOP) for 20 ms, 23 frame times at 10 Mbit/s, while its
+/// egress queue drains 40 frames; the longest time a frame waited in that schedule is still
+/// what 39 frames ahead of it take on the wire. (Broken: a late pass that restarts the schedule
+/// at its own time, with a burst allowance of three frames, makes it 17 ms longer.)
+#[test]
+fn a_late_pass_keeps_the_port_s_schedule() {
+    let _fabric = Fabric::up();
+    let dir = workdir("late");
+    let mport = free_port();
+    let mut cfg = config(mport, ["sw-p0", "sw-p1"]);
+    // Egress towards h2 at 10 Mbit/s: a 1042-byte frame occupies the wire for 853.6 µs.
+    cfg.ports[1].line_rate_bps = 10_000_000;
+    let mut d = start(&cfg, dir.path());
+    wait_for_metrics(&mut d, mport);
+    let q3 = [("port", "sw-p1"), ("queue", "3")];
+    const N: u64 = 40;
+    send_dscp24(N, 1000);
+    // Once the drain has begun (and long before it ends, 34 ms after it began), stop the switch.
+    let t0 = Instant::now();
+    while metric(&scrape(mport).unwrap(), "rocefab_queue_dequeued_packets_total", &q3) < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the queue never started to drain");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let pid = d.pid().to_string();
+    run(&["kill", "-STOP", &pid]);
+    std::thread::sleep(Duration::from_millis(20));
+    run(&["kill", "-CONT", &pid]);
+    let t = loop {
+        let t = scrape(mport).unwrap();
+        if metric(&t, "rocefab_queue_dequeued_packets_total", &q3) == N {
+            break t;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "the queue did not drain:\n{t}");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(metric(&t, "rocefab_queue_enqueued_packets_total", &q3), N, "every datagram was queued");
+    let waited = rocefab_tests::fabric::metric(&t, "rocefab_queue_sojourn_max_seconds", &q3);
+    // The last frame left 39 serialisation times after the first, which left as it arrived (the
+    // link was idle) and arrived no later than the last one: 33.29 ms at most (and 1 µs of the
+    // metric's rounding).
+    let line = 39.0 * 853.6e-6;
+    assert!(
+        waited > 0.0 && waited <= line + 1e-6,
+        "the longest wait was {:.3} ms; on the wire 39 frames take {:.3} ms",
+        waited * 1e3,
+        line * 1e3
     );
     d.sigterm();
     assert!(d.wait_exit(Duration::from_secs(10)).success(), "{}", d.log());
