@@ -391,6 +391,8 @@ struct Port {
 /// [`crate::worker::Worker`] (which runs its passes, alone or beside other switches' on one
 /// thread), stop it with the [`StopHandle`].
 pub struct DataPlane {
+    /// [`Self::transmit`] is sending the XONs a port's dequeues just queued (not nested).
+    sending_xons: bool,
     umem: Umem,
     /// UMEM chunk size, and every port's RX (fill) and TX (completion) ring entries.
     chunk_bytes: u32,
@@ -574,6 +576,7 @@ impl DataPlane {
             (Watchdog::new(n, lossless, params), Vec::with_capacity(n * NUM_TC))
         });
         Ok(DataPlane {
+            sending_xons: false,
             umem: xsk.umem,
             chunk_bytes: xsk.chunk_bytes,
             rx_ring: xsk.rx_ring,
@@ -1298,7 +1301,11 @@ impl DataPlane {
             tx_bytes += len as u64;
         }
         port.stall.step(now, port.queues.nonempty() & !paused != 0);
-        while n < room {
+        // A frame whose dequeue takes its ingress group below xON ends the batch: the XON leaves
+        // before the frames behind it (below), as it does in the port's schedule, even when a
+        // late pass has many frames due at once.
+        let mut crossed = false;
+        while n < room && !crossed {
             let Some(tc) = port.sched.pick_unpaused(&port.queues, paused) else { break };
             if let Err(t) = port.shaper.poll(now) {
                 shaped_until = Some(t);
@@ -1313,6 +1320,7 @@ impl DataPlane {
             if let Some(ev) = release_held(&mut self.buffer, &self.stats, &h, p, tc as u8, len, now) {
                 released[nrel] = Some(ev);
                 nrel += 1;
+                crossed = true;
             }
             if let Some((params, rng)) = self.wred_dequeue.as_mut() {
                 let depth = self.buffer.queue_bytes(p, tc as u8);
@@ -1424,10 +1432,24 @@ impl DataPlane {
                 self.stats.pfc_reaction.observe(self.dilation.to_emulated_ns(handed.saturating_sub(t)));
             }
         }
-        // Groups that fell below xON: their XON goes out with the next pass (the control queue
-        // is served first).
+        // Groups that fell below xON: their XON goes out now, from the ingress port's control
+        // queue, before this port sends the frames behind the crossing (the next pass). Not
+        // nested: an XON queued while one is being sent goes out with the next pass.
         for ev in released.into_iter().take(nrel).flatten() {
             self.on_pg_event(ev, now);
+        }
+        if nrel > 0 && !self.sending_xons {
+            self.sending_xons = true;
+            for ev in released.into_iter().take(nrel).flatten() {
+                let (PgEvent::Xon { port: q, .. } | PgEvent::Xoff { port: q, .. }) = ev;
+                if q != p && !self.ports[q].own.is_empty() {
+                    if let Err(e) = self.transmit(q, now) {
+                        self.sending_xons = false;
+                        return Err(e);
+                    }
+                }
+            }
+            self.sending_xons = false;
         }
         // On veth the peer usually frees the skbs inside the kick (its NAPI runs in the softirq
         // raised by our sendto), so completions are ready now: take them before deciding
@@ -1447,6 +1469,9 @@ impl DataPlane {
         }
         if !port.own.is_empty() && nrel > 0 {
             return Ok(TxState::Busy); // an XON was just queued
+        }
+        if crossed && sendable {
+            return Ok(TxState::Busy); // the frames behind the crossing go next
         }
         let mut wake = port.tx_line.next_due().unwrap_or(u64::MAX);
         if let Some(t) = shaped_until {
