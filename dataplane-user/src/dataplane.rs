@@ -391,8 +391,6 @@ struct Port {
 /// [`crate::worker::Worker`] (which runs its passes, alone or beside other switches' on one
 /// thread), stop it with the [`StopHandle`].
 pub struct DataPlane {
-    /// [`Self::transmit`] is sending the XONs a port's dequeues just queued (not nested).
-    sending_xons: bool,
     umem: Umem,
     /// UMEM chunk size, and every port's RX (fill) and TX (completion) ring entries.
     chunk_bytes: u32,
@@ -576,7 +574,6 @@ impl DataPlane {
             (Watchdog::new(n, lossless, params), Vec::with_capacity(n * NUM_TC))
         });
         Ok(DataPlane {
-            sending_xons: false,
             umem: xsk.umem,
             chunk_bytes: xsk.chunk_bytes,
             rx_ring: xsk.rx_ring,
@@ -678,7 +675,7 @@ impl DataPlane {
                     self.ports[p].without_carrier = false;
                     self.stats.ports[p].carrier_lost_at.set(0);
                 }
-                self.transmit(p, now)?
+                self.transmit(p, now, true)?
             };
             match state {
                 TxState::Idle => {}
@@ -1244,8 +1241,9 @@ impl DataPlane {
     }
 
     /// Sends what the control queue, the pause state, the scheduler and the shaper allow on
-    /// port `p`, kicks the socket.
-    fn transmit(&mut self, p: usize, now: u64) -> Result<TxState, DataPlaneError> {
+    /// port `p`, kicks the socket. With `send_xons`, the XONs its dequeues queue at other ports
+    /// are sent from there at once (by a call without it, so not nested further).
+    fn transmit(&mut self, p: usize, now: u64, send_xons: bool) -> Result<TxState, DataPlaneError> {
         let paused = {
             let raw = self.pfc_rx.paused_mask(p, now);
             match &self.watchdog {
@@ -1433,23 +1431,18 @@ impl DataPlane {
             }
         }
         // Groups that fell below xON: their XON goes out now, from the ingress port's control
-        // queue, before this port sends the frames behind the crossing (the next pass). Not
-        // nested: an XON queued while one is being sent goes out with the next pass.
+        // queue, before this port sends the frames behind the crossing (the next pass); one
+        // queued while those are sent goes out with the next pass.
         for ev in released.into_iter().take(nrel).flatten() {
             self.on_pg_event(ev, now);
         }
-        if nrel > 0 && !self.sending_xons {
-            self.sending_xons = true;
+        if send_xons {
             for ev in released.into_iter().take(nrel).flatten() {
                 let (PgEvent::Xon { port: q, .. } | PgEvent::Xoff { port: q, .. }) = ev;
                 if q != p && !self.ports[q].own.is_empty() {
-                    if let Err(e) = self.transmit(q, now) {
-                        self.sending_xons = false;
-                        return Err(e);
-                    }
+                    self.transmit(q, now, false)?;
                 }
             }
-            self.sending_xons = false;
         }
         // On veth the peer usually frees the skbs inside the kick (its NAPI runs in the softirq
         // raised by our sendto), so completions are ready now: take them before deciding

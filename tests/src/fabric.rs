@@ -491,8 +491,6 @@ pub fn delayed_rail_spine(text: String) -> String {
         + "time_dilation: 1000\nlatency: { switch: 1us, nic: 500ns }\n"
 }
 
-/// A 1 MiB Write-Only ring AllReduce on the 8 ranks of `f` (`extra` appended to `rocefab run`):
-/// asserts every rank verified and no packet out of order, NAKed or retransmitted; the report.
 /// `rocefab run <args> --json`: the report of a run that succeeded with every one of `ranks`
 /// ranks verified (panics with the command's output or the report otherwise).
 pub fn run_json(args: &[&str], ranks: u64) -> Value {
@@ -511,6 +509,8 @@ pub fn run_json(args: &[&str], ranks: u64) -> Value {
     r
 }
 
+/// A 1 MiB Write-Only ring AllReduce on the 8 ranks of `f` (`extra` appended to `rocefab run`):
+/// asserts every rank verified and no packet out of order, NAKed or retransmitted; the report.
 pub fn allreduce_in_order(f: &Fabric, extra: &[&str]) -> Value {
     let mut args = vec![f.name.as_str(), "allreduce", "--size", "1MiB", "--segment", "write-only"];
     args.extend_from_slice(&["--timeout", "120"]);

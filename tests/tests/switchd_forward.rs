@@ -246,14 +246,22 @@ fn dp_thread_ticks(pid: u32) -> u64 {
     panic!("no dp-* thread in process {pid}");
 }
 
+/// A 1042-byte frame (a 1000-byte datagram of [`send_dscp24`]) on the wire at 10 Mbit/s, ns.
+const FRAME_10M_NS: u64 = 853_600;
+
+/// [`config`] with its egress towards h2 at 10 Mbit/s ([`FRAME_10M_NS`] a frame).
+fn shaped_config(metrics_port: u16) -> SwitchConfig {
+    let mut cfg = config(metrics_port, ["sw-p0", "sw-p1"]);
+    cfg.ports[1].line_rate_bps = 10_000_000;
+    cfg
+}
+
 #[test]
 fn switchd_shapes_egress_and_tail_drops_and_idles() {
     let _fabric = Fabric::up();
     let dir = workdir("shape");
     let mport = free_port();
-    let mut cfg = config(mport, ["sw-p0", "sw-p1"]);
-    // Egress towards h2 at 10 Mbit/s: a 1042-byte frame occupies the wire for 853.6 µs.
-    cfg.ports[1].line_rate_bps = 10_000_000;
+    let mut cfg = shaped_config(mport);
     cfg.queue_limit_bytes = 60_000;
     // PFC off: priority 3 is a lossy class here, so the queue limit drops at admission.
     cfg.qos.lossless_priorities = 0;
@@ -309,23 +317,23 @@ fn switchd_shapes_egress_and_tail_drops_and_idles() {
         std::thread::sleep(Duration::from_millis(1));
     };
     let backlog = enq - deq_a;
-    let ideal = Duration::from_nanos(backlog * 853_600);
-    let min = Duration::from_nanos((backlog - 1) * 853_600);
+    let ideal = Duration::from_nanos(backlog * FRAME_10M_NS);
+    let min = Duration::from_nanos((backlog - 1) * FRAME_10M_NS);
     assert!(t_b >= min, "{backlog} frames drained in {t_b:?}: faster than 10 Mbit/s ({ideal:?})");
     drop(cap);
 
     // Not slower than the line rate either, timed at the receiver: the last `backlog` frames left
     // a queue that was never empty, so they arrive one serialisation time (853.6 µs) apart: a
     // span of (backlog − 1) of them, at most 3 shorter (frames are timed from their arrival, so
-    // a pass up to three frame times late sends the ones due meanwhile at once) and at most 3 % + 2 ms longer (the last wake-ups may
-    // be late on a loaded 2-core box). A shaper 15 % slow is past that on the ~40-frame backlog;
+    // a pass up to three frame times late sends the ones due meanwhile at once) and at most
+    // 3 % + 2 ms longer (the last wake-ups may be late on a loaded 2-core box). A shaper 15 % slow is past that on the ~40-frame backlog;
     // the exact timing is tested with an injected clock in switch-model/src/shaper.rs.
     let arrivals: Vec<f64> =
         rocefab_tests::tshark::fields(&pcap, "", &["frame.time_epoch"]).iter().map(|r| r[0].parse().unwrap()).collect();
     assert_eq!(arrivals.len() as u64, enq, "h2 received every frame the switch queued");
     let tail = &arrivals[arrivals.len() - backlog as usize..];
     let span = Duration::from_secs_f64(tail[tail.len() - 1] - tail[0]);
-    let (lo, hi) = (Duration::from_nanos((backlog - 4) * 853_600), min.mul_f64(1.03) + Duration::from_millis(2));
+    let (lo, hi) = (Duration::from_nanos((backlog - 4) * FRAME_10M_NS), min.mul_f64(1.03) + Duration::from_millis(2));
     eprintln!("the last {backlog} frames arrived at h2 over {span:?} (line rate: {min:?}; bounds {lo:?}..{hi:?}); the switch drained them in at most {t_b:?}");
     assert!(
         span >= lo && span <= hi,
@@ -347,10 +355,7 @@ fn a_late_pass_keeps_the_port_s_schedule() {
     let _fabric = Fabric::up();
     let dir = workdir("late");
     let mport = free_port();
-    let mut cfg = config(mport, ["sw-p0", "sw-p1"]);
-    // Egress towards h2 at 10 Mbit/s: a 1042-byte frame occupies the wire for 853.6 µs.
-    cfg.ports[1].line_rate_bps = 10_000_000;
-    let mut d = start(&cfg, dir.path());
+    let mut d = start(&shaped_config(mport), dir.path());
     wait_for_metrics(&mut d, mport);
     let q3 = [("port", "sw-p1"), ("queue", "3")];
     const N: u64 = 40;
@@ -378,7 +383,7 @@ fn a_late_pass_keeps_the_port_s_schedule() {
     // The last frame left 39 serialisation times after the first, which left as it arrived (the
     // link was idle) and arrived no later than the last one: 33.29 ms at most (and 1 µs of the
     // metric's rounding).
-    let line = 39.0 * 853.6e-6;
+    let line = 39.0 * FRAME_10M_NS as f64 / 1e9;
     assert!(
         waited > 0.0 && waited <= line + 1e-6,
         "the longest wait was {:.3} ms; on the wire 39 frames take {:.3} ms",

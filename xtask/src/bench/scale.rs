@@ -300,11 +300,11 @@ fn namespaces_of(name: &str) -> u64 {
     String::from_utf8_lossy(&out).lines().filter(|l| l.starts_with(&prefix)).count() as u64
 }
 
-/// `rocefab run <fabric> <kind> --size <size> --json`.
-/// The local ACK timeout of the bench's AllReduce and all-to-all, emulated ms (`rocefab run
+/// The local ACK timeout of the bench's AllReduces and all-to-all, emulated ms (`rocefab run
 /// --retransmit-timeout-ms`): 10 s of wall clock at D 100.
-const ALLTOALL_RETRANSMIT_TIMEOUT_MS: &str = "100";
+const JOB_RETRANSMIT_TIMEOUT_MS: &str = "100";
 
+/// `rocefab run <fabric> <kind> --size <size> --json`.
 fn job(rocefab: &Path, fabric: &str, kind: &str, size: &str, timeout: Duration, extra: &[&str]) -> Job {
     let mut c = Command::new(rocefab);
     c.args(["run", fabric, kind, "--size", size, "--json", "--timeout", &timeout.as_secs().to_string()]);
@@ -444,7 +444,7 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
         "allreduce",
         "1MiB",
         Duration::from_secs(900),
-        &["--retransmit-timeout-ms", ALLTOALL_RETRANSMIT_TIMEOUT_MS],
+        &["--retransmit-timeout-ms", JOB_RETRANSMIT_TIMEOUT_MS],
     ));
     let wall_s = t.elapsed().as_secs_f64();
     let (m1, s1, n1) = (machine_cpu_and_ctxt(), pids_cpu_and_ctxt(&switchds), pids_cpu_and_ctxt(&nicds));
@@ -483,7 +483,7 @@ fn measure(rocefab: &Path, run_dir: &Path, topology: &str, idx: usize, a: &Scale
         "alltoall",
         a.alltoall_size,
         Duration::from_secs(900),
-        &["--retransmit-timeout-ms", ALLTOALL_RETRANSMIT_TIMEOUT_MS],
+        &["--retransmit-timeout-ms", JOB_RETRANSMIT_TIMEOUT_MS],
     ));
     check_interrupt()?;
     eprintln!("xtask bench --scale: rocefab down {topology} ...");
@@ -614,7 +614,7 @@ fn search(
                 "allreduce",
                 "1MiB",
                 SEARCH_JOB_TIMEOUT,
-                &["--retransmit-timeout-ms", ALLTOALL_RETRANSMIT_TIMEOUT_MS],
+                &["--retransmit-timeout-ms", JOB_RETRANSMIT_TIMEOUT_MS],
             ))
         })()
         .unwrap_or_else(|e| Job { error: Some(format!("{e:#}")), ..Job::default() });
