@@ -255,6 +255,40 @@ impl Fabric {
         Self::up_with(template, name, "")
     }
 
+    /// `rocefab status --json`'s daemons, switches then NIC agents (whatever process runs each),
+    /// as (node, alive).
+    pub fn daemons(&self) -> Vec<(String, bool)> {
+        let o = rocefab(&["status", &self.name, "--json"]);
+        assert!(o.status.success(), "rocefab status {}: {}", self.name, failure(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("rocefab status --json");
+        let of = |list: &str, node: &str| -> Vec<(String, bool)> {
+            v[list]
+                .as_array()
+                .unwrap_or_else(|| panic!("no {list} in {v}"))
+                .iter()
+                .map(|d| (d[node].as_str().expect("node").to_string(), d["alive"].as_bool().expect("alive")))
+                .collect()
+        };
+        let mut all = of("daemons", "switch");
+        all.extend(of("nic_agents", "host"));
+        all
+    }
+
+    /// Like [`Fabric::up`], with a `rocefab-switchd` process per switch (`up --switch-workers
+    /// per-switch`) instead of the default shared workers: for the tests of what a switch's own
+    /// process does (a crash of one switch, a process per switch counted).
+    pub fn up_per_switch(template: &str, name: &str) -> Fabric {
+        let f = Self::guard(template, name);
+        let o = rocefab(&["up", f.topology.to_str().unwrap(), "--switch-workers", "per-switch"]);
+        assert!(
+            o.status.success(),
+            "rocefab up {name} --switch-workers per-switch failed:\n{}{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        f
+    }
+
     /// Like [`Fabric::up`], with the topology line `from` replaced by `to` (it must be there).
     pub fn up_replacing(template: &str, name: &str, from: &str, to: &str) -> Fabric {
         Self::up_edited(template, name, |text| {

@@ -237,7 +237,7 @@ fn unknown_ethertype_is_dropped_and_counted_not_passed_to_the_kernel() {
 #[test]
 fn down_removes_everything_even_after_a_crash() {
     let name = "rft4";
-    let f = Fabric::up("rail-spine.yaml", name);
+    let f = Fabric::up_per_switch("rail-spine.yaml", name);
     assert_eq!(fabric_namespaces(name).len(), 9, "4 hosts, 4 switches and the frontend bridge");
     let pids = daemon_pids(name);
     assert_eq!(pids.len(), 8, "one daemon per switch and one NIC agent per host: {pids:?}");
@@ -273,7 +273,7 @@ fn second_up_errors() {
     let o = rocefab(&["up", f.topology.to_str().unwrap()]);
     assert!(!o.status.success());
     assert_eq!(stderr(&o).trim(), "rocefab: fabric rft5 is already up; run `rocefab down rft5`");
-    assert_eq!(daemon_pids("rft5").len(), 8, "4 switch daemons and 4 NIC agents");
+    assert_eq!(daemon_pids("rft5").len(), 5, "the switches' process and 4 NIC agents");
     let o = f.exec("host2", &["ping", "-c", "1", "-W", "2", "-I", "10.0.2.2", "10.0.1.4"]);
     assert!(o.status.success(), "{}", stdout(&o));
     // `exec` exits with the command's status; `status` lists links with rates and live daemons.
@@ -383,7 +383,7 @@ fn a_concurrent_up_names_the_one_bringing_the_fabric_up() {
     );
     let done = first.output();
     assert!(done.status.success(), "the first up: {}", String::from_utf8_lossy(&done.stderr));
-    assert_eq!(daemon_pids(name).len(), 8, "4 switch daemons and 4 NIC agents");
+    assert_eq!(daemon_pids(name).len(), 5, "the switches' process and 4 NIC agents");
     assert!(!lock.exists(), "up left {}", lock.display());
     drop(guard);
 }
@@ -468,7 +468,7 @@ fn a_down_during_up_is_named_by_up() {
 /// the daemon DEAD).
 #[test]
 fn a_switch_that_dies_during_a_job_leads_the_errors() {
-    let f = Fabric::up("rail-spine.yaml", "rft9");
+    let f = Fabric::up_per_switch("rail-spine.yaml", "rft9");
     let st: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run_dir(&f.name).join("state.json")).unwrap()).unwrap();
     let victim = st["daemons"]

@@ -15,8 +15,9 @@ use serde_json::Value;
 #[test]
 fn a_128_gpu_multi_pod_fabric_comes_up_and_runs_a_verified_allreduce_across_pods() {
     let f = Fabric::up("multi-pod-128gpu.yaml", "sc128");
-    // 14 switch daemons and 16 NIC agents, all alive.
-    assert_eq!(daemon_pids(&f.name).len(), 14 + 16, "switch daemons + NIC agents");
+    // 14 switches and 16 NIC agents, all alive.
+    let daemons = f.daemons();
+    assert!(daemons.len() == 14 + 16 && daemons.iter().all(|d| d.1), "switches + NIC agents: {daemons:?}");
 
     // Every link's neighbours as the topology cables them, within the NICs' fast start (the
     // switches answer a new neighbour at once, IEEE 802.1AB txFast).

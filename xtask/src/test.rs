@@ -52,8 +52,8 @@ pub enum Phase {
 
 /// Environment a privileged test run must not inherit: each overrides which daemon, FRR or XDP
 /// object the fabric runs, so a stale or foreign one would be tested instead of this build's;
-/// `ROCEFAB_SWITCH_WORKERS` would run every fabric's switches in one process (the tests that
-/// want that say so on their command line).
+/// `ROCEFAB_SWITCH_WORKERS` would change how every fabric's switches are laid out over processes
+/// (the tests run the default, and those that need another layout say so on their command line).
 pub const CLEARED_ENV: [&str; 6] = [
     "ROCEFAB_SWITCHD",
     "ROCEFAB_NICD",

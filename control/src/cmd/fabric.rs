@@ -14,6 +14,47 @@ use crate::cmd::{
 use crate::fabric::lifecycle::{down, up};
 use crate::text::fabric_and_node;
 
+/// `rocefab up --switch-workers`: how the switches' data planes are laid out over processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchWorkers {
+    /// One worker per two cores, at least one.
+    Auto,
+    /// A `rocefab-switchd` process per switch.
+    PerSwitch,
+    /// Every switch in one process with this many worker threads.
+    Shared(u16),
+}
+
+impl std::str::FromStr for SwitchWorkers {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "per-switch" => Ok(Self::PerSwitch),
+            n => match n.parse::<u16>() {
+                Ok(0) | Err(_) => Err(format!("{n:?} is not a worker count (1 to 65535), `per-switch` or `auto`")),
+                Ok(n) => Ok(Self::Shared(n)),
+            },
+        }
+    }
+}
+
+impl SwitchWorkers {
+    /// The worker count `up` runs with (`None`: a process per switch) on a machine of `cores`.
+    pub fn resolve(self, cores: usize) -> Option<u16> {
+        match self {
+            Self::Auto => Some((cores / 2).clamp(1, u16::MAX as usize) as u16),
+            Self::PerSwitch => None,
+            Self::Shared(n) => Some(n),
+        }
+    }
+}
+
+/// The cores this process may run on (1 if the kernel does not say).
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// Fabric subcommands, flattened into the top-level CLI.
 #[derive(Debug, clap::Subcommand)]
 pub enum FabricCmd {
@@ -25,12 +66,13 @@ pub enum FabricCmd {
         /// and share the machine's cores).
         #[arg(long)]
         timeout: Option<u64>,
-        /// Run every switch in one `rocefab-switchd` process whose data planes share this many
-        /// worker threads (one per core fits the machine): a frame crossing switches of one
-        /// worker goes from hop to hop without a thread waking up. Default: a process per
-        /// switch.
-        #[arg(long, env = "ROCEFAB_SWITCH_WORKERS", value_parser = clap::value_parser!(u16).range(1..))]
-        switch_workers: Option<u16>,
+        /// How the switches' data planes run: `N` (>= 1) runs every switch in one
+        /// `rocefab-switchd` process whose data planes share N worker threads, so a frame
+        /// crossing switches of one worker goes from hop to hop without a thread waking up;
+        /// `per-switch` runs a process per switch; `auto` is one worker per two cores (the
+        /// hosts' NIC threads take the other half).
+        #[arg(long, env = "ROCEFAB_SWITCH_WORKERS", default_value = "auto")]
+        switch_workers: SwitchWorkers,
     },
     /// Tear a fabric down: daemons, namespaces, veths, run directory (root).
     Down {
@@ -90,7 +132,7 @@ pub enum FabricCmd {
 pub fn run(cmd: &FabricCmd) -> anyhow::Result<()> {
     match cmd {
         FabricCmd::Up { topology, timeout, switch_workers } => {
-            up(topology, timeout.map(Duration::from_secs), *switch_workers)
+            up(topology, timeout.map(Duration::from_secs), switch_workers.resolve(available_cores()))
         }
         FabricCmd::Down { fabric } => down(fabric.as_deref()),
         FabricCmd::Status { fabric, json } => status(fabric.as_deref(), *json),
@@ -173,14 +215,26 @@ mod tests {
         assert!(parse(&["send", "rs", "--fabric", "rs", "--from", "h:g", "--to", "h:g"]).is_err(), "named twice");
     }
 
-    /// Issue 41: `up --switch-workers N` (N >= 1) puts every switch in one process.
+    /// Issue 41: `up --switch-workers N` (N >= 1) puts every switch in one process with N
+    /// workers; `per-switch` gives each its own; the default is one worker per two cores.
     #[test]
     fn up_takes_the_switch_workers() {
-        let Ok(FabricCmd::Up { switch_workers, .. }) = parse(&["up", "t.yaml", "--switch-workers", "2"]) else {
-            panic!("up --switch-workers 2")
+        let workers = |args: &[&str]| {
+            let Ok(FabricCmd::Up { switch_workers, .. }) = parse(args) else { panic!("{args:?}") };
+            switch_workers
         };
-        assert_eq!(switch_workers, Some(2));
-        let e = parse(&["up", "t.yaml", "--switch-workers", "0"]).expect_err("0 workers").to_string();
-        assert!(e.contains("--switch-workers") && e.contains("0 is not in 1..=65535"), "{e}");
+        assert_eq!(workers(&["up", "t.yaml", "--switch-workers", "2"]), SwitchWorkers::Shared(2));
+        assert_eq!(workers(&["up", "t.yaml", "--switch-workers", "per-switch"]), SwitchWorkers::PerSwitch);
+        assert_eq!(workers(&["up", "t.yaml"]), SwitchWorkers::Auto);
+        for bad in ["0", "1.5", "two", "65536"] {
+            let e = parse(&["up", "t.yaml", "--switch-workers", bad]).expect_err(bad).to_string();
+            assert!(e.contains("--switch-workers") && e.contains("is not a worker count"), "{e}");
+        }
+        assert_eq!(SwitchWorkers::Auto.resolve(1), Some(1));
+        assert_eq!(SwitchWorkers::Auto.resolve(2), Some(1));
+        assert_eq!(SwitchWorkers::Auto.resolve(5), Some(2));
+        assert_eq!(SwitchWorkers::Auto.resolve(64), Some(32));
+        assert_eq!(SwitchWorkers::PerSwitch.resolve(8), None);
+        assert_eq!(SwitchWorkers::Shared(3).resolve(2), Some(3));
     }
 }

@@ -451,7 +451,8 @@ pub(crate) fn human(b: u64) -> String {
 
 /// The fabric's part in a job: the switch daemons of `alive_before` that died during it, the one
 /// whose log changed first named first (with the log's last line), unless a failure was injected
-/// (`injected`: the switches it stopped are its doing); then every PFC watchdog storm.
+/// (`injected`: the switches it stopped are its doing); then every PFC watchdog storm. Switches
+/// that shared the dead process (`up --switch-workers`) are named together, once.
 pub fn fabric_causes(
     alive_before: &[(String, u32, PathBuf)],
     wd: &[rocefab_contracts::sample::WatchdogUse],
@@ -459,16 +460,27 @@ pub fn fabric_causes(
 ) -> Vec<String> {
     let mut out = Vec::new();
     if !injected {
-        let mut dead: Vec<(std::time::SystemTime, String)> = alive_before
-            .iter()
-            .filter(|(_, pid, _)| !crate::fabric::daemons::pid_alive(*pid))
-            .map(|(sw, pid, log)| {
+        // Dead processes in the order they were first named, each with its switches.
+        let mut procs: Vec<(u32, &PathBuf, Vec<&str>)> = Vec::new();
+        for (sw, pid, log) in alive_before.iter().filter(|(_, pid, _)| !crate::fabric::daemons::pid_alive(*pid)) {
+            match procs.iter_mut().find(|p| p.0 == *pid) {
+                Some(p) => p.2.push(sw),
+                None => procs.push((*pid, log, vec![sw.as_str()])),
+            }
+        }
+        let mut dead: Vec<(std::time::SystemTime, String)> = procs
+            .into_iter()
+            .map(|(pid, log, switches)| {
                 let changed = std::fs::metadata(log).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
                 let last = std::fs::read_to_string(log)
                     .ok()
                     .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
                     .map_or_else(String::new, |l| format!("; its log ends: {}", l.trim()));
-                (changed, format!("switch {sw} (rocefab-switchd pid {pid}) died during the job{last}"))
+                let who = match switches[..] {
+                    [one] => format!("switch {one} (rocefab-switchd pid {pid})"),
+                    ref many => format!("switches {} (their shared rocefab-switchd, pid {pid})", many.join(", ")),
+                };
+                (changed, format!("{who} died during the job{last}"))
             })
             .collect();
         dead.sort();
@@ -519,6 +531,42 @@ mod tests {
     use super::*;
     use gpu_host::nic::collective_job::Kind;
     use rocefab_contracts::job::{NicReport, QpReport, RankReport};
+
+    /// Issue 41: switches that shared a process that died are named together, once; a switch
+    /// with its own dead process alone; live ones not at all.
+    #[test]
+    fn dead_switch_processes_are_named_once_with_their_switches() {
+        let dir = tempfile::tempdir().unwrap();
+        let (shared_log, own_log) = (dir.path().join("switches.log"), dir.path().join("spine9.log"));
+        std::fs::write(&shared_log, "starting\nworker 0 panicked\n\n").unwrap();
+        std::fs::write(&own_log, "killed\n").unwrap();
+        let dead = |n: usize| -> Vec<u32> {
+            let mut c: Vec<_> = (0..n).map(|_| std::process::Command::new("true").spawn().unwrap()).collect();
+            c.iter_mut().map(|c| c.wait().map(|_| c.id()).unwrap()).collect()
+        };
+        let [shared, own] = dead(2)[..] else { unreachable!() };
+        let live = std::process::id();
+        let before: Vec<(String, u32, PathBuf)> = [
+            ("rail1", shared, &shared_log),
+            ("rail2", live, &own_log),
+            ("spine1", shared, &shared_log),
+            ("spine9", own, &own_log),
+            ("spine2", shared, &shared_log),
+        ]
+        .into_iter()
+        .map(|(s, p, l)| (s.to_string(), p, l.clone()))
+        .collect();
+        let causes = fabric_causes(&before, &[], false);
+        assert_eq!(causes.len(), 2, "{causes:#?}");
+        let shared_line = format!(
+            "switches rail1, spine1, spine2 (their shared rocefab-switchd, pid {shared}) died during the job; its log ends: worker 0 panicked"
+        );
+        assert!(causes.iter().any(|c| c.starts_with(&shared_line)), "{causes:#?}");
+        let own_line = format!("switch spine9 (rocefab-switchd pid {own}) died during the job; its log ends: killed");
+        assert!(causes.iter().any(|c| c.starts_with(&own_line)), "{causes:#?}");
+        assert!(!causes.iter().any(|c| c.contains("rail2")), "{causes:#?}");
+        assert!(fabric_causes(&before, &[], true).is_empty(), "an injected failure's switches are not causes");
+    }
 
     #[test]
     fn a_failed_jobs_error_line_names_the_first_errors_and_counts_the_rest() {
