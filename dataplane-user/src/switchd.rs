@@ -45,6 +45,7 @@ use rocefab_plumbing::capture;
 use rocefab_plumbing::daemon::{AsyncSignals, Doorbell, Signals};
 use rocefab_plumbing::http;
 use rocefab_plumbing::loader::XdpSwitch;
+use rocefab_plumbing::log_route;
 use rocefab_plumbing::netns::enter as enter_netns;
 use switch_model::stats::SwitchStats;
 
@@ -65,6 +66,11 @@ pub struct Args {
     /// Append logs to this file instead of stderr.
     #[arg(long)]
     pub log_file: Option<PathBuf>,
+    /// Each switch's own lines (its start-up, control side, data plane) to `<DIR>/<switch>.log`,
+    /// as a daemon of its own would write them; the process's own lines (signals, panics) stay
+    /// in `--log-file`.
+    #[arg(long, value_name = "DIR")]
+    pub switch_logs: Option<PathBuf>,
 }
 
 /// Everything a scrape reads besides the data plane's atomics.
@@ -123,6 +129,21 @@ impl Scrape {
     }
 }
 
+/// On `route` ([`log_route::enter`]) until dropped, then back on the route the thread had.
+struct OnRoute(Option<log_route::Route>);
+
+impl OnRoute {
+    fn enter(route: Option<log_route::Route>) -> OnRoute {
+        OnRoute(log_route::enter(route))
+    }
+}
+
+impl Drop for OnRoute {
+    fn drop(&mut self) {
+        log_route::enter(self.0);
+    }
+}
+
 /// Locks `m`; a panic elsewhere while it was held leaves nothing half-updated that matters here.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -144,9 +165,18 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             bail!("switch {} is configured twice ({})", c.name, args.config[i].display());
         }
     }
+    // Each switch's log file, when asked for.
+    let routes: Vec<Option<log_route::Route>> = match &args.switch_logs {
+        Some(dir) => {
+            let paths: Vec<PathBuf> = cfgs.iter().map(|c| dir.join(format!("{}.log", c.name))).collect();
+            log_route::open(&paths).context("opening the switches' log files")?.into_iter().map(Some).collect()
+        }
+        None => vec![None; cfgs.len()],
+    };
     // 1. Metrics listeners first, in the namespace we were started in (root: reachable on lo).
     let mut listeners = Vec::with_capacity(cfgs.len());
-    for cfg in &cfgs {
+    for (cfg, route) in cfgs.iter().zip(&routes) {
+        let _on = OnRoute::enter(*route);
         let l = TcpListener::bind(cfg.metrics_listen)
             .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
         // Each start-up step is logged as it begins, so a slow or killed start shows where it was.
@@ -167,13 +197,17 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<(String, anyhow::Result<()>)>();
     let (mut switches, total) = (Vec::with_capacity(cfgs.len()), cfgs.len());
-    for (i, (cfg, listener)) in cfgs.into_iter().zip(listeners).enumerate() {
+    let route_of: Vec<(String, Option<log_route::Route>)> =
+        cfgs.iter().map(|c| c.name.clone()).zip(routes.iter().copied()).collect();
+    for (i, ((cfg, listener), route)) in cfgs.into_iter().zip(listeners).zip(routes).enumerate() {
         let worker = workers[i * workers.len() / total].clone();
         let (shutdown, ended) = (shutdown.clone(), ended_tx.clone());
         let name = cfg.name.clone();
         let t = std::thread::Builder::new()
             .name(format!("sw-{name}"))
             .spawn(move || {
+                // This thread's lines, and its data plane's on the worker, go to its log.
+                log_route::enter(route);
                 let r = switch(cfg, listener, &worker, shutdown);
                 drop(worker);
                 let _ = ended.send((name, r));
@@ -202,6 +236,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         left -= 1;
                         if let Err(e) = r {
                             if total > 1 {
+                                let route = route_of.iter().find(|r| r.0 == name).and_then(|r| r.1);
+                                let _on = OnRoute::enter(route);
                                 tracing::error!(switch = %name, "switch failed: {e:#}");
                             }
                             failures.push((name, e));

@@ -18,6 +18,8 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::sync::Arc;
 
+use rocefab_plumbing::log_route::{self, Route};
+
 use crate::dataplane::{DataPlane, DataPlaneError, IDLE_SPIN_NS, MIN_SLEEP_NS};
 
 /// Called once when a data plane ends: `Ok` when it was stopped, the error that ended it. Never
@@ -25,8 +27,11 @@ use crate::dataplane::{DataPlane, DataPlaneError, IDLE_SPIN_NS, MIN_SLEEP_NS};
 /// (a channel closed without a word).
 pub type OnEnd = Box<dyn FnOnce(Result<(), DataPlaneError>) + Send>;
 
+/// A data plane handed over: its end's callback and the log route of the thread that handed it.
+type Handed = (DataPlane, OnEnd, Option<Route>);
+
 /// Data planes handed over, and the doorbell rung with each (and when a handle goes).
-type Incoming = (mpsc::Receiver<(DataPlane, OnEnd)>, Arc<Bell>);
+type Incoming = (mpsc::Receiver<Handed>, Arc<Bell>);
 
 /// The worker's doorbell: a flag it reads every round (a busy worker never sleeps), and an
 /// eventfd that wakes it from `ppoll`.
@@ -63,6 +68,8 @@ impl Bell {
 struct Entry {
     dp: DataPlane,
     on_end: Option<OnEnd>,
+    /// Where its lines go ([`log_route`]): entered before each of its passes.
+    route: Option<Route>,
     /// Its clock when it last moved a frame.
     last_work: u64,
 }
@@ -80,7 +87,7 @@ pub struct Worker {
 /// handle is dropped and its last data plane has ended.
 pub struct WorkerHandle {
     /// `None` only while the handle is dropped.
-    tx: Option<mpsc::Sender<(DataPlane, OnEnd)>>,
+    tx: Option<mpsc::Sender<Handed>>,
     bell: Arc<Bell>,
 }
 
@@ -91,11 +98,12 @@ impl Clone for WorkerHandle {
 }
 
 impl WorkerHandle {
-    /// Gives `dp` to the worker; `on_end` is called on the worker's thread when it ends. An
-    /// error when the worker thread has ended (a panic).
+    /// Gives `dp` to the worker; `on_end` is called on the worker's thread when it ends. Its
+    /// lines on the worker go where the calling thread's do ([`log_route::current`]). An error
+    /// when the worker thread has ended (a panic).
     pub fn add(&self, dp: DataPlane, on_end: OnEnd) -> anyhow::Result<()> {
         let tx = self.tx.as_ref().ok_or_else(|| anyhow::anyhow!("the data-plane worker's handle is gone"))?;
-        tx.send((dp, on_end)).map_err(|_| anyhow::anyhow!("the data-plane worker has ended"))?;
+        tx.send((dp, on_end, log_route::current())).map_err(|_| anyhow::anyhow!("the data-plane worker has ended"))?;
         self.bell.ring();
         Ok(())
     }
@@ -130,7 +138,7 @@ impl Worker {
     /// Adds a data plane before [`Worker::run`].
     pub fn add(&mut self, dp: DataPlane, on_end: OnEnd) {
         dp.announce();
-        self.planes.push(Entry { dp, on_end: Some(on_end), last_work: 0 });
+        self.planes.push(Entry { dp, on_end: Some(on_end), route: log_route::current(), last_work: 0 });
     }
 
     /// Takes what was handed over; false when no more can come (every handle dropped).
@@ -139,9 +147,10 @@ impl Worker {
         let mut open = true;
         loop {
             match rx.try_recv() {
-                Ok((dp, on_end)) => {
+                Ok((dp, on_end, route)) => {
+                    log_route::enter(route);
                     dp.announce();
-                    self.planes.push(Entry { dp, on_end: Some(on_end), last_work: 0 });
+                    self.planes.push(Entry { dp, on_end: Some(on_end), route, last_work: 0 });
                 }
                 Err(mpsc::TryRecvError::Empty) => break,
                 Err(mpsc::TryRecvError::Disconnected) => {
@@ -150,6 +159,7 @@ impl Worker {
                 }
             }
         }
+        log_route::enter(None);
         if !open {
             self.incoming = None;
         }
@@ -159,10 +169,12 @@ impl Worker {
     /// Ends the data plane at `i`: shut down, taken out, its owner told.
     fn end(&mut self, i: usize, r: Result<(), DataPlaneError>) {
         let mut e = self.planes.swap_remove(i);
+        let was = log_route::enter(e.route);
         e.dp.shutdown();
         if let Some(f) = e.on_end.take() {
             f(r);
         }
+        log_route::enter(was);
     }
 
     /// Runs until every data plane has ended and none can come any more.
@@ -187,6 +199,7 @@ impl Worker {
                     continue;
                 }
                 let e = &mut self.planes[i];
+                log_route::enter(e.route);
                 match e.dp.pass() {
                     Err(err) => {
                         self.end(i, Err(err));
@@ -205,6 +218,7 @@ impl Worker {
                 }
                 i += 1;
             }
+            log_route::enter(None);
             if again {
                 continue;
             }

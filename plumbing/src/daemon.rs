@@ -44,8 +44,10 @@ pub fn main_with(
     }
 }
 
-/// The daemons' logging: `RUST_LOG` or `info`, to `log_file` (appended, no colours) or stderr.
+/// The daemons' logging: `RUST_LOG` or `info`, to `log_file` (appended, no colours) or stderr;
+/// a thread on a unit's route ([`crate::log_route`]) writes to that unit's file instead.
 pub fn init_logging(log_file: Option<&std::path::Path>) -> std::io::Result<()> {
+    use crate::log_route::Routed;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let b = tracing_subscriber::fmt().with_env_filter(filter);
@@ -56,9 +58,9 @@ pub fn init_logging(log_file: Option<&std::path::Path>) -> std::io::Result<()> {
                 .append(true)
                 .open(p)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("opening log file {}: {e}", p.display())))?;
-            b.with_ansi(false).with_writer(std::sync::Mutex::new(f)).init();
+            b.with_ansi(false).with_writer(Routed::new(f)).init();
         }
-        None => b.with_writer(std::io::stderr).init(),
+        None => b.with_writer(Routed::new(std::io::stderr())).init(),
     }
     Ok(())
 }

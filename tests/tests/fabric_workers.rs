@@ -1,6 +1,6 @@
 //! Privileged: `rocefab up --switch-workers 2` runs every switch of rail-spine in one
 //! `rocefab-switchd` process whose two worker threads drive their data planes. From the outside
-//! each switch is what it was: its own namespace, ports, metrics listener and counters; jobs
+//! each switch is what it was: its own namespace, ports, metrics listener, counters and log; jobs
 //! cross the fabric verified; `rocefab fail switch` stops one switch inside the shared process
 //! (the others and the process go on) and `rocefab restore switch` brings it back in a process
 //! of its own; a job during which the shared process dies names its switches together;
@@ -51,6 +51,20 @@ fn one_switch_process_runs_the_fabric_and_a_switch_fails_alone() {
     for sw in ["rail1", "rail2", "spine1", "spine2"] {
         assert!(names.contains(&format!("sw-{sw}")), "no control thread for {sw}: {names:?}");
     }
+
+    // Each switch logs to its own file, as a process of its own would: its start-up and control
+    // lines, and its data plane's from the worker; the process's own lines to switches.log.
+    let dir = rocefab_tests::fabric::run_dir(&f.name);
+    for sw in ["rail1", "rail2", "spine1", "spine2"] {
+        let log = std::fs::read_to_string(dir.join(format!("{sw}.log"))).unwrap_or_default();
+        assert!(log.contains(&format!("switch={sw}")) && log.contains("start-up 5/5"), "{sw}.log:\n{log}");
+        assert_eq!(log.matches("data plane running").count(), 1, "{sw}.log:\n{log}");
+        let others: Vec<&str> =
+            log.lines().filter(|l| l.contains("switch=") && !l.contains(&format!("switch={sw}"))).collect();
+        assert!(others.is_empty(), "{sw}.log has other switches' lines: {others:?}");
+    }
+    let process = std::fs::read_to_string(dir.join("switches.log")).unwrap_or_default();
+    assert!(!process.contains("data plane running") && !process.contains("start-up"), "switches.log:\n{process}");
 
     // Jobs cross the rails through both spines, each switch counting its own frames.
     let up = |sw: &str| f.port_to("rail1", &format!("{sw}:eth1"));

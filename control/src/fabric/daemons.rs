@@ -51,14 +51,22 @@ pub fn start_shared_switchd(st: &mut State, binary: &Path, workers: u16) -> anyh
     let switches: Vec<usize> = (0..st.daemons.len()).filter(|&i| !st.daemons[i].is_host()).collect();
     let Some(&first) = switches.first() else { return Ok(()) };
     let configs: Vec<&Path> = switches.iter().map(|&i| st.daemons[i].config.as_path()).collect();
-    let pid =
-        spawn_daemon_of(binary, &configs, &["--workers".to_string(), workers.to_string()], &st.daemons[first].log)
-            .context("starting the switches' shared daemon")?;
+    let log = shared_switch_log(&st.daemons[first].log);
+    let dir = log.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let args = ["--workers".to_string(), workers.to_string(), "--switch-logs".to_string(), dir.display().to_string()];
+    let pid = spawn_daemon_of(binary, &configs, &args, &log).context("starting the switches' shared daemon")?;
     for i in switches {
         st.daemons[i].pid = Some(pid);
     }
     st.save()?;
     Ok(())
+}
+
+/// The log of the process that runs many switches (`up --switch-workers`): its own lines
+/// (signals, a panic) beside the switches' logs (`switch_log` is one of them), each of which has
+/// that switch's lines.
+pub fn shared_switch_log(switch_log: &Path) -> PathBuf {
+    switch_log.with_file_name("switches.log")
 }
 
 /// Stops switch `name`'s daemon (SIGTERM, then SIGKILL after 5 s); its pid is forgotten. A

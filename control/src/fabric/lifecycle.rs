@@ -277,14 +277,15 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
     phase.finish("namespaces configured");
 
     // 4. Switch daemons, each recorded before it is spawned; then wait for their metrics. With
-    //    `--switch-workers`, one process runs them all (one log, `switches.log`).
+    //    shared workers (the default), one process runs them all: each switch's lines in its
+    //    own log, the process's in `switches.log`.
     let dir = rundir::dir(&plan.fabric);
     let deadline = Instant::now() + timeout;
     let phase = Phase::start("switch daemons", plan.switches.len());
     let shared = st.switch_workers;
     for s in &plan.switches {
         let config = dir.join(format!("{}.json", s.name));
-        let log = dir.join(if shared.is_some() { "switches.log".to_string() } else { format!("{}.log", s.name) });
+        let log = dir.join(format!("{}.log", s.name));
         s.config.save(&config)?;
         let d = DaemonState {
             kind: KIND_SWITCH.into(),

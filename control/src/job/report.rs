@@ -471,6 +471,9 @@ pub fn fabric_causes(
         let mut dead: Vec<(std::time::SystemTime, String)> = procs
             .into_iter()
             .map(|(pid, log, switches)| {
+                // A process of many switches writes its own last words (a panic) in its log.
+                let log = if switches.len() > 1 { crate::fabric::daemons::shared_switch_log(log) } else { log.clone() };
+                let log = &log;
                 let changed = std::fs::metadata(log).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
                 let last = std::fs::read_to_string(log)
                     .ok()
@@ -537,25 +540,24 @@ mod tests {
     #[test]
     fn dead_switch_processes_are_named_once_with_their_switches() {
         let dir = tempfile::tempdir().unwrap();
-        let (shared_log, own_log) = (dir.path().join("switches.log"), dir.path().join("spine9.log"));
-        std::fs::write(&shared_log, "starting\nworker 0 panicked\n\n").unwrap();
-        std::fs::write(&own_log, "killed\n").unwrap();
+        let log = |sw: &str| dir.path().join(format!("{sw}.log"));
+        // The shared process's panic is in its log, not in its switches' own.
+        std::fs::write(dir.path().join("switches.log"), "starting\nworker 0 panicked\n\n").unwrap();
+        for sw in ["rail1", "spine1", "spine2"] {
+            std::fs::write(log(sw), format!("{sw}: port carrier changed\n")).unwrap();
+        }
+        std::fs::write(log("spine9"), "killed\n").unwrap();
         let dead = |n: usize| -> Vec<u32> {
             let mut c: Vec<_> = (0..n).map(|_| std::process::Command::new("true").spawn().unwrap()).collect();
             c.iter_mut().map(|c| c.wait().map(|_| c.id()).unwrap()).collect()
         };
         let [shared, own] = dead(2)[..] else { unreachable!() };
         let live = std::process::id();
-        let before: Vec<(String, u32, PathBuf)> = [
-            ("rail1", shared, &shared_log),
-            ("rail2", live, &own_log),
-            ("spine1", shared, &shared_log),
-            ("spine9", own, &own_log),
-            ("spine2", shared, &shared_log),
-        ]
-        .into_iter()
-        .map(|(s, p, l)| (s.to_string(), p, l.clone()))
-        .collect();
+        let before: Vec<(String, u32, PathBuf)> =
+            [("rail1", shared), ("rail2", live), ("spine1", shared), ("spine9", own), ("spine2", shared)]
+                .into_iter()
+                .map(|(s, p)| (s.to_string(), p, log(s)))
+                .collect();
         let causes = fabric_causes(&before, &[], false);
         assert_eq!(causes.len(), 2, "{causes:#?}");
         let shared_line = format!(
