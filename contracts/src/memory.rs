@@ -79,6 +79,19 @@ pub const NIC_AGENT_BASE_BYTES: u64 = 8 << 20;
 /// What a host's job process (`rocefab-hostd`) holds besides its UMEMs and staging buffers.
 pub const HOSTD_BASE_BYTES: u64 = 16 << 20;
 
+/// What the kernel holds per AF_XDP socket for every chunk of the UMEM the socket is bound to:
+/// its buffer pool's `heads` entry (a `struct xdp_buff_xsk`) and `free_heads` pointer, allocated
+/// (vmalloc) in `xp_create_and_assign_umem` for each chunk of the whole UMEM, once per socket on
+/// another device or queue: `XDP_SHARED_UMEM` shares the UMEM, not the pool. So a switch whose
+/// P ports share one UMEM of C chunks costs the kernel P × C of these, beside the UMEM itself.
+/// Measured on pod-64gpu (Linux 6.18, `/proc/vmallocinfo`, docs/src/memory.md): 1058.7 MiB of
+/// `xp_create_and_assign_umem` areas for 80 sockets on UMEMs of 8,340,592 chunk-sockets, 133 B
+/// each (with the areas' page rounding).
+pub const XSK_POOL_BYTES_PER_CHUNK: u64 = 133;
+/// What the kernel holds for a switch's XDP program: its maps, mostly the preallocated flowlet
+/// LRU hash (`htab_map_alloc`). Measured on pod-64gpu: 19.2 MiB for 6 switches.
+pub const SWITCH_BPF_MAP_BYTES: u64 = 3200 << 10;
+
 /// UMEM chunk size for links of `link_mtu` bytes.
 pub const fn chunk_bytes(link_mtu: u32) -> u32 {
     if link_mtu <= MAX_SMALL_CHUNK_MTU {
@@ -218,6 +231,12 @@ impl SwitchMemory {
     pub fn total_bytes(&self) -> u64 {
         self.umem_bytes() + self.ring_bytes() + self.heap_bytes() + SWITCH_BASE_BYTES
     }
+
+    /// What the kernel holds for the switch beyond the daemon's memory: every port's socket's
+    /// buffer pool over the whole UMEM ([`XSK_POOL_BYTES_PER_CHUNK`]).
+    pub fn xsk_pool_bytes(&self) -> u64 {
+        self.ports as u64 * self.umem_chunks * XSK_POOL_BYTES_PER_CHUNK
+    }
 }
 
 /// The traffic classes a switch's frames can be queued in (bit per class): every class its
@@ -296,6 +315,10 @@ impl NicMemory {
     }
     pub fn umem_bytes(&self) -> u64 {
         self.umem_chunks() * u64::from(self.chunk_bytes)
+    }
+    /// The kernel's buffer pool of the NIC's one socket ([`XSK_POOL_BYTES_PER_CHUNK`]).
+    pub fn xsk_pool_bytes(&self) -> u64 {
+        self.umem_chunks() * XSK_POOL_BYTES_PER_CHUNK
     }
 }
 

@@ -79,3 +79,32 @@ fn a_bgp_fabric_counts_frr_on_every_switch() {
     let out = render_plan(&t, &p);
     assert!(out.contains("+ FRR on 6 switches 192.0 MiB"), "{out}");
 }
+
+/// Issue 41: the plan states what the machine loses, the kernel's share included: every switch
+/// port's AF_XDP buffer pool spans its switch's whole UMEM (133 B a chunk), and `up` checks the
+/// total against MemAvailable.
+#[test]
+fn plan_counts_the_kernels_buffer_pool_of_every_port_over_its_switchs_whole_umem() {
+    use rocefab_contracts::memory::XSK_POOL_BYTES_PER_CHUNK;
+    let t = load("pod-64gpu.yaml");
+    let p = compile(&t, 9400);
+    let f = FabricMemory::of(&p, t.time_dilation, true, false);
+    let rail = &f.switches[0].1;
+    assert_eq!((XSK_POOL_BYTES_PER_CHUNK, rail.xsk_pool_bytes()), (133, 18 * rail.umem_chunks * 133));
+    let pools: u64 = f.switches.iter().map(|(_, m)| m.ports as u64 * m.umem_chunks * 133).sum();
+    assert_eq!(f.xsk_pool_bytes(), pools);
+    // Measured (docs/src/memory.md): 1058.7 MiB of pools; the maps and veths add tens of MiB.
+    assert!((1000 << 20..1100 << 20).contains(&pools), "{pools}");
+    assert!(f.kernel_up_bytes() > pools && f.kernel_up_bytes() < pools + (64 << 20), "{}", f.kernel_up_bytes());
+    assert_eq!(f.veth_ends, 2 * p.links.len() + 2 * 8);
+    assert_eq!(f.up_bytes(), f.switch_bytes() + 8 * (8 << 20) + f.kernel_up_bytes());
+    let nic_pools: u64 = f.hosts.iter().flat_map(|h| &h.1).map(|n| n.umem_chunks() * 133).sum();
+    assert!(f.job_bytes() > nic_pools && nic_pools == 64 * 2048 * 133, "{nic_pools}");
+    let out = render_plan(&t, &p);
+    let line = format!("+ the kernel {} (AF_XDP buffer pools {}", human_bytes(f.kernel_up_bytes()), human_bytes(pools));
+    assert!(out.contains(&line) && out.contains("(what MemAvailable loses)"), "{line} not in\n{out}");
+    // `up` refuses a machine that holds the daemons but not the kernel's share.
+    let largest = f.switches.iter().map(|(_, m)| m.umem_bytes()).max().unwrap();
+    let without_kernel = Available { mem_available: f.need_bytes() - f.kernel_up_bytes(), memlock: None };
+    assert!(check_fits("pod", f.need_bytes(), largest, without_kernel).is_err());
+}

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use rocefab_contracts::memory::{
     human_bytes, nic_memory, switch_memory, NicMemory, SwitchMemory, HOSTD_BASE_BYTES, NIC_AGENT_BASE_BYTES,
+    SWITCH_BPF_MAP_BYTES,
 };
 use rocefab_contracts::time::Dilation;
 
@@ -23,7 +24,14 @@ pub struct FabricMemory {
     pub nic_agents: usize,
     /// Switches that run FRR (`routing: bgp`: every one).
     pub frr_switches: usize,
+    /// veth ends `up` creates: both ends of every link, and each host's frontend pair.
+    pub veth_ends: usize,
 }
+
+/// What the kernel holds per veth end `up` creates, its namespace's share included (slab):
+/// measured on pod-64gpu (Linux 6.18, docs/src/memory.md), 16.2 MiB of slab for 15 namespaces
+/// and 160 veth ends.
+pub const VETH_END_KERNEL_BYTES: u64 = 104 << 10;
 
 /// What one switch's FRR (zebra, bgpd and bfdd) holds, proportional set size: measured on the
 /// 512-GPU fabric with `routing: bgp` (`cargo xtask bench --scale --scale-bgp`, docs/src/scale.md).
@@ -58,7 +66,24 @@ impl FabricMemory {
             hosts,
             nic_agents: if nic_agents { plan.hosts.len() } else { 0 },
             frr_switches: if frr { plan.switches.len() } else { 0 },
+            veth_ends: 2 * plan.links.len() + 2 * plan.hosts.len(),
         }
+    }
+
+    /// What the kernel holds at up, beside the daemons: every switch port's AF_XDP buffer pool
+    /// (over its switch's whole UMEM), the switches' BPF maps, the veths and namespaces.
+    pub fn kernel_up_bytes(&self) -> u64 {
+        self.xsk_pool_bytes() + self.switches.len() as u64 * SWITCH_BPF_MAP_BYTES + self.veth_bytes()
+    }
+
+    /// The switch ports' AF_XDP buffer pools ([`SwitchMemory::xsk_pool_bytes`]).
+    pub fn xsk_pool_bytes(&self) -> u64 {
+        self.switches.iter().map(|(_, m)| m.xsk_pool_bytes()).sum()
+    }
+
+    /// The veths and their namespaces ([`VETH_END_KERNEL_BYTES`]).
+    pub fn veth_bytes(&self) -> u64 {
+        self.veth_ends as u64 * VETH_END_KERNEL_BYTES
     }
 
     /// Pinned UMEM of every switch daemon.
@@ -71,9 +96,10 @@ impl FabricMemory {
         self.switches.iter().map(|(_, m)| m.total_bytes()).sum()
     }
 
-    /// What `up` starts: the switch daemons, the NIC agents and FRR.
+    /// What the machine loses at `up`: the switch daemons, the NIC agents and FRR, and what the
+    /// kernel holds for them ([`FabricMemory::kernel_up_bytes`]).
     pub fn up_bytes(&self) -> u64 {
-        self.switch_bytes() + self.nic_agents as u64 * NIC_AGENT_BASE_BYTES + self.frr_bytes()
+        self.switch_bytes() + self.nic_agents as u64 * NIC_AGENT_BASE_BYTES + self.frr_bytes() + self.kernel_up_bytes()
     }
 
     /// FRR's daemons on every switch that runs it.
@@ -81,10 +107,11 @@ impl FabricMemory {
         self.frr_switches as u64 * FRR_BYTES_PER_SWITCH
     }
 
-    /// What a job adds: one `rocefab-hostd` per host with its NICs' UMEMs (the job's staging
-    /// buffers, which depend on its size, not counted).
+    /// What a job adds: one `rocefab-hostd` per host with its NICs' UMEMs and the kernel's
+    /// buffer pool of each (the job's staging buffers, which depend on its size, not counted).
     pub fn job_bytes(&self) -> u64 {
-        self.hosts.iter().map(|(_, n)| HOSTD_BASE_BYTES + n.iter().map(NicMemory::umem_bytes).sum::<u64>()).sum()
+        let nic = |n: &NicMemory| n.umem_bytes() + n.xsk_pool_bytes();
+        self.hosts.iter().map(|(_, n)| HOSTD_BASE_BYTES + n.iter().map(nic).sum::<u64>()).sum()
     }
 
     /// What the fabric needs to come up and run a job.
@@ -150,10 +177,15 @@ pub fn describe_fabric(f: &FabricMemory) -> String {
     };
     let _ = writeln!(
         o,
-        "memory of the fabric: {} switch daemons {} ({} pinned UMEM){agents}{frr} = {} at up; a job adds {}: {} in all",
+        "memory of the fabric: {} switch daemons {} ({} pinned UMEM){agents}{frr} + the kernel {} (AF_XDP buffer pools {}, BPF maps {}, {} veth ends {}) = {} at up; a job adds {}: {} in all (what MemAvailable loses)",
         f.switches.len(),
         human_bytes(f.switch_bytes()),
         human_bytes(f.switch_umem_bytes()),
+        human_bytes(f.kernel_up_bytes()),
+        human_bytes(f.xsk_pool_bytes()),
+        human_bytes(f.switches.len() as u64 * SWITCH_BPF_MAP_BYTES),
+        f.veth_ends,
+        human_bytes(f.veth_bytes()),
         human_bytes(f.up_bytes()),
         human_bytes(f.job_bytes()),
         human_bytes(f.need_bytes()),
@@ -176,7 +208,7 @@ pub struct Available {
 pub fn check_fits(fabric: &str, need: u64, pinned_per_daemon: u64, available: Available) -> Result<(), String> {
     if need > available.mem_available {
         return Err(format!(
-            "fabric {fabric} needs {} of memory ({need} bytes: its daemons' UMEMs, rings, queues and processes, `rocefab plan` itemises them) but only {} is available (MemAvailable in /proc/meminfo); shrink qos.buffer, raise time_dilation or use fewer switches",
+            "fabric {fabric} needs {} of memory ({need} bytes: its daemons' UMEMs, rings, queues and processes and the kernel's AF_XDP buffer pools, `rocefab plan` itemises them) but only {} is available (MemAvailable in /proc/meminfo); shrink qos.buffer, raise time_dilation or use fewer switches",
             human_bytes(need),
             human_bytes(available.mem_available),
         ));
