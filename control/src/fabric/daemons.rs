@@ -125,15 +125,19 @@ pub fn start_switch_daemon(st: &mut State, name: &str) -> anyhow::Result<()> {
     st.save()?;
     let d = &st.daemons[i];
     let timeout = Duration::from_secs(30);
-    wait_ready(d, &d.metrics_url, "rocefab-switchd", Instant::now() + timeout, timeout, &|| Ok(()))
+    wait_ready(d, &d.metrics_url, "rocefab-switchd", Instant::now() + timeout, timeout, None, &|| Ok(()))
 }
 
+/// Waits until `d` answers on `url`; an error naming it, how it ended and the last lines of its
+/// log if it dies or the deadline passes. `process_log`: where its process's own last words are
+/// when it shares that process with other switches ([`shared_switch_log`]), shown if it died.
 pub fn wait_ready(
     d: &DaemonState,
     url: &str,
     what: &str,
     deadline: Instant,
     timeout: Duration,
+    process_log: Option<&Path>,
     go_on: &dyn Fn() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let pid = d.pid.expect("spawned");
@@ -149,12 +153,16 @@ pub fn wait_ready(
             } else {
                 how_it_ended(pid)
             };
+            let log = match process_log {
+                Some(p) if !alive => p,
+                _ => &d.log,
+            };
             bail!(
                 "{} {}: {what} (pid {pid}) {why}; last lines of {}:\n{}",
                 d.kind,
                 d.node(),
-                d.log.display(),
-                tail(&d.log, 15)
+                log.display(),
+                tail(log, 15)
             );
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -155,6 +155,8 @@ pub fn up(path: &Path, timeout: Option<Duration>, switch_workers: Option<u16>) -
 }
 
 /// Waits for every daemon in `ds` ([`wait_ready`]), stepping `phase` as each answers.
+/// `shared`: they run in one process, whose own log has its last words.
+#[allow(clippy::too_many_arguments)]
 fn wait_all_ready<'a>(
     fabric: &str,
     ds: impl Iterator<Item = &'a DaemonState>,
@@ -162,10 +164,13 @@ fn wait_all_ready<'a>(
     what: &str,
     deadline: Instant,
     timeout: Duration,
+    shared: bool,
     phase: &Phase,
 ) -> anyhow::Result<()> {
     for d in ds {
-        wait_ready(d, &url(d), what, deadline, timeout, &|| UpLock::check_not_taken_down(fabric))?;
+        let process_log = shared.then(|| crate::fabric::daemons::shared_switch_log(&d.log));
+        let go_on = || UpLock::check_not_taken_down(fabric);
+        wait_ready(d, &url(d), what, deadline, timeout, process_log.as_deref(), &go_on)?;
         phase.step();
     }
     Ok(())
@@ -314,6 +319,7 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
         "rocefab-switchd",
         deadline,
         timeout,
+        shared.is_some(),
         &phase,
     )?;
     phase.finish("ready");
@@ -346,6 +352,7 @@ fn build(topo: &Topology, plan: &Plan, st: &mut State, daemons: &Daemons, timeou
             "rocefab-nicd",
             deadline,
             timeout,
+            false,
             &phase,
         )?;
         phase.finish("ready");
