@@ -316,6 +316,7 @@ impl NicMemory {
     pub fn umem_bytes(&self) -> u64 {
         self.umem_chunks() * u64::from(self.chunk_bytes)
     }
+
     /// The kernel's buffer pool of the NIC's one socket ([`XSK_POOL_BYTES_PER_CHUNK`]).
     pub fn xsk_pool_bytes(&self) -> u64 {
         self.umem_chunks() * XSK_POOL_BYTES_PER_CHUNK

@@ -129,21 +129,6 @@ impl Scrape {
     }
 }
 
-/// On `route` ([`log_route::enter`]) until dropped, then back on the route the thread had.
-struct OnRoute(Option<log_route::Route>);
-
-impl OnRoute {
-    fn enter(route: Option<log_route::Route>) -> OnRoute {
-        OnRoute(log_route::enter(route))
-    }
-}
-
-impl Drop for OnRoute {
-    fn drop(&mut self) {
-        log_route::enter(self.0);
-    }
-}
-
 /// Locks `m`; a panic elsewhere while it was held leaves nothing half-updated that matters here.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -176,7 +161,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // 1. Metrics listeners first, in the namespace we were started in (root: reachable on lo).
     let mut listeners = Vec::with_capacity(cfgs.len());
     for (cfg, route) in cfgs.iter().zip(&routes) {
-        let _on = OnRoute::enter(*route);
+        let _on = log_route::scoped(*route);
         let l = TcpListener::bind(cfg.metrics_listen)
             .with_context(|| format!("switch {}: binding metrics listener {}", cfg.name, cfg.metrics_listen))?;
         // Each start-up step is logged as it begins, so a slow or killed start shows where it was.
@@ -197,8 +182,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     let (shutdown_tx, shutdown) = tokio::sync::watch::channel(false);
     let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel::<(String, anyhow::Result<()>)>();
     let (mut switches, total) = (Vec::with_capacity(cfgs.len()), cfgs.len());
-    let route_of: Vec<(String, Option<log_route::Route>)> =
-        cfgs.iter().map(|c| c.name.clone()).zip(routes.iter().copied()).collect();
     for (i, ((cfg, listener), route)) in cfgs.into_iter().zip(listeners).zip(routes).enumerate() {
         let worker = workers[i * workers.len() / total].clone();
         let (shutdown, ended) = (shutdown.clone(), ended_tx.clone());
@@ -209,6 +192,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 // This thread's lines, and its data plane's on the worker, go to its log.
                 log_route::enter(route);
                 let r = switch(cfg, listener, &worker, shutdown);
+                if let Err(e) = &r {
+                    if total > 1 {
+                        tracing::error!(switch = %name, "switch failed: {e:#}");
+                    }
+                }
                 drop(worker);
                 let _ = ended.send((name, r));
             })
@@ -235,11 +223,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                         let Some((name, r)) = e else { break };
                         left -= 1;
                         if let Err(e) = r {
-                            if total > 1 {
-                                let route = route_of.iter().find(|r| r.0 == name).and_then(|r| r.1);
-                                let _on = OnRoute::enter(route);
-                                tracing::error!(switch = %name, "switch failed: {e:#}");
-                            }
                             failures.push((name, e));
                         }
                     }

@@ -169,12 +169,11 @@ impl Worker {
     /// Ends the data plane at `i`: shut down, taken out, its owner told.
     fn end(&mut self, i: usize, r: Result<(), DataPlaneError>) {
         let mut e = self.planes.swap_remove(i);
-        let was = log_route::enter(e.route);
+        let _on = log_route::scoped(e.route);
         e.dp.shutdown();
         if let Some(f) = e.on_end.take() {
             f(r);
         }
-        log_route::enter(was);
     }
 
     /// Runs until every data plane has ended and none can come any more.

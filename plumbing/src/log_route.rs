@@ -44,6 +44,20 @@ pub fn enter(route: Option<Route>) -> Option<Route> {
     CURRENT.with(|c| c.replace(route))
 }
 
+/// On a route until dropped ([`scoped`]), then back on the route the thread had.
+pub struct Scope(Option<Route>);
+
+/// This thread's lines go to `route`'s file until the returned [`Scope`] is dropped.
+pub fn scoped(route: Option<Route>) -> Scope {
+    Scope(enter(route))
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        enter(self.0);
+    }
+}
+
 /// The route this thread's lines go to.
 pub fn current() -> Option<Route> {
     CURRENT.with(Cell::get)
@@ -111,6 +125,11 @@ mod tests {
         writeln!(w.make_writer(), "process line").unwrap();
         assert_eq!(enter(Some(routes[1])), None);
         writeln!(w.make_writer(), "spine1 line").unwrap();
+        {
+            let _rail1 = scoped(Some(routes[0]));
+            writeln!(w.make_writer(), "rail1 scoped").unwrap();
+        }
+        assert_eq!(current(), Some(routes[1]), "the scope gave the route back");
         std::thread::scope(|s| {
             s.spawn(|| {
                 assert_eq!(current(), None, "a new thread is on no route");
@@ -121,7 +140,7 @@ mod tests {
         assert_eq!(enter(None), Some(routes[1]));
         writeln!(w.make_writer(), "process again").unwrap();
         let read = |i: usize| std::fs::read_to_string(&paths[i]).unwrap();
-        assert_eq!((read(0).as_str(), read(1).as_str()), ("rail1 line\n", "spine1 line\n"));
+        assert_eq!((read(0).as_str(), read(1).as_str()), ("rail1 scoped\nrail1 line\n", "spine1 line\n"));
         let process = w.fallback.into_inner().unwrap();
         assert_eq!(String::from_utf8(process).unwrap(), "process line\nprocess again\n");
     }

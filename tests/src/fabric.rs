@@ -274,6 +274,28 @@ impl Fabric {
         all
     }
 
+    /// A 64 MiB all-to-all whose traffic `pid` is SIGKILLed under, once `switch` has received
+    /// 1000 frames of it: the failed job's JSON report and its stderr.
+    pub fn alltoall_killing(&self, switch: &str, pid: u64) -> (Value, String) {
+        let mut run = crate::proc::Proc::drained(
+            "rocefab run alltoall",
+            Command::new(rocefab_bin())
+                .args(["run", &self.name, "alltoall", "--size", "64MiB", "--json", "--timeout", "60"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped()),
+        );
+        let rx = |t: &str| metric(t, "rocefab_port_rx_packets_total", &[]);
+        let base = rx(&self.metrics(switch));
+        self.wait_metrics(switch, |t| rx(t) - base >= 1000.0);
+        // SAFETY: kill(2) on a daemon of this test's fabric; no memory involved.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0, "kill {pid}");
+        let o = run.output();
+        assert!(!o.status.success(), "the job survived the death of pid {pid}");
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        let r = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+        (r, stderr)
+    }
+
     /// Like [`Fabric::up`], with a `rocefab-switchd` process per switch (`up --switch-workers
     /// per-switch`) instead of the default shared workers: for the tests of what a switch's own
     /// process does (a crash of one switch, a process per switch counted).

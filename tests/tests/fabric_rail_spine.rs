@@ -478,32 +478,13 @@ fn a_switch_that_dies_during_a_job_leads_the_errors() {
         .find(|d| d["switch"] == "spine1" && d["kind"] != "host")
         .and_then(|d| d["pid"].as_u64())
         .expect("spine1's daemon in the state");
-    let mut run = rocefab_tests::proc::Proc::drained(
-        "rocefab run alltoall",
-        std::process::Command::new(rocefab_bin())
-            .args(["run", &f.name, "alltoall", "--size", "64MiB", "--json", "--timeout", "60"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped()),
-    );
-    // Once the job's traffic crosses spine1.
-    let rx = |t: &str| metric(t, "rocefab_port_rx_packets_total", &[]);
-    let base = rx(&f.metrics("spine1"));
-    f.wait_metrics("spine1", |t| rx(t) - base >= 1000.0);
-    // SAFETY: kill(2) on the fabric's own spine1 daemon.
-    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
-    let o = run.output();
-    assert!(!o.status.success(), "the job survived spine1's death");
-    let r: serde_json::Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    // Killed once the job's traffic crosses spine1.
+    let (r, stderr) = f.alltoall_killing("spine1", victim);
     let first = r["errors"][0].as_str().unwrap_or_default();
     assert!(
         first.starts_with(&format!("switch spine1 (rocefab-switchd pid {victim}) died during the job")),
         "the first error: {first}\nall: {:#}",
         r["errors"]
     );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("switch spine1 (rocefab-switchd pid"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(stderr.contains("switch spine1 (rocefab-switchd pid"), "{stderr}");
 }

@@ -110,22 +110,7 @@ fn one_switch_process_runs_the_fabric_and_a_switch_fails_alone() {
 
     // The shared process dies during a job: the job fails naming its three switches together
     // (spine1, in its own process since the restore, is not among them).
-    let mut run = rocefab_tests::proc::Proc::drained(
-        "rocefab run alltoall",
-        std::process::Command::new(rocefab_tests::fabric::rocefab_bin())
-            .args(["run", &f.name, "alltoall", "--size", "64MiB", "--json", "--timeout", "60"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped()),
-    );
-    let rx = |t: &str| metric(t, "rocefab_port_rx_packets_total", &[]);
-    let base = rx(&f.metrics("spine2"));
-    f.wait_metrics("spine2", |t| rx(t) - base >= 1000.0);
-    // SAFETY: kill(2) on the fabric's shared switch process.
-    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
-    let o = run.output();
-    assert!(!o.status.success(), "the job survived its switches' process");
-    let r: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let (r, _) = f.alltoall_killing("spine2", pid);
     let first = r["errors"][0].as_str().unwrap_or_default();
     let want = format!("switches rail1, rail2, spine2 (their shared rocefab-switchd, pid {pid}) died during the job");
     assert!(first.starts_with(&want), "the first error: {first}\nall: {:#}", r["errors"]);

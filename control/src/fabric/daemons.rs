@@ -52,7 +52,7 @@ pub fn start_shared_switchd(st: &mut State, binary: &Path, workers: u16) -> anyh
     let Some(&first) = switches.first() else { return Ok(()) };
     let configs: Vec<&Path> = switches.iter().map(|&i| st.daemons[i].config.as_path()).collect();
     let log = shared_switch_log(&st.daemons[first].log);
-    let dir = log.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let dir = crate::fabric::rundir::dir(&st.fabric);
     let args = ["--workers".to_string(), workers.to_string(), "--switch-logs".to_string(), dir.display().to_string()];
     let pid = spawn_daemon_of(binary, &configs, &args, &log).context("starting the switches' shared daemon")?;
     for i in switches {

@@ -473,9 +473,8 @@ pub fn fabric_causes(
             .map(|(pid, log, switches)| {
                 // A process of many switches writes its own last words (a panic) in its log.
                 let log = if switches.len() > 1 { crate::fabric::daemons::shared_switch_log(log) } else { log.clone() };
-                let log = &log;
-                let changed = std::fs::metadata(log).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
-                let last = std::fs::read_to_string(log)
+                let changed = std::fs::metadata(&log).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+                let last = std::fs::read_to_string(&log)
                     .ok()
                     .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
                     .map_or_else(String::new, |l| format!("; its log ends: {}", l.trim()));
