@@ -79,8 +79,11 @@ pub struct Expectation {
     pub busiest_link: String,
 }
 
+/// The time `wire_bytes` take at `rate_bps`, ns (in u128: a link's bytes times 8e9 passes u64
+/// beyond 2.3 GB, e.g. a 512 MiB incast into one NIC).
 fn ser_ns(wire_bytes: u64, rate_bps: u64) -> u64 {
-    (wire_bytes * 8 * 1_000_000_000).div_ceil(rate_bps.max(1))
+    let ns = (u128::from(wire_bytes) * 8 * 1_000_000_000).div_ceil(u128::from(rate_bps.max(1)));
+    u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
 fn prefix_matches(prefix: IpAddr, len: u8, dst: IpAddr) -> bool {
@@ -386,6 +389,15 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A busiest link of several GB (a 512 MiB incast of 7 senders into one NIC) neither
+    /// overflows nor wraps.
+    #[test]
+    fn serialisation_of_gigabytes_does_not_overflow() {
+        assert_eq!(ser_ns(7 * (512 << 20), 1_000_000_000), 30_064_771_072);
+        assert_eq!(ser_ns(1500, 400_000_000_000), 30);
+        assert_eq!(ser_ns(u64::MAX, 1), u64::MAX);
+    }
     use gpu_host::nic::collective_job::{build, BuildOptions, Kind};
 
     /// The plan's switch configurations, host names and a 1 MiB ring AllReduce's jobs on
