@@ -445,6 +445,57 @@ fn default_rto() -> u64 {
     DEFAULT_RETRANSMIT_TIMEOUT_NS
 }
 
+/// `rocefab-hostd --hosts FILE`: the hosts of a job that one process runs, each in its own
+/// network namespace with its own job file and log, their NICs driven by `workers` data threads.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HostsFile {
+    /// Data threads; each drives the NICs of every `workers`-th host from one loop (at least 1).
+    pub workers: u16,
+    pub hosts: Vec<HostEntry>,
+}
+
+/// One host of a [`HostsFile`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct HostEntry {
+    /// The host's name: it prefixes the host's lines on stdout (`<name>\t<json>`).
+    pub name: String,
+    /// Its network namespace (`ip netns` name).
+    pub netns: String,
+    /// Its job file.
+    pub job: std::path::PathBuf,
+    /// Its log file (the process's own lines go to stderr).
+    pub log: std::path::PathBuf,
+}
+
+impl HostsFile {
+    /// Reads and checks a hosts file: at least one host and one worker, names unique and
+    /// without tabs or newlines (they prefix output lines).
+    pub fn load(path: &Path) -> Result<HostsFile, JobError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| JobError::Read { path: p.clone(), source })?;
+        let f: HostsFile = serde_json::from_str(&text).map_err(|source| JobError::Parse { path: p.clone(), source })?;
+        let bad = |what: String| JobError::Invalid { job: p.clone(), what };
+        if f.workers == 0 {
+            return Err(bad("workers: 0 (at least 1)".into()));
+        }
+        if f.hosts.is_empty() {
+            return Err(bad("hosts: empty".into()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, h) in f.hosts.iter().enumerate() {
+            if h.name.is_empty() || h.name.contains(['\t', '\n', '\r']) {
+                return Err(bad(format!("hosts[{i}].name {:?}: empty or with a tab or newline", h.name)));
+            }
+            if !seen.insert(h.name.as_str()) {
+                return Err(bad(format!("hosts[{i}].name {:?} appears twice", h.name)));
+            }
+        }
+        Ok(f)
+    }
+}
+
 /// Parses `aa:bb:cc:dd:ee:ff` ([`rocefab_wire::ethernet::MacAddr`], the one MAC parser).
 pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
     s.parse::<rocefab_wire::ethernet::MacAddr>().ok().map(|m| m.0)
@@ -934,6 +985,30 @@ pub struct RankReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `rocefab-hostd --hosts`: a hosts file names each host once, without characters that
+    /// would break its prefixed output lines, and has a worker.
+    #[test]
+    fn a_hosts_file_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("hosts.json");
+        let load = |body: &str| {
+            std::fs::write(&p, body).unwrap();
+            HostsFile::load(&p).map_err(|e| e.to_string())
+        };
+        let h = |n: &str| format!(r#"{{"name":"{n}","netns":"ns-{n}","job":"/j/{n}.json","log":"/j/{n}.log"}}"#);
+        let f = load(&format!(r#"{{"workers":2,"hosts":[{},{}]}}"#, h("host1"), h("host2"))).unwrap();
+        assert_eq!((f.workers, f.hosts.len(), f.hosts[1].netns.as_str()), (2, 2, "ns-host2"));
+        let e = load(&format!(r#"{{"workers":1,"hosts":[{},{}]}}"#, h("host1"), h("host1"))).unwrap_err();
+        assert!(e.ends_with(r#"hosts[1].name "host1" appears twice"#), "{e}");
+        let e = load(&format!(r#"{{"workers":1,"hosts":[{}]}}"#, h("a\\tb"))).unwrap_err();
+        assert!(e.contains(r#"hosts[0].name "a\tb": empty or with a tab or newline"#), "{e}");
+        let e = load(&format!(r#"{{"workers":0,"hosts":[{}]}}"#, h("host1"))).unwrap_err();
+        assert!(e.ends_with("workers: 0 (at least 1)"), "{e}");
+        assert!(load(r#"{"workers":1,"hosts":[]}"#).unwrap_err().ends_with("hosts: empty"));
+        let e = load(r#"{"workers":1,"hosts":[],"extra":1}"#).unwrap_err();
+        assert!(e.contains("unknown field `extra`"), "{e}");
+    }
 
     #[test]
     fn a_migration_causes_metric_label_is_its_json_name() {

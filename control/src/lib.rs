@@ -13,6 +13,7 @@ pub mod pipe;
 pub mod progress;
 pub mod replay;
 pub mod text;
+pub mod workers;
 
 /// The CLI's logging (`rocefab`, `rocefab-web`): the library's warnings (a daemon that ignored
 /// SIGTERM, a namespace removed by name) on stderr; `RUST_LOG=debug` shows every command `rocefab

@@ -225,11 +225,12 @@ fn no_module_of_any_crate_imports_round_a_circle() {
     assert!(a_circle(&with_circle).is_some());
 }
 
-/// The CLI's layers (issue 40), from the bottom: the shared text parsers and formatters; the
+/// The CLI's layers (issue 40), from the bottom: the shared text parsers and formatters, and the
+/// worker layouts (`workers`: `--switch-workers`, `--host-workers`); the
 /// running fabric (`fabric/`: state, daemons, links, routing, captures, the cabling check);
 /// what runs on a fabric (`job/`, `replay/`); the subcommands (`cmd/`). Each module imports
 /// only from layers below its own, so nothing in `fabric/` knows a command or a job.
-const CLI_LAYERS: &[&[&str]] = &[&["text", "pipe", "progress"], &["fabric"], &["job", "replay"], &["cmd"]];
+const CLI_LAYERS: &[&[&str]] = &[&["text", "pipe", "progress", "workers"], &["fabric"], &["job", "replay"], &["cmd"]];
 
 /// The arrows of `graph` that do not run down the layers: (from, to).
 fn against_the_layers(

@@ -2,7 +2,10 @@
 //! privileges: the fabric is a run directory as `rocefab up` writes it (rail-spine, no daemons)
 //! and the GPU-host emulator is a shell script (`ROCEFAB_HOSTD`) that misbehaves on purpose:
 //! never ready; ready but deaf to SIGUSR1 and SIGTERM and never reporting; answering the
-//! timeout's SIGUSR1 with a report of what a QP was waiting for.
+//! timeout's SIGUSR1 with a report of what a QP was waiting for. Each case runs with a process
+//! per host (`--host-workers per-host`) and with one process for all hosts (`--host-workers 1`:
+//! the script then answers for every host, each line prefixed with the host's name and a tab,
+//! as `rocefab-hostd --hosts` does).
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -33,8 +36,31 @@ fn fake_fabric(dir: &tempfile::TempDir, script: &str) -> (PathBuf, PathBuf) {
     (run, hostd)
 }
 
-/// `rocefab run fr incast --size 1MiB --timeout 2 [--json]`: its output and how long it took.
-fn run(run: &Path, hostd: &Path, json: bool) -> (Output, Duration) {
+/// The two layouts of a job's hosts over processes.
+const LAYOUTS: [&str; 2] = ["per-host", "1"];
+
+/// Shell that prints `line` as the fake hostd must in `layout`: as it is for one host, once per
+/// host prefixed with its name and a tab for all.
+fn say(layout: &str, line: &str) -> String {
+    if layout == "per-host" {
+        format!("echo '{line}'")
+    } else {
+        format!("for h in host1 host2 host3 host4; do printf '%s\\t%s\\n' \"$h\" '{line}'; done")
+    }
+}
+
+/// The error's name for host `h`'s process in `layout` (the shared one's pid is not known).
+fn proc_of(layout: &str, h: u32) -> String {
+    if layout == "per-host" {
+        format!("host{h}: rocefab-hostd ")
+    } else {
+        format!("host{h}: rocefab-hostd (shared by 4 hosts, pid ")
+    }
+}
+
+/// `rocefab run fr incast --size 1MiB --timeout 2 --host-workers LAYOUT [--json]`: its output
+/// and how long it took.
+fn run(run: &Path, hostd: &Path, json: bool, layout: &str) -> (Output, Duration) {
     let t = Instant::now();
     let mut c = Command::new(BIN);
     c.env("ROCEFAB_RUN_DIR", run).env("ROCEFAB_HOSTD", hostd).args([
@@ -45,6 +71,8 @@ fn run(run: &Path, hostd: &Path, json: bool) -> (Output, Duration) {
         "1MiB",
         "--timeout",
         "2",
+        "--host-workers",
+        layout,
     ]);
     if json {
         c.arg("--json");
@@ -70,22 +98,36 @@ fn left_over(run: &Path) -> Vec<String> {
 
 #[test]
 fn hosts_that_never_get_ready_end_the_run_at_its_timeout() {
-    let dir = temp_dir("ready");
-    let (rundir, hostd) = fake_fabric(&dir, "exec sleep 30");
-    let (o, took) = run(&rundir, &hostd, false);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success());
-    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "took {took:?}: {err}");
-    assert!(err.contains("incast timed out after 2 s (--timeout) before the job started: host1: rocefab-hostd gave no answer before it was ready (waited 2."), "{err}");
-    assert!(err.contains("; host4: rocefab-hostd gave no answer before it was ready"), "{err}");
-    assert!(left_over(&rundir).is_empty(), "{:?}", left_over(&rundir));
+    for layout in LAYOUTS {
+        let dir = temp_dir("ready");
+        let (rundir, hostd) = fake_fabric(&dir, "exec sleep 30");
+        let (o, took) = run(&rundir, &hostd, false, layout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "{layout}: took {took:?}: {err}");
+        let first = format!("incast timed out after 2 s (--timeout) before the job started: {}", proc_of(layout, 1));
+        assert!(err.contains(&first), "{layout}: {err}");
+        for h in 1..=4 {
+            let what = "gave no answer before it was ready (waited 2.";
+            let at = err.find(&proc_of(layout, h)).unwrap_or_else(|| panic!("{layout} host{h}: {err}"));
+            assert!(err[at..].contains(what), "{layout} host{h}: {err}");
+        }
+        assert!(left_over(&rundir).is_empty(), "{layout}: {:?}", left_over(&rundir));
+    }
 }
 
 #[test]
 fn hosts_deaf_to_the_timeout_are_named_killed_and_reaped() {
+    for layout in LAYOUTS {
+        deaf(layout);
+    }
+}
+
+fn deaf(layout: &str) {
     let dir = temp_dir("deaf");
-    let (rundir, hostd) = fake_fabric(&dir, "trap '' TERM USR1\necho '{\"ready\":true}'\nexec sleep 30");
-    let (o, took) = run(&rundir, &hostd, true);
+    let script = format!("trap '' TERM USR1\n{}\nexec sleep 30", say(layout, r#"{"ready":true}"#));
+    let (rundir, hostd) = fake_fabric(&dir, &script);
+    let (o, took) = run(&rundir, &hostd, true, layout);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     // The timeout, then 3 s for the reports nobody sends, then SIGKILL.
@@ -100,23 +142,36 @@ fn hosts_deaf_to_the_timeout_are_named_killed_and_reaped() {
     assert_eq!((r["ok"].as_bool(), r["timed_out"].as_bool(), r["hosts"].as_u64()), (Some(false), Some(true), Some(4)));
     let errors: Vec<&str> = r["errors"].as_array().unwrap().iter().filter_map(|e| e.as_str()).collect();
     for h in 1..=4 {
-        let want =
-            format!("host{h}: rocefab-hostd gave no answer without a report, also 3 s after it was asked for one");
-        assert!(errors.iter().any(|e| e.starts_with(&want)), "{want}: {errors:#?}");
+        let want = "gave no answer without a report, also 3 s after it was asked for one";
+        assert!(
+            errors.iter().any(|e| e.starts_with(&proc_of(layout, h)) && e.contains(want)),
+            "{layout} host{h}: {want}: {errors:#?}"
+        );
     }
     assert!(left_over(&rundir).is_empty(), "{:?}", left_over(&rundir));
 }
 
 #[test]
 fn hosts_answer_the_timeout_with_what_their_qps_waited_for() {
+    for layout in LAYOUTS {
+        stall(layout);
+    }
+}
+
+fn stall(layout: &str) {
     let report = r#"{"job":"j","time_dilation":1.0,"ok":false,"error":"timed out (the controller's deadline passed)","elapsed_ns":1900000000,"qps":[],"nics":[],"ranks":[],"stalls":[{"qpn":257,"peer_qpn":256,"nic":"gpu0","label":"rank 2 -> rank 0","role":"requester","last_acked_psn":77,"outstanding_psns":[78,205],"outstanding_packets":128,"timeouts":0,"retries_left":7,"paused_now":false,"last_progress_ns":400000000,"at_ns":1900000000,"waiting_for":"the ACK of PSN 78"}]}"#;
     let dir = temp_dir("stall");
     let path = dir.path().join("report.json");
     std::fs::write(&path, format!("{report}\n")).unwrap();
+    let answer = if layout == "per-host" {
+        format!("cat {}", path.display())
+    } else {
+        format!("for h in host1 host2 host3 host4; do printf \"%s\\t\" \"$h\"; cat {}; done", path.display())
+    };
     let script =
-        format!("trap 'cat {}; exit 1' USR1\necho '{{\"ready\":true}}'\nwhile :; do sleep 0.05; done", path.display());
+        format!("trap '{answer}; exit 1' USR1\n{}\nwhile :; do sleep 0.05; done", say(layout, r#"{"ready":true}"#));
     let (rundir, hostd) = fake_fabric(&dir, &script);
-    let (o, took) = run(&rundir, &hostd, false);
+    let (o, took) = run(&rundir, &hostd, false, layout);
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(!o.status.success());
     assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(4), "took {took:?}: {err}");

@@ -59,24 +59,125 @@ pub enum Exit {
     Stopped,
 }
 
+/// One host's NICs as a data loop drives them: the engine, an AF_XDP socket per NIC, the NIC
+/// agent's mirror ring (when it captures) and the ports' carrier watch. [`run`] and [`serve`]
+/// drive one; `rocefab-hostd --hosts` ([`crate::hosts`]) drives many from one loop.
+pub struct Host {
+    pub engine: Engine,
+    pub ports: Vec<XskPort>,
+    pub mirror: Option<MirrorProducer>,
+    pub links: Option<LinkWatch>,
+}
+
+/// What one [`Host::pass`] did.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pass {
+    /// Frames received and sent.
+    pub work: usize,
+    /// A port with carrier has too few free TX frames for the longest frame.
+    pub starved: bool,
+    /// A port with carrier still has frames in its TX ring.
+    pub pending: bool,
+}
+
+impl Host {
+    /// Its `ppoll` entries: a socket per port, then the carrier watch's (when it has one).
+    pub fn pollfds(&self, fds: &mut Vec<libc::pollfd>) {
+        fds.extend(self.ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }));
+        if let Some(l) = &self.links {
+            fds.push(libc::pollfd { fd: l.fd(), events: libc::POLLIN, revents: 0 });
+        }
+    }
+
+    /// Tells the engine which ports have no carrier at `now` (the start of the loop).
+    pub fn start_links(&mut self, now: u64) {
+        let Host { engine, ports, links, .. } = self;
+        if let Some(l) = links.as_ref() {
+            for (i, _) in l.up().iter().enumerate().filter(|(_, up)| !**up) {
+                link_changed(engine, ports, i, false, now);
+            }
+        }
+    }
+
+    /// Hands the carrier changes to the engine when its watch is due or was readable (`fds`:
+    /// this host's entries, as [`Host::pollfds`] laid them out; the watch's `revents` is
+    /// cleared).
+    pub fn watch_links(&mut self, fds: &mut [libc::pollfd], now: u64) -> Result<(), XskError> {
+        let Host { engine, ports, links, .. } = self;
+        let Some(l) = links.as_mut() else { return Ok(()) };
+        let readable = fds.last_mut().is_some_and(|f| std::mem::take(&mut f.revents) & libc::POLLIN != 0);
+        if l.due(now, readable) {
+            l.read(|i, up| link_changed(engine, ports, i, up, now)).map_err(|source| XskError::Io {
+                name: "rtnetlink".into(),
+                what: "reading link notifications",
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Every QP finished, and the last frames (an ACK the peer waits for) have left the TX rings
+    /// of the ports that have carrier (a port without it sends nothing: what its ring holds stays
+    /// there).
+    pub fn done(&mut self) -> bool {
+        let Host { engine, ports, .. } = self;
+        engine.finished() && !ports.iter_mut().enumerate().any(|(i, p)| engine.link_up(i) && p.tx_pending())
+    }
+
+    /// Receives on every port, runs the engine's timers, transmits what it releases.
+    pub fn pass(&mut self, now: u64) -> Result<Pass, XskError> {
+        let Host { engine, ports, mirror, .. } = self;
+        let mut pass = Pass::default();
+        for (i, p) in ports.iter_mut().enumerate() {
+            pass.work += p.receive(engine, i, now, mirror.as_mut())?;
+        }
+        engine.poll(now);
+        for (i, p) in ports.iter_mut().enumerate() {
+            pass.work += p.transmit(engine, i, now, mirror.as_mut())?;
+            if engine.link_up(i) {
+                pass.starved |= p.tx_starved();
+                pass.pending |= p.tx_pending();
+            }
+        }
+        Ok(pass)
+    }
+
+    /// When it next needs a pass after `pass` found nothing to do at `now`: the engine's next
+    /// deadline, or soon when TX frames are short or still queued.
+    pub fn wake(&mut self, now: u64, pass: Pass) -> u64 {
+        let wake = self.engine.next_deadline(now).unwrap_or(u64::MAX);
+        if pass.starved || pass.pending {
+            wake.min(now + TX_STARVED_SLEEP_NS)
+        } else {
+            wake
+        }
+    }
+
+    /// Takes what the RX rings still hold (at a stop, once the XDP program is detached, so
+    /// nothing more arrives and no frame is left unread).
+    pub fn drain(&mut self, now: u64) -> Result<(), XskError> {
+        let Host { engine, ports, mirror, .. } = self;
+        for (i, p) in ports.iter_mut().enumerate() {
+            while p.receive(engine, i, now, mirror.as_mut())? > 0 {}
+        }
+        Ok(())
+    }
+}
+
 /// Runs the data loop until the engine finishes, `deadline` (clock ns) passes or `stop` is set.
 /// `on_tick(engine, now)` runs at most every `tick` (metrics snapshots, progress), outside the
 /// per-packet path. With a `mirror`, every port being captured copies the frames it receives and
 /// sends into it ([`crate::mirror`]; one atomic load per port and batch otherwise). With `links`,
 /// the ports' carrier changes reach the engine ([`Engine::set_link`]).
-#[expect(clippy::too_many_arguments, reason = "the loop's inputs, each used once; a struct would only rename them")]
 pub fn run(
-    engine: &mut Engine,
-    ports: &mut [XskPort],
-    mirror: Option<&mut MirrorProducer>,
-    links: Option<&mut LinkWatch>,
+    host: &mut Host,
     clock: &Clock,
     deadline: u64,
     stop: &AtomicBool,
     tick: Duration,
     on_tick: impl FnMut(&Engine, u64),
 ) -> Result<(Exit, u64), XskError> {
-    drive(engine, ports, mirror, links, clock, deadline, stop, tick, on_tick, true).map(|(exit, now, _)| (exit, now))
+    drive(host, clock, deadline, stop, tick, on_tick, true).map(|(exit, now, _)| (exit, now))
 }
 
 /// Keeps a finished engine's QPs up until `until` (clock ns) or `stop`, as a real RC QP lives
@@ -85,22 +186,11 @@ pub fn run(
 /// to exhaust its retries against a host that has gone. On `stop` it first takes what the RX
 /// rings still hold (the caller detaches the XDP program before raising `stop`, so nothing
 /// more arrives and no frame is left unread). Returns when it stopped.
-pub fn serve(
-    engine: &mut Engine,
-    ports: &mut [XskPort],
-    mut mirror: Option<&mut MirrorProducer>,
-    links: Option<&mut LinkWatch>,
-    clock: &Clock,
-    until: u64,
-    stop: &AtomicBool,
-) -> Result<u64, XskError> {
+pub fn serve(host: &mut Host, clock: &Clock, until: u64, stop: &AtomicBool) -> Result<u64, XskError> {
     let started = clock.now();
-    let (exit, now, passes) =
-        drive(engine, ports, mirror.as_deref_mut(), links, clock, until, stop, Duration::MAX, |_, _| {}, false)?;
+    let (exit, now, passes) = drive(host, clock, until, stop, Duration::MAX, |_, _| {}, false)?;
     if exit == Exit::Stopped {
-        for (i, p) in ports.iter_mut().enumerate() {
-            while p.receive(engine, i, now, mirror.as_deref_mut())? > 0 {}
-        }
+        host.drain(now)?;
     }
     // An idle linger wakes only for frames and the stop check (every MAX_SLEEP_NS).
     tracing::info!(ms = (now - started) / 1_000_000, passes, "served the finished QPs");
@@ -123,7 +213,7 @@ fn link_changed(engine: &mut Engine, ports: &[XskPort], i: usize, up: bool, now:
 /// default 50 µs later: a paced NIC sleeps until its next frame's departure, and every µs it
 /// wakes late is a µs its transmitter does not send (it gathers no credit), so the default
 /// slack alone would cost a line-rate sender at 50 Mbit/s of wall clock several per cent.
-fn set_timer_slack() {
+pub fn set_timer_slack() {
     // SAFETY: PR_SET_TIMERSLACK takes a value and no pointers; it changes only this thread.
     let r = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
     if r != 0 {
@@ -131,14 +221,33 @@ fn set_timer_slack() {
     }
 }
 
+/// Sleeps in `ppoll(2)` on `fds` (their `revents` cleared first) for at most `sleep_ns`
+/// (capped at [`MAX_SLEEP_NS`]); a signal ending it early is no error.
+pub fn sleep(fds: &mut [libc::pollfd], sleep_ns: u64) -> Result<(), XskError> {
+    let sleep = sleep_ns.min(MAX_SLEEP_NS);
+    let ts = libc::timespec {
+        tv_sec: (sleep / 1_000_000_000) as libc::time_t,
+        tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
+    };
+    for f in fds.iter_mut() {
+        f.revents = 0;
+    }
+    // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs and `ts` a valid timespec,
+    // both alive for the call; a null sigmask keeps the current one.
+    let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(XskError::Io { name: "ppoll".into(), what: "waiting for frames", source: e });
+        }
+    }
+    Ok(())
+}
+
 /// The data loop of [`run`] (`until_finished`) and [`serve`]; also returns how many passes it
 /// made.
-#[expect(clippy::too_many_arguments, reason = "run's inputs and the mode")]
 fn drive(
-    engine: &mut Engine,
-    ports: &mut [XskPort],
-    mut mirror: Option<&mut MirrorProducer>,
-    mut links: Option<&mut LinkWatch>,
+    host: &mut Host,
     clock: &Clock,
     deadline: u64,
     stop: &AtomicBool,
@@ -149,44 +258,19 @@ fn drive(
     let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX).max(1);
     set_timer_slack();
     let mut next_tick = 0u64;
-    let mut fds: Vec<libc::pollfd> =
-        ports.iter().map(|p| libc::pollfd { fd: p.fd() as RawFd, events: libc::POLLIN, revents: 0 }).collect();
-    let link_slot = links.as_ref().map(|l| {
-        fds.push(libc::pollfd { fd: l.fd(), events: libc::POLLIN, revents: 0 });
-        fds.len() - 1
-    });
-    if let Some(l) = links.as_deref() {
-        let now = clock.now();
-        for (i, _) in l.up().iter().enumerate().filter(|(_, up)| !**up) {
-            link_changed(engine, ports, i, false, now);
-        }
-    }
+    let mut fds = Vec::new();
+    host.pollfds(&mut fds);
+    host.start_links(clock.now());
     let mut passes = 0u64;
     loop {
         passes += 1;
         let now = clock.now();
-        if let (Some(l), Some(k)) = (links.as_deref_mut(), link_slot) {
-            if l.due(now, std::mem::take(&mut fds[k].revents) & libc::POLLIN != 0) {
-                if let Err(e) = l.read(|i, up| link_changed(engine, ports, i, up, now)) {
-                    return Err(XskError::Io {
-                        name: "rtnetlink".into(),
-                        what: "reading link notifications",
-                        source: e,
-                    });
-                }
-            }
-        }
+        host.watch_links(&mut fds, now)?;
         if now >= next_tick {
-            on_tick(engine, now);
+            on_tick(&host.engine, now);
             next_tick = now.saturating_add(tick_ns);
         }
-        // Finished, and the last frames (an ACK the peer waits for) have left the TX rings of
-        // the ports that have carrier (a port without it sends nothing: what its ring holds
-        // stays there).
-        if until_finished
-            && engine.finished()
-            && !ports.iter_mut().enumerate().any(|(i, p)| engine.link_up(i) && p.tx_pending())
-        {
+        if until_finished && host.done() {
             return Ok((Exit::Finished, now, passes));
         }
         if now >= deadline {
@@ -195,47 +279,14 @@ fn drive(
         if stop.load(Ordering::Relaxed) {
             return Ok((Exit::Stopped, now, passes));
         }
-        let mut work = 0;
-        for (i, p) in ports.iter_mut().enumerate() {
-            work += p.receive(engine, i, now, mirror.as_deref_mut())?;
-        }
-        engine.poll(now);
-        let mut starved = false;
-        let mut pending = false;
-        for (i, p) in ports.iter_mut().enumerate() {
-            work += p.transmit(engine, i, now, mirror.as_deref_mut())?;
-            if engine.link_up(i) {
-                starved |= p.tx_starved();
-                pending |= p.tx_pending();
-            }
-        }
-        if work > 0 {
+        let pass = host.pass(now)?;
+        if pass.work > 0 {
             continue;
         }
         let now = clock.now();
-        let mut wake = engine.next_deadline(now).unwrap_or(u64::MAX).min(deadline).min(next_tick);
-        if starved || pending {
-            wake = wake.min(now + TX_STARVED_SLEEP_NS);
-        }
-        if wake <= now {
-            continue;
-        }
-        let sleep = (wake - now).min(MAX_SLEEP_NS);
-        let ts = libc::timespec {
-            tv_sec: (sleep / 1_000_000_000) as libc::time_t,
-            tv_nsec: (sleep % 1_000_000_000) as libc::c_long,
-        };
-        for f in fds.iter_mut() {
-            f.revents = 0;
-        }
-        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs and `ts` a valid
-        // timespec, both alive for the call; a null sigmask keeps the current one.
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINTR) {
-                return Err(XskError::Io { name: "ppoll".into(), what: "waiting for frames", source: e });
-            }
+        let wake = host.wake(now, pass).min(deadline).min(next_tick);
+        if wake > now {
+            sleep(&mut fds, wake - now)?;
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The GPU-host emulator `rocefab-hostd` (its binary only parses the arguments and calls
-//! [`main`]): the emulated RDMA NICs of one GPU host, run inside the host's network
+//! [`run`], or [`crate::hosts::run`] for `--hosts`): the emulated RDMA NICs of one GPU host, run inside the host's network
 //! namespace. Reads a job file (QPs, PSNs, R_Keys, data seeds chosen by the controller),
 //! attaches the host XDP program to every NIC veth, opens one AF_XDP socket per NIC, runs the
 //! RoCEv2 RC engine on a dedicated data thread until every QP has finished (or the timeout),
@@ -45,19 +45,24 @@ use rocefab_contracts::job::{Job, Report};
 use rocefab_plumbing::daemon::Signals;
 use rocefab_plumbing::host_loader::{counter, HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
 
-use crate::daemon::{self, Clock, Exit};
+use crate::daemon::{self, Clock, Exit, Host};
 use crate::links::LinkWatch;
 use crate::metrics::Metrics;
 use crate::mirror::{self, MirrorError, MirrorProducer};
 use crate::xsk::XskPort;
 
-/// `rocefab-hostd`'s command line.
+/// `rocefab-hostd`'s command line: one host's job (`--job`), or the jobs of many hosts in one
+/// process (`--hosts`, [`crate::hosts`]).
 #[derive(Parser, Debug)]
 #[command(name = "rocefab-hostd", about = "rocefab GPU-host emulator: AF_XDP RoCEv2 NICs running one job")]
 pub struct Args {
-    /// Job file (JSON).
-    #[arg(long)]
-    pub job: PathBuf,
+    /// Job file (JSON) of one host.
+    #[arg(long, required_unless_present = "hosts")]
+    pub job: Option<PathBuf>,
+    /// Hosts file (JSON: workers, and each host's name, namespace, job file and log): every
+    /// host's NICs in this one process, its lines on stdout prefixed with its name and a tab.
+    #[arg(long, conflicts_with_all = ["job", "report", "netns"])]
+    pub hosts: Option<PathBuf>,
     /// Also write the report to this file.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -71,11 +76,11 @@ pub struct Args {
     pub wait_go: bool,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+pub(crate) static STOP: AtomicBool = AtomicBool::new(false);
 /// Ends the linger once the program is detached (raised by the main thread after SIGTERM).
-static SERVE_STOP: AtomicBool = AtomicBool::new(false);
+pub(crate) static SERVE_STOP: AtomicBool = AtomicBool::new(false);
 /// SIGUSR1 arrived: the controller's deadline for the job passed.
-static TIMED_OUT: AtomicBool = AtomicBool::new(false);
+pub(crate) static TIMED_OUT: AtomicBool = AtomicBool::new(false);
 
 /// How long the main thread waits for the data thread's report after a stop signal before it
 /// prints the last snapshot instead.
@@ -88,16 +93,22 @@ fn on_signal(sig: Signal) {
     STOP.store(true, Ordering::Relaxed);
 }
 
-/// The daemon's `main`: logs to stderr (no colour codes unless it is a terminal: `rocefab run`
-/// sends stderr to a log file and quotes its tail in errors), runs the job, and exits 0 when
-/// the report says `ok`, 1 otherwise (an error is printed first).
-pub fn main(args: Args) -> ExitCode {
+/// The daemon's logging: to stderr (no colour codes unless it is a terminal: `rocefab run` sends
+/// stderr to a log file and quotes its tail in errors), each host's lines to its own log file
+/// when one process runs many (`shared`, [`crate::hosts`]: no colour codes there either).
+pub fn init_logging(shared: bool) {
+    let ansi = !shared && std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(rocefab_plumbing::log_route::Routed::new(std::io::stderr()))
+        .with_ansi(ansi)
         .init();
-    match run(args) {
+}
+
+/// The daemon's exit: 0 when the report (every report) says `ok`, 1 otherwise (an error is
+/// printed first).
+pub fn exit(result: Result<bool>) -> ExitCode {
+    match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
@@ -109,7 +120,7 @@ pub fn main(args: Args) -> ExitCode {
 
 /// Maps the NIC agent's mirror ring and gives each port its capture number there; `None`
 /// (logged) when there is no usable ring.
-fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorProducer> {
+pub(crate) fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorProducer> {
     let m = match MirrorProducer::open(path) {
         Ok(m) => m,
         Err(e @ MirrorError::Absent { .. }) => {
@@ -133,7 +144,8 @@ fn open_mirror(path: &std::path::Path, ports: &mut [XskPort]) -> Option<MirrorPr
 
 /// Runs the job of `args` (module docs): `true` when the report says `ok`.
 pub fn run(args: Args) -> Result<bool> {
-    let job = Job::load(&args.job).context("loading the job")?;
+    let job_file = args.job.as_deref().context("no --job")?;
+    let job = Job::load(job_file).context("loading the job")?;
     block_signals()?;
     let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
     let _server = serve_metrics(&job, args.netns.as_deref(), &metrics)?;
@@ -150,7 +162,7 @@ pub fn run(args: Args) -> Result<bool> {
         p.stamps = crate::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
     }
     tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
-    announce_ready(&job, program, &mtus)?;
+    announce_ready(None, &job, program, &mtus)?;
     if args.wait_go {
         wait_for_go()?;
     }
@@ -162,7 +174,7 @@ pub fn run(args: Args) -> Result<bool> {
 
     // The latest snapshot, for a data thread that does not stop when told to.
     let last = Arc::new(std::sync::Mutex::new(None::<Report>));
-    let nic = DataThread { engine, ports, mirror, links, clock, deadline };
+    let nic = DataThread { host: Host { engine, ports, mirror, links: Some(links) }, clock, deadline };
     let (report_rx, data) = nic.spawn(&job, metrics.clone(), last.clone())?;
     let (report, exit, data) = wait_for_report(&report_rx, data, &last, &job)?;
     finish(report, exit, xdp, data, &metrics, &job, args.report.as_deref())
@@ -172,7 +184,7 @@ pub fn run(args: Args) -> Result<bool> {
 /// the block and the signals reach only the signalfd, whose thread raises the flags the data
 /// thread polls; and asks for wake-ups from ppoll as close to the deadline as the kernel can
 /// (default slack 50 µs).
-fn block_signals() -> Result<()> {
+pub(crate) fn block_signals() -> Result<()> {
     Signals::block_set(&[Signal::SIGINT, Signal::SIGTERM, Signal::SIGUSR1])
         .context("signal setup")?
         .spawn_handler(on_signal)
@@ -206,7 +218,7 @@ fn serve_metrics(
 }
 
 /// Each NIC's path MTU: the job's, or the largest RoCEv2 MTU its link MTU carries.
-fn path_mtus(job: &Job) -> Result<Vec<PathMtu>> {
+pub(crate) fn path_mtus(job: &Job) -> Result<Vec<PathMtu>> {
     let mut mtus = Vec::new();
     for n in &job.nics {
         let m = match n.path_mtu {
@@ -227,7 +239,7 @@ fn path_mtus(job: &Job) -> Result<Vec<PathMtu>> {
 /// AF_XDP socket per NIC, then attaches the program: sockets are registered before it is
 /// attached, so a frame it redirects never finds a missing socket (it would be dropped, e.g. a
 /// PFC pause at the start of the job).
-fn open_nics(job: &Job, names: &[String], program: &str) -> Result<(HostXdp, Vec<XskPort>)> {
+pub(crate) fn open_nics(job: &Job, names: &[String], program: &str) -> Result<(HostXdp, Vec<XskPort>)> {
     let mut xdp = HostXdp::load_detached(names, program).context("loading the host XDP program")?;
     xdp.set_drop_nth(job.drop_nth).context("setting drop_nth")?;
     let d = job.dilation()?;
@@ -243,8 +255,11 @@ fn open_nics(job: &Job, names: &[String], program: &str) -> Result<(HostXdp, Vec
 }
 
 /// The `{"ready":...}` line on stdout, once the sockets are up.
-fn announce_ready(job: &Job, program: &str, mtus: &[PathMtu]) -> Result<()> {
+pub(crate) fn announce_ready(host: Option<&str>, job: &Job, program: &str, mtus: &[PathMtu]) -> Result<()> {
     let mut out = std::io::stdout().lock();
+    if let Some(h) = host {
+        write!(out, "{h}\t")?;
+    }
     writeln!(
         out,
         "{}",
@@ -256,7 +271,7 @@ fn announce_ready(job: &Job, program: &str, mtus: &[PathMtu]) -> Result<()> {
 }
 
 /// Waits for the controller's start line on stdin (`--wait-go`).
-fn wait_for_go() -> Result<()> {
+pub(crate) fn wait_for_go() -> Result<()> {
     let mut line = String::new();
     let n = std::io::stdin().read_line(&mut line).context("waiting for the start line on stdin")?;
     if n == 0 {
@@ -268,12 +283,9 @@ fn wait_for_go() -> Result<()> {
     Ok(())
 }
 
-/// What the data thread owns: the engine, the sockets and the mirror ring.
+/// What the data thread owns: the host's NICs, its clock and its deadline.
 struct DataThread {
-    engine: Engine,
-    ports: Vec<XskPort>,
-    mirror: Option<MirrorProducer>,
-    links: LinkWatch,
+    host: Host,
     clock: Clock,
     /// When the job times out (`clock` ns).
     deadline: u64,
@@ -293,7 +305,7 @@ impl DataThread {
         metrics: Arc<Metrics>,
         last: Arc<std::sync::Mutex<Option<Report>>>,
     ) -> Result<(std::sync::mpsc::Receiver<(Report, Exit)>, DataHandle)> {
-        let DataThread { mut engine, mut ports, mut mirror, mut links, clock, deadline } = self;
+        let DataThread { mut host, clock, deadline } = self;
         let job_name = job.name.clone();
         let snapshot_interval = Duration::from_millis(job.snapshot_interval_ms);
         let linger_ns = job.linger_ms.saturating_mul(1_000_000);
@@ -301,49 +313,50 @@ impl DataThread {
         let data = std::thread::Builder::new()
             .name("rocefab-nic".into())
             .spawn(move || -> Result<()> {
-                let (exit, end) = daemon::run(
-                    &mut engine,
-                    &mut ports,
-                    mirror.as_mut(),
-                    Some(&mut links),
-                    &clock,
-                    deadline,
-                    &STOP,
-                    snapshot_interval,
-                    |e, now| {
-                        let r = e.report_with(&job_name, now, false);
-                        metrics.update(&r);
-                        *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
-                    },
-                )?;
-                let verify_start = clock.now();
-                let mut report = engine.report(&job_name, end);
-                tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
-                for (nic, port) in report.nics.iter_mut().zip(&ports) {
-                    if let Ok((dropped, ring_full, fill_empty)) = port.stats() {
-                        nic.xdp.insert("xsk_rx_dropped".into(), dropped);
-                        nic.xdp.insert("xsk_rx_ring_full".into(), ring_full);
-                        nic.xdp.insert("xsk_rx_fill_ring_empty".into(), fill_empty);
-                    }
-                }
+                let (exit, end) = daemon::run(&mut host, &clock, deadline, &STOP, snapshot_interval, |e, now| {
+                    publish_snapshot(e, &job_name, now, &metrics, &last)
+                })?;
+                let report = verified_report(&host, &job_name, end, &clock);
                 let _ = report_tx.send((report, exit));
                 if exit == Exit::Finished && linger_ns > 0 {
                     let until = clock.now().saturating_add(linger_ns);
-                    daemon::serve(
-                        &mut engine,
-                        &mut ports,
-                        mirror.as_mut(),
-                        Some(&mut links),
-                        &clock,
-                        until,
-                        &SERVE_STOP,
-                    )?;
+                    daemon::serve(&mut host, &clock, until, &SERVE_STOP)?;
                 }
                 Ok(())
             })
             .context("spawning the data thread")?;
         Ok((report_rx, data))
     }
+}
+
+/// A snapshot of the job's report at `now`, for the metrics and as the last word of a data
+/// thread that does not stop ([`stuck_report`]).
+pub(crate) fn publish_snapshot(
+    engine: &Engine,
+    job_name: &str,
+    now: u64,
+    metrics: &Metrics,
+    last: &std::sync::Mutex<Option<Report>>,
+) {
+    let r = engine.report_with(job_name, now, false);
+    metrics.update(&r);
+    *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(r);
+}
+
+/// The job's report at its end `end`, its data verified, with each NIC's AF_XDP socket
+/// counters.
+pub(crate) fn verified_report(host: &Host, job_name: &str, end: u64, clock: &Clock) -> Report {
+    let verify_start = clock.now();
+    let mut report = host.engine.report(job_name, end);
+    tracing::info!(ms = (clock.now() - verify_start) / 1_000_000, "report verified");
+    for (nic, port) in report.nics.iter_mut().zip(&host.ports) {
+        if let Ok((dropped, ring_full, fill_empty)) = port.stats() {
+            nic.xdp.insert("xsk_rx_dropped".into(), dropped);
+            nic.xdp.insert("xsk_rx_ring_full".into(), ring_full);
+            nic.xdp.insert("xsk_rx_fill_ring_empty".into(), fill_empty);
+        }
+    }
+    report
 }
 
 /// The data thread's report and why its loop ended. When a stop signal came and the thread
@@ -420,7 +433,7 @@ fn finish(
 
 /// The report of a data thread that did not stop within [`STOP_GRACE`]: its last snapshot
 /// (`last`, none when it never published one), not ok, saying why it was stopped.
-fn stuck_report(last: Option<Report>, job: &str, timed_out: bool, snapshot_interval_ms: u64) -> Report {
+pub(crate) fn stuck_report(last: Option<Report>, job: &str, timed_out: bool, snapshot_interval_ms: u64) -> Report {
     let mut r = last.unwrap_or_default();
     r.job = job.to_string();
     r.ok = false;
@@ -434,7 +447,7 @@ fn stuck_report(last: Option<Report>, job: &str, timed_out: bool, snapshot_inter
 }
 
 /// The host XDP program's counters (`counters[nic][counter id]`) into each NIC's `xdp` map.
-fn add_xdp_counters(report: &mut Report, counters: &[[u64; counter::COUNT as usize]]) {
+pub(crate) fn add_xdp_counters(report: &mut Report, counters: &[[u64; counter::COUNT as usize]]) {
     for (i, nic) in report.nics.iter_mut().enumerate() {
         for (id, name) in counter::NAMES.iter().enumerate() {
             nic.xdp.insert((*name).to_string(), counters[i][id]);
@@ -444,7 +457,7 @@ fn add_xdp_counters(report: &mut Report, counters: &[[u64; counter::COUNT as usi
 
 /// Marks the report of a job that did not finish (`exit`) as not ok, saying why (`timed_out`:
 /// SIGUSR1 came, the controller's deadline), and takes a QP's error when there is no other.
-fn settle_report(report: &mut Report, exit: Exit, timed_out: bool, timeout_ms: u64) {
+pub(crate) fn settle_report(report: &mut Report, exit: Exit, timed_out: bool, timeout_ms: u64) {
     match exit {
         Exit::Finished => {}
         Exit::Timeout => {
@@ -477,7 +490,7 @@ fn qp_error_line(q: &rocefab_contracts::job::QpReport) -> String {
 
 /// The exit: `true` for an ok report, `false` for one that says what went wrong, an error for
 /// a report that is not ok without saying why (verification failed).
-fn outcome(report: &Report) -> Result<bool> {
+pub(crate) fn outcome(report: &Report) -> Result<bool> {
     if report.ok {
         Ok(true)
     } else if report.error.is_none() {

@@ -11,12 +11,15 @@
 //! | [`links`]   | the NIC ports' carrier from rtnetlink link notifications              |
 //! | [`mirror`]  | shared-memory ring: AF_XDP frames hostd mirrors for nicd's captures   |
 //! | [`hostd`]   | `rocefab-hostd`: start-up, the job, the report, the linger            |
+//! | [`hosts`]   | `rocefab-hostd --hosts`: every host of a job in one process             |
 //! | [`nicd`]    | `rocefab-nicd`: the NICs' LLDP/DCBX agents, HTTP, the capture thread   |
 //! | [`rank`]    | `rocefab-rank`: a torchrun-style training process's TCP rendezvous     |
 //!
-//! The binaries only parse their arguments and call [`hostd::run`] and [`nicd::run`].
+//! The binaries only parse their arguments and call [`hostd::run`] (or [`hosts::run`]) and
+//! [`nicd::run`].
 pub mod daemon;
 pub mod hostd;
+pub mod hosts;
 pub mod links;
 pub mod metrics;
 pub mod mirror;

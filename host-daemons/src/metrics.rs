@@ -357,9 +357,37 @@ impl Metrics {
 /// thread may be spawned after (it only accepts on that socket). The thread runs until the
 /// process exits.
 pub fn serve(listener: TcpListener, m: Arc<Metrics>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    serve_all(vec![(listener, m)])
+}
+
+/// [`serve`] for many hosts' metrics, each on its own listener, from one thread
+/// (`rocefab-hostd --hosts`: one server thread, not one per host).
+pub fn serve_all(servers: Vec<(TcpListener, Arc<Metrics>)>) -> std::io::Result<std::thread::JoinHandle<()>> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    std::thread::Builder::new().name("rocefab-ctl".into()).spawn(move || {
+        rt.block_on(async move {
+            let tasks: Vec<_> = servers
+                .into_iter()
+                .map(|(listener, m)| {
+                    tokio::spawn(async move {
+                        let addr = listener.local_addr().ok();
+                        if let Err(e) = rocefab_plumbing::http::serve(listener, router(m)).await {
+                            tracing::error!(?addr, "metrics server: {e}");
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                let _ = t.await;
+            }
+        })
+    })
+}
+
+/// `GET /metrics` and `GET /sample` of one host.
+fn router(m: Arc<Metrics>) -> axum::Router {
     let render = m.clone();
-    let router = rocefab_plumbing::http::metrics_router(move || render.render()).route(
+    rocefab_plumbing::http::metrics_router(move || render.render()).route(
         "/sample",
         axum::routing::get(move || {
             let sample = m.sample();
@@ -371,12 +399,7 @@ pub fn serve(listener: TcpListener, m: Arc<Metrics>) -> std::io::Result<std::thr
                 }
             }
         }),
-    );
-    std::thread::Builder::new().name("rocefab-ctl".into()).spawn(move || {
-        if let Err(e) = rt.block_on(rocefab_plumbing::http::serve(listener, router)) {
-            tracing::error!("metrics server: {e}");
-        }
-    })
+    )
 }
 
 #[cfg(test)]

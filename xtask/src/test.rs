@@ -52,15 +52,17 @@ pub enum Phase {
 
 /// Environment a privileged test run must not inherit: each overrides which daemon, FRR or XDP
 /// object the fabric runs, so a stale or foreign one would be tested instead of this build's;
-/// `ROCEFAB_SWITCH_WORKERS` would change how every fabric's switches are laid out over processes
-/// (the tests run the default, and those that need another layout say so on their command line).
-pub const CLEARED_ENV: [&str; 6] = [
+/// `ROCEFAB_SWITCH_WORKERS` and `ROCEFAB_HOST_WORKERS` would change how every fabric's switches
+/// and every job's hosts are laid out over processes (the tests run the default, and those that
+/// need another layout say so on their command line).
+pub const CLEARED_ENV: [&str; 7] = [
     "ROCEFAB_SWITCHD",
     "ROCEFAB_NICD",
     "ROCEFAB_HOSTD",
     "ROCEFAB_FRR_DIR",
     "ROCEFAB_XDP_OBJECT",
     "ROCEFAB_SWITCH_WORKERS",
+    "ROCEFAB_HOST_WORKERS",
 ];
 
 pub fn run_all(args: &TestArgs) -> anyhow::Result<()> {

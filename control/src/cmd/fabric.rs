@@ -13,47 +13,7 @@ use crate::cmd::{
 };
 use crate::fabric::lifecycle::{down, up};
 use crate::text::fabric_and_node;
-
-/// `rocefab up --switch-workers`: how the switches' data planes are laid out over processes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SwitchWorkers {
-    /// One worker per two cores, at least one.
-    Auto,
-    /// A `rocefab-switchd` process per switch.
-    PerSwitch,
-    /// Every switch in one process with this many worker threads.
-    Shared(u16),
-}
-
-impl std::str::FromStr for SwitchWorkers {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "per-switch" => Ok(Self::PerSwitch),
-            n => match n.parse::<u16>() {
-                Ok(0) | Err(_) => Err(format!("{n:?} is not a worker count (1 to 65535), `per-switch` or `auto`")),
-                Ok(n) => Ok(Self::Shared(n)),
-            },
-        }
-    }
-}
-
-impl SwitchWorkers {
-    /// The worker count `up` runs with (`None`: a process per switch) on a machine of `cores`.
-    pub fn resolve(self, cores: usize) -> Option<u16> {
-        match self {
-            Self::Auto => Some((cores / 2).clamp(1, u16::MAX as usize) as u16),
-            Self::PerSwitch => None,
-            Self::Shared(n) => Some(n),
-        }
-    }
-}
-
-/// The cores this process may run on (1 if the kernel does not say).
-fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
+use crate::workers::{available_cores, switch_workers, Workers};
 
 /// Fabric subcommands, flattened into the top-level CLI.
 #[derive(Debug, clap::Subcommand)]
@@ -71,8 +31,8 @@ pub enum FabricCmd {
         /// crossing switches of one worker goes from hop to hop without a thread waking up;
         /// `per-switch` runs a process per switch; `auto` is one worker per two cores (the
         /// hosts' NIC threads take the other half).
-        #[arg(long, env = "ROCEFAB_SWITCH_WORKERS", default_value = "auto")]
-        switch_workers: SwitchWorkers,
+        #[arg(long, env = "ROCEFAB_SWITCH_WORKERS", default_value = "auto", value_parser = switch_workers)]
+        switch_workers: Workers,
     },
     /// Tear a fabric down: daemons, namespaces, veths, run directory (root).
     Down {
@@ -223,18 +183,18 @@ mod tests {
             let Ok(FabricCmd::Up { switch_workers, .. }) = parse(args) else { panic!("{args:?}") };
             switch_workers
         };
-        assert_eq!(workers(&["up", "t.yaml", "--switch-workers", "2"]), SwitchWorkers::Shared(2));
-        assert_eq!(workers(&["up", "t.yaml", "--switch-workers", "per-switch"]), SwitchWorkers::PerSwitch);
-        assert_eq!(workers(&["up", "t.yaml"]), SwitchWorkers::Auto);
+        assert_eq!(workers(&["up", "t.yaml", "--switch-workers", "2"]), Workers::Shared(2));
+        assert_eq!(workers(&["up", "t.yaml", "--switch-workers", "per-switch"]), Workers::Separate);
+        assert_eq!(workers(&["up", "t.yaml"]), Workers::Auto);
         for bad in ["0", "1.5", "two", "65536"] {
             let e = parse(&["up", "t.yaml", "--switch-workers", bad]).expect_err(bad).to_string();
             assert!(e.contains("--switch-workers") && e.contains("is not a worker count"), "{e}");
         }
-        assert_eq!(SwitchWorkers::Auto.resolve(1), Some(1));
-        assert_eq!(SwitchWorkers::Auto.resolve(2), Some(1));
-        assert_eq!(SwitchWorkers::Auto.resolve(5), Some(2));
-        assert_eq!(SwitchWorkers::Auto.resolve(64), Some(32));
-        assert_eq!(SwitchWorkers::PerSwitch.resolve(8), None);
-        assert_eq!(SwitchWorkers::Shared(3).resolve(2), Some(3));
+        assert_eq!(Workers::Auto.resolve(1), Some(1));
+        assert_eq!(Workers::Auto.resolve(2), Some(1));
+        assert_eq!(Workers::Auto.resolve(5), Some(2));
+        assert_eq!(Workers::Auto.resolve(64), Some(32));
+        assert_eq!(Workers::Separate.resolve(8), None);
+        assert_eq!(Workers::Shared(3).resolve(2), Some(3));
     }
 }

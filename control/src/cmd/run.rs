@@ -240,6 +240,7 @@ fn run_job(
         timeout_s: a.timeout,
         quiet: a.json,
         fabric: &t.fabric,
+        host_workers: a.job.host_workers.resolve_hosts(crate::workers::available_cores(), hosts.len()),
     };
     let switches_alive = live_switches(&t.fabric);
     let mut running = None;

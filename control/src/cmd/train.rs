@@ -429,6 +429,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
         deadline,
         timeout_s: a.timeout,
         quiet: a.json,
+        host_workers: a.job.host_workers.resolve_hosts(crate::workers::available_cores(), fh.hosts.len()),
     };
     let executed = execute(
         &launch,
@@ -520,15 +521,15 @@ fn wait_rendezvous(
     deadline: Instant,
 ) -> anyhow::Result<Rendezvous> {
     if let Some(i) = ranks.wait_lines_or_failure(1, deadline, |_| false) {
-        let p = &mut ranks.procs[i];
-        bail!("rendezvous: {}", p.silence("before it had the unique ID"));
+        bail!("rendezvous: {}", ranks.silence(i, "before it had the unique ID"));
     }
     let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut id: Option<String> = None;
-    for p in &mut ranks.procs {
+    for i in 0..ranks.procs.len() {
+        let p = &ranks.procs[i];
         let Some(l) = p.lines.first() else {
             let w = format!("before it had the unique ID (waited {:.1} s)", t0.elapsed().as_secs_f64());
-            bail!("rendezvous timed out (--timeout): {}", p.silence(&w));
+            bail!("rendezvous timed out (--timeout): {}", ranks.silence(i, &w));
         };
         let j: Joined = serde_json::from_str(l).with_context(|| format!("{}: {l:?}", p.host))?;
         if j.world != expected {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use gpu_host::nic::collective_job::HostDesc;
-use rocefab_contracts::job::Report;
+use rocefab_contracts::job::{HostEntry, HostsFile, Report};
 
 use crate::fabric::daemon_http::scrape;
 use crate::fabric::rundir::State;
@@ -35,6 +35,11 @@ pub const REPORT_GRACE: Duration = Duration::from_secs(3);
 /// How long hostds have to exit after SIGTERM, and again after SIGKILL.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
+/// What each host adds to the exit grace of a process of many (`rocefab-hostd --hosts`): a
+/// killed process's kernel teardown closes its AF_XDP sockets one by one (the book's 512-GPU
+/// fabric: 64 hosts, 512 sockets, more than 3 s after SIGKILL on the 2-core machine).
+const EXIT_PER_HOST: Duration = Duration::from_millis(100);
+
 /// Makes the process `cmd` starts get SIGTERM when the thread that starts it ends
 /// (`PR_SET_PDEATHSIG`): a job's per-host processes end with the `rocefab run` (or `train`) that
 /// started them, also when it is killed and runs no cleanup; otherwise they would run on to their
@@ -58,20 +63,18 @@ pub(crate) fn ends_with_parent(cmd: &mut Command) -> &mut Command {
     }
 }
 
-/// One started hostd (or another per-host process of a job: `prog`).
-pub(crate) struct Hostd {
-    pub host: String,
-    prog: &'static str,
+/// One started process of a job: a host's own `rocefab-hostd` (or another per-host process:
+/// `prog`), or the `rocefab-hostd --hosts` shared by several hosts.
+struct Proc {
     child: Child,
     stdin: Option<ChildStdin>,
+    /// Its own log: the host's log for a process per host, the process's for a shared one.
     log: PathBuf,
-    /// Lines read from its stdout so far (the ready line, then the report).
-    pub lines: Vec<String>,
-    /// Its stdout ended.
-    pub eof: bool,
+    /// The hosts it runs (indices into [`Hostds::procs`]).
+    hosts: Vec<usize>,
 }
 
-impl Hostd {
+impl Proc {
     fn signal(&mut self, sig: libc::c_int) {
         if matches!(self.child.try_wait(), Ok(None)) {
             // SAFETY: kill(2) on our own child's pid, which is not reaped yet (try_wait).
@@ -79,37 +82,59 @@ impl Hostd {
         }
     }
 
-    /// The last lines of its log, for an error message.
-    fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(5).collect();
-        format!("log {}: {}", self.log.display(), tail.into_iter().rev().collect::<Vec<_>>().join(" | "))
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Why it has fewer lines than expected: it exited (how), or it is still running.
-    pub fn silence(&mut self, waiting: &str) -> String {
-        let prog = self.prog;
-        let how = match self.child.try_wait() {
-            Ok(Some(st)) => {
-                let pid = self.child.id();
-                format!(
-                    "{prog} {} {waiting}",
-                    crate::fabric::process::describe_exit(st, || crate::fabric::process::oom_killed(pid))
-                )
-            }
-            _ if self.eof => format!("{prog} closed its output {waiting}"),
-            _ => format!("{prog} gave no answer {waiting}"),
-        };
-        format!("{}: {how} ({})", self.host, self.log_tail())
+    /// How long it may take to exit once told to (or killed): [`EXIT_GRACE`], and for a process
+    /// of many hosts [`EXIT_PER_HOST`] more for each (the kernel closes a dying process's AF_XDP
+    /// sockets one after the other, each waiting for a grace period).
+    fn exit_grace(&self) -> Duration {
+        if self.hosts.len() > 1 {
+            EXIT_GRACE + EXIT_PER_HOST * self.hosts.len() as u32
+        } else {
+            EXIT_GRACE
+        }
+    }
+
+    /// Waits up to `grace` for it to exit (a process whose output ended is exiting: its status
+    /// then says how it ended).
+    fn wait_exit(&mut self, grace: Duration) {
+        let end = Instant::now() + grace;
+        while Instant::now() < end && self.running() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
-/// Every hostd of a job, with their stdout lines merged into one channel (so waiting for all
-/// of them has one deadline). Stopped and reaped, all at once and within bounded time, when
+/// One host of a job, as the controller sees it: its lines so far and where they come from.
+pub(crate) struct Hostd {
+    pub host: String,
+    /// Its process (an index into [`Hostds`]'s processes).
+    proc: usize,
+    /// Its log.
+    log: PathBuf,
+    /// Lines read from its stdout so far (the ready line, then the report).
+    pub lines: Vec<String>,
+    /// Its stdout ended.
+    pub eof: bool,
+}
+
+/// The last lines of `log`, for an error message.
+fn log_tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    format!("log {}: {}", log.display(), tail.into_iter().rev().collect::<Vec<_>>().join(" | "))
+}
+
+/// Every process of a job's hosts (a process per host, or one shared by all: `rocefab-hostd
+/// --hosts`), with their stdout lines merged into one channel by host (so waiting for all of
+/// them has one deadline). Stopped and reaped, all at once and within bounded time, when
 /// dropped.
 pub(crate) struct Hostds {
     prog: &'static str,
     pub procs: Vec<Hostd>,
+    children: Vec<Proc>,
     rx: mpsc::Receiver<(usize, Option<String>)>,
     tx: mpsc::Sender<(usize, Option<String>)>,
 }
@@ -122,33 +147,108 @@ impl Hostds {
     /// No processes yet; `prog` names them in messages.
     pub fn named(prog: &'static str) -> Hostds {
         let (tx, rx) = mpsc::channel();
-        Hostds { prog, procs: Vec::new(), rx, tx }
+        Hostds { prog, procs: Vec::new(), children: Vec::new(), rx, tx }
     }
 
-    /// Takes over a spawned hostd; a thread forwards its stdout lines (then `None` at EOF).
-    pub fn push(&mut self, host: String, mut child: Child, log: PathBuf) {
-        let i = self.procs.len();
+    /// Takes over a spawned process of one host; a thread forwards its stdout lines (then
+    /// `None` at EOF).
+    pub fn push(&mut self, host: String, child: Child, log: PathBuf) {
+        self.push_shared(vec![(host, log.clone())], child, log, false);
+    }
+
+    /// Takes over a spawned process running `hosts` (name, log), each of its stdout lines
+    /// prefixed with its host's name and a tab when `prefixed` (`rocefab-hostd --hosts`); a
+    /// thread forwards each line to its host (then `None` to each at EOF). `log` is the
+    /// process's own.
+    pub fn push_shared(&mut self, hosts: Vec<(String, PathBuf)>, mut child: Child, log: PathBuf, prefixed: bool) {
+        let first = self.procs.len();
+        let index: std::collections::HashMap<String, usize> =
+            hosts.iter().enumerate().map(|(k, (h, _))| (h.clone(), first + k)).collect();
+        let all: Vec<usize> = (first..first + hosts.len()).collect();
         let out = child.stdout.take().expect("piped");
         let tx = self.tx.clone();
+        let ends = all.clone();
         std::thread::spawn(move || {
             for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send((i, Some(l))).is_err() {
+                let (i, line) = if prefixed {
+                    // A line of no host of ours (not one hostd prints) goes to none.
+                    match l.split_once('\t').and_then(|(h, rest)| Some((*index.get(h)?, rest.to_string()))) {
+                        Some(x) => x,
+                        None => continue,
+                    }
+                } else {
+                    (first, l)
+                };
+                if tx.send((i, Some(line))).is_err() {
                     return;
                 }
             }
-            let _ = tx.send((i, None));
+            for i in ends {
+                let _ = tx.send((i, None));
+            }
         });
         let stdin = child.stdin.take();
-        self.procs.push(Hostd { host, prog: self.prog, child, stdin, log, lines: Vec::new(), eof: false });
+        let proc = self.children.len();
+        self.children.push(Proc { child, stdin, log, hosts: all });
+        for (host, log) in hosts {
+            self.procs.push(Hostd { host, proc, log, lines: Vec::new(), eof: false });
+        }
     }
 
-    /// Collects lines until every hostd has `n` of them or has closed its stdout, or `until`.
+    /// Sends `sig` to the processes of the hosts `which` picks (each process once).
+    fn signal(&mut self, which: impl Fn(&Hostd) -> bool, sig: libc::c_int) {
+        let mut done = std::collections::HashSet::new();
+        for h in self.procs.iter().filter(|h| which(h)) {
+            if done.insert(h.proc) {
+                self.children[h.proc].signal(sig);
+            }
+        }
+    }
+
+    /// Writes the start line to every process.
+    fn go(&mut self) -> anyhow::Result<()> {
+        for c in &mut self.children {
+            let mut s = c.stdin.take().expect("stdin");
+            let who = c.hosts.iter().map(|&i| self.procs[i].host.as_str()).collect::<Vec<_>>().join(", ");
+            writeln!(s, "go").with_context(|| format!("starting {who}"))?;
+        }
+        Ok(())
+    }
+
+    /// Why host `i` has fewer lines than expected: its process exited (how), or it is still
+    /// running.
+    pub fn silence(&mut self, i: usize, waiting: &str) -> String {
+        let prog = self.prog;
+        let h = &self.procs[i];
+        let (eof, log) = (h.eof, h.log.clone());
+        let c = &mut self.children[h.proc];
+        if eof {
+            c.wait_exit(c.exit_grace());
+        }
+        let shared = c.hosts.len() > 1;
+        let pid = c.child.id();
+        let who =
+            if shared { format!("{prog} (shared by {} hosts, pid {pid})", c.hosts.len()) } else { prog.to_string() };
+        let how = match c.child.try_wait() {
+            Ok(Some(st)) => format!(
+                "{who} {} {waiting}",
+                crate::fabric::process::describe_exit(st, || crate::fabric::process::oom_killed(pid))
+            ),
+            _ if eof => format!("{who} closed its output {waiting}"),
+            _ => format!("{who} gave no answer {waiting}"),
+        };
+        let logs = if shared { format!("{}; process {}", log_tail(&log), log_tail(&c.log)) } else { log_tail(&log) };
+        format!("{}: {how} ({logs})", self.procs[i].host)
+    }
+
+    /// Collects lines until every host has `n` of them or its process closed its stdout, or
+    /// `until`.
     fn wait_lines(&mut self, n: usize, until: Instant) {
         self.wait_lines_or_failure(n, until, |_| false);
     }
 
-    /// [`Hostds::wait_lines`], returning early with the index of the first hostd that `failed`
-    /// says failed (given its `n`-th line), or that closed its stdout with fewer lines.
+    /// [`Hostds::wait_lines`], returning early with the index of the first host that `failed`
+    /// says failed (given its `n`-th line), or whose process closed its stdout with fewer lines.
     pub fn wait_lines_or_failure(&mut self, n: usize, until: Instant, failed: impl Fn(&str) -> bool) -> Option<usize> {
         while self.procs.iter().any(|p| p.lines.len() < n && !p.eof) {
             let left = until.saturating_duration_since(Instant::now());
@@ -161,9 +261,12 @@ impl Hostds {
                     }
                 }
                 Ok((i, None)) => {
-                    let p = &mut self.procs[i];
-                    p.eof = true;
-                    if p.lines.len() < n {
+                    // A process's output ends for all its hosts at once.
+                    let proc = self.procs[i].proc;
+                    for &k in &self.children[proc].hosts {
+                        self.procs[k].eof = true;
+                    }
+                    if self.procs[i].lines.len() < n {
                         return Some(i);
                     }
                 }
@@ -173,32 +276,33 @@ impl Hostds {
         None
     }
 
-    /// Stops every hostd still running (SIGTERM, then SIGKILL after [`EXIT_GRACE`]) and reaps
-    /// them; returns a line for each that would not go.
+    /// Stops every process still running (SIGTERM, then SIGKILL after [`EXIT_GRACE`]) and
+    /// reaps them; returns a line for each that would not go.
     pub fn stop(&mut self) -> Vec<String> {
-        for p in &mut self.procs {
+        for c in &mut self.children {
             // A hostd still waiting for its start line ends on EOF (SIGTERM does not interrupt
             // that read).
-            drop(p.stdin.take());
-            p.signal(libc::SIGTERM);
+            drop(c.stdin.take());
+            c.signal(libc::SIGTERM);
         }
         let mut left = Vec::new();
+        let grace = self.children.iter().map(Proc::exit_grace).max().unwrap_or(EXIT_GRACE);
         for sig in [Some(libc::SIGKILL), None] {
-            let end = Instant::now() + EXIT_GRACE;
-            while Instant::now() < end && self.procs.iter_mut().any(|p| matches!(p.child.try_wait(), Ok(None))) {
+            let end = Instant::now() + grace;
+            while Instant::now() < end && self.children.iter_mut().any(Proc::running) {
                 std::thread::sleep(Duration::from_millis(20));
             }
             left.clear();
-            for p in &mut self.procs {
-                if matches!(p.child.try_wait(), Ok(None)) {
+            for c in &mut self.children {
+                if c.running() {
                     if let Some(s) = sig {
-                        p.signal(s);
+                        c.signal(s);
                     }
+                    let who = c.hosts.iter().map(|&i| self.procs[i].host.as_str()).collect::<Vec<_>>().join(", ");
                     left.push(format!(
-                        "{}: {} (pid {}) did not exit after SIGTERM and SIGKILL",
-                        p.host,
-                        p.prog,
-                        p.child.id()
+                        "{who}: {} (pid {}) did not exit after SIGTERM and SIGKILL",
+                        self.prog,
+                        c.child.id()
                     ));
                 }
             }
@@ -236,6 +340,9 @@ pub(crate) struct Launch<'a> {
     pub timeout_s: u64,
     /// No progress lines on stderr (`--json`).
     pub quiet: bool,
+    /// Every host in one `rocefab-hostd --hosts` with this many data threads; `None`: a
+    /// process per host (`--host-workers`).
+    pub host_workers: Option<u16>,
 }
 
 /// What [`execute`] gives back.
@@ -270,32 +377,18 @@ pub(crate) fn execute(
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let mut procs = Hostds::new();
-    for ((h, ns), job) in l.hosts.iter().zip(l.netns).zip(l.jobs) {
-        let path = dir.join(format!("{}.json", h.name));
-        std::fs::write(&path, serde_json::to_vec(job)?).with_context(|| format!("writing {}", path.display()))?;
-        let log = dir.join(format!("{}.log", h.name));
-        let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = ends_with_parent(&mut Command::new(hostd))
-            .arg("--job")
-            .arg(&path)
-            .args(["--netns", ns, "--wait-go"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(logf)
-            .spawn()
-            .with_context(|| format!("starting {} for {}", hostd.display(), h.name))?;
-        procs.push(h.name.clone(), child, log);
-    }
+    spawn_hostds(l, hostd, &mut procs)?;
     let ready_by = (started + READY_LIMIT).min(deadline);
     procs.wait_lines(1, ready_by);
     let mut not_ready = Vec::new();
-    for p in &mut procs.procs {
+    for i in 0..procs.procs.len() {
+        let p = &procs.procs[i];
         match p.lines.first() {
             Some(l) if l.contains("\"ready\":true") => {}
             Some(l) => not_ready.push(format!("{}: unexpected first line from rocefab-hostd: {l}", p.host)),
             None => {
                 let w = format!("before it was ready (waited {:.1} s)", started.elapsed().as_secs_f64());
-                not_ready.push(p.silence(&w));
+                not_ready.push(procs.silence(i, &w));
             }
         }
     }
@@ -310,6 +403,9 @@ pub(crate) fn execute(
     if !l.quiet {
         let ranks: u32 = l.hosts.iter().map(|h| h.gpus).sum();
         eprintln!("{ranks} ranks on {} hosts ready; starting {}", procs.procs.len(), l.what);
+        if let Some(w) = l.host_workers {
+            eprintln!("{}", shared_line(procs.procs.len(), w));
+        }
         for line in l.hosts.iter().filter_map(classes_line) {
             eprintln!("{line}");
         }
@@ -320,10 +416,7 @@ pub(crate) fn execute(
     let limit = deadline.saturating_duration_since(Instant::now()) + REPORT_GRACE;
     let recording = timeline.map(|t| t.start(limit)).transpose()?;
     before_go()?;
-    for p in &mut procs.procs {
-        let mut s = p.stdin.take().expect("stdin");
-        writeln!(s, "go").with_context(|| format!("starting {}", p.host))?;
-    }
+    procs.go()?;
     at_go()?;
     // A host that failed (an errored QP, data that do not verify, a crash) means the job cannot
     // succeed, and its peers may wait for it until the timeout: stop the others at once.
@@ -332,14 +425,10 @@ pub(crate) fn execute(
     let after_s = started.elapsed().as_secs_f64();
     // Hosts still running at the deadline report what they were waiting for (SIGUSR1; SIGTERM
     // when another host failed first).
-    let mut asked = Vec::new();
-    let timed_out = failed.is_none() && procs.procs.iter().any(|p| p.lines.len() < 2 && !p.eof);
-    for p in &mut procs.procs {
-        if p.lines.len() < 2 && !p.eof {
-            p.signal(if timed_out { libc::SIGUSR1 } else { libc::SIGTERM });
-            asked.push(p.host.clone());
-        }
-    }
+    let running = |p: &Hostd| p.lines.len() < 2 && !p.eof;
+    let timed_out = failed.is_none() && procs.procs.iter().any(running);
+    let asked: Vec<String> = procs.procs.iter().filter(|p| running(p)).map(|p| p.host.clone()).collect();
+    procs.signal(running, if timed_out { libc::SIGUSR1 } else { libc::SIGTERM });
     if !asked.is_empty() {
         procs.wait_lines(2, Instant::now() + REPORT_GRACE);
     }
@@ -352,16 +441,18 @@ pub(crate) fn execute(
     });
     let mut reports = Vec::new();
     let mut missing = Vec::new();
-    for p in &mut procs.procs {
+    for i in 0..procs.procs.len() {
+        let p = &procs.procs[i];
         let Some(l) = p.lines.get(1).cloned() else {
             let w = if asked.contains(&p.host) {
                 format!("without a report, also {} s after it was asked for one", REPORT_GRACE.as_secs())
             } else {
                 "without a report".to_string()
             };
-            missing.push(p.silence(&w));
+            missing.push(procs.silence(i, &w));
             continue;
         };
+        let p = &procs.procs[i];
         let r: Report = serde_json::from_str(&l).with_context(|| format!("{}: parsing the report {l:?}", p.host))?;
         // The host's full report (per-QP NAK/duplicate counters, host XDP and AF_XDP socket
         // drop counters, what unfinished QPs waited for) next to its job file, for diagnosis.
@@ -371,9 +462,7 @@ pub(crate) fn execute(
     }
     // A host that did not answer the timeout's request for a report will not answer SIGTERM
     // either (stopped, or its data thread stuck).
-    for p in procs.procs.iter_mut().filter(|p| p.lines.len() < 2) {
-        p.signal(libc::SIGKILL);
-    }
+    procs.signal(|p| p.lines.len() < 2, libc::SIGKILL);
     let cpu_busy =
         read_cpu_times().zip(cpu_before).and_then(|(after, before)| bottleneck::busy_fraction(before, after));
     let switches_after = switch_samples(l.fabric, deadline + REPORT_GRACE);
@@ -385,6 +474,59 @@ pub(crate) fn execute(
     errors.extend(first_failure.clone());
     errors.extend(unreaped);
     Ok(Executed { reports, timed_out, first_failure, errors, cpu_busy, switches_before, switches_after, recording })
+}
+
+/// Writes each host's job file and starts its `rocefab-hostd`: one per host, or one for all
+/// (`rocefab-hostd --hosts`, its own lines in `hosts.log`, each host's in `<host>.log`).
+fn spawn_hostds(l: &Launch, hostd: &Path, procs: &mut Hostds) -> anyhow::Result<()> {
+    let dir = l.dir;
+    let mut entries = Vec::new();
+    for ((h, ns), job) in l.hosts.iter().zip(l.netns).zip(l.jobs) {
+        let path = dir.join(format!("{}.json", h.name));
+        std::fs::write(&path, serde_json::to_vec(job)?).with_context(|| format!("writing {}", path.display()))?;
+        let log = dir.join(format!("{}.log", h.name));
+        let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        if l.host_workers.is_some() {
+            entries.push(HostEntry { name: h.name.clone(), netns: ns.clone(), job: path, log });
+            continue;
+        }
+        let child = ends_with_parent(&mut Command::new(hostd))
+            .arg("--job")
+            .arg(&path)
+            .args(["--netns", ns, "--wait-go"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(logf)
+            .spawn()
+            .with_context(|| format!("starting {} for {}", hostd.display(), h.name))?;
+        procs.push(h.name.clone(), child, log);
+    }
+    let Some(workers) = l.host_workers else { return Ok(()) };
+    let hosts: Vec<(String, PathBuf)> = entries.iter().map(|e| (e.name.clone(), e.log.clone())).collect();
+    let file = dir.join("hosts.json");
+    let body = serde_json::to_vec(&HostsFile { workers, hosts: entries })?;
+    std::fs::write(&file, body).with_context(|| format!("writing {}", file.display()))?;
+    let log = dir.join("hosts.log");
+    let logf = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let child = ends_with_parent(&mut Command::new(hostd))
+        .arg("--hosts")
+        .arg(&file)
+        .arg("--wait-go")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(logf)
+        .spawn()
+        .with_context(|| format!("starting {} --hosts {}", hostd.display(), file.display()))?;
+    procs.push_shared(hosts, child, log, true);
+    Ok(())
+}
+
+/// The progress line saying how the hosts' NICs run.
+fn shared_line(hosts: usize, workers: u16) -> String {
+    format!(
+        "the {hosts} hosts' NICs run in one rocefab-hostd with {workers} data thread{}",
+        if workers == 1 { "" } else { "s" }
+    )
 }
 
 /// The machine's CPU times now (`None` when `/proc/stat` cannot be read).
@@ -492,23 +634,61 @@ mod tests {
         let waited = t.elapsed();
         assert!(waited >= Duration::from_millis(300) && waited < Duration::from_millis(1300), "{waited:?}");
         let end = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < end && !matches!(h.procs[1].child.try_wait(), Ok(Some(_))) {
+        while Instant::now() < end && h.children[1].running() {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let why = h.procs[1].silence("without a report");
+        let why = h.silence(1, "without a report");
         assert!(why.starts_with("host2: rocefab-hostd exited with code 3 without a report (log "), "{why}");
         assert!(why.ends_with(": setting up)"), "{why}");
-        assert!(h.procs[0].silence("x").starts_with("host1: rocefab-hostd gave no answer x"));
+        assert!(h.silence(0, "x").starts_with("host1: rocefab-hostd gave no answer x"));
         // SIGTERM is ignored: SIGKILL after EXIT_GRACE ends it.
         let t = Instant::now();
         assert!(h.stop().is_empty());
         let took = t.elapsed();
         assert!(took >= EXIT_GRACE && took < EXIT_GRACE + Duration::from_secs(2), "{took:?}");
-        let st = h.procs[0].child.try_wait().unwrap().expect("reaped");
+        let st = h.children[0].child.try_wait().unwrap().expect("reaped");
         assert!(
             crate::fabric::process::describe_exit(st, || Some(false)).starts_with("was killed by signal 9 (SIGKILL)")
         );
         let _ = std::fs::remove_file(&log);
+    }
+
+    /// One process for several hosts (`rocefab-hostd --hosts`): its lines reach their host by
+    /// the name in front, lines of no host are dropped, its end ends every host's stream, and a
+    /// silent host is named with the shared process, whose log is quoted beside the host's.
+    #[test]
+    fn a_shared_process_s_lines_reach_their_hosts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (l1, l2, lp) = (dir.path().join("h1.log"), dir.path().join("h2.log"), dir.path().join("hosts.log"));
+        std::fs::write(&l1, "h1 set up\n").unwrap();
+        std::fs::write(&l2, "h2 set up\n").unwrap();
+        std::fs::write(&lp, "process started\n").unwrap();
+        let script = "printf 'h2\\tready2\\nnoise\\nh9\\tother\\nh1\\tready1\\nh2\\treport2\\n'; exit 4";
+        let child =
+            Command::new("sh").args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let mut h = Hostds::new();
+        h.push_shared(vec![("h1".into(), l1), ("h2".into(), l2)], child, lp, true);
+        let t = Instant::now();
+        assert_eq!(h.wait_lines_or_failure(2, t + Duration::from_secs(20), |_| false), Some(0), "h1 ended short");
+        assert_eq!(h.procs[0].lines, ["ready1"]);
+        assert_eq!(h.procs[1].lines, ["ready2", "report2"]);
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end && h.children[0].running() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let why = h.silence(0, "without a report");
+        let pid = h.children[0].child.id();
+        assert!(
+            why.starts_with(&format!(
+                "h1: rocefab-hostd (shared by 2 hosts, pid {pid}) exited with code 4 without a report (log "
+            )),
+            "{why}"
+        );
+        assert!(
+            why.contains("h1.log: h1 set up; process log ") && why.ends_with("hosts.log: process started)"),
+            "{why}"
+        );
+        assert!(h.stop().is_empty());
     }
 
     /// One host fails while another would wait for it until the timeout: the wait ends with the

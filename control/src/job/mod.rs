@@ -65,6 +65,12 @@ pub struct JobArgs {
     /// and at least four times a window's serialisation at the slowest NIC's line rate.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub retransmit_timeout_ms: Option<u64>,
+    /// How the hosts' NICs run: `N` (>= 1) runs every host in one `rocefab-hostd` whose NICs
+    /// share N data threads (a thread wakes once for the frames of all its hosts); `per-host`
+    /// runs a process per host; `auto` is a process per host up to four hosts a core, and one
+    /// process with a thread per core beyond.
+    #[arg(long, env = "ROCEFAB_HOST_WORKERS", default_value = "auto", value_parser = crate::workers::host_workers)]
+    pub host_workers: crate::workers::Workers,
 }
 
 /// Parses `64MiB`, `4096`, `512KB` (512,000) into bytes, as topology files do
