@@ -25,12 +25,13 @@ impl Workers {
         }
     }
 
-    /// The hosts' layout for a job of `hosts` on a machine of `cores` (`None`: a process per
-    /// host). `auto` shares one process with a thread per core once there are more than
-    /// [`HOSTS_PER_CORE_SHARED`] hosts per core, and gives each host its own process below.
-    pub fn resolve_hosts(self, cores: usize, hosts: usize) -> Option<u16> {
+    /// The hosts' layout for a job of `hosts`, the busiest with `qps` QPs, on a machine of
+    /// `cores` (`None`: a process per host). `auto` shares one process with a thread per core
+    /// once there are more than [`HOSTS_PER_CORE_SHARED`] hosts per core, unless a host has more
+    /// than [`QPS_PER_HOST_SHARED`] QPs; otherwise each host gets its own process.
+    pub fn resolve_hosts(self, cores: usize, hosts: usize, qps: usize) -> Option<u16> {
         match self {
-            Self::Auto if hosts > HOSTS_PER_CORE_SHARED * cores.max(1) => {
+            Self::Auto if hosts > HOSTS_PER_CORE_SHARED * cores.max(1) && qps <= QPS_PER_HOST_SHARED => {
                 Some(cores.clamp(1, u16::MAX as usize) as u16)
             }
             Self::Auto => None,
@@ -54,6 +55,14 @@ impl Workers {
 /// over two threads; the 512-GPU fabric (64 hosts, 32 a core) ran its 1 MiB AllReduce to a JCT
 /// of 293-331 ms emulated in 38-45 s per host and 211-262 ms in 30-41 s shared.
 pub const HOSTS_PER_CORE_SHARED: usize = 4;
+
+/// Above this many QPs on a host, `--host-workers auto` keeps a process per host: a NIC engine's
+/// pass looks at each of its QPs (DCQCN timers, senders, snapshots), so a shared thread's round
+/// costs the sum over its hosts, while processes of their own get the CPU the scheduler gives
+/// each. Measured on the 512-GPU fabric (docs/src/scale.md): the 1 MiB AllReduce (16 QPs a host)
+/// faster shared, the 64 KiB all-to-all (4,088 QPs a host) 55.8 s per host against 87.8-90.3 s
+/// shared over two threads.
+pub const QPS_PER_HOST_SHARED: usize = 256;
 
 /// `--switch-workers`: `auto`, `N` or `per-switch`.
 pub fn switch_workers(s: &str) -> Result<Workers, String> {
@@ -83,12 +92,14 @@ mod tests {
         assert_eq!(Workers::Auto.resolve(2), Some(1));
         assert_eq!(Workers::Auto.resolve(5), Some(2));
         assert_eq!(Workers::Separate.resolve(8), None);
-        // Hosts: a process each up to four a core, then one process with a thread per core.
-        assert_eq!(Workers::Auto.resolve_hosts(2, 8), None);
-        assert_eq!(Workers::Auto.resolve_hosts(2, 9), Some(2));
-        assert_eq!(Workers::Auto.resolve_hosts(2, 64), Some(2));
-        assert_eq!(Workers::Auto.resolve_hosts(1, 5), Some(1));
-        assert_eq!(Workers::Shared(1).resolve_hosts(2, 4), Some(1));
-        assert_eq!(Workers::Separate.resolve_hosts(2, 64), None);
+        // Hosts: a process each up to four a core, then one process with a thread per core...
+        assert_eq!(Workers::Auto.resolve_hosts(2, 8, 16), None);
+        assert_eq!(Workers::Auto.resolve_hosts(2, 9, 16), Some(2));
+        assert_eq!(Workers::Auto.resolve_hosts(2, 64, 256), Some(2));
+        assert_eq!(Workers::Auto.resolve_hosts(1, 5, 16), Some(1));
+        // ... unless a host has many QPs (an all-to-all's 4,088 on the 512-GPU fabric).
+        assert_eq!(Workers::Auto.resolve_hosts(2, 64, 257), None);
+        assert_eq!(Workers::Shared(1).resolve_hosts(2, 4, 4088), Some(1));
+        assert_eq!(Workers::Separate.resolve_hosts(2, 64, 16), None);
     }
 }

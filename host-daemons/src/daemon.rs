@@ -101,19 +101,24 @@ impl Host {
 
     /// Hands the carrier changes to the engine when its watch is due or was readable (`fds`:
     /// this host's entries, as [`Host::pollfds`] laid them out; the watch's `revents` is
-    /// cleared).
-    pub fn watch_links(&mut self, fds: &mut [libc::pollfd], now: u64) -> Result<(), XskError> {
+    /// cleared); whether a port's carrier changed.
+    pub fn watch_links(&mut self, fds: &mut [libc::pollfd], now: u64) -> Result<bool, XskError> {
         let Host { engine, ports, links, .. } = self;
-        let Some(l) = links.as_mut() else { return Ok(()) };
+        let Some(l) = links.as_mut() else { return Ok(false) };
         let readable = fds.last_mut().is_some_and(|f| std::mem::take(&mut f.revents) & libc::POLLIN != 0);
+        let mut changed = false;
         if l.due(now, readable) {
-            l.read(|i, up| link_changed(engine, ports, i, up, now)).map_err(|source| XskError::Io {
+            l.read(|i, up| {
+                changed = true;
+                link_changed(engine, ports, i, up, now)
+            })
+            .map_err(|source| XskError::Io {
                 name: "rtnetlink".into(),
                 what: "reading link notifications",
                 source,
             })?;
         }
-        Ok(())
+        Ok(changed)
     }
 
     /// Every QP finished, and the last frames (an ACK the peer waits for) have left the TX rings
@@ -126,11 +131,27 @@ impl Host {
 
     /// Receives on every port, runs the engine's timers, transmits what it releases.
     pub fn pass(&mut self, now: u64) -> Result<Pass, XskError> {
+        let received = self.receive(now)?;
+        let mut pass = self.run(now)?;
+        pass.work += received;
+        Ok(pass)
+    }
+
+    /// Hands what every port received to the engine; how many frames (an empty ring costs a
+    /// look at its producer index).
+    pub fn receive(&mut self, now: u64) -> Result<usize, XskError> {
+        let Host { engine, ports, mirror, .. } = self;
+        let mut n = 0;
+        for (i, p) in ports.iter_mut().enumerate() {
+            n += p.receive(engine, i, now, mirror.as_mut())?;
+        }
+        Ok(n)
+    }
+
+    /// Runs the engine's timers and transmits what it releases (a pass after [`Host::receive`]).
+    pub fn run(&mut self, now: u64) -> Result<Pass, XskError> {
         let Host { engine, ports, mirror, .. } = self;
         let mut pass = Pass::default();
-        for (i, p) in ports.iter_mut().enumerate() {
-            pass.work += p.receive(engine, i, now, mirror.as_mut())?;
-        }
         engine.poll(now);
         for (i, p) in ports.iter_mut().enumerate() {
             pass.work += p.transmit(engine, i, now, mirror.as_mut())?;

@@ -51,6 +51,10 @@ struct Unit {
     linger_ns: u64,
     metrics: Arc<Metrics>,
     last: Arc<Mutex<Option<Report>>>,
+    /// Its last pass moved a frame: it gets the next one whatever its deadline.
+    busy: bool,
+    /// When it next needs a pass if nothing arrives ([`Host::wake`] after an idle pass).
+    due: u64,
 }
 
 /// The threads of hosts whose job ended (verifying, reporting, lingering), joined at the end.
@@ -216,6 +220,8 @@ fn set_up(
         linger_ns: job.linger_ms.saturating_mul(1_000_000),
         metrics: metrics.clone(),
         last: last.clone(),
+        busy: true,
+        due: 0,
     };
     Ok((Setup { name: name.to_string(), route, netns: netns.to_string(), job, xdp, metrics, last }, unit))
 }
@@ -363,27 +369,37 @@ fn work(mut units: Vec<Unit>, clock: Clock, tx: &mpsc::Sender<Reported>, ended: 
     loop {
         let now = clock.now();
         let mut work = 0;
-        let mut wake = u64::MAX;
         let mut live = 0;
         for (u, range) in units.iter_mut().zip(&ranges) {
             let Some(host) = u.host.as_mut() else { continue };
             let _on = log_route::scoped(Some(u.route));
-            host.watch_links(&mut fds[range.clone()], now)?;
+            // A carrier change moves QPs: the host gets a pass.
+            u.busy |= host.watch_links(&mut fds[range.clone()], now)?;
+            live += 1;
+            // A host with nothing received, idle since its last pass and not yet due sleeps as
+            // its own thread would: its engine is not asked (its timers and the checks of its
+            // QPs cost in proportion to them, thousands in an all-to-all).
+            let received = host.receive(now)?;
+            if received == 0 && !u.busy && now < u.due.min(u.deadline).min(u.next_tick) && !STOP.load(Ordering::Relaxed)
+            {
+                continue;
+            }
             if let Some(exit) = u.ended(now) {
                 u.end(exit, now, &clock, tx, ended)?;
+                live -= 1;
                 // Out of the ppoll set: its thread polls its sockets now.
                 for f in &mut fds[range.clone()] {
                     f.fd = -1;
                 }
                 continue;
             }
-            live += 1;
             let host = u.host.as_mut().expect("running");
-            let pass = host.pass(now)?;
-            work += pass.work;
-            wake = wake.min(u.deadline).min(u.next_tick);
-            if pass.work == 0 {
-                wake = wake.min(host.wake(clock.now(), pass));
+            let pass = host.run(now)?;
+            let moved = received + pass.work;
+            work += moved;
+            u.busy = moved > 0;
+            if !u.busy {
+                u.due = host.wake(clock.now(), pass);
             }
         }
         if live == 0 {
@@ -392,7 +408,14 @@ fn work(mut units: Vec<Unit>, clock: Clock, tx: &mpsc::Sender<Reported>, ended: 
         if work > 0 {
             continue;
         }
+        // Nothing moved: sleep until the earliest of every host's deadlines.
         let now = clock.now();
+        let wake = units
+            .iter()
+            .filter(|u| u.host.is_some())
+            .map(|u| u.due.min(u.deadline).min(u.next_tick))
+            .min()
+            .unwrap_or(u64::MAX);
         if wake > now {
             daemon::sleep(&mut fds, wake - now)?;
         }

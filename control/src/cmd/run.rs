@@ -240,7 +240,11 @@ fn run_job(
         timeout_s: a.timeout,
         quiet: a.json,
         fabric: &t.fabric,
-        host_workers: a.job.host_workers.resolve_hosts(crate::workers::available_cores(), hosts.len()),
+        host_workers: a.job.host_workers.resolve_hosts(
+            crate::workers::available_cores(),
+            hosts.len(),
+            built.jobs.iter().map(|j| j.qps.len()).max().unwrap_or(0),
+        ),
     };
     let switches_alive = live_switches(&t.fabric);
     let mut running = None;

@@ -429,7 +429,11 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
         deadline,
         timeout_s: a.timeout,
         quiet: a.json,
-        host_workers: a.job.host_workers.resolve_hosts(crate::workers::available_cores(), fh.hosts.len()),
+        host_workers: a.job.host_workers.resolve_hosts(
+            crate::workers::available_cores(),
+            fh.hosts.len(),
+            built.jobs.iter().map(|j| j.qps.len()).max().unwrap_or(0),
+        ),
     };
     let executed = execute(
         &launch,

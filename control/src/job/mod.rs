@@ -68,7 +68,8 @@ pub struct JobArgs {
     /// How the hosts' NICs run: `N` (>= 1) runs every host in one `rocefab-hostd` whose NICs
     /// share N data threads (a thread wakes once for the frames of all its hosts); `per-host`
     /// runs a process per host; `auto` is a process per host up to four hosts a core, and one
-    /// process with a thread per core beyond.
+    /// process with a thread per core beyond (unless a host has more than 256 QPs, as in a
+    /// large all-to-all).
     #[arg(long, env = "ROCEFAB_HOST_WORKERS", default_value = "auto", value_parser = crate::workers::host_workers)]
     pub host_workers: crate::workers::Workers,
 }
