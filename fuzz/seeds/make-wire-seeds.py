@@ -74,3 +74,15 @@ def roce(ib):
 write("roce", "rc-send-only", roce(BTH(opcode=opcode("RC", "SEND_ONLY")[0], dqpn=0x11, psn=5) / Raw(b"\x5a" * 64)))
 write("roce", "rc-ack", roce(BTH(opcode=opcode("RC", "ACKNOWLEDGE")[0], dqpn=0x11, psn=5) / AETH(syndrome=0, msn=1)))
 write("roce", "cnp", roce(BTH(opcode=0x81, dqpn=0x11) / Raw(b"\0" * 16)))
+
+# --- uet_pds: UET PDS headers (UEC 1.0) from the byte layout the sources share
+# (docs/research/uet-wire-formats.md §2-6): prologue = type (5) | next header (4) | flags (7).
+def pds_prologue(t, nh, flags):
+    return struct.pack(">H", (t << 11) | (nh << 7) | flags)
+
+
+write("uet_pds", "rud-syn-ar", pds_prologue(2, 3, 0x0C) + struct.pack(">hIHH", -2, 0x00010203, 0x1234, 0x8005))
+write("uet_pds", "rod-retx", pds_prologue(3, 1, 0x10) + struct.pack(">hIHH", 300, 0xFFFFFFFE, 7, 8))
+write("uet_pds", "ack-m-clear", pds_prologue(7, 0, 0x22) + struct.pack(">hIHH", 7, 0xDEADBEEF, 9, 10))
+write("uet_pds", "nack-trimmed", pds_prologue(10, 0, 0x10) + struct.pack(">BBIHHI", 1, 0, 41, 1, 2, 42))
+write("uet_pds", "control-ack-req", pds_prologue(11, 1, 0x08) + struct.pack(">HIHHI", 0, 5, 1, 2, 0))

@@ -7,6 +7,8 @@
 //! - [`dcbx`]: IEEE 802.1Qaz DCBX TLVs (ETS, PFC, Application Priority) and CEE DCBX.
 //! - [`roce`]: RoCEv2 (UDP 4791) and RoCE v1 (EtherType 0x8915): InfiniBand BTH and every RC /
 //!   UC / UD extension header (DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH), ICRC.
+//! - [`uet`]: Ultra Ethernet Transport PDS headers (UDP 4793, or IP protocol 253): the prologue,
+//!   RUD/ROD requests, ACKs and NACKs.
 //! - [`pcap`]: pcap and pcapng reading and writing.
 
 pub mod dcbx;
@@ -16,3 +18,4 @@ pub mod lldp;
 pub mod mac_control;
 pub mod pcap;
 pub mod roce;
+pub mod uet;

@@ -99,6 +99,7 @@ const SEEDS: &[(&str, &str)] = &[
     ("lldp", "fuzz/seeds/lldp"),
     ("mac_control", "fuzz/seeds/mac_control"),
     ("roce", "fuzz/seeds/roce"),
+    ("uet_pds", "fuzz/seeds/uet_pds"),
     ("topology", "topologies"),
     ("nxos_qos", "control/tests/fixtures/nxos"),
 ];
