@@ -149,35 +149,48 @@ pub fn run(args: Args) -> Result<bool> {
     block_signals()?;
     let metrics = Arc::new(Metrics::new(&job).context("creating metrics")?);
     let _server = serve_metrics(&job, args.netns.as_deref(), &metrics)?;
-    let mtus = path_mtus(&job)?;
-    let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
-    let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
-    let (xdp, mut ports) = open_nics(&job, &names, program)?;
-    let mirror = args.netns.as_deref().and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
-    let links = LinkWatch::open(&names).context("watching the NICs' carrier (rtnetlink)")?;
-
     let clock = Clock::new();
-    let mut engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
-    for (i, p) in ports.iter_mut().enumerate() {
-        p.stamps = crate::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
-    }
-    tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
-    announce_ready(None, &job, program, &mtus)?;
+    let (xdp, mut host) = open_host(None, &job, args.netns.as_deref(), &clock)?;
     if args.wait_go {
         wait_for_go()?;
     }
     let deadline = clock.now().saturating_add(job.timeout_ms.saturating_mul(1_000_000));
-    let start = clock.now();
-    engine.set_start(start);
-    engine.set_start_unix(clock.mono().unix_offset_ns().wrapping_add(start));
-    tracing::info!(job = %job.name, nics = ports.len(), qps = job.qps.len(), program, "running");
+    start_engine(&mut host.engine, &clock);
+    tracing::info!(job = %job.name, nics = host.ports.len(), qps = job.qps.len(), "running");
 
     // The latest snapshot, for a data thread that does not stop when told to.
     let last = Arc::new(std::sync::Mutex::new(None::<Report>));
-    let nic = DataThread { host: Host { engine, ports, mirror, links: Some(links) }, clock, deadline };
+    let nic = DataThread { host, clock, deadline };
     let (report_rx, data) = nic.spawn(&job, metrics.clone(), last.clone())?;
     let (report, exit, data) = wait_for_report(&report_rx, data, &last, &job)?;
     finish(report, exit, xdp, data, &metrics, &job, args.report.as_deref())
+}
+
+/// Sets up the NICs of `job` in the current namespace (`netns`, when the NIC agent's mirror
+/// ring is to be found): the XDP program on them, their sockets, the mirror ring, the carrier
+/// watch and the engine; then prints the ready line (prefixed with `host` when one process runs
+/// many). The program stays attached while the returned [`HostXdp`] lives.
+pub(crate) fn open_host(host: Option<&str>, job: &Job, netns: Option<&str>, clock: &Clock) -> Result<(HostXdp, Host)> {
+    let mtus = path_mtus(job)?;
+    let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
+    let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
+    let (xdp, mut ports) = open_nics(job, &names, program)?;
+    let mirror = netns.and_then(|ns| open_mirror(&mirror::shm_path(ns), &mut ports));
+    let links = LinkWatch::open(&names).context("watching the NICs' carrier (rtnetlink)")?;
+    let engine = Engine::from_job(job, &mtus, clock.now()).context("setting up QPs")?;
+    for (i, p) in ports.iter_mut().enumerate() {
+        p.stamps = crate::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(i));
+    }
+    tracing::info!(ms = clock.now() / 1_000_000, program, "QPs and buffers set up");
+    announce_ready(host, job, program, &mtus)?;
+    Ok((xdp, Host { engine, ports, mirror, links: Some(links) }))
+}
+
+/// The job starts now: the engine's clock and its Unix offset for the report.
+pub(crate) fn start_engine(engine: &mut Engine, clock: &Clock) {
+    let start = clock.now();
+    engine.set_start(start);
+    engine.set_start_unix(clock.mono().unix_offset_ns().wrapping_add(start));
 }
 
 /// Blocks SIGINT, SIGTERM and SIGUSR1 before any other thread starts, so every thread inherits

@@ -26,16 +26,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use gpu_host::nic::engine::Engine;
 use rocefab_contracts::job::{HostsFile, Job, Report};
-use rocefab_plumbing::host_loader::{HostXdp, DROP_NTH_PROGRAM_NAME, PROGRAM_NAME};
+use rocefab_plumbing::host_loader::HostXdp;
 use rocefab_plumbing::log_route::{self, Route};
 
 use crate::daemon::{self, Clock, Exit, Host};
 use crate::hostd::{self, SERVE_STOP, STOP, STOP_GRACE, TIMED_OUT};
-use crate::links::LinkWatch;
 use crate::metrics::Metrics;
-use crate::mirror;
 
 /// A host as its worker drives it.
 struct Unit {
@@ -133,12 +130,9 @@ pub fn run(path: &Path, wait_go: bool) -> Result<bool> {
     if wait_go {
         hostd::wait_for_go()?;
     }
-    let start = clock.now();
     for u in &mut units {
-        let engine = &mut u.host.as_mut().expect("set up").engine;
-        engine.set_start(start);
-        engine.set_start_unix(clock.mono().unix_offset_ns().wrapping_add(start));
-        u.deadline = start.saturating_add(setups[u.index].job.timeout_ms.saturating_mul(1_000_000));
+        hostd::start_engine(&mut u.host.as_mut().expect("set up").engine, &clock);
+        u.deadline = clock.now().saturating_add(setups[u.index].job.timeout_ms.saturating_mul(1_000_000));
     }
     tracing::info!(hosts = units.len(), workers = file.workers, "running");
     let (tx, rx) = mpsc::channel::<Reported>();
@@ -195,23 +189,12 @@ fn set_up(
     clock: &Clock,
 ) -> Result<(Setup, Unit)> {
     rocefab_plumbing::netns::enter(netns).with_context(|| format!("entering network namespace {netns}"))?;
-    let mtus = hostd::path_mtus(&job)?;
-    let program = if job.drop_nth > 0 { DROP_NTH_PROGRAM_NAME } else { PROGRAM_NAME };
-    let names: Vec<String> = job.nics.iter().map(|n| n.name.clone()).collect();
-    let (xdp, mut ports) = hostd::open_nics(&job, &names, program)?;
-    let mirror = hostd::open_mirror(&mirror::shm_path(netns), &mut ports);
-    let links = LinkWatch::open(&names).context("watching the NICs' carrier (rtnetlink)")?;
-    let engine = Engine::from_job(&job, &mtus, clock.now()).context("setting up QPs")?;
-    for (n, p) in ports.iter_mut().enumerate() {
-        p.stamps = crate::xsk::CaptureStamps::new(clock.mono(), engine.nic_line_rate_bps(n));
-    }
-    tracing::info!(ms = clock.now() / 1_000_000, "QPs and buffers set up");
-    hostd::announce_ready(Some(name), &job, program, &mtus)?;
-    tracing::info!(job = %job.name, nics = ports.len(), qps = job.qps.len(), program, "ready");
+    let (xdp, host) = hostd::open_host(Some(name), &job, Some(netns), clock)?;
+    tracing::info!(job = %job.name, nics = host.ports.len(), qps = job.qps.len(), "ready");
     let last = Arc::new(Mutex::new(None));
     let unit = Unit {
         index: i,
-        host: Some(Host { engine, ports, mirror, links: Some(links) }),
+        host: Some(host),
         route,
         job_name: job.name.clone(),
         deadline: u64::MAX,

@@ -5,32 +5,10 @@
 //! must dissect the same fields from its bytes. Needs /usr/bin/python3 with scapy (Debian
 //! python3-scapy); without it the test fails.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use rocefab_wire::uet::{self, NackCode, Packet, PdsType, Repr};
 use serde_json::Value;
 
-const PYTHON: &str = "/usr/bin/python3";
-
-fn run_python(script: &str, stdin: &str) -> String {
-    let mut child = Command::new(PYTHON)
-        .arg("-c")
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {PYTHON} (needed for the scapy oracle): {e}"));
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "scapy oracle failed (is python3-scapy installed for {PYTHON}?):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use rocefab_test_support::scapy::run_python;
 
 /// The layers: the 16-bit prologue as type (5) | next header (4) | flags (7), the flags split
 /// per type as the sources name them (xdp2 pds.h `struct uet_pds_rud_rod_request`,
