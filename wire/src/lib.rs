@@ -7,8 +7,9 @@
 //! - [`dcbx`]: IEEE 802.1Qaz DCBX TLVs (ETS, PFC, Application Priority) and CEE DCBX.
 //! - [`roce`]: RoCEv2 (UDP 4791) and RoCE v1 (EtherType 0x8915): InfiniBand BTH and every RC /
 //!   UC / UD extension header (DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH), ICRC.
-//! - [`uet`]: Ultra Ethernet Transport PDS headers (UDP 4793, or IP protocol 253): the prologue,
-//!   RUD/ROD requests, ACKs and NACKs.
+//! - [`uet`]: Ultra Ethernet Transport (UDP 4793, or IP protocol 253 with the entropy header):
+//!   the PDS prologue, RUD/ROD requests, ACK, ACK_CC (SACK, NSCC state) and NACK; the SES
+//!   standard request and response ([`uet::ses`]); whole frames ([`uet::frame`]).
 //! - [`pcap`]: pcap and pcapng reading and writing.
 
 pub mod dcbx;

@@ -48,115 +48,102 @@ pub enum Error {
     Truncated { what: &'static str, needed: usize, available: usize },
 }
 
-/// A PDS packet type (the prologue's 5 bits); values the specification does not name are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PdsType {
-    Tss,
-    RudRequest,
-    RodRequest,
-    RudiRequest,
-    RudiResponse,
-    UudRequest,
-    Ack,
-    AckCc,
-    AckCcx,
-    Nack,
-    Control,
-    NackCcx,
-    RudCcRequest,
-    RodCcRequest,
-    Unknown(u8),
+/// An enum over a byte's named values that keeps every other value: each value is spelled
+/// once, here, for both directions and the name.
+macro_rules! named_values {
+    ($(#[$doc:meta])* $ty:ident, $mask:literal, $other:ident { $( $(#[$m:meta])* $name:ident = $val:literal, $text:literal; )* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $ty {
+            $( $(#[$m])* $name, )*
+            /// Any other value, kept as is.
+            $other(u8),
+        }
+        impl From<u8> for $ty {
+            fn from(v: u8) -> Self {
+                match v & $mask { $( $val => $ty::$name, )* x => $ty::$other(x) }
+            }
+        }
+        impl From<$ty> for u8 {
+            fn from(v: $ty) -> u8 {
+                match v { $( $ty::$name => $val, )* $ty::$other(x) => x & $mask }
+            }
+        }
+        impl $ty {
+            /// The name the sources give the value (upper case, as in Wireshark), or `UNKNOWN`.
+            pub fn name(self) -> &'static str {
+                match self { $( $ty::$name => $text, )* $ty::$other(_) => "UNKNOWN" }
+            }
+        }
+        impl core::fmt::Display for $ty {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self {
+                    $ty::$other(x) => write!(f, "UNKNOWN({x:#04x})"),
+                    _ => f.write_str(self.name()),
+                }
+            }
+        }
+    };
 }
 
-impl From<u8> for PdsType {
-    fn from(v: u8) -> Self {
-        match v & 0x1f {
-            1 => PdsType::Tss,
-            2 => PdsType::RudRequest,
-            3 => PdsType::RodRequest,
-            4 => PdsType::RudiRequest,
-            5 => PdsType::RudiResponse,
-            6 => PdsType::UudRequest,
-            7 => PdsType::Ack,
-            8 => PdsType::AckCc,
-            9 => PdsType::AckCcx,
-            10 => PdsType::Nack,
-            11 => PdsType::Control,
-            12 => PdsType::NackCcx,
-            13 => PdsType::RudCcRequest,
-            14 => PdsType::RodCcRequest,
-            other => PdsType::Unknown(other),
-        }
+pub mod frame;
+pub mod ses;
+
+named_values! {
+    /// A PDS packet type (the prologue's 5 bits; research file §2: the three sources agree on
+    /// 1-14).
+    PdsType, 0x1f, Unknown {
+        Tss = 1, "TSS";
+        RudRequest = 2, "RUD_REQ";
+        RodRequest = 3, "ROD_REQ";
+        RudiRequest = 4, "RUDI_REQ";
+        RudiResponse = 5, "RUDI_RESP";
+        UudRequest = 6, "UUD_REQ";
+        Ack = 7, "ACK";
+        AckCc = 8, "ACK_CC";
+        AckCcx = 9, "ACK_CCX";
+        Nack = 10, "NACK";
+        Control = 11, "CONTROL";
+        NackCcx = 12, "NACK_CCX";
+        RudCcRequest = 13, "RUD_CC_REQ";
+        RodCcRequest = 14, "ROD_CC_REQ";
     }
 }
 
-impl From<PdsType> for u8 {
-    fn from(t: PdsType) -> u8 {
-        match t {
-            PdsType::Tss => 1,
-            PdsType::RudRequest => 2,
-            PdsType::RodRequest => 3,
-            PdsType::RudiRequest => 4,
-            PdsType::RudiResponse => 5,
-            PdsType::UudRequest => 6,
-            PdsType::Ack => 7,
-            PdsType::AckCc => 8,
-            PdsType::AckCcx => 9,
-            PdsType::Nack => 10,
-            PdsType::Control => 11,
-            PdsType::NackCcx => 12,
-            PdsType::RudCcRequest => 13,
-            PdsType::RodCcRequest => 14,
-            PdsType::Unknown(v) => v & 0x1f,
-        }
+named_values! {
+    /// A NACK code (xdp2 `enum uet_pds_nack_code`; Wireshark's and uet-ref-prov's tables agree
+    /// on the values).
+    NackCode, 0xff, Other {
+        /// The packet was trimmed in the fabric.
+        Trimmed = 0x01, "TRIMMED";
+        /// The packet was trimmed at the last hop.
+        TrimmedLastHop = 0x02, "TRIMMED_LASTHOP";
+        /// An ACK carrying read response data was trimmed.
+        TrimmedAck = 0x03, "TRIMMED_ACK";
+        /// The PSN is outside the receiver's tracking window.
+        PsnOutOfWindow = 0x0b, "PSN_OOR_WINDOW";
+        /// A PSN arrived out of order on a ROD PDC.
+        RodOutOfOrder = 0x0d, "ROD_OOO";
+        /// The DPDCID is not known and the packet is not a SYN.
+        InvalidDpdcid = 0x0e, "INVALID_DPDCID";
     }
 }
 
-/// A NACK code (xdp2 `enum uet_pds_nack_code`, Wireshark's and uet-ref-prov's tables agree on
-/// the values); the others are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NackCode {
-    /// 0x01: the packet was trimmed in the fabric.
-    Trimmed,
-    /// 0x02: the packet was trimmed at the last hop.
-    TrimmedLastHop,
-    /// 0x03: an ACK carrying read response data was trimmed.
-    TrimmedAck,
-    /// 0x0B: the PSN is outside the receiver's tracking window.
-    PsnOutOfWindow,
-    /// 0x0D: a PSN arrived out of order on a ROD PDC.
-    RodOutOfOrder,
-    /// 0x0E: the DPDCID is not known and the packet is not a SYN.
-    InvalidDpdcid,
-    Other(u8),
+/// The SES header a PDS header's `next_header` announces (research file §2; all sources agree).
+pub mod next_header {
+    pub const NONE: u8 = 0;
+    pub const SMALL_REQUEST: u8 = 1;
+    pub const MEDIUM_REQUEST: u8 = 2;
+    pub const STANDARD_REQUEST: u8 = 3;
+    pub const RESPONSE: u8 = 4;
+    pub const RESPONSE_WITH_DATA: u8 = 5;
+    pub const SMALL_RESPONSE_WITH_DATA: u8 = 6;
 }
 
-impl From<u8> for NackCode {
-    fn from(v: u8) -> Self {
-        match v {
-            0x01 => NackCode::Trimmed,
-            0x02 => NackCode::TrimmedLastHop,
-            0x03 => NackCode::TrimmedAck,
-            0x0b => NackCode::PsnOutOfWindow,
-            0x0d => NackCode::RodOutOfOrder,
-            0x0e => NackCode::InvalidDpdcid,
-            other => NackCode::Other(other),
-        }
-    }
-}
-
-impl From<NackCode> for u8 {
-    fn from(c: NackCode) -> u8 {
-        match c {
-            NackCode::Trimmed => 0x01,
-            NackCode::TrimmedLastHop => 0x02,
-            NackCode::TrimmedAck => 0x03,
-            NackCode::PsnOutOfWindow => 0x0b,
-            NackCode::RodOutOfOrder => 0x0d,
-            NackCode::InvalidDpdcid => 0x0e,
-            NackCode::Other(v) => v,
-        }
-    }
+/// `cc_type` of an ACK_CC (xdp2 `enum uet_pds_cc_type`, Wireshark's value table).
+pub mod cc_type {
+    pub const NSCC: u8 = 0;
+    pub const CREDIT: u8 = 1;
 }
 
 mod field {
@@ -172,6 +159,12 @@ mod field {
     pub const SPDCID: Range<usize> = 8..10;
     pub const DPDCID: Range<usize> = 10..12;
     pub const NACK_PAYLOAD: Range<usize> = 12..16;
+    /// ACK_CC: cc_type (4) | cc_flags (4).
+    pub const CC_TYPE: usize = 12;
+    pub const MPR: usize = 13;
+    pub const SACK_PSN_OFFSET: Range<usize> = 14..16;
+    pub const SACK_BITMAP: Range<usize> = 16..24;
+    pub const CC_STATE: Range<usize> = 24..32;
 }
 
 const TYPE_SHIFT: u16 = 11;
@@ -214,6 +207,8 @@ pub const REQUEST_LEN: usize = 12;
 pub const ACK_LEN: usize = 12;
 /// Length of a NACK.
 pub const NACK_LEN: usize = 16;
+/// Length of an ACK_CC: the ACK and its 20-byte extension (research file §5).
+pub const ACK_CC_LEN: usize = 32;
 
 /// A read/write view of a PDS header at the start of a buffer: the prologue, and the fields
 /// each type has at its offsets (the caller checks the type, then the length with
@@ -242,6 +237,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         match self.pds_type() {
             PdsType::RudRequest | PdsType::RodRequest => REQUEST_LEN,
             PdsType::Ack => ACK_LEN,
+            PdsType::AckCc => ACK_CC_LEN,
             PdsType::Nack => NACK_LEN,
             _ => field::PROLOGUE.end,
         }
@@ -257,6 +253,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if available < needed {
             let what = match self.pds_type() {
                 PdsType::Ack => "ACK",
+                PdsType::AckCc => "ACK_CC",
                 PdsType::Nack => "NACK",
                 _ => "request",
             };
@@ -326,9 +323,87 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
 
+    /// A SYN request: the 4-bit pdc_info the DPDCID field carries instead (kept raw, D3).
+    pub fn syn_pdc_info(&self) -> u8 {
+        (self.dpdcid() >> 12) as u8
+    }
+
+    /// A SYN request: PSN minus the PDC's start PSN (12 bits).
+    pub fn syn_psn_offset(&self) -> u16 {
+        self.dpdcid() & 0x0fff
+    }
+
+    /// ACK_CC: the congestion control type (0 NSCC, 1 credit).
+    pub fn cc_type(&self) -> u8 {
+        self.buffer.as_ref()[field::CC_TYPE] >> 4
+    }
+
+    /// ACK_CC: the reserved cc_flags nibble.
+    pub fn cc_flags(&self) -> u8 {
+        self.buffer.as_ref()[field::CC_TYPE] & 0x0f
+    }
+
+    /// ACK_CC: the maximum PSN range (mpr).
+    pub fn mpr(&self) -> u8 {
+        self.buffer.as_ref()[field::MPR]
+    }
+
+    /// ACK_CC: the first PSN the SACK bitmap covers, as an offset from CACK_PSN (signed, D4).
+    pub fn sack_psn_offset(&self) -> i16 {
+        self.u16_at(field::SACK_PSN_OFFSET) as i16
+    }
+
+    /// ACK_CC: the SACK bitmap.
+    pub fn sack_bitmap(&self) -> u64 {
+        let b = &self.buffer.as_ref()[field::SACK_BITMAP];
+        u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+
+    /// ACK_CC: the 8 bytes of congestion control state ([`NsccState`] for NSCC).
+    pub fn cc_state(&self) -> u64 {
+        let b = &self.buffer.as_ref()[field::CC_STATE];
+        u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+
     /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
+    }
+}
+
+/// The NSCC state of an ACK_CC (bytes 24-31; xdp2 `pds.h` X-P:336-340, Wireshark's offsets
+/// except its restore_cwnd/rcv_cwnd_pend byte, D6): service_time (16) | restore_cwnd (1) |
+/// rcv_cwnd_pend (7) | rcvd_bytes (24) | ooo_count (16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NsccState {
+    pub service_time: u16,
+    pub restore_cwnd: bool,
+    /// 7 bits.
+    pub rcv_cwnd_pend: u8,
+    /// 24 bits.
+    pub rcvd_bytes: u32,
+    pub ooo_count: u16,
+}
+
+impl NsccState {
+    /// The fields of an ACK_CC's 8 state bytes.
+    pub fn from_u64(v: u64) -> NsccState {
+        NsccState {
+            service_time: (v >> 48) as u16,
+            restore_cwnd: (v >> 47) & 1 == 1,
+            rcv_cwnd_pend: ((v >> 40) & 0x7f) as u8,
+            rcvd_bytes: ((v >> 16) & 0xff_ffff) as u32,
+            ooo_count: v as u16,
+        }
+    }
+
+    /// The 8 state bytes (wider values are masked).
+    pub fn to_u64(self) -> u64 {
+        (u64::from(self.service_time) << 48)
+            | (u64::from(self.restore_cwnd) << 47)
+            | (u64::from(self.rcv_cwnd_pend & 0x7f) << 40)
+            | (u64::from(self.rcvd_bytes & 0xff_ffff) << 16)
+            | u64::from(self.ooo_count)
     }
 }
 
@@ -372,6 +447,22 @@ pub enum Repr {
         spdcid: u16,
         dpdcid: u16,
     },
+    /// An ACK with the congestion control extension: SACK and the CC state.
+    AckCc {
+        next_header: u8,
+        flags: u8,
+        ack_psn_offset: i16,
+        cack_psn: u32,
+        spdcid: u16,
+        dpdcid: u16,
+        cc_type: u8,
+        cc_flags: u8,
+        mpr: u8,
+        sack_psn_offset: i16,
+        sack_bitmap: u64,
+        /// [`NsccState::to_u64`] for NSCC; kept raw for the other types.
+        cc_state: u64,
+    },
     Nack {
         next_header: u8,
         flags: u8,
@@ -412,6 +503,20 @@ impl Repr {
                 spdcid: p.spdcid(),
                 dpdcid: p.dpdcid(),
             },
+            PdsType::AckCc => Repr::AckCc {
+                next_header,
+                flags,
+                ack_psn_offset: p.psn_offset(),
+                cack_psn: p.psn(),
+                spdcid: p.spdcid(),
+                dpdcid: p.dpdcid(),
+                cc_type: p.cc_type(),
+                cc_flags: p.cc_flags(),
+                mpr: p.mpr(),
+                sack_psn_offset: p.sack_psn_offset(),
+                sack_bitmap: p.sack_bitmap(),
+                cc_state: p.cc_state(),
+            },
             PdsType::Nack => Repr::Nack {
                 next_header,
                 flags,
@@ -426,11 +531,40 @@ impl Repr {
         })
     }
 
+    /// The next header (SES header) field, or a control packet's control type.
+    pub fn next_header(&self) -> u8 {
+        match *self {
+            Repr::Request { next_header, .. }
+            | Repr::Ack { next_header, .. }
+            | Repr::AckCc { next_header, .. }
+            | Repr::Nack { next_header, .. }
+            | Repr::Other { next_header, .. } => next_header,
+        }
+    }
+
+    /// Sets the next header field.
+    pub fn set_next_header(&mut self, v: u8) {
+        match self {
+            Repr::Request { next_header, .. }
+            | Repr::Ack { next_header, .. }
+            | Repr::AckCc { next_header, .. }
+            | Repr::Nack { next_header, .. }
+            | Repr::Other { next_header, .. } => *next_header = v,
+        }
+    }
+
+    /// Whether the type's next header field names an SES header (requests and ACKs; a
+    /// control packet's is its control type).
+    pub fn is_request_or_ack(&self) -> bool {
+        matches!(self, Repr::Request { .. } | Repr::Ack { .. } | Repr::AckCc { .. })
+    }
+
     /// Bytes [`Repr::emit`] writes.
     pub fn buffer_len(&self) -> usize {
         match self {
             Repr::Request { .. } => REQUEST_LEN,
             Repr::Ack { .. } => ACK_LEN,
+            Repr::AckCc { .. } => ACK_CC_LEN,
             Repr::Nack { .. } => NACK_LEN,
             Repr::Other { .. } => field::PROLOGUE.end,
         }
@@ -453,6 +587,32 @@ impl Repr {
                 p.set_u32(field::PSN, cack_psn);
                 p.set_u16(field::SPDCID, spdcid);
                 p.set_u16(field::DPDCID, dpdcid);
+            }
+            Repr::AckCc {
+                next_header,
+                flags,
+                ack_psn_offset,
+                cack_psn,
+                spdcid,
+                dpdcid,
+                cc_type,
+                cc_flags,
+                mpr,
+                sack_psn_offset,
+                sack_bitmap,
+                cc_state,
+            } => {
+                p.set_prologue(PdsType::AckCc, next_header, flags);
+                p.set_u16(field::OFFSET, ack_psn_offset as u16);
+                p.set_u32(field::PSN, cack_psn);
+                p.set_u16(field::SPDCID, spdcid);
+                p.set_u16(field::DPDCID, dpdcid);
+                let b = p.buffer.as_mut();
+                b[field::CC_TYPE] = (cc_type << 4) | (cc_flags & 0x0f);
+                b[field::MPR] = mpr;
+                p.set_u16(field::SACK_PSN_OFFSET, sack_psn_offset as u16);
+                p.buffer.as_mut()[field::SACK_BITMAP].copy_from_slice(&sack_bitmap.to_be_bytes());
+                p.buffer.as_mut()[field::CC_STATE].copy_from_slice(&cc_state.to_be_bytes());
             }
             Repr::Nack { next_header, flags, code, vendor_code, psn, spdcid, dpdcid, payload } => {
                 p.set_prologue(PdsType::Nack, next_header, flags);
@@ -523,6 +683,50 @@ mod tests {
         // type 10 << 11 = 0x5000.
         assert_eq!(b, [0x50, 0x10, 0x01, 0x00, 0, 0, 0, 41, 0, 1, 0, 2, 0, 0, 0, 42]);
         assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap()).unwrap(), nack);
+    }
+
+    #[test]
+    fn an_ack_cc_with_sack_and_nscc_state_round_trips() {
+        let st = NsccState {
+            service_time: 0x1234,
+            restore_cwnd: true,
+            rcv_cwnd_pend: 5,
+            rcvd_bytes: 0xabcdef,
+            ooo_count: 7,
+        };
+        let ack = Repr::AckCc {
+            next_header: next_header::RESPONSE,
+            flags: 0,
+            ack_psn_offset: 3,
+            cack_psn: 100,
+            spdcid: 1,
+            dpdcid: 2,
+            cc_type: cc_type::NSCC,
+            cc_flags: 0,
+            mpr: 64,
+            sack_psn_offset: 1,
+            sack_bitmap: 0b1011,
+            cc_state: st.to_u64(),
+        };
+        let mut b = [0u8; ACK_CC_LEN];
+        ack.emit(&mut Packet::new_unchecked(&mut b[..]));
+        // type 8 << 11 | next header 4 << 7 = 0x4200; state bytes 24-31 as laid out in §5.
+        assert_eq!(&b[..4], &[0x42, 0x00, 0x00, 0x03]);
+        assert_eq!(&b[12..16], &[0x00, 64, 0x00, 0x01]);
+        assert_eq!(&b[16..24], &[0, 0, 0, 0, 0, 0, 0, 0b1011]);
+        assert_eq!(&b[24..32], &[0x12, 0x34, 0x85, 0xab, 0xcd, 0xef, 0x00, 0x07]);
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(Repr::parse(&p).unwrap(), ack);
+        assert_eq!(NsccState::from_u64(p.cc_state()), st);
+        assert!(Packet::new_checked(&b[..31]).is_err());
+    }
+
+    #[test]
+    fn names_follow_the_sources() {
+        assert_eq!(PdsType::AckCc.to_string(), "ACK_CC");
+        assert_eq!(NackCode::Trimmed.to_string(), "TRIMMED");
+        assert_eq!(NackCode::from(0x1a).to_string(), "UNKNOWN(0x1a)");
+        assert_eq!(u8::from(PdsType::from(0xe2)), 2, "the type is 5 bits");
     }
 
     #[test]

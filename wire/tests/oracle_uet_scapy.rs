@@ -93,7 +93,7 @@ print(json.dumps([{"hex": raw(p).hex(), "fields": every_field(p)} for p in pkts]
                 assert_eq!((psn as i64, spdcid as i64, dpdcid as i64), (n("nack_psn"), n("spdcid"), n("dpdcid")));
                 assert_eq!(payload as i64, n("nack_payload"), "{c}");
             }
-            Repr::Other { .. } => panic!("not laid out: {c}"),
+            Repr::AckCc { .. } | Repr::Other { .. } => panic!("not laid out: {c}"),
         }
     }
     // The trimmed NACK is named.
