@@ -16,6 +16,7 @@
 //! | [`receiver`]    | RC responder: ePSN, placement, NAK, dup, ACK coalescing, CNP | IBTA Vol. 1 §9.7 |
 //! | [`dcqcn`]       | DCQCN reaction point and notification point                 | Zhu et al., SIGCOMM 2015 |
 //! | [`pfc`]         | NIC-side PFC pause timers                                   | IEEE 802.1Qbb |
+//! | [`uet`]         | UET PDC (RUD): PSNs, SACK, NACK, retransmission, window CC  | UEC 1.0 PDS |
 //! | [`collective`]  | ring AllReduce, incast, all-to-all, broadcast schedules     | book ch. 14 |
 //! | [`nic`]         | emulated RDMA NIC: frames ⇄ RC state machines, AF_XDP, jobs | RoCEv2 A17, 802.1Qbb |
 
@@ -28,6 +29,7 @@ pub mod receiver;
 pub mod segment;
 pub mod sender;
 pub mod training;
+pub mod uet;
 
 /// Nanoseconds on the caller's monotonic clock.
 pub type Nanos = u64;
