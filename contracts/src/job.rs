@@ -295,6 +295,35 @@ pub struct NicSpec {
     /// host's DCBX agent negotiated (default: the reference design's 24 → 3, 48 → 7).
     #[serde(default)]
     pub classes: NicClasses,
+    /// Ultra Ethernet Transport instead of RoCEv2: every QP of this NIC is a RUD Packet
+    /// Delivery Context (`gpu_host::uet`). Both ends of a connection must agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uet: Option<UetSpec>,
+}
+
+/// A NIC's UET settings (the job's JobID, this host's PIDonFEP, spraying, the trim DSCP its
+/// receivers recognise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UetSpec {
+    /// The SES JobID (24 bits).
+    pub job_id: u32,
+    /// The SES PIDonFEP of this host's process (12 bits).
+    pub pid_on_fep: u16,
+    /// A different entropy (UDP source port) per packet; false: one per PDC.
+    #[serde(default = "default_true")]
+    pub spray: bool,
+    /// The DSCP switches remark trimmed packets with: a packet carrying it is trimmed (as SAI
+    /// PR #2155 tells them apart); besides, a payload shorter than its SES header says is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trim_dscp: Option<u8>,
+    /// UDP destination port (default 4793).
+    #[serde(default = "default_uet_port")]
+    pub udp_port: u16,
+}
+
+fn default_uet_port() -> u16 {
+    4793
 }
 
 /// DSCP and PFC priority of a NIC's RoCEv2 data (and ACK/NAK) frames and of its CNPs, and the
@@ -736,6 +765,33 @@ pub struct QpReport {
     /// The QP's move to its alternate path, if it moved (`nic` is then the alternate port).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<Migration>,
+    /// A UET NIC's QP: its Packet Delivery Context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdc: Option<PdcReport>,
+}
+
+/// A UET PDC's counters (both ends; `retransmitted_packets`, `timeouts`, `naks_*`,
+/// `out_of_order` of the [`QpReport`] hold the sums).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PdcReport {
+    /// This end's PDC id and the peer's (0 until learnt).
+    pub spdcid: u16,
+    pub dpdcid: u16,
+    /// Packets sent again on a NACK, and on a timeout.
+    pub retransmitted_on_nack: u64,
+    pub retransmitted_on_timeout: u64,
+    /// NACKs received: for trimmed packets, other codes.
+    pub nacks_trimmed: u64,
+    pub nacks_other: u64,
+    /// Congestion window at the report (bytes) and its cuts.
+    pub cwnd_bytes: u64,
+    pub window_cuts: u64,
+    /// Responder: trimmed packets received (each NACKed), packets dropped (outside the window
+    /// or before a SYN).
+    pub trimmed_received: u64,
+    pub dropped: u64,
+    /// Distinct entropy values the requester used.
+    pub entropies: u32,
 }
 
 /// A QP's path migration (APM): from which port, when, and why.

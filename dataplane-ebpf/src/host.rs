@@ -15,7 +15,8 @@
 //! 2. Ethernet II, skipping one 802.1Q / 802.1ad tag.
 //! 3. EtherType 0x8808 (IEEE 802.3 Annex 31B PAUSE, IEEE 802.1Qbb PFC) → redirect.
 //! 4. IPv4 (RFC 791, unfragmented, protocol 17) or IPv6 (RFC 8200, next header 17, no extension
-//!    headers walked) with UDP (RFC 768) destination port 4791 (RoCEv2, IBTA Annex A17) → redirect.
+//!    headers walked) with UDP (RFC 768) destination port 4791 (RoCEv2, IBTA Annex A17) or 4793
+//!    (Ultra Ethernet Transport, the IANA port) → redirect.
 //! 5. Everything else, including truncated headers, → `XDP_PASS` (the kernel judges it).
 //!
 //! Redirect: `bpf_redirect_map(HOST_XSKS, slot, XDP_DROP)` — the frame is delivered unchanged,
@@ -43,6 +44,8 @@ use crate::{be16_at, ptr_at, ETH_HLEN, IPPROTO_UDP, IPV4_HLEN_MIN, IPV6_HLEN, UD
 
 /// RoCEv2 UDP destination port (IBTA Annex A17.2).
 const ROCE_UDP_PORT: u16 = 4791;
+/// UET UDP destination port (IANA; `rocefab_wire::uet::UDP_PORT`).
+const UET_UDP_PORT: u16 = 4793;
 
 /// Ingress ifindex → port slot (index into `HOST_XSKS` and `HOST_COUNTERS`).
 #[map]
@@ -188,7 +191,8 @@ fn udp_is_roce(ctx: &XdpContext, l4: usize) -> Result<Class, ()> {
     let p = ptr_at::<[u8; UDP_HLEN]>(ctx, l4)?;
     // SAFETY: `ptr_at` checked the UDP header lies inside the frame; alignment 1.
     let u = unsafe { &*p };
-    if u16::from_be_bytes([u[2], u[3]]) == ROCE_UDP_PORT {
+    let port = u16::from_be_bytes([u[2], u[3]]);
+    if port == ROCE_UDP_PORT || port == UET_UDP_PORT {
         Ok(Class::Roce)
     } else {
         Ok(Class::Other)

@@ -90,6 +90,8 @@ pub struct TxPacket {
     pub psn_offset: u16,
     pub dpdcid: u16,
     pub retx: bool,
+    /// The oldest PSN not acknowledged, as an offset from `psn` (≤ 0; clamped to 16 bits).
+    pub clear_psn_offset: i16,
     /// Ask for an ACK at once (last packet of a write, retransmissions).
     pub ar: bool,
     pub entropy: u16,
@@ -287,6 +289,7 @@ impl PdcSender {
             psn_offset: (psn.wrapping_sub(self.cfg.start_psn) & 0x0fff) as u16,
             dpdcid: self.dpdcid.unwrap_or(0),
             retx,
+            clear_psn_offset: (self.base.wrapping_sub(psn) as i32).max(i32::from(i16::MIN)) as i16,
             ar: eom || retx,
             entropy: self.cfg.entropy.of(psn, self.spdcid),
         }
@@ -512,11 +515,24 @@ impl PdcSender {
         self.next_timeout
     }
 
-    /// Something could be sent (a packet to send again, or a new one in the window).
+    /// Something may be sent now: a packet to send again or a new one, within the sequence
+    /// window and the congestion window (a sender waiting for ACKs has no work).
     pub fn has_work(&self) -> bool {
-        !self.retx.is_empty()
-            || (self.next.wrapping_sub(self.base) < self.slots.len() as u32
-                && ((self.cur_msg - self.msg_seq_base) as usize) < self.msgs.len())
+        if let Some(&psn) = self.retx.front() {
+            let s = &self.slots[self.slot(psn)];
+            if !self.in_window(psn) || s.state != SlotState::NeedRetx {
+                // A stale entry: the next call of next_packet skips it.
+                return true;
+            }
+            return self.room(s.len);
+        }
+        if self.next.wrapping_sub(self.base) >= self.slots.len() as u32 {
+            return false;
+        }
+        match self.msgs.get((self.cur_msg - self.msg_seq_base) as usize) {
+            Some(m) => self.room((m.len - self.cur_off).min(self.cfg.max_payload)),
+            None => false,
+        }
     }
 }
 
@@ -527,6 +543,22 @@ pub struct ReceiverConfig {
     pub window_packets: u32,
     pub ack_every_bytes: u32,
     pub ack_delay_ns: u64,
+}
+
+/// A received request packet, as the receiver judges it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxPacket {
+    pub psn: u32,
+    /// Its psn_offset when SYN is set.
+    pub syn_offset: Option<u16>,
+    /// Payload bytes.
+    pub len: u32,
+    /// Trimmed in the fabric (as the engine judged from its lengths or DSCP).
+    pub trimmed: bool,
+    /// CE-marked.
+    pub ce: bool,
+    /// Asks for an ACK at once.
+    pub ar: bool,
 }
 
 /// What became of a received packet.
@@ -628,18 +660,9 @@ impl PdcReceiver {
         self.bits[w] & b != 0
     }
 
-    /// A packet of `psn` (`syn_offset`: its psn_offset when SYN is set), `len` payload bytes,
-    /// `trimmed` as the engine judged it, `ce` marked, `ar` asking for an ACK, at `now`.
-    pub fn on_packet(
-        &mut self,
-        psn: u32,
-        syn_offset: Option<u16>,
-        len: u32,
-        trimmed: bool,
-        ce: bool,
-        ar: bool,
-        now: u64,
-    ) -> RxVerdict {
+    /// Packet `p` arrived at `now`.
+    pub fn on_packet(&mut self, p: RxPacket, now: u64) -> RxVerdict {
+        let RxPacket { psn, syn_offset, len, trimmed, ce, ar } = p;
         self.c.packets_received += 1;
         if self.expected.is_none() {
             match syn_offset {
@@ -774,8 +797,17 @@ mod tests {
 
     fn deliver(r: &mut PdcReceiver, s: &mut PdcSender, pkts: &[TxPacket], trimmed: &[u32], now: u64) {
         for p in pkts {
-            let v =
-                r.on_packet(p.psn, p.syn.then_some(p.psn_offset), p.len, trimmed.contains(&p.psn), false, p.ar, now);
+            let v = r.on_packet(
+                RxPacket {
+                    psn: p.psn,
+                    syn_offset: p.syn.then_some(p.psn_offset),
+                    len: p.len,
+                    trimmed: trimmed.contains(&p.psn),
+                    ce: false,
+                    ar: p.ar,
+                },
+                now,
+            );
             if v == RxVerdict::Trimmed {
                 s.on_nack(p.psn, true);
             }
@@ -820,6 +852,7 @@ mod tests {
         s.post_write(1, 0, 0, 8000).unwrap();
         let pkts = burst(&mut s, 0);
         assert_eq!(pkts.len(), 8, "the initial window of 8000 bytes");
+        assert!(!s.has_work(), "a full window waits for ACKs");
         let mut r = PdcReceiver::new(rcfg());
         let trimmed = pkts[2].psn;
         deliver(&mut r, &mut s, &pkts, &[trimmed], 10);
@@ -871,11 +904,30 @@ mod tests {
     #[test]
     fn duplicates_are_not_placed_and_packets_before_a_syn_are_dropped() {
         let mut r = PdcReceiver::new(rcfg());
-        assert_eq!(r.on_packet(5, None, 100, false, false, false, 0), RxVerdict::Dropped);
-        assert_eq!(r.on_packet(5, Some(0), 100, false, false, false, 0), RxVerdict::Place);
-        assert_eq!(r.on_packet(5, Some(0), 100, false, false, false, 0), RxVerdict::Duplicate);
-        assert_eq!(r.on_packet(7, Some(2), 100, false, true, false, 0), RxVerdict::Place);
-        assert_eq!(r.on_packet(7 + 256, Some(2), 100, false, false, false, 0), RxVerdict::Dropped, "beyond the window");
+        assert_eq!(
+            r.on_packet(RxPacket { psn: 5, syn_offset: None, len: 100, trimmed: false, ce: false, ar: false }, 0),
+            RxVerdict::Dropped
+        );
+        assert_eq!(
+            r.on_packet(RxPacket { psn: 5, syn_offset: Some(0), len: 100, trimmed: false, ce: false, ar: false }, 0),
+            RxVerdict::Place
+        );
+        assert_eq!(
+            r.on_packet(RxPacket { psn: 5, syn_offset: Some(0), len: 100, trimmed: false, ce: false, ar: false }, 0),
+            RxVerdict::Duplicate
+        );
+        assert_eq!(
+            r.on_packet(RxPacket { psn: 7, syn_offset: Some(2), len: 100, trimmed: false, ce: true, ar: false }, 0),
+            RxVerdict::Place
+        );
+        assert_eq!(
+            r.on_packet(
+                RxPacket { psn: 7 + 256, syn_offset: Some(2), len: 100, trimmed: false, ce: false, ar: false },
+                0
+            ),
+            RxVerdict::Dropped,
+            "beyond the window"
+        );
         let a = r.poll(0).expect("the duplicate asked for an ACK at once");
         assert_eq!((a.cack_psn, a.sack_base, a.sack_bitmap, a.ecn_marked), (5, 6, 0b10, true));
         assert_eq!(r.packets_completed(5), 1);
@@ -886,12 +938,21 @@ mod tests {
     fn acks_coalesce_up_to_the_byte_threshold_or_the_delay() {
         let mut r = PdcReceiver::new(rcfg());
         for p in 0..16u32 {
-            assert_eq!(r.on_packet(p, Some(p as u16), 1000, false, false, false, 0), RxVerdict::Place);
+            assert_eq!(
+                r.on_packet(
+                    RxPacket { psn: p, syn_offset: Some(p as u16), len: 1000, trimmed: false, ce: false, ar: false },
+                    0
+                ),
+                RxVerdict::Place
+            );
             assert!(r.poll(0).is_none(), "{p}");
         }
-        assert_eq!(r.on_packet(16, Some(16), 1000, false, false, false, 0), RxVerdict::Place);
+        assert_eq!(
+            r.on_packet(RxPacket { psn: 16, syn_offset: Some(16), len: 1000, trimmed: false, ce: false, ar: false }, 0),
+            RxVerdict::Place
+        );
         assert_eq!(r.poll(0).map(|a| a.cack_psn), Some(16), "17 000 bytes >= 16 KiB");
-        r.on_packet(17, Some(17), 10, false, false, false, 100);
+        r.on_packet(RxPacket { psn: 17, syn_offset: Some(17), len: 10, trimmed: false, ce: false, ar: false }, 100);
         assert_eq!(r.next_deadline(), Some(10_100));
         assert!(r.poll(10_099).is_none());
         assert_eq!(r.poll(10_100).map(|a| a.cack_psn), Some(17));

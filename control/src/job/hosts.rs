@@ -203,6 +203,10 @@ pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobArgs, timeout: u
         dcqcn: f.dcqcn,
         dcqcn_np: f.dcqcn_np,
         dcqcn_on,
+        uet: (s.transport == super::Transport::Uet).then_some(gpu_host::nic::collective_job::UetOptions {
+            spray: s.uet_entropy == super::UetEntropy::Spray,
+            trim_dscp: None,
+        }),
     }
 }
 

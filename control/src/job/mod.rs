@@ -40,10 +40,31 @@ impl Segment {
     }
 }
 
+/// `--transport`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    Rocev2,
+    Uet,
+}
+
+/// `--uet-entropy`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UetEntropy {
+    Spray,
+    Pdc,
+}
+
 /// The options of every job on a fabric (`rocefab run`, `rocefab train`): how the QPs are set
 /// up, the data's seed and where the hosts serve metrics.
 #[derive(clap::Args, Debug, Clone)]
 pub struct JobArgs {
+    /// The transport on the wire: RoCEv2 (RC QPs, PFC, DCQCN) or UET (Ultra Ethernet RUD
+    /// PDCs: per-packet entropy, SACK, NACKs of trimmed packets, a window cut on ECN or trims).
+    #[arg(long, value_enum, default_value_t = Transport::Rocev2)]
+    pub transport: Transport,
+    /// UET: a different entropy (UDP source port) per packet (`spray`) or one per PDC (`pdc`).
+    #[arg(long, value_enum, default_value_t = UetEntropy::Spray)]
+    pub uet_entropy: UetEntropy,
     /// How requesters cut their writes: first-middle-last (standard RC) or write-only (every
     /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
     #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]

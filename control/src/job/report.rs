@@ -75,8 +75,13 @@ pub struct RunReport {
     /// What the model expects of the job if the machine kept up ([`crate::job::expect`]):
     /// `None` when it cannot say (routes from BGP, no collective).
     pub expected: Option<crate::job::expect::Expectation>,
-    /// `first-middle-last` or `write-only` (`--segment`).
+    /// `first-middle-last` or `write-only` (`--segment`; RoCEv2 only).
     pub segment: String,
+    /// `rocev2` or `uet` (`--transport`).
+    pub transport: String,
+    /// UET runs: the PDCs' totals.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uet: Option<UetTotals>,
     pub retransmitted_packets: u64,
     /// PSN sequence error NAKs sent by the responders.
     pub naks_sent: u64,
@@ -123,6 +128,23 @@ pub struct RunReport {
     pub failover: Option<crate::job::failover::Failover>,
 }
 
+/// The totals of a UET run's PDCs ([`rocefab_contracts::job::PdcReport`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct UetTotals {
+    /// Trimmed packets the receivers saw (each NACKed).
+    pub trimmed_received: u64,
+    /// NACKs for trimmed packets the senders received, and others.
+    pub nacks_trimmed: u64,
+    pub nacks_other: u64,
+    /// Packets sent again on a NACK, and on a timeout.
+    pub retransmitted_on_nack: u64,
+    pub retransmitted_on_timeout: u64,
+    /// Congestion window cuts (ECN-marked ACKs, trims, timeouts).
+    pub window_cuts: u64,
+    /// Packets dropped by receivers (outside the window, before a SYN).
+    pub dropped: u64,
+}
+
 /// An unfinished QP of one host ([`rocefab_contracts::job::QpStall`]).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct StallLine {
@@ -153,6 +175,8 @@ pub fn summarize(
         completion_ns: hosts.iter().map(|(_, h)| h.elapsed_ns).max().unwrap_or(0),
         expected: None,
         segment: segment.name().into(),
+        transport: "rocev2".into(),
+        uet: None,
         retransmitted_packets: 0,
         naks_sent: 0,
         out_of_order_packets: 0,
@@ -218,6 +242,17 @@ pub fn summarize(
         for q in &h.qps {
             r.naks_sent += q.naks_sent;
             r.out_of_order_packets += q.out_of_order;
+            if let Some(p) = &q.pdc {
+                r.transport = "uet".into();
+                let u = r.uet.get_or_insert_with(UetTotals::default);
+                u.trimmed_received += p.trimmed_received;
+                u.nacks_trimmed += p.nacks_trimmed;
+                u.nacks_other += p.nacks_other;
+                u.retransmitted_on_nack += p.retransmitted_on_nack;
+                u.retransmitted_on_timeout += p.retransmitted_on_timeout;
+                u.window_cuts += p.window_cuts;
+                u.dropped += p.dropped;
+            }
             if let Some(m) = &q.migration {
                 r.migrations.push(MigrationLine {
                     host: host.clone(),
@@ -302,7 +337,7 @@ pub fn render_table(r: &RunReport) -> String {
         r.ranks,
         r.hosts,
         human(r.size_bytes),
-        r.segment,
+        if r.uet.is_some() { "UET RUD" } else { r.segment.as_str() },
         r.time_dilation
     );
     s += &format!(
@@ -317,6 +352,18 @@ pub fn render_table(r: &RunReport) -> String {
         r.cnps_received,
         r.pfc_paused_ns as f64 / 1e6
     );
+    if let Some(u) = &r.uet {
+        s += &format!(
+            "UET: trimmed packets received {} (NACKed), NACKs received {} for trims / {} other, sent again {} on NACK / {} on timeout, window cuts {}, dropped by receivers {}\n",
+            u.trimmed_received,
+            u.nacks_trimmed,
+            u.nacks_other,
+            u.retransmitted_on_nack,
+            u.retransmitted_on_timeout,
+            u.window_cuts,
+            u.dropped
+        );
+    }
     if let Some(e) = &r.expected {
         s += &format!(
             "the model expects {} if the machine keeps up (measured {:.2} times that): critical path {}, busiest link {} ({})\n",

@@ -111,6 +111,24 @@ pub struct BuildOptions {
     pub dcqcn_np: crate::dcqcn::NpSettings,
     /// Whether the NICs run DCQCN at all (off: line rate whatever the CNPs say).
     pub dcqcn_on: bool,
+    /// Ultra Ethernet Transport instead of RoCEv2 (`None`: RoCEv2).
+    pub uet: Option<UetOptions>,
+}
+
+/// The UET options of a job's NICs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UetOptions {
+    /// A different entropy per packet (spraying).
+    pub spray: bool,
+    /// The DSCP trimmed packets carry, if the fabric remarks them.
+    pub trim_dscp: Option<u8>,
+}
+
+/// The SES JobID of a job named `name`: 24 bits of its FNV-1a hash (every host of a job
+/// derives the same).
+pub fn uet_job_id(name: &str) -> u32 {
+    let h = name.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    (h ^ (h >> 24)) & 0xff_ffff
 }
 
 impl Default for BuildOptions {
@@ -127,6 +145,7 @@ impl Default for BuildOptions {
             dcqcn: Default::default(),
             dcqcn_np: Default::default(),
             dcqcn_on: true,
+            uet: None,
         }
     }
 }
@@ -500,8 +519,15 @@ fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
                 line_rate_bps: n.line_rate_bps,
                 path_mtu: None,
                 write_only: opts.segment == SegmentMode::WriteOnlyPerPacket,
-                dcqcn: opts.dcqcn_on,
+                dcqcn: opts.dcqcn_on && opts.uet.is_none(),
                 classes: n.classes,
+                uet: opts.uet.map(|u| super::job::UetSpec {
+                    job_id: uet_job_id(&opts.job_name),
+                    pid_on_fep: (i & 0xfff) as u16,
+                    spray: u.spray,
+                    trim_dscp: u.trim_dscp,
+                    udp_port: rocefab_wire::uet::UDP_PORT,
+                }),
             })
             .collect(),
         qps: Vec::new(),
@@ -691,8 +717,27 @@ mod tests {
         engines.iter().zip(&b.jobs).map(|(e, j)| e.report(&j.name, now)).collect()
     }
 
+    /// Like [`run_over`]; frames `delay` pushes to `inject` (trimmed copies) are delivered 3 µs
+    /// after they were sent in place of the originals.
+    fn run_over_with(
+        b: &Built,
+        delay: impl FnMut(u64, &[u8]) -> Option<u64>,
+        inject: &std::cell::RefCell<Vec<Vec<u8>>>,
+    ) -> Vec<crate::nic::job::Report> {
+        let (engines, now) = run_engines_with(b, delay, Some(inject));
+        engines.iter().zip(&b.jobs).map(|(e, j)| e.report(&j.name, now)).collect()
+    }
+
     /// The engines of [`run_over`] once all finished, and the time then.
-    fn run_engines(b: &Built, mut delay: impl FnMut(u64, &[u8]) -> Option<u64>) -> (Vec<Engine>, u64) {
+    fn run_engines(b: &Built, delay: impl FnMut(u64, &[u8]) -> Option<u64>) -> (Vec<Engine>, u64) {
+        run_engines_with(b, delay, None)
+    }
+
+    fn run_engines_with(
+        b: &Built,
+        mut delay: impl FnMut(u64, &[u8]) -> Option<u64>,
+        inject: Option<&std::cell::RefCell<Vec<Vec<u8>>>>,
+    ) -> (Vec<Engine>, u64) {
         let mut engines: Vec<Engine> =
             b.jobs.iter().map(|j| Engine::from_job(j, &vec![PathMtu::Mtu1024; j.nics.len()], 0).unwrap()).collect();
         let addr: Vec<(IpAddr, usize, usize)> = b
@@ -722,6 +767,10 @@ mod tests {
                             wire.insert((now + d, seq), (dh, dk, f.to_vec()));
                         }
                         seq += 1;
+                        for t in inject.map(|v| std::mem::take(&mut *v.borrow_mut())).into_iter().flatten() {
+                            wire.insert((now + 3_000, seq), (dh, dk, t));
+                            seq += 1;
+                        }
                     }
                 }
             }
@@ -780,6 +829,86 @@ mod tests {
             ooo > 0 && naks > 0 && retx > 0,
             "First/Middle/Last: go-back-N on reordering ({retx} retx, {naks} NAKs, {ooo} out of order)"
         );
+    }
+
+    /// A UET data frame: UDP to 4793 (Ethernet 14 + IPv4 20: port at 36) and a RUD request
+    /// (PDS type 2 in the top 5 bits of byte 42).
+    fn is_uet_data(f: &[u8]) -> bool {
+        f.len() > 42 && f[36..38] == [0x12, 0xb9] && f[42] >> 3 == 2
+    }
+
+    /// `f` as a trimming switch leaves it (SAI: cut to 128 bytes, IPv4 total length and
+    /// header checksum fixed; the UDP length fixed too, its checksum 0).
+    fn trim(f: &[u8]) -> Vec<u8> {
+        let mut t = f[..128].to_vec();
+        t[16..18].copy_from_slice(&(128u16 - 14).to_be_bytes());
+        t[24..26].fill(0);
+        let sum: u32 = t[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+        let folded = (sum & 0xffff) + (sum >> 16);
+        let c = !(((folded & 0xffff) + (folded >> 16)) as u16);
+        t[24..26].copy_from_slice(&c.to_be_bytes());
+        t[38..40].copy_from_slice(&(128u16 - 34).to_be_bytes());
+        t[40..42].fill(0);
+        t
+    }
+
+    /// Runs `b` with every 5th data frame 20 µs late (spraying) and every `trim_every`-th data
+    /// frame trimmed (0: none) or, with `drop_nth`, that one data frame lost.
+    fn run_uet(b: &Built, trim_every: u64, drop_nth: Option<u64>) -> (Vec<crate::nic::job::Report>, u64) {
+        let (mut data, mut trims) = (0u64, 0u64);
+        let trimmed: std::cell::RefCell<Vec<Vec<u8>>> = Default::default();
+        let reports = {
+            let delay = |k: u64, f: &[u8]| -> Option<u64> {
+                if !is_uet_data(f) {
+                    return Some(3_000);
+                }
+                data += 1;
+                if drop_nth == Some(data) {
+                    return None;
+                }
+                if trim_every > 0 && data.is_multiple_of(trim_every) && f.len() > 128 {
+                    trims += 1;
+                    trimmed.borrow_mut().push(trim(f));
+                    return None;
+                }
+                Some(if k.is_multiple_of(5) { 23_000 } else { 3_000 })
+            };
+            run_over_with(b, delay, &trimmed)
+        };
+        (reports, trims)
+    }
+
+    #[test]
+    fn every_collective_runs_verified_over_uet_with_spraying_and_trimming() {
+        let opts = BuildOptions { uet: Some(UetOptions { spray: true, trim_dscp: None }), ..Default::default() };
+        for kind in [Kind::AllReduce, Kind::AllToAll, Kind::Incast, Kind::Broadcast] {
+            let b = build(kind, &hosts(3, 2), 300_000, &opts).unwrap();
+            assert!(b.jobs.iter().all(|j| j.nics.iter().all(|n| n.uet.is_some() && !n.dcqcn)));
+            let (r, trims) = run_uet(&b, 20, None);
+            assert!(all_verified(&r), "{kind:?}: {r:#?}");
+            let pdcs: Vec<_> = r.iter().flat_map(|x| x.qps.iter()).filter_map(|q| q.pdc.clone()).collect();
+            let sum = |f: fn(&crate::nic::job::PdcReport) -> u64| pdcs.iter().map(f).sum::<u64>();
+            assert!(trims > 0, "{kind:?}");
+            assert_eq!(sum(|p| p.trimmed_received), trims, "{kind:?}: every trimmed packet was seen as trimmed");
+            assert_eq!(sum(|p| p.nacks_trimmed), trims, "{kind:?}: and NACKed");
+            assert_eq!(sum(|p| p.retransmitted_on_nack), trims, "{kind:?}: and sent again");
+            assert_eq!(sum(|p| p.retransmitted_on_timeout), 0, "{kind:?}: without a timeout");
+            let (_, _, ooo) = totals(&r);
+            assert!(ooo > 0, "{kind:?}: sprayed packets arrived out of order");
+            assert!(pdcs.iter().filter(|p| p.entropies > 0).all(|p| p.entropies > 8), "{kind:?}: {pdcs:?}");
+        }
+    }
+
+    #[test]
+    fn a_lost_uet_packet_is_sent_again_after_the_timeout() {
+        let opts = BuildOptions { uet: Some(UetOptions { spray: false, trim_dscp: None }), ..Default::default() };
+        let b = build(Kind::Incast, &hosts(3, 1), 200_000, &opts).unwrap();
+        let (r, _) = run_uet(&b, 0, Some(30));
+        assert!(all_verified(&r), "{r:#?}");
+        let pdcs: Vec<_> = r.iter().flat_map(|x| x.qps.iter()).filter_map(|q| q.pdc.clone()).collect();
+        assert_eq!(pdcs.iter().map(|p| p.retransmitted_on_timeout).sum::<u64>(), 1);
+        assert_eq!(pdcs.iter().map(|p| p.nacks_trimmed).sum::<u64>(), 0);
+        assert!(pdcs.iter().all(|p| p.entropies <= 1), "one entropy per PDC without spraying: {pdcs:?}");
     }
 
     #[test]

@@ -69,10 +69,12 @@ mod report;
 mod setup;
 #[cfg(test)]
 mod testkit;
+mod uet;
 
 use index::IndexTable;
 use pacer::NicPacer;
 use reduce::{Coll, SendRing};
+use uet::{Pdc, UetCtrl};
 
 pub use pacer::WIRE_OVERHEAD_BYTES;
 pub use reduce::CollectiveSpecError;
@@ -116,6 +118,8 @@ pub struct NicConfig {
     pub dcqcn: bool,
     /// DSCPs and PFC priorities of data/ACK frames and CNPs.
     pub classes: job::NicClasses,
+    /// UET instead of RoCEv2 ([`uet`]).
+    pub uet: Option<job::UetSpec>,
 }
 
 /// One NIC: its configuration, PFC state, shaper, control queues and requester QPs.
@@ -128,6 +132,8 @@ struct Nic {
     link_up: bool,
     acks: VecDeque<(usize, AckPacket)>,
     cnps: VecDeque<usize>,
+    /// UET ACKs and NACKs owed.
+    uet_ctrl: VecDeque<(usize, UetCtrl)>,
     qps: Vec<usize>,
     rr: usize,
     c: NicCounters,
@@ -159,6 +165,54 @@ struct Qp {
     np: usize,
     /// CNPs its responder queued (immediate and deferred).
     cnps_sent: u64,
+    /// On a UET NIC: its PDC (then `sender` and `receiver` are `None`).
+    pdc: Option<Pdc>,
+}
+
+impl Qp {
+    /// It sends (an RC requester or a PDC's sending end).
+    fn has_requester(&self) -> bool {
+        self.sender.is_some() || self.pdc.as_ref().is_some_and(|p| p.tx.is_some())
+    }
+
+    /// It receives (an RC responder or a PDC's receiving end).
+    fn has_responder(&self) -> bool {
+        self.receiver.is_some() || self.pdc.as_ref().is_some_and(|p| p.rx.is_some())
+    }
+
+    /// Its responder owes an ACK it has not queued yet.
+    fn owes_ack(&self) -> bool {
+        self.receiver.as_ref().is_some_and(|r| r.owes_ack())
+            || self.pdc.as_ref().and_then(|p| p.rx.as_ref()).is_some_and(|x| x.r.owes_ack())
+    }
+
+    /// Request packets its responder completed in PSN order.
+    fn rx_packets_completed(&self) -> u64 {
+        match (&self.receiver, &self.pdc) {
+            (Some(r), _) => r.counters().packets_completed,
+            (None, Some(p)) => p.packets_completed(),
+            _ => 0,
+        }
+    }
+
+    /// Its responder's region of `rkey`.
+    fn rx_region(&self, rkey: u32) -> Option<&crate::receiver::MemoryRegion> {
+        match (&self.receiver, &self.pdc) {
+            (Some(r), _) => r.region(rkey),
+            (None, Some(p)) => p.rx.as_ref().map(|x| &x.region).filter(|m| m.rkey == rkey),
+            _ => None,
+        }
+    }
+
+    /// Packets its requester sent again.
+    fn retransmitted(&self) -> u64 {
+        let rc = self.sender.as_ref().map_or(0, |s| s.counters().retransmitted_packets);
+        let uet = self.pdc.as_ref().and_then(|p| p.tx.as_ref()).map_or(0, |t| {
+            let c = t.counters();
+            c.retransmitted_on_nack + c.retransmitted_on_timeout
+        });
+        rc + uet
+    }
 }
 
 /// A QP's alternate path, resolved: the local NIC port, the peer's address and the next hop.
@@ -208,8 +262,7 @@ impl Engine {
             m.cnps_received += n.c.cnps_received;
             m.pfc_frames_received += n.pfc.frames_received();
         }
-        m.retransmitted_packets =
-            self.qps.iter().filter_map(|q| q.sender.as_ref()).map(|s| s.counters().retransmitted_packets).sum();
+        m.retransmitted_packets = self.qps.iter().map(Qp::retransmitted).sum();
         for (id, at) in c.milestones_hit.drain(..) {
             self.milestones.push(job::MilestoneReport { id, at_ns: at, ..m });
         }
@@ -363,6 +416,18 @@ impl Engine {
             }
             return;
         }
+        if nic.cfg.uet.is_some() {
+            if let Some((qi, received, acked)) = self.on_uet_frame(nic_idx, frame, now) {
+                if received || acked {
+                    if let Some(c) = self.coll.as_mut() {
+                        c.touch_qp(qi, received, acked);
+                        c.progress(&mut self.qps, now);
+                    }
+                    self.record_milestones();
+                }
+            }
+            return;
+        }
         let p = match ParsedFrame::parse(frame) {
             Ok(p) => p,
             Err(_) => {
@@ -484,6 +549,10 @@ impl Engine {
             Self::push_cnp(&mut nics[qp.nic], qi);
         });
         for qi in 0..self.qps.len() {
+            if self.qps[qi].pdc.is_some() {
+                self.poll_uet(qi, now);
+                continue;
+            }
             let qp = &mut self.qps[qi];
             let mut migrate = false;
             if let Some(s) = qp.sender.as_mut() {
@@ -514,6 +583,24 @@ impl Engine {
         }
         let paused = nic.pfc.paused_mask(now);
         let cl = nic.cfg.classes;
+        if nic.cfg.uet.is_some() {
+            if paused & (1 << cl.data_priority) != 0 {
+                return None;
+            }
+            return match self.next_uet_frame(nic_idx, buf, now)? {
+                Ok(n) => {
+                    let nic = &mut self.nics[nic_idx];
+                    nic.pacer.charge_frame(n, now);
+                    nic.c.tx_frames += 1;
+                    nic.c.tx_bytes += n as u64;
+                    Some(n)
+                }
+                Err(()) => {
+                    self.nics[nic_idx].c.tx_errors += 1;
+                    None
+                }
+            };
+        }
         let mut len = None;
         if paused & (1 << cl.cnp_priority) == 0 {
             if let Some(qi) = nic.cnps.pop_front() {
@@ -603,6 +690,40 @@ impl Engine {
                         if let Some(r) = qp.sender.as_ref().and_then(|s| s.retransmit_deadline()) {
                             at(r);
                         }
+                        if let Some(p) = &qp.pdc {
+                            if let Some(r) = p.rx.as_ref().and_then(|x| x.r.next_deadline()) {
+                                at(r);
+                            }
+                            if let Some(r) = p.tx.as_ref().and_then(|t| t.retransmit_deadline()) {
+                                at(r);
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
+            if nic.cfg.uet.is_some() {
+                let paused = nic.pfc.paused_mask(now) & (1 << nic.cfg.classes.data_priority) != 0;
+                if let Some(r) = nic.pfc.next_resume(now) {
+                    at(r);
+                }
+                let ready = nic.pacer.ready_at(now);
+                if !paused && !nic.uet_ctrl.is_empty() {
+                    at(ready);
+                }
+                for &qi in &nic.qps {
+                    let qp = &self.qps[qi];
+                    let Some(p) = qp.pdc.as_ref().filter(|_| qp.error.is_none()) else { continue };
+                    if let Some(r) = p.rx.as_ref().and_then(|x| x.r.next_deadline()) {
+                        at(r);
+                    }
+                    if let Some(t) = &p.tx {
+                        if let Some(r) = t.retransmit_deadline() {
+                            at(r);
+                        }
+                        if !paused && t.has_work() {
+                            at(ready);
+                        }
                     }
                 }
                 continue;
@@ -653,13 +774,13 @@ impl Engine {
             return false;
         }
         // ACKs queued for transmission are still owed.
-        if self.nics.iter().any(|n| !n.acks.is_empty()) {
+        if self.nics.iter().any(|n| !n.acks.is_empty() || !n.uet_ctrl.is_empty()) {
             return false;
         }
         self.qps.iter().all(|q| {
             q.error.is_some()
-                || ((q.sender.is_none() || q.send_done.is_some())
-                    && q.receiver.as_ref().is_none_or(|r| q.recv_done.is_some() && !r.owes_ack()))
+                || ((!q.has_requester() || q.send_done.is_some())
+                    && (!q.has_responder() || (q.recv_done.is_some() && !q.owes_ack())))
         })
     }
 
@@ -667,10 +788,10 @@ impl Engine {
     pub fn finish_time(&self) -> Option<u64> {
         let mut t = self.start.max(self.coll.as_ref().map_or(0, |c| c.nvlink_last));
         for q in &self.qps {
-            if q.sender.is_some() {
+            if q.has_requester() {
                 t = t.max(q.send_done?);
             }
-            if q.receiver.is_some() {
+            if q.has_responder() {
                 t = t.max(q.recv_done?);
             }
         }
@@ -681,7 +802,7 @@ impl Engine {
     pub fn region(&self, qpn: u32) -> Option<&[u8]> {
         let q = &self.qps[self.by_qpn.get(qpn)?];
         let r = q.spec.recv.as_ref()?;
-        Some(&q.receiver.as_ref()?.region(r.rkey)?.data)
+        Some(&q.rx_region(r.rkey)?.data)
     }
 
     /// Rank `rank`'s collective buffer.

@@ -296,14 +296,14 @@ impl Coll {
         let mut changed = false;
         let (qi, ref list, applied) = self.recvq[k];
         let qp = &qps[qi];
-        let (Some(rx), Some(spec)) = (qp.receiver.as_ref(), qp.spec.recv.as_ref()) else { return false };
+        let Some(spec) = qp.spec.recv.as_ref().filter(|_| qp.has_responder()) else { return false };
         // Completion by PSN range: with out-of-order placement a transfer's packets may all be
         // placed while an earlier one still misses some.
-        let completed = rx.counters().packets_completed;
+        let completed = qp.rx_packets_completed();
         let mut next = applied;
         while next < list.len() && list[next].1 <= completed {
             let r = &self.spec.recvs[list[next].0];
-            let Some(region) = rx.region(spec.rkey) else { break };
+            let Some(region) = qp.rx_region(spec.rkey) else { break };
             let src = &region.data[r.staging_offset as usize..(r.staging_offset + r.len) as usize];
             let b = &mut self.bufs[self.rank_idx.get(r.rank).expect("collective rank")];
             apply_op(r.op, src, &mut b[r.dst_offset as usize..(r.dst_offset + r.len) as usize]);
@@ -434,6 +434,10 @@ impl Coll {
             let msg = WriteMessage { remote_va: x.remote_va, rkey, len: x.len as u32 };
             if let Some(s) = qp.sender.as_mut() {
                 if let Err(e) = s.post_write(x.id as u64, off, msg) {
+                    qp.error.get_or_insert_with(|| format!("posting collective transfer {}: {e}", x.id));
+                }
+            } else if let Some(t) = qp.pdc.as_mut().and_then(|p| p.tx.as_mut()) {
+                if let Err(e) = t.post_write(x.id as u64, off, x.remote_va, x.len) {
                     qp.error.get_or_insert_with(|| format!("posting collective transfer {}: {e}", x.id));
                 }
             }

@@ -112,8 +112,64 @@ impl Engine {
                 ok &= v;
             }
         }
+        if let Some(p) = &q.pdc {
+            ok &= self.pdc_report(q, p, &mut r, verify);
+        }
         ok &= q.error.is_none();
         (r, ok)
+    }
+
+    /// Fills UET QP `q`'s report `r` from its PDC `p`; whether its ends are done (and verified).
+    fn pdc_report(&self, q: &Qp, p: &super::uet::Pdc, r: &mut QpReport, verify: bool) -> bool {
+        let d = self.dilation;
+        let mut ok = true;
+        let mut pr = crate::nic::job::PdcReport {
+            spdcid: p.local_id,
+            dpdcid: p.peer_id.unwrap_or(0),
+            entropies: p.entropy_count(),
+            ..Default::default()
+        };
+        if let Some(t) = &p.tx {
+            let c = t.counters();
+            r.send_bytes = q.send_total;
+            r.send_completed_bytes = q.send_acked;
+            r.packets_sent = c.packets_sent;
+            r.retransmitted_packets = c.retransmitted_on_nack + c.retransmitted_on_timeout;
+            r.timeouts = c.retransmitted_on_timeout;
+            r.naks_received = c.nacks_trimmed + c.nacks_other;
+            r.rate_bps = self.nics[q.nic].cfg.emulated_line_rate_bps;
+            r.send_done_ns = q.send_done.map(|t| d.to_emulated_ns(t - self.start));
+            r.goodput_bps = r.send_done_ns.filter(|&d| d > 0).map(|d| q.send_acked as f64 * 8e9 / d as f64);
+            pr.retransmitted_on_nack = c.retransmitted_on_nack;
+            pr.retransmitted_on_timeout = c.retransmitted_on_timeout;
+            pr.nacks_trimmed = c.nacks_trimmed;
+            pr.nacks_other = c.nacks_other;
+            pr.cwnd_bytes = t.cwnd();
+            pr.window_cuts = c.window_cuts;
+            ok &= q.send_done.is_some();
+        }
+        if let Some(x) = &p.rx {
+            let c = x.r.counters();
+            r.recv_bytes = q.recv_len;
+            r.bytes_placed = c.bytes_placed;
+            r.packets_received = c.packets_received;
+            r.duplicates = c.duplicates;
+            r.out_of_order = c.out_of_order;
+            r.naks_sent = c.nacks_sent;
+            r.acks_sent = c.acks_sent;
+            r.ce_marked = c.ce_marked;
+            r.recv_done_ns = q.recv_done.map(|t| d.to_emulated_ns(t - self.start));
+            pr.trimmed_received = c.trimmed;
+            pr.dropped = c.dropped;
+            ok &= q.recv_done.is_some();
+            if let Some(seed) = q.spec.recv.as_ref().and_then(|r| r.expect_seed).filter(|_| verify) {
+                let v = pattern::first_mismatch(&x.region.data, seed).is_none();
+                r.verified = Some(v);
+                ok &= v;
+            }
+        }
+        r.pdc = Some(pr);
+        ok
     }
 
     /// NIC `n`'s report at `now` (times emulated).
@@ -201,8 +257,11 @@ impl Engine {
             }
             if let Some(r) = &q.receiver {
                 if q.recv_done.is_none() || r.owes_ack() || (q.error.is_some() && q.sender.is_none()) {
-                    out.push(self.responder_stall(q, r, base));
+                    out.push(self.responder_stall(q, r, base.clone()));
                 }
+            }
+            if let Some(p) = &q.pdc {
+                out.extend(self.pdc_stalls(q, p, base));
             }
         }
         out
@@ -250,6 +309,49 @@ impl Engine {
         }
     }
 
+    /// The stalls of UET QP `q`'s PDC `p`: an unfinished sending end, an unfinished receiving
+    /// end (`base`: the QP's part).
+    fn pdc_stalls(&self, q: &Qp, p: &super::uet::Pdc, base: QpStall) -> Vec<QpStall> {
+        let mut out = Vec::new();
+        if let Some(t) = &p.tx {
+            if q.send_done.is_none() || q.error.is_some() {
+                let waiting_for = if q.error.is_some() {
+                    "nothing: the PDC failed".to_string()
+                } else if t.inflight() > 0 {
+                    format!("ACKs of {} bytes in flight (window {} bytes)", t.inflight(), t.cwnd())
+                } else if t.has_work() {
+                    "its turn to send".to_string()
+                } else {
+                    "data to send (a collective dependency)".to_string()
+                };
+                let c = t.counters();
+                out.push(QpStall {
+                    role: "requester".into(),
+                    timeouts: c.retransmitted_on_timeout,
+                    waiting_for,
+                    ..base.clone()
+                });
+            }
+        }
+        if let Some(x) = &p.rx {
+            if q.recv_done.is_none() || x.r.owes_ack() {
+                let waiting_for = if q.recv_done.is_none() {
+                    format!("{} more bytes from its peer", q.recv_len.saturating_sub(x.r.counters().bytes_placed))
+                } else {
+                    "sending the ACK it owes".to_string()
+                };
+                out.push(QpStall {
+                    role: "responder".into(),
+                    placed_bytes: x.r.counters().bytes_placed,
+                    expected_bytes: q.recv_len,
+                    waiting_for,
+                    ..base
+                });
+            }
+        }
+        out
+    }
+
     /// The stall of QP `q`'s unfinished responder `r` (`base`: the QP's part).
     fn responder_stall(&self, q: &Qp, r: &Receiver, base: QpStall) -> QpStall {
         let pause = if base.paused_now { " (its priority is paused by PFC)" } else { "" };
@@ -288,7 +390,7 @@ impl Engine {
                 continue;
             }
             let qp = &self.qps[*qi];
-            let got = qp.receiver.as_ref().map_or(0, |x| x.counters().packets_completed);
+            let got = qp.rx_packets_completed();
             let first = if *applied == 0 { 0 } else { list[*applied - 1].1 };
             parts.push(format!(
                 "transfer {} on QP {:#x} ({}): {} of {} packets",

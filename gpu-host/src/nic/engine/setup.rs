@@ -17,6 +17,7 @@ use crate::psn::Psn;
 use crate::receiver::{MemoryRegion, Receiver, ReceiverConfig};
 use crate::segment::{PathMtu, SegmentMode, WriteMessage};
 use crate::sender::{Sender, SenderConfig};
+use crate::uet::{PdcReceiver, PdcSender};
 use rocefab_wire::roce::udp_src_port_for_qp;
 
 /// Errors building an engine.
@@ -123,10 +124,16 @@ impl Engine {
                     )));
                 }
             }
+            if nic.cfg.uet.is_some() {
+                let id = u16::try_from(qps.len() + 1).map_err(|_| e("a UET host has at most 65,535 PDCs".into()))?;
+                qp.pdc = Some(super::uet::Pdc::new(id));
+                // A PDC sprays over every path: no alternate path to migrate to.
+                qp.alt = None;
+            }
             if let Some(s) = &q.send {
                 attach_requester(&mut qp, job, s, coll.sends.get(&q.qpn).copied(), nic, d, now)?;
-                if q.alt.is_some() {
-                    qp.sender.as_mut().expect("attached above").set_alternate_path_armed(true);
+                if let Some(sender) = qp.sender.as_mut().filter(|_| q.alt.is_some()) {
+                    sender.set_alternate_path_armed(true);
                 }
             }
             if let Some(r) = &q.recv {
@@ -177,8 +184,9 @@ fn build_nic(i: usize, n: &NicSpec, path_mtu: Option<PathMtu>, d: Dilation, now:
         emulated_line_rate_bps: n.line_rate_bps,
         path_mtu,
         write_only: n.write_only,
-        dcqcn: n.dcqcn,
+        dcqcn: n.dcqcn && n.uet.is_none(),
         classes: n.classes,
+        uet: n.uet,
     };
     n.classes.validate().map_err(|x| e(format!("{}: classes: {x}", n.name)))?;
     let pfc = NicPfc::new(cfg.line_rate_bps, n.classes.pfc_enable).map_err(|x| e(x.to_string()))?;
@@ -190,6 +198,7 @@ fn build_nic(i: usize, n: &NicSpec, path_mtu: Option<PathMtu>, d: Dilation, now:
         link_up: true,
         acks: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
         cnps: VecDeque::with_capacity(CTRL_QUEUE_CAPACITY),
+        uet_ctrl: VecDeque::with_capacity(if n.uet.is_some() { CTRL_QUEUE_CAPACITY } else { 0 }),
         qps: Vec::new(),
         rr: 0,
         c: NicCounters::default(),
@@ -234,6 +243,7 @@ fn new_qp(q: &QpSpec) -> Result<Qp, EngineError> {
         error: None,
         np: 0,
         cnps_sent: 0,
+        pdc: None,
     })
 }
 
@@ -312,7 +322,10 @@ fn attach_requester(
     now: u64,
 ) -> Result<(), EngineError> {
     let e = qp_error(qp.spec.qpn);
-    let mut sender = Sender::new(requester_config(s, nic, d, job.dcqcn), now).map_err(|x| e(x.to_string()))?;
+    let mut requester = match (qp.pdc.as_ref(), nic.cfg.uet) {
+        (Some(p), Some(u)) => Requester::Uet(PdcSender::new(uet_sender_config(s, nic, &u, qp.sport, d), p.local_id)),
+        _ => Requester::Rc(Sender::new(requester_config(s, nic, d, job.dcqcn), now).map_err(|x| e(x.to_string()))?),
+    };
     let len = usize::try_from(s.len).map_err(|_| e("send.len too large".into()))?;
     let coll_bytes = coll.map_or(0, |c| c.total);
     qp.send_total = s.len + coll_bytes;
@@ -330,16 +343,55 @@ fn attach_requester(
     let mut wr = 0u64;
     while off < s.len {
         let n = (s.len - off).min(s.message_bytes);
-        let msg = WriteMessage { remote_va: s.remote_va + off, rkey: s.rkey, len: n as u32 };
-        sender.post_write(wr, off, msg).map_err(|x| e(format!("posting write {wr}: {x}")))?;
+        let posted = match &mut requester {
+            Requester::Rc(sender) => {
+                let msg = WriteMessage { remote_va: s.remote_va + off, rkey: s.rkey, len: n as u32 };
+                sender.post_write(wr, off, msg).map_err(|x| x.to_string())
+            }
+            Requester::Uet(tx) => tx.post_write(wr, off, s.remote_va + off, n).map_err(|x| x.to_string()),
+        };
+        posted.map_err(|x| e(format!("posting write {wr}: {x}")))?;
         off += n;
         wr += 1;
     }
     if qp.send_total == 0 {
         qp.send_done = Some(now);
     }
-    qp.sender = Some(sender);
+    match requester {
+        Requester::Rc(sender) => qp.sender = Some(sender),
+        Requester::Uet(tx) => qp.pdc.as_mut().expect("a UET QP has its PDC").tx = Some(tx),
+    }
     Ok(())
+}
+
+/// A requester being built: RC or a UET PDC's sending end (short-lived, so unboxed).
+#[allow(clippy::large_enum_variant)]
+enum Requester {
+    Rc(Sender),
+    Uet(PdcSender),
+}
+
+/// Packets a UET receiver tracks beyond its cumulative PSN (at least any sender's window).
+pub const UET_RECEIVE_WINDOW_PACKETS: u32 = 4096;
+
+/// The wall-clock configuration of a UET PDC's sending end for `s` on `nic` at dilation `d`:
+/// packets of the path MTU (so a collective's transfers have the packet counts RoCEv2's have),
+/// the job's window (at most [`UET_RECEIVE_WINDOW_PACKETS`]) as both the sequence window and
+/// the largest congestion window, the job's local ACK timeout × D as the retransmission timeout,
+/// IBTA's retry count of 7.
+fn uet_sender_config(s: &SendSpec, nic: &Nic, u: &job::UetSpec, sport: u16, d: Dilation) -> crate::uet::SenderConfig {
+    let mtu = nic.cfg.path_mtu.bytes();
+    let window = s.window_packets.clamp(1, UET_RECEIVE_WINDOW_PACKETS);
+    crate::uet::SenderConfig {
+        max_payload: mtu,
+        start_psn: s.psn,
+        window_packets: window,
+        init_cwnd_bytes: u64::from(window) * u64::from(mtu),
+        max_cwnd_bytes: u64::from(window) * u64::from(mtu),
+        rto_ns: d.duration(s.retransmit_timeout_ns).max(1),
+        max_retransmissions: 7,
+        entropy: super::uet::entropy(u, sport),
+    }
 }
 
 /// The wall-clock configuration of a requester for `s` on `nic` at dilation `d`.
@@ -376,7 +428,17 @@ fn attach_responder(
     cfg.initial_psn = Psn::new(r.psn);
     let len = usize::try_from(r.len).map_err(|_| e("recv.len too large".into()))?;
     let mr = MemoryRegion { va: r.va, rkey: r.rkey, data: prefaulted(len, len) };
-    qp.receiver = Some(Receiver::new(cfg, vec![mr]).map_err(|x| e(x.to_string()))?);
+    if let Some(p) = qp.pdc.as_mut() {
+        let rc = crate::uet::ReceiverConfig {
+            window_packets: UET_RECEIVE_WINDOW_PACKETS,
+            // uet-htsim's UecSink::_bytes_unacked_threshold.
+            ack_every_bytes: 16384,
+            ack_delay_ns: cfg.ack_delay_ns.unwrap_or(0),
+        };
+        p.rx = Some(super::uet::PdcRx { r: PdcReceiver::new(rc), region: mr, start_psn: r.psn });
+    } else {
+        qp.receiver = Some(Receiver::new(cfg, vec![mr]).map_err(|x| e(x.to_string()))?);
+    }
     qp.recv_len = coll_recv_bytes.unwrap_or(r.len);
     if qp.recv_len == 0 {
         qp.recv_done = Some(now);
