@@ -192,7 +192,7 @@ pub struct TrainReport {
     pub compute_ns: u64,
     pub broadcast_algo: String,
     pub rings: String,
-    /// The NICs ran DCQCN.
+    /// The NICs ran DCQCN (never over UET, whose window reacts to ECN itself).
     pub dcqcn: bool,
     pub time_dilation: f64,
     pub rendezvous: Rendezvous,
@@ -266,7 +266,7 @@ pub fn render_log(r: &TrainReport) -> String {
     let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
     let mut s = format!(
         "rocefab train {}: {} ranks on {} hosts (torchrun: {} nodes x {} procs), {} params ({} of fp32 gradients), \
-         {} buckets of {}, compute {} per iteration, {} broadcast, rings {}, DCQCN {}; times emulated (time dilation {})\n",
+         {} buckets of {}, compute {} per iteration, {} broadcast, rings {}, {}; times emulated (time dilation {})\n",
         r.fabric,
         r.ranks,
         r.hosts,
@@ -279,7 +279,11 @@ pub fn render_log(r: &TrainReport) -> String {
         d(r.compute_ns),
         r.broadcast_algo,
         r.rings,
-        if r.dcqcn { "on" } else { "off" },
+        match (r.network.transport == "uet", r.dcqcn) {
+            (true, _) => "UET (RUD PDCs, window congestion control)",
+            (false, true) => "RoCEv2, DCQCN on",
+            (false, false) => "RoCEv2, DCQCN off",
+        },
         r.time_dilation
     );
     s += &format!(
@@ -493,7 +497,7 @@ pub fn run(a: &TrainArgs) -> anyhow::Result<()> {
             Ring::RailAligned => "rail-aligned".into(),
         },
         time_dilation: fh.dilation.factor(),
-        dcqcn: !a.no_dcqcn,
+        dcqcn: !a.no_dcqcn && a.job.transport == crate::job::Transport::Rocev2,
         rendezvous,
         broadcast_ns,
         broadcast_counters: counters[0],

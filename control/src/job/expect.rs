@@ -40,6 +40,10 @@ const WIRE_OVERHEAD: u64 = 14 + 20 + 8 + 12 + 4 + 4 + 8 + 12;
 const RETH: u64 = 16;
 /// An ACK on the wire: the overhead above and an AETH (4), 86 bytes.
 const ACK_WIRE: u64 = WIRE_OVERHEAD + 4;
+/// Bytes a UET packet takes on the wire besides its payload (IPv4): Ethernet 14, IPv4 20, UDP 8,
+/// PDS RUD request 12, SES standard request 44, FCS 4, preamble and SFD 8, inter-frame gap 12
+/// (`rocefab_wire::uet`; no ICRC, no RETH).
+const UET_WIRE_OVERHEAD: u64 = 14 + 20 + 8 + 12 + 44 + 4 + 8 + 12;
 /// IPv6's header is 20 bytes longer than IPv4's.
 const IPV6_EXTRA: u64 = 20;
 /// The longest path traced (switches crossed).
@@ -193,14 +197,19 @@ fn cross(path: &[Link], wire: &[u64], departs: &mut [u64]) {
     }
 }
 
-/// The wire bytes of a WRITE of `len` bytes at path MTU `mtu`: one entry per packet.
-fn write_frames(len: u64, mtu: u64, ipv6: bool) -> Vec<u64> {
+/// The wire bytes of a WRITE of `len` bytes at path MTU `mtu`: one entry per packet (UET: its
+/// packets carry the SES header instead of BTH, RETH and ICRC).
+fn write_frames(len: u64, mtu: u64, ipv6: bool, uet: bool) -> Vec<u64> {
     let extra = if ipv6 { IPV6_EXTRA } else { 0 };
     let n = len.div_ceil(mtu).max(1);
     (0..n)
         .map(|i| {
             let payload = if i + 1 == n { len - mtu * (n - 1) } else { mtu };
-            payload + WIRE_OVERHEAD + extra + if i == 0 { RETH } else { 0 }
+            if uet {
+                payload + UET_WIRE_OVERHEAD + extra
+            } else {
+                payload + WIRE_OVERHEAD + extra + if i == 0 { RETH } else { 0 }
+            }
         })
         .collect()
 }
@@ -269,7 +278,7 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
                     deps: s.deps.clone(),
                     nic: (h, qp.nic),
                     path,
-                    wire: write_frames(s.len, mtu, qp.peer_ip.is_ipv6()),
+                    wire: write_frames(s.len, mtu, qp.peer_ip.is_ipv6(), nic.uet.is_some()),
                     after_arrival: s.deps.iter().any(|d| recv_ids.contains(d)),
                 },
             );
@@ -437,6 +446,15 @@ mod tests {
     /// Store and forward on delayed ports: a frame is at the next hop its serialisation and
     /// the delay after it started, and an egress starts it once it is all there and the
     /// previous frame has left.
+    #[test]
+    fn uet_packets_carry_the_ses_header_instead_of_bth_reth_and_icrc() {
+        // 14 + 20 + 8 + 12 (PDS) + 44 (SES) + 4 + 8 + 12 = 122 bytes besides the payload.
+        assert_eq!(write_frames(2500, 1024, false, true), vec![1146, 1146, 574]);
+        assert_eq!(write_frames(2500, 1024, true, true), vec![1166, 1166, 594]);
+        // RoCEv2: 82 bytes, and the RETH (16) on the first packet.
+        assert_eq!(write_frames(2500, 1024, false, false), vec![1122, 1106, 534]);
+    }
+
     #[test]
     fn frames_cross_delayed_ports_store_and_forward_and_undelayed_ones_at_their_first_bit() {
         let l = |delay_ns| Link { rate_bps: 1_000_000_000, delay_ns, id: LinkId::Port(0, 0) };

@@ -29,6 +29,8 @@ pub(crate) struct FabricHosts {
     pub dilation: Dilation,
     pub dcqcn: rocefab_contracts::dcqcn::DcqcnProfile,
     pub dcqcn_np: rocefab_contracts::dcqcn::NpSettings,
+    /// The first switch's DSCP → traffic class map (a UET NIC's data priority follows it).
+    pub dscp_to_tc: Vec<u8>,
 }
 
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
@@ -56,6 +58,7 @@ pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
         dilation: st.clock()?.dilation(),
         dcqcn: topo.dcqcn,
         dcqcn_np: topo.dcqcn_np,
+        dscp_to_tc: plan.switches.first().map_or_else(|| vec![0; 64], |s| s.config.dscp_to_tc.clone()),
     })
 }
 
@@ -206,6 +209,8 @@ pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobArgs, timeout: u
         uet: (s.transport == super::Transport::Uet).then_some(gpu_host::nic::collective_job::UetOptions {
             spray: s.uet_entropy == super::UetEntropy::Spray,
             trim_dscp: None,
+            dscp: s.uet_dscp,
+            priority: f.dscp_to_tc.get(usize::from(s.uet_dscp)).copied().unwrap_or(0),
         }),
     }
 }

@@ -65,6 +65,11 @@ pub struct JobArgs {
     /// UET: a different entropy (UDP source port) per packet (`spray`) or one per PDC (`pdc`).
     #[arg(long, value_enum, default_value_t = UetEntropy::Spray)]
     pub uet_entropy: UetEntropy,
+    /// UET: the DSCP of data and ACKs. The default, 26, is not in the reference design's DSCP
+    /// map, so UET lands in the lossy default class (no PFC), where switches may trim
+    /// (`qos.trim`); 24 puts it in RoCEv2's lossless class.
+    #[arg(long, default_value_t = 26, value_parser = clap::value_parser!(u8).range(0..64))]
+    pub uet_dscp: u8,
     /// How requesters cut their writes: first-middle-last (standard RC) or write-only (every
     /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
     #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]

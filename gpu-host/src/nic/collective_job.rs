@@ -122,6 +122,10 @@ pub struct UetOptions {
     pub spray: bool,
     /// The DSCP trimmed packets carry, if the fabric remarks them.
     pub trim_dscp: Option<u8>,
+    /// DSCP of data and ACKs, and the priority the fabric maps it to (a PFC pause of it stops
+    /// the NIC, if PFC is on for it).
+    pub dscp: u8,
+    pub priority: u8,
 }
 
 /// The SES JobID of a job named `name`: 24 bits of its FNV-1a hash (every host of a job
@@ -520,7 +524,10 @@ fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
                 path_mtu: None,
                 write_only: opts.segment == SegmentMode::WriteOnlyPerPacket,
                 dcqcn: opts.dcqcn_on && opts.uet.is_none(),
-                classes: n.classes,
+                classes: match opts.uet {
+                    Some(u) => super::job::NicClasses { data_dscp: u.dscp, data_priority: u.priority, ..n.classes },
+                    None => n.classes,
+                },
                 uet: opts.uet.map(|u| super::job::UetSpec {
                     job_id: uet_job_id(&opts.job_name),
                     pid_on_fep: (i & 0xfff) as u16,
@@ -880,7 +887,10 @@ mod tests {
 
     #[test]
     fn every_collective_runs_verified_over_uet_with_spraying_and_trimming() {
-        let opts = BuildOptions { uet: Some(UetOptions { spray: true, trim_dscp: None }), ..Default::default() };
+        let opts = BuildOptions {
+            uet: Some(UetOptions { spray: true, trim_dscp: None, dscp: 24, priority: 3 }),
+            ..Default::default()
+        };
         for kind in [Kind::AllReduce, Kind::AllToAll, Kind::Incast, Kind::Broadcast] {
             let b = build(kind, &hosts(3, 2), 300_000, &opts).unwrap();
             assert!(b.jobs.iter().all(|j| j.nics.iter().all(|n| n.uet.is_some() && !n.dcqcn)));
@@ -901,7 +911,10 @@ mod tests {
 
     #[test]
     fn a_lost_uet_packet_is_sent_again_after_the_timeout() {
-        let opts = BuildOptions { uet: Some(UetOptions { spray: false, trim_dscp: None }), ..Default::default() };
+        let opts = BuildOptions {
+            uet: Some(UetOptions { spray: false, trim_dscp: None, dscp: 24, priority: 3 }),
+            ..Default::default()
+        };
         let b = build(Kind::Incast, &hosts(3, 1), 200_000, &opts).unwrap();
         let (r, _) = run_uet(&b, 0, Some(30));
         assert!(all_verified(&r), "{r:#?}");
