@@ -53,6 +53,11 @@ fn qp_value(q: &rocefab_contracts::job::QpReport, name: &str) -> u64 {
         "out_of_sequence_packets" => q.out_of_sequence,
         "out_of_order_packets" => q.out_of_order,
         "acks_sent" => q.acks_sent,
+        "uet_trimmed_nacks_received" => q.pdc.as_ref().map_or(0, |p| p.nacks_trimmed),
+        "uet_trimmed_packets_received" => q.pdc.as_ref().map_or(0, |p| p.trimmed_received),
+        "uet_retransmitted_on_nack_packets" => q.pdc.as_ref().map_or(0, |p| p.retransmitted_on_nack),
+        "uet_retransmitted_on_timeout_packets" => q.pdc.as_ref().map_or(0, |p| p.retransmitted_on_timeout),
+        "uet_window_cuts" => q.pdc.as_ref().map_or(0, |p| p.window_cuts),
         _ => 0,
     }
 }
@@ -74,7 +79,7 @@ fn nic_value(n: &rocefab_contracts::job::NicReport, name: &str) -> u64 {
     }
 }
 
-const QP_COUNTERS: [(&str, &str); 15] = [
+const QP_COUNTERS: [(&str, &str); 20] = [
     ("packets_sent", "RoCEv2 data packets sent by the requester, retransmissions included"),
     ("retransmitted_packets", "packets sent again by go-back-N"),
     ("timeouts", "local ACK timeouts"),
@@ -90,6 +95,11 @@ const QP_COUNTERS: [(&str, &str); 15] = [
     ("out_of_sequence_packets", "request packets received past a gap and dropped (data lost or reordered upstream)"),
     ("out_of_order_packets", "request packets that arrived ahead of the expected PSN (reordered or past a loss); placed in Write-Only mode, else dropped"),
     ("acks_sent", "ACKs sent by the responder"),
+    ("uet_trimmed_nacks_received", "UET: NACKs for trimmed packets received by the PDC's sender"),
+    ("uet_trimmed_packets_received", "UET: trimmed packets received (each NACKed at once)"),
+    ("uet_retransmitted_on_nack_packets", "UET: packets sent again on a NACK"),
+    ("uet_retransmitted_on_timeout_packets", "UET: packets sent again after the retransmission timeout"),
+    ("uet_window_cuts", "UET: congestion window cuts (ECN-marked ACK, trim NACK, timeout)"),
 ];
 
 const NIC_COUNTERS: [(&str, &str); 11] = [
@@ -535,6 +545,36 @@ mod tests {
         rows.update(&r);
         let bytes = std::mem::size_of::<QpRow>() + rows.rows[0].labels.len();
         assert!(bytes < 300, "{bytes} bytes");
+    }
+
+    #[test]
+    fn a_uet_pdc_has_its_trims_and_retransmissions_by_cause() {
+        let job: Job = serde_json::from_str(r#"{"name":"j5","nics":[],"qps":[]}"#).unwrap();
+        let m = Metrics::new(&job).unwrap();
+        let mut r = Report { job: "j5".into(), ..Default::default() };
+        let pdc = rocefab_contracts::job::PdcReport {
+            nacks_trimmed: 3,
+            trimmed_received: 4,
+            retransmitted_on_nack: 3,
+            retransmitted_on_timeout: 1,
+            window_cuts: 2,
+            ..Default::default()
+        };
+        r.qps.push(QpReport { qpn: 9, nic: "gpu0".into(), pdc: Some(pdc), ..Default::default() });
+        m.update(&r);
+        let t = m.render();
+        let row = |name: &str, v: u64| {
+            format!(r#"rocefab_host_qp_{name}_total{{label="",nic="gpu0",peer_qpn="0",qpn="9",job="j5"}} {v}"#)
+        };
+        for (name, v) in [
+            ("uet_trimmed_nacks_received", 3),
+            ("uet_trimmed_packets_received", 4),
+            ("uet_retransmitted_on_nack_packets", 3),
+            ("uet_retransmitted_on_timeout_packets", 1),
+            ("uet_window_cuts", 2),
+        ] {
+            assert!(t.contains(&row(name, v)), "{name}: {t}");
+        }
     }
 
     #[test]
