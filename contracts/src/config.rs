@@ -198,6 +198,46 @@ pub struct QosConfig {
     pub watchdog: WatchdogConfig,
     /// WRED with ECN marking on egress queues.
     pub wred: WredConfig,
+    /// Packet trimming on lossy egress queues; off by default.
+    pub trim: TrimConfig,
+}
+
+/// `SAI_SWITCH_ATTR_PACKET_TRIM_SIZE` @default (OCP SAI PR #2077,
+/// `doc/SAI-Proposal-Packet-Trimming.md`): a trimmed frame's length in bytes.
+pub const TRIM_DEFAULT_SIZE: u32 = 128;
+/// Smallest trim size: a minimum Ethernet frame with its FCS (a trimmed frame never needs
+/// padding), room for Ethernet, IPv4 and UDP headers.
+pub const TRIM_MIN_SIZE: u32 = 64;
+/// Largest trim size: the top of the range NVIDIA's Spectrum switches take (Cumulus Linux 5.14,
+/// "Packet Trimming": 256..=1024 bytes); always within the first UMEM chunk of a frame.
+pub const TRIM_MAX_SIZE: u32 = 1024;
+
+/// Packet trimming (OCP SAI PR #2077: `SAI_BUFFER_PROFILE_PACKET_ADMISSION_FAIL_ACTION_DROP_AND_TRIM`
+/// on a queue's buffer profile, `SAI_SWITCH_ATTR_PACKET_TRIM_SIZE`, `_DSCP_VALUE`,
+/// `_QUEUE_INDEX`; SONiC's packet-trimming HLD; docs/src/lossless-qos.md "Packet trimming"): an
+/// IP/UDP frame longer than `size` that admission would drop on one of `queues` is cut to `size`
+/// bytes (Ethernet header included), remarked to `dscp` and queued on `queue` of the same
+/// egress port, with an admission of its own (`switch_model::trim`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrimConfig {
+    /// Bit tc set: lossy egress queue tc trims what it would drop; 0 turns trimming off (the
+    /// default). Lossless queues never trim.
+    pub queues: u8,
+    /// Length of a trimmed frame, bytes, from the first byte of the Ethernet header, FCS not
+    /// counted ([`TRIM_DEFAULT_SIZE`]).
+    pub size: u32,
+    /// DSCP of trimmed packets (48: rocefab's default map sends it to strict queue 7 at the
+    /// next hop too; SONiC's HLD example uses 48 as well).
+    pub dscp: u8,
+    /// Egress queue of trimmed packets (7, strict by default). Must be lossy.
+    pub queue: u8,
+}
+
+impl Default for TrimConfig {
+    fn default() -> Self {
+        TrimConfig { queues: 0, size: TRIM_DEFAULT_SIZE, dscp: 48, queue: 7 }
+    }
 }
 
 /// WRED/ECN of the egress queues (NX-OS `random-detect minimum-threshold 150 kbytes
@@ -285,6 +325,7 @@ impl Default for QosConfig {
             pause_quanta: 0xffff,
             watchdog: WatchdogConfig::default(),
             wred: WredConfig::default(),
+            trim: TrimConfig::default(),
         }
     }
 }
@@ -334,6 +375,7 @@ impl QosConfig {
     /// watchdog's times non-zero, the ETS shares 1..=100 % summing to 100 on non-strict queues.
     pub fn check(&self, ports: usize, queue_limit_bytes: u64) -> Result<(), QosProblem> {
         let bad = |field: &'static str, msg: String| Err(QosProblem { field, msg });
+        self.check_trim()?;
         self.check_ets()?;
         let lossless = u64::from(self.lossless_priorities.count_ones());
         if self.cell_bytes != 0 && !(64..=16384).contains(&self.cell_bytes) {
@@ -464,6 +506,46 @@ impl QosConfig {
             });
         }
         out
+    }
+
+    /// Packet trimming: a size of [`TRIM_MIN_SIZE`]..=[`TRIM_MAX_SIZE`] bytes, a DSCP of
+    /// 0..=63, and a lossy trim queue that is not one of the queues that trim, none of which is
+    /// lossless (lossless queues pause their senders instead of dropping).
+    pub fn check_trim(&self) -> Result<(), QosProblem> {
+        let t = &self.trim;
+        let bad = |field: &'static str, msg: String| Err(QosProblem { field, msg });
+        if t.queues == 0 {
+            return Ok(());
+        }
+        if !(TRIM_MIN_SIZE..=TRIM_MAX_SIZE).contains(&t.size) {
+            return bad(
+                "trim.size",
+                format!("{} bytes: a trimmed frame is {TRIM_MIN_SIZE}..={TRIM_MAX_SIZE} bytes", t.size),
+            );
+        }
+        if t.dscp > 63 {
+            return bad("trim.dscp", format!("DSCP {} does not exist (0..=63)", t.dscp));
+        }
+        if t.queue >= NUM_TC as u8 {
+            return bad("trim.queue", format!("queue {} does not exist (0..=7)", t.queue));
+        }
+        if self.lossless_priorities & (1 << t.queue) != 0 {
+            return bad("trim.queue", format!("queue {} is lossless (qos.pfc): the trim queue must be lossy", t.queue));
+        }
+        let lossless = t.queues & self.lossless_priorities;
+        if lossless != 0 {
+            return bad(
+                "trim.queues",
+                format!(
+                    "queue {} is lossless (qos.pfc): lossless queues pause their senders and never trim",
+                    lossless.trailing_zeros()
+                ),
+            );
+        }
+        if t.queues & (1 << t.queue) != 0 {
+            return bad("trim.queues", format!("queue {} is the trim queue (trim.queue) and cannot trim too", t.queue));
+        }
+        Ok(())
     }
 
     /// The ETS shares: each 0..=100, none on a strict queue, summing to 100 (or none at all when

@@ -280,7 +280,10 @@ pub fn switch_memory(cfg: &SwitchConfig, link_mtu: u32) -> SwitchMemory {
                 + delay_line_capacity(rate, d.duration(p.rx_delay_ns), RX_LINE_SLACK)) as u64
         })
         .sum();
-    let caps = queue_capacities(&cfg.qos, cfg.queue_limit_bytes, &buffer, used_classes(&cfg.dscp_to_tc));
+    // Trimmed frames are queued on the trim queue whatever their DSCP says.
+    let trim = &cfg.qos.trim;
+    let trim_queue = if trim.queues != 0 { 1u8 << (trim.queue & 7) } else { 0 };
+    let caps = queue_capacities(&cfg.qos, cfg.queue_limit_bytes, &buffer, used_classes(&cfg.dscp_to_tc) | trim_queue);
     let queue_slots = ports as u64 * caps.iter().map(|&c| c as u64).sum::<u64>();
     SwitchMemory {
         ports,
@@ -428,6 +431,10 @@ mod tests {
         assert!(m.queue_caps[0] > 1 && m.queue_caps[0] < held, "{:?}", m.queue_caps);
         assert_eq!([m.queue_caps[1], m.queue_caps[2], m.queue_caps[4], m.queue_caps[5], m.queue_caps[6]], [1; 5]);
         assert_eq!(m.queue_slots, 8 * m.queue_caps.iter().map(|&c| c as u64).sum::<u64>());
+        // A trim queue no DSCP names holds trimmed frames: a lossy queue's slots.
+        cfg.qos.trim = crate::config::TrimConfig { queues: 1, queue: 6, ..Default::default() };
+        let t = switch_memory(&cfg, 1500);
+        assert_eq!(t.queue_caps[6], m.queue_caps[0]);
     }
 
     fn switch(ports: usize, rate: u64, d: f64) -> SwitchConfig {

@@ -126,6 +126,14 @@ pub struct PortSample {
     /// is stormed while its storms outnumber its restores).
     #[serde(default)]
     pub pfcwd_restores: [u64; NUM_TC],
+    /// Frames each egress queue of this port failed to admit (queue or shared pool full, or no
+    /// UMEM frame), since the daemon started; trimmed ones included, as SAI counts them.
+    #[serde(default)]
+    pub admission_dropped: [u64; NUM_TC],
+    /// Of those, frames each egress queue trimmed instead of dropping (`qos.trim`) and the trim
+    /// queue admitted: they left as trimmed frames.
+    #[serde(default)]
+    pub trimmed: [u64; NUM_TC],
 }
 
 /// A queue the PFC watchdog held stormed during a job, and what the watchdog dropped on its

@@ -429,6 +429,30 @@ fn qos_errors_name_file_line_field() {
 }
 
 #[test]
+fn trim_errors_name_file_line_field_and_trim_reaches_the_switch_configs() {
+    let with = |q: &str| format!("{GOOD}qos:\n{q}");
+    let e = err(&with("  pfc: [3]\n  trim:\n    size: 32\n"));
+    assert!(
+        e.starts_with("topologies/bad.yaml:17: qos.trim.size: rail1: 32 bytes: a trimmed frame is 64..=1024 bytes"),
+        "{e}"
+    );
+    let e = err(&with("  trim: { queues: [0, 3] }\n"));
+    assert!(e.starts_with("topologies/bad.yaml:15: qos.trim.queues: rail1: queue 3 is lossless"), "{e}");
+    let e = err(&with("  trim: { dscp: 300 }\n"));
+    assert!(e.starts_with("topologies/bad.yaml:15: qos.trim.dscp: "), "{e}");
+    let e = err(&with("  trim: { size: 128, quue: 6 }\n"));
+    assert!(e.starts_with("topologies/bad.yaml:15: qos.trim: unknown field `quue`"), "{e}");
+    let t = Topology::parse(&with("  trim: { queues: [0], queue: 6, dscp: 46 }\n"), Path::new("t.yaml")).unwrap();
+    let p = control::plan::compile(&t, 9400);
+    let rail1 = &p.switches[0].config;
+    assert_eq!(rail1.name, "rail1");
+    rail1.validate().unwrap();
+    let tr = &rail1.qos.trim;
+    assert_eq!((tr.queues, tr.size, tr.dscp, tr.queue), (1, 128, 46, 6));
+    assert_eq!(rail1.qos.strict_priorities, 0b1100_0000, "the trim queue is strict by default");
+}
+
+#[test]
 fn qos_reaches_the_switch_configs() {
     let src = format!("{GOOD}qos:\n  pfc: []\n  queue_limit: 64KiB\n  switches:\n    spine1: {{ pfc: [3], xoff: 1MB, watchdog: off, wred: {{ max: 900KB }} }}\n");
     let t = Topology::parse(&src, Path::new("t.yaml")).unwrap();

@@ -50,7 +50,7 @@ use std::sync::Arc;
 use afxdp::{FrameDesc, TxQueue, Umem};
 use dataplane_common::limits::NUM_TC;
 use dataplane_common::XdpMeta;
-use rocefab_contracts::config::{QosConfig, SwitchConfig, WatchdogAction, WredAt};
+use rocefab_contracts::config::{QosConfig, SwitchConfig, TrimConfig, WatchdogAction, WredAt};
 use rocefab_contracts::time::Dilation;
 use rocefab_wire::ethernet::{MacAddr, PrioritySet};
 use rocefab_wire::mac_control::{MacControlRepr, PfcRepr};
@@ -307,6 +307,26 @@ pub(crate) fn count_reject(stats: &SwitchStats, ingress: usize, egress: usize, t
     q.dropped_bytes.add(u64::from(len));
 }
 
+/// Whether a frame that queue `tc` rejected for `r` is trimmed (`qos.trim`): lossy rejections
+/// on a queue that trims. A headroom overflow (lossless) never is; nor is anything when
+/// trimming is off.
+#[inline(always)]
+pub(crate) fn trims(trim: &TrimConfig, tc: u8, r: Reject) -> bool {
+    r != Reject::HeadroomOverflow && trim.queues & (1 << (tc & 7)) != 0
+}
+
+/// Counts a frame queue (`egress`, `tc`) rejected and [`switch_model::trim`] cut by `removed`
+/// bytes; `queued`: the trim queue admitted it (SAI's TRIM and DROPPED_TRIM counters).
+#[inline]
+pub(crate) fn count_trim(stats: &SwitchStats, egress: usize, tc: u8, removed: usize, queued: bool) {
+    let q = &stats.ports[egress].queues[tc as usize & 7];
+    q.trimmed_packets.inc();
+    q.trimmed_bytes.add(removed as u64);
+    if !queued {
+        q.trim_dropped_packets.inc();
+    }
+}
+
 /// Logs a TX stall of port `p` ([`switch_model::stall`]).
 #[cold]
 fn note_stall(stats: &SwitchStats, p: usize, (stall, frame_ns): (switch_model::stats::Stall, u64)) {
@@ -420,6 +440,8 @@ pub struct DataPlane {
     /// `wred.at: dequeue`: the curve, and the xorshift32 state of the draws
     /// ([`switch_model::ecn::mark_at_dequeue`]); `None` when the XDP program marks at enqueue.
     wred_dequeue: Option<(dataplane_common::WredParams, u32)>,
+    /// Packet trimming (`qos.trim`): which queues cut what they would drop, to what, where.
+    trim: TrimConfig,
     pfc_tx: PfcTx,
     pfc_rx: PfcRx,
     /// The watchdog and the buffer its events are collected in (capacity ports × 8).
@@ -595,6 +617,7 @@ impl DataPlane {
             wred: q.wred.clone(),
             wred_dequeue: (q.wred.at == WredAt::Dequeue && q.wred.queues != 0)
                 .then(|| (switch_model::ecn::params_of(&q.wred), q.wred.seed.max(1))),
+            trim: q.trim.clone(),
             pfc_tx: PfcTx::new(n, q.pause_quanta, &cfg.line_rates_bps),
             pfc_rx: PfcRx::new(n, &cfg.line_rates_bps, q.lossless_priorities),
             watchdog,
@@ -1120,34 +1143,90 @@ impl DataPlane {
             }
         }
         match self.buffer.admit(ingress, tc, egress, tc, len) {
-            Ok((_, ev)) => {
-                // The depth the thresholds act on (cells), beside the frame bytes the queue sets.
-                let cells = self.buffer.queue_bytes(egress, tc);
-                publish_depth(&self.stats, egress, tc, cells, now);
-                let qs = &self.stats.ports[egress].queues[tc as usize & 7];
-                qs.peak_depth_cell_bytes.raise(cells);
-                qs.window_peak_cell_bytes.raise(cells);
-                if self.ports[egress].queues.nonempty() == 0 {
-                    // However long since the port last sent, it was not stalled: it had nothing.
-                    self.ports[egress].stall.idle();
-                }
-                let h = Held { d, ingress: ingress as u8, at: if at != 0 { at } else { now } };
-                if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
-                    // Cannot happen (queues hold what the buffer admits); never leak the frame.
-                    release_held(&mut self.buffer, &self.stats, &h, egress, tc, len, now);
-                    self.free.push(h.d);
-                }
-                publish_admitted_pg(&self.stats, &self.buffer, ingress, tc);
-                if let Some(ev) = ev {
-                    // The group crossed xOFF when this frame arrived (known exactly on delayed
-                    // ports): a late pass does not delay the pause.
-                    self.on_pg_event(ev, if at != 0 { at.min(now) } else { now });
-                }
-            }
+            Ok((_, ev)) => self.enqueue_admitted(ingress, egress, tc, d, len, now, at, ev),
             Err(r) => {
                 count_reject(&self.stats, ingress, egress, tc, len, r);
+                if trims(&self.trim, tc, r) {
+                    self.trim_rejected(ingress, egress, tc, d, len, now, at);
+                } else {
+                    self.free.push(d);
+                }
+            }
+        }
+    }
+
+    /// A frame queue (`egress`, `tc`) rejected, on a queue that trims: cut to the trim size,
+    /// remarked ([`switch_model::trim::trim_frame`]) and, if the buffer admits it there, queued
+    /// on the trim queue of the same port; else (not IP/UDP, not longer than the size, the
+    /// trim queue full) given back. Nothing allocates.
+    #[inline(never)]
+    #[expect(clippy::too_many_arguments, reason = "the data path's frame and its times, as admit takes them")]
+    fn trim_rejected(&mut self, ingress: usize, egress: usize, tc: u8, mut d: FrameDesc, len: u32, now: u64, at: u64) {
+        let (size, tq) = (self.trim.size, self.trim.queue & 7);
+        let cut = {
+            // SAFETY: `d` is ours (received, in no queue or ring) and no other reference to its
+            // frame exists; its first part holds at least `size` bytes (at most 1024).
+            let mut data = unsafe { self.umem.data_mut(&mut d) };
+            let cut = switch_model::trim::trim_frame(data.contents_mut(), len as usize, size as usize, self.trim.dscp);
+            if cut.is_ok() {
+                data.cursor().set_pos(size as usize);
+            }
+            cut
+        };
+        let Ok(cut) = cut else {
+            self.free.push(d);
+            return;
+        };
+        // The rest of a multi-buffer frame goes back now.
+        self.free.keep_head(&mut d);
+        match self.buffer.admit(ingress, tq, egress, tq, size) {
+            Ok((_, ev)) => {
+                count_trim(&self.stats, egress, tc, cut.removed, true);
+                self.enqueue_admitted(ingress, egress, tq, d, size, now, at, ev);
+            }
+            Err(_) => {
+                count_trim(&self.stats, egress, tc, cut.removed, false);
                 self.free.push(d);
             }
+        }
+    }
+
+    /// Queues a frame the buffer admitted to (`egress`, `tc`) and publishes what changed; `ev`
+    /// is the ingress group's xOFF crossing its admission caused.
+    #[inline]
+    #[expect(clippy::too_many_arguments, reason = "the data path's frame and its times, as admit takes them")]
+    fn enqueue_admitted(
+        &mut self,
+        ingress: usize,
+        egress: usize,
+        tc: u8,
+        d: FrameDesc,
+        len: u32,
+        now: u64,
+        at: u64,
+        ev: Option<PgEvent>,
+    ) {
+        // The depth the thresholds act on (cells), beside the frame bytes the queue sets.
+        let cells = self.buffer.queue_bytes(egress, tc);
+        publish_depth(&self.stats, egress, tc, cells, now);
+        let qs = &self.stats.ports[egress].queues[tc as usize & 7];
+        qs.peak_depth_cell_bytes.raise(cells);
+        qs.window_peak_cell_bytes.raise(cells);
+        if self.ports[egress].queues.nonempty() == 0 {
+            // However long since the port last sent, it was not stalled: it had nothing.
+            self.ports[egress].stall.idle();
+        }
+        let h = Held { d, ingress: ingress as u8, at: if at != 0 { at } else { now } };
+        if let Err(h) = self.ports[egress].queues.enqueue(tc, h, len) {
+            // Cannot happen (queues hold what the buffer admits); never leak the frame.
+            release_held(&mut self.buffer, &self.stats, &h, egress, tc, len, now);
+            self.free.push(h.d);
+        }
+        publish_admitted_pg(&self.stats, &self.buffer, ingress, tc);
+        if let Some(ev) = ev {
+            // The group crossed xOFF when this frame arrived (known exactly on delayed
+            // ports): a late pass does not delay the pause.
+            self.on_pg_event(ev, if at != 0 { at.min(now) } else { now });
         }
     }
 

@@ -49,6 +49,26 @@ impl FramePool {
         });
     }
 
+    /// Gives back every descriptor of the packet `head` but `head` itself, which then stands
+    /// alone (a trimmed packet keeps only its first part: `switch_model::trim`).
+    #[inline]
+    pub fn keep_head(&mut self, head: &mut FrameDesc) {
+        if !head.continues() {
+            return;
+        }
+        let (free, chains) = (&mut self.free, &self.chains);
+        let mut first = true;
+        chains.for_each(*head, |mut s| {
+            if first {
+                first = false;
+                return;
+            }
+            s.set_continues(false);
+            free.push(s);
+        });
+        head.set_continues(false);
+    }
+
     /// The links of the packets held.
     pub fn chains(&mut self) -> &mut Chains<FrameDesc> {
         &mut self.chains

@@ -49,6 +49,9 @@ struct QueueHandles {
     admission_dropped: IntCounter,
     no_frame_dropped: IntCounter,
     pfcwd_dropped: IntCounter,
+    trimmed_packets: IntCounter,
+    trimmed_bytes: IntCounter,
+    trim_dropped: IntCounter,
     /// Per depth band, (ECT enqueued, CE among them): WRED queues only.
     wred_bands: Vec<(IntCounter, IntCounter)>,
 }
@@ -404,6 +407,9 @@ struct QueueFamilies {
     adm_drop: IntCounterVec,
     no_frame_drop: IntCounterVec,
     wd_drop: IntCounterVec,
+    trim_p: IntCounterVec,
+    trim_b: IntCounterVec,
+    trim_drop: IntCounterVec,
 }
 
 impl QueueFamilies {
@@ -486,6 +492,24 @@ impl QueueFamilies {
             "Frames the PFC watchdog dropped for a stormed queue (action drop)",
             pq,
         )?;
+        let trim_p = f.counter_vec(
+            "rocefab_queue_trimmed_packets_total",
+            "Frames this queue failed to admit that were trimmed instead (qos.trim, SAI_QUEUE_STAT_TRIM_PACKETS): \
+             cut to the trim size and offered to the trim queue of the same port; as in SAI, the originals also \
+             count in rocefab_queue_admission_dropped_packets_total",
+            pq,
+        )?;
+        let trim_b = f.counter_vec(
+            "rocefab_queue_trimmed_bytes_total",
+            "Bytes cut off the frames trimmed on this queue: their lengths less the trim size",
+            pq,
+        )?;
+        let trim_drop = f.counter_vec(
+            "rocefab_queue_trim_dropped_packets_total",
+            "Frames trimmed on this queue that the trim queue did not admit either (SAI_QUEUE_STAT_DROPPED_TRIM_PACKETS); \
+             the others were queued there",
+            pq,
+        )?;
         Ok(QueueFamilies {
             enq_p,
             enq_b,
@@ -505,6 +529,9 @@ impl QueueFamilies {
             adm_drop,
             no_frame_drop,
             wd_drop,
+            trim_p,
+            trim_b,
+            trim_drop,
         })
     }
 
@@ -528,6 +555,9 @@ impl QueueFamilies {
             admission_dropped: self.adm_drop.with_label_values(&l),
             no_frame_dropped: self.no_frame_drop.with_label_values(&l),
             pfcwd_dropped: self.wd_drop.with_label_values(&l),
+            trimmed_packets: self.trim_p.with_label_values(&l),
+            trimmed_bytes: self.trim_b.with_label_values(&l),
+            trim_dropped: self.trim_drop.with_label_values(&l),
             wred_bands,
         }
     }
@@ -900,6 +930,9 @@ impl Metrics {
                 sync_stat(&qh.admission_dropped, &qs.admission_dropped_packets);
                 sync_stat(&qh.no_frame_dropped, &qs.no_frame_dropped_packets);
                 sync_stat(&qh.pfcwd_dropped, &qs.pfcwd_dropped_packets);
+                sync_stat(&qh.trimmed_packets, &qs.trimmed_packets);
+                sync_stat(&qh.trimmed_bytes, &qs.trimmed_bytes);
+                sync_stat(&qh.trim_dropped, &qs.trim_dropped_packets);
                 for ((ect, ce), (se, sc)) in qh.wred_bands.iter().zip(qs.wred_band_ect.iter().zip(&qs.wred_band_ce)) {
                     sync_stat(ect, se);
                     sync_stat(ce, sc);
@@ -1110,6 +1143,61 @@ mod tests {
         assert_eq!(value(&t, "rocefab_queue_no_frame_dropped_packets_total", &q3), Some(0.0));
         assert_eq!(value(&t, "rocefab_headroom_overflow_total", &[("port", "eth0"), ("priority", "3")]), Some(1.0));
         assert!(t.contains("# HELP rocefab_queue_no_frame_dropped_packets_total Lossy frames dropped at admission because every UMEM frame"));
+    }
+
+    #[test]
+    fn trims_count_per_queue_beside_the_admission_drops() {
+        use rocefab_contracts::config::TrimConfig;
+        use rocefab_contracts::memory::BufferChunks;
+        use switch_model::buffer::{BufferParams, SharedBuffer};
+        let stats = Arc::new(SwitchStats::new(2));
+        let m = Metrics::new(&cfg(), stats.clone()).unwrap();
+        // Lossy queues of two 1536-byte charges (1514-byte frames in 256-byte cells).
+        let mut b = SharedBuffer::new(BufferParams {
+            ports: 2,
+            buffer_bytes: 1 << 20,
+            cell_bytes: 256,
+            lossless: 1 << 3,
+            xoff_bytes: 500_000,
+            xon_bytes: 100_000,
+            headroom_bytes: 3036,
+            queue_limit_bytes: 3072,
+            chunk_bytes: 4096,
+            frames: BufferChunks { shared: 1000, headroom: 10 },
+        });
+        let trim = TrimConfig { queues: 1, ..TrimConfig::default() };
+        // What the data path does with a frame it forwards to port 1 (dataplane::admit and
+        // trim_rejected, without the frame): five to queue 0, which trims, two to queue 1, which
+        // does not.
+        let offer = |b: &mut SharedBuffer, tc: u8| match b.admit(0, tc, 1, tc, 1514) {
+            Ok(_) => "queued",
+            Err(r) => {
+                crate::dataplane::count_reject(&stats, 0, 1, tc, 1514, r);
+                if !crate::dataplane::trims(&trim, tc, r) {
+                    return "dropped";
+                }
+                let queued = b.admit(0, trim.queue, 1, trim.queue, trim.size).is_ok();
+                crate::dataplane::count_trim(&stats, 1, tc, 1514 - trim.size as usize, queued);
+                "trimmed"
+            }
+        };
+        let fates: Vec<&str> = (0..5).map(|_| offer(&mut b, 0)).collect();
+        assert_eq!(fates, ["queued", "queued", "trimmed", "trimmed", "trimmed"]);
+        assert_eq!([offer(&mut b, 1), offer(&mut b, 1), offer(&mut b, 1)], ["queued", "queued", "dropped"]);
+        assert!(!crate::dataplane::trims(&trim, 3, switch_model::buffer::Reject::HeadroomOverflow));
+        let t = m.render(None, None);
+        let q = |tc: &'static str| [("switch", "sw1"), ("port", "eth1"), ("queue", tc)];
+        assert_eq!(value(&t, "rocefab_queue_trimmed_packets_total", &q("0")), Some(3.0));
+        assert_eq!(value(&t, "rocefab_queue_trimmed_bytes_total", &q("0")), Some(3.0 * 1386.0));
+        assert_eq!(value(&t, "rocefab_queue_trim_dropped_packets_total", &q("0")), Some(0.0));
+        // As in SAI, the trimmed originals are admission drops too.
+        assert_eq!(value(&t, "rocefab_queue_admission_dropped_packets_total", &q("0")), Some(3.0));
+        assert_eq!(value(&t, "rocefab_queue_trimmed_packets_total", &q("1")), Some(0.0));
+        assert_eq!(value(&t, "rocefab_queue_admission_dropped_packets_total", &q("1")), Some(1.0));
+        assert_eq!(b.queue_bytes(1, 7), 3 * 256, "three trimmed frames of one cell each on the trim queue");
+        assert!(t.contains(
+            "# HELP rocefab_queue_trimmed_packets_total Frames this queue failed to admit that were trimmed"
+        ));
     }
 
     #[test]

@@ -117,6 +117,11 @@ pub fn build(
                 pfcwd_storms: std::array::from_fn(|p| ps.prio[p].pfcwd_storms.get()),
                 pfcwd_dropped: std::array::from_fn(|q| ps.queues[q].pfcwd_dropped_packets.get()),
                 pfcwd_restores: std::array::from_fn(|p| ps.prio[p].pfcwd_restores.get()),
+                admission_dropped: std::array::from_fn(|q| ps.queues[q].admission_dropped_packets.get()),
+                trimmed: std::array::from_fn(|q| {
+                    let q = &ps.queues[q];
+                    q.trimmed_packets.get().saturating_sub(q.trim_dropped_packets.get())
+                }),
             }
         })
         .collect();
@@ -279,6 +284,10 @@ mod tests {
         stats.ports[1].stalls.log(switch_model::stats::Stall { at_ns: 9_000_000, ns: 500_000 }, 49_216);
         stats.ports[1].queues[3].ecn_marked_dequeue.add(5);
         stats.ports[1].queues[0].wred_dropped_dequeue.add(1);
+        let q0 = &stats.ports[1].queues[0];
+        q0.admission_dropped_packets.add(7);
+        q0.trimmed_packets.add(5);
+        q0.trim_dropped_packets.add(1);
         let before = build(&cfg, &stats, None, None);
         let s = build(&cfg, &stats, None, None);
         // Wall byte·ns / D: (2048 × 2 ms + 8192 × 1 ms) / 1000.
@@ -293,6 +302,9 @@ mod tests {
         assert_eq!(p1.longest_stall, Some(StallSample { at_ns: 7_000, ns: 2_000 }));
         assert_eq!(p1.recent_stalls, [StallSample { at_ns: 7_000, ns: 2_000 }, StallSample { at_ns: 9_000, ns: 500 }]);
         assert_eq!((p1.ecn_marked_dequeue, p1.wred_dropped_dequeue), (5, 1));
+        // Admission drops include the trimmed frames; the trimmed ones sent exclude those the
+        // trim queue refused.
+        assert_eq!((p1.admission_dropped[0], p1.trimmed[0], p1.trimmed[3]), (7, 4, 0));
         assert_eq!((s.ports[0].stalls, s.ports[0].longest_stall), (0, None));
         // The average over the whole profile, from a sample at the clock's origin.
         let origin = SwitchSample { clock_ns: 0, ports: vec![PortSample::default(); 2], ..s.clone() };

@@ -18,6 +18,7 @@
 //!   pause_quanta: 65535       # quanta of the PFC frames the switch sends
 //!   watchdog: { action: drop, detect: 200ms, restore: 200ms, poll: 10ms }   # or `watchdog: off`
 //!   wred: { queues: [3], min: 150KB, max: 3000KB, probability: 7, seed: 24301, at: enqueue }   # or `wred: off`
+//!   trim: off                 # or `on`, or { queues: [0], size: 128, dscp: 48, queue: 7, strict: true }
 //!   switches:                 # per-switch overrides of any key above
 //!     spine1: { xoff: 1MB }
 //! ```
@@ -38,6 +39,14 @@
 //! deficit-weighted round robin in these proportions; a queue neither strict nor listed gets
 //! nothing while a listed queue has frames to send. An override's `ets` (like `classes`)
 //! replaces the whole table.
+//!
+//! `trim` is packet trimming (OCP SAI PR #2077's `SAI_BUFFER_PROFILE_PACKET_ADMISSION_FAIL_ACTION_DROP_AND_TRIM`;
+//! [`rocefab_contracts::config::TrimConfig`], `switch_model::trim`): an IP/UDP frame longer than
+//! `size` bytes (Ethernet header included; SAI's `SAI_SWITCH_ATTR_PACKET_TRIM_SIZE`, default
+//! 128) that admission would drop on one of `queues` (default: every lossy queue but the trim
+//! queue) is cut to `size`, remarked to `dscp` (default 48) and queued on `queue` (default 7) of
+//! the same egress port, which `strict: true` (the default) makes a strict-priority queue.
+//! Lossless queues never trim. Off by default.
 //!
 //! `rocefab qos import` writes this section from an NX-OS configuration ([`crate::qos_import`]).
 use std::collections::BTreeMap;
@@ -87,6 +96,35 @@ pub struct RawQosFields {
     watchdog: Option<OffOr<RawWatchdogFields>>,
     #[serde(default)]
     wred: Option<OffOr<RawWredFields>>,
+    /// Packet trimming on lossy queues (OCP SAI PR #2077); off by default.
+    #[serde(default)]
+    trim: Option<OffOr<RawTrimFields>>,
+}
+
+/// `trim:` settings (SAI `SAI_BUFFER_PROFILE_PACKET_ADMISSION_FAIL_ACTION_DROP_AND_TRIM` per
+/// queue; `SAI_SWITCH_ATTR_PACKET_TRIM_SIZE`, `_DSCP_VALUE`, `_QUEUE_INDEX`).
+#[derive(Debug, Deserialize, Default, Clone, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RawTrimFields {
+    /// Lossy egress queues that trim what admission would drop (default: every lossy queue but
+    /// the trim queue).
+    #[serde(default)]
+    queues: Option<Vec<u8>>,
+    /// Length of a trimmed frame in bytes, Ethernet header included (64..=1024; default 128).
+    #[serde(default)]
+    #[schemars(range(min = 64, max = 1024))]
+    size: Option<u32>,
+    /// DSCP of trimmed packets (0..=63; default 48).
+    #[serde(default)]
+    #[schemars(range(max = 63))]
+    dscp: Option<u8>,
+    /// Egress queue of trimmed packets (0..=7, lossy; default 7).
+    #[serde(default)]
+    #[schemars(range(max = 7))]
+    queue: Option<u8>,
+    /// The trim queue is served at strict priority (default true).
+    #[serde(default)]
+    strict: Option<bool>,
 }
 
 /// `off`, `on` (the defaults) or a mapping of settings (`watchdog:`, `wred:`).
@@ -369,6 +407,10 @@ pub struct SwitchQos {
     /// Settings that work but break a rule of thumb ([`QosConfig::warnings`]), as `field path:
     /// switch: why`, printed at load.
     pub warnings: Vec<String>,
+    /// `trim` without `queues`: every lossy queue but the trim queue trims.
+    pub trim_all_lossy: bool,
+    /// `trim.strict`: the trim queue is a strict-priority queue (default).
+    pub trim_strict: bool,
 }
 
 impl Default for SwitchQos {
@@ -380,6 +422,8 @@ impl Default for SwitchQos {
             headroom_auto: false,
             headroom_needed: 0,
             warnings: Vec::new(),
+            trim_all_lossy: false,
+            trim_strict: true,
         }
     }
 }
@@ -512,6 +556,68 @@ impl RawQosFields {
                 }
             }
         }
+        match &self.trim {
+            None => {}
+            Some(OffOr::Off) => {
+                q.trim.queues = 0;
+                base.trim_all_lossy = false;
+            }
+            Some(OffOr::On(t)) => {
+                let d = &mut q.trim;
+                match &t.queues {
+                    Some(list) => {
+                        d.queues = bitmap(list, "trim.queues")?;
+                        base.trim_all_lossy = false;
+                    }
+                    None if d.queues == 0 => base.trim_all_lossy = true,
+                    None => {}
+                }
+                if let Some(v) = t.size {
+                    d.size = v;
+                }
+                if let Some(v) = t.dscp {
+                    d.dscp = v;
+                }
+                if let Some(v) = t.queue {
+                    d.queue = v;
+                }
+                if let Some(v) = t.strict {
+                    base.trim_strict = v;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SwitchQos {
+    /// Completes `trim` once every level is applied: the default queues (every lossy queue but
+    /// the trim queue) and the trim queue's strict priority. Errors are (key, message).
+    fn resolve_trim(&mut self) -> Result<(), (&'static str, String)> {
+        let q = &mut self.qos;
+        if self.trim_all_lossy {
+            if q.trim.queue > 7 {
+                return Err(("trim.queue", format!("queue {} does not exist (0..=7)", q.trim.queue)));
+            }
+            q.trim.queues = !q.lossless_priorities & !(1u8 << q.trim.queue);
+        }
+        // The settings themselves first (their own keys), then what strictness adds.
+        q.check_trim().map_err(|p| (p.field, p.msg))?;
+        let t = &q.trim;
+        if t.queues == 0 || !self.trim_strict {
+            return Ok(());
+        }
+        if q.ets_percent[usize::from(t.queue)] != 0 {
+            return Err((
+                "trim.queue",
+                format!(
+                    "queue {} has a bandwidth share (qos.ets) and the trim queue is strict (trim.strict, the default): \
+                     leave it out of ets or set trim.strict: false",
+                    t.queue
+                ),
+            ));
+        }
+        q.strict_priorities |= 1 << t.queue;
         Ok(())
     }
 }
@@ -544,6 +650,7 @@ impl RawQosFields {
             "pause_quanta" => self.pause_quanta.is_some(),
             "watchdog" => self.watchdog.is_some(),
             "wred" => self.wred.is_some(),
+            "trim" => self.trim.is_some(),
             _ => false,
         }
     }
@@ -591,6 +698,7 @@ pub fn resolve_with_links(
         if eff.headroom_auto {
             eff.qos.headroom_bytes = eff.headroom_needed;
         }
+        eff.resolve_trim().map_err(|(k, m)| (field_path(raw, name, k), format!("{name}: {m}")))?;
         eff.qos
             .check(*ports, eff.queue_limit_bytes)
             .map_err(|p| (field_path(raw, name, p.field), format!("{name}: {}", p.msg)))?;
@@ -600,6 +708,17 @@ pub fn resolve_with_links(
             .iter()
             .map(|p| format!("{}: {name}: {}", field_path(raw, name, p.field), p.msg))
             .collect();
+        let t = &eff.qos.trim;
+        if t.queues != 0 && eff.dscp_to_tc.get(usize::from(t.dscp)).is_some_and(|&tc| tc != t.queue) {
+            eff.warnings.push(format!(
+                "{}: {name}: DSCP {} is classified into queue {} (qos.classes), not the trim queue {}: \
+                 the next switch queues trimmed packets there",
+                field_path(raw, name, "trim.dscp"),
+                t.dscp,
+                eff.dscp_to_tc[usize::from(t.dscp)],
+                t.queue
+            ));
+        }
         if !eff.headroom_auto && eff.qos.headroom_bytes < eff.headroom_needed {
             eff.warnings.push(format!(
                 "{}: {name}: {} B is below the {} B its links need in flight while a pause takes effect \
@@ -663,6 +782,19 @@ pub fn describe(q: &SwitchQos) -> String {
             }
         )
     };
+    let t = &c.trim;
+    let trim = if t.queues == 0 {
+        "off".to_string()
+    } else {
+        format!(
+            "queues {} cut to {} B, DSCP {}, to queue {}{}",
+            prios(t.queues),
+            t.size,
+            t.dscp,
+            t.queue,
+            if c.strict_priorities & (1 << (t.queue & 7)) != 0 { " (strict)" } else { "" }
+        )
+    };
     let headroom = if q.headroom_auto {
         format!("{} B (auto: what the links need in flight)", c.headroom_bytes)
     } else if c.lossless_priorities != 0 {
@@ -671,7 +803,7 @@ pub fn describe(q: &SwitchQos) -> String {
         format!("{} B", c.headroom_bytes)
     };
     format!(
-        "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {headroom}; lossy queue limit {} B; pause quanta {}; watchdog {wd}; wred/ecn {wred}",
+        "classes {} (rest→0); pfc {}; strict {}; ets {}; buffer {} B in {cell}; xoff {} B, xon {} B, headroom {headroom}; lossy queue limit {} B; pause quanta {}; watchdog {wd}; wred/ecn {wred}; trim {trim}",
         if classes.is_empty() { "none".to_string() } else { classes.join(", ") },
         prios(c.lossless_priorities),
         prios(c.strict_priorities),
@@ -860,6 +992,81 @@ mod tests {
         );
         // A lossy WRED queue needs no PFC thresholds.
         assert!(resolve(&parse("pfc: []\nxoff: 64KB\n"), &sw, None).is_ok());
+    }
+
+    #[test]
+    fn trim_defaults_overrides_off_and_strictness() {
+        let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
+        // Off unless asked for.
+        let q = resolve(&RawQos::default(), &sw, None).unwrap();
+        assert_eq!(q[0].qos.trim.queues, 0);
+        assert!(describe(&q[0]).contains("; trim off"), "{}", describe(&q[0]));
+        // `on`: SAI's size, DSCP 48 to strict queue 7, every lossy queue but the trim queue
+        // (queue 3 is lossless by default).
+        let q = resolve(&parse("trim: on\n"), &sw, None).unwrap();
+        let t = &q[0].qos.trim;
+        assert_eq!((t.queues, t.size, t.dscp, t.queue), (0b0111_0111, 128, 48, 7));
+        assert_eq!(q[0].qos.strict_priorities, 1 << 7);
+        assert_eq!(q[0].warnings, Vec::<String>::new(), "DSCP 48 is queue 7 in the default map");
+        assert!(
+            describe(&q[0]).contains("; trim queues 0,1,2,4,5,6 cut to 128 B, DSCP 48, to queue 7 (strict)"),
+            "{}",
+            describe(&q[0])
+        );
+        // A trim queue of its own is made strict; the per-switch override turns it off; queues
+        // follow the lossless set once every level is applied.
+        let raw = parse(
+            "trim: { size: 256, dscp: 46, queue: 6 }\nclasses: { 24: 3, 46: 6, 48: 7 }\nswitches:\n  spine1: { trim: off }\n  rail1: { pfc: [3, 4] }\n",
+        );
+        let q = resolve(&raw, &sw, None).unwrap();
+        let t = &q[0].qos.trim;
+        assert_eq!((t.queues, t.size, t.dscp, t.queue), (0b1010_0111, 256, 46, 6));
+        assert_eq!(q[0].qos.strict_priorities, 0b1100_0000);
+        assert_eq!(q[1].qos.trim.queues, 0);
+        assert_eq!(q[1].qos.strict_priorities, 1 << 7, "no trim queue made strict where trim is off");
+        // strict: false leaves the scheduler as configured; a trim queue with a share is then fine.
+        let raw = parse("trim: { queues: [0], queue: 1, dscp: 8, strict: false }\nets: { 0: 50, 1: 10, 3: 40 }\n");
+        let q = resolve(&raw, &sw, None).unwrap();
+        assert_eq!((q[0].qos.trim.queues, q[0].qos.strict_priorities), (1, 1 << 7));
+        // The next hop classifies DSCP 8 into queue 0: a warning naming the key.
+        assert!(
+            q[0].warnings.iter().any(|w| w.starts_with("qos.trim.dscp: rail1: DSCP 8 is classified into queue 0")),
+            "{:?}",
+            q[0].warnings
+        );
+    }
+
+    #[test]
+    fn trim_errors_name_the_key() {
+        let sw = [("rail1".to_string(), 4), ("spine1".to_string(), 2)];
+        let e = |src: &str| resolve(&parse(src), &sw, None).unwrap_err();
+        let (f, m) = e("trim: { size: 32 }\n");
+        assert_eq!(f, "qos.trim.size");
+        assert!(m.contains("rail1: 32 bytes: a trimmed frame is 64..=1024 bytes"), "{m}");
+        assert_eq!(e("trim: { dscp: 64 }\n").0, "qos.trim.dscp");
+        assert_eq!(e("trim: { queue: 8 }\n").0, "qos.trim.queue");
+        let (f, m) = e("trim: { queue: 3 }\n");
+        assert_eq!(f, "qos.trim.queue");
+        assert!(m.contains("queue 3 is lossless (qos.pfc): the trim queue must be lossy"), "{m}");
+        let (f, m) = e("trim: { queues: [0, 3] }\n");
+        assert_eq!(f, "qos.trim.queues");
+        assert!(m.contains("queue 3 is lossless"), "{m}");
+        let (f, m) = e("trim: { queues: [0, 7] }\n");
+        assert_eq!(f, "qos.trim.queues");
+        assert!(m.contains("queue 7 is the trim queue"), "{m}");
+        assert_eq!(e("trim: { queues: [9] }\n").0, "qos.trim.queues");
+        // A strict trim queue with an ETS share.
+        let (f, m) = e("trim: { queue: 0, queues: [1] }\n");
+        assert_eq!(f, "qos.trim.queue");
+        assert!(m.contains("queue 0 has a bandwidth share (qos.ets)"), "{m}");
+        // Per switch: the override's key.
+        assert_eq!(e("switches:\n  spine1: { trim: { size: 2000 } }\n").0, "qos.switches.spine1.trim.size");
+        // Unknown keys and values of the wrong type are the YAML reader's.
+        let e = yaml_serde::from_str::<RawQos>("trim: { sise: 128 }\n").unwrap_err().to_string();
+        assert!(e.contains("unknown field `sise`"), "{e}");
+        let e = yaml_serde::from_str::<RawQos>("trim: { dscp: 300 }\n").unwrap_err().to_string();
+        assert!(e.contains("300"), "{e}");
+        assert!(yaml_serde::from_str::<RawQos>("trim: sometimes\n").is_err());
     }
 
     #[test]

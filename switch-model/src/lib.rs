@@ -4,7 +4,7 @@
 //! DWRR, [`sched`]), the egress shaper ([`shaper`]) and delay lines ([`delay`]), PFC pause
 //! timers ([`pfc`]) and the PFC watchdog ([`pfcwd`]), ECN marking at dequeue ([`ecn`]), the
 //! XDP program's verdicts ([`decision`]), the FIB and ECMP groups ([`fib`]) and what carrier
-//! does to them ([`carrier`]), the L3 rewrite ([`rewrite`]), the published queue depths
+//! does to them ([`carrier`]), the L3 rewrite ([`rewrite`]), packet trimming ([`trim`]), the published queue depths
 //! ([`depths`]), the statistics the metrics read ([`stats`]) and stalled-port detection
 //! ([`stall`]).
 //!
@@ -27,3 +27,4 @@ pub mod sched;
 pub mod shaper;
 pub mod stall;
 pub mod stats;
+pub mod trim;

@@ -237,6 +237,15 @@ pub struct QueueStats {
     pub no_frame_dropped_packets: Stat,
     /// Dropped by the PFC watchdog (action drop) while this queue was stormed.
     pub pfcwd_dropped_packets: Stat,
+    /// Frames this queue failed to admit that were trimmed instead (`qos.trim`,
+    /// [`crate::trim`]; SAI `SAI_QUEUE_STAT_TRIM_PACKETS`): cut and offered to the trim queue.
+    /// As in SAI, the originals also count as admission drops above.
+    pub trimmed_packets: Stat,
+    /// Bytes cut off those frames (their lengths less the trim size).
+    pub trimmed_bytes: Stat,
+    /// Of the trimmed frames, those the trim queue did not admit either (SAI
+    /// `SAI_QUEUE_STAT_DROPPED_TRIM_PACKETS`); the rest were queued there.
+    pub trim_dropped_packets: Stat,
     /// WRED queues: ECT or CE packets enqueued, per depth band the packet found at enqueue
     /// ([`crate::depths::band_of`]).
     pub wred_band_ect: [Stat; crate::depths::BANDS],

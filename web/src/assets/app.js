@@ -402,6 +402,8 @@ const COUNTERS = [
   ['paused (emulated)', (p) => fmtTime(p.paused_ns.reduce((a, b) => a + b, 0))],
   ['ECN marked', (p) => p.ecn_marked + p.ecn_marked_dequeue],
   ['WRED dropped', (p) => p.wred_dropped + p.wred_dropped_dequeue],
+  ['admission dropped', (p) => (p.admission_dropped || []).reduce((a, b) => a + b, 0)],
+  ['trimmed (of those)', (p) => (p.trimmed || []).reduce((a, b) => a + b, 0)],
   ['queue depth', (p) => p.depth_cell_bytes.map((d, i) => (d ? `q${i} ${fmtBytes(d)}` : '')).filter(Boolean).join(' ') || '0'],
   ['peak depth', (p) => p.peak_depth_cell_bytes.map((d, i) => (d ? `q${i} ${fmtBytes(d)}` : '')).filter(Boolean).join(' ') || '0'],
 ];
@@ -459,7 +461,7 @@ async function showDetails() {
     if (d.sample) {
       const t = html('table', null, body);
       const head = html('tr', null, t);
-      for (const h of ['port', 'peer', 'tx frames', 'rx frames', 'PFC tx/rx', 'ECN', 'q depth']) html('th', h, head);
+      for (const h of ['port', 'peer', 'tx frames', 'rx frames', 'PFC tx/rx', 'ECN', 'drops/trims', 'q depth']) html('th', h, head);
       for (const p of d.sample.ports) {
         const tr = html('tr', null, t);
         html('td', p.name, tr);
@@ -468,6 +470,8 @@ async function showDetails() {
         html('td', String(p.rx_packets), tr);
         html('td', `${p.pfc_tx_frames.reduce((a, b) => a + b, 0)}/${p.pfc_rx_frames.reduce((a, b) => a + b, 0)}`, tr);
         html('td', String(p.ecn_marked + p.ecn_marked_dequeue), tr);
+        const sum = (a) => (a || []).reduce((x, y) => x + y, 0);
+        html('td', `${sum(p.admission_dropped)}/${sum(p.trimmed)}`, tr);
         html('td', fmtBytes(p.depth_cell_bytes.reduce((a, b) => a + b, 0)), tr);
       }
     }
