@@ -10,9 +10,13 @@
 //!   and the PSNs its SACK bitmap sets; a NACK (a trimmed packet) sends the packet again at
 //!   once; a packet unacknowledged for `rto_ns` is sent again (a timeout). A write completes
 //!   when all its packets are acknowledged, in any order.
-//! * Congestion control is a window (NSCC comes with issue 43): `cwnd` bytes in flight, additive
-//!   increase of one packet per window acknowledged, halved at most once per window on an
-//!   ECN-marked ACK or a trimmed-packet NACK, never below one packet.
+//! * Congestion control is a window (NSCC comes with issue 43), TCP's rules (RFC 5681, RFC 3168)
+//!   on UET's signals: `cwnd` bytes in flight, starting at `init_cwnd_bytes` (RFC 6928's ten
+//!   packets by default), doubling per round trip until the first cut (slow start), then one
+//!   packet more per window acknowledged; halved on an ECN-marked ACK (at most once per smoothed
+//!   RTT), on the NACK of a trimmed packet sent after the last cut (one cut per congestion
+//!   episode, whether its trims hit new packets or packets sent again) and on a timeout; never
+//!   below one packet.
 //! * [`PdcReceiver`]: learns the PDC's start PSN from a SYN packet (PSN − psn_offset), accepts
 //!   any PSN within its window in any order (the engine places the payload at the packet's own
 //!   buffer offset), drops duplicates, NACKs a trimmed packet at once, and acknowledges with a
@@ -181,8 +185,12 @@ pub struct PdcSender {
     cwnd: u64,
     /// Additive increase: bytes acknowledged since the last increase.
     acked_since: u64,
-    /// No window cut until a PSN at or after this one is reported.
-    recover: u32,
+    /// Slow start below it (RFC 5681): the window doubles per round trip until the first cut.
+    ssthresh: u64,
+    /// Smoothed round-trip time (ns) from ACKs of packets sent once (Karn), RFC 6298's 1/8 gain.
+    srtt: Option<u64>,
+    /// When the window was last cut: at most one cut per smoothed RTT.
+    last_cut: Option<u64>,
     /// The earliest a packet in flight may time out (a bound: scanned lazily).
     next_timeout: Option<u64>,
     completions: VecDeque<Completion>,
@@ -211,7 +219,9 @@ impl PdcSender {
                 .init_cwnd_bytes
                 .clamp(u64::from(cfg.max_payload), cfg.max_cwnd_bytes.max(u64::from(cfg.max_payload))),
             acked_since: 0,
-            recover: cfg.start_psn,
+            ssthresh: cfg.max_cwnd_bytes,
+            srtt: None,
+            last_cut: None,
             next_timeout: None,
             completions: VecDeque::new(),
             c: SenderCounters::default(),
@@ -364,13 +374,17 @@ impl PdcSender {
         self.next_timeout = Some(self.next_timeout.map_or(t, |x| x.min(t)));
     }
 
-    fn ack_one(&mut self, psn: u32) -> u64 {
+    fn ack_one(&mut self, psn: u32, now: u64) -> u64 {
         let i = self.slot(psn);
         let s = &mut self.slots[i];
         match s.state {
             SlotState::InFlight | SlotState::NeedRetx => {
                 if s.state == SlotState::InFlight {
                     self.inflight -= u64::from(s.len);
+                    if s.transmissions == 1 {
+                        let sample = now.saturating_sub(s.sent_at);
+                        self.srtt = Some(self.srtt.map_or(sample, |r| r - r / 8 + sample / 8));
+                    }
                 }
                 s.state = SlotState::Acked;
                 let len = s.len;
@@ -382,19 +396,38 @@ impl PdcSender {
         }
     }
 
-    fn cut(&mut self, psn: u32) {
-        if before(psn, self.recover) {
-            return;
+    /// Halves the window at `now`, unless it was cut less than a smoothed RTT ago: the signals
+    /// of one round trip (its marks, its trims, whether of new packets or of packets sent again)
+    /// cut once. Before any RTT sample every signal cuts.
+    fn cut(&mut self, now: u64) {
+        if let (Some(last), Some(rtt)) = (self.last_cut, self.srtt) {
+            if now < last + rtt {
+                return;
+            }
         }
         self.cwnd = (self.cwnd / 2).max(u64::from(self.cfg.max_payload));
-        self.recover = self.next;
+        self.ssthresh = self.cwnd;
+        self.last_cut = Some(now);
         self.acked_since = 0;
         self.c.window_cuts += 1;
     }
 
+    /// The smoothed round-trip time, once an ACK gave a sample.
+    pub fn srtt(&self) -> Option<u64> {
+        self.srtt
+    }
+
     /// An ACK from peer PDC `peer_pdcid`: every PSN up to `cack_psn` and those of the SACK
     /// bitmap (bit i: `sack_base + i`) arrived; `ecn_marked`: the acknowledged packet was.
-    pub fn on_ack(&mut self, peer_pdcid: u16, cack_psn: u32, sack_base: u32, sack_bitmap: u64, ecn_marked: bool) {
+    pub fn on_ack(
+        &mut self,
+        peer_pdcid: u16,
+        cack_psn: u32,
+        sack_base: u32,
+        sack_bitmap: u64,
+        ecn_marked: bool,
+        now: u64,
+    ) {
         self.c.acks_received += 1;
         self.dpdcid.get_or_insert(peer_pdcid);
         let mut acked = 0u64;
@@ -406,7 +439,7 @@ impl PdcSender {
             } else {
                 let mut p = self.base;
                 while p != upto {
-                    acked += self.ack_one(p);
+                    acked += self.ack_one(p, now);
                     p = p.wrapping_add(1);
                 }
             }
@@ -417,7 +450,7 @@ impl PdcSender {
             bits &= bits - 1;
             let p = sack_base.wrapping_add(i);
             if self.in_window(p) {
-                acked += self.ack_one(p);
+                acked += self.ack_one(p, now);
             }
         }
         while self.base != self.next && self.slots[self.slot(self.base)].state == SlotState::Acked {
@@ -435,7 +468,10 @@ impl PdcSender {
         }
         if ecn_marked {
             self.c.acks_ecn_marked += 1;
-            self.cut(cack_psn);
+            self.cut(now);
+        } else if acked > 0 && self.cwnd < self.ssthresh {
+            // Slow start: a window's worth more per window acknowledged, until the first cut.
+            self.cwnd = (self.cwnd + acked).min(self.ssthresh).min(self.cfg.max_cwnd_bytes);
         } else if acked > 0 {
             self.acked_since += acked;
             if self.acked_since >= self.cwnd {
@@ -450,7 +486,7 @@ impl PdcSender {
 
     /// A NACK for `psn`; `trimmed`: its code says the packet was trimmed (sent again at once,
     /// and the window is cut); any other code sends it again too.
-    pub fn on_nack(&mut self, psn: u32, trimmed: bool) {
+    pub fn on_nack(&mut self, psn: u32, trimmed: bool, now: u64) {
         if trimmed {
             self.c.nacks_trimmed += 1;
         } else {
@@ -464,12 +500,15 @@ impl PdcSender {
         if self.slots[i].state != SlotState::InFlight {
             return;
         }
+        let sent_at = self.slots[i].sent_at;
         self.slots[i].state = SlotState::NeedRetx;
         self.inflight -= u64::from(self.slots[i].len);
         self.retx.push_back(psn);
         self.c.retransmitted_on_nack += 1;
-        if trimmed {
-            self.cut(psn);
+        // A packet that left before the last cut tells of the congestion that cut: one cut per
+        // episode, whether its trims hit new packets or packets sent again.
+        if trimmed && self.last_cut.is_none_or(|l| sent_at > l) {
+            self.cut(now);
         }
     }
 
@@ -504,7 +543,7 @@ impl PdcSender {
         }
         if timed_out {
             // A timeout is loss without a trim to tell of it: one window's cut.
-            self.cut(self.recover);
+            self.cut(now);
         }
         self.next_timeout = next;
         Ok(())
@@ -809,14 +848,14 @@ mod tests {
                 now,
             );
             if v == RxVerdict::Trimmed {
-                s.on_nack(p.psn, true);
+                s.on_nack(p.psn, true, now);
             }
             if let Some(a) = r.poll(now) {
-                s.on_ack(7, a.cack_psn, a.sack_base, a.sack_bitmap, a.ecn_marked);
+                s.on_ack(7, a.cack_psn, a.sack_base, a.sack_bitmap, a.ecn_marked, now);
             }
         }
         if let Some(a) = r.poll(now + rcfg().ack_delay_ns) {
-            s.on_ack(7, a.cack_psn, a.sack_base, a.sack_bitmap, a.ecn_marked);
+            s.on_ack(7, a.cack_psn, a.sack_base, a.sack_bitmap, a.ecn_marked, now);
         }
     }
 
@@ -959,12 +998,39 @@ mod tests {
     }
 
     #[test]
-    fn an_ecn_marked_ack_halves_the_window_once_per_window() {
+    fn the_window_doubles_per_round_trip_until_the_first_cut() {
+        let mut s = PdcSender::new(scfg(), 3);
+        s.post_write(1, 0, 0, 100_000).unwrap();
+        let pkts = burst(&mut s, 0);
+        assert_eq!(pkts.len(), 8);
+        s.on_ack(9, pkts[7].psn, pkts[7].psn, 0, false, 100);
+        assert_eq!(s.cwnd(), 16_000, "slow start: a window more per window acknowledged");
+        let pkts = burst(&mut s, 200);
+        assert_eq!(pkts.len(), 16);
+        s.on_nack(pkts[0].psn, true, 300);
+        assert_eq!(s.cwnd(), 8000);
+        s.on_ack(9, pkts[15].psn, pkts[15].psn, 0, false, 400);
+        assert_eq!(s.cwnd(), 9000, "after the cut: one packet per window acknowledged");
+    }
+
+    #[test]
+    fn an_ecn_marked_ack_halves_the_window_once_per_round_trip() {
         let mut s = PdcSender::new(scfg(), 3);
         s.post_write(1, 0, 0, 8000).unwrap();
         let pkts = burst(&mut s, 0);
-        s.on_ack(9, pkts[0].psn, pkts[1].psn, 0, true);
-        s.on_ack(9, pkts[1].psn, pkts[2].psn, 0, true);
+        // Sent at 0, acknowledged at 1000: the first RTT sample, marked.
+        s.on_ack(9, pkts[0].psn, pkts[1].psn, 0, true, 1000);
+        assert_eq!((s.srtt(), s.cwnd(), s.counters().window_cuts), (Some(1000), 4000, 1));
+        s.on_ack(9, pkts[1].psn, pkts[2].psn, 0, true, 1500);
+        assert_eq!((s.cwnd(), s.counters().window_cuts), (4000, 1), "within one RTT of the cut");
+        // A trim of a packet that left before the cut tells of the same congestion.
+        s.on_nack(pkts[5].psn, true, 2100);
         assert_eq!((s.cwnd(), s.counters().window_cuts), (4000, 1));
+        s.on_ack(9, pkts[4].psn, pkts[5].psn, 0, false, 2300);
+        let again = s.next_packet(2400).expect("room for the packet to send again");
+        assert_eq!((again.psn, again.retx), (pkts[5].psn, true));
+        // Its trim, sent after the cut, is news: a second cut.
+        s.on_nack(again.psn, true, 3000);
+        assert_eq!((s.cwnd(), s.counters().window_cuts), (2000, 2));
     }
 }

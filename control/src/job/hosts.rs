@@ -31,6 +31,8 @@ pub(crate) struct FabricHosts {
     pub dcqcn_np: rocefab_contracts::dcqcn::NpSettings,
     /// The first switch's DSCP → traffic class map (a UET NIC's data priority follows it).
     pub dscp_to_tc: Vec<u8>,
+    /// The DSCP the switches remark trimmed packets with, when any queue trims.
+    pub trim_dscp: Option<u8>,
 }
 
 /// The hosts of a running fabric. Prints a warning for every host whose NIC agent does not
@@ -59,6 +61,7 @@ pub(crate) fn hosts_of(fabric: &str) -> anyhow::Result<FabricHosts> {
         dcqcn: topo.dcqcn,
         dcqcn_np: topo.dcqcn_np,
         dscp_to_tc: plan.switches.first().map_or_else(|| vec![0; 64], |s| s.config.dscp_to_tc.clone()),
+        trim_dscp: plan.switches.iter().map(|s| &s.config.qos.trim).find(|t| t.queues != 0).map(|t| t.dscp),
     })
 }
 
@@ -208,7 +211,7 @@ pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobArgs, timeout: u
         dcqcn_on,
         uet: (s.transport == super::Transport::Uet).then_some(gpu_host::nic::collective_job::UetOptions {
             spray: s.uet_entropy == super::UetEntropy::Spray,
-            trim_dscp: None,
+            trim_dscp: f.trim_dscp,
             dscp: s.uet_dscp,
             priority: f.dscp_to_tc.get(usize::from(s.uet_dscp)).copied().unwrap_or(0),
         }),

@@ -377,7 +377,7 @@ pub const UET_RECEIVE_WINDOW_PACKETS: u32 = 4096;
 /// The wall-clock configuration of a UET PDC's sending end for `s` on `nic` at dilation `d`:
 /// packets of the path MTU (so a collective's transfers have the packet counts RoCEv2's have),
 /// the job's window (at most [`UET_RECEIVE_WINDOW_PACKETS`]) as both the sequence window and
-/// the largest congestion window, the job's local ACK timeout × D as the retransmission timeout,
+/// the largest congestion window, ten packets as the initial one, the job's local ACK timeout × D as the retransmission timeout,
 /// IBTA's retry count of 7.
 fn uet_sender_config(s: &SendSpec, nic: &Nic, u: &job::UetSpec, sport: u16, d: Dilation) -> crate::uet::SenderConfig {
     let mtu = nic.cfg.path_mtu.bytes();
@@ -386,7 +386,8 @@ fn uet_sender_config(s: &SendSpec, nic: &Nic, u: &job::UetSpec, sport: u16, d: D
         max_payload: mtu,
         start_psn: s.psn,
         window_packets: window,
-        init_cwnd_bytes: u64::from(window) * u64::from(mtu),
+        // RFC 6928's initial window of ten packets, slow start from there.
+        init_cwnd_bytes: u64::from(window.min(10)) * u64::from(mtu),
         max_cwnd_bytes: u64::from(window) * u64::from(mtu),
         rto_ns: d.duration(s.retransmit_timeout_ns).max(1),
         max_retransmissions: 7,

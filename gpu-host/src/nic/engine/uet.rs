@@ -172,19 +172,19 @@ impl Engine {
                 self.uet_ack(
                     nic_idx,
                     dpdcid,
-                    |tx| tx.on_ack(spdcid, cack_psn, sack_base, sack_bitmap, flags & ack_flags::M != 0),
+                    |tx| tx.on_ack(spdcid, cack_psn, sack_base, sack_bitmap, flags & ack_flags::M != 0, now),
                     now,
                 )
             }
             Pds::Ack { flags, cack_psn, spdcid, dpdcid, .. } => self.uet_ack(
                 nic_idx,
                 dpdcid,
-                |tx| tx.on_ack(spdcid, cack_psn, cack_psn, 0, flags & ack_flags::M != 0),
+                |tx| tx.on_ack(spdcid, cack_psn, cack_psn, 0, flags & ack_flags::M != 0, now),
                 now,
             ),
             Pds::Nack { code, psn, dpdcid, .. } => {
                 let trimmed = matches!(code, NackCode::Trimmed | NackCode::TrimmedLastHop | NackCode::TrimmedAck);
-                self.uet_ack(nic_idx, dpdcid, |tx| tx.on_nack(psn, trimmed), now)
+                self.uet_ack(nic_idx, dpdcid, |tx| tx.on_nack(psn, trimmed, now), now)
             }
             _ => {
                 self.nics[nic_idx].c.rx_ignored += 1;
