@@ -43,6 +43,21 @@ pub mod ethertype {
     pub const MAC_CONTROL: u16 = 0x8808;
 }
 
+/// Ultra Ethernet Transport's encapsulations as the ECMP hash sees them (UEC Specification 1.0;
+/// field by field in docs/research/uet-wire-formats.md §1).
+pub mod uet {
+    /// IP protocol of UET's native encapsulation: uet-ref-prov `uet_pkt_hdr.h` `UET_IPPROTO`
+    /// (line 29, "for UET over IP encap"), an RFC 3692 experimental number.
+    pub const IPPROTO: u8 = 253;
+    /// UDP destination port of UET (IANA; xdp2 `src/include/uet/pds.h` `UET_UDP_PORT_NUM`,
+    /// Wireshark `packet-uet.c` `UDP_PORT_UET`): the UDP source port carries the entropy.
+    pub const UDP_PORT: u16 = 4793;
+    /// The entropy header right after the IP header on the native path: entropy (2 bytes,
+    /// big-endian), reserved (2) (xdp2 `pds.h` `struct uet_entropy_hdr`, uet-ref-prov
+    /// `struct uet_entropy`; Wireshark `dissect_uet_entropy`).
+    pub const ENTROPY_HLEN: usize = 4;
+}
+
 /// Default DSCP → traffic-class mapping (the NX-OS reference design of the book, ch. 11; docs/src/lossless-qos.md).
 pub mod dscp {
     /// RoCEv2 data.

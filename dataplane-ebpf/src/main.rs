@@ -20,7 +20,11 @@
 //!    buffers: the program is `xdp.frags`, so a frame longer than a page — RoCE at path MTU 4096
 //!    over a 9216-byte link MTU — arrives as a first buffer holding every header plus
 //!    fragments; [`frame_len`]); DSCP (RFC 2474) →
-//!    traffic class via `DSCP_TC`; L4 ports for UDP/TCP (0 for other protocols and fragments).
+//!    traffic class via `DSCP_TC`; L4 ports for UDP/TCP (0 for other protocols and fragments);
+//!    for UET's native encapsulation (IP protocol 253, [`dataplane_common::uet`]) the entropy of
+//!    the 4-byte entropy header after the IP header stands in the source port's place (the
+//!    destination port 0), so the 5-tuple hash spreads a UET flow by its per-packet entropy as it
+//!    does over UDP 4793, where the entropy is the UDP source port.
 //!    Multicast / broadcast / IPv6 link-local destinations → `XDP_PASS` (ND, IGMP, … belong to
 //!    the switch's own stack).
 //! 5. Longest-prefix match in `ROUTES_V4` / `ROUTES_V6`: miss → drop `ROUTE_MISS`;
@@ -89,7 +93,7 @@ use dataplane_common::{
     counter, depth_index, ecn, ethertype, flow_hash, kind,
     lb::{self, FlowKey, Flowlet},
     limits::{MAX_FLOWLETS, MAX_GROUPS, MAX_GROUP_MEMBERS, MAX_NEXTHOPS, MAX_PORTS, MAX_ROUTES},
-    wred_hit, wred_probability, xorshift32, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams,
+    uet, wred_hit, wred_probability, xorshift32, Decision, NextHop, NextHopGroup, PortInfo, RouteValue, SwitchParams,
     WredParams, XdpMeta, DEPTHS_LEN,
 };
 
@@ -275,7 +279,9 @@ fn dscp_tc(dscp: u8) -> u8 {
     DSCP_TC.get((dscp & 0x3f) as u32).map_or(0, |tc| *tc & 0x07)
 }
 
-/// Source and destination ports of a UDP/TCP header at `l4`, or zeros for other protocols.
+/// Source and destination ports of a UDP/TCP header at `l4`; for UET's native encapsulation the
+/// entropy of its entropy header (xdp2 `struct uet_entropy_hdr`: entropy, reserved) as the
+/// source port and 0; zeros for other protocols.
 ///
 /// The ports are read through the very pointer that was bounds-checked: re-deriving a pointer
 /// after a wider check lets LLVM drop the (implied) narrower check, and the verifier then
@@ -294,6 +300,12 @@ fn l4_ports(ctx: &XdpContext, l4: usize, proto: u8) -> Result<(u16, u16), ()> {
             // SAFETY: `ptr_at` checked the fixed TCP header lies inside the frame; alignment 1.
             let h = unsafe { &*p };
             [h[0], h[1], h[2], h[3]]
+        }
+        uet::IPPROTO => {
+            let p = ptr_at::<[u8; uet::ENTROPY_HLEN]>(ctx, l4)?;
+            // SAFETY: `ptr_at` checked the entropy header lies inside the frame; alignment 1.
+            let h = unsafe { &*p };
+            [h[0], h[1], 0, 0]
         }
         _ => return Ok((0, 0)),
     };

@@ -123,8 +123,12 @@ impl Fixture {
     /// Runs a UDP frame `SRC:sport → dst:4791` with `dscp` at clock `now_ns`; returns the
     /// egress port the program chose.
     fn send(&mut self, dst: Ipv4Addr, dscp: u8, sport: u16, now_ns: u64) -> u8 {
+        self.send_frame(udp4(dst, dscp, sport), now_ns)
+    }
+
+    /// Runs `frame` at clock `now_ns`; returns the egress port the program chose.
+    fn send_frame(&mut self, frame: Vec<u8>, now_ns: u64) -> u8 {
         self.sw.set_clock_override(now_ns).expect("set the test clock");
-        let frame = udp4(dst, dscp, sport);
         let out = self.sw.test_run(&frame, self.if0).expect("BPF_PROG_TEST_RUN");
         assert_eq!(out.action, XDP_REDIRECT, "action");
         let d = out.decision().expect("Decision in the XDP metadata");
@@ -149,14 +153,33 @@ impl Fixture {
 }
 
 fn udp4(dst: Ipv4Addr, dscp: u8, sport: u16) -> Vec<u8> {
+    udp4_to(dst, dscp, sport, 4791)
+}
+
+fn udp4_to(dst: Ipv4Addr, dscp: u8, sport: u16, dport: u16) -> Vec<u8> {
     let mut h = Ipv4Header::new(0, 64, IpNumber::UDP, SRC.octets(), dst.octets()).unwrap();
     h.dscp = IpDscp::try_new(dscp).unwrap();
     let mut out = Vec::new();
     PacketBuilder::ethernet2([2, 0, 0, 0, 0x10, 1], [2, 0, 0, 0, 1, 0])
         .ip(etherparse::IpHeaders::Ipv4(h, Default::default()))
-        .udp(sport, 4791)
+        .udp(sport, dport)
         .write(&mut out, &[0x5a; 32])
         .expect("build frame");
+    out
+}
+
+/// UET's native encapsulation (uet-ref-prov `uet_pkt_hdr.h`: IP protocol 253, then the 4-byte
+/// entropy header: entropy, reserved; docs/research/uet-wire-formats.md §1), then 12 bytes
+/// standing for a PDS request.
+fn uet4(dst: Ipv4Addr, entropy: u16) -> Vec<u8> {
+    let mut payload = Vec::from(entropy.to_be_bytes());
+    payload.extend_from_slice(&[0, 0]);
+    payload.extend_from_slice(&[0x11; 12]);
+    let mut h = Ipv4Header::new(payload.len() as u16, 64, IpNumber(253), SRC.octets(), dst.octets()).unwrap();
+    h.header_checksum = h.calc_header_checksum();
+    let mut out = vec![2, 0, 0, 0, 1, 0, 2, 0, 0, 0, 0x10, 1, 0x08, 0x00];
+    out.extend_from_slice(&h.to_bytes());
+    out.extend_from_slice(&payload);
     out
 }
 
@@ -187,6 +210,34 @@ fn ecmp_class_follows_the_flow_hash() {
     assert_eq!(used[0] + used[1], 0, "only group 0's ports 2 and 3: {used:?}");
     assert!((20..=44).contains(&used[2]) && (20..=44).contains(&used[3]), "each member 20..=44 of 64: {used:?}");
     assert_eq!((f.counter(counter::FLOWLET_PATH_CHANGES), f.counter(counter::SPRAYED)), (0, 0));
+}
+
+/// UET spreads by its per-packet entropy under plain ECMP (issue 42, "The switch"): over IP
+/// protocol 253 the entropy header stands in the source port's place in the 5-tuple hash
+/// (destination port 0), over UDP 4793 the entropy is the UDP source port, hashed as any. One
+/// pair of endpoints, 64 entropies: every choice is the hash's, and each member gets 20..=44
+/// (binomial(64, 1/2) ± 3σ) on both encapsulations. Before the entropy header was read, protocol
+/// 253 hashed with zero ports: all 64 on one member.
+#[test]
+fn uet_entropy_spreads_ecmp_on_both_encapsulations() {
+    let mut f = Fixture::new("u");
+    let mut used = [[0u32; 4]; 2];
+    let mut t = 1_000_000;
+    for i in 0..64u16 {
+        let entropy = 0x8000u16.wrapping_add(i.wrapping_mul(977));
+        t += 10 * GAP_NS;
+        let port = f.send_frame(uet4(DST2, entropy), t);
+        let h = flow_hash([u32::from(SRC), 0, 0, 0], [u32::from(DST2), 0, 0, 0], 253, entropy, 0, SEED);
+        assert_eq!(port, f.member_port(0, ecmp_index(h, 2)), "IP protocol 253, entropy {entropy:#06x}");
+        used[0][port as usize] += 1;
+        let port = f.send_frame(udp4_to(DST2, DSCP_ECMP, entropy, dataplane_common::uet::UDP_PORT), t);
+        let h = flow_hash([u32::from(SRC), 0, 0, 0], [u32::from(DST2), 0, 0, 0], 17, entropy, 4793, SEED);
+        assert_eq!(port, f.member_port(0, ecmp_index(h, 2)), "UDP 4793, source port {entropy:#06x}");
+        used[1][port as usize] += 1;
+    }
+    for (u, what) in used.iter().zip(["IP protocol 253", "UDP 4793"]) {
+        assert!((20..=44).contains(&u[2]) && (20..=44).contains(&u[3]), "{what}: each member 20..=44 of 64: {u:?}");
+    }
 }
 
 /// The program's ECMP choice is the member `hash % members` of the lookup3 reference vectors
