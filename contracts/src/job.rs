@@ -320,6 +320,10 @@ pub struct UetSpec {
     /// UDP destination port (default 4793).
     #[serde(default = "default_uet_port")]
     pub udp_port: u16,
+    /// The native encapsulation instead of UDP: this IP protocol (253 in uet-ref-prov) and the
+    /// 4-byte entropy header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip_protocol: Option<u8>,
 }
 
 fn default_uet_port() -> u16 {

@@ -282,7 +282,8 @@ pub struct SwitchParams {
 pub mod host_counter {
     /// Frames seen on a known port.
     pub const RX: u32 = 0;
-    /// RoCEv2 frames redirected to the port's socket.
+    /// RoCEv2 and UET frames (the NIC's transport, UDP 4791 / 4793 or IP protocol 253)
+    /// redirected to the port's socket (the name stays `roce`).
     pub const ROCE: u32 = 1;
     /// MAC control (PAUSE / PFC) frames redirected.
     pub const MAC_CONTROL: u32 = 2;

@@ -16,7 +16,8 @@
 //! 3. EtherType 0x8808 (IEEE 802.3 Annex 31B PAUSE, IEEE 802.1Qbb PFC) → redirect.
 //! 4. IPv4 (RFC 791, unfragmented, protocol 17) or IPv6 (RFC 8200, next header 17, no extension
 //!    headers walked) with UDP (RFC 768) destination port 4791 (RoCEv2, IBTA Annex A17) or 4793
-//!    (Ultra Ethernet Transport, the IANA port) → redirect.
+//!    (Ultra Ethernet Transport, the IANA port), or IP protocol 253 (UET's native encapsulation,
+//!    `dataplane_common::uet::IPPROTO`) → redirect.
 //! 5. Everything else, including truncated headers, → `XDP_PASS` (the kernel judges it).
 //!
 //! Redirect: `bpf_redirect_map(HOST_XSKS, slot, XDP_DROP)` — the frame is delivered unchanged,
@@ -38,14 +39,13 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, XskMap},
     programs::XdpContext,
 };
+use dataplane_common::uet::{IPPROTO as UET_IPPROTO, UDP_PORT as UET_UDP_PORT};
 use dataplane_common::{ethertype, host_counter, kind, limits::MAX_PORTS, Decision, XdpMeta};
 
 use crate::{be16_at, ptr_at, ETH_HLEN, IPPROTO_UDP, IPV4_HLEN_MIN, IPV6_HLEN, UDP_HLEN, VLAN_HLEN};
 
 /// RoCEv2 UDP destination port (IBTA Annex A17.2).
 const ROCE_UDP_PORT: u16 = 4791;
-/// UET UDP destination port (IANA; `rocefab_wire::uet::UDP_PORT`).
-const UET_UDP_PORT: u16 = 4793;
 
 /// Ingress ifindex → port slot (index into `HOST_XSKS` and `HOST_COUNTERS`).
 #[map]
@@ -168,7 +168,13 @@ fn classify(ctx: &XdpContext) -> Result<Class, ()> {
             let h = unsafe { &*h };
             let ihl = ((h[0] & 0x0f) as usize) * 4;
             let frag = u16::from_be_bytes([h[6], h[7]]) & 0x3fff;
-            if h[0] >> 4 != 4 || ihl < IPV4_HLEN_MIN || h[9] != IPPROTO_UDP || frag != 0 {
+            if h[0] >> 4 != 4 || ihl < IPV4_HLEN_MIN || frag != 0 {
+                return Ok(Class::Other);
+            }
+            if h[9] == UET_IPPROTO {
+                return Ok(Class::Roce);
+            }
+            if h[9] != IPPROTO_UDP {
                 return Ok(Class::Other);
             }
             udp_is_roce(ctx, l3 + (ihl & 0x3c))
@@ -177,6 +183,9 @@ fn classify(ctx: &XdpContext) -> Result<Class, ()> {
             let h = ptr_at::<[u8; IPV6_HLEN]>(ctx, l3)?;
             // SAFETY: `ptr_at` checked the 40 bytes lie inside the frame; alignment 1.
             let h = unsafe { &*h };
+            if h[0] >> 4 == 6 && h[6] == UET_IPPROTO {
+                return Ok(Class::Roce);
+            }
             if h[0] >> 4 != 6 || h[6] != IPPROTO_UDP {
                 return Ok(Class::Other);
             }

@@ -6,9 +6,10 @@
 //!   than 10 % of its packets out of order, no retransmission, and each rail switch's two
 //!   uplinks within 5 % of each other in bytes; then AllReduce, incast and broadcast over UET,
 //!   all verified.
-//! - `uet_with_one_entropy_per_pdc_keeps_each_pdc_on_one_path`: the same all-to-all with one
-//!   entropy per PDC (`--uet-entropy pdc`) has nothing out of order, so the reordering above
-//!   comes from the per-packet entropy.
+//! - `one_entropy_per_pdc_keeps_a_path_and_the_entropy_header_sprays_over_ip`: the same
+//!   all-to-all with one entropy per PDC (`--uet-entropy pdc`) has nothing out of order, so the
+//!   reordering above comes from the per-packet entropy; natively over IP protocol 253
+//!   (`--uet-encap ip`) the switches hash the entropy header instead and spray as much.
 //!
 //! - `uet_incast_with_trimming_nacks_every_trim_and_meets_the_ideal`: a 7:1 UET incast into
 //!   rail-spine-incast's 100 Mbit/s link, lossy (DSCP 26, queue 0 of 64 KiB, no ECN), at time
@@ -107,10 +108,24 @@ fn uet_alltoall_sprays_every_packet_by_entropy() {
 }
 
 #[test]
-fn uet_with_one_entropy_per_pdc_keeps_each_pdc_on_one_path() {
+fn one_entropy_per_pdc_keeps_a_path_and_the_entropy_header_sprays_over_ip() {
     let f = Fabric::up("rail-spine.yaml", "huet2");
     let r = run(&f, "alltoall", "1MiB", &["--uet-entropy", "pdc"]);
     assert_eq!(r["out_of_order_packets"], 0, "one path per PDC: {r:#}");
+    // Natively over IP protocol 253: the switches hash the entropy header as they hash the UDP
+    // source port.
+    let up = uplinks(&f, "rail1");
+    let before = tx_bytes(&f, "rail1", &up);
+    let r = run(&f, "alltoall", "4MiB", &["--uet-encap", "ip"]);
+    let (ooo, n) = (r["out_of_order_packets"].as_u64().unwrap(), packets(&r));
+    let b: Vec<f64> = tx_bytes(&f, "rail1", &up).iter().zip(&before).map(|(a, b)| a - b).collect();
+    let spread = (b[0] - b[1]).abs() / b[0].max(b[1]);
+    eprintln!(
+        "UET over IP 253: {ooo} of {n} packets out of order; rail1 uplink bytes {b:?}, spread {:.2} %",
+        spread * 100.0
+    );
+    assert!(ooo * 10 > n, "only {ooo} of {n} packets out of order: {r:#}");
+    assert!(spread <= 0.05, "rail1's uplinks differ by {:.1} %: {b:?}", spread * 100.0);
 }
 
 /// rail-spine-incast at D 10 with queue 0 (UET's DSCP 26) lossy, 64 KiB, without ECN, and

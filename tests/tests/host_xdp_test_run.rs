@@ -37,6 +37,23 @@ fn udp_v6(dport: u16) -> Vec<u8> {
     v
 }
 
+/// A UET frame over IP protocol `proto` (253: the native encapsulation) with its entropy header.
+fn ip_proto_v4(proto: u8) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2(SRC_MAC, DST_MAC).ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64);
+    let mut v = Vec::new();
+    b.write(&mut v, etherparse::IpNumber(proto), &[0xc1, 0x23, 0, 0, 0x10, 0x00]).unwrap();
+    v
+}
+
+fn ip_proto_v6(proto: u8) -> Vec<u8> {
+    let (mut s, mut d) = ([0u8; 16], [0u8; 16]);
+    (s[0], s[15], d[0], d[15]) = (0xfd, 1, 0xfd, 2);
+    let b = PacketBuilder::ethernet2(SRC_MAC, DST_MAC).ipv6(s, d, 64);
+    let mut v = Vec::new();
+    b.write(&mut v, etherparse::IpNumber(proto), &[0xc1, 0x23, 0, 0, 0x10, 0x00]).unwrap();
+    v
+}
+
 fn pfc_frame() -> Vec<u8> {
     let mut f = vec![0u8; 60];
     f[..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 1]);
@@ -73,16 +90,21 @@ fn monotonic_ns() -> u64 {
 }
 
 #[test]
-fn host_program_redirects_roce_and_mac_control_and_passes_the_rest() {
+fn host_program_redirects_roce_uet_and_mac_control_and_passes_the_rest() {
     let veth = VethPair::new("rf-h-x1a", "rf-h-x1b").unwrap();
     let idx = ifindex(&veth.a).unwrap();
     let mut h = load_for_test(&[idx], PROGRAM_NAME).expect("rocefab_host_xdp must pass the verifier");
     let xsk = XskSocket::bind(&veth.a).unwrap();
     h.register_xsk(0, xsk.fd()).unwrap();
 
-    let cases: [(&str, Vec<u8>, u32); 8] = [
+    let cases: [(&str, Vec<u8>, u32); 13] = [
         ("rocev2 ipv4", udp_v4(4791, 64), XDP_REDIRECT),
         ("rocev2 ipv6", udp_v6(4791), XDP_REDIRECT),
+        ("uet udp ipv4", udp_v4(4793, 64), XDP_REDIRECT),
+        ("uet udp ipv6", udp_v6(4793), XDP_REDIRECT),
+        ("uet native ipv4", ip_proto_v4(253), XDP_REDIRECT),
+        ("uet native ipv6", ip_proto_v6(253), XDP_REDIRECT),
+        ("ip protocol 254", ip_proto_v4(254), XDP_PASS),
         ("pfc", pfc_frame(), XDP_REDIRECT),
         ("udp 4790", udp_v4(4790, 64), XDP_PASS),
         ("arp", arp_frame(), XDP_PASS),
@@ -109,10 +131,10 @@ fn host_program_redirects_roce_and_mac_control_and_passes_the_rest() {
         }
     }
     let c = h.counters().unwrap()[0];
-    assert_eq!(c[counter::RX as usize], 8);
-    assert_eq!(c[counter::ROCE as usize], 2);
+    assert_eq!(c[counter::RX as usize], 13);
+    assert_eq!(c[counter::ROCE as usize], 6, "RoCEv2 and UET");
     assert_eq!(c[counter::MAC_CONTROL as usize], 1);
-    assert_eq!(c[counter::PASS as usize], 5);
+    assert_eq!(c[counter::PASS as usize], 6);
     assert_eq!(c[counter::REDIRECT_FAILED as usize], 0);
 }
 

@@ -214,6 +214,7 @@ pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobArgs, timeout: u
             trim_dscp: f.trim_dscp,
             dscp: s.uet_dscp,
             priority: f.dscp_to_tc.get(usize::from(s.uet_dscp)).copied().unwrap_or(0),
+            ip_protocol: (s.uet_encap == super::UetEncap::Ip).then_some(rocefab_wire::uet::IP_PROTOCOL),
         }),
     }
 }

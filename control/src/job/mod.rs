@@ -47,6 +47,13 @@ pub enum Transport {
     Uet,
 }
 
+/// `--uet-encap`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UetEncap {
+    Udp,
+    Ip,
+}
+
 /// `--uet-entropy`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UetEntropy {
@@ -70,6 +77,10 @@ pub struct JobArgs {
     /// (`qos.trim`); 24 puts it in RoCEv2's lossless class.
     #[arg(long, default_value_t = 26, value_parser = clap::value_parser!(u8).range(0..64))]
     pub uet_dscp: u8,
+    /// UET: over UDP to port 4793 (`udp`, the entropy in the source port) or natively over IP
+    /// protocol 253 with the 4-byte entropy header (`ip`, as the UEC's reference provider).
+    #[arg(long, value_enum, default_value_t = UetEncap::Udp)]
+    pub uet_encap: UetEncap,
     /// How requesters cut their writes: first-middle-last (standard RC) or write-only (every
     /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
     #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]

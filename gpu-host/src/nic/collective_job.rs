@@ -126,6 +126,8 @@ pub struct UetOptions {
     /// the NIC, if PFC is on for it).
     pub dscp: u8,
     pub priority: u8,
+    /// Over IP with this protocol and the entropy header instead of UDP.
+    pub ip_protocol: Option<u8>,
 }
 
 /// The SES JobID of a job named `name`: 24 bits of its FNV-1a hash (every host of a job
@@ -534,6 +536,7 @@ fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
                     spray: u.spray,
                     trim_dscp: u.trim_dscp,
                     udp_port: rocefab_wire::uet::UDP_PORT,
+                    ip_protocol: u.ip_protocol,
                 }),
             })
             .collect(),
@@ -888,7 +891,7 @@ mod tests {
     #[test]
     fn every_collective_runs_verified_over_uet_with_spraying_and_trimming() {
         let opts = BuildOptions {
-            uet: Some(UetOptions { spray: true, trim_dscp: None, dscp: 24, priority: 3 }),
+            uet: Some(UetOptions { spray: true, trim_dscp: None, dscp: 24, priority: 3, ip_protocol: None }),
             ..Default::default()
         };
         for kind in [Kind::AllReduce, Kind::AllToAll, Kind::Incast, Kind::Broadcast] {
@@ -910,9 +913,26 @@ mod tests {
     }
 
     #[test]
+    fn uet_runs_natively_over_ip_with_the_entropy_header() {
+        let u = UetOptions { spray: true, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: Some(253) };
+        let b =
+            build(Kind::AllToAll, &hosts(3, 2), 120_000, &BuildOptions { uet: Some(u), ..Default::default() }).unwrap();
+        let mut entropies = std::collections::HashSet::new();
+        let r = run_over(&b, |k, f| {
+            // IPv4 protocol 253, DSCP 26; the entropy header's first 16 bits after the IP header.
+            assert_eq!((f[23], f[15] >> 2), (253, 26), "a native UET frame");
+            entropies.insert(u16::from_be_bytes([f[34], f[35]]));
+            Some(if k.is_multiple_of(5) { 23_000 } else { 3_000 })
+        });
+        assert!(all_verified(&r), "{r:#?}");
+        assert!(totals(&r).2 > 0, "sprayed packets arrived out of order");
+        assert!(entropies.len() > 100, "{} entropy values", entropies.len());
+    }
+
+    #[test]
     fn a_lost_uet_packet_is_sent_again_after_the_timeout() {
         let opts = BuildOptions {
-            uet: Some(UetOptions { spray: false, trim_dscp: None, dscp: 24, priority: 3 }),
+            uet: Some(UetOptions { spray: false, trim_dscp: None, dscp: 24, priority: 3, ip_protocol: None }),
             ..Default::default()
         };
         let b = build(Kind::Incast, &hosts(3, 1), 200_000, &opts).unwrap();

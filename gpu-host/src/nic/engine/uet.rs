@@ -90,7 +90,7 @@ impl Engine {
     /// acked): whether a request was placed, whether an ACK freed send room, and the QP.
     pub(super) fn on_uet_frame(&mut self, nic_idx: usize, frame: &[u8], now: u64) -> Option<(usize, bool, bool)> {
         let spec = self.nics[nic_idx].cfg.uet?;
-        let ports = Ports { udp_port: spec.udp_port, ..Ports::default() };
+        let ports = Ports { udp_port: spec.udp_port, ip_protocol: spec.ip_protocol.unwrap_or(uet::IP_PROTOCOL) };
         let p = match ParsedUetFrame::parse_with(frame, ports) {
             Ok(p) => p,
             Err(_) => {
@@ -290,7 +290,7 @@ impl Engine {
                 dscp: cl.data_dscp,
                 ecn: IpEcn::Ect0,
                 ttl: 64,
-                encap: Encap::Udp { src_port: qp.sport, dst_port: spec.udp_port },
+                encap: encap(&spec, qp.sport),
                 pds,
                 ses: Ses::None,
                 payload: &[],
@@ -365,7 +365,7 @@ impl Engine {
                 dscp: cl.data_dscp,
                 ecn: IpEcn::Ect0,
                 ttl: 64,
-                encap: Encap::Udp { src_port: t.entropy, dst_port: spec.udp_port },
+                encap: encap(&spec, t.entropy),
                 pds,
                 ses: Ses::Request(s),
                 payload: &qp.send_buf[start..start + t.len as usize],
@@ -373,6 +373,14 @@ impl Engine {
             return Some(f.emit(buf).map_err(|_| ()));
         }
         None
+    }
+}
+
+/// UDP to the NIC's port with `entropy` as source port, or the native encapsulation.
+fn encap(spec: &job::UetSpec, entropy: u16) -> Encap {
+    match spec.ip_protocol {
+        Some(protocol) => Encap::Ip { protocol, entropy },
+        None => Encap::Udp { src_port: entropy, dst_port: spec.udp_port },
     }
 }
 
