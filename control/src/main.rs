@@ -72,7 +72,7 @@ enum QosCmd {
 
 #[derive(Subcommand)]
 enum PcapCmd {
-    /// Decode every frame rocefab knows (PFC, PAUSE, LLDP/DCBX, RoCEv2) and list the rest.
+    /// Decode every frame rocefab knows (PFC, PAUSE, LLDP/DCBX, RoCEv2, UET) and list the rest.
     Show(control::cmd::pcap_show::PcapShowArgs),
 }
 

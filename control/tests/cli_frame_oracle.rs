@@ -802,3 +802,218 @@ fn sniffer_captures_are_named_and_gzipped_captures_are_read() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("a gzip'd file holding a text file"), "{e}");
 }
+
+/// UET frames built by scapy with the UET layers written from the sources (test-support's
+/// `scapy_uet.py`, not rocefab's code): `pcap show` shows each header's fields as scapy wrote
+/// them; malformed UET frames (cut PDS, ACK_CC, entropy and SES headers) are shown as malformed
+/// with the layer and the reason, between good frames, and decoding goes on.
+#[test]
+fn uet_frames_from_scapy_are_shown_field_by_field_and_malformed_ones_named() {
+    let d = temp_dir("uet");
+    let file = d.path().join("uet.pcap");
+    let script = format!(
+        "{}\n{}",
+        rocefab_test_support::scapy::UET_LAYERS,
+        r#"
+from scapy.all import wrpcap
+E = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+ackcc = AckCc(next_hdr=4, cack_psn=999, ack_psn_offset=1, spdcid=0x22, dpdcid=0x11, cc_type=0, mpr=32,
+              sack_psn_offset=-2, sack_bitmap=0xb, service_time=100, restore_cwnd=1, rcv_cwnd_pend=5,
+              rcvd_bytes=65536, ooo_count=3)
+pkts = [
+  E / IP(src="10.0.0.1", dst="10.0.1.1", tos=(26 << 2) | 2) / UDP(sport=0xbeef, dport=4793)
+    / RudRodReq(type=2, next_hdr=3, ar=1, clear_psn_offset=-1, psn=1000, spdcid=0x11, dpdcid=0x22)
+    / SesStdReq(opcode=1, som=1, eom=1, hd=1, message_id=7, ri_generation=2, job_id=0x123456, pid_on_fep=0x9,
+                resource_index=0x3, buffer_offset=0x10000, initiator=5, memory_key=0xabc, header_data=0x77,
+                request_length=4096)
+    / Raw(b"\x00" * 32),
+  E / IPv6(src="fd00::1", dst="fd00::2") / UetEntropy(entropy=0x4242) / ackcc
+    / SesResponse(opcode=1, return_code=1, message_id=7, job_id=0x123456, modified_length=4096),
+  E / IP(src="10.0.1.1", dst="10.0.0.1") / UDP(sport=7, dport=4793)
+    / Nack(nack_code=0x01, retx=1, nack_psn=1001, spdcid=0x22, dpdcid=0x11, nack_payload=1002),
+  E / IP(src="10.0.1.1", dst="10.0.0.1") / UetEntropy(entropy=9)
+    / Nack(nack_code=0x02, nack_psn=1003, spdcid=0x22, dpdcid=0x11),
+  # Malformed: a RUD request cut to 3 bytes; an ACK_CC cut to 20; an entropy header cut to 2;
+  # a standard request cut to 10 bytes behind a whole RUD request.
+  E / IP(src="10.0.0.1", dst="10.0.1.1") / UDP(sport=1, dport=4793) / Raw(raw(RudRodReq(type=2))[:3]),
+  E / IP(src="10.0.0.1", dst="10.0.1.1") / UetEntropy(entropy=1) / Raw(raw(ackcc)[:20]),
+  E / IP(src="10.0.0.1", dst="10.0.1.1", proto=253) / Raw(b"\x01\x02"),
+  E / IP(src="10.0.0.1", dst="10.0.1.1") / UDP(sport=1, dport=4793) / RudRodReq(type=2, next_hdr=3, psn=5)
+    / Raw(raw(SesStdReq(opcode=1, som=1))[:10]),
+  # Not UET: another UDP port.
+  E / IP(src="10.0.0.1", dst="10.0.1.1") / UDP(sport=1, dport=4794) / Raw(b"\x10\x00" * 8),
+]
+wrpcap(sys.stdin.read().strip(), pkts)
+"#
+    );
+    rocefab_test_support::scapy::run_python(&script, file.to_str().unwrap());
+    let j = show_json(&file, &[]);
+    assert_eq!(j.len(), 9, "{j:?}");
+    let text = rocefab_ok(&["pcap", "show", file.to_str().unwrap()]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 9, "{text}");
+
+    // 1: IPv4 / UDP 4793, RUD request with AR, SES standard request (SOM, EOM, HD).
+    let f = &j[0];
+    assert_eq!(f["kind"], "uet", "{f}");
+    assert_eq!(
+        (f["ip"]["version"].as_u64(), f["ip"]["dscp"].as_u64(), f["ip"]["ecn"].as_u64()),
+        (Some(4), Some(26), Some(2))
+    );
+    assert_eq!(
+        (f["udp"]["src_port"].as_u64(), f["udp"]["dst_port"].as_u64(), f["entropy"].as_u64()),
+        (Some(0xbeef), Some(4793), Some(0xbeef))
+    );
+    let p = &f["pds"];
+    assert_eq!(
+        (p["type"].as_u64(), p["type_name"].as_str(), p["next_header"].as_u64()),
+        (Some(2), Some("RUD_REQ"), Some(3)),
+        "{p}"
+    );
+    assert_eq!((p["psn"].as_u64(), p["clear_psn_offset"].as_i64()), (Some(1000), Some(-1)), "{p}");
+    assert_eq!(
+        (p["spdcid"].as_u64(), p["dpdcid"].as_u64(), p["flags"].as_u64()),
+        (Some(0x11), Some(0x22), Some(0x08)),
+        "AR is 0x08: {p}"
+    );
+    let s = &f["ses"];
+    assert_eq!(
+        (s["header"].as_str(), s["opcode"].as_u64(), s["opcode_name"].as_str()),
+        (Some("standard_request"), Some(1), Some("WRITE")),
+        "{s}"
+    );
+    assert_eq!(
+        (s["job_id"].as_u64(), s["pid_on_fep"].as_u64(), s["resource_index"].as_u64()),
+        (Some(0x123456), Some(9), Some(3)),
+        "{s}"
+    );
+    assert_eq!(
+        (s["message_id"].as_u64(), s["ri_generation"].as_u64(), s["buffer_offset"].as_u64()),
+        (Some(7), Some(2), Some(0x10000)),
+        "{s}"
+    );
+    assert_eq!(
+        (s["initiator"].as_u64(), s["memory_key"].as_u64(), s["header_data"].as_u64()),
+        (Some(5), Some(0xabc), Some(0x77)),
+        "{s}"
+    );
+    // SOM | EOM | HD (research file §9: 0x01, 0x02, 0x04).
+    assert_eq!((s["request_length"].as_u64(), s["flags"].as_u64()), (Some(4096), Some(0x07)), "{s}");
+    assert_eq!(f["payload_len"], 32, "{f}");
+    assert!(
+        lines[0].contains("UET 02:00:00:00:00:01 > 02:00:00:00:00:02 10.0.0.1:48879 > 10.0.1.1:4793"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("RUD_REQ psn 1000") && lines[0].contains("SES WRITE job 0x123456"), "{}", lines[0]);
+
+    // 2: IPv6 / IP protocol 253 / entropy, ACK_CC with NSCC state and SACK, SES response.
+    let f = &j[1];
+    assert_eq!(
+        (f["kind"].as_str(), f["ip"]["version"].as_u64(), f["ip_protocol"].as_u64()),
+        (Some("uet"), Some(6), Some(253)),
+        "{f}"
+    );
+    assert_eq!(f["entropy"], 0x4242, "{f}");
+    let p = &f["pds"];
+    assert_eq!(
+        (p["type_name"].as_str(), p["cack_psn"].as_u64(), p["ack_psn_offset"].as_i64()),
+        (Some("ACK_CC"), Some(999), Some(1)),
+        "{p}"
+    );
+    assert_eq!(
+        (p["mpr"].as_u64(), p["sack_psn_offset"].as_i64(), p["sack_bitmap"].as_u64()),
+        (Some(32), Some(-2), Some(0xb)),
+        "{p}"
+    );
+    assert_eq!(p["sack_base_psn"], 997, "the SACK bitmap starts at CACK_PSN + sack_psn_offset: {p}");
+    let n = &p["nscc"];
+    assert_eq!(
+        (n["service_time"].as_u64(), n["restore_cwnd"].as_bool(), n["rcv_cwnd_pend"].as_u64()),
+        (Some(100), Some(true), Some(5)),
+        "{n}"
+    );
+    assert_eq!((n["rcvd_bytes"].as_u64(), n["ooo_count"].as_u64()), (Some(65536), Some(3)), "{n}");
+    let s = &f["ses"];
+    assert_eq!(
+        (s["header"].as_str(), s["return_code_name"].as_str(), s["opcode_name"].as_str()),
+        (Some("response"), Some("OK"), Some("RESPONSE")),
+        "{s}"
+    );
+    assert_eq!(
+        (s["job_id"].as_u64(), s["modified_length"].as_u64(), s["message_id"].as_u64()),
+        (Some(0x123456), Some(4096), Some(7)),
+        "{s}"
+    );
+    assert!(
+        lines[1].contains("proto 253") && lines[1].contains("entropy 0x4242") && lines[1].contains("rcvd_bytes 65536"),
+        "{}",
+        lines[1]
+    );
+
+    // 3-4: trimmed NACKs over UDP and over IP, their codes named.
+    for (f, code, name, psn) in [(&j[2], 1, "TRIMMED", 1001), (&j[3], 2, "TRIMMED_LASTHOP", 1003)] {
+        let p = &f["pds"];
+        assert_eq!(
+            (p["type_name"].as_str(), p["nack_code"].as_u64(), p["nack_code_name"].as_str()),
+            (Some("NACK"), Some(code), Some(name)),
+            "{f}"
+        );
+        assert_eq!(
+            (p["psn"].as_u64(), p["spdcid"].as_u64(), p["dpdcid"].as_u64()),
+            (Some(psn), Some(0x22), Some(0x11)),
+            "{f}"
+        );
+        assert_eq!(f["ses"], Value::Null, "{f}");
+    }
+    assert_eq!(j[2]["pds"]["payload"], 1002);
+    assert!(lines[2].contains("NACK TRIMMED (0x01) vendor 0x00 psn 1001"), "{}", lines[2]);
+    assert!(lines[3].contains("NACK TRIMMED_LASTHOP (0x02)"), "{}", lines[3]);
+
+    // 5-8: malformed, each with its layer and reason; never a panic, decoding goes on.
+    for (i, layer, reason) in [
+        (4, "UET PDS", "UET PDS request truncated: need 12 bytes, have 3"),
+        (5, "UET PDS", "UET PDS ACK_CC truncated: need 32 bytes, have 20"),
+        (6, "entropy header", "entropy header truncated: need 4 bytes, have 2"),
+        (7, "UET SES", "UET SES standard request truncated: need 44 bytes, have 10"),
+    ] {
+        let f = &j[i];
+        assert_eq!(
+            (f["kind"].as_str(), f["protocol"].as_str(), f["layer"].as_str()),
+            (Some("error"), Some("uet"), Some(layer)),
+            "{f}"
+        );
+        assert_eq!(f["error"], format!("malformed UET frame: {reason}"), "{f}");
+        assert!(lines[i].contains(&format!("error: {layer}: malformed UET frame: {reason}")), "{}", lines[i]);
+    }
+    // 9: UDP to another port is plain IP, not a malformed UET frame.
+    assert_eq!(j[8]["kind"], "ip", "{}", j[8]);
+}
+
+/// xdp2's sample captures (wire/tests/data/xdp2, generated by its make_uet_pds.py and
+/// make_uet_ses.py): every packet is shown as UET, none as malformed; wire/tests/xdp2_pcaps.rs
+/// checks their fields.
+#[test]
+fn xdp2_uet_captures_are_shown_without_errors() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wire/tests/data/xdp2");
+    for (name, n) in [("uet_pds.pcap", 19), ("uet_ses.pcap", 17)] {
+        let j = show_json(&dir.join(name), &[]);
+        assert_eq!(j.len(), n, "{name}");
+        for f in &j {
+            assert_eq!(f["kind"], "uet", "{name}: {f}");
+            assert_eq!(f["udp"]["dst_port"], 4793, "{name}: {f}");
+        }
+    }
+    let text = rocefab_ok(&["pcap", "show", dir.join("uet_pds.pcap").to_str().unwrap()]);
+    let nack = text.lines().nth(12).unwrap();
+    assert!(nack.contains("NACK PDC_MODE_MISMATCH (0x16) vendor 0x87 pkt_id 2575857510"), "{nack}");
+    // Cut by a 60-byte snap length (`editcap -s 60`): said so, not called malformed.
+    let d = temp_dir("uet-cut");
+    let cut = d.path().join("cut.pcap");
+    tool("editcap", &["-s", "60", dir.join("uet_pds.pcap").to_str().unwrap(), cut.to_str().unwrap()]);
+    let text = rocefab_ok(&["pcap", "show", cut.to_str().unwrap()]);
+    assert_eq!(text.lines().count(), 19, "{text}");
+    let first = text.lines().next().unwrap();
+    assert!(first.contains("UET frame cut by the snap length (60 of 98 bytes captured)"), "{first}");
+    assert!(!text.contains("malformed"), "{text}");
+}

@@ -43,6 +43,10 @@ fn pcap_show_and_frame_into_a_closed_pipe_end_quietly() {
     assert_eq!((code, err.as_str()), (Some(0), ""), "rocefab pcap show into a closed pipe");
     let (code, err) = with_closed_stdout(&["pcap", "show", "--json", pcap.to_str().unwrap()]);
     assert_eq!((code, err.as_str()), (Some(0), ""), "rocefab pcap show --json into a closed pipe");
+    // UET frames (xdp2's sample capture) take the same path.
+    let uet = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wire/tests/data/xdp2/uet_ses.pcap");
+    let (code, err) = with_closed_stdout(&["pcap", "show", uet.to_str().unwrap()]);
+    assert_eq!((code, err.as_str()), (Some(0), ""), "rocefab pcap show of UET frames into a closed pipe");
     // A frame written to stdout (`-w -`) meets the closed pipe in the pcap writer.
     let (code, err) = with_closed_stdout(&["frame", "pfc", "--priorities", "3", "-w", "-"]);
     assert_eq!((code, err.as_str()), (Some(0), ""), "rocefab frame -w - into a closed pipe");

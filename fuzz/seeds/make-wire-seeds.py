@@ -86,3 +86,58 @@ write("uet_pds", "rod-retx", pds_prologue(3, 1, 0x10) + struct.pack(">hIHH", 300
 write("uet_pds", "ack-m-clear", pds_prologue(7, 0, 0x22) + struct.pack(">hIHH", 7, 0xDEADBEEF, 9, 10))
 write("uet_pds", "nack-trimmed", pds_prologue(10, 0, 0x10) + struct.pack(">BBIHHI", 1, 0, 41, 1, 2, 42))
 write("uet_pds", "control-ack-req", pds_prologue(11, 1, 0x08) + struct.pack(">HIHHI", 0, 5, 1, 2, 0))
+
+# --- uet_frame and uet_ses: whole UET frames and SES headers, built with the scapy UET layers
+# written from the sources' tables (test-support/src/scapy_uet.py; bound to UDP 4793 and IP
+# protocol 253 there).
+exec(open(os.path.join(OUT, "..", "..", "test-support", "src", "scapy_uet.py")).read())
+from scapy.all import IPv6  # noqa: E402
+
+
+# uet_frame: the UDP port (2 bytes) and IP protocol (1) parse_with is given, then the frame.
+def uet_frame(frame, udp_port=4793, proto=253):
+    return struct.pack(">HB", udp_port, proto) + bytes(frame)
+
+
+E = Ether(src=SRC, dst="02:00:00:00:00:02")
+std = SesStdReq(opcode=1, som=1, eom=1, hd=1, message_id=7, job_id=0x123456, pid_on_fep=9, resource_index=3,
+                buffer_offset=4096, initiator=5, memory_key=0xabc, header_data=0x77, request_length=8192)
+write("uet_frame", "udp-rud-std-write", uet_frame(
+    E / IP(src="10.0.1.1", dst="10.0.1.2", tos=26 << 2) / UDP(sport=0xc001, dport=4793)
+    / RudRodReq(type=2, next_hdr=3, ar=1, psn=10, spdcid=1, dpdcid=2) / std / Raw(b"\x5a" * 64)))
+write("uet_frame", "ipv6-native-ackcc-response", uet_frame(
+    E / IPv6(src="fd00::1", dst="fd00::2") / UetEntropy(entropy=0xbeef)
+    / AckCc(next_hdr=4, cack_psn=9, spdcid=2, dpdcid=1, mpr=16, sack_psn_offset=1, sack_bitmap=0xb,
+            service_time=100, restore_cwnd=1, rcv_cwnd_pend=3, rcvd_bytes=4096, ooo_count=1)
+    / SesResponse(opcode=1, return_code=1, message_id=7, job_id=0x123456, modified_length=8192)))
+write("uet_frame", "native-nack-trimmed", uet_frame(
+    E / IP(src="10.0.1.2", dst="10.0.1.1") / UetEntropy(entropy=7)
+    / Nack(nack_code=1, retx=1, nack_psn=11, spdcid=2, dpdcid=1, nack_payload=12)))
+write("uet_frame", "udp-rod-continuation-other-port", uet_frame(
+    E / IP(src="10.0.1.1", dst="10.0.1.2") / UDP(sport=1, dport=4000)
+    / RudRodReq(type=3, next_hdr=3, psn=11, spdcid=1, dpdcid=2)
+    / SesStdReq(opcode=1, som=0, payload_length=64, message_offset=4096, request_length=8192) / Raw(b"\xa5" * 64),
+    udp_port=4000, proto=200))
+# A RUDI response with a small response with data, and a RUD request with a small request
+# (the small layouts by hand from research file §10-11: scapy has no layer for them here).
+small_req = struct.pack(">BBHB", 2, 0x03, 64, 0x77) + (0xabcdef).to_bytes(3, "big") + struct.pack(">HHQ", 0x678, 0x9ab, 4096)
+write("uet_frame", "udp-rud-small-read", uet_frame(
+    E / IP(src="10.0.1.1", dst="10.0.1.2") / UDP(sport=2, dport=4793)
+    / RudRodReq(type=2, next_hdr=1, psn=12, spdcid=1, dpdcid=2) / Raw(small_req)))
+small_rsp = struct.pack(">BBHB", 2, 0x01, 64, 0) + (0x123456).to_bytes(3, "big") + struct.pack(">I", 12)
+write("uet_frame", "udp-rudi-small-response", uet_frame(
+    E / IP(src="10.0.1.2", dst="10.0.1.1") / UDP(sport=3, dport=4793)
+    / Raw(pds_prologue(5, 6, 0x20) + struct.pack(">HI", 0, 0x99887766) + small_rsp) / Raw(b"\x11" * 64)))
+
+# uet_ses: the first byte is the next header value (mod 7) naming the SES header, then its bytes.
+write("uet_ses", "standard-som", bytes([3]) + bytes(std))
+write("uet_ses", "standard-continuation",
+      bytes([3]) + bytes(SesStdReq(opcode=1, eom=1, payload_length=0x3fff, message_offset=1, request_length=2)))
+write("uet_ses", "response", bytes([4]) + bytes(SesResponse(list=1, opcode=1, return_code=0x17, message_id=1,
+                                                            job_id=2, modified_length=3)))
+write("uet_ses", "small-request", bytes([1]) + small_req)
+medium_req = small_req[:12] + struct.pack(">QIQ", 0x1122334455667788, 5, 0xccbbddeeff009988)
+write("uet_ses", "medium-request", bytes([2]) + medium_req)
+rsp_data = struct.pack(">BBHB", 0xC2, 0x09, 0x1234, 0) + (0x654321).to_bytes(3, "big") + struct.pack(">HHII", 0x1234, 0x321, 0x87654321, 0x9abcdef)
+write("uet_ses", "response-with-data", bytes([5]) + rsp_data)
+write("uet_ses", "small-response-with-data", bytes([6]) + small_rsp)

@@ -7,7 +7,8 @@
 //! - [`promtool`]: `promtool check metrics` on a Prometheus scrape, `check config` on a
 //!   configuration, PromQL expressions parsed through `check rules`.
 //! - [`grafana`]: the PromQL of the repository's Grafana dashboard, variables replaced.
-//! - [`scapy`]: a Python script run with /usr/bin/python3 (scapy) as the frame oracle.
+//! - [`scapy`]: a Python script run with /usr/bin/python3 (scapy) as the frame oracle, and the
+//!   UET scapy layers written from the sources.
 //! - [`fabric_build`]: the packages and binaries a fabric runs (built by `cargo xtask`,
 //!   checked for staleness by the tests).
 

@@ -25,3 +25,8 @@ pub fn run_python(script: &str, stdin: &str) -> String {
     );
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
+
+/// scapy layers of the UET PDS and SES headers (and the entropy header, bound to UDP 4793 and
+/// IP protocol 253), written from the sources' tables in docs/research/uet-wire-formats.md,
+/// not from rocefab's code; prepend to a script. `every_field(p)` gives a layer's fields.
+pub const UET_LAYERS: &str = include_str!("scapy_uet.py");

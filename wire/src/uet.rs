@@ -20,6 +20,11 @@
 //! ACK (12):             prologue | ack_psn_offset (16) | CACK_PSN (32) | SPDCID | DPDCID
 //! NACK (16):            prologue | nack_code (8) | vendor_code (8) | NACK_PSN (32) | SPDCID |
 //!                       DPDCID | payload (32)
+//! RUD_CC/ROD_CC (16):   the request | ccc_id (8) | credit_target (24)
+//! RUDI req/resp (8):    prologue | reserved (16) | pkt_id (32)
+//! UUD request (4):      prologue | reserved (16)
+//! CONTROL (16):         prologue (next header = control type) | probe_opaque (16) | PSN (32) |
+//!                       SPDCID | DPDCID | payload (32)
 //! ```
 //!
 //! Where the sources disagree this module follows the reading two of them share (the
@@ -28,7 +33,9 @@
 //! Wireshark's signed reads); the ACK's 0x40 flag kept as a raw bit (D5: reserved in xdp2 and
 //! Wireshark, EPSN in uet-ref-prov); the SYN packet's `pdc_info` kept as its raw 4 bits (D3:
 //! use_rsv_pdc is 0x8 of them in xdp2 and Wireshark, 0x1 in uet-ref-prov). Unknown packet types
-//! and NACK codes are kept with their values.
+//! and NACK codes are kept with their values. ACK_CCX and NACK_CCX are not laid out: their
+//! extension is 8 bytes long in xdp2 and 16 in Wireshark and uet-ref-prov (D7, D8), so only
+//! their prologue is read.
 
 /// UDP destination port of UET over UDP (IANA; xdp2 `pds.h` `UET_UDP_PORT_NUM`, Wireshark's
 /// registration).
@@ -111,8 +118,9 @@ named_values! {
 }
 
 named_values! {
-    /// A NACK code (xdp2 `enum uet_pds_nack_code`; Wireshark's and uet-ref-prov's tables agree
-    /// on the values).
+    /// A NACK code (research file §6: xdp2 `enum uet_pds_nack_code` X-P:568-598, Wireshark
+    /// WS 588-615 and uet-ref-prov RP:225-257 agree on the values; the names are Wireshark's
+    /// and xdp2's).
     NackCode, 0xff, Other {
         /// The packet was trimmed in the fabric.
         Trimmed = 0x01, "TRIMMED";
@@ -120,12 +128,52 @@ named_values! {
         TrimmedLastHop = 0x02, "TRIMMED_LASTHOP";
         /// An ACK carrying read response data was trimmed.
         TrimmedAck = 0x03, "TRIMMED_ACK";
+        NoPdcAvail = 0x04, "NO_PDC_AVAIL";
+        NoCccAvail = 0x05, "NO_CCC_AVAIL";
+        NoBitmap = 0x06, "NO_BITMAP";
+        NoPktBuffer = 0x07, "NO_PKT_BUFFER";
+        NoGtdDelAvail = 0x08, "NO_GTD_DEL_AVAIL";
+        NoSesMsgAvail = 0x09, "NO_SES_MSG_AVAIL";
+        NoResource = 0x0a, "NO_RESOURCE";
         /// The PSN is outside the receiver's tracking window.
         PsnOutOfWindow = 0x0b, "PSN_OOR_WINDOW";
         /// A PSN arrived out of order on a ROD PDC.
         RodOutOfOrder = 0x0d, "ROD_OOO";
         /// The DPDCID is not known and the packet is not a SYN.
         InvalidDpdcid = 0x0e, "INVALID_DPDCID";
+        PdcHdrMismatch = 0x0f, "PDC_HDR_MISMATCH";
+        Closing = 0x10, "CLOSING";
+        ClosingInErr = 0x11, "CLOSING_IN_ERR";
+        PktNotRcvd = 0x12, "PKT_NOT_RCVD";
+        GtdRespUnavail = 0x13, "GTD_RESP_UNAVAIL";
+        AckWithData = 0x14, "ACK_WITH_DATA";
+        InvalidSyn = 0x15, "INVALID_SYN";
+        PdcModeMismatch = 0x16, "PDC_MODE_MISMATCH";
+        /// The payload carries the new start PSN.
+        NewStartPsn = 0x17, "NEW_START_PSN";
+        RcvdSesProcg = 0x18, "RCVD_SES_PROCG";
+        UnexpEvent = 0x19, "UNEXP_EVENT";
+        RcvrInferLoss = 0x1a, "RCVR_INFER_LOSS";
+        ExpNackNormal = 0xfd, "EXP_NACK_NORMAL";
+        ExpNackErr = 0xfe, "EXP_NACK_ERR";
+        ExpNackFatal = 0xff, "EXP_NACK_FATAL";
+    }
+}
+
+named_values! {
+    /// A control packet's type (the prologue's next header field; research file §7: the three
+    /// sources agree on 0-8, NEGOTIATION 9 is in xdp2 and uet-ref-prov, D9).
+    ControlType, 0x0f, Unknown {
+        Noop = 0, "NOOP";
+        AckReq = 1, "ACK_REQ";
+        Clear = 2, "CLEAR";
+        ClearReq = 3, "CLEAR_REQ";
+        Close = 4, "CLOSE";
+        CloseReq = 5, "CLOSE_REQ";
+        Probe = 6, "PROBE";
+        Credit = 7, "CREDIT";
+        CreditReq = 8, "CREDIT_REQ";
+        Negotiation = 9, "NEGOTIATION";
     }
 }
 
@@ -165,6 +213,11 @@ mod field {
     pub const SACK_PSN_OFFSET: Range<usize> = 14..16;
     pub const SACK_BITMAP: Range<usize> = 16..24;
     pub const CC_STATE: Range<usize> = 24..32;
+    /// RUD_CC/ROD_CC request: ccc_id, then credit_target (24 bits).
+    pub const CCC_ID: usize = 12;
+    pub const CREDIT_TARGET: Range<usize> = 13..16;
+    /// Control packet: the payload word.
+    pub const CONTROL_PAYLOAD: Range<usize> = 12..16;
 }
 
 const TYPE_SHIFT: u16 = 11;
@@ -193,6 +246,21 @@ pub mod ack_flags {
     pub const REQ_SHIFT: u8 = 1;
 }
 
+/// Flags of a control packet (research file §7).
+pub mod control_flags {
+    /// RUD 0, ROD 1 (xdp2 `rsvd_isrod`, uet-ref-prov ISROD; reserved in Wireshark, D10).
+    pub const ISROD: u8 = 0x20;
+    pub const RETX: u8 = 0x10;
+    pub const AR: u8 = 0x08;
+    pub const SYN: u8 = 0x04;
+}
+
+/// Flags of a RUDI request or response (research file §8; D11).
+pub mod rudi_flags {
+    pub const M: u8 = 0x20;
+    pub const RETX: u8 = 0x10;
+}
+
 /// Flags of a NACK.
 pub mod nack_flags {
     pub const M: u8 = 0x20;
@@ -209,6 +277,14 @@ pub const ACK_LEN: usize = 12;
 pub const NACK_LEN: usize = 16;
 /// Length of an ACK_CC: the ACK and its 20-byte extension (research file §5).
 pub const ACK_CC_LEN: usize = 32;
+/// Length of a RUD_CC/ROD_CC request (research file §3).
+pub const REQUEST_CC_LEN: usize = 16;
+/// Length of a RUDI request or response (research file §8).
+pub const RUDI_LEN: usize = 8;
+/// Length of a UUD request (research file §8).
+pub const UUD_LEN: usize = 4;
+/// Length of a control packet (research file §7).
+pub const CONTROL_LEN: usize = 16;
 
 /// A read/write view of a PDS header at the start of a buffer: the prologue, and the fields
 /// each type has at its offsets (the caller checks the type, then the length with
@@ -236,6 +312,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn header_len(&self) -> usize {
         match self.pds_type() {
             PdsType::RudRequest | PdsType::RodRequest => REQUEST_LEN,
+            PdsType::RudCcRequest | PdsType::RodCcRequest => REQUEST_CC_LEN,
+            PdsType::RudiRequest | PdsType::RudiResponse => RUDI_LEN,
+            PdsType::UudRequest => UUD_LEN,
+            PdsType::Control => CONTROL_LEN,
             PdsType::Ack => ACK_LEN,
             PdsType::AckCc => ACK_CC_LEN,
             PdsType::Nack => NACK_LEN,
@@ -255,6 +335,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
                 PdsType::Ack => "ACK",
                 PdsType::AckCc => "ACK_CC",
                 PdsType::Nack => "NACK",
+                PdsType::RudCcRequest | PdsType::RodCcRequest => "CC request",
+                PdsType::RudiRequest | PdsType::RudiResponse => "RUDI header",
+                PdsType::UudRequest => "UUD request",
+                PdsType::Control => "control packet",
                 _ => "request",
             };
             return Err(Error::Truncated { what, needed, available });
@@ -365,6 +449,23 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
     }
 
+    /// RUD_CC/ROD_CC request: the congestion control context id.
+    pub fn ccc_id(&self) -> u8 {
+        self.buffer.as_ref()[field::CCC_ID]
+    }
+
+    /// RUD_CC/ROD_CC request: the credit target (24 bits, big-endian, D12).
+    pub fn credit_target(&self) -> u32 {
+        let b = &self.buffer.as_ref()[field::CREDIT_TARGET];
+        u32::from_be_bytes([0, b[0], b[1], b[2]])
+    }
+
+    /// Control packet: its payload word (its meaning depends on the control type).
+    pub fn control_payload(&self) -> u32 {
+        let b = &self.buffer.as_ref()[field::CONTROL_PAYLOAD];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+
     /// The wrapped buffer.
     pub fn into_inner(self) -> T {
         self.buffer
@@ -463,6 +564,43 @@ pub enum Repr {
         /// [`NsccState::to_u64`] for NSCC; kept raw for the other types.
         cc_state: u64,
     },
+    /// A RUD_CC (`ordered` false) or ROD_CC request: a request and its CC state.
+    RequestCc {
+        ordered: bool,
+        next_header: u8,
+        flags: u8,
+        clear_psn_offset: i16,
+        psn: u32,
+        spdcid: u16,
+        dpdcid: u16,
+        ccc_id: u8,
+        /// 24 bits.
+        credit_target: u32,
+    },
+    /// A RUDI request or (`response`) response: a packet id instead of a PSN and PDCs.
+    Rudi {
+        response: bool,
+        next_header: u8,
+        flags: u8,
+        pkt_id: u32,
+    },
+    /// A UUD request: the prologue and 2 reserved bytes.
+    Uud {
+        next_header: u8,
+        flags: u8,
+    },
+    /// A control packet; its control type sits where other types have the next header.
+    Control {
+        ctl_type: ControlType,
+        flags: u8,
+        /// PROBE: the opaque value; reserved otherwise.
+        probe_opaque: u16,
+        psn: u32,
+        spdcid: u16,
+        /// With SYN: pdc_info and psn_offset, as in a request.
+        dpdcid: u16,
+        payload: u32,
+    },
     Nack {
         next_header: u8,
         flags: u8,
@@ -494,6 +632,30 @@ impl Repr {
                 psn: p.psn(),
                 spdcid: p.spdcid(),
                 dpdcid: p.dpdcid(),
+            },
+            t @ (PdsType::RudCcRequest | PdsType::RodCcRequest) => Repr::RequestCc {
+                ordered: t == PdsType::RodCcRequest,
+                next_header,
+                flags,
+                clear_psn_offset: p.psn_offset(),
+                psn: p.psn(),
+                spdcid: p.spdcid(),
+                dpdcid: p.dpdcid(),
+                ccc_id: p.ccc_id(),
+                credit_target: p.credit_target(),
+            },
+            t @ (PdsType::RudiRequest | PdsType::RudiResponse) => {
+                Repr::Rudi { response: t == PdsType::RudiResponse, next_header, flags, pkt_id: p.psn() }
+            }
+            PdsType::UudRequest => Repr::Uud { next_header, flags },
+            PdsType::Control => Repr::Control {
+                ctl_type: ControlType::from(next_header),
+                flags,
+                probe_opaque: p.psn_offset() as u16,
+                psn: p.psn(),
+                spdcid: p.spdcid(),
+                dpdcid: p.dpdcid(),
+                payload: p.control_payload(),
             },
             PdsType::Ack => Repr::Ack {
                 next_header,
@@ -531,38 +693,91 @@ impl Repr {
         })
     }
 
+    /// The packet type.
+    pub fn pds_type(&self) -> PdsType {
+        match *self {
+            Repr::Request { ordered: false, .. } => PdsType::RudRequest,
+            Repr::Request { ordered: true, .. } => PdsType::RodRequest,
+            Repr::RequestCc { ordered: false, .. } => PdsType::RudCcRequest,
+            Repr::RequestCc { ordered: true, .. } => PdsType::RodCcRequest,
+            Repr::Rudi { response: false, .. } => PdsType::RudiRequest,
+            Repr::Rudi { response: true, .. } => PdsType::RudiResponse,
+            Repr::Uud { .. } => PdsType::UudRequest,
+            Repr::Control { .. } => PdsType::Control,
+            Repr::Ack { .. } => PdsType::Ack,
+            Repr::AckCc { .. } => PdsType::AckCc,
+            Repr::Nack { .. } => PdsType::Nack,
+            Repr::Other { pds_type, .. } => pds_type,
+        }
+    }
+
     /// The next header (SES header) field, or a control packet's control type.
     pub fn next_header(&self) -> u8 {
         match *self {
             Repr::Request { next_header, .. }
+            | Repr::RequestCc { next_header, .. }
+            | Repr::Rudi { next_header, .. }
+            | Repr::Uud { next_header, .. }
             | Repr::Ack { next_header, .. }
             | Repr::AckCc { next_header, .. }
             | Repr::Nack { next_header, .. }
             | Repr::Other { next_header, .. } => next_header,
+            Repr::Control { ctl_type, .. } => ctl_type.into(),
         }
     }
 
-    /// Sets the next header field.
+    /// Sets the next header field (a control packet's control type).
     pub fn set_next_header(&mut self, v: u8) {
         match self {
             Repr::Request { next_header, .. }
+            | Repr::RequestCc { next_header, .. }
+            | Repr::Rudi { next_header, .. }
+            | Repr::Uud { next_header, .. }
             | Repr::Ack { next_header, .. }
             | Repr::AckCc { next_header, .. }
             | Repr::Nack { next_header, .. }
             | Repr::Other { next_header, .. } => *next_header = v,
+            Repr::Control { ctl_type, .. } => *ctl_type = ControlType::from(v),
         }
     }
 
-    /// Whether the type's next header field names an SES header (requests and ACKs; a
-    /// control packet's is its control type).
+    /// The 7 flag bits.
+    pub fn flags(&self) -> u8 {
+        match *self {
+            Repr::Request { flags, .. }
+            | Repr::RequestCc { flags, .. }
+            | Repr::Rudi { flags, .. }
+            | Repr::Uud { flags, .. }
+            | Repr::Control { flags, .. }
+            | Repr::Ack { flags, .. }
+            | Repr::AckCc { flags, .. }
+            | Repr::Nack { flags, .. }
+            | Repr::Other { flags, .. } => flags,
+        }
+    }
+
+    /// Whether the type's next header field names an SES header (requests, RUDI, UUD and
+    /// ACKs; a control packet's is its control type, a NACK carries none).
     pub fn is_request_or_ack(&self) -> bool {
-        matches!(self, Repr::Request { .. } | Repr::Ack { .. } | Repr::AckCc { .. })
+        matches!(
+            self,
+            Repr::Request { .. }
+                | Repr::RequestCc { .. }
+                | Repr::Rudi { .. }
+                | Repr::Uud { .. }
+                | Repr::Ack { .. }
+                | Repr::AckCc { .. }
+        )
     }
 
     /// Bytes [`Repr::emit`] writes.
     pub fn buffer_len(&self) -> usize {
         match self {
             Repr::Request { .. } => REQUEST_LEN,
+            Repr::RequestCc { .. } => REQUEST_CC_LEN,
+            Repr::Rudi { .. } => RUDI_LEN,
+            Repr::Uud { .. } => UUD_LEN,
+            Repr::Control { .. } => CONTROL_LEN,
             Repr::Ack { .. } => ACK_LEN,
             Repr::AckCc { .. } => ACK_CC_LEN,
             Repr::Nack { .. } => NACK_LEN,
@@ -580,6 +795,44 @@ impl Repr {
                 p.set_u32(field::PSN, psn);
                 p.set_u16(field::SPDCID, spdcid);
                 p.set_u16(field::DPDCID, dpdcid);
+            }
+            Repr::RequestCc {
+                ordered,
+                next_header,
+                flags,
+                clear_psn_offset,
+                psn,
+                spdcid,
+                dpdcid,
+                ccc_id,
+                credit_target,
+            } => {
+                let t = if ordered { PdsType::RodCcRequest } else { PdsType::RudCcRequest };
+                p.set_prologue(t, next_header, flags);
+                p.set_u16(field::OFFSET, clear_psn_offset as u16);
+                p.set_u32(field::PSN, psn);
+                p.set_u16(field::SPDCID, spdcid);
+                p.set_u16(field::DPDCID, dpdcid);
+                p.buffer.as_mut()[field::CCC_ID] = ccc_id;
+                p.buffer.as_mut()[field::CREDIT_TARGET].copy_from_slice(&credit_target.to_be_bytes()[1..]);
+            }
+            Repr::Rudi { response, next_header, flags, pkt_id } => {
+                let t = if response { PdsType::RudiResponse } else { PdsType::RudiRequest };
+                p.set_prologue(t, next_header, flags);
+                p.set_u16(field::OFFSET, 0);
+                p.set_u32(field::PSN, pkt_id);
+            }
+            Repr::Uud { next_header, flags } => {
+                p.set_prologue(PdsType::UudRequest, next_header, flags);
+                p.set_u16(field::OFFSET, 0);
+            }
+            Repr::Control { ctl_type, flags, probe_opaque, psn, spdcid, dpdcid, payload } => {
+                p.set_prologue(PdsType::Control, ctl_type.into(), flags);
+                p.set_u16(field::OFFSET, probe_opaque);
+                p.set_u32(field::PSN, psn);
+                p.set_u16(field::SPDCID, spdcid);
+                p.set_u16(field::DPDCID, dpdcid);
+                p.set_u32(field::CONTROL_PAYLOAD, payload);
             }
             Repr::Ack { next_header, flags, ack_psn_offset, cack_psn, spdcid, dpdcid } => {
                 p.set_prologue(PdsType::Ack, next_header, flags);
@@ -722,10 +975,67 @@ mod tests {
     }
 
     #[test]
+    fn cc_requests_rudi_uud_and_control_packets_lay_out_as_the_sources_say() {
+        // ROD_CC request (type 14 << 11 | next header 3 << 7 | RETX = 0x7190), ccc_id and a
+        // big-endian credit_target (research file §3, D12).
+        let cc = Repr::RequestCc {
+            ordered: true,
+            next_header: next_header::STANDARD_REQUEST,
+            flags: request_flags::RETX,
+            clear_psn_offset: 0x1234,
+            psn: 0x9876_5432,
+            spdcid: 0x3456,
+            dpdcid: 0x9abc,
+            ccc_id: 0x77,
+            credit_target: 0x88_7766,
+        };
+        #[rustfmt::skip]
+        let want: [u8; 16] = [0x71, 0x90, 0x12, 0x34, 0x98, 0x76, 0x54, 0x32, 0x34, 0x56, 0x9a, 0xbc,
+                              0x77, 0x88, 0x77, 0x66];
+        let mut b = [0xa5u8; REQUEST_CC_LEN];
+        cc.emit(&mut Packet::new_unchecked(&mut b[..]));
+        assert_eq!(b, want);
+        assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap()).unwrap(), cc);
+        assert!(Packet::new_checked(&b[..15]).is_err());
+        // RUDI response (type 5, next header 4, M): reserved, pkt_id (§8).
+        let rudi = Repr::Rudi { response: true, next_header: next_header::RESPONSE, flags: rudi_flags::M, pkt_id: 7 };
+        let mut b = [0xa5u8; RUDI_LEN];
+        rudi.emit(&mut Packet::new_unchecked(&mut b[..]));
+        assert_eq!(b, [0x2a, 0x20, 0, 0, 0, 0, 0, 7]);
+        assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap()).unwrap(), rudi);
+        // UUD request (type 6, next header 3): prologue and 2 reserved bytes.
+        let uud = Repr::Uud { next_header: next_header::STANDARD_REQUEST, flags: 0 };
+        let mut b = [0xa5u8; UUD_LEN];
+        uud.emit(&mut Packet::new_unchecked(&mut b[..]));
+        assert_eq!(b, [0x31, 0x80, 0, 0]);
+        assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap()).unwrap(), uud);
+        // Control CREDIT_REQ (type 11 << 11 | 8 << 7 | ISROD | RETX = 0x5c30) (§7).
+        let ctl = Repr::Control {
+            ctl_type: ControlType::CreditReq,
+            flags: control_flags::ISROD | control_flags::RETX,
+            probe_opaque: 0x9876,
+            psn: 0xcdef_0123,
+            spdcid: 0xcdef,
+            dpdcid: 0xfedc,
+            payload: 1,
+        };
+        let mut b = [0xa5u8; CONTROL_LEN];
+        ctl.emit(&mut Packet::new_unchecked(&mut b[..]));
+        assert_eq!(b, [0x5c, 0x30, 0x98, 0x76, 0xcd, 0xef, 0x01, 0x23, 0xcd, 0xef, 0xfe, 0xdc, 0, 0, 0, 1]);
+        let back = Repr::parse(&Packet::new_checked(&b[..]).unwrap()).unwrap();
+        assert_eq!(back, ctl);
+        assert_eq!((back.pds_type(), back.next_header(), back.is_request_or_ack()), (PdsType::Control, 8, false));
+        assert_eq!(ControlType::from(9).name(), "NEGOTIATION");
+        assert!(Packet::new_checked(&b[..15]).is_err());
+    }
+
+    #[test]
     fn names_follow_the_sources() {
         assert_eq!(PdsType::AckCc.to_string(), "ACK_CC");
         assert_eq!(NackCode::Trimmed.to_string(), "TRIMMED");
-        assert_eq!(NackCode::from(0x1a).to_string(), "UNKNOWN(0x1a)");
+        assert_eq!(NackCode::from(0x1a).to_string(), "RCVR_INFER_LOSS");
+        assert_eq!(NackCode::from(0x0c).to_string(), "UNKNOWN(0x0c)", "0x0c is unassigned");
+        assert_eq!(NackCode::from(0x1b).to_string(), "UNKNOWN(0x1b)");
         assert_eq!(u8::from(PdsType::from(0xe2)), 2, "the type is 5 bits");
     }
 

@@ -100,6 +100,8 @@ const SEEDS: &[(&str, &str)] = &[
     ("mac_control", "fuzz/seeds/mac_control"),
     ("roce", "fuzz/seeds/roce"),
     ("uet_pds", "fuzz/seeds/uet_pds"),
+    ("uet_frame", "fuzz/seeds/uet_frame"),
+    ("uet_ses", "fuzz/seeds/uet_ses"),
     ("topology", "topologies"),
     ("nxos_qos", "control/tests/fixtures/nxos"),
 ];

@@ -2,7 +2,10 @@
 //! 802.3x PAUSE (with the pause duration at `--speed`), LLDP with DCBX TLVs, RoCEv2 (DSCP/ECN,
 //! UDP ports, BTH and every RC / UC / UD extension header: DETH, RETH, AtomicETH, AETH,
 //! AtomicAckETH, ImmDt, IETH; ICRC status), RoCE v1 (EtherType 0x8915: GRH, the same
-//! InfiniBand headers, ICRC shown but not checked) — and list everything else as
+//! InfiniBand headers, ICRC shown but not checked), Ultra Ethernet Transport (UDP port 4793 or
+//! IP protocol 253 with the entropy header: PDS type, flags, PSN / CACK PSN, PDC ids, SACK,
+//! NSCC state, NACK code; the SES header's opcode, job, PIDonFEP, resource index, buffer
+//! offset, message id and lengths; see [`uet`]) — and list everything else as
 //! `unknown ethertype 0x....`. Ethernet, Linux cooked (SLL/SLL2, `tcpdump -i any`) and raw-IP
 //! captures are decoded. RoCEv2 frames cut by the capture's snap length (`tcpdump -s 128`)
 //! still show their headers, with the captured part of the payload and the ICRC marked as
@@ -22,6 +25,8 @@ use rocefab_wire::roce::{self, AnyFrame, IcrcStatus, IpEcn, ParsedFrame, ParsedV
 use serde_json::{json, Value};
 
 use crate::units::fmt_ns;
+
+mod uet;
 
 /// Arguments of `rocefab pcap show`.
 #[derive(Debug, clap::Args)]
@@ -312,10 +317,30 @@ fn decode_ethernet(data: &[u8], orig_len: usize, speed: u64) -> (Value, String) 
         0x0800 | 0x86dd | 0x8100 | 0x88a8 | roce::ETHERTYPE_ROCE_V1 => match AnyFrame::parse_captured(data, orig_len) {
             Ok(AnyFrame::V2(p)) => decode_roce(&p),
             Ok(AnyFrame::V1(p)) => decode_roce_v1(&p),
-            Err(e @ (roce::Error::NotUdp(_) | roce::Error::NotRocePort(_))) => (
-                json!({ "kind": "ip", "note": e.to_string() }),
-                format!("IP {} > {} (not RoCEv2: {e})", eth.src, eth.dst),
-            ),
+            Err(e @ (roce::Error::NotUdp(_) | roce::Error::NotRocePort(_))) => {
+                match rocefab_wire::uet::frame::ParsedUetFrame::parse(data) {
+                    Ok(p) => uet::decode(&p),
+                    Err(u) if uet::not_uet(&u) => (
+                        json!({ "kind": "ip", "note": e.to_string() }),
+                        format!("IP {} > {} (not RoCEv2: {e})", eth.src, eth.dst),
+                    ),
+                    // UET by its port or protocol, but its headers do not parse.
+                    Err(u) => {
+                        // A frame the capture's snap length cut is not malformed: say so (its
+                        // headers are not decoded, unlike a cut RoCEv2 frame's).
+                        let what = if orig_len > data.len() {
+                            format!("UET frame cut by the snap length ({} of {orig_len} bytes captured)", data.len())
+                        } else {
+                            "malformed UET frame".to_string()
+                        };
+                        let (mut j, t) = error(&uet::layer(&u), format!("{what}: {u}"), data.len());
+                        if let Value::Object(m) = &mut j {
+                            m.insert("protocol".into(), json!("uet"));
+                        }
+                        (j, t)
+                    }
+                }
+            }
             Err(e) => error(&roce_layer(&e), e.to_string(), data.len()),
         },
         t => (json!({ "kind": "unknown" }), format!("unknown ethertype {t:#06x} {} > {}", eth.src, eth.dst)),

@@ -34,7 +34,8 @@ pub(crate) fn l3(eth: &[u8]) -> Option<VlanWalk> {
     walk_vlan_tags(eth).ok()
 }
 
-/// Why a frame is not RoCEv2 at all (another EtherType, IP protocol or UDP port), judged from
+/// Why a frame is not RoCEv2 at all (another EtherType, IP protocol or UDP port; UET frames, by
+/// UDP destination port 4793 or IP protocol 253, are named as such), judged from
 /// as much as was captured; `None` for RoCEv2 candidates (UDP destination port 4791), whose
 /// remaining problems the RoCEv2 parser names.
 fn not_roce(eth: &[u8]) -> Option<String> {
@@ -44,6 +45,9 @@ fn not_roce(eth: &[u8]) -> Option<String> {
     let udp = match et {
         ETHERTYPE_IPV4 => {
             let h = eth.get(ip..ip + 20)?;
+            if h[9] == rocefab_wire::uet::IP_PROTOCOL {
+                return Some(format!("not RoCEv2 (UET, IP protocol {})", h[9]));
+            }
             if h[9] != 17 {
                 return Some(format!("not RoCEv2 (IP protocol {})", h[9]));
             }
@@ -54,6 +58,9 @@ fn not_roce(eth: &[u8]) -> Option<String> {
         }
         ETHERTYPE_IPV6 => {
             let h = eth.get(ip..ip + 40)?;
+            if h[6] == rocefab_wire::uet::IP_PROTOCOL {
+                return Some(format!("not RoCEv2 (UET, IPv6 next header {})", h[6]));
+            }
             if h[6] != 17 {
                 return Some(format!("not RoCEv2 (IPv6 next header {})", h[6]));
             }
@@ -63,6 +70,10 @@ fn not_roce(eth: &[u8]) -> Option<String> {
     };
     let u = eth.get(udp..udp + 4)?;
     let (sport, dport) = (be16(u, 0), be16(u, 2));
+    // UET's source port is its entropy, any value: the destination port names it.
+    if dport == rocefab_wire::uet::UDP_PORT {
+        return Some(format!("not RoCEv2 (UET, UDP port {dport})"));
+    }
     // The lower of the two ports names the service (DNS queries and answers alike say 53).
     (dport != rocefab_wire::roce::UDP_PORT).then(|| format!("not RoCEv2 (UDP port {})", sport.min(dport)))
 }
@@ -169,6 +180,35 @@ mod tests {
             let Kind::Skip(reason) = classify(&captured(f[..len].to_vec())) else { panic!("{len} bytes") };
             assert_eq!(reason, format!("not RoCEv2 (runt frame of {len} bytes)"));
             assert_eq!((vlan_tag(&f[..len]), dscp_of(&f[..len])), (None, 0));
+        }
+    }
+
+    /// UET frames (UDP 4793 with an entropy source port below it, IP protocol 253) are skipped
+    /// and named UET, whatever their source port.
+    #[test]
+    fn uet_frames_are_skipped_as_uet() {
+        use rocefab_wire::uet::frame::{Encap, Ses, UetFrame};
+        use rocefab_wire::uet::Repr as Pds;
+        let pds = Pds::Ack { next_header: 0, flags: 0, ack_psn_offset: 0, cack_psn: 1, spdcid: 2, dpdcid: 3 };
+        for (encap, reason) in [
+            (Encap::udp(53), "not RoCEv2 (UET, UDP port 4793)"),
+            (Encap::Ip { protocol: 253, entropy: 1 }, "not RoCEv2 (UET, IP protocol 253)"),
+        ] {
+            let f = UetFrame {
+                src_mac: [2, 0, 0, 0, 0, 1],
+                dst_mac: [2, 0, 0, 0, 0, 2],
+                src_ip: Ipv4Addr::new(10, 0, 0, 1).into(),
+                dst_ip: Ipv4Addr::new(10, 0, 0, 2).into(),
+                dscp: 0,
+                ecn: rocefab_wire::roce::IpEcn::NotEct,
+                ttl: 64,
+                encap,
+                pds,
+                ses: Ses::None,
+                payload: &[],
+            };
+            let Kind::Skip(r) = classify(&captured(f.to_vec().unwrap())) else { panic!("{encap:?}") };
+            assert_eq!(r, reason);
         }
     }
 }

@@ -11,7 +11,9 @@ use etherparse::{
     SlicedPacket, TransportSlice, UdpHeader,
 };
 
-use super::ses::{self, Response, StandardRequest};
+use super::ses::{
+    self, MediumRequest, Response, ResponseWithData, SmallRequest, SmallResponseWithData, StandardRequest,
+};
 use super::{next_header, Packet, Repr, ENTROPY_HEADER_LEN, IP_PROTOCOL, UDP_PORT};
 
 const ETH_LEN: usize = 14;
@@ -80,22 +82,69 @@ pub enum Ses {
     None,
     Request(StandardRequest),
     Response(Response),
+    SmallRequest(SmallRequest),
+    MediumRequest(MediumRequest),
+    ResponseWithData(ResponseWithData),
+    SmallResponseWithData(SmallResponseWithData),
 }
 
 impl Ses {
-    fn len(&self) -> usize {
+    /// The header's length on the wire.
+    pub fn len(&self) -> usize {
         match self {
             Ses::None => 0,
             Ses::Request(_) => ses::STANDARD_REQUEST_LEN,
             Ses::Response(_) => ses::RESPONSE_LEN,
+            Ses::SmallRequest(_) => ses::SMALL_REQUEST_LEN,
+            Ses::MediumRequest(_) => ses::MEDIUM_REQUEST_LEN,
+            Ses::ResponseWithData(_) => ses::RESPONSE_WITH_DATA_LEN,
+            Ses::SmallResponseWithData(_) => ses::SMALL_RESPONSE_WITH_DATA_LEN,
         }
     }
 
-    fn next_header(&self) -> Option<u8> {
+    /// Whether there is no SES header.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Ses::None)
+    }
+
+    /// The PDS `next_header` value announcing this header.
+    pub fn next_header(&self) -> Option<u8> {
         match self {
             Ses::None => None,
             Ses::Request(_) => Some(next_header::STANDARD_REQUEST),
             Ses::Response(_) => Some(next_header::RESPONSE),
+            Ses::SmallRequest(_) => Some(next_header::SMALL_REQUEST),
+            Ses::MediumRequest(_) => Some(next_header::MEDIUM_REQUEST),
+            Ses::ResponseWithData(_) => Some(next_header::RESPONSE_WITH_DATA),
+            Ses::SmallResponseWithData(_) => Some(next_header::SMALL_RESPONSE_WITH_DATA),
+        }
+    }
+
+    /// Parses the header `next_header` announces at the start of `b`, and its length
+    /// ([`Ses::None`] for 0 and for values that name no header).
+    pub fn parse(next: u8, b: &[u8]) -> Result<(Ses, usize), ses::Error> {
+        let s = match next {
+            next_header::STANDARD_REQUEST => Ses::Request(StandardRequest::parse(b)?),
+            next_header::RESPONSE => Ses::Response(Response::parse(b)?),
+            next_header::SMALL_REQUEST => Ses::SmallRequest(SmallRequest::parse(b)?),
+            next_header::MEDIUM_REQUEST => Ses::MediumRequest(MediumRequest::parse(b)?),
+            next_header::RESPONSE_WITH_DATA => Ses::ResponseWithData(ResponseWithData::parse(b)?),
+            next_header::SMALL_RESPONSE_WITH_DATA => Ses::SmallResponseWithData(SmallResponseWithData::parse(b)?),
+            _ => Ses::None,
+        };
+        Ok((s, s.len()))
+    }
+
+    /// Writes the header into the first [`Ses::len`] bytes of `b`.
+    pub fn emit(&self, b: &mut [u8]) {
+        match self {
+            Ses::None => {}
+            Ses::Request(r) => r.emit(b),
+            Ses::Response(r) => r.emit(b),
+            Ses::SmallRequest(r) => r.emit(b),
+            Ses::MediumRequest(r) => r.emit(b),
+            Ses::ResponseWithData(r) => r.emit(b),
+            Ses::SmallResponseWithData(r) => r.emit(b),
         }
     }
 }
@@ -160,11 +209,7 @@ impl UetFrame<'_> {
             pds_repr.set_next_header(nh);
         }
         pds_repr.emit(&mut Packet::new_unchecked(&mut *pds));
-        match &self.ses {
-            Ses::None => {}
-            Ses::Request(r) => r.emit(ses_b),
-            Ses::Response(r) => r.emit(ses_b),
-        }
+        self.ses.emit(ses_b);
         let protocol = match self.encap {
             Encap::Udp { .. } => IpNumber::UDP,
             Encap::Ip { protocol, .. } => IpNumber(protocol),
@@ -331,13 +376,7 @@ impl<'a> ParsedUetFrame<'a> {
         let p = Packet::new_checked(uet)?;
         let pds = Repr::parse(&p)?;
         let rest = &uet[p.header_len()..];
-        let (ses, used) = match (pds.is_request_or_ack(), pds.next_header()) {
-            (true, next_header::STANDARD_REQUEST) => {
-                (Ses::Request(StandardRequest::parse(rest)?), ses::STANDARD_REQUEST_LEN)
-            }
-            (true, next_header::RESPONSE) => (Ses::Response(Response::parse(rest)?), ses::RESPONSE_LEN),
-            _ => (Ses::None, 0),
-        };
+        let (ses, used) = if pds.is_request_or_ack() { Ses::parse(pds.next_header(), rest)? } else { (Ses::None, 0) };
         Ok(ParsedUetFrame {
             src_mac: eth.source(),
             dst_mac: eth.destination(),
@@ -453,5 +492,80 @@ mod tests {
         b[16..18].copy_from_slice(&ip_len.to_be_bytes());
         b[38..40].copy_from_slice(&(ip_len - 20).to_be_bytes());
         assert!(matches!(ParsedUetFrame::parse(&b), Err(Error::Ses(_))));
+    }
+
+    #[test]
+    fn every_ses_header_rides_behind_its_next_header() {
+        use crate::uet::ses::{ResponseOpcode, ReturnCode, ShortCommon};
+        let common = ShortCommon {
+            opcode: ses::Opcode::Write,
+            version: 0,
+            flags: ses::flags::SOM | ses::flags::EOM,
+            request_length: 8,
+            ri_generation: 1,
+            job_id: 2,
+            pid_on_fep: 3,
+            resource_index: 4,
+        };
+        let sess = [
+            (Ses::SmallRequest(SmallRequest { common, buffer_offset: 5 }), next_header::SMALL_REQUEST),
+            (
+                Ses::MediumRequest(MediumRequest { common, header_data_or_offset: 6, initiator: 7, memory_key: 8 }),
+                next_header::MEDIUM_REQUEST,
+            ),
+            (
+                Ses::ResponseWithData(ResponseWithData {
+                    list: 0,
+                    opcode: ResponseOpcode::ResponseWithData,
+                    version: 0,
+                    return_code: ReturnCode::Ok,
+                    message_id: 9,
+                    byte4: 0,
+                    job_id: 2,
+                    read_request_message_id: 10,
+                    payload_length: 8,
+                    modified_length: 8,
+                    message_offset: 0,
+                }),
+                next_header::RESPONSE_WITH_DATA,
+            ),
+            (
+                Ses::SmallResponseWithData(SmallResponseWithData {
+                    list: 0,
+                    opcode: ResponseOpcode::ResponseWithData,
+                    version: 0,
+                    return_code: ReturnCode::Ok,
+                    payload_length: 8,
+                    job_id: 2,
+                    original_request_psn: 11,
+                }),
+                next_header::SMALL_RESPONSE_WITH_DATA,
+            ),
+        ];
+        for (s, nh) in sess {
+            let f = UetFrame {
+                src_mac: [0; 6],
+                dst_mac: [0; 6],
+                src_ip: IpAddr::V6(Ipv6Addr::LOCALHOST),
+                dst_ip: IpAddr::V6(Ipv6Addr::LOCALHOST),
+                dscp: 0,
+                ecn: IpEcn::NotEct,
+                ttl: 1,
+                encap: Encap::Ip { protocol: IP_PROTOCOL, entropy: 1 },
+                pds: Repr::Rudi { response: false, next_header: 0, flags: 0, pkt_id: 12 },
+                ses: s,
+                payload: &[0xee; 8],
+            };
+            let b = f.to_vec().unwrap();
+            assert_eq!(b.len(), 14 + 40 + 4 + 8 + s.len() + 8);
+            let p = ParsedUetFrame::parse(&b).unwrap();
+            assert_eq!((p.pds.next_header(), p.ses, p.payload), (nh, s, &[0xee; 8][..]));
+            // One byte short of the SES header: an SES error, not a panic.
+            let cut = &b[..14 + 40 + 4 + 8 + s.len() - 1];
+            let mut cut = cut.to_vec();
+            let plen = (4 + 8 + s.len() - 1) as u16;
+            cut[18..20].copy_from_slice(&plen.to_be_bytes());
+            assert!(matches!(ParsedUetFrame::parse(&cut), Err(Error::Ses(_))), "{s:?}");
+        }
     }
 }
