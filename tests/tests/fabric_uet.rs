@@ -19,6 +19,14 @@
 //!   every header, over 100 Mbit/s). With trimming off, the same incast needs timeouts and
 //!   finishes later.
 //!
+//! - `uet_frames_captured_on_a_live_port_decode_in_scapy`: `rocefab capture` of rail1's port to
+//!   host1:gpu0 during a UET all-to-all; every frame of the capture to or from UDP 4793 is read
+//!   by scapy layers written from the sources (test-support/src/scapy_uet.py, not rocefab's
+//!   code): RUD requests carrying an SES standard WRITE of the job's JobID whose lengths agree
+//!   with the frame (payload_length, message offset and request length, IP and UDP lengths),
+//!   ACK_CCs and nothing else; every PSN of a PDC once unless flagged RETX, each PDC's SYN only
+//!   on its first packets, and the ACKs' cumulative PSNs never going back.
+//!
 //! The local ACK timeout is 2 s (as in fabric_spray_reorder): a busy 2-core machine can hold
 //! an ACK back longer than hostd's 100 ms, and a timeout's retransmission would have nothing to
 //! do with the transport. The fabric (`rf-huet*` namespaces) is brought down by its guard.
@@ -26,7 +34,10 @@
 //! Build first, then run as root:
 //! `cargo build -p control -p dataplane-user -p host-daemons &&
 //!  cargo test -p rocefab-tests --test fabric_uet -- --test-threads=1`
+use rocefab_test_support::scapy::{run_python, UET_LAYERS};
+use rocefab_tests::capture::{lost_frames_in, start_rocefab_capture, stop_rocefab_capture};
 use rocefab_tests::fabric::{failure, metric, rocefab, stdout, Fabric};
+use rocefab_tests::scratch::{file, temp_dir};
 use serde_json::Value;
 
 /// Runs `kind` of `size` per rank over UET with `extra` arguments; the JSON report, asserting
@@ -199,4 +210,90 @@ fn uet_incast_with_trimming_nacks_every_trim_and_meets_the_ideal() {
     assert_eq!(r["uet"]["trimmed_received"], 0, "{r:#}");
     assert!(timeouts > 0, "without trimming the losses need timeouts: {r:#}");
     assert!(jct > trimmed_jct, "without trimming the incast finishes later: {jct} ns against {trimmed_jct} ns");
+}
+
+/// Reads a capture with the scapy UET layers: one JSON line per UDP 4793 frame with the fields
+/// the checks below use (from scapy's dissection only).
+const READER: &str = r#"
+import sys
+from scapy.all import rdpcap, IP, UDP
+for p in rdpcap(sys.argv[1]):
+    if UDP not in p or p[UDP].dport != 4793:
+        continue
+    o = {"ip_len": p[IP].len, "udp_len": p[UDP].len, "src": p[IP].src, "dst": p[IP].dst,
+         "dscp": p[IP].tos >> 2, "sport": p[UDP].sport}
+    layers = []
+    l = p[UDP].payload
+    while l and l.name not in ("Raw", "Padding", "NoPayload"):
+        layers.append({"name": l.name, "fields": every_field(l)})
+        l = l.payload
+    o["layers"] = layers
+    o["payload_len"] = len(bytes(l.load)) if l and l.name == "Raw" else 0
+    print(json.dumps(o))
+"#;
+
+#[test]
+fn uet_frames_captured_on_a_live_port_decode_in_scapy() {
+    let f = Fabric::up("rail-spine.yaml", "huet3");
+    let dir = temp_dir("rocefab-test-huet3-capture-");
+    let out = file(&dir, "rail1.pcapng");
+    let port = f.port_to("rail1", "host1:gpu0");
+    let cap = start_rocefab_capture(&out, &[&f.name, &format!("rail1:{port}")]);
+    let r = run(&f, "alltoall", "1MiB", &[]);
+    let summary = stop_rocefab_capture(cap);
+    assert_eq!(lost_frames_in(&summary), 0, "the mirror lost frames: {summary}");
+    let job_id = gpu_host::nic::collective_job::uet_job_id(&format!("{}-alltoall", f.name));
+    let script = format!("{UET_LAYERS}\n{READER}");
+    let text = run_python(&script.replace("sys.argv[1]", &format!("{out:?}")), "");
+    let frames: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (mut requests, mut acks) = (0u64, 0u64);
+    let mut psns: std::collections::HashSet<((String, u64), u64)> = Default::default();
+    let mut past_syn: std::collections::HashMap<(String, u64), bool> = Default::default();
+    let mut cack: std::collections::HashMap<(String, u64), u64> = Default::default();
+    for fr in &frames {
+        let l = fr["layers"].as_array().unwrap();
+        let n = |i: usize, k: &str| l[i]["fields"][k].as_u64().unwrap_or_else(|| panic!("{k} in {fr}"));
+        assert_eq!(fr["udp_len"].as_u64().unwrap() + 20, fr["ip_len"].as_u64().unwrap(), "{fr}");
+        match l[0]["name"].as_str().unwrap() {
+            "UET PDS RUD/ROD request" => {
+                requests += 1;
+                assert_eq!((n(0, "type"), n(0, "next_hdr")), (2, 3), "a RUD request with a standard SES header: {fr}");
+                assert_eq!(l[1]["name"], "UET SES standard request", "{fr}");
+                assert_eq!((n(1, "opcode"), n(1, "job_id")), (1, u64::from(job_id)), "a WRITE of the job: {fr}");
+                assert_eq!(fr["dscp"], 26, "{fr}");
+                let len = fr["payload_len"].as_u64().unwrap();
+                let (som, eom) = (n(1, "som") == 1, n(1, "eom") == 1);
+                let (req_len, offset) = if som {
+                    (n(1, "request_length"), 0)
+                } else {
+                    assert_eq!(n(1, "payload_length"), len, "payload_length says the payload: {fr}");
+                    (n(1, "request_length"), n(1, "message_offset"))
+                };
+                assert!(len > 0 && len <= 1024 && offset + len <= req_len, "{fr}");
+                assert_eq!(eom, offset + len == req_len, "EOM on the last packet only: {fr}");
+                assert_eq!(fr["udp_len"].as_u64().unwrap(), 8 + 12 + 44 + len, "{fr}");
+                let key = (fr["src"].as_str().unwrap().to_string(), n(0, "spdcid"));
+                let (psn, retx, syn) = (n(0, "psn"), n(0, "retx") == 1, n(0, "syn") == 1);
+                assert!(psns.insert((key.clone(), psn)) || retx, "PSN {psn} twice without RETX: {fr}");
+                let established = past_syn.entry(key).or_insert(false);
+                assert!(!(syn && *established), "SYN after the PDC's first packet without it: {fr}");
+                *established |= !syn;
+            }
+            "UET PDS ACK_CC" => {
+                acks += 1;
+                assert_eq!(n(0, "cc_type"), 0, "NSCC state: {fr}");
+                let key = (fr["src"].as_str().unwrap().to_string(), n(0, "spdcid"));
+                let c = n(0, "cack_psn");
+                if let Some(&prev) = cack.get(&key) {
+                    assert!((c.wrapping_sub(prev) as u32) < 1 << 31, "CACK_PSN went back from {prev} to {c}: {fr}");
+                }
+                cack.insert(key, c);
+            }
+            other => panic!("unexpected UET frame {other}: {fr}"),
+        }
+    }
+    // rank 0 (host1:gpu0) sends 7 x 128 KiB and receives as much: 896 requests each way.
+    eprintln!("{requests} requests, {acks} ACK_CCs decoded in scapy ({} frames)", frames.len());
+    assert_eq!(requests, 2 * 7 * 128, "every request crossed rail1:{port} once: {r:#}");
+    assert!(acks > 0);
 }
