@@ -100,6 +100,8 @@ const SEEDS: &[(&str, &str)] = &[
     ("mac_control", "fuzz/seeds/mac_control"),
     ("roce", "fuzz/seeds/roce"),
     ("uet_pds", "fuzz/seeds/uet_pds"),
+    // Whole Ethernet/IPv4/UDP frames (RoCEv2): what a switch trims.
+    ("trim", "fuzz/seeds/roce"),
     ("topology", "topologies"),
     ("nxos_qos", "control/tests/fixtures/nxos"),
 ];
