@@ -9,7 +9,9 @@
 //!    it leaves from where it arrived), apply the L3 rewrite ([`switch_model::rewrite`]), ask
 //!    the shared buffer ([`switch_model::buffer`]) to admit the frame — charged to its egress queue and
 //!    to its ingress priority group (ingress port, priority) — and enqueue it on the egress
-//!    port's queue for its traffic class ([`switch_model::queue`]). An admission that takes a lossless
+//!    port's queue for its traffic class ([`switch_model::queue`]); a frame a lossy queue that
+//!    trims (`qos.trim`) does not admit is cut, remarked ([`switch_model::trim`]) and, admitted
+//!    again as the small frame it now is, enqueued on the port's trim queue. An admission that takes a lossless
 //!    group past xOFF puts an 802.1Qbb PFC frame for that priority into the ingress port's
 //!    control queue at once ([`switch_model::pfc::PfcTx`]). PAUSE and PFC frames received update the
 //!    port's pause state ([`switch_model::pfc::PfcRx`]; PFC only for the lossless priorities, the PFC

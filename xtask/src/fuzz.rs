@@ -102,6 +102,8 @@ const SEEDS: &[(&str, &str)] = &[
     ("uet_pds", "fuzz/seeds/uet_pds"),
     ("uet_frame", "fuzz/seeds/uet_frame"),
     ("uet_ses", "fuzz/seeds/uet_ses"),
+    // Whole Ethernet/IPv4/UDP frames (RoCEv2): what a switch trims.
+    ("trim", "fuzz/seeds/roce"),
     ("topology", "topologies"),
     ("nxos_qos", "control/tests/fixtures/nxos"),
 ];
