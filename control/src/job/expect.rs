@@ -156,16 +156,32 @@ impl<'a> Fabric<'a> {
     }
 }
 
-/// A RoCEv2 flow as a switch hashes it for ECMP: its addresses and UDP source port (the
-/// destination port is 4791).
+/// A flow as a switch hashes it for ECMP: its addresses, IP protocol and ports (RoCEv2: UDP to
+/// 4791; UET over UDP: to 4793, the entropy in the source port; UET over IP protocol 253: the
+/// entropy header's entropy in the source port's place and 0, as the XDP program reads it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Flow {
     pub src: IpAddr,
     pub dst: IpAddr,
+    pub proto: u8,
     pub sport: u16,
+    pub dport: u16,
 }
 
 impl Flow {
+    /// A RoCEv2 flow from UDP source port `sport`.
+    pub fn roce(src: IpAddr, dst: IpAddr, sport: u16) -> Flow {
+        Flow { src, dst, proto: 17, sport, dport: ROCE_PORT }
+    }
+
+    /// A UET flow of NIC settings `u` carrying `entropy`.
+    pub fn uet(u: &rocefab_contracts::job::UetSpec, src: IpAddr, dst: IpAddr, entropy: u16) -> Flow {
+        match u.ip_protocol {
+            Some(proto) => Flow { src, dst, proto, sport: entropy, dport: 0 },
+            None => Flow { src, dst, proto: 17, sport: entropy, dport: u.udp_port },
+        }
+    }
+
     /// The XDP program's flow hash of this flow on a switch seeded `seed`
     /// ([`dataplane_common::flow_hash`]).
     fn hash(&self, seed: u32) -> u32 {
@@ -176,12 +192,19 @@ impl Flow {
                 std::array::from_fn(|i| u32::from_be_bytes([o[4 * i], o[4 * i + 1], o[4 * i + 2], o[4 * i + 3]]))
             }
         };
-        dataplane_common::flow_hash(words(self.src), words(self.dst), 17, self.sport, ROCE_PORT, seed)
+        dataplane_common::flow_hash(words(self.src), words(self.dst), self.proto, self.sport, self.dport, seed)
     }
 }
 
 /// RoCEv2's UDP destination port.
 const ROCE_PORT: u16 = 4791;
+
+/// A sprayed UET PDC's entropies: 256 values from 0xC000, each as likely (`gpu_host`'s engine).
+/// The model traces all of them, so each ECMP member's share is the hash's; beyond
+/// [`SPRAY_EXACT_QPS`] sprayed QPs, every 16th (a 512-rank all-to-all has 261,632).
+const SPRAY_BASE: u16 = 0xc000;
+const SPRAY_PATHS: u16 = 256;
+const SPRAY_EXACT_QPS: usize = 4096;
 
 /// When each frame (`wire` bytes, leaving the NIC at `departs`) is at the far end of `path`.
 fn cross(path: &[Link], wire: &[u64], departs: &mut [u64]) {
@@ -220,6 +243,9 @@ struct Xfer {
     /// Sending host and NIC (job index, NIC index), and the path.
     nic: (usize, usize),
     path: usize,
+    /// The paths its bytes load: its one path, or those a sprayed UET PDC's entropies hash to
+    /// (all of them, or a sample: [`SPRAY_EXACT_QPS`]; a member's share follows the hash).
+    spread: Vec<usize>,
     wire: Vec<u64>,
     /// Whether it follows an arrival (its NIC sends that arrival's ACK first).
     after_arrival: bool,
@@ -246,6 +272,16 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
         }
     }
     let mut ack_flows: Vec<Flow> = Vec::new();
+    let sprayed_qps: usize = jobs
+        .iter()
+        .map(|j| {
+            j.qps
+                .iter()
+                .filter(|q| q.send.is_some() && j.nics.get(q.nic).and_then(|n| n.uet).is_some_and(|u| u.spray))
+                .count()
+        })
+        .sum();
+    let step = if sprayed_qps <= SPRAY_EXACT_QPS { 1 } else { 16 };
     for (h, j) in jobs.iter().enumerate() {
         let c = j.collective.as_ref()?;
         for l in &c.locals {
@@ -259,18 +295,34 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
         for s in &c.sends {
             let qp = j.qps.iter().find(|q| q.qpn == s.qpn)?;
             let nic = j.nics.get(qp.nic)?;
-            let flow = Flow { src: nic.ip, dst: qp.peer_ip, sport: udp_src_port_for_qp(qp.qpn, qp.peer_qpn) };
-            let path = match path_of.get(&flow) {
-                Some(&p) => p,
-                None => {
-                    let p = fabric.trace((h, qp.nic), &format!("{}:{}", hosts.get(h)?, nic.name), flow)?;
-                    paths.push(p);
-                    path_of.insert(flow, paths.len() - 1);
-                    paths.len() - 1
+            let sport = udp_src_port_for_qp(qp.qpn, qp.peer_qpn);
+            let flows: Vec<Flow> = match &nic.uet {
+                None => vec![Flow::roce(nic.ip, qp.peer_ip, sport)],
+                Some(u) if u.spray => {
+                    (0..SPRAY_PATHS).step_by(step).map(|k| Flow::uet(u, nic.ip, qp.peer_ip, SPRAY_BASE + k)).collect()
                 }
+                Some(u) => vec![Flow::uet(u, nic.ip, qp.peer_ip, sport)],
             };
-            // Its ACKs come back from the responder QP.
-            ack_flows.push(Flow { src: qp.peer_ip, dst: nic.ip, sport: udp_src_port_for_qp(qp.peer_qpn, qp.qpn) });
+            let mut spread = Vec::with_capacity(flows.len());
+            for flow in flows {
+                let p = match path_of.get(&flow) {
+                    Some(&p) => p,
+                    None => {
+                        let p = fabric.trace((h, qp.nic), &format!("{}:{}", hosts.get(h)?, nic.name), flow)?;
+                        paths.push(p);
+                        path_of.insert(flow, paths.len() - 1);
+                        paths.len() - 1
+                    }
+                };
+                spread.push(p);
+            }
+            let path = spread[0];
+            // Its ACKs come back from the responder QP (a UET PDC's on the QP's one entropy).
+            let back_sport = udp_src_port_for_qp(qp.peer_qpn, qp.qpn);
+            ack_flows.push(match &nic.uet {
+                Some(u) => Flow::uet(u, qp.peer_ip, nic.ip, back_sport),
+                None => Flow::roce(qp.peer_ip, nic.ip, back_sport),
+            });
             let mtu = u64::from(nic.path_mtu.unwrap_or(1024));
             xfers.insert(
                 s.id,
@@ -278,6 +330,7 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
                     deps: s.deps.clone(),
                     nic: (h, qp.nic),
                     path,
+                    spread,
                     wire: write_frames(s.len, mtu, qp.peer_ip.is_ipv6(), nic.uet.is_some()),
                     after_arrival: s.deps.iter().any(|d| recv_ids.contains(d)),
                 },
@@ -292,8 +345,13 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
     let mut load: HashMap<LinkId, (u64, u64)> = HashMap::new();
     for x in xfers.values() {
         let bytes: u64 = x.wire.iter().sum();
-        for l in &paths[x.path] {
-            load.entry(l.id).or_insert((0, l.rate_bps)).0 += bytes;
+        let k = x.spread.len() as u64;
+        for (i, &p) in x.spread.iter().enumerate() {
+            // An equal share per sampled entropy (the remainder on the first).
+            let share = bytes / k + if i == 0 { bytes % k } else { 0 };
+            for l in &paths[p] {
+                load.entry(l.id).or_insert((0, l.rate_bps)).0 += share;
+            }
         }
     }
     let mut ack_paths: HashMap<Flow, Option<Vec<Link>>> = HashMap::new();
@@ -415,12 +473,20 @@ mod tests {
         file: &str,
         edit: impl Fn(&mut crate::topology::Topology),
     ) -> (Vec<SwitchConfig>, Vec<String>, Vec<Job>) {
+        allreduce_with(file, edit, &BuildOptions::default())
+    }
+
+    fn allreduce_with(
+        file: &str,
+        edit: impl Fn(&mut crate::topology::Topology),
+        opts: &BuildOptions,
+    ) -> (Vec<SwitchConfig>, Vec<String>, Vec<Job>) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../topologies").join(file);
         let mut topo = crate::topology::Topology::load(&path).unwrap();
         edit(&mut topo);
         let plan = crate::plan::compile(&topo, 0);
         let hosts = crate::job::hosts::host_descs(&topo, &plan, |h| vec![Default::default(); h.nics.len()]).unwrap();
-        let built = build(Kind::AllReduce, &hosts, 1 << 20, &BuildOptions::default()).unwrap();
+        let built = build(Kind::AllReduce, &hosts, 1 << 20, opts).unwrap();
         let switches = plan.switches.iter().map(|s| s.config.clone()).collect();
         (switches, hosts.iter().map(|h| h.name.clone()).collect(), built.jobs)
     }
@@ -446,6 +512,31 @@ mod tests {
     /// Store and forward on delayed ports: a frame is at the next hop its serialisation and
     /// the delay after it started, and an egress starts it once it is all there and the
     /// previous frame has left.
+    /// On rail-spine every edge of the rank-order ring crosses the rails, four a rail over two
+    /// 1 Gbit/s uplinks. One entropy per PDC hashes three of rail1's onto one spine (49.3 ms of
+    /// bytes); a sprayed PDC's 256 entropies split each transfer over both, so the busiest uplink
+    /// carries about half of its rail's 4 x 1792 packets of 1146 bytes: within the 256-value
+    /// hash's unevenness (3.2 % here) of the even split, and never less.
+    #[test]
+    fn a_sprayed_uet_transfer_loads_every_ecmp_member() {
+        use gpu_host::nic::collective_job::UetOptions;
+        let uet = |spray| BuildOptions {
+            uet: Some(UetOptions { spray, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: None }),
+            ..Default::default()
+        };
+        let (sw, hosts, jobs) = allreduce_with("rail-spine.yaml", |_| {}, &uet(true));
+        let sprayed = expect(&sw, &hosts, &jobs).unwrap();
+        let (sw, hosts, jobs) = allreduce_with("rail-spine.yaml", |_| {}, &uet(false));
+        let one_path = expect(&sw, &hosts, &jobs).unwrap();
+        let even = ser_ns(4 * 1792 * 1146 / 2, 1_000_000_000);
+        assert!(sprayed.busiest_link.contains("(to spine"), "{sprayed:?}");
+        assert!(
+            sprayed.busiest_link_ns >= even && sprayed.busiest_link_ns * 100 <= even * 105,
+            "{sprayed:?}: even split {even} ns"
+        );
+        assert!(one_path.busiest_link_ns * 10 >= even * 14, "one entropy per PDC collides: {one_path:?}");
+    }
+
     #[test]
     fn uet_packets_carry_the_ses_header_instead_of_bth_reth_and_icrc() {
         // 14 + 20 + 8 + 12 (PDS) + 44 (SES) + 4 + 8 + 12 = 122 bytes besides the payload.
@@ -476,7 +567,7 @@ mod tests {
         // spine, rail: the NIC's link and five switch egresses.
         let qp = jobs[7].qps.iter().find(|q| q.label == "rank 63 -> rank 64").unwrap();
         let src = jobs[7].nics[qp.nic].ip;
-        let flow = Flow { src, dst: qp.peer_ip, sport: udp_src_port_for_qp(qp.qpn, qp.peer_qpn) };
+        let flow = Flow::roce(src, qp.peer_ip, udp_src_port_for_qp(qp.qpn, qp.peer_qpn));
         let p = trace(&switches, (7, qp.nic), "host8:gpu7", flow).unwrap();
         let rates: Vec<u64> = p.iter().map(|l| l.rate_bps / 1_000_000_000).collect();
         assert_eq!(rates, [1, 8, 8, 8, 8, 1]);
