@@ -341,6 +341,12 @@ pub struct Timeline {
     pub ecn_marks: Vec<Point>,
     /// WRED drops of all switches in each sample interval.
     pub wred_drops: Vec<Point>,
+    /// Packets the switches trimmed instead of dropping (`qos.trim`) in each sample interval.
+    #[serde(default)]
+    pub trims: Vec<Point>,
+    /// Frames the switches' admission dropped (not trimmed) in each sample interval.
+    #[serde(default)]
+    pub admission_drops: Vec<Point>,
     /// (c) CNPs each sender QP received in each sample interval.
     pub cnps: Vec<Series>,
     /// (d) Each sender QP's DCQCN rate, emulated bit/s.
@@ -633,6 +639,8 @@ impl Timeline {
             depth: Vec::new(),
             ecn_marks: Vec::new(),
             wred_drops: Vec::new(),
+            trims: Vec::new(),
+            admission_drops: Vec::new(),
             cnps: Vec::new(),
             rates: Vec::new(),
             alpha: Vec::new(),
@@ -703,10 +711,11 @@ impl Timeline {
             .collect();
     }
 
-    /// ECN marks and WRED drops of all switches per round (switches answering in both rounds).
+    /// ECN marks, WRED drops, trims and admission drops of all switches per round (switches
+    /// answering in both rounds).
     fn counter_deltas(&mut self, s: &Samples, d: f64) {
         for w in s.rounds.windows(2) {
-            let (mut ecn, mut wred) = (0u64, 0u64);
+            let (mut ecn, mut wred, mut trims, mut dropped) = (0u64, 0u64, 0u64, 0u64);
             for (a, b) in w[0].switches.iter().zip(&w[1].switches) {
                 let (Some(a), Some(b)) = (a, b) else { continue };
                 if a.sample.xdp_unread || b.sample.xdp_unread {
@@ -718,11 +727,19 @@ impl Timeline {
                         + pb.ecn_marked_dequeue.saturating_sub(pa.ecn_marked_dequeue);
                     wred += pb.wred_dropped.saturating_sub(pa.wred_dropped)
                         + pb.wred_dropped_dequeue.saturating_sub(pa.wred_dropped_dequeue);
+                    for tc in 0..pb.trimmed.len() {
+                        let t = pb.trimmed[tc].saturating_sub(pa.trimmed[tc]);
+                        // SAI counts a trimmed frame's original as an admission drop too.
+                        trims += t;
+                        dropped += pb.admission_dropped[tc].saturating_sub(pa.admission_dropped[tc]).saturating_sub(t);
+                    }
                 }
             }
             let t_us = us(w[1].t_ns, d);
             self.ecn_marks.push(Point { t_us, v: ecn as f64 });
             self.wred_drops.push(Point { t_us, v: wred as f64 });
+            self.trims.push(Point { t_us, v: trims as f64 });
+            self.admission_drops.push(Point { t_us, v: dropped as f64 });
         }
     }
 
@@ -966,9 +983,18 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                 .map_err(draw_err)?;
         }
 
-        // (b) ECN marks (and WRED drops) per sample interval.
+        // (b) ECN marks (and WRED drops, trims and admission drops) per sample interval.
         {
-            let max = t.ecn_marks.iter().chain(&t.wred_drops).map(|p| p.v).fold(0.0, f64::max).max(1.0) * 1.12;
+            let max = t
+                .ecn_marks
+                .iter()
+                .chain(&t.wred_drops)
+                .chain(&t.trims)
+                .chain(&t.admission_drops)
+                .map(|p| p.v)
+                .fold(0.0, f64::max)
+                .max(1.0)
+                * 1.12;
             let caption = format!("(b) ECN CE marks per sample interval ({:.1} µs), all switches", t.interval_us);
             let mut ch = ChartBuilder::on(&b)
                 .caption(caption, font(16))
@@ -993,6 +1019,23 @@ pub fn render_svg(t: &Timeline) -> Result<String, TimelineError> {
                     .map_err(draw_err)?
                     .label("WRED drops")
                     .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(1)));
+            }
+            if t.trims.iter().any(|p| p.v > 0.0) {
+                let blue = RGBColor(0, 90, 200);
+                ch.draw_series(LineSeries::new(t.trims.iter().map(|p| (p.t_us * k, p.v)), blue.stroke_width(2)))
+                    .map_err(draw_err)?
+                    .label("trims")
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], blue.stroke_width(2)));
+            }
+            if t.admission_drops.iter().any(|p| p.v > 0.0) {
+                let grey = RGBColor(120, 120, 120);
+                ch.draw_series(LineSeries::new(
+                    t.admission_drops.iter().map(|p| (p.t_us * k, p.v)),
+                    grey.stroke_width(1),
+                ))
+                .map_err(draw_err)?
+                .label("admission drops")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey.stroke_width(1)));
             }
             mark_events(&mut ch, max, false)?;
             ch.configure_series_labels()
@@ -1306,6 +1349,9 @@ mod tests {
                 b.depth_bytes[3] = depth[i] / 256 * 250;
                 b.peak_depth_bytes[3] = b.peak_depth_cell_bytes[3] / 256 * 250;
                 b.ecn_marked = ecn[i];
+                // Queue 0 trims 0, 3, 3, 10 frames in all, of 1, 5, 6, 15 it did not admit.
+                b.trimmed[0] = [0u64, 3, 3, 10][i];
+                b.admission_dropped[0] = [1u64, 5, 6, 15][i];
                 // The depth-time integral (the daemons report it in emulated byte·ns).
                 b.depth_area_byte_ns[3] = [0.0, 6e11, 1.6e12, 2.2e12][i] / d;
                 let mut s = port("eth0", "rail1:eth2");
@@ -1381,6 +1427,9 @@ mod tests {
             vec![(10e3, 0.0), (20e3, 20.0), (30e3, 15.0)]
         );
         assert!(t.wred_drops.iter().all(|p| p.v == 0.0));
+        // Trims beside the drops: per round, trimmed frames, and the admission drops not trimmed.
+        assert_eq!(t.trims.iter().map(|p| p.v).collect::<Vec<_>>(), vec![3.0, 0.0, 7.0]);
+        assert_eq!(t.admission_drops.iter().map(|p| p.v).collect::<Vec<_>>(), vec![1.0, 1.0, 2.0]);
         assert_eq!(t.cnps.len(), 1);
         assert_eq!(t.cnps[0].name, "rank 256 to rank 0 (host2 qp 0x100)");
         assert_eq!(t.cnps[0].points.iter().map(|p| p.v).collect::<Vec<_>>(), vec![2.0, 4.0, 1.0]);
