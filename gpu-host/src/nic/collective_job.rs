@@ -929,6 +929,66 @@ mod tests {
         assert!(entropies.len() > 100, "{} entropy values", entropies.len());
     }
 
+    /// Malformed and stray UET frames arriving with a job's traffic are counted and dropped;
+    /// the job is not disturbed. Derived from the job's first data frame (UDP 4793, IPv4): cut
+    /// inside the PDS header, cut inside the SES header, an unassigned PDS type, a request for a
+    /// QP the host does not have, an ACK and a NACK for PDCs it does not have.
+    #[test]
+    fn malformed_uet_frames_are_counted_and_dropped() {
+        let u = UetOptions { spray: true, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: None };
+        let b =
+            build(Kind::Incast, &hosts(3, 1), 100_000, &BuildOptions { uet: Some(u), ..Default::default() }).unwrap();
+        let bad: std::cell::RefCell<Vec<Vec<u8>>> = Default::default();
+        let fix_lengths = |f: &mut Vec<u8>| {
+            let ip = (f.len() - 14) as u16;
+            f[16..18].copy_from_slice(&ip.to_be_bytes());
+            f[24..26].fill(0);
+            let sum: u32 = f[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+            let c = !(((sum & 0xffff) + (sum >> 16)) as u16);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+            f[38..40].copy_from_slice(&(ip - 20).to_be_bytes());
+        };
+        let mut made = false;
+        let reports = run_over_with(
+            &b,
+            |_, f| {
+                if !made && is_uet_data(f) {
+                    made = true;
+                    let mut v = Vec::new();
+                    for cut in [42 + 6, 42 + 12 + 20] {
+                        let mut x = f[..cut].to_vec();
+                        fix_lengths(&mut x);
+                        v.push(x);
+                    }
+                    let mut x = f.to_vec();
+                    x[42] = (x[42] & 0x07) | (31 << 3);
+                    v.push(x);
+                    let mut x = f.to_vec();
+                    // SES memory key (bytes 24-31 of the SES header): QP 0xabcdef is not here.
+                    x[42 + 12 + 24..42 + 12 + 28].copy_from_slice(&0xabcdefu32.to_be_bytes());
+                    v.push(x);
+                    for (t, len) in [(8u8, 32usize), (10, 16)] {
+                        // An ACK_CC and a NACK to PDC 999.
+                        let mut x = f[..42 + len].to_vec();
+                        x[42..44].copy_from_slice(&(u16::from(t) << 11).to_be_bytes());
+                        x[52..54].copy_from_slice(&999u16.to_be_bytes());
+                        fix_lengths(&mut x);
+                        v.push(x);
+                    }
+                    *bad.borrow_mut() = v;
+                }
+                Some(3_000)
+            },
+            &bad,
+        );
+        assert!(all_verified(&reports), "{reports:#?}");
+        let nics = || reports.iter().flat_map(|r| r.nics.iter());
+        let sum = |f: fn(&crate::nic::job::NicReport) -> u64| nics().map(f).sum::<u64>();
+        assert_eq!(sum(|n| n.rx_malformed), 2, "the two cut frames");
+        assert_eq!(sum(|n| n.rx_ignored), 1, "the unassigned PDS type");
+        assert_eq!(sum(|n| n.rx_unknown_qp), 3, "the unknown QP and the two unknown PDCs");
+    }
+
     #[test]
     fn a_lost_uet_packet_is_sent_again_after_the_timeout() {
         let opts = BuildOptions {
