@@ -324,6 +324,10 @@ pub struct UetSpec {
     /// 4-byte entropy header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip_protocol: Option<u8>,
+    /// Reliable Ordered Delivery (ROD) instead of RUD: one entropy per PDC, packets accepted
+    /// in PSN order only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ordered: bool,
 }
 
 fn default_uet_port() -> u16 {

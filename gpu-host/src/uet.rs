@@ -72,6 +72,9 @@ pub struct SenderConfig {
     pub rto_ns: u64,
     /// Transmissions of one packet after the first before the PDC fails.
     pub max_retransmissions: u32,
+    /// ROD: packets are sent again in PSN order from the first one a NACK names (go-back-N),
+    /// since the receiver drops whatever arrives past a hole.
+    pub ordered: bool,
     pub entropy: Entropy,
 }
 
@@ -505,10 +508,45 @@ impl PdcSender {
         self.inflight -= u64::from(self.slots[i].len);
         self.retx.push_back(psn);
         self.c.retransmitted_on_nack += 1;
+        if self.cfg.ordered {
+            self.go_back(psn);
+        }
         // A packet that left before the last cut tells of the congestion that cut: one cut per
         // episode, whether its trims hit new packets or packets sent again.
         if trimmed && self.last_cut.is_none_or(|l| sent_at > l) {
             self.cut(now);
+        }
+    }
+
+    /// A ROD NACK (ROD_OOO): the receiver expects `psn` and dropped what came after it; every
+    /// packet from `psn` on that is in flight is sent again, in order (go-back-N).
+    pub fn on_rod_nack(&mut self, psn: u32) {
+        self.c.nacks_other += 1;
+        if !self.in_window(psn) {
+            self.c.stale += 1;
+            return;
+        }
+        self.go_back(psn);
+    }
+
+    /// Every packet from `from` on that is not acknowledged goes out again, in PSN order: the
+    /// queue of packets to send again is rebuilt so that none past `from` leaves before it.
+    fn go_back(&mut self, from: u32) {
+        self.retx.retain(|&q| before(q, from));
+        let mut p = from;
+        while p != self.next {
+            let i = self.slot(p);
+            match self.slots[i].state {
+                SlotState::InFlight => {
+                    self.slots[i].state = SlotState::NeedRetx;
+                    self.inflight -= u64::from(self.slots[i].len);
+                    self.retx.push_back(p);
+                    self.c.retransmitted_on_nack += 1;
+                }
+                SlotState::NeedRetx => self.retx.push_back(p),
+                _ => {}
+            }
+            p = p.wrapping_add(1);
         }
     }
 
@@ -582,6 +620,9 @@ pub struct ReceiverConfig {
     pub window_packets: u32,
     pub ack_every_bytes: u32,
     pub ack_delay_ns: u64,
+    /// Reliable Ordered Delivery (ROD): only the next PSN is accepted; a packet past a hole is
+    /// dropped and the hole NACKed once (code ROD_OOO, 0x0D), and the sender goes back to it.
+    pub ordered: bool,
 }
 
 /// A received request packet, as the receiver judges it.
@@ -610,6 +651,10 @@ pub enum RxVerdict {
     Trimmed,
     /// Outside the window, or no SYN has opened the PDC yet: dropped.
     Dropped,
+    /// ROD: past a hole, dropped; a NACK (ROD_OOO) for the expected PSN is owed, once per hole.
+    OutOfOrder {
+        expected: u32,
+    },
 }
 
 /// Receiver counters.
@@ -652,6 +697,8 @@ pub struct PdcReceiver {
     ack_due: Option<u64>,
     ecn: bool,
     last_psn: u32,
+    /// ROD: the hole (expected PSN) already NACKed.
+    nacked_hole: Option<u32>,
     c: ReceiverCounters,
 }
 
@@ -667,6 +714,7 @@ impl PdcReceiver {
             ack_due: None,
             ecn: false,
             last_psn: 0,
+            nacked_hole: None,
             c: ReceiverCounters::default(),
         }
     }
@@ -727,10 +775,23 @@ impl PdcReceiver {
         if trimmed {
             self.c.trimmed += 1;
             self.c.nacks_sent += 1;
+            // ROD: the sender goes back from a trimmed packet on its NACK, so what arrives
+            // behind it is dropped without another; a trim past a hole leaves the hole to be
+            // NACKed again by the next arrival.
+            self.nacked_hole = if self.expected == Some(psn) { Some(psn) } else { None };
             return RxVerdict::Trimmed;
         }
         if psn != e {
             self.c.out_of_order += 1;
+            if self.cfg.ordered {
+                self.c.dropped += 1;
+                if self.nacked_hole == Some(e) {
+                    return RxVerdict::Dropped;
+                }
+                self.nacked_hole = Some(e);
+                self.c.nacks_sent += 1;
+                return RxVerdict::OutOfOrder { expected: e };
+            }
         }
         if ce {
             self.c.ce_marked += 1;
@@ -821,11 +882,12 @@ mod tests {
             rto_ns: 1_000_000,
             max_retransmissions: 3,
             entropy: Entropy::Spray { base: 0xc000, paths: 256 },
+            ordered: false,
         }
     }
 
     fn rcfg() -> ReceiverConfig {
-        ReceiverConfig { window_packets: 256, ack_every_bytes: 16384, ack_delay_ns: 10_000 }
+        ReceiverConfig { window_packets: 256, ack_every_bytes: 16384, ack_delay_ns: 10_000, ordered: false }
     }
 
     /// Delivers every packet the sender may send at `now` to the receiver in the order
@@ -995,6 +1057,47 @@ mod tests {
         assert_eq!(r.next_deadline(), Some(10_100));
         assert!(r.poll(10_099).is_none());
         assert_eq!(r.poll(10_100).map(|a| a.cack_psn), Some(17));
+    }
+
+    /// ROD: a packet past a hole is dropped and the hole NACKed once; the sender goes back to
+    /// it and the packets arrive again in order.
+    #[test]
+    fn rod_drops_past_a_hole_and_the_sender_goes_back() {
+        let mut s = PdcSender::new(SenderConfig { entropy: Entropy::Fixed(7), ordered: true, ..scfg() }, 3);
+        s.post_write(1, 0, 0, 5000).unwrap();
+        let pkts = burst(&mut s, 0);
+        let mut r = PdcReceiver::new(ReceiverConfig { ordered: true, ..rcfg() });
+        let rx = |r: &mut PdcReceiver, p: &TxPacket| {
+            r.on_packet(
+                RxPacket {
+                    psn: p.psn,
+                    syn_offset: p.syn.then_some(p.psn_offset),
+                    len: p.len,
+                    trimmed: false,
+                    ce: false,
+                    ar: p.ar,
+                },
+                10,
+            )
+        };
+        // The second packet is lost: the third is NACKed, the fourth and fifth dropped quietly.
+        assert_eq!(rx(&mut r, &pkts[0]), RxVerdict::Place);
+        assert_eq!(rx(&mut r, &pkts[2]), RxVerdict::OutOfOrder { expected: pkts[1].psn });
+        assert_eq!(rx(&mut r, &pkts[3]), RxVerdict::Dropped);
+        assert_eq!(rx(&mut r, &pkts[4]), RxVerdict::Dropped);
+        s.on_rod_nack(pkts[1].psn);
+        let again = burst(&mut s, 20);
+        assert_eq!(
+            again.iter().map(|p| (p.psn, p.retx)).collect::<Vec<_>>(),
+            pkts[1..].iter().map(|p| (p.psn, true)).collect::<Vec<_>>()
+        );
+        for p in &again {
+            assert_eq!(rx(&mut r, p), RxVerdict::Place);
+        }
+        let a = r.poll(30).unwrap();
+        s.on_ack(9, a.cack_psn, a.sack_base, a.sack_bitmap, false, 30);
+        assert_eq!(s.pop_completion().map(|c| c.len), Some(5000));
+        assert_eq!((s.counters().retransmitted_on_nack, r.counters().nacks_sent), (4, 1));
     }
 
     #[test]

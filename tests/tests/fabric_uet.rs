@@ -8,7 +8,8 @@
 //!   all verified.
 //! - `one_entropy_per_pdc_keeps_a_path_and_the_entropy_header_sprays_over_ip`: the same
 //!   all-to-all with one entropy per PDC (`--uet-entropy pdc`) has nothing out of order, so the
-//!   reordering above comes from the per-packet entropy; natively over IP protocol 253
+//!   reordering above comes from the per-packet entropy, and so has ROD (`--uet-delivery rod`);
+//!   natively over IP protocol 253
 //!   (`--uet-encap ip`) the switches hash the entropy header instead and spray as much.
 //!
 //! - `uet_incast_with_trimming_nacks_every_trim_and_meets_the_ideal`: a 7:1 UET incast into
@@ -123,6 +124,9 @@ fn one_entropy_per_pdc_keeps_a_path_and_the_entropy_header_sprays_over_ip() {
     let f = Fabric::up("rail-spine.yaml", "huet2");
     let r = run(&f, "alltoall", "1MiB", &["--uet-entropy", "pdc"]);
     assert_eq!(r["out_of_order_packets"], 0, "one path per PDC: {r:#}");
+    // ROD takes one path per PDC whatever --uet-entropy says: in order, nothing sent again.
+    let r = run(&f, "alltoall", "1MiB", &["--uet-delivery", "rod"]);
+    assert_eq!((&r["out_of_order_packets"], &r["retransmitted_packets"]), (&Value::from(0), &Value::from(0)), "{r:#}");
     // Natively over IP protocol 253: the switches hash the entropy header as they hash the UDP
     // source port.
     let up = uplinks(&f, "rail1");

@@ -298,7 +298,7 @@ pub fn expect(switches: &[SwitchConfig], hosts: &[String], jobs: &[Job]) -> Opti
             let sport = udp_src_port_for_qp(qp.qpn, qp.peer_qpn);
             let flows: Vec<Flow> = match &nic.uet {
                 None => vec![Flow::roce(nic.ip, qp.peer_ip, sport)],
-                Some(u) if u.spray => {
+                Some(u) if u.spray && !u.ordered => {
                     (0..SPRAY_PATHS).step_by(step).map(|k| Flow::uet(u, nic.ip, qp.peer_ip, SPRAY_BASE + k)).collect()
                 }
                 Some(u) => vec![Flow::uet(u, nic.ip, qp.peer_ip, sport)],
@@ -521,7 +521,7 @@ mod tests {
     fn a_sprayed_uet_transfer_loads_every_ecmp_member() {
         use gpu_host::nic::collective_job::UetOptions;
         let uet = |spray| BuildOptions {
-            uet: Some(UetOptions { spray, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: None }),
+            uet: Some(UetOptions { spray, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: None, ordered: false }),
             ..Default::default()
         };
         let (sw, hosts, jobs) = allreduce_with("rail-spine.yaml", |_| {}, &uet(true));

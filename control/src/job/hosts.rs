@@ -215,6 +215,7 @@ pub(crate) fn build_options(name: &str, f: &FabricHosts, s: &JobArgs, timeout: u
             dscp: s.uet_dscp,
             priority: f.dscp_to_tc.get(usize::from(s.uet_dscp)).copied().unwrap_or(0),
             ip_protocol: (s.uet_encap == super::UetEncap::Ip).then_some(rocefab_wire::uet::IP_PROTOCOL),
+            ordered: s.uet_delivery == super::UetDelivery::Rod,
         }),
     }
 }

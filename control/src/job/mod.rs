@@ -47,6 +47,13 @@ pub enum Transport {
     Uet,
 }
 
+/// `--uet-delivery`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UetDelivery {
+    Rud,
+    Rod,
+}
+
 /// `--uet-encap`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UetEncap {
@@ -81,6 +88,11 @@ pub struct JobArgs {
     /// protocol 253 with the 4-byte entropy header (`ip`, as the UEC's reference provider).
     #[arg(long, value_enum, default_value_t = UetEncap::Udp)]
     pub uet_encap: UetEncap,
+    /// UET: Reliable Unordered Delivery (`rud`: every packet placed where it lands, sprayed) or
+    /// Reliable Ordered Delivery (`rod`: one path per PDC, packets accepted in order only, a
+    /// hole NACKed and gone back to).
+    #[arg(long, value_enum, default_value_t = UetDelivery::Rud)]
+    pub uet_delivery: UetDelivery,
     /// How requesters cut their writes: first-middle-last (standard RC) or write-only (every
     /// packet a WRITE Only with its RETH; responders place out-of-order arrivals, for spraying).
     #[arg(long, value_enum, default_value_t = Segment::FirstMiddleLast)]

@@ -128,6 +128,8 @@ pub struct UetOptions {
     pub priority: u8,
     /// Over IP with this protocol and the entropy header instead of UDP.
     pub ip_protocol: Option<u8>,
+    /// ROD instead of RUD.
+    pub ordered: bool,
 }
 
 /// The SES JobID of a job named `name`: 24 bits of its FNV-1a hash (every host of a job
@@ -537,6 +539,7 @@ fn host_job(kind: &str, i: usize, h: &HostDesc, opts: &BuildOptions) -> Job {
                     trim_dscp: u.trim_dscp,
                     udp_port: rocefab_wire::uet::UDP_PORT,
                     ip_protocol: u.ip_protocol,
+                    ordered: u.ordered,
                 }),
             })
             .collect(),
@@ -841,10 +844,10 @@ mod tests {
         );
     }
 
-    /// A UET data frame: UDP to 4793 (Ethernet 14 + IPv4 20: port at 36) and a RUD request
-    /// (PDS type 2 in the top 5 bits of byte 42).
+    /// A UET data frame: UDP to 4793 (Ethernet 14 + IPv4 20: port at 36) and a RUD or ROD
+    /// request (PDS type 2 or 3 in the top 5 bits of byte 42).
     fn is_uet_data(f: &[u8]) -> bool {
-        f.len() > 42 && f[36..38] == [0x12, 0xb9] && f[42] >> 3 == 2
+        f.len() > 42 && f[36..38] == [0x12, 0xb9] && matches!(f[42] >> 3, 2 | 3)
     }
 
     /// `f` as a trimming switch leaves it (SAI: cut to 128 bytes, IPv4 total length and
@@ -891,7 +894,14 @@ mod tests {
     #[test]
     fn every_collective_runs_verified_over_uet_with_spraying_and_trimming() {
         let opts = BuildOptions {
-            uet: Some(UetOptions { spray: true, trim_dscp: None, dscp: 24, priority: 3, ip_protocol: None }),
+            uet: Some(UetOptions {
+                spray: true,
+                trim_dscp: None,
+                dscp: 24,
+                priority: 3,
+                ip_protocol: None,
+                ordered: false,
+            }),
             ..Default::default()
         };
         for kind in [Kind::AllReduce, Kind::AllToAll, Kind::Incast, Kind::Broadcast] {
@@ -914,7 +924,8 @@ mod tests {
 
     #[test]
     fn uet_runs_natively_over_ip_with_the_entropy_header() {
-        let u = UetOptions { spray: true, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: Some(253) };
+        let u =
+            UetOptions { spray: true, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: Some(253), ordered: false };
         let b =
             build(Kind::AllToAll, &hosts(3, 2), 120_000, &BuildOptions { uet: Some(u), ..Default::default() }).unwrap();
         let mut entropies = std::collections::HashSet::new();
@@ -935,7 +946,7 @@ mod tests {
     /// QP the host does not have, an ACK and a NACK for PDCs it does not have.
     #[test]
     fn malformed_uet_frames_are_counted_and_dropped() {
-        let u = UetOptions { spray: true, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: None };
+        let u = UetOptions { spray: true, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: None, ordered: false };
         let b =
             build(Kind::Incast, &hosts(3, 1), 100_000, &BuildOptions { uet: Some(u), ..Default::default() }).unwrap();
         let bad: std::cell::RefCell<Vec<Vec<u8>>> = Default::default();
@@ -989,10 +1000,57 @@ mod tests {
         assert_eq!(sum(|n| n.rx_unknown_qp), 3, "the unknown QP and the two unknown PDCs");
     }
 
+    /// ROD over a link that trims every 20th data frame: each trim is NACKed (TRIMMED) and its
+    /// sender goes back to it; the packets behind it arrive past the hole and are dropped (a hole
+    /// not NACKed yet gets one ROD_OOO NACK); every collective still completes verified, on one
+    /// path per PDC, without a timeout.
+    #[test]
+    fn rod_goes_back_over_trims_and_every_collective_completes_in_order() {
+        let u = UetOptions { spray: true, trim_dscp: None, dscp: 26, priority: 0, ip_protocol: None, ordered: true };
+        for kind in [Kind::AllReduce, Kind::AllToAll, Kind::Incast, Kind::Broadcast] {
+            let b = build(kind, &hosts(3, 2), 240_000, &BuildOptions { uet: Some(u), ..Default::default() }).unwrap();
+            let mut data = 0u64;
+            let trimmed: std::cell::RefCell<Vec<Vec<u8>>> = Default::default();
+            let r = run_over_with(
+                &b,
+                |_, f| {
+                    if is_uet_data(f) {
+                        assert_eq!(f[42] >> 3, 3, "ROD requests");
+                        data += 1;
+                        if data.is_multiple_of(20) && f.len() > 128 {
+                            trimmed.borrow_mut().push(trim(f));
+                            return None;
+                        }
+                    }
+                    Some(3_000)
+                },
+                &trimmed,
+            );
+            assert!(all_verified(&r), "{kind:?}: {r:#?}");
+            let pdcs: Vec<_> = r.iter().flat_map(|x| x.qps.iter()).filter_map(|q| q.pdc.clone()).collect();
+            let sum = |f: fn(&crate::nic::job::PdcReport) -> u64| pdcs.iter().map(f).sum::<u64>();
+            assert!(sum(|p| p.trimmed_received) > 0, "{kind:?}");
+            assert_eq!(sum(|p| p.retransmitted_on_timeout), 0, "{kind:?}: {pdcs:?}");
+            assert!(sum(|p| p.dropped) > 0, "{kind:?}: packets past a hole are dropped");
+            assert!(
+                sum(|p| p.retransmitted_on_nack) > sum(|p| p.trimmed_received),
+                "{kind:?}: the senders go back, sending what followed a trim again too: {pdcs:?}"
+            );
+            assert!(pdcs.iter().all(|p| p.entropies <= 1), "{kind:?}: one path per ROD PDC");
+        }
+    }
+
     #[test]
     fn a_lost_uet_packet_is_sent_again_after_the_timeout() {
         let opts = BuildOptions {
-            uet: Some(UetOptions { spray: false, trim_dscp: None, dscp: 24, priority: 3, ip_protocol: None }),
+            uet: Some(UetOptions {
+                spray: false,
+                trim_dscp: None,
+                dscp: 24,
+                priority: 3,
+                ip_protocol: None,
+                ordered: false,
+            }),
             ..Default::default()
         };
         let b = build(Kind::Incast, &hosts(3, 1), 200_000, &opts).unwrap();

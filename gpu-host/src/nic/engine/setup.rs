@@ -392,6 +392,7 @@ fn uet_sender_config(s: &SendSpec, nic: &Nic, u: &job::UetSpec, sport: u16, d: D
         rto_ns: d.duration(s.retransmit_timeout_ns).max(1),
         max_retransmissions: 7,
         entropy: super::uet::entropy(u, sport),
+        ordered: u.ordered,
     }
 }
 
@@ -435,6 +436,7 @@ fn attach_responder(
             // uet-htsim's UecSink::_bytes_unacked_threshold.
             ack_every_bytes: 16384,
             ack_delay_ns: cfg.ack_delay_ns.unwrap_or(0),
+            ordered: nic.cfg.uet.is_some_and(|u| u.ordered),
         };
         p.rx = Some(super::uet::PdcRx { r: PdcReceiver::new(rc), region: mr, start_psn: r.psn });
     } else {

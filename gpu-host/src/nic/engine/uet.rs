@@ -49,6 +49,8 @@ pub(super) enum UetCtrl {
     Ack(AckOut),
     /// A NACK for a trimmed packet of this PSN.
     NackTrimmed(u32),
+    /// ROD: a NACK (ROD_OOO) for the PSN expected next.
+    NackRodOutOfOrder(u32),
 }
 
 impl Pdc {
@@ -69,7 +71,8 @@ impl Pdc {
 /// The entropy a PDC's packets carry: sprayed over 256 source ports above 0xC000, or the QP's
 /// one port.
 pub(super) fn entropy(spec: &job::UetSpec, sport: u16) -> Entropy {
-    if spec.spray {
+    // ROD takes one path: sprayed packets would arrive out of order and be sent again.
+    if spec.spray && !spec.ordered {
         Entropy::Spray { base: 0xc000, paths: 256 }
     } else {
         Entropy::Fixed(sport)
@@ -99,7 +102,7 @@ impl Engine {
             }
         };
         match p.pds {
-            Pds::Request { ordered: false, flags, psn, spdcid, dpdcid, .. } => {
+            Pds::Request { ordered, flags, psn, spdcid, dpdcid, .. } if ordered == spec.ordered => {
                 let Ses::Request(s) = p.ses else {
                     self.nics[nic_idx].c.rx_ignored += 1;
                     return None;
@@ -157,6 +160,7 @@ impl Engine {
                         }
                     }
                     RxVerdict::Trimmed => push_ctrl(nic, qi, UetCtrl::NackTrimmed(psn)),
+                    RxVerdict::OutOfOrder { expected } => push_ctrl(nic, qi, UetCtrl::NackRodOutOfOrder(expected)),
                     RxVerdict::Duplicate | RxVerdict::Dropped => {}
                 }
                 if let Some(a) = rx.r.poll(now) {
@@ -182,6 +186,9 @@ impl Engine {
                 |tx| tx.on_ack(spdcid, cack_psn, cack_psn, 0, flags & ack_flags::M != 0, now),
                 now,
             ),
+            Pds::Nack { code: NackCode::RodOutOfOrder, psn, dpdcid, .. } => {
+                self.uet_ack(nic_idx, dpdcid, |tx| tx.on_rod_nack(psn), now)
+            }
             Pds::Nack { code, psn, dpdcid, .. } => {
                 let trimmed = matches!(code, NackCode::Trimmed | NackCode::TrimmedLastHop | NackCode::TrimmedAck);
                 self.uet_ack(nic_idx, dpdcid, |tx| tx.on_nack(psn, trimmed, now), now)
@@ -271,10 +278,14 @@ impl Engine {
                     }
                     .to_u64(),
                 },
-                UetCtrl::NackTrimmed(psn) => Pds::Nack {
+                UetCtrl::NackTrimmed(psn) | UetCtrl::NackRodOutOfOrder(psn) => Pds::Nack {
                     next_header: uet::next_header::NONE,
                     flags: 0,
-                    code: NackCode::Trimmed,
+                    code: if matches!(c, UetCtrl::NackTrimmed(_)) {
+                        NackCode::Trimmed
+                    } else {
+                        NackCode::RodOutOfOrder
+                    },
                     vendor_code: 0,
                     psn,
                     spdcid: local,
@@ -321,7 +332,7 @@ impl Engine {
                 flags |= request_flags::RETX;
             }
             let pds = Pds::Request {
-                ordered: false,
+                ordered: spec.ordered,
                 next_header: uet::next_header::STANDARD_REQUEST,
                 flags,
                 clear_psn_offset: t.clear_psn_offset,
