@@ -8,7 +8,8 @@
 //!   sends SYN on every packet until the first ACK names the peer's PDC; tracks every packet in
 //!   flight in a window of `window_packets`; an ACK acknowledges everything up to its CACK_PSN
 //!   and the PSNs its SACK bitmap sets; a NACK (a trimmed packet) sends the packet again at
-//!   once; a packet unacknowledged for `rto_ns` is sent again (a timeout). A write completes
+//!   once; a packet unacknowledged for `rto_ns` is sent again (a timeout), the timeout doubling
+//!   with every time it is sent again. A write completes
 //!   when all its packets are acknowledged, in any order.
 //! * Congestion control is a window (NSCC comes with issue 43), TCP's rules (RFC 5681, RFC 3168)
 //!   on UET's signals: `cwnd` bytes in flight, starting at `init_cwnd_bytes` (RFC 6928's ten
@@ -377,6 +378,13 @@ impl PdcSender {
         self.next_timeout = Some(self.next_timeout.map_or(t, |x| x.min(t)));
     }
 
+    /// The retransmission timeout of a packet sent `transmissions` times: `rto_ns`, doubled
+    /// for every time it was sent again (RFC 6298 §5.5), at most 64 times: senders whose
+    /// packets a full queue dropped do not all send again in step.
+    fn rto(&self, transmissions: u32) -> u64 {
+        self.cfg.rto_ns << transmissions.saturating_sub(1).min(6)
+    }
+
     fn ack_one(&mut self, psn: u32, now: u64) -> u64 {
         let i = self.slot(psn);
         let s = &mut self.slots[i];
@@ -563,7 +571,8 @@ impl PdcSender {
             let i = self.slot(p);
             let s = self.slots[i];
             if s.state == SlotState::InFlight {
-                if s.sent_at + self.cfg.rto_ns <= now {
+                let due = s.sent_at + self.rto(s.transmissions);
+                if due <= now {
                     if s.transmissions > self.cfg.max_retransmissions {
                         return Err(SenderError::RetriesExhausted { psn: p, times: s.transmissions });
                     }
@@ -573,8 +582,7 @@ impl PdcSender {
                     self.c.retransmitted_on_timeout += 1;
                     timed_out = true;
                 } else {
-                    let t = s.sent_at + self.cfg.rto_ns;
-                    next = Some(next.map_or(t, |x| x.min(t)));
+                    next = Some(next.map_or(due, |x| x.min(due)));
                 }
             }
             p = p.wrapping_add(1);
@@ -988,17 +996,19 @@ mod tests {
     }
 
     #[test]
-    fn retries_end_in_an_error() {
+    fn retries_end_in_an_error_after_timeouts_that_double() {
         let mut s = PdcSender::new(scfg(), 3);
         s.post_write(1, 0, 0, 10).unwrap();
         let mut t = 0;
-        for _ in 0..3 {
+        for (k, rto) in [1_000_000u64, 2_000_000, 4_000_000].into_iter().enumerate() {
             assert!(s.next_packet(t).is_some());
-            t += 1_000_000;
+            s.poll(t + rto - 1).unwrap();
+            assert!(s.next_packet(t + rto - 1).is_none(), "transmission {}: not before {rto} ns", k + 1);
+            t += rto;
             s.poll(t).unwrap_or_else(|e| panic!("{e}"));
         }
         s.next_packet(t).unwrap();
-        t += 1_000_000;
+        t += 8_000_000;
         assert_eq!(s.poll(t), Err(SenderError::RetriesExhausted { psn: 0xffff_fff0, times: 4 }));
     }
 
