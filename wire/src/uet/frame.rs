@@ -41,7 +41,7 @@ pub enum Error {
     #[error("source and destination IP of different families")]
     MixedFamilies,
     #[error("{0}")]
-    Lower(String),
+    Lower(#[from] etherparse::err::packet::SliceError),
 }
 
 /// How the PDS header is carried.
@@ -313,7 +313,8 @@ impl<'a> ParsedUetFrame<'a> {
     /// protocol `ports.ip_protocol`. Errors name the layer and lengths; a frame of another
     /// protocol is [`Error::NotUet`].
     pub fn parse_with(frame: &'a [u8], ports: Ports) -> Result<Self, Error> {
-        let sp = SlicedPacket::from_ethernet(frame).map_err(|e| Error::Lower(e.to_string()))?;
+        // The error path allocates nothing either: a malformed frame on a live port is counted.
+        let sp = SlicedPacket::from_ethernet(frame)?;
         let Some(LinkSlice::Ethernet2(eth)) = &sp.link else {
             return Err(Error::Truncated { layer: "Ethernet", needed: ETH_LEN, available: frame.len() });
         };
