@@ -854,15 +854,20 @@ mod tests {
     /// header checksum fixed; the UDP length fixed too, its checksum 0).
     fn trim(f: &[u8]) -> Vec<u8> {
         let mut t = f[..128].to_vec();
-        t[16..18].copy_from_slice(&(128u16 - 14).to_be_bytes());
-        t[24..26].fill(0);
-        let sum: u32 = t[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
-        let folded = (sum & 0xffff) + (sum >> 16);
-        let c = !(((folded & 0xffff) + (folded >> 16)) as u16);
-        t[24..26].copy_from_slice(&c.to_be_bytes());
-        t[38..40].copy_from_slice(&(128u16 - 34).to_be_bytes());
-        t[40..42].fill(0);
+        fix_lengths(&mut t);
         t
+    }
+
+    /// An IPv4/UDP frame cut short: its IP total length and header checksum (etherparse), its
+    /// UDP length and a zero UDP checksum made to fit what is left.
+    fn fix_lengths(f: &mut [u8]) {
+        let ip = (f.len() - 14) as u16;
+        let mut h = etherparse::Ipv4Header::from_slice(&f[14..34]).unwrap().0;
+        h.total_len = ip;
+        h.header_checksum = h.calc_header_checksum();
+        f[14..34].copy_from_slice(&h.to_bytes());
+        f[38..40].copy_from_slice(&(ip - 20).to_be_bytes());
+        f[40..42].fill(0);
     }
 
     /// Runs `b` with every 5th data frame 20 µs late (spraying) and every `trim_every`-th data
@@ -950,15 +955,6 @@ mod tests {
         let b =
             build(Kind::Incast, &hosts(3, 1), 100_000, &BuildOptions { uet: Some(u), ..Default::default() }).unwrap();
         let bad: std::cell::RefCell<Vec<Vec<u8>>> = Default::default();
-        let fix_lengths = |f: &mut Vec<u8>| {
-            let ip = (f.len() - 14) as u16;
-            f[16..18].copy_from_slice(&ip.to_be_bytes());
-            f[24..26].fill(0);
-            let sum: u32 = f[14..34].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
-            let c = !(((sum & 0xffff) + (sum >> 16)) as u16);
-            f[24..26].copy_from_slice(&c.to_be_bytes());
-            f[38..40].copy_from_slice(&(ip - 20).to_be_bytes());
-        };
         let mut made = false;
         let reports = run_over_with(
             &b,

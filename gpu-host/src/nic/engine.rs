@@ -418,13 +418,7 @@ impl Engine {
         }
         if nic.cfg.uet.is_some() {
             if let Some((qi, received, acked)) = self.on_uet_frame(nic_idx, frame, now) {
-                if received || acked {
-                    if let Some(c) = self.coll.as_mut() {
-                        c.touch_qp(qi, received, acked);
-                        c.progress(&mut self.qps, now);
-                    }
-                    self.record_milestones();
-                }
+                self.after_receive(qi, received, acked, now);
             }
             return;
         }
@@ -467,6 +461,12 @@ impl Engine {
             }
             _ => (Self::on_request(nic, &mut self.np, qi, qp, &p, now), false),
         };
+        self.after_receive(qi, received, acked, now);
+    }
+
+    /// QP `qi` completed a message it received (`received`) or freed send room (`acked`): the
+    /// collective moves on.
+    fn after_receive(&mut self, qi: usize, received: bool, acked: bool, now: u64) {
         if received || acked {
             if let Some(c) = self.coll.as_mut() {
                 c.touch_qp(qi, received, acked);
@@ -583,24 +583,34 @@ impl Engine {
         }
         let paused = nic.pfc.paused_mask(now);
         let cl = nic.cfg.classes;
-        if nic.cfg.uet.is_some() {
+        let len = if nic.cfg.uet.is_some() {
             if paused & (1 << cl.data_priority) != 0 {
                 return None;
             }
-            return match self.next_uet_frame(nic_idx, buf, now)? {
-                Ok(n) => {
-                    let nic = &mut self.nics[nic_idx];
-                    nic.pacer.charge_frame(n, now);
-                    nic.c.tx_frames += 1;
-                    nic.c.tx_bytes += n as u64;
-                    Some(n)
-                }
-                Err(()) => {
-                    self.nics[nic_idx].c.tx_errors += 1;
-                    None
-                }
-            };
+            self.next_uet_frame(nic_idx, buf, now)
+        } else {
+            self.next_roce_frame(nic_idx, buf, now, paused)
+        };
+        let nic = &mut self.nics[nic_idx];
+        match len? {
+            Ok(n) => {
+                nic.pacer.charge_frame(n, now);
+                nic.c.tx_frames += 1;
+                nic.c.tx_bytes += n as u64;
+                Some(n)
+            }
+            Err(()) => {
+                nic.c.tx_errors += 1;
+                None
+            }
         }
+    }
+
+    /// The next RoCEv2 frame of NIC `nic_idx` at `now` (CNPs, then ACK/NAKs, then data round
+    /// robin), with priorities `paused`; `None`: nothing to send.
+    fn next_roce_frame(&mut self, nic_idx: usize, buf: &mut [u8], now: u64, paused: u8) -> Option<Result<usize, ()>> {
+        let nic = &mut self.nics[nic_idx];
+        let cl = nic.cfg.classes;
         let mut len = None;
         if paused & (1 << cl.cnp_priority) == 0 {
             if let Some(qi) = nic.cnps.pop_front() {
@@ -652,18 +662,7 @@ impl Engine {
                 break;
             }
         }
-        match len? {
-            Ok(n) => {
-                nic.pacer.charge_frame(n, now);
-                nic.c.tx_frames += 1;
-                nic.c.tx_bytes += n as u64;
-                Some(n)
-            }
-            Err(_) => {
-                nic.c.tx_errors += 1;
-                None
-            }
-        }
+        len.map(|r| r.map_err(drop))
     }
 
     /// The earliest time something may happen without a frame arriving: a frame may be sent,

@@ -253,7 +253,6 @@ impl Engine {
     pub(super) fn next_uet_frame(&mut self, nic_idx: usize, buf: &mut [u8], now: u64) -> Option<Result<usize, ()>> {
         let nic = &mut self.nics[nic_idx];
         let spec = nic.cfg.uet?;
-        let cl = nic.cfg.classes;
         if let Some((qi, c)) = nic.uet_ctrl.pop_front() {
             let qp = &self.qps[qi];
             let pdc = qp.pdc.as_ref()?;
@@ -293,20 +292,7 @@ impl Engine {
                     payload: 0,
                 },
             };
-            let f = UetFrame {
-                src_mac: nic.cfg.mac,
-                dst_mac: qp.peer_mac,
-                src_ip: nic.cfg.ip,
-                dst_ip: qp.spec.peer_ip,
-                dscp: cl.data_dscp,
-                ecn: IpEcn::Ect0,
-                ttl: 64,
-                encap: encap(&spec, qp.sport),
-                pds,
-                ses: Ses::None,
-                payload: &[],
-            };
-            return Some(f.emit(buf).map_err(|_| ()));
+            return Some(frame(nic, qp, encap(&spec, qp.sport), pds, Ses::None, &[]).emit(buf).map_err(drop));
         }
         let n = nic.qps.len();
         for k in 0..n {
@@ -368,22 +354,29 @@ impl Engine {
                 request_length: t.request_length,
             };
             let start = t.local_addr as usize;
-            let f = UetFrame {
-                src_mac: nic.cfg.mac,
-                dst_mac: qp.peer_mac,
-                src_ip: nic.cfg.ip,
-                dst_ip: qp.spec.peer_ip,
-                dscp: cl.data_dscp,
-                ecn: IpEcn::Ect0,
-                ttl: 64,
-                encap: encap(&spec, t.entropy),
-                pds,
-                ses: Ses::Request(s),
-                payload: &qp.send_buf[start..start + t.len as usize],
-            };
-            return Some(f.emit(buf).map_err(|_| ()));
+            let payload = &qp.send_buf[start..start + t.len as usize];
+            return Some(
+                frame(nic, qp, encap(&spec, t.entropy), pds, Ses::Request(s), payload).emit(buf).map_err(drop),
+            );
         }
         None
+    }
+}
+
+/// A frame of `qp` on `nic`: the NIC's data class (DSCP, ECT(0)), to the QP's peer.
+fn frame<'a>(nic: &Nic, qp: &super::Qp, encap: Encap, pds: Pds, ses: Ses, payload: &'a [u8]) -> UetFrame<'a> {
+    UetFrame {
+        src_mac: nic.cfg.mac,
+        dst_mac: qp.peer_mac,
+        src_ip: nic.cfg.ip,
+        dst_ip: qp.spec.peer_ip,
+        dscp: nic.cfg.classes.data_dscp,
+        ecn: IpEcn::Ect0,
+        ttl: 64,
+        encap,
+        pds,
+        ses,
+        payload,
     }
 }
 
