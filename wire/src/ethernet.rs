@@ -691,3 +691,58 @@ mod tests {
         ));
     }
 }
+
+/// Why [`emit_ip_header`] wrote nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IpHeaderError {
+    /// The payload does not fit IPv4's total length.
+    TooBig,
+    /// Source and destination of different families.
+    MixedFamilies,
+}
+
+/// Writes the IPv4 header (20 bytes, DF set, checksum computed) or IPv6 header (40 bytes) of a
+/// packet of `payload_len` bytes of `protocol` into `ip` (exactly the header's length), the
+/// DSCP's 6 bits and the ECN bits as given; returns the EtherType to carry it. The RoCEv2 and
+/// UET frame builders share it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn emit_ip_header(
+    ip: &mut [u8],
+    src: core::net::IpAddr,
+    dst: core::net::IpAddr,
+    dscp: u8,
+    ecn: etherparse::IpEcn,
+    ttl: u8,
+    flow_label: u32,
+    protocol: etherparse::IpNumber,
+    payload_len: u16,
+) -> Result<etherparse::EtherType, IpHeaderError> {
+    use core::net::IpAddr;
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let mut h = etherparse::Ipv4Header::new(payload_len, ttl, protocol, s.octets(), d.octets())
+                .map_err(|_| IpHeaderError::TooBig)?;
+            h.dscp = etherparse::IpDscp::try_new(dscp & 0x3f).unwrap_or(etherparse::IpDscp::ZERO);
+            h.ecn = ecn;
+            h.dont_fragment = true;
+            h.header_checksum = h.calc_header_checksum();
+            ip.copy_from_slice(&h.to_bytes());
+            Ok(etherparse::EtherType::IPV4)
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let h = etherparse::Ipv6Header {
+                traffic_class: ((dscp & 0x3f) << 2) | ecn.value(),
+                flow_label: etherparse::Ipv6FlowLabel::try_new(flow_label & 0xfffff)
+                    .unwrap_or(etherparse::Ipv6FlowLabel::ZERO),
+                payload_length: payload_len,
+                next_header: protocol,
+                hop_limit: ttl,
+                source: s.octets(),
+                destination: d.octets(),
+            };
+            ip.copy_from_slice(&h.to_bytes());
+            Ok(etherparse::EtherType::IPV6)
+        }
+        _ => Err(IpHeaderError::MixedFamilies),
+    }
+}

@@ -16,9 +16,8 @@ use core::net::IpAddr;
 
 use etherparse::err::packet::SliceError;
 use etherparse::{
-    EtherType, Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv4HeaderSlice, Ipv6FlowLabel, Ipv6Header,
-    Ipv6HeaderSlice, LaxLinkExtSlice, LaxNetSlice, LaxSlicedPacket, LinkExtSlice, LinkSlice, NetSlice, SlicedPacket,
-    TransportSlice, UdpHeader,
+    Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv4HeaderSlice, Ipv6Header, Ipv6HeaderSlice, LaxLinkExtSlice,
+    LaxNetSlice, LaxSlicedPacket, LinkExtSlice, LinkSlice, NetSlice, SlicedPacket, TransportSlice, UdpHeader,
 };
 
 use crate::ethernet::{self, VlanWalk};
@@ -128,7 +127,6 @@ impl<'a> RoceFrame<'a> {
         let udp_total = UDP_LEN + ib_len;
         let udp_len = u16::try_from(udp_total)
             .map_err(|_| Error::TooBig { needed: udp_total, available: usize::from(u16::MAX) })?;
-        let too_big = |_| Error::TooBig { needed: natural, available: usize::from(u16::MAX) };
         let buf = &mut buf[..total];
         let (eth, rest) = buf.split_at_mut(ETH_LEN);
         let (ip, rest) = rest.split_at_mut(ip_hlen);
@@ -136,33 +134,21 @@ impl<'a> RoceFrame<'a> {
         let (ib, pad) = rest.split_at_mut(ib_len);
         pad.fill(0);
         headers.emit(ib, self.payload)?;
-        let dscp = etherparse::IpDscp::try_new(self.dscp & 0x3f).unwrap_or(etherparse::IpDscp::ZERO);
-        let ether_type = match (self.src_ip, self.dst_ip) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let mut h =
-                    Ipv4Header::new(udp_len, self.ttl, IpNumber::UDP, s.octets(), d.octets()).map_err(too_big)?;
-                h.dscp = dscp;
-                h.ecn = self.ecn;
-                h.dont_fragment = true;
-                h.header_checksum = h.calc_header_checksum();
-                ip.copy_from_slice(&h.to_bytes());
-                EtherType::IPV4
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let h = Ipv6Header {
-                    traffic_class: (self.dscp << 2) | self.ecn.value(),
-                    flow_label: Ipv6FlowLabel::try_new(self.flow_label & 0xfffff).unwrap_or(Ipv6FlowLabel::ZERO),
-                    payload_length: udp_len,
-                    next_header: IpNumber::UDP,
-                    hop_limit: self.ttl,
-                    source: s.octets(),
-                    destination: d.octets(),
-                };
-                ip.copy_from_slice(&h.to_bytes());
-                EtherType::IPV6
-            }
-            _ => return Err(Error::MixedFamilies),
-        };
+        let ether_type = ethernet::emit_ip_header(
+            ip,
+            self.src_ip,
+            self.dst_ip,
+            self.dscp,
+            self.ecn,
+            self.ttl,
+            self.flow_label,
+            IpNumber::UDP,
+            udp_len,
+        )
+        .map_err(|e| match e {
+            ethernet::IpHeaderError::TooBig => Error::TooBig { needed: natural, available: usize::from(u16::MAX) },
+            ethernet::IpHeaderError::MixedFamilies => Error::MixedFamilies,
+        })?;
         let udp_hdr = UdpHeader {
             source_port: self.udp_src_port,
             destination_port: self.udp_dst_port,

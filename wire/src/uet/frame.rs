@@ -7,9 +7,11 @@
 use core::net::IpAddr;
 
 use etherparse::{
-    EtherType, Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv6FlowLabel, Ipv6Header, LinkSlice, NetSlice,
-    SlicedPacket, TransportSlice, UdpHeader,
+    Ethernet2Header, IpEcn, IpNumber, Ipv4Header, Ipv6Header, LinkSlice, NetSlice, SlicedPacket, TransportSlice,
+    UdpHeader,
 };
+
+use crate::ethernet::{self, IpHeaderError};
 
 use super::ses::{
     self, MediumRequest, Response, ResponseWithData, SmallRequest, SmallResponseWithData, StandardRequest,
@@ -214,33 +216,21 @@ impl UetFrame<'_> {
             Encap::Udp { .. } => IpNumber::UDP,
             Encap::Ip { protocol, .. } => IpNumber(protocol),
         };
-        let dscp = etherparse::IpDscp::try_new(self.dscp & 0x3f).unwrap_or(etherparse::IpDscp::ZERO);
-        let too_big = |_| Error::TooBig { needed: natural, available: 65535 };
-        let ether_type = match (self.src_ip, self.dst_ip) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let mut h = Ipv4Header::new(l4_len16, self.ttl, protocol, s.octets(), d.octets()).map_err(too_big)?;
-                h.dscp = dscp;
-                h.ecn = self.ecn;
-                h.dont_fragment = true;
-                h.header_checksum = h.calc_header_checksum();
-                ip.copy_from_slice(&h.to_bytes());
-                EtherType::IPV4
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let h = Ipv6Header {
-                    traffic_class: (self.dscp << 2) | self.ecn.value(),
-                    flow_label: Ipv6FlowLabel::ZERO,
-                    payload_length: l4_len16,
-                    next_header: protocol,
-                    hop_limit: self.ttl,
-                    source: s.octets(),
-                    destination: d.octets(),
-                };
-                ip.copy_from_slice(&h.to_bytes());
-                EtherType::IPV6
-            }
-            _ => return Err(Error::MixedFamilies),
-        };
+        let ether_type = ethernet::emit_ip_header(
+            ip,
+            self.src_ip,
+            self.dst_ip,
+            self.dscp,
+            self.ecn,
+            self.ttl,
+            0,
+            protocol,
+            l4_len16,
+        )
+        .map_err(|e| match e {
+            IpHeaderError::TooBig => Error::TooBig { needed: natural, available: 65535 },
+            IpHeaderError::MixedFamilies => Error::MixedFamilies,
+        })?;
         eth.copy_from_slice(
             &Ethernet2Header { source: self.src_mac, destination: self.dst_mac, ether_type }.to_bytes(),
         );
